@@ -1,0 +1,344 @@
+//! Page faults on private anonymous memory.
+//!
+//! Linux: mm/memory.c __handle_mm_fault(), handle_pte_fault(),
+//! do_anonymous_page(), alloc_anon_folio(), do_wp_page(), wp_page_copy(),
+//! wp_can_reuse_anon_folio(); mm/huge_memory.c do_huge_pmd_anonymous_page(),
+//! do_huge_pmd_wp_page(), do_huge_zero_wp_pmd(). Rule tags (F1, P3, W4...)
+//! refer to shared/spec/fork-fault.md.
+
+use crate::addr::{Order, Pfn, PMD_ORDER, PMD_SIZE};
+use crate::arch::{Entry, Leaf, LeafFlags};
+use crate::folio::{FolioRef, PhysMem};
+use crate::mm::{AnonVmaIds, Mm};
+use crate::model::AccessFault;
+use crate::pgtable::PmdSlot;
+use crate::stats::{MthpStat, VmEvent};
+use crate::thp::{orders_desc, ThpSettings};
+use crate::vma::{VmFlags, Vma};
+
+/// Everything a fault needs besides the mm.
+pub struct FaultEnv<'a> {
+    pub phys: &'a mut PhysMem,
+    pub thp: &'a ThpSettings,
+    pub ids: &'a mut AnonVmaIds,
+}
+
+/// Resolve a fault at `addr`; afterwards the page is mapped, writable if
+/// `write`. Returns the PTE-level or PMD-level leaf now mapping the page.
+/// Linux: mm/memory.c handle_mm_fault() (access checks from
+/// arch/x86/mm/fault.c access_error()).
+pub fn handle_fault(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    addr: u64,
+    write: bool,
+) -> Result<Pfn, AccessFault> {
+    let vma = mm
+        .vmas
+        .find(addr)
+        .cloned()
+        .ok_or(AccessFault::Segv { addr })?;
+    if write && !vma.flags.contains(VmFlags::WRITE) {
+        return Err(AccessFault::Segv { addr });
+    }
+    if !vma
+        .flags
+        .intersects(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC)
+    {
+        return Err(AccessFault::Segv { addr });
+    }
+    let slot = addr & !(PMD_SIZE - 1);
+    // F1: an empty PMD slot where PMD order is allowed tries a PMD THP first.
+    if mm.pt.pmd(addr) == PmdSlot::None && pmd_thp_allowed(env.thp, &vma, addr) {
+        if let Some(pfn) = do_huge_pmd_anonymous_page(mm, env, &vma, addr, write) {
+            return Ok(pfn);
+        }
+    }
+    // F2: a present huge leaf.
+    if let PmdSlot::Leaf(leaf) = mm.pt.pmd(addr) {
+        if !write || leaf.write() {
+            return Ok(leaf.pfn.add((addr - slot) >> 12));
+        }
+        if let Some(pfn) = do_huge_pmd_wp_page(mm, env, &vma, addr, leaf) {
+            return Ok(pfn);
+        }
+        // Split: continue at PTE level.
+    }
+    if mm.pt.pte_alloc(addr, env.phys).is_none() {
+        return Err(AccessFault::Oom { addr });
+    }
+    match mm.pt.pte(addr) {
+        Entry::None => do_anonymous_page(mm, env, &vma, addr, write),
+        Entry::Leaf(l) if write && !l.write() => do_wp_page(mm, env, &vma, addr, l),
+        Entry::Leaf(l) => Ok(l.pfn),
+        Entry::Table(_) => unreachable!("PTE level holds no tables"),
+    }
+}
+
+/// PMD order allowed by policy and the 2 MiB block lies inside the VMA.
+/// Linux: thp_vma_allowable_order(PMD_ORDER) + thp_vma_suitable_order().
+fn pmd_thp_allowed(thp: &ThpSettings, vma: &Vma, addr: u64) -> bool {
+    let mask = thp.allowed_orders(
+        vma.flags.contains(VmFlags::HUGEPAGE),
+        vma.flags.contains(VmFlags::NOHUGEPAGE),
+        vma.flags.contains(VmFlags::UFFD_MISSING),
+    );
+    let haddr = addr & !(PMD_SIZE - 1);
+    mask & (1 << PMD_ORDER) != 0 && haddr >= vma.start && haddr + PMD_SIZE <= vma.end
+}
+
+fn leaf_for_new_folio(vma: &Vma, pfn: Pfn) -> Leaf {
+    let mut flags = LeafFlags::YOUNG;
+    if vma.flags.contains(VmFlags::WRITE) {
+        flags |= LeafFlags::WRITE | LeafFlags::DIRTY;
+    }
+    if vma.flags.contains(VmFlags::EXEC) {
+        flags |= LeafFlags::EXEC;
+    }
+    Leaf { pfn, flags }
+}
+
+/// P1–P3. Returns `None` to fall back to the PTE path.
+fn do_huge_pmd_anonymous_page(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    write: bool,
+) -> Option<Pfn> {
+    let slot = addr & !(PMD_SIZE - 1);
+    // vmf_anon_prepare() runs before the zero-page branch (P1).
+    mm.anon_vma_prepare(addr, env.ids);
+    mm.pt.pmd_alloc(slot, env.phys)?;
+    if !write && env.thp.use_zero_page {
+        // P2: map the huge zero folio read-only.
+        let hz = env.phys.get_huge_zero()?;
+        let pgtable = env.phys.alloc_pt_page()?;
+        mm.deposited.insert(slot, pgtable);
+        let mut flags = LeafFlags::YOUNG | LeafFlags::SPECIAL;
+        if vma.flags.contains(VmFlags::EXEC) {
+            flags |= LeafFlags::EXEC;
+        }
+        mm.pt.set_pmd(slot, Entry::Leaf(Leaf { pfn: hz, flags }));
+        return Some(hz.add((addr - slot) >> 12));
+    }
+    let folio = map_new_pmd_folio(mm, env, vma, slot)?;
+    Some(folio.head.add((addr - slot) >> 12))
+}
+
+/// Allocate an order-9 folio and map it with one PMD (P3). Counts the
+/// fallback stats when allocation fails.
+fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> Option<FolioRef> {
+    let Some(folio) = env.phys.alloc_anon_folio(Order::PMD) else {
+        env.phys.stats.vm(VmEvent::ThpFaultFallback, 1);
+        env.phys
+            .stats
+            .mthp(PMD_ORDER, MthpStat::AnonFaultFallback, 1);
+        return None;
+    };
+    let Some(pgtable) = env.phys.alloc_pt_page() else {
+        env.phys.ref_add(folio, 1);
+        env.phys.ref_sub(folio, 1);
+        return None;
+    };
+    if let Some(old) = mm.deposited.insert(slot, pgtable) {
+        env.phys.free_pt_page(old);
+    }
+    env.phys.add_rmap_pmd(folio, mm.pid, true);
+    env.phys.ref_add(folio, 1);
+    mm.rss_anon += 512;
+    mm.pt
+        .set_pmd(slot, Entry::Leaf(leaf_for_new_folio(vma, folio.head)));
+    env.phys.stats.vm(VmEvent::ThpFaultAlloc, 1);
+    env.phys.stats.mthp(PMD_ORDER, MthpStat::AnonFaultAlloc, 1);
+    // shrink_underused (default 1): queued, not partially mapped.
+    env.phys.deferred_split_folio(folio, false);
+    Some(folio)
+}
+
+/// P4/P5: a write to a read-only PMD. `None` means the PMD was split and
+/// the fault continues at PTE level.
+fn do_huge_pmd_wp_page(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    leaf: Leaf,
+) -> Option<Pfn> {
+    let slot = addr & !(PMD_SIZE - 1);
+    if Some(leaf.pfn) == env.phys.huge_zero {
+        // P4: replace the huge zero PMD with a fresh THP (do_huge_zero_wp_pmd).
+        mm.anon_vma_prepare(addr, env.ids);
+        if let Some(folio) = env.phys.alloc_anon_folio(Order::PMD) {
+            env.phys.add_rmap_pmd(folio, mm.pid, true);
+            env.phys.ref_add(folio, 1);
+            mm.rss_anon += 512;
+            mm.pt
+                .set_pmd(slot, Entry::Leaf(leaf_for_new_folio(vma, folio.head)));
+            env.phys.stats.vm(VmEvent::ThpFaultAlloc, 1);
+            env.phys.stats.mthp(PMD_ORDER, MthpStat::AnonFaultAlloc, 1);
+            env.phys.deferred_split_folio(folio, false);
+            return Some(folio.head.add((addr - slot) >> 12));
+        }
+        env.phys.stats.vm(VmEvent::ThpFaultFallback, 1);
+        env.phys
+            .stats
+            .mthp(PMD_ORDER, MthpStat::AnonFaultFallback, 1);
+        crate::zap::split_huge_pmd(mm, env.phys, slot);
+        return None;
+    }
+    let folio = env.phys.folio_of(leaf.pfn).expect("PMD maps a folio");
+    // P5: exclusive, or the only reference → reuse the whole PMD.
+    let reuse = env.phys.anon_exclusive(folio.head) || env.phys.refcount(folio) == 1;
+    if reuse {
+        env.phys.set_anon_exclusive(folio.head, true);
+        let mut l = leaf;
+        l.flags |= LeafFlags::WRITE | LeafFlags::DIRTY | LeafFlags::YOUNG;
+        mm.pt.set_pmd(slot, Entry::Leaf(l));
+        return Some(folio.head.add((addr - slot) >> 12));
+    }
+    crate::zap::split_huge_pmd(mm, env.phys, slot);
+    None
+}
+
+/// F5: the order a write fault allocates.
+fn choose_order(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> Order {
+    let mut mask = thp.allowed_orders(
+        vma.flags.contains(VmFlags::HUGEPAGE),
+        vma.flags.contains(VmFlags::NOHUGEPAGE),
+        vma.flags.contains(VmFlags::UFFD_MISSING),
+    );
+    mask &= (1 << PMD_ORDER) - 1; // orders 2..8 here; order 9 is F1's job
+                                  // F5.3: drop orders whose aligned block leaves the VMA, highest first,
+                                  // stopping at the first that fits.
+    for o in orders_desc(mask) {
+        let size = o.bytes();
+        let base = addr & !(size - 1);
+        if base >= vma.start && base + size <= vma.end {
+            break;
+        }
+        mask &= !(1 << o.0);
+    }
+    // F5.4: drop orders whose block holds any non-none PTE, stopping at the
+    // first all-none block.
+    for o in orders_desc(mask) {
+        let base = addr & !(o.bytes() - 1);
+        let all_none =
+            (0..o.pages()).all(|k| matches!(mm.pt.pte_raw(base + k * 4096), Entry::None));
+        if all_none {
+            return o;
+        }
+    }
+    Order::ZERO
+}
+
+/// F4: a fault on a none PTE.
+fn do_anonymous_page(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    write: bool,
+) -> Result<Pfn, AccessFault> {
+    if !write {
+        // F4.1: the shared zero page, read-only and special; no anon_vma.
+        let mut flags = LeafFlags::YOUNG | LeafFlags::SPECIAL;
+        if vma.flags.contains(VmFlags::EXEC) {
+            flags |= LeafFlags::EXEC;
+        }
+        let zero = env.phys.zero_pfn;
+        mm.pt.set_ptes(addr, Leaf { pfn: zero, flags }, 1, env.phys);
+        return Ok(zero);
+    }
+    mm.anon_vma_prepare(addr, env.ids);
+    let mut order = choose_order(mm, env.thp, vma, addr);
+    let folio = loop {
+        if let Some(f) = env.phys.alloc_anon_folio(order) {
+            break f;
+        }
+        if order.0 == 0 {
+            return Err(AccessFault::Oom { addr });
+        }
+        env.phys.stats.mthp(order.0, MthpStat::AnonFaultFallback, 1);
+        order = Order::ZERO;
+    };
+    let base = addr & !(order.bytes() - 1);
+    let nr = order.pages();
+    env.phys
+        .add_rmap_ptes(folio, folio.head, nr as u32, mm.pid, true);
+    env.phys.ref_add(folio, nr as u32);
+    mm.rss_anon += nr;
+    if order.0 >= 2 {
+        env.phys.stats.mthp(order.0, MthpStat::AnonFaultAlloc, 1);
+    }
+    mm.pt
+        .set_ptes(base, leaf_for_new_folio(vma, folio.head), nr, env.phys);
+    Ok(folio.head.add((addr - base) >> 12))
+}
+
+/// W1–W4: a write to a present read-only PTE.
+fn do_wp_page(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    old: Leaf,
+) -> Result<Pfn, AccessFault> {
+    if old.flags.contains(LeafFlags::SPECIAL) {
+        // W2: copy the zero page into a fresh order-0 page.
+        return wp_page_copy(mm, env, vma, addr, None);
+    }
+    let page = old.pfn;
+    let folio = env.phys.folio_of(page).expect("PTE maps a folio");
+    let reuse = if env.phys.anon_exclusive(page) {
+        true // W3
+    } else if !folio.is_large() {
+        env.phys.refcount(folio) == 1 // W4 small
+    } else {
+        // W4 large (mm/memory.c __wp_can_reuse_large_anon_folio()).
+        let mapcount = env.phys.folio_mapcount(folio);
+        mapcount > 1
+            && !env.phys.mapped_by_other_mm(folio, mm.pid)
+            && mapcount == env.phys.refcount(folio)
+    };
+    if reuse {
+        env.phys.set_anon_exclusive(page, true);
+        let mut l = old;
+        l.flags |= LeafFlags::WRITE | LeafFlags::DIRTY | LeafFlags::YOUNG;
+        mm.pt.modify_pte(addr, l, env.phys);
+        return Ok(page);
+    }
+    wp_page_copy(mm, env, vma, addr, Some((folio, page)))
+}
+
+/// Copy-on-write into a new order-0 page (W2, W4 copy). Linux: wp_page_copy().
+fn wp_page_copy(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    old: Option<(FolioRef, Pfn)>,
+) -> Result<Pfn, AccessFault> {
+    mm.anon_vma_prepare(addr, env.ids);
+    let new = env
+        .phys
+        .alloc_anon_folio(Order::ZERO)
+        .ok_or(AccessFault::Oom { addr })?;
+    if let Some((_, src)) = old {
+        let tag = env.phys.tag(src);
+        env.phys.set_tag(new.head, tag);
+    }
+    env.phys.add_rmap_ptes(new, new.head, 1, mm.pid, true);
+    env.phys.ref_add(new, 1);
+    let pte = leaf_for_new_folio(vma, new.head);
+    // ptep_clear_flush() then set_pte_at(): a single-entry change.
+    mm.pt.modify_pte(addr, pte, env.phys);
+    match old {
+        Some((folio, src)) => {
+            env.phys.remove_rmap_ptes(folio, src, 1, mm.pid);
+            env.phys.ref_sub(folio, 1);
+        }
+        None => mm.rss_anon += 1,
+    }
+    Ok(new.head)
+}

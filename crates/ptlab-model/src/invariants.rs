@@ -1,0 +1,317 @@
+//! The invariant checker: recompute every counter the model keeps from the
+//! page tables and compare.
+//!
+//! Checked: per-page PTE mapcounts, entire (PMD) mapcounts, large
+//! mapcounts, pages-mapped counts, per-mm mapping counts, refcounts
+//! (one per mapping — the model takes no pins), RSS per mm, that every
+//! allocated folio is mapped (no leaks), that every present entry lies
+//! inside a VMA, that VMAs are sorted, non-overlapping and page-aligned,
+//! that table `used` counts are right and every table is reachable,
+//! deposited tables exist exactly for anon/huge-zero PMD leaves, that
+//! AnonExclusive pages are mapped by at most one mm, and that arm64
+//! contiguous blocks are well formed.
+
+use crate::addr::Pfn;
+use crate::arch::{Entry, LeafFlags};
+use crate::model::{Model, Pid};
+use crate::pgtable::PmdSlot;
+use std::collections::BTreeMap;
+
+#[derive(Default, Clone)]
+struct Seen {
+    page_maps: BTreeMap<u64, u32>,
+    entire: u32,
+    total: u32,
+    per_mm: BTreeMap<Pid, u32>,
+}
+
+pub fn check(model: &Model) -> Result<(), Vec<String>> {
+    let mut errs = Vec::new();
+    let phys = &model.phys;
+    let mut folios: BTreeMap<u64, Seen> = BTreeMap::new();
+    let mut pt_pages = 0u64;
+    for (&pid, mm) in &model.procs {
+        // VMAs sorted, aligned, non-overlapping.
+        let mut last_end = 0;
+        for v in mm.vmas.iter() {
+            if v.start % 4096 != 0 || v.end % 4096 != 0 || v.start >= v.end {
+                errs.push(format!(
+                    "pid {pid}: malformed VMA {:#x}-{:#x}",
+                    v.start, v.end
+                ));
+            }
+            if v.start < last_end {
+                errs.push(format!(
+                    "pid {pid}: VMA {:#x} overlaps the previous one",
+                    v.start
+                ));
+            }
+            last_end = v.end;
+        }
+        // Tables: used counts, reachability.
+        let tree = mm.pt.tables_in_tree();
+        if tree.len() != mm.pt.table_count() {
+            errs.push(format!(
+                "pid {pid}: {} tables allocated but {} reachable",
+                mm.pt.table_count(),
+                tree.len()
+            ));
+        }
+        for (t, level, _) in &tree {
+            let tbl = mm.pt.table(*t).expect("reachable table exists");
+            let used = (0..512)
+                .filter(|&i| !matches!(mm.pt.arch().decode(*level, tbl.entries[i]), Entry::None))
+                .count();
+            if used != tbl.used as usize {
+                errs.push(format!(
+                    "pid {pid}: table {t} level {level} counts {} used entries, has {used}",
+                    tbl.used
+                ));
+            }
+        }
+        pt_pages += tree.len() as u64 + mm.deposited.len() as u64;
+        // Leaves.
+        let mut rss = 0u64;
+        let leaves = mm.pt.leaves(0, u64::MAX);
+        for &(va, level, leaf) in &leaves {
+            let span = if level == 2 { 2 << 20 } else { 4096 };
+            match mm.vmas.find(va) {
+                Some(v) if va + span <= v.end => {}
+                _ => errs.push(format!(
+                    "pid {pid}: present entry at {va:#x} (level {level}) outside any VMA"
+                )),
+            }
+            if level == 2 {
+                if !mm.deposited.contains_key(&va) {
+                    errs.push(format!(
+                        "pid {pid}: PMD leaf at {va:#x} without a deposited page table"
+                    ));
+                }
+                if Some(leaf.pfn) == phys.huge_zero {
+                    continue;
+                }
+                let Some(f) = phys.folio_of(leaf.pfn) else {
+                    errs.push(format!(
+                        "pid {pid}: PMD at {va:#x} maps unallocated frame {}",
+                        leaf.pfn
+                    ));
+                    continue;
+                };
+                if f.head != leaf.pfn || f.order.0 != 9 {
+                    errs.push(format!(
+                        "pid {pid}: PMD at {va:#x} does not map a whole order-9 folio"
+                    ));
+                }
+                let s = folios.entry(f.head.0).or_default();
+                s.entire += 1;
+                s.total += 1;
+                *s.per_mm.entry(pid).or_default() += 1;
+                rss += 512;
+            } else {
+                if leaf.flags.contains(LeafFlags::SPECIAL) {
+                    if leaf.pfn != phys.zero_pfn {
+                        errs.push(format!(
+                            "pid {pid}: special PTE at {va:#x} is not the zero page"
+                        ));
+                    }
+                    continue;
+                }
+                let Some(f) = phys.folio_of(leaf.pfn) else {
+                    errs.push(format!(
+                        "pid {pid}: PTE at {va:#x} maps unallocated frame {}",
+                        leaf.pfn
+                    ));
+                    continue;
+                };
+                let s = folios.entry(f.head.0).or_default();
+                *s.page_maps.entry(leaf.pfn.0).or_default() += 1;
+                s.total += 1;
+                *s.per_mm.entry(pid).or_default() += 1;
+                rss += 1;
+            }
+        }
+        if rss != mm.rss_anon {
+            errs.push(format!(
+                "pid {pid}: RSS counter {} but page tables map {rss} anon pages",
+                mm.rss_anon
+            ));
+        }
+        if mm.pt.arch().cont_ptes().is_some() {
+            check_cont_blocks(pid, &leaves, phys, &mut errs);
+        }
+    }
+    if pt_pages != phys.pt_pages {
+        errs.push(format!(
+            "{} page-table pages allocated, {pt_pages} in use",
+            phys.pt_pages
+        ));
+    }
+    // Compare with the counters.
+    for (&head, seen) in &folios {
+        let f = phys.folio_of(Pfn(head)).expect("checked above");
+        let rc = phys.refcount(f);
+        if rc != seen.total {
+            errs.push(format!(
+                "folio {head:#x}: refcount {rc}, mappings {}",
+                seen.total
+            ));
+        }
+        for i in 0..f.nr_pages() {
+            let pfn = Pfn(head + i);
+            let want = seen.page_maps.get(&pfn.0).copied().unwrap_or(0);
+            if phys.page_mapcount(pfn) != want {
+                errs.push(format!(
+                    "page {pfn}: mapcount {} but {want} PTEs map it",
+                    phys.page_mapcount(pfn)
+                ));
+            }
+            if phys.anon_exclusive(pfn)
+                && seen.per_mm.len() > 1
+                && (want > 0 || (i == 0 && seen.entire > 0))
+            {
+                // An exclusive page is mapped by one mm only.
+                let mms = seen.per_mm.len();
+                errs.push(format!(
+                    "page {pfn}: AnonExclusive but its folio is mapped by {mms} mms"
+                ));
+            }
+        }
+        if let Some(l) = phys.large(f.head) {
+            if l.entire_mapcount != seen.entire {
+                errs.push(format!(
+                    "folio {head:#x}: entire mapcount {} but {} PMDs",
+                    l.entire_mapcount, seen.entire
+                ));
+            }
+            if l.large_mapcount != seen.total {
+                errs.push(format!(
+                    "folio {head:#x}: large mapcount {} but {} mappings",
+                    l.large_mapcount, seen.total
+                ));
+            }
+            let mapped = seen.page_maps.len() as u32;
+            if l.nr_pages_mapped != mapped {
+                errs.push(format!(
+                    "folio {head:#x}: nr_pages_mapped {} but {mapped}",
+                    l.nr_pages_mapped
+                ));
+            }
+            let mut mm_maps: Vec<(Pid, u32)> = l.mm_maps.clone();
+            mm_maps.sort();
+            let want: Vec<(Pid, u32)> = seen.per_mm.iter().map(|(&p, &n)| (p, n)).collect();
+            if mm_maps != want {
+                errs.push(format!(
+                    "folio {head:#x}: per-mm maps {mm_maps:?} but page tables say {want:?}"
+                ));
+            }
+        }
+    }
+    // No leaks: every allocated anon folio is mapped somewhere.
+    for (head, l) in phys.large_folios() {
+        if l.kind == crate::folio::FolioKind::Anon && !folios.contains_key(&head.0) {
+            errs.push(format!(
+                "large folio {head} (order {}) is allocated but unmapped",
+                l.order.0
+            ));
+        }
+    }
+    for pfn in phys.small_folios() {
+        if !folios.contains_key(&pfn.0) {
+            errs.push(format!("small folio {pfn} is allocated but unmapped"));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs)
+    }
+}
+
+/// arm64: every CONT entry belongs to an aligned block of 16 CONT entries
+/// mapping 16 contiguous, aligned frames of one folio with equal attributes.
+fn check_cont_blocks(
+    pid: Pid,
+    leaves: &[(u64, u8, crate::arch::Leaf)],
+    phys: &crate::folio::PhysMem,
+    errs: &mut Vec<String>,
+) {
+    let by_va: BTreeMap<u64, crate::arch::Leaf> = leaves
+        .iter()
+        .filter(|l| l.1 == 1)
+        .map(|l| (l.0, l.2))
+        .collect();
+    for (&va, leaf) in &by_va {
+        if !leaf.flags.contains(LeafFlags::CONT) || va % (16 * 4096) != 0 {
+            continue;
+        }
+        let ok = (0..16u64).all(|k| {
+            by_va.get(&(va + k * 4096)).is_some_and(|l| {
+                l.flags.contains(LeafFlags::CONT)
+                    && l.pfn.0 == leaf.pfn.0 + k
+                    && l.fold_key() == leaf.fold_key()
+            })
+        }) && leaf.pfn.0 % 16 == 0
+            && phys.folio_of(leaf.pfn).is_some_and(|f| {
+                f.head.0 <= leaf.pfn.0 && leaf.pfn.0 + 16 <= f.head.0 + f.nr_pages()
+            });
+        if !ok {
+            errs.push(format!("pid {pid}: malformed contiguous block at {va:#x}"));
+        }
+    }
+    for (&va, leaf) in &by_va {
+        if leaf.flags.contains(LeafFlags::CONT) {
+            let start = va & !(16 * 4096 - 1);
+            if !by_va
+                .get(&start)
+                .is_some_and(|l| l.flags.contains(LeafFlags::CONT))
+            {
+                errs.push(format!(
+                    "pid {pid}: CONT entry at {va:#x} outside a folded block"
+                ));
+            }
+        }
+    }
+    let _ = PmdSlot::None;
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{MapFlags, Model, ModelConfig, Prot};
+
+    fn populated() -> Model {
+        let mut m = Model::new(ModelConfig::default());
+        let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        m.mmap(1, 0x7f00_0000_0000, 0x10000, Prot::READ | Prot::WRITE, f)
+            .unwrap();
+        m.write(1, 0x7f00_0000_0000, 1).unwrap();
+        m
+    }
+
+    #[test]
+    fn clean_model_passes() {
+        assert_eq!(populated().check_invariants(), Ok(()));
+    }
+
+    #[test]
+    fn detects_refcount_drift() {
+        let mut m = populated();
+        let pfn = m.mm(1).unwrap().pt.leaves(0, u64::MAX)[0].2.pfn;
+        let f = m.phys.folio_of(pfn).unwrap();
+        m.phys.ref_add(f, 1);
+        let errs = m.check_invariants().unwrap_err();
+        assert!(errs.iter().any(|e| e.contains("refcount")), "{errs:?}");
+    }
+
+    #[test]
+    fn detects_rss_drift_and_leaks() {
+        let mut m = populated();
+        m.procs.get_mut(&1).unwrap().rss_anon += 1;
+        let _leak = m.phys.alloc_anon_folio(crate::Order(0)).unwrap();
+        let errs = m.check_invariants().unwrap_err();
+        assert!(errs.iter().any(|e| e.contains("RSS")), "{errs:?}");
+        assert!(
+            errs.iter().any(|e| e.contains("allocated but unmapped")),
+            "{errs:?}"
+        );
+    }
+}

@@ -1,0 +1,31 @@
+//! ptlab-model: an executable model of Linux 6.18's anonymous-memory
+//! page-table layer.
+//!
+//! The model is pure: no I/O, no clocks, no global state, no randomness
+//! except what a caller seeds. Every rule cites the kernel function it
+//! mirrors. Entry point: [`Model`].
+
+pub mod addr;
+pub mod arch;
+pub mod errno;
+pub mod fault;
+pub mod folio;
+pub mod invariants;
+pub mod mm;
+pub mod model;
+pub mod observe;
+pub mod pgtable;
+pub mod phys;
+pub mod stats;
+pub mod thp;
+pub mod uapi;
+pub mod vma;
+pub mod zap;
+
+pub use addr::{Order, PageSize, Pfn, VirtAddr, PAGE_SIZE, PMD_SIZE, PUD_SIZE};
+pub use arch::ArchKind;
+pub use errno::Errno;
+pub use model::{AccessFault, Model, ModelConfig, Pid};
+pub use observe::{Observation, PageState, Sections};
+pub use thp::ThpSettings;
+pub use uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};

@@ -1,0 +1,735 @@
+//! The model facade: a machine with physical memory, THP knobs and
+//! processes, and the system calls and accesses a scenario performs.
+//!
+//! Rules live in the modules this file calls: [`crate::fault`],
+//! [`crate::zap`], [`crate::mm`], [`crate::vma`]. This file holds the
+//! syscall entry checks, in the kernel's order.
+
+use crate::addr::{page_align, PAGE_SIZE, PMD_SIZE, TASK_SIZE};
+use crate::arch::{ArchKind, Entry, LeafFlags};
+use crate::errno::Errno;
+use crate::fault::{handle_fault, FaultEnv};
+use crate::folio::PhysMem;
+use crate::mm::{AnonVmaIds, Mm};
+use crate::observe::{AnonPage, MapsEntry, Observation, PageObs, PageState};
+use crate::pgtable::{PageTables, PmdSlot};
+use crate::thp::ThpSettings;
+use crate::uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};
+use crate::vma::{anon_vma_compatible, flags_mergeable, VmFlags, Vma};
+use crate::zap::{free_pgtables, split_huge_pmd, zap_range};
+use std::collections::BTreeMap;
+
+/// A modelled process id. The first process is [`Model::main_pid`].
+pub type Pid = u32;
+
+/// Machine-wide configuration.
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    pub arch: ArchKind,
+    pub thp: ThpSettings,
+    /// Top of the top-down mmap area (`mm->mmap_base`, fixed: the model has no ASLR).
+    pub mmap_base: u64,
+    /// `vm.max_map_count`.
+    pub max_map_count: usize,
+    /// `vm.mmap_min_addr`.
+    pub mmap_min_addr: u64,
+    /// The caller has CAP_SYS_RAWIO (root): mappings below mmap_min_addr are allowed.
+    pub cap_sys_rawio: bool,
+    /// Physical memory in 4 KiB frames.
+    pub frames: u64,
+}
+
+impl ModelConfig {
+    /// Defaults of the reference machine (Linux 6.18.44 x86-64 VM, 24 GiB).
+    pub fn for_arch(arch: ArchKind) -> Self {
+        ModelConfig {
+            arch,
+            thp: ThpSettings::default(),
+            mmap_base: 0x7fff_f000_0000,
+            max_map_count: 65530,
+            mmap_min_addr: 4096,
+            cap_sys_rawio: true,
+            frames: 24 << 18,
+        }
+    }
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self::for_arch(ArchKind::X86_64)
+    }
+}
+
+/// Why a user-space access could not complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessFault {
+    /// SIGSEGV: no VMA, or the VMA forbids the access.
+    Segv { addr: u64 },
+    /// The model ran out of physical memory (VM_FAULT_OOM).
+    Oom { addr: u64 },
+    /// No such process.
+    NoProcess,
+}
+
+impl std::fmt::Display for AccessFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AccessFault::Segv { addr } => write!(f, "SIGSEGV at {addr:#x}"),
+            AccessFault::Oom { addr } => write!(f, "out of model memory faulting {addr:#x}"),
+            AccessFault::NoProcess => write!(f, "no such process"),
+        }
+    }
+}
+
+/// The modelled machine.
+#[derive(Clone, Debug)]
+pub struct Model {
+    cfg: ModelConfig,
+    pub(crate) phys: PhysMem,
+    thp: ThpSettings,
+    pub(crate) procs: BTreeMap<Pid, Mm>,
+    ids: AnonVmaIds,
+}
+
+impl Model {
+    pub fn new(cfg: ModelConfig) -> Model {
+        let mut phys = PhysMem::new(cfg.frames);
+        let pt = PageTables::new(cfg.arch, &mut phys).expect("memory for the first page table");
+        let mut procs = BTreeMap::new();
+        procs.insert(
+            1,
+            Mm {
+                pid: 1,
+                vmas: Default::default(),
+                pt,
+                rss_anon: 0,
+                deposited: BTreeMap::new(),
+            },
+        );
+        Model {
+            thp: cfg.thp.clone(),
+            cfg,
+            phys,
+            procs,
+            ids: AnonVmaIds::default(),
+        }
+    }
+
+    pub fn main_pid(&self) -> Pid {
+        1
+    }
+    pub fn arch(&self) -> ArchKind {
+        self.cfg.arch
+    }
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+    pub fn thp(&self) -> &ThpSettings {
+        &self.thp
+    }
+    pub fn phys(&self) -> &PhysMem {
+        &self.phys
+    }
+    pub fn mm(&self, pid: Pid) -> Option<&Mm> {
+        self.procs.get(&pid)
+    }
+    pub fn pids(&self) -> impl Iterator<Item = Pid> + '_ {
+        self.procs.keys().copied()
+    }
+
+    /// Whether the model implements `advice` (the rest belong to later work:
+    /// PAGEOUT/COLD need swap, COLLAPSE needs khugepaged's collapse path).
+    pub fn supports_advice(advice: Advice) -> bool {
+        !matches!(advice, Advice::PageOut | Advice::Cold | Advice::Collapse)
+    }
+
+    pub fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), Errno> {
+        self.thp.set(knob, mode)
+    }
+    pub fn set_use_zero_page(&mut self, on: bool) {
+        self.thp.use_zero_page = on;
+    }
+
+    /// Approximate bytes of model memory in use (page tables and physical-memory metadata).
+    pub fn memory_bytes(&self) -> usize {
+        self.phys.metadata_bytes()
+            + self
+                .procs
+                .values()
+                .map(|m| m.pt.memory_bytes())
+                .sum::<usize>()
+    }
+
+    // ---- mmap -------------------------------------------------------------
+
+    /// mmap(2) of private anonymous memory.
+    /// Linux: mm/mmap.c do_mmap(), __get_unmapped_area(); mm/vma.c mmap_region().
+    pub fn mmap(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+    ) -> Result<u64, Errno> {
+        if !self.procs.contains_key(&pid) {
+            return Err(Errno::EINVAL);
+        }
+        // ksys_mmap_pgoff(): without MAP_ANONYMOUS the fd (-1) is looked up.
+        if !flags.contains(MapFlags::ANONYMOUS) {
+            return Err(Errno::EBADF);
+        }
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let mut flags = flags;
+        if flags.contains(MapFlags::FIXED_NOREPLACE) {
+            flags |= MapFlags::FIXED;
+        }
+        let mut addr = addr;
+        if !flags.contains(MapFlags::FIXED) {
+            // round_hint_to_min()
+            addr &= !(PAGE_SIZE - 1);
+            if addr != 0 && addr < self.cfg.mmap_min_addr {
+                addr = page_align(self.cfg.mmap_min_addr).unwrap_or(self.cfg.mmap_min_addr);
+            }
+        }
+        let len = page_align(len).ok_or(Errno::ENOMEM)?;
+        if self.procs[&pid].map_count() > self.cfg.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        let addr = self.get_unmapped_area(pid, addr, len, flags)?;
+        if flags.contains(MapFlags::FIXED_NOREPLACE)
+            && self.procs[&pid].vmas.intersects(addr, addr + len)
+        {
+            return Err(Errno::EEXIST);
+        }
+        // The MAP_TYPE switch: only MAP_PRIVATE anonymous memory is modelled.
+        match flags.bits() & 0x0f {
+            0x02 => {}
+            0x01 | 0x03 => return Err(Errno::ENOSYS), // shared anon is shmem: not modelled
+            _ => return Err(Errno::EINVAL),
+        }
+        let mut vm = VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC;
+        if prot.contains(Prot::READ) {
+            vm |= VmFlags::READ;
+        }
+        if prot.contains(Prot::WRITE) {
+            vm |= VmFlags::WRITE;
+        }
+        if prot.contains(Prot::EXEC) {
+            vm |= VmFlags::EXEC;
+        }
+        if flags.contains(MapFlags::NORESERVE) {
+            vm |= VmFlags::NORESERVE; // overcommit mode 0 honours it
+        }
+        // accountable_mapping(): private writable without NORESERVE.
+        if vm.contains(VmFlags::WRITE) && !vm.contains(VmFlags::NORESERVE) {
+            vm |= VmFlags::ACCOUNT;
+        }
+        self.mmap_region(pid, addr, len, vm, flags.contains(MapFlags::FIXED))?;
+        if flags.contains(MapFlags::POPULATE) {
+            // mm_populate(): write faults for private writable VMAs, else read.
+            let write = vm.contains(VmFlags::WRITE);
+            for a in crate::mm::pages(addr, addr + len) {
+                if self.fault(pid, a, write).is_err() {
+                    break;
+                }
+            }
+        }
+        Ok(addr)
+    }
+
+    /// Linux: mm/mmap.c __get_unmapped_area() and the x86 top-down allocator.
+    fn get_unmapped_area(
+        &self,
+        pid: Pid,
+        hint: u64,
+        len: u64,
+        flags: MapFlags,
+    ) -> Result<u64, Errno> {
+        let min = self.cfg.mmap_min_addr.max(PAGE_SIZE);
+        if len > TASK_SIZE - self.cfg.mmap_min_addr {
+            return Err(Errno::ENOMEM);
+        }
+        let mm = &self.procs[&pid];
+        let addr = if flags.contains(MapFlags::FIXED) {
+            hint
+        } else if hint == 0 && len.is_multiple_of(PMD_SIZE) {
+            // thp_get_unmapped_area_vmflags(): search len + 2 MiB, align up.
+            let padded = len.checked_add(PMD_SIZE).ok_or(Errno::ENOMEM)?;
+            let ret = self.topdown_search(mm, padded, min)?;
+            let off_sub = ret.wrapping_neg() & (PMD_SIZE - 1);
+            if off_sub == 0 {
+                ret + PMD_SIZE
+            } else {
+                ret + off_sub
+            }
+        } else {
+            let h = page_align(hint).unwrap_or(0);
+            let fits =
+                h != 0 && TASK_SIZE - len >= h && h >= min && !mm.vmas.intersects(h, h + len);
+            if fits {
+                h
+            } else {
+                self.topdown_search(mm, len, min)?
+            }
+        };
+        if addr > TASK_SIZE - len {
+            return Err(Errno::ENOMEM);
+        }
+        if addr % PAGE_SIZE != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if addr < self.cfg.mmap_min_addr && !self.cfg.cap_sys_rawio {
+            return Err(Errno::EPERM); // security_mmap_addr()
+        }
+        Ok(addr)
+    }
+
+    /// Highest gap below mmap_base that fits `len`. Linux: vm_unmapped_area() top-down.
+    fn topdown_search(&self, mm: &Mm, len: u64, low: u64) -> Result<u64, Errno> {
+        let high = self.cfg.mmap_base;
+        let mut gap_end = high;
+        let vmas: Vec<&Vma> = mm.vmas.iter().collect();
+        for v in vmas.iter().rev() {
+            if v.start >= gap_end {
+                gap_end = gap_end.min(v.start);
+                continue;
+            }
+            if v.end <= gap_end && gap_end - v.end >= len && gap_end - len >= low {
+                return Ok(gap_end - len);
+            }
+            gap_end = gap_end.min(v.start);
+        }
+        if gap_end >= low && gap_end - low >= len {
+            return Ok(gap_end - len);
+        }
+        Err(Errno::ENOMEM)
+    }
+
+    /// Linux: mm/vma.c mmap_region() → __mmap_region(): unmap what MAP_FIXED
+    /// replaces, then merge with neighbours (vma_merge_new_range) or insert.
+    fn mmap_region(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        len: u64,
+        vm: VmFlags,
+        fixed: bool,
+    ) -> Result<(), Errno> {
+        let end = addr + len;
+        if fixed && self.procs[&pid].vmas.intersects(addr, end) {
+            self.do_munmap(pid, addr, end)?;
+        }
+        let mm = self.procs.get_mut(&pid).expect("pid");
+        let pgoff = addr >> 12;
+        let new_key = (None, false);
+        let prev = mm.vmas.prev(addr).filter(|p| p.end == addr).cloned();
+        let next = mm.vmas.find_vma(end).filter(|n| n.start == end).cloned();
+        let can_prev = prev.as_ref().is_some_and(|p| {
+            flags_mergeable(p.flags, vm)
+                && p.pgoff + p.pages() == pgoff
+                && anon_vma_compatible((p.anon_vma, p.fork_child), new_key)
+        });
+        let mut can_next = next.as_ref().is_some_and(|n| {
+            flags_mergeable(n.flags, vm)
+                && pgoff + (len >> 12) == n.pgoff
+                && anon_vma_compatible(new_key, (n.anon_vma, n.fork_child))
+        });
+        if can_prev && can_next {
+            let (p, n) = (prev.as_ref().expect("prev"), next.as_ref().expect("next"));
+            if !anon_vma_compatible((p.anon_vma, p.fork_child), (n.anon_vma, n.fork_child)) {
+                can_next = false;
+            }
+        }
+        match (can_prev, can_next) {
+            (true, true) => {
+                let p = prev.expect("prev");
+                let n = next.expect("next");
+                mm.vmas.remove(n.start);
+                let pv = mm.vmas.get_mut(p.start).expect("prev");
+                pv.end = n.end;
+                pv.anon_vma = p.anon_vma.or(n.anon_vma);
+                pv.fork_child = p.fork_child || n.fork_child;
+            }
+            (true, false) => {
+                mm.vmas
+                    .get_mut(prev.expect("prev").start)
+                    .expect("prev")
+                    .end = end
+            }
+            (false, true) => {
+                let mut n = mm.vmas.remove(next.expect("next").start).expect("next");
+                n.start = addr;
+                n.pgoff = pgoff;
+                mm.vmas.insert(n);
+            }
+            (false, false) => mm.vmas.insert(Vma {
+                start: addr,
+                end,
+                flags: vm,
+                pgoff,
+                anon_vma: None,
+                fork_child: false,
+            }),
+        }
+        Ok(())
+    }
+
+    // ---- munmap -----------------------------------------------------------
+
+    /// munmap(2). Linux: mm/vma.c do_vmi_munmap().
+    pub fn munmap(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
+        if !self.procs.contains_key(&pid) {
+            return Err(Errno::EINVAL);
+        }
+        if !addr.is_multiple_of(PAGE_SIZE) || addr > TASK_SIZE || len > TASK_SIZE - addr {
+            return Err(Errno::EINVAL);
+        }
+        let end = addr + page_align(len).ok_or(Errno::EINVAL)?;
+        if end == addr {
+            return Err(Errno::EINVAL);
+        }
+        self.do_munmap(pid, addr, end)
+    }
+
+    /// Unmap `[start, end)`: split the edge VMAs, zap, free page tables,
+    /// remove. Linux: mm/vma.c do_vmi_align_munmap(), vms_gather_munmap_vmas(),
+    /// vms_complete_munmap_vmas() → unmap_region().
+    fn do_munmap(&mut self, pid: Pid, start: u64, end: u64) -> Result<(), Errno> {
+        let max = self.cfg.max_map_count;
+        let Model { procs, phys, .. } = self;
+        let mm = procs.get_mut(&pid).expect("pid");
+        let starts = mm.vmas.starts_in(start, end);
+        let Some(&first) = starts.first() else {
+            return Ok(());
+        };
+        let first_vma = mm.vmas.get(first).expect("vma").clone();
+        if first_vma.start < start && end < first_vma.end && mm.map_count() >= max {
+            return Err(Errno::ENOMEM);
+        }
+        if first_vma.start < start {
+            if let Some(slot) = mm.pmd_cut_by(start) {
+                split_huge_pmd(mm, phys, slot);
+            }
+            mm.vmas.split_at(start);
+        }
+        if let Some(last) = mm.vmas.find(end - 1).cloned() {
+            if last.end > end {
+                if let Some(slot) = mm.pmd_cut_by(end) {
+                    split_huge_pmd(mm, phys, slot);
+                }
+                mm.vmas.split_at(end);
+            }
+        }
+        let removed: Vec<Vma> = mm
+            .vmas
+            .starts_in(start, end)
+            .into_iter()
+            .filter_map(|s| mm.vmas.remove(s))
+            .collect();
+        let floor = mm.vmas.prev(start).map_or(0, |p| p.end);
+        let ceiling = mm.vmas.find_vma(end).map_or(0, |n| n.start);
+        for v in &removed {
+            zap_range(mm, phys, v.start, v.end, false);
+        }
+        free_pgtables(mm, phys, &removed, floor, ceiling);
+        Ok(())
+    }
+
+    // ---- madvise ----------------------------------------------------------
+
+    /// madvise(2). Linux: mm/madvise.c do_madvise(), madvise_walk_vmas().
+    pub fn madvise(&mut self, pid: Pid, addr: u64, len: u64, advice: Advice) -> Result<(), Errno> {
+        if !self.procs.contains_key(&pid) {
+            return Err(Errno::EINVAL);
+        }
+        if !Self::supports_advice(advice) {
+            return Err(Errno::ENOSYS);
+        }
+        if !addr.is_multiple_of(PAGE_SIZE) {
+            return Err(Errno::EINVAL);
+        }
+        let alen = page_align(len).unwrap_or(0);
+        if len != 0 && alen == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let end = addr.checked_add(alen).ok_or(Errno::EINVAL)?;
+        if end == addr {
+            return Ok(());
+        }
+        let mut unmapped_error = Ok(());
+        let mut start = addr;
+        loop {
+            let Some(vma) = self.procs[&pid].vmas.find_vma(start).cloned() else {
+                return Err(Errno::ENOMEM);
+            };
+            if start < vma.start {
+                unmapped_error = Err(Errno::ENOMEM);
+                start = vma.start;
+                if start >= end {
+                    break;
+                }
+            }
+            let tmp = vma.end.min(end);
+            self.madvise_vma(pid, &vma, start, tmp, advice)?;
+            start = tmp;
+            if start >= end {
+                break;
+            }
+        }
+        unmapped_error
+    }
+
+    fn madvise_vma(
+        &mut self,
+        pid: Pid,
+        vma: &Vma,
+        start: u64,
+        end: u64,
+        advice: Advice,
+    ) -> Result<(), Errno> {
+        let mut new = vma.flags;
+        match advice {
+            Advice::DontNeed => {
+                // madvise_dontneed_free_valid_vma()
+                if vma
+                    .flags
+                    .intersects(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB)
+                {
+                    return Err(Errno::EINVAL);
+                }
+                let Model { procs, phys, .. } = self;
+                let mm = procs.get_mut(&pid).expect("pid");
+                zap_range(mm, phys, start, end, true);
+                return Ok(());
+            }
+            Advice::HugePage => {
+                new.remove(VmFlags::NOHUGEPAGE);
+                new.insert(VmFlags::HUGEPAGE);
+            }
+            Advice::NoHugePage => {
+                new.remove(VmFlags::HUGEPAGE);
+                new.insert(VmFlags::NOHUGEPAGE);
+            }
+            Advice::DontFork => new.insert(VmFlags::DONTCOPY),
+            Advice::DoFork => {
+                if vma.flags.contains(VmFlags::IO) {
+                    return Err(Errno::EINVAL);
+                }
+                new.remove(VmFlags::DONTCOPY);
+            }
+            Advice::WipeOnFork => {
+                if vma.flags.contains(VmFlags::SHARED) {
+                    return Err(Errno::EINVAL);
+                }
+                new.insert(VmFlags::WIPEONFORK);
+            }
+            Advice::KeepOnFork => new.remove(VmFlags::WIPEONFORK),
+            Advice::PageOut | Advice::Cold | Advice::Collapse => return Err(Errno::ENOSYS),
+        }
+        if new == vma.flags {
+            return Ok(());
+        }
+        self.modify_vma_flags(pid, vma.start, start, end, new);
+        Ok(())
+    }
+
+    /// Change flags of `[start, end)` in the VMA at `vma_start`, first
+    /// splitting any PMD mapping a new boundary would cut
+    /// (vma_adjust_trans_huge()).
+    fn modify_vma_flags(&mut self, pid: Pid, vma_start: u64, start: u64, end: u64, new: VmFlags) {
+        let Model { procs, phys, .. } = self;
+        let mm = procs.get_mut(&pid).expect("pid");
+        let vma_end = mm.vmas.get(vma_start).expect("vma").end;
+        for (b, cut) in [(start, start != vma_start), (end, end != vma_end)] {
+            if let Some(slot) = mm.pmd_cut_by(b).filter(|_| cut) {
+                split_huge_pmd(mm, phys, slot);
+            }
+        }
+        mm.modify_range(vma_start, start, end, new);
+    }
+
+    // ---- accesses ---------------------------------------------------------
+
+    fn fault(&mut self, pid: Pid, addr: u64, write: bool) -> Result<crate::addr::Pfn, AccessFault> {
+        let Model {
+            procs,
+            phys,
+            thp,
+            ids,
+            ..
+        } = self;
+        let mm = procs.get_mut(&pid).ok_or(AccessFault::NoProcess)?;
+        let mut env = FaultEnv { phys, thp, ids };
+        handle_fault(mm, &mut env, addr & !(PAGE_SIZE - 1), write)
+    }
+
+    /// Read the tag of the page containing `addr`, faulting it in as a read.
+    pub fn read(&mut self, pid: Pid, addr: u64) -> Result<u64, AccessFault> {
+        let pfn = self.fault(pid, addr, false)?;
+        let in_huge_zero = self
+            .phys
+            .huge_zero
+            .is_some_and(|h| (h.0..h.0 + 512).contains(&pfn.0));
+        if pfn == self.phys.zero_pfn || in_huge_zero {
+            return Ok(0);
+        }
+        Ok(self.phys.tag(pfn))
+    }
+
+    /// Write `tag` into the page containing `addr`, faulting it in as a write.
+    pub fn write(&mut self, pid: Pid, addr: u64, tag: u64) -> Result<(), AccessFault> {
+        let pfn = self.fault(pid, addr, true)?;
+        self.phys.set_tag(pfn, tag);
+        Ok(())
+    }
+
+    /// Access every page of `[start, start + len)` in address order, as a
+    /// program touching each page once would: `write` stores `tag` (or, when
+    /// `None`, each page's own address). Pages already mapped with the needed
+    /// permission are handled without entering the fault path; the result is
+    /// identical to calling [`Model::read`]/[`Model::write`] per page.
+    pub fn access_range(
+        &mut self,
+        pid: Pid,
+        start: u64,
+        len: u64,
+        write: bool,
+        tag: Option<u64>,
+    ) -> Result<(), AccessFault> {
+        let start = start & !(PAGE_SIZE - 1);
+        let end = start
+            .checked_add(len)
+            .ok_or(AccessFault::Segv { addr: start })?;
+        let mut addr = start;
+        while addr < end {
+            let slot_end = crate::pgtable::pmd_end(addr, end);
+            // Fast path over pages already mapped in this PMD slot.
+            while addr < slot_end {
+                let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
+                let Some(pfn) = mm.pt.mapped_for_access(addr, write) else {
+                    break;
+                };
+                if write {
+                    self.phys.set_tag(pfn, tag.unwrap_or(addr));
+                }
+                addr += PAGE_SIZE;
+            }
+            if addr < slot_end {
+                if write {
+                    self.write(pid, addr, tag.unwrap_or(addr))?;
+                } else {
+                    self.read(pid, addr)?;
+                }
+                addr += PAGE_SIZE;
+            }
+        }
+        Ok(())
+    }
+
+    // ---- observation ------------------------------------------------------
+
+    /// What /proc shows for process `pid`, labelled `label`.
+    pub fn observe(&self, pid: Pid, label: &str) -> Observation {
+        let mut obs = Observation {
+            process: label.to_string(),
+            stats: self.phys.stats.to_map(),
+            ..Default::default()
+        };
+        let Some(mm) = self.procs.get(&pid) else {
+            return obs;
+        };
+        for v in mm.vmas.iter() {
+            let mut rss_pages = 0u64;
+            let mut anon_huge_pages = 0u64;
+            for page in crate::mm::pages(v.start, v.end) {
+                let state = self.page_state(mm, page);
+                if let PageState::Anon(a) = &state {
+                    rss_pages += 1;
+                    if a.pmd_mapped {
+                        anon_huge_pages += 1;
+                    }
+                }
+                obs.pages.push(PageObs { addr: page, state });
+            }
+            obs.maps.push(MapsEntry {
+                start: v.start,
+                end: v.end,
+                perms: v.flags.perms(),
+                vm_flags: v.flags.mnemonics(),
+                anon_huge_kb: anon_huge_pages * 4,
+                rss_kb: rss_pages * 4,
+            });
+        }
+        obs
+    }
+
+    /// The pages of `[start, end)` that lie inside VMAs, as [`Model::observe`]
+    /// reports them (a cheaper query for a range).
+    pub fn observe_pages(&self, pid: Pid, start: u64, end: u64) -> Vec<PageObs> {
+        let Some(mm) = self.procs.get(&pid) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for s in mm.vmas.starts_in(start, end) {
+            let v = mm.vmas.get(s).expect("vma");
+            for page in crate::mm::pages(v.start.max(start & !(PAGE_SIZE - 1)), v.end.min(end)) {
+                out.push(PageObs {
+                    addr: page,
+                    state: self.page_state(mm, page),
+                });
+            }
+        }
+        out
+    }
+
+    /// pagemap + kpageflags + kpagecount for one page.
+    /// Linux: fs/proc/task_mmu.c pte_to_pagemap_entry(), pagemap_pmd_range();
+    /// fs/proc/page.c stable_page_flags(), kpagecount_read().
+    fn page_state(&self, mm: &Mm, va: u64) -> PageState {
+        let (leaf, pmd_mapped, pfn) = match mm.pt.pmd(va) {
+            PmdSlot::None => return PageState::NotPresent,
+            PmdSlot::Leaf(l) => {
+                let idx = (va & (PMD_SIZE - 1)) >> 12;
+                (l, true, l.pfn.add(idx))
+            }
+            PmdSlot::Table(_) => match mm.pt.pte_raw(va) {
+                Entry::Leaf(l) => (l, false, l.pfn),
+                _ => return PageState::NotPresent,
+            },
+        };
+        if leaf.flags.contains(LeafFlags::SPECIAL) && !pmd_mapped {
+            return PageState::Zero;
+        }
+        if let Some(hz) = self.phys.huge_zero {
+            if pmd_mapped && leaf.pfn == hz {
+                return PageState::HugeZero {
+                    index: (pfn.0 - hz.0) as u32,
+                };
+            }
+        }
+        let folio = self
+            .phys
+            .folio_of(pfn)
+            .expect("mapped page belongs to a folio");
+        // PMD-mapped: pagemap uses the head page's precise mapcount for all entries.
+        let x_page = if pmd_mapped { folio.head } else { pfn };
+        PageState::Anon(AnonPage {
+            pfn: pfn.0,
+            order: folio.order.0,
+            index: folio.index_of(pfn) as u32,
+            pmd_mapped,
+            mmap_exclusive: self.phys.precise_mapcount(x_page) == 1,
+            anon_exclusive: self.phys.anon_exclusive(folio.head),
+            mapcount: self.phys.precise_mapcount(pfn),
+            tag: self.phys.tag(pfn),
+        })
+    }
+
+    /// Recompute counters from the page tables and compare; `Err` lists every mismatch.
+    pub fn check_invariants(&self) -> Result<(), Vec<String>> {
+        crate::invariants::check(self)
+    }
+}

@@ -1,0 +1,661 @@
+//! Page tables as real tables: a PGD → PUD → PMD → PTE tree of 512-entry
+//! pages holding arch-encoded descriptors, allocated from physical memory
+//! and freed when the kernel frees them.
+//!
+//! Level numbering: 4 = PGD, 3 = PUD, 2 = PMD, 1 = PTE.
+//!
+//! The arm64 contiguous bit is maintained here, where the kernel's contpte
+//! layer sits (arch/arm64/mm/contpte.c): batched writes paint it on fully
+//! covered 64 KiB blocks, single-entry writes unfold a folded block first,
+//! and a single write to the last entry of a block tries to fold it.
+
+use crate::addr::{Pfn, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
+use crate::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags};
+use crate::folio::PhysMem;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A tiny deterministic hasher for frame-number keys (FxHash's multiply).
+#[derive(Default)]
+pub struct PfnHasher(u64);
+impl Hasher for PfnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ *b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+type PfnMap<V> = HashMap<u64, V, BuildHasherDefault<PfnHasher>>;
+
+/// One page-table page.
+#[derive(Clone, Debug)]
+pub struct Table {
+    pub level: u8,
+    pub entries: Box<[u64; PTRS_PER_TABLE]>,
+    /// Non-none entries.
+    pub used: u16,
+}
+
+/// Index of `va` in a table at `level`.
+pub const fn index(level: u8, va: u64) -> usize {
+    ((va >> (12 + 9 * (level as u32 - 1))) & 511) as usize
+}
+
+/// Bytes mapped by one entry at `level`.
+pub const fn entry_span(level: u8) -> u64 {
+    1 << (12 + 9 * (level as u32 - 1))
+}
+
+/// What the PMD slot covering an address holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PmdSlot {
+    /// No PUD/PMD table or a none PMD entry.
+    None,
+    /// A PTE table in frame `Pfn`.
+    Table(Pfn),
+    /// A PMD block mapping.
+    Leaf(Leaf),
+}
+
+/// One process's page-table tree.
+#[derive(Clone, Debug)]
+pub struct PageTables {
+    arch: ArchKind,
+    root: Pfn,
+    tables: PfnMap<Table>,
+    /// The last PTE table found by a walk, by 2 MiB slot (a walk cache:
+    /// it changes no result; any PMD-or-higher write clears it).
+    walk_cache: Cell<Option<(u64, Pfn)>>,
+}
+
+impl PageTables {
+    /// A tree with an empty PGD. Linux: mm_alloc_pgd().
+    pub fn new(arch: ArchKind, phys: &mut PhysMem) -> Option<Self> {
+        let root = phys.alloc_pt_page()?;
+        let mut tables = PfnMap::default();
+        tables.insert(
+            root.0,
+            Table {
+                level: 4,
+                entries: Box::new([0; PTRS_PER_TABLE]),
+                used: 0,
+            },
+        );
+        Some(PageTables {
+            arch,
+            root,
+            tables,
+            walk_cache: Cell::new(None),
+        })
+    }
+
+    pub fn arch(&self) -> &'static dyn Arch {
+        self.arch.ops()
+    }
+
+    pub fn root(&self) -> Pfn {
+        self.root
+    }
+
+    /// Table pages in the tree, PGD included.
+    pub fn table_count(&self) -> usize {
+        self.tables.len()
+    }
+
+    pub fn table(&self, pfn: Pfn) -> Option<&Table> {
+        self.tables.get(&pfn.0)
+    }
+
+    /// Bytes of model memory the tables use.
+    pub fn memory_bytes(&self) -> usize {
+        self.tables.capacity() * (std::mem::size_of::<Table>() + 8)
+            + self.tables.len() * PTRS_PER_TABLE * 8
+    }
+
+    fn decode(&self, level: u8, raw: u64) -> Entry {
+        self.arch.ops().decode(level, raw)
+    }
+
+    /// Frame of the table at `level` covering `va`, if it exists.
+    pub fn table_at(&self, va: u64, level: u8) -> Option<Pfn> {
+        let mut t = self.root;
+        for l in (level + 1..=4).rev() {
+            let tbl = &self.tables[&t.0];
+            match self.decode(l, tbl.entries[index(l, va)]) {
+                Entry::Table(next) => t = next,
+                _ => return None,
+            }
+        }
+        Some(t)
+    }
+
+    /// The PMD slot for `va`.
+    pub fn pmd(&self, va: u64) -> PmdSlot {
+        let slot = va & !(PMD_SIZE - 1);
+        if let Some((s, p)) = self.walk_cache.get() {
+            if s == slot {
+                return PmdSlot::Table(p);
+            }
+        }
+        let Some(t) = self.table_at(va, 2) else {
+            return PmdSlot::None;
+        };
+        match self.decode(2, self.tables[&t.0].entries[index(2, va)]) {
+            Entry::None => PmdSlot::None,
+            Entry::Table(p) => {
+                self.walk_cache.set(Some((slot, p)));
+                PmdSlot::Table(p)
+            }
+            Entry::Leaf(l) => PmdSlot::Leaf(l),
+        }
+    }
+
+    /// The PTE for `va` (none when no PTE table exists). On arm64 a folded
+    /// block reports the young/dirty bits gathered over the block, as
+    /// `ptep_get()` does (Linux: arch/arm64/mm/contpte.c contpte_ptep_get()).
+    pub fn pte(&self, va: u64) -> Entry {
+        let PmdSlot::Table(t) = self.pmd(va) else {
+            return Entry::None;
+        };
+        let tbl = &self.tables[&t.0];
+        let i = index(1, va);
+        let e = self.decode(1, tbl.entries[i]);
+        match e {
+            Entry::Leaf(mut l) if l.flags.contains(LeafFlags::CONT) => {
+                let n = self.arch.ops().cont_ptes().unwrap_or(1);
+                let start = i / n * n;
+                for j in start..start + n {
+                    if let Entry::Leaf(o) = self.decode(1, tbl.entries[j]) {
+                        l.flags |= o.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
+                    }
+                }
+                Entry::Leaf(l)
+            }
+            e => e,
+        }
+    }
+
+    /// The frame `va` maps if an access needs no fault: present, accessible,
+    /// and writable when `write`. Special (zero-page) entries satisfy reads
+    /// only; PROT_NONE entries never.
+    pub fn mapped_for_access(&self, va: u64, write: bool) -> Option<Pfn> {
+        let leaf = match self.pmd(va) {
+            PmdSlot::Leaf(l) => Leaf {
+                pfn: l.pfn.add((va & (PMD_SIZE - 1)) >> 12),
+                flags: l.flags,
+            },
+            PmdSlot::Table(t) => match self.decode(1, self.tables[&t.0].entries[index(1, va)]) {
+                Entry::Leaf(l) => l,
+                _ => return None,
+            },
+            PmdSlot::None => return None,
+        };
+        let ok = !leaf.flags.contains(LeafFlags::PROTNONE) && (!write || leaf.write());
+        ok.then_some(leaf.pfn)
+    }
+
+    /// The raw PTE without contpte gathering.
+    pub fn pte_raw(&self, va: u64) -> Entry {
+        let PmdSlot::Table(t) = self.pmd(va) else {
+            return Entry::None;
+        };
+        self.decode(1, self.tables[&t.0].entries[index(1, va)])
+    }
+
+    fn new_table(&mut self, level: u8, phys: &mut PhysMem) -> Option<Pfn> {
+        let pfn = phys.alloc_pt_page()?;
+        self.tables.insert(
+            pfn.0,
+            Table {
+                level,
+                entries: Box::new([0; PTRS_PER_TABLE]),
+                used: 0,
+            },
+        );
+        Some(pfn)
+    }
+
+    fn write_raw(&mut self, table: Pfn, level: u8, i: usize, raw: u64) {
+        if level >= 2 {
+            self.walk_cache.set(None);
+        }
+        // The encoders write 0 for a none entry and never produce a non-zero
+        // descriptor that decodes as none.
+        let t = self.tables.get_mut(&table.0).expect("table exists");
+        let none_before = t.entries[i] == 0;
+        let none_after = raw == 0;
+        t.entries[i] = raw;
+        match (none_before, none_after) {
+            (true, false) => t.used += 1,
+            (false, true) => t.used -= 1,
+            _ => {}
+        }
+    }
+
+    /// Make sure the PUD and PMD tables for `va` exist; returns the PMD table.
+    /// Linux: mm/memory.c __pud_alloc(), __pmd_alloc().
+    pub fn pmd_alloc(&mut self, va: u64, phys: &mut PhysMem) -> Option<Pfn> {
+        let mut t = self.root;
+        for l in [4u8, 3] {
+            let i = index(l, va);
+            t = match self.decode(l, self.tables[&t.0].entries[i]) {
+                Entry::Table(next) => next,
+                _ => {
+                    let next = self.new_table(l - 1, phys)?;
+                    let raw = self.arch.ops().encode_table(l, next);
+                    self.write_raw(t, l, i, raw);
+                    next
+                }
+            };
+        }
+        Some(t)
+    }
+
+    /// Make sure a PTE table exists for `va`. Fails (`None`) when memory is
+    /// exhausted or a PMD leaf occupies the slot. Linux: __pte_alloc().
+    pub fn pte_alloc(&mut self, va: u64, phys: &mut PhysMem) -> Option<Pfn> {
+        let pmd_t = self.pmd_alloc(va, phys)?;
+        let i = index(2, va);
+        match self.decode(2, self.tables[&pmd_t.0].entries[i]) {
+            Entry::Table(p) => Some(p),
+            Entry::Leaf(_) => None,
+            Entry::None => {
+                let p = self.new_table(1, phys)?;
+                let raw = self.arch.ops().encode_table(2, p);
+                self.write_raw(pmd_t, 2, i, raw);
+                Some(p)
+            }
+        }
+    }
+
+    /// Install or clear the PMD entry for `va` (the PMD table must exist).
+    pub fn set_pmd(&mut self, va: u64, e: Entry) {
+        let t = self.table_at(va, 2).expect("PMD table exists");
+        let raw = match e {
+            Entry::None => 0,
+            Entry::Table(p) => self.arch.ops().encode_table(2, p),
+            Entry::Leaf(l) => self.arch.ops().encode_leaf(2, l),
+        };
+        self.write_raw(t, 2, index(2, va), raw);
+    }
+
+    /// Install the (empty) page-table page `table` as the PTE table of the
+    /// PMD slot at `va`, replacing a PMD leaf: used when a PMD mapping is split
+    /// into the table deposited with it (pgtable_trans_huge_withdraw()).
+    pub fn install_pte_table(&mut self, va: u64, table: Pfn) {
+        self.tables.insert(
+            table.0,
+            Table {
+                level: 1,
+                entries: Box::new([0; PTRS_PER_TABLE]),
+                used: 0,
+            },
+        );
+        self.set_pmd(va, Entry::Table(table));
+    }
+
+    /// Detach and free the PTE table under `va`'s PMD slot.
+    pub fn free_pte_table(&mut self, va: u64, phys: &mut PhysMem) {
+        if let PmdSlot::Table(p) = self.pmd(va) {
+            debug_assert_eq!(self.tables[&p.0].used, 0, "freeing a non-empty PTE table");
+            self.set_pmd(va, Entry::None);
+            self.tables.remove(&p.0);
+            phys.free_pt_page(p);
+        }
+    }
+
+    fn pte_slot(&self, va: u64) -> (Pfn, usize) {
+        match self.pmd(va) {
+            PmdSlot::Table(t) => (t, index(1, va)),
+            other => panic!("no PTE table at {va:#x}: {other:?}"),
+        }
+    }
+
+    fn write_pte(&mut self, va: u64, e: Option<Leaf>) {
+        let (t, i) = self.pte_slot(va);
+        let raw = e.map_or(0, |l| self.arch.ops().encode_leaf(1, l));
+        self.write_raw(t, 1, i, raw);
+    }
+
+    fn cont(&self) -> Option<usize> {
+        self.arch.ops().cont_ptes()
+    }
+
+    /// Rewrite a folded block without the contiguous bit, every entry taking
+    /// the young/dirty bits gathered over the block.
+    /// Linux: arch/arm64/mm/contpte.c contpte_convert() via __contpte_try_unfold().
+    fn unfold_block(&mut self, va: u64) {
+        let n = self.cont().expect("contpte arch") as u64;
+        let start = va & !(n * 4096 - 1);
+        let mut gathered = LeafFlags::empty();
+        for k in 0..n {
+            if let Entry::Leaf(l) = self.pte_raw(start + k * 4096) {
+                gathered |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
+            }
+        }
+        for k in 0..n {
+            if let Entry::Leaf(mut l) = self.pte_raw(start + k * 4096) {
+                l.flags.remove(LeafFlags::CONT);
+                l.flags |= gathered;
+                self.write_pte(start + k * 4096, Some(l));
+            }
+        }
+    }
+
+    fn is_cont(&self, va: u64) -> bool {
+        matches!(self.pte_raw(va), Entry::Leaf(l) if l.flags.contains(LeafFlags::CONT))
+    }
+
+    /// Fold the block containing `va` if all of its entries map one
+    /// naturally aligned 64 KiB part of a single folio with equal attributes.
+    /// Linux: arch/arm64/mm/contpte.c __contpte_try_fold().
+    fn try_fold(&mut self, va: u64, phys: &PhysMem) {
+        let Some(n) = self.cont() else { return };
+        let n = n as u64;
+        let start = va & !(n * 4096 - 1);
+        let Entry::Leaf(first) = self.pte_raw(start) else {
+            return;
+        };
+        if first.flags.contains(LeafFlags::SPECIAL) || first.pfn.0 % n != 0 {
+            return;
+        }
+        match phys.folio_of(first.pfn) {
+            Some(f) if f.head.0 <= first.pfn.0 && first.pfn.0 + n <= f.head.0 + f.nr_pages() => {}
+            _ => return,
+        }
+        let mut gathered = LeafFlags::empty();
+        for k in 0..n {
+            match self.pte_raw(start + k * 4096) {
+                Entry::Leaf(l)
+                    if l.pfn.0 == first.pfn.0 + k && l.fold_key() == first.fold_key() =>
+                {
+                    gathered |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
+                }
+                _ => return,
+            }
+        }
+        for k in 0..n {
+            let mut l = first;
+            l.pfn = Pfn(first.pfn.0 + k);
+            l.flags = first.fold_key() | gathered | LeafFlags::CONT;
+            self.write_pte(start + k * 4096, Some(l));
+        }
+    }
+
+    /// Map `nr` consecutive pages starting at `leaf.pfn` at `va` (all entries
+    /// none before). On arm64 every fully covered, physically aligned 64 KiB
+    /// chunk is painted contiguous; a single entry may auto-fold its block.
+    /// Linux: set_ptes(); arch/arm64/mm/contpte.c contpte_set_ptes(),
+    /// contpte_try_fold().
+    pub fn set_ptes(&mut self, va: u64, leaf: Leaf, nr: u64, phys: &PhysMem) {
+        let cont = self.cont().map(|n| n as u64);
+        for k in 0..nr {
+            let addr = va + k * 4096;
+            let mut l = leaf;
+            l.pfn = leaf.pfn.add(k);
+            l.flags.remove(LeafFlags::CONT);
+            if let Some(n) = cont {
+                if nr > 1 && !l.flags.contains(LeafFlags::SPECIAL) {
+                    let block = addr & !(n * 4096 - 1);
+                    let covered = block >= va && block + n * 4096 <= va + nr * 4096;
+                    let pa_aligned = (l.pfn.0 - (addr - block) / 4096).is_multiple_of(n);
+                    if covered && pa_aligned {
+                        l.flags |= LeafFlags::CONT;
+                    }
+                }
+            }
+            if cont.is_some() && nr == 1 && self.is_cont(addr) {
+                self.unfold_block(addr);
+            }
+            self.write_pte(addr, Some(l));
+        }
+        if let Some(n) = cont {
+            if nr == 1 && index(1, va) as u64 % n == n - 1 {
+                self.try_fold(va, phys);
+            }
+        }
+    }
+
+    /// Change one present PTE in place (write-protect, make writable, ...).
+    /// On arm64 a folded block is unfolded first; the block may refold.
+    /// Linux: the single-entry mutators, arch/arm64/include/asm/pgtable.h
+    /// (contpte_try_unfold before __set_pte / __ptep_set_wrprotect).
+    pub fn modify_pte(&mut self, va: u64, leaf: Leaf, phys: &PhysMem) {
+        if self.cont().is_some() && self.is_cont(va) {
+            self.unfold_block(va);
+        }
+        let mut l = leaf;
+        l.flags.remove(LeafFlags::CONT);
+        self.write_pte(va, Some(l));
+        if let Some(n) = self.cont() {
+            if index(1, va) % n == n - 1 {
+                self.try_fold(va, phys);
+            }
+        }
+    }
+
+    /// Clear `nr` PTEs starting at `va` (within one PTE table), returning the
+    /// old entries. On arm64 only blocks partly covered at either end are
+    /// unfolded first. Linux: get_and_clear_full_ptes() /
+    /// arch/arm64/mm/contpte.c contpte_try_unfold_partial().
+    pub fn clear_ptes(&mut self, va: u64, nr: u64) -> Vec<(u64, Leaf)> {
+        if let Some(n) = self.cont().map(|n| n as u64) {
+            let end = va + nr * 4096;
+            let span = n * 4096;
+            if !va.is_multiple_of(span) && self.is_cont(va) {
+                self.unfold_block(va);
+            }
+            let last = end - 4096;
+            if !end.is_multiple_of(span) && self.is_cont(last) {
+                self.unfold_block(last);
+            }
+        }
+        let mut out = Vec::new();
+        for k in 0..nr {
+            let addr = va + k * 4096;
+            if let Entry::Leaf(l) = self.pte_raw(addr) {
+                out.push((addr, l));
+                self.write_pte(addr, None);
+            }
+        }
+        out
+    }
+
+    /// Present leaves in `[start, end)`: `(va, level, leaf)` with level 2 for
+    /// PMD blocks (reported once, at the block's start).
+    pub fn leaves(&self, start: u64, end: u64) -> Vec<(u64, u8, Leaf)> {
+        let mut out = Vec::new();
+        self.walk(self.root, 4, 0, start, end, &mut out);
+        out
+    }
+
+    fn walk(
+        &self,
+        t: Pfn,
+        level: u8,
+        base: u64,
+        start: u64,
+        end: u64,
+        out: &mut Vec<(u64, u8, Leaf)>,
+    ) {
+        let tbl = &self.tables[&t.0];
+        if tbl.used == 0 {
+            return;
+        }
+        let span = entry_span(level);
+        for i in 0..PTRS_PER_TABLE {
+            let lo = base + i as u64 * span;
+            let hi = lo + span;
+            if hi <= start || lo >= end {
+                continue;
+            }
+            match self.decode(level, tbl.entries[i]) {
+                Entry::None => {}
+                Entry::Table(next) => self.walk(next, level - 1, lo, start, end, out),
+                Entry::Leaf(l) => out.push((lo, level, l)),
+            }
+        }
+    }
+
+    /// Every table page in the tree with the address range it covers:
+    /// `(frame, level, start)`.
+    pub fn tables_in_tree(&self) -> Vec<(Pfn, u8, u64)> {
+        let mut out = vec![(self.root, 4, 0)];
+        let mut i = 0;
+        while i < out.len() {
+            let (t, level, base) = out[i];
+            if level > 1 {
+                let tbl = &self.tables[&t.0];
+                for j in 0..PTRS_PER_TABLE {
+                    if let Entry::Table(next) = self.decode(level, tbl.entries[j]) {
+                        out.push((next, level - 1, base + j as u64 * entry_span(level)));
+                    }
+                }
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// Free page tables in `[addr, end)` no longer needed between `floor`
+    /// and `ceiling` (0 = top of the address space).
+    /// Linux: mm/memory.c free_pgd_range() and free_{p4d,pud,pmd}_range(),
+    /// free_pte_range(). Leaves must already be zapped.
+    pub fn free_pgd_range(
+        &mut self,
+        addr: u64,
+        end: u64,
+        floor: u64,
+        ceiling: u64,
+        phys: &mut PhysMem,
+    ) {
+        // The top-level trim works at PGD granularity on the tree below it;
+        // each level repeats the same floor/ceiling trimming with its own mask.
+        self.free_level(self.root, 4, addr, end, floor, ceiling, phys);
+    }
+
+    /// Free tables below entry range `[addr, end)` of table `t` at `level`.
+    /// Mirrors one free_*_range() step: tables of level-1 whose span lies
+    /// inside [floor, ceiling) are freed; the table itself is freed by the
+    /// caller when its own span is inside.
+    #[allow(clippy::too_many_arguments)]
+    fn free_level(
+        &mut self,
+        t: Pfn,
+        level: u8,
+        addr: u64,
+        end: u64,
+        floor: u64,
+        ceiling: u64,
+        phys: &mut PhysMem,
+    ) {
+        let span = entry_span(level);
+        if addr >= end {
+            return;
+        }
+        let mut a = addr;
+        loop {
+            let next = ((a / span) + 1).saturating_mul(span).min(end);
+            let i = index(level, a);
+            if let Entry::Table(child) = self.decode(level, self.tables[&t.0].entries[i]) {
+                let child_level = level - 1;
+                if child_level >= 1 && level > 2 {
+                    self.free_level(child, child_level, a, next, floor, ceiling, phys);
+                }
+                // Free the child table if the whole span of this entry is
+                // within [floor, ceiling) (kernel: start/end masking against
+                // floor and ceiling in free_pmd_range etc.).
+                let lo = a & !(span - 1);
+                let hi = lo.wrapping_add(span);
+                let above_floor = lo >= floor;
+                let below_ceiling = ceiling == 0 || hi.wrapping_sub(1) <= ceiling.wrapping_sub(1);
+                if above_floor && below_ceiling && self.subtree_empty(child, child_level) {
+                    self.free_subtree(child, child_level, phys);
+                    self.write_raw(t, level, i, 0);
+                }
+            }
+            if next >= end {
+                break;
+            }
+            a = next;
+        }
+    }
+
+    fn subtree_empty(&self, t: Pfn, level: u8) -> bool {
+        let tbl = &self.tables[&t.0];
+        if level == 1 {
+            return tbl.used == 0;
+        }
+        (0..PTRS_PER_TABLE).all(|j| match self.decode(level, tbl.entries[j]) {
+            Entry::None => true,
+            Entry::Table(c) => self.subtree_empty(c, level - 1),
+            Entry::Leaf(_) => false,
+        })
+    }
+
+    fn free_subtree(&mut self, t: Pfn, level: u8, phys: &mut PhysMem) {
+        if level > 1 {
+            let children: Vec<Pfn> = {
+                let tbl = &self.tables[&t.0];
+                (0..PTRS_PER_TABLE)
+                    .filter_map(|j| match self.decode(level, tbl.entries[j]) {
+                        Entry::Table(c) => Some(c),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            for c in children {
+                self.free_subtree(c, level - 1, phys);
+            }
+        }
+        self.tables.remove(&t.0);
+        phys.free_pt_page(t);
+    }
+
+    /// Tear down the whole tree (exit). Leaves must already be zapped.
+    pub fn free_all(&mut self, phys: &mut PhysMem) {
+        let root = self.root;
+        let tbl_level = 4;
+        let children: Vec<(usize, Pfn)> = {
+            let tbl = &self.tables[&root.0];
+            (0..PTRS_PER_TABLE)
+                .filter_map(|j| match self.decode(tbl_level, tbl.entries[j]) {
+                    Entry::Table(c) => Some((j, c)),
+                    _ => None,
+                })
+                .collect()
+        };
+        for (j, c) in children {
+            self.free_subtree(c, 3, phys);
+            self.write_raw(root, 4, j, 0);
+        }
+        self.tables.remove(&root.0);
+        phys.free_pt_page(root);
+    }
+}
+
+/// Spans used by callers iterating one PMD slot or PUD at a time.
+pub const fn pmd_end(va: u64, end: u64) -> u64 {
+    let b = (va & !(PMD_SIZE - 1)) + PMD_SIZE;
+    if b < end {
+        b
+    } else {
+        end
+    }
+}
+
+pub const fn pud_end(va: u64, end: u64) -> u64 {
+    let b = (va & !(PUD_SIZE - 1)) + PUD_SIZE;
+    if b < end {
+        b
+    } else {
+        end
+    }
+}

@@ -1,0 +1,132 @@
+//! User-visible syscall argument types (the uapi), shared by the model and the
+//! live backend so one scenario means the same call on both.
+
+use bitflags::bitflags;
+use serde::{Deserialize, Serialize};
+
+bitflags! {
+    /// `PROT_*` bits (include/uapi/asm-generic/mman-common.h).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+    pub struct Prot: u32 {
+        const READ = 0x1;
+        const WRITE = 0x2;
+        const EXEC = 0x4;
+    }
+}
+
+bitflags! {
+    /// `MAP_*` flags (x86-64 values; arm64 uses the same generic values).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+    pub struct MapFlags: u32 {
+        const SHARED = 0x01;
+        const PRIVATE = 0x02;
+        const FIXED = 0x10;
+        const ANONYMOUS = 0x20;
+        const NORESERVE = 0x4000;
+        const POPULATE = 0x8000;
+        const FIXED_NOREPLACE = 0x100000;
+    }
+}
+
+/// `madvise()` advice values (include/uapi/asm-generic/mman-common.h).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub enum Advice {
+    DontNeed,
+    DontFork,
+    DoFork,
+    HugePage,
+    NoHugePage,
+    /// Reserved for the swap issue (MADV_PAGEOUT = 21).
+    PageOut,
+    /// Reserved (MADV_COLD = 20).
+    Cold,
+    WipeOnFork,
+    KeepOnFork,
+    /// Reserved (MADV_COLLAPSE = 25).
+    Collapse,
+}
+
+impl Advice {
+    pub const fn value(self) -> i32 {
+        match self {
+            Advice::DontNeed => 4,
+            Advice::DontFork => 10,
+            Advice::DoFork => 11,
+            Advice::HugePage => 14,
+            Advice::NoHugePage => 15,
+            Advice::WipeOnFork => 18,
+            Advice::KeepOnFork => 19,
+            Advice::Cold => 20,
+            Advice::PageOut => 21,
+            Advice::Collapse => 25,
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Advice> {
+        Some(match s {
+            "dontneed" => Advice::DontNeed,
+            "dontfork" => Advice::DontFork,
+            "dofork" => Advice::DoFork,
+            "hugepage" => Advice::HugePage,
+            "nohugepage" => Advice::NoHugePage,
+            "pageout" => Advice::PageOut,
+            "cold" => Advice::Cold,
+            "wipeonfork" => Advice::WipeOnFork,
+            "keeponfork" => Advice::KeepOnFork,
+            "collapse" => Advice::Collapse,
+            _ => return None,
+        })
+    }
+    pub const fn name(self) -> &'static str {
+        match self {
+            Advice::DontNeed => "dontneed",
+            Advice::DontFork => "dontfork",
+            Advice::DoFork => "dofork",
+            Advice::HugePage => "hugepage",
+            Advice::NoHugePage => "nohugepage",
+            Advice::PageOut => "pageout",
+            Advice::Cold => "cold",
+            Advice::WipeOnFork => "wipeonfork",
+            Advice::KeepOnFork => "keeponfork",
+            Advice::Collapse => "collapse",
+        }
+    }
+}
+
+/// A THP sysfs setting (`always`/`inherit`/`madvise`/`never`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub enum ThpMode {
+    Always,
+    Inherit,
+    Madvise,
+    Never,
+}
+
+impl ThpMode {
+    pub fn from_name(s: &str) -> Option<ThpMode> {
+        Some(match s {
+            "always" => ThpMode::Always,
+            "inherit" => ThpMode::Inherit,
+            "madvise" => ThpMode::Madvise,
+            "never" => ThpMode::Never,
+            _ => return None,
+        })
+    }
+    pub const fn name(self) -> &'static str {
+        match self {
+            ThpMode::Always => "always",
+            ThpMode::Inherit => "inherit",
+            ThpMode::Madvise => "madvise",
+            ThpMode::Never => "never",
+        }
+    }
+}
+
+/// Which THP knob a scenario sets. Only `enabled` knobs are writable through
+/// ptlab (see the live backend); `use_zero_page` is modelled but read-only live.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub enum ThpKnob {
+    /// `/sys/kernel/mm/transparent_hugepage/enabled` (always/madvise/never).
+    TopLevel,
+    /// `/sys/kernel/mm/transparent_hugepage/hugepages-<size>/enabled`, by order (2..=9).
+    Size(u8),
+}

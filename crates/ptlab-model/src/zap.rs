@@ -1,0 +1,168 @@
+//! Removing mappings: zapping PTEs and PMDs, splitting PMD mappings, and
+//! freeing page tables.
+//!
+//! Linux: mm/memory.c zap_pte_range(), zap_present_ptes(), zap_pmd_range(),
+//! free_pgtables(); mm/huge_memory.c zap_huge_pmd(), __split_huge_pmd_locked(),
+//! __split_huge_zero_page_pmd(); mm/pt_reclaim.c (CONFIG_PT_RECLAIM).
+
+use crate::addr::PMD_SIZE;
+use crate::arch::{Entry, Leaf, LeafFlags};
+use crate::folio::{FolioRef, PhysMem};
+use crate::mm::Mm;
+use crate::pgtable::{pmd_end, PmdSlot};
+use crate::stats::VmEvent;
+use crate::vma::Vma;
+
+/// Split the PMD mapping of the 2 MiB slot at `slot` into 512 PTEs in this
+/// mm only. The folio stays whole. Linux: mm/huge_memory.c
+/// __split_huge_pmd_locked() (rule P6).
+pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
+    let PmdSlot::Leaf(leaf) = mm.pt.pmd(slot) else {
+        return;
+    };
+    phys.stats.vm(VmEvent::ThpSplitPmd, 1);
+    // Re-use the page table deposited when the PMD was mapped.
+    let table = mm.deposited.remove(&slot).expect("deposited page table");
+    mm.pt.install_pte_table(slot, table);
+    if Some(leaf.pfn) == phys.huge_zero {
+        // Linux: __split_huge_zero_page_pmd(): 512 zero-page PTEs, each set alone.
+        let zero = Leaf {
+            pfn: phys.zero_pfn,
+            flags: (leaf.flags & LeafFlags::YOUNG) | LeafFlags::SPECIAL,
+        };
+        for i in 0..512 {
+            mm.pt.set_ptes(slot + i * 4096, zero, 1, phys);
+        }
+        return;
+    }
+    let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
+    let exclusive = phys.anon_exclusive(folio.head);
+    // PTEs inherit write, young, dirty, soft-dirty and uffd-wp from the PMD.
+    let keep = LeafFlags::WRITE
+        | LeafFlags::YOUNG
+        | LeafFlags::DIRTY
+        | LeafFlags::SOFT_DIRTY
+        | LeafFlags::UFFD_WP
+        | LeafFlags::EXEC
+        | LeafFlags::PROTNONE;
+    let pte = Leaf {
+        pfn: folio.head,
+        flags: leaf.flags & keep,
+    };
+    // Every page inherits the head's exclusivity.
+    for i in 0..512 {
+        phys.set_anon_exclusive(folio.head.add(i), exclusive);
+    }
+    phys.add_rmap_ptes(folio, folio.head, 512, mm.pid, false);
+    phys.ref_add(folio, 511);
+    mm.pt.set_ptes(slot, pte, 512, phys);
+    phys.remove_rmap_pmd(folio, mm.pid);
+}
+
+/// Zap every mapping in `[start, end)` (inside one VMA). With `reclaim_pt`
+/// (MADV_DONTNEED), a PTE table whose whole 2 MiB was zapped and is left
+/// empty is freed (CONFIG_PT_RECLAIM, rule M1).
+pub fn zap_range(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64, reclaim_pt: bool) {
+    let mut addr = start;
+    while addr < end {
+        let next = pmd_end(addr, end);
+        match mm.pt.pmd(addr) {
+            PmdSlot::None => {}
+            PmdSlot::Leaf(leaf) => {
+                if next - addr == PMD_SIZE {
+                    zap_huge_pmd(mm, phys, addr, leaf);
+                } else {
+                    split_huge_pmd(mm, phys, addr & !(PMD_SIZE - 1));
+                    zap_ptes(mm, phys, addr, next);
+                }
+            }
+            PmdSlot::Table(_) => {
+                zap_ptes(mm, phys, addr, next);
+                if reclaim_pt && next - addr == PMD_SIZE {
+                    // Linux: mm/pt_reclaim.c try_to_free_pte(): free the table if all entries are none.
+                    if let PmdSlot::Table(t) = mm.pt.pmd(addr) {
+                        if mm.pt.table(t).is_some_and(|tb| tb.used == 0) {
+                            mm.pt.free_pte_table(addr, phys);
+                        }
+                    }
+                }
+            }
+        }
+        addr = next;
+    }
+}
+
+/// Linux: mm/huge_memory.c zap_huge_pmd().
+fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64, leaf: Leaf) {
+    mm.pt.set_pmd(slot, Entry::None);
+    if let Some(t) = mm.deposited.remove(&slot) {
+        phys.free_pt_page(t);
+    }
+    if Some(leaf.pfn) == phys.huge_zero {
+        return;
+    }
+    let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
+    phys.remove_rmap_pmd(folio, mm.pid);
+    mm.rss_anon -= 512;
+    phys.ref_sub(folio, 1);
+}
+
+/// Zap PTEs in `[start, end)` within one PTE table, unmapping each run of
+/// pages of one folio as a batch. Linux: zap_pte_range() → zap_present_ptes()
+/// with folio_pte_batch() (uffd-wp must match within a batch).
+fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64) {
+    let cleared = mm.pt.clear_ptes(start, (end - start) / 4096);
+    let mut i = 0;
+    while i < cleared.len() {
+        let (va, leaf) = cleared[i];
+        if leaf.flags.contains(LeafFlags::SPECIAL) {
+            i += 1;
+            continue;
+        }
+        let folio = phys.folio_of(leaf.pfn).expect("PTE maps a folio");
+        let mut n = 1;
+        while i + n < cleared.len() {
+            let (va2, l2) = cleared[i + n];
+            let same_run = va2 == va + n as u64 * 4096
+                && l2.pfn.0 == leaf.pfn.0 + n as u64
+                && l2.pfn.0 < folio.head.0 + folio.nr_pages()
+                && (l2.flags & LeafFlags::UFFD_WP) == (leaf.flags & LeafFlags::UFFD_WP);
+            if !same_run {
+                break;
+            }
+            n += 1;
+        }
+        unmap_batch(mm, phys, folio, leaf.pfn, n as u32);
+        i += n;
+    }
+}
+
+fn unmap_batch(mm: &mut Mm, phys: &mut PhysMem, folio: FolioRef, first: crate::addr::Pfn, n: u32) {
+    phys.remove_rmap_ptes(folio, first, n, mm.pid);
+    mm.rss_anon -= n as u64;
+    phys.ref_sub(folio, n);
+}
+
+/// Free the page tables of `removed` VMAs (sorted, already zapped) given the
+/// surviving neighbours' bounds. Linux: mm/memory.c free_pgtables(), which
+/// gathers VMAs closer than a PMD into one free_pgd_range() call.
+pub fn free_pgtables(mm: &mut Mm, phys: &mut PhysMem, removed: &[Vma], floor: u64, ceiling: u64) {
+    let mut i = 0;
+    while i < removed.len() {
+        let addr = removed[i].start;
+        let mut j = i;
+        while j + 1 < removed.len()
+            && removed[j + 1].start <= removed[j].end.saturating_add(PMD_SIZE)
+        {
+            j += 1;
+        }
+        let next_start = if j + 1 < removed.len() {
+            removed[j + 1].start
+        } else {
+            ceiling
+        };
+        mm.pt
+            .free_pgd_range(addr, removed[j].end, floor, next_start, phys);
+        i = j + 1;
+    }
+}

@@ -1,0 +1,442 @@
+//! The parsed form of a scenario.
+//!
+//! Names are resolved while parsing: every variable becomes a [`NameId`], an
+//! index into the interpreter's slot table, so running a loop body never
+//! hashes a string. Builtin constants (`PAGE`, `PMD`, `PUD`) are folded into
+//! literals. Each statement keeps its source text for failure messages.
+
+use ptlab_model::{Advice, Errno, Prot, ThpMode};
+
+/// A source position (1-based line and column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Pos {
+    pub line: u32,
+    pub column: u32,
+}
+
+/// Index of a variable in [`Script::names`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NameId(pub u32);
+
+impl NameId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What a variable holds. Fixed by its first binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameKind {
+    /// A 64-bit unsigned integer (`let`, syscall results, `repeat ... as`).
+    Int,
+    /// An opaque frame handle (`NAME = pfn ADDR`).
+    Frame,
+}
+
+/// A whole scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Script {
+    /// The file name used in messages.
+    pub file: String,
+    /// Variable names, indexed by [`NameId`].
+    pub names: Vec<String>,
+    pub body: Vec<Stmt>,
+}
+
+impl Script {
+    /// The name of variable `id` (or `?` for a foreign id).
+    pub fn name(&self, id: NameId) -> &str {
+        self.names.get(id.index()).map_or("?", String::as_str)
+    }
+}
+
+/// One statement (a line, or a block for `repeat` and `expect maps`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    /// Position of the statement keyword (after any `@NAME` prefix).
+    pub pos: Pos,
+    /// The source line, trimmed, without its comment.
+    pub text: String,
+    /// `@NAME` prefix: run this statement in process NAME.
+    pub process: Option<String>,
+    pub kind: StmtKind,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum StmtKind {
+    /// `let NAME = EXPR`
+    Let { name: NameId, value: Expr },
+    /// A syscall, an access or a THP knob write, with the optional
+    /// `expect ok|errno|ret|segv` line that follows it.
+    Op {
+        bind: Option<NameId>,
+        op: Op,
+        check: Option<Check>,
+    },
+    /// A line holding only `@NAME`: switch the current process.
+    Switch { process: String },
+    /// `repeat COUNT [as NAME]` ... `end`
+    Repeat {
+        count: Expr,
+        var: Option<NameId>,
+        body: Vec<Stmt>,
+    },
+    /// `NAME = pfn ADDR`
+    BindPfn { name: NameId, addr: Expr },
+    /// Any `expect` that is not about the previous statement.
+    Expect(Expect),
+    /// `observe [maps] [smaps] [pages] [stats]`
+    Observe(ObserveSections),
+}
+
+/// Which sections `observe` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObserveSections {
+    pub maps: bool,
+    pub smaps: bool,
+    pub pages: bool,
+    pub stats: bool,
+}
+
+impl ObserveSections {
+    pub const ALL: ObserveSections = ObserveSections {
+        maps: true,
+        smaps: true,
+        pages: true,
+        stats: true,
+    };
+}
+
+/// Something that either succeeds or fails with an errno / a fault.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Syscall(Syscall),
+    Access(Access),
+    Thp(ThpSetting),
+}
+
+impl Op {
+    /// Short name for messages (`mmap`, `uffd copy`, `write`, `thp`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Syscall(s) => s.name(),
+            Op::Access(a) => a.kind.name(),
+            Op::Thp(_) => "thp",
+        }
+    }
+}
+
+/// Where `mmap` places the mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// No flag: the address (if any) is a hint.
+    Hint,
+    /// `fixed`: MAP_FIXED.
+    Fixed,
+    /// `noreplace`: MAP_FIXED_NOREPLACE.
+    NoReplace,
+}
+
+/// `uffd register` modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct UffdMode {
+    pub missing: bool,
+    pub wp: bool,
+}
+
+/// A system call statement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Syscall {
+    Mmap {
+        len: Expr,
+        addr: Option<Expr>,
+        placement: Placement,
+        prot: Prot,
+        noreserve: bool,
+        populate: bool,
+    },
+    Munmap {
+        addr: Expr,
+        len: Expr,
+    },
+    Madvise {
+        addr: Expr,
+        len: Expr,
+        advice: Advice,
+    },
+    Mremap {
+        addr: Expr,
+        old_len: Expr,
+        new_len: Expr,
+        maymove: bool,
+        fixed: Option<Expr>,
+        dontunmap: bool,
+    },
+    Mprotect {
+        addr: Expr,
+        len: Expr,
+        prot: Prot,
+    },
+    Fork {
+        child: String,
+    },
+    Exit,
+    UffdOpen,
+    UffdRegister {
+        addr: Expr,
+        len: Expr,
+        mode: UffdMode,
+    },
+    UffdUnregister {
+        addr: Expr,
+        len: Expr,
+    },
+    UffdCopy {
+        dst: Expr,
+        src: Expr,
+        len: Expr,
+        tag: Option<Expr>,
+    },
+    UffdZeropage {
+        dst: Expr,
+        len: Expr,
+    },
+    UffdMove {
+        dst: Expr,
+        src: Expr,
+        len: Expr,
+        allow_src_holes: bool,
+        dontwake: bool,
+    },
+}
+
+impl Syscall {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Syscall::Mmap { .. } => "mmap",
+            Syscall::Munmap { .. } => "munmap",
+            Syscall::Madvise { .. } => "madvise",
+            Syscall::Mremap { .. } => "mremap",
+            Syscall::Mprotect { .. } => "mprotect",
+            Syscall::Fork { .. } => "fork",
+            Syscall::Exit => "exit",
+            Syscall::UffdOpen => "uffd open",
+            Syscall::UffdRegister { .. } => "uffd register",
+            Syscall::UffdUnregister { .. } => "uffd unregister",
+            Syscall::UffdCopy { .. } => "uffd copy",
+            Syscall::UffdZeropage { .. } => "uffd zeropage",
+            Syscall::UffdMove { .. } => "uffd move",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessKind {
+    Read,
+    Write,
+}
+
+impl AccessKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AccessKind::Read => "read",
+            AccessKind::Write => "write",
+        }
+    }
+}
+
+/// `read ADDR [LEN]` / `write ADDR [LEN] [tag=EXPR]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Access {
+    pub kind: AccessKind,
+    pub addr: Expr,
+    /// Defaults to one page.
+    pub len: Option<Expr>,
+    /// Write only; defaults to each page's own address.
+    pub tag: Option<Expr>,
+}
+
+/// A `thp ...` line.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ThpSetting {
+    /// `thp enabled MODE` (top-level knob).
+    Enabled(ThpMode),
+    /// `thp SIZE MODE` (per-size `hugepages-<size>/enabled`).
+    Size { size: Expr, mode: ThpMode },
+    /// `thp use_zero_page 0|1`.
+    UseZeroPage(bool),
+}
+
+/// An `expect` line about the statement right before it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    pub pos: Pos,
+    pub text: String,
+    pub kind: CheckKind,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum CheckKind {
+    /// `expect ok`
+    Ok,
+    /// `expect errno NAME`
+    Errno(Errno),
+    /// `expect ret == EXPR`
+    Ret(Expr),
+    /// `expect segv`
+    Segv,
+}
+
+/// A stand-alone expectation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expect {
+    /// `expect maps` block (empty for `expect maps empty`).
+    Maps(Vec<MapsLine>),
+    /// `expect page ADDR [LEN] ATTR...`
+    Page {
+        addr: Expr,
+        len: Option<Expr>,
+        attrs: Vec<PageAttr>,
+    },
+    /// `expect pfn ADDR == NAME` (`equal`) or `!= NAME`.
+    Pfn {
+        addr: Expr,
+        equal: bool,
+        frame: NameId,
+    },
+    /// `expect stat KEY == EXPR`
+    Stat { key: String, value: Expr },
+    /// `expect vmflags ADDR has|lacks MNEMONIC...`
+    VmFlags {
+        addr: Expr,
+        has: bool,
+        flags: Vec<String>,
+    },
+    /// `expect anonhuge ADDR == SIZE`
+    AnonHuge { addr: Expr, size: Expr },
+    /// `expect value EXPR == EXPR` (`equal`) or `!= EXPR`.
+    Value {
+        left: Expr,
+        equal: bool,
+        right: Expr,
+    },
+    /// `expect invariants`
+    Invariants,
+}
+
+/// One line of an `expect maps` block: `START .. END PERMS`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapsLine {
+    pub pos: Pos,
+    pub start: Expr,
+    pub end: Expr,
+    pub perms: String,
+}
+
+/// One attribute of `expect page`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PageAttr {
+    pub pos: Pos,
+    pub kind: PageAttrKind,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum PageAttrKind {
+    /// `none`: not present.
+    None,
+    /// `zero`: the shared zero page.
+    Zero,
+    /// `hugezero`: part of the huge zero folio.
+    HugeZero,
+    /// `anon`: an anonymous folio page.
+    Anon,
+    /// `order=N`
+    Order(Expr),
+    /// `folio=SIZE`
+    Folio(Expr),
+    /// `idx=N`: first page has folio index N, the next N+1, ...
+    Idx(Expr),
+    /// `pmd`: mapped by a PMD.
+    Pmd,
+    /// `pte`: mapped by PTEs.
+    Pte,
+    /// `X` / `!X`: pagemap PM_MMAP_EXCLUSIVE.
+    Exclusive(bool),
+    /// `AX` / `!AX`: kpageflags anon-exclusive.
+    AnonExclusive(bool),
+    /// `cnt=N`: kpagecount.
+    Count(Expr),
+    /// `tag=EXPR`
+    Tag(Expr),
+    /// `samefolio`: every page of the range in one folio.
+    SameFolio,
+}
+
+/// Binary operators, loosest-binding last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Mul,
+    Div,
+    Rem,
+    Add,
+    Sub,
+    Shl,
+    Shr,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
+            BinOp::And => "&",
+            BinOp::Or => "|",
+        }
+    }
+}
+
+/// Builtin functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    AlignUp,
+    AlignDown,
+}
+
+impl Builtin {
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::AlignUp => "align_up",
+            Builtin::AlignDown => "align_down",
+        }
+    }
+}
+
+/// An integer expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    Num(u64),
+    Var {
+        id: NameId,
+        pos: Pos,
+    },
+    /// Unary minus: two's-complement negation (so `x & -PAGE` aligns down).
+    Neg(Box<Expr>),
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+        pos: Pos,
+    },
+    Call {
+        func: Builtin,
+        args: Box<[Expr; 2]>,
+        pos: Pos,
+    },
+}

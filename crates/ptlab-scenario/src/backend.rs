@@ -1,0 +1,232 @@
+//! The interface between the interpreter and whatever executes the
+//! operations: the model ([`crate::ModelBackend`]), a live kernel (later), or
+//! a test double.
+//!
+//! Processes are named, not numbered: the first one is `main` and `fork NAME`
+//! creates the others, so a scenario means the same thing on every backend.
+//! Operations that a backend does not implement keep the default bodies,
+//! which return [`BackendError::Unsupported`]; the interpreter turns that into
+//! a runtime error at the statement's position.
+
+use crate::ast::UffdMode;
+use ptlab_model::observe::PageObs;
+use ptlab_model::{Advice, Errno, MapFlags, Observation, Prot, ThpKnob, ThpMode, PAGE_SIZE};
+use thiserror::Error;
+
+/// Why a backend operation did not succeed.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum BackendError {
+    /// The syscall (or sysfs write) failed with this errno. A scenario can
+    /// expect this with `expect errno NAME`.
+    #[error("{0}")]
+    Errno(Errno),
+    /// The access raised SIGSEGV at `addr`. A scenario can expect this with
+    /// `expect segv`.
+    #[error("SIGSEGV at {addr:#x}")]
+    Segv { addr: u64 },
+    /// The backend does not implement this operation (yet).
+    #[error("{0} is unsupported by this backend")]
+    Unsupported(&'static str),
+    /// No live process has this name.
+    #[error("no process named '{0}'")]
+    NoProcess(String),
+    /// A process with this name already exists (from `fork NAME`).
+    #[error("a process named '{0}' already exists")]
+    ProcessExists(String),
+    /// Anything else (I/O trouble on a live backend, ...).
+    #[error("{0}")]
+    Other(String),
+}
+
+/// `mremap` flags beyond the lengths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MremapFlags {
+    /// MREMAP_MAYMOVE
+    pub maymove: bool,
+    /// MREMAP_FIXED with this new address.
+    pub fixed: Option<u64>,
+    /// MREMAP_DONTUNMAP
+    pub dontunmap: bool,
+}
+
+/// `UFFDIO_MOVE` mode bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct UffdMoveFlags {
+    /// UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES
+    pub allow_src_holes: bool,
+    /// UFFDIO_MOVE_MODE_DONTWAKE
+    pub dontwake: bool,
+}
+
+/// Executes scenario operations. Object-safe: the interpreter holds a
+/// `&mut dyn Backend`.
+///
+/// Every method takes the name of the process it acts in. Syscalls return
+/// `Err(BackendError::Errno(..))` for ordinary failures; accesses return
+/// `Err(BackendError::Segv { .. })` when they fault. Addresses and lengths
+/// are passed through unvalidated, exactly as a program would pass them.
+pub trait Backend {
+    /// `mmap(addr, len, prot, flags, -1, 0)`; returns the mapped address.
+    fn mmap(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+    ) -> Result<u64, BackendError>;
+    /// `munmap(addr, len)`.
+    fn munmap(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError>;
+    /// `madvise(addr, len, advice)`.
+    fn madvise(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        advice: Advice,
+    ) -> Result<(), BackendError>;
+    /// Read the first 8 bytes of the page containing `addr`; returns the tag.
+    fn read(&mut self, proc: &str, addr: u64) -> Result<u64, BackendError>;
+    /// Write `tag` into the first 8 bytes of the page containing `addr`.
+    fn write(&mut self, proc: &str, addr: u64, tag: u64) -> Result<(), BackendError>;
+    /// Write a THP `enabled` knob.
+    fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), BackendError>;
+    /// Write `transparent_hugepage/use_zero_page`.
+    fn set_use_zero_page(&mut self, on: bool) -> Result<(), BackendError>;
+    /// Everything process `proc` shows (maps, smaps, pages, THP counters).
+    fn observe(&mut self, proc: &str) -> Result<Observation, BackendError>;
+    /// Check the backend's internal invariants; `Err` lists every violation.
+    fn check_invariants(&mut self) -> Result<(), Vec<String>>;
+
+    /// Touch every page of `[start & !(PAGE_SIZE - 1), that + len)` in address
+    /// order, stopping at the first fault: a read, or a write storing `tag`
+    /// (`None`: each page's own address). The default calls [`Backend::read`]
+    /// or [`Backend::write`] per page; backends can take a faster path as long
+    /// as the result is the same.
+    fn access(
+        &mut self,
+        proc: &str,
+        start: u64,
+        len: u64,
+        write: bool,
+        tag: Option<u64>,
+    ) -> Result<(), BackendError> {
+        let start = start & !(PAGE_SIZE - 1);
+        let end = start
+            .checked_add(len)
+            .ok_or(BackendError::Segv { addr: start })?;
+        let mut page = start;
+        while page < end {
+            if write {
+                self.write(proc, page, tag.unwrap_or(page))?;
+            } else {
+                self.read(proc, page)?;
+            }
+            page = match page.checked_add(PAGE_SIZE) {
+                Some(p) => p,
+                None => break,
+            };
+        }
+        Ok(())
+    }
+
+    /// The pages of `proc` in `[start, end)`, in address order. Pages outside
+    /// every VMA may be omitted (they read as not present). The default
+    /// filters [`Backend::observe`]; backends can answer more cheaply.
+    fn observe_pages(
+        &mut self,
+        proc: &str,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<PageObs>, BackendError> {
+        let obs = self.observe(proc)?;
+        Ok(obs
+            .pages
+            .into_iter()
+            .filter(|p| p.addr >= start && p.addr < end)
+            .collect())
+    }
+
+    /// Called by the interpreter after every executed statement. A backend
+    /// that checks invariants continuously returns the violations here.
+    fn after_statement(&mut self) -> Result<(), Vec<String>> {
+        Ok(())
+    }
+
+    // ----- reserved for later issues: default to "unsupported" -------------
+
+    /// `mremap(addr, old_len, new_len, flags[, new_addr])`; returns the new address.
+    fn mremap(
+        &mut self,
+        _proc: &str,
+        _addr: u64,
+        _old_len: u64,
+        _new_len: u64,
+        _flags: MremapFlags,
+    ) -> Result<u64, BackendError> {
+        Err(BackendError::Unsupported("mremap"))
+    }
+    /// `mprotect(addr, len, prot)`.
+    fn mprotect(
+        &mut self,
+        _proc: &str,
+        _addr: u64,
+        _len: u64,
+        _prot: Prot,
+    ) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("mprotect"))
+    }
+    /// `fork()` in `parent`; the child is called `child`.
+    fn fork(&mut self, _parent: &str, _child: &str) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("fork"))
+    }
+    /// Process `proc` exits.
+    fn exit(&mut self, _proc: &str) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("exit"))
+    }
+    /// Open a userfaultfd for `proc` (one per process).
+    fn uffd_open(&mut self, _proc: &str) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("uffd open"))
+    }
+    /// `UFFDIO_REGISTER`.
+    fn uffd_register(
+        &mut self,
+        _proc: &str,
+        _addr: u64,
+        _len: u64,
+        _mode: UffdMode,
+    ) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("uffd register"))
+    }
+    /// `UFFDIO_UNREGISTER`.
+    fn uffd_unregister(&mut self, _proc: &str, _addr: u64, _len: u64) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("uffd unregister"))
+    }
+    /// `UFFDIO_COPY` from `src` (or, with `tag`, from a buffer holding that
+    /// tag in every page); returns the bytes copied.
+    fn uffd_copy(
+        &mut self,
+        _proc: &str,
+        _dst: u64,
+        _src: u64,
+        _len: u64,
+        _tag: Option<u64>,
+    ) -> Result<u64, BackendError> {
+        Err(BackendError::Unsupported("uffd copy"))
+    }
+    /// `UFFDIO_ZEROPAGE`; returns the bytes mapped.
+    fn uffd_zeropage(&mut self, _proc: &str, _dst: u64, _len: u64) -> Result<u64, BackendError> {
+        Err(BackendError::Unsupported("uffd zeropage"))
+    }
+    /// `UFFDIO_MOVE`; returns the bytes moved.
+    fn uffd_move(
+        &mut self,
+        _proc: &str,
+        _dst: u64,
+        _src: u64,
+        _len: u64,
+        _flags: UffdMoveFlags,
+    ) -> Result<u64, BackendError> {
+        Err(BackendError::Unsupported("uffd move"))
+    }
+}

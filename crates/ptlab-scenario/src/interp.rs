@@ -1,0 +1,1210 @@
+//! The scenario interpreter.
+//!
+//! [`run`] walks the parsed [`Script`] against a [`Backend`] and collects a
+//! [`RunReport`]. A failed expectation is recorded and the run goes on; a
+//! runtime error (arithmetic overflow, an unsupported operation, a process
+//! that does not exist, ...) is recorded and stops the run, since later
+//! statements usually depend on the one that broke. Printing is left to the
+//! caller: see [`ObserveOutput::render_text`], [`Failure`]'s `Display` and
+//! the `to_json` methods.
+
+use crate::ast::*;
+use crate::backend::{Backend, BackendError, MremapFlags, UffdMoveFlags};
+use crate::expr::{self, fmt_num, Env, EvalError};
+use ptlab_model::observe::PageObs;
+use ptlab_model::{MapFlags, Observation, Order, PageState, Sections, ThpKnob, PAGE_SIZE};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Most pages one `read`, `write` or `expect page` may cover (64 GiB).
+/// Larger ranges are a runtime error rather than a very long wait.
+pub const MAX_RANGE_PAGES: u64 = 1 << 24;
+
+/// Knobs for a run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Failures beyond this many are counted but not stored.
+    pub max_failures: usize,
+    /// Stop with a runtime error after this many executed statements
+    /// (`None`: no limit).
+    pub max_steps: Option<u64>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            max_failures: 200,
+            max_steps: None,
+        }
+    }
+}
+
+/// What one `observe` statement saw.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObserveOutput {
+    /// Order among all outputs and failures of the run.
+    pub seq: u64,
+    /// Line of the `observe` statement.
+    pub line: u32,
+    pub process: String,
+    pub sections: ObserveSections,
+    /// The observation; `stats` holds deltas since the scenario started.
+    pub observation: Observation,
+}
+
+impl ObserveOutput {
+    /// The canonical text rendering of the requested sections.
+    pub fn render_text(&self) -> String {
+        let s = self.sections;
+        self.observation.render(Sections {
+            maps: s.maps,
+            smaps: s.smaps,
+            pages: s.pages,
+            stats: s.stats,
+        })
+    }
+
+    /// `{"kind":"observe","line":N,"process":"main","observation":{...}}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "kind": "observe",
+            "line": self.line,
+            "process": self.process,
+            "observation": self.observation,
+        })
+    }
+}
+
+/// Why a run failed at some statement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// An `expect` did not hold.
+    Expectation,
+    /// A syscall failed or an access faulted and no `expect` line covered it.
+    Unexpected,
+    /// The backend's invariants do not hold.
+    Invariant,
+    /// The scenario could not go on (bad arithmetic, unsupported operation,
+    /// unknown process, ...). The run stops here.
+    Runtime,
+}
+
+impl FailureKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureKind::Expectation => "expectation",
+            FailureKind::Unexpected => "unexpected",
+            FailureKind::Invariant => "invariant",
+            FailureKind::Runtime => "runtime",
+        }
+    }
+}
+
+/// One failure, located in the source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// Order among all outputs and failures of the run.
+    pub seq: u64,
+    pub file: String,
+    pub line: u32,
+    /// Set for runtime errors, which point at an operator or a name.
+    pub column: Option<u32>,
+    pub kind: FailureKind,
+    /// One-line description (without the `file:line:` prefix).
+    pub message: String,
+    /// Further lines (expected vs actual listings), if any.
+    pub detail: Option<String>,
+    /// Enclosing `repeat` loops as (line, iteration), outermost first.
+    pub loops: Vec<(u32, u64)>,
+}
+
+impl Failure {
+    /// `{"kind":"failure","category":...,"line":...}` for JSON output.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "kind": "failure",
+            "category": self.kind.name(),
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "message": self.message,
+            "detail": self.detail,
+            "loops": self.loops.iter().map(|(l, i)| json!({"line": l, "iteration": i})).collect::<Vec<_>>(),
+        })
+    }
+}
+
+impl fmt::Display for Failure {
+    /// `file:line[:col]: <message>`, a loop context if any, then the detail
+    /// lines indented.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)?;
+        if let Some(c) = self.column {
+            write!(f, ":{c}")?;
+        }
+        let prefix = match self.kind {
+            FailureKind::Expectation => "expectation failed: ",
+            FailureKind::Runtime => "runtime error: ",
+            FailureKind::Invariant => "invariant violated: ",
+            FailureKind::Unexpected => "",
+        };
+        write!(f, ": {prefix}{}", self.message)?;
+        for (line, iter) in &self.loops {
+            write!(f, " [repeat at line {line}, iteration {iter}]")?;
+        }
+        if let Some(detail) = &self.detail {
+            for l in detail.lines() {
+                write!(f, "\n    {l}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunReport {
+    pub file: String,
+    pub outputs: Vec<ObserveOutput>,
+    pub failures: Vec<Failure>,
+    /// Failures past [`RunOptions::max_failures`], counted only.
+    pub suppressed_failures: u64,
+    /// Expectations (including `expect ok|errno|ret|segv`) that held.
+    pub expectations_passed: u64,
+    /// Statements executed (each loop iteration counts its body again).
+    pub statements_executed: u64,
+    /// Whether a runtime error stopped the run early.
+    pub aborted: bool,
+}
+
+impl RunReport {
+    /// True when nothing failed.
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty() && self.suppressed_failures == 0
+    }
+
+    /// Total failures, including suppressed ones.
+    pub fn failure_count(&self) -> u64 {
+        (self.failures.len() as u64).saturating_add(self.suppressed_failures)
+    }
+
+    /// A one-line summary such as `PASS: 12 expectations held` or
+    /// `FAIL: 2 failures (12 expectations held)`.
+    pub fn summary(&self) -> String {
+        let held = self.expectations_passed;
+        let plural = |n: u64, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
+        if self.passed() {
+            format!("PASS: {} held", plural(held, "expectation"))
+        } else {
+            format!(
+                "FAIL: {} ({} held{})",
+                plural(self.failure_count(), "failure"),
+                plural(held, "expectation"),
+                if self.aborted {
+                    "; run stopped early"
+                } else {
+                    ""
+                }
+            )
+        }
+    }
+}
+
+/// Run `script` on `backend`.
+pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> RunReport {
+    let slots = vec![Slot::Unset; script.names.len()];
+    let baseline = backend.observe("main").map(|o| o.stats).unwrap_or_default();
+    let mut it = Interp {
+        script,
+        backend,
+        opts,
+        slots,
+        current: "main".to_string(),
+        baseline,
+        loops: Vec::new(),
+        seq: 0,
+        hook_reported: false,
+        report: RunReport {
+            file: script.file.clone(),
+            ..RunReport::default()
+        },
+    };
+    if let Err(e) = it.block(&script.body) {
+        it.fail(
+            e.pos.line,
+            Some(e.pos.column),
+            FailureKind::Runtime,
+            e.message,
+            None,
+        );
+        it.report.aborted = true;
+    }
+    it.report
+}
+
+/// A frame handle bound by `NAME = pfn ADDR`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Frame {
+    Anon(u64),
+    Zero,
+    HugeZero(u32),
+}
+
+/// A variable's current state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    /// Never assigned (its binding has not run yet).
+    Unset,
+    Int(u64),
+    Frame(Frame),
+    /// Its last binding was a syscall that failed at this line.
+    Failed(u32),
+}
+
+/// A runtime error that stops the run.
+struct RtError {
+    pos: Pos,
+    message: String,
+}
+
+impl From<EvalError> for RtError {
+    fn from(e: EvalError) -> Self {
+        RtError {
+            pos: e.pos,
+            message: e.message,
+        }
+    }
+}
+
+fn rt(pos: Pos, message: impl Into<String>) -> RtError {
+    RtError {
+        pos,
+        message: message.into(),
+    }
+}
+
+struct Interp<'a> {
+    script: &'a Script,
+    backend: &'a mut dyn Backend,
+    opts: &'a RunOptions,
+    slots: Vec<Slot>,
+    /// The process unprefixed statements run in.
+    current: String,
+    /// THP counters when the run started.
+    baseline: BTreeMap<String, i64>,
+    /// Enclosing loops: (line, iteration).
+    loops: Vec<(u32, u64)>,
+    seq: u64,
+    /// Whether `after_statement` already reported a violation (reported once).
+    hook_reported: bool,
+    report: RunReport,
+}
+
+impl Env for Interp<'_> {
+    fn int(&self, id: NameId, pos: Pos) -> Result<u64, EvalError> {
+        let name = self.script.name(id);
+        match self.slots.get(id.index()) {
+            Some(Slot::Int(v)) => Ok(*v),
+            Some(Slot::Failed(line)) => Err(EvalError::new(
+                pos,
+                format!("'{name}' has no value: the syscall that binds it at line {line} failed"),
+            )),
+            Some(Slot::Frame(_)) => Err(EvalError::new(
+                pos,
+                format!("'{name}' is a frame handle, not a number"),
+            )),
+            Some(Slot::Unset) | None => Err(EvalError::new(
+                pos,
+                format!("'{name}' has no value yet (the statement binding it has not run)"),
+            )),
+        }
+    }
+}
+
+/// Outcome of a syscall, access or knob write.
+type OpResult = Result<u64, BackendError>;
+
+impl<'a> Interp<'a> {
+    // ----- bookkeeping -------------------------------------------------------
+
+    fn next_seq(&mut self) -> u64 {
+        let s = self.seq;
+        self.seq = self.seq.saturating_add(1);
+        s
+    }
+
+    fn fail(
+        &mut self,
+        line: u32,
+        column: Option<u32>,
+        kind: FailureKind,
+        message: String,
+        detail: Option<String>,
+    ) {
+        if self.report.failures.len() >= self.opts.max_failures {
+            self.report.suppressed_failures = self.report.suppressed_failures.saturating_add(1);
+            return;
+        }
+        let seq = self.next_seq();
+        self.report.failures.push(Failure {
+            seq,
+            file: self.script.file.clone(),
+            line,
+            column,
+            kind,
+            message,
+            detail,
+            loops: self.loops.clone(),
+        });
+    }
+
+    /// Record the outcome of one expectation.
+    fn expectation(&mut self, line: u32, result: Result<(), (String, Option<String>)>) {
+        match result {
+            Ok(()) => {
+                self.report.expectations_passed = self.report.expectations_passed.saturating_add(1)
+            }
+            Err((message, detail)) => {
+                self.fail(line, None, FailureKind::Expectation, message, detail)
+            }
+        }
+    }
+
+    fn eval(&self, e: &Expr) -> Result<u64, RtError> {
+        Ok(expr::eval(e, self)?)
+    }
+
+    fn eval_opt(&self, e: Option<&Expr>, default: u64) -> Result<u64, RtError> {
+        e.map_or(Ok(default), |e| self.eval(e))
+    }
+
+    fn set(&mut self, id: NameId, value: Slot) {
+        if let Some(slot) = self.slots.get_mut(id.index()) {
+            *slot = value;
+        }
+    }
+
+    fn observe_current(&mut self, pos: Pos) -> Result<Observation, RtError> {
+        self.backend
+            .observe(&self.current)
+            .map_err(|e| rt(pos, format!("cannot observe: {e}")))
+    }
+
+    /// Current THP counters minus the ones at the start of the run.
+    fn stat_deltas(&self, stats: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
+        let mut out: BTreeMap<String, i64> = stats
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.saturating_sub(self.baseline.get(k).copied().unwrap_or(0)),
+                )
+            })
+            .collect();
+        for (k, v) in &self.baseline {
+            out.entry(k.clone())
+                .or_insert_with(|| 0i64.saturating_sub(*v));
+        }
+        out
+    }
+
+    // ----- statements --------------------------------------------------------
+
+    fn block(&mut self, stmts: &'a [Stmt]) -> Result<(), RtError> {
+        for s in stmts {
+            self.stmt(s)?;
+        }
+        Ok(())
+    }
+
+    fn stmt(&mut self, s: &'a Stmt) -> Result<(), RtError> {
+        if self
+            .opts
+            .max_steps
+            .is_some_and(|max| self.report.statements_executed >= max)
+        {
+            return Err(rt(
+                s.pos,
+                format!(
+                    "step limit reached ({} statements executed)",
+                    self.report.statements_executed
+                ),
+            ));
+        }
+        let saved = s
+            .process
+            .as_ref()
+            .map(|p| std::mem::replace(&mut self.current, p.clone()));
+        let result = self.stmt_inner(s);
+        if let Some(prev) = saved {
+            self.current = prev;
+        }
+        result?;
+        if !matches!(s.kind, StmtKind::Repeat { .. }) {
+            self.report.statements_executed = self.report.statements_executed.saturating_add(1);
+            if !self.hook_reported {
+                if let Err(violations) = self.backend.after_statement() {
+                    self.hook_reported = true;
+                    self.fail(
+                        s.pos.line,
+                        None,
+                        FailureKind::Invariant,
+                        format!(
+                            "after '{}' ({} violation{}; later per-statement checks are not reported)",
+                            s.text,
+                            violations.len(),
+                            if violations.len() == 1 { "" } else { "s" }
+                        ),
+                        Some(violations.join("\n")),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn stmt_inner(&mut self, s: &'a Stmt) -> Result<(), RtError> {
+        match &s.kind {
+            StmtKind::Let { name, value } => {
+                let v = self.eval(value)?;
+                self.set(*name, Slot::Int(v));
+            }
+            StmtKind::Switch { process } => self.current.clone_from(process),
+            StmtKind::Op { bind, op, check } => self.op(s, *bind, op, check.as_ref())?,
+            StmtKind::Repeat { count, var, body } => {
+                let n = self.eval(count)?;
+                self.loops.push((s.pos.line, 0));
+                for i in 0..n {
+                    if let Some(top) = self.loops.last_mut() {
+                        top.1 = i;
+                    }
+                    if let Some(v) = var {
+                        self.set(*v, Slot::Int(i));
+                    }
+                    self.block(body)?;
+                }
+                self.loops.pop();
+            }
+            StmtKind::BindPfn { name, addr } => {
+                let addr = self.eval(addr)?;
+                let frame = match self.page_at(s.pos, addr)? {
+                    PageState::NotPresent => {
+                        return Err(rt(
+                            s.pos,
+                            format!(
+                                "pfn: no page is present at {} in process {}",
+                                fmt_num(addr),
+                                self.current
+                            ),
+                        ))
+                    }
+                    state => frame_of(&state),
+                };
+                self.set(*name, Slot::Frame(frame));
+            }
+            StmtKind::Expect(e) => self.expect(s, e)?,
+            StmtKind::Observe(sections) => {
+                let mut observation = self.observe_current(s.pos)?;
+                observation.stats = self.stat_deltas(&observation.stats);
+                let seq = self.next_seq();
+                self.report.outputs.push(ObserveOutput {
+                    seq,
+                    line: s.pos.line,
+                    process: self.current.clone(),
+                    sections: *sections,
+                    observation,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    // ----- operations --------------------------------------------------------
+
+    fn op(
+        &mut self,
+        s: &Stmt,
+        bind: Option<NameId>,
+        op: &Op,
+        check: Option<&Check>,
+    ) -> Result<(), RtError> {
+        let outcome = match op {
+            Op::Syscall(call) => self.syscall(call)?,
+            Op::Access(access) => self.access(s.pos, access)?,
+            Op::Thp(setting) => self.thp(s.pos, setting)?,
+        };
+        let name = op.name();
+        match &outcome {
+            Ok(v) => {
+                if let Some(id) = bind {
+                    self.set(id, Slot::Int(*v));
+                }
+            }
+            Err(BackendError::Errno(_)) if !matches!(op, Op::Access(_)) => {
+                if let Some(id) = bind {
+                    self.set(id, Slot::Failed(s.pos.line));
+                }
+            }
+            Err(BackendError::Segv { .. }) if matches!(op, Op::Access(_)) => {}
+            Err(other) => return Err(rt(s.pos, format!("{name}: {other}"))),
+        }
+        let Some(check) = check else {
+            match outcome {
+                Err(BackendError::Errno(e)) => self.fail(
+                    s.pos.line,
+                    None,
+                    FailureKind::Unexpected,
+                    format!("{name} failed with {e} and no expect line covers it"),
+                    None,
+                ),
+                Err(BackendError::Segv { addr }) => self.fail(
+                    s.pos.line,
+                    None,
+                    FailureKind::Unexpected,
+                    format!(
+                        "{name} at {} raised SIGSEGV and no 'expect segv' covers it",
+                        fmt_num(addr)
+                    ),
+                    None,
+                ),
+                _ => {}
+            }
+            return Ok(());
+        };
+        let result = match (&check.kind, &outcome) {
+            (CheckKind::Ok, Ok(_)) => Ok(()),
+            (CheckKind::Ok | CheckKind::Ret(_), Err(BackendError::Errno(e))) => Err(format!(
+                "expected {name} to succeed, but it failed with {e}"
+            )),
+            (CheckKind::Ok, Err(err)) => {
+                Err(format!("expected {name} to complete, but it raised {err}"))
+            }
+            (CheckKind::Errno(want), Err(BackendError::Errno(got))) if want == got => Ok(()),
+            (CheckKind::Errno(want), Err(BackendError::Errno(got))) => Err(format!(
+                "expected {name} to fail with {want}, but it failed with {got}"
+            )),
+            (CheckKind::Errno(want), _) => {
+                let ret = outcome.as_ref().map_or_else(
+                    |_| String::new(),
+                    |v| format!(" (returned {})", fmt_num(*v)),
+                );
+                Err(format!(
+                    "expected {name} to fail with {want}, but it succeeded{ret}"
+                ))
+            }
+            (CheckKind::Ret(want), Ok(got)) => {
+                let want = self.eval(want)?;
+                if want == *got {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "expected {name} to return {}, but it returned {}",
+                        fmt_num(want),
+                        fmt_num(*got)
+                    ))
+                }
+            }
+            (CheckKind::Segv, Err(BackendError::Segv { .. })) => Ok(()),
+            (CheckKind::Segv, _) => Err(format!(
+                "expected {name} to raise SIGSEGV, but it completed"
+            )),
+            (CheckKind::Ret(_), Err(err)) => Err(format!(
+                "expected {name} to return a value, but it raised {err}"
+            )),
+        };
+        self.expectation(check.pos.line, result.map_err(|m| (m, None)));
+        Ok(())
+    }
+
+    fn syscall(&mut self, call: &Syscall) -> Result<OpResult, RtError> {
+        let proc = self.current.clone();
+        let unit = |r: Result<(), BackendError>| r.map(|()| 0);
+        Ok(match call {
+            Syscall::Mmap {
+                len,
+                addr,
+                placement,
+                prot,
+                noreserve,
+                populate,
+            } => {
+                let len = self.eval(len)?;
+                let addr = self.eval_opt(addr.as_ref(), 0)?;
+                let mut flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+                match placement {
+                    Placement::Hint => {}
+                    Placement::Fixed => flags |= MapFlags::FIXED,
+                    Placement::NoReplace => flags |= MapFlags::FIXED_NOREPLACE,
+                }
+                if *noreserve {
+                    flags |= MapFlags::NORESERVE;
+                }
+                if *populate {
+                    flags |= MapFlags::POPULATE;
+                }
+                self.backend.mmap(&proc, addr, len, *prot, flags)
+            }
+            Syscall::Munmap { addr, len } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                unit(self.backend.munmap(&proc, addr, len))
+            }
+            Syscall::Madvise { addr, len, advice } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                unit(self.backend.madvise(&proc, addr, len, *advice))
+            }
+            Syscall::Mremap {
+                addr,
+                old_len,
+                new_len,
+                maymove,
+                fixed,
+                dontunmap,
+            } => {
+                let (addr, old_len, new_len) =
+                    (self.eval(addr)?, self.eval(old_len)?, self.eval(new_len)?);
+                let fixed = fixed.as_ref().map(|e| self.eval(e)).transpose()?;
+                let flags = MremapFlags {
+                    maymove: *maymove,
+                    fixed,
+                    dontunmap: *dontunmap,
+                };
+                self.backend.mremap(&proc, addr, old_len, new_len, flags)
+            }
+            Syscall::Mprotect { addr, len, prot } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                unit(self.backend.mprotect(&proc, addr, len, *prot))
+            }
+            Syscall::Fork { child } => unit(self.backend.fork(&proc, child)),
+            Syscall::Exit => unit(self.backend.exit(&proc)),
+            Syscall::UffdOpen => unit(self.backend.uffd_open(&proc)),
+            Syscall::UffdRegister { addr, len, mode } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                unit(self.backend.uffd_register(&proc, addr, len, *mode))
+            }
+            Syscall::UffdUnregister { addr, len } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                unit(self.backend.uffd_unregister(&proc, addr, len))
+            }
+            Syscall::UffdCopy { dst, src, len, tag } => {
+                let (dst, src, len) = (self.eval(dst)?, self.eval(src)?, self.eval(len)?);
+                let tag = tag.as_ref().map(|e| self.eval(e)).transpose()?;
+                self.backend.uffd_copy(&proc, dst, src, len, tag)
+            }
+            Syscall::UffdZeropage { dst, len } => {
+                let (dst, len) = (self.eval(dst)?, self.eval(len)?);
+                self.backend.uffd_zeropage(&proc, dst, len)
+            }
+            Syscall::UffdMove {
+                dst,
+                src,
+                len,
+                allow_src_holes,
+                dontwake,
+            } => {
+                let (dst, src, len) = (self.eval(dst)?, self.eval(src)?, self.eval(len)?);
+                let flags = UffdMoveFlags {
+                    allow_src_holes: *allow_src_holes,
+                    dontwake: *dontwake,
+                };
+                self.backend.uffd_move(&proc, dst, src, len, flags)
+            }
+        })
+    }
+
+    /// Touch every page of the access range; the backend stops at the
+    /// first fault.
+    fn access(&mut self, pos: Pos, a: &Access) -> Result<OpResult, RtError> {
+        let addr = self.eval(&a.addr)?;
+        let len = self.eval_opt(a.len.as_ref(), PAGE_SIZE)?;
+        let tag = a.tag.as_ref().map(|e| self.eval(e)).transpose()?;
+        let (start, end) = page_range(pos, a.kind.name(), addr, len)?;
+        let write = a.kind == AccessKind::Write;
+        Ok(self
+            .backend
+            .access(&self.current, start, end - start, write, tag)
+            .map(|()| 0))
+    }
+
+    fn thp(&mut self, pos: Pos, setting: &ThpSetting) -> Result<OpResult, RtError> {
+        Ok(match setting {
+            ThpSetting::Enabled(mode) => self.backend.set_thp(ThpKnob::TopLevel, *mode).map(|()| 0),
+            ThpSetting::Size { size, mode } => {
+                let bytes = self.eval(size)?;
+                let order = Order::from_bytes(bytes).ok_or_else(|| {
+                    rt(
+                        pos,
+                        format!(
+                            "thp: {} is not a power-of-two folio size of at least 4K",
+                            fmt_num(bytes)
+                        ),
+                    )
+                })?;
+                self.backend
+                    .set_thp(ThpKnob::Size(order.0), *mode)
+                    .map(|()| 0)
+            }
+            ThpSetting::UseZeroPage(on) => self.backend.set_use_zero_page(*on).map(|()| 0),
+        })
+    }
+
+    // ----- expectations ------------------------------------------------------
+
+    /// State of the page containing `addr` in the current process.
+    fn page_at(&mut self, pos: Pos, addr: u64) -> Result<PageState, RtError> {
+        let page = addr & !(PAGE_SIZE - 1);
+        let end = page.saturating_add(PAGE_SIZE);
+        let pages = self.pages(pos, page, end)?;
+        Ok(pages
+            .into_iter()
+            .find(|p| p.addr == page)
+            .map_or(PageState::NotPresent, |p| p.state))
+    }
+
+    fn pages(&mut self, pos: Pos, start: u64, end: u64) -> Result<Vec<PageObs>, RtError> {
+        self.backend
+            .observe_pages(&self.current, start, end)
+            .map_err(|e| rt(pos, format!("cannot observe pages: {e}")))
+    }
+
+    fn expect(&mut self, s: &Stmt, e: &Expect) -> Result<(), RtError> {
+        let line = s.pos.line;
+        let result = match e {
+            Expect::Maps(lines) => {
+                let r = self.expect_maps(s, lines)?;
+                self.expectation(line, r);
+                return Ok(());
+            }
+            Expect::Page { addr, len, attrs } => {
+                let r = self.expect_page(s, addr, len.as_ref(), attrs)?;
+                self.expectation(line, r);
+                return Ok(());
+            }
+            Expect::Pfn { addr, equal, frame } => {
+                let addr = self.eval(addr)?;
+                let want = match self.slots.get(frame.index()) {
+                    Some(Slot::Frame(f)) => *f,
+                    _ => {
+                        let name = self.script.name(*frame);
+                        return Err(rt(
+                            s.pos,
+                            format!("'{name}' holds no frame handle (its 'pfn' line has not run)"),
+                        ));
+                    }
+                };
+                let state = self.page_at(s.pos, addr)?;
+                let got = match state {
+                    PageState::NotPresent => None,
+                    ref st => Some(frame_of(st)),
+                };
+                let name = self.script.name(*frame);
+                match (got, equal) {
+                    (None, _) => Err(format!(
+                        "page {} is not present, so it has no frame to compare with '{name}'",
+                        fmt_num(addr)
+                    )),
+                    (Some(g), true) if g == want => Ok(()),
+                    (Some(g), false) if g != want => Ok(()),
+                    (Some(_), true) => Err(format!(
+                        "page {} is not frame '{name}' (page is {})",
+                        fmt_num(addr),
+                        describe(&state)
+                    )),
+                    (Some(_), false) => {
+                        Err(format!("page {} is still frame '{name}'", fmt_num(addr)))
+                    }
+                }
+            }
+            Expect::Stat { key, value } => {
+                let want = self.eval(value)?;
+                let obs = self.observe_current(s.pos)?;
+                let deltas = self.stat_deltas(&obs.stats);
+                let got = deltas.get(key).copied().unwrap_or(0);
+                if i128::from(got) == i128::from(want) {
+                    Ok(())
+                } else {
+                    let hint = if deltas.contains_key(key) {
+                        String::new()
+                    } else {
+                        crate::error::suggestion(key, deltas.keys().map(String::as_str)).replace(
+                            " (did you mean",
+                            "; the backend reports no such counter (did you mean",
+                        )
+                    };
+                    Err(format!("stat {key}: expected {want}, found {got}{hint}"))
+                }
+            }
+            Expect::VmFlags { addr, has, flags } => {
+                let addr = self.eval(addr)?;
+                let obs = self.observe_current(s.pos)?;
+                match obs.maps.iter().find(|m| m.start <= addr && addr < m.end) {
+                    None => Err(format!("no VMA contains {}", fmt_num(addr))),
+                    Some(m) => {
+                        let wrong: Vec<&str> = flags
+                            .iter()
+                            .filter(|f| m.vm_flags.contains(f) != *has)
+                            .map(String::as_str)
+                            .collect();
+                        if wrong.is_empty() {
+                            Ok(())
+                        } else {
+                            let verb = if *has { "lacks" } else { "has" };
+                            Err(format!(
+                                "VMA {:x}-{:x} {verb} {} (VmFlags: {})",
+                                m.start,
+                                m.end,
+                                wrong.join(" "),
+                                m.vm_flags.join(" ")
+                            ))
+                        }
+                    }
+                }
+            }
+            Expect::AnonHuge { addr, size } => {
+                let addr = self.eval(addr)?;
+                let want = self.eval(size)?;
+                let obs = self.observe_current(s.pos)?;
+                match obs.maps.iter().find(|m| m.start <= addr && addr < m.end) {
+                    None => Err(format!("no VMA contains {}", fmt_num(addr))),
+                    Some(m) => {
+                        let got = m.anon_huge_kb.saturating_mul(1024);
+                        if got == want {
+                            Ok(())
+                        } else {
+                            Err(format!(
+                                "AnonHugePages of VMA {:x}-{:x}: expected {} kB, found {} kB",
+                                m.start,
+                                m.end,
+                                want / 1024,
+                                m.anon_huge_kb
+                            ))
+                        }
+                    }
+                }
+            }
+            Expect::Value { left, equal, right } => {
+                let (l, r) = (self.eval(left)?, self.eval(right)?);
+                if (l == r) == *equal {
+                    Ok(())
+                } else {
+                    let op = if *equal { "==" } else { "!=" };
+                    Err(format!("expected {} {op} {}", fmt_num(l), fmt_num(r)))
+                }
+            }
+            Expect::Invariants => match self.backend.check_invariants() {
+                Ok(()) => Ok(()),
+                Err(v) => {
+                    self.fail(
+                        line,
+                        None,
+                        FailureKind::Invariant,
+                        format!(
+                            "{} violation{}",
+                            v.len(),
+                            if v.len() == 1 { "" } else { "s" }
+                        ),
+                        Some(v.join("\n")),
+                    );
+                    return Ok(());
+                }
+            },
+        };
+        self.expectation(line, result.map_err(|m| (m, None)));
+        Ok(())
+    }
+
+    fn expect_maps(
+        &mut self,
+        s: &Stmt,
+        lines: &[MapsLine],
+    ) -> Result<Result<(), (String, Option<String>)>, RtError> {
+        let mut want = Vec::with_capacity(lines.len());
+        for l in lines {
+            want.push((self.eval(&l.start)?, self.eval(&l.end)?, l.perms.as_str()));
+        }
+        let obs = self.observe_current(s.pos)?;
+        let got: Vec<(u64, u64, &str)> = obs
+            .maps
+            .iter()
+            .map(|m| (m.start, m.end, m.perms.as_str()))
+            .collect();
+        if want == got {
+            return Ok(Ok(()));
+        }
+        let show = |v: &[(u64, u64, &str)]| {
+            if v.is_empty() {
+                "  (no VMAs)".to_string()
+            } else {
+                v.iter()
+                    .map(|(a, b, p)| format!("  {a:08x}-{b:08x} {p}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+        };
+        let message = format!(
+            "maps of process {} differ ({} VMAs expected, {} found)",
+            self.current,
+            want.len(),
+            got.len()
+        );
+        Ok(Err((
+            message,
+            Some(format!(
+                "expected:\n{}\nactual:\n{}",
+                show(&want),
+                show(&got)
+            )),
+        )))
+    }
+
+    fn expect_page(
+        &mut self,
+        s: &Stmt,
+        addr: &Expr,
+        len: Option<&Expr>,
+        attrs: &[PageAttr],
+    ) -> Result<Result<(), (String, Option<String>)>, RtError> {
+        let addr = self.eval(addr)?;
+        let len = self.eval_opt(len, PAGE_SIZE)?;
+        let (start, end) = page_range(s.pos, "expect page", addr, len)?;
+        let mut checks = Vec::with_capacity(attrs.len());
+        for a in attrs {
+            checks.push(self.page_check(a)?);
+        }
+        let observed = self.pages(s.pos, start, end)?;
+        let mut observed = observed.into_iter().peekable();
+        let mut mismatched = 0u64;
+        let mut total = 0u64;
+        let mut examples = Vec::new();
+        let mut folio: Option<(u64, u64)> = None; // (first page in a folio, its identity)
+        let mut page = start;
+        while page < end {
+            // Pages come sorted; skip any before `page`.
+            while observed.peek().is_some_and(|p| p.addr < page) {
+                observed.next();
+            }
+            let state = match observed.peek() {
+                Some(p) if p.addr == page => p.state.clone(),
+                _ => PageState::NotPresent,
+            };
+            let k = (page - start) / PAGE_SIZE;
+            let mut bad: Vec<String> = checks
+                .iter()
+                .filter_map(|c| c.mismatch(k, &state))
+                .collect();
+            if checks.iter().any(|c| matches!(c, PageCheck::SameFolio)) {
+                match (folio_id(&state), folio) {
+                    (None, _) => bad.push("samefolio (this page is in no folio)".to_string()),
+                    (Some(id), None) => folio = Some((page, id)),
+                    (Some(id), Some((first, first_id))) if id != first_id => {
+                        bad.push(format!("samefolio (the folio of page {first:#x})"));
+                    }
+                    _ => {}
+                }
+            }
+            total += 1;
+            if !bad.is_empty() {
+                mismatched += 1;
+                if examples.len() < 4 {
+                    examples.push(format!(
+                        "{page:#x}: expected {}; page is {}",
+                        bad.join(", "),
+                        describe(&state)
+                    ));
+                }
+            }
+            page = match page.checked_add(PAGE_SIZE) {
+                Some(p) => p,
+                None => break,
+            };
+        }
+        if mismatched == 0 {
+            return Ok(Ok(()));
+        }
+        let mut detail = examples.join("\n");
+        if mismatched > examples.len() as u64 {
+            detail.push_str(&format!(
+                "\n... and {} more",
+                mismatched - examples.len() as u64
+            ));
+        }
+        let message = format!(
+            "{}: {mismatched} of {total} page{} in {start:#x}-{end:#x} differ",
+            s.text,
+            if total == 1 { "" } else { "s" }
+        );
+        Ok(Err((message, Some(detail))))
+    }
+
+    /// Evaluate the values in one page attribute.
+    fn page_check(&self, a: &PageAttr) -> Result<PageCheck, RtError> {
+        Ok(match &a.kind {
+            PageAttrKind::None => PageCheck::None,
+            PageAttrKind::Zero => PageCheck::Zero,
+            PageAttrKind::HugeZero => PageCheck::HugeZero,
+            PageAttrKind::Anon => PageCheck::Anon,
+            PageAttrKind::Order(e) => PageCheck::Order(self.eval(e)?),
+            PageAttrKind::Folio(e) => {
+                let size = self.eval(e)?;
+                let order = Order::from_bytes(size).ok_or_else(|| {
+                    rt(
+                        a.pos,
+                        format!(
+                            "folio={}: not a power-of-two size of at least 4K",
+                            fmt_num(size)
+                        ),
+                    )
+                })?;
+                PageCheck::Order(u64::from(order.0))
+            }
+            PageAttrKind::Idx(e) => PageCheck::Idx(self.eval(e)?),
+            PageAttrKind::Pmd => PageCheck::Pmd(true),
+            PageAttrKind::Pte => PageCheck::Pmd(false),
+            PageAttrKind::Exclusive(b) => PageCheck::Exclusive(*b),
+            PageAttrKind::AnonExclusive(b) => PageCheck::AnonExclusive(*b),
+            PageAttrKind::Count(e) => PageCheck::Count(self.eval(e)?),
+            PageAttrKind::Tag(e) => PageCheck::Tag(self.eval(e)?),
+            PageAttrKind::SameFolio => PageCheck::SameFolio,
+        })
+    }
+}
+
+/// An `expect page` attribute with its values evaluated.
+enum PageCheck {
+    None,
+    Zero,
+    HugeZero,
+    Anon,
+    Order(u64),
+    Idx(u64),
+    Pmd(bool),
+    Exclusive(bool),
+    AnonExclusive(bool),
+    Count(u64),
+    Tag(u64),
+    /// Checked across pages by the caller.
+    SameFolio,
+}
+
+impl PageCheck {
+    /// `None` if page `k` of the range (in `state`) satisfies the check,
+    /// else the expectation as text.
+    fn mismatch(&self, k: u64, state: &PageState) -> Option<String> {
+        let anon = match state {
+            PageState::Anon(p) => Some(p),
+            _ => None,
+        };
+        let ok = match self {
+            PageCheck::None => matches!(state, PageState::NotPresent),
+            PageCheck::Zero => matches!(state, PageState::Zero),
+            PageCheck::HugeZero => matches!(state, PageState::HugeZero { .. }),
+            PageCheck::Anon => anon.is_some(),
+            PageCheck::Order(o) => anon.is_some_and(|p| u64::from(p.order) == *o),
+            PageCheck::Idx(first) => {
+                let want = first.checked_add(k);
+                match state {
+                    PageState::Anon(p) => want == Some(u64::from(p.index)),
+                    PageState::HugeZero { index } => want == Some(u64::from(*index)),
+                    _ => false,
+                }
+            }
+            PageCheck::Pmd(pmd) => match state {
+                PageState::Anon(p) => p.pmd_mapped == *pmd,
+                PageState::HugeZero { .. } => *pmd,
+                PageState::Zero => !*pmd,
+                PageState::NotPresent => false,
+            },
+            // The bits are only ever set on anon pages, so `!X` / `!AX` hold
+            // for none, zero and huge-zero pages.
+            PageCheck::Exclusive(x) => anon.is_some_and(|p| p.mmap_exclusive) == *x,
+            PageCheck::AnonExclusive(x) => anon.is_some_and(|p| p.anon_exclusive) == *x,
+            PageCheck::Count(n) => anon.is_some_and(|p| u64::from(p.mapcount) == *n),
+            PageCheck::Tag(t) => match state {
+                PageState::Anon(p) => p.tag == *t,
+                PageState::Zero | PageState::HugeZero { .. } => *t == 0,
+                PageState::NotPresent => false,
+            },
+            PageCheck::SameFolio => true,
+        };
+        if ok {
+            return None;
+        }
+        Some(match self {
+            PageCheck::None => "none".to_string(),
+            PageCheck::Zero => "zero".to_string(),
+            PageCheck::HugeZero => "hugezero".to_string(),
+            PageCheck::Anon => "anon".to_string(),
+            PageCheck::Order(o) => format!("order={o}"),
+            PageCheck::Idx(first) => format!("idx={}", first.saturating_add(k)),
+            PageCheck::Pmd(true) => "pmd".to_string(),
+            PageCheck::Pmd(false) => "pte".to_string(),
+            PageCheck::Exclusive(x) => if *x { "X" } else { "!X" }.to_string(),
+            PageCheck::AnonExclusive(x) => if *x { "AX" } else { "!AX" }.to_string(),
+            PageCheck::Count(n) => format!("cnt={n}"),
+            PageCheck::Tag(t) => format!("tag={t:#x}"),
+            PageCheck::SameFolio => "samefolio".to_string(),
+        })
+    }
+}
+
+/// The range `[start, start + len)` where `start` is `addr` rounded down to
+/// a page, so `write p + 100` touches one page. Checks for overflow and for
+/// ranges over [`MAX_RANGE_PAGES`].
+fn page_range(pos: Pos, what: &str, addr: u64, len: u64) -> Result<(u64, u64), RtError> {
+    let start = addr & !(PAGE_SIZE - 1);
+    let end = start.checked_add(len).ok_or_else(|| {
+        rt(
+            pos,
+            format!(
+                "{what}: range {} + {} overflows",
+                fmt_num(start),
+                fmt_num(len)
+            ),
+        )
+    })?;
+    let pages = (end - start).div_ceil(PAGE_SIZE);
+    if pages > MAX_RANGE_PAGES {
+        return Err(rt(
+            pos,
+            format!("{what}: range of {pages} pages is too large (limit {MAX_RANGE_PAGES} pages)"),
+        ));
+    }
+    Ok((start, end))
+}
+
+/// The frame handle of a present page.
+fn frame_of(state: &PageState) -> Frame {
+    match state {
+        PageState::Anon(p) => Frame::Anon(p.pfn),
+        PageState::HugeZero { index } => Frame::HugeZero(*index),
+        PageState::Zero | PageState::NotPresent => Frame::Zero,
+    }
+}
+
+/// Identity of the folio holding a page (head frame), if it is in one.
+fn folio_id(state: &PageState) -> Option<u64> {
+    match state {
+        PageState::Anon(p) => Some(p.pfn.wrapping_sub(u64::from(p.index))),
+        PageState::HugeZero { .. } => Some(u64::MAX),
+        _ => None,
+    }
+}
+
+/// A frame-independent description of a page state for messages.
+fn describe(state: &PageState) -> String {
+    match state {
+        PageState::NotPresent => "none".to_string(),
+        PageState::Zero => "zero".to_string(),
+        PageState::HugeZero { index } => format!("hugezero idx={index}"),
+        PageState::Anon(p) => format!(
+            "anon order={} idx={} {} {} {} cnt={} tag={:#x}",
+            p.order,
+            p.index,
+            if p.pmd_mapped { "pmd" } else { "pte" },
+            if p.mmap_exclusive { "X" } else { "!X" },
+            if p.anon_exclusive { "AX" } else { "!AX" },
+            p.mapcount,
+            p.tag
+        ),
+    }
+}

@@ -1,0 +1,167 @@
+//! [`Backend`] implementation over the executable model.
+
+use crate::backend::{Backend, BackendError};
+use ptlab_model::{
+    observe::PageObs, AccessFault, Advice, MapFlags, Model, ModelConfig, Observation, Pid, Prot,
+    ThpKnob, ThpMode,
+};
+use std::collections::HashMap;
+
+/// Runs scenarios against [`ptlab_model::Model`].
+///
+/// Maps process names to model pids (`main` is [`Model::main_pid`]). With
+/// [`ModelBackend::check_every_statement`] on, the model's invariants are
+/// recomputed after every statement, so a bug is reported at the line that
+/// introduced it rather than at the next `expect invariants`.
+pub struct ModelBackend {
+    model: Model,
+    pids: HashMap<String, Pid>,
+    check_every_statement: bool,
+}
+
+impl ModelBackend {
+    /// A fresh machine configured by `cfg`, with one process, `main`.
+    pub fn new(cfg: ModelConfig) -> Self {
+        let model = Model::new(cfg);
+        let mut pids = HashMap::new();
+        pids.insert("main".to_string(), model.main_pid());
+        ModelBackend {
+            model,
+            pids,
+            check_every_statement: false,
+        }
+    }
+
+    /// Check invariants after every statement (off by default).
+    pub fn check_every_statement(mut self, on: bool) -> Self {
+        self.check_every_statement = on;
+        self
+    }
+
+    /// The underlying model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The underlying model, mutably (e.g. to set up state a scenario cannot).
+    pub fn model_mut(&mut self) -> &mut Model {
+        &mut self.model
+    }
+
+    fn pid(&self, proc: &str) -> Result<Pid, BackendError> {
+        self.pids
+            .get(proc)
+            .copied()
+            .ok_or_else(|| BackendError::NoProcess(proc.to_string()))
+    }
+
+    fn access_error(proc: &str, fault: AccessFault) -> BackendError {
+        match fault {
+            AccessFault::Segv { addr } => BackendError::Segv { addr },
+            AccessFault::NoProcess => BackendError::NoProcess(proc.to_string()),
+            // Out of model memory and anything added later: not something a
+            // scenario can expect, so the interpreter stops with it.
+            other => BackendError::Other(other.to_string()),
+        }
+    }
+}
+
+impl Backend for ModelBackend {
+    fn mmap(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+    ) -> Result<u64, BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .mmap(pid, addr, len, prot, flags)
+            .map_err(BackendError::Errno)
+    }
+
+    fn munmap(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .munmap(pid, addr, len)
+            .map_err(BackendError::Errno)
+    }
+
+    fn madvise(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        advice: Advice,
+    ) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .madvise(pid, addr, len, advice)
+            .map_err(BackendError::Errno)
+    }
+
+    fn read(&mut self, proc: &str, addr: u64) -> Result<u64, BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .read(pid, addr)
+            .map_err(|f| Self::access_error(proc, f))
+    }
+
+    fn write(&mut self, proc: &str, addr: u64, tag: u64) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .write(pid, addr, tag)
+            .map_err(|f| Self::access_error(proc, f))
+    }
+
+    fn access(
+        &mut self,
+        proc: &str,
+        start: u64,
+        len: u64,
+        write: bool,
+        tag: Option<u64>,
+    ) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .access_range(pid, start, len, write, tag)
+            .map_err(|f| Self::access_error(proc, f))
+    }
+
+    fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), BackendError> {
+        self.model.set_thp(knob, mode).map_err(BackendError::Errno)
+    }
+
+    fn set_use_zero_page(&mut self, on: bool) -> Result<(), BackendError> {
+        self.model.set_use_zero_page(on);
+        Ok(())
+    }
+
+    fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
+        let pid = self.pid(proc)?;
+        Ok(self.model.observe(pid, proc))
+    }
+
+    fn observe_pages(
+        &mut self,
+        proc: &str,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<PageObs>, BackendError> {
+        let pid = self.pid(proc)?;
+        Ok(self.model.observe_pages(pid, start, end))
+    }
+
+    fn check_invariants(&mut self) -> Result<(), Vec<String>> {
+        self.model.check_invariants()
+    }
+
+    fn after_statement(&mut self) -> Result<(), Vec<String>> {
+        if self.check_every_statement {
+            self.model.check_invariants()
+        } else {
+            Ok(())
+        }
+    }
+}

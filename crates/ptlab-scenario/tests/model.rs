@@ -1,0 +1,123 @@
+//! Scenarios run on the real model backend: the language and the model
+//! agreeing on well-established kernel behaviour.
+
+use ptlab_model::{ArchKind, ModelConfig};
+use ptlab_scenario::{run_source, ModelBackend, RunOptions, RunReport};
+
+fn run_model(arch: ArchKind, src: &str) -> RunReport {
+    let mut backend = ModelBackend::new(ModelConfig::for_arch(arch)).check_every_statement(true);
+    run_source("m.ptl", src, &mut backend, &RunOptions::default())
+        .unwrap_or_else(|e| panic!("parse error: {e}"))
+}
+
+#[track_caller]
+fn assert_passes_on_both(src: &str) {
+    for arch in [ArchKind::X86_64, ArchKind::Arm64] {
+        let r = run_model(arch, src);
+        let failures: Vec<String> = r.failures.iter().map(ToString::to_string).collect();
+        assert!(
+            r.passed(),
+            "{} failed:\n{}",
+            arch.name(),
+            failures.join("\n")
+        );
+    }
+}
+
+#[test]
+fn example_scenario_passes() {
+    let src = include_str!("../../../scenarios/examples/basic.ptl");
+    assert_passes_on_both(src);
+}
+
+#[test]
+fn mmap_argument_errors() {
+    assert_passes_on_both(
+        "mmap 0
+expect errno EINVAL
+mmap 4K at 0x1001 fixed
+expect errno EINVAL
+p = mmap 64K
+mmap 4K at p noreplace
+expect errno EEXIST
+# Same flags: the new VMA merges back with its neighbours.
+q = mmap 4K at p + 4K fixed
+expect ret == p + 4K
+expect maps
+  p .. p + 64K rw-p
+end
+# Different protection: three VMAs.
+mmap 4K at p + 4K fixed prot r
+expect maps
+  p .. p + 4K rw-p
+  p + 4K .. p + 8K r--p
+  p + 8K .. p + 64K rw-p
+end
+munmap p 64K
+expect maps empty",
+    );
+}
+
+#[test]
+fn access_faults() {
+    assert_passes_on_both(
+        "read 0x10000
+expect segv
+p = mmap 8K prot r
+read p 8K
+expect page p 8K zero pte
+write p
+expect segv
+n = mmap 4K prot none
+read n
+expect segv",
+    );
+}
+
+#[test]
+fn dontneed_zaps_and_refaults_fresh() {
+    assert_passes_on_both(
+        "p = mmap 16K
+write p 16K tag=7
+f = pfn p
+madvise p 8K dontneed
+expect page p 8K none
+expect page p + 8K 8K anon tag=7
+read p
+expect page p zero
+write p tag=1
+expect page p anon order=0 tag=1
+expect pfn p + 8K != f",
+    );
+}
+
+#[test]
+fn pmd_thp_with_madvise() {
+    assert_passes_on_both(
+        "thp enabled madvise
+p = mmap 4M
+madvise p 4M hugepage
+expect vmflags p has hg
+let a = align_up(p, PMD)
+write a + 12K
+expect page a 2M anon pmd order=9 idx=0 samefolio X AX
+expect page a + 12K tag=a + 12K
+expect page a + 16K tag=0
+expect anonhuge a == 2M
+expect stat vmstat/thp_fault_alloc == 1",
+    );
+}
+
+#[test]
+fn loops_over_many_pages_are_quick() {
+    let start = std::time::Instant::now();
+    assert_passes_on_both(
+        "p = mmap 4M
+repeat 1024 as i
+  write p + i * 4K tag=i
+end
+expect page p + 1023 * 4K tag=1023
+expect page p 4M anon",
+    );
+    assert!(start.elapsed().as_secs() < 30, "took {:?}", start.elapsed());
+}

@@ -1,0 +1,124 @@
+//! End-to-end tests of the `ptlab` binary: exit codes and output shapes.
+//!
+//! These scenarios avoid depending on model behaviour beyond "mmap of
+//! length 0 fails", so they hold whatever the model's state of completion.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn ptlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ptlab"))
+        .args(args)
+        .output()
+        .expect("run ptlab")
+}
+
+/// Write `src` to a fresh temporary scenario file.
+fn scenario(name: &str, src: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ptlab-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, src).expect("write scenario");
+    path
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn passing_scenario_exits_0() {
+    let path = scenario("pass.ptl", "let x = 4K\nlet y = align_up(x + 1, x)\n");
+    let out = ptlab(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).ends_with("PASS: 0 expectations held\n"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn failing_scenario_exits_1() {
+    let path = scenario("fail.ptl", "mmap 0\n");
+    let out = ptlab(&["run", "--arch", "arm64", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("fail.ptl:1: mmap failed with"), "{stdout}");
+    assert!(stdout.contains("and no expect line covers it"), "{stdout}");
+    assert!(
+        stdout.ends_with("FAIL: 1 failure (0 expectations held)\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn parse_error_exits_2_with_position() {
+    let path = scenario("bad.ptl", "# comment\n\nptr = mmap at 4K\n");
+    let out = ptlab(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("bad.ptl:3:12: expected a size or expression after 'mmap', found 'at'"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn missing_file_exits_2() {
+    let out = ptlab(&["run", "/nonexistent/dir/x.ptl"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("cannot read scenario '/nonexistent/dir/x.ptl'"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(ptlab(&["run"]).status.code(), Some(2));
+    assert_eq!(
+        ptlab(&["run", "x.ptl", "--arch", "sparc"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(ptlab(&["frobnicate"]).status.code(), Some(2));
+}
+
+#[test]
+fn help_teaches() {
+    let out = ptlab(&["run", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    for needle in [
+        "--arch",
+        "--format",
+        "--check-invariants",
+        "Examples:",
+        "Exit status",
+    ] {
+        assert!(help.contains(needle), "help lacks {needle}:\n{help}");
+    }
+}
+
+#[test]
+fn json_format_is_one_object_per_line() {
+    let path = scenario("json.ptl", "observe maps\nmmap 0\nexpect ok\n");
+    let out = ptlab(&[
+        "run",
+        "--format",
+        "json",
+        "--check-invariants",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    let kinds: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("each line is JSON");
+            v["kind"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    assert_eq!(kinds, ["observe", "failure", "summary"], "{stdout}");
+    let first: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(first["line"], 1);
+    assert_eq!(first["process"], "main");
+}

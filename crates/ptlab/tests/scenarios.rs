@@ -1,0 +1,57 @@
+//! Every shipped scenario (tests/scenarios/ and scenarios/) passes on the
+//! model, on both architectures, with the invariant checker run after every
+//! statement.
+
+use ptlab_model::{ArchKind, ModelConfig};
+use ptlab_scenario::{run_source, ModelBackend, RunOptions};
+use std::path::{Path, PathBuf};
+
+fn ptl_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            ptl_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "ptl") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn all_scenarios_pass_on_the_model() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    ptl_files(&root.join("tests/scenarios"), &mut files);
+    ptl_files(&root.join("scenarios"), &mut files);
+    files.sort();
+    assert!(
+        files.len() >= 16,
+        "expected the spec scenarios, found {}",
+        files.len()
+    );
+    let mut failed = Vec::new();
+    for f in &files {
+        let src = std::fs::read_to_string(f).unwrap();
+        let name = f.strip_prefix(&root).unwrap_or(f).display().to_string();
+        for arch in ArchKind::ALL {
+            let mut backend =
+                ModelBackend::new(ModelConfig::for_arch(arch)).check_every_statement(true);
+            match run_source(&name, &src, &mut backend, &RunOptions::default()) {
+                Err(e) => failed.push(format!("{name} ({}): parse error: {e}", arch.name())),
+                Ok(report) if !report.passed() => {
+                    let why: Vec<String> = report.failures.iter().map(|x| x.to_string()).collect();
+                    failed.push(format!("{name} ({}):\n  {}", arch.name(), why.join("\n  ")));
+                }
+                Ok(report) => assert!(report.expectations_passed > 0, "{name}: no expectation ran"),
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "failing scenarios:\n{}",
+        failed.join("\n")
+    );
+}
