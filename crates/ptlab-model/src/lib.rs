@@ -7,6 +7,7 @@
 
 pub mod addr;
 pub mod arch;
+pub mod batch;
 pub mod errno;
 pub mod fault;
 pub mod folio;
@@ -24,6 +25,7 @@ pub mod zap;
 
 pub use addr::{Order, PageSize, Pfn, VirtAddr, PAGE_SIZE, PMD_SIZE, PUD_SIZE};
 pub use arch::ArchKind;
+pub use batch::Before;
 pub use errno::Errno;
 pub use model::{AccessFault, Model, ModelConfig, Pid};
 pub use observe::{Observation, PageState, Sections};

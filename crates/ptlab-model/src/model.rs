@@ -37,6 +37,8 @@ pub struct ModelConfig {
     pub cap_sys_rawio: bool,
     /// Physical memory in 4 KiB frames.
     pub frames: u64,
+    /// Seed changes that run their previous algorithm (`--before NAME`).
+    pub before: crate::batch::Before,
 }
 
 impl ModelConfig {
@@ -50,6 +52,7 @@ impl ModelConfig {
             mmap_min_addr: 4096,
             cap_sys_rawio: true,
             frames: 24 << 18,
+            before: crate::batch::Before::empty(),
         }
     }
 }
@@ -84,11 +87,11 @@ impl std::fmt::Display for AccessFault {
 /// The modelled machine.
 #[derive(Clone, Debug)]
 pub struct Model {
-    cfg: ModelConfig,
+    pub(crate) cfg: ModelConfig,
     pub(crate) phys: PhysMem,
-    thp: ThpSettings,
+    pub(crate) thp: ThpSettings,
     pub(crate) procs: BTreeMap<Pid, Mm>,
-    ids: AnonVmaIds,
+    pub(crate) ids: AnonVmaIds,
 }
 
 impl Model {
@@ -148,6 +151,14 @@ impl Model {
     }
     pub fn set_use_zero_page(&mut self, on: bool) {
         self.thp.use_zero_page = on;
+    }
+
+    /// Select which seed changes run their previous algorithm.
+    pub fn set_before(&mut self, before: crate::batch::Before) {
+        self.cfg.before = before;
+    }
+    pub fn before(&self) -> crate::batch::Before {
+        self.cfg.before
     }
 
     /// Approximate bytes of model memory in use (page tables and physical-memory metadata).

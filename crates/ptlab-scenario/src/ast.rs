@@ -87,6 +87,9 @@ pub enum StmtKind {
     Expect(Expect),
     /// `observe [maps] [smaps] [pages] [stats]`
     Observe(ObserveSections),
+    /// `before NAME...` / `before none`: which seed changes run their
+    /// previous algorithm from here on.
+    Before(ptlab_model::Before),
 }
 
 /// Which sections `observe` prints.

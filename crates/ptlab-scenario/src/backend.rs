@@ -93,6 +93,12 @@ pub trait Backend {
     fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), BackendError>;
     /// Write `transparent_hugepage/use_zero_page`.
     fn set_use_zero_page(&mut self, on: bool) -> Result<(), BackendError>;
+    /// Select which seed changes run their previous algorithm. A backend
+    /// that runs one fixed kernel (the live one) accepts and ignores this:
+    /// observable results are the same either way, by design.
+    fn set_before(&mut self, _set: ptlab_model::Before) -> Result<(), BackendError> {
+        Ok(())
+    }
     /// Everything process `proc` shows (maps, smaps, pages, THP counters).
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError>;
     /// Check the backend's internal invariants; `Err` lists every violation.

@@ -504,6 +504,11 @@ impl<'a> Interp<'a> {
                 self.set(*name, Slot::Frame(frame));
             }
             StmtKind::Expect(e) => self.expect(s, e)?,
+            StmtKind::Before(set) => {
+                self.backend
+                    .set_before(*set)
+                    .map_err(|e| rt(s.pos, format!("before: {e}")))?;
+            }
             StmtKind::Observe(sections) => {
                 let mut observation = self.observe_current(s.pos)?;
                 observation.stats = self.stat_deltas(&observation.stats);

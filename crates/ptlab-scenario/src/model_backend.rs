@@ -138,6 +138,11 @@ impl Backend for ModelBackend {
         Ok(())
     }
 
+    fn set_before(&mut self, set: ptlab_model::Before) -> Result<(), BackendError> {
+        self.model.set_before(set);
+        Ok(())
+    }
+
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
         let pid = self.pid(proc)?;
         Ok(self.model.observe(pid, proc))

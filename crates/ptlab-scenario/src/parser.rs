@@ -24,7 +24,7 @@ pub const MAX_BLOCK_DEPTH: usize = 32;
 /// Words that start a statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
     "let", "mmap", "munmap", "madvise", "mremap", "mprotect", "fork", "exit", "uffd", "read",
-    "write", "thp", "repeat", "end", "expect", "observe",
+    "write", "thp", "repeat", "end", "expect", "observe", "before",
 ];
 /// Syscall keywords (statements whose result can be bound with `NAME =`).
 const SYSCALLS: &[&str] = &[
@@ -285,6 +285,39 @@ impl<'s> Cur<'s> {
         }
     }
 
+    /// A dashed name such as `fork-pte-batch` (lexed as ident, '-', ident...),
+    /// which must be one of `words`.
+    fn switch_name(&mut self, words: &[&str], what: &str) -> Result<(String, Pos), ParseError> {
+        let pos = self.pos();
+        let Some(first) = self.peek_ident().map(str::to_string) else {
+            return Err(self.err_at(pos, format!("expected {what}, found {}", self.found())));
+        };
+        self.bump();
+        let mut name = first;
+        while self.peek() == Some(&TokenKind::Minus) {
+            self.bump();
+            match self.peek_ident().map(str::to_string) {
+                Some(part) => {
+                    self.bump();
+                    name.push('-');
+                    name.push_str(&part);
+                }
+                None => return Err(self.expected("the rest of the switch name after '-'")),
+            }
+        }
+        if words.contains(&name.as_str()) {
+            Ok((name, pos))
+        } else {
+            Err(self.err_at(
+                pos,
+                format!(
+                    "expected {what}, found '{name}'{}",
+                    suggestion(&name, words.iter().copied())
+                ),
+            ))
+        }
+    }
+
     /// The source text of the whole line, trimmed.
     fn line_text(&self) -> String {
         self.text.trim().to_string()
@@ -494,6 +527,10 @@ impl<'s> Parser<'s> {
             "observe" => {
                 cur.bump();
                 StmtKind::Observe(observe_sections(&mut cur)?)
+            }
+            "before" => {
+                cur.bump();
+                StmtKind::Before(before_switches(&mut cur)?)
             }
             "pfn" => {
                 return Err(cur.err(
@@ -1516,3 +1553,22 @@ fn vm_flag(cur: &mut Cur<'_>) -> Result<String, ParseError> {
 
 #[cfg(test)]
 mod tests;
+
+/// `before NAME...` or `before none`.
+fn before_switches(cur: &mut Cur<'_>) -> Result<ptlab_model::Before, ParseError> {
+    let mut names: Vec<&str> = ptlab_model::Before::NAMES.iter().map(|(n, _)| *n).collect();
+    names.push("none");
+    let mut set = ptlab_model::Before::empty();
+    let mut any = false;
+    while !cur.at_end() {
+        let (word, _) = cur.switch_name(&names, "a seed-change switch (mremap-pte-batch, mremap-table-move, fork-pte-batch, mprotect-pte-batch, uffd-move-batch) or 'none'")?;
+        any = true;
+        if word != "none" {
+            set |= ptlab_model::Before::from_switch(&word).unwrap_or_default();
+        }
+    }
+    if !any {
+        return Err(cur.expected("a seed-change switch name or 'none' after 'before'"));
+    }
+    Ok(set)
+}

@@ -71,6 +71,23 @@ struct RunArgs {
     /// violation at the line that caused it (slower)
     #[arg(long)]
     check_invariants: bool,
+
+    /// Run a seed change's previous algorithm (repeatable): mremap-pte-batch,
+    /// mremap-table-move, fork-pte-batch, mprotect-pte-batch, uffd-move-batch.
+    /// Observable results are the same; hardware work differs. A `before`
+    /// statement in the scenario replaces this set.
+    #[arg(long = "before", value_name = "NAME", value_parser = parse_before)]
+    before: Vec<ptlab_model::Before>,
+}
+
+fn parse_before(name: &str) -> std::result::Result<ptlab_model::Before, String> {
+    ptlab_model::Before::from_switch(name).ok_or_else(|| {
+        let names: Vec<&str> = ptlab_model::Before::NAMES.iter().map(|(n, _)| *n).collect();
+        format!(
+            "unknown switch '{name}'; expected one of: {}",
+            names.join(", ")
+        )
+    })
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -119,8 +136,12 @@ fn run(args: &RunArgs) -> Result<bool> {
         .with_context(|| format!("cannot read scenario '{}'", args.file.display()))?;
     let name = args.file.display().to_string();
     let script = ptlab_scenario::parse(&name, &source)?;
-    let mut backend = ModelBackend::new(ModelConfig::for_arch(args.arch.kind()))
-        .check_every_statement(args.check_invariants);
+    let mut cfg = ModelConfig::for_arch(args.arch.kind());
+    cfg.before = args
+        .before
+        .iter()
+        .fold(ptlab_model::Before::empty(), |a, b| a | *b);
+    let mut backend = ModelBackend::new(cfg).check_every_statement(args.check_invariants);
     let report = ptlab_scenario::run(&script, &mut backend, &RunOptions::default());
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());

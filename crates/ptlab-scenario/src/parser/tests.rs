@@ -508,3 +508,30 @@ fn loop_variable_and_rebinding() {
     // `let x = x + 1` needs an earlier x.
     assert_eq!(err("let x = x + 1"), "t.ptl:1:9: unknown name 'x'");
 }
+
+#[test]
+fn before_switches() {
+    let script = crate::parse(
+        "t.ptl",
+        "before fork-pte-batch mremap-table-move\nbefore none\n",
+    )
+    .unwrap();
+    let sets: Vec<ptlab_model::Before> = script
+        .body
+        .iter()
+        .filter_map(|s| match s.kind {
+            StmtKind::Before(b) => Some(b),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        sets,
+        vec![
+            ptlab_model::Before::FORK_PTE_BATCH | ptlab_model::Before::MREMAP_TABLE_MOVE,
+            ptlab_model::Before::empty()
+        ]
+    );
+    assert!(err("before").contains("expected a seed-change switch name or 'none'"));
+    assert!(err("before fork-pte").contains("found 'fork-pte'"));
+    assert!(err("before fork-").contains("the rest of the switch name"));
+}
