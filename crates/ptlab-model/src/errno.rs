@@ -33,6 +33,7 @@ macro_rules! errnos {
 errnos! {
     EPERM = 1, "Operation not permitted";
     ENOENT = 2, "No such file or directory";
+    ESRCH = 3, "No such process";
     EINTR = 4, "Interrupted system call";
     EBADF = 9, "Bad file descriptor";
     EAGAIN = 11, "Resource temporarily unavailable";

@@ -305,7 +305,8 @@ fn do_wp_page(
         env.phys.set_anon_exclusive(page, true);
         let mut l = old;
         l.flags |= LeafFlags::WRITE | LeafFlags::DIRTY | LeafFlags::YOUNG;
-        mm.pt.modify_pte(addr, l, env.phys);
+        // wp_page_reuse(): ptep_set_access_flags() with the write bit changing.
+        mm.pt.modify_pte(addr, l);
         return Ok(page);
     }
     wp_page_copy(mm, env, vma, addr, Some((folio, page)))
@@ -331,8 +332,9 @@ fn wp_page_copy(
     env.phys.add_rmap_ptes(new, new.head, 1, mm.pid, true);
     env.phys.ref_add(new, 1);
     let pte = leaf_for_new_folio(vma, new.head);
-    // ptep_clear_flush() then set_pte_at(): a single-entry change.
-    mm.pt.modify_pte(addr, pte, env.phys);
+    // ptep_clear_flush() then set_pte_at(): a single-entry replacement that
+    // may refold an arm64 block.
+    mm.pt.set_ptes(addr, pte, 1, env.phys);
     match old {
         Some((folio, src)) => {
             env.phys.remove_rmap_ptes(folio, src, 1, mm.pid);

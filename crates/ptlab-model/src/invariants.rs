@@ -20,6 +20,10 @@ use std::collections::BTreeMap;
 #[derive(Default, Clone)]
 struct Seen {
     page_maps: BTreeMap<u64, u32>,
+    /// Processes mapping each page with a PTE.
+    page_mms: BTreeMap<u64, std::collections::BTreeSet<Pid>>,
+    /// Processes mapping the folio with a PMD.
+    pmd_mms: std::collections::BTreeSet<Pid>,
     entire: u32,
     total: u32,
     per_mm: BTreeMap<Pid, u32>,
@@ -104,6 +108,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
                 }
                 let s = folios.entry(f.head.0).or_default();
                 s.entire += 1;
+                s.pmd_mms.insert(pid);
                 s.total += 1;
                 *s.per_mm.entry(pid).or_default() += 1;
                 rss += 512;
@@ -125,6 +130,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
                 };
                 let s = folios.entry(f.head.0).or_default();
                 *s.page_maps.entry(leaf.pfn.0).or_default() += 1;
+                s.page_mms.entry(leaf.pfn.0).or_default().insert(pid);
                 s.total += 1;
                 *s.per_mm.entry(pid).or_default() += 1;
                 rss += 1;
@@ -165,14 +171,15 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
                     phys.page_mapcount(pfn)
                 ));
             }
-            if phys.anon_exclusive(pfn)
-                && seen.per_mm.len() > 1
-                && (want > 0 || (i == 0 && seen.entire > 0))
-            {
-                // An exclusive page is mapped by one mm only.
-                let mms = seen.per_mm.len();
+            // An exclusive page is mapped by one mm only (for a PMD-mapped
+            // folio the head's flag stands for every page).
+            let mut mms = seen.page_mms.get(&pfn.0).cloned().unwrap_or_default();
+            mms.extend(seen.pmd_mms.iter().copied());
+            let exclusive = phys.anon_exclusive(pfn) && (seen.pmd_mms.is_empty() || i == 0);
+            if exclusive && mms.len() > 1 {
                 errs.push(format!(
-                    "page {pfn}: AnonExclusive but its folio is mapped by {mms} mms"
+                    "page {pfn}: AnonExclusive but mapped by {} mms",
+                    mms.len()
                 ));
             }
         }

@@ -11,6 +11,7 @@ pub mod batch;
 pub mod errno;
 pub mod fault;
 pub mod folio;
+pub mod fork;
 pub mod invariants;
 pub mod mm;
 pub mod model;

@@ -423,20 +423,58 @@ impl PageTables {
         }
     }
 
-    /// Change one present PTE in place (write-protect, make writable, ...).
-    /// On arm64 a folded block is unfolded first; the block may refold.
-    /// Linux: the single-entry mutators, arch/arm64/include/asm/pgtable.h
-    /// (contpte_try_unfold before __set_pte / __ptep_set_wrprotect).
-    pub fn modify_pte(&mut self, va: u64, leaf: Leaf, phys: &PhysMem) {
+    /// Change one present PTE in place without a fold attempt: the
+    /// single-entry mutators that are not set_pte_at() —
+    /// ptep_set_wrprotect(), ptep_set_access_flags() with a write-bit change.
+    /// On arm64 a folded block is unfolded first and stays unfolded.
+    /// Linux: arch/arm64/include/asm/pgtable.h (contpte_try_unfold before
+    /// __ptep_set_wrprotect / __ptep_set_access_flags). For a replacement
+    /// through set_pte_at() use [`PageTables::set_ptes`] with `nr == 1`, which
+    /// may refold.
+    pub fn modify_pte(&mut self, va: u64, leaf: Leaf) {
         if self.cont().is_some() && self.is_cont(va) {
             self.unfold_block(va);
         }
         let mut l = leaf;
         l.flags.remove(LeafFlags::CONT);
         self.write_pte(va, Some(l));
-        if let Some(n) = self.cont() {
-            if index(1, va) % n == n - 1 {
-                self.try_fold(va, phys);
+    }
+
+    /// Write-protect `nr` present PTEs from `va` (within one table) as one
+    /// batch: on arm64 only blocks covered partially at the ends are
+    /// unfolded; fully covered blocks stay folded (the bit is cleared in all
+    /// 16 entries). Linux: wrprotect_ptes(); arch/arm64/mm/contpte.c
+    /// contpte_wrprotect_ptes().
+    pub fn wrprotect_ptes(&mut self, va: u64, nr: u64) {
+        if nr == 1 {
+            if let Entry::Leaf(mut l) = self.pte_raw(va) {
+                l.flags.remove(LeafFlags::WRITE);
+                self.modify_pte(va, l);
+            }
+            return;
+        }
+        self.unfold_partial(va, nr);
+        for k in 0..nr {
+            let addr = va + k * 4096;
+            if let Entry::Leaf(mut l) = self.pte_raw(addr) {
+                l.flags.remove(LeafFlags::WRITE);
+                self.write_pte(addr, Some(l));
+            }
+        }
+    }
+
+    /// Unfold blocks that `[va, va + nr pages)` covers only partly at either
+    /// end. Linux: arch/arm64/mm/contpte.c contpte_try_unfold_partial().
+    pub fn unfold_partial(&mut self, va: u64, nr: u64) {
+        if let Some(n) = self.cont().map(|n| n as u64) {
+            let end = va + nr * 4096;
+            let span = n * 4096;
+            if va % span != 0 && self.is_cont(va) {
+                self.unfold_block(va);
+            }
+            let last = end - 4096;
+            if end % span != 0 && self.is_cont(last) {
+                self.unfold_block(last);
             }
         }
     }
@@ -446,17 +484,7 @@ impl PageTables {
     /// unfolded first. Linux: get_and_clear_full_ptes() /
     /// arch/arm64/mm/contpte.c contpte_try_unfold_partial().
     pub fn clear_ptes(&mut self, va: u64, nr: u64) -> Vec<(u64, Leaf)> {
-        if let Some(n) = self.cont().map(|n| n as u64) {
-            let end = va + nr * 4096;
-            let span = n * 4096;
-            if !va.is_multiple_of(span) && self.is_cont(va) {
-                self.unfold_block(va);
-            }
-            let last = end - 4096;
-            if !end.is_multiple_of(span) && self.is_cont(last) {
-                self.unfold_block(last);
-            }
-        }
+        self.unfold_partial(va, nr);
         let mut out = Vec::new();
         for k in 0..nr {
             let addr = va + k * 4096;

@@ -143,6 +143,23 @@ impl Backend for ModelBackend {
         Ok(())
     }
 
+    fn fork(&mut self, parent: &str, child: &str) -> Result<(), BackendError> {
+        if self.pids.contains_key(child) {
+            return Err(BackendError::ProcessExists(child.to_string()));
+        }
+        let pid = self.pid(parent)?;
+        let child_pid = self.model.fork(pid).map_err(BackendError::Errno)?;
+        self.pids.insert(child.to_string(), child_pid);
+        Ok(())
+    }
+
+    fn exit(&mut self, proc: &str) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model.exit(pid).map_err(BackendError::Errno)?;
+        self.pids.remove(proc);
+        Ok(())
+    }
+
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
         let pid = self.pid(proc)?;
         Ok(self.model.observe(pid, proc))

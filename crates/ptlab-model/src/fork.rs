@@ -1,0 +1,190 @@
+//! fork and exit: duplicating an address space and tearing one down.
+//!
+//! Linux: kernel/fork.c / mm/mmap.c dup_mmap(), mm/rmap.c anon_vma_fork(),
+//! mm/memory.c copy_page_range(), vma_needs_copy(), copy_pte_range(),
+//! copy_present_ptes(), __copy_present_ptes(); mm/huge_memory.c
+//! copy_huge_pmd(); mm/mmap.c exit_mmap(). Rule tags (K1–K6) refer to
+//! shared/spec/fork-fault.md §3.
+//!
+//! Not modelled: FOLL_PIN pins (io_uring fixed buffers and the like), so
+//! MMF_HAS_PINNED is never set and the eager-copy rules K3.2/K4 (pinned
+//! pages copied at fork) never apply.
+
+use crate::addr::{PMD_SIZE, PTRS_PER_TABLE};
+use crate::arch::{Entry, Leaf, LeafFlags};
+use crate::batch::{folio_pte_batch, Before, Fpb};
+use crate::errno::Errno;
+use crate::folio::PhysMem;
+use crate::mm::Mm;
+use crate::model::{Model, Pid};
+use crate::pgtable::{pmd_end, PageTables, PmdSlot};
+use crate::vma::{VmFlags, Vma};
+use crate::zap::{free_pgtables, zap_range};
+use std::collections::BTreeMap;
+
+impl Model {
+    /// fork(2): a new process whose address space duplicates `parent`'s.
+    /// Returns the child's pid. Linux: dup_mmap().
+    pub fn fork(&mut self, parent: Pid) -> Result<Pid, Errno> {
+        let child = self.procs.keys().next_back().copied().unwrap_or(0) + 1;
+        let pt = PageTables::new(self.cfg.arch, &mut self.phys).ok_or(Errno::ENOMEM)?;
+        let batch = !self.cfg.before.contains(Before::FORK_PTE_BATCH);
+        let Model { procs, phys, ids, .. } = self;
+        let src = procs.get_mut(&parent).ok_or(Errno::ESRCH)?;
+        let mut dst = Mm { pid: child, vmas: Default::default(), pt, rss_anon: 0, deposited: BTreeMap::new() };
+        let parent_vmas: Vec<Vma> = src.vmas.iter().cloned().collect();
+        for v in parent_vmas {
+            // K1: VM_DONTCOPY VMAs do not exist in the child.
+            if v.flags.contains(VmFlags::DONTCOPY) {
+                continue;
+            }
+            let mut c = v.clone();
+            // The child loses mlock and (without UFFD_FEATURE_EVENT_FORK) uffd state.
+            c.flags -= VmFlags::LOCKED | VmFlags::LOCKONFAULT | VmFlags::UFFD_MISSING | VmFlags::UFFD_WP;
+            if v.flags.contains(VmFlags::WIPEONFORK) {
+                // A clean slate: no anon_vma until the child faults, no page tables.
+                c.anon_vma = None;
+                c.fork_child = false;
+                dst.vmas.insert(c);
+                continue;
+            }
+            // K5 anon_vma_fork(): linked to the parent's chain plus its own
+            // anon_vma, so the chain has more than one link.
+            if v.anon_vma.is_some() {
+                c.anon_vma = Some(ids.fresh());
+                c.fork_child = true;
+            }
+            dst.vmas.insert(c.clone());
+            // K2 vma_needs_copy(): only VMAs with an anon_vma (or uffd-wp on
+            // the child) get their page tables copied.
+            if v.anon_vma.is_some() || c.flags.contains(VmFlags::UFFD_WP) {
+                copy_page_range(src, &mut dst, phys, &v, &c, batch)?;
+            }
+        }
+        procs.insert(child, dst);
+        Ok(child)
+    }
+
+    /// exit(2) of process `pid`: every mapping is zapped and every page table
+    /// freed. Linux: exit_mmap().
+    pub fn exit(&mut self, pid: Pid) -> Result<(), Errno> {
+        let Model { procs, phys, .. } = self;
+        let mut mm = procs.remove(&pid).ok_or(Errno::ESRCH)?;
+        let vmas: Vec<Vma> = mm.vmas.iter().cloned().collect();
+        for v in &vmas {
+            zap_range(&mut mm, phys, v.start, v.end, false);
+        }
+        free_pgtables(&mut mm, phys, &vmas, 0, 0);
+        for (_, t) in std::mem::take(&mut mm.deposited) {
+            phys.free_pt_page(t);
+        }
+        mm.pt.free_all(phys);
+        Ok(())
+    }
+}
+
+/// Copy the page tables of `v` (parent) into the child's `c`.
+/// Linux: copy_page_range() → copy_p4d/pud/pmd_range() → copy_huge_pmd() /
+/// copy_pte_range().
+fn copy_page_range(src: &mut Mm, dst: &mut Mm, phys: &mut PhysMem, v: &Vma, c: &Vma, batch: bool) -> Result<(), Errno> {
+    let mut addr = v.start;
+    while addr < v.end {
+        let next = pmd_end(addr, v.end);
+        match src.pt.pmd(addr) {
+            PmdSlot::None => {}
+            PmdSlot::Leaf(leaf) => copy_huge_pmd(src, dst, phys, addr & !(PMD_SIZE - 1), leaf, c)?,
+            PmdSlot::Table(_) => copy_pte_range(src, dst, phys, addr, next, c, batch)?,
+        }
+        addr = next;
+    }
+    Ok(())
+}
+
+/// K4: share a PMD-mapped THP (or the huge zero page) with the child.
+/// Linux: mm/huge_memory.c copy_huge_pmd().
+fn copy_huge_pmd(src: &mut Mm, dst: &mut Mm, phys: &mut PhysMem, slot: u64, leaf: Leaf, c: &Vma) -> Result<(), Errno> {
+    dst.pt.pmd_alloc(slot, phys).ok_or(Errno::ENOMEM)?;
+    let pgtable = phys.alloc_pt_page().ok_or(Errno::ENOMEM)?;
+    dst.deposited.insert(slot, pgtable);
+    if Some(leaf.pfn) == phys.huge_zero {
+        dst.pt.set_pmd(slot, Entry::Leaf(leaf));
+        return Ok(());
+    }
+    let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
+    // folio_try_dup_anon_rmap_pmd(): the head loses AnonExclusive.
+    phys.set_anon_exclusive(folio.head, false);
+    phys.add_rmap_pmd(folio, dst.pid, false);
+    phys.ref_add(folio, 1);
+    dst.rss_anon += 512;
+    // Both PMDs become read-only; the child's is old.
+    let mut p = leaf;
+    p.flags.remove(LeafFlags::WRITE);
+    src.pt.set_pmd(slot, Entry::Leaf(p));
+    let mut ch = p;
+    ch.flags.remove(LeafFlags::YOUNG);
+    if !c.flags.contains(VmFlags::UFFD_WP) {
+        ch.flags.remove(LeafFlags::UFFD_WP);
+    }
+    dst.pt.set_pmd(slot, Entry::Leaf(ch));
+    Ok(())
+}
+
+/// Copy the PTEs of `[start, end)` (one PMD slot). The child gets a PTE
+/// table whenever the parent has one, even an empty one.
+/// Linux: copy_pte_range() and copy_present_ptes().
+fn copy_pte_range(src: &mut Mm, dst: &mut Mm, phys: &mut PhysMem, start: u64, end: u64, c: &Vma, batch: bool) -> Result<(), Errno> {
+    dst.pt.pte_alloc(start, phys).ok_or(Errno::ENOMEM)?;
+    let mut addr = start;
+    while addr < end {
+        let Entry::Leaf(pte) = src.pt.pte(addr) else {
+            addr += 4096;
+            continue;
+        };
+        let max_nr = (end - addr) / 4096;
+        let nr = if pte.flags.contains(LeafFlags::SPECIAL) {
+            copy_present_ptes(src, dst, phys, addr, pte, 1, c);
+            1
+        } else if batch {
+            // 6.9+: one batch per run of a large folio (folio_pte_batch_flags
+            // with FPB_MERGE_WRITE | FPB_RESPECT_DIRTY for a private VMA).
+            let b = folio_pte_batch(&src.pt, phys, addr, pte, max_nr, Fpb::MERGE_WRITE | Fpb::RESPECT_DIRTY);
+            copy_present_ptes(src, dst, phys, addr, b.pte, b.nr, c);
+            b.nr
+        } else {
+            // Before 6.9: one PTE at a time.
+            copy_present_ptes(src, dst, phys, addr, pte, 1, c);
+            1
+        };
+        addr += nr * 4096;
+    }
+    debug_assert!(PTRS_PER_TABLE == 512);
+    Ok(())
+}
+
+/// K3.1/K3.3: share `nr` PTEs starting at `addr` (`pte` is the first, with
+/// the batch's write bit merged in). Linux: copy_present_ptes() +
+/// __copy_present_ptes().
+fn copy_present_ptes(src: &mut Mm, dst: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf, nr: u64, c: &Vma) {
+    if !pte.flags.contains(LeafFlags::SPECIAL) {
+        let folio = phys.folio_of(pte.pfn).expect("PTE maps a folio");
+        // folio_try_dup_anon_rmap_ptes(): every page in the batch loses
+        // AnonExclusive and gains a mapping; one reference per PTE.
+        for k in 0..nr {
+            phys.set_anon_exclusive(pte.pfn.add(k), false);
+        }
+        phys.add_rmap_ptes(folio, pte.pfn, nr as u32, dst.pid, false);
+        phys.ref_add(folio, nr as u32);
+        dst.rss_anon += nr;
+    }
+    // A private (COW) mapping write-protects the parent's entries.
+    let mut child = pte;
+    if pte.write() {
+        src.pt.wrprotect_ptes(addr, nr);
+        child.flags.remove(LeafFlags::WRITE);
+    }
+    child.flags.remove(LeafFlags::YOUNG);
+    if !c.flags.contains(VmFlags::UFFD_WP) {
+        child.flags.remove(LeafFlags::UFFD_WP);
+    }
+    dst.pt.set_ptes(addr, child, nr, phys);
+}
