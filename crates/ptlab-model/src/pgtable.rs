@@ -261,6 +261,9 @@ impl PageTables {
     /// Make sure a PTE table exists for `va`. Fails (`None`) when memory is
     /// exhausted or a PMD leaf occupies the slot. Linux: __pte_alloc().
     pub fn pte_alloc(&mut self, va: u64, phys: &mut PhysMem) -> Option<Pfn> {
+        if let PmdSlot::Table(p) = self.pmd(va) {
+            return Some(p);
+        }
         let pmd_t = self.pmd_alloc(va, phys)?;
         let i = index(2, va);
         match self.decode(2, self.tables[&pmd_t.0].entries[i]) {
