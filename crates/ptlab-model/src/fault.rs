@@ -126,8 +126,8 @@ fn do_huge_pmd_anonymous_page(
     Some(folio.head.add((addr - slot) >> 12))
 }
 
-/// Allocate an order-9 folio and map it with one PMD (P3). Counts the
-/// fallback stats when allocation fails.
+/// Allocate an order-9 folio and map it with one PMD (P3, and P4 over the
+/// huge zero PMD). Counts the fallback stats when allocation fails.
 fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> Option<FolioRef> {
     let Some(folio) = env.phys.alloc_anon_folio(Order::PMD) else {
         env.phys.stats.vm(VmEvent::ThpFaultFallback, 1);
@@ -136,13 +136,15 @@ fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> O
             .mthp(PMD_ORDER, MthpStat::AnonFaultFallback, 1);
         return None;
     };
-    let Some(pgtable) = env.phys.alloc_pt_page() else {
-        env.phys.ref_add(folio, 1);
-        env.phys.ref_sub(folio, 1);
-        return None;
-    };
-    if let Some(old) = mm.deposited.insert(slot, pgtable) {
-        env.phys.free_pt_page(old);
+    // A PMD mapping carries a deposited page table; the huge zero PMD this
+    // may replace (P4) already has one.
+    if !mm.deposited.contains_key(&slot) {
+        let Some(pgtable) = env.phys.alloc_pt_page() else {
+            env.phys.ref_add(folio, 1);
+            env.phys.ref_sub(folio, 1);
+            return None;
+        };
+        mm.deposited.insert(slot, pgtable);
     }
     env.phys.add_rmap_pmd(folio, mm.pid, true);
     env.phys.ref_add(folio, 1);
@@ -169,21 +171,10 @@ fn do_huge_pmd_wp_page(
     if Some(leaf.pfn) == env.phys.huge_zero {
         // P4: replace the huge zero PMD with a fresh THP (do_huge_zero_wp_pmd).
         mm.anon_vma_prepare(addr, env.ids);
-        if let Some(folio) = env.phys.alloc_anon_folio(Order::PMD) {
-            env.phys.add_rmap_pmd(folio, mm.pid, true);
-            env.phys.ref_add(folio, 1);
-            mm.rss_anon += 512;
-            mm.pt
-                .set_pmd(slot, Entry::Leaf(leaf_for_new_folio(vma, folio.head)));
-            env.phys.stats.vm(VmEvent::ThpFaultAlloc, 1);
-            env.phys.stats.mthp(PMD_ORDER, MthpStat::AnonFaultAlloc, 1);
-            env.phys.deferred_split_folio(folio, false);
+        if let Some(folio) = map_new_pmd_folio(mm, env, vma, slot) {
             return Some(folio.head.add((addr - slot) >> 12));
         }
-        env.phys.stats.vm(VmEvent::ThpFaultFallback, 1);
-        env.phys
-            .stats
-            .mthp(PMD_ORDER, MthpStat::AnonFaultFallback, 1);
+        // Allocation failed (fallback counted): split into zero-page PTEs.
         crate::zap::split_huge_pmd(mm, env.phys, slot);
         return None;
     }

@@ -66,6 +66,22 @@ pub struct LargeFolio {
     pub mm_maps: Vec<(Pid, u32)>,
 }
 
+impl LargeFolio {
+    /// A freshly allocated, unmapped folio.
+    pub fn new(order: Order, kind: FolioKind) -> Self {
+        LargeFolio {
+            order,
+            kind,
+            entire_mapcount: 0,
+            large_mapcount: 0,
+            nr_pages_mapped: 0,
+            partially_mapped: false,
+            on_deferred_list: false,
+            mm_maps: Vec::new(),
+        }
+    }
+}
+
 /// A reference to a folio: its head frame and order.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct FolioRef {
@@ -167,19 +183,8 @@ impl PhysMem {
             };
         }
         if order.0 > 0 {
-            self.large.insert(
-                head.0,
-                LargeFolio {
-                    order,
-                    kind: FolioKind::Anon,
-                    entire_mapcount: 0,
-                    large_mapcount: 0,
-                    nr_pages_mapped: 0,
-                    partially_mapped: false,
-                    on_deferred_list: false,
-                    mm_maps: Vec::new(),
-                },
-            );
+            self.large
+                .insert(head.0, LargeFolio::new(order, FolioKind::Anon));
             self.stats.mthp(order.0, MthpStat::NrAnon, 1);
         }
         Some(FolioRef { head, order })
@@ -217,19 +222,8 @@ impl PhysMem {
                 bits: F_ALLOCATED | F_LARGE,
             };
         }
-        self.large.insert(
-            head.0,
-            LargeFolio {
-                order: Order::PMD,
-                kind: FolioKind::HugeZero,
-                entire_mapcount: 0,
-                large_mapcount: 0,
-                nr_pages_mapped: 0,
-                partially_mapped: false,
-                on_deferred_list: false,
-                mm_maps: Vec::new(),
-            },
-        );
+        self.large
+            .insert(head.0, LargeFolio::new(Order::PMD, FolioKind::HugeZero));
         self.stats.vm(VmEvent::ThpZeroPageAlloc, 1);
         self.huge_zero = Some(head);
         Some(head)
