@@ -78,9 +78,9 @@ pub fn folio_pte_batch(
     let max_nr = max_nr.min(folio.head.0 + folio.nr_pages() - first.pfn.0);
     let want = masked(first.flags, fpb);
     let hint = |l: &Leaf, at: u64| -> u64 {
-        // pte_batch_hint(): 1, or on arm64 the rest of a contiguous block.
+        // pte_batch_hint(): 1, or on arm64 the rest of a valid contiguous block.
         match pt.arch().cont_ptes() {
-            Some(n) if l.flags.contains(LeafFlags::CONT) => n as u64 - ((at >> 12) % n as u64),
+            Some(n) if l.valid_cont() => n as u64 - ((at >> 12) % n as u64),
             _ => 1,
         }
     };

@@ -38,6 +38,7 @@ errnos! {
     EBADF = 9, "Bad file descriptor";
     EAGAIN = 11, "Resource temporarily unavailable";
     ENOMEM = 12, "Cannot allocate memory";
+    EACCES = 13, "Permission denied";
     EFAULT = 14, "Bad address";
     EBUSY = 16, "Device or resource busy";
     EEXIST = 17, "File exists";

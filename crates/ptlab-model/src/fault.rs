@@ -50,7 +50,7 @@ pub fn handle_fault(
     let slot = addr & !(PMD_SIZE - 1);
     // F1: an empty PMD slot where PMD order is allowed tries a PMD THP first.
     if mm.pt.pmd(addr) == PmdSlot::None && pmd_thp_allowed(env.thp, &vma, addr) {
-        if let Some(pfn) = do_huge_pmd_anonymous_page(mm, env, &vma, addr, write) {
+        if let Some(pfn) = do_huge_pmd_anonymous_page(mm, env, &vma, addr, write)? {
             return Ok(pfn);
         }
     }
@@ -58,6 +58,10 @@ pub fn handle_fault(
     if let PmdSlot::Leaf(leaf) = mm.pt.pmd(addr) {
         if !write || leaf.write() {
             return Ok(leaf.pfn.add((addr - slot) >> 12));
+        }
+        // userfaultfd_huge_pmd_wp(): a write to a uffd-wp PMD in a WP range.
+        if uffd_wp_fault(&vma, leaf) {
+            return Err(AccessFault::Uffd { addr });
         }
         if let Some(pfn) = do_huge_pmd_wp_page(mm, env, &vma, addr, leaf) {
             return Ok(pfn);
@@ -76,15 +80,29 @@ pub fn handle_fault(
 }
 
 /// PMD order allowed by policy and the 2 MiB block lies inside the VMA.
+/// userfaultfd does not restrict the PMD order (__thp_vma_allowable_orders()
+/// has no uffd test): a uffd-armed VMA takes the PMD path, which hands a
+/// MISSING fault to userfaultfd itself (checked live on 6.18.44: after a
+/// MISSING fault in a MADV_HUGEPAGE range and UNREGISTER, a write maps a
+/// PMD THP, so the fault left no PTE table).
 /// Linux: thp_vma_allowable_order(PMD_ORDER) + thp_vma_suitable_order().
 fn pmd_thp_allowed(thp: &ThpSettings, vma: &Vma, addr: u64) -> bool {
     let mask = thp.allowed_orders(
         vma.flags.contains(VmFlags::HUGEPAGE),
         vma.flags.contains(VmFlags::NOHUGEPAGE),
-        vma.flags.contains(VmFlags::UFFD_MISSING),
+        false,
     );
     let haddr = addr & !(PMD_SIZE - 1);
     mask & (1 << PMD_ORDER) != 0 && haddr >= vma.start && haddr + PMD_SIZE <= vma.end
+}
+
+/// A write to `leaf` goes to userfaultfd as a WP fault: the VMA is
+/// registered WP and the entry carries uffd-wp (UFFD_FEATURE_WP_ASYNC,
+/// which resolves such faults in the kernel, is never requested).
+/// Linux: include/linux/userfaultfd_k.h userfaultfd_pte_wp(),
+/// userfaultfd_huge_pmd_wp().
+fn uffd_wp_fault(vma: &Vma, leaf: Leaf) -> bool {
+    vma.flags.contains(VmFlags::UFFD_WP) && leaf.flags.contains(LeafFlags::UFFD_WP)
 }
 
 fn leaf_for_new_folio(vma: &Vma, pfn: Pfn) -> Leaf {
@@ -98,32 +116,50 @@ fn leaf_for_new_folio(vma: &Vma, pfn: Pfn) -> Leaf {
     Leaf { pfn, flags }
 }
 
-/// P1–P3. Returns `None` to fall back to the PTE path.
+/// P1–P3. Returns `Ok(None)` to fall back to the PTE path.
 fn do_huge_pmd_anonymous_page(
     mm: &mut Mm,
     env: &mut FaultEnv,
     vma: &Vma,
     addr: u64,
     write: bool,
-) -> Option<Pfn> {
+) -> Result<Option<Pfn>, AccessFault> {
     let slot = addr & !(PMD_SIZE - 1);
     // vmf_anon_prepare() runs before the zero-page branch (P1).
     mm.anon_vma_prepare(addr, env.ids);
-    mm.pt.pmd_alloc(slot, env.phys)?;
+    if mm.pt.pmd_alloc(slot, env.phys).is_none() {
+        return Ok(None);
+    }
+    let missing = vma.flags.contains(VmFlags::UFFD_MISSING);
     if !write && env.thp.use_zero_page {
         // P2: map the huge zero folio read-only.
-        let hz = env.phys.get_huge_zero()?;
-        let pgtable = env.phys.alloc_pt_page()?;
+        let Some(hz) = env.phys.get_huge_zero() else {
+            return Ok(None);
+        };
+        // The huge zero folio is taken before the userfaultfd_missing()
+        // check, which then hands the fault to userfaultfd.
+        if missing {
+            return Err(AccessFault::Uffd { addr });
+        }
+        let Some(pgtable) = env.phys.alloc_pt_page() else {
+            return Ok(None);
+        };
         mm.deposited.insert(slot, pgtable);
         let mut flags = LeafFlags::YOUNG | LeafFlags::SPECIAL;
         if vma.flags.contains(VmFlags::EXEC) {
             flags |= LeafFlags::EXEC;
         }
         mm.pt.set_pmd(slot, Entry::Leaf(Leaf { pfn: hz, flags }));
-        return Some(hz.add((addr - slot) >> 12));
+        return Ok(Some(hz.add((addr - slot) >> 12)));
     }
-    let folio = map_new_pmd_folio(mm, env, vma, slot)?;
-    Some(folio.head.add((addr - slot) >> 12))
+    // __do_huge_pmd_anonymous_page(): the folio and page table it allocates
+    // are freed again when a MISSING fault goes to userfaultfd (nothing
+    // observable; an allocation failure would count thp_fault_fallback
+    // first, which the model, never short of memory here, skips).
+    if missing {
+        return Err(AccessFault::Uffd { addr });
+    }
+    Ok(map_new_pmd_folio(mm, env, vma, slot).map(|folio| folio.head.add((addr - slot) >> 12)))
 }
 
 /// Allocate an order-9 folio and map it with one PMD (P3, and P4 over the
@@ -138,13 +174,14 @@ fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> O
     };
     // A PMD mapping carries a deposited page table; the huge zero PMD this
     // may replace (P4) already has one.
-    if !mm.deposited.contains_key(&slot) {
+    if let std::collections::btree_map::Entry::Vacant(e) = mm.deposited.entry(slot) {
         let Some(pgtable) = env.phys.alloc_pt_page() else {
+            // Drop the new folio: one get and one put frees it.
             env.phys.ref_add(folio, 1);
             env.phys.ref_sub(folio, 1);
             return None;
         };
-        mm.deposited.insert(slot, pgtable);
+        e.insert(pgtable);
     }
     env.phys.add_rmap_pmd(folio, mm.pid, true);
     env.phys.ref_add(folio, 1);
@@ -194,10 +231,12 @@ fn do_huge_pmd_wp_page(
 
 /// F5: the order a write fault allocates.
 fn choose_order(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> Order {
+    // F5.1 userfaultfd_armed(): any registration (MISSING or WP) means
+    // order 0 (checked live: a WP-only range with 64K=always faults order 0).
     let mut mask = thp.allowed_orders(
         vma.flags.contains(VmFlags::HUGEPAGE),
         vma.flags.contains(VmFlags::NOHUGEPAGE),
-        vma.flags.contains(VmFlags::UFFD_MISSING),
+        vma.flags.intersects(crate::vma::VM_UFFD_FLAGS),
     );
     mask &= (1 << PMD_ORDER) - 1; // orders 2..8 here; order 9 is F1's job
                                   // F5.3: drop orders whose aligned block leaves the VMA, highest first,
@@ -231,7 +270,14 @@ fn do_anonymous_page(
     addr: u64,
     write: bool,
 ) -> Result<Pfn, AccessFault> {
+    // userfaultfd_missing(): the fault goes to userfaultfd, after the PTE
+    // table exists; a write fault prepares the anon_vma first (and
+    // allocates an order-0 folio it then frees: nothing observable).
+    let missing = vma.flags.contains(VmFlags::UFFD_MISSING);
     if !write {
+        if missing {
+            return Err(AccessFault::Uffd { addr });
+        }
         // F4.1: the shared zero page, read-only and special; no anon_vma.
         let mut flags = LeafFlags::YOUNG | LeafFlags::SPECIAL;
         if vma.flags.contains(VmFlags::EXEC) {
@@ -242,6 +288,9 @@ fn do_anonymous_page(
         return Ok(zero);
     }
     mm.anon_vma_prepare(addr, env.ids);
+    if missing {
+        return Err(AccessFault::Uffd { addr });
+    }
     let mut order = choose_order(mm, env.thp, vma, addr);
     let folio = loop {
         if let Some(f) = env.phys.alloc_anon_folio(order) {
@@ -275,6 +324,10 @@ fn do_wp_page(
     addr: u64,
     old: Leaf,
 ) -> Result<Pfn, AccessFault> {
+    // W1 userfaultfd_pte_wp(): a uffd-wp entry in a WP-registered range.
+    if uffd_wp_fault(vma, old) {
+        return Err(AccessFault::Uffd { addr });
+    }
     if old.flags.contains(LeafFlags::SPECIAL) {
         // W2: copy the zero page into a fresh order-0 page.
         return wp_page_copy(mm, env, vma, addr, None);

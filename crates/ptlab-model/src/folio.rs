@@ -11,6 +11,8 @@
 //! record per folio of order ≥ 2.
 
 use crate::addr::{Order, Pfn, PMD_ORDER};
+use crate::errno::Errno;
+use crate::mm::Mm;
 use crate::model::Pid;
 use crate::phys::{FrameAllocator, FIRST_PFN};
 use crate::stats::{MthpStat, Stats, VmEvent};
@@ -478,6 +480,48 @@ impl PhysMem {
         }
     }
 
+    /// The folio-metadata half of splitting an anonymous large folio into
+    /// order-0 folios, once no PMD maps it any more: every page becomes its
+    /// own folio, keeps its PTE mapcount and PageAnonExclusive, and gets one
+    /// reference per mapping; pages no PTE maps are freed. The folio leaves
+    /// the deferred-split queue. Stats: `split` +1 for its size
+    /// (`thp_split_page` +1 for PMD size), `nr_anon` −1, and
+    /// `nr_anon_partially_mapped` −1 if it was partially mapped (checked
+    /// live on 6.18.44 for 64 KiB and 2 MiB folios).
+    /// Linux: mm/huge_memory.c __folio_split() → __split_unmapped_folio()
+    /// (uniform split to order 0; refcounts set by folio_ref_unfreeze() and
+    /// remap_page()), free_folio_and_swap_cache() for unmapped pieces,
+    /// __folio_split()'s count_vm_event(THP_SPLIT_PAGE) and
+    /// count_mthp_stat(order, MTHP_STAT_SPLIT).
+    pub(crate) fn split_large_meta(&mut self, folio: FolioRef) {
+        let l = self
+            .large
+            .remove(&folio.head.0)
+            .expect("splitting a large folio");
+        debug_assert_eq!(l.kind, FolioKind::Anon);
+        debug_assert_eq!(l.entire_mapcount, 0, "PMD mappings are split first");
+        let order = folio.order.0;
+        if order == PMD_ORDER {
+            self.stats.vm(VmEvent::ThpSplitPage, 1);
+        }
+        self.stats.mthp(order, MthpStat::Split, 1);
+        self.stats.mthp(order, MthpStat::NrAnon, -1);
+        if l.partially_mapped {
+            self.stats.mthp(order, MthpStat::NrAnonPartiallyMapped, -1);
+        }
+        for i in 0..folio.nr_pages() {
+            let pfn = folio.head.add(i);
+            let m = self.meta_mut(pfn);
+            m.bits &= !F_LARGE;
+            let mapped = m.mapcount();
+            m.refcount = mapped;
+            if mapped == 0 {
+                *m = PageMeta::default();
+                self.alloc.free(pfn, Order::ZERO);
+            }
+        }
+    }
+
     /// Queue a folio for deferred split. Linux: mm/huge_memory.c deferred_split_folio().
     pub fn deferred_split_folio(&mut self, folio: FolioRef, partially_mapped: bool) {
         let order = folio.order.0;
@@ -492,6 +536,109 @@ impl PhysMem {
             self.stats.mthp(order, MthpStat::NrAnonPartiallyMapped, 1);
         }
     }
+}
+
+/// Split the anonymous large `folio` into order-0 folios wherever it is
+/// mapped: the rmap walk finds its mappings in every mm that maps it
+/// (`hint` = a process, an address and the page of the folio mapped there
+/// lets the walk try the linear placement before scanning page tables), a
+/// PMD mapping is split into PTEs (`thp_split_pmd`), an arm64 contiguous
+/// block is unfolded (the PTE clear of the unmap gathers its young/dirty
+/// bits into every entry), and then the folio metadata is split
+/// ([`PhysMem::split_large_meta`]). PTE values are otherwise unchanged: the
+/// migration entries the kernel installs meanwhile keep write, young,
+/// dirty, soft-dirty and uffd-wp. A model folio holds no extra pins, so the
+/// split never fails; the huge zero folio cannot be split (EBUSY).
+/// Linux: mm/huge_memory.c split_folio() → __folio_split(): unmap_folio()
+/// (try_to_migrate() with TTU_SPLIT_HUGE_PMD), __split_unmapped_folio(),
+/// remap_page(); arch/arm64/mm/contpte.c contpte_try_unfold().
+pub fn split_folio(
+    procs: &mut BTreeMap<Pid, Mm>,
+    phys: &mut PhysMem,
+    folio: FolioRef,
+    hint: Option<(Pid, u64, Pfn)>,
+) -> Result<(), Errno> {
+    let Some(l) = phys.large(folio.head) else {
+        return Ok(()); // order 0: nothing to split
+    };
+    if l.kind != FolioKind::Anon {
+        return Err(Errno::EBUSY);
+    }
+    let nr = folio.nr_pages();
+    let in_folio = |pfn: Pfn| pfn.0 >= folio.head.0 && pfn.0 < folio.head.0 + nr;
+    let mm_maps = l.mm_maps.clone();
+    for (pid, want) in mm_maps {
+        let Some(mm) = procs.get_mut(&pid) else {
+            continue;
+        };
+        // The rmap walk: (level, address) of every mapping in this mm.
+        let mut found: Vec<(u8, u64)> = Vec::new();
+        if let Some((_, va, pfn)) = hint.filter(|h| h.0 == pid && in_folio(h.2)) {
+            let base = va.wrapping_sub((pfn.0 - folio.head.0) * 4096);
+            for k in 0..nr {
+                let a = base.wrapping_add(k * 4096);
+                match mm.pt.pmd(a) {
+                    crate::pgtable::PmdSlot::Leaf(p) if p.pfn == folio.head && k == 0 => {
+                        found.push((2, a));
+                    }
+                    crate::pgtable::PmdSlot::Table(_) => {
+                        if let crate::arch::Entry::Leaf(e) = mm.pt.pte_raw(a) {
+                            if e.pfn == folio.head.add(k) {
+                                found.push((1, a));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if found.len() as u32 != want {
+            found = mm
+                .pt
+                .leaves(0, u64::MAX)
+                .into_iter()
+                .filter(|&(_, level, leaf)| {
+                    if level == 2 {
+                        leaf.pfn == folio.head
+                    } else {
+                        in_folio(leaf.pfn)
+                    }
+                })
+                .map(|(va, level, _)| (level, va))
+                .collect();
+        }
+        let mut ptes = Vec::new();
+        for (level, va) in found {
+            if level == 2 {
+                crate::zap::split_huge_pmd(mm, phys, va);
+                ptes.extend((0..512).map(|k| va + k * 4096));
+            } else {
+                ptes.push(va);
+            }
+        }
+        for va in ptes {
+            if let crate::arch::Entry::Leaf(e) = mm.pt.pte_raw(va) {
+                if e.valid_cont() {
+                    // contpte_try_unfold() with the gathered bits.
+                    if let crate::arch::Entry::Leaf(g) = mm.pt.pte(va) {
+                        mm.pt.modify_pte(va, g);
+                    }
+                }
+            }
+        }
+    }
+    // unmap_folio(): try_to_migrate() unmaps the pages one PTE at a time;
+    // the first page to lose its last mapping while another page is still
+    // mapped queues the folio as partially mapped (deferred_split_folio():
+    // split_deferred +1, thp_deferred_split_page +1 for PMD size; checked
+    // live), which the split then undoes.
+    if let Some(l) = phys.large(folio.head) {
+        if l.nr_pages_mapped >= 2 && !l.partially_mapped {
+            phys.deferred_split_folio(folio, true);
+        }
+    }
+    phys.split_large_meta(folio);
+    Ok(())
 }
 
 #[cfg(test)]

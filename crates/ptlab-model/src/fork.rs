@@ -29,9 +29,17 @@ impl Model {
         let child = self.procs.keys().next_back().copied().unwrap_or(0) + 1;
         let pt = PageTables::new(self.cfg.arch, &mut self.phys).ok_or(Errno::ENOMEM)?;
         let batch = !self.cfg.before.contains(Before::FORK_PTE_BATCH);
-        let Model { procs, phys, ids, .. } = self;
+        let Model {
+            procs, phys, ids, ..
+        } = self;
         let src = procs.get_mut(&parent).ok_or(Errno::ESRCH)?;
-        let mut dst = Mm { pid: child, vmas: Default::default(), pt, rss_anon: 0, deposited: BTreeMap::new() };
+        let mut dst = Mm {
+            pid: child,
+            vmas: Default::default(),
+            pt,
+            rss_anon: 0,
+            deposited: BTreeMap::new(),
+        };
         let parent_vmas: Vec<Vma> = src.vmas.iter().cloned().collect();
         for v in parent_vmas {
             // K1: VM_DONTCOPY VMAs do not exist in the child.
@@ -40,7 +48,8 @@ impl Model {
             }
             let mut c = v.clone();
             // The child loses mlock and (without UFFD_FEATURE_EVENT_FORK) uffd state.
-            c.flags -= VmFlags::LOCKED | VmFlags::LOCKONFAULT | VmFlags::UFFD_MISSING | VmFlags::UFFD_WP;
+            c.flags -=
+                VmFlags::LOCKED | VmFlags::LOCKONFAULT | VmFlags::UFFD_MISSING | VmFlags::UFFD_WP;
             if v.flags.contains(VmFlags::WIPEONFORK) {
                 // A clean slate: no anon_vma until the child faults, no page tables.
                 c.anon_vma = None;
@@ -86,7 +95,14 @@ impl Model {
 /// Copy the page tables of `v` (parent) into the child's `c`.
 /// Linux: copy_page_range() → copy_p4d/pud/pmd_range() → copy_huge_pmd() /
 /// copy_pte_range().
-fn copy_page_range(src: &mut Mm, dst: &mut Mm, phys: &mut PhysMem, v: &Vma, c: &Vma, batch: bool) -> Result<(), Errno> {
+fn copy_page_range(
+    src: &mut Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    v: &Vma,
+    c: &Vma,
+    batch: bool,
+) -> Result<(), Errno> {
     let mut addr = v.start;
     while addr < v.end {
         let next = pmd_end(addr, v.end);
@@ -102,7 +118,14 @@ fn copy_page_range(src: &mut Mm, dst: &mut Mm, phys: &mut PhysMem, v: &Vma, c: &
 
 /// K4: share a PMD-mapped THP (or the huge zero page) with the child.
 /// Linux: mm/huge_memory.c copy_huge_pmd().
-fn copy_huge_pmd(src: &mut Mm, dst: &mut Mm, phys: &mut PhysMem, slot: u64, leaf: Leaf, c: &Vma) -> Result<(), Errno> {
+fn copy_huge_pmd(
+    src: &mut Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    slot: u64,
+    leaf: Leaf,
+    c: &Vma,
+) -> Result<(), Errno> {
     dst.pt.pmd_alloc(slot, phys).ok_or(Errno::ENOMEM)?;
     let pgtable = phys.alloc_pt_page().ok_or(Errno::ENOMEM)?;
     dst.deposited.insert(slot, pgtable);
@@ -132,7 +155,15 @@ fn copy_huge_pmd(src: &mut Mm, dst: &mut Mm, phys: &mut PhysMem, slot: u64, leaf
 /// Copy the PTEs of `[start, end)` (one PMD slot). The child gets a PTE
 /// table whenever the parent has one, even an empty one.
 /// Linux: copy_pte_range() and copy_present_ptes().
-fn copy_pte_range(src: &mut Mm, dst: &mut Mm, phys: &mut PhysMem, start: u64, end: u64, c: &Vma, batch: bool) -> Result<(), Errno> {
+fn copy_pte_range(
+    src: &mut Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    start: u64,
+    end: u64,
+    c: &Vma,
+    batch: bool,
+) -> Result<(), Errno> {
     dst.pt.pte_alloc(start, phys).ok_or(Errno::ENOMEM)?;
     let mut addr = start;
     while addr < end {
@@ -147,7 +178,14 @@ fn copy_pte_range(src: &mut Mm, dst: &mut Mm, phys: &mut PhysMem, start: u64, en
         } else if batch {
             // 6.9+: one batch per run of a large folio (folio_pte_batch_flags
             // with FPB_MERGE_WRITE | FPB_RESPECT_DIRTY for a private VMA).
-            let b = folio_pte_batch(&src.pt, phys, addr, pte, max_nr, Fpb::MERGE_WRITE | Fpb::RESPECT_DIRTY);
+            let b = folio_pte_batch(
+                &src.pt,
+                phys,
+                addr,
+                pte,
+                max_nr,
+                Fpb::MERGE_WRITE | Fpb::RESPECT_DIRTY,
+            );
             copy_present_ptes(src, dst, phys, addr, b.pte, b.nr, c);
             b.nr
         } else {
@@ -157,14 +195,22 @@ fn copy_pte_range(src: &mut Mm, dst: &mut Mm, phys: &mut PhysMem, start: u64, en
         };
         addr += nr * 4096;
     }
-    debug_assert!(PTRS_PER_TABLE == 512);
+    const { assert!(PTRS_PER_TABLE == 512) };
     Ok(())
 }
 
 /// K3.1/K3.3: share `nr` PTEs starting at `addr` (`pte` is the first, with
 /// the batch's write bit merged in). Linux: copy_present_ptes() +
 /// __copy_present_ptes().
-fn copy_present_ptes(src: &mut Mm, dst: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf, nr: u64, c: &Vma) {
+fn copy_present_ptes(
+    src: &mut Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    addr: u64,
+    pte: Leaf,
+    nr: u64,
+    c: &Vma,
+) {
     if !pte.flags.contains(LeafFlags::SPECIAL) {
         let folio = phys.folio_of(pte.pfn).expect("PTE maps a folio");
         // folio_try_dup_anon_rmap_ptes(): every page in the batch loses

@@ -8,8 +8,9 @@
 //! inside a VMA, that VMAs are sorted, non-overlapping and page-aligned,
 //! that table `used` counts are right and every table is reachable,
 //! deposited tables exist exactly for anon/huge-zero PMD leaves, that
-//! AnonExclusive pages are mapped by at most one mm, and that arm64
-//! contiguous blocks are well formed.
+//! AnonExclusive pages are mapped by at most one mm, that arm64
+//! contiguous blocks are well formed, and that a userfaultfd-registered VMA
+//! names an open context of its own mm.
 
 use crate::addr::Pfn;
 use crate::arch::{Entry, LeafFlags};
@@ -51,6 +52,20 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
                 ));
             }
             last_end = v.end;
+            // A registered VMA points at an open userfaultfd of its own mm
+            // (the kernel's !!vm_userfaultfd_ctx == !!(vm_flags & __VM_UFFD_FLAGS)).
+            if v.flags.intersects(crate::vma::VM_UFFD_FLAGS) {
+                let ok = v
+                    .uffd_ctx()
+                    .and_then(|c| model.uffd.get(c))
+                    .is_some_and(|c| c.mm == pid);
+                if !ok {
+                    errs.push(format!(
+                        "pid {pid}: VMA {:#x} is uffd-registered without a context of its mm",
+                        v.start
+                    ));
+                }
+            }
         }
         // Tables: used counts, reachability.
         let tree = mm.pt.tables_in_tree();
@@ -242,9 +257,12 @@ fn check_cont_blocks(
     phys: &crate::folio::PhysMem,
     errs: &mut Vec<String>,
 ) {
+    // Only valid entries form blocks (pte_valid_cont()): set_ptes() paints
+    // CONT on PROT_NONE entries too, and single-entry writes leave such
+    // entries alone, so CONT on a PROT_NONE entry carries no constraint.
     let by_va: BTreeMap<u64, crate::arch::Leaf> = leaves
         .iter()
-        .filter(|l| l.1 == 1)
+        .filter(|l| l.1 == 1 && !l.2.flags.contains(LeafFlags::PROTNONE))
         .map(|l| (l.0, l.2))
         .collect();
     for (&va, leaf) in &by_va {

@@ -112,11 +112,50 @@ impl Mm {
         end: u64,
         new_flags: VmFlags,
     ) -> Vec<u64> {
+        self.modify_range_with(vma_start, start, end, new_flags, &mut |_, _, _| Ok(()))
+            .expect("a hook that never fails")
+    }
+
+    /// [`Mm::modify_range`] with a hook called right before each boundary
+    /// inside the old VMA is created or moved: `hook(mm, boundary, split)`,
+    /// where `split` says a new VMA is made there (`split_vma()`, which
+    /// fails with ENOMEM at `max_map_count`) rather than an existing boundary
+    /// moving in a merge. The hook splits a PMD the boundary cuts
+    /// (vma_adjust_trans_huge()) and may refuse: the error is returned with
+    /// the steps already taken left in place, as the kernel leaves a first
+    /// split when the second fails. Linux: mm/vma.c vma_modify(), split_vma().
+    pub fn modify_range_with(
+        &mut self,
+        vma_start: u64,
+        start: u64,
+        end: u64,
+        new_flags: VmFlags,
+        hook: &mut dyn FnMut(&mut Mm, u64, bool) -> Result<(), crate::errno::Errno>,
+    ) -> Result<Vec<u64>, crate::errno::Errno> {
+        let ctx = self.vmas.get(vma_start).expect("vma").uffd_ctx;
+        self.modify_range_ctx(vma_start, start, end, new_flags, ctx, hook)
+    }
+
+    /// [`Mm::modify_range_with`] that also sets the userfaultfd context of
+    /// `[start, end)` to `new_ctx` (UFFDIO_REGISTER/UNREGISTER). A VMA
+    /// merges only with neighbours registered with the same context (none
+    /// counts as a context). Linux: mm/vma.c vma_modify_flags_uffd(),
+    /// is_mergeable_vma() → is_mergeable_vm_userfaultfd_ctx().
+    pub fn modify_range_ctx(
+        &mut self,
+        vma_start: u64,
+        start: u64,
+        end: u64,
+        new_flags: VmFlags,
+        new_ctx: Option<crate::uffd::UffdId>,
+        hook: &mut dyn FnMut(&mut Mm, u64, bool) -> Result<(), crate::errno::Errno>,
+    ) -> Result<Vec<u64>, crate::errno::Errno> {
         let middle = self.vmas.get(vma_start).expect("vma").clone();
         debug_assert!(middle.start <= start && end <= middle.end);
         let left_side = start == middle.start;
         let right_side = end == middle.end;
         let key = |v: &Vma| (v.anon_vma, v.fork_child);
+        let want_ctx = crate::vma::uffd_ctx_of(new_flags, new_ctx);
 
         let prev = self
             .vmas
@@ -131,11 +170,13 @@ impl Mm {
 
         let can_left = prev.as_ref().is_some_and(|p| {
             flags_mergeable(p.flags, new_flags)
+                && p.uffd_ctx() == want_ctx
                 && p.pgoff + p.pages() == middle.pgoff_at(start)
                 && anon_vma_compatible(key(p), key(&middle))
         });
         let mut can_right = next.as_ref().is_some_and(|n| {
             flags_mergeable(n.flags, new_flags)
+                && n.uffd_ctx() == want_ctx
                 && middle.pgoff_at(end) == n.pgoff
                 && anon_vma_compatible(key(&middle), key(n))
         });
@@ -163,6 +204,9 @@ impl Mm {
             (true, false) => {
                 let p = prev.expect("prev");
                 let a = anon(&[&p, &middle]);
+                if end < middle.end {
+                    hook(self, end, false)?;
+                }
                 self.vmas.remove(middle.start);
                 if !right_side || end < middle.end {
                     let mut rest = middle.clone();
@@ -178,6 +222,9 @@ impl Mm {
             (false, true) => {
                 let n = next.expect("next");
                 let a = anon(&[&middle, &n]);
+                if start > middle.start {
+                    hook(self, start, false)?;
+                }
                 self.vmas.remove(n.start);
                 let mut merged = n.clone();
                 merged.start = start;
@@ -193,17 +240,105 @@ impl Mm {
             }
             (false, false) => {
                 if !left_side {
+                    hook(self, start, true)?;
                     self.vmas.split_at(start);
                     moved.push(start);
                 }
                 if !right_side {
+                    hook(self, end, true)?;
                     self.vmas.split_at(end);
                     moved.push(end);
                 }
-                self.vmas.get_mut(start).expect("piece").flags = new_flags;
+                let piece = self.vmas.get_mut(start).expect("piece");
+                piece.flags = new_flags;
+                piece.uffd_ctx = new_ctx;
             }
         }
-        moved
+        Ok(moved)
+    }
+
+    /// Try to place the proposed VMA `new` (its range empty in the tree)
+    /// by expanding a compatible neighbour instead of inserting it. The
+    /// proposal's flags, pgoff, anon_vma, userfaultfd context and
+    /// `fork_child` (for mremap: whether the VMA it is copied from is a fork
+    /// child) decide. Returns the start of the VMA that now covers the
+    /// range, or `None` when no merge is possible (the caller inserts `new`).
+    /// Linux: mm/vma.c vma_merge_new_range(), can_vma_merge_left/right(),
+    /// is_mergeable_vma(), is_mergeable_anon_vma() and vma_expand()
+    /// (anon_vma propagation from a removed `next` and from the copied-from
+    /// VMA, dup_anon_vma()), with vma_merge_copied_range()'s fork-child
+    /// refusal (6.18.y, 61f67c230a5e). Used by mmap, mremap's copy_vma() and
+    /// vma_merge_extend().
+    pub fn merge_new_range(&mut self, new: &Vma) -> Option<u64> {
+        let (start, end, flags, pgoff) = (new.start, new.end, new.flags, new.pgoff);
+        let anon = (new.anon_vma, new.fork_child);
+        let ctx = new.uffd_ctx();
+        let prev = self.vmas.prev(start).cloned();
+        let next = self.vmas.find_vma(start).cloned();
+        if flags.intersects(crate::vma::VM_SPECIAL) || (prev.is_none() && next.is_none()) {
+            return None;
+        }
+        let key = |v: &Vma| (v.anon_vma, v.fork_child);
+        let pages = (end - start) >> 12;
+        let can_left = prev.as_ref().is_some_and(|p| {
+            p.end == start
+                && flags_mergeable(p.flags, flags)
+                && p.uffd_ctx() == ctx
+                && anon_vma_compatible(anon, key(p))
+                && p.pgoff + p.pages() == pgoff
+        });
+        let can_right = next.as_ref().is_some_and(|n| {
+            n.start == end
+                && flags_mergeable(n.flags, flags)
+                && n.uffd_ctx() == ctx
+                && anon_vma_compatible(anon, key(n))
+                && n.pgoff == pgoff + pages
+                // Merging on both sides: prev and next must agree too.
+                && (!can_left || {
+                    let p = prev.as_ref().expect("prev");
+                    p.anon_vma.is_none() || n.anon_vma.is_none() || p.anon_vma == n.anon_vma
+                })
+        });
+        let sticky = flags & VM_IGNORE_MERGE;
+        // dup_anon_vma() sources in vma_expand()'s order: a removed next,
+        // then the copied-from VMA (anon_vma_clone() copies the chain, so
+        // the fork-child state travels with the anon_vma).
+        let mut donors = Vec::with_capacity(2);
+        let target = match (can_left, can_right) {
+            (false, false) => return None,
+            (true, with_next) => {
+                let p = prev.expect("prev");
+                let mut new_end = end;
+                let mut sticky = sticky;
+                if with_next {
+                    let n = self.vmas.remove(next.expect("next").start).expect("next");
+                    donors.push(key(&n));
+                    new_end = n.end;
+                    sticky |= n.flags & VM_IGNORE_MERGE;
+                }
+                let t = self.vmas.get_mut(p.start).expect("prev");
+                t.end = new_end;
+                t.flags |= sticky;
+                t.start
+            }
+            (false, true) => {
+                let mut n = self.vmas.remove(next.expect("next").start).expect("next");
+                n.start = start;
+                n.pgoff = pgoff;
+                n.flags |= sticky;
+                self.vmas.insert(n);
+                start
+            }
+        };
+        donors.push(anon);
+        let t = self.vmas.get_mut(target).expect("target");
+        if t.anon_vma.is_none() {
+            if let Some(&(a, fork_child)) = donors.iter().find(|d| d.0.is_some()) {
+                t.anon_vma = a;
+                t.fork_child = fork_child;
+            }
+        }
+        Some(target)
     }
 }
 

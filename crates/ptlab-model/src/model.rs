@@ -15,7 +15,7 @@ use crate::observe::{AnonPage, MapsEntry, Observation, PageObs, PageState};
 use crate::pgtable::{PageTables, PmdSlot};
 use crate::thp::ThpSettings;
 use crate::uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};
-use crate::vma::{anon_vma_compatible, flags_mergeable, VmFlags, Vma};
+use crate::vma::{VmFlags, Vma};
 use crate::zap::{free_pgtables, split_huge_pmd, zap_range};
 use std::collections::BTreeMap;
 
@@ -70,6 +70,12 @@ pub enum AccessFault {
     Segv { addr: u64 },
     /// The model ran out of physical memory (VM_FAULT_OOM).
     Oom { addr: u64 },
+    /// The access would fault to userfaultfd: a missing page in a range
+    /// registered MISSING, or a write to a uffd-wp protected page in a range
+    /// registered WP (handle_userfault(); the thread would block until the
+    /// fault is resolved, or get SIGBUS with UFFD_FEATURE_SIGBUS). `addr` is
+    /// the page-aligned fault address a uffd message would carry.
+    Uffd { addr: u64 },
     /// No such process.
     NoProcess,
 }
@@ -79,6 +85,7 @@ impl std::fmt::Display for AccessFault {
         match self {
             AccessFault::Segv { addr } => write!(f, "SIGSEGV at {addr:#x}"),
             AccessFault::Oom { addr } => write!(f, "out of model memory faulting {addr:#x}"),
+            AccessFault::Uffd { addr } => write!(f, "fault at {addr:#x} goes to userfaultfd"),
             AccessFault::NoProcess => write!(f, "no such process"),
         }
     }
@@ -92,6 +99,8 @@ pub struct Model {
     pub(crate) thp: ThpSettings,
     pub(crate) procs: BTreeMap<Pid, Mm>,
     pub(crate) ids: AnonVmaIds,
+    /// Open userfaultfd contexts.
+    pub(crate) uffd: crate::uffd::UffdState,
 }
 
 impl Model {
@@ -115,6 +124,7 @@ impl Model {
             phys,
             procs,
             ids: AnonVmaIds::default(),
+            uffd: Default::default(),
         }
     }
 
@@ -252,7 +262,7 @@ impl Model {
     }
 
     /// Linux: mm/mmap.c __get_unmapped_area() and the x86 top-down allocator.
-    fn get_unmapped_area(
+    pub(crate) fn get_unmapped_area(
         &self,
         pid: Pid,
         hint: u64,
@@ -334,56 +344,18 @@ impl Model {
             self.do_munmap(pid, addr, end)?;
         }
         let mm = self.procs.get_mut(&pid).expect("pid");
-        let pgoff = addr >> 12;
-        let new_key = (None, false);
-        let prev = mm.vmas.prev(addr).filter(|p| p.end == addr).cloned();
-        let next = mm.vmas.find_vma(end).filter(|n| n.start == end).cloned();
-        let can_prev = prev.as_ref().is_some_and(|p| {
-            flags_mergeable(p.flags, vm)
-                && p.pgoff + p.pages() == pgoff
-                && anon_vma_compatible((p.anon_vma, p.fork_child), new_key)
-        });
-        let mut can_next = next.as_ref().is_some_and(|n| {
-            flags_mergeable(n.flags, vm)
-                && pgoff + (len >> 12) == n.pgoff
-                && anon_vma_compatible(new_key, (n.anon_vma, n.fork_child))
-        });
-        if can_prev && can_next {
-            let (p, n) = (prev.as_ref().expect("prev"), next.as_ref().expect("next"));
-            if !anon_vma_compatible((p.anon_vma, p.fork_child), (n.anon_vma, n.fork_child)) {
-                can_next = false;
-            }
-        }
-        match (can_prev, can_next) {
-            (true, true) => {
-                let p = prev.expect("prev");
-                let n = next.expect("next");
-                mm.vmas.remove(n.start);
-                let pv = mm.vmas.get_mut(p.start).expect("prev");
-                pv.end = n.end;
-                pv.anon_vma = p.anon_vma.or(n.anon_vma);
-                pv.fork_child = p.fork_child || n.fork_child;
-            }
-            (true, false) => {
-                mm.vmas
-                    .get_mut(prev.expect("prev").start)
-                    .expect("prev")
-                    .end = end
-            }
-            (false, true) => {
-                let mut n = mm.vmas.remove(next.expect("next").start).expect("next");
-                n.start = addr;
-                n.pgoff = pgoff;
-                mm.vmas.insert(n);
-            }
-            (false, false) => mm.vmas.insert(Vma {
-                start: addr,
-                end,
-                flags: vm,
-                pgoff,
-                anon_vma: None,
-                fork_child: false,
-            }),
+        // A fresh mapping: linear pgoff, no anon_vma, no uffd context.
+        let new = Vma {
+            start: addr,
+            end,
+            flags: vm,
+            pgoff: addr >> 12,
+            anon_vma: None,
+            fork_child: false,
+            uffd_ctx: None,
+        };
+        if mm.merge_new_range(&new).is_none() {
+            mm.vmas.insert(new);
         }
         Ok(())
     }
@@ -408,7 +380,7 @@ impl Model {
     /// Unmap `[start, end)`: split the edge VMAs, zap, free page tables,
     /// remove. Linux: mm/vma.c do_vmi_align_munmap(), vms_gather_munmap_vmas(),
     /// vms_complete_munmap_vmas() → unmap_region().
-    fn do_munmap(&mut self, pid: Pid, start: u64, end: u64) -> Result<(), Errno> {
+    pub(crate) fn do_munmap(&mut self, pid: Pid, start: u64, end: u64) -> Result<(), Errno> {
         let max = self.cfg.max_map_count;
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
@@ -564,7 +536,12 @@ impl Model {
 
     // ---- accesses ---------------------------------------------------------
 
-    fn fault(&mut self, pid: Pid, addr: u64, write: bool) -> Result<crate::addr::Pfn, AccessFault> {
+    pub(crate) fn fault(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        write: bool,
+    ) -> Result<crate::addr::Pfn, AccessFault> {
         let Model {
             procs,
             phys,

@@ -159,7 +159,8 @@ impl PageTables {
 
     /// The PTE for `va` (none when no PTE table exists). On arm64 a folded
     /// block reports the young/dirty bits gathered over the block, as
-    /// `ptep_get()` does (Linux: arch/arm64/mm/contpte.c contpte_ptep_get()).
+    /// `ptep_get()` does (Linux: arch/arm64/mm/contpte.c contpte_ptep_get(),
+    /// only for pte_valid_cont(): a PROT_NONE entry carrying CONT is read alone).
     pub fn pte(&self, va: u64) -> Entry {
         let PmdSlot::Table(t) = self.pmd(va) else {
             return Entry::None;
@@ -168,7 +169,7 @@ impl PageTables {
         let i = index(1, va);
         let e = self.decode(1, tbl.entries[i]);
         match e {
-            Entry::Leaf(mut l) if l.flags.contains(LeafFlags::CONT) => {
+            Entry::Leaf(mut l) if l.valid_cont() => {
                 let n = self.arch.ops().cont_ptes().unwrap_or(1);
                 let start = i / n * n;
                 for j in start..start + n {
@@ -278,6 +279,43 @@ impl PageTables {
         }
     }
 
+    /// The entry at `level` (2 = PMD, 3 = PUD, 4 = PGD) covering `va`, or
+    /// `Entry::None` when the table that would hold it does not exist.
+    pub fn entry(&self, va: u64, level: u8) -> Entry {
+        match self.table_at(va, level) {
+            Some(t) => self.decode(level, self.tables[&t.0].entries[index(level, va)]),
+            None => Entry::None,
+        }
+    }
+
+    /// Make sure the PUD table for `va` exists; returns it.
+    /// Linux: mm/mremap.c alloc_new_pud() → p4d_alloc(), pud_alloc().
+    pub fn pud_alloc(&mut self, va: u64, phys: &mut PhysMem) -> Option<Pfn> {
+        let (root, i) = (self.root, index(4, va));
+        match self.decode(4, self.tables[&root.0].entries[i]) {
+            Entry::Table(t) => Some(t),
+            _ => {
+                let t = self.new_table(3, phys)?;
+                let raw = self.arch.ops().encode_table(4, t);
+                self.write_raw(root, 4, i, raw);
+                Some(t)
+            }
+        }
+    }
+
+    /// Point the PUD entry for `va` at PMD table `e` or clear it (the PUD
+    /// table must exist; anonymous memory has no PUD leaves).
+    /// Linux: pud_populate() / pud_clear().
+    pub fn set_pud(&mut self, va: u64, e: Entry) {
+        let t = self.table_at(va, 3).expect("PUD table exists");
+        let raw = match e {
+            Entry::None => 0,
+            Entry::Table(p) => self.arch.ops().encode_table(3, p),
+            Entry::Leaf(_) => panic!("no PUD leaves for anonymous memory"),
+        };
+        self.write_raw(t, 3, index(3, va), raw);
+    }
+
     /// Install or clear the PMD entry for `va` (the PMD table must exist).
     pub fn set_pmd(&mut self, va: u64, e: Entry) {
         let t = self.table_at(va, 2).expect("PMD table exists");
@@ -352,8 +390,11 @@ impl PageTables {
         }
     }
 
+    /// pte_valid_cont(): only valid entries of a folded block are unfolded.
+    /// `set_ptes(nr > 1)` paints CONT on PROT_NONE (present-invalid) entries
+    /// too, but the contpte layer ignores such entries (contpte_try_unfold()).
     fn is_cont(&self, va: u64) -> bool {
-        matches!(self.pte_raw(va), Entry::Leaf(l) if l.flags.contains(LeafFlags::CONT))
+        matches!(self.pte_raw(va), Entry::Leaf(l) if l.valid_cont())
     }
 
     /// Fold the block containing `va` if all of its entries map one
@@ -366,7 +407,13 @@ impl PageTables {
         let Entry::Leaf(first) = self.pte_raw(start) else {
             return;
         };
-        if first.flags.contains(LeafFlags::SPECIAL) || first.pfn.0 % n != 0 {
+        // contpte_try_fold(): only valid, non-special entries fold (the
+        // fold_key comparison below makes every entry agree with the first).
+        if first
+            .flags
+            .intersects(LeafFlags::SPECIAL | LeafFlags::PROTNONE)
+            || first.pfn.0 % n != 0
+        {
             return;
         }
         match phys.folio_of(first.pfn) {
@@ -472,11 +519,11 @@ impl PageTables {
         if let Some(n) = self.cont().map(|n| n as u64) {
             let end = va + nr * 4096;
             let span = n * 4096;
-            if va % span != 0 && self.is_cont(va) {
+            if !va.is_multiple_of(span) && self.is_cont(va) {
                 self.unfold_block(va);
             }
             let last = end - 4096;
-            if end % span != 0 && self.is_cont(last) {
+            if !end.is_multiple_of(span) && self.is_cont(last) {
                 self.unfold_block(last);
             }
         }

@@ -52,16 +52,19 @@ pub enum VmEvent {
     ThpDeferredSplitPage,
     ThpZeroPageAlloc,
     ThpCollapseAlloc,
+    /// A PMD-sized folio split into small folios (split_huge_page()).
+    ThpSplitPage,
 }
 
 impl VmEvent {
-    pub const ALL: [VmEvent; 6] = [
+    pub const ALL: [VmEvent; 7] = [
         VmEvent::ThpFaultAlloc,
         VmEvent::ThpFaultFallback,
         VmEvent::ThpSplitPmd,
         VmEvent::ThpDeferredSplitPage,
         VmEvent::ThpZeroPageAlloc,
         VmEvent::ThpCollapseAlloc,
+        VmEvent::ThpSplitPage,
     ];
     pub const fn name(self) -> &'static str {
         match self {
@@ -71,6 +74,7 @@ impl VmEvent {
             VmEvent::ThpDeferredSplitPage => "thp_deferred_split_page",
             VmEvent::ThpZeroPageAlloc => "thp_zero_page_alloc",
             VmEvent::ThpCollapseAlloc => "thp_collapse_alloc",
+            VmEvent::ThpSplitPage => "thp_split_page",
         }
     }
 }
@@ -79,7 +83,7 @@ impl VmEvent {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     mthp: [[i64; 8]; 10],
-    vm: [i64; 6],
+    vm: [i64; 7],
 }
 
 impl Stats {

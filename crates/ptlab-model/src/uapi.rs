@@ -28,6 +28,18 @@ bitflags! {
     }
 }
 
+bitflags! {
+    /// `MREMAP_*` flags (include/uapi/linux/mman.h). Build a value with
+    /// [`MremapFlags::from_bits_retain`] to pass undefined bits through:
+    /// the model rejects them with EINVAL, as the kernel does.
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+    pub struct MremapFlags: u64 {
+        const MAYMOVE = 1;
+        const FIXED = 2;
+        const DONTUNMAP = 4;
+    }
+}
+
 /// `madvise()` advice values (include/uapi/asm-generic/mman-common.h).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum Advice {

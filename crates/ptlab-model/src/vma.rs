@@ -56,6 +56,9 @@ pub const VM_SPECIAL: VmFlags = VmFlags::IO
     .union(VmFlags::MIXEDMAP);
 /// R/W/X. Linux: VM_ACCESS_FLAGS.
 pub const VM_ACCESS_FLAGS: VmFlags = VmFlags::READ.union(VmFlags::WRITE).union(VmFlags::EXEC);
+/// The userfaultfd registration modes a VMA can carry (VM_UFFD_MINOR is
+/// shmem/hugetlb only). Linux: include/linux/userfaultfd_k.h __VM_UFFD_FLAGS.
+pub const VM_UFFD_FLAGS: VmFlags = VmFlags::UFFD_MISSING.union(VmFlags::UFFD_WP);
 
 /// smaps `VmFlags` mnemonics in bit order (fs/proc/task_mmu.c show_smap_vma_flags()).
 const MNEMONICS: &[(VmFlags, &str)] = &[
@@ -140,6 +143,13 @@ pub struct Vma {
     pub anon_vma: Option<AnonVmaId>,
     /// The anon_vma chain has more than one link (inherited through fork).
     pub fork_child: bool,
+    /// `vm_userfaultfd_ctx`: the userfaultfd this VMA is registered with.
+    /// Meaningful only while the VMA has a VM_UFFD_* flag (read it through
+    /// [`Vma::uffd_ctx`]): code that drops the registration by clearing the
+    /// flags (fork without EVENT_FORK, mremap without EVENT_REMAP) thereby
+    /// drops the context too, as userfaultfd_reset_ctx() does.
+    #[serde(default)]
+    pub uffd_ctx: Option<crate::uffd::UffdId>,
 }
 
 impl Vma {
@@ -148,6 +158,10 @@ impl Vma {
     }
     pub fn contains(&self, addr: u64) -> bool {
         self.start <= addr && addr < self.end
+    }
+    /// The userfaultfd context the VMA is registered with, if any.
+    pub fn uffd_ctx(&self) -> Option<crate::uffd::UffdId> {
+        uffd_ctx_of(self.flags, self.uffd_ctx)
     }
     /// pgoff of the page at `addr` (which may lie outside the VMA).
     pub fn pgoff_at(&self, addr: u64) -> u64 {
@@ -159,6 +173,15 @@ impl Vma {
 /// Flags compatible for a merge. Linux: mm/vma.c is_mergeable_vma().
 pub fn flags_mergeable(a: VmFlags, b: VmFlags) -> bool {
     (a ^ b).difference(VM_IGNORE_MERGE).is_empty() && !a.intersects(VM_SPECIAL)
+}
+
+/// The effective userfaultfd context of a VMA with `flags` and raw context
+/// `ctx` (none unless a VM_UFFD_* flag is set).
+pub fn uffd_ctx_of(
+    flags: VmFlags,
+    ctx: Option<crate::uffd::UffdId>,
+) -> Option<crate::uffd::UffdId> {
+    ctx.filter(|_| flags.intersects(VM_UFFD_FLAGS))
 }
 
 /// Linux: mm/vma.c is_mergeable_anon_vma(): a missing anon_vma on one side is
@@ -271,6 +294,7 @@ mod tests {
             pgoff: start >> 12,
             anon_vma: None,
             fork_child: false,
+            uffd_ctx: None,
         }
     }
 

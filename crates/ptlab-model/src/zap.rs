@@ -25,10 +25,13 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
     let table = mm.deposited.remove(&slot).expect("deposited page table");
     mm.pt.install_pte_table(slot, table);
     if Some(leaf.pfn) == phys.huge_zero {
-        // Linux: __split_huge_zero_page_pmd(): 512 zero-page PTEs, each set alone.
+        // Linux: __split_huge_zero_page_pmd(): 512 zero-page PTEs, each set
+        // alone, with the VMA's protection (the PMD's: exec, PROT_NONE) and
+        // the PMD's uffd-wp bit.
+        let keep = LeafFlags::YOUNG | LeafFlags::EXEC | LeafFlags::PROTNONE | LeafFlags::UFFD_WP;
         let zero = Leaf {
             pfn: phys.zero_pfn,
-            flags: (leaf.flags & LeafFlags::YOUNG) | LeafFlags::SPECIAL,
+            flags: (leaf.flags & keep) | LeafFlags::SPECIAL,
         };
         for i in 0..512 {
             mm.pt.set_ptes(slot + i * 4096, zero, 1, phys);

@@ -4,7 +4,9 @@
 //! bit is invisible to /proc), and keep every invariant.
 
 use proptest::prelude::*;
-use ptlab_model::{Advice, ArchKind, Before, MapFlags, Model, ModelConfig, Prot, Sections, ThpKnob, ThpMode};
+use ptlab_model::{
+    Advice, ArchKind, Before, MapFlags, Model, ModelConfig, Prot, Sections, ThpKnob, ThpMode,
+};
 
 const BASE: u64 = 0x7f00_0000_0000;
 const ARENA: u64 = 4 << 20;
@@ -20,11 +22,17 @@ enum Op {
 }
 
 fn off() -> impl Strategy<Value = u64> {
-    prop_oneof![(0..ARENA / 4096).prop_map(|p| p * 4096), (0..ARENA / 0x10000).prop_map(|p| p * 0x10000)]
+    prop_oneof![
+        (0..ARENA / 4096).prop_map(|p| p * 4096),
+        (0..ARENA / 0x10000).prop_map(|p| p * 0x10000)
+    ]
 }
 
 fn len() -> impl Strategy<Value = u64> {
-    prop_oneof![(1..32u64).prop_map(|p| p * 4096), (1..8u64).prop_map(|p| p * 0x10000)]
+    prop_oneof![
+        (1..32u64).prop_map(|p| p * 4096),
+        (1..8u64).prop_map(|p| p * 0x10000)
+    ]
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -50,7 +58,8 @@ fn run(arch: ArchKind, before: Before, orders: &[u8], ops: &[Op]) -> (Model, Str
     }
     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     m.mmap(1, BASE, ARENA, Prot::READ | Prot::WRITE, f).unwrap();
-    m.madvise(1, BASE + ARENA / 2, ARENA / 2, Advice::HugePage).unwrap();
+    m.madvise(1, BASE + ARENA / 2, ARENA / 2, Advice::HugePage)
+        .unwrap();
     let mut procs: Vec<u32> = vec![1];
     for op in ops {
         match *op {
@@ -90,12 +99,18 @@ fn run(arch: ArchKind, before: Before, orders: &[u8], ops: &[Op]) -> (Model, Str
             panic!("after {op:?}: {e:#?}");
         }
     }
-    let text: String = procs.iter().map(|&p| m.observe(p, &format!("p{p}")).render(Sections::ALL)).collect();
+    let text: String = procs
+        .iter()
+        .map(|&p| m.observe(p, &format!("p{p}")).render(Sections::ALL))
+        .collect();
     (m, text)
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64)
 }
 
 proptest! {

@@ -288,6 +288,8 @@ pub enum CheckKind {
     Ret(Expr),
     /// `expect segv`
     Segv,
+    /// `expect uffd`: the access faulted to userfaultfd.
+    Uffd,
 }
 
 /// A stand-alone expectation.

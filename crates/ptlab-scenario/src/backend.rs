@@ -24,6 +24,21 @@ pub enum BackendError {
     /// `expect segv`.
     #[error("SIGSEGV at {addr:#x}")]
     Segv { addr: u64 },
+    /// The access would fault to userfaultfd at (page-aligned) `addr`: a
+    /// missing page in a range registered MISSING, or a write to a uffd-wp
+    /// page in a range registered WP. Nothing resolves it (there is no
+    /// handler thread), so the access stops there. A scenario can expect
+    /// this with `expect uffd`.
+    #[error("fault at {addr:#x} goes to userfaultfd")]
+    Uffd { addr: u64 },
+    /// The syscall failed with `errno` and still reported a result through
+    /// its argument struct: the `copy`/`zeropage`/`move` field of the uffd
+    /// ioctls, which holds the bytes done on partial progress (with EAGAIN)
+    /// or `-errno`, or 0 if the kernel left the field untouched (the field
+    /// starts at 0). `expect errno NAME` matches it like [`Self::Errno`];
+    /// `NAME = ...` binds `result` (two's complement when negative).
+    #[error("{errno} (result {result})")]
+    ErrnoWithResult { errno: Errno, result: i64 },
     /// The backend does not implement this operation (yet).
     #[error("{0} is unsupported by this backend")]
     Unsupported(&'static str),
@@ -63,7 +78,8 @@ pub struct UffdMoveFlags {
 ///
 /// Every method takes the name of the process it acts in. Syscalls return
 /// `Err(BackendError::Errno(..))` for ordinary failures; accesses return
-/// `Err(BackendError::Segv { .. })` when they fault. Addresses and lengths
+/// `Err(BackendError::Segv { .. })` when they fault (or
+/// `Err(BackendError::Uffd { .. })` when the fault goes to userfaultfd). Addresses and lengths
 /// are passed through unvalidated, exactly as a program would pass them.
 pub trait Backend {
     /// `mmap(addr, len, prot, flags, -1, 0)`; returns the mapped address.
@@ -153,6 +169,13 @@ pub trait Backend {
             .collect())
     }
 
+    /// Called by the interpreter before every executed statement (except a
+    /// `repeat` header, whose body statements are announced one by one) with
+    /// its line, its source text and the enclosing loops as (line,
+    /// iteration). A backend that compares or records per statement (the
+    /// live diff) uses it to attribute what it finds; the default ignores it.
+    fn before_statement(&mut self, _line: u32, _text: &str, _loops: &[(u32, u64)]) {}
+
     /// Called by the interpreter after every executed statement. A backend
     /// that checks invariants continuously returns the violations here.
     fn after_statement(&mut self) -> Result<(), Vec<String>> {
@@ -209,7 +232,9 @@ pub trait Backend {
         Err(BackendError::Unsupported("uffd unregister"))
     }
     /// `UFFDIO_COPY` from `src` (or, with `tag`, from a buffer holding that
-    /// tag in every page); returns the bytes copied.
+    /// tag in every page); returns the bytes copied. A failure that left a
+    /// result in the struct's `copy` field (partial progress, `-errno`) is
+    /// [`BackendError::ErrnoWithResult`]; so for ZEROPAGE and MOVE.
     fn uffd_copy(
         &mut self,
         _proc: &str,

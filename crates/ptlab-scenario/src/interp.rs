@@ -211,6 +211,15 @@ impl RunReport {
     }
 }
 
+/// A uffd output field as the kernel wrote it: bytes in hex, `-errno` in decimal.
+fn fmt_result(v: i64) -> String {
+    if v < 0 {
+        v.to_string()
+    } else {
+        fmt_num(v as u64)
+    }
+}
+
 /// Run `script` on `backend`.
 pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> RunReport {
     let slots = vec![Slot::Unset; script.names.len()];
@@ -432,6 +441,10 @@ impl<'a> Interp<'a> {
                 ),
             ));
         }
+        if !matches!(s.kind, StmtKind::Repeat { .. }) {
+            self.backend
+                .before_statement(s.pos.line, &s.text, &self.loops);
+        }
         let saved = s
             .process
             .as_ref()
@@ -551,16 +564,44 @@ impl<'a> Interp<'a> {
                     self.set(id, Slot::Failed(s.pos.line));
                 }
             }
-            Err(BackendError::Segv { .. }) if matches!(op, Op::Access(_)) => {}
+            // A failed uffd ioctl still reports its output field.
+            Err(BackendError::ErrnoWithResult { result, .. }) if !matches!(op, Op::Access(_)) => {
+                if let Some(id) = bind {
+                    self.set(id, Slot::Int(*result as u64));
+                }
+            }
+            Err(BackendError::Segv { .. } | BackendError::Uffd { .. })
+                if matches!(op, Op::Access(_)) => {}
             Err(other) => return Err(rt(s.pos, format!("{name}: {other}"))),
         }
+        // The errno of a failed syscall, and how to show it.
+        let failed_with = match &outcome {
+            Err(BackendError::Errno(e)) => Some((*e, e.to_string())),
+            Err(BackendError::ErrnoWithResult { errno, result }) => {
+                Some((*errno, format!("{errno} (result {})", fmt_result(*result))))
+            }
+            _ => None,
+        };
         let Some(check) = check else {
-            match outcome {
-                Err(BackendError::Errno(e)) => self.fail(
+            if let Some((_, e)) = &failed_with {
+                self.fail(
                     s.pos.line,
                     None,
                     FailureKind::Unexpected,
                     format!("{name} failed with {e} and no expect line covers it"),
+                    None,
+                );
+                return Ok(());
+            }
+            match outcome {
+                Err(BackendError::Uffd { addr }) => self.fail(
+                    s.pos.line,
+                    None,
+                    FailureKind::Unexpected,
+                    format!(
+                        "{name} at {} faults to userfaultfd and no 'expect uffd' covers it",
+                        fmt_num(addr)
+                    ),
                     None,
                 ),
                 Err(BackendError::Segv { addr }) => self.fail(
@@ -579,16 +620,30 @@ impl<'a> Interp<'a> {
         };
         let result = match (&check.kind, &outcome) {
             (CheckKind::Ok, Ok(_)) => Ok(()),
-            (CheckKind::Ok | CheckKind::Ret(_), Err(BackendError::Errno(e))) => Err(format!(
-                "expected {name} to succeed, but it failed with {e}"
+            (CheckKind::Ok | CheckKind::Ret(_), Err(_)) if failed_with.is_some() => {
+                let e = failed_with.as_ref().map_or(String::new(), |f| f.1.clone());
+                Err(format!(
+                    "expected {name} to succeed, but it failed with {e}"
+                ))
+            }
+            (CheckKind::Ok, Err(BackendError::Uffd { addr })) => Err(format!(
+                "expected {name} to complete, but it faulted to userfaultfd at {}",
+                fmt_num(*addr)
             )),
             (CheckKind::Ok, Err(err)) => {
                 Err(format!("expected {name} to complete, but it raised {err}"))
             }
-            (CheckKind::Errno(want), Err(BackendError::Errno(got))) if want == got => Ok(()),
-            (CheckKind::Errno(want), Err(BackendError::Errno(got))) => Err(format!(
-                "expected {name} to fail with {want}, but it failed with {got}"
-            )),
+            (CheckKind::Errno(want), Err(_))
+                if failed_with.as_ref().is_some_and(|f| f.0 == *want) =>
+            {
+                Ok(())
+            }
+            (CheckKind::Errno(want), Err(_)) if failed_with.is_some() => {
+                let got = failed_with.as_ref().map_or(String::new(), |f| f.1.clone());
+                Err(format!(
+                    "expected {name} to fail with {want}, but it failed with {got}"
+                ))
+            }
             (CheckKind::Errno(want), _) => {
                 let ret = outcome.as_ref().map_or_else(
                     |_| String::new(),
@@ -611,8 +666,20 @@ impl<'a> Interp<'a> {
                 }
             }
             (CheckKind::Segv, Err(BackendError::Segv { .. })) => Ok(()),
+            (CheckKind::Segv, Err(BackendError::Uffd { addr })) => Err(format!(
+                "expected {name} to raise SIGSEGV, but it faulted to userfaultfd at {}",
+                fmt_num(*addr)
+            )),
             (CheckKind::Segv, _) => Err(format!(
                 "expected {name} to raise SIGSEGV, but it completed"
+            )),
+            (CheckKind::Uffd, Err(BackendError::Uffd { .. })) => Ok(()),
+            (CheckKind::Uffd, Err(BackendError::Segv { addr })) => Err(format!(
+                "expected {name} to fault to userfaultfd, but it raised SIGSEGV at {}",
+                fmt_num(*addr)
+            )),
+            (CheckKind::Uffd, _) => Err(format!(
+                "expected {name} to fault to userfaultfd, but it completed"
             )),
             (CheckKind::Ret(_), Err(err)) => Err(format!(
                 "expected {name} to return a value, but it raised {err}"

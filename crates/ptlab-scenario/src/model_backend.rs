@@ -1,9 +1,10 @@
 //! [`Backend`] implementation over the executable model.
 
-use crate::backend::{Backend, BackendError};
+use crate::ast::UffdMode;
+use crate::backend::{Backend, BackendError, MremapFlags, UffdMoveFlags};
 use ptlab_model::{
-    observe::PageObs, AccessFault, Advice, MapFlags, Model, ModelConfig, Observation, Pid, Prot,
-    ThpKnob, ThpMode,
+    observe::PageObs, AccessFault, Advice, CopySource, Errno, MapFlags, Model, ModelConfig,
+    Observation, Pid, Prot, ThpKnob, ThpMode, UffdError, UffdId,
 };
 use std::collections::HashMap;
 
@@ -16,6 +17,8 @@ use std::collections::HashMap;
 pub struct ModelBackend {
     model: Model,
     pids: HashMap<String, Pid>,
+    /// The userfaultfd each process opened with `uffd open` (one each).
+    uffds: HashMap<String, UffdId>,
     check_every_statement: bool,
 }
 
@@ -28,6 +31,7 @@ impl ModelBackend {
         ModelBackend {
             model,
             pids,
+            uffds: HashMap::new(),
             check_every_statement: false,
         }
     }
@@ -55,10 +59,31 @@ impl ModelBackend {
             .ok_or_else(|| BackendError::NoProcess(proc.to_string()))
     }
 
+    /// The process's userfaultfd, as `(pid, context)`; EBADF without `uffd open`.
+    fn uffd(&self, proc: &str) -> Result<(Pid, UffdId), BackendError> {
+        let pid = self.pid(proc)?;
+        let id = self
+            .uffds
+            .get(proc)
+            .copied()
+            .ok_or(BackendError::Errno(Errno::EBADF))?;
+        Ok((pid, id))
+    }
+
+    /// A failed COPY/ZEROPAGE/MOVE: the errno with the struct's output
+    /// field (0 when the kernel left it untouched).
+    fn uffd_error(e: UffdError) -> BackendError {
+        BackendError::ErrnoWithResult {
+            errno: e.errno,
+            result: e.field.unwrap_or(0),
+        }
+    }
+
     fn access_error(proc: &str, fault: AccessFault) -> BackendError {
         match fault {
             AccessFault::Segv { addr } => BackendError::Segv { addr },
             AccessFault::NoProcess => BackendError::NoProcess(proc.to_string()),
+            AccessFault::Uffd { addr } => BackendError::Uffd { addr },
             // Out of model memory and anything added later: not something a
             // scenario can expect, so the interpreter stops with it.
             other => BackendError::Other(other.to_string()),
@@ -98,6 +123,40 @@ impl Backend for ModelBackend {
         let pid = self.pid(proc)?;
         self.model
             .madvise(pid, addr, len, advice)
+            .map_err(BackendError::Errno)
+    }
+
+    fn mprotect(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+    ) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .mprotect(pid, addr, len, prot)
+            .map_err(BackendError::Errno)
+    }
+
+    fn mremap(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: MremapFlags,
+    ) -> Result<u64, BackendError> {
+        use ptlab_model::MremapFlags as F;
+        let pid = self.pid(proc)?;
+        let mut bits = F::empty();
+        bits.set(F::MAYMOVE, flags.maymove);
+        bits.set(F::FIXED, flags.fixed.is_some());
+        bits.set(F::DONTUNMAP, flags.dontunmap);
+        // new_addr is 0 unless `fixed NEWADDR` gives it (the scenario
+        // language has no DONTUNMAP hint).
+        self.model
+            .mremap(pid, addr, old_len, new_len, bits, flags.fixed.unwrap_or(0))
             .map_err(BackendError::Errno)
     }
 
@@ -157,7 +216,89 @@ impl Backend for ModelBackend {
         let pid = self.pid(proc)?;
         self.model.exit(pid).map_err(BackendError::Errno)?;
         self.pids.remove(proc);
+        // exit closes the descriptor (its mm is gone already).
+        if let Some(id) = self.uffds.remove(proc) {
+            let _ = self.model.uffd_close(id);
+        }
         Ok(())
+    }
+
+    /// userfaultfd(2) then UFFDIO_API with `UFFD_FEATURE_SIGBUS`, as the
+    /// live harness opens it; a second `uffd open` in a process is EBUSY.
+    fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        if self.uffds.contains_key(proc) {
+            return Err(BackendError::Errno(Errno::EBUSY));
+        }
+        let id = self.model.uffd_open(pid).map_err(BackendError::Errno)?;
+        self.model
+            .uffd_api(
+                id,
+                ptlab_model::uffd::UFFD_API,
+                ptlab_model::uffd::UFFD_FEATURE_SIGBUS,
+            )
+            .map_err(BackendError::Errno)?;
+        self.uffds.insert(proc.to_string(), id);
+        Ok(())
+    }
+
+    fn uffd_register(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        mode: UffdMode,
+    ) -> Result<(), BackendError> {
+        let (_, id) = self.uffd(proc)?;
+        let bits = u64::from(mode.missing) | (u64::from(mode.wp) << 1);
+        self.model
+            .uffd_register(id, addr, len, bits)
+            .map(|_| ())
+            .map_err(BackendError::Errno)
+    }
+
+    fn uffd_unregister(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        let (_, id) = self.uffd(proc)?;
+        self.model
+            .uffd_unregister(id, addr, len)
+            .map_err(BackendError::Errno)
+    }
+
+    fn uffd_copy(
+        &mut self,
+        proc: &str,
+        dst: u64,
+        src: u64,
+        len: u64,
+        tag: Option<u64>,
+    ) -> Result<u64, BackendError> {
+        let (pid, id) = self.uffd(proc)?;
+        let src = tag.map_or(CopySource::Addr(src), CopySource::Tag);
+        self.model
+            .uffd_copy(pid, id, dst, src, len, 0)
+            .map_err(Self::uffd_error)
+    }
+
+    fn uffd_zeropage(&mut self, proc: &str, dst: u64, len: u64) -> Result<u64, BackendError> {
+        let (_, id) = self.uffd(proc)?;
+        self.model
+            .uffd_zeropage(id, dst, len, 0)
+            .map_err(Self::uffd_error)
+    }
+
+    fn uffd_move(
+        &mut self,
+        proc: &str,
+        dst: u64,
+        src: u64,
+        len: u64,
+        flags: UffdMoveFlags,
+    ) -> Result<u64, BackendError> {
+        let (pid, id) = self.uffd(proc)?;
+        let mode = u64::from(flags.dontwake) | (u64::from(flags.allow_src_holes) << 1);
+        self.model
+            .uffd_move(pid, id, dst, src, len, mode)
+            .map_err(Self::uffd_error)
     }
 
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {

@@ -69,12 +69,13 @@ const PAGE_ATTRS: &[&str] = &[
     "tag",
     "samefolio",
 ];
-const CHECK_KINDS: &[&str] = &["ok", "errno", "ret", "segv"];
+const CHECK_KINDS: &[&str] = &["ok", "errno", "ret", "segv", "uffd"];
 const EXPECT_KINDS: &[&str] = &[
     "ok",
     "errno",
     "ret",
     "segv",
+    "uffd",
     "maps",
     "page",
     "pfn",
@@ -373,7 +374,7 @@ impl<'s> Parser<'s> {
         }))
     }
 
-    /// Whether the next line is `expect ok|errno|ret|segv`.
+    /// Whether the next line is `expect ok|errno|ret|segv|uffd`.
     fn next_is_check(&mut self) -> bool {
         let idx = self.next;
         if idx >= self.lines.len() {
@@ -636,7 +637,7 @@ impl<'s> Parser<'s> {
         Ok(id)
     }
 
-    /// Consume an `expect ok|errno|ret|segv` line about `op`, if one follows.
+    /// Consume an `expect ok|errno|ret|segv|uffd` line about `op`, if one follows.
     fn check_for(&mut self, op: &Op) -> Result<Option<Check>, ParseError> {
         if !self.next_is_check() {
             return Ok(None);
@@ -647,7 +648,7 @@ impl<'s> Parser<'s> {
         let text = cur.line_text();
         cur.bump(); // expect
         let pos = cur.pos();
-        let (word, _) = cur.ident("ok, errno, ret or segv")?;
+        let (word, _) = cur.ident("ok, errno, ret, segv or uffd")?;
         let kind = match word.as_str() {
             "ok" => CheckKind::Ok,
             "errno" => {
@@ -670,12 +671,14 @@ impl<'s> Parser<'s> {
                 }
                 CheckKind::Ret(self.arg(&mut cur, "the expected return value", NO_STOP)?)
             }
+            "uffd" => CheckKind::Uffd,
             _ => CheckKind::Segv,
         };
         cur.finish(&format!("'expect {word}'"))?;
         let allowed = match (op, &kind) {
             (Op::Syscall(_), CheckKind::Segv) => Some("'expect segv' only follows read or write; a syscall reports errors with 'expect errno NAME'"),
-            (Op::Access(_), CheckKind::Errno(_) | CheckKind::Ret(_)) => Some("read and write do not fail with an errno; use 'expect segv' or 'expect ok'"),
+            (Op::Syscall(_) | Op::Thp(_), CheckKind::Uffd) => Some("'expect uffd' only follows read or write (an access that faults to userfaultfd)"),
+            (Op::Access(_), CheckKind::Errno(_) | CheckKind::Ret(_)) => Some("read and write do not fail with an errno; use 'expect segv', 'expect uffd' or 'expect ok'"),
             (Op::Thp(_), CheckKind::Ret(_) | CheckKind::Segv) => Some("a thp line can only be followed by 'expect ok' or 'expect errno NAME'"),
             _ => None,
         };
@@ -686,7 +689,7 @@ impl<'s> Parser<'s> {
             if let Some(extra) = self.take_line()? {
                 return Err(extra.err_at(
                     extra.pos(),
-                    format!("only one 'expect ok|errno|ret|segv' line may follow a statement (line {} already checks it)", pos.line),
+                    format!("only one 'expect ok|errno|ret|segv|uffd' line may follow a statement (line {} already checks it)", pos.line),
                 ));
             }
         }
@@ -1436,7 +1439,7 @@ impl<'s> Parser<'s> {
     }
 }
 
-/// Whether a line's tokens start with `expect ok|errno|ret|segv`.
+/// Whether a line's tokens start with `expect ok|errno|ret|segv|uffd`.
 fn is_check_line(tokens: &[Token]) -> bool {
     let word = |i: usize| match tokens.get(i).map(|t| &t.kind) {
         Some(TokenKind::Ident(w)) => Some(w.as_str()),

@@ -121,3 +121,59 @@ expect page p 4M anon",
     );
     assert!(start.elapsed().as_secs() < 30, "took {:?}", start.elapsed());
 }
+
+#[test]
+fn uffd_results_and_fault_checks() {
+    // A failed uffd ioctl binds its output field; `expect uffd` checks a
+    // fault that goes to userfaultfd.
+    assert_passes_on_both(
+        "let R = 0x7f0000000000
+mmap 8M at R fixed prot none
+dst = mmap 64K at R + 1M fixed
+src = mmap 64K at R + 4M fixed
+write src 12K
+uffd move dst src 4K
+expect errno EBADF
+uffd open
+uffd open
+expect errno EBUSY
+uffd register dst 64K missing
+read dst
+expect uffd
+uffd copy dst + 4K src 4K tag=1
+n = uffd move dst src 12K
+expect errno EAGAIN
+expect value n == 4K
+n = uffd move dst src 0
+expect errno EINVAL
+expect value n == 0
+n = uffd move dst + 4K src + 4K 4K
+expect errno EEXIST
+expect value n == -17
+n = uffd zeropage dst + 8K 4K
+expect ret == 4K",
+    );
+    // Uncovered outcomes are failures that say what happened.
+    let r = run_model(
+        ArchKind::X86_64,
+        "p = mmap 64K at 0x7f0000000000 fixed
+uffd open
+uffd register p 64K missing
+read p
+n = uffd move p p + 4K 4K
+read p
+expect segv
+write p
+expect ok",
+    );
+    let msgs: Vec<String> = r.failures.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        msgs,
+        vec![
+            "m.ptl:4: read at 0x7f0000000000 faults to userfaultfd and no 'expect uffd' covers it",
+            "m.ptl:5: uffd move failed with ENOENT (No such file or directory) (result -2) and no expect line covers it",
+            "m.ptl:7: expectation failed: expected read to raise SIGSEGV, but it faulted to userfaultfd at 0x7f0000000000",
+            "m.ptl:9: expectation failed: expected write to complete, but it faulted to userfaultfd at 0x7f0000000000",
+        ]
+    );
+}

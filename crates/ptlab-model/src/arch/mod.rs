@@ -51,6 +51,11 @@ impl Leaf {
     pub fn write(&self) -> bool {
         self.flags.contains(LeafFlags::WRITE)
     }
+    /// arm64 pte_valid_cont(): CONT on a valid entry. A PROT_NONE entry is
+    /// present but not valid, so its CONT bit is ignored by the contpte layer.
+    pub fn valid_cont(&self) -> bool {
+        self.flags.contains(LeafFlags::CONT) && !self.flags.contains(LeafFlags::PROTNONE)
+    }
     /// Attributes that must agree for entries to share a contiguous block
     /// (young and dirty are gathered across the block, so they are ignored).
     /// Linux: arch/arm64/mm/contpte.c __contpte_try_fold() compares pte_pgprot

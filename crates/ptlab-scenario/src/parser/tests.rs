@@ -221,11 +221,11 @@ fn error_positions_and_suggestions() {
     );
     assert_eq!(
         err("read 0\nexpect errno EFAULT"),
-        "t.ptl:2:8: read and write do not fail with an errno; use 'expect segv' or 'expect ok'"
+        "t.ptl:2:8: read and write do not fail with an errno; use 'expect segv', 'expect uffd' or 'expect ok'"
     );
     assert_eq!(
         err("mmap 4K\nexpect ok\nexpect ok"),
-        "t.ptl:3:1: only one 'expect ok|errno|ret|segv' line may follow a statement (line 2 already checks it)"
+        "t.ptl:3:1: only one 'expect ok|errno|ret|segv|uffd' line may follow a statement (line 2 already checks it)"
     );
     assert_eq!(err("mmap 64kB"), "t.ptl:1:6: invalid number '64kB': unknown size suffix 'kB' (write '64K'; suffixes are K, M, G, T)");
     assert_eq!(
@@ -534,4 +534,34 @@ fn before_switches() {
     assert!(err("before").contains("expected a seed-change switch name or 'none'"));
     assert!(err("before fork-pte").contains("found 'fork-pte'"));
     assert!(err("before fork-").contains("the rest of the switch name"));
+}
+
+#[test]
+fn expect_uffd_check() {
+    let s = ok("p = mmap 4K\nuffd open\nuffd register p 4K missing\nread p\nexpect uffd\nwrite p 4K tag=1\nexpect uffd");
+    let checks: Vec<&CheckKind> = s
+        .body
+        .iter()
+        .filter_map(|st| match &st.kind {
+            StmtKind::Op { check: Some(c), .. } => Some(&c.kind),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checks, vec![&CheckKind::Uffd, &CheckKind::Uffd]);
+    assert_eq!(
+        err("uffd open\nexpect uffd"),
+        "t.ptl:2:8: 'expect uffd' only follows read or write (an access that faults to userfaultfd)"
+    );
+    assert_eq!(
+        err("thp enabled never\nexpect uffd"),
+        "t.ptl:2:8: 'expect uffd' only follows read or write (an access that faults to userfaultfd)"
+    );
+    assert_eq!(
+        err("observe\nexpect uffd"),
+        "t.ptl:2:1: 'expect uffd' must directly follow the syscall, read/write or thp line whose result it checks"
+    );
+    assert_eq!(
+        err("read 0\nexpect uffd\nexpect segv"),
+        "t.ptl:3:1: only one 'expect ok|errno|ret|segv|uffd' line may follow a statement (line 2 already checks it)"
+    );
 }
