@@ -13,6 +13,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod show;
+
 #[derive(Parser)]
 #[command(
     name = "ptlab",
@@ -29,10 +31,50 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a .ptl scenario on the page-table model and check its expectations
+    /// Run a .ptl scenario on the page-table model (or the live kernel) and check its expectations
     #[command(after_help = RUN_HELP)]
     Run(RunArgs),
+    /// Run a scenario on the model and on the live kernel and compare what they show
+    #[command(after_help = DIFF_HELP)]
+    Diff(DiffArgs),
+    /// Run random scenarios on the model and the live kernel, diff them, shrink divergences
+    #[command(after_help = FUZZ_HELP)]
+    Fuzz(FuzzArgs),
+    /// Put back THP knobs left changed by a live run that died (reads the restore journal)
+    Restore,
+    /// Draw VMAs, page tables, folios and what a step changed as an HTML page (SVG)
+    #[command(after_help = show::SHOW_HELP)]
+    Show(show::ShowArgs),
 }
+
+const DIFF_HELP: &str = "\
+Examples:
+  ptlab diff scenarios/examples/basic.ptl
+  ptlab diff --format json tests/scenarios/fork.ptl
+
+Every operation runs on both backends; after every statement the maps, pages
+(folio grouping and sharing matched as a bijection of frames), and THP counter
+deltas of every process are compared. On a divergence ptlab prints the first
+divergent statement (file:line) with a side-by-side of what each side showed.
+Needs root for frame numbers, kpageflags and kpagecount, and to change THP
+knobs; see docs/live.md.
+
+Exit status: 0 = agreement, 1 = divergence, 2 = usage, I/O or parse error (or
+the live backend cannot start), 3 = no divergence but the run stopped early
+(an operation unsupported by the model, or a runtime error).";
+
+const FUZZ_HELP: &str = "\
+Examples:
+  ptlab fuzz --time 60                 # a minute of random scenarios
+  ptlab fuzz --seed 42 --steps 200     # 200 scenarios from seed 42 (reproducible)
+
+Each step generates one random scenario (mmap/munmap/madvise/read/write/thp
+over 64 KiB, 2 MiB and 1 GiB alignments, partial folio ranges and VMA edges),
+diffs it against the live kernel, and on divergence shrinks it to a minimal
+.ptl file saved in --out. The seed is printed; the same seed gives the same
+scenarios.
+
+Exit status: 0 = no divergence, 1 = divergences found, 2 = error.";
 
 const RUN_HELP: &str = "\
 Examples:
@@ -78,6 +120,63 @@ struct RunArgs {
     /// statement in the scenario replaces this set.
     #[arg(long = "before", value_name = "NAME", value_parser = parse_before)]
     before: Vec<ptlab_model::Before>,
+
+    /// Where to run: the model, or the live kernel (in worker processes; see docs/live.md)
+    #[arg(long, value_enum, default_value_t = BackendKind::Model)]
+    backend: BackendKind,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendKind {
+    /// The executable model
+    Model,
+    /// The running kernel
+    Live,
+}
+
+#[derive(Args)]
+struct DiffArgs {
+    /// The scenario file to run (.ptl)
+    file: PathBuf,
+
+    /// Architecture whose page-table format the model uses
+    #[arg(long, value_enum, default_value_t = Arch::X86_64)]
+    arch: Arch,
+
+    /// Output format: readable text, or one JSON object
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+
+    /// Compare only at observe/expect lines and at the end (faster for big scenarios)
+    #[arg(long)]
+    checkpoints_only: bool,
+}
+
+#[derive(Args)]
+struct FuzzArgs {
+    /// Seed (default: derived from the clock; always printed)
+    #[arg(long)]
+    seed: Option<u64>,
+
+    /// Number of random scenarios to run (default: until --time runs out)
+    #[arg(long)]
+    steps: Option<u64>,
+
+    /// Time budget in seconds (default 60 when --steps is not given)
+    #[arg(long)]
+    time: Option<u64>,
+
+    /// Statements per generated scenario
+    #[arg(long, default_value_t = 24)]
+    ops: usize,
+
+    /// Directory for shrunk divergent scenarios
+    #[arg(long, default_value = "fuzz-failures")]
+    out: PathBuf,
+
+    /// Do not show a progress bar
+    #[arg(long)]
+    quiet: bool,
 }
 
 fn parse_before(name: &str) -> std::result::Result<ptlab_model::Before, String> {
@@ -117,17 +216,70 @@ enum Format {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A live run that died (crash, SIGKILL) may have left THP knobs changed:
+    // put them back before doing anything else.
+    if !matches!(cli.command, Command::Restore) {
+        match ptlab_live::knobs::restore_stale_journal() {
+            Ok(Some(rep)) => eprintln!("ptlab: {rep}"),
+            Ok(None) => {}
+            Err(e) => eprintln!("ptlab: warning: cannot restore a stale THP journal: {e:#}"),
+        }
+    }
     let result = match &cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(args).map(|ok| if ok { 0 } else { 1 }),
+        Command::Diff(args) => diff(args),
+        Command::Fuzz(args) => fuzz(args),
+        Command::Restore => restore(),
+        Command::Show(args) => show::show(args),
     };
     match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("ptlab: error: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+fn restore() -> Result<u8> {
+    match ptlab_live::knobs::restore_now()? {
+        Some(rep) => {
+            println!("{rep}");
+            Ok(if rep.skipped.is_empty() { 0 } else { 1 })
+        }
+        None => {
+            println!(
+                "nothing to restore (no journal at {})",
+                ptlab_live::knobs::journal_path().display()
+            );
+            Ok(0)
+        }
+    }
+}
+
+fn diff(args: &DiffArgs) -> Result<u8> {
+    if let Some(why) = ptlab_live::live_unavailable() {
+        anyhow::bail!("cannot run on the live kernel: {why}");
+    }
+    let opts = ptlab_live::DiffOptions {
+        arch: args.arch.kind(),
+        every_step: !args.checkpoints_only,
+        ..Default::default()
+    };
+    let report = ptlab_live::diff_file(&args.file, &opts)?;
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    match args.format {
+        Format::Text => write!(out, "{}", report.render_text()),
+        Format::Json => writeln!(out, "{}", report.to_json()),
+    }
+    .and_then(|()| out.flush())
+    .context("cannot write the report to stdout")?;
+    Ok(match report.outcome() {
+        ptlab_live::DiffOutcome::Agree => 0,
+        ptlab_live::DiffOutcome::Diverge => 1,
+        ptlab_live::DiffOutcome::Partial => 3,
+    })
 }
 
 /// Run one scenario; `Ok(passed)`.
@@ -141,8 +293,13 @@ fn run(args: &RunArgs) -> Result<bool> {
         .before
         .iter()
         .fold(ptlab_model::Before::empty(), |a, b| a | *b);
-    let mut backend = ModelBackend::new(cfg).check_every_statement(args.check_invariants);
-    let report = ptlab_scenario::run(&script, &mut backend, &RunOptions::default());
+    let report = match args.backend {
+        BackendKind::Model => {
+            let mut backend = ModelBackend::new(cfg).check_every_statement(args.check_invariants);
+            ptlab_scenario::run(&script, &mut backend, &RunOptions::default())
+        }
+        BackendKind::Live => run_live(&script)?,
+    };
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match args.format {
@@ -152,6 +309,25 @@ fn run(args: &RunArgs) -> Result<bool> {
     .and_then(|()| out.flush())
     .context("cannot write the report to stdout")?;
     Ok(report.passed())
+}
+
+/// Run a parsed scenario on the live kernel.
+fn run_live(script: &ptlab_scenario::Script) -> Result<RunReport> {
+    if let Some(why) = ptlab_live::live_unavailable() {
+        anyhow::bail!("cannot run on the live kernel: {why}");
+    }
+    if !ptlab_live::is_root() {
+        eprintln!(
+            "ptlab: note: not root: frame numbers, kpageflags and kpagecount are unreadable \
+             (order, idx, AX, cnt and samefolio cannot hold), and THP knobs cannot change"
+        );
+    }
+    let mut backend = ptlab_live::LiveBackend::new()?;
+    let report = ptlab_scenario::run(script, &mut backend, &RunOptions::default());
+    for n in backend.notes() {
+        eprintln!("ptlab: note: {n}");
+    }
+    Ok(report)
 }
 
 /// Observations and failures interleaved in the order they happened.
@@ -209,4 +385,106 @@ fn print_json(out: &mut impl Write, report: &RunReport) -> io::Result<()> {
         "aborted": report.aborted,
     });
     writeln!(out, "{summary}")
+}
+
+fn fuzz(args: &FuzzArgs) -> Result<u8> {
+    use ptlab_live::fuzz::{FuzzEvent, FuzzOptions};
+    use ptlab_live::DiffOutcome;
+    use std::time::Duration;
+    if let Some(why) = ptlab_live::live_unavailable() {
+        anyhow::bail!("cannot run on the live kernel: {why}");
+    }
+    if !ptlab_live::is_root() {
+        eprintln!(
+            "ptlab: note: not root: knob changes fail and frames are not compared; \
+             fuzzing is of little use without root"
+        );
+    }
+    let seed = args.seed.unwrap_or_else(ptlab_live::fuzz::time_seed);
+    let time = match (args.time, args.steps) {
+        (Some(t), _) => Some(Duration::from_secs(t)),
+        (None, Some(_)) => None,
+        (None, None) => Some(Duration::from_secs(60)),
+    };
+    let opts = FuzzOptions {
+        seed,
+        cases: args.steps,
+        time,
+        ops: args.ops,
+        out_dir: args.out.clone(),
+        ..FuzzOptions::default()
+    };
+    eprintln!(
+        "ptlab fuzz: seed {seed} (reproduce with: ptlab fuzz --seed {seed}{})",
+        args.steps
+            .map_or(String::new(), |n| format!(" --steps {n}"))
+    );
+    let bar = if args.quiet {
+        indicatif::ProgressBar::hidden()
+    } else if let Some(n) = args.steps {
+        indicatif::ProgressBar::new(n)
+    } else {
+        indicatif::ProgressBar::new(time.map_or(0, |t| t.as_secs()))
+    };
+    let by_time = args.steps.is_none();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(if by_time {
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} s  {msg}"
+        } else {
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} cases  {msg}"
+        })
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let start = std::time::Instant::now();
+    let (mut agree, mut diverge, mut partial) = (0u64, 0u64, 0u64);
+    let summary = ptlab_live::fuzz::fuzz(&opts, &mut |ev| match ev {
+        FuzzEvent::Case { outcome, .. } => {
+            match outcome {
+                DiffOutcome::Agree => agree += 1,
+                DiffOutcome::Diverge => diverge += 1,
+                DiffOutcome::Partial => partial += 1,
+            }
+            if by_time {
+                bar.set_position(start.elapsed().as_secs());
+            } else {
+                bar.inc(1);
+            }
+            bar.set_message(format!(
+                "{agree} agree, {diverge} diverge, {partial} partial"
+            ));
+        }
+        FuzzEvent::Shrinking { case } => {
+            bar.set_message(format!("case {case} diverged: shrinking ..."))
+        }
+        FuzzEvent::Found(f) => bar.println(format!(
+            "{}divergence in case {}: {}\n  saved {}",
+            if f.flaky { "flaky " } else { "" },
+            f.case,
+            f.summary,
+            f.path.display()
+        )),
+    })?;
+    bar.finish_and_clear();
+    for f in &summary.findings {
+        println!("{}", f.report);
+    }
+    let real = summary.divergences().count();
+    println!(
+        "fuzz seed {seed}: {} scenarios in {:.1} s: {} agree, {} partial, {} divergent ({} flaky) \
+         [operations: mmap munmap madvise read write thp{}{}{}]",
+        summary.cases,
+        summary.elapsed.as_secs_f64(),
+        summary.agree,
+        summary.partial,
+        real,
+        summary.findings.len() - real,
+        if summary.ops.fork { " fork exit" } else { "" },
+        if summary.ops.mprotect {
+            " mprotect"
+        } else {
+            ""
+        },
+        if summary.ops.mremap { " mremap" } else { "" },
+    );
+    Ok(if real > 0 { 1 } else { 0 })
 }

@@ -1,0 +1,1421 @@
+//! `ptlab diff`: run a scenario on the model and on the live kernel in
+//! lockstep and compare what they show.
+//!
+//! [`DiffBackend`] forwards every operation to both backends and compares
+//! the results (return values, errnos, SIGSEGV). After every statement that
+//! executed an operation it compares the observations of every process:
+//! maps (start, end, permissions, VmFlags, Rss, AnonHugePages), every page
+//! (state, folio order and index, PMD or PTE mapping, pagemap bit 56,
+//! kpageflags anon-exclusive, kpagecount, tag) and the THP counter deltas.
+//! Frames are compared structurally: live frames are matched to model
+//! frames as a bijection over all processes (same folio grouping, same
+//! sharing), never by value.
+//!
+//! The interpreter sees the model's results and observations, so the
+//! scenario's own `expect` lines are evaluated as `ptlab run` would.
+
+use crate::live::{LiveBackend, LiveCaps, LiveError};
+use ptlab_model::observe::{render_page_runs, PageObs};
+use ptlab_model::{
+    Advice, ArchKind, MapFlags, Model, ModelConfig, Observation, PageState, Prot, ThpKnob, ThpMode,
+    PMD_SIZE,
+};
+use ptlab_scenario::ast::UffdMode;
+use ptlab_scenario::{
+    Backend, BackendError, FailureKind, ModelBackend, MremapFlags, ParseError, RunOptions,
+    RunReport, UffdMoveFlags,
+};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+
+/// Options for a diff run.
+#[derive(Clone, Debug)]
+pub struct DiffOptions {
+    /// Page-table format of the model.
+    pub arch: ArchKind,
+    /// Compare after every statement (otherwise only at `observe`/`expect`
+    /// statements and at the end).
+    pub every_step: bool,
+    /// Above this many pages of scenario address space, per-statement
+    /// comparison is switched off (with a note) to keep runs fast.
+    pub page_budget: u64,
+    /// Keep at most this many divergent steps.
+    pub max_divergences: usize,
+    /// Statement limit passed to the interpreter.
+    pub max_steps: Option<u64>,
+    /// Model configuration to use instead of [`machine_model_config`]
+    /// (tests use a deliberately wrong one to check that divergences are
+    /// found and reported).
+    pub model_config: Option<ModelConfig>,
+}
+
+impl Default for DiffOptions {
+    fn default() -> Self {
+        DiffOptions {
+            arch: ArchKind::X86_64,
+            every_step: true,
+            page_budget: 1 << 17,
+            max_divergences: 20,
+            max_steps: None,
+            model_config: None,
+        }
+    }
+}
+
+/// One divergent comparison.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Divergence {
+    /// Line of the statement after which it was seen (0: before any).
+    pub line: u32,
+    /// That statement's text.
+    pub stmt: String,
+    /// Enclosing loops (line, iteration).
+    pub loops: Vec<(u32, u64)>,
+    /// Process it concerns (empty for global counters).
+    pub process: String,
+    /// `result`, `placement`, `maps`, `pages`, `frames`, `stats`, `processes`.
+    pub kind: String,
+    /// One-line description.
+    pub summary: String,
+    /// What the live kernel showed, one item per line.
+    pub live: Vec<String>,
+    /// What the model showed, one item per line.
+    pub model: Vec<String>,
+    /// Further explanation (per-page differences), printed below the table.
+    pub detail: Vec<String>,
+}
+
+impl Divergence {
+    /// Text rendering with a side-by-side table.
+    pub fn render(&self, file: &str) -> String {
+        let mut s = String::new();
+        let _ = write!(s, "{file}:{}: ", self.line);
+        if self.process.is_empty() {
+            let _ = write!(s, "{}: {}", self.kind, self.summary);
+        } else {
+            let _ = write!(
+                s,
+                "{} of process {}: {}",
+                self.kind, self.process, self.summary
+            );
+        }
+        let _ = write!(
+            s,
+            "\n    after: {}",
+            if self.stmt.is_empty() {
+                "(start)"
+            } else {
+                &self.stmt
+            }
+        );
+        for (l, i) in &self.loops {
+            let _ = write!(s, " [repeat at line {l}, iteration {i}]");
+        }
+        s.push('\n');
+        s.push_str(&side_by_side(&self.live, &self.model));
+        for d in &self.detail {
+            let _ = writeln!(s, "    {d}");
+        }
+        s
+    }
+}
+
+/// Two columns: live | model, marking rows that differ.
+pub fn side_by_side(live: &[String], model: &[String]) -> String {
+    if live.is_empty() && model.is_empty() {
+        return String::new();
+    }
+    let w = live
+        .iter()
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(4, 72);
+    let mut s = String::new();
+    let _ = writeln!(s, "      {:<w$} | model", "live");
+    for i in 0..live.len().max(model.len()) {
+        let l = live.get(i).map_or("", String::as_str);
+        let m = model.get(i).map_or("", String::as_str);
+        let mark = if l == m { ' ' } else { '*' };
+        let _ = writeln!(s, "    {mark} {l:<w$} | {m}");
+    }
+    s
+}
+
+/// What the comparison concluded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffOutcome {
+    /// Both backends showed the same thing at every comparison.
+    Agree,
+    /// At least one divergence.
+    Diverge,
+    /// No divergence, but the run stopped early (an operation the model
+    /// does not support, a runtime error, a live-harness problem).
+    Partial,
+}
+
+/// Everything a diff run produced.
+#[derive(Clone, Debug)]
+pub struct DiffReport {
+    pub file: String,
+    /// The interpreter's report (the scenario's own expectations, on the model).
+    pub run: RunReport,
+    pub divergences: Vec<Divergence>,
+    /// Divergent steps beyond `max_divergences` (counted only).
+    pub more_divergences: u64,
+    /// Why the run stopped early: (line, message).
+    pub stopped: Option<(u32, String)>,
+    /// The stop was an operation the model does not support.
+    pub unsupported_by_model: bool,
+    pub notes: Vec<String>,
+    /// Comparisons made.
+    pub comparisons: u64,
+    /// Pages ptlab could not fully observe live, by reason.
+    pub caps: Option<LiveCaps>,
+}
+
+impl DiffReport {
+    pub fn outcome(&self) -> DiffOutcome {
+        if !self.divergences.is_empty() {
+            DiffOutcome::Diverge
+        } else if self.stopped.is_some() {
+            DiffOutcome::Partial
+        } else {
+            DiffOutcome::Agree
+        }
+    }
+
+    /// Number of distinct statements after which something diverged.
+    pub fn divergent_steps(&self) -> usize {
+        type Step<'a> = (u32, &'a str, &'a [(u32, u64)]);
+        let mut steps: Vec<Step> = self
+            .divergences
+            .iter()
+            .map(|d| (d.line, d.stmt.as_str(), d.loops.as_slice()))
+            .collect();
+        steps.dedup();
+        steps.len()
+    }
+
+    /// The first divergence, if any.
+    pub fn first(&self) -> Option<&Divergence> {
+        self.divergences.first()
+    }
+
+    /// Readable report: the first divergence in full, later ones by line.
+    pub fn render_text(&self) -> String {
+        let mut s = String::new();
+        if let Some(c) = self.caps {
+            if !c.frames {
+                let _ = writeln!(
+                    s,
+                    "note: not root: frame numbers, kpageflags and kpagecount are unreadable; \
+                     folio order/index, AX, cnt and frame sharing are not compared"
+                );
+            }
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "note: {n}");
+        }
+        if let Some(first) = self.divergences.first() {
+            s.push_str(&first.render(&self.file));
+            // Further divergences at the same step, in full; later steps by line.
+            for d in self
+                .divergences
+                .iter()
+                .skip(1)
+                .filter(|d| d.line == first.line && d.stmt == first.stmt)
+            {
+                s.push_str(&d.render(&self.file));
+            }
+            let later: Vec<String> = self
+                .divergences
+                .iter()
+                .filter(|d| !(d.line == first.line && d.stmt == first.stmt))
+                .map(|d| format!("{}:{} ({})", self.file, d.line, d.kind))
+                .collect();
+            if !later.is_empty() || self.more_divergences > 0 {
+                let _ = writeln!(
+                    s,
+                    "later divergences (often consequences of the first): {}{}",
+                    later.join(", "),
+                    if self.more_divergences > 0 {
+                        format!(" and {} more", self.more_divergences)
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+        }
+        if let Some((line, msg)) = &self.stopped {
+            let why = if self.unsupported_by_model {
+                "unsupported by the model"
+            } else {
+                "stopped"
+            };
+            let _ = writeln!(s, "{}:{line}: {why}: {msg}", self.file);
+        }
+        let expect_failures = self
+            .run
+            .failures
+            .iter()
+            .filter(|f| f.kind != FailureKind::Runtime)
+            .count();
+        if expect_failures > 0 {
+            let _ = writeln!(
+                s,
+                "note: {expect_failures} of the scenario's own checks failed on the model (see `ptlab run`)"
+            );
+        }
+        let outcome = match self.outcome() {
+            DiffOutcome::Agree => format!(
+                "AGREE: {} — model and kernel agree ({} comparisons, {} statements)",
+                self.file, self.comparisons, self.run.statements_executed
+            ),
+            DiffOutcome::Diverge => {
+                let steps = self.divergent_steps();
+                format!(
+                    "DIVERGE: {} — first divergence at {}:{} ({steps} divergent step{}{})",
+                    self.file,
+                    self.file,
+                    self.divergences[0].line,
+                    if steps == 1 { "" } else { "s" },
+                    if self.more_divergences > 0 {
+                        " or more"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            DiffOutcome::Partial => format!(
+                "PARTIAL: {} — agree up to line {} ({} comparisons), then stopped",
+                self.file,
+                self.stopped.as_ref().map_or(0, |s| s.0),
+                self.comparisons
+            ),
+        };
+        let _ = writeln!(s, "{outcome}");
+        s
+    }
+
+    /// JSON form.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "diff",
+            "file": self.file,
+            "outcome": match self.outcome() { DiffOutcome::Agree => "agree", DiffOutcome::Diverge => "diverge", DiffOutcome::Partial => "partial" },
+            "comparisons": self.comparisons,
+            "stopped": self.stopped.as_ref().map(|(l, m)| serde_json::json!({"line": l, "message": m, "unsupported_by_model": self.unsupported_by_model})),
+            "notes": self.notes,
+            "divergences": self.divergences.iter().map(|d| serde_json::json!({
+                "line": d.line, "statement": d.stmt, "process": d.process, "kind": d.kind,
+                "summary": d.summary, "live": d.live, "model": d.model, "detail": d.detail,
+                "loops": d.loops.iter().map(|(l, i)| serde_json::json!({"line": l, "iteration": i})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Why a diff could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    #[error("{0}")]
+    Parse(#[from] ParseError),
+    #[error("{0}")]
+    Live(#[from] LiveError),
+}
+
+/// Live frame ↔ model frame, first seen at (process, address).
+#[derive(Default)]
+struct FrameMatcher {
+    l2m: HashMap<u64, (u64, String, u64)>,
+    m2l: HashMap<u64, (u64, String, u64)>,
+}
+
+impl FrameMatcher {
+    fn check(&mut self, lp: u64, mp: u64, proc: &str, addr: u64) -> Option<String> {
+        if let Some((m0, p0, a0)) = self.l2m.get(&lp) {
+            if *m0 != mp {
+                return Some(format!(
+                    "live: same frame as {p0}:{a0:#x}; model: a different frame"
+                ));
+            }
+        }
+        if let Some((l0, p0, a0)) = self.m2l.get(&mp) {
+            if *l0 != lp {
+                return Some(format!(
+                    "model: same frame as {p0}:{a0:#x}; live: a different frame"
+                ));
+            }
+        }
+        self.l2m.entry(lp).or_insert((mp, proc.to_string(), addr));
+        self.m2l.entry(mp).or_insert((lp, proc.to_string(), addr));
+        None
+    }
+}
+
+/// Runs every operation on the model and on the live kernel.
+pub struct DiffBackend {
+    model: ModelBackend,
+    live: LiveBackend,
+    opts: DiffOptions,
+    line: u32,
+    stmt: String,
+    loops: Vec<(u32, u64)>,
+    /// An operation ran since the last comparison.
+    dirty: bool,
+    /// The statement being executed is a read/write access.
+    in_access: bool,
+    /// (process, address) → (live frame, model frame) at the last comparison.
+    last_frames: HashMap<(String, u64), (u64, u64)>,
+    divergences: Vec<Divergence>,
+    more_divergences: u64,
+    unsupported: bool,
+    comparisons: u64,
+    notes: Vec<String>,
+    budget_noted: bool,
+    /// A memory operation (anything but a knob write) ran since the last
+    /// comparison. Knob writes never allocate, free or split a folio, so
+    /// counters that move over a knob-only step moved for other processes.
+    mem_op: bool,
+    /// THP counters (live, model) at the previous comparison.
+    prev_stats: (BTreeMap<String, i64>, BTreeMap<String, i64>),
+    /// Orders (bit n = order n) that were enabled for every process (not
+    /// only MADV_HUGEPAGE regions) at some point of the run: other
+    /// processes' faults then move the same global counters.
+    exposed: u16,
+}
+
+/// The model configuration matching this machine: its THP knobs,
+/// `vm.max_map_count`, `vm.mmap_min_addr` and whether we are root.
+pub fn machine_model_config(arch: ArchKind) -> ModelConfig {
+    let mut cfg = ModelConfig::for_arch(arch);
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+    };
+    if let Some(n) = read("/proc/sys/vm/max_map_count") {
+        cfg.max_map_count = n as usize;
+    }
+    if let Some(n) = read("/proc/sys/vm/mmap_min_addr") {
+        cfg.mmap_min_addr = n;
+    }
+    cfg.cap_sys_rawio = crate::is_root();
+    if let Ok(m) = crate::knobs::current_mode(ThpKnob::TopLevel) {
+        cfg.thp.top = m;
+    }
+    for order in 2u8..=9 {
+        if let Ok(m) = crate::knobs::current_mode(ThpKnob::Size(order)) {
+            cfg.thp.per_order[order as usize] = m;
+        }
+    }
+    if let Some(z) = crate::knobs::use_zero_page() {
+        cfg.thp.use_zero_page = z;
+    }
+    cfg
+}
+
+fn show_outcome(r: &Result<u64, BackendError>) -> String {
+    match r {
+        Ok(v) => format!("returned {v:#x}"),
+        Err(BackendError::Errno(e)) => format!("failed with {}", e.name()),
+        Err(BackendError::Segv { addr }) => format!("SIGSEGV at {addr:#x}"),
+        Err(BackendError::Uffd { addr }) => format!("fault at {addr:#x} goes to userfaultfd"),
+        Err(BackendError::ErrnoWithResult { errno, result }) => {
+            format!("failed with {} (result field {result})", errno.name())
+        }
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+fn same_outcome(a: &Result<u64, BackendError>, b: &Result<u64, BackendError>) -> bool {
+    match (a, b) {
+        (Ok(x), Ok(y)) => x == y,
+        (Err(BackendError::Errno(x)), Err(BackendError::Errno(y))) => x == y,
+        (Err(BackendError::Segv { addr: x }), Err(BackendError::Segv { addr: y })) => x == y,
+        (Err(BackendError::Uffd { addr: x }), Err(BackendError::Uffd { addr: y })) => x == y,
+        (
+            Err(BackendError::ErrnoWithResult {
+                errno: e1,
+                result: r1,
+            }),
+            Err(BackendError::ErrnoWithResult {
+                errno: e2,
+                result: r2,
+            }),
+        ) => e1 == e2 && r1 == r2,
+        (Err(BackendError::NoProcess(x)), Err(BackendError::NoProcess(y))) => x == y,
+        (Err(BackendError::ProcessExists(x)), Err(BackendError::ProcessExists(y))) => x == y,
+        _ => false,
+    }
+}
+
+fn describe_page(p: &PageState) -> String {
+    match p {
+        PageState::NotPresent => "none".into(),
+        PageState::Zero => "zero".into(),
+        PageState::HugeZero { index } => format!("hugezero idx={index}"),
+        PageState::Anon(a) => format!(
+            "anon o{} idx={} {} {} {} cnt={} tag={:#x}",
+            a.order,
+            a.index,
+            if a.pmd_mapped { "pmd" } else { "pte" },
+            if a.mmap_exclusive { "X" } else { "!X" },
+            if a.anon_exclusive { "AX" } else { "!AX" },
+            a.mapcount,
+            a.tag
+        ),
+    }
+}
+
+fn maps_lines(o: &Observation) -> Vec<String> {
+    o.maps
+        .iter()
+        .map(|m| {
+            format!(
+                "{:x}-{:x} {} [{}] Rss:{} AnonHuge:{}",
+                m.start,
+                m.end,
+                m.perms,
+                m.vm_flags.join(" "),
+                m.rss_kb,
+                m.anon_huge_kb
+            )
+        })
+        .collect()
+}
+
+impl DiffBackend {
+    /// Start both backends (the live one forks its `main` worker).
+    pub fn new(opts: DiffOptions) -> Result<DiffBackend, LiveError> {
+        let live = LiveBackend::new()?;
+        let cfg = opts
+            .model_config
+            .clone()
+            .unwrap_or_else(|| machine_model_config(opts.arch));
+        let model = ModelBackend::new(cfg);
+        Ok(DiffBackend {
+            model,
+            live,
+            opts,
+            line: 0,
+            stmt: String::new(),
+            loops: Vec::new(),
+            dirty: false,
+            in_access: false,
+            last_frames: HashMap::new(),
+            divergences: Vec::new(),
+            more_divergences: 0,
+            unsupported: false,
+            comparisons: 0,
+            notes: Vec::new(),
+            budget_noted: false,
+            exposed: 0,
+            prev_stats: Default::default(),
+            mem_op: false,
+        })
+        .map(|mut d| {
+            d.update_exposed();
+            d
+        })
+    }
+
+    fn update_exposed(&mut self) {
+        let t = self.model.model().thp();
+        for order in 2..=9usize {
+            let m = t.per_order[order];
+            if m == ThpMode::Always || (m == ThpMode::Inherit && t.top == ThpMode::Always) {
+                self.exposed |= 1 << order;
+            }
+        }
+    }
+
+    /// The live side.
+    pub fn live(&self) -> &LiveBackend {
+        &self.live
+    }
+
+    /// The model side.
+    pub fn model(&self) -> &Model {
+        self.model.model()
+    }
+
+    fn record(
+        &mut self,
+        process: &str,
+        kind: &str,
+        summary: String,
+        live: Vec<String>,
+        model: Vec<String>,
+    ) {
+        if self.divergences.len() >= self.opts.max_divergences {
+            self.more_divergences += 1;
+            return;
+        }
+        self.divergences.push(Divergence {
+            line: self.line,
+            stmt: self.stmt.clone(),
+            loops: self.loops.clone(),
+            process: process.to_string(),
+            kind: kind.to_string(),
+            summary,
+            live,
+            model,
+            detail: Vec::new(),
+        });
+    }
+
+    /// Compare the outcome of one operation.
+    fn compare_result(
+        &mut self,
+        proc: &str,
+        what: &str,
+        live: &Result<u64, BackendError>,
+        model: &Result<u64, BackendError>,
+    ) {
+        self.dirty = true;
+        self.mem_op = true;
+        if !same_outcome(live, model) {
+            self.record(
+                proc,
+                "result",
+                format!("{what}: the kernel and the model disagree"),
+                vec![show_outcome(live)],
+                vec![show_outcome(model)],
+            );
+        }
+    }
+
+    /// Run one operation on both sides. The model goes first so an
+    /// operation it does not support never reaches the kernel.
+    fn both(
+        &mut self,
+        proc: &str,
+        what: &str,
+        model: impl FnOnce(&mut ModelBackend) -> Result<u64, BackendError>,
+        live: impl FnOnce(&mut LiveBackend) -> Result<u64, BackendError>,
+    ) -> Result<u64, BackendError> {
+        let m = model(&mut self.model);
+        if let Err(BackendError::Unsupported(_)) = &m {
+            self.unsupported = true;
+            return m;
+        }
+        let l = live(&mut self.live);
+        if let Err(BackendError::Other(_) | BackendError::Unsupported(_)) = &l {
+            return l;
+        }
+        self.compare_result(proc, what, &l, &m);
+        m
+    }
+
+    /// What the model would return for `op` on its own (it has no ASLR),
+    /// leaving the model unchanged.
+    fn model_would(
+        &mut self,
+        op: impl FnOnce(&mut ModelBackend) -> Result<u64, BackendError>,
+    ) -> Option<u64> {
+        let saved = self.model.model().clone();
+        let r = op(&mut self.model);
+        *self.model.model_mut() = saved;
+        r.ok()
+    }
+
+    /// The one placement fact that does not depend on ASLR: a placement
+    /// the THP alignment rule covers (`rule`: an anonymous mmap without a
+    /// hint whose length is a 2 MiB multiple, `thp_get_unmapped_area`; a
+    /// moving mremap to a 2 MiB-multiple length) must be 2 MiB-aligned on
+    /// both sides. `model_own` is where the model would have put it.
+    fn check_placement(
+        &mut self,
+        proc: &str,
+        what: &str,
+        len: u64,
+        live: u64,
+        model_own: Option<u64>,
+        rule: bool,
+    ) {
+        let Some(m) = model_own else { return };
+        if !rule {
+            return;
+        }
+        let (la, ma) = (live.is_multiple_of(PMD_SIZE), m.is_multiple_of(PMD_SIZE));
+        if la != ma {
+            let side = |a: u64, aligned: bool| {
+                format!(
+                    "placed at {a:#x}{}",
+                    if aligned {
+                        " (2 MiB-aligned)"
+                    } else {
+                        " (not 2 MiB-aligned)"
+                    }
+                )
+            };
+            self.record(
+                proc,
+                "placement",
+                format!(
+                    "a {len:#x}-byte {what} covered by the THP alignment rule (thp_get_unmapped_area) \
+                     is 2 MiB-aligned on one side only"
+                ),
+                vec![side(live, la)],
+                vec![side(m, ma)],
+            );
+        }
+    }
+
+    fn territory_pages(&self) -> u64 {
+        self.live
+            .territory()
+            .iter()
+            .map(|(s, e)| (e - s) / 4096)
+            .sum()
+    }
+
+    /// Compare every process's observation now.
+    pub fn compare_now(&mut self) {
+        self.dirty = false;
+        self.comparisons += 1;
+        let mut frames = FrameMatcher::default();
+        let names = self.live.process_names();
+        let mut stats_done = false;
+        let mut seen = HashMap::new();
+        for name in names {
+            let live = match self.live.observe_live(&name) {
+                Ok(o) => o,
+                Err(e) => {
+                    self.notes.push(format!(
+                        "line {}: cannot observe '{name}' live: {e}",
+                        self.line
+                    ));
+                    continue;
+                }
+            };
+            let model = match self.model.observe(&name) {
+                Ok(o) => o,
+                Err(e) => {
+                    self.record(
+                        &name,
+                        "processes",
+                        format!("the process exists live but the model cannot observe it: {e}"),
+                        vec![],
+                        vec![],
+                    );
+                    continue;
+                }
+            };
+            self.compare_maps(&name, &live, &model);
+            self.compare_pages(&name, &live, &model, &mut frames, &mut seen);
+            if !stats_done {
+                stats_done = true;
+                let (lp, mp) = std::mem::take(&mut self.prev_stats);
+                if self.mem_op {
+                    self.compare_stats(&live.stats, &model.stats, &lp, &mp);
+                }
+                self.prev_stats = (live.stats.clone(), model.stats.clone());
+            }
+        }
+        self.last_frames = seen;
+        self.mem_op = false;
+    }
+
+    fn compare_maps(&mut self, proc: &str, live: &Observation, model: &Observation) {
+        let l = maps_lines(live);
+        let m = maps_lines(model);
+        if l != m {
+            self.record(
+                proc,
+                "maps",
+                format!("VMAs differ ({} live, {} in the model)", l.len(), m.len()),
+                l,
+                m,
+            );
+        }
+    }
+
+    fn compare_pages(
+        &mut self,
+        proc: &str,
+        live: &Observation,
+        model: &Observation,
+        frames: &mut FrameMatcher,
+        seen: &mut HashMap<(String, u64), (u64, u64)>,
+    ) {
+        let caps = self.live.caps();
+        let lmap: BTreeMap<u64, &PageState> =
+            live.pages.iter().map(|p| (p.addr, &p.state)).collect();
+        let mmap: BTreeMap<u64, &PageState> =
+            model.pages.iter().map(|p| (p.addr, &p.state)).collect();
+        let addrs: BTreeSet<u64> = lmap.keys().chain(mmap.keys()).copied().collect();
+        let none = PageState::NotPresent;
+        let mut bad: Vec<(u64, String)> = Vec::new();
+        for &a in &addrs {
+            let ls = lmap.get(&a).copied().unwrap_or(&none);
+            let ms = mmap.get(&a).copied().unwrap_or(&none);
+            let mut why: Vec<String> = Vec::new();
+            match (ls, ms) {
+                (PageState::Anon(l), PageState::Anon(m)) => {
+                    if caps.frames {
+                        if l.order != m.order {
+                            why.push(format!("order {} vs {}", l.order, m.order));
+                        }
+                        if l.index != m.index {
+                            why.push(format!("idx {} vs {}", l.index, m.index));
+                        }
+                        if l.anon_exclusive != m.anon_exclusive {
+                            why.push(format!("AX {} vs {}", l.anon_exclusive, m.anon_exclusive));
+                        }
+                        if l.mapcount != m.mapcount {
+                            why.push(format!("cnt {} vs {}", l.mapcount, m.mapcount));
+                        }
+                        if let Some(w) = frames.check(l.pfn, m.pfn, proc, a) {
+                            why.push(w);
+                        }
+                        let key = (proc.to_string(), a);
+                        if self.in_access && self.opts.every_step {
+                            if let Some(&(lp, mp)) = self.last_frames.get(&key) {
+                                if (lp == l.pfn) != (mp == m.pfn) {
+                                    why.push(if lp == l.pfn {
+                                        "the kernel kept the page's frame, the model replaced it"
+                                            .to_string()
+                                    } else {
+                                        "the kernel replaced the page's frame, the model kept it"
+                                            .to_string()
+                                    });
+                                }
+                            }
+                        }
+                        seen.insert(key, (l.pfn, m.pfn));
+                    }
+                    if caps.scan && l.pmd_mapped != m.pmd_mapped {
+                        why.push(format!(
+                            "{} vs {}",
+                            if l.pmd_mapped { "pmd" } else { "pte" },
+                            if m.pmd_mapped { "pmd" } else { "pte" }
+                        ));
+                    }
+                    if l.mmap_exclusive != m.mmap_exclusive {
+                        why.push(format!("X {} vs {}", l.mmap_exclusive, m.mmap_exclusive));
+                    }
+                    if l.tag != m.tag && !self.live.tag_unknown(proc, a) {
+                        why.push(format!("tag {:#x} vs {:#x}", l.tag, m.tag));
+                    }
+                }
+                (PageState::HugeZero { index: x }, PageState::HugeZero { index: y }) if x != y => {
+                    why.push(format!("hugezero idx {x} vs {y}"));
+                }
+                (PageState::Zero, PageState::Zero)
+                | (PageState::NotPresent, PageState::NotPresent)
+                | (PageState::HugeZero { .. }, PageState::HugeZero { .. }) => {}
+                (l, m) => why.push(format!("{} vs {}", describe_page(l), describe_page(m))),
+            }
+            if !why.is_empty() {
+                bad.push((a, why.join(", ")));
+            }
+        }
+        if bad.is_empty() {
+            return;
+        }
+        let first = bad[0].0;
+        let last_shown = bad
+            .iter()
+            .map(|b| b.0)
+            .take_while(|&a| a < first + 64 * 4096)
+            .last()
+            .unwrap_or(first);
+        let window = |pages: &[PageObs]| -> Vec<String> {
+            let w: Vec<PageObs> = pages
+                .iter()
+                .filter(|p| p.addr >= first && p.addr <= last_shown)
+                .cloned()
+                .collect();
+            render_page_runs(&w)
+        };
+        let live_lines = window(&live.pages);
+        let model_lines = window(&model.pages);
+        let mut detail = vec!["page differences (live vs model):".to_string()];
+        for (a, why) in bad.iter().take(6) {
+            detail.push(format!("  {a:#x}: {why}"));
+        }
+        if bad.len() > 6 {
+            detail.push(format!("  ... and {} more pages", bad.len() - 6));
+        }
+        self.record(
+            proc,
+            "pages",
+            format!(
+                "{} of {} pages differ; first at {first:#x}: {}",
+                bad.len(),
+                addrs.len(),
+                bad[0].1
+            ),
+            live_lines,
+            model_lines,
+        );
+        if let Some(d) = self.divergences.last_mut() {
+            if d.kind == "pages" && d.detail.is_empty() {
+                d.detail = detail;
+            }
+        }
+    }
+
+    /// Compare what each counter did since the previous comparison (not
+    /// since the start: a background event then shows at one step only,
+    /// and a model error at the step that causes it).
+    fn compare_stats(
+        &mut self,
+        live: &BTreeMap<String, i64>,
+        model: &BTreeMap<String, i64>,
+        live_prev: &BTreeMap<String, i64>,
+        model_prev: &BTreeMap<String, i64>,
+    ) {
+        // Only counters the model keeps: the kernel has more (shmem, swap,
+        // file THPs) that scenarios do not drive.
+        let keys: BTreeSet<&String> = model.keys().collect();
+        let mut l_lines = Vec::new();
+        let mut m_lines = Vec::new();
+        let mut names = Vec::new();
+        for k in keys {
+            let get = |m: &BTreeMap<String, i64>| m.get(k).copied().unwrap_or(0);
+            let lv = get(live) - get(live_prev);
+            let mv = get(model) - get(model_prev);
+            let ok = if k == "vmstat/thp_zero_page_alloc" {
+                // History: the huge zero folio may already exist on the machine.
+                lv == mv || (lv == 0 && mv > 0)
+            } else {
+                lv == mv
+            };
+            if !ok {
+                names.push(k.clone());
+                l_lines.push(format!("{k} {lv:+} (total {:+})", get(live)));
+                m_lines.push(format!("{k} {mv:+} (total {:+})", get(model)));
+            }
+        }
+        if names.is_empty() {
+            return;
+        }
+        let mut summary = format!(
+            "THP counters moved differently in this step: {}",
+            names.join(", ")
+        );
+        if live.get("vmstat/thp_collapse_alloc").copied().unwrap_or(0)
+            > model.get("vmstat/thp_collapse_alloc").copied().unwrap_or(0)
+        {
+            summary.push_str(" (khugepaged collapsed a range in the background?)");
+        }
+        let exposed: Vec<String> = names
+            .iter()
+            .filter_map(|k| {
+                let order = if k.starts_with("vmstat/") {
+                    9
+                } else {
+                    let kb: u64 = k.split("kB/").next()?.parse().ok()?;
+                    (kb / 4).trailing_zeros() as usize
+                };
+                (self.exposed & (1 << order) != 0).then(|| format!("{}kB", 4u64 << order))
+            })
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !exposed.is_empty() {
+            summary.push_str(&format!(
+                "; note: {} folios were enabled for every process during this run, so other \
+                 processes' faults move these global counters too (re-run to confirm)",
+                exposed.join(", ")
+            ));
+        }
+        self.record("", "stats", summary, l_lines, m_lines);
+    }
+
+    /// Final comparison; returns the run's divergences and notes.
+    fn finish(&mut self) {
+        if self.dirty {
+            self.compare_now();
+        }
+        let mut notes = self.live.notes().to_vec();
+        notes.append(&mut self.notes);
+        self.notes = notes;
+    }
+}
+
+impl Backend for DiffBackend {
+    fn mmap(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+    ) -> Result<u64, BackendError> {
+        let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
+        if fixed {
+            return self.both(
+                proc,
+                "mmap",
+                |m| m.mmap(proc, addr, len, prot, flags),
+                |l| l.mmap(proc, addr, len, prot, flags),
+            );
+        }
+        // The kernel places a non-fixed mapping where its address space
+        // (ASLR, the harness's own mappings) has room; the model places it
+        // at the same address, and what is checkable is checked.
+        let l = self.live.mmap(proc, addr, len, prot, flags);
+        if let Err(BackendError::Other(_)) = &l {
+            return l;
+        }
+        let m = match &l {
+            Ok(a) => {
+                let a = *a;
+                let own = self.model_would(|m| m.mmap(proc, addr, len, prot, flags));
+                let rule = addr == 0 && len.is_multiple_of(PMD_SIZE);
+                self.check_placement(proc, "mmap", len, a, own, rule);
+                let r = self
+                    .model
+                    .mmap(proc, a, len, prot, flags | MapFlags::FIXED_NOREPLACE);
+                if let Err(BackendError::Errno(e)) = &r {
+                    self.notes.push(format!(
+                        "line {}: the model could not place the mapping at the kernel's address {a:#x} ({})",
+                        self.line,
+                        e.name()
+                    ));
+                }
+                r
+            }
+            Err(_) => self.model.mmap(proc, addr, len, prot, flags),
+        };
+        self.compare_result(proc, "mmap", &l, &m);
+        m
+    }
+
+    fn munmap(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "munmap",
+            |m| m.munmap(proc, addr, len).map(|()| 0),
+            |l| l.munmap(proc, addr, len).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn madvise(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        advice: Advice,
+    ) -> Result<(), BackendError> {
+        if !Model::supports_advice(advice) {
+            self.unsupported = true;
+            return Err(BackendError::Other(format!(
+                "madvise {} is unsupported by the model",
+                advice.name()
+            )));
+        }
+        self.both(
+            proc,
+            &format!("madvise {}", advice.name()),
+            |m| m.madvise(proc, addr, len, advice).map(|()| 0),
+            |l| l.madvise(proc, addr, len, advice).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn read(&mut self, proc: &str, addr: u64) -> Result<u64, BackendError> {
+        self.access(proc, addr & !4095, 4096, false, None)?;
+        self.model
+            .observe_pages(proc, addr & !4095, (addr & !4095) + 4096)
+            .map(|p| match p.first().map(|p| &p.state) {
+                Some(PageState::Anon(a)) => a.tag,
+                _ => 0,
+            })
+    }
+
+    fn write(&mut self, proc: &str, addr: u64, tag: u64) -> Result<(), BackendError> {
+        self.access(proc, addr & !4095, 4096, true, Some(tag))
+    }
+
+    fn access(
+        &mut self,
+        proc: &str,
+        start: u64,
+        len: u64,
+        write: bool,
+        tag: Option<u64>,
+    ) -> Result<(), BackendError> {
+        self.in_access = true;
+        self.both(
+            proc,
+            if write { "write" } else { "read" },
+            |m| m.access(proc, start, len, write, tag).map(|()| 0),
+            |l| l.access(proc, start, len, write, tag).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), BackendError> {
+        let mem_op = self.mem_op;
+        let r = self
+            .both(
+                "main",
+                "thp",
+                |m| m.set_thp(knob, mode).map(|()| 0),
+                |l| l.set_thp(knob, mode).map(|()| 0),
+            )
+            .map(|_| ());
+        self.update_exposed();
+        self.mem_op = mem_op;
+        r
+    }
+
+    fn set_use_zero_page(&mut self, on: bool) -> Result<(), BackendError> {
+        let mem_op = self.mem_op;
+        let r = self
+            .both(
+                "main",
+                "thp use_zero_page",
+                |m| m.set_use_zero_page(on).map(|()| 0),
+                |l| l.set_use_zero_page(on).map(|()| 0),
+            )
+            .map(|_| ());
+        self.mem_op = mem_op;
+        r
+    }
+
+    fn set_before(&mut self, set: ptlab_model::Before) -> Result<(), BackendError> {
+        // The live kernel runs one algorithm; the model may run either.
+        self.model.set_before(set)
+    }
+
+    fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
+        if self.dirty {
+            self.compare_now();
+        }
+        self.model.observe(proc)
+    }
+
+    fn observe_pages(
+        &mut self,
+        proc: &str,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<PageObs>, BackendError> {
+        if self.dirty {
+            self.compare_now();
+        }
+        self.model.observe_pages(proc, start, end)
+    }
+
+    fn check_invariants(&mut self) -> Result<(), Vec<String>> {
+        self.model.check_invariants()
+    }
+
+    fn before_statement(&mut self, line: u32, text: &str, loops: &[(u32, u64)]) {
+        self.line = line;
+        self.stmt = text.to_string();
+        self.loops = loops.to_vec();
+        self.in_access = false;
+    }
+
+    fn after_statement(&mut self) -> Result<(), Vec<String>> {
+        if self.dirty && self.opts.every_step {
+            if self.territory_pages() > self.opts.page_budget {
+                if !self.budget_noted {
+                    self.budget_noted = true;
+                    self.notes.push(format!(
+                        "line {}: the scenario maps more than {} pages; comparing only at observe/expect lines and at the end from here on",
+                        self.line, self.opts.page_budget
+                    ));
+                }
+            } else {
+                self.compare_now();
+            }
+        }
+        self.model.after_statement()
+    }
+
+    fn mremap(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: MremapFlags,
+    ) -> Result<u64, BackendError> {
+        if flags.fixed.is_some() || !flags.maymove {
+            return self.both(
+                proc,
+                "mremap",
+                |m| m.mremap(proc, addr, old_len, new_len, flags),
+                |l| l.mremap(proc, addr, old_len, new_len, flags),
+            );
+        }
+        // A move without MREMAP_FIXED goes where the kernel finds room (as
+        // a non-fixed mmap): the model moves to the kernel's address.
+        let own = self.model_would(|m| m.mremap(proc, addr, old_len, new_len, flags));
+        let l = self.live.mremap(proc, addr, old_len, new_len, flags);
+        if let Err(BackendError::Other(_)) = &l {
+            return l;
+        }
+        let m = match &l {
+            Ok(a) if *a != addr => {
+                let a = *a;
+                let rule = new_len.is_multiple_of(PMD_SIZE);
+                self.check_placement(proc, "mremap move", new_len, a, own, rule);
+                let fixed = MremapFlags {
+                    fixed: Some(a),
+                    ..flags
+                };
+                self.model.mremap(proc, addr, old_len, new_len, fixed)
+            }
+            _ => self.model.mremap(proc, addr, old_len, new_len, flags),
+        };
+        if let Err(BackendError::Unsupported(_)) = &m {
+            self.unsupported = true;
+            return m;
+        }
+        self.compare_result(proc, "mremap", &l, &m);
+        m
+    }
+
+    fn mprotect(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+    ) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "mprotect",
+            |m| m.mprotect(proc, addr, len, prot).map(|()| 0),
+            |l| l.mprotect(proc, addr, len, prot).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn fork(&mut self, parent: &str, child: &str) -> Result<(), BackendError> {
+        self.both(
+            parent,
+            "fork",
+            |m| m.fork(parent, child).map(|()| 0),
+            |l| l.fork(parent, child).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn exit(&mut self, proc: &str) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "exit",
+            |m| m.exit(proc).map(|()| 0),
+            |l| l.exit(proc).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "uffd open",
+            |m| m.uffd_open(proc).map(|()| 0),
+            |l| l.uffd_open(proc).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn uffd_register(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        mode: UffdMode,
+    ) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "uffd register",
+            |m| m.uffd_register(proc, addr, len, mode).map(|()| 0),
+            |l| l.uffd_register(proc, addr, len, mode).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn uffd_unregister(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "uffd unregister",
+            |m| m.uffd_unregister(proc, addr, len).map(|()| 0),
+            |l| l.uffd_unregister(proc, addr, len).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn uffd_copy(
+        &mut self,
+        proc: &str,
+        dst: u64,
+        src: u64,
+        len: u64,
+        tag: Option<u64>,
+    ) -> Result<u64, BackendError> {
+        self.both(
+            proc,
+            "uffd copy",
+            |m| m.uffd_copy(proc, dst, src, len, tag),
+            |l| l.uffd_copy(proc, dst, src, len, tag),
+        )
+    }
+
+    fn uffd_zeropage(&mut self, proc: &str, dst: u64, len: u64) -> Result<u64, BackendError> {
+        self.both(
+            proc,
+            "uffd zeropage",
+            |m| m.uffd_zeropage(proc, dst, len),
+            |l| l.uffd_zeropage(proc, dst, len),
+        )
+    }
+
+    fn uffd_move(
+        &mut self,
+        proc: &str,
+        dst: u64,
+        src: u64,
+        len: u64,
+        flags: UffdMoveFlags,
+    ) -> Result<u64, BackendError> {
+        self.both(
+            proc,
+            "uffd move",
+            |m| m.uffd_move(proc, dst, src, len, flags),
+            |l| l.uffd_move(proc, dst, src, len, flags),
+        )
+    }
+}
+
+/// Diff a scenario given as text.
+///
+/// The THP counters are global: other processes' faults, frees and splits
+/// move them too. So when a run shows counter differences, the scenario is
+/// run twice more, and a counter difference counts as a divergence only if
+/// the same one (same statement, same counters, same values) shows up in all
+/// three runs (a model error does; background noise at the same step with
+/// the same values three times is very unlikely). The others are reported
+/// as notes, never dropped silently.
+pub fn diff_source(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport, DiffError> {
+    let user_max = opts.max_divergences;
+    let opts = &DiffOptions {
+        max_divergences: user_max.max(500),
+        ..opts.clone()
+    };
+    let mut first = diff_once(file, source, opts)?;
+    if !first.divergences.iter().any(|d| d.kind == "stats") {
+        truncate(&mut first, user_max);
+        return Ok(first);
+    }
+    let key = |d: &Divergence| {
+        (
+            d.line,
+            d.stmt.clone(),
+            d.loops.clone(),
+            d.live.clone(),
+            d.model.clone(),
+        )
+    };
+    let mut others = Vec::new();
+    for _ in 0..2 {
+        let r = diff_once(file, source, opts)?;
+        others.push(
+            r.divergences
+                .iter()
+                .filter(|d| d.kind == "stats")
+                .map(key)
+                .collect::<Vec<_>>(),
+        );
+    }
+    let mut kept = Vec::new();
+    let mut dropped = Vec::new();
+    for d in std::mem::take(&mut first.divergences) {
+        if d.kind != "stats" || others.iter().all(|o| o.contains(&key(&d))) {
+            kept.push(d);
+        } else {
+            dropped.push(d);
+        }
+    }
+    for d in &dropped {
+        first.notes.push(format!(
+            "counters moved differently after line {} ({}: live {} vs model {}) in this run \
+             but not the same way in both re-runs: background activity (the counters are global)",
+            d.line,
+            d.stmt,
+            d.live.join(", "),
+            d.model.join(", ")
+        ));
+    }
+    if kept.iter().any(|d| d.kind == "stats") {
+        first
+            .notes
+            .push("counter differences shown below reproduced in two re-runs".to_string());
+    }
+    first.divergences = kept;
+    truncate(&mut first, user_max);
+    Ok(first)
+}
+
+fn truncate(rep: &mut DiffReport, max: usize) {
+    if rep.divergences.len() > max {
+        rep.more_divergences += (rep.divergences.len() - max) as u64;
+        rep.divergences.truncate(max);
+    }
+}
+
+fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport, DiffError> {
+    let script = ptlab_scenario::parse(file, source)?;
+    let mut backend = DiffBackend::new(opts.clone())?;
+    let caps = backend.live.caps();
+    let run_opts = RunOptions {
+        max_steps: opts.max_steps,
+        ..RunOptions::default()
+    };
+    let run = ptlab_scenario::run(&script, &mut backend, &run_opts);
+    backend.finish();
+    let stopped = if run.aborted {
+        run.failures
+            .iter()
+            .rev()
+            .find(|f| f.kind == FailureKind::Runtime)
+            .map(|f| (f.line, f.message.clone()))
+    } else {
+        None
+    };
+    let unsupported_by_model = backend.unsupported
+        || stopped.as_ref().is_some_and(|(_, m)| {
+            m.contains("unsupported by this backend") || m.contains("unsupported by the model")
+        });
+    let stopped = stopped.map(|(l, m)| {
+        if unsupported_by_model {
+            (
+                l,
+                m.replace("unsupported by this backend", "unsupported by the model"),
+            )
+        } else {
+            (l, m)
+        }
+    });
+    Ok(DiffReport {
+        file: file.to_string(),
+        run,
+        divergences: std::mem::take(&mut backend.divergences),
+        more_divergences: backend.more_divergences,
+        stopped,
+        unsupported_by_model,
+        notes: std::mem::take(&mut backend.notes),
+        comparisons: backend.comparisons,
+        caps: Some(caps),
+    })
+}
+
+/// Diff a scenario file.
+pub fn diff_file(path: &std::path::Path, opts: &DiffOptions) -> anyhow::Result<DiffReport> {
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read scenario '{}': {e}", path.display()))?;
+    Ok(diff_source(&path.display().to_string(), &source, opts)?)
+}

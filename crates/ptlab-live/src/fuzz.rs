@@ -1,0 +1,754 @@
+//! `ptlab fuzz`: random scenarios, diffed against the live kernel, with
+//! divergences shrunk to minimal `.ptl` files.
+//!
+//! Scenarios are plain `.ptl` text (so a finding is a file anyone can
+//! re-run with `ptlab diff`). They use only operations both backends
+//! support: the set is probed on the model at start (mmap, munmap, madvise,
+//! read, write, THP `enabled` knobs, and fork/exit, mprotect and mremap
+//! once the model implements them). The generator is weighted toward the
+//! interesting cases: addresses at and around 64 KiB, 2 MiB and 1 GiB
+//! boundaries, lengths just below/at/above folio sizes, partial ranges of
+//! large folios, ranges straddling VMA edges, and THP policy changes.
+//!
+//! Everything derives from one seed (SplitMix64): case `n` of seed `s`
+//! uses the generator seeded with `mix(s, n)`, so `--seed s` reproduces a
+//! whole run.
+
+use crate::diff::{diff_source, DiffOptions, DiffOutcome, DiffReport};
+use ptlab_model::{ArchKind, MapFlags, Prot};
+use ptlab_scenario::{Backend, BackendError, ModelBackend};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Base of the address range generated scenarios use (1 GiB-aligned, far
+/// from where ASLR puts ptlab's own mappings).
+pub const ARENA: u64 = 0x1000_0000_0000;
+
+/// SplitMix64: small, fast, reproducible.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+    /// True with probability `pct` percent.
+    pub fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+    /// Index chosen with the given weights.
+    pub fn weighted(&mut self, weights: &[u64]) -> usize {
+        let total: u64 = weights.iter().sum();
+        let mut x = self.below(total);
+        for (i, w) in weights.iter().enumerate() {
+            if x < *w {
+                return i;
+            }
+            x -= w;
+        }
+        weights.len() - 1
+    }
+}
+
+/// The seed of case `n` of a run seeded with `seed`.
+pub fn case_seed(seed: u64, n: u64) -> u64 {
+    Rng::new(seed ^ n.wrapping_mul(0xA076_1D64_78BD_642F)).next_u64()
+}
+
+/// Which operations beyond the base set the model supports (probed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpSet {
+    pub fork: bool,
+    pub mprotect: bool,
+    pub mremap: bool,
+    pub uffd: bool,
+}
+
+impl OpSet {
+    /// Probe the model: an operation is in the set unless the model answers
+    /// "unsupported".
+    pub fn probe() -> OpSet {
+        let mut m = ModelBackend::new(ptlab_model::ModelConfig::for_arch(ArchKind::X86_64));
+        let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+        let p = m
+            .mmap("main", 0, 1 << 20, Prot::READ | Prot::WRITE, flags)
+            .unwrap_or(0);
+        let sup = |r: Result<(), BackendError>| !matches!(r, Err(BackendError::Unsupported(_)));
+        OpSet {
+            mprotect: sup(m.mprotect("main", p, 4096, Prot::READ)),
+            mremap: sup(m
+                .mremap(
+                    "main",
+                    p,
+                    4096,
+                    8192,
+                    ptlab_scenario::MremapFlags {
+                        maymove: true,
+                        ..Default::default()
+                    },
+                )
+                .map(|_| ())),
+            fork: sup(m.fork("main", "c")) && sup(m.exit("c")),
+            uffd: sup(m.uffd_open("main"))
+                && sup(m.uffd_zeropage("main", p, 4096).map(|_| ()))
+                && sup(m
+                    .uffd_move("main", p, p + 8192, 4096, Default::default())
+                    .map(|_| ())),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Mapping {
+    /// Expression for the start (a literal or a variable).
+    base: String,
+    /// Placed by the kernel (no address): ranges must stay inside it, since
+    /// its neighbours may be the harness's own mappings.
+    floating: bool,
+    len: u64,
+    /// Whether the generated process still has it (roughly).
+    live: bool,
+}
+
+const KB: u64 = 1024;
+const MB: u64 = 1024 * KB;
+const GB: u64 = 1024 * MB;
+
+fn size(n: u64) -> String {
+    if n.is_multiple_of(GB) {
+        format!("{}G", n / GB)
+    } else if n.is_multiple_of(MB) {
+        format!("{}M", n / MB)
+    } else if n.is_multiple_of(KB) {
+        format!("{}K", n / KB)
+    } else {
+        format!("{n:#x}")
+    }
+}
+
+/// Generate one scenario of about `ops` statements.
+pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
+    let mut r = Rng::new(seed);
+    let mut s = String::new();
+    let _ = writeln!(s, "# generated by ptlab fuzz (case seed {seed:#x})");
+    // THP policy: mostly interesting settings.
+    let top = ["madvise", "always", "never"][r.weighted(&[50, 35, 15])];
+    let _ = writeln!(s, "thp enabled {top}");
+    for (sz, bias) in [
+        ("16K", 0),
+        ("32K", 0),
+        ("64K", 30),
+        ("128K", 0),
+        ("256K", 0),
+        ("512K", 0),
+        ("1M", 0),
+        ("2M", 20),
+    ] {
+        let mode =
+            ["never", "always", "inherit", "madvise"][r.weighted(&[55 - bias, 20 + bias, 15, 10])];
+        if mode != "never" || sz == "2M" {
+            let _ = writeln!(s, "thp {sz} {mode}");
+        }
+    }
+    let mut maps: Vec<Mapping> = Vec::new();
+    let mut procs: Vec<String> = vec!["main".into()];
+    // Processes with an open userfaultfd (a fork child has none).
+    let mut uffd_open: Vec<String> = Vec::new();
+    let mut vars = 0;
+    let mut total = 0u64;
+    let lens = [
+        4 * KB,
+        8 * KB,
+        16 * KB,
+        60 * KB,
+        64 * KB,
+        68 * KB,
+        128 * KB,
+        256 * KB,
+        MB,
+        2 * MB - 4 * KB,
+        2 * MB,
+        2 * MB + 64 * KB,
+        4 * MB,
+        4 * MB + 8 * KB,
+    ];
+    let deltas = [
+        0,
+        4 * KB,
+        60 * KB,
+        64 * KB,
+        2 * MB - 64 * KB,
+        2 * MB - 4 * KB,
+        2 * MB,
+        2 * MB + 64 * KB,
+        GB - 2 * MB,
+        GB - 64 * KB,
+        GB - 4 * KB,
+    ];
+    let mut n = 0;
+    while n < ops {
+        // Which process acts (after a fork).
+        let who = if procs.len() > 1 && r.chance(35) {
+            format!("@{} ", r.pick(&procs[1..]))
+        } else {
+            String::new()
+        };
+        let live_maps: Vec<usize> = (0..maps.len()).filter(|&i| maps[i].live).collect();
+        let choice = if live_maps.is_empty() {
+            0
+        } else {
+            r.weighted(&[
+                22,
+                26,
+                12,
+                20,
+                7,
+                6,
+                if set.fork { 5 } else { 0 },
+                if set.mprotect { 5 } else { 0 },
+                if set.mremap { 3 } else { 0 },
+                if set.uffd { 6 } else { 0 },
+            ])
+        };
+        match choice {
+            0 => {
+                if total > 48 * MB {
+                    if live_maps.is_empty() {
+                        break;
+                    }
+                    continue;
+                }
+                let len = *r.pick(&lens);
+                let addr = ARENA + r.below(3) * GB + *r.pick(&deltas);
+                let prot = ["", " prot r", " prot none", " prot rwx"][r.weighted(&[85, 8, 4, 3])];
+                let extra = match r.weighted(&[86, 8, 6]) {
+                    0 => "",
+                    1 => " populate",
+                    _ => " noreserve",
+                };
+                let (line, base, floating) = match r.weighted(&[60, 22, 10, 8]) {
+                    0 => (
+                        format!("mmap {} at {addr:#x} noreplace{prot}{extra}", size(len)),
+                        format!("{addr:#x}"),
+                        false,
+                    ),
+                    1 => (
+                        format!("mmap {} at {addr:#x} fixed{prot}{extra}", size(len)),
+                        format!("{addr:#x}"),
+                        false,
+                    ),
+                    2 => {
+                        vars += 1;
+                        (
+                            format!("p{vars} = mmap {} at {addr:#x}{prot}{extra}", size(len)),
+                            format!("p{vars}"),
+                            true,
+                        )
+                    }
+                    _ => {
+                        vars += 1;
+                        (
+                            format!("p{vars} = mmap {}{prot}{extra}", size(len)),
+                            format!("p{vars}"),
+                            true,
+                        )
+                    }
+                };
+                // Only `main` maps new memory: children inherit it.
+                let _ = writeln!(s, "{line}");
+                total += len;
+                maps.push(Mapping {
+                    base,
+                    floating,
+                    len,
+                    live: true,
+                });
+            }
+            1..=4 | 7 | 8 => {
+                let m = maps[*r.pick(&live_maps)].clone();
+                let (off, len) = subrange(&mut r, m.len, m.floating);
+                let at = if off == 0 {
+                    m.base.clone()
+                } else {
+                    format!("{} + {}", m.base, size(off))
+                };
+                let line = match choice {
+                    1 => {
+                        let tag = if r.chance(30) {
+                            format!(" tag={}", r.below(1000))
+                        } else {
+                            String::new()
+                        };
+                        format!("write {at} {}{tag}", size(len))
+                    }
+                    2 => format!("read {at} {}", size(len)),
+                    3 => {
+                        let adv = [
+                            "dontneed",
+                            "hugepage",
+                            "nohugepage",
+                            "dontfork",
+                            "dofork",
+                            "wipeonfork",
+                            "keeponfork",
+                        ][r.weighted(&[35, 20, 10, 9, 7, 12, 7])];
+                        format!("madvise {at} {} {adv}", size(len))
+                    }
+                    4 => {
+                        if who.is_empty() && off == 0 && len == m.len {
+                            if let Some(x) = maps.iter_mut().find(|x| x.base == m.base) {
+                                x.live = false;
+                            }
+                        }
+                        format!("munmap {at} {}", size(len))
+                    }
+                    7 => format!(
+                        "mprotect {at} {} {}",
+                        size(len),
+                        ["r", "rw", "none"][r.weighted(&[50, 35, 15])]
+                    ),
+                    _ => {
+                        let dst = ARENA
+                            + 3 * GB
+                            + r.below(4) * 2 * MB
+                            + if r.chance(50) { 0 } else { 64 * KB };
+                        let new_len = match r.weighted(&[40, 20, 20, 20]) {
+                            0 => len,
+                            1 => len * 2,
+                            2 => (len / 2).max(4 * KB) & !(4 * KB - 1),
+                            _ => len + 64 * KB,
+                        };
+                        if r.chance(70) {
+                            format!(
+                                "mremap {at} {} {} maymove fixed {dst:#x}",
+                                size(len),
+                                size(new_len)
+                            )
+                        } else {
+                            format!("mremap {at} {} {} maymove", size(len), size(new_len))
+                        }
+                    }
+                };
+                let _ = writeln!(s, "{who}{line}");
+            }
+            5 => {
+                let knob = [
+                    "16K", "32K", "64K", "128K", "256K", "512K", "1M", "2M", "enabled",
+                ][r.weighted(&[5, 5, 30, 5, 5, 5, 5, 25, 15])];
+                let mode = if knob == "enabled" {
+                    ["always", "madvise", "never"][r.weighted(&[40, 40, 20])]
+                } else {
+                    ["always", "inherit", "madvise", "never"][r.weighted(&[40, 25, 10, 25])]
+                };
+                let _ = writeln!(s, "thp {knob} {mode}");
+            }
+            6 => {
+                if procs.len() >= 3 || !who.is_empty() {
+                    continue;
+                }
+                if procs.len() > 1 && r.chance(40) {
+                    let c = procs.pop().expect("child");
+                    uffd_open.retain(|p| *p != c);
+                    let _ = writeln!(s, "@{c} exit");
+                } else {
+                    let c = format!("c{}", procs.len());
+                    let _ = writeln!(s, "fork {c}");
+                    procs.push(c);
+                }
+            }
+            9 => {
+                let name = if who.is_empty() {
+                    "main".to_string()
+                } else {
+                    who[1..].trim().to_string()
+                };
+                if !uffd_open.contains(&name) {
+                    let _ = writeln!(s, "{who}uffd open");
+                    uffd_open.push(name);
+                } else {
+                    let m = maps[*r.pick(&live_maps)].clone();
+                    let (off, len) = subrange(&mut r, m.len, true);
+                    let at = |o: u64| {
+                        if o == 0 {
+                            m.base.clone()
+                        } else {
+                            format!("{} + {}", m.base, size(o))
+                        }
+                    };
+                    let line = match r.weighted(&[35, 20, 10, 25, 10]) {
+                        0 => {
+                            let mode = ["missing", "wp", "missing+wp"][r.weighted(&[70, 15, 15])];
+                            format!("uffd register {} {} {mode}", at(off), size(len))
+                        }
+                        1 => format!(
+                            "uffd copy {} 0 {} tag={}",
+                            at(off),
+                            size(len),
+                            r.below(1000)
+                        ),
+                        2 => format!("uffd zeropage {} {}", at(off), size(len)),
+                        3 => {
+                            let (off2, _) = subrange(&mut r, m.len, true);
+                            let len = len.min(m.len - off.max(off2));
+                            let holes = if r.chance(30) { " allow_src_holes" } else { "" };
+                            format!(
+                                "uffd move {} {} {}{holes}",
+                                at(off),
+                                at(off2),
+                                size(len.max(4 * KB))
+                            )
+                        }
+                        _ => format!("uffd unregister {} {}", at(off), size(len)),
+                    };
+                    let _ = writeln!(s, "{who}{line}");
+                }
+            }
+            _ => continue,
+        }
+        n += 1;
+    }
+    s
+}
+
+/// An interesting sub-range `(offset, len)` of a mapping of `len` bytes.
+fn subrange(r: &mut Rng, len: u64, inside: bool) -> (u64, u64) {
+    let pages = len / 4096;
+    let starts = [
+        0,
+        1,
+        15,
+        16,
+        17,
+        511,
+        512,
+        pages.saturating_sub(1),
+        r.below(pages),
+    ];
+    let mut off = (*r.pick(&starts)).min(pages.saturating_sub(1)) * 4096;
+    let lens = [4 * KB, 8 * KB, 16 * KB, 64 * KB, 2 * MB, len];
+    let mut l = *r.pick(&lens);
+    if inside || r.chance(85) {
+        l = l.min(len - off);
+    } else if r.chance(50) && off == 0 {
+        // Straddle the mapping's start edge.
+        off = 0;
+        l = l.min(len);
+    }
+    if l == 0 {
+        l = 4096;
+        off = 0;
+    }
+    (off, l)
+}
+
+/// Delta debugging over lines: the smallest scenario (by lines removed)
+/// for which `keep` still holds. Comment lines are kept.
+pub fn shrink(src: &str, mut keep: impl FnMut(&str) -> bool, budget: Duration) -> String {
+    let start = Instant::now();
+    let mut lines: Vec<String> = src.lines().map(str::to_string).collect();
+    let mut n = 2usize;
+    while lines.len() >= 2 && start.elapsed() < budget {
+        let chunk = lines.len().div_ceil(n);
+        let mut reduced = false;
+        for i in 0..n {
+            let lo = i * chunk;
+            if lo >= lines.len() {
+                break;
+            }
+            let hi = (lo + chunk).min(lines.len());
+            if lines[lo..hi]
+                .iter()
+                .all(|l| l.trim_start().starts_with('#'))
+            {
+                continue;
+            }
+            let cand: Vec<String> = lines[..lo]
+                .iter()
+                .chain(lines[hi..].iter())
+                .cloned()
+                .collect();
+            if cand.is_empty() {
+                continue;
+            }
+            if keep(&(cand.join("\n") + "\n")) {
+                lines = cand;
+                reduced = true;
+                break;
+            }
+            if start.elapsed() >= budget {
+                break;
+            }
+        }
+        if reduced {
+            n = (n - 1).max(2);
+        } else {
+            if n >= lines.len() {
+                break;
+            }
+            n = (n * 2).min(lines.len());
+        }
+    }
+    lines.join("\n") + "\n"
+}
+
+/// Options for a fuzz run.
+#[derive(Clone, Debug)]
+pub struct FuzzOptions {
+    pub seed: u64,
+    /// Stop after this many cases.
+    pub cases: Option<u64>,
+    /// Stop after this long.
+    pub time: Option<Duration>,
+    /// Statements per scenario.
+    pub ops: usize,
+    /// Where shrunk scenarios are saved.
+    pub out_dir: PathBuf,
+    /// Time allowed to shrink one finding.
+    pub shrink_budget: Duration,
+}
+
+impl Default for FuzzOptions {
+    fn default() -> Self {
+        FuzzOptions {
+            seed: 0,
+            cases: None,
+            time: Some(Duration::from_secs(60)),
+            ops: 24,
+            out_dir: PathBuf::from("fuzz-failures"),
+            shrink_budget: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A divergent case.
+#[derive(Clone, Debug)]
+pub struct Finding {
+    pub case: u64,
+    pub case_seed: u64,
+    /// Where the shrunk scenario was saved.
+    pub path: PathBuf,
+    /// The shrunk scenario.
+    pub scenario: String,
+    /// Its diff report (text).
+    pub report: String,
+    /// The first divergence's kind and summary.
+    pub summary: String,
+    /// Did not reproduce on a second run (background kernel activity).
+    pub flaky: bool,
+}
+
+/// Progress events.
+pub enum FuzzEvent<'a> {
+    /// A case finished.
+    Case { case: u64, outcome: DiffOutcome },
+    /// Shrinking a divergent case.
+    Shrinking { case: u64 },
+    /// A finding was saved.
+    Found(&'a Finding),
+}
+
+/// What a fuzz run did.
+#[derive(Clone, Debug, Default)]
+pub struct FuzzSummary {
+    pub seed: u64,
+    pub cases: u64,
+    pub agree: u64,
+    pub partial: u64,
+    pub findings: Vec<Finding>,
+    pub elapsed: Duration,
+    pub ops: OpSet,
+}
+
+impl FuzzSummary {
+    /// Reproducible divergences (not flaky).
+    pub fn divergences(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| !f.flaky)
+    }
+}
+
+/// What identifies a divergence across runs: its kind, the statement it
+/// follows and its summary (line numbers change while shrinking).
+fn first_kind(rep: &DiffReport) -> Option<(String, String)> {
+    rep.first().map(|d| (d.kind.clone(), d.stmt.clone()))
+}
+
+fn same_finding(a: &DiffReport, b: &DiffReport) -> bool {
+    match (a.first(), b.first()) {
+        (Some(x), Some(y)) => x.kind == y.kind && x.stmt == y.stmt && x.summary == y.summary,
+        _ => false,
+    }
+}
+
+fn opts_for_fuzz() -> DiffOptions {
+    DiffOptions {
+        max_divergences: 4,
+        max_steps: Some(10_000),
+        ..DiffOptions::default()
+    }
+}
+
+/// Run the fuzzer.
+pub fn fuzz(
+    opts: &FuzzOptions,
+    on_event: &mut dyn FnMut(&FuzzEvent),
+) -> anyhow::Result<FuzzSummary> {
+    let start = Instant::now();
+    let set = OpSet::probe();
+    let mut sum = FuzzSummary {
+        seed: opts.seed,
+        ops: set,
+        ..Default::default()
+    };
+    let dopts = opts_for_fuzz();
+    let mut case = 0u64;
+    loop {
+        if opts.cases.is_some_and(|c| case >= c) || opts.time.is_some_and(|t| start.elapsed() >= t)
+        {
+            break;
+        }
+        let cs = case_seed(opts.seed, case);
+        let src = generate(cs, opts.ops, set);
+        let name = format!("fuzz-{:x}-{case}.ptl", opts.seed);
+        let rep = diff_source(&name, &src, &dopts)?;
+        let outcome = rep.outcome();
+        sum.cases += 1;
+        match outcome {
+            DiffOutcome::Agree => sum.agree += 1,
+            DiffOutcome::Partial => sum.partial += 1,
+            DiffOutcome::Diverge => {
+                on_event(&FuzzEvent::Shrinking { case });
+                let kind = first_kind(&rep);
+                // Confirm: background activity (khugepaged, other processes
+                // moving the global counters) can make a single run diverge.
+                let again = diff_source(&name, &src, &dopts)?;
+                let flaky = !same_finding(&rep, &again);
+                let shrunk = if flaky {
+                    src.clone()
+                } else {
+                    shrink(
+                        &src,
+                        |cand| {
+                            diff_source(&name, cand, &dopts)
+                                .map(|r| {
+                                    r.outcome() == DiffOutcome::Diverge && first_kind(&r) == kind
+                                })
+                                .unwrap_or(false)
+                        },
+                        opts.shrink_budget,
+                    )
+                };
+                let final_rep = diff_source(&name, &shrunk, &dopts)?;
+                let report = if final_rep.outcome() == DiffOutcome::Diverge {
+                    final_rep.render_text()
+                } else {
+                    rep.render_text()
+                };
+                let summary = rep
+                    .first()
+                    .map(|d| format!("{}: {}", d.kind, d.summary))
+                    .unwrap_or_default();
+                std::fs::create_dir_all(&opts.out_dir)?;
+                let file = format!(
+                    "{}fuzz-{:016x}-{case}.ptl",
+                    if flaky { "flaky-" } else { "" },
+                    opts.seed
+                );
+                let path = opts.out_dir.join(file);
+                let mut text = String::new();
+                let _ = writeln!(
+                    text,
+                    "# ptlab fuzz --seed {} (case {case}){}",
+                    opts.seed,
+                    if flaky {
+                        " — FLAKY: did not reproduce on a second run"
+                    } else {
+                        ""
+                    }
+                );
+                let _ = writeln!(text, "# first divergence: {summary}");
+                let _ = writeln!(text, "# re-run with: ptlab diff {}", path.display());
+                text.push_str(&shrunk);
+                std::fs::write(&path, &text)?;
+                let f = Finding {
+                    case,
+                    case_seed: cs,
+                    path,
+                    scenario: text,
+                    report,
+                    summary,
+                    flaky,
+                };
+                on_event(&FuzzEvent::Found(&f));
+                sum.findings.push(f);
+            }
+        }
+        on_event(&FuzzEvent::Case { case, outcome });
+        case += 1;
+    }
+    sum.elapsed = start.elapsed();
+    Ok(sum)
+}
+
+/// A seed from the clock (for runs without `--seed`).
+pub fn time_seed() -> u64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Rng::new(d.as_nanos() as u64 ^ u64::from(std::process::id())).next_u64()
+}
+
+/// Save directory helper for callers that want a default.
+pub fn default_out_dir() -> &'static Path {
+    Path::new("fuzz-failures")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_is_reproducible_and_parses() {
+        let set = OpSet {
+            fork: true,
+            mprotect: true,
+            mremap: true,
+            uffd: true,
+        };
+        for n in 0..200 {
+            let a = generate(case_seed(7, n), 30, set);
+            let b = generate(case_seed(7, n), 30, set);
+            assert_eq!(a, b);
+            ptlab_scenario::parse("g.ptl", &a).unwrap_or_else(|e| panic!("{e}\n{a}"));
+        }
+        assert_ne!(
+            generate(case_seed(7, 0), 30, set),
+            generate(case_seed(8, 0), 30, set)
+        );
+    }
+
+    #[test]
+    fn shrink_finds_a_minimal_subset() {
+        let src = "a\nb\nc\nneedle1\nd\ne\nneedle2\nf\n";
+        let out = shrink(
+            src,
+            |c| c.contains("needle1") && c.contains("needle2"),
+            Duration::from_secs(5),
+        );
+        assert_eq!(out, "needle1\nneedle2\n");
+    }
+}

@@ -1,0 +1,613 @@
+//! THP `enabled` knobs: reading, writing, the restore journal and the lock.
+//!
+//! The only files ptlab ever writes under /sys are the THP `enabled` knobs:
+//! `/sys/kernel/mm/transparent_hugepage/enabled` and
+//! `/sys/kernel/mm/transparent_hugepage/hugepages-<N>kB/enabled`. Paths are
+//! built here from a [`ThpKnob`], never taken from a scenario or a journal
+//! (a journal entry naming any other path is ignored).
+//!
+//! Safety net, in order:
+//! 1. Every live run takes an exclusive `flock` on the knob lock
+//!    ([`ThpLock`]) for its whole life, so runs (and tests) never overlap.
+//! 2. Before the first write of a knob, its original value goes into the
+//!    journal file (written and fsynced), and into a static table the
+//!    signal handler can read without allocating.
+//! 3. The knobs are restored and the journal deleted when the session ends
+//!    ([`KnobSession`]'s `Drop`, also during unwinding), from a panic hook
+//!    (panics in the owning thread), and from SIGINT/SIGTERM handlers.
+//! 4. After a crash or SIGKILL the journal is left behind;
+//!    [`restore_stale_journal`] (run at every ptlab start, and by
+//!    `ptlab restore`) puts the values back once it holds the lock, since a
+//!    journal whose owner no longer holds the lock is stale.
+
+use ptlab_model::{Errno, ThpKnob, ThpMode};
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Once;
+
+/// Where the THP knobs live.
+pub const THP_DIR: &str = "/sys/kernel/mm/transparent_hugepage";
+
+/// The sysfs file of `knob`, if the kernel has it.
+pub fn knob_path(knob: ThpKnob) -> Result<PathBuf, Errno> {
+    let p = match knob {
+        ThpKnob::TopLevel => PathBuf::from(format!("{THP_DIR}/enabled")),
+        ThpKnob::Size(order) if (2..=9).contains(&order) => {
+            PathBuf::from(format!("{THP_DIR}/hugepages-{}kB/enabled", 4u64 << order))
+        }
+        ThpKnob::Size(_) => return Err(Errno::ENOENT),
+    };
+    if p.exists() {
+        Ok(p)
+    } else {
+        Err(Errno::ENOENT)
+    }
+}
+
+/// Every knob path ptlab may write (used to validate journals).
+pub fn allowed_paths() -> Vec<PathBuf> {
+    let mut v = vec![PathBuf::from(format!("{THP_DIR}/enabled"))];
+    for order in 2u8..=9 {
+        v.push(PathBuf::from(format!(
+            "{THP_DIR}/hugepages-{}kB/enabled",
+            4u64 << order
+        )));
+    }
+    v
+}
+
+/// The bracketed choice of a sysfs knob: `always [madvise] never` → `madvise`.
+pub fn parse_choice(text: &str) -> Option<String> {
+    let open = text.find('[')?;
+    let close = text[open..].find(']')? + open;
+    Some(text[open + 1..close].to_string())
+}
+
+/// Current value of a knob file.
+pub fn read_knob(path: &Path) -> std::io::Result<String> {
+    let text = fs::read_to_string(path)?;
+    parse_choice(&text).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{}: no [selected] value in '{}'",
+                path.display(),
+                text.trim()
+            ),
+        )
+    })
+}
+
+/// The current mode of `knob`.
+pub fn current_mode(knob: ThpKnob) -> Result<ThpMode, Errno> {
+    let p = knob_path(knob)?;
+    let v = read_knob(&p).map_err(|_| Errno::EINVAL)?;
+    ThpMode::from_name(&v).ok_or(Errno::EINVAL)
+}
+
+/// `transparent_hugepage/use_zero_page` (read only: ptlab never writes it).
+pub fn use_zero_page() -> Option<bool> {
+    let t = fs::read_to_string(format!("{THP_DIR}/use_zero_page")).ok()?;
+    Some(t.trim() == "1")
+}
+
+fn write_knob_raw(path: &Path, value: &str) -> std::io::Result<()> {
+    let mut f = OpenOptions::new().write(true).open(path)?;
+    f.write_all(value.as_bytes())
+}
+
+// ----- state directory, lock and journal paths ----------------------------
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Directory for the journal: `$PTLAB_STATE_DIR`, else `/var/lib/ptlab`
+/// for root, else `$XDG_STATE_HOME/ptlab` or `~/.local/state/ptlab`.
+pub fn state_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("PTLAB_STATE_DIR") {
+        return PathBuf::from(d);
+    }
+    if is_root() {
+        return PathBuf::from("/var/lib/ptlab");
+    }
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME") {
+        return PathBuf::from(d).join("ptlab");
+    }
+    if let Some(h) = std::env::var_os("HOME") {
+        return PathBuf::from(h).join(".local/state/ptlab");
+    }
+    std::env::temp_dir().join("ptlab-state")
+}
+
+/// The restore journal's path.
+pub fn journal_path() -> PathBuf {
+    state_dir().join("thp-journal.json")
+}
+
+/// The knob lock's path: `$PTLAB_LOCK_FILE`, else `/run/ptlab/thp.lock` for
+/// root, else `<tmp>/ptlab-thp.lock`.
+pub fn lock_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("PTLAB_LOCK_FILE") {
+        return PathBuf::from(p);
+    }
+    if is_root() {
+        PathBuf::from("/run/ptlab/thp.lock")
+    } else {
+        std::env::temp_dir().join("ptlab-thp.lock")
+    }
+}
+
+/// An exclusive `flock` on the knob lock, held until dropped.
+///
+/// If `PTLAB_LOCK_FD` names an inherited descriptor, the lock is taken on
+/// that descriptor's open file description, which a parent process (a test)
+/// already holds: the child then shares its lock instead of deadlocking.
+#[derive(Debug)]
+pub struct ThpLock {
+    fd: OwnedFd,
+}
+
+impl ThpLock {
+    fn open() -> std::io::Result<OwnedFd> {
+        if let Some(n) = std::env::var("PTLAB_LOCK_FD")
+            .ok()
+            .and_then(|s| s.parse::<i32>().ok())
+        {
+            // SAFETY: duplicating an inherited descriptor we were told about.
+            let d = unsafe { libc::fcntl(n, libc::F_DUPFD_CLOEXEC, 3) };
+            if d >= 0 {
+                // SAFETY: d is a fresh descriptor we own.
+                return Ok(unsafe { OwnedFd::from_raw_fd(d) });
+            }
+        }
+        let p = lock_path();
+        if let Some(dir) = p.parent() {
+            let _ = fs::create_dir_all(dir);
+        }
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&p)?;
+        Ok(OwnedFd::from(f))
+    }
+
+    /// Block until the lock is ours.
+    pub fn acquire() -> std::io::Result<ThpLock> {
+        let fd = Self::open()?;
+        loop {
+            // SAFETY: flock on our descriptor.
+            if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(ThpLock { fd });
+            }
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Take the lock if nobody holds it.
+    pub fn try_acquire() -> std::io::Result<Option<ThpLock>> {
+        let fd = Self::open()?;
+        // SAFETY: flock on our descriptor.
+        if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            Ok(Some(ThpLock { fd }))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// The raw descriptor (to hand to a child process with `PTLAB_LOCK_FD`).
+    pub fn raw_fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+}
+
+// ----- journal ------------------------------------------------------------
+
+/// The journal file: original values of the knobs a run changed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Journal {
+    /// The process that wrote it.
+    pub pid: u32,
+    /// Knob path → value before ptlab first wrote it.
+    pub knobs: BTreeMap<String, String>,
+}
+
+fn write_journal(j: &Journal) -> std::io::Result<()> {
+    let path = journal_path();
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(serde_json::to_string_pretty(j)?.as_bytes())?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, &path)?;
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// What a restore did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// Process that left the journal.
+    pub owner_pid: u32,
+    /// (path, value written back).
+    pub restored: Vec<(String, String)>,
+    /// Journal entries not restored, with the reason.
+    pub skipped: Vec<(String, String)>,
+}
+
+impl std::fmt::Display for RestoreReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "restored {} THP knob(s) from a stale journal left by pid {}",
+            self.restored.len(),
+            self.owner_pid
+        )?;
+        for (p, v) in &self.restored {
+            write!(f, "\n  {p} = {v}")?;
+        }
+        for (p, why) in &self.skipped {
+            write!(f, "\n  skipped {p}: {why}")?;
+        }
+        Ok(())
+    }
+}
+
+fn apply_journal(j: &Journal) -> RestoreReport {
+    let allowed = allowed_paths();
+    let mut rep = RestoreReport {
+        owner_pid: j.pid,
+        ..Default::default()
+    };
+    for (path, value) in &j.knobs {
+        let p = PathBuf::from(path);
+        if !allowed.contains(&p) {
+            rep.skipped
+                .push((path.clone(), "not a THP enabled knob".to_string()));
+            continue;
+        }
+        if ThpMode::from_name(value).is_none() {
+            rep.skipped
+                .push((path.clone(), format!("invalid value '{value}'")));
+            continue;
+        }
+        match write_knob_raw(&p, value) {
+            Ok(()) => rep.restored.push((path.clone(), value.clone())),
+            Err(e) => rep.skipped.push((path.clone(), e.to_string())),
+        }
+    }
+    rep
+}
+
+/// Restore a journal left behind by a run that died (crash, SIGKILL).
+///
+/// Returns `Ok(None)` when there is no journal, or when another live run
+/// holds the lock (the journal is then that run's, not stale).
+pub fn restore_stale_journal() -> anyhow::Result<Option<RestoreReport>> {
+    let path = journal_path();
+    if !path.exists() {
+        return Ok(None);
+    }
+    let Some(_lock) = ThpLock::try_acquire()? else {
+        return Ok(None);
+    };
+    // SESSION_ACTIVE: our own process's live session (sharing an inherited
+    // lock) owns the journal: not stale.
+    if SESSION_ACTIVE.load(Ordering::SeqCst) {
+        return Ok(None);
+    }
+    restore_journal_file(&path)
+}
+
+fn restore_journal_file(path: &Path) -> anyhow::Result<Option<RestoreReport>> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let j: Journal = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: corrupt journal: {e}", path.display()))?;
+    let rep = apply_journal(&j);
+    if rep
+        .skipped
+        .iter()
+        .all(|(_, why)| why == "not a THP enabled knob")
+    {
+        fs::remove_file(path)?;
+    }
+    Ok(Some(rep))
+}
+
+/// `ptlab restore`: take the lock (waiting for a running session to end)
+/// and restore any journal.
+pub fn restore_now() -> anyhow::Result<Option<RestoreReport>> {
+    let path = journal_path();
+    if !path.exists() {
+        return Ok(None);
+    }
+    let _lock = ThpLock::acquire()?;
+    restore_journal_file(&path)
+}
+
+// ----- emergency table for signal handlers and panics ---------------------
+
+const SLOTS: usize = 12;
+const PATH_MAX: usize = 96;
+const VAL_MAX: usize = 16;
+
+struct Slot {
+    used: AtomicBool,
+    path: std::cell::UnsafeCell<[u8; PATH_MAX]>,
+    value: std::cell::UnsafeCell<[u8; VAL_MAX]>,
+    value_len: AtomicUsize,
+}
+
+// SAFETY: a slot's buffers are written only while `used` is false by the
+// single session owner (serialised by the knob lock), and read only after
+// observing `used` true.
+unsafe impl Sync for Slot {}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_SLOT: Slot = Slot {
+    used: AtomicBool::new(false),
+    path: std::cell::UnsafeCell::new([0; PATH_MAX]),
+    value: std::cell::UnsafeCell::new([0; VAL_MAX]),
+    value_len: AtomicUsize::new(0),
+};
+static TABLE: [Slot; SLOTS] = [EMPTY_SLOT; SLOTS];
+static JOURNAL_CPATH: Slot = EMPTY_SLOT;
+static SESSION_ACTIVE: AtomicBool = AtomicBool::new(false);
+static HANDLERS: Once = Once::new();
+
+thread_local! {
+    static OWNS_SESSION: Cell<bool> = const { Cell::new(false) };
+}
+
+fn fill(slot: &Slot, path: &[u8], value: &[u8]) -> bool {
+    if path.len() >= PATH_MAX || value.len() > VAL_MAX {
+        return false;
+    }
+    // SAFETY: see `impl Sync for Slot`.
+    unsafe {
+        let p = &mut *slot.path.get();
+        p.fill(0);
+        p[..path.len()].copy_from_slice(path);
+        let v = &mut *slot.value.get();
+        v.fill(0);
+        v[..value.len()].copy_from_slice(value);
+    }
+    slot.value_len.store(value.len(), Ordering::SeqCst);
+    slot.used.store(true, Ordering::SeqCst);
+    true
+}
+
+/// Async-signal-safe: write back every recorded original value and unlink
+/// the journal. Uses only open/write/close/unlink on static buffers.
+fn emergency_restore() {
+    for slot in TABLE.iter() {
+        if !slot.used.swap(false, Ordering::SeqCst) {
+            continue;
+        }
+        // SAFETY: NUL-terminated path in a static buffer; raw syscalls.
+        unsafe {
+            let fd = libc::open((*slot.path.get()).as_ptr().cast(), libc::O_WRONLY);
+            if fd >= 0 {
+                let n = slot.value_len.load(Ordering::SeqCst);
+                libc::write(fd, (*slot.value.get()).as_ptr().cast(), n);
+                libc::close(fd);
+            }
+        }
+    }
+    if JOURNAL_CPATH.used.swap(false, Ordering::SeqCst) {
+        // SAFETY: NUL-terminated static path.
+        unsafe {
+            libc::unlink((*JOURNAL_CPATH.path.get()).as_ptr().cast());
+        }
+    }
+}
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    emergency_restore();
+    // SAFETY: reset to the default action and re-raise, so the process dies
+    // of the signal as it would have.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
+fn install_handlers() {
+    HANDLERS.call_once(|| {
+        // SAFETY: installing a plain handler.
+        unsafe {
+            libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+            libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+            libc::signal(libc::SIGHUP, on_signal as *const () as libc::sighandler_t);
+        }
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if OWNS_SESSION.with(|c| c.get()) {
+                emergency_restore();
+            }
+            prev(info);
+        }));
+    });
+}
+
+/// The knobs one live run changed, restored when dropped.
+#[derive(Debug)]
+pub struct KnobSession {
+    journal: Journal,
+    written: bool,
+}
+
+impl Default for KnobSession {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KnobSession {
+    /// A session that has changed nothing yet. The caller must hold the
+    /// [`ThpLock`] for as long as the session lives.
+    pub fn new() -> KnobSession {
+        KnobSession {
+            journal: Journal {
+                pid: std::process::id(),
+                knobs: BTreeMap::new(),
+            },
+            written: false,
+        }
+    }
+
+    /// Set `knob` to `mode`. Writing the value a knob already has is a
+    /// no-op (so unprivileged runs can "set" the machine's defaults).
+    pub fn set(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), KnobError> {
+        if knob == ThpKnob::TopLevel && mode == ThpMode::Inherit {
+            // sysfs enabled_store() accepts only always/madvise/never.
+            return Err(KnobError::Errno(Errno::EINVAL));
+        }
+        let path = knob_path(knob).map_err(KnobError::Errno)?;
+        let current = read_knob(&path).map_err(|e| KnobError::Io(path.clone(), e))?;
+        if current == mode.name() {
+            return Ok(());
+        }
+        let key = path.display().to_string();
+        if !self.journal.knobs.contains_key(&key) {
+            self.journal.knobs.insert(key.clone(), current.clone());
+            install_handlers();
+            OWNS_SESSION.with(|c| c.set(true));
+            SESSION_ACTIVE.store(true, Ordering::SeqCst);
+            if let Err(e) = write_journal(&self.journal) {
+                self.journal.knobs.remove(&key);
+                return Err(KnobError::Io(journal_path(), e));
+            }
+            let jp = journal_path();
+            let mut jb = jp.as_os_str().as_encoded_bytes().to_vec();
+            jb.push(0);
+            fill(&JOURNAL_CPATH, &jb, b"");
+            let mut pb = key.as_bytes().to_vec();
+            pb.push(0);
+            let free = TABLE.iter().find(|s| !s.used.load(Ordering::SeqCst));
+            if let Some(slot) = free {
+                fill(slot, &pb, current.as_bytes());
+            }
+            self.written = true;
+        }
+        match write_knob_raw(&path, mode.name()) {
+            Ok(()) => Ok(()),
+            Err(e)
+                if e.raw_os_error() == Some(libc::EACCES)
+                    || e.raw_os_error() == Some(libc::EPERM) =>
+            {
+                Err(KnobError::NotPermitted(path))
+            }
+            Err(e) => match e.raw_os_error().and_then(Errno::from_code) {
+                Some(errno) => Err(KnobError::Errno(errno)),
+                None => Err(KnobError::Io(path, e)),
+            },
+        }
+    }
+
+    /// Whether any knob was changed.
+    pub fn changed(&self) -> bool {
+        self.written
+    }
+
+    /// Put every changed knob back and delete the journal.
+    pub fn restore(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if !self.written {
+            return problems;
+        }
+        // The slots describe the same knobs: clear them first so a signal
+        // arriving now does not race our own writes.
+        for slot in TABLE.iter() {
+            slot.used.store(false, Ordering::SeqCst);
+        }
+        let rep = apply_journal(&self.journal);
+        for (p, why) in rep.skipped {
+            problems.push(format!("{p}: {why}"));
+        }
+        if problems.is_empty() {
+            let _ = fs::remove_file(journal_path());
+        }
+        JOURNAL_CPATH.used.store(false, Ordering::SeqCst);
+        self.journal.knobs.clear();
+        self.written = false;
+        SESSION_ACTIVE.store(false, Ordering::SeqCst);
+        OWNS_SESSION.with(|c| c.set(false));
+        problems
+    }
+}
+
+impl Drop for KnobSession {
+    fn drop(&mut self) {
+        for p in self.restore() {
+            eprintln!("ptlab: could not restore THP knob {p}");
+        }
+    }
+}
+
+/// Why a knob write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KnobError {
+    /// The kernel rejected the value (or the knob does not exist).
+    #[error("{0}")]
+    Errno(Errno),
+    /// Writing needs root.
+    #[error("cannot write {}: permission denied (changing THP knobs needs root)", .0.display())]
+    NotPermitted(PathBuf),
+    #[error("{path}: {1}", path = .0.display())]
+    Io(PathBuf, std::io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choice() {
+        assert_eq!(
+            parse_choice("always [madvise] never\n").as_deref(),
+            Some("madvise")
+        );
+        assert_eq!(parse_choice("never").as_deref(), None);
+    }
+
+    #[test]
+    fn journal_paths_are_validated() {
+        let j = Journal {
+            pid: 1,
+            knobs: [("/etc/passwd".to_string(), "never".to_string())]
+                .into_iter()
+                .collect(),
+        };
+        let rep = apply_journal(&j);
+        assert!(rep.restored.is_empty());
+        assert_eq!(rep.skipped[0].1, "not a THP enabled knob");
+        assert!(allowed_paths()
+            .iter()
+            .all(|p| p.to_string_lossy().ends_with("/enabled")));
+    }
+}

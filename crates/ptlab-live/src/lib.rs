@@ -1,0 +1,44 @@
+//! ptlab-live: run `.ptl` scenarios on the live Linux kernel, diff them
+//! against the model, and fuzz both.
+//!
+//! * [`LiveBackend`] executes a scenario in worker processes forked from
+//!   ptlab and observes them through /proc (docs/live.md).
+//! * [`knobs`] writes THP `enabled` knobs under a lock, with a restore
+//!   journal and signal/panic handlers.
+//! * [`diff`] runs the model and the kernel in lockstep and compares their
+//!   observations structurally.
+//! * [`fuzz`] generates random scenarios, diffs them and shrinks failures.
+
+pub mod diff;
+pub mod fuzz;
+pub mod kernel;
+pub mod knobs;
+pub mod live;
+mod worker;
+
+pub use diff::{
+    diff_file, diff_source, DiffBackend, DiffOptions, DiffOutcome, DiffReport, Divergence,
+};
+pub use live::{LiveBackend, LiveCaps, LiveError};
+
+/// Why live runs cannot happen on this machine, if they cannot: a reason
+/// suitable for a `SKIP:` line.
+pub fn live_unavailable() -> Option<String> {
+    if !worker::SUPPORTED {
+        return Some("the live backend needs an x86-64 host".into());
+    }
+    if !std::path::Path::new("/proc/self/pagemap").exists() {
+        return Some("/proc/self/pagemap is missing".into());
+    }
+    if !std::path::Path::new(knobs::THP_DIR).exists() {
+        return Some(format!("{} is missing (no THP support)", knobs::THP_DIR));
+    }
+    None
+}
+
+/// Whether this process runs as root (needed for PFNs, kpageflags,
+/// kpagecount and knob writes).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}

@@ -1,0 +1,1063 @@
+//! [`LiveBackend`]: runs scenario operations on the running kernel.
+//!
+//! Each scenario process is a worker process (see [`crate::worker`]): `main`
+//! is forked from ptlab when the backend is created, and `fork NAME` forks
+//! the current worker. ptlab sends each operation over the worker's
+//! channel; the worker makes the raw system call or the access and answers.
+//! Observations are read from outside (smaps, pagemap, PAGEMAP_SCAN,
+//! kpageflags, kpagecount, THP counters), except page contents, which the
+//! worker loads itself.
+//!
+//! The worker's address space starts as a copy of ptlab's, so the backend
+//! keeps two address sets: the *territory* (every range a scenario mmap or
+//! mremap returned) and the *foreign* ranges (the VMAs the worker had when
+//! it started). Observations show only the territory; an operation whose
+//! range touches a foreign VMA is refused (it would clobber the worker's
+//! own code or stack). See docs/live.md.
+
+use crate::kernel::{self, Caps, Reader, SmapsVma, PAGE};
+use crate::knobs::{self, KnobError, KnobSession, ThpLock};
+use crate::worker::{self, op, Req, Resp, ST_FAULT};
+use ptlab_model::observe::{AnonPage, MapsEntry, PageObs};
+use ptlab_model::{Advice, Errno, MapFlags, Observation, PageState, Prot, ThpKnob, ThpMode};
+use ptlab_scenario::ast::UffdMode;
+use ptlab_scenario::{Backend, BackendError, MremapFlags, UffdMoveFlags};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+/// How long to wait for a worker's answer before declaring it hung.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why the live backend could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("the live backend needs an x86-64 Linux host (its fault probes are x86-64 code)")]
+    Unsupported,
+    #[error("cannot take the THP knob lock {path}: {1}", path = .0.display())]
+    Lock(std::path::PathBuf, std::io::Error),
+    #[error("cannot start a worker process: {0}")]
+    Spawn(std::io::Error),
+    #[error("cannot read /proc/{0}/smaps: {1}")]
+    Proc(i32, std::io::Error),
+}
+
+struct LiveProc {
+    name: String,
+    pid: i32,
+    chan: OwnedFd,
+    /// Forked directly from ptlab (must be reaped with waitpid).
+    direct: bool,
+}
+
+/// What an unprivileged or older kernel hides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveCaps {
+    /// PFNs, kpageflags and kpagecount are readable (root): folio order,
+    /// index, AnonExclusive, mapcount and frame identity are known.
+    pub frames: bool,
+    /// PAGEMAP_SCAN is available (zero pages and PMD mappings are known).
+    pub scan: bool,
+    /// THP knobs can be written (root).
+    pub knobs: bool,
+}
+
+/// Runs scenarios on the live kernel. See the module docs.
+pub struct LiveBackend {
+    procs: Vec<LiveProc>,
+    knobs: KnobSession,
+    reader: Reader,
+    /// Sorted, merged ranges the scenario mapped.
+    territory: Vec<(u64, u64)>,
+    /// Sorted ranges of the worker's own VMAs at start.
+    foreign: Vec<(u64, u64)>,
+    /// PROT_NONE pages placed to keep scenario VMAs from merging with
+    /// foreign ones.
+    guards: Vec<(u64, u64)>,
+    stats_base: BTreeMap<String, i64>,
+    /// Pages whose tag could not be loaded at the last observation
+    /// (non-readable VMAs), per process.
+    unknown_tags: BTreeSet<(String, u64)>,
+    notes: Vec<String>,
+    _lock: ThpLock,
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn errno_err(code: i64) -> BackendError {
+    let c = code.unsigned_abs() as i32;
+    match Errno::from_code(c) {
+        Some(e) => BackendError::Errno(e),
+        None => BackendError::Other(format!(
+            "the kernel returned errno {c} ({}), which ptlab has no name for",
+            std::io::Error::from_raw_os_error(c)
+        )),
+    }
+}
+
+fn merge_into(set: &mut Vec<(u64, u64)>, start: u64, end: u64) {
+    if start >= end {
+        return;
+    }
+    set.push((start, end));
+    set.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(set.len());
+    for &(s, e) in set.iter() {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    *set = out;
+}
+
+fn intersects(set: &[(u64, u64)], start: u64, end: u64) -> Option<(u64, u64)> {
+    set.iter().copied().find(|&(s, e)| s < end && start < e)
+}
+
+fn page_len(len: u64) -> u64 {
+    len.checked_add(PAGE - 1)
+        .map_or(!(PAGE - 1), |l| l & !(PAGE - 1))
+}
+
+fn poll_in(fd: i32, timeout: Duration) -> Result<(), BackendError> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut p, 1, timeout.as_millis() as i32) };
+        if r > 0 {
+            return Ok(());
+        }
+        if r == 0 {
+            return Err(BackendError::Other(format!(
+                "a worker process did not answer within {} s",
+                timeout.as_secs()
+            )));
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Err(BackendError::Other(
+                "poll on a worker channel failed".into(),
+            ));
+        }
+    }
+}
+
+fn read_words(fd: i32, out: &mut [u64]) -> Result<bool, BackendError> {
+    // SAFETY: byte view of a u64 slice.
+    let buf =
+        unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out.len() * 8) };
+    let mut off = 0;
+    while off < buf.len() {
+        poll_in(fd, ANSWER_TIMEOUT)?;
+        // SAFETY: reading into our buffer.
+        let n = unsafe { libc::read(fd, buf[off..].as_mut_ptr().cast(), buf.len() - off) };
+        if n == 0 {
+            return Ok(false);
+        }
+        if n < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(BackendError::Other(format!(
+                "reading a worker channel: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        off += n as usize;
+    }
+    Ok(true)
+}
+
+fn write_words(fd: i32, w: &[u64]) -> Result<(), BackendError> {
+    // SAFETY: byte view of a u64 slice.
+    let mut buf = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), w.len() * 8) };
+    while !buf.is_empty() {
+        // SAFETY: writing from our buffer; MSG_NOSIGNAL avoids SIGPIPE.
+        let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(BackendError::Other(format!(
+                "a worker process is gone ({})",
+                std::io::Error::last_os_error()
+            )));
+        }
+        buf = &buf[n as usize..];
+    }
+    Ok(())
+}
+
+/// Receive a response header that carries a descriptor (the answer to FORK).
+fn recv_with_fd(fd: i32) -> Result<(Resp, Option<OwnedFd>), BackendError> {
+    poll_in(fd, ANSWER_TIMEOUT)?;
+    let mut hdr: Resp = [0; 4];
+    // SAFETY: msghdr over valid buffers; CMSG macros stay inside cbuf.
+    unsafe {
+        let mut iov = libc::iovec {
+            iov_base: hdr.as_mut_ptr().cast(),
+            iov_len: 32,
+        };
+        let mut cbuf = [0u64; 8];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&cbuf);
+        let n = libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_WAITALL);
+        if n != 32 {
+            return Err(BackendError::Other("a worker died while forking".into()));
+        }
+        let mut got = None;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if !c.is_null() && (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS
+        {
+            let raw = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+            got = Some(OwnedFd::from_raw_fd(raw));
+        }
+        Ok((hdr, got))
+    }
+}
+
+impl LiveBackend {
+    /// Start a live backend: take the knob lock (waiting for any other live
+    /// run), and fork the `main` worker.
+    pub fn new() -> Result<LiveBackend, LiveError> {
+        if !worker::SUPPORTED || !cfg!(target_os = "linux") {
+            return Err(LiveError::Unsupported);
+        }
+        let lock = ThpLock::acquire().map_err(|e| LiveError::Lock(knobs::lock_path(), e))?;
+        // ptlab's own allocations must not move the global THP counters
+        // while a scenario allows large folios; workers undo this.
+        // SAFETY: prctl on ourselves.
+        unsafe {
+            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+        }
+        let stats_base = kernel::read_thp_counters();
+        let mut sv = [0 as libc::c_int; 2];
+        // SAFETY: socketpair into a valid array.
+        if unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                0,
+                sv.as_mut_ptr(),
+            )
+        } < 0
+        {
+            return Err(LiveError::Spawn(std::io::Error::last_os_error()));
+        }
+        // SAFETY: the child runs only async-signal-safe code (worker_main).
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(LiveError::Spawn(std::io::Error::last_os_error()));
+        }
+        if pid == 0 {
+            worker::worker_main(sv[1]);
+        }
+        // SAFETY: closing our copy of the worker's end; sv[0] is ours.
+        let chan = unsafe {
+            libc::close(sv[1]);
+            OwnedFd::from_raw_fd(sv[0])
+        };
+        let mut me = LiveBackend {
+            procs: vec![LiveProc {
+                name: "main".into(),
+                pid,
+                chan,
+                direct: true,
+            }],
+            knobs: KnobSession::new(),
+            reader: Reader::new(),
+            territory: Vec::new(),
+            foreign: Vec::new(),
+            guards: Vec::new(),
+            stats_base,
+            unknown_tags: BTreeSet::new(),
+            notes: Vec::new(),
+            _lock: lock,
+        };
+        // Wait until the worker is serving, then record its own VMAs.
+        me.call("main", [op::PING, 0, 0, 0, 0, 0, 0, 0])
+            .map_err(|e| LiveError::Spawn(std::io::Error::other(e.to_string())))?;
+        let smaps = kernel::read_smaps(pid).map_err(|e| LiveError::Proc(pid, e))?;
+        for v in smaps {
+            merge_into(&mut me.foreign, v.start, v.end);
+        }
+        Ok(me)
+    }
+
+    /// What this process can observe.
+    pub fn caps(&self) -> LiveCaps {
+        LiveCaps {
+            frames: self.reader.caps.kpage && (self.reader.caps.pfn || is_root()),
+            scan: self.reader.caps.scan,
+            knobs: is_root(),
+        }
+    }
+
+    /// Raw reader capabilities (after at least one observation).
+    pub fn reader_caps(&self) -> Caps {
+        self.reader.caps
+    }
+
+    /// The address ranges the scenario mapped so far.
+    pub fn territory(&self) -> &[(u64, u64)] {
+        &self.territory
+    }
+
+    /// The worker's own VMAs (addresses a scenario must not use).
+    pub fn foreign(&self) -> &[(u64, u64)] {
+        &self.foreign
+    }
+
+    /// Whether the tag of `addr` in `proc` could not be read at the last
+    /// observation (the page is present but not readable).
+    pub fn tag_unknown(&self, proc: &str, addr: u64) -> bool {
+        self.unknown_tags.contains(&(proc.to_string(), addr))
+    }
+
+    /// Remarks collected during the run (guards placed, merges seen).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Names of the scenario processes that are alive, in creation order.
+    pub fn process_names(&self) -> Vec<String> {
+        self.procs.iter().map(|p| p.name.clone()).collect()
+    }
+
+    /// Pid of a scenario process.
+    pub fn pid_of(&self, proc: &str) -> Option<i32> {
+        self.procs.iter().find(|p| p.name == proc).map(|p| p.pid)
+    }
+
+    fn proc_index(&self, proc: &str) -> Result<usize, BackendError> {
+        self.procs
+            .iter()
+            .position(|p| p.name == proc)
+            .ok_or_else(|| BackendError::NoProcess(proc.to_string()))
+    }
+
+    fn call(&mut self, proc: &str, req: Req) -> Result<Resp, BackendError> {
+        let i = self.proc_index(proc)?;
+        let fd = self.procs[i].chan.as_raw_fd();
+        write_words(fd, &req)?;
+        let mut resp: Resp = [0; 4];
+        if !read_words(fd, &mut resp)? {
+            return Err(BackendError::Other(format!(
+                "worker process for '{proc}' (pid {}) died",
+                self.procs[i].pid
+            )));
+        }
+        Ok(resp)
+    }
+
+    fn unit(resp: Resp) -> Result<u64, BackendError> {
+        let st = resp[0] as i64;
+        if st < 0 {
+            Err(errno_err(st))
+        } else {
+            Ok(resp[1])
+        }
+    }
+
+    /// Refuse ranges that touch the worker's own mappings.
+    fn check_range(&self, what: &str, start: u64, len: u64) -> Result<(), BackendError> {
+        // A length whose page-aligned value wraps, or a range that wraps
+        // past 2^64, is rejected by the kernel before it looks at any VMA
+        // (PAGE_ALIGN overflow, `end <= start`): let it through.
+        let Some(aligned) = len.checked_add(PAGE - 1).map(|l| l & !(PAGE - 1)) else {
+            return Ok(());
+        };
+        let Some(end) = start.checked_add(aligned) else {
+            return Ok(());
+        };
+        let end = end.max(start.saturating_add(1));
+        if let Some((s, e)) = intersects(&self.foreign, start & !(PAGE - 1), end) {
+            return Err(BackendError::Other(format!(
+                "{what} {start:#x}+{len:#x} touches {s:#x}-{e:#x}, a mapping of the live \
+                 harness's own worker process (inherited from ptlab); the live backend cannot \
+                 run it without destroying itself: use another address"
+            )));
+        }
+        Ok(())
+    }
+
+    fn fault_err(resp: Resp) -> BackendError {
+        if resp[2] == libc::SIGBUS as u64 {
+            // The worker opens userfaultfd with UFFD_FEATURE_SIGBUS: a fault
+            // that would go to userfaultfd raises SIGBUS instead of blocking.
+            BackendError::Uffd {
+                addr: resp[1] & !(PAGE - 1),
+            }
+        } else {
+            BackendError::Segv { addr: resp[1] }
+        }
+    }
+
+    /// Outcome of a uffd ioctl that reports a result through its struct
+    /// (COPY, ZEROPAGE, MOVE): on failure the field (bytes done, `-errno`,
+    /// or 0 if untouched) comes with the errno.
+    fn uffd_result(resp: Resp) -> Result<u64, BackendError> {
+        let st = resp[0] as i64;
+        if st >= 0 {
+            return Ok(resp[1]);
+        }
+        match errno_err(st) {
+            BackendError::Errno(errno) => Err(BackendError::ErrnoWithResult {
+                errno,
+                result: resp[1] as i64,
+            }),
+            other => Err(other),
+        }
+    }
+
+    /// After a non-fixed mmap landed at `addr`: if the kernel merged the new
+    /// VMA with one of the worker's own VMAs, undo it, fence the gap with a
+    /// PROT_NONE guard page and map again (up to four times).
+    fn unmerge_foreign(
+        &mut self,
+        proc: &str,
+        mut addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+    ) -> Result<u64, BackendError> {
+        let pid = self.procs[self.proc_index(proc)?].pid;
+        for _ in 0..4 {
+            let end = addr + len;
+            let smaps = kernel::read_smaps(pid).map_err(|e| BackendError::Other(e.to_string()))?;
+            let mut below = None;
+            let mut above = None;
+            for v in smaps.iter().filter(|v| v.start < end && addr < v.end) {
+                if v.start < addr && intersects(&self.foreign, v.start, addr).is_some() {
+                    below = Some(addr);
+                }
+                if v.end > end && intersects(&self.foreign, end, v.end).is_some() {
+                    above = Some(end);
+                }
+            }
+            if below.is_none() && above.is_none() {
+                return Ok(addr);
+            }
+            self.notes.push(format!(
+                "mmap at {addr:#x}+{len:#x} merged with a VMA of the harness's own; re-placed \
+                 behind a PROT_NONE guard page"
+            ));
+            let r = self.call(proc, [op::MUNMAP, addr, len, 0, 0, 0, 0, 0])?;
+            Self::unit(r)?;
+            let guard = if above.is_some() { end - PAGE } else { addr };
+            let r = self.call(
+                proc,
+                [
+                    op::MMAP,
+                    guard,
+                    PAGE,
+                    0,
+                    (MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED_NOREPLACE).bits()
+                        as u64,
+                    0,
+                    0,
+                    0,
+                ],
+            )?;
+            Self::unit(r)?;
+            merge_into(&mut self.foreign, guard, guard + PAGE);
+            self.guards.push((guard, guard + PAGE));
+            let r = self.call(
+                proc,
+                [
+                    op::MMAP,
+                    0,
+                    len,
+                    prot.bits() as u64,
+                    flags.bits() as u64,
+                    0,
+                    0,
+                    0,
+                ],
+            )?;
+            addr = Self::unit(r)?;
+        }
+        Ok(addr)
+    }
+
+    // ----- observation ----------------------------------------------------
+
+    /// The territory-clipped VMAs of a process: (vma, start, end).
+    fn clipped(&self, smaps: &[SmapsVma]) -> Vec<(usize, u64, u64)> {
+        let mut out = Vec::new();
+        for (i, v) in smaps.iter().enumerate() {
+            for &(s, e) in &self.territory {
+                let (a, b) = (v.start.max(s), v.end.min(e));
+                if a < b {
+                    out.push((i, a, b));
+                }
+            }
+        }
+        out
+    }
+
+    /// Page states for `[start, end)` of process `proc` (pid `pid`).
+    fn page_states(
+        &mut self,
+        proc: &str,
+        pid: i32,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<PageObs>, BackendError> {
+        let raw = self
+            .reader
+            .raw_pages(pid, start, end)
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/pagemap: {e}")))?;
+        let caps = self.reader.caps;
+        let mut blocks: HashMap<u64, (Vec<u64>, Vec<u64>)> = HashMap::new();
+        let mut out = Vec::with_capacity(raw.len());
+        for (i, r) in raw.iter().enumerate() {
+            let va = start + i as u64 * PAGE;
+            let pm = r.pagemap;
+            if pm & kernel::PM_PRESENT == 0 {
+                out.push(PageObs {
+                    addr: va,
+                    state: PageState::NotPresent,
+                });
+                continue;
+            }
+            let pfn = pm & kernel::PM_PFN_MASK;
+            // (order, index, anon-exclusive, kpagecount, flags of this page)
+            let kp = if caps.kpage && pfn != 0 {
+                self.reader
+                    .kpf_block(&mut blocks, pfn)
+                    .map(|(flags, count)| {
+                        let o = (pfn & 511) as usize;
+                        let f = flags[o];
+                        let ax = f & kernel::KPF_ANON_EXCLUSIVE != 0;
+                        let head = if f & kernel::KPF_COMPOUND_TAIL != 0 {
+                            (0..o)
+                                .rev()
+                                .find(|&j| flags[j] & kernel::KPF_COMPOUND_HEAD != 0)
+                        } else if f & kernel::KPF_COMPOUND_HEAD != 0 {
+                            Some(o)
+                        } else {
+                            None
+                        };
+                        let (order, index) = match head {
+                            Some(h) => {
+                                let tails = flags[h + 1..]
+                                    .iter()
+                                    .take_while(|&&x| x & kernel::KPF_COMPOUND_TAIL != 0)
+                                    .count();
+                                let size = (tails + 1) as u64;
+                                (63 - size.leading_zeros() as u8, (o - h) as u32)
+                            }
+                            None => (0, 0),
+                        };
+                        (order, index, ax, count[o], f)
+                    })
+            } else {
+                None
+            };
+            let zero = if caps.scan {
+                r.scan & kernel::PAGE_IS_PFNZERO != 0
+            } else {
+                kp.is_some_and(|k| k.4 & kernel::KPF_ZERO_PAGE != 0)
+            };
+            let huge = if caps.scan {
+                r.scan & kernel::PAGE_IS_HUGE != 0
+            } else {
+                pm & kernel::PM_FILE != 0
+            };
+            if zero {
+                let state = if huge || pm & kernel::PM_FILE != 0 {
+                    PageState::HugeZero {
+                        index: ((va >> 12) & 511) as u32,
+                    }
+                } else {
+                    PageState::Zero
+                };
+                out.push(PageObs { addr: va, state });
+                continue;
+            }
+            let (order, index, ax, cnt, pfn_id) = match kp {
+                Some((order, index, ax, cnt, _)) => (order, index, ax, cnt, pfn),
+                // Unknown without root: a synthetic identity per page.
+                None => (0, 0, false, 0, (1 << 60) | (va >> 12)),
+            };
+            out.push(PageObs {
+                addr: va,
+                state: PageState::Anon(AnonPage {
+                    pfn: pfn_id,
+                    order,
+                    index,
+                    pmd_mapped: huge,
+                    mmap_exclusive: pm & kernel::PM_MMAP_EXCLUSIVE != 0,
+                    anon_exclusive: ax,
+                    mapcount: cnt as u32,
+                    tag: 0,
+                }),
+            });
+        }
+        self.fill_tags(proc, &mut out)?;
+        Ok(out)
+    }
+
+    /// Ask the worker to load the tag of every present anon page.
+    fn fill_tags(&mut self, proc: &str, pages: &mut [PageObs]) -> Result<(), BackendError> {
+        let mut i = 0;
+        while i < pages.len() {
+            if !matches!(pages[i].state, PageState::Anon(_)) {
+                i += 1;
+                continue;
+            }
+            let mut j = i;
+            while j < pages.len() && matches!(pages[j].state, PageState::Anon(_)) {
+                j += 1;
+            }
+            let tags = self.read_tags(proc, pages[i].addr, (j - i) as u64)?;
+            for (k, (tag, ok)) in tags.into_iter().enumerate() {
+                if let PageState::Anon(a) = &mut pages[i + k].state {
+                    a.tag = tag;
+                }
+                if !ok {
+                    self.unknown_tags
+                        .insert((proc.to_string(), pages[i + k].addr));
+                }
+            }
+            i = j;
+        }
+        Ok(())
+    }
+
+    fn read_tags(
+        &mut self,
+        proc: &str,
+        start: u64,
+        n: u64,
+    ) -> Result<Vec<(u64, bool)>, BackendError> {
+        let idx = self.proc_index(proc)?;
+        let fd = self.procs[idx].chan.as_raw_fd();
+        write_words(fd, &[op::READ_TAGS, start, n, 0, 0, 0, 0, 0])?;
+        let mut hdr: Resp = [0; 4];
+        let mut tags = vec![0u64; n as usize + 1];
+        if !read_words(fd, &mut hdr)? || !read_words(fd, &mut tags)? {
+            return Err(BackendError::Other(format!("worker for '{proc}' died")));
+        }
+        let faults = tags.pop().unwrap_or(0);
+        if faults == 0 {
+            return Ok(tags.into_iter().map(|t| (t, true)).collect());
+        }
+        // Some page is not readable (PROT_NONE, exec-only): find which.
+        let mut out = Vec::with_capacity(n as usize);
+        for k in 0..n {
+            write_words(fd, &[op::READ_TAGS, start + k * PAGE, 1, 0, 0, 0, 0, 0])?;
+            let mut one = [0u64; 2];
+            if !read_words(fd, &mut hdr)? || !read_words(fd, &mut one)? {
+                return Err(BackendError::Other(format!("worker for '{proc}' died")));
+            }
+            out.push((one[0], one[1] == 0));
+        }
+        Ok(out)
+    }
+
+    /// Everything `proc` shows inside the territory.
+    pub fn observe_live(&mut self, proc: &str) -> Result<Observation, BackendError> {
+        let pid = self.procs[self.proc_index(proc)?].pid;
+        let smaps = kernel::read_smaps(pid)
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}")))?;
+        self.unknown_tags.retain(|(p, _)| p != proc);
+        let mut obs = Observation {
+            process: proc.to_string(),
+            ..Default::default()
+        };
+        for (i, s, e) in self.clipped(&smaps) {
+            let v = &smaps[i];
+            let pages = self.page_states(proc, pid, s, e)?;
+            let whole = v.start == s && v.end == e;
+            let (rss_kb, anon_huge_kb) = if whole {
+                (v.rss_kb, v.anon_huge_kb)
+            } else {
+                let anon: Vec<&AnonPage> = pages
+                    .iter()
+                    .filter_map(|p| match &p.state {
+                        PageState::Anon(a) => Some(a),
+                        _ => None,
+                    })
+                    .collect();
+                (
+                    anon.len() as u64 * 4,
+                    anon.iter().filter(|a| a.pmd_mapped).count() as u64 * 4,
+                )
+            };
+            obs.maps.push(MapsEntry {
+                start: s,
+                end: e,
+                perms: v.perms.clone(),
+                vm_flags: v.vm_flags.clone(),
+                anon_huge_kb,
+                rss_kb,
+            });
+            obs.pages.extend(pages);
+        }
+        obs.stats = self.stats();
+        Ok(obs)
+    }
+
+    /// THP counters since the backend started.
+    pub fn stats(&self) -> BTreeMap<String, i64> {
+        kernel::read_thp_counters()
+            .into_iter()
+            .map(|(k, v)| {
+                let base = self.stats_base.get(&k).copied().unwrap_or(0);
+                (k, v - base)
+            })
+            .collect()
+    }
+
+    fn exit_proc(&mut self, idx: usize) -> Result<(), BackendError> {
+        let p = self.procs.remove(idx);
+        let fd = p.chan.as_raw_fd();
+        let _ = write_words(fd, &[op::EXIT, 0, 0, 0, 0, 0, 0, 0]);
+        // The channel reaches EOF when the worker's files are closed, which
+        // do_exit() does after exit_mm(): its memory is gone by then.
+        let mut sink = [0u64; 1];
+        let done = read_words(fd, &mut sink);
+        if !matches!(done, Ok(false)) {
+            // SAFETY: killing our own worker.
+            unsafe { libc::kill(p.pid, libc::SIGKILL) };
+        }
+        if p.direct {
+            let mut st = 0;
+            // SAFETY: reaping our own child.
+            unsafe { libc::waitpid(p.pid, &mut st, 0) };
+        }
+        Ok(())
+    }
+
+    /// End every worker (children first) and restore the knobs. Also done
+    /// on drop.
+    pub fn shutdown(&mut self) -> Vec<String> {
+        while !self.procs.is_empty() {
+            let last = self.procs.len() - 1;
+            let _ = self.exit_proc(last);
+        }
+        self.knobs.restore()
+    }
+}
+
+impl Drop for LiveBackend {
+    fn drop(&mut self) {
+        for p in self.shutdown() {
+            eprintln!("ptlab: could not restore THP knob {p}");
+        }
+    }
+}
+
+impl Backend for LiveBackend {
+    fn mmap(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+    ) -> Result<u64, BackendError> {
+        if flags.contains(MapFlags::FIXED) && !flags.contains(MapFlags::FIXED_NOREPLACE) {
+            self.check_range("mmap MAP_FIXED", addr, len)?;
+        }
+        let r = self.call(
+            proc,
+            [
+                op::MMAP,
+                addr,
+                len,
+                prot.bits() as u64,
+                flags.bits() as u64,
+                0,
+                0,
+                0,
+            ],
+        )?;
+        let mut got = Self::unit(r)?;
+        let plen = page_len(len);
+        if !flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) {
+            got = self.unmerge_foreign(proc, got, plen, prot, flags)?;
+        }
+        merge_into(&mut self.territory, got, got.saturating_add(plen));
+        Ok(got)
+    }
+
+    fn munmap(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        self.check_range("munmap", addr, len)?;
+        let r = self.call(proc, [op::MUNMAP, addr, len, 0, 0, 0, 0, 0])?;
+        Self::unit(r).map(|_| ())
+    }
+
+    fn madvise(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        advice: Advice,
+    ) -> Result<(), BackendError> {
+        self.check_range("madvise", addr, len)?;
+        let r = self.call(
+            proc,
+            [op::MADVISE, addr, len, advice.value() as u64, 0, 0, 0, 0],
+        )?;
+        Self::unit(r).map(|_| ())
+    }
+
+    fn read(&mut self, proc: &str, addr: u64) -> Result<u64, BackendError> {
+        let page = addr & !(PAGE - 1);
+        self.access(proc, page, PAGE, false, None)?;
+        let t = self.read_tags(proc, page, 1)?;
+        Ok(t.first().map_or(0, |x| x.0))
+    }
+
+    fn write(&mut self, proc: &str, addr: u64, tag: u64) -> Result<(), BackendError> {
+        self.access(proc, addr & !(PAGE - 1), PAGE, true, Some(tag))
+    }
+
+    fn access(
+        &mut self,
+        proc: &str,
+        start: u64,
+        len: u64,
+        write: bool,
+        tag: Option<u64>,
+    ) -> Result<(), BackendError> {
+        self.check_range(if write { "write" } else { "read" }, start, len)?;
+        let r = self.call(
+            proc,
+            [
+                op::ACCESS,
+                start,
+                len,
+                u64::from(write),
+                u64::from(tag.is_some()),
+                tag.unwrap_or(0),
+                0,
+                0,
+            ],
+        )?;
+        if r[0] as i64 == ST_FAULT {
+            return Err(Self::fault_err(r));
+        }
+        Self::unit(r).map(|_| ())
+    }
+
+    fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), BackendError> {
+        self.knobs.set(knob, mode).map_err(|e| match e {
+            KnobError::Errno(e) => BackendError::Errno(e),
+            other => BackendError::Other(other.to_string()),
+        })
+    }
+
+    fn set_use_zero_page(&mut self, on: bool) -> Result<(), BackendError> {
+        match knobs::use_zero_page() {
+            Some(cur) if cur == on => Ok(()),
+            Some(cur) => Err(BackendError::Other(format!(
+                "the live backend writes only THP 'enabled' knobs; use_zero_page is {} on this \
+                 machine and stays so",
+                u8::from(cur)
+            ))),
+            None => Err(BackendError::Other(
+                "cannot read transparent_hugepage/use_zero_page".into(),
+            )),
+        }
+    }
+
+    fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
+        self.observe_live(proc)
+    }
+
+    fn observe_pages(
+        &mut self,
+        proc: &str,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<PageObs>, BackendError> {
+        let pid = self.procs[self.proc_index(proc)?].pid;
+        let smaps = kernel::read_smaps(pid)
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}")))?;
+        let mut out = Vec::new();
+        for (_, s, e) in self.clipped(&smaps) {
+            let (a, b) = (s.max(start & !(PAGE - 1)), e.min(end));
+            if a < b {
+                let b = (b + PAGE - 1) & !(PAGE - 1);
+                out.extend(self.page_states(proc, pid, a, b)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn check_invariants(&mut self) -> Result<(), Vec<String>> {
+        Ok(())
+    }
+
+    fn mremap(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: MremapFlags,
+    ) -> Result<u64, BackendError> {
+        self.check_range("mremap", addr, old_len)?;
+        if let Some(n) = flags.fixed {
+            self.check_range("mremap target", n, new_len)?;
+        }
+        let mut f = 0u64;
+        if flags.maymove {
+            f |= 1;
+        }
+        if flags.fixed.is_some() {
+            f |= 2;
+        }
+        if flags.dontunmap {
+            f |= 4;
+        }
+        let r = self.call(
+            proc,
+            [
+                op::MREMAP,
+                addr,
+                old_len,
+                new_len,
+                f,
+                flags.fixed.unwrap_or(0),
+                0,
+                0,
+            ],
+        )?;
+        let got = Self::unit(r)?;
+        merge_into(
+            &mut self.territory,
+            got,
+            got.saturating_add(page_len(new_len)),
+        );
+        Ok(got)
+    }
+
+    fn mprotect(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+    ) -> Result<(), BackendError> {
+        self.check_range("mprotect", addr, len)?;
+        let r = self.call(
+            proc,
+            [op::MPROTECT, addr, len, prot.bits() as u64, 0, 0, 0, 0],
+        )?;
+        Self::unit(r).map(|_| ())
+    }
+
+    fn fork(&mut self, parent: &str, child: &str) -> Result<(), BackendError> {
+        if self.procs.iter().any(|p| p.name == child) {
+            return Err(BackendError::ProcessExists(child.to_string()));
+        }
+        let idx = self.proc_index(parent)?;
+        let fd = self.procs[idx].chan.as_raw_fd();
+        write_words(fd, &[op::FORK, 0, 0, 0, 0, 0, 0, 0])?;
+        let (resp, chan) = recv_with_fd(fd)?;
+        if (resp[0] as i64) < 0 {
+            return Err(errno_err(resp[0] as i64));
+        }
+        let chan = chan.ok_or_else(|| BackendError::Other("fork: no channel received".into()))?;
+        self.procs.push(LiveProc {
+            name: child.to_string(),
+            pid: resp[1] as i32,
+            chan,
+            direct: false,
+        });
+        Ok(())
+    }
+
+    fn exit(&mut self, proc: &str) -> Result<(), BackendError> {
+        let idx = self.proc_index(proc)?;
+        self.exit_proc(idx)
+    }
+
+    fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
+        let r = self.call(proc, [op::UFFD_OPEN, 0, 0, 0, 0, 0, 0, 0])?;
+        Self::unit(r).map(|_| ())
+    }
+
+    fn uffd_register(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        mode: UffdMode,
+    ) -> Result<(), BackendError> {
+        self.check_range("uffd register", addr, len)?;
+        let m = u64::from(mode.missing) | (u64::from(mode.wp) << 1);
+        let r = self.call(proc, [op::UFFD_REGISTER, addr, len, m, 0, 0, 0, 0])?;
+        Self::unit(r).map(|_| ())
+    }
+
+    fn uffd_unregister(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        self.check_range("uffd unregister", addr, len)?;
+        let r = self.call(proc, [op::UFFD_UNREGISTER, addr, len, 0, 0, 0, 0, 0])?;
+        Self::unit(r).map(|_| ())
+    }
+
+    fn uffd_copy(
+        &mut self,
+        proc: &str,
+        dst: u64,
+        src: u64,
+        len: u64,
+        tag: Option<u64>,
+    ) -> Result<u64, BackendError> {
+        self.check_range("uffd copy", dst, len)?;
+        if tag.is_none() {
+            self.check_range("uffd copy source", src, len)?;
+        }
+        let r = self.call(
+            proc,
+            [
+                op::UFFD_COPY,
+                dst,
+                src,
+                len,
+                u64::from(tag.is_some()),
+                tag.unwrap_or(0),
+                0,
+                0,
+            ],
+        )?;
+        Self::uffd_result(r)
+    }
+
+    fn uffd_zeropage(&mut self, proc: &str, dst: u64, len: u64) -> Result<u64, BackendError> {
+        self.check_range("uffd zeropage", dst, len)?;
+        let r = self.call(proc, [op::UFFD_ZEROPAGE, dst, len, 0, 0, 0, 0, 0])?;
+        Self::uffd_result(r)
+    }
+
+    fn uffd_move(
+        &mut self,
+        proc: &str,
+        dst: u64,
+        src: u64,
+        len: u64,
+        flags: UffdMoveFlags,
+    ) -> Result<u64, BackendError> {
+        self.check_range("uffd move", dst, len)?;
+        self.check_range("uffd move source", src, len)?;
+        let mode = u64::from(flags.dontwake) | (u64::from(flags.allow_src_holes) << 1);
+        let r = self.call(proc, [op::UFFD_MOVE, dst, src, len, mode, 0, 0, 0])?;
+        Self::uffd_result(r)
+    }
+}

@@ -1,0 +1,583 @@
+//! The worker: a process forked from ptlab that executes one scenario
+//! process's operations, so the scenario never runs in ptlab's own address
+//! space.
+//!
+//! The worker speaks a fixed-size binary protocol over a `SOCK_STREAM`
+//! socketpair (see [`Req`] and [`Resp`]). Everything here runs after
+//! `fork()` in a process whose parent may have had many threads, so the
+//! worker uses only raw system calls: no allocation, no locks, no std I/O,
+//! no panics. Page contents are read and written with plain loads and
+//! stores inside the worker (see docs/live.md: reading `/proc/PID/mem` from
+//! outside takes page references and changes copy-on-write results).
+//!
+//! An access that faults is caught by a SIGSEGV/SIGBUS handler that
+//! recognises the two probe instructions below and resumes at a fix-up
+//! stub, which makes the probe return 1 instead of 0.
+
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+
+/// The fd number the worker's channel lives at.
+pub(crate) const CHAN_FD: libc::c_int = 3;
+
+/// Request: `[op, a0..a6]`, eight little-endian u64s.
+pub(crate) type Req = [u64; 8];
+/// Response header: `[status, val, aux, n_extra]`, then `n_extra` u64s.
+/// `status` >= 0 is success, `-errno` a failed call, [`ST_FAULT`] a faulting
+/// access (`val` = address, `aux` = signal number).
+pub(crate) type Resp = [u64; 4];
+
+pub(crate) const ST_FAULT: i64 = -100_000;
+
+pub(crate) mod op {
+    pub const MMAP: u64 = 1; // addr len prot flags
+    pub const MUNMAP: u64 = 2; // addr len
+    pub const MADVISE: u64 = 3; // addr len advice
+    pub const MPROTECT: u64 = 4; // addr len prot
+    pub const MREMAP: u64 = 5; // addr old new flags new_addr
+    pub const ACCESS: u64 = 6; // start len write has_tag tag
+    pub const READ_TAGS: u64 = 7; // start npages -> npages tags + fault count
+    pub const FORK: u64 = 8; // -> val = child pid, fd via SCM_RIGHTS
+    pub const EXIT: u64 = 9; // no answer: the channel reaches EOF
+    pub const UFFD_OPEN: u64 = 10;
+    pub const UFFD_REGISTER: u64 = 11; // addr len mode
+    pub const UFFD_UNREGISTER: u64 = 12; // addr len
+    pub const UFFD_COPY: u64 = 13; // dst src len has_tag tag
+    pub const UFFD_ZEROPAGE: u64 = 14; // dst len
+    pub const UFFD_MOVE: u64 = 15; // dst src len mode
+    pub const PING: u64 = 16; // -> val = getpid()
+}
+
+// ----- fault-tolerant probes (x86-64) -------------------------------------
+
+#[cfg(target_arch = "x86_64")]
+core::arch::global_asm!(
+    ".pushsection .text.ptlab_live_probe,\"ax\",@progbits",
+    ".p2align 4",
+    ".globl ptlab_live_probe_read",
+    ".hidden ptlab_live_probe_read",
+    "ptlab_live_probe_read:",
+    "    xor eax, eax",
+    ".globl ptlab_live_probe_read_insn",
+    ".hidden ptlab_live_probe_read_insn",
+    "ptlab_live_probe_read_insn:",
+    "    mov rdx, qword ptr [rdi]",
+    "    mov qword ptr [rsi], rdx",
+    "    ret",
+    ".p2align 4",
+    ".globl ptlab_live_probe_write",
+    ".hidden ptlab_live_probe_write",
+    "ptlab_live_probe_write:",
+    "    xor eax, eax",
+    ".globl ptlab_live_probe_write_insn",
+    ".hidden ptlab_live_probe_write_insn",
+    "ptlab_live_probe_write_insn:",
+    "    mov qword ptr [rdi], rsi",
+    "    ret",
+    ".p2align 4",
+    ".globl ptlab_live_probe_fixup",
+    ".hidden ptlab_live_probe_fixup",
+    "ptlab_live_probe_fixup:",
+    "    mov eax, 1",
+    "    ret",
+    ".popsection",
+);
+
+#[cfg(target_arch = "x86_64")]
+extern "C" {
+    fn ptlab_live_probe_read(addr: u64, out: *mut u64) -> u32;
+    fn ptlab_live_probe_write(addr: u64, val: u64) -> u32;
+    static ptlab_live_probe_read_insn: [u8; 0];
+    static ptlab_live_probe_write_insn: [u8; 0];
+    static ptlab_live_probe_fixup: [u8; 0];
+}
+
+/// Whether this build can run the worker (the probes are x86-64 only).
+pub const SUPPORTED: bool = cfg!(target_arch = "x86_64");
+
+static FAULT_ADDR: AtomicU64 = AtomicU64::new(0);
+static FAULT_SIG: AtomicU64 = AtomicU64::new(0);
+static UFFD: AtomicI32 = AtomicI32::new(-1);
+
+#[cfg(target_arch = "x86_64")]
+extern "C" fn fault_handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo and ucontext to an
+    // SA_SIGINFO handler.
+    unsafe {
+        let uc = ctx as *mut libc::ucontext_t;
+        let rip = &mut (*uc).uc_mcontext.gregs[libc::REG_RIP as usize];
+        let read = core::ptr::addr_of!(ptlab_live_probe_read_insn) as i64;
+        let write = core::ptr::addr_of!(ptlab_live_probe_write_insn) as i64;
+        if *rip == read || *rip == write {
+            FAULT_ADDR.store((*info).si_addr() as u64, Ordering::Relaxed);
+            FAULT_SIG.store(sig as u64, Ordering::Relaxed);
+            *rip = core::ptr::addr_of!(ptlab_live_probe_fixup) as i64;
+            return;
+        }
+        // A genuine crash of the worker: die of it.
+        libc::signal(sig, libc::SIG_DFL);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn probe_read(addr: u64) -> Result<u64, ()> {
+    let mut v = 0u64;
+    // SAFETY: the probe is a single load; a fault is turned into a return of 1.
+    let r = unsafe { ptlab_live_probe_read(addr, &mut v) };
+    if r == 0 {
+        Ok(v)
+    } else {
+        Err(())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn probe_write(addr: u64, val: u64) -> Result<(), ()> {
+    // SAFETY: the probe is a single store; a fault is turned into a return of 1.
+    let r = unsafe { ptlab_live_probe_write(addr, val) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn probe_read(_addr: u64) -> Result<u64, ()> {
+    Err(())
+}
+#[cfg(not(target_arch = "x86_64"))]
+fn probe_write(_addr: u64, _val: u64) -> Result<(), ()> {
+    Err(())
+}
+
+// ----- raw I/O ---------------------------------------------------------------
+
+fn errno() -> i64 {
+    // SAFETY: reading the thread's errno.
+    i64::from(unsafe { *libc::__errno_location() })
+}
+
+fn write_all(fd: libc::c_int, mut buf: &[u8]) -> bool {
+    while !buf.is_empty() {
+        // SAFETY: buf is a valid slice.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            if errno() == i64::from(libc::EINTR) {
+                continue;
+            }
+            return false;
+        }
+        if n == 0 {
+            return false;
+        }
+        buf = &buf[n as usize..];
+    }
+    true
+}
+
+fn read_exact(fd: libc::c_int, buf: &mut [u8]) -> bool {
+    let mut off = 0;
+    while off < buf.len() {
+        // SAFETY: the destination lies inside buf.
+        let n = unsafe { libc::read(fd, buf[off..].as_mut_ptr().cast(), buf.len() - off) };
+        if n < 0 {
+            if errno() == i64::from(libc::EINTR) {
+                continue;
+            }
+            return false;
+        }
+        if n == 0 {
+            return false;
+        }
+        off += n as usize;
+    }
+    true
+}
+
+fn words_bytes(w: &[u64]) -> &[u8] {
+    // SAFETY: u64 has no padding; the byte view covers the same memory.
+    unsafe { core::slice::from_raw_parts(w.as_ptr().cast(), w.len() * 8) }
+}
+
+fn words_bytes_mut(w: &mut [u64]) -> &mut [u8] {
+    // SAFETY: as above; every byte pattern is a valid u64.
+    unsafe { core::slice::from_raw_parts_mut(w.as_mut_ptr().cast(), w.len() * 8) }
+}
+
+fn reply(status: i64, val: u64, aux: u64) {
+    let r: Resp = [status as u64, val, aux, 0];
+    if !write_all(CHAN_FD, words_bytes(&r)) {
+        die();
+    }
+}
+
+fn sys_ret(r: i64) {
+    if r < 0 {
+        reply(-errno(), 0, 0);
+    } else {
+        reply(0, r as u64, 0);
+    }
+}
+
+fn die() -> ! {
+    // SAFETY: _exit is async-signal-safe and never returns.
+    unsafe { libc::_exit(0) }
+}
+
+// ----- setup ----------------------------------------------------------------
+
+/// Move `fd` to [`CHAN_FD`] and close every other descriptor above stderr
+/// (another thread of ptlab may have forked while we held sockets, and a
+/// stray copy of a channel would hide the EOF that signals an exit).
+fn adopt_channel(fd: libc::c_int) {
+    // SAFETY: plain descriptor syscalls.
+    unsafe {
+        if fd != CHAN_FD && libc::dup2(fd, CHAN_FD) < 0 {
+            die();
+        }
+        libc::syscall(
+            libc::SYS_close_range,
+            (CHAN_FD + 1) as libc::c_uint,
+            libc::c_uint::MAX,
+            0u32,
+        );
+    }
+}
+
+/// Touch the stack the worker will use so that its own page faults happen
+/// before the scenario starts (with the machine's default THP settings)
+/// rather than during it.
+#[inline(never)]
+fn prefault_stack() {
+    let mut buf = [0u8; 96 * 1024];
+    let mut i = 0;
+    while i < buf.len() {
+        // SAFETY: in bounds; volatile keeps the store.
+        unsafe { core::ptr::write_volatile(buf.as_mut_ptr().add(i), 1) };
+        i += 4096;
+    }
+    core::hint::black_box(&buf);
+}
+
+fn install_handlers() {
+    // SAFETY: sigaction with a valid handler; signal dispositions.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        // Children of a worker are reaped automatically; their exit is
+        // observed as EOF on their channel.
+        libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+        #[cfg(target_arch = "x86_64")]
+        for sig in [libc::SIGSEGV, libc::SIGBUS] {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = fault_handler as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, core::ptr::null_mut());
+        }
+        let mut set: libc::sigset_t = core::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, core::ptr::null_mut());
+        // ptlab disables THP for itself (so its own allocations do not move
+        // the global THP counters); the scenario must see the machine's policy.
+        libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
+    }
+}
+
+/// Entry point of a freshly forked worker. Never returns.
+pub(crate) fn worker_main(chan: libc::c_int) -> ! {
+    adopt_channel(chan);
+    install_handlers();
+    prefault_stack();
+    serve()
+}
+
+fn serve() -> ! {
+    loop {
+        let mut req: Req = [0; 8];
+        if !read_exact(CHAN_FD, words_bytes_mut(&mut req)) {
+            die();
+        }
+        handle(&req);
+    }
+}
+
+// ----- operations -----------------------------------------------------------
+
+fn handle(r: &Req) {
+    let a = &r[1..];
+    // SAFETY (all arms): raw system calls with caller-supplied numbers, as a
+    // program under test would make them.
+    unsafe {
+        match r[0] {
+            op::MMAP => {
+                let p = libc::mmap(
+                    a[0] as *mut libc::c_void,
+                    a[1] as usize,
+                    a[2] as libc::c_int,
+                    a[3] as libc::c_int,
+                    -1,
+                    0,
+                );
+                if p == libc::MAP_FAILED {
+                    reply(-errno(), 0, 0);
+                } else {
+                    reply(0, p as u64, 0);
+                }
+            }
+            op::MUNMAP => sys_ret(libc::syscall(libc::SYS_munmap, a[0], a[1])),
+            op::MADVISE => sys_ret(libc::syscall(libc::SYS_madvise, a[0], a[1], a[2])),
+            op::MPROTECT => sys_ret(libc::syscall(libc::SYS_mprotect, a[0], a[1], a[2])),
+            op::MREMAP => sys_ret(libc::syscall(
+                libc::SYS_mremap,
+                a[0],
+                a[1],
+                a[2],
+                a[3],
+                a[4],
+            )),
+            op::ACCESS => access(a[0], a[1], a[2] != 0, a[3] != 0, a[4]),
+            op::READ_TAGS => read_tags(a[0], a[1]),
+            op::FORK => fork_child(),
+            op::EXIT => die(),
+            op::UFFD_OPEN => uffd_open(),
+            op::UFFD_REGISTER => {
+                let mut reg: [u64; 4] = [a[0], a[1], a[2], 0];
+                uffd_ioctl(0xC020_AA00, reg.as_mut_ptr(), None);
+            }
+            op::UFFD_UNREGISTER => {
+                let mut range: [u64; 2] = [a[0], a[1]];
+                uffd_ioctl(0x8010_AA01, range.as_mut_ptr(), None);
+            }
+            op::UFFD_COPY => uffd_copy(a[0], a[1], a[2], a[3] != 0, a[4]),
+            op::UFFD_ZEROPAGE => {
+                let mut z: [u64; 4] = [a[0], a[1], 0, 0];
+                uffd_ioctl(0xC020_AA04, z.as_mut_ptr(), Some(3));
+            }
+            op::UFFD_MOVE => {
+                let mut m: [u64; 5] = [a[0], a[1], a[2], a[3], 0];
+                uffd_ioctl(0xC028_AA05, m.as_mut_ptr(), Some(4));
+            }
+            op::PING => reply(0, libc::getpid() as u64, 0),
+            _ => reply(-i64::from(libc::ENOSYS), 0, 0),
+        }
+    }
+}
+
+fn access(start: u64, len: u64, write: bool, has_tag: bool, tag: u64) {
+    let start = start & !4095;
+    let Some(end) = start.checked_add(len) else {
+        reply(ST_FAULT, start, libc::SIGSEGV as u64);
+        return;
+    };
+    let mut a = start;
+    while a < end {
+        let r = if write {
+            probe_write(a, if has_tag { tag } else { a })
+        } else {
+            probe_read(a).map(|_| ())
+        };
+        if r.is_err() {
+            reply(
+                ST_FAULT,
+                FAULT_ADDR.load(Ordering::Relaxed),
+                FAULT_SIG.load(Ordering::Relaxed),
+            );
+            return;
+        }
+        a = match a.checked_add(4096) {
+            Some(n) => n,
+            None => break,
+        };
+    }
+    reply(0, 0, 0);
+}
+
+/// Loads offset 0 of `npages` pages from `start`; the caller only asks for
+/// pages pagemap showed present, so no load faults a page in.
+fn read_tags(start: u64, npages: u64) {
+    let hdr: Resp = [0, 0, 0, npages.saturating_add(1)];
+    if !write_all(CHAN_FD, words_bytes(&hdr)) {
+        die();
+    }
+    let mut buf = [0u64; 512];
+    let mut faults = 0u64;
+    let mut done = 0u64;
+    while done < npages {
+        let n = (npages - done).min(buf.len() as u64) as usize;
+        for (i, slot) in buf.iter_mut().enumerate().take(n) {
+            let addr = start.wrapping_add((done + i as u64) * 4096);
+            *slot = match probe_read(addr) {
+                Ok(v) => v,
+                Err(()) => {
+                    faults += 1;
+                    0
+                }
+            };
+        }
+        if !write_all(CHAN_FD, words_bytes(&buf[..n])) {
+            die();
+        }
+        done += n as u64;
+    }
+    if !write_all(CHAN_FD, words_bytes(&[faults])) {
+        die();
+    }
+}
+
+fn fork_child() {
+    let mut sv = [0 as libc::c_int; 2];
+    // SAFETY: socketpair/fork/sendmsg with valid buffers.
+    unsafe {
+        if libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) < 0 {
+            reply(-errno(), 0, 0);
+            return;
+        }
+        let pid = libc::fork();
+        if pid < 0 {
+            let e = errno();
+            libc::close(sv[0]);
+            libc::close(sv[1]);
+            reply(-e, 0, 0);
+            return;
+        }
+        if pid == 0 {
+            // The new scenario process: its own channel, no uffd (a fork
+            // child only inherits uffd registrations with EVENT_FORK).
+            UFFD.store(-1, Ordering::Relaxed);
+            adopt_channel(sv[1]);
+            serve();
+        }
+        libc::close(sv[1]);
+        let r: Resp = [0, pid as u64, 0, 0];
+        let ok = send_with_fd(words_bytes(&r), sv[0]);
+        libc::close(sv[0]);
+        if !ok {
+            die();
+        }
+    }
+}
+
+fn send_with_fd(data: &[u8], fd: libc::c_int) -> bool {
+    // SAFETY: msghdr built over valid buffers; CMSG macros stay inside cbuf.
+    unsafe {
+        let mut iov = libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        let mut cbuf = [0u64; 8];
+        let mut msg: libc::msghdr = core::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(core::mem::size_of::<libc::c_int>() as u32) as usize;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(core::mem::size_of::<libc::c_int>() as u32) as usize;
+        core::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), fd);
+        let n = libc::sendmsg(CHAN_FD, &msg, 0);
+        if n as usize != data.len() {
+            return false;
+        }
+        true
+    }
+}
+
+fn uffd_open() {
+    if UFFD.load(Ordering::Relaxed) >= 0 {
+        reply(-i64::from(libc::EBUSY), 0, 0);
+        return;
+    }
+    // SAFETY: userfaultfd(2) and UFFDIO_API on our own buffer.
+    unsafe {
+        let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+        let mut fd = libc::syscall(libc::SYS_userfaultfd, flags) as libc::c_int;
+        if fd < 0 {
+            // Unprivileged: user-mode faults only.
+            fd = libc::syscall(libc::SYS_userfaultfd, flags | 1) as libc::c_int;
+        }
+        if fd < 0 {
+            reply(-errno(), 0, 0);
+            return;
+        }
+        // UFFD_FEATURE_SIGBUS: a missing fault raises SIGBUS instead of
+        // blocking the worker forever (there is no fault-handling thread).
+        let mut api: [u64; 3] = [0xAA, 1 << 7, 0];
+        if libc::ioctl(fd, 0xC018_AA3F, api.as_mut_ptr()) < 0 {
+            let e = errno();
+            libc::close(fd);
+            reply(-e, 0, 0);
+            return;
+        }
+        UFFD.store(fd, Ordering::Relaxed);
+        reply(0, 0, 0);
+    }
+}
+
+/// Issue a uffd ioctl on `arg`; `out` is the index of the s64 result word
+/// (bytes copied/mapped/moved) to return on success.
+fn uffd_ioctl(req: u64, arg: *mut u64, out: Option<usize>) {
+    let fd = UFFD.load(Ordering::Relaxed);
+    if fd < 0 {
+        reply(-i64::from(libc::EBADF), 0, 0);
+        return;
+    }
+    // SAFETY: arg points to a buffer of the ioctl's size.
+    unsafe {
+        let r = libc::ioctl(fd, req as _, arg);
+        if r < 0 {
+            let e = errno();
+            let partial = out.map_or(0, |i| *arg.add(i));
+            reply(-e, partial, 0);
+        } else {
+            reply(0, out.map_or(0, |i| *arg.add(i)), 0);
+        }
+    }
+}
+
+fn uffd_copy(dst: u64, src: u64, len: u64, has_tag: bool, tag: u64) {
+    if !has_tag {
+        let mut c: [u64; 5] = [dst, src, len, 0, 0];
+        uffd_ioctl(0xC028_AA03, c.as_mut_ptr(), Some(4));
+        return;
+    }
+    // A source buffer holding the tag in every page, fenced by PROT_NONE
+    // pages so it cannot merge with a scenario VMA, and excluded from THP
+    // so it does not move the THP counters.
+    let pages = len.div_ceil(4096);
+    let total = (pages + 2) * 4096;
+    // SAFETY: a private buffer of our own.
+    unsafe {
+        let p = libc::mmap(
+            core::ptr::null_mut(),
+            total as usize,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            reply(-errno(), 0, 0);
+            return;
+        }
+        let buf = p as u64 + 4096;
+        libc::mprotect(
+            buf as *mut libc::c_void,
+            (pages * 4096) as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+        );
+        libc::madvise(
+            buf as *mut libc::c_void,
+            (pages * 4096) as usize,
+            libc::MADV_NOHUGEPAGE,
+        );
+        for i in 0..pages {
+            let _ = probe_write(buf + i * 4096, tag);
+        }
+        let mut c: [u64; 5] = [dst, buf, len, 0, 0];
+        uffd_ioctl(0xC028_AA03, c.as_mut_ptr(), Some(4));
+        libc::munmap(p, total as usize);
+    }
+}

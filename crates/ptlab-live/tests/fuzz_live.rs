@@ -1,0 +1,82 @@
+//! A short, bounded fuzz run against the live kernel: one fixed seed and
+//! one seed derived from the clock (printed, so a failure can be
+//! reproduced with `ptlab fuzz --seed N`). About 20 s in total.
+//!
+//! A divergence that reproduces fails the test unless its summary matches
+//! a `Fuzz signature:` line in docs/divergences.md. Divergences that do not
+//! reproduce on a second run (background activity moving the global THP
+//! counters, khugepaged) are printed as flaky, never silently dropped.
+
+use ptlab_live::fuzz::{fuzz, time_seed, FuzzOptions};
+use std::path::Path;
+use std::time::Duration;
+
+fn known_signatures() -> Vec<String> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/divergences.md");
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once("Fuzz signature: `"))
+        .filter_map(|(_, rest)| rest.split_once('`').map(|(sig, _)| sig.to_string()))
+        .collect()
+}
+
+#[test]
+fn bounded_fuzz_finds_no_new_divergence() {
+    if let Some(why) = ptlab_live::live_unavailable() {
+        eprintln!("SKIP: bounded_fuzz_finds_no_new_divergence: {why}");
+        return;
+    }
+    if !ptlab_live::is_root() {
+        eprintln!("SKIP: bounded_fuzz_finds_no_new_divergence: needs root (frames, knobs)");
+        return;
+    }
+    let known = known_signatures();
+    let out = std::env::temp_dir().join(format!("ptlab-fuzz-ci-{}", std::process::id()));
+    let mut new = Vec::new();
+    for (label, seed) in [("fixed", 20_251_123u64), ("time-derived", time_seed())] {
+        eprintln!("fuzz ({label} seed): ptlab fuzz --seed {seed} --time 10");
+        let opts = FuzzOptions {
+            seed,
+            cases: None,
+            time: Some(Duration::from_secs(10)),
+            ops: 20,
+            out_dir: out.clone(),
+            shrink_budget: Duration::from_secs(8),
+        };
+        let sum = fuzz(&opts, &mut |_| {}).expect("fuzz runs");
+        eprintln!(
+            "  seed {seed}: {} scenarios, {} agree, {} partial, {} findings",
+            sum.cases,
+            sum.agree,
+            sum.partial,
+            sum.findings.len()
+        );
+        assert!(sum.cases > 0, "no scenario ran");
+        for f in &sum.findings {
+            let listed = known.iter().any(|k| f.summary.contains(k.as_str()));
+            eprintln!(
+                "  {} finding (seed {seed}, case {}): {}\n  saved {}\n{}",
+                if f.flaky {
+                    "FLAKY"
+                } else if listed {
+                    "KNOWN"
+                } else {
+                    "NEW"
+                },
+                f.case,
+                f.summary,
+                f.path.display(),
+                f.report
+            );
+            if !f.flaky && !listed {
+                new.push(format!("seed {seed} case {}: {}", f.case, f.summary));
+            }
+        }
+    }
+    assert!(
+        new.is_empty(),
+        "new divergences (add them to docs/divergences.md or fix the model):\n{}",
+        new.join("\n")
+    );
+}

@@ -1,0 +1,330 @@
+//! The live backend's own tests. They run scenarios on the running kernel
+//! and skip, with a printed reason, where root or a kernel feature is
+//! missing. Every live run holds the THP knob lock, so these tests never
+//! race each other or other live runs.
+
+use ptlab_live::{diff_source, knobs, DiffOptions, DiffOutcome, LiveBackend};
+use ptlab_model::{ModelConfig, ThpKnob, ThpMode};
+use ptlab_scenario::{run_source, RunOptions, RunReport};
+
+/// `Some(reason)` when live tests cannot run here.
+fn skip_reason(need_root: bool) -> Option<String> {
+    if let Some(r) = ptlab_live::live_unavailable() {
+        return Some(r);
+    }
+    if need_root && !ptlab_live::is_root() {
+        return Some("needs root (pagemap PFNs, kpageflags, kpagecount, THP knobs)".into());
+    }
+    None
+}
+
+macro_rules! require {
+    ($root:expr) => {
+        if let Some(why) = skip_reason($root) {
+            eprintln!("SKIP: {}: {why}", module_path!());
+            return;
+        }
+    };
+}
+
+fn run_live(src: &str) -> RunReport {
+    let mut b = LiveBackend::new().expect("live backend starts");
+    let r = run_source("t.ptl", src, &mut b, &RunOptions::default()).expect("parses");
+    drop(b);
+    r
+}
+
+fn assert_passes(r: &RunReport) {
+    let msgs: Vec<String> = r.failures.iter().map(|f| f.to_string()).collect();
+    assert!(r.passed(), "live run failed:\n{}", msgs.join("\n"));
+}
+
+#[test]
+fn zero_page_anon_page_and_huge_zero_page_are_identified() {
+    require!(true);
+    // Machine defaults: top-level madvise, 2048kB inherit.
+    let r = run_live(
+        "\
+p = mmap 6M at 0x100000000000 noreplace
+madvise p 4M hugepage
+read p
+expect page p 2M hugezero pmd idx=0
+expect page p + 8K hugezero idx=2
+write p + 2M + 8K tag=7
+expect page p + 2M 2M anon order=9 pmd X AX cnt=1 samefolio idx=0
+expect page p + 2M + 8K tag=7
+expect anonhuge p + 2M == 2M
+expect stat vmstat/thp_fault_alloc == 1
+madvise p + 4M 2M nohugepage
+read p + 4M
+expect page p + 4M zero pte
+write p + 4M + 4K
+expect page p + 4M + 4K anon order=0 X AX cnt=1 tag=p + 4M + 4K
+expect vmflags p has hg
+expect vmflags p + 4M has nh
+",
+    );
+    assert_passes(&r);
+}
+
+#[test]
+fn fork_shares_pages_and_cow_copies() {
+    require!(true);
+    let r = run_live(
+        "\
+p = mmap 64K at 0x100000000000 noreplace
+write p 16K tag=5
+fork child
+expect page p 16K anon !X !AX cnt=2 tag=5
+@child expect page p 16K anon !X cnt=2
+f = pfn p
+@child write p tag=6
+@child expect page p X AX cnt=1 tag=6
+expect page p tag=5 cnt=1 X
+expect pfn p == f
+@child exit
+expect page p + 4K cnt=1 X !AX
+",
+    );
+    assert_passes(&r);
+}
+
+#[test]
+fn faults_are_reported_as_sigsegv() {
+    require!(false);
+    let r = run_live(
+        "\
+p = mmap 8K at 0x100000000000 noreplace prot r
+read p
+write p
+expect segv
+read 0x100000100000
+expect segv
+munmap p 8K
+expect ok
+",
+    );
+    assert_passes(&r);
+}
+
+#[test]
+fn mprotect_and_mremap_run_live() {
+    require!(false);
+    let r = run_live(
+        "\
+p = mmap 1M at 0x100000000000 noreplace
+write p 1M tag=3
+mprotect p + 64K 64K r
+expect ok
+expect maps
+  p .. p + 64K rw-p
+  p + 64K .. p + 128K r--p
+  p + 128K .. p + 1M rw-p
+end
+q = mremap p + 128K 128K 256K maymove fixed 0x100000400000
+expect ret == 0x100000400000
+expect page q 128K tag=3
+expect page q + 128K 128K none
+",
+    );
+    assert_passes(&r);
+}
+
+#[test]
+fn userfaultfd_copy_zeropage_and_move() {
+    require!(true);
+    let r = run_live(
+        "\
+p = mmap 64K at 0x100000000000 noreplace
+madvise p 64K nohugepage
+uffd open
+expect ok
+uffd register p 32K missing
+expect ok
+n = uffd copy p p + 32K 8K tag=0x55
+expect ret == 8192
+expect page p 8K anon tag=0x55
+uffd zeropage p + 8K 4K
+expect ret == 4096
+expect page p + 8K zero
+write p + 32K tag=9
+m = uffd move p + 16K p + 32K 4K
+expect ret == 4096
+expect page p + 16K anon tag=9
+expect page p + 32K none
+",
+    );
+    assert_passes(&r);
+}
+
+#[test]
+fn a_missing_fault_without_a_handler_goes_to_userfaultfd() {
+    require!(true);
+    // The worker opens userfaultfd with UFFD_FEATURE_SIGBUS: the fault is
+    // reported (`expect uffd`) instead of blocking the worker forever.
+    let r = run_live(
+        "\
+p = mmap 8K at 0x100000000000 noreplace
+uffd open
+uffd register p 8K missing
+read p + 4K
+expect uffd
+n = uffd move p p + 4K 4K
+expect errno ENOENT
+",
+    );
+    assert_passes(&r);
+}
+
+#[test]
+fn the_harness_refuses_to_clobber_its_own_mappings() {
+    require!(false);
+    let b = LiveBackend::new().expect("live backend");
+    let (s, _) = *b.foreign().first().expect("the worker has mappings");
+    drop(b);
+    let r = run_live(&format!("munmap {s:#x} 4K\n"));
+    assert!(r.aborted);
+    assert!(
+        r.failures[0].message.contains("live harness's own"),
+        "{}",
+        r.failures[0]
+    );
+}
+
+#[test]
+fn non_fixed_mmaps_are_kept_out_of_foreign_vmas() {
+    require!(false);
+    let mut b = LiveBackend::new().expect("live backend");
+    let r = run_source(
+        "t.ptl",
+        "p = mmap 64K\nq = mmap 2M\nexpect value q % 2M == 0\nwrite p\nobserve maps\n",
+        &mut b,
+        &RunOptions::default(),
+    )
+    .expect("parses");
+    assert_passes(&r);
+    let obs = &r.outputs[0].observation;
+    // Only the scenario's VMAs are shown, never the worker's own.
+    assert!(
+        !obs.maps.is_empty() && obs.maps.len() <= 2,
+        "{:?}",
+        obs.maps
+    );
+    for m in &obs.maps {
+        assert!(m
+            .vm_flags
+            .iter()
+            .all(|f| f != "gd" && f != "dw" && f != "ex"));
+    }
+}
+
+#[test]
+fn knobs_are_set_during_the_run_and_restored_after() {
+    require!(true);
+    let before = knobs::current_mode(ThpKnob::Size(4)).expect("64kB knob");
+    let mut b = LiveBackend::new().expect("live backend");
+    let r = run_source(
+        "t.ptl",
+        // No `expect stat` here: with 64K=always every process on the
+        // machine counts in 64kB/anon_fault_alloc (see docs/live.md).
+        "thp 64K always\nthp enabled inherit\nexpect errno EINVAL\np = mmap 128K at 0x100000000000 noreplace\nwrite p + 64K\nexpect page p + 64K 64K anon folio=64K\n",
+        &mut b,
+        &RunOptions::default(),
+    )
+    .expect("parses");
+    assert_passes(&r);
+    assert_eq!(knobs::current_mode(ThpKnob::Size(4)), Ok(ThpMode::Always));
+    let journal = knobs::journal_path();
+    let text = std::fs::read_to_string(&journal).expect("journal exists while knobs are changed");
+    assert!(text.contains("hugepages-64kB/enabled"), "{text}");
+    drop(b);
+    assert_eq!(knobs::current_mode(ThpKnob::Size(4)), Ok(before));
+    assert!(!journal.exists(), "journal removed after restore");
+}
+
+#[test]
+fn use_zero_page_is_never_written() {
+    require!(false);
+    let cur = knobs::use_zero_page().expect("use_zero_page readable");
+    let other = if cur { 0 } else { 1 };
+    let r = run_live(&format!("thp use_zero_page {}\n", u8::from(cur)));
+    assert_passes(&r);
+    let r = run_live(&format!("thp use_zero_page {other}\n"));
+    assert!(r.aborted);
+    assert!(r.failures[0].message.contains("only THP 'enabled' knobs"));
+    assert_eq!(knobs::use_zero_page(), Some(cur));
+}
+
+#[test]
+fn unprivileged_knob_writes_fail_clearly() {
+    if ptlab_live::is_root() {
+        eprintln!("SKIP: unprivileged_knob_writes_fail_clearly: runs only without root");
+        return;
+    }
+    require!(false);
+    let r = run_live("thp 64K always\n");
+    assert!(r.aborted);
+    assert!(
+        r.failures[0].message.contains("needs root"),
+        "{}",
+        r.failures[0]
+    );
+}
+
+#[test]
+fn diff_agrees_on_a_simple_scenario() {
+    require!(true);
+    let rep = diff_source(
+        "t.ptl",
+        "thp 64K always\np = mmap 256K\nwrite p + 64K 64K\nmadvise p + 64K 4K dontneed\nfork c\n@c write p + 68K\nread p\n",
+        &DiffOptions::default(),
+    )
+    .expect("diff runs");
+    assert_eq!(rep.outcome(), DiffOutcome::Agree, "{}", rep.render_text());
+    assert!(rep.comparisons >= 6);
+}
+
+#[test]
+fn diff_finds_and_locates_a_divergence() {
+    require!(true);
+    // A model that believes 64 KiB mTHP is enabled, on a kernel where it is
+    // not (the machine default): the write must diverge, at line 3.
+    let mut cfg = ptlab_live::diff::machine_model_config(ptlab_model::ArchKind::X86_64);
+    cfg.thp.per_order[4] = ThpMode::Always;
+    assert_eq!(knobs::current_mode(ThpKnob::Size(4)), Ok(ThpMode::Never));
+    let opts = DiffOptions {
+        model_config: Some(cfg),
+        ..DiffOptions::default()
+    };
+    let rep = diff_source(
+        "t.ptl",
+        "p = mmap 128K at 0x100000000000 noreplace\nread p\nwrite p + 64K\nobserve\n",
+        &opts,
+    )
+    .expect("diff runs");
+    assert_eq!(rep.outcome(), DiffOutcome::Diverge);
+    let first = rep.first().expect("a divergence");
+    assert_eq!(first.line, 3);
+    assert!(first.stmt.contains("write p + 64K"));
+    let text = rep.render_text();
+    eprintln!("{text}");
+    assert!(text.contains("t.ptl:3:"), "{text}");
+    assert!(text.contains("order 0 vs 4"), "{text}");
+    assert!(text.contains("64kB/anon_fault_alloc"), "{text}");
+    let _ = ModelConfig::default();
+}
+
+#[test]
+fn diff_reports_frame_sharing_structurally() {
+    require!(true);
+    // Same structure, different frame numbers: must agree. A model that
+    // copies where the kernel shares is caught by the frame bijection; here
+    // we only check agreement over fork, CoW and exit.
+    let rep = diff_source(
+        "t.ptl",
+        "p = mmap 32K at 0x100000000000 noreplace\nwrite p 32K\nfork a\nfork b\n@a write p\n@b exit\nwrite p + 4K\n@a exit\n",
+        &DiffOptions::default(),
+    )
+    .expect("diff runs");
+    assert_eq!(rep.outcome(), DiffOutcome::Agree, "{}", rep.render_text());
+}

@@ -1,0 +1,136 @@
+//! THP knobs changed by a live run come back on every exit path: SIGKILL
+//! (the journal is restored by the next ptlab start or `ptlab restore`),
+//! SIGTERM (the signal handler restores them). Runs the real binary while
+//! holding the knob lock; the child shares it through PTLAB_LOCK_FD.
+
+use ptlab_live::knobs::{self, ThpLock};
+use ptlab_model::{ThpKnob, ThpMode};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const KNOB: ThpKnob = ThpKnob::Size(4); // hugepages-64kB/enabled
+
+/// Puts the knob back if the test fails half-way.
+struct Safety(ThpMode);
+impl Drop for Safety {
+    fn drop(&mut self) {
+        if knobs::current_mode(KNOB) != Ok(self.0) {
+            let p = knobs::knob_path(KNOB).expect("64kB knob");
+            let _ = std::fs::write(p, self.0.name());
+        }
+        let _ = std::fs::remove_file(knobs::journal_path());
+    }
+}
+
+fn busy_scenario() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ptlab-knob-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join("busy.ptl");
+    std::fs::write(
+        &p,
+        "thp 64K always\np = mmap 64K at 0x100000000000 noreplace\nrepeat 20000000\n  read p\nend\n",
+    )
+    .expect("write scenario");
+    p
+}
+
+fn ptlab(lock: &ThpLock, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ptlab"));
+    c.args(args).env("PTLAB_LOCK_FD", lock.raw_fd().to_string());
+    c
+}
+
+fn wait_for_change(child: &mut Child) {
+    let t = Instant::now();
+    while knobs::current_mode(KNOB) != Ok(ThpMode::Always) || !knobs::journal_path().exists() {
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "ptlab exited before changing the knob"
+        );
+        assert!(t.elapsed() < Duration::from_secs(20), "knob never changed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn knobs_come_back_after_sigkill_and_sigterm() {
+    if let Some(why) = ptlab_live::live_unavailable() {
+        eprintln!("SKIP: knobs_come_back_after_sigkill_and_sigterm: {why}");
+        return;
+    }
+    if !ptlab_live::is_root() {
+        eprintln!("SKIP: knobs_come_back_after_sigkill_and_sigterm: changing THP knobs needs root");
+        return;
+    }
+    let lock = ThpLock::acquire().expect("knob lock");
+    // Let children inherit the locked descriptor.
+    // SAFETY: clearing FD_CLOEXEC on our own descriptor.
+    unsafe { libc::fcntl(lock.raw_fd(), libc::F_SETFD, 0) };
+    let original = knobs::current_mode(KNOB).expect("64kB knob readable");
+    assert_ne!(
+        original,
+        ThpMode::Always,
+        "test needs 64kB != always to start"
+    );
+    let _safety = Safety(original);
+    let scenario = busy_scenario();
+    let scenario = scenario.to_str().expect("utf-8 path");
+
+    // 1. SIGKILL: knobs stay changed, the journal stays behind ...
+    let mut child = ptlab(&lock, &["run", "--backend", "live", scenario])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ptlab");
+    wait_for_change(&mut child);
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    assert_eq!(knobs::current_mode(KNOB), Ok(ThpMode::Always));
+    assert!(knobs::journal_path().exists());
+    // ... and the next ptlab start (any command) restores them.
+    let basic = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/examples/basic.ptl"
+    );
+    let out = ptlab(&lock, &["run", basic]).output().expect("run ptlab");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("restored 1 THP knob"), "stderr: {stderr}");
+    assert_eq!(knobs::current_mode(KNOB), Ok(original));
+    assert!(!knobs::journal_path().exists());
+
+    // 2. SIGKILL, then an explicit `ptlab restore`.
+    let mut child = ptlab(&lock, &["run", "--backend", "live", scenario])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ptlab");
+    wait_for_change(&mut child);
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    let out = ptlab(&lock, &["restore"]).output().expect("ptlab restore");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("hugepages-64kB/enabled"));
+    assert_eq!(knobs::current_mode(KNOB), Ok(original));
+    assert!(!knobs::journal_path().exists());
+
+    // 3. SIGTERM: the handler restores before the process dies.
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let mut child = ptlab(&lock, &["run", "--backend", "live", scenario])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ptlab");
+        wait_for_change(&mut child);
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let st = child.wait().expect("wait");
+        assert!(!st.success());
+        assert_eq!(
+            knobs::current_mode(KNOB),
+            Ok(original),
+            "after signal {sig}"
+        );
+        assert!(!knobs::journal_path().exists(), "after signal {sig}");
+    }
+}
