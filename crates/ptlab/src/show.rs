@@ -1,0 +1,253 @@
+//! `ptlab show`: run a scenario and draw the state at one step as a
+//! self-contained HTML page (see docs/show.md). The drawing is
+//! `ptlab-show`; this file picks the backend and the step and writes the
+//! page.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use ptlab_model::ModelConfig;
+use ptlab_scenario::Backend as _;
+use ptlab_show::capture::{self, ModelTarget, Target};
+use ptlab_show::{Panel, Picture, RenderOptions, Snapshot, StepSel};
+use std::path::PathBuf;
+
+pub const SHOW_HELP: &str = "\
+Examples:
+  ptlab show scenarios/examples/basic.ptl -o basic.html
+  ptlab show --list-steps tests/scenarios/ff-s08-fork-mthp.ptl
+  ptlab show --step 6 --before-after tests/scenarios/ff-s08-fork-mthp.ptl -o fork.html
+  ptlab show --line 11 --before-after --arch arm64 FILE -o cow.html
+  sudo ptlab show --backend live FILE -o live.html
+
+Steps: step N is the N-th statement executed (as `statements_executed` counts
+them: every statement line each time it runs, loop bodies once per iteration;
+`repeat` headers do not count). The picture shows the state after step N;
+with --before-after, the state before step N (after step N-1) beside it, with
+the entries the step changed outlined in red. Without --step or --line: the
+state after the last statement. --list-steps prints the numbered statements.
+
+The page has one column per process (after a fork, parent and child side by
+side): VMAs as bands with their flags, the page-table tree with empty and
+uniform parts collapsed, every PTE coloured by folio, shared and
+write-protected entries marked, arm64 contiguous blocks outlined.
+--backend live draws what /proc shows (no page-table pages or descriptor bits).
+
+Exit status: 0 = page written, 2 = usage, I/O or parse error, or the step was
+not reached.";
+
+#[derive(Args)]
+pub struct ShowArgs {
+    /// The scenario file (.ptl)
+    file: PathBuf,
+
+    /// Where to write the HTML page
+    #[arg(
+        short,
+        long,
+        value_name = "OUT.html",
+        required_unless_present = "list_steps"
+    )]
+    out: Option<PathBuf>,
+
+    /// Picture the state after step N (the N-th executed statement; 0 = before the first)
+    #[arg(long, value_name = "N", conflicts_with = "line")]
+    step: Option<u64>,
+
+    /// Picture the state after the first execution of the statement on line L
+    #[arg(long, value_name = "L")]
+    line: Option<u32>,
+
+    /// Show the state before the step beside the state after it
+    #[arg(long)]
+    before_after: bool,
+
+    /// Architecture whose page-table format the model uses
+    #[arg(long, value_enum, default_value_t = super::Arch::X86_64)]
+    arch: super::Arch,
+
+    /// Where to run: the model, or the live kernel (what /proc shows)
+    #[arg(long, value_enum, default_value_t = ShowBackend::Model)]
+    backend: ShowBackend,
+
+    /// Run a seed change's previous algorithm (repeatable; see `ptlab run --help`)
+    #[arg(long = "before", value_name = "NAME", value_parser = super::parse_before)]
+    before: Vec<ptlab_model::Before>,
+
+    /// PTE tables drawn entry by entry at most (later ones become one-line strips)
+    #[arg(long, value_name = "N", default_value_t = 24)]
+    grid_budget: usize,
+
+    /// Print the numbered statements of the run and exit
+    #[arg(long)]
+    list_steps: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ShowBackend {
+    /// The executable model (page tables visible)
+    Model,
+    /// The running kernel (only what /proc shows)
+    Live,
+}
+
+/// The live kernel as a capture target: every process observed through /proc.
+struct LiveTarget(ptlab_live::LiveBackend);
+
+impl Target for LiveTarget {
+    type B = ptlab_live::LiveBackend;
+    fn backend(&mut self) -> &mut Self::B {
+        &mut self.0
+    }
+    fn forked(&mut self, _parent: &str, _child: &str) {}
+    fn exited(&mut self, _proc: &str) {}
+    fn snapshot(&mut self) -> std::result::Result<Snapshot, String> {
+        let mut obs = Vec::new();
+        for name in self.0.process_names() {
+            obs.push(self.0.observe(&name).map_err(|e| e.to_string())?);
+        }
+        Ok(Snapshot::from_observations(&obs))
+    }
+}
+
+pub fn show(args: &ShowArgs) -> Result<u8> {
+    let source = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("cannot read scenario '{}'", args.file.display()))?;
+    let name = args.file.display().to_string();
+    let script = ptlab_scenario::parse(&name, &source)?;
+    let sel = match (args.step, args.line) {
+        (Some(n), _) => StepSel::Step(n),
+        (None, Some(l)) => StepSel::Line(l),
+        (None, None) => StepSel::End,
+    };
+    if args.before_after && matches!(sel, StepSel::End | StepSel::Step(0)) {
+        bail!("--before-after needs --step N (N >= 1) or --line L");
+    }
+    let sel = if args.list_steps { StepSel::End } else { sel };
+    let mut cfg = ModelConfig::for_arch(args.arch.kind());
+    cfg.before = args
+        .before
+        .iter()
+        .fold(ptlab_model::Before::empty(), |a, b| a | *b);
+    let (cap, backend_line) = match args.backend {
+        ShowBackend::Model => {
+            let cap = capture::capture_with(
+                &script,
+                ModelTarget::new(cfg),
+                sel,
+                args.before_after && !args.list_steps,
+                args.list_steps,
+            )
+            .map_err(anyhow::Error::msg)?;
+            let c = (cap.before, cap.after, cap.info, cap.report, cap.log);
+            (c, format!("model of {}", args.arch.kind().name()))
+        }
+        ShowBackend::Live => {
+            if let Some(why) = ptlab_live::live_unavailable() {
+                bail!("cannot run on the live kernel: {why}");
+            }
+            if !ptlab_live::is_root() {
+                eprintln!(
+                    "ptlab: note: not root: frames are unreadable, so folios cannot be told apart"
+                );
+            }
+            let target = LiveTarget(ptlab_live::LiveBackend::new()?);
+            let cap = capture::capture_with(
+                &script,
+                target,
+                sel,
+                args.before_after && !args.list_steps,
+                args.list_steps,
+            )
+            .map_err(anyhow::Error::msg)?;
+            let mut live = cap.target.0;
+            for n in live.notes() {
+                eprintln!("ptlab: note: {n}");
+            }
+            live.shutdown();
+            (
+                (cap.before, cap.after, cap.info, cap.report, cap.log),
+                "live kernel (what /proc shows)".to_string(),
+            )
+        }
+    };
+    let (before, after, info, report, log) = cap;
+    if args.list_steps {
+        for s in &log {
+            println!("{}", s.describe());
+        }
+        return Ok(0);
+    }
+    let Some(out) = &args.out else {
+        bail!("-o OUT.html is required");
+    };
+    let step_text = info.as_ref().map(|i| i.describe()).unwrap_or_default();
+    let panels = match (before, &info) {
+        (Some(b), Some(i)) => {
+            let (pb, pa) = Panel::before_after(
+                b,
+                after,
+                (
+                    &format!("Before step {}", i.step),
+                    &format!("After step {}", i.step),
+                ),
+                &step_text,
+            );
+            vec![pb, pa]
+        }
+        (_, Some(i)) => vec![Panel::single(
+            &format!("After step {}", i.step),
+            &step_text,
+            after,
+        )],
+        (_, None) if sel == StepSel::Step(0) => {
+            vec![Panel::single("Before the first statement", "step 0", after)]
+        }
+        (_, None) => vec![Panel::single(
+            "After the last statement",
+            &format!("{} statements executed", report.statements_executed),
+            after,
+        )],
+    };
+    let mut notes: Vec<String> = report.failures.iter().map(|f| f.to_string()).collect();
+    if report.suppressed_failures > 0 {
+        notes.push(format!("... {} more failures", report.suppressed_failures));
+    }
+    let pic = Picture {
+        title: format!("ptlab show: {}", args.file.display()),
+        subtitle: vec![
+            format!("Backend: {backend_line}"),
+            format!(
+                "Run: {}",
+                if matches!(sel, StepSel::Step(_) | StepSel::Line(_)) {
+                    format!("{} (up to the pictured step)", report.summary())
+                } else {
+                    report.summary()
+                }
+            ),
+        ],
+        panels,
+        // No backend accounts batches or TLB invalidations yet.
+        events: None,
+        notes,
+    };
+    let opts = RenderOptions {
+        layout: ptlab_show::LayoutOptions {
+            grid_budget: args.grid_budget,
+            ..ptlab_show::LayoutOptions::default()
+        },
+    };
+    let html = ptlab_show::render_html(&pic, &opts);
+    std::fs::write(out, &html).with_context(|| format!("cannot write '{}'", out.display()))?;
+    if !report.passed() {
+        eprintln!(
+            "ptlab: note: the run had {} failure(s); they are listed in the page",
+            report.failure_count()
+        );
+    }
+    eprintln!(
+        "ptlab: wrote {} ({} KiB)",
+        out.display(),
+        html.len().div_ceil(1024)
+    );
+    Ok(0)
+}
