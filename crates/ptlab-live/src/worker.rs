@@ -282,7 +282,30 @@ fn install_handlers() {
         // ptlab disables THP for itself (so its own allocations do not move
         // the global THP counters); the scenario must see the machine's policy.
         libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
+        pin_to_current_cpu();
     }
+}
+
+/// Pin this worker (and, by inheritance, every process it forks) to the CPU
+/// it runs on.
+///
+/// Copy-on-write reuse depends on it: a freshly faulted page sits in the
+/// faulting CPU's LRU-add batch, which holds a reference until drained, and
+/// the write-fault path only drains the local CPU's batch before it checks
+/// the reference count (Linux: mm/memory.c wp_can_reuse_anon_folio() calls
+/// lru_add_drain(), mm/swap.c). A process that migrated to another CPU
+/// between the fault and the write then sees the extra reference and copies
+/// a page the model (and a process that stayed put) reuses. Measured before
+/// this pin: tests/scenarios/uffd-14-fork-ebusy.ptl diverged in 6 of 30
+/// runs; see docs/divergences.md H7.
+unsafe fn pin_to_current_cpu() {
+    let cpu = libc::sched_getcpu();
+    if cpu < 0 {
+        return;
+    }
+    let mut set: libc::cpu_set_t = core::mem::zeroed();
+    libc::CPU_SET(cpu as usize, &mut set);
+    libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
 }
 
 /// Entry point of a freshly forked worker. Never returns.
