@@ -542,20 +542,24 @@ fn uffd_open() {
 /// Issue a uffd ioctl on `arg`; `out` is the index of the s64 result word
 /// (bytes copied/mapped/moved) to return on success.
 fn uffd_ioctl(req: u64, arg: *mut u64, out: Option<usize>) {
+    let (r, field) = uffd_ioctl_raw(req, arg, out);
+    reply(r, field, 0);
+}
+
+/// Issue a userfaultfd ioctl: (0 or −errno, the output field).
+fn uffd_ioctl_raw(req: u64, arg: *mut u64, out: Option<usize>) -> (i64, u64) {
     let fd = UFFD.load(Ordering::Relaxed);
     if fd < 0 {
-        reply(-i64::from(libc::EBADF), 0, 0);
-        return;
+        return (-i64::from(libc::EBADF), 0);
     }
     // SAFETY: arg points to a buffer of the ioctl's size.
     unsafe {
         let r = libc::ioctl(fd, req as _, arg);
+        let field = out.map_or(0, |i| *arg.add(i));
         if r < 0 {
-            let e = errno();
-            let partial = out.map_or(0, |i| *arg.add(i));
-            reply(-e, partial, 0);
+            (-errno(), field)
         } else {
-            reply(0, out.map_or(0, |i| *arg.add(i)), 0);
+            (0, field)
         }
     }
 }
@@ -600,7 +604,11 @@ fn uffd_copy(dst: u64, src: u64, len: u64, has_tag: bool, tag: u64) {
             let _ = probe_write(buf + i * 4096, tag);
         }
         let mut c: [u64; 5] = [dst, buf, len, 0, 0];
-        uffd_ioctl(0xC028_AA03, c.as_mut_ptr(), Some(4));
+        let (r, field) = uffd_ioctl_raw(0xC028_AA03, c.as_mut_ptr(), Some(4));
+        // Unmap before replying: the observer reads the maps as soon as it
+        // has the reply, and must not see this buffer (it may sit inside a
+        // range the scenario unmapped earlier).
         libc::munmap(p, total as usize);
+        reply(r, field, 0);
     }
 }
