@@ -22,8 +22,8 @@ use ptlab_model::{
 };
 use ptlab_scenario::ast::UffdMode;
 use ptlab_scenario::{
-    Backend, BackendError, FailureKind, ModelBackend, MremapFlags, ParseError, RunOptions,
-    RunReport, UffdMoveFlags,
+    Backend, BackendError, FailureKind, ModelBackend, MremapFlags, ParseError, PrctlThp,
+    RunOptions, RunReport, UffdMoveFlags,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -1211,6 +1211,15 @@ impl Backend for DiffBackend {
             |l| l.exit(proc).map(|()| 0),
         )
         .map(|_| ())
+    }
+
+    fn prctl_thp_disable(&mut self, proc: &str, call: PrctlThp) -> Result<u64, BackendError> {
+        self.both(
+            proc,
+            "prctl",
+            |m| m.prctl_thp_disable(proc, call),
+            |l| l.prctl_thp_disable(proc, call),
+        )
     }
 
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {

@@ -346,6 +346,15 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                 };
                 let _ = writeln!(s, "{who}{line}");
             }
+            5 if r.chance(10) => {
+                // The per-process THP switch (prctl), in the acting process.
+                let line = match r.weighted(&[40, 30, 30]) {
+                    0 => "prctl thp_disable 1",
+                    1 => "prctl thp_disable 1 except_advised",
+                    _ => "prctl thp_disable 0",
+                };
+                let _ = writeln!(s, "{who}{line}");
+            }
             5 => {
                 let knob = [
                     "16K", "32K", "64K", "128K", "256K", "512K", "1M", "2M", "enabled",

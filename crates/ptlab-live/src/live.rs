@@ -21,7 +21,7 @@ use crate::worker::{self, op, Req, Resp, ST_FAULT};
 use ptlab_model::observe::{AnonPage, MapsEntry, PageObs};
 use ptlab_model::{Advice, Errno, MapFlags, Observation, PageState, Prot, ThpKnob, ThpMode};
 use ptlab_scenario::ast::UffdMode;
-use ptlab_scenario::{Backend, BackendError, MremapFlags, UffdMoveFlags};
+use ptlab_scenario::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
@@ -938,6 +938,13 @@ impl Backend for LiveBackend {
                 0,
             ],
         )?;
+        // A FIXED target belongs to the scenario even when the call fails:
+        // a multi-VMA move that fails part-way leaves the pieces it already
+        // moved there (Linux: mm/mremap.c remap_move() returns at the first
+        // VMA it refuses; found by `ptlab fuzz --seed 77`, case 204).
+        if let Some(n) = flags.fixed {
+            merge_into(&mut self.territory, n, n.saturating_add(page_len(new_len)));
+        }
         let got = Self::unit(r)?;
         merge_into(
             &mut self.territory,
@@ -986,6 +993,15 @@ impl Backend for LiveBackend {
     fn exit(&mut self, proc: &str) -> Result<(), BackendError> {
         let idx = self.proc_index(proc)?;
         self.exit_proc(idx)
+    }
+
+    fn prctl_thp_disable(&mut self, proc: &str, call: PrctlThp) -> Result<u64, BackendError> {
+        let (set, disable, flags) = match call {
+            PrctlThp::Set { disable, flags } => (1, disable, flags),
+            PrctlThp::Get => (0, 0, 0),
+        };
+        let r = self.call(proc, [op::PRCTL_THP, set, disable, flags, 0, 0, 0, 0])?;
+        Self::unit(r)
     }
 
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {

@@ -45,6 +45,7 @@ pub(crate) mod op {
     pub const UFFD_ZEROPAGE: u64 = 14; // dst len
     pub const UFFD_MOVE: u64 = 15; // dst src len mode
     pub const PING: u64 = 16; // -> val = getpid()
+    pub const PRCTL_THP: u64 = 17; // set(1)/get(0) disable flags -> val
 }
 
 // ----- fault-tolerant probes (x86-64) -------------------------------------
@@ -383,6 +384,19 @@ fn handle(r: &Req) {
                 uffd_ioctl(0xC028_AA05, m.as_mut_ptr(), Some(4));
             }
             op::PING => reply(0, libc::getpid() as u64, 0),
+            // Only the two THP prctls: a scenario cannot reach any other.
+            op::PRCTL_THP => {
+                let r = if a[0] != 0 {
+                    libc::prctl(libc::PR_SET_THP_DISABLE, a[1], a[2], 0, 0)
+                } else {
+                    libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0)
+                };
+                if r < 0 {
+                    reply(-errno(), 0, 0);
+                } else {
+                    reply(0, r as u64, 0);
+                }
+            }
             _ => reply(-i64::from(libc::ENOSYS), 0, 0),
         }
     }

@@ -49,7 +49,7 @@ pub fn handle_fault(
     }
     let slot = addr & !(PMD_SIZE - 1);
     // F1: an empty PMD slot where PMD order is allowed tries a PMD THP first.
-    if mm.pt.pmd(addr) == PmdSlot::None && pmd_thp_allowed(env.thp, &vma, addr) {
+    if mm.pt.pmd(addr) == PmdSlot::None && pmd_thp_allowed(mm, env.thp, &vma, addr) {
         if let Some(pfn) = do_huge_pmd_anonymous_page(mm, env, &vma, addr, write)? {
             return Ok(pfn);
         }
@@ -86,10 +86,10 @@ pub fn handle_fault(
 /// MISSING fault in a MADV_HUGEPAGE range and UNREGISTER, a write maps a
 /// PMD THP, so the fault left no PTE table).
 /// Linux: thp_vma_allowable_order(PMD_ORDER) + thp_vma_suitable_order().
-fn pmd_thp_allowed(thp: &ThpSettings, vma: &Vma, addr: u64) -> bool {
+fn pmd_thp_allowed(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> bool {
     let mask = thp.allowed_orders(
         vma.flags.contains(VmFlags::HUGEPAGE),
-        vma.flags.contains(VmFlags::NOHUGEPAGE),
+        thp_disabled(mm, vma),
         false,
     );
     let haddr = addr & !(PMD_SIZE - 1);
@@ -229,13 +229,22 @@ fn do_huge_pmd_wp_page(
     None
 }
 
+/// THP is off for this VMA: VM_NOHUGEPAGE, or the mm's prctl state.
+/// Linux: include/linux/huge_mm.h vma_thp_disabled().
+fn thp_disabled(mm: &Mm, vma: &Vma) -> bool {
+    vma.flags.contains(VmFlags::NOHUGEPAGE)
+        || mm
+            .thp_disable
+            .disables(vma.flags.contains(VmFlags::HUGEPAGE))
+}
+
 /// F5: the order a write fault allocates.
 fn choose_order(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> Order {
     // F5.1 userfaultfd_armed(): any registration (MISSING or WP) means
     // order 0 (checked live: a WP-only range with 64K=always faults order 0).
     let mut mask = thp.allowed_orders(
         vma.flags.contains(VmFlags::HUGEPAGE),
-        vma.flags.contains(VmFlags::NOHUGEPAGE),
+        thp_disabled(mm, vma),
         vma.flags.intersects(crate::vma::VM_UFFD_FLAGS),
     );
     mask &= (1 << PMD_ORDER) - 1; // orders 2..8 here; order 9 is F1's job

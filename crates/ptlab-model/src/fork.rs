@@ -39,6 +39,8 @@ impl Model {
             pt,
             rss_anon: 0,
             deposited: BTreeMap::new(),
+            // MMF_INIT_MASK carries the THP-disable flags into the child.
+            thp_disable: src.thp_disable,
         };
         let parent_vmas: Vec<Vma> = src.vmas.iter().cloned().collect();
         for v in parent_vmas {

@@ -34,6 +34,6 @@ pub use batch::Before;
 pub use errno::Errno;
 pub use model::{AccessFault, Model, ModelConfig, Pid};
 pub use observe::{Observation, PageState, Sections};
-pub use thp::ThpSettings;
+pub use thp::{ThpDisable, ThpSettings};
 pub use uapi::{Advice, MapFlags, MremapFlags, Prot, ThpKnob, ThpMode};
 pub use uffd::{CopySource, UffdError, UffdId};

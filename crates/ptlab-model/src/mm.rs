@@ -23,6 +23,8 @@ pub struct Mm {
     /// Page tables deposited with PMD mappings (pgtable_trans_huge_deposit),
     /// keyed by the 2 MiB slot address.
     pub deposited: BTreeMap<u64, crate::addr::Pfn>,
+    /// prctl(PR_SET_THP_DISABLE) state of this mm.
+    pub thp_disable: crate::thp::ThpDisable,
 }
 
 /// Allocator of anon_vma identities (machine-wide).

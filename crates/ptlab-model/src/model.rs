@@ -116,6 +116,7 @@ impl Model {
                 pt,
                 rss_anon: 0,
                 deposited: BTreeMap::new(),
+                thp_disable: Default::default(),
             },
         );
         Model {
@@ -159,6 +160,29 @@ impl Model {
     pub fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), Errno> {
         self.thp.set(knob, mode)
     }
+    /// prctl(PR_SET_THP_DISABLE, disable, flags, 0, 0) in process `pid`.
+    /// Linux: kernel/sys.c prctl_set_thp_disable().
+    pub fn prctl_set_thp_disable(
+        &mut self,
+        pid: Pid,
+        disable: u64,
+        flags: u64,
+    ) -> Result<(), Errno> {
+        let mm = self.procs.get_mut(&pid).ok_or(Errno::ESRCH)?;
+        mm.thp_disable = crate::thp::ThpDisable::from_prctl(disable, flags, 0, 0)?;
+        Ok(())
+    }
+
+    /// prctl(PR_GET_THP_DISABLE) in process `pid`.
+    pub fn prctl_get_thp_disable(&self, pid: Pid) -> Result<u64, Errno> {
+        Ok(self
+            .procs
+            .get(&pid)
+            .ok_or(Errno::ESRCH)?
+            .thp_disable
+            .prctl_get())
+    }
+
     pub fn set_use_zero_page(&mut self, on: bool) {
         self.thp.use_zero_page = on;
     }

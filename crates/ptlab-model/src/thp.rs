@@ -94,6 +94,67 @@ impl ThpSettings {
     }
 }
 
+/// What `prctl(PR_SET_THP_DISABLE)` set for an mm (mm flags
+/// MMF_DISABLE_THP_COMPLETELY / MMF_DISABLE_THP_EXCEPT_ADVISED). Inherited by
+/// fork (MMF_INIT_MASK).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ThpDisable {
+    /// THP follows the knobs.
+    #[default]
+    No,
+    /// `prctl(PR_SET_THP_DISABLE, 1, 0)`: no large folio in any VMA.
+    Completely,
+    /// `prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED)` (new in
+    /// 6.18): no large folio except in MADV_HUGEPAGE VMAs.
+    ExceptAdvised,
+}
+
+/// `PR_THP_DISABLE_EXCEPT_ADVISED`, the one flag `PR_SET_THP_DISABLE` takes.
+pub const PR_THP_DISABLE_EXCEPT_ADVISED: u64 = 1 << 1;
+
+impl ThpDisable {
+    /// Whether THP is off for a VMA with (or without) VM_HUGEPAGE.
+    /// Linux: include/linux/huge_mm.h vma_thp_disabled().
+    pub fn disables(self, vm_hugepage: bool) -> bool {
+        match self {
+            ThpDisable::No => false,
+            ThpDisable::Completely => true,
+            ThpDisable::ExceptAdvised => !vm_hugepage,
+        }
+    }
+
+    /// `prctl(PR_SET_THP_DISABLE, disable, flags, arg4, arg5)`, with the
+    /// kernel's argument checks. Linux: kernel/sys.c prctl_set_thp_disable()
+    /// (checked live on 6.18.44: any non-zero `disable` disables; a flag
+    /// other than EXCEPT_ADVISED, a flag with `disable` 0, or a non-zero
+    /// arg4/arg5 gives EINVAL).
+    pub fn from_prctl(disable: u64, flags: u64, arg4: u64, arg5: u64) -> Result<ThpDisable, Errno> {
+        if arg4 != 0 || arg5 != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if (disable == 0 && flags != 0) || flags & !PR_THP_DISABLE_EXCEPT_ADVISED != 0 {
+            return Err(Errno::EINVAL);
+        }
+        Ok(if disable == 0 {
+            ThpDisable::No
+        } else if flags & PR_THP_DISABLE_EXCEPT_ADVISED != 0 {
+            ThpDisable::ExceptAdvised
+        } else {
+            ThpDisable::Completely
+        })
+    }
+
+    /// What `prctl(PR_GET_THP_DISABLE)` returns: 0, 1, or 3 (1 with
+    /// EXCEPT_ADVISED) (checked live on 6.18.44).
+    pub fn prctl_get(self) -> u64 {
+        match self {
+            ThpDisable::No => 0,
+            ThpDisable::Completely => 1,
+            ThpDisable::ExceptAdvised => 1 | PR_THP_DISABLE_EXCEPT_ADVISED,
+        }
+    }
+}
+
 /// Highest order in `mask`, if any.
 pub fn highest_order(mask: OrderMask) -> Option<Order> {
     if mask == 0 {
@@ -129,6 +190,29 @@ mod tests {
         s.set(ThpKnob::TopLevel, ThpMode::Never).unwrap();
         s.set(ThpKnob::Size(4), ThpMode::Inherit).unwrap();
         assert_eq!(s.allowed_orders(true, false, false) & (1 << 4), 0);
+    }
+
+    #[test]
+    fn prctl_thp_disable_rules() {
+        // Argument checks, in kernel/sys.c prctl_set_thp_disable()'s order.
+        assert_eq!(ThpDisable::from_prctl(1, 0, 1, 0), Err(Errno::EINVAL));
+        assert_eq!(ThpDisable::from_prctl(0, 2, 0, 0), Err(Errno::EINVAL));
+        assert_eq!(ThpDisable::from_prctl(1, 4, 0, 0), Err(Errno::EINVAL));
+        assert_eq!(
+            ThpDisable::from_prctl(2, 0, 0, 0),
+            Ok(ThpDisable::Completely)
+        );
+        assert_eq!(
+            ThpDisable::from_prctl(1, 2, 0, 0),
+            Ok(ThpDisable::ExceptAdvised)
+        );
+        assert_eq!(ThpDisable::from_prctl(0, 0, 0, 0), Ok(ThpDisable::No));
+        assert_eq!(ThpDisable::ExceptAdvised.prctl_get(), 3);
+        // vma_thp_disabled(): EXCEPT_ADVISED spares MADV_HUGEPAGE VMAs only.
+        assert!(ThpDisable::Completely.disables(true));
+        assert!(ThpDisable::ExceptAdvised.disables(false));
+        assert!(!ThpDisable::ExceptAdvised.disables(true));
+        assert!(!ThpDisable::No.disables(false));
     }
 
     #[test]

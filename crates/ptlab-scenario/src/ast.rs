@@ -184,6 +184,13 @@ pub enum Syscall {
         child: String,
     },
     Exit,
+    /// `prctl thp_disable EXPR [except_advised]`
+    PrctlSetThpDisable {
+        disable: Expr,
+        except_advised: bool,
+    },
+    /// `prctl get_thp_disable`
+    PrctlGetThpDisable,
     UffdOpen,
     UffdRegister {
         addr: Expr,
@@ -223,6 +230,8 @@ impl Syscall {
             Syscall::Mprotect { .. } => "mprotect",
             Syscall::Fork { .. } => "fork",
             Syscall::Exit => "exit",
+            Syscall::PrctlSetThpDisable { .. } => "prctl thp_disable",
+            Syscall::PrctlGetThpDisable => "prctl get_thp_disable",
             Syscall::UffdOpen => "uffd open",
             Syscall::UffdRegister { .. } => "uffd register",
             Syscall::UffdUnregister { .. } => "uffd unregister",

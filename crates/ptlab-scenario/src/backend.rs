@@ -65,6 +65,14 @@ pub struct MremapFlags {
 }
 
 /// `UFFDIO_MOVE` mode bits.
+/// A THP prctl: `PR_SET_THP_DISABLE` (with its `disable` and `flags`
+/// arguments) or `PR_GET_THP_DISABLE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrctlThp {
+    Set { disable: u64, flags: u64 },
+    Get,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct UffdMoveFlags {
     /// UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES
@@ -212,6 +220,11 @@ pub trait Backend {
     /// Process `proc` exits.
     fn exit(&mut self, _proc: &str) -> Result<(), BackendError> {
         Err(BackendError::Unsupported("exit"))
+    }
+    /// `prctl(PR_SET_THP_DISABLE, disable, flags, 0, 0)` or
+    /// `prctl(PR_GET_THP_DISABLE)`; returns what the call returned.
+    fn prctl_thp_disable(&mut self, _proc: &str, _call: PrctlThp) -> Result<u64, BackendError> {
+        Err(BackendError::Unsupported("prctl"))
     }
     /// Open a userfaultfd for `proc` (one per process).
     fn uffd_open(&mut self, _proc: &str) -> Result<(), BackendError> {

@@ -9,7 +9,7 @@
 //! the `to_json` methods.
 
 use crate::ast::*;
-use crate::backend::{Backend, BackendError, MremapFlags, UffdMoveFlags};
+use crate::backend::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags};
 use crate::expr::{self, fmt_num, Env, EvalError};
 use ptlab_model::observe::PageObs;
 use ptlab_model::{MapFlags, Observation, Order, PageState, Sections, ThpKnob, PAGE_SIZE};
@@ -749,6 +749,20 @@ impl<'a> Interp<'a> {
             }
             Syscall::Fork { child } => unit(self.backend.fork(&proc, child)),
             Syscall::Exit => unit(self.backend.exit(&proc)),
+            Syscall::PrctlSetThpDisable {
+                disable,
+                except_advised,
+            } => {
+                let disable = self.eval(disable)?;
+                let flags = if *except_advised {
+                    ptlab_model::thp::PR_THP_DISABLE_EXCEPT_ADVISED
+                } else {
+                    0
+                };
+                self.backend
+                    .prctl_thp_disable(&proc, PrctlThp::Set { disable, flags })
+            }
+            Syscall::PrctlGetThpDisable => self.backend.prctl_thp_disable(&proc, PrctlThp::Get),
             Syscall::UffdOpen => unit(self.backend.uffd_open(&proc)),
             Syscall::UffdRegister { addr, len, mode } => {
                 let (addr, len) = (self.eval(addr)?, self.eval(len)?);

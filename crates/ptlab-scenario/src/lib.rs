@@ -30,7 +30,7 @@ pub mod model_backend;
 pub mod parser;
 
 pub use ast::Script;
-pub use backend::{Backend, BackendError, MremapFlags, UffdMoveFlags};
+pub use backend::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags};
 pub use error::ParseError;
 pub use interp::{
     run, Failure, FailureKind, ObserveOutput, RunOptions, RunReport, MAX_RANGE_PAGES,

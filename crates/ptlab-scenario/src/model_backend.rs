@@ -1,7 +1,7 @@
 //! [`Backend`] implementation over the executable model.
 
 use crate::ast::UffdMode;
-use crate::backend::{Backend, BackendError, MremapFlags, UffdMoveFlags};
+use crate::backend::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags};
 use ptlab_model::{
     observe::PageObs, AccessFault, Advice, CopySource, Errno, MapFlags, Model, ModelConfig,
     Observation, Pid, Prot, ThpKnob, ThpMode, UffdError, UffdId,
@@ -225,6 +225,18 @@ impl Backend for ModelBackend {
 
     /// userfaultfd(2) then UFFDIO_API with `UFFD_FEATURE_SIGBUS`, as the
     /// live harness opens it; a second `uffd open` in a process is EBUSY.
+    fn prctl_thp_disable(&mut self, proc: &str, call: PrctlThp) -> Result<u64, BackendError> {
+        let pid = self.pid(proc)?;
+        match call {
+            PrctlThp::Set { disable, flags } => self
+                .model
+                .prctl_set_thp_disable(pid, disable, flags)
+                .map(|()| 0),
+            PrctlThp::Get => self.model.prctl_get_thp_disable(pid),
+        }
+        .map_err(BackendError::Errno)
+    }
+
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
         let pid = self.pid(proc)?;
         if self.uffds.contains_key(proc) {

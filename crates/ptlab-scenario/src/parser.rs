@@ -23,12 +23,12 @@ pub const MAX_BLOCK_DEPTH: usize = 32;
 
 /// Words that start a statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
-    "let", "mmap", "munmap", "madvise", "mremap", "mprotect", "fork", "exit", "uffd", "read",
-    "write", "thp", "repeat", "end", "expect", "observe", "before",
+    "let", "mmap", "munmap", "madvise", "mremap", "mprotect", "fork", "exit", "prctl", "uffd",
+    "read", "write", "thp", "repeat", "end", "expect", "observe", "before",
 ];
 /// Syscall keywords (statements whose result can be bound with `NAME =`).
 const SYSCALLS: &[&str] = &[
-    "mmap", "munmap", "madvise", "mremap", "mprotect", "fork", "exit", "uffd",
+    "mmap", "munmap", "madvise", "mremap", "mprotect", "fork", "exit", "prctl", "uffd",
 ];
 /// Words that can never be variable names.
 const RESERVED_EXTRA: &[&str] = &["pfn", "align_up", "align_down", "PAGE", "PMD", "PUD"];
@@ -36,6 +36,8 @@ const CONSTANTS: &[(&str, u64)] = &[("PAGE", PAGE_SIZE), ("PMD", PMD_SIZE), ("PU
 const MMAP_OPTIONS: &[&str] = &["at", "fixed", "noreplace", "prot", "noreserve", "populate"];
 const MREMAP_OPTIONS: &[&str] = &["maymove", "fixed", "dontunmap"];
 const UFFD_SUBCOMMANDS: &[&str] = &["open", "register", "unregister", "copy", "zeropage", "move"];
+const PRCTL_OPTIONS: &[&str] = &["thp_disable", "get_thp_disable"];
+const PRCTL_THP_FLAGS: &[&str] = &["except_advised"];
 const UFFD_MOVE_OPTIONS: &[&str] = &["allow_src_holes", "dontwake"];
 const UFFD_MODES: &[&str] = &["missing", "wp"];
 const ADVICE_NAMES: &[&str] = &[
@@ -775,6 +777,27 @@ impl<'s> Parser<'s> {
                 Syscall::Fork { child }
             }
             "exit" => Syscall::Exit,
+            "prctl" => {
+                let (word, _) = cur.word(
+                    PRCTL_OPTIONS,
+                    "a prctl option (thp_disable VALUE [except_advised], get_thp_disable)",
+                )?;
+                if word == "get_thp_disable" {
+                    Syscall::PrctlGetThpDisable
+                } else {
+                    let disable =
+                        self.arg(cur, "a value (0 or 1) after 'thp_disable'", PRCTL_THP_FLAGS)?;
+                    let mut except_advised = false;
+                    if !cur.at_end() {
+                        cur.word(PRCTL_THP_FLAGS, "'except_advised' or the end of the line")?;
+                        except_advised = true;
+                    }
+                    Syscall::PrctlSetThpDisable {
+                        disable,
+                        except_advised,
+                    }
+                }
+            }
             _ => self.uffd(cur)?,
         };
         cur.finish(&format!("the {} arguments", call.name()))?;

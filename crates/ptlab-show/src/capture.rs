@@ -293,6 +293,13 @@ impl<T: Target> Backend for Recorder<T> {
         }
         r
     }
+    fn prctl_thp_disable(
+        &mut self,
+        proc: &str,
+        call: ptlab_scenario::PrctlThp,
+    ) -> Result<u64, BackendError> {
+        self.target.backend().prctl_thp_disable(proc, call)
+    }
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
         self.target.backend().uffd_open(proc)
     }

@@ -142,6 +142,37 @@ let y = -PAGE & (x + 1) / 2
 }
 
 #[test]
+fn prctl_forms_and_errors() {
+    let s =
+        ok("prctl thp_disable 1 except_advised\nv = prctl get_thp_disable\nprctl thp_disable 0\n");
+    assert!(matches!(
+        kinds(&s)[0],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::PrctlSetThpDisable {
+                except_advised: true,
+                ..
+            }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        kinds(&s)[1],
+        StmtKind::Op {
+            bind: Some(_),
+            op: Op::Syscall(Syscall::PrctlGetThpDisable),
+            ..
+        }
+    ));
+    let e = err("prctl set_name x\n");
+    assert!(e.contains("t.ptl:1:7"), "{e}");
+    assert!(e.contains("thp_disable"), "{e}");
+    let e = err("prctl thp_disable 1 sometimes\n");
+    assert!(e.contains("except_advised"), "{e}");
+    let e = err("prctl thp_disable\n");
+    assert!(e.contains("a value (0 or 1)"), "{e}");
+}
+
+#[test]
 fn mmap_defaults_and_options() {
     let s = ok("mmap 64K");
     match &s.body[0].kind {
