@@ -319,9 +319,9 @@ impl DiffReport {
 /// Why a diff could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
-    #[error("{0}")]
+    #[error(transparent)]
     Parse(#[from] ParseError),
-    #[error("{0}")]
+    #[error(transparent)]
     Live(#[from] LiveError),
 }
 
