@@ -426,7 +426,7 @@ pub fn chart(r: &Reproduction, ch: &ChangeDef) -> String {
             });
         }
     }
-    let mw = (model.len().max(4) as f64 * 60.0).min(900.0);
+    let mw = (model.len().max(6) as f64 * 60.0).min(900.0);
     let (lw, h) = (60.0 + 140.0 * live.len().max(2) as f64, 300.0);
     let w = lw + mw + 20.0;
     let mut s = format!(
@@ -476,7 +476,7 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
-td.sig { font-weight: bold; } .note { color: #555; font-size: 0.9em; }
+table.env td { text-align: left; } td.sig { font-weight: bold; } .note { color: #555; font-size: 0.9em; }
 .skip { color: #a40; } .unavailable { color: #a40; font-style: italic; }
 svg.chart { display: block; margin: 0.8em 0; background: #fafafa; border: 1px solid #ddd; }
 svg .bar.live { fill: #4a79b5; } svg .bar.before { fill: #c9823b; } svg .bar.after { fill: #4f9d5d; }
