@@ -89,13 +89,17 @@ pub fn run(
     let mut session = KnobSession::new();
     let mut cases = Vec::new();
     let mut failed = Vec::new();
+    let mut problems = Vec::new();
     for (w, p) in workloads.iter().zip(params) {
         match workload::run_case(w, p, &mut session, &mut |pr| on(w, pr)) {
             Ok(c) => cases.push(c),
             Err(e) => failed.push((w.name.to_string(), e.to_string())),
         }
+        // Back to the machine's settings after every case, so a case never
+        // runs with (and the machine never keeps) the previous case's knobs.
+        problems.extend(session.restore());
     }
-    let problems = session.restore();
+    problems.extend(session.restore());
     drop(lock);
     if !problems.is_empty() {
         return Err(format!(

@@ -37,9 +37,21 @@ fn every_workload_runs_tiny_and_knobs_come_back() {
         label: "smoke".into(),
     };
     let mut verified = 0;
-    let out = bench::run(&all, &opts, &mut |_, p| {
+    let mut small_checked = 0;
+    let out = bench::run(&all, &opts, &mut |w, p| {
         if let workload::Progress::Verified(_) = p {
             verified += 1;
+            // 4 KiB cases set no knobs: the previous case's knobs must
+            // have been put back before them.
+            if w.layout == Layout::Small {
+                assert_eq!(
+                    knobs_now(),
+                    before,
+                    "{}: knobs left from a previous case",
+                    w.name
+                );
+                small_checked += 1;
+            }
         }
     })
     .expect("bench runs");
@@ -63,6 +75,7 @@ fn every_workload_runs_tiny_and_knobs_come_back() {
         assert_eq!(c.warmup, 1);
     }
     assert_eq!(verified, out.result.cases.len());
+    assert!(small_checked >= 5);
     let mp = out
         .result
         .cases
