@@ -200,6 +200,11 @@ impl Reproduction {
     }
 }
 
+/// The unit of a change's live samples (from the workload definitions).
+fn arm_unit(ch: &ChangeDef) -> &'static str {
+    crate::workload::find(ch.arms[0]).map_or("", |w| w.unit)
+}
+
 fn num(x: f64) -> String {
     if !x.is_finite() {
         "—".into()
@@ -241,17 +246,19 @@ pub fn terminal(r: &Reproduction) -> String {
             ch.seed, ch.title, ch.kernel, ch.id
         );
         let arms = r.arm_rows(ch);
-        let unit = arms.first().map_or("", |a| a.unit.as_str());
-        let _ = writeln!(
-            s,
-            "live, this machine ({unit}; + = better than {}; *x%* = significant, Welch p < 0.05):",
-            ch.arms[0]
-        );
-        let _ = writeln!(
-            s,
-            "  {:<24} {:>3} {:>22} {:>10} {:>10} {:>10}  {}",
-            "workload", "n", "mean ± stdev", "median", "min", "max", "vs baseline"
-        );
+        let unit = arm_unit(ch);
+        if !arms.is_empty() {
+            let _ = writeln!(
+                s,
+                "live, this machine ({unit}; + = better than {}; *x%* = significant, Welch p < 0.05):",
+                ch.arms[0]
+            );
+            let _ = writeln!(
+                s,
+                "  {:<24} {:>3} {:>22} {:>10} {:>10} {:>10}  vs baseline",
+                "workload", "n", "mean ± stdev", "median", "min", "max"
+            );
+        }
         for a in &arms {
             let m = &a.summary;
             let vs = match a.vs_base {
@@ -434,7 +441,7 @@ pub fn chart(r: &Reproduction, ch: &ChangeDef) -> String {
         ch.id,
         esc(ch.title)
     );
-    let unit = arms.first().map_or("live", |a| a.unit.as_str());
+    let unit = arm_unit(ch);
     panel(
         &mut s,
         0.0,
@@ -500,11 +507,11 @@ pub fn html(r: &Reproduction) -> String {
          Welch's t-test at p &lt; 0.05) next to the model's predictions before and after the change.</p>\n",
         if r.quick { " (--quick)" } else { "" }
     );
-    let _ = write!(
+    let _ = writeln!(
         s,
         "<table class=\"env\"><tr><th>kernel</th><td>{}</td></tr><tr><th>CPU</th><td>{} ({} CPUs)</td></tr>\
          <tr><th>memory</th><td>{} MiB</td></tr><tr><th>THP</th><td>{}</td></tr><tr><th>config ({})</th><td>{}</td></tr>\
-         <tr><th>ptlab</th><td>{} {}</td></tr><tr><th>load average at start</th><td>{}</td></tr></table>\n",
+         <tr><th>ptlab</th><td>{} {}</td></tr><tr><th>load average at start</th><td>{}</td></tr></table>",
         esc(&e.kernel),
         esc(&e.cpu),
         e.cpus,
@@ -578,9 +585,9 @@ pub fn html(r: &Reproduction) -> String {
                 let _ = writeln!(s, "<p class=\"unavailable\">{}</p>", esc(why));
             }
             Model::Rows { source, .. } => {
-                let _ = write!(
+                let _ = writeln!(
                     s,
-                    "<table class=\"model\"><caption>model ({})</caption><tr><th>workload (model)</th><th>profile</th><th>arch</th><th>before ns</th><th>after ns</th><th>change</th><th>events before</th><th>events after</th></tr>\n",
+                    "<table class=\"model\"><caption>model ({})</caption><tr><th>workload (model)</th><th>profile</th><th>arch</th><th>before ns</th><th>after ns</th><th>change</th><th>events before</th><th>events after</th></tr>",
                     esc(source)
                 );
                 for m in r.model_rows(ch) {

@@ -83,7 +83,7 @@ fn every_workload_runs_tiny_and_knobs_come_back() {
         .find(|c| c.name == "mprotect-4k")
         .unwrap();
     assert_eq!(mp.extra["explicit_bzero ns per loop"].len(), 2);
-    assert_eq!(out.result.environment.cpus > 0, true);
+    assert!(out.result.environment.cpus > 0);
     let text = out.result.to_json();
     let back = ptlab_bench::result::BenchResult::from_json(&text).unwrap();
     assert_eq!(back, out.result);

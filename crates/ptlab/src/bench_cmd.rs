@@ -123,18 +123,19 @@ fn fmt(x: f64) -> String {
 /// The per-case summary table `ptlab bench` prints.
 pub fn summary_table(r: &BenchResult) -> String {
     let mut s = format!(
-        "{:<24} {:>4}  {:>22}  {:>10}  {:>10}  {:>10}  unit\n",
-        "case", "n", "mean ± stdev", "median", "min", "max"
+        "{:<24} {:>4}  {:>22}  {:>10}  {:>10}  {:>10}  {:>10}  unit\n",
+        "case", "n", "mean ± stdev", "95% CI ±", "median", "min", "max"
     );
     for c in &r.cases {
         let Some(m) = Summary::of(&c.samples) else {
             continue;
         };
         s.push_str(&format!(
-            "{:<24} {:>4}  {:>22}  {:>10}  {:>10}  {:>10}  {}\n",
+            "{:<24} {:>4}  {:>22}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n",
             c.name,
             m.n,
             format!("{} ± {}", fmt(m.mean), fmt(m.stdev)),
+            fmt(m.ci95),
             fmt(m.median),
             fmt(m.min),
             fmt(m.max),
@@ -197,11 +198,11 @@ charts, self-contained), DIR/report.txt, DIR/live.json (a `ptlab bench`
 result) and DIR/model.json.
 
 Live parts need root; without it they are skipped (and said so) and the
-model parts still run. A full run takes about 5 minutes on 2 CPUs; --quick
-about 1 minute.
+model parts still run. A full run takes about 3 minutes on 2 CPUs; --quick
+about 15 seconds.
 
 Examples:
-  sudo target/release/ptlab reproduce
+  target/release/ptlab reproduce        # as root
   ptlab reproduce --quick --out /tmp/r";
 
 #[derive(Args)]
