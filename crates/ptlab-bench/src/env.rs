@@ -175,7 +175,17 @@ pub fn collect() -> Environment {
             "no TLB-flush counts: /proc/vmstat has nr_tlb_* only with CONFIG_DEBUG_TLBFLUSH".into(),
         );
     }
-    notes.push("perf counters are not collected".into());
+    let missing = crate::perf::unavailable();
+    if !missing.is_empty() {
+        notes.push(format!(
+            "perf events unavailable here (not in the counters): {}",
+            missing
+                .iter()
+                .map(|(n, e)| format!("{n} ({e})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     notes.push(
         "THP and vmstat counters are system-wide: other work on the machine adds to them".into(),
     );

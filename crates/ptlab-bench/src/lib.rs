@@ -11,6 +11,7 @@
 pub mod bench;
 pub mod compare;
 pub mod env;
+pub mod perf;
 pub mod report;
 pub mod result;
 pub mod stats;

@@ -16,8 +16,10 @@ use std::fmt::Write as _;
 /// One of the five seed changes (shared/SEEDS.md).
 #[derive(Clone, Copy, Debug)]
 pub struct ChangeDef {
-    /// Identifier; equals the model's before-switch name.
+    /// Identifier of the change ([`ModelRow::change`]).
     pub id: &'static str,
+    /// The model's before-switch for it (`ptlab run --before NAME`).
+    pub model_switch: &'static str,
     /// Number in SEEDS.md.
     pub seed: u8,
     pub title: &'static str,
@@ -34,6 +36,7 @@ pub struct ChangeDef {
 pub const CHANGES: &[ChangeDef] = &[
     ChangeDef {
         id: "mremap-pte-batch",
+        model_switch: "mremap-pte-batch",
         seed: 1,
         title: "mremap: move PTEs of a large folio as one batch",
         kernel: "6.17",
@@ -42,6 +45,7 @@ pub const CHANGES: &[ChangeDef] = &[
     },
     ChangeDef {
         id: "mremap-table-move",
+        model_switch: "mremap-table-move",
         seed: 2,
         title: "mremap: move a whole page table at once",
         kernel: "4.20",
@@ -50,6 +54,7 @@ pub const CHANGES: &[ChangeDef] = &[
     },
     ChangeDef {
         id: "fork-pte-batch",
+        model_switch: "fork-pte-batch",
         seed: 3,
         title: "fork: copy PTE batches",
         kernel: "6.9",
@@ -58,6 +63,7 @@ pub const CHANGES: &[ChangeDef] = &[
     },
     ChangeDef {
         id: "mprotect-pte-batch",
+        model_switch: "mprotect-pte-batch",
         seed: 4,
         title: "mprotect: change protection on PTE batches",
         kernel: "6.17",
@@ -66,6 +72,7 @@ pub const CHANGES: &[ChangeDef] = &[
     },
     ChangeDef {
         id: "uffd-move",
+        model_switch: "uffd-move-batch",
         seed: 5,
         title: "userfaultfd: move pages instead of copying them (UFFDIO_MOVE)",
         kernel: "6.8",
@@ -810,6 +817,17 @@ mod tests {
         let t = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::from_str::<ModelRow>(&t).unwrap(), r);
         assert!((r.pct_better() - 60.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn model_switches_exist_in_the_model() {
+        for ch in CHANGES {
+            assert!(
+                ptlab_model::Before::from_switch(ch.model_switch).is_some(),
+                "{}",
+                ch.model_switch
+            );
+        }
     }
 
     #[test]

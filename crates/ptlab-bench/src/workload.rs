@@ -885,6 +885,7 @@ pub fn run_case(
     let total = p.warmup + p.runs;
     let mut before = BTreeMap::new();
     let mut reader = Reader::new();
+    let perf = crate::perf::Perf::open(pid);
     loop {
         let mut buf = [0u8; 32];
         if let Err(e) = from.read_exact(&mut buf) {
@@ -920,7 +921,9 @@ pub fn run_case(
             msg::SYNC => {
                 if m[1] == 0 {
                     before = read_counters();
+                    perf.start();
                 } else {
+                    case.counters.extend(perf.stop());
                     let after = read_counters();
                     for (k, v) in after {
                         let d = v - before.get(&k).copied().unwrap_or(0);

@@ -73,6 +73,12 @@ fn every_workload_runs_tiny_and_knobs_come_back() {
         assert!(c.samples.iter().all(|s| *s > 0.0), "{}", c.name);
         assert!(!c.layout_check.is_empty(), "{}", c.name);
         assert_eq!(c.warmup, 1);
+        if !ptlab_bench::perf::unavailable()
+            .iter()
+            .any(|(n, _)| n == "page-faults")
+        {
+            assert!(c.counters.contains_key("perf/page-faults"), "{}", c.name);
+        }
     }
     assert_eq!(verified, out.result.cases.len());
     assert!(small_checked >= 5);
