@@ -490,7 +490,7 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
-table.env td { text-align: left; } td.sig { font-weight: bold; } .note { color: #555; font-size: 0.9em; }
+table.env td, details.counters td { text-align: left; } details.counters { margin: 0.4em 0; font-size: 0.9em; } td.sig { font-weight: bold; } .note { color: #555; font-size: 0.9em; }
 .skip { color: #a40; } .unavailable { color: #a40; font-style: italic; }
 svg.chart { display: block; margin: 0.8em 0; background: #fafafa; border: 1px solid #ddd; }
 svg .bar.live { fill: #4a79b5; } svg .bar.before { fill: #c9823b; } svg .bar.after { fill: #4f9d5d; }
@@ -498,6 +498,35 @@ svg .err, svg .axis { stroke: #333; stroke-width: 1; }
 svg text { font-size: 11px; fill: #222; } svg .ptitle { font-size: 12px; font-weight: bold; }
 svg .empty { fill: #a40; font-style: italic; }
 ";
+
+/// A collapsed table per change: the layout each arm verified, and every
+/// counter (THP, vmstat, perf) over the measured runs, one column per arm.
+fn counters_details(s: &mut String, r: &Reproduction, ch: &ChangeDef) {
+    let cases: Vec<&Case> = ch.arms.iter().filter_map(|a| r.case(a)).collect();
+    if cases.is_empty() {
+        return;
+    }
+    s.push_str("<details class=\"counters\"><summary>layouts and counters over the measured runs</summary><table><tr><th></th>");
+    for c in &cases {
+        let _ = write!(s, "<th>{}</th>", esc(&c.name));
+    }
+    s.push_str("</tr><tr><td>layout verified</td>");
+    for c in &cases {
+        let _ = write!(s, "<td>{}</td>", esc(&c.layout_check));
+    }
+    s.push_str("</tr>\n");
+    let mut keys: Vec<&String> = cases.iter().flat_map(|c| c.counters.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        let _ = write!(s, "<tr><td>{}</td>", esc(k));
+        for c in &cases {
+            let _ = write!(s, "<td>{}</td>", c.counters.get(k).copied().unwrap_or(0));
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</table></details>\n");
+}
 
 /// The self-contained HTML report.
 pub fn html(r: &Reproduction) -> String {
@@ -509,10 +538,14 @@ pub fn html(r: &Reproduction) -> String {
     let e = &r.environment;
     let _ = write!(
         s,
-        "<h1>ptlab reproduce{}</h1>\n<p>The five seed changes: each workload measured live on this machine \
+        "<h1>ptlab reproduce{}</h1>\n<p class=\"note\">{}</p>\n<p>The five seed changes: each workload measured live on this machine \
          (mean ± stdev of per-run means; % change against the first arm, + = better, bold = significant by \
          Welch's t-test at p &lt; 0.05) next to the model's predictions before and after the change.</p>\n",
-        if r.quick { " (--quick)" } else { "" }
+        if r.quick { " (--quick)" } else { "" },
+        esc(&r
+            .live
+            .as_ref()
+            .map_or(String::new(), |l| format!("live run started {}", l.started)))
     );
     let _ = writeln!(
         s,
@@ -584,6 +617,7 @@ pub fn html(r: &Reproduction) -> String {
             );
         }
         s.push_str("</table>\n");
+        counters_details(&mut s, r, ch);
         for (w, why) in r.skipped_for(ch) {
             let _ = writeln!(s, "<p class=\"skip\">{}: skipped: {}</p>", esc(w), esc(why));
         }
@@ -776,6 +810,8 @@ mod tests {
                 })
                 .collect::<Vec<_>>();
             assert_eq!(live_rows, vec![2, 2, 2, 3, 1]);
+            // One counters table per change with a measured arm.
+            assert_eq!(h.matches("<details class=\"counters\">").count(), 5);
             // Live bars: one per measured case.
             assert_eq!(h.matches("class=\"bar live\"").count(), 10);
             if model {

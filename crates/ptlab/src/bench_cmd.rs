@@ -203,7 +203,8 @@ about 15 seconds.
 
 Examples:
   target/release/ptlab reproduce        # as root
-  ptlab reproduce --quick --out /tmp/r";
+  ptlab reproduce --quick --out /tmp/r
+  ptlab reproduce --from reproduce-out/live.json --out again   # re-render, no measuring";
 
 #[derive(Args)]
 pub struct ReproduceArgs {
@@ -220,8 +221,13 @@ pub struct ReproduceArgs {
     runs: Option<u64>,
 
     /// Skip the live measurements (model columns only)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "from")]
     no_live: bool,
+
+    /// Do not measure: take the live columns from this result file (e.g. an
+    /// earlier run's DIR/live.json) and render the report again
+    #[arg(long, value_name = "FILE.json")]
+    from: Option<PathBuf>,
 
     /// Do not show a progress bar
     #[arg(long)]
@@ -252,7 +258,20 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
     let mut skipped = Vec::new();
     let mut live = None;
     let mut failed = false;
-    if args.no_live {
+    if let Some(f) = &args.from {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        let r =
+            BenchResult::from_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+        for ch in report::CHANGES {
+            for a in ch.arms {
+                if !r.cases.iter().any(|c| c.name == *a) {
+                    skipped.push((a.to_string(), format!("not in {}", f.display())));
+                }
+            }
+        }
+        live = Some(r);
+    } else if args.no_live {
         skipped.push(("live".to_string(), "--no-live given".to_string()));
     } else if let Some(why) = bench::unavailable() {
         eprintln!("ptlab reproduce: skipping the live measurements: {why}");

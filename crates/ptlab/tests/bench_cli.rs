@@ -201,3 +201,26 @@ fn reproduce_report_renders_in_chromium() {
     let bytes = std::fs::read(&png).expect("screenshot written");
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
 }
+
+#[test]
+fn reproduce_from_a_result_file_renders_without_measuring() {
+    let f = result_file("from.json", "base", &[100.0, 101.0, 99.0]);
+    let dir = tmp("repro-from");
+    let out = ptlab(&[
+        "reproduce",
+        "--from",
+        f.to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    assert!(t.contains("  fork-4k                    3"), "{t}");
+    assert!(t.contains("fork-thp-pte: SKIPPED: not in"), "{t}");
+    assert!(t.contains("  uffd-move "), "{t}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert_eq!(html.matches("<svg class=\"chart\"").count(), 5);
+    assert_eq!(html.matches("class=\"bar live\"").count(), 2);
+    let live = std::fs::read_to_string(dir.join("live.json")).unwrap();
+    assert!(live.contains("\"fork-4k\""));
+}
