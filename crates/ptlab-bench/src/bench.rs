@@ -79,12 +79,22 @@ pub fn run(
         return Err(why);
     }
     let started = crate::env::now_rfc3339();
-    let lock = ThpLock::acquire().map_err(|e| {
+    let lock_err = |e: std::io::Error| {
         format!(
             "cannot take the THP knob lock {}: {e}",
             ptlab_live::knobs::lock_path().display()
         )
-    })?;
+    };
+    let lock = match ThpLock::try_acquire().map_err(lock_err)? {
+        Some(l) => l,
+        None => {
+            eprintln!(
+                "ptlab: waiting for the THP knob lock {} (another live run holds it)",
+                ptlab_live::knobs::lock_path().display()
+            );
+            ThpLock::acquire().map_err(lock_err)?
+        }
+    };
     let environment = crate::env::collect();
     let mut session = KnobSession::new();
     let mut cases = Vec::new();
