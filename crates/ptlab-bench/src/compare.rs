@@ -154,7 +154,7 @@ mod tests {
                 unit: "ns".into(),
                 better,
                 samples,
-                counters: Default::default(),
+                ..Default::default()
             }],
         }
     }

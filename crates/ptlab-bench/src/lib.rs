@@ -1,5 +1,6 @@
-//! ptlab-bench: the statistics, result-file schema and comparison tables
-//! behind `ptlab bench` and `ptlab compare`.
+//! ptlab-bench: the seed workloads on the live kernel (`ptlab bench`), the
+//! statistics, result-file schema and comparison tables behind it
+//! (`ptlab compare`), and the report of `ptlab reproduce`.
 //!
 //! Conventions follow how mm developers report microbenchmarks
 //! (shared/ecosystem.md §B): mean ± stdev per arm, % change against the
@@ -7,6 +8,11 @@
 //! significance marked when a Welch two-sample t-test rejects equal means
 //! at the 5% level, arithmetic mean for times (lower is better).
 
+pub mod bench;
 pub mod compare;
+pub mod env;
+pub mod perf;
+pub mod report;
 pub mod result;
 pub mod stats;
+pub mod workload;

@@ -3,19 +3,27 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Version of the result-file schema.
-pub const SCHEMA: u32 = 1;
+/// Version of the result-file schema. 2 added the per-case parameters
+/// (`iterations`, `size_bytes`, `warmup`, `layout`, `layout_check`,
+/// `extra`) and the environment's `config_source`, `git_commit`,
+/// `memory_kb`, `load_avg` and `notes`. Schema-1 files still read (the new
+/// fields default to empty).
+pub const SCHEMA: u32 = 2;
+
+/// Oldest schema this ptlab reads.
+pub const MIN_SCHEMA: u32 = 1;
 
 /// Which direction of a metric is better.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Better {
+    #[default]
     Lower,
     Higher,
 }
 
 /// One measured case: a workload in one layout, with every sample.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Case {
     /// `workload/layout`, e.g. `mremap-batch/64K`.
     pub name: String,
@@ -27,6 +35,25 @@ pub struct Case {
     /// Counter deltas over the measured repetitions (THP stats, vmstat, perf).
     #[serde(default)]
     pub counters: BTreeMap<String, i64>,
+    /// Measured operations per run (a sample is their mean).
+    #[serde(default)]
+    pub iterations: u64,
+    /// Bytes of the measured region.
+    #[serde(default)]
+    pub size_bytes: u64,
+    /// Warm-up runs discarded before the samples.
+    #[serde(default)]
+    pub warmup: u64,
+    /// The folio layout asked for (`4 KiB pages`, `64 KiB mTHP`, ...).
+    #[serde(default)]
+    pub layout: String,
+    /// What the layout check found before timing.
+    #[serde(default)]
+    pub layout_check: String,
+    /// Secondary per-run metrics (e.g. the explicit_bzero time of the
+    /// mprotect workloads), one value per measured run.
+    #[serde(default)]
+    pub extra: BTreeMap<String, Vec<f64>>,
 }
 
 /// The machine and software a run happened on.
@@ -41,7 +68,22 @@ pub struct Environment {
     /// Kernel config bits that matter (from /proc/config.gz or /boot/config-*).
     #[serde(default)]
     pub config: BTreeMap<String, String>,
+    /// Where `config` came from (`/proc/config.gz`, `/boot/config-*`, or `unknown`).
+    #[serde(default)]
+    pub config_source: String,
     pub ptlab_version: String,
+    /// `git describe`-style commit of the ptlab build, when known.
+    #[serde(default)]
+    pub git_commit: Option<String>,
+    /// MemTotal in KiB.
+    #[serde(default)]
+    pub memory_kb: u64,
+    /// /proc/loadavg when the run started (other work on the machine).
+    #[serde(default)]
+    pub load_avg: String,
+    /// Free-form remarks (missing counters, noise sources).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// A whole result file.
@@ -61,9 +103,9 @@ impl BenchResult {
     pub fn from_json(text: &str) -> Result<BenchResult, String> {
         let r: BenchResult =
             serde_json::from_str(text).map_err(|e| format!("not a ptlab result file: {e}"))?;
-        if r.schema != SCHEMA {
+        if !(MIN_SCHEMA..=SCHEMA).contains(&r.schema) {
             return Err(format!(
-                "result schema {} is not supported (this ptlab reads schema {SCHEMA})",
+                "result schema {} is not supported (this ptlab reads schemas {MIN_SCHEMA} to {SCHEMA})",
                 r.schema
             ));
         }
@@ -95,18 +137,35 @@ mod tests {
                 unit: "ns per fork".into(),
                 better: Better::Lower,
                 samples: vec![1.0, 2.0],
-                counters: BTreeMap::new(),
+                counters: [("vmstat/thp_split_pmd".to_string(), 512)].into(),
+                iterations: 100,
+                size_bytes: 1 << 30,
+                warmup: 1,
+                layout: "PTE-mapped 2 MiB THP".into(),
+                layout_check: "512/512 order-9 folios".into(),
+                extra: [("x".to_string(), vec![1.5])].into(),
             }],
         };
         let text = r.to_json();
         assert!(text.contains("\"better\": \"lower\""));
         assert_eq!(BenchResult::from_json(&text).unwrap(), r);
-        let wrong = text.replace("\"schema\": 1", "\"schema\": 99");
+        let wrong = text.replace("\"schema\": 2", "\"schema\": 99");
         assert!(BenchResult::from_json(&wrong)
             .unwrap_err()
             .contains("schema 99"));
         assert!(BenchResult::from_json("{}")
             .unwrap_err()
             .starts_with("not a ptlab result file"));
+    }
+
+    #[test]
+    fn schema_1_files_still_read() {
+        let v1 = r#"{"schema": 1, "label": "old", "started": "", "environment":
+            {"kernel": "6.18", "cpu": "x", "cpus": 2, "ptlab_version": "0.1.0"},
+            "cases": [{"name": "fork/4K", "unit": "ns", "better": "lower", "samples": [3.0]}]}"#;
+        let r = BenchResult::from_json(v1).unwrap();
+        assert_eq!(r.schema, 1);
+        assert_eq!(r.cases[0].iterations, 0);
+        assert!(r.environment.git_commit.is_none());
     }
 }

@@ -291,7 +291,12 @@ fn diff_finds_and_locates_a_divergence() {
     // not (the machine default): the write must diverge, at line 3.
     let mut cfg = ptlab_live::diff::machine_model_config(ptlab_model::ArchKind::X86_64);
     cfg.thp.per_order[4] = ThpMode::Always;
-    assert_eq!(knobs::current_mode(ThpKnob::Size(4)), Ok(ThpMode::Never));
+    {
+        // Read the knob under the lock: another live run (another test
+        // here, or `ptlab bench`) may have it set to `always` meanwhile.
+        let _lock = knobs::ThpLock::acquire().expect("knob lock");
+        assert_eq!(knobs::current_mode(ThpKnob::Size(4)), Ok(ThpMode::Never));
+    }
     let opts = DiffOptions {
         model_config: Some(cfg),
         ..DiffOptions::default()

@@ -13,6 +13,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod bench_cmd;
 mod show;
 
 #[derive(Parser)]
@@ -45,6 +46,14 @@ enum Command {
     /// Draw VMAs, page tables, folios and what a step changed as an HTML page (SVG)
     #[command(after_help = show::SHOW_HELP)]
     Show(show::ShowArgs),
+    /// Run seed workloads natively on the live kernel, with statistics (needs root)
+    #[command(after_help = bench_cmd::BENCH_HELP)]
+    Bench(bench_cmd::BenchArgs),
+    /// Compare result files mmtests-style: mean ± stdev, % change vs the first, significance
+    Compare(bench_cmd::CompareArgs),
+    /// The main job: the five seed changes measured live and predicted by the model, as a report
+    #[command(after_help = bench_cmd::REPRODUCE_HELP)]
+    Reproduce(bench_cmd::ReproduceArgs),
 }
 
 const DIFF_HELP: &str = "\
@@ -231,6 +240,9 @@ fn main() -> ExitCode {
         Command::Fuzz(args) => fuzz(args),
         Command::Restore => restore(),
         Command::Show(args) => show::show(args),
+        Command::Bench(args) => bench_cmd::bench(args),
+        Command::Compare(args) => bench_cmd::compare(args),
+        Command::Reproduce(args) => bench_cmd::reproduce(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,134 @@
+//! `ptlab bench`: run workloads under the knob lock and collect a result.
+
+use crate::result::{BenchResult, SCHEMA};
+use crate::workload::{self, Progress, Workload};
+use ptlab_live::knobs::{KnobSession, ThpLock};
+
+/// Options shared by every case of a run.
+#[derive(Clone, Debug, Default)]
+pub struct BenchOptions {
+    pub quick: bool,
+    pub runs: Option<u64>,
+    pub iterations: Option<u64>,
+    /// Region size override in bytes (tests use tiny sizes).
+    pub size: Option<u64>,
+    pub label: String,
+}
+
+/// What a run produced: the result file, and the cases that failed.
+#[derive(Debug)]
+pub struct Outcome {
+    pub result: BenchResult,
+    /// (workload, why) for every case that could not be measured.
+    pub failed: Vec<(String, String)>,
+}
+
+/// Why live benchmarks cannot run here at all, if they cannot.
+pub fn unavailable() -> Option<String> {
+    if let Some(why) = ptlab_live::live_unavailable() {
+        return Some(why);
+    }
+    if !ptlab_live::is_root() {
+        return Some(
+            "needs root (layouts are verified from /proc/kpageflags and pagemap frame numbers; \
+             THP knobs must be set)"
+                .into(),
+        );
+    }
+    None
+}
+
+/// Resolve workload names (`all` = every workload).
+pub fn resolve(names: &[String]) -> Result<Vec<&'static Workload>, String> {
+    let mut out: Vec<&'static Workload> = Vec::new();
+    for n in names {
+        if n == "all" {
+            out.extend(workload::WORKLOADS.iter());
+            continue;
+        }
+        match workload::find(n) {
+            Some(w) => out.push(w),
+            None => {
+                let all: Vec<&str> = workload::WORKLOADS.iter().map(|w| w.name).collect();
+                return Err(format!(
+                    "unknown workload '{n}'; expected one of: all, {}",
+                    all.join(", ")
+                ));
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|w| seen.insert(w.name));
+    Ok(out)
+}
+
+/// Run `workloads` in order, holding the THP knob lock throughout; the
+/// knobs are restored before this returns (and on every other exit path,
+/// see ptlab_live::knobs). A case that fails is reported in
+/// [`Outcome::failed`] and the others still run.
+pub fn run(
+    workloads: &[&'static Workload],
+    opts: &BenchOptions,
+    on: &mut dyn FnMut(&Workload, Progress),
+) -> Result<Outcome, String> {
+    let params: Vec<_> = workloads
+        .iter()
+        .map(|w| w.params(opts.quick, opts.runs, opts.iterations, opts.size))
+        .collect::<Result<_, _>>()?;
+    if let Some(why) = unavailable() {
+        return Err(why);
+    }
+    let started = crate::env::now_rfc3339();
+    let lock_err = |e: std::io::Error| {
+        format!(
+            "cannot take the THP knob lock {}: {e}",
+            ptlab_live::knobs::lock_path().display()
+        )
+    };
+    let lock = match ThpLock::try_acquire().map_err(lock_err)? {
+        Some(l) => l,
+        None => {
+            eprintln!(
+                "ptlab: waiting for the THP knob lock {} (another live run holds it)",
+                ptlab_live::knobs::lock_path().display()
+            );
+            ThpLock::acquire().map_err(lock_err)?
+        }
+    };
+    let environment = crate::env::collect();
+    let mut session = KnobSession::new();
+    let mut cases = Vec::new();
+    let mut failed = Vec::new();
+    let mut problems = Vec::new();
+    for (w, p) in workloads.iter().zip(params) {
+        match workload::run_case(w, p, &mut session, &mut |pr| on(w, pr)) {
+            Ok(c) => cases.push(c),
+            Err(e) => failed.push((w.name.to_string(), e.to_string())),
+        }
+        // Back to the machine's settings after every case, so a case never
+        // runs with (and the machine never keeps) the previous case's knobs.
+        problems.extend(session.restore());
+    }
+    problems.extend(session.restore());
+    drop(lock);
+    if !problems.is_empty() {
+        return Err(format!(
+            "could not restore THP knobs: {} (run `ptlab restore`)",
+            problems.join("; ")
+        ));
+    }
+    Ok(Outcome {
+        result: BenchResult {
+            schema: SCHEMA,
+            label: if opts.label.is_empty() {
+                environment.kernel.clone()
+            } else {
+                opts.label.clone()
+            },
+            started,
+            environment,
+            cases,
+        },
+        failed,
+    })
+}

@@ -1,0 +1,257 @@
+//! The environment a run happened on: kernel, config bits that matter,
+//! CPU, memory, THP settings, ptlab version and commit.
+
+use crate::result::Environment;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Kernel config options that change what the seed workloads measure.
+pub const CONFIG_KEYS: &[&str] = &[
+    "CONFIG_TRANSPARENT_HUGEPAGE",
+    "CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS",
+    "CONFIG_TRANSPARENT_HUGEPAGE_MADVISE",
+    "CONFIG_TRANSPARENT_HUGEPAGE_NEVER",
+    "CONFIG_ARCH_ENABLE_THP_MIGRATION",
+    "CONFIG_HAVE_MOVE_PMD",
+    "CONFIG_HAVE_MOVE_PUD",
+    "CONFIG_USERFAULTFD",
+    "CONFIG_HAVE_ARCH_USERFAULTFD_WP",
+    "CONFIG_PGTABLE_LEVELS",
+    "CONFIG_PAGE_SIZE_4KB",
+    "CONFIG_ARM64_CONTPTE",
+    "CONFIG_NUMA_BALANCING",
+    "CONFIG_MEM_SOFT_DIRTY",
+    "CONFIG_MEMCG",
+    "CONFIG_PREEMPT_NONE",
+    "CONFIG_PREEMPT_VOLUNTARY",
+    "CONFIG_PREEMPT",
+    "CONFIG_PREEMPT_DYNAMIC",
+    "CONFIG_HZ",
+    "CONFIG_DEBUG_TLBFLUSH",
+    "CONFIG_DEBUG_VM",
+    "CONFIG_PAGE_TABLE_CHECK",
+    "CONFIG_KASAN",
+    "CONFIG_LOCKDEP",
+];
+
+/// Parse kernel config text: `CONFIG_X=v` lines, and `# CONFIG_X is not set`
+/// as `n`; only `keys` are kept (absent keys are not reported).
+pub fn parse_config(text: &str, keys: &[&str]) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for line in text.lines() {
+        let (k, v) = if let Some((k, v)) = line.split_once('=') {
+            (k.trim(), v.trim().trim_matches('"').to_string())
+        } else if let Some(rest) = line.strip_prefix("# ") {
+            match rest.strip_suffix(" is not set") {
+                Some(k) => (k.trim(), "n".to_string()),
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        if keys.contains(&k) {
+            m.insert(k.to_string(), v);
+        }
+    }
+    m
+}
+
+fn read_config(release: &str) -> (BTreeMap<String, String>, String) {
+    if Path::new("/proc/config.gz").exists() {
+        if let Ok(out) = std::process::Command::new("gzip")
+            .args(["-dc", "/proc/config.gz"])
+            .output()
+        {
+            if out.status.success() {
+                let text = String::from_utf8_lossy(&out.stdout);
+                return (parse_config(&text, CONFIG_KEYS), "/proc/config.gz".into());
+            }
+        }
+    }
+    let boot = format!("/boot/config-{release}");
+    if let Ok(text) = std::fs::read_to_string(&boot) {
+        return (parse_config(&text, CONFIG_KEYS), boot);
+    }
+    (BTreeMap::new(), "unknown".into())
+}
+
+fn read_trim(p: &str) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// THP settings: every `enabled` knob's selected value, defrag,
+/// use_zero_page and the khugepaged scan rate.
+pub fn thp_settings() -> BTreeMap<String, String> {
+    let dir = ptlab_live::knobs::THP_DIR;
+    let mut m = BTreeMap::new();
+    let choice = |p: &str| read_trim(p).map(|t| ptlab_live::knobs::parse_choice(&t).unwrap_or(t));
+    for f in ["enabled", "defrag", "shmem_enabled"] {
+        if let Some(v) = choice(&format!("{dir}/{f}")) {
+            m.insert(f.to_string(), v);
+        }
+    }
+    for f in [
+        "use_zero_page",
+        "khugepaged/defrag",
+        "khugepaged/pages_to_scan",
+        "khugepaged/scan_sleep_millisecs",
+    ] {
+        if let Some(v) = read_trim(&format!("{dir}/{f}")) {
+            m.insert(f.to_string(), v);
+        }
+    }
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with("hugepages-") {
+                if let Some(v) = choice(&format!("{dir}/{name}/enabled")) {
+                    m.insert(format!("{name}/enabled"), v);
+                }
+            }
+        }
+    }
+    if let Some(v) = read_trim("/proc/sys/kernel/numa_balancing") {
+        m.insert("sysctl kernel.numa_balancing".into(), v);
+    }
+    m
+}
+
+/// The commit of the ptlab source tree this binary was built from: the git
+/// work tree around the executable (`<tree>/target/<profile>/ptlab`), if any.
+pub fn git_commit() -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    let mut dir = exe.parent()?;
+    for _ in 0..4 {
+        if dir.join("Cargo.toml").exists() && dir.join("crates").exists() {
+            break;
+        }
+        dir = dir.parent()?;
+    }
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let head = git(&["rev-parse", "--short=12", "HEAD"])?;
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    Some(if dirty { format!("{head}-dirty") } else { head })
+}
+
+/// Collect the environment now.
+pub fn collect() -> Environment {
+    let kernel = read_trim("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into());
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == "model name").then(|| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let memory_kb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0);
+    let (config, config_source) = read_config(&kernel);
+    let mut notes = Vec::new();
+    if config.get("CONFIG_DEBUG_TLBFLUSH").map(String::as_str) != Some("y") {
+        notes.push(
+            "no TLB-flush counts: /proc/vmstat has nr_tlb_* only with CONFIG_DEBUG_TLBFLUSH".into(),
+        );
+    }
+    let missing = crate::perf::unavailable();
+    if !missing.is_empty() {
+        notes.push(format!(
+            "perf events unavailable here (not in the counters): {}",
+            missing
+                .iter()
+                .map(|(n, e)| format!("{n} ({e})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    notes.push(
+        "THP and vmstat counters are system-wide: other work on the machine adds to them".into(),
+    );
+    Environment {
+        kernel,
+        cpu,
+        cpus,
+        thp: thp_settings(),
+        config,
+        config_source,
+        ptlab_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_commit: git_commit(),
+        memory_kb,
+        load_avg: read_trim("/proc/loadavg").unwrap_or_default(),
+        notes,
+    }
+}
+
+/// Current UTC time as RFC 3339 (`2026-11-23T12:00:00Z`).
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    rfc3339(secs)
+}
+
+/// Format seconds since the epoch as RFC 3339 UTC.
+pub fn rfc3339(secs: u64) -> String {
+    let days = secs / 86400;
+    let rem = secs % 86400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_parsing() {
+        let t = "CONFIG_TRANSPARENT_HUGEPAGE=y\n# CONFIG_MEM_SOFT_DIRTY is not set\nCONFIG_HZ=250\nCONFIG_OTHER=y\n";
+        let m = parse_config(t, CONFIG_KEYS);
+        assert_eq!(m["CONFIG_TRANSPARENT_HUGEPAGE"], "y");
+        assert_eq!(m["CONFIG_MEM_SOFT_DIRTY"], "n");
+        assert_eq!(m["CONFIG_HZ"], "250");
+        assert!(!m.contains_key("CONFIG_OTHER"));
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_795_436_889), "2026-11-23T12:28:09Z");
+    }
+}

@@ -1,0 +1,177 @@
+//! Bounded live smoke tests of the seed workloads: every workload with a
+//! tiny region, two runs and few iterations, and the layout checker's
+//! verdicts on memory of known shape. They never assert times. Without
+//! root (or without THP / userfaultfd) they print `SKIP: reason` and pass.
+//! Every run holds the THP knob lock (bench::run takes it; the layout
+//! tests take it themselves), so they never race other live tests.
+
+use ptlab_bench::bench::{self, BenchOptions};
+use ptlab_bench::workload::{self, verify_layout, Layout};
+use ptlab_live::kernel::Reader;
+use ptlab_live::knobs::ThpLock;
+
+fn skip() -> Option<String> {
+    bench::unavailable()
+}
+
+fn knobs_now() -> std::collections::BTreeMap<String, String> {
+    ptlab_bench::env::thp_settings()
+}
+
+#[test]
+fn every_workload_runs_tiny_and_knobs_come_back() {
+    if let Some(why) = skip() {
+        eprintln!("SKIP: every_workload_runs_tiny: {why}");
+        return;
+    }
+    let before = {
+        let _l = ThpLock::acquire().expect("lock");
+        knobs_now()
+    };
+    let all: Vec<_> = workload::WORKLOADS.iter().collect();
+    let opts = BenchOptions {
+        runs: Some(2),
+        iterations: Some(4),
+        size: Some(4 << 20),
+        quick: true,
+        label: "smoke".into(),
+    };
+    let mut verified = 0;
+    let mut small_checked = 0;
+    let out = bench::run(&all, &opts, &mut |w, p| {
+        if let workload::Progress::Verified(_) = p {
+            verified += 1;
+            // 4 KiB cases set no knobs: the previous case's knobs must
+            // have been put back before them.
+            if w.layout == Layout::Small {
+                assert_eq!(
+                    knobs_now(),
+                    before,
+                    "{}: knobs left from a previous case",
+                    w.name
+                );
+                small_checked += 1;
+            }
+        }
+    })
+    .expect("bench runs");
+    let failed: Vec<_> = out
+        .failed
+        .iter()
+        .filter(|(w, why)| {
+            // A kernel without userfaultfd is a reason to skip, not a failure.
+            if w.starts_with("uffd") && why.contains("userfaultfd failed") {
+                eprintln!("SKIP: {w}: {why}");
+                return false;
+            }
+            true
+        })
+        .collect();
+    assert!(failed.is_empty(), "failed cases: {failed:#?}");
+    for c in &out.result.cases {
+        assert_eq!(c.samples.len(), 2, "{}", c.name);
+        assert!(c.samples.iter().all(|s| *s > 0.0), "{}", c.name);
+        assert!(!c.layout_check.is_empty(), "{}", c.name);
+        assert_eq!(c.warmup, 1);
+        if !ptlab_bench::perf::unavailable()
+            .iter()
+            .any(|(n, _)| n == "page-faults")
+        {
+            assert!(c.counters.contains_key("perf/page-faults"), "{}", c.name);
+        }
+    }
+    assert_eq!(verified, out.result.cases.len());
+    assert!(small_checked >= 5);
+    let mp = out
+        .result
+        .cases
+        .iter()
+        .find(|c| c.name == "mprotect-4k")
+        .unwrap();
+    assert_eq!(mp.extra["explicit_bzero ns per loop"].len(), 2);
+    assert!(out.result.environment.cpus > 0);
+    let text = out.result.to_json();
+    let back = ptlab_bench::result::BenchResult::from_json(&text).unwrap();
+    assert_eq!(back, out.result);
+    let _l = ThpLock::acquire().expect("lock");
+    assert_eq!(knobs_now(), before, "THP knobs were not restored");
+}
+
+/// Map `len` bytes (aligned to `align`) in this test process.
+fn map_aligned(len: usize, align: usize) -> (*mut libc::c_void, u64) {
+    // SAFETY: a private mapping of our own.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len + align,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    let a = (p as u64).next_multiple_of(align as u64);
+    (p, a)
+}
+
+fn touch(a: u64, len: u64) {
+    let mut x = a;
+    while x < a + len {
+        // SAFETY: inside our mapping.
+        unsafe { std::ptr::write_volatile(x as *mut u64, x) };
+        x += 4096;
+    }
+}
+
+#[test]
+fn layout_check_rejects_what_the_kernel_did_not_give() {
+    if let Some(why) = skip() {
+        eprintln!("SKIP: layout_check_rejects: {why}");
+        return;
+    }
+    let _l = ThpLock::acquire().expect("lock");
+    let pid = std::process::id() as i32;
+    let mut reader = Reader::new();
+    let len = 4u64 << 20;
+    // 4 KiB pages: accepted as Small, rejected as 64K and as THP.
+    let (p, a) = map_aligned(len as usize, 2 << 20);
+    // SAFETY: our mapping.
+    unsafe { libc::madvise(a as *mut libc::c_void, len as usize, libc::MADV_NOHUGEPAGE) };
+    touch(a, len);
+    let ok = verify_layout(&mut reader, pid, a, len, Layout::Small).unwrap();
+    assert_eq!(ok, "1024/1024 order-0 folios");
+    let e = verify_layout(&mut reader, pid, a, len, Layout::Mthp64k).unwrap_err();
+    assert!(
+        e.contains("0/64 order-4 folios") && e.contains("an order-0 page"),
+        "{e}"
+    );
+    assert!(e.contains("hugepages-64kB"), "{e}");
+    let e = verify_layout(&mut reader, pid, a, len, Layout::ThpPte).unwrap_err();
+    assert!(e.contains("0/2 order-9 folios"), "{e}");
+    // Not present: rejected.
+    // SAFETY: our mapping.
+    unsafe { libc::madvise(a as *mut libc::c_void, 4096, libc::MADV_DONTNEED) };
+    let e = verify_layout(&mut reader, pid, a, len, Layout::Small).unwrap_err();
+    assert!(e.contains("is not present"), "{e}");
+    // SAFETY: our mapping.
+    unsafe { libc::munmap(p, (len + (2 << 20)) as usize) };
+
+    // A PMD-mapped THP is order 9 but not PTE-mapped: rejected as ThpPte.
+    let (p, a) = map_aligned(len as usize, 2 << 20);
+    // SAFETY: our mapping.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
+        libc::madvise(a as *mut libc::c_void, len as usize, libc::MADV_HUGEPAGE);
+    }
+    touch(a, len);
+    match verify_layout(&mut reader, pid, a, len, Layout::ThpPte) {
+        Err(e) if e.contains("PMD-mapped") => {}
+        Err(e) if e.contains("order-9") => {
+            eprintln!("SKIP: PMD part: this machine gave no 2 MiB THP here: {e}")
+        }
+        other => panic!("PMD-mapped THP accepted as PTE-mapped: {other:?}"),
+    }
+    // SAFETY: our mapping.
+    unsafe { libc::munmap(p, (len + (2 << 20)) as usize) };
+}

@@ -1,0 +1,319 @@
+//! `ptlab bench`, `ptlab compare` and `ptlab reproduce`.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use ptlab_bench::bench::{self, BenchOptions};
+use ptlab_bench::report::{self, Model, ModelProvider, Reproduction};
+use ptlab_bench::result::BenchResult;
+use ptlab_bench::stats::Summary;
+use ptlab_bench::workload::{Progress, Workload};
+use std::path::PathBuf;
+
+pub const BENCH_HELP: &str = "\
+Workloads (shared/SEEDS.md; `all` runs every one):
+  mremap-batch-4k  mremap-batch-64k           seed 1: 10,000 x (mmap 1 MiB, memset, mremap +1 MiB, munmap)
+  mremap-table-aligned  mremap-table-unaligned  seed 2: one mremap of 1 GiB of 4 KiB pages
+  fork-4k  fork-thp-pte                       seed 3: 1 GiB populated, 100 forks a run, 8 runs
+  mprotect-thp-pte  mprotect-64k  mprotect-4k seed 4: 1 GiB, 40 x (mprotect RO, RW, explicit_bzero)
+  uffd-copy  uffd-move                        seed 5: heap compaction, UFFDIO_COPY vs UFFDIO_MOVE
+
+Each case runs in a forked child at fixed addresses; its folio layout is
+verified from pagemap + kpageflags before timing; one warm-up run is
+discarded. Needs root. THP knobs are set per case and restored.
+
+Examples:
+  ptlab bench fork-4k fork-thp-pte --out fork.json
+  ptlab bench all --quick
+  ptlab compare base.json patched.json";
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Workloads to run (see below), or `all`
+    #[arg(required = true)]
+    workloads: Vec<String>,
+
+    /// Measured runs per workload (default: per workload, 5 or 8; --quick: 3)
+    #[arg(long)]
+    runs: Option<u64>,
+
+    /// Measured operations per run (default: per workload)
+    #[arg(long)]
+    iterations: Option<u64>,
+
+    /// Size of the measured region in bytes (default: per workload; for tests)
+    #[arg(long, hide = true)]
+    size: Option<u64>,
+
+    /// Short runs (smaller regions, fewer iterations and runs)
+    #[arg(long)]
+    quick: bool,
+
+    /// Write the results as JSON here
+    #[arg(long)]
+    out: Option<PathBuf>,
+
+    /// Label of this run in comparisons (default: the kernel release)
+    #[arg(long, default_value = "")]
+    label: String,
+
+    /// Do not show a progress bar
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+pub struct CompareArgs {
+    /// Result files; the first is the baseline
+    #[arg(required = true, num_args = 2..)]
+    files: Vec<PathBuf>,
+}
+
+fn progress_bar(quiet: bool, n: usize) -> indicatif::ProgressBar {
+    if quiet {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(n as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// Total runs (warm-up included) the workloads will do.
+fn total_runs(ws: &[&Workload], o: &BenchOptions) -> usize {
+    ws.iter()
+        .filter_map(|w| w.params(o.quick, o.runs, o.iterations, o.size).ok())
+        .map(|p| (p.runs + p.warmup) as usize)
+        .sum()
+}
+
+/// Run workloads with a progress bar.
+pub fn run_with_bar(
+    ws: &[&'static Workload],
+    opts: &BenchOptions,
+    quiet: bool,
+) -> std::result::Result<bench::Outcome, String> {
+    let bar = progress_bar(quiet, total_runs(ws, opts));
+    let mut last = String::new();
+    let out = bench::run(ws, opts, &mut |w, p| {
+        if last != w.name {
+            last = w.name.to_string();
+            bar.set_message(w.name.to_string());
+        }
+        match p {
+            Progress::Verified(d) => bar.suspend(|| eprintln!("{}: layout ok: {d}", w.name)),
+            Progress::Run { .. } => bar.inc(1),
+        }
+    });
+    bar.finish_and_clear();
+    out
+}
+
+fn fmt(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// The per-case summary table `ptlab bench` prints.
+pub fn summary_table(r: &BenchResult) -> String {
+    let mut s = format!(
+        "{:<24} {:>4}  {:>22}  {:>10}  {:>10}  {:>10}  {:>10}  unit\n",
+        "case", "n", "mean ± stdev", "95% CI ±", "median", "min", "max"
+    );
+    for c in &r.cases {
+        let Some(m) = Summary::of(&c.samples) else {
+            continue;
+        };
+        s.push_str(&format!(
+            "{:<24} {:>4}  {:>22}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n",
+            c.name,
+            m.n,
+            format!("{} ± {}", fmt(m.mean), fmt(m.stdev)),
+            fmt(m.ci95),
+            fmt(m.median),
+            fmt(m.min),
+            fmt(m.max),
+            c.unit
+        ));
+    }
+    s
+}
+
+pub fn bench(args: &BenchArgs) -> Result<u8> {
+    let ws = bench::resolve(&args.workloads).map_err(anyhow::Error::msg)?;
+    let opts = BenchOptions {
+        quick: args.quick,
+        runs: args.runs,
+        iterations: args.iterations,
+        size: args.size,
+        label: args.label.clone(),
+    };
+    for w in &ws {
+        w.params(opts.quick, opts.runs, opts.iterations, opts.size)
+            .map_err(anyhow::Error::msg)?;
+    }
+    let out = run_with_bar(&ws, &opts, args.quiet)
+        .map_err(|e| anyhow::anyhow!("cannot run benchmarks on the live kernel: {e}"))?;
+    print!("{}", summary_table(&out.result));
+    for (w, why) in &out.failed {
+        eprintln!("ptlab bench: FAILED {w}: {why}");
+    }
+    if let Some(path) = &args.out {
+        std::fs::write(path, out.result.to_json())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("ptlab bench: results written to {}", path.display());
+    }
+    Ok(if out.failed.is_empty() { 0 } else { 1 })
+}
+
+pub fn compare(args: &CompareArgs) -> Result<u8> {
+    let mut runs = Vec::new();
+    for f in &args.files {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        let r =
+            BenchResult::from_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+        runs.push(r);
+    }
+    if runs.len() < 2 {
+        bail!("compare needs at least two result files");
+    }
+    print!("{}", ptlab_bench::compare::markdown(&runs[0], &runs[1..]));
+    Ok(0)
+}
+
+pub const REPRODUCE_HELP: &str = "\
+For each of the five seed changes (shared/SEEDS.md) this measures the
+workload's contrast arms live on this kernel (mremap-batch 4k vs 64k, mremap
+table unaligned vs aligned, fork 4k vs thp-pte, mprotect 4k / 64k / thp-pte,
+uffd copy vs move) and puts them next to the model's predicted time before
+and after the change on each cost profile. Writes DIR/report.html (SVG
+charts, self-contained), DIR/report.txt, DIR/live.json (a `ptlab bench`
+result) and DIR/model.json.
+
+Live parts need root; without it they are skipped (and said so) and the
+model parts still run. A full run takes about 3 minutes on 2 CPUs; --quick
+about 15 seconds.
+
+Examples:
+  target/release/ptlab reproduce        # as root
+  ptlab reproduce --quick --out /tmp/r
+  ptlab reproduce --from reproduce-out/live.json --out again   # re-render, no measuring";
+
+#[derive(Args)]
+pub struct ReproduceArgs {
+    /// Short runs (smaller regions, fewer iterations and runs)
+    #[arg(long)]
+    quick: bool,
+
+    /// Directory for report.html, report.txt, live.json and model.json
+    #[arg(long, default_value = "reproduce-out")]
+    out: PathBuf,
+
+    /// Measured runs per workload (default: per workload)
+    #[arg(long)]
+    runs: Option<u64>,
+
+    /// Skip the live measurements (model columns only)
+    #[arg(long, conflicts_with = "from")]
+    no_live: bool,
+
+    /// Do not measure: take the live columns from this result file (e.g. an
+    /// earlier run's DIR/live.json) and render the report again
+    #[arg(long, value_name = "FILE.json")]
+    from: Option<PathBuf>,
+
+    /// Do not show a progress bar
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// The model columns of `ptlab reproduce`. This build has no cost model:
+/// it returns `None` and the report says "model predictions: not available
+/// in this build". The cost model plugs in here by returning a
+/// `ptlab_bench::report::ModelProvider` that produces one
+/// `ptlab_bench::report::ModelRow` per (change, workload, profile, arch).
+pub fn model_provider() -> Option<Box<dyn ModelProvider>> {
+    None
+}
+
+pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
+    let environment = ptlab_bench::env::collect();
+    let model = match model_provider() {
+        None => Model::Unavailable(report::NO_MODEL.into()),
+        Some(p) => match p.rows(args.quick) {
+            Ok(rows) => Model::Rows {
+                source: p.describe(),
+                rows,
+            },
+            Err(e) => Model::Unavailable(format!("model predictions failed: {e}")),
+        },
+    };
+    let mut skipped = Vec::new();
+    let mut live = None;
+    let mut failed = false;
+    if let Some(f) = &args.from {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        let r =
+            BenchResult::from_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+        for ch in report::CHANGES {
+            for a in ch.arms {
+                if !r.cases.iter().any(|c| c.name == *a) {
+                    skipped.push((a.to_string(), format!("not in {}", f.display())));
+                }
+            }
+        }
+        live = Some(r);
+    } else if args.no_live {
+        skipped.push(("live".to_string(), "--no-live given".to_string()));
+    } else if let Some(why) = bench::unavailable() {
+        eprintln!("ptlab reproduce: skipping the live measurements: {why}");
+        skipped.push(("live".to_string(), why));
+    } else {
+        let ws: Vec<&'static Workload> = report::CHANGES
+            .iter()
+            .flat_map(|c| c.arms.iter())
+            .filter_map(|a| ptlab_bench::workload::find(a))
+            .collect();
+        let opts = BenchOptions {
+            quick: args.quick,
+            runs: args.runs,
+            label: "live".into(),
+            ..Default::default()
+        };
+        match run_with_bar(&ws, &opts, args.quiet) {
+            Ok(out) => {
+                failed = !out.failed.is_empty();
+                skipped.extend(out.failed);
+                live = Some(out.result);
+            }
+            Err(e) => {
+                failed = true;
+                skipped.push(("live".to_string(), e));
+            }
+        }
+    }
+    let r = Reproduction {
+        environment: live
+            .as_ref()
+            .map_or(environment, |l: &BenchResult| l.environment.clone()),
+        live,
+        skipped,
+        model,
+        quick: args.quick,
+    };
+    print!("{}", report::terminal(&r));
+    let files = report::write(&args.out, &r)
+        .with_context(|| format!("cannot write the report to {}", args.out.display()))?;
+    for f in files {
+        println!("wrote {}", f.display());
+    }
+    Ok(if failed { 1 } else { 0 })
+}

@@ -1,0 +1,226 @@
+//! `ptlab bench`, `ptlab compare` and `ptlab reproduce` end to end. Times
+//! are never asserted; the live part uses tiny sizes and skips with a
+//! printed reason when not root.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn ptlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ptlab"))
+        .args(args)
+        .output()
+        .expect("run ptlab")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ptlab-bench-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn result_file(name: &str, label: &str, samples: &[f64]) -> PathBuf {
+    let p = tmp(name);
+    let json = serde_json::json!({
+        "schema": 2, "label": label, "started": "2026-11-23T12:00:00Z",
+        "environment": {"kernel": "6.18.44", "cpu": "x", "cpus": 2, "ptlab_version": "0.1.0"},
+        "cases": [
+            {"name": "fork-4k", "unit": "ns per fork", "better": "lower", "samples": samples},
+            {"name": "uffd-move", "unit": "ns per live page", "better": "lower", "samples": [10.0, 10.0, 10.0]}
+        ]
+    });
+    std::fs::write(&p, json.to_string()).unwrap();
+    p
+}
+
+#[test]
+fn compare_prints_mmtests_style_table() {
+    let a = result_file("a.json", "base", &[100.0, 101.0, 99.0, 100.5, 99.5]);
+    let b = result_file("b.json", "patched", &[80.0, 81.0, 79.0, 80.5, 79.5]);
+    let c = result_file("c.json", "noise", &[100.2, 99.1, 101.0, 99.9, 100.3]);
+    let out = ptlab(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        c.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    assert!(
+        t.starts_with("| case | unit | better | base (mean ± stdev) | patched (mean ± stdev) | change | noise (mean ± stdev) | change |"),
+        "{t}"
+    );
+    assert!(
+        t.contains("| fork-4k | ns per fork | lower | 100 ± 0.79 (0.0%) | 80.00 ± 0.79 | *+20.0%* | 100 ± 0.69 | (-0.1%) |"),
+        "{t}"
+    );
+    // Zero variance on both sides: no test possible, so not significant.
+    assert!(t.contains("| uffd-move | ns per live page | lower | 10.00 ± 0.00 (0.0%) | 10.00 ± 0.00 | (+0.0%) |"), "{t}");
+}
+
+#[test]
+fn compare_rejects_bad_files() {
+    let a = result_file("ok.json", "base", &[1.0, 2.0]);
+    let bad = tmp("bad.json");
+    std::fs::write(&bad, "{\"schema\": 99}").unwrap();
+    let out = ptlab(&["compare", a.to_str().unwrap(), bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("bad.json"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn bench_rejects_unknown_workloads() {
+    let out = ptlab(&["bench", "fork-5k"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("unknown workload 'fork-5k'") && e.contains("fork-thp-pte"),
+        "{e}"
+    );
+}
+
+#[test]
+fn reproduce_without_live_writes_the_report_and_says_what_is_missing() {
+    let dir = tmp("repro");
+    let out = ptlab(&["reproduce", "--no-live", "--out", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    assert_eq!(
+        t.matches("model predictions: not available in this build")
+            .count(),
+        5,
+        "{t}"
+    );
+    assert!(t.contains("live: SKIPPED: --no-live given"), "{t}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert_eq!(html.matches("<svg class=\"chart\"").count(), 5);
+    assert!(dir.join("report.txt").exists());
+    assert!(!dir.join("live.json").exists());
+}
+
+#[test]
+fn bench_live_tiny_then_compare() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: bench_live_tiny_then_compare: needs root");
+        return;
+    }
+    let f = tmp("live.json");
+    let out = ptlab(&[
+        "bench",
+        "mremap-table-aligned",
+        "mremap-table-unaligned",
+        "--size",
+        "8388608",
+        "--runs",
+        "3",
+        "--quiet",
+        "--out",
+        f.to_str().unwrap(),
+    ]);
+    let err = text(&out.stderr);
+    if err.contains("cannot run benchmarks on the live kernel") {
+        eprintln!("SKIP: bench_live_tiny_then_compare: {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let t = text(&out.stdout);
+    assert!(t.starts_with("case "), "{t}");
+    assert!(t.contains("mremap-table-unaligned      3 "), "{t}");
+    assert!(err.contains("layout ok: 2048/2048 order-0 folios"), "{err}");
+    let out = ptlab(&["compare", f.to_str().unwrap(), f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("| mremap-table-aligned | ns per mremap | lower |"));
+    assert!(text(&out.stdout).contains("(+0.0%)"));
+}
+
+/// Headless Chromium with a fresh profile and a time limit; returns stdout.
+fn chromium(args: &[String]) -> Option<String> {
+    let bin = PathBuf::from("/usr/bin/chromium");
+    if !bin.exists() {
+        return None;
+    }
+    let profile = tmp(&format!("chromium-profile-{}", args.len()));
+    let out_file = tmp(&format!("chromium-out-{}", args.len()));
+    let mut child = Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .stdout(std::fs::File::create(&out_file).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("chromium starts");
+    let start = std::time::Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(90) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish within 90 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Some(std::fs::read_to_string(&out_file).unwrap_or_default())
+}
+
+#[test]
+fn reproduce_report_renders_in_chromium() {
+    let dir = tmp("repro-chromium");
+    let out = ptlab(&["reproduce", "--no-live", "--out", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let url = format!("file://{}", dir.join("report.html").display());
+    let Some(dom) = chromium(&["--dump-dom".into(), url.clone()]) else {
+        eprintln!("SKIP: reproduce_report_renders_in_chromium: chromium not installed; run scripts/setup.sh");
+        return;
+    };
+    assert_eq!(dom.matches("<svg class=\"chart\"").count(), 5, "{dom}");
+    assert_eq!(dom.matches("<section class=\"change\"").count(), 5);
+    assert!(dom.contains("</html>"));
+    let png = dir.join("report.png");
+    chromium(&[
+        format!("--screenshot={}", png.display()),
+        "--window-size=1200,900".into(),
+        url,
+    ]);
+    let bytes = std::fs::read(&png).expect("screenshot written");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+}
+
+#[test]
+fn reproduce_from_a_result_file_renders_without_measuring() {
+    let f = result_file("from.json", "base", &[100.0, 101.0, 99.0]);
+    let dir = tmp("repro-from");
+    let out = ptlab(&[
+        "reproduce",
+        "--from",
+        f.to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    assert!(t.contains("  fork-4k                    3"), "{t}");
+    assert!(t.contains("fork-thp-pte: SKIPPED: not in"), "{t}");
+    assert!(t.contains("  uffd-move "), "{t}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert_eq!(html.matches("<svg class=\"chart\"").count(), 5);
+    assert_eq!(html.matches("class=\"bar live\"").count(), 2);
+    let live = std::fs::read_to_string(dir.join("live.json")).unwrap();
+    assert!(live.contains("\"fork-4k\""));
+}
