@@ -104,6 +104,7 @@ impl Model {
         if !self.procs.contains_key(&pid) {
             return Err(Errno::EINVAL);
         }
+        self.count_syscall(pid);
         let mut vrm = Vrm {
             addr: old_addr,
             old_len: page_align_wrapping(old_len),
