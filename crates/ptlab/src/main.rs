@@ -13,6 +13,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod cost;
 mod show;
 
 #[derive(Parser)]
@@ -45,6 +46,9 @@ enum Command {
     /// Draw VMAs, page tables, folios and what a step changed as an HTML page (SVG)
     #[command(after_help = show::SHOW_HELP)]
     Show(show::ShowArgs),
+    /// Count a scenario's hardware events on the model and estimate its time per cost profile
+    #[command(after_help = cost::COST_HELP)]
+    Cost(cost::CostArgs),
 }
 
 const DIFF_HELP: &str = "\
@@ -124,6 +128,11 @@ struct RunArgs {
     /// Where to run: the model, or the live kernel (in worker processes; see docs/live.md)
     #[arg(long, value_enum, default_value_t = BackendKind::Model)]
     backend: BackendKind,
+
+    /// Set a `param NAME = DEFAULT` of the scenario (repeatable); VALUE is a
+    /// number or size: 42, 0x10, 64K, 1G
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    params: Vec<(String, String)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -179,6 +188,17 @@ struct FuzzArgs {
     quiet: bool,
 }
 
+fn parse_param(s: &str) -> std::result::Result<(String, String), String> {
+    let (n, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' is not NAME=VALUE"))?;
+    if n.is_empty() {
+        return Err(format!("'{s}': empty parameter name"));
+    }
+    ptlab_scenario::parse_param_value(v)?;
+    Ok((n.trim().to_string(), v.trim().to_string()))
+}
+
 fn parse_before(name: &str) -> std::result::Result<ptlab_model::Before, String> {
     ptlab_model::Before::from_switch(name).ok_or_else(|| {
         let names: Vec<&str> = ptlab_model::Before::NAMES.iter().map(|(n, _)| *n).collect();
@@ -231,6 +251,14 @@ fn main() -> ExitCode {
         Command::Fuzz(args) => fuzz(args),
         Command::Restore => restore(),
         Command::Show(args) => show::show(args),
+        Command::Cost(args) => {
+            let stdout = io::stdout();
+            let mut out = BufWriter::new(stdout.lock());
+            cost::cost(args, &mut out).and_then(|c| {
+                out.flush().context("cannot write to stdout")?;
+                Ok(c)
+            })
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -293,12 +321,16 @@ fn run(args: &RunArgs) -> Result<bool> {
         .before
         .iter()
         .fold(ptlab_model::Before::empty(), |a, b| a | *b);
+    let opts = RunOptions {
+        params: args.params.clone(),
+        ..RunOptions::default()
+    };
     let report = match args.backend {
         BackendKind::Model => {
             let mut backend = ModelBackend::new(cfg).check_every_statement(args.check_invariants);
-            ptlab_scenario::run(&script, &mut backend, &RunOptions::default())
+            ptlab_scenario::run(&script, &mut backend, &opts)
         }
-        BackendKind::Live => run_live(&script)?,
+        BackendKind::Live => run_live(&script, &opts)?,
     };
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -312,7 +344,7 @@ fn run(args: &RunArgs) -> Result<bool> {
 }
 
 /// Run a parsed scenario on the live kernel.
-fn run_live(script: &ptlab_scenario::Script) -> Result<RunReport> {
+fn run_live(script: &ptlab_scenario::Script, opts: &RunOptions) -> Result<RunReport> {
     if let Some(why) = ptlab_live::live_unavailable() {
         anyhow::bail!("cannot run on the live kernel: {why}");
     }
@@ -323,7 +355,7 @@ fn run_live(script: &ptlab_scenario::Script) -> Result<RunReport> {
         );
     }
     let mut backend = ptlab_live::LiveBackend::new()?;
-    let report = ptlab_scenario::run(script, &mut backend, &RunOptions::default());
+    let report = ptlab_scenario::run(script, &mut backend, opts);
     for n in backend.notes() {
         eprintln!("ptlab: note: {n}");
     }
