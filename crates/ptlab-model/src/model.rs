@@ -398,6 +398,11 @@ impl Model {
     /// munmap(2). Linux: mm/vma.c do_vmi_munmap().
     pub fn munmap(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
         self.count_syscall(pid);
+        self.munmap_inner(pid, addr, len)
+    }
+
+    /// munmap(2)'s work without the syscall entry (mremap's own unmaps).
+    pub(crate) fn munmap_inner(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
         if !self.procs.contains_key(&pid) {
             return Err(Errno::EINVAL);
         }
