@@ -621,6 +621,18 @@ fn seed_scenarios_run_small() {
                 let r = run_events(&src, &path, arch, b, &params, N1)
                     .unwrap_or_else(|e| panic!("{name} {arch:?} {b:?}: {e}"));
                 assert!(!r.total.is_zero(), "{name}");
+                // Again with the model's invariants checked after every
+                // statement.
+                let mut cfg = ptlab_model::ModelConfig::for_arch(arch);
+                cfg.before = b;
+                let mut backend =
+                    ptlab_scenario::ModelBackend::new(cfg).check_every_statement(true);
+                let opts = ptlab_scenario::RunOptions {
+                    params: params.clone(),
+                    ..Default::default()
+                };
+                let rep = ptlab_scenario::run(&script, &mut backend, &opts);
+                assert!(rep.passed(), "{name} {arch:?} {b:?}: {:?}", rep.failures);
             }
         }
     }

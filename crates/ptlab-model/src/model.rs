@@ -627,6 +627,21 @@ impl Model {
             mm.pt.hw.add(HwEvent::UserPageAccess, n);
             return Ok(pfn);
         }
+        self.fault_as_user(pid, addr, write, user)
+    }
+
+    /// A fault taken by an access to `addr`, counted as one (the caller
+    /// knows the page is not mapped for the access), then the access.
+    fn fault_as_user(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        write: bool,
+        user: bool,
+    ) -> Result<crate::addr::Pfn, AccessFault> {
+        use crate::hw::HwEvent;
+        let n = u64::from(user);
+        let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
         // Linux: arch/*/mm/fault.c do_user_addr_fault() / do_page_fault():
         // lock_vma_under_rcu(), handle_mm_fault() → __handle_mm_fault()
         // (pmd read), handle_pte_fault() (PTL taken to install or update).
@@ -700,10 +715,10 @@ impl Model {
                 addr += PAGE_SIZE;
             }
             if addr < slot_end {
+                // The page needs a fault (the fast path above found it unmapped).
+                let pfn = self.fault_as_user(pid, addr, write, true)?;
                 if write {
-                    self.write(pid, addr, tag.unwrap_or(addr))?;
-                } else {
-                    self.read(pid, addr)?;
+                    self.phys.set_tag(pfn, tag.unwrap_or(addr));
                 }
                 addr += PAGE_SIZE;
             }

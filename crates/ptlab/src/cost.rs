@@ -198,7 +198,7 @@ fn fmt_pct(before: f64, after: f64) -> String {
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(header.iter().map(|h| Cell::new(h)).collect::<Vec<_>>());
+    t.set_header(header.iter().map(Cell::new).collect::<Vec<_>>());
     t
 }
 
