@@ -13,6 +13,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod calibrate;
 mod cost;
 mod show;
 
@@ -49,6 +50,12 @@ enum Command {
     /// Count a scenario's hardware events on the model and estimate its time per cost profile
     #[command(after_help = cost::COST_HELP)]
     Cost(cost::CostArgs),
+    /// Fit a cost profile for this machine from live microbenchmarks (or --check one)
+    #[command(after_help = calibrate::CALIBRATE_HELP)]
+    Calibrate(calibrate::CalibrateArgs),
+    /// Internal: the measuring child process of `ptlab calibrate`
+    #[command(hide = true)]
+    CalibrateWorker(calibrate::WorkerArgs),
 }
 
 const DIFF_HELP: &str = "\
@@ -238,7 +245,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // A live run that died (crash, SIGKILL) may have left THP knobs changed:
     // put them back before doing anything else.
-    if !matches!(cli.command, Command::Restore) {
+    if !matches!(cli.command, Command::Restore | Command::CalibrateWorker(_)) {
         match ptlab_live::knobs::restore_stale_journal() {
             Ok(Some(rep)) => eprintln!("ptlab: {rep}"),
             Ok(None) => {}
@@ -251,6 +258,12 @@ fn main() -> ExitCode {
         Command::Fuzz(args) => fuzz(args),
         Command::Restore => restore(),
         Command::Show(args) => show::show(args),
+        Command::Calibrate(args) => {
+            let stdout = io::stdout();
+            let mut out = stdout.lock();
+            calibrate::calibrate(args, &mut out)
+        }
+        Command::CalibrateWorker(args) => calibrate::worker(args),
         Command::Cost(args) => {
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
