@@ -265,6 +265,9 @@ impl Model {
         if !self.procs.contains_key(&pid) {
             return Err(Errno::ESRCH);
         }
+        if let Some(mm) = self.procs.get(&pid) {
+            mm.pt.hw.one(crate::hw::HwEvent::Syscall); // userfaultfd(2)
+        }
         self.uffd.next += 1;
         let id = self.uffd.next;
         self.uffd.ctxs.insert(
@@ -406,6 +409,7 @@ impl Model {
         mode: u64,
     ) -> Result<u64, Errno> {
         let ctx = self.uffd_ready(id)?;
+        self.count_syscall(ctx.mm);
         let mode = RegisterMode::from_bits_retain(mode);
         if mode.is_empty() || !(mode - RegisterMode::all()).is_empty() {
             return Err(Errno::EINVAL);

@@ -22,6 +22,13 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
         return;
     };
     phys.stats.vm(VmEvent::ThpSplitPmd, 1);
+    // Events: pmd_lock(); pmdp_invalidate() (an atomic exchange of the PMD
+    // plus flush_pmd_tlb_range(): one PMD-stride page-op on both arches);
+    // the PTEs, rmap and references are counted by the calls below.
+    // Linux: mm/huge_memory.c __split_huge_pmd(), __split_huge_pmd_locked().
+    mm.pt.hw.one(crate::hw::HwEvent::PtlLock);
+    mm.pt.hw.one(crate::hw::HwEvent::PmdStore);
+    mm.pt.flush_tlb_range(slot, slot + PMD_SIZE, PMD_SIZE);
     // Re-use the page table deposited when the PMD was mapped.
     let table = mm.deposited.remove(&slot).expect("deposited page table");
     mm.pt.install_pte_table(slot, table);

@@ -569,7 +569,9 @@ fn scale_targets(
         if targets.contains(e) {
             let base = price.ns;
             price.ns = (base * k * 1000.0).round() / 1000.0;
-            price.ci95_ns = Some((base * kci * 1000.0).round() / 1000.0);
+            price.ci95_ns = kci
+                .is_finite()
+                .then(|| (base * kci * 1000.0).round() / 1000.0);
             price.basis = Basis::Calibrated;
             price.source = format!(
                 "ptlab calibrate: {how}; scaled the base price {base} ns by {k:.3} (±{kci:.3}, 95 %)"
@@ -582,7 +584,10 @@ fn scale_targets(
 fn set_direct(p: &mut Profile, e: HwEvent, s: &Summary, how: &str) {
     if let Some((_, price)) = p.prices.iter_mut().find(|(x, _)| *x == e) {
         price.ns = (s.mean * 1000.0).round() / 1000.0;
-        price.ci95_ns = Some((s.ci95 * 1000.0).round() / 1000.0);
+        price.ci95_ns = s
+            .ci95
+            .is_finite()
+            .then(|| (s.ci95 * 1000.0).round() / 1000.0);
         price.basis = Basis::Calibrated;
         price.source = format!(
             "ptlab calibrate: {how} (n = {}, median {:.1} ns)",
@@ -940,5 +945,82 @@ fn fmt_ns(ns: f64) -> String {
         format!("{:.1} µs", ns / 1e3)
     } else {
         format!("{ns:.0} ns")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linfit_recovers_a_line_with_a_tight_interval() {
+        let pts: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, 3.0 + 2.0 * i as f64)).collect();
+        let (a, b, bci, aci) = linfit(&pts);
+        assert!((a - 3.0).abs() < 1e-9 && (b - 2.0).abs() < 1e-9);
+        assert!(bci < 1e-6 && aci < 1e-6);
+        // Noise widens the interval.
+        let noisy: Vec<(f64, f64)> = pts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.0, p.1 + if i % 2 == 0 { 1.0 } else { -1.0 }))
+            .collect();
+        let (_, b, bci, _) = linfit(&noisy);
+        assert!((b - 2.0).abs() < 0.5 && bci > 0.01);
+    }
+
+    #[test]
+    fn per_rep_fit_trims_outlier_repetitions() {
+        let mut s = Samples::default();
+        let v = s.series.entry("x".into()).or_default();
+        for rep in 0..10 {
+            // Slope 5 per unit, one repetition hit by a load spike.
+            let k = if rep == 3 { 50.0 } else { 5.0 };
+            for x in [1.0, 2.0, 4.0] {
+                v.push((x, 100.0 + k * x));
+            }
+        }
+        let (slope, icpt) = per_rep_fit(&s, "x").unwrap();
+        assert_eq!(slope.n, 6); // 20 % trimmed at each end
+        assert!((slope.mean - 5.0).abs() < 1e-9, "{slope:?}");
+        assert!((icpt.mean - 100.0).abs() < 1e-9);
+        assert!(per_rep_fit(&s, "missing").is_err());
+    }
+
+    #[test]
+    fn scale_targets_subtracts_other_events_and_marks_calibrated() {
+        let mut p = ptlab_cost::find_profile("zen3").unwrap();
+        let sys = p.price_of(HwEvent::Syscall).ns;
+        let lookup = p.price_of(HwEvent::VmaLookup).ns;
+        let delta = [(HwEvent::Syscall, 1.0), (HwEvent::VmaLookup, 1.0)];
+        let (k, _) = scale_targets(
+            &mut p,
+            &delta,
+            &[HwEvent::Syscall],
+            2.0 * sys + lookup,
+            10.0,
+            "t",
+        );
+        assert!((k - 2.0).abs() < 1e-9);
+        let pr = p.price_of(HwEvent::Syscall);
+        assert!((pr.ns - 2.0 * sys).abs() < 1e-6);
+        assert_eq!(pr.basis, Basis::Calibrated);
+        assert_eq!(pr.ci95_ns, Some(10.0));
+        assert_eq!(p.price_of(HwEvent::VmaLookup).ns, lookup);
+        // The result is a valid profile.
+        ptlab_cost::parse_profile(&p.to_toml(), "t").unwrap();
+    }
+
+    #[test]
+    fn seed_checks_name_real_scenarios_and_params() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        for (name, params, _) in seed_params() {
+            let src =
+                std::fs::read_to_string(format!("{root}/scenarios/seeds/{name}.ptl")).unwrap();
+            let script = ptlab_scenario::parse(name, &src).unwrap();
+            let declared: Vec<String> = script.params().into_iter().map(|p| p.0).collect();
+            for (k, _) in &params {
+                assert!(declared.contains(k), "{name}: {k}");
+            }
+        }
     }
 }
