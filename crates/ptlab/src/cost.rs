@@ -74,8 +74,16 @@ pub struct CostArgs {
     params: Vec<(String, String)>,
 
     /// Output format
-    #[arg(long, value_enum, default_value_t = crate::Format::Text)]
-    format: crate::Format,
+    #[arg(long, value_enum, default_value_t = CostFormat::Text)]
+    format: CostFormat,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CostFormat {
+    /// Tables per profile: per line (or per operation when comparing), events, total
+    Text,
+    /// One JSON object: {file, params, profiles: [{profile, arch, after, before?, change_pct?}]}
+    Json,
 }
 
 fn parse_arch(s: &str) -> std::result::Result<ArchKind, String> {
@@ -168,8 +176,8 @@ pub fn cost(args: &CostArgs, out: &mut dyn Write) -> Result<u8> {
         });
     }
     match args.format {
-        crate::Format::Json => write_json(out, &name, args, &declared, &rows)?,
-        crate::Format::Text => write_text(out, &name, args, &declared, &rows)?,
+        CostFormat::Json => write_json(out, &name, args, &declared, &rows)?,
+        CostFormat::Text => write_text(out, &name, args, &declared, &rows)?,
     }
     Ok(0)
 }
