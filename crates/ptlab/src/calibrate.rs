@@ -55,7 +55,7 @@ calibrated keep the built-in profile's price for this architecture
 
 --check runs small native versions of the seed workloads that need no THP
 knob (mremap-batch-4k, mremap-table-aligned, mremap-table-unaligned,
-fork-4k, mprotect-4k) on the live kernel and prints the measured time next
+fork-4k, mprotect-4k, uffd-copy, uffd-move) on the live kernel and prints the measured time next
 to the prediction of `ptlab cost` with the same parameters. It is a
 benchmark, not a test: the machine's load changes the numbers.";
 
@@ -373,8 +373,93 @@ fn seeds(reps: usize) -> Result<Samples> {
             }
             put("mprotect-4k", ns_since(t));
         }
+        // uffd-copy / uffd-move: a 16 MiB heap moved aside with
+        // MREMAP_DONTUNMAP, the emptied heap registered MISSING, then per
+        // page UFFDIO_COPY + MADV_DONTNEED of the source, or UFFDIO_MOVE.
+        for name in ["uffd-copy", "uffd-move"] {
+            if let Some(ns) = uffd_compaction(name == "uffd-move")? {
+                put(name, ns);
+            }
+        }
     }
     Ok(s)
+}
+
+/// One heap compaction (seed 5); `None` when userfaultfd is unavailable.
+fn uffd_compaction(mv: bool) -> Result<Option<f64>> {
+    const HEAP: u64 = BASE;
+    const FROM: u64 = 0x7e40_0000_0000;
+    let len = 16usize << 20;
+    let r = Region::new(HEAP, len)?;
+    r.memset(len / PAGE);
+    // SAFETY: moving our own mapping; DONTUNMAP leaves the heap VMA empty.
+    let f = unsafe {
+        libc::mremap(
+            HEAP as *mut libc::c_void,
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | 4, /* MREMAP_DONTUNMAP */
+            FROM as *mut libc::c_void,
+        )
+    };
+    if f == libc::MAP_FAILED {
+        bail!("mremap(DONTUNMAP): {}", std::io::Error::last_os_error());
+    }
+    let from = Region {
+        addr: f as *mut u8,
+        len,
+    };
+    // SAFETY: userfaultfd(2), UFFDIO_API and UFFDIO_REGISTER on our own
+    // descriptor and mapping (ioctl numbers as in ptlab-live's worker).
+    let fd = unsafe {
+        let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+        let mut fd = libc::syscall(libc::SYS_userfaultfd, flags) as libc::c_int;
+        if fd < 0 {
+            fd = libc::syscall(libc::SYS_userfaultfd, flags | 1) as libc::c_int;
+        }
+        if fd < 0 {
+            return Ok(None);
+        }
+        let mut api: [u64; 3] = [0xAA, 0, 0];
+        if libc::ioctl(fd, 0xC018_AA3F, api.as_mut_ptr()) < 0 {
+            libc::close(fd);
+            return Ok(None);
+        }
+        let mut reg: [u64; 4] = [HEAP, len as u64, 1 /* MISSING */, 0];
+        if libc::ioctl(fd, 0xC020_AA00, reg.as_mut_ptr()) < 0 {
+            libc::close(fd);
+            bail!("UFFDIO_REGISTER: {}", std::io::Error::last_os_error());
+        }
+        fd
+    };
+    let t = Instant::now();
+    for i in 0..(len / PAGE) as u64 {
+        let (dst, src) = (HEAP + i * 4096, FROM + i * 4096);
+        // SAFETY: ioctls on our descriptor; madvise of our own page.
+        let rc = unsafe {
+            if mv {
+                let mut m: [u64; 5] = [dst, src, 4096, 0, 0];
+                libc::ioctl(fd, 0xC028_AA05, m.as_mut_ptr())
+            } else {
+                let mut c: [u64; 5] = [dst, src, 4096, 0, 0];
+                let rc = libc::ioctl(fd, 0xC028_AA03, c.as_mut_ptr());
+                libc::madvise(src as *mut libc::c_void, 4096, libc::MADV_DONTNEED);
+                rc
+            }
+        };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: closing our descriptor.
+            unsafe { libc::close(fd) };
+            bail!("UFFDIO_{}: {e}", if mv { "MOVE" } else { "COPY" });
+        }
+    }
+    let ns = ns_since(t);
+    // SAFETY: closing our descriptor.
+    unsafe { libc::close(fd) };
+    drop(from);
+    drop(r);
+    Ok(Some(ns))
 }
 
 /// The timed part of each seed workload and the parameters of the native run.
@@ -429,6 +514,16 @@ fn seed_params() -> Vec<SeedRun> {
                 ("base", "0x7e00_0000_0000"),
             ]),
             vec!["mprotect", "write"],
+        ),
+        (
+            "uffd-copy",
+            p(&[("heap", "0x7e00_0000_0000"), ("from", "0x7e40_0000_0000")]),
+            vec!["uffd copy", "madvise"],
+        ),
+        (
+            "uffd-move",
+            p(&[("heap", "0x7e00_0000_0000"), ("from", "0x7e40_0000_0000")]),
+            vec!["uffd move"],
         ),
     ]
 }
@@ -963,7 +1058,16 @@ fn check(profile: &str, quick: bool, out: &mut dyn Write) -> Result<u8> {
             })
             .map(|l| l.ns)
             .sum();
-        let live = Summary::of(&ys(&s, name)).context("no live samples")?;
+        let Some(live) = Summary::of(&ys(&s, name)) else {
+            t.add_row(vec![
+                name.to_string(),
+                String::new(),
+                "not measured (no userfaultfd?)".into(),
+                fmt_ns(ns),
+                String::new(),
+            ]);
+            continue;
+        };
         t.add_row(vec![
             name.to_string(),
             params
