@@ -54,8 +54,8 @@ calibrated keep the built-in profile's price for this architecture
 (zen3 on x86_64, neoverse-n1 on arm64) and its source.
 
 --check runs small native versions of the seed workloads that need no THP
-knob (mremap-batch-4k, mremap-table-aligned, mremap-table-unaligned,
-fork-4k, mprotect-4k, uffd-copy, uffd-move) on the live kernel and prints the measured time next
+knob (all but the 64 KiB mTHP layouts: the PTE-mapped THP layouts use
+MADV_HUGEPAGE under the default knobs) on the live kernel and prints the measured time next
 to the prediction of `ptlab cost` with the same parameters. It is a
 benchmark, not a test: the machine's load changes the numbers.";
 
@@ -373,6 +373,37 @@ fn seeds(reps: usize) -> Result<Samples> {
             }
             put("mprotect-4k", ns_since(t));
         }
+        // fork-thp-pte / mprotect-thp-pte: PMD THPs (MADV_HUGEPAGE; the
+        // default knobs enabled=madvise, hugepages-2048kB=inherit allow
+        // them, and no knob is changed) mapped by PTEs after a brief
+        // MADV_DONTFORK/MADV_DOFORK split of each 2 MiB block's first page.
+        {
+            let len = 64usize << 20;
+            let r = thp_pte_region(len)?;
+            let t = Instant::now();
+            for _ in 0..10 {
+                // SAFETY: the child only calls _exit.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    // SAFETY: async-signal-safe exit in the child.
+                    unsafe { libc::_exit(0) };
+                }
+                if pid < 0 {
+                    bail!("fork: {}", std::io::Error::last_os_error());
+                }
+                let mut st = 0;
+                // SAFETY: reaping our child.
+                unsafe { libc::waitpid(pid, &mut st, 0) };
+            }
+            put("fork-thp-pte", ns_since(t));
+            let t = Instant::now();
+            for _ in 0..5 {
+                r.protect(0, len / PAGE, RO);
+                r.protect(0, len / PAGE, RW);
+                r.memset(len / PAGE);
+            }
+            put("mprotect-thp-pte", ns_since(t));
+        }
         // uffd-copy / uffd-move: a 16 MiB heap moved aside with
         // MREMAP_DONTUNMAP, the emptied heap registered MISSING, then per
         // page UFFDIO_COPY + MADV_DONTNEED of the source, or UFFDIO_MOVE.
@@ -383,6 +414,27 @@ fn seeds(reps: usize) -> Result<Samples> {
         }
     }
     Ok(s)
+}
+
+/// `len` bytes of PMD THPs, populated, each mapped by PTEs: MADV_HUGEPAGE,
+/// memset, then MADV_DONTFORK + MADV_DOFORK on the first page of every
+/// 2 MiB block (the VMA split splits the PMD; the folio stays whole).
+fn thp_pte_region(len: usize) -> Result<Region> {
+    let r = Region::new(BASE, len)?;
+    // SAFETY: advising our own mapping (undoing Region's NOHUGEPAGE).
+    unsafe {
+        libc::madvise(r.addr as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+    }
+    r.memset(len / PAGE);
+    for i in 0..len / (2 << 20) {
+        // SAFETY: advising our own mapping.
+        unsafe {
+            let a = r.addr.add(i * (2 << 20)) as *mut libc::c_void;
+            libc::madvise(a, PAGE, libc::MADV_DONTFORK);
+            libc::madvise(a, PAGE, libc::MADV_DOFORK);
+        }
+    }
+    Ok(r)
 }
 
 /// One heap compaction (seed 5); `None` when userfaultfd is unavailable.
@@ -508,6 +560,24 @@ fn seed_params() -> Vec<SeedRun> {
         ),
         (
             "mprotect-4k",
+            p(&[
+                ("size", "64M"),
+                ("iterations", "5"),
+                ("base", "0x7e00_0000_0000"),
+            ]),
+            vec!["mprotect", "write"],
+        ),
+        (
+            "fork-thp-pte",
+            p(&[
+                ("size", "64M"),
+                ("iterations", "10"),
+                ("base", "0x7e00_0000_0000"),
+            ]),
+            vec!["fork", "exit"],
+        ),
+        (
+            "mprotect-thp-pte",
             p(&[
                 ("size", "64M"),
                 ("iterations", "5"),
@@ -1044,10 +1114,12 @@ fn check(profile: &str, quick: bool, out: &mut dyn Write) -> Result<u8> {
         let path = format!("{root}/scenarios/seeds/{name}.ptl");
         let src = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
         let pred = ptlab_cost::predict(&src, &path, arch, Before::empty(), &params, &p)?;
-        // Timed: the loop body when there is a loop, else the listed operations.
-        let loop_line = src
-            .lines()
-            .position(|l| l.trim_start().starts_with("repeat"))
+        // Timed: the last loop's body when there is a loop, else the listed operations.
+        // The last loop is the timed one (earlier loops are setup).
+        let lines: Vec<&str> = src.lines().collect();
+        let loop_line = lines
+            .iter()
+            .rposition(|l| l.trim_start().starts_with("repeat"))
             .map(|i| i as u32 + 1);
         let ns: f64 = pred
             .by_line
