@@ -9,6 +9,7 @@
 use crate::addr::{Order, Pfn, PMD_ORDER, PMD_SIZE};
 use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::folio::{FolioRef, PhysMem};
+use crate::hw::HwEvent;
 use crate::mm::{AnonVmaIds, Mm};
 use crate::model::AccessFault;
 use crate::pgtable::PmdSlot;
@@ -183,6 +184,8 @@ fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> O
         };
         e.insert(pgtable);
     }
+    // folio_zero_user(): 512 pages cleared; map under the PMD lock.
+    env.phys.hw.add(HwEvent::PageZero, 512);
     env.phys.add_rmap_pmd(folio, mm.pid, true);
     env.phys.ref_add(folio, 1);
     mm.rss_anon += 512;
@@ -313,6 +316,8 @@ fn do_anonymous_page(
     };
     let base = addr & !(order.bytes() - 1);
     let nr = order.pages();
+    // alloc_anon_folio() → folio_zero_user() / __GFP_ZERO: every page cleared.
+    env.phys.hw.add(HwEvent::PageZero, nr);
     env.phys
         .add_rmap_ptes(folio, folio.head, nr as u32, mm.pid, true);
     env.phys.ref_add(folio, nr as u32);
@@ -381,12 +386,19 @@ fn wp_page_copy(
     if let Some((_, src)) = old {
         let tag = env.phys.tag(src);
         env.phys.set_tag(new.head, tag);
+        env.phys.hw.one(HwEvent::PageCopy); // __wp_page_copy_user()
+    } else {
+        env.phys.hw.one(HwEvent::PageZero); // vma_alloc_zeroed_movable_folio()
     }
     env.phys.add_rmap_ptes(new, new.head, 1, mm.pid, true);
     env.phys.ref_add(new, 1);
     let pte = leaf_for_new_folio(vma, new.head);
     // ptep_clear_flush() then set_pte_at(): a single-entry replacement that
-    // may refold an arm64 block.
+    // may refold an arm64 block. The clear flushes the old translation
+    // (flush_tlb_page); the model writes the new entry over the old one, so
+    // only the clear's atomic and flush are counted here.
+    mm.pt.hw.one(HwEvent::PteAtomicClear);
+    mm.pt.hw.flush_tlb_page(addr);
     mm.pt.set_ptes(addr, pte, 1, env.phys);
     match old {
         Some((folio, src)) => {

@@ -12,6 +12,7 @@
 
 use crate::addr::{Order, Pfn, PMD_ORDER};
 use crate::errno::Errno;
+use crate::hw::HwEvent;
 use crate::mm::Mm;
 use crate::model::Pid;
 use crate::phys::{FrameAllocator, FIRST_PFN};
@@ -116,6 +117,9 @@ pub struct PhysMem {
     pub stats: Stats,
     /// Page-table pages currently allocated.
     pub pt_pages: u64,
+    /// Hardware events of folio metadata, allocation and freeing, plus the
+    /// retired events of exited processes (see [`crate::hw`]).
+    pub hw: crate::hw::HwSink,
 }
 
 impl PhysMem {
@@ -130,6 +134,7 @@ impl PhysMem {
             huge_zero: None,
             stats: Stats::default(),
             pt_pages: 0,
+            hw: crate::hw::HwSink::new(crate::ArchKind::X86_64, Default::default()),
         };
         pm.meta_mut(zero_pfn).bits = F_ALLOCATED;
         pm
@@ -176,6 +181,7 @@ impl PhysMem {
     /// Linux: mm/memory.c alloc_anon_folio(), folio_prealloc().
     pub fn alloc_anon_folio(&mut self, order: Order) -> Option<FolioRef> {
         let head = self.alloc.alloc(order)?;
+        self.hw.one(HwEvent::FolioAlloc);
         for i in 0..order.pages() {
             let large = if order.0 > 0 { F_LARGE } else { 0 };
             *self.meta_mut(head.add(i)) = PageMeta {
@@ -195,6 +201,7 @@ impl PhysMem {
     /// Allocate a page-table page.
     pub fn alloc_pt_page(&mut self) -> Option<Pfn> {
         let pfn = self.alloc.alloc(Order::ZERO)?;
+        self.hw.one(HwEvent::PtPageAlloc);
         *self.meta_mut(pfn) = PageMeta {
             tag: 0,
             refcount: 1,
@@ -205,6 +212,7 @@ impl PhysMem {
     }
 
     pub fn free_pt_page(&mut self, pfn: Pfn) {
+        self.hw.one(HwEvent::PtPageFree);
         *self.meta_mut(pfn) = PageMeta::default();
         self.pt_pages -= 1;
         self.alloc.free(pfn, Order::ZERO);
@@ -330,13 +338,16 @@ impl PhysMem {
 
     // ---- references -------------------------------------------------------
 
+    /// Take `n` references: one atomic (folio_get / folio_ref_add).
     pub fn ref_add(&mut self, folio: FolioRef, n: u32) {
+        self.hw.one(HwEvent::FolioRefAtomic);
         self.meta_mut(folio.head).refcount += n;
     }
 
     /// Drop `n` references; frees the folio when the count reaches zero.
     /// Linux: folio_put_refs() → __folio_put() → free_unref_folios().
     pub fn ref_sub(&mut self, folio: FolioRef, n: u32) {
+        self.hw.one(HwEvent::FolioRefAtomic);
         let m = self.meta_mut(folio.head);
         assert!(
             m.refcount >= n,
@@ -350,6 +361,9 @@ impl PhysMem {
     }
 
     fn free_folio(&mut self, folio: FolioRef) {
+        if Some(folio.head) != self.huge_zero {
+            self.hw.one(HwEvent::FolioFree);
+        }
         if let Some(l) = self.large.remove(&folio.head.0) {
             if l.kind == FolioKind::HugeZero {
                 // The huge zero folio is never freed by unmapping (its
@@ -396,6 +410,18 @@ impl PhysMem {
         mm: Pid,
         exclusive: bool,
     ) {
+        // Events: one struct-page line per page (AnonExclusive, _mapcount).
+        // A new exclusive mapping initialises the counts with plain stores
+        // (folio_add_new_anon_rmap: atomic_set); adding to a mapped folio
+        // increments each page's _mapcount (CONFIG_PAGE_MAPCOUNT=y) and,
+        // for a large folio, _large_mapcount once per call.
+        // Linux: mm/rmap.c folio_add_new_anon_rmap(), __folio_add_rmap(),
+        // include/linux/rmap.h __folio_try_dup_anon_rmap().
+        self.hw.add(HwEvent::StructPageLine, nr as u64);
+        if !exclusive {
+            let large = u64::from(self.large.contains_key(&folio.head.0));
+            self.hw.add(HwEvent::MapcountAtomic, nr as u64 + large);
+        }
         let mut newly_mapped = 0;
         for i in 0..nr as u64 {
             let m = self.meta_mut(first.add(i));
@@ -416,6 +442,11 @@ impl PhysMem {
 
     /// Map a whole folio with one PMD. Linux: folio_add_anon_rmap_pmd().
     pub fn add_rmap_pmd(&mut self, folio: FolioRef, mm: Pid, exclusive: bool) {
+        // _entire_mapcount and _large_mapcount (atomic_set for a new folio).
+        self.hw.one(HwEvent::StructPageLine);
+        if !exclusive {
+            self.hw.add(HwEvent::MapcountAtomic, 2);
+        }
         if exclusive {
             self.set_anon_exclusive(folio.head, true);
         }
@@ -434,6 +465,16 @@ impl PhysMem {
     /// flush, as the kernel's mmu_gather does).
     /// Linux: mm/rmap.c __folio_remove_rmap(RMAP_LEVEL_PTE).
     pub fn remove_rmap_ptes(&mut self, folio: FolioRef, first: Pfn, nr: u32, mm: Pid) {
+        // Per page: its _mapcount (atomic_add_negative); a large folio also
+        // _large_mapcount and _nr_pages_mapped once per call.
+        // Linux: mm/rmap.c __folio_remove_rmap(RMAP_LEVEL_PTE).
+        self.hw.add(HwEvent::StructPageLine, nr as u64);
+        let large = if self.large.contains_key(&folio.head.0) {
+            2
+        } else {
+            0
+        };
+        self.hw.add(HwEvent::MapcountAtomic, nr as u64 + large);
         let mut went_unmapped = 0;
         for i in 0..nr as u64 {
             let m = self.meta_mut(first.add(i));
@@ -465,6 +506,8 @@ impl PhysMem {
 
     /// Remove one PMD mapping. Linux: __folio_remove_rmap(RMAP_LEVEL_PMD).
     pub fn remove_rmap_pmd(&mut self, folio: FolioRef, mm: Pid) {
+        self.hw.one(HwEvent::StructPageLine);
+        self.hw.add(HwEvent::MapcountAtomic, 2);
         let l = self
             .large
             .get_mut(&folio.head.0)

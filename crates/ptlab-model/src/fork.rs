@@ -15,6 +15,7 @@ use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::batch::{folio_pte_batch, Before, Fpb};
 use crate::errno::Errno;
 use crate::folio::PhysMem;
+use crate::hw::HwEvent;
 use crate::mm::Mm;
 use crate::model::{Model, Pid};
 use crate::pgtable::{pmd_end, PageTables, PmdSlot};
@@ -27,7 +28,8 @@ impl Model {
     /// Returns the child's pid. Linux: dup_mmap().
     pub fn fork(&mut self, parent: Pid) -> Result<Pid, Errno> {
         let child = self.procs.keys().next_back().copied().unwrap_or(0) + 1;
-        let pt = PageTables::new(self.cfg.arch, &mut self.phys).ok_or(Errno::ENOMEM)?;
+        let mut pt = PageTables::new(self.cfg.arch, &mut self.phys).ok_or(Errno::ENOMEM)?;
+        pt.hw.features = self.cfg.hw;
         let batch = !self.cfg.before.contains(Before::FORK_PTE_BATCH);
         let Model {
             procs, phys, ids, ..
@@ -42,12 +44,15 @@ impl Model {
             // MMF_INIT_MASK carries the THP-disable flags into the child.
             thp_disable: src.thp_disable,
         };
+        src.pt.hw.one(HwEvent::Syscall);
+        src.pt.hw.one(HwEvent::ProcessCreate);
         let parent_vmas: Vec<Vma> = src.vmas.iter().cloned().collect();
         for v in parent_vmas {
             // K1: VM_DONTCOPY VMAs do not exist in the child.
             if v.flags.contains(VmFlags::DONTCOPY) {
                 continue;
             }
+            src.pt.hw.one(HwEvent::VmaCopy);
             let mut c = v.clone();
             // The child loses mlock and (without UFFD_FEATURE_EVENT_FORK) uffd state.
             c.flags -=
@@ -72,6 +77,9 @@ impl Model {
                 copy_page_range(src, &mut dst, phys, &v, &c, batch)?;
             }
         }
+        // dup_mmap(): flush_tlb_mm(oldmm) after copying (the parent's PTEs
+        // were write-protected). Linux: mm/mmap.c dup_mmap().
+        src.pt.hw.flush_tlb_mm();
         procs.insert(child, dst);
         Ok(child)
     }
@@ -81,15 +89,23 @@ impl Model {
     pub fn exit(&mut self, pid: Pid) -> Result<(), Errno> {
         let Model { procs, phys, .. } = self;
         let mut mm = procs.remove(&pid).ok_or(Errno::ESRCH)?;
+        mm.pt.hw.one(HwEvent::Syscall);
+        mm.pt.hw.one(HwEvent::ProcessExit);
         let vmas: Vec<Vma> = mm.vmas.iter().cloned().collect();
         for v in &vmas {
-            zap_range(&mut mm, phys, v.start, v.end, false);
+            zap_range(&mut mm, phys, v.start, v.end, false, false);
         }
+        // exit_mmap() uses a fullmm gather: arm64 tlb_flush() skips the
+        // leaf flushes and does one flush_tlb_mm() for the freed tables;
+        // x86 flushes the whole mm.
+        mm.pt.hw.flush_tlb_mm();
         free_pgtables(&mut mm, phys, &vmas, 0, 0);
         for (_, t) in std::mem::take(&mut mm.deposited) {
             phys.free_pt_page(t);
         }
         mm.pt.free_all(phys);
+        // The process's events retire into the machine-wide sink.
+        phys.hw.absorb(&mm.pt.hw.snapshot());
         Ok(())
     }
 }
@@ -167,6 +183,9 @@ fn copy_pte_range(
     batch: bool,
 ) -> Result<(), Errno> {
     dst.pt.pte_alloc(start, phys).ok_or(Errno::ENOMEM)?;
+    // pte_offset_map_lock() on both sides: two PMD reads, two PTLs.
+    src.pt.hw.add(HwEvent::PmdLoad, 2);
+    src.pt.hw.add(HwEvent::PtlLock, 2);
     let mut addr = start;
     while addr < end {
         let Entry::Leaf(pte) = src.pt.pte(addr) else {
@@ -174,12 +193,21 @@ fn copy_pte_range(
             continue;
         };
         let max_nr = (end - addr) / 4096;
+        if !pte.flags.contains(LeafFlags::SPECIAL) {
+            // vm_normal_page() + page_folio(): the head's struct page line.
+            src.pt.hw.one(HwEvent::StructPageLine);
+        }
         let nr = if pte.flags.contains(LeafFlags::SPECIAL) {
             copy_present_ptes(src, dst, phys, addr, pte, 1, c);
             1
         } else if batch {
             // 6.9+: one batch per run of a large folio (folio_pte_batch_flags
-            // with FPB_MERGE_WRITE | FPB_RESPECT_DIRTY for a private VMA).
+            // with FPB_MERGE_WRITE | FPB_RESPECT_DIRTY for a private VMA),
+            // when the folio is large and max_nr != 1 (folio_nr_pages():
+            // the folio's second struct page line).
+            if max_nr > 1 && phys.folio_of(pte.pfn).is_some_and(|f| f.is_large()) {
+                src.pt.hw.one(HwEvent::StructPageLine);
+            }
             let b = folio_pte_batch(
                 &src.pt,
                 phys,

@@ -192,6 +192,10 @@ impl Mm {
         }
         let anon = |vs: &[&Vma]| vs.iter().find_map(|v| v.anon_vma);
         let mut moved = Vec::new();
+        if can_left || can_right {
+            // Linux: mm/vma.c vma_merge_existing_range().
+            self.pt.hw.one(crate::hw::HwEvent::VmaMerge);
+        }
         match (can_left, can_right) {
             (true, true) => {
                 let p = prev.expect("prev");
@@ -243,11 +247,13 @@ impl Mm {
             (false, false) => {
                 if !left_side {
                     hook(self, start, true)?;
+                    self.pt.hw.one(crate::hw::HwEvent::VmaSplit); // __split_vma()
                     self.vmas.split_at(start);
                     moved.push(start);
                 }
                 if !right_side {
                     hook(self, end, true)?;
+                    self.pt.hw.one(crate::hw::HwEvent::VmaSplit); // __split_vma()
                     self.vmas.split_at(end);
                     moved.push(end);
                 }

@@ -39,6 +39,9 @@ pub struct ModelConfig {
     pub frames: u64,
     /// Seed changes that run their previous algorithm (`--before NAME`).
     pub before: crate::batch::Before,
+    /// CPU features that change which TLB-maintenance instructions the
+    /// kernel issues (hardware-event accounting only; no observable effect).
+    pub hw: crate::hw::HwFeatures,
 }
 
 impl ModelConfig {
@@ -53,6 +56,7 @@ impl ModelConfig {
             cap_sys_rawio: true,
             frames: 24 << 18,
             before: crate::batch::Before::empty(),
+            hw: crate::hw::HwFeatures::default(),
         }
     }
 }
@@ -106,7 +110,8 @@ pub struct Model {
 impl Model {
     pub fn new(cfg: ModelConfig) -> Model {
         let mut phys = PhysMem::new(cfg.frames);
-        let pt = PageTables::new(cfg.arch, &mut phys).expect("memory for the first page table");
+        let mut pt = PageTables::new(cfg.arch, &mut phys).expect("memory for the first page table");
+        pt.hw.features = cfg.hw;
         let mut procs = BTreeMap::new();
         procs.insert(
             1,
@@ -169,18 +174,16 @@ impl Model {
         flags: u64,
     ) -> Result<(), Errno> {
         let mm = self.procs.get_mut(&pid).ok_or(Errno::ESRCH)?;
+        mm.pt.hw.one(crate::hw::HwEvent::Syscall);
         mm.thp_disable = crate::thp::ThpDisable::from_prctl(disable, flags, 0, 0)?;
         Ok(())
     }
 
     /// prctl(PR_GET_THP_DISABLE) in process `pid`.
     pub fn prctl_get_thp_disable(&self, pid: Pid) -> Result<u64, Errno> {
-        Ok(self
-            .procs
-            .get(&pid)
-            .ok_or(Errno::ESRCH)?
-            .thp_disable
-            .prctl_get())
+        let mm = self.procs.get(&pid).ok_or(Errno::ESRCH)?;
+        mm.pt.hw.one(crate::hw::HwEvent::Syscall);
+        Ok(mm.thp_disable.prctl_get())
     }
 
     pub fn set_use_zero_page(&mut self, on: bool) {
@@ -193,6 +196,33 @@ impl Model {
     }
     pub fn before(&self) -> crate::batch::Before {
         self.cfg.before
+    }
+
+    /// Count a system call's fixed entry work in process `pid`: the
+    /// syscall itself and the first VMA lookup.
+    pub(crate) fn count_syscall(&self, pid: Pid) {
+        if let Some(mm) = self.procs.get(&pid) {
+            mm.pt.hw.one(crate::hw::HwEvent::Syscall);
+            mm.pt.hw.one(crate::hw::HwEvent::VmaLookup);
+        }
+    }
+
+    /// Hardware events counted since the model started (every process,
+    /// exited ones included). See [`crate::hw`].
+    pub fn hw_events(&self) -> crate::hw::HwEvents {
+        let mut e = self.phys.hw.snapshot();
+        for mm in self.procs.values() {
+            e.add_all(&mm.pt.hw.snapshot());
+        }
+        e
+    }
+
+    /// Select the CPU features the TLB-maintenance accounting assumes.
+    pub fn set_hw_features(&mut self, f: crate::hw::HwFeatures) {
+        self.cfg.hw = f;
+        for mm in self.procs.values_mut() {
+            mm.pt.hw.features = f;
+        }
     }
 
     /// Approximate bytes of model memory in use (page tables and physical-memory metadata).
@@ -220,6 +250,7 @@ impl Model {
         if !self.procs.contains_key(&pid) {
             return Err(Errno::EINVAL);
         }
+        self.count_syscall(pid);
         // ksys_mmap_pgoff(): without MAP_ANONYMOUS the fd (-1) is looked up.
         if !flags.contains(MapFlags::ANONYMOUS) {
             return Err(Errno::EBADF);
@@ -388,6 +419,12 @@ impl Model {
 
     /// munmap(2). Linux: mm/vma.c do_vmi_munmap().
     pub fn munmap(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
+        self.count_syscall(pid);
+        self.munmap_inner(pid, addr, len)
+    }
+
+    /// munmap(2)'s work without the syscall entry (mremap's own unmaps).
+    pub(crate) fn munmap_inner(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
         if !self.procs.contains_key(&pid) {
             return Err(Errno::EINVAL);
         }
@@ -439,9 +476,19 @@ impl Model {
         let floor = mm.vmas.prev(start).map_or(0, |p| p.end);
         let ceiling = mm.vmas.find_vma(end).map_or(0, |n| n.start);
         for v in &removed {
-            zap_range(mm, phys, v.start, v.end, false);
+            zap_range(mm, phys, v.start, v.end, false, true);
         }
+        let tables = phys.pt_pages;
         free_pgtables(mm, phys, &removed, floor, ceiling);
+        if phys.pt_pages < tables {
+            // Freed page tables: tlb_finish_mmu() flushes again with
+            // freed_tables set over the tables' span at PMD stride
+            // (tlb_get_unmap_size() after pte_free_tlb()).
+            let lo = removed.first().map_or(start, |v| v.start) & !(PMD_SIZE - 1);
+            let hi = removed.last().map_or(end, |v| v.end);
+            let hi = hi.div_ceil(PMD_SIZE).saturating_mul(PMD_SIZE);
+            mm.pt.flush_tlb_range(lo, hi, PMD_SIZE);
+        }
         Ok(())
     }
 
@@ -449,6 +496,7 @@ impl Model {
 
     /// madvise(2). Linux: mm/madvise.c do_madvise(), madvise_walk_vmas().
     pub fn madvise(&mut self, pid: Pid, addr: u64, len: u64, advice: Advice) -> Result<(), Errno> {
+        self.count_syscall(pid);
         if !self.procs.contains_key(&pid) {
             return Err(Errno::EINVAL);
         }
@@ -509,7 +557,7 @@ impl Model {
                 }
                 let Model { procs, phys, .. } = self;
                 let mm = procs.get_mut(&pid).expect("pid");
-                zap_range(mm, phys, start, end, true);
+                zap_range(mm, phys, start, end, true, true);
                 return Ok(());
             }
             Advice::HugePage => {
@@ -578,9 +626,67 @@ impl Model {
         handle_fault(mm, &mut env, addr & !(PAGE_SIZE - 1), write)
     }
 
+    /// A user access: no fault when the page is mapped with the needed
+    /// permission (one [`crate::HwEvent::UserPageAccess`]); otherwise a page
+    /// fault (exception entry, per-VMA lookup, PMD read, PTL) and the access.
+    fn touch(&mut self, pid: Pid, addr: u64, write: bool) -> Result<crate::addr::Pfn, AccessFault> {
+        self.touch_as(pid, addr, write, true)
+    }
+
+    /// [`Model::touch`]; `user == false` for the kernel's own access to user
+    /// memory (copy_from_user), whose copy the caller counts.
+    pub(crate) fn touch_as(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        write: bool,
+        user: bool,
+    ) -> Result<crate::addr::Pfn, AccessFault> {
+        use crate::hw::HwEvent;
+        let n = u64::from(user);
+        let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
+        if let Some(pfn) = mm.pt.mapped_for_access(addr, write) {
+            mm.pt.hw.add(HwEvent::UserPageAccess, n);
+            return Ok(pfn);
+        }
+        self.fault_as_user(pid, addr, write, user)
+    }
+
+    /// A fault taken by an access to `addr`, counted as one (the caller
+    /// knows the page is not mapped for the access), then the access.
+    fn fault_as_user(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        write: bool,
+        user: bool,
+    ) -> Result<crate::addr::Pfn, AccessFault> {
+        use crate::hw::HwEvent;
+        let n = u64::from(user);
+        let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
+        // Linux: arch/*/mm/fault.c do_user_addr_fault() / do_page_fault():
+        // lock_vma_under_rcu(), handle_mm_fault() → __handle_mm_fault()
+        // (pmd read), handle_pte_fault() (PTL taken to install or update).
+        let hw = &mm.pt.hw;
+        hw.one(HwEvent::PageFault);
+        hw.one(HwEvent::VmaLookup);
+        hw.one(HwEvent::PmdLoad);
+        hw.one(HwEvent::PtlLock);
+        let r = self.fault(pid, addr, write);
+        if let Some(mm) = self.procs.get(&pid) {
+            mm.pt.hw.add(HwEvent::UserPageAccess, n);
+        }
+        r
+    }
+
     /// Read the tag of the page containing `addr`, faulting it in as a read.
     pub fn read(&mut self, pid: Pid, addr: u64) -> Result<u64, AccessFault> {
-        let pfn = self.fault(pid, addr, false)?;
+        self.read_as(pid, addr, true)
+    }
+
+    /// [`Model::read`] by the user (`user`) or by the kernel on its behalf.
+    pub(crate) fn read_as(&mut self, pid: Pid, addr: u64, user: bool) -> Result<u64, AccessFault> {
+        let pfn = self.touch_as(pid, addr, false, user)?;
         let in_huge_zero = self
             .phys
             .huge_zero
@@ -593,7 +699,7 @@ impl Model {
 
     /// Write `tag` into the page containing `addr`, faulting it in as a write.
     pub fn write(&mut self, pid: Pid, addr: u64, tag: u64) -> Result<(), AccessFault> {
-        let pfn = self.fault(pid, addr, true)?;
+        let pfn = self.touch(pid, addr, true)?;
         self.phys.set_tag(pfn, tag);
         Ok(())
     }
@@ -624,16 +730,17 @@ impl Model {
                 let Some(pfn) = mm.pt.mapped_for_access(addr, write) else {
                     break;
                 };
+                mm.pt.hw.one(crate::hw::HwEvent::UserPageAccess);
                 if write {
                     self.phys.set_tag(pfn, tag.unwrap_or(addr));
                 }
                 addr += PAGE_SIZE;
             }
             if addr < slot_end {
+                // The page needs a fault (the fast path above found it unmapped).
+                let pfn = self.fault_as_user(pid, addr, write, true)?;
                 if write {
-                    self.write(pid, addr, tag.unwrap_or(addr))?;
-                } else {
-                    self.read(pid, addr)?;
+                    self.phys.set_tag(pfn, tag.unwrap_or(addr));
                 }
                 addr += PAGE_SIZE;
             }
@@ -707,7 +814,7 @@ impl Model {
                 let idx = (va & (PMD_SIZE - 1)) >> 12;
                 (l, true, l.pfn.add(idx))
             }
-            PmdSlot::Table(_) => match mm.pt.pte_raw(va) {
+            PmdSlot::Table(_) => match mm.pt.pte_peek(va) {
                 Entry::Leaf(l) => (l, false, l.pfn),
                 _ => return PageState::NotPresent,
             },

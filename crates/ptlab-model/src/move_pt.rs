@@ -26,6 +26,7 @@ use crate::addr::{PAGE_SIZE, PMD_SIZE, PUD_SIZE};
 use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::batch::{folio_pte_batch, Before, Fpb};
 use crate::folio::PhysMem;
+use crate::hw::HwEvent;
 use crate::mm::Mm;
 use crate::pgtable::{PageTables, PmdSlot};
 use crate::vma::Vma;
@@ -186,8 +187,13 @@ fn move_normal_pud(mm: &mut Mm, old_addr: u64, new_addr: u64) -> bool {
     let Entry::Table(pmd_table) = mm.pt.entry(old_addr, 3) else {
         return false;
     };
+    // pud_lock(); pud_clear(); pud_populate(); flush_tlb_range(vma,
+    // old_addr, old_addr + PUD_SIZE) at PAGE_SIZE stride.
+    mm.pt.hw.one(HwEvent::PtlLock);
     mm.pt.set_pud(old_addr, Entry::None);
     mm.pt.set_pud(new_addr, Entry::Table(pmd_table));
+    mm.pt
+        .flush_tlb_range(old_addr, old_addr + PUD_SIZE, PAGE_SIZE);
     let moved: Vec<u64> = mm
         .deposited
         .range(old_addr..old_addr + PUD_SIZE)
@@ -211,8 +217,14 @@ fn move_normal_pmd(mm: &mut Mm, old_addr: u64, new_addr: u64) -> bool {
     let PmdSlot::Table(pte_table) = mm.pt.pmd(old_addr) else {
         return false;
     };
+    // pmd_lock(); pmd_clear(); pmd_populate(); flush_tlb_range(vma,
+    // old_addr, old_addr + PMD_SIZE) at PAGE_SIZE stride: 512 pages, so an
+    // ASID-wide flush on arm64 without FEAT_TLBIRANGE and a full flush on x86.
+    mm.pt.hw.one(HwEvent::PtlLock);
     mm.pt.set_pmd(old_addr, Entry::None);
     mm.pt.set_pmd(new_addr, Entry::Table(pte_table));
+    mm.pt
+        .flush_tlb_range(old_addr, old_addr + PMD_SIZE, PAGE_SIZE);
     true
 }
 
@@ -227,7 +239,12 @@ fn move_huge_pmd(mm: &mut Mm, old_vma: &Vma, old_addr: u64, new_addr: u64) -> bo
     let PmdSlot::Leaf(mut pmd) = mm.pt.pmd(old_addr) else {
         return false;
     };
+    // pmdp_huge_get_and_clear(); set_pmd_at(); flush_pmd_tlb_range()
+    // (PMD stride: one page-op). Linux: mm/huge_memory.c move_huge_pmd().
+    mm.pt.hw.one(HwEvent::PtlLock);
     mm.pt.set_pmd(old_addr, Entry::None);
+    mm.pt
+        .flush_tlb_range(old_addr, old_addr + PMD_SIZE, PMD_SIZE);
     if let Some(t) = mm.deposited.remove(&old_addr) {
         mm.deposited.insert(new_addr, t);
     }
@@ -262,13 +279,28 @@ pub fn move_ptes_per_pte(
     new_addr: u64,
     extent: u64,
 ) {
+    move_ptes_prologue(pt);
+    let mut force_flush = false;
     for off in (0..extent).step_by(PAGE_SIZE as usize) {
-        if !matches!(pt.pte_raw(old_addr + off), Entry::Leaf(_)) {
+        // pte_none(ptep_get(old_pte)): on arm64 a contpte gather.
+        if !matches!(pt.pte(old_addr + off), Entry::Leaf(_)) {
             continue; // none: nothing to move
         }
+        force_flush = true;
         let (_, old) = pt.clear_ptes(old_addr + off, 1)[0];
         pt.set_ptes(new_addr + off, moved_pte(old_vma, old), 1, phys);
     }
+    if force_flush {
+        pt.flush_tlb_range(old_addr, old_addr + extent, PAGE_SIZE);
+    }
+}
+
+/// move_ptes() entry: the old and new PMDs read (pte_offset_map_lock /
+/// pte_offset_map_rw_nolock) and both PTLs taken (split PTE locks: two
+/// tables, two locks).
+fn move_ptes_prologue(pt: &PageTables) {
+    pt.hw.add(HwEvent::PmdLoad, 2);
+    pt.hw.add(HwEvent::PtlLock, 2);
 }
 
 /// move_ptes() since 6.17 (§9.5.7): a run of present PTEs mapping
@@ -288,6 +320,8 @@ pub fn move_ptes_batched(
     new_addr: u64,
     extent: u64,
 ) {
+    move_ptes_prologue(pt);
+    let mut force_flush = false;
     let mut off = 0;
     while off < extent {
         let va = old_addr + off;
@@ -295,6 +329,7 @@ pub fn move_ptes_batched(
             off += PAGE_SIZE;
             continue;
         };
+        force_flush = true;
         let max_nr = (extent - off) / PAGE_SIZE;
         let nr = mremap_folio_pte_batch(pt, phys, va, pte, max_nr);
         let cleared = pt.clear_ptes(va, nr);
@@ -304,6 +339,10 @@ pub fn move_ptes_batched(
         }
         pt.set_ptes(new_addr + off, moved_pte(old_vma, first), nr, phys);
         off += nr * PAGE_SIZE;
+    }
+    // if (force_flush) flush_tlb_range(vma, old_end - len, old_end);
+    if force_flush {
+        pt.flush_tlb_range(old_addr, old_addr + extent, PAGE_SIZE);
     }
 }
 
@@ -322,9 +361,13 @@ fn mremap_folio_pte_batch(pt: &PageTables, phys: &PhysMem, va: u64, pte: Leaf, m
     if pte.flags.contains(LeafFlags::SPECIAL) {
         return 1;
     }
+    // vm_normal_folio() + folio_test_large(): the head's struct page line.
+    pt.hw.one(HwEvent::StructPageLine);
     match phys.folio_of(pte.pfn) {
         Some(f) if f.is_large() => {}
         _ => return 1,
     }
+    // folio_pte_batch() reads folio_nr_pages() (the folio's second line).
+    pt.hw.one(HwEvent::StructPageLine);
     folio_pte_batch(pt, phys, va, pte, max_nr, Fpb::RESPECT_WRITE).nr
 }

@@ -28,10 +28,11 @@
 //! generic `modify_prot_start_ptes()` gathers them), which /proc does not show.
 
 use crate::addr::{page_align, PAGE_SIZE, PMD_SIZE};
-use crate::arch::{Entry, Leaf, LeafFlags};
+use crate::arch::{ArchKind, Entry, Leaf, LeafFlags};
 use crate::batch::{folio_pte_batch, Before, Fpb};
 use crate::errno::Errno;
 use crate::folio::{FolioRef, PhysMem};
+use crate::hw::HwEvent;
 use crate::mm::Mm;
 use crate::model::{Model, Pid};
 use crate::pgtable::{pmd_end, PageTables, PmdSlot};
@@ -58,6 +59,7 @@ impl Model {
         if !self.procs.contains_key(&pid) {
             return Err(Errno::EINVAL);
         }
+        self.count_syscall(pid);
         let grows = prot.bits() & (PROT_GROWSDOWN | PROT_GROWSUP);
         let bits = prot.bits() & !grows;
         if grows == PROT_GROWSDOWN | PROT_GROWSUP {
@@ -292,6 +294,7 @@ fn change_protection(
     end: u64,
     cp: ChangeProt,
 ) {
+    let mut fl = FlushRange::default();
     let mut addr = start;
     while addr < end {
         let next = pmd_end(addr, end);
@@ -299,25 +302,88 @@ fn change_protection(
             PmdSlot::None => {}
             PmdSlot::Leaf(leaf) => {
                 if next - addr == PMD_SIZE {
-                    change_huge_pmd(mm, phys, vma, addr, leaf, cp);
+                    change_huge_pmd(mm, phys, vma, addr, leaf, cp, &mut fl);
                 } else {
                     // A huge PMD only partly covered: split it, then go on at
                     // PTE level (__split_huge_pmd(), rule A4/P6).
                     split_huge_pmd(mm, phys, addr & !(PMD_SIZE - 1));
-                    change_pte_range(mm, phys, vma, addr, next, cp);
+                    change_pte_range(mm, phys, vma, addr, next, cp, &mut fl);
                 }
             }
-            PmdSlot::Table(_) => change_pte_range(mm, phys, vma, addr, next, cp),
+            PmdSlot::Table(_) => change_pte_range(mm, phys, vma, addr, next, cp, &mut fl),
         }
         addr = next;
+    }
+    // tlb_end_vma() → tlb_flush_mmu_tlbonly(): one flush over the recorded
+    // span, 4 KiB stride if any PTE was recorded, else PMD stride
+    // (tlb_get_unmap_size()). Holes inside the span are flushed too.
+    if let Some((lo, hi)) = fl.span {
+        let stride = if fl.ptes { PAGE_SIZE } else { PMD_SIZE };
+        mm.pt.flush_tlb_range(lo, hi, stride);
+    }
+}
+
+/// What the mmu_gather recorded for one VMA (tlb_flush_pte_range() /
+/// tlb_flush_pmd_range(): min start, max end, cleared_ptes/pmds).
+#[derive(Default)]
+struct FlushRange {
+    span: Option<(u64, u64)>,
+    ptes: bool,
+}
+
+impl FlushRange {
+    fn record(&mut self, start: u64, end: u64, pte: bool) {
+        self.span = Some(match self.span {
+            None => (start, end),
+            Some((a, b)) => (a.min(start), b.max(end)),
+        });
+        self.ptes |= pte;
+    }
+}
+
+/// pte_needs_flush(old, new) / huge_pmd_needs_flush(): arm64 v6.17/v6.18
+/// uses the generic stub, always true; x86 flushes unless the old entry was
+/// not present (PROT_NONE) or only accessed/software bits changed (a dirty
+/// bit cleared needs a flush). Linux: arch/x86/include/asm/tlbflush.h
+/// pte_flags_need_flush(); include/linux/pgtable.h pte_needs_flush().
+fn needs_flush(arch: ArchKind, old: Leaf, new: Leaf) -> bool {
+    match arch {
+        ArchKind::Arm64 => true,
+        ArchKind::X86_64 => {
+            if old.flags.contains(LeafFlags::PROTNONE) {
+                return false;
+            }
+            if old.pfn != new.pfn {
+                return true;
+            }
+            let hw = LeafFlags::WRITE | LeafFlags::EXEC | LeafFlags::PROTNONE;
+            (old.flags & hw) != (new.flags & hw)
+                || (old.flags.contains(LeafFlags::DIRTY) && !new.flags.contains(LeafFlags::DIRTY))
+        }
     }
 }
 
 /// A PMD mapping wholly inside the range changes as one entry (rule A12);
 /// the huge zero PMD stays read-only (vm_normal_page_pmd() gives no page).
 /// Linux: mm/huge_memory.c change_huge_pmd(), can_change_pmd_writable().
-fn change_huge_pmd(mm: &mut Mm, phys: &PhysMem, vma: &Vma, slot: u64, old: Leaf, cp: ChangeProt) {
-    // pmdp_invalidate_ad() then pmd_modify().
+fn change_huge_pmd(
+    mm: &mut Mm,
+    phys: &PhysMem,
+    vma: &Vma,
+    slot: u64,
+    old: Leaf,
+    cp: ChangeProt,
+    fl: &mut FlushRange,
+) {
+    // pmd_lock(); pmdp_invalidate_ad(): an atomic exchange to an invalid
+    // PMD; arm64 (generic pmdp_invalidate) flushes it at once
+    // (flush_pmd_tlb_range), x86 defers to the gather.
+    mm.pt.hw.one(HwEvent::PtlLock);
+    mm.pt.hw.one(HwEvent::PmdStore);
+    if mm.pt.arch().kind() == ArchKind::Arm64 {
+        mm.pt.flush_tlb_range(slot, slot + PMD_SIZE, PMD_SIZE);
+    }
+    // pmd_modify().
     let mut entry = pte_modify(old, cp.prot);
     if cp.try_writable && !entry.write() {
         let exclusive_anon = Some(old.pfn) != phys.huge_zero
@@ -329,15 +395,30 @@ fn change_huge_pmd(mm: &mut Mm, phys: &PhysMem, vma: &Vma, slot: u64, old: Leaf,
         }
     }
     mm.pt.set_pmd(slot, Entry::Leaf(entry));
+    if needs_flush(mm.pt.arch().kind(), old, entry) {
+        fl.record(slot, slot + PMD_SIZE, false); // tlb_flush_pmd_range()
+    }
 }
 
 /// One PTE table's part of the range, by the algorithm `cp` selects.
 /// Linux: mm/mprotect.c change_pte_range().
-fn change_pte_range(mm: &mut Mm, phys: &PhysMem, vma: &Vma, start: u64, end: u64, cp: ChangeProt) {
+fn change_pte_range(
+    mm: &mut Mm,
+    phys: &PhysMem,
+    vma: &Vma,
+    start: u64,
+    end: u64,
+    cp: ChangeProt,
+    fl: &mut FlushRange,
+) {
+    // pte_offset_map_lock(): the PMD read and the PTL;
+    // flush_tlb_batched_pending() reads mm->tlb_flush_batched (no event).
+    mm.pt.hw.one(HwEvent::PmdLoad);
+    mm.pt.hw.one(HwEvent::PtlLock);
     if cp.batched {
-        change_pte_range_batched(mm, phys, vma, start, end, cp);
+        change_pte_range_batched(mm, phys, vma, start, end, cp, fl);
     } else {
-        change_pte_range_per_pte(mm, phys, vma, start, end, cp);
+        change_pte_range_per_pte(mm, phys, vma, start, end, cp, fl);
     }
 }
 
@@ -356,7 +437,9 @@ fn change_pte_range_batched(
     start: u64,
     end: u64,
     cp: ChangeProt,
+    fl: &mut FlushRange,
 ) {
+    let arch = mm.pt.arch().kind();
     let mut addr = start;
     while addr < end {
         // oldpte = ptep_get(pte): arm64 gathers young/dirty over a block.
@@ -371,6 +454,11 @@ fn change_pte_range_batched(
         } else {
             phys.folio_of(old.pfn)
         };
+        // vm_normal_page() + page_folio(): the page's compound_head line
+        // (6.17+ does this for every present PTE, small folios included).
+        if !old.flags.contains(LeafFlags::SPECIAL) {
+            mm.pt.hw.one(HwEvent::StructPageLine);
+        }
         let nr = mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr);
         let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, nr);
         let ptent = pte_modify(oldpte, cp.prot);
@@ -378,6 +466,20 @@ fn change_pte_range_batched(
             set_write_prot_commit_flush_ptes(&mut mm.pt, phys, vma, folio, addr, ptent, nr);
         } else {
             prot_commit_flush_ptes(&mut mm.pt, phys, addr, ptent, nr, 0, false);
+        }
+        // prot_commit_flush_ptes(): tlb_flush_pte_range() when
+        // pte_needs_flush(oldpte, committed) for some sub-batch.
+        let upgraded = cp.try_writable
+            && !ptent.write()
+            && folio.is_some()
+            && maybe_change_pte_writable(vma, ptent)
+            && (0..nr).any(|i| phys.anon_exclusive(ptent.pfn.add(i)));
+        let mut committed = ptent;
+        if upgraded {
+            committed.flags |= LeafFlags::WRITE;
+        }
+        if needs_flush(arch, oldpte, committed) {
+            fl.record(addr, addr + nr * PAGE_SIZE, true);
         }
         addr += nr * PAGE_SIZE;
     }
@@ -396,6 +498,8 @@ fn mprotect_folio_pte_batch(
 ) -> u64 {
     match folio {
         Some(f) if f.is_large() => {
+            // folio_pte_batch_flags() reads folio_nr_pages() (second line).
+            pt.hw.one(HwEvent::StructPageLine);
             let fpb = Fpb::RESPECT_SOFT_DIRTY | Fpb::RESPECT_WRITE;
             folio_pte_batch(pt, phys, addr, pte, max_nr, fpb).nr
         }
@@ -422,6 +526,8 @@ fn set_write_prot_commit_flush_ptes(
         prot_commit_flush_ptes(pt, phys, addr, ptent, nr, 0, false);
         return;
     }
+    // commit_anon_folio_batch(): PageAnonExclusive() of every page.
+    pt.hw.add(HwEvent::StructPageLine, nr);
     let mut idx = 0;
     while idx < nr {
         let exclusive = phys.anon_exclusive(ptent.pfn.add(idx));
@@ -491,7 +597,9 @@ fn change_pte_range_per_pte(
     start: u64,
     end: u64,
     cp: ChangeProt,
+    fl: &mut FlushRange,
 ) {
+    let arch = mm.pt.arch().kind();
     for addr in crate::mm::pages(start, end) {
         // oldpte = ptep_get(pte); pte_present(oldpte)
         if !matches!(mm.pt.pte(addr), Entry::Leaf(_)) {
@@ -499,10 +607,20 @@ fn change_pte_range_per_pte(
         }
         let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, 1); // ptep_modify_prot_start()
         let mut ptent = pte_modify(oldpte, cp.prot);
-        if cp.try_writable && !ptent.write() && can_change_pte_writable(vma, ptent, phys) {
-            ptent.flags |= LeafFlags::WRITE;
+        if cp.try_writable && !ptent.write() {
+            // can_change_pte_writable(): vm_normal_page() (the head line)
+            // and PageAnonExclusive() (the page's own line).
+            if maybe_change_pte_writable(vma, ptent) && !ptent.flags.contains(LeafFlags::SPECIAL) {
+                mm.pt.hw.add(HwEvent::StructPageLine, 2);
+            }
+            if can_change_pte_writable(vma, ptent, phys) {
+                ptent.flags |= LeafFlags::WRITE;
+            }
         }
         modify_prot_commit_ptes(&mut mm.pt, phys, addr, ptent, 1); // ptep_modify_prot_commit()
+        if needs_flush(arch, oldpte, ptent) {
+            fl.record(addr, addr + PAGE_SIZE, true);
+        }
     }
 }
 

@@ -104,6 +104,7 @@ impl Model {
         if !self.procs.contains_key(&pid) {
             return Err(Errno::EINVAL);
         }
+        self.count_syscall(pid);
         let mut vrm = Vrm {
             addr: old_addr,
             old_len: page_align_wrapping(old_len),
@@ -181,7 +182,7 @@ impl Model {
             RemapType::NoResize => Ok(vrm.addr),
             // §3.2: munmap of the tail; never merges.
             RemapType::Shrink => {
-                self.munmap(pid, vrm.addr + vrm.new_len, vrm.delta)?;
+                self.munmap_inner(pid, vrm.addr + vrm.new_len, vrm.delta)?;
                 Ok(vrm.addr)
             }
             RemapType::Expand => self.expand_vma(pid, vrm),
@@ -242,14 +243,14 @@ impl Model {
         if vrm.flags.contains(MremapFlags::FIXED) {
             // §4.1.1: the destination is unmapped first; this stays done
             // whatever fails later.
-            self.munmap(pid, vrm.new_addr, vrm.new_len)?;
+            self.munmap_inner(pid, vrm.new_addr, vrm.new_len)?;
             if self.procs[&pid].vmas.find(vrm.addr).is_none() {
                 return Err(Errno::EFAULT);
             }
         }
         if vrm.remap_type == RemapType::Shrink {
             // §4.1.3: shrink_vma() without dropping the lock, also permanent.
-            self.munmap(pid, vrm.addr + vrm.new_len, vrm.delta)?;
+            self.munmap_inner(pid, vrm.addr + vrm.new_len, vrm.delta)?;
             if self.procs[&pid].vmas.find(vrm.addr).is_none() {
                 return Err(Errno::EFAULT);
             }

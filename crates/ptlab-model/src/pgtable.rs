@@ -12,6 +12,7 @@
 use crate::addr::{Pfn, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
 use crate::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags};
 use crate::folio::PhysMem;
+use crate::hw::{HwEvent, HwSink};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -73,6 +74,9 @@ pub struct PageTables {
     /// The last PTE table found by a walk, by 2 MiB slot (a walk cache:
     /// it changes no result; any PMD-or-higher write clears it).
     walk_cache: Cell<Option<(u64, Pfn)>>,
+    /// Hardware events issued on behalf of this address space (counting
+    /// changes no result). See [`crate::hw`].
+    pub hw: HwSink,
 }
 
 impl PageTables {
@@ -93,6 +97,7 @@ impl PageTables {
             root,
             tables,
             walk_cache: Cell::new(None),
+            hw: HwSink::new(arch, Default::default()),
         })
     }
 
@@ -157,10 +162,14 @@ impl PageTables {
         }
     }
 
-    /// The PTE for `va` (none when no PTE table exists). On arm64 a folded
-    /// block reports the young/dirty bits gathered over the block, as
-    /// `ptep_get()` does (Linux: arch/arm64/mm/contpte.c contpte_ptep_get(),
-    /// only for pte_valid_cont(): a PROT_NONE entry carrying CONT is read alone).
+    /// The PTE for `va` (none when no PTE table exists), as `ptep_get()`
+    /// returns it: on arm64 a folded block reports the young/dirty bits
+    /// gathered over the block. Counts the loads: 1 for the entry, plus on a
+    /// valid contiguous entry the loads contpte_ptep_get() makes walking from
+    /// the block start until it has seen both dirty and young (v6.17+ early
+    /// exit; 16 at most). Linux: arch/arm64/include/asm/pgtable.h ptep_get(),
+    /// arch/arm64/mm/contpte.c contpte_ptep_get() (only for
+    /// pte_valid_cont(): a PROT_NONE entry carrying CONT is read alone).
     pub fn pte(&self, va: u64) -> Entry {
         let PmdSlot::Table(t) = self.pmd(va) else {
             return Entry::None;
@@ -168,18 +177,60 @@ impl PageTables {
         let tbl = &self.tables[&t.0];
         let i = index(1, va);
         let e = self.decode(1, tbl.entries[i]);
+        self.hw.one(HwEvent::PteLoad);
         match e {
             Entry::Leaf(mut l) if l.valid_cont() => {
                 let n = self.arch.ops().cont_ptes().unwrap_or(1);
                 let start = i / n * n;
-                for j in start..start + n {
-                    if let Entry::Leaf(o) = self.decode(1, tbl.entries[j]) {
-                        l.flags |= o.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
+                let mut seen = LeafFlags::empty();
+                let both = LeafFlags::YOUNG | LeafFlags::DIRTY;
+                let mut loads = 0u64;
+                // contpte_ptep_get(): the outer loop stops at the first dirty
+                // or young entry; the inner loop re-reads that entry and goes
+                // on until it sees the other bit.
+                let mut j = start;
+                while j < start + n {
+                    let f = self.leaf_flags_at(tbl, j);
+                    loads += 1;
+                    if f.contains(LeafFlags::DIRTY) {
+                        seen |= LeafFlags::DIRTY;
+                        while j < start + n {
+                            loads += 1;
+                            if self.leaf_flags_at(tbl, j).contains(LeafFlags::YOUNG) {
+                                seen |= LeafFlags::YOUNG;
+                                break;
+                            }
+                            j += 1;
+                        }
+                        break;
                     }
+                    if f.contains(LeafFlags::YOUNG) {
+                        seen |= LeafFlags::YOUNG;
+                        j += 1;
+                        while j < start + n {
+                            loads += 1;
+                            if self.leaf_flags_at(tbl, j).contains(LeafFlags::DIRTY) {
+                                seen |= LeafFlags::DIRTY;
+                                break;
+                            }
+                            j += 1;
+                        }
+                        break;
+                    }
+                    j += 1;
                 }
+                self.hw.add(HwEvent::PteLoad, loads);
+                l.flags |= seen & both;
                 Entry::Leaf(l)
             }
             e => e,
+        }
+    }
+
+    fn leaf_flags_at(&self, tbl: &Table, j: usize) -> LeafFlags {
+        match self.decode(1, tbl.entries[j]) {
+            Entry::Leaf(o) => o.flags,
+            _ => LeafFlags::empty(),
         }
     }
 
@@ -202,8 +253,16 @@ impl PageTables {
         ok.then_some(leaf.pfn)
     }
 
-    /// The raw PTE without contpte gathering.
+    /// The raw PTE without contpte gathering, as the kernel's `__ptep_get()`
+    /// / `pte_none(ptep_get())` checks read it: counts one PTE load.
     pub fn pte_raw(&self, va: u64) -> Entry {
+        self.hw.one(HwEvent::PteLoad);
+        self.pte_peek(va)
+    }
+
+    /// The raw PTE, for the model's own bookkeeping and observation: no
+    /// event is counted (the kernel does no such read).
+    pub fn pte_peek(&self, va: u64) -> Entry {
         let PmdSlot::Table(t) = self.pmd(va) else {
             return Entry::None;
         };
@@ -226,6 +285,11 @@ impl PageTables {
     fn write_raw(&mut self, table: Pfn, level: u8, i: usize, raw: u64) {
         if level >= 2 {
             self.walk_cache.set(None);
+            // set_pmd_at / pmd_populate / pmd_clear; pud_populate / pud_clear.
+            match level {
+                2 => self.hw.one(HwEvent::PmdStore),
+                _ => self.hw.one(HwEvent::PudStore),
+            }
         }
         // The encoders write 0 for a none entry and never produce a non-zero
         // descriptor that decodes as none.
@@ -369,20 +433,40 @@ impl PageTables {
         self.arch.ops().cont_ptes()
     }
 
+    /// contpte_convert() cost: 16 atomic swap-to-zero (__ptep_get_and_clear),
+    /// a 64 KiB range flush unless BBML2-noabort, 16 stores (__set_ptes).
+    /// Linux: arch/arm64/mm/contpte.c contpte_convert().
+    fn count_convert(&self, va: u64, fold: bool) {
+        let n = self.cont().unwrap_or(16) as u64;
+        let start = va & !(n * 4096 - 1);
+        self.hw.one(if fold {
+            HwEvent::ContFold
+        } else {
+            HwEvent::ContUnfold
+        });
+        self.hw.add(HwEvent::PteAtomicClear, n);
+        if !self.hw.features.bbml2_noabort {
+            // __flush_tlb_range(&vma, start_addr, addr, PAGE_SIZE, true, 3)
+            self.hw.flush_tlb_range(start, start + n * 4096, 4096);
+        }
+        self.hw.add(HwEvent::PteStore, n);
+    }
+
     /// Rewrite a folded block without the contiguous bit, every entry taking
     /// the young/dirty bits gathered over the block.
     /// Linux: arch/arm64/mm/contpte.c contpte_convert() via __contpte_try_unfold().
     fn unfold_block(&mut self, va: u64) {
+        self.count_convert(va, false);
         let n = self.cont().expect("contpte arch") as u64;
         let start = va & !(n * 4096 - 1);
         let mut gathered = LeafFlags::empty();
         for k in 0..n {
-            if let Entry::Leaf(l) = self.pte_raw(start + k * 4096) {
+            if let Entry::Leaf(l) = self.pte_peek(start + k * 4096) {
                 gathered |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
             }
         }
         for k in 0..n {
-            if let Entry::Leaf(mut l) = self.pte_raw(start + k * 4096) {
+            if let Entry::Leaf(mut l) = self.pte_peek(start + k * 4096) {
                 l.flags.remove(LeafFlags::CONT);
                 l.flags |= gathered;
                 self.write_pte(start + k * 4096, Some(l));
@@ -393,59 +477,84 @@ impl PageTables {
     /// pte_valid_cont(): only valid entries of a folded block are unfolded.
     /// `set_ptes(nr > 1)` paints CONT on PROT_NONE (present-invalid) entries
     /// too, but the contpte layer ignores such entries (contpte_try_unfold()).
+    /// Uncounted: callers count the `__ptep_get()` the kernel makes.
     fn is_cont(&self, va: u64) -> bool {
-        matches!(self.pte_raw(va), Entry::Leaf(l) if l.valid_cont())
+        matches!(self.pte_peek(va), Entry::Leaf(l) if l.valid_cont())
+    }
+
+    /// contpte_try_unfold(mm, addr, ptep, __ptep_get(ptep)): one load, and
+    /// an unfold when the entry is a valid contiguous one.
+    fn try_unfold(&mut self, va: u64) {
+        self.hw.one(HwEvent::PteLoad);
+        if self.is_cont(va) {
+            self.unfold_block(va);
+        }
     }
 
     /// Fold the block containing `va` if all of its entries map one
     /// naturally aligned 64 KiB part of a single folio with equal attributes.
+    /// Called for the last entry of a block written alone with a valid,
+    /// non-special, non-cont PTE whose PFN is the last of its 16 (the
+    /// inline contpte_try_fold() test). Counts: page_folio() and
+    /// folio_nr_pages() (2 struct-page lines), then one load per entry
+    /// compared until the first mismatch, then the convert.
     /// Linux: arch/arm64/mm/contpte.c __contpte_try_fold().
     fn try_fold(&mut self, va: u64, phys: &PhysMem) {
         let Some(n) = self.cont() else { return };
         let n = n as u64;
         let start = va & !(n * 4096 - 1);
-        let Entry::Leaf(first) = self.pte_raw(start) else {
+        let Entry::Leaf(last) = self.pte_peek(va) else {
             return;
         };
-        // contpte_try_fold(): only valid, non-special entries fold (the
-        // fold_key comparison below makes every entry agree with the first).
-        if first
+        // contpte_try_fold(): valign (checked by the caller) && palign &&
+        // pte_valid() && !pte_cont() && !pte_special().
+        if last
             .flags
             .intersects(LeafFlags::SPECIAL | LeafFlags::PROTNONE)
-            || first.pfn.0 % n != 0
+            || last.pfn.0 % n != n - 1
         {
             return;
         }
-        match phys.folio_of(first.pfn) {
-            Some(f) if f.head.0 <= first.pfn.0 && first.pfn.0 + n <= f.head.0 + f.nr_pages() => {}
+        self.hw.add(HwEvent::StructPageLine, 2);
+        let first_pfn = last.pfn.0 - (n - 1);
+        match phys.folio_of(last.pfn) {
+            Some(f) if f.head.0 <= first_pfn && last.pfn.0 < f.head.0 + f.nr_pages() => {}
             _ => return,
         }
+        let key = last.fold_key();
         let mut gathered = LeafFlags::empty();
         for k in 0..n {
-            match self.pte_raw(start + k * 4096) {
-                Entry::Leaf(l)
-                    if l.pfn.0 == first.pfn.0 + k && l.fold_key() == first.fold_key() =>
-                {
+            self.hw.one(HwEvent::PteLoad);
+            match self.pte_peek(start + k * 4096) {
+                Entry::Leaf(l) if l.pfn.0 == first_pfn + k && l.fold_key() == key => {
                     gathered |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
                 }
                 _ => return,
             }
         }
+        self.count_convert(va, true);
         for k in 0..n {
-            let mut l = first;
-            l.pfn = Pfn(first.pfn.0 + k);
-            l.flags = first.fold_key() | gathered | LeafFlags::CONT;
+            let l = Leaf {
+                pfn: Pfn(first_pfn + k),
+                flags: key | gathered | LeafFlags::CONT,
+            };
             self.write_pte(start + k * 4096, Some(l));
         }
     }
 
     /// Map `nr` consecutive pages starting at `leaf.pfn` at `va` (all entries
-    /// none before). On arm64 every fully covered, physically aligned 64 KiB
-    /// chunk is painted contiguous; a single entry may auto-fold its block.
-    /// Linux: set_ptes(); arch/arm64/mm/contpte.c contpte_set_ptes(),
-    /// contpte_try_fold().
+    /// none before when `nr > 1`). On arm64 every fully covered, physically
+    /// aligned 64 KiB chunk is painted contiguous; a single entry first
+    /// unfolds a folded block it lands in, and may auto-fold its block.
+    /// Counts `nr` stores; on arm64 with `nr == 1` also the unfold check's
+    /// load. Linux: set_ptes(); arch/arm64/include/asm/pgtable.h set_ptes(),
+    /// arch/arm64/mm/contpte.c contpte_set_ptes(), contpte_try_fold().
     pub fn set_ptes(&mut self, va: u64, leaf: Leaf, nr: u64, phys: &PhysMem) {
         let cont = self.cont().map(|n| n as u64);
+        if cont.is_some() && nr == 1 {
+            self.try_unfold(va);
+        }
+        self.hw.add(HwEvent::PteStore, nr);
         for k in 0..nr {
             let addr = va + k * 4096;
             let mut l = leaf;
@@ -461,9 +570,6 @@ impl PageTables {
                     }
                 }
             }
-            if cont.is_some() && nr == 1 && self.is_cont(addr) {
-                self.unfold_block(addr);
-            }
             self.write_pte(addr, Some(l));
         }
         if let Some(n) = cont {
@@ -477,14 +583,17 @@ impl PageTables {
     /// single-entry mutators that are not set_pte_at() —
     /// ptep_set_wrprotect(), ptep_set_access_flags() with a write-bit change.
     /// On arm64 a folded block is unfolded first and stays unfolded.
-    /// Linux: arch/arm64/include/asm/pgtable.h (contpte_try_unfold before
-    /// __ptep_set_wrprotect / __ptep_set_access_flags). For a replacement
-    /// through set_pte_at() use [`PageTables::set_ptes`] with `nr == 1`, which
-    /// may refold.
+    /// Counts the unfold check's load (arm64) and one atomic RMW (cmpxchg
+    /// loop / locked bit op). Linux: arch/arm64/include/asm/pgtable.h
+    /// (contpte_try_unfold before __ptep_set_wrprotect /
+    /// __ptep_set_access_flags); arch/x86 ptep_set_wrprotect() (clear_bit).
+    /// For a replacement through set_pte_at() use [`PageTables::set_ptes`]
+    /// with `nr == 1`, which may refold.
     pub fn modify_pte(&mut self, va: u64, leaf: Leaf) {
-        if self.cont().is_some() && self.is_cont(va) {
-            self.unfold_block(va);
+        if self.cont().is_some() {
+            self.try_unfold(va);
         }
+        self.hw.one(HwEvent::PteAtomicRmw);
         let mut l = leaf;
         l.flags.remove(LeafFlags::CONT);
         self.write_pte(va, Some(l));
@@ -493,20 +602,29 @@ impl PageTables {
     /// Write-protect `nr` present PTEs from `va` (within one table) as one
     /// batch: on arm64 only blocks covered partially at the ends are
     /// unfolded; fully covered blocks stay folded (the bit is cleared in all
-    /// 16 entries). Linux: wrprotect_ptes(); arch/arm64/mm/contpte.c
-    /// contpte_wrprotect_ptes().
+    /// 16 entries). Counts per entry one atomic RMW, and on arm64 the load
+    /// __ptep_set_wrprotect() starts its cmpxchg loop with.
+    /// Linux: wrprotect_ptes(); arch/arm64/mm/contpte.c
+    /// contpte_wrprotect_ptes(), arch/arm64 __wrprotect_ptes().
     pub fn wrprotect_ptes(&mut self, va: u64, nr: u64) {
         if nr == 1 {
-            if let Entry::Leaf(mut l) = self.pte_raw(va) {
+            if let Entry::Leaf(mut l) = self.pte_peek(va) {
                 l.flags.remove(LeafFlags::WRITE);
+                if self.cont().is_some() {
+                    self.hw.one(HwEvent::PteLoad);
+                }
                 self.modify_pte(va, l);
             }
             return;
         }
         self.unfold_partial(va, nr);
+        if self.cont().is_some() {
+            self.hw.add(HwEvent::PteLoad, nr);
+        }
+        self.hw.add(HwEvent::PteAtomicRmw, nr);
         for k in 0..nr {
             let addr = va + k * 4096;
-            if let Entry::Leaf(mut l) = self.pte_raw(addr) {
+            if let Entry::Leaf(mut l) = self.pte_peek(addr) {
                 l.flags.remove(LeafFlags::WRITE);
                 self.write_pte(addr, Some(l));
             }
@@ -514,36 +632,52 @@ impl PageTables {
     }
 
     /// Unfold blocks that `[va, va + nr pages)` covers only partly at either
-    /// end. Linux: arch/arm64/mm/contpte.c contpte_try_unfold_partial().
+    /// end, counting the `__ptep_get()` of each end checked.
+    /// Linux: arch/arm64/mm/contpte.c contpte_try_unfold_partial().
     pub fn unfold_partial(&mut self, va: u64, nr: u64) {
         if let Some(n) = self.cont().map(|n| n as u64) {
             let end = va + nr * 4096;
             let span = n * 4096;
-            if !va.is_multiple_of(span) && self.is_cont(va) {
-                self.unfold_block(va);
+            if !va.is_multiple_of(span) || nr < n {
+                self.try_unfold(va);
             }
             let last = end - 4096;
-            if !end.is_multiple_of(span) && self.is_cont(last) {
-                self.unfold_block(last);
+            if !end.is_multiple_of(span) {
+                self.try_unfold(last);
             }
         }
     }
 
     /// Clear `nr` PTEs starting at `va` (within one PTE table), returning the
-    /// old entries. On arm64 only blocks partly covered at either end are
-    /// unfolded first. Linux: get_and_clear_full_ptes() /
-    /// arch/arm64/mm/contpte.c contpte_try_unfold_partial().
+    /// old entries. On arm64 a single entry unfolds its block first
+    /// (ptep_get_and_clear → contpte_try_unfold), and a batch unfolds only
+    /// blocks partly covered at either end. Counts one atomic clear per
+    /// present entry. Linux: get_and_clear_full_ptes() /
+    /// arch/arm64/mm/contpte.c contpte_get_and_clear_full_ptes().
     pub fn clear_ptes(&mut self, va: u64, nr: u64) -> Vec<(u64, Leaf)> {
-        self.unfold_partial(va, nr);
+        if self.cont().is_some() {
+            if nr == 1 {
+                self.try_unfold(va);
+            } else {
+                self.unfold_partial(va, nr);
+            }
+        }
         let mut out = Vec::new();
         for k in 0..nr {
             let addr = va + k * 4096;
-            if let Entry::Leaf(l) = self.pte_raw(addr) {
+            if let Entry::Leaf(l) = self.pte_peek(addr) {
                 out.push((addr, l));
                 self.write_pte(addr, None);
             }
         }
+        self.hw.add(HwEvent::PteAtomicClear, out.len() as u64);
         out
+    }
+
+    /// Flush user TLB entries for `[start, end)` at `stride` (see
+    /// [`HwSink::flush_tlb_range`]). Changes no state.
+    pub fn flush_tlb_range(&self, start: u64, end: u64, stride: u64) {
+        self.hw.flush_tlb_range(start, end, stride);
     }
 
     /// Present leaves in `[start, end)`: `(va, level, leaf)` with level 2 for

@@ -35,6 +35,7 @@ use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::batch::Before;
 use crate::errno::Errno;
 use crate::folio::split_folio;
+use crate::hw::HwEvent;
 use crate::model::{AccessFault, Model, Pid};
 use crate::mprotect::vm_page_prot;
 use crate::pgtable::{pmd_end, PmdSlot};
@@ -264,6 +265,9 @@ impl Model {
         if !self.procs.contains_key(&pid) {
             return Err(Errno::ESRCH);
         }
+        if let Some(mm) = self.procs.get(&pid) {
+            mm.pt.hw.one(crate::hw::HwEvent::Syscall); // userfaultfd(2)
+        }
         self.uffd.next += 1;
         let id = self.uffd.next;
         self.uffd.ctxs.insert(
@@ -405,6 +409,7 @@ impl Model {
         mode: u64,
     ) -> Result<u64, Errno> {
         let ctx = self.uffd_ready(id)?;
+        self.count_syscall(ctx.mm);
         let mode = RegisterMode::from_bits_retain(mode);
         if mode.is_empty() || !(mode - RegisterMode::all()).is_empty() {
             return Err(Errno::EINVAL);
@@ -477,6 +482,7 @@ impl Model {
     /// Linux: fs/userfaultfd.c userfaultfd_unregister().
     pub fn uffd_unregister(&mut self, id: UffdId, start: u64, len: u64) -> Result<(), Errno> {
         let ctx = self.uffd_ready(id)?;
+        self.count_syscall(ctx.mm);
         self.validate_range(start, len)?;
         let end = start + len;
         let pid = ctx.mm;
@@ -573,6 +579,7 @@ impl Model {
         len: u64,
         mode: u64,
     ) -> Result<u64, UffdError> {
+        self.count_syscall(caller);
         let ctx = self.uffd_ready(id).map_err(UffdError::untouched)?;
         if let CopySource::Addr(s) = src {
             self.validate_unaligned_range(s, len)
@@ -606,6 +613,7 @@ impl Model {
         mode: u64,
     ) -> Result<u64, UffdError> {
         let ctx = self.uffd_ready(id).map_err(UffdError::untouched)?;
+        self.count_syscall(ctx.mm);
         self.validate_range(dst, len)
             .map_err(UffdError::untouched)?;
         let mode = ZeropageMode::from_bits_retain(mode);
@@ -698,13 +706,13 @@ impl Model {
             AccessFault::NoProcess => Errno::ESRCH,
             _ => Errno::EFAULT,
         };
-        let first = self.read(caller, src).map_err(to_errno)?;
+        let first = self.read_as(caller, src, false).map_err(to_errno)?;
         let second = if src.is_multiple_of(PAGE_SIZE) {
             0
         } else {
             let next = (src & !(PAGE_SIZE - 1)).checked_add(PAGE_SIZE);
             let next = next.ok_or(Errno::EFAULT)?;
-            self.read(caller, next).map_err(to_errno)?
+            self.read_as(caller, next, false).map_err(to_errno)?
         };
         Ok(copied_tag(src, first, second))
     }
@@ -734,9 +742,15 @@ impl Model {
         if !matches!(mm.pt.pte_raw(dst), Entry::None) {
             return Err(Errno::EEXIST);
         }
+        // pte_offset_map_lock(): PMD read and PTL (the pte_none check above
+        // is its PTE load).
+        mm.pt.hw.one(HwEvent::PmdLoad);
+        mm.pt.hw.one(HwEvent::PtlLock);
         let folio = phys
             .alloc_anon_folio(crate::addr::Order::ZERO)
             .ok_or(Errno::ENOMEM)?;
+        // copy_from_user() into the new page (no zeroing: the copy fills it).
+        phys.hw.one(HwEvent::PageCopy);
         phys.set_tag(folio.head, tag);
         // folio_add_new_anon_rmap(RMAP_EXCLUSIVE); inc_mm_counter().
         phys.add_rmap_ptes(folio, folio.head, 1, pid, true);
@@ -794,6 +808,7 @@ impl Model {
         len: u64,
         mode: u64,
     ) -> Result<u64, UffdError> {
+        self.count_syscall(caller);
         // §7.1, in order; these leave the field untouched.
         let ctx = self.uffd_ready(id).map_err(UffdError::untouched)?;
         if caller != ctx.mm {
@@ -962,6 +977,13 @@ impl Model {
                 move_zeropage_pte(mm, phys, dst_vma, dst_addr, src_addr);
                 return Ok(PAGE_SIZE);
             }
+            // move_pages_ptes(): both PTE tables mapped and locked; the
+            // folio found, referenced and locked (folio_get, folio_trylock;
+            // folio_unlock, folio_put at the end of the step).
+            mm.pt.hw.add(HwEvent::PmdLoad, 2);
+            mm.pt.hw.add(HwEvent::PtlLock, 2);
+            mm.pt.hw.one(HwEvent::StructPageLine);
+            mm.pt.hw.add(HwEvent::FolioRefAtomic, 4);
             // §7.4.5: vm_normal_folio() and PageAnonExclusive(&folio->page):
             // the folio's first page decides (for a large folio, the head).
             let folio = phys.folio_of(src_pte.pfn).ok_or(Errno::EBUSY)?;
@@ -1100,7 +1122,13 @@ fn move_present_pte_per_page(
     if !phys.anon_exclusive(src_pte.pfn) {
         return Err(Errno::EBUSY);
     }
+    // Under both PTLs: pte_same() re-check of the destination (one load).
+    mm.pt.hw.one(HwEvent::PteLoad);
+    // ptep_clear_flush(): the clear and a one-page flush, per page.
     let (_, old) = mm.pt.clear_ptes(src_addr, 1)[0];
+    mm.pt.hw.flush_tlb_page(src_addr);
+    // folio_move_anon_rmap() and folio->index = linear_page_index().
+    mm.pt.hw.one(HwEvent::RmapUpdate);
     mm.pt.set_ptes(dst_addr, moved_pte(dst_vma, old), 1, phys);
     Ok(PAGE_SIZE)
 }
@@ -1136,15 +1164,23 @@ fn move_present_ptes_batched(
     let src_end = pmd_end(src_addr, src_addr + (dst_end - dst_addr));
     let (mut src, mut dst) = (src_addr, dst_addr);
     loop {
+        // ptep_get_and_clear() (no per-page flush), folio_move_anon_rmap(),
+        // set_pte_at().
         let (_, old) = mm.pt.clear_ptes(src, 1)[0];
+        mm.pt.hw.one(HwEvent::RmapUpdate);
         mm.pt.set_ptes(dst, moved_pte(dst_vma, old), 1, phys);
         src += PAGE_SIZE;
         dst += PAGE_SIZE;
         if src == src_end || !batch_continues(mm, phys, src, dst) {
             break;
         }
+        // check_ptes_for_batched_move() took the folio lock; unlocked after
+        // the move (no reference is taken for batched pages).
+        mm.pt.hw.one(HwEvent::StructPageLine);
+        mm.pt.hw.add(HwEvent::FolioRefAtomic, 2);
     }
     // flush_tlb_range(src_vma, src_addr, src): one flush for the batch.
+    mm.pt.flush_tlb_range(src_addr, src, PAGE_SIZE);
     Ok(src - src_addr)
 }
 

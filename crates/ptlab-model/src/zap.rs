@@ -8,6 +8,7 @@
 use crate::addr::PMD_SIZE;
 use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::folio::{FolioRef, PhysMem};
+use crate::hw::HwEvent;
 use crate::mm::Mm;
 use crate::pgtable::{pmd_end, PmdSlot};
 use crate::stats::VmEvent;
@@ -21,6 +22,13 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
         return;
     };
     phys.stats.vm(VmEvent::ThpSplitPmd, 1);
+    // Events: pmd_lock(); pmdp_invalidate() (an atomic exchange of the PMD
+    // plus flush_pmd_tlb_range(): one PMD-stride page-op on both arches);
+    // the PTEs, rmap and references are counted by the calls below.
+    // Linux: mm/huge_memory.c __split_huge_pmd(), __split_huge_pmd_locked().
+    mm.pt.hw.one(crate::hw::HwEvent::PtlLock);
+    mm.pt.hw.one(crate::hw::HwEvent::PmdStore);
+    mm.pt.flush_tlb_range(slot, slot + PMD_SIZE, PMD_SIZE);
     // Re-use the page table deposited when the PMD was mapped.
     let table = mm.deposited.remove(&slot).expect("deposited page table");
     mm.pt.install_pte_table(slot, table);
@@ -65,7 +73,19 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
 /// Zap every mapping in `[start, end)` (inside one VMA). With `reclaim_pt`
 /// (MADV_DONTNEED), a PTE table whose whole 2 MiB was zapped and is left
 /// empty is freed (CONFIG_PT_RECLAIM, rule M1).
-pub fn zap_range(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64, reclaim_pt: bool) {
+///
+/// With `flush`, the gather's per-VMA flush follows (tlb_end_vma(): one
+/// flush over `[start, end)` at 4 KiB stride if anything was cleared);
+/// exit's fullmm gather passes `false` and flushes the whole mm itself.
+pub fn zap_range(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    start: u64,
+    end: u64,
+    reclaim_pt: bool,
+    flush: bool,
+) {
+    let cleared_before = mm.pt.hw.snapshot();
     let mut addr = start;
     while addr < end {
         let next = pmd_end(addr, end);
@@ -93,10 +113,21 @@ pub fn zap_range(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64, reclaim_
         }
         addr = next;
     }
+    if flush {
+        let now = mm.pt.hw.snapshot();
+        let cleared = now.get(HwEvent::PteAtomicClear)
+            > cleared_before.get(HwEvent::PteAtomicClear)
+            || now.get(HwEvent::PmdStore) > cleared_before.get(HwEvent::PmdStore);
+        if cleared {
+            mm.pt.flush_tlb_range(start, end, crate::addr::PAGE_SIZE);
+        }
+    }
 }
 
 /// Linux: mm/huge_memory.c zap_huge_pmd().
 fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64, leaf: Leaf) {
+    // pmd_lock(); pmdp_huge_get_and_clear_full() (counted as the PMD store).
+    mm.pt.hw.one(HwEvent::PtlLock);
     mm.pt.set_pmd(slot, Entry::None);
     if let Some(t) = mm.deposited.remove(&slot) {
         phys.free_pt_page(t);
@@ -113,7 +144,16 @@ fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64, leaf: Leaf) {
 /// Zap PTEs in `[start, end)` within one PTE table, unmapping each run of
 /// pages of one folio as a batch. Linux: zap_pte_range() → zap_present_ptes()
 /// with folio_pte_batch() (uffd-wp must match within a batch).
+///
+/// Events: the PMD read and PTL per table segment, one `ptep_get()` load
+/// per entry scanned (the arm64 contpte gather on folded blocks is not
+/// added here: zap is the same before and after every seed switch), the
+/// atomic clears (get_and_clear_full_ptes), and per batch the head's
+/// struct page line (+1 for folio_nr_pages on a large folio).
 fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64) {
+    mm.pt.hw.one(HwEvent::PmdLoad);
+    mm.pt.hw.one(HwEvent::PtlLock);
+    mm.pt.hw.add(HwEvent::PteLoad, (end - start) / 4096);
     let cleared = mm.pt.clear_ptes(start, (end - start) / 4096);
     let mut i = 0;
     while i < cleared.len() {
@@ -141,6 +181,10 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64) {
 }
 
 fn unmap_batch(mm: &mut Mm, phys: &mut PhysMem, folio: FolioRef, first: crate::addr::Pfn, n: u32) {
+    mm.pt.hw.add(
+        HwEvent::StructPageLine,
+        if folio.is_large() { 2 } else { 1 },
+    );
     phys.remove_rmap_ptes(folio, first, n, mm.pid);
     mm.rss_anon -= n as u64;
     phys.ref_sub(folio, n);

@@ -48,6 +48,31 @@ impl Script {
     pub fn name(&self, id: NameId) -> &str {
         self.names.get(id.index()).map_or("?", String::as_str)
     }
+
+    /// The `param` statements of the scenario: `(name, line, default text)`,
+    /// in source order (nested blocks included).
+    pub fn params(&self) -> Vec<(String, u32, String)> {
+        fn walk(s: &Script, body: &[Stmt], out: &mut Vec<(String, u32, String)>) {
+            for st in body {
+                match &st.kind {
+                    StmtKind::Param { name, .. } => {
+                        let default = st
+                            .text
+                            .split_once('=')
+                            .map_or("", |(_, d)| d)
+                            .trim()
+                            .to_string();
+                        out.push((s.name(*name).to_string(), st.pos.line, default));
+                    }
+                    StmtKind::Repeat { body, .. } => walk(s, body, out),
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &self.body, &mut out);
+        out
+    }
 }
 
 /// One statement (a line, or a block for `repeat` and `expect maps`).
@@ -66,6 +91,9 @@ pub struct Stmt {
 pub enum StmtKind {
     /// `let NAME = EXPR`
     Let { name: NameId, value: Expr },
+    /// `param NAME = EXPR`: like `let`, but `--param NAME=VALUE` overrides
+    /// the default.
+    Param { name: NameId, value: Expr },
     /// A syscall, an access or a THP knob write, with the optional
     /// `expect ok|errno|ret|segv` line that follows it.
     Op {

@@ -184,6 +184,13 @@ pub trait Backend {
     /// live diff) uses it to attribute what it finds; the default ignores it.
     fn before_statement(&mut self, _line: u32, _text: &str, _loops: &[(u32, u64)]) {}
 
+    /// Hardware events the backend has counted so far (the model counts
+    /// them; a live kernel does not). The interpreter records differences
+    /// per statement when [`crate::RunOptions::record_hw`] is set.
+    fn hw_events(&self) -> Option<ptlab_model::HwEvents> {
+        None
+    }
+
     /// Called by the interpreter after every executed statement. A backend
     /// that checks invariants continuously returns the violations here.
     fn after_statement(&mut self) -> Result<(), Vec<String>> {

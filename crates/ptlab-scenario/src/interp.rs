@@ -29,6 +29,13 @@ pub struct RunOptions {
     /// Stop with a runtime error after this many executed statements
     /// (`None`: no limit).
     pub max_steps: Option<u64>,
+    /// Values for `param NAME = DEFAULT` statements (`--param NAME=VALUE`):
+    /// a number or size such as `42`, `0x10`, `64K`, `1G`. A name the
+    /// scenario does not declare stops the run with a runtime error.
+    pub params: Vec<(String, String)>,
+    /// Record the backend's hardware events per statement
+    /// ([`RunReport::hw`]); needs a backend that counts them (the model).
+    pub record_hw: bool,
 }
 
 impl Default for RunOptions {
@@ -36,8 +43,56 @@ impl Default for RunOptions {
         RunOptions {
             max_failures: 200,
             max_steps: None,
+            params: Vec::new(),
+            record_hw: false,
         }
     }
+}
+
+/// Hardware events of one source line (summed over its executions).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LineHw {
+    pub line: u32,
+    /// The statement's source text.
+    pub text: String,
+    /// The operation (`mmap`, `mremap`, `write`, `uffd move`, ...), or
+    /// `other` for statements that are not operations.
+    pub op: String,
+    /// How many times the line ran.
+    pub executions: u64,
+    pub events: ptlab_model::HwEvents,
+}
+
+/// Hardware events of a run: the total and per line, in line order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HwRecord {
+    pub total: ptlab_model::HwEvents,
+    pub lines: Vec<LineHw>,
+}
+
+/// Parse a `--param` value: a decimal, `0x` hex or `0b` binary integer
+/// (`_` allowed between digits) with an optional `K`, `M`, `G` or `T` suffix.
+pub fn parse_param_value(v: &str) -> Result<u64, String> {
+    let t = v.trim();
+    let (digits, shift) = match t.chars().last() {
+        Some('K') => (&t[..t.len() - 1], 10),
+        Some('M') => (&t[..t.len() - 1], 20),
+        Some('G') => (&t[..t.len() - 1], 30),
+        Some('T') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let clean: String = digits.chars().filter(|&c| c != '_').collect();
+    let (radix, body) = if let Some(h) = clean.strip_prefix("0x") {
+        (16, h)
+    } else if let Some(b) = clean.strip_prefix("0b") {
+        (2, b)
+    } else {
+        (10, clean.as_str())
+    };
+    let n = u64::from_str_radix(body, radix)
+        .map_err(|_| format!("'{v}' is not a number or size (examples: 42, 0x10, 64K, 1G)"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("'{v}' does not fit in 64 bits"))
 }
 
 /// What one `observe` statement saw.
@@ -176,6 +231,9 @@ pub struct RunReport {
     pub statements_executed: u64,
     /// Whether a runtime error stopped the run early.
     pub aborted: bool,
+    /// Hardware events per line, when [`RunOptions::record_hw`] was set and
+    /// the backend counts them.
+    pub hw: Option<HwRecord>,
 }
 
 impl RunReport {
@@ -224,6 +282,11 @@ fn fmt_result(v: i64) -> String {
 pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> RunReport {
     let slots = vec![Slot::Unset; script.names.len()];
     let baseline = backend.observe("main").map(|o| o.stats).unwrap_or_default();
+    let hw_start = if opts.record_hw {
+        backend.hw_events()
+    } else {
+        None
+    };
     let mut it = Interp {
         script,
         backend,
@@ -234,12 +297,50 @@ pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> Run
         loops: Vec::new(),
         seq: 0,
         hook_reported: false,
+        hw_lines: BTreeMap::new(),
+        hw_on: hw_start.is_some(),
         report: RunReport {
             file: script.file.clone(),
             ..RunReport::default()
         },
     };
-    if let Err(e) = it.block(&script.body) {
+    let declared = script.params();
+    let unknown: Vec<&str> = opts
+        .params
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| !declared.iter().any(|(d, _, _)| d == n))
+        .collect();
+    if !unknown.is_empty() {
+        let have: Vec<&str> = declared.iter().map(|(d, _, _)| d.as_str()).collect();
+        it.fail(
+            0,
+            None,
+            FailureKind::Runtime,
+            format!(
+                "unknown parameter{} {}: the scenario declares {}",
+                if unknown.len() == 1 { "" } else { "s" },
+                unknown.join(", "),
+                if have.is_empty() {
+                    "no 'param' statements".to_string()
+                } else {
+                    have.join(", ")
+                }
+            ),
+            None,
+        );
+        it.report.aborted = true;
+        return it.report;
+    }
+    let result = it.block(&script.body);
+    if let Some(start) = hw_start {
+        let end = it.backend.hw_events().unwrap_or(start);
+        it.report.hw = Some(HwRecord {
+            total: end.since(&start),
+            lines: std::mem::take(&mut it.hw_lines).into_values().collect(),
+        });
+    }
+    if let Err(e) = result {
         it.fail(
             e.pos.line,
             Some(e.pos.column),
@@ -307,6 +408,9 @@ struct Interp<'a> {
     seq: u64,
     /// Whether `after_statement` already reported a violation (reported once).
     hook_reported: bool,
+    /// Hardware events per line (when recording).
+    hw_lines: BTreeMap<u32, LineHw>,
+    hw_on: bool,
     report: RunReport,
 }
 
@@ -449,7 +553,28 @@ impl<'a> Interp<'a> {
             .process
             .as_ref()
             .map(|p| std::mem::replace(&mut self.current, p.clone()));
+        let hw_before = if self.hw_on && !matches!(s.kind, StmtKind::Repeat { .. }) {
+            self.backend.hw_events()
+        } else {
+            None
+        };
         let result = self.stmt_inner(s);
+        if let Some(before) = hw_before {
+            if let Some(after) = self.backend.hw_events() {
+                let delta = after.since(&before);
+                let e = self.hw_lines.entry(s.pos.line).or_insert_with(|| LineHw {
+                    line: s.pos.line,
+                    text: s.text.clone(),
+                    op: match &s.kind {
+                        StmtKind::Op { op, .. } => op.name().to_string(),
+                        _ => "other".to_string(),
+                    },
+                    ..LineHw::default()
+                });
+                e.executions += 1;
+                e.events.add_all(&delta);
+            }
+        }
         if let Some(prev) = saved {
             self.current = prev;
         }
@@ -481,6 +606,16 @@ impl<'a> Interp<'a> {
         match &s.kind {
             StmtKind::Let { name, value } => {
                 let v = self.eval(value)?;
+                self.set(*name, Slot::Int(v));
+            }
+            StmtKind::Param { name, value } => {
+                let pname = self.script.name(*name);
+                let given = self.opts.params.iter().rev().find(|(n, _)| n == pname);
+                let v = match given {
+                    Some((_, text)) => parse_param_value(text)
+                        .map_err(|e| rt(s.pos, format!("--param {pname}: {e}")))?,
+                    None => self.eval(value)?,
+                };
                 self.set(*name, Slot::Int(v));
             }
             StmtKind::Switch { process } => self.current.clone_from(process),

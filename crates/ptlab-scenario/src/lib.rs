@@ -33,7 +33,8 @@ pub use ast::Script;
 pub use backend::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags};
 pub use error::ParseError;
 pub use interp::{
-    run, Failure, FailureKind, ObserveOutput, RunOptions, RunReport, MAX_RANGE_PAGES,
+    parse_param_value, run, Failure, FailureKind, HwRecord, LineHw, ObserveOutput, RunOptions,
+    RunReport, MAX_RANGE_PAGES,
 };
 pub use model_backend::ModelBackend;
 pub use parser::parse;

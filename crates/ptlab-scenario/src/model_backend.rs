@@ -332,6 +332,10 @@ impl Backend for ModelBackend {
         self.model.check_invariants()
     }
 
+    fn hw_events(&self) -> Option<ptlab_model::HwEvents> {
+        Some(self.model.hw_events())
+    }
+
     fn after_statement(&mut self) -> Result<(), Vec<String>> {
         if self.check_every_statement {
             self.model.check_invariants()

@@ -24,7 +24,7 @@ pub const MAX_BLOCK_DEPTH: usize = 32;
 /// Words that start a statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
     "let", "mmap", "munmap", "madvise", "mremap", "mprotect", "fork", "exit", "prctl", "uffd",
-    "read", "write", "thp", "repeat", "end", "expect", "observe", "before",
+    "read", "write", "thp", "repeat", "end", "expect", "observe", "before", "param",
 ];
 /// Syscall keywords (statements whose result can be bound with `NAME =`).
 const SYSCALLS: &[&str] = &[
@@ -452,7 +452,7 @@ impl<'s> Parser<'s> {
             return Err(cur.expected("a statement"));
         };
         // `NAME = <syscall>` / `NAME = pfn ADDR`.
-        if first != "let" && cur.peek_at(1) == Some(&TokenKind::Assign) {
+        if first != "let" && first != "param" && cur.peek_at(1) == Some(&TokenKind::Assign) {
             let kind = self.binding(&mut cur, &first, pos)?;
             return Ok(Stmt {
                 pos,
@@ -472,6 +472,17 @@ impl<'s> Parser<'s> {
                 cur.finish("the expression")?;
                 let name = self.define(&cur, &name, name_pos, NameKind::Int)?;
                 StmtKind::Let { name, value }
+            }
+            "param" => {
+                cur.bump();
+                let (name, name_pos) = cur.ident("a name after 'param'")?;
+                if !cur.eat_kind(&TokenKind::Assign) {
+                    return Err(cur.expected(&format!("'=' after 'param {name}'")));
+                }
+                let value = self.arg(&mut cur, "a default value after '='", NO_STOP)?;
+                cur.finish("the default value")?;
+                let name = self.define(&cur, &name, name_pos, NameKind::Int)?;
+                StmtKind::Param { name, value }
             }
             kw if SYSCALLS.contains(&kw) => {
                 cur.bump();

@@ -337,7 +337,7 @@ proptest! {
         if let Ok(script) = parse("fuzz.ptl", &src) {
             let mut backend = FakeBackend::default();
             backend.call_budget = Some(20_000);
-            let opts = RunOptions { max_failures: 20, max_steps: Some(2_000) };
+            let opts = RunOptions { max_failures: 20, max_steps: Some(2_000), ..RunOptions::default() };
             let report = run(&script, &mut backend, &opts);
             for f in &report.failures {
                 prop_assert!(f.line >= 1);
@@ -351,7 +351,7 @@ proptest! {
         if let Ok(script) = parse("fuzz.ptl", &src) {
             let mut backend = FakeBackend::default();
             backend.call_budget = Some(20_000);
-            let opts = RunOptions { max_failures: 20, max_steps: Some(2_000) };
+            let opts = RunOptions { max_failures: 20, max_steps: Some(2_000), ..RunOptions::default() };
             let report = run(&script, &mut backend, &opts);
             for f in &report.failures {
                 prop_assert!(f.line >= 1);

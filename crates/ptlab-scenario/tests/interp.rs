@@ -484,6 +484,7 @@ fn max_failures_and_step_limit() {
         &RunOptions {
             max_failures: 3,
             max_steps: None,
+            ..RunOptions::default()
         },
     );
     assert_eq!(r.failures.len(), 3);
@@ -499,6 +500,7 @@ fn max_failures_and_step_limit() {
         &RunOptions {
             max_failures: 10,
             max_steps: Some(50),
+            ..RunOptions::default()
         },
     );
     assert_eq!(failures(&r), ["t.ptl:2:3: runtime error: step limit reached (50 statements executed) [repeat at line 1, iteration 50]"]);

@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod bench_cmd;
+mod calibrate;
+mod cost;
 mod show;
 
 #[derive(Parser)]
@@ -54,6 +56,15 @@ enum Command {
     /// The main job: the five seed changes measured live and predicted by the model, as a report
     #[command(after_help = bench_cmd::REPRODUCE_HELP)]
     Reproduce(bench_cmd::ReproduceArgs),
+    /// Count a scenario's hardware events on the model and estimate its time per cost profile
+    #[command(after_help = cost::COST_HELP)]
+    Cost(cost::CostArgs),
+    /// Fit a cost profile for this machine from live microbenchmarks (or --check one)
+    #[command(after_help = calibrate::CALIBRATE_HELP)]
+    Calibrate(calibrate::CalibrateArgs),
+    /// Internal: the measuring child process of `ptlab calibrate`
+    #[command(hide = true)]
+    CalibrateWorker(calibrate::WorkerArgs),
 }
 
 const DIFF_HELP: &str = "\
@@ -133,6 +144,11 @@ struct RunArgs {
     /// Where to run: the model, or the live kernel (in worker processes; see docs/live.md)
     #[arg(long, value_enum, default_value_t = BackendKind::Model)]
     backend: BackendKind,
+
+    /// Set a `param NAME = DEFAULT` of the scenario (repeatable); VALUE is a
+    /// number or size: 42, 0x10, 64K, 1G
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    params: Vec<(String, String)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -188,6 +204,17 @@ struct FuzzArgs {
     quiet: bool,
 }
 
+fn parse_param(s: &str) -> std::result::Result<(String, String), String> {
+    let (n, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' is not NAME=VALUE"))?;
+    if n.is_empty() {
+        return Err(format!("'{s}': empty parameter name"));
+    }
+    ptlab_scenario::parse_param_value(v)?;
+    Ok((n.trim().to_string(), v.trim().to_string()))
+}
+
 fn parse_before(name: &str) -> std::result::Result<ptlab_model::Before, String> {
     ptlab_model::Before::from_switch(name).ok_or_else(|| {
         let names: Vec<&str> = ptlab_model::Before::NAMES.iter().map(|(n, _)| *n).collect();
@@ -227,7 +254,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // A live run that died (crash, SIGKILL) may have left THP knobs changed:
     // put them back before doing anything else.
-    if !matches!(cli.command, Command::Restore) {
+    if !matches!(cli.command, Command::Restore | Command::CalibrateWorker(_)) {
         match ptlab_live::knobs::restore_stale_journal() {
             Ok(Some(rep)) => eprintln!("ptlab: {rep}"),
             Ok(None) => {}
@@ -243,6 +270,20 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::bench(args),
         Command::Compare(args) => bench_cmd::compare(args),
         Command::Reproduce(args) => bench_cmd::reproduce(args),
+        Command::Calibrate(args) => {
+            let stdout = io::stdout();
+            let mut out = stdout.lock();
+            calibrate::calibrate(args, &mut out)
+        }
+        Command::CalibrateWorker(args) => calibrate::worker(args),
+        Command::Cost(args) => {
+            let stdout = io::stdout();
+            let mut out = BufWriter::new(stdout.lock());
+            cost::cost(args, &mut out).and_then(|c| {
+                out.flush().context("cannot write to stdout")?;
+                Ok(c)
+            })
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -305,12 +346,16 @@ fn run(args: &RunArgs) -> Result<bool> {
         .before
         .iter()
         .fold(ptlab_model::Before::empty(), |a, b| a | *b);
+    let opts = RunOptions {
+        params: args.params.clone(),
+        ..RunOptions::default()
+    };
     let report = match args.backend {
         BackendKind::Model => {
             let mut backend = ModelBackend::new(cfg).check_every_statement(args.check_invariants);
-            ptlab_scenario::run(&script, &mut backend, &RunOptions::default())
+            ptlab_scenario::run(&script, &mut backend, &opts)
         }
-        BackendKind::Live => run_live(&script)?,
+        BackendKind::Live => run_live(&script, &opts)?,
     };
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -324,7 +369,7 @@ fn run(args: &RunArgs) -> Result<bool> {
 }
 
 /// Run a parsed scenario on the live kernel.
-fn run_live(script: &ptlab_scenario::Script) -> Result<RunReport> {
+fn run_live(script: &ptlab_scenario::Script, opts: &RunOptions) -> Result<RunReport> {
     if let Some(why) = ptlab_live::live_unavailable() {
         anyhow::bail!("cannot run on the live kernel: {why}");
     }
@@ -335,7 +380,7 @@ fn run_live(script: &ptlab_scenario::Script) -> Result<RunReport> {
         );
     }
     let mut backend = ptlab_live::LiveBackend::new()?;
-    let report = ptlab_scenario::run(script, &mut backend, &RunOptions::default());
+    let report = ptlab_scenario::run(script, &mut backend, opts);
     for n in backend.notes() {
         eprintln!("ptlab: note: {n}");
     }

@@ -1,6 +1,8 @@
 //! Every shipped scenario (tests/scenarios/ and scenarios/) passes on the
 //! model, on both architectures, with the invariant checker run after every
-//! statement.
+//! statement. The seed workloads (scenarios/seeds/) are benchmarks sized
+//! for `ptlab cost`; they run with small parameters, invariants checked, in
+//! crates/ptlab-cost/tests/event_counts.rs.
 
 use ptlab_model::{ArchKind, ModelConfig};
 use ptlab_scenario::{run_source, ModelBackend, RunOptions};
@@ -14,7 +16,9 @@ fn ptl_files(dir: &Path, out: &mut Vec<PathBuf>) {
         let p = e.path();
         if p.is_dir() {
             ptl_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "ptl") {
+        } else if p.extension().is_some_and(|x| x == "ptl")
+            && !p.parent().is_some_and(|d| d.ends_with("scenarios/seeds"))
+        {
             out.push(p);
         }
     }

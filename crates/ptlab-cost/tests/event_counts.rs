@@ -1,0 +1,639 @@
+//! Hardware-event counts of small scenarios, worked out by hand from
+//! shared/spec/mprotect-contpte-cost.md §C–§E and the kernel functions the
+//! model cites, for each seed operation × architecture × before/after.
+//! Each test states the derivation; the counts are exact (events, never
+//! times, are asserted).
+//!
+//! Notation: L = pte_load, S = pte_store, X = pte_atomic_clear, P =
+//! struct_page_line. "N1" is arm64 without FEAT_TLBIRANGE/BBML2 (the
+//! neoverse-n1 profile's features), "range" is arm64 with FEAT_TLBIRANGE
+//! (apple-m-vm). Every scenario maps 64 KiB folios or small pages at
+//! 2 MiB-aligned addresses, fully written (so every PTE is young and dirty:
+//! contpte_ptep_get() stops after 2 gather loads: it re-reads the first
+//! entry, which is dirty, then finds it young).
+
+use ptlab_cost::run_events;
+use ptlab_model::{ArchKind, Before, HwFeatures};
+use std::collections::BTreeMap;
+
+const N1: HwFeatures = HwFeatures {
+    tlbi_range: false,
+    bbml2_noabort: false,
+    kpti: false,
+};
+const RANGE: HwFeatures = HwFeatures {
+    tlbi_range: true,
+    bbml2_noabort: false,
+    kpti: false,
+};
+const X86: HwFeatures = N1;
+
+/// Events of the last line of `src` (the operation under test).
+fn last_line(src: &str, arch: ArchKind, before: Before, f: HwFeatures) -> BTreeMap<String, u64> {
+    let run = run_events(src, "t.ptl", arch, before, &[], f).expect("scenario runs");
+    let last = run.lines.last().expect("a line");
+    last.events
+        .nonzero()
+        .map(|(e, c)| (e.name().to_string(), c))
+        .collect()
+}
+
+fn m(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+const MREMAP_64K: &str = "thp 64K always
+p = mmap 64K at 0x7f00_0000_0000 fixed
+write p 64K
+q = mremap p 64K 64K maymove fixed 0x7f00_0010_0000
+";
+
+/// mremap of one folded 64 KiB block, arm64 N1, 6.18 batching.
+/// Syscall entry: syscall 1, vma_lookup 1. move_ptes(): 2 PMD reads and 2
+/// PTLs (old and new table). ptep_get(first): 1 raw + 2 gather = 3 L.
+/// mremap_folio_pte_batch(): hint 16 > 1, vm_normal_folio (1 P),
+/// folio_pte_batch reads folio_nr_pages (1 P); the hint already covers
+/// max_nr = 16, so no scan. get_and_clear_ptes(16): whole block, no unfold,
+/// 16 X. set_ptes(16): 16 S (painted CONT). flush_tlb_range(64 KiB): 16
+/// pages < MAX_DVM_OPS: DSB ISHST, 16 TLBI VALE1IS, DSB ISH.
+/// The source unmap: zap_pte_range reads the (now empty) 16 entries (16 L),
+/// 1 PMD read, 1 PTL; nothing cleared, no flush; the PTE table stays (the
+/// new VMA shares it).
+#[test]
+fn mremap_64k_arm64_batched() {
+    let got = last_line(MREMAP_64K, ArchKind::Arm64, Before::empty(), N1);
+    let want = m(&[
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pmd_load", 3),
+        ("ptl_lock", 3),
+        ("pte_load", 3 + 16),
+        ("struct_page_line", 2),
+        ("pte_atomic_clear", 16),
+        ("pte_store", 16),
+        ("tlb_flush_call", 1),
+        ("dsb_ishst", 1),
+        ("tlbi_page", 16),
+        ("dsb_ish", 1),
+    ]);
+    assert_eq!(got, want);
+}
+
+/// The same block per PTE (before 6.17), arm64 N1 (spec §C8, with 6.18's
+/// gather early exit). Entry 0: ptep_get 3 L; ptep_get_and_clear: unfold
+/// check 1 L, contpte_convert (16 X, flush of 16 pages = 1 DSB pair + 16
+/// TLBI, 16 S), then 1 X; set_pte_at at the (empty) destination: unfold
+/// check 1 L, 1 S. Entries 1–14: 3 L, 1 X, 1 S each. Entry 15: the same,
+/// then the destination auto-folds (VA and PFN index 15): 2 P
+/// (page_folio, folio_nr_pages), 16 L compared, contpte_convert (16 X,
+/// flush, 16 S). L = 5 + 42 + 3 + 16 = 66; X = S = 16 + 16 + 16 = 48;
+/// TLBI = 16 + 16 + 16 (final flush); DSB pairs = 3. Plus the unmap's 16 L.
+#[test]
+fn mremap_64k_arm64_per_pte() {
+    let got = last_line(MREMAP_64K, ArchKind::Arm64, Before::MREMAP_PTE_BATCH, N1);
+    let want = m(&[
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pmd_load", 3),
+        ("ptl_lock", 3),
+        ("pte_load", 66 + 16),
+        ("struct_page_line", 2),
+        ("pte_atomic_clear", 48),
+        ("pte_store", 48),
+        ("cont_unfold", 1),
+        ("cont_fold", 1),
+        ("tlb_flush_call", 3),
+        ("dsb_ishst", 3),
+        ("tlbi_page", 48),
+        ("dsb_ish", 3),
+    ]);
+    assert_eq!(got, want);
+    // The issue's example: ptep_get() calls drop 16-fold (16 → 1), and the
+    // PTE loads of the move itself from 66 to 3.
+}
+
+/// x86: pte_batch_hint() is 1, so mremap_folio_pte_batch() returns 1
+/// without a folio lookup: per PTE 1 L, 1 X, 1 S either way; 16 pages ≤ 33:
+/// 16 INVLPG. Before and after are identical.
+#[test]
+fn mremap_64k_x86_same_both_ways() {
+    let want = m(&[
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pmd_load", 3),
+        ("ptl_lock", 3),
+        ("pte_load", 16 + 16),
+        ("pte_atomic_clear", 16),
+        ("pte_store", 16),
+        ("tlb_flush_call", 1),
+        ("tlbi_page", 16),
+    ]);
+    for b in [Before::empty(), Before::MREMAP_PTE_BATCH] {
+        assert_eq!(
+            last_line(MREMAP_64K, ArchKind::X86_64, b, X86),
+            want,
+            "{b:?}"
+        );
+    }
+}
+
+const TABLE: &str = "thp 2M never
+p = mmap 2M at 0x7f00_0000_0000 fixed
+write p 2M
+q = mremap p 2M 2M maymove fixed 0x7f00_0040_0000
+";
+
+/// move_normal_pmd(): PMD lock, pmd_clear + pmd_populate (2 PMD stores),
+/// flush_tlb_range(old, old + 2 MiB) at PAGE_SIZE stride = 512 pages.
+/// N1: 512 >= MAX_DVM_OPS → flush_tlb_mm (DSB ISHST, ASIDE1IS, DSB ISH).
+/// Range: scale 1, num 7 → one RVALE1IS for 512 pages. x86: 512 > 33 → a
+/// full flush. The unmap of the old range finds an empty PMD: no events.
+#[test]
+fn table_move_after() {
+    let base = [
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("ptl_lock", 1),
+        ("pmd_store", 2),
+        ("tlb_flush_call", 1),
+    ];
+    let mut n1 = m(&base);
+    n1.extend(m(&[("dsb_ishst", 1), ("tlbi_asid", 1), ("dsb_ish", 1)]));
+    assert_eq!(last_line(TABLE, ArchKind::Arm64, Before::empty(), N1), n1);
+    let mut range = m(&base);
+    range.extend(m(&[("dsb_ishst", 1), ("tlbi_range", 1), ("dsb_ish", 1)]));
+    assert_eq!(
+        last_line(TABLE, ArchKind::Arm64, Before::empty(), RANGE),
+        range
+    );
+    let mut x86 = m(&base);
+    x86.insert("tlbi_asid".into(), 1);
+    assert_eq!(
+        last_line(TABLE, ArchKind::X86_64, Before::empty(), X86),
+        x86
+    );
+}
+
+/// Without table moves, the 512 PTEs move one by one (4 KiB folios: batch
+/// size 1): a new PTE table at the destination (1 alloc, 1 PMD store);
+/// move_ptes: 2 PMD reads, 2 PTLs, per PTE 1 L + 1 X + 1 S (arm64: +1 L
+/// unfold check in the clear and +1 L in set_pte_at); then the 512-page
+/// flush (as above). Unmapping the old range reads its 512 empty entries
+/// (512 L, 1 PMD read, 1 PTL) and frees its PTE table (1 free, 1 PMD
+/// store), which tlb_finish_mmu flushes at PMD stride: one page-op.
+#[test]
+fn table_move_before() {
+    let common = [
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pt_page_alloc", 1),
+        ("pt_page_free", 1),
+        ("pmd_store", 2),
+        ("pmd_load", 3),
+        ("ptl_lock", 3),
+        ("pte_atomic_clear", 512),
+        ("pte_store", 512),
+        ("tlb_flush_call", 2),
+    ];
+    let mut n1 = m(&common);
+    n1.extend(m(&[
+        ("pte_load", 512 * 3 + 512),
+        ("dsb_ishst", 2),
+        ("tlbi_asid", 1),
+        ("tlbi_page", 1),
+        ("dsb_ish", 2),
+    ]));
+    assert_eq!(
+        last_line(TABLE, ArchKind::Arm64, Before::MREMAP_TABLE_MOVE, N1),
+        n1
+    );
+    let mut range = m(&common);
+    range.extend(m(&[
+        ("pte_load", 512 * 3 + 512),
+        ("dsb_ishst", 2),
+        ("tlbi_range", 2),
+        ("dsb_ish", 2),
+    ]));
+    assert_eq!(
+        last_line(TABLE, ArchKind::Arm64, Before::MREMAP_TABLE_MOVE, RANGE),
+        range
+    );
+    let mut x86 = m(&common);
+    x86.extend(m(&[
+        ("pte_load", 512 + 512),
+        ("tlbi_asid", 1),
+        ("tlbi_page", 1),
+    ]));
+    assert_eq!(
+        last_line(TABLE, ArchKind::X86_64, Before::MREMAP_TABLE_MOVE, X86),
+        x86
+    );
+}
+
+const FORK_64K: &str = "thp 64K always
+p = mmap 64K at 0x7f00_0000_0000 fixed
+write p 64K
+fork child
+";
+
+/// fork of one folded 64 KiB block, arm64 N1, 6.9+ batching.
+/// fork: syscall 1, process_create 1, vma_copy 1; the child's PGD, PUD, PMD
+/// and PTE tables (4 allocs, 2 upper-level stores, 1 PMD store);
+/// copy_pte_range: 2 PMD reads, 2 PTLs. ptep_get 3 L; vm_normal_page 1 P;
+/// folio_pte_batch: folio_nr_pages 1 P, hint 16 = max_nr. folio_ref_add
+/// once (1 ref atomic); folio_try_dup_anon_rmap_ptes: 16 pages (16 P, 16
+/// _mapcount atomics, CONFIG_PAGE_MAPCOUNT) + _large_mapcount once.
+/// wrprotect_ptes(16): whole block, no unfold; __ptep_set_wrprotect per
+/// entry: 1 L + 1 cmpxchg. set_ptes(child, 16): 16 S. dup_mmap's
+/// flush_tlb_mm(parent): DSB ISHST, ASIDE1IS, DSB ISH.
+#[test]
+fn fork_64k_arm64_batched() {
+    let got = last_line(FORK_64K, ArchKind::Arm64, Before::empty(), N1);
+    let want = m(&[
+        ("syscall", 1),
+        ("process_create", 1),
+        ("vma_copy", 1),
+        ("pt_page_alloc", 4),
+        ("pud_store", 2),
+        ("pmd_store", 1),
+        ("pmd_load", 2),
+        ("ptl_lock", 2),
+        ("pte_load", 3 + 16),
+        ("struct_page_line", 2 + 16),
+        ("folio_ref_atomic", 1),
+        ("mapcount_atomic", 17),
+        ("pte_atomic_rmw", 16),
+        ("pte_store", 16),
+        ("tlb_flush_call", 1),
+        ("dsb_ishst", 1),
+        ("tlbi_asid", 1),
+        ("dsb_ish", 1),
+    ]);
+    assert_eq!(got, want);
+}
+
+/// Per PTE (before 6.9), arm64 N1: entry 0's ptep_set_wrprotect unfolds the
+/// parent's block (convert: 16 X, 16 TLBI + DSB pair, 16 S); each child
+/// set_pte_at is single (unfold check 1 L, 1 S) and the 16th refolds the
+/// child's block (2 P, 16 L, convert). Per entry: ptep_get (3 L for entry
+/// 0, then 1 L: the block is unfolded), vm_normal_page 1 P, folio_get 1
+/// ref atomic, rmap 1 P + 1 _mapcount + 1 _large_mapcount, wrprotect 1 L +
+/// 1 L unfold check + 1 cmpxchg. L = (3+3) + 15·4 + 16 = 82; S = 16 + 16 +
+/// 16 = 48; X = 32; P = 16 + 16 + 2 = 34; TLBI = 32 + ASIDE1IS.
+#[test]
+fn fork_64k_arm64_per_pte() {
+    let got = last_line(FORK_64K, ArchKind::Arm64, Before::FORK_PTE_BATCH, N1);
+    let want = m(&[
+        ("syscall", 1),
+        ("process_create", 1),
+        ("vma_copy", 1),
+        ("pt_page_alloc", 4),
+        ("pud_store", 2),
+        ("pmd_store", 1),
+        ("pmd_load", 2),
+        ("ptl_lock", 2),
+        ("pte_load", 82),
+        ("struct_page_line", 34),
+        ("folio_ref_atomic", 16),
+        ("mapcount_atomic", 32),
+        ("pte_atomic_rmw", 16),
+        ("pte_atomic_clear", 32),
+        ("pte_store", 48),
+        ("cont_unfold", 1),
+        ("cont_fold", 1),
+        ("tlb_flush_call", 3),
+        ("dsb_ishst", 3),
+        ("tlbi_page", 32),
+        ("tlbi_asid", 1),
+        ("dsb_ish", 3),
+    ]);
+    assert_eq!(got, want);
+}
+
+/// x86 fork: batched, folio_pte_batch reads the other 15 PTEs (hint 1): 16
+/// L; wrprotect_ptes = 16 LOCK BTR (no load); 2 P for the batch head.
+/// Per PTE: 16 × (1 L, 1 P vm_normal_page, 1 folio_get, rmap 1 P + 2
+/// mapcount atomics, 1 LOCK BTR, 1 S). flush_tlb_mm: one full flush.
+#[test]
+fn fork_64k_x86() {
+    let common = [
+        ("syscall", 1),
+        ("process_create", 1),
+        ("vma_copy", 1),
+        ("pt_page_alloc", 4),
+        ("pud_store", 2),
+        ("pmd_store", 1),
+        ("pmd_load", 2),
+        ("ptl_lock", 2),
+        ("pte_load", 16),
+        ("pte_atomic_rmw", 16),
+        ("pte_store", 16),
+        ("tlb_flush_call", 1),
+        ("tlbi_asid", 1),
+    ];
+    let mut after = m(&common);
+    after.extend(m(&[
+        ("struct_page_line", 18),
+        ("folio_ref_atomic", 1),
+        ("mapcount_atomic", 17),
+    ]));
+    assert_eq!(
+        last_line(FORK_64K, ArchKind::X86_64, Before::empty(), X86),
+        after
+    );
+    let mut before = m(&common);
+    before.extend(m(&[
+        ("struct_page_line", 32),
+        ("folio_ref_atomic", 16),
+        ("mapcount_atomic", 32),
+    ]));
+    assert_eq!(
+        last_line(FORK_64K, ArchKind::X86_64, Before::FORK_PTE_BATCH, X86),
+        before
+    );
+}
+
+const MPROTECT_64K: &str = "thp 64K always
+p = mmap 64K at 0x7f00_0000_0000 fixed
+write p 64K
+mprotect p 64K r
+";
+
+/// mprotect RW→R of one folded block (spec §C8 and §E5/§E6).
+/// Batched arm64: 1 PMD read + PTL; ptep_get 3 L; page_folio 1 P +
+/// folio_nr_pages 1 P; modify_prot_start_ptes(16) 16 X (no unfold);
+/// modify_prot_commit_ptes = set_ptes(16) 16 S; the per-VMA flush of 16
+/// pages (16 TLBI VALE1IS + DSB pair). Per PTE (≤6.16) arm64: spec §C8's
+/// per-block row with 6.18's early-exit gather: 66 L, 48 X, 48 S, 32 + 16
+/// TLBI, 3 DSB pairs, 2 P (the refold's folio check).
+#[test]
+fn mprotect_64k_arm64() {
+    let common = [
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pmd_load", 1),
+        ("ptl_lock", 1),
+        ("struct_page_line", 2),
+    ];
+    let mut after = m(&common);
+    after.extend(m(&[
+        ("pte_load", 3),
+        ("pte_atomic_clear", 16),
+        ("pte_store", 16),
+        ("tlb_flush_call", 1),
+        ("dsb_ishst", 1),
+        ("tlbi_page", 16),
+        ("dsb_ish", 1),
+    ]));
+    assert_eq!(
+        last_line(MPROTECT_64K, ArchKind::Arm64, Before::empty(), N1),
+        after
+    );
+    let mut before = m(&common);
+    before.extend(m(&[
+        ("pte_load", 66),
+        ("pte_atomic_clear", 48),
+        ("pte_store", 48),
+        ("cont_unfold", 1),
+        ("cont_fold", 1),
+        ("tlb_flush_call", 3),
+        ("dsb_ishst", 3),
+        ("tlbi_page", 48),
+        ("dsb_ish", 3),
+    ]));
+    assert_eq!(
+        last_line(
+            MPROTECT_64K,
+            ArchKind::Arm64,
+            Before::MPROTECT_PTE_BATCH,
+            N1
+        ),
+        before
+    );
+    // BBML2-noabort elides the converts' flushes: only the final one stays.
+    let bbml2 = HwFeatures {
+        bbml2_noabort: true,
+        ..N1
+    };
+    let got = last_line(
+        MPROTECT_64K,
+        ArchKind::Arm64,
+        Before::MPROTECT_PTE_BATCH,
+        bbml2,
+    );
+    assert_eq!(got["tlbi_page"], 16);
+    assert_eq!(got["dsb_ish"], 1);
+}
+
+/// x86: per PTE 1 L, 1 XCHG, 1 S either way (batched: the first ptep_get
+/// plus 15 scanned by folio_pte_batch); batched adds 2 P (page_folio,
+/// folio_nr_pages); RW→R needs a flush (pte_flags_need_flush: RW changed):
+/// 16 pages ≤ 33 → 16 INVLPG.
+#[test]
+fn mprotect_64k_x86() {
+    let common = [
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pmd_load", 1),
+        ("ptl_lock", 1),
+        ("pte_load", 16),
+        ("pte_atomic_clear", 16),
+        ("pte_store", 16),
+        ("tlb_flush_call", 1),
+        ("tlbi_page", 16),
+    ];
+    let mut after = m(&common);
+    after.insert("struct_page_line".into(), 2);
+    assert_eq!(
+        last_line(MPROTECT_64K, ArchKind::X86_64, Before::empty(), X86),
+        after
+    );
+    assert_eq!(
+        last_line(
+            MPROTECT_64K,
+            ArchKind::X86_64,
+            Before::MPROTECT_PTE_BATCH,
+            X86
+        ),
+        m(&common)
+    );
+}
+
+/// mprotect of order-0 pages: 6.17+ reads the page's folio for every PTE
+/// (1 P each), the per-PTE path (RW→R) none: the small-folio regression
+/// (spec §E4, §F note 4). Everything else is equal.
+#[test]
+fn mprotect_4k_small_folio_regression() {
+    let src = "p = mmap 16K at 0x7f00_0000_0000 fixed
+write p 16K
+mprotect p 16K r
+";
+    for arch in ArchKind::ALL {
+        let f = if arch == ArchKind::Arm64 { N1 } else { X86 };
+        let mut after = last_line(src, arch, Before::empty(), f);
+        let before = last_line(src, arch, Before::MPROTECT_PTE_BATCH, f);
+        assert_eq!(after.remove("struct_page_line"), Some(4), "{arch:?}");
+        assert_eq!(after, before, "{arch:?}");
+    }
+}
+
+const UFFD_MOVE: &str = "p = mmap 8K at 0x7f00_0000_0000 fixed
+s = mmap 8K at 0x7f00_0020_0000 fixed
+write s 8K
+uffd open
+uffd register p 8K missing
+uffd move p s 8K
+";
+
+/// UFFDIO_MOVE of 2 small pages. Both ways: syscall 1 + vma_lookup 1; the
+/// destination PTE table is allocated (1 alloc, 1 PMD store); per page 1 X,
+/// 1 rmap update, 1 S.
+/// 6.18 (batched): one step (2 PMD reads, 2 PTLs, folio lookup 1 P,
+/// folio_get + trylock + unlock + put = 4 atomics); loads: dst and src
+/// ptep_get (2), the re-check of src (1), per page the clear's and
+/// set_pte_at's unfold checks on arm64 (2 × 2), check_ptes_for_batched_move
+/// for page 2: dst and src (2) plus 1 P and trylock/unlock (2 atomics); one
+/// flush_tlb_range of 2 pages at the end.
+/// ≤6.17 (per page): 2 steps, each 2 PMD reads, 2 PTLs, 1 P, 4 atomics,
+/// loads dst + src + src re-check + dst re-check (+2 unfold checks on
+/// arm64), and ptep_clear_flush's one-page flush.
+#[test]
+fn uffd_move_two_pages() {
+    let common = [
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pt_page_alloc", 1),
+        ("pmd_store", 1),
+        ("pte_atomic_clear", 2),
+        ("rmap_update", 2),
+        ("pte_store", 2),
+        ("struct_page_line", 2),
+    ];
+    let mut after = m(&common);
+    after.extend(m(&[
+        ("pmd_load", 2),
+        ("ptl_lock", 2),
+        ("folio_ref_atomic", 6),
+        ("pte_load", 2 + 1 + 4 + 2),
+        ("tlb_flush_call", 1),
+        ("dsb_ishst", 1),
+        ("tlbi_page", 2),
+        ("dsb_ish", 1),
+    ]));
+    assert_eq!(
+        last_line(UFFD_MOVE, ArchKind::Arm64, Before::empty(), N1),
+        after
+    );
+    let mut before = m(&common);
+    before.extend(m(&[
+        ("pmd_load", 4),
+        ("ptl_lock", 4),
+        ("folio_ref_atomic", 8),
+        ("pte_load", 2 * 6),
+        ("tlb_flush_call", 2),
+        ("dsb_ishst", 2),
+        ("tlbi_page", 2),
+        ("dsb_ish", 2),
+    ]));
+    assert_eq!(
+        last_line(UFFD_MOVE, ArchKind::Arm64, Before::UFFD_MOVE_BATCH, N1),
+        before
+    );
+    // x86: no unfold checks; the batched flush is 2 INVLPG in one call.
+    let mut x86 = m(&common);
+    x86.extend(m(&[
+        ("pmd_load", 2),
+        ("ptl_lock", 2),
+        ("folio_ref_atomic", 6),
+        ("pte_load", 5),
+        ("tlb_flush_call", 1),
+        ("tlbi_page", 2),
+    ]));
+    assert_eq!(
+        last_line(UFFD_MOVE, ArchKind::X86_64, Before::empty(), X86),
+        x86
+    );
+}
+
+/// UFFDIO_COPY of 2 pages (the seed-5 baseline): per page a PMD read and
+/// PTL, the pte_none check (1 L; arm64 +1 L in set_pte_at), a folio
+/// allocation, a 4 KiB copy_from_user, folio_add_new_anon_rmap (1 P, plain
+/// stores), 1 reference, 1 S; no TLB flush. Not affected by any switch.
+#[test]
+fn uffd_copy_two_pages() {
+    let common = [
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pt_page_alloc", 1),
+        ("pmd_store", 1),
+        ("pmd_load", 2),
+        ("ptl_lock", 2),
+        ("folio_alloc", 2),
+        ("page_copy", 2),
+        ("struct_page_line", 2),
+        ("folio_ref_atomic", 2),
+        ("pte_store", 2),
+    ];
+    let src = UFFD_MOVE.replace("uffd move", "uffd copy");
+    let mut arm = m(&common);
+    arm.insert("pte_load".into(), 4);
+    let mut x86 = m(&common);
+    x86.insert("pte_load".into(), 2);
+    for b in [Before::empty(), Before::all()] {
+        assert_eq!(last_line(&src, ArchKind::Arm64, b, N1), arm);
+        assert_eq!(last_line(&src, ArchKind::X86_64, b, X86), x86);
+    }
+}
+
+/// Every seed scenario runs on the model with small parameters, on both
+/// architectures, with and without its switch.
+#[test]
+fn seed_scenarios_run_small() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/seeds");
+    let seeds = [
+        ("mremap-batch-4k", "mremap-pte-batch"),
+        ("mremap-batch-64k", "mremap-pte-batch"),
+        ("mremap-table-aligned", "mremap-table-move"),
+        ("mremap-table-unaligned", "mremap-table-move"),
+        ("fork-4k", "fork-pte-batch"),
+        ("fork-thp-pte", "fork-pte-batch"),
+        ("mprotect-thp-pte", "mprotect-pte-batch"),
+        ("mprotect-64k", "mprotect-pte-batch"),
+        ("mprotect-4k", "mprotect-pte-batch"),
+        ("uffd-copy", "uffd-move-batch"),
+        ("uffd-move", "uffd-move-batch"),
+    ];
+    for (name, switch) in seeds {
+        let path = format!("{dir}/{name}.ptl");
+        let src = std::fs::read_to_string(&path).expect("seed scenario exists");
+        let script = ptlab_scenario::parse(&path, &src).expect("parses");
+        let mut params = Vec::new();
+        for (p, _, _) in script.params() {
+            match p.as_str() {
+                "iterations" => params.push((p, "2".to_string())),
+                "size" => params.push((p, "4M".to_string())),
+                _ => {}
+            }
+        }
+        let sw = Before::from_switch(switch).unwrap();
+        for arch in ArchKind::ALL {
+            for b in [Before::empty(), sw] {
+                let r = run_events(&src, &path, arch, b, &params, N1)
+                    .unwrap_or_else(|e| panic!("{name} {arch:?} {b:?}: {e}"));
+                assert!(!r.total.is_zero(), "{name}");
+                // Again with the model's invariants checked after every
+                // statement.
+                let mut cfg = ptlab_model::ModelConfig::for_arch(arch);
+                cfg.before = b;
+                let mut backend =
+                    ptlab_scenario::ModelBackend::new(cfg).check_every_statement(true);
+                let opts = ptlab_scenario::RunOptions {
+                    params: params.clone(),
+                    ..Default::default()
+                };
+                let rep = ptlab_scenario::run(&script, &mut backend, &opts);
+                assert!(rep.passed(), "{name} {arch:?} {b:?}: {:?}", rep.failures);
+            }
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! Hardware-event accounting: what the kernel's algorithm makes the CPU do.
+//!
+//! The model counts events; it never prices them (pricing lives in the
+//! `ptlab-cost` crate, r2vm style: model and cost stay apart). Counting is
+//! exact and deterministic and never changes observable state: the counters
+//! live in [`HwSink`]s (plain `Cell`s) inside [`crate::pgtable::PageTables`]
+//! (events on behalf of one address space) and [`crate::folio::PhysMem`]
+//! (folio metadata, allocation, zeroing and copying). [`crate::Model::hw_events`]
+//! sums them.
+//!
+//! Which instructions a TLB flush issues depends on CPU features the kernel
+//! probes at boot (FEAT_TLBIRANGE, BBML2-noabort, KPTI), so those are part of
+//! the machine description: [`HwFeatures`] in [`crate::ModelConfig`].
+//! The per-architecture recipe is shared/spec/mprotect-contpte-cost.md §C–§E;
+//! docs/cost.md lists every event with the kernel function it mirrors.
+
+use crate::arch::ArchKind;
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+macro_rules! hw_events {
+    ($( $(#[doc = $doc:literal])* $v:ident = $name:literal ),* $(,)?) => {
+        /// One kind of hardware work. See docs/cost.md for the kernel source of each.
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum HwEvent { $( $(#[doc = $doc])* $v, )* }
+
+        impl HwEvent {
+            pub const ALL: &'static [HwEvent] = &[ $( HwEvent::$v, )* ];
+            pub const COUNT: usize = [ $( HwEvent::$v, )* ].len();
+            /// Stable snake_case name (used in profiles and JSON).
+            pub const fn name(self) -> &'static str {
+                match self { $( HwEvent::$v => $name, )* }
+            }
+            /// One-line description (the doc comment).
+            pub fn describe(self) -> &'static str {
+                match self { $( HwEvent::$v => concat!($($doc),*).trim_ascii(), )* }
+            }
+        }
+    };
+}
+
+hw_events! {
+    /// System call entry and exit (one per syscall).
+    Syscall = "syscall",
+    /// User page fault taken (exception entry, handle_mm_fault, return).
+    PageFault = "page_fault",
+    /// Process creation in fork(): copy_process() fixed work (task, mm, page-table root), without VMAs and page tables.
+    ProcessCreate = "process_create",
+    /// Process exit and reaping: exit_mm()/wait fixed work, without the zap.
+    ProcessExit = "process_exit",
+    /// A VMA duplicated at fork (vm_area_dup, anon_vma_fork, maple-tree store).
+    VmaCopy = "vma_copy",
+    /// VMA lookup in the maple tree (find_vma / vma_lookup / vma_iter).
+    VmaLookup = "vma_lookup",
+    /// VMA split (__split_vma: vm_area_dup, maple-tree store, anon_vma_clone).
+    VmaSplit = "vma_split",
+    /// VMA merge (vma_merge_existing_range / vma_expand).
+    VmaMerge = "vma_merge",
+    /// A user-space 4 KiB page access that needed no fault (`read`/`write` of a mapped page).
+    UserPageAccess = "user_page_access",
+    /// A PTE load (READ_ONCE / __ptep_get); on arm64 a ptep_get on a folded block also loads the entries contpte_ptep_get walks.
+    PteLoad = "pte_load",
+    /// A plain PTE store (set_pte / __set_ptes, one per entry).
+    PteStore = "pte_store",
+    /// An atomic read-and-clear of a PTE (x86 XCHG, arm64 SWP: ptep_get_and_clear).
+    PteAtomicClear = "pte_atomic_clear",
+    /// An atomic read-modify-write of a live PTE (cmpxchg loop or locked bit op: ptep_set_wrprotect, access flags).
+    PteAtomicRmw = "pte_atomic_rmw",
+    /// arm64 contpte fold: contpte_convert() painting PTE_CONT on 16 entries (its clears, flush and stores are counted too).
+    ContFold = "cont_fold",
+    /// arm64 contpte unfold: contpte_convert() clearing PTE_CONT from 16 entries (its clears, flush and stores are counted too).
+    ContUnfold = "cont_unfold",
+    /// A PMD entry load at the start of a PTE-table walk segment (pte_offset_map_lock, pmd_none checks).
+    PmdLoad = "pmd_load",
+    /// A PMD entry store (set_pmd_at, pmd_populate, pmd_clear, pmdp_get_and_clear).
+    PmdStore = "pmd_store",
+    /// A PUD entry store (pud_populate, pud_clear).
+    PudStore = "pud_store",
+    /// Page-table spinlock acquired and released (pte_offset_map_lock / pmd_lock).
+    PtlLock = "ptl_lock",
+    /// A page-table page allocated and zeroed (pte_alloc_one / pmd_alloc_one).
+    PtPageAlloc = "pt_page_alloc",
+    /// A page-table page freed (pte_free / free_pgd_range).
+    PtPageFree = "pt_page_free",
+    /// One TLB flush call that reached the hardware (x86: inc_mm_tlb_gen atomic + IRQ off/on; arm64: the call itself, barriers counted apart).
+    TlbFlushCall = "tlb_flush_call",
+    /// A per-page TLB invalidation: arm64 TLBI VALE1IS/VAE1IS, x86 INVLPG.
+    TlbiPage = "tlbi_page",
+    /// An arm64 range invalidation TLBI RVALE1IS/RVAE1IS (FEAT_TLBIRANGE).
+    TlbiRange = "tlbi_range",
+    /// A whole-address-space invalidation: arm64 TLBI ASIDE1IS, x86 local full flush (CR3 write).
+    TlbiAsid = "tlbi_asid",
+    /// arm64 DSB ISHST (orders page-table stores before the TLBIs).
+    DsbIshst = "dsb_ishst",
+    /// arm64 DSB ISH (waits for broadcast TLBIs to complete).
+    DsbIsh = "dsb_ish",
+    /// A struct page / folio cache line read (page_folio, folio_nr_pages, PageAnonExclusive).
+    StructPageLine = "struct_page_line",
+    /// An atomic on folio->_refcount (folio_get, folio_ref_add, folio_put_refs).
+    FolioRefAtomic = "folio_ref_atomic",
+    /// An atomic on a mapcount (page->_mapcount, folio->_large_mapcount, _entire_mapcount).
+    MapcountAtomic = "mapcount_atomic",
+    /// folio->mapping / folio->index rewritten (folio_move_anon_rmap, UFFDIO_MOVE).
+    RmapUpdate = "rmap_update",
+    /// A folio allocated from the page allocator (any order).
+    FolioAlloc = "folio_alloc",
+    /// A folio returned to the page allocator.
+    FolioFree = "folio_free",
+    /// A 4 KiB page zeroed (clear_page / folio_zero_user).
+    PageZero = "page_zero",
+    /// A 4 KiB page copied (copy_user_highpage for CoW, copy_from_user for UFFDIO_COPY).
+    PageCopy = "page_copy",
+}
+
+impl HwEvent {
+    pub fn from_name(s: &str) -> Option<HwEvent> {
+        Self::ALL.iter().copied().find(|e| e.name() == s)
+    }
+}
+
+/// A pure counter set: one count per [`HwEvent`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct HwEvents {
+    counts: [u64; HwEvent::COUNT],
+}
+
+impl Default for HwEvents {
+    fn default() -> Self {
+        HwEvents {
+            counts: [0; HwEvent::COUNT],
+        }
+    }
+}
+
+impl HwEvents {
+    pub fn get(&self, e: HwEvent) -> u64 {
+        self.counts[e as usize]
+    }
+    pub fn add(&mut self, e: HwEvent, n: u64) {
+        self.counts[e as usize] += n;
+    }
+    pub fn set(&mut self, e: HwEvent, n: u64) {
+        self.counts[e as usize] = n;
+    }
+    /// Element-wise sum.
+    pub fn add_all(&mut self, o: &HwEvents) {
+        for (a, b) in self.counts.iter_mut().zip(o.counts.iter()) {
+            *a += b;
+        }
+    }
+    /// Element-wise `self - earlier` (saturating: counters only grow).
+    pub fn since(&self, earlier: &HwEvents) -> HwEvents {
+        let mut out = *self;
+        for (a, b) in out.counts.iter_mut().zip(earlier.counts.iter()) {
+            *a = a.saturating_sub(*b);
+        }
+        out
+    }
+    /// Multiply every count (extrapolating a repeated workload).
+    pub fn scaled(&self, k: u64) -> HwEvents {
+        let mut out = *self;
+        for a in out.counts.iter_mut() {
+            *a = a.saturating_mul(k);
+        }
+        out
+    }
+    pub fn is_zero(&self) -> bool {
+        self.counts.iter().all(|&c| c == 0)
+    }
+    /// Non-zero counts in [`HwEvent::ALL`] order.
+    pub fn nonzero(&self) -> impl Iterator<Item = (HwEvent, u64)> + '_ {
+        HwEvent::ALL
+            .iter()
+            .map(|&e| (e, self.get(e)))
+            .filter(|&(_, c)| c != 0)
+    }
+    /// All counts by name (zeros included).
+    pub fn to_map(&self) -> BTreeMap<&'static str, u64> {
+        HwEvent::ALL
+            .iter()
+            .map(|&e| (e.name(), self.get(e)))
+            .collect()
+    }
+}
+
+impl Serialize for HwEvents {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        for (e, c) in self.nonzero() {
+            m.serialize_entry(e.name(), &c)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for HwEvents {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let m: BTreeMap<String, u64> = BTreeMap::deserialize(d)?;
+        let mut out = HwEvents::default();
+        for (k, v) in m {
+            let e = HwEvent::from_name(&k)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown event '{k}'")))?;
+            out.set(e, v);
+        }
+        Ok(out)
+    }
+}
+
+/// CPU features that change which instructions the kernel issues.
+/// Linux: arch/arm64/include/asm/tlbflush.h system_supports_tlb_range(),
+/// arch/arm64/mm/contpte.c system_supports_bbml2_noabort(),
+/// arm64_kernel_unmapped_at_el0() (KPTI: __tlbi_user doubles each TLBI).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+pub struct HwFeatures {
+    /// arm64 FEAT_TLBIRANGE (range TLBIs; ASID-wide fallback only above 8 GiB).
+    #[serde(default)]
+    pub tlbi_range: bool,
+    /// arm64 BBML2 with no-abort: contpte_convert() skips its TLB flush.
+    #[serde(default)]
+    pub bbml2_noabort: bool,
+    /// Kernel page-table isolation: every user TLB invalidation is issued
+    /// twice (arm64 KPTI __tlbi_user; x86 PTI INVPCID for the user PCID).
+    #[serde(default)]
+    pub kpti: bool,
+}
+
+/// Counters that can be bumped through a shared reference (the model's
+/// read paths, such as `ptep_get`, take `&self`).
+#[derive(Clone, Debug)]
+pub struct HwSink {
+    counts: [Cell<u64>; HwEvent::COUNT],
+    pub arch: ArchKind,
+    pub features: HwFeatures,
+}
+
+impl HwSink {
+    pub fn new(arch: ArchKind, features: HwFeatures) -> Self {
+        HwSink {
+            counts: std::array::from_fn(|_| Cell::new(0)),
+            arch,
+            features,
+        }
+    }
+    #[inline]
+    pub fn add(&self, e: HwEvent, n: u64) {
+        let c = &self.counts[e as usize];
+        c.set(c.get() + n);
+    }
+    #[inline]
+    pub fn one(&self, e: HwEvent) {
+        self.add(e, 1);
+    }
+    pub fn snapshot(&self) -> HwEvents {
+        let mut out = HwEvents::default();
+        for (i, c) in self.counts.iter().enumerate() {
+            out.counts[i] = c.get();
+        }
+        out
+    }
+    /// Add every count of `o` (an exiting process's events retire here).
+    pub fn absorb(&self, o: &HwEvents) {
+        for (c, v) in self.counts.iter().zip(o.counts.iter()) {
+            c.set(c.get() + v);
+        }
+    }
+
+    fn arm64(&self) -> bool {
+        self.arch == ArchKind::Arm64
+    }
+
+    fn tlbi(&self, e: HwEvent) {
+        self.add(e, if self.features.kpti { 2 } else { 1 });
+    }
+
+    /// Flush user translations for `[start, end)` at `stride` bytes.
+    /// arm64: __flush_tlb_range() with its ASID-wide fallback
+    /// (__flush_tlb_range_limit_excess: without FEAT_TLBIRANGE when
+    /// `end - start >= MAX_DVM_OPS * stride`, MAX_DVM_OPS = PTRS_PER_PTE = 512;
+    /// with it when pages > MAX_TLBI_RANGE_PAGES = 32 << 16) and
+    /// __flush_tlb_range_op() (range ops from scale 3 down).
+    /// x86: flush_tlb_mm_range() with tlb_single_page_flush_ceiling = 33.
+    /// Linux: arch/arm64/include/asm/tlbflush.h, arch/x86/mm/tlb.c.
+    pub fn flush_tlb_range(&self, start: u64, end: u64, stride: u64) {
+        if end <= start {
+            return;
+        }
+        let start = start & !(stride - 1);
+        let end = (end + stride - 1) & !(stride - 1);
+        let pages = (end - start) >> 12;
+        if self.arm64() {
+            const MAX_DVM_OPS: u64 = 512;
+            const MAX_TLBI_RANGE_PAGES: u64 = 32 << 16;
+            let excess = (!self.features.tlbi_range && end - start >= MAX_DVM_OPS * stride)
+                || pages > MAX_TLBI_RANGE_PAGES;
+            if excess {
+                return self.flush_tlb_mm();
+            }
+            self.one(HwEvent::TlbFlushCall);
+            self.one(HwEvent::DsbIshst);
+            // __flush_tlb_range_op(): LPA2 is off for 48-bit VAs with 4 KiB pages.
+            let mut pages = pages;
+            let stride_pages = stride >> 12;
+            let mut scale: i32 = 3;
+            while pages > 0 {
+                if !self.features.tlbi_range || pages == 1 {
+                    self.tlbi(HwEvent::TlbiPage);
+                    pages = pages.saturating_sub(stride_pages);
+                    continue;
+                }
+                if scale < 0 {
+                    break; // unreachable: scale 0 covers any remainder ≥ 2 (even)
+                }
+                // __TLBI_RANGE_NUM(pages, scale)
+                let num =
+                    ((pages.min(MAX_TLBI_RANGE_PAGES) >> (5 * scale as u64 + 1)) & 0x1f) as i64 - 1;
+                if num >= 0 {
+                    self.tlbi(HwEvent::TlbiRange);
+                    pages -= ((num as u64) + 1) << (5 * scale as u64 + 1);
+                }
+                scale -= 1;
+            }
+            self.one(HwEvent::DsbIsh);
+        } else {
+            // get_flush_tlb_info(): more than the ceiling → full flush.
+            const CEILING: u64 = 33;
+            let n = (end - start) / stride;
+            self.one(HwEvent::TlbFlushCall);
+            if n > CEILING {
+                self.tlbi(HwEvent::TlbiAsid);
+            } else {
+                // flush_tlb_func(): one INVLPG per stride step.
+                self.add(
+                    HwEvent::TlbiPage,
+                    n * if self.features.kpti { 2 } else { 1 },
+                );
+            }
+        }
+    }
+
+    /// Flush one page. Linux: arm64 flush_tlb_page() (DSB ISHST; TLBI
+    /// VALE1IS; DSB ISH); x86 flush_tlb_page() → flush_tlb_mm_range(1 page).
+    pub fn flush_tlb_page(&self, va: u64) {
+        self.flush_tlb_range(va, va + 4096, 4096);
+    }
+
+    /// Flush the whole address space. Linux: arm64 flush_tlb_mm() (DSB
+    /// ISHST; TLBI ASIDE1IS; DSB ISH); x86 flush_tlb_mm() →
+    /// flush_tlb_mm_range(TLB_FLUSH_ALL) → flush_tlb_local() (CR3 write).
+    pub fn flush_tlb_mm(&self) {
+        self.one(HwEvent::TlbFlushCall);
+        if self.arm64() {
+            self.one(HwEvent::DsbIshst);
+            self.tlbi(HwEvent::TlbiAsid);
+            self.one(HwEvent::DsbIsh);
+        } else {
+            self.tlbi(HwEvent::TlbiAsid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flush(arch: ArchKind, f: HwFeatures, start: u64, end: u64, stride: u64) -> HwEvents {
+        let s = HwSink::new(arch, f);
+        s.flush_tlb_range(start, end, stride);
+        s.snapshot()
+    }
+
+    #[test]
+    fn arm64_no_range_thresholds() {
+        let f = HwFeatures::default();
+        // 511 pages: one VALE1IS each under one DSB pair.
+        let e = flush(ArchKind::Arm64, f, 0, 511 * 4096, 4096);
+        assert_eq!(e.get(HwEvent::TlbiPage), 511);
+        assert_eq!((e.get(HwEvent::DsbIshst), e.get(HwEvent::DsbIsh)), (1, 1));
+        // 512 pages (2 MiB): >= MAX_DVM_OPS * stride → ASIDE1IS.
+        let e = flush(ArchKind::Arm64, f, 0, 512 * 4096, 4096);
+        assert_eq!(e.get(HwEvent::TlbiPage), 0);
+        assert_eq!(e.get(HwEvent::TlbiAsid), 1);
+        // 2 MiB stride: 511 PMDs still by page op.
+        let e = flush(ArchKind::Arm64, f, 0, 511 << 21, 1 << 21);
+        assert_eq!(e.get(HwEvent::TlbiPage), 511);
+    }
+
+    #[test]
+    fn arm64_range_ops() {
+        let f = HwFeatures {
+            tlbi_range: true,
+            ..Default::default()
+        };
+        // 262,144 pages = 4 << 16: one RVALE1IS at scale 3 (num = 3).
+        let e = flush(ArchKind::Arm64, f, 0, 1 << 30, 4096);
+        assert_eq!(
+            (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiPage)),
+            (1, 0)
+        );
+        // 16 pages: scale 0, num = 7 → one op.
+        let e = flush(ArchKind::Arm64, f, 0, 16 * 4096, 4096);
+        assert_eq!(
+            (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiPage)),
+            (1, 0)
+        );
+        // 1 page: a single VALE1IS.
+        let e = flush(ArchKind::Arm64, f, 0, 4096, 4096);
+        assert_eq!(
+            (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiPage)),
+            (0, 1)
+        );
+        // 3 pages: scale 0 covers 2, the leftover page takes a VALE1IS.
+        let e = flush(ArchKind::Arm64, f, 0, 3 * 4096, 4096);
+        assert_eq!(
+            (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiPage)),
+            (1, 1)
+        );
+        // 256 pages: scale 1: (256 >> 6) & 31 = 4 → num 3 → 4 << 6 = 256.
+        let e = flush(ArchKind::Arm64, f, 0, 256 * 4096, 4096);
+        assert_eq!(
+            (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiPage)),
+            (1, 0)
+        );
+    }
+
+    #[test]
+    fn x86_ceiling() {
+        let f = HwFeatures::default();
+        let e = flush(ArchKind::X86_64, f, 0, 33 * 4096, 4096);
+        assert_eq!(
+            (e.get(HwEvent::TlbiPage), e.get(HwEvent::TlbiAsid)),
+            (33, 0)
+        );
+        let e = flush(ArchKind::X86_64, f, 0, 34 * 4096, 4096);
+        assert_eq!((e.get(HwEvent::TlbiPage), e.get(HwEvent::TlbiAsid)), (0, 1));
+        assert_eq!(e.get(HwEvent::TlbFlushCall), 1);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for &e in HwEvent::ALL {
+            assert_eq!(HwEvent::from_name(e.name()), Some(e));
+            assert!(!e.describe().is_empty());
+        }
+        let mut h = HwEvents::default();
+        h.add(HwEvent::PteLoad, 3);
+        let j = serde_json::to_string(&h).unwrap();
+        assert_eq!(j, r#"{"pte_load":3}"#);
+        assert_eq!(serde_json::from_str::<HwEvents>(&j).unwrap(), h);
+    }
+}

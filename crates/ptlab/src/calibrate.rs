@@ -1,0 +1,1244 @@
+//! `ptlab calibrate`: fit a cost profile for this machine from live
+//! microbenchmarks, and `ptlab calibrate --check PROFILE`: how well a
+//! profile predicts the live kernel's time on (small) seed workloads.
+//!
+//! The measurements run in a child process (`ptlab calibrate-worker`, a
+//! hidden subcommand) at fixed addresses. Every region is mapped with
+//! MAP_FIXED_NOREPLACE and MADV_NOHUGEPAGE, so no THP knob is read or
+//! changed: the results do not depend on the knobs, and nothing needs
+//! restoring (the THP journal/lock of ptlab-live is not involved).
+//!
+//! Each microbenchmark isolates one cost by differencing: the model runs the
+//! same operations and says which events change with the benchmark's
+//! variable (pages, calls); the measured slope, minus the base profile's
+//! price of the other events that change, is divided among the target
+//! events in proportion to their base prices.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use ptlab_bench::stats::{t_critical, Summary};
+use ptlab_cost::{Basis, Profile};
+use ptlab_model::{ArchKind, Before, HwEvent, HwEvents, HwFeatures};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+pub const CALIBRATE_HELP: &str = "\
+Examples:
+  ptlab calibrate --out profiles/local.toml          # fit a profile (~1 minute)
+  ptlab calibrate --quick --out /tmp/local.toml      # fewer repetitions
+  ptlab calibrate --check profiles/local.toml        # predicted vs live time
+  ptlab cost scenarios/seeds/fork-4k.ptl --profile profiles/local.toml
+
+What is measured (each in a child process, at fixed addresses, 4 KiB pages
+forced with MADV_NOHUGEPAGE; no THP knob is touched):
+  syscall        a no-op mprotect() (same flags), per call
+  page zeroing   memset of 4 KiB pages in a 64 MiB buffer (proxy for
+                 clear_page; also the price of a user page access)
+  page fault     read faults mapping the zero page, per page
+  folio          write faults allocating a new order-0 folio, per page,
+                 minus the fault and the zeroing
+  PTE work       mprotect r/rw over 40..256 cache-hot pages (slope per
+                 page); the extra slope over 64..16384 streamed pages is
+                 charged to struct page lines
+  TLB flush      mprotect r/rw over 1..32 pages (slope per page, minus PTE
+                 work: the INVLPG / TLBI per page); the full-flush price is
+                 the large-range intercept minus the rest
+  VMA split      mprotect of one page inside a 3-page VMA versus a whole
+                 1-page VMA (2 splits + 1 merge per pair)
+Each is repeated; slopes come from least squares with a 95 % confidence
+interval (Student t), written as ci95_ns in the profile. Events not
+calibrated keep the built-in profile's price for this architecture
+(zen3 on x86_64, neoverse-n1 on arm64) and its source.
+
+--check runs small native versions of the seed workloads that need no THP
+knob (all but the 64 KiB mTHP layouts: the PTE-mapped THP layouts use
+MADV_HUGEPAGE under the default knobs) on the live kernel and prints the measured time next
+to the prediction of `ptlab cost` with the same parameters. It is a
+benchmark, not a test: the machine's load changes the numbers.";
+
+#[derive(Args)]
+pub struct CalibrateArgs {
+    /// Where to write the fitted profile (TOML)
+    #[arg(long, default_value = "profiles/local.toml")]
+    out: PathBuf,
+
+    /// Fewer repetitions (faster, wider confidence intervals)
+    #[arg(long)]
+    quick: bool,
+
+    /// Instead of calibrating, compare this profile's predictions with live
+    /// runs of the seed workloads (a built-in name or a path)
+    #[arg(long, value_name = "PROFILE")]
+    check: Option<String>,
+
+    /// Name of the fitted profile
+    #[arg(long, default_value = "local")]
+    name: String,
+}
+
+#[derive(Args)]
+pub struct WorkerArgs {
+    /// Which measurement set to run: micro or seeds
+    what: String,
+    /// Repetitions
+    #[arg(long, default_value_t = 12)]
+    reps: usize,
+}
+
+/// Raw samples from the worker: benchmark → (x, ns) pairs.
+#[derive(Serialize, Deserialize, Default, Debug)]
+struct Samples {
+    series: BTreeMap<String, Vec<(f64, f64)>>,
+}
+
+const BASE: u64 = 0x7e00_0000_0000;
+const PAGE: usize = 4096;
+
+// ---------------------------------------------------------------- worker --
+
+struct Region {
+    addr: *mut u8,
+    len: usize,
+}
+
+impl Region {
+    /// A private anonymous mapping at a fixed address, without THP.
+    fn new(addr: u64, len: usize) -> Result<Region> {
+        // SAFETY: mmap with MAP_FIXED_NOREPLACE never replaces a mapping.
+        let p = unsafe {
+            libc::mmap(
+                addr as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED || p as u64 != addr {
+            bail!(
+                "mmap at {addr:#x} failed: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        // SAFETY: advising our own mapping.
+        unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+        Ok(Region {
+            addr: p as *mut u8,
+            len,
+        })
+    }
+    fn touch_write(&self, pages: usize) {
+        for i in 0..pages {
+            // SAFETY: inside the mapping.
+            unsafe { std::ptr::write_volatile(self.addr.add(i * PAGE), 1) };
+        }
+    }
+    fn touch_read(&self, pages: usize) -> u64 {
+        let mut s = 0u64;
+        for i in 0..pages {
+            // SAFETY: inside the mapping.
+            s += unsafe { std::ptr::read_volatile(self.addr.add(i * PAGE)) } as u64;
+        }
+        s
+    }
+    fn memset(&self, pages: usize) {
+        // SAFETY: inside the mapping.
+        unsafe { std::ptr::write_bytes(self.addr, 0x5a, pages * PAGE) };
+        std::hint::black_box(self.addr);
+    }
+    fn protect(&self, off_pages: usize, pages: usize, prot: i32) {
+        // SAFETY: inside the mapping.
+        let r = unsafe {
+            libc::mprotect(
+                self.addr.add(off_pages * PAGE) as *mut libc::c_void,
+                pages * PAGE,
+                prot,
+            )
+        };
+        assert_eq!(r, 0, "mprotect: {}", std::io::Error::last_os_error());
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping.
+        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+    }
+}
+
+fn ns_since(t: Instant) -> f64 {
+    t.elapsed().as_nanos() as f64
+}
+
+const RW: i32 = libc::PROT_READ | libc::PROT_WRITE;
+const RO: i32 = libc::PROT_READ;
+
+fn micro(reps: usize) -> Result<Samples> {
+    let mut s = Samples::default();
+    let mut put =
+        |k: &str, x: f64, ns: f64| s.series.entry(k.to_string()).or_default().push((x, ns));
+    for _ in 0..reps {
+        // syscall: a no-op mprotect (flags unchanged).
+        {
+            let r = Region::new(BASE, PAGE)?;
+            r.touch_write(1);
+            let n = 20_000;
+            let t = Instant::now();
+            for _ in 0..n {
+                r.protect(0, 1, RW);
+            }
+            put("syscall", 1.0, ns_since(t) / n as f64);
+        }
+        // memset of 4 KiB pages over 64 MiB, already populated.
+        {
+            let pages = 16384;
+            let r = Region::new(BASE, pages * PAGE)?;
+            r.memset(pages);
+            let t = Instant::now();
+            r.memset(pages);
+            put("memset", 1.0, ns_since(t) / pages as f64);
+        }
+        // read faults (zero page) and write faults (new folio), per page.
+        for pages in [1024usize, 4096] {
+            let r = Region::new(BASE, pages * PAGE)?;
+            let t = Instant::now();
+            std::hint::black_box(r.touch_read(pages));
+            put("read_fault", pages as f64, ns_since(t));
+            drop(r);
+            let r = Region::new(BASE, pages * PAGE)?;
+            let t = Instant::now();
+            r.touch_write(pages);
+            put("write_fault", pages as f64, ns_since(t));
+        }
+        // mprotect r + rw over populated pages.
+        {
+            // Twice the largest range: every call splits and merges the VMA
+            // (the model's counts for the same ranges include that).
+            let big = 32768;
+            let r = Region::new(BASE, big * PAGE)?;
+            r.touch_write(big);
+            for n in [64usize, 256, 1024, 4096, 16384] {
+                let t = Instant::now();
+                r.protect(0, n, RO);
+                r.protect(0, n, RW);
+                put("mprotect_big", n as f64, ns_since(t));
+            }
+            // Small ranges at the start of the region: the rest stays rw, so
+            // each call splits and merges the VMA; subtract with the
+            // model's counts.
+            // Small ranges (≤ 33 pages: one INVLPG/TLBI per page) and
+            // middle ones (> 33: one full flush on x86), both cache-hot
+            // (repeated on the same pages): the slopes differ by the
+            // per-page invalidation, the intercepts by the full flush.
+            for n in [1usize, 2, 4, 8, 16, 24, 32] {
+                let k = 50;
+                let t = Instant::now();
+                for _ in 0..k {
+                    r.protect(0, n, RO);
+                    r.protect(0, n, RW);
+                }
+                put("mprotect_small", n as f64, ns_since(t) / k as f64);
+            }
+            for n in [40usize, 64, 96, 128, 192, 256] {
+                let k = 50;
+                let t = Instant::now();
+                for _ in 0..k {
+                    r.protect(0, n, RO);
+                    r.protect(0, n, RW);
+                }
+                put("mprotect_mid", n as f64, ns_since(t) / k as f64);
+            }
+        }
+        // VMA split: one page inside a 3-page VMA vs a whole 1-page VMA.
+        {
+            let k = 2000;
+            let r = Region::new(BASE, 3 * PAGE)?;
+            r.touch_write(3);
+            let t = Instant::now();
+            for _ in 0..k {
+                r.protect(1, 1, RO);
+                r.protect(1, 1, RW);
+            }
+            put("vma_inner", 1.0, ns_since(t) / k as f64);
+            drop(r);
+            let r = Region::new(BASE, PAGE)?;
+            r.touch_write(1);
+            let t = Instant::now();
+            for _ in 0..k {
+                r.protect(0, 1, RO);
+                r.protect(0, 1, RW);
+            }
+            put("vma_whole", 1.0, ns_since(t) / k as f64);
+        }
+    }
+    Ok(s)
+}
+
+/// Native versions of the seed workloads (sizes from `seed_params`).
+fn seeds(reps: usize) -> Result<Samples> {
+    let mut s = Samples::default();
+    let mut put = |k: &str, ns: f64| s.series.entry(k.to_string()).or_default().push((0.0, ns));
+    for _ in 0..reps {
+        // mremap-batch-4k: iterations × (mmap 1M fixed, memset, mremap +1M, munmap).
+        {
+            let it = 200;
+            let len = 1 << 20;
+            let t = Instant::now();
+            for _ in 0..it {
+                let r = Region::new(BASE, len)?;
+                r.memset(len / PAGE);
+                // SAFETY: moving our own mapping to a fixed free address.
+                let q = unsafe {
+                    libc::mremap(
+                        r.addr as *mut libc::c_void,
+                        len,
+                        len,
+                        libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                        (BASE + len as u64) as *mut libc::c_void,
+                    )
+                };
+                if q == libc::MAP_FAILED {
+                    bail!("mremap: {}", std::io::Error::last_os_error());
+                }
+                std::mem::forget(r);
+                // SAFETY: unmapping what we moved.
+                unsafe { libc::munmap(q, len) };
+            }
+            put("mremap-batch-4k", ns_since(t));
+        }
+        // mremap-table-{aligned,unaligned}: populate 64 MiB, one mremap (timed alone).
+        for (name, dst) in [
+            ("mremap-table-aligned", 0x7e80_0000_0000u64),
+            ("mremap-table-unaligned", 0x7e80_0000_1000u64),
+        ] {
+            let len = 64 << 20;
+            let r = Region::new(BASE, len)?;
+            r.memset(len / PAGE);
+            let t = Instant::now();
+            // SAFETY: as above.
+            let q = unsafe {
+                libc::mremap(
+                    r.addr as *mut libc::c_void,
+                    len,
+                    len,
+                    libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                    dst as *mut libc::c_void,
+                )
+            };
+            let ns = ns_since(t);
+            if q == libc::MAP_FAILED {
+                bail!("mremap: {}", std::io::Error::last_os_error());
+            }
+            std::mem::forget(r);
+            // SAFETY: unmapping what we moved.
+            unsafe { libc::munmap(q, len) };
+            put(name, ns);
+        }
+        // fork-4k: 64 MiB populated, 10 forks, each child exits at once.
+        {
+            let len = 64 << 20;
+            let r = Region::new(BASE, len)?;
+            r.memset(len / PAGE);
+            let t = Instant::now();
+            for _ in 0..10 {
+                // SAFETY: the child only calls _exit.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    // SAFETY: async-signal-safe exit in the child.
+                    unsafe { libc::_exit(0) };
+                }
+                if pid < 0 {
+                    bail!("fork: {}", std::io::Error::last_os_error());
+                }
+                let mut st = 0;
+                // SAFETY: reaping our child.
+                unsafe { libc::waitpid(pid, &mut st, 0) };
+            }
+            put("fork-4k", ns_since(t));
+        }
+        // mprotect-4k: 64 MiB, 5 × (mprotect r, mprotect rw, bzero).
+        {
+            let len = 64 << 20;
+            let r = Region::new(BASE, len)?;
+            r.memset(len / PAGE);
+            let t = Instant::now();
+            for _ in 0..5 {
+                r.protect(0, len / PAGE, RO);
+                r.protect(0, len / PAGE, RW);
+                r.memset(len / PAGE);
+            }
+            put("mprotect-4k", ns_since(t));
+        }
+        // fork-thp-pte / mprotect-thp-pte: PMD THPs (MADV_HUGEPAGE; the
+        // default knobs enabled=madvise, hugepages-2048kB=inherit allow
+        // them, and no knob is changed) mapped by PTEs after a brief
+        // MADV_DONTFORK/MADV_DOFORK split of each 2 MiB block's first page.
+        {
+            let len = 64usize << 20;
+            let r = thp_pte_region(len)?;
+            let t = Instant::now();
+            for _ in 0..10 {
+                // SAFETY: the child only calls _exit.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    // SAFETY: async-signal-safe exit in the child.
+                    unsafe { libc::_exit(0) };
+                }
+                if pid < 0 {
+                    bail!("fork: {}", std::io::Error::last_os_error());
+                }
+                let mut st = 0;
+                // SAFETY: reaping our child.
+                unsafe { libc::waitpid(pid, &mut st, 0) };
+            }
+            put("fork-thp-pte", ns_since(t));
+            let t = Instant::now();
+            for _ in 0..5 {
+                r.protect(0, len / PAGE, RO);
+                r.protect(0, len / PAGE, RW);
+                r.memset(len / PAGE);
+            }
+            put("mprotect-thp-pte", ns_since(t));
+        }
+        // uffd-copy / uffd-move: a 16 MiB heap moved aside with
+        // MREMAP_DONTUNMAP, the emptied heap registered MISSING, then per
+        // page UFFDIO_COPY + MADV_DONTNEED of the source, or UFFDIO_MOVE.
+        for name in ["uffd-copy", "uffd-move"] {
+            if let Some(ns) = uffd_compaction(name == "uffd-move")? {
+                put(name, ns);
+            }
+        }
+    }
+    Ok(s)
+}
+
+/// `len` bytes of PMD THPs, populated, each mapped by PTEs: MADV_HUGEPAGE,
+/// memset, then MADV_DONTFORK + MADV_DOFORK on the first page of every
+/// 2 MiB block (the VMA split splits the PMD; the folio stays whole).
+fn thp_pte_region(len: usize) -> Result<Region> {
+    let r = Region::new(BASE, len)?;
+    // SAFETY: advising our own mapping (undoing Region's NOHUGEPAGE).
+    unsafe {
+        libc::madvise(r.addr as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+    }
+    r.memset(len / PAGE);
+    for i in 0..len / (2 << 20) {
+        // SAFETY: advising our own mapping.
+        unsafe {
+            let a = r.addr.add(i * (2 << 20)) as *mut libc::c_void;
+            libc::madvise(a, PAGE, libc::MADV_DONTFORK);
+            libc::madvise(a, PAGE, libc::MADV_DOFORK);
+        }
+    }
+    Ok(r)
+}
+
+/// One heap compaction (seed 5); `None` when userfaultfd is unavailable.
+fn uffd_compaction(mv: bool) -> Result<Option<f64>> {
+    const HEAP: u64 = BASE;
+    const FROM: u64 = 0x7e40_0000_0000;
+    let len = 16usize << 20;
+    let r = Region::new(HEAP, len)?;
+    r.memset(len / PAGE);
+    // SAFETY: moving our own mapping; DONTUNMAP leaves the heap VMA empty.
+    let f = unsafe {
+        libc::mremap(
+            HEAP as *mut libc::c_void,
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | 4, /* MREMAP_DONTUNMAP */
+            FROM as *mut libc::c_void,
+        )
+    };
+    if f == libc::MAP_FAILED {
+        bail!("mremap(DONTUNMAP): {}", std::io::Error::last_os_error());
+    }
+    let from = Region {
+        addr: f as *mut u8,
+        len,
+    };
+    // SAFETY: userfaultfd(2), UFFDIO_API and UFFDIO_REGISTER on our own
+    // descriptor and mapping (ioctl numbers as in ptlab-live's worker).
+    let fd = unsafe {
+        let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+        let mut fd = libc::syscall(libc::SYS_userfaultfd, flags) as libc::c_int;
+        if fd < 0 {
+            fd = libc::syscall(libc::SYS_userfaultfd, flags | 1) as libc::c_int;
+        }
+        if fd < 0 {
+            return Ok(None);
+        }
+        let mut api: [u64; 3] = [0xAA, 0, 0];
+        if libc::ioctl(fd, 0xC018_AA3F, api.as_mut_ptr()) < 0 {
+            libc::close(fd);
+            return Ok(None);
+        }
+        let mut reg: [u64; 4] = [HEAP, len as u64, 1 /* MISSING */, 0];
+        if libc::ioctl(fd, 0xC020_AA00, reg.as_mut_ptr()) < 0 {
+            libc::close(fd);
+            bail!("UFFDIO_REGISTER: {}", std::io::Error::last_os_error());
+        }
+        fd
+    };
+    let t = Instant::now();
+    for i in 0..(len / PAGE) as u64 {
+        let (dst, src) = (HEAP + i * 4096, FROM + i * 4096);
+        // SAFETY: ioctls on our descriptor; madvise of our own page.
+        let rc = unsafe {
+            if mv {
+                let mut m: [u64; 5] = [dst, src, 4096, 0, 0];
+                libc::ioctl(fd, 0xC028_AA05, m.as_mut_ptr())
+            } else {
+                let mut c: [u64; 5] = [dst, src, 4096, 0, 0];
+                let rc = libc::ioctl(fd, 0xC028_AA03, c.as_mut_ptr());
+                libc::madvise(src as *mut libc::c_void, 4096, libc::MADV_DONTNEED);
+                rc
+            }
+        };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: closing our descriptor.
+            unsafe { libc::close(fd) };
+            bail!("UFFDIO_{}: {e}", if mv { "MOVE" } else { "COPY" });
+        }
+    }
+    let ns = ns_since(t);
+    // SAFETY: closing our descriptor.
+    unsafe { libc::close(fd) };
+    drop(from);
+    drop(r);
+    Ok(Some(ns))
+}
+
+/// The timed part of each seed workload and the parameters of the native run.
+/// (scenario, params, timed operations; empty = the whole run minus setup lines)
+/// A seed workload checked live: (scenario, params, timed operations).
+type SeedRun = (&'static str, Vec<(String, String)>, Vec<&'static str>);
+
+fn seed_params() -> Vec<SeedRun> {
+    let p = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    vec![
+        (
+            "mremap-batch-4k",
+            p(&[("iterations", "200"), ("base", "0x7e00_0000_0000")]),
+            vec!["mmap", "write", "mremap", "munmap"],
+        ),
+        (
+            "mremap-table-aligned",
+            p(&[
+                ("size", "64M"),
+                ("src", "0x7e00_0000_0000"),
+                ("dst", "0x7e80_0000_0000"),
+            ]),
+            vec!["mremap"],
+        ),
+        (
+            "mremap-table-unaligned",
+            p(&[
+                ("size", "64M"),
+                ("src", "0x7e00_0000_0000"),
+                ("dst", "0x7e80_0000_1000"),
+            ]),
+            vec!["mremap"],
+        ),
+        (
+            "fork-4k",
+            p(&[
+                ("size", "64M"),
+                ("iterations", "10"),
+                ("base", "0x7e00_0000_0000"),
+            ]),
+            vec!["fork", "exit"],
+        ),
+        (
+            "mprotect-4k",
+            p(&[
+                ("size", "64M"),
+                ("iterations", "5"),
+                ("base", "0x7e00_0000_0000"),
+            ]),
+            vec!["mprotect", "write"],
+        ),
+        (
+            "fork-thp-pte",
+            p(&[
+                ("size", "64M"),
+                ("iterations", "10"),
+                ("base", "0x7e00_0000_0000"),
+            ]),
+            vec!["fork", "exit"],
+        ),
+        (
+            "mprotect-thp-pte",
+            p(&[
+                ("size", "64M"),
+                ("iterations", "5"),
+                ("base", "0x7e00_0000_0000"),
+            ]),
+            vec!["mprotect", "write"],
+        ),
+        (
+            "uffd-copy",
+            p(&[("heap", "0x7e00_0000_0000"), ("from", "0x7e40_0000_0000")]),
+            vec!["uffd copy", "madvise"],
+        ),
+        (
+            "uffd-move",
+            p(&[("heap", "0x7e00_0000_0000"), ("from", "0x7e40_0000_0000")]),
+            vec!["uffd move"],
+        ),
+    ]
+}
+
+pub fn worker(args: &WorkerArgs) -> Result<u8> {
+    let s = match args.what.as_str() {
+        "micro" => micro(args.reps)?,
+        "seeds" => seeds(args.reps)?,
+        other => bail!("unknown worker task '{other}'"),
+    };
+    println!("{}", serde_json::to_string(&s)?);
+    Ok(0)
+}
+
+fn run_worker(what: &str, reps: usize) -> Result<Samples> {
+    let exe = std::env::current_exe().context("cannot find the ptlab executable")?;
+    let out = std::process::Command::new(exe)
+        .args(["calibrate-worker", what, "--reps", &reps.to_string()])
+        .output()
+        .context("cannot start the calibration worker")?;
+    if !out.status.success() {
+        bail!(
+            "the calibration worker failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("cannot parse the worker's output")
+}
+
+// ------------------------------------------------------------------ fit --
+
+/// Least squares y = a + b x; (a, b, 95 % half-width of b, of a).
+fn linfit(pts: &[(f64, f64)]) -> (f64, f64, f64, f64) {
+    let n = pts.len() as f64;
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    let a = my - b * mx;
+    let rss: f64 = pts.iter().map(|p| (p.1 - a - b * p.0).powi(2)).sum();
+    let dof = (n - 2.0).max(1.0);
+    let s2 = rss / dof;
+    let t = t_critical(0.95, dof);
+    let se_b = if sxx > 0.0 {
+        (s2 / sxx).sqrt()
+    } else {
+        f64::INFINITY
+    };
+    let se_a = (s2 * (1.0 / n + mx * mx / sxx.max(f64::MIN_POSITIVE))).sqrt();
+    (a, b, t * se_b, t * se_a)
+}
+
+/// Fit a line per repetition (each repetition measured every x once) and
+/// summarise the slopes and intercepts over repetitions with a 20 %
+/// trimmed sample (load spikes on a shared machine hit single runs).
+fn per_rep_fit(s: &Samples, key: &str) -> Result<(Summary, Summary)> {
+    let pts = s
+        .series
+        .get(key)
+        .with_context(|| format!("no samples for {key}"))?;
+    let xs: std::collections::BTreeSet<u64> = pts.iter().map(|p| p.0 as u64).collect();
+    let k = xs.len().max(1);
+    let mut slopes = Vec::new();
+    let mut icpts = Vec::new();
+    for chunk in pts.chunks(k) {
+        if chunk.len() == k {
+            let (a, b, _, _) = linfit(chunk);
+            slopes.push(b);
+            icpts.push(a);
+        }
+    }
+    Ok((trimmed(&slopes)?, trimmed(&icpts)?))
+}
+
+fn trimmed(xs: &[f64]) -> Result<Summary> {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let cut = v.len() / 5;
+    let kept = &v[cut..v.len() - cut];
+    Summary::of(kept).context("no samples")
+}
+
+/// Model events of the last `lines` lines of `src` (x86/arm64 per `arch`).
+fn model_events(src: &str, arch: ArchKind, lines: usize, drop_user: bool) -> Result<HwEvents> {
+    let run = ptlab_cost::run_events(
+        src,
+        "calibrate.ptl",
+        arch,
+        Before::empty(),
+        &[],
+        HwFeatures::default(),
+    )?;
+    let mut e = HwEvents::default();
+    for l in run.lines.iter().rev().take(lines) {
+        e.add_all(&l.events);
+    }
+    if drop_user {
+        // The microbenchmarks touch one byte per page, not the whole page.
+        e.set(HwEvent::UserPageAccess, 0);
+    }
+    Ok(e)
+}
+
+fn diff(a: &HwEvents, b: &HwEvents) -> Vec<(HwEvent, f64)> {
+    HwEvent::ALL
+        .iter()
+        .map(|&e| (e, a.get(e) as f64 - b.get(e) as f64))
+        .filter(|&(_, d)| d != 0.0)
+        .collect()
+}
+
+/// Scale the target events' prices so that `delta` events cost `measured`
+/// ns; returns the scale factor and its CI half-width.
+fn scale_targets(
+    p: &mut Profile,
+    delta: &[(HwEvent, f64)],
+    targets: &[HwEvent],
+    measured: f64,
+    ci: f64,
+    how: &str,
+) -> (f64, f64) {
+    let others: f64 = delta
+        .iter()
+        .filter(|(e, _)| !targets.contains(e))
+        .map(|(e, d)| d * p.price_of(*e).ns)
+        .sum();
+    let tgt: f64 = delta
+        .iter()
+        .filter(|(e, _)| targets.contains(e))
+        .map(|(e, d)| d * p.price_of(*e).ns)
+        .sum();
+    if tgt <= 0.0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let k = ((measured - others) / tgt).max(0.0);
+    let kci = ci / tgt;
+    for (e, price) in p.prices.iter_mut() {
+        if targets.contains(e) {
+            let base = price.ns;
+            price.ns = (base * k * 1000.0).round() / 1000.0;
+            price.ci95_ns = kci
+                .is_finite()
+                .then(|| (base * kci * 1000.0).round() / 1000.0);
+            price.basis = Basis::Calibrated;
+            price.source = format!(
+                "ptlab calibrate: {how}; scaled the base price {base} ns by {k:.3} (±{kci:.3}, 95 %)"
+            );
+        }
+    }
+    (k, kci)
+}
+
+fn set_direct(p: &mut Profile, e: HwEvent, s: &Summary, how: &str) {
+    if let Some((_, price)) = p.prices.iter_mut().find(|(x, _)| *x == e) {
+        price.ns = (s.mean * 1000.0).round() / 1000.0;
+        price.ci95_ns = s
+            .ci95
+            .is_finite()
+            .then(|| (s.ci95 * 1000.0).round() / 1000.0);
+        price.basis = Basis::Calibrated;
+        price.source = format!(
+            "ptlab calibrate: {how} (n = {}, median {:.1} ns)",
+            s.n, s.median
+        );
+    }
+}
+
+fn host_arch() -> ArchKind {
+    if cfg!(target_arch = "aarch64") {
+        ArchKind::Arm64
+    } else {
+        ArchKind::X86_64
+    }
+}
+
+fn ys(s: &Samples, k: &str) -> Vec<f64> {
+    s.series
+        .get(k)
+        .map_or(Vec::new(), |v| v.iter().map(|p| p.1).collect())
+}
+
+pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
+    if let Some(p) = &args.check {
+        return check(p, args.quick, out);
+    }
+    let arch = host_arch();
+    let base_name = match arch {
+        ArchKind::X86_64 => "zen3",
+        ArchKind::Arm64 => "neoverse-n1",
+    };
+    let mut p = ptlab_cost::find_profile(base_name)?;
+    let reps = if args.quick { 4 } else { 20 };
+    writeln!(
+        out,
+        "ptlab calibrate: {reps} repetitions in a worker process (arch {})",
+        arch.name()
+    )?;
+    out.flush()?;
+    let s = run_worker("micro", reps)?;
+    let mut rows: Vec<(String, String)> = Vec::new();
+
+    // syscall: a no-op mprotect = syscall + vma_lookup.
+    let sys = Summary::of(&ys(&s, "syscall")).context("no syscall samples")?;
+    let ev = model_events(
+        "p = mmap 4K at 0x7e00_0000_0000 fixed\nwrite p\nmprotect p 4K rw\n",
+        arch,
+        1,
+        true,
+    )?;
+    let d = diff(&ev, &HwEvents::default());
+    let (k, _) = scale_targets(
+        &mut p,
+        &d,
+        &[HwEvent::Syscall],
+        sys.mean,
+        sys.ci95,
+        "no-op mprotect() per call",
+    );
+    rows.push((
+        "syscall".into(),
+        format!(
+            "{:.1} ns ± {:.1} (×{k:.2} of base)",
+            p.price_of(HwEvent::Syscall).ns,
+            sys.ci95
+        ),
+    ));
+
+    // memset → page_zero and user_page_access.
+    let ms = Summary::of(&ys(&s, "memset")).context("no memset samples")?;
+    set_direct(
+        &mut p,
+        HwEvent::PageZero,
+        &ms,
+        "memset of a 4 KiB page in a 64 MiB populated buffer (proxy for clear_page)",
+    );
+    set_direct(
+        &mut p,
+        HwEvent::UserPageAccess,
+        &ms,
+        "memset of a 4 KiB page in a 64 MiB populated buffer",
+    );
+    rows.push((
+        "page zeroed (memset 4 KiB)".into(),
+        format!("{:.1} ns ± {:.1}", ms.mean, ms.ci95),
+    ));
+
+    // Per-page slopes of read faults (→ page_fault) and write faults (→ folio_alloc).
+    let fault_src =
+        |op: &str, n: u64| format!("p = mmap {n}K at 0x7e00_0000_0000 fixed\n{op} p {n}K\n");
+    let per_page = |op: &str| -> Result<Vec<(HwEvent, f64)>> {
+        let a = model_events(&fault_src(op, 8), arch, 1, true)?;
+        let b = model_events(&fault_src(op, 4), arch, 1, true)?;
+        Ok(diff(&a, &b))
+    };
+    let (sl, _) = per_rep_fit(&s, "read_fault")?;
+    let (b, bci) = (sl.mean, sl.ci95);
+    let d = per_page("read")?;
+    scale_targets(
+        &mut p,
+        &d,
+        &[HwEvent::PageFault],
+        b,
+        bci,
+        "read faults mapping the zero page, slope per page",
+    );
+    rows.push((
+        "page fault (read, zero page)".into(),
+        format!(
+            "{b:.1} ns/page ± {bci:.1} → page_fault {:.1} ns",
+            p.price_of(HwEvent::PageFault).ns
+        ),
+    ));
+    let (sl, _) = per_rep_fit(&s, "write_fault")?;
+    let (b, bci) = (sl.mean, sl.ci95);
+    let d = per_page("write")?;
+    scale_targets(
+        &mut p,
+        &d,
+        &[HwEvent::FolioAlloc],
+        b,
+        bci,
+        "write faults of order-0 folios, slope per page, minus fault, zeroing and PTE work",
+    );
+    rows.push((
+        "folio (write fault)".into(),
+        format!(
+            "{b:.1} ns/page ± {bci:.1} → folio_alloc {:.1} ns",
+            p.price_of(HwEvent::FolioAlloc).ns
+        ),
+    ));
+
+    // PTE work: mprotect r + rw over many pages (one full flush each).
+    let mp_src = |n: u64| {
+        format!("p = mmap 64M at 0x7e00_0000_0000 fixed\nwrite p 64M\nmprotect p {n}K r\nmprotect p {n}K rw\n")
+    };
+    // Per-page invalidation and full flush: cache-hot small (≤ 32 pages)
+    // and middle (40..256 pages) ranges. Per mprotect pair the model
+    // counts 2 invalidations per page for small ranges and 2 full flushes
+    // for middle ones on x86 (arm64 without FEAT_TLBIRANGE: per-page TLBIs
+    // up to 511 pages, so only the per-page price is fitted there).
+    let (s_small, i_small) = per_rep_fit(&s, "mprotect_small")?;
+    let (s_mid, i_mid) = per_rep_fit(&s, "mprotect_mid")?;
+    let (s_big, _) = per_rep_fit(&s, "mprotect_big")?;
+
+    // PTE work. Cache-hot (40..256 pages repeated): the per-page slope sets
+    // the PTE-operation prices (loads, stores, atomic clears and struct
+    // page lines, scaled together). Streaming over 64 MiB (64..16384
+    // pages): the extra per-page time is charged to the struct page lines
+    // only — 8 PTEs share a cache line and are prefetched, while every page
+    // has its own 64-byte struct page.
+    let per_page = |a: u64, b: u64| -> Result<Vec<(HwEvent, f64)>> {
+        let e2 = model_events(&mp_src(a), arch, 2, true)?;
+        let e1 = model_events(&mp_src(b), arch, 2, true)?;
+        let pages = (a - b) as f64 / 4.0;
+        Ok(diff(&e2, &e1)
+            .into_iter()
+            .map(|(e, x)| (e, x / pages))
+            .collect())
+    };
+    let d_mid = per_page(1024, 512)?;
+    let pte_group = [
+        HwEvent::PteLoad,
+        HwEvent::PteStore,
+        HwEvent::PteAtomicClear,
+        HwEvent::StructPageLine,
+    ];
+    let (k, kci) = scale_targets(
+        &mut p,
+        &d_mid,
+        &pte_group,
+        s_mid.mean,
+        s_mid.ci95,
+        "mprotect r+rw over 40..256 cache-hot pages, slope per page",
+    );
+    rows.push((
+        "PTE work, cache-hot (per page)".into(),
+        format!(
+            "{:.2} ns/page ± {:.2} (PTE prices ×{k:.2} ± {kci:.2})",
+            s_mid.mean, s_mid.ci95
+        ),
+    ));
+    let p_lines = d_mid
+        .iter()
+        .find(|(e, _)| *e == HwEvent::StructPageLine)
+        .map_or(0.0, |x| x.1);
+    if p_lines > 0.0 {
+        let hot = p.price_of(HwEvent::StructPageLine).ns;
+        let v = (hot + (s_big.mean - s_mid.mean) / p_lines).max(0.0);
+        let ci = (s_big.ci95.powi(2) + s_mid.ci95.powi(2)).sqrt() / p_lines;
+        let sm = Summary {
+            n: s_big.n,
+            mean: v,
+            stdev: 0.0,
+            min: v,
+            max: v,
+            median: v,
+            ci95: ci,
+        };
+        set_direct(
+            &mut p,
+            HwEvent::StructPageLine,
+            &sm,
+            "mprotect r+rw streaming over 64..16384 pages: the per-page slope above the cache-hot one, per struct page line",
+        );
+        rows.push((
+            "struct page line, streaming".into(),
+            format!("{v:.1} ns ± {ci:.1} (slope {:.1} ns/page)", s_big.mean),
+        ));
+    }
+    let inv = |a: u64, b: u64| -> Result<(f64, f64)> {
+        let e2 = model_events(&mp_src(a), arch, 2, true)?;
+        let e1 = model_events(&mp_src(b), arch, 2, true)?;
+        let pages = (a - b) as f64 / 4.0;
+        Ok((
+            (e2.get(HwEvent::TlbiPage) as f64 - e1.get(HwEvent::TlbiPage) as f64) / pages,
+            e2.get(HwEvent::TlbiAsid) as f64,
+        ))
+    };
+    let (tlbi_per_page_small, _) = inv(64, 32)?;
+    let (tlbi_per_page_mid, asid_mid) = inv(1024, 512)?;
+    let per_page_inv = tlbi_per_page_small - tlbi_per_page_mid;
+    if per_page_inv > 0.0 {
+        let v = ((s_small.mean - s_mid.mean) / per_page_inv).max(0.0);
+        let ci = (s_small.ci95.powi(2) + s_mid.ci95.powi(2)).sqrt() / per_page_inv;
+        let sm = Summary {
+            n: s_small.n,
+            mean: v,
+            stdev: 0.0,
+            min: v,
+            max: v,
+            median: v,
+            ci95: ci,
+        };
+        set_direct(&mut p, HwEvent::TlbiPage, &sm, "mprotect r+rw, slope per page over 1..32 pages minus over 40..256 pages (cache-hot), per invalidation");
+        rows.push((
+            "TLB flush per page".into(),
+            format!("{v:.1} ns ± {ci:.1} per INVLPG/TLBI"),
+        ));
+    }
+    if asid_mid > 0.0 && arch == ArchKind::X86_64 {
+        let v = ((i_mid.mean - i_small.mean) / asid_mid).max(0.0);
+        let ci = (i_mid.ci95.powi(2) + i_small.ci95.powi(2)).sqrt() / asid_mid;
+        let sm = Summary {
+            n: i_mid.n,
+            mean: v,
+            stdev: 0.0,
+            min: v,
+            max: v,
+            median: v,
+            ci95: ci,
+        };
+        set_direct(
+            &mut p,
+            HwEvent::TlbiAsid,
+            &sm,
+            "mprotect r+rw, intercept over 40..256 pages minus over 1..32 pages, per full flush",
+        );
+        rows.push(("full TLB flush".into(), format!("{v:.1} ns ± {ci:.1}")));
+    }
+
+    // VMA split/merge.
+    let inner = Summary::of(&ys(&s, "vma_inner")).context("no vma samples")?;
+    let whole = Summary::of(&ys(&s, "vma_whole")).context("no vma samples")?;
+    let e_in = model_events("p = mmap 12K at 0x7e00_0000_0000 fixed\nwrite p 12K\nmprotect p + 4K 4K r\nmprotect p + 4K 4K rw\n", arch, 2, true)?;
+    let e_wh = model_events(
+        "p = mmap 4K at 0x7e00_0000_0000 fixed\nwrite p 4K\nmprotect p 4K r\nmprotect p 4K rw\n",
+        arch,
+        2,
+        true,
+    )?;
+    let d = diff(&e_in, &e_wh);
+    let ci = (inner.ci95.powi(2) + whole.ci95.powi(2)).sqrt();
+    scale_targets(
+        &mut p,
+        &d,
+        &[HwEvent::VmaSplit, HwEvent::VmaMerge],
+        inner.mean - whole.mean,
+        ci,
+        "mprotect of one page inside a 3-page VMA minus a whole 1-page VMA",
+    );
+    rows.push((
+        "VMA split".into(),
+        format!(
+            "split {:.0} ns, merge {:.0} ns (± {ci:.0} ns per pair)",
+            p.price_of(HwEvent::VmaSplit).ns,
+            p.price_of(HwEvent::VmaMerge).ns
+        ),
+    ));
+
+    p.name = args.name.clone();
+    p.description = format!(
+        "Calibrated on this machine ({}, Linux {}) by ptlab calibrate; uncalibrated events from {base_name}",
+        arch.name(),
+        kernel_release()
+    );
+    if let Some(dir) = args.out.parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+    }
+    let text = format!(
+        "# Fitted by `ptlab calibrate` ({reps} repetitions). Events with basis = \"calibrated\"\n# carry ci95_ns; the rest are the {base_name} profile's prices.\n{}",
+        p.to_toml()
+    );
+    ptlab_cost::parse_profile(&text, "calibrated profile")?;
+    std::fs::write(&args.out, text)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header(vec!["cost", "fit (95 % CI)"]);
+    for (a, b) in rows {
+        t.add_row(vec![a, b]);
+    }
+    writeln!(out, "{t}")?;
+    writeln!(out, "wrote {}", args.out.display())?;
+    Ok(0)
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn check(profile: &str, quick: bool, out: &mut dyn Write) -> Result<u8> {
+    let p = ptlab_cost::find_profile(profile)?;
+    let arch = host_arch();
+    if p.arch != arch {
+        bail!(
+            "profile '{}' is for {}, this machine is {}",
+            p.name,
+            p.arch.name(),
+            arch.name()
+        );
+    }
+    let reps = if quick { 3 } else { 10 };
+    writeln!(
+        out,
+        "ptlab calibrate --check {}: {reps} live repetitions per workload",
+        p.name
+    )?;
+    out.flush()?;
+    let s = run_worker("seeds", reps)?;
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "workload",
+        "params",
+        "live (mean ± 95 % CI)",
+        "predicted",
+        "predicted / live",
+    ]);
+    for (name, params, ops) in seed_params() {
+        let path = format!("{root}/scenarios/seeds/{name}.ptl");
+        let src = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+        let pred = ptlab_cost::predict(&src, &path, arch, Before::empty(), &params, &p)?;
+        // Timed: the last loop's body when there is a loop, else the listed operations.
+        // The last loop is the timed one (earlier loops are setup).
+        let lines: Vec<&str> = src.lines().collect();
+        let loop_line = lines
+            .iter()
+            .rposition(|l| l.trim_start().starts_with("repeat"))
+            .map(|i| i as u32 + 1);
+        let ns: f64 = pred
+            .by_line
+            .iter()
+            .filter(|l| match loop_line {
+                Some(r) => l.line > r,
+                None => ops.contains(&l.op.as_str()),
+            })
+            .map(|l| l.ns)
+            .sum();
+        let Some(live) = Summary::of(&ys(&s, name)) else {
+            t.add_row(vec![
+                name.to_string(),
+                String::new(),
+                "not measured (no userfaultfd?)".into(),
+                fmt_ns(ns),
+                String::new(),
+            ]);
+            continue;
+        };
+        t.add_row(vec![
+            name.to_string(),
+            params
+                .iter()
+                .map(|(a, b)| format!("{a}={b}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            format!("{} ± {}", fmt_ns(live.mean), fmt_ns(live.ci95)),
+            fmt_ns(ns),
+            format!("{:.2}", ns / live.mean),
+        ]);
+    }
+    writeln!(out, "{t}")?;
+    Ok(0)
+}
+
+fn fmt_ns(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linfit_recovers_a_line_with_a_tight_interval() {
+        let pts: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, 3.0 + 2.0 * i as f64)).collect();
+        let (a, b, bci, aci) = linfit(&pts);
+        assert!((a - 3.0).abs() < 1e-9 && (b - 2.0).abs() < 1e-9);
+        assert!(bci < 1e-6 && aci < 1e-6);
+        // Noise widens the interval.
+        let noisy: Vec<(f64, f64)> = pts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.0, p.1 + if i % 2 == 0 { 1.0 } else { -1.0 }))
+            .collect();
+        let (_, b, bci, _) = linfit(&noisy);
+        assert!((b - 2.0).abs() < 0.5 && bci > 0.01);
+    }
+
+    #[test]
+    fn per_rep_fit_trims_outlier_repetitions() {
+        let mut s = Samples::default();
+        let v = s.series.entry("x".into()).or_default();
+        for rep in 0..10 {
+            // Slope 5 per unit, one repetition hit by a load spike.
+            let k = if rep == 3 { 50.0 } else { 5.0 };
+            for x in [1.0, 2.0, 4.0] {
+                v.push((x, 100.0 + k * x));
+            }
+        }
+        let (slope, icpt) = per_rep_fit(&s, "x").unwrap();
+        assert_eq!(slope.n, 6); // 20 % trimmed at each end
+        assert!((slope.mean - 5.0).abs() < 1e-9, "{slope:?}");
+        assert!((icpt.mean - 100.0).abs() < 1e-9);
+        assert!(per_rep_fit(&s, "missing").is_err());
+    }
+
+    #[test]
+    fn scale_targets_subtracts_other_events_and_marks_calibrated() {
+        let mut p = ptlab_cost::find_profile("zen3").unwrap();
+        let sys = p.price_of(HwEvent::Syscall).ns;
+        let lookup = p.price_of(HwEvent::VmaLookup).ns;
+        let delta = [(HwEvent::Syscall, 1.0), (HwEvent::VmaLookup, 1.0)];
+        let (k, _) = scale_targets(
+            &mut p,
+            &delta,
+            &[HwEvent::Syscall],
+            2.0 * sys + lookup,
+            10.0,
+            "t",
+        );
+        assert!((k - 2.0).abs() < 1e-9);
+        let pr = p.price_of(HwEvent::Syscall);
+        assert!((pr.ns - 2.0 * sys).abs() < 1e-6);
+        assert_eq!(pr.basis, Basis::Calibrated);
+        assert_eq!(pr.ci95_ns, Some(10.0));
+        assert_eq!(p.price_of(HwEvent::VmaLookup).ns, lookup);
+        // The result is a valid profile.
+        ptlab_cost::parse_profile(&p.to_toml(), "t").unwrap();
+    }
+
+    #[test]
+    fn seed_checks_name_real_scenarios_and_params() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        for (name, params, _) in seed_params() {
+            let src =
+                std::fs::read_to_string(format!("{root}/scenarios/seeds/{name}.ptl")).unwrap();
+            let script = ptlab_scenario::parse(name, &src).unwrap();
+            let declared: Vec<String> = script.params().into_iter().map(|p| p.0).collect();
+            for (k, _) in &params {
+                assert!(declared.contains(k), "{name}: {k}");
+            }
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! `ptlab cost`: hardware events and estimated time of a scenario, per
+//! profile, optionally before/after one seed change.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use ptlab_cost::{pct_change, price_run, run_events, EventRun, Prediction, Profile};
+use ptlab_model::{ArchKind, Before, HwEvent};
+use serde_json::json;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+pub const COST_HELP: &str = "\
+Examples:
+  ptlab cost scenarios/seeds/mremap-batch-64k.ptl --param iterations=10 \\
+        --compare-before mremap-pte-batch
+  ptlab cost scenarios/seeds/mprotect-64k.ptl --arch arm64 --profile neoverse-n1 \\
+        --param iterations=1 --compare-before mprotect-pte-batch
+  ptlab cost my.ptl --profile ./my-machine.toml --format json | jq .
+
+What it does: runs the scenario on the model (no kernel needed), counts the
+hardware work the kernel's algorithm does (PTE loads/stores, atomic clears,
+contpte fold/unfold, TLB invalidations and barriers, struct-page traffic,
+page zeroing and copying, faults, syscalls, ...), and prices it with cost
+profiles. Each profile is for one architecture and also fixes the CPU
+features that change which instructions the kernel issues (FEAT_TLBIRANGE,
+BBML2, KPTI), so the model runs once per distinct (arch, features) pair.
+
+Profiles: built-in apple-m-vm (arm64), neoverse-n1 (arm64), zen3 (x86_64), or
+a path to a TOML file (see profiles/ and docs/cost.md). Without --profile:
+every built-in profile of --arch, or all built-ins when --arch is not given.
+Every price in a profile cites its source or is marked as an estimate.
+
+--compare-before NAME runs the scenario twice, with and without the seed
+change NAME (mremap-pte-batch, mremap-table-move, fork-pte-batch,
+mprotect-pte-batch, uffd-move-batch), and prints both side by side with the
+change in percent (negative = the change saves time).
+
+Reading the output: 'Per operation' sums the lines running each operation
+(mremap, write, ...); 'Events' lists every non-zero event with its count and
+its cost in ns; the total is in ns and in cycles at the profile's clock. All
+numbers are linear in the counts: a loop of N iterations costs N times one
+(so you may run with a small --param iterations and scale).
+
+Exit status: 0 = success, 2 = usage, I/O, parse or profile error, or the
+scenario failed on the model.";
+
+#[derive(Args)]
+pub struct CostArgs {
+    /// The scenario file (.ptl)
+    file: PathBuf,
+
+    /// Architecture to model (default: the architecture of each profile)
+    #[arg(long, value_parser = parse_arch)]
+    arch: Option<ArchKind>,
+
+    /// Cost profile: a built-in name (apple-m-vm, neoverse-n1, zen3) or a
+    /// path to a .toml profile (repeatable)
+    #[arg(long = "profile", value_name = "NAME|PATH")]
+    profiles: Vec<String>,
+
+    /// Run a seed change's previous algorithm (repeatable); applies to both
+    /// sides of --compare-before
+    #[arg(long = "before", value_name = "NAME", value_parser = crate::parse_before)]
+    before: Vec<Before>,
+
+    /// Compare with the seed change NAME reverted: before/after side by side
+    #[arg(long, value_name = "NAME", value_parser = crate::parse_before)]
+    compare_before: Option<Before>,
+
+    /// Set a `param NAME = DEFAULT` of the scenario (repeatable)
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = crate::parse_param)]
+    params: Vec<(String, String)>,
+
+    /// Output format
+    #[arg(long, value_enum, default_value_t = CostFormat::Text)]
+    format: CostFormat,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CostFormat {
+    /// Tables per profile: per line (or per operation when comparing), events, total
+    Text,
+    /// One JSON object: {file, params, profiles: [{profile, arch, after, before?, change_pct?}]}
+    Json,
+}
+
+fn parse_arch(s: &str) -> std::result::Result<ArchKind, String> {
+    ArchKind::from_name(s).ok_or_else(|| format!("unknown arch '{s}': expected x86_64 or arm64"))
+}
+
+/// The profiles to price with.
+fn select_profiles(args: &CostArgs) -> Result<Vec<Profile>> {
+    let ps: Vec<Profile> = if args.profiles.is_empty() {
+        ptlab_cost::builtin_profiles()
+            .into_iter()
+            .filter(|p| args.arch.is_none_or(|a| a == p.arch))
+            .collect()
+    } else {
+        args.profiles
+            .iter()
+            .map(|n| ptlab_cost::find_profile(n).map_err(anyhow::Error::from))
+            .collect::<Result<_>>()?
+    };
+    if let Some(a) = args.arch {
+        if let Some(p) = ps.iter().find(|p| p.arch != a) {
+            bail!(
+                "profile '{}' is for {}, not --arch {}",
+                p.name,
+                p.arch.name(),
+                a.name()
+            );
+        }
+    }
+    if ps.is_empty() {
+        bail!("no profile to price with");
+    }
+    Ok(ps)
+}
+
+/// One profile's results.
+struct Row {
+    profile: Profile,
+    after: Prediction,
+    before: Option<Prediction>,
+}
+
+pub fn cost(args: &CostArgs, out: &mut dyn Write) -> Result<u8> {
+    let source = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("cannot read scenario '{}'", args.file.display()))?;
+    let name = args.file.display().to_string();
+    let script = ptlab_scenario::parse(&name, &source)?;
+    let declared = script.params();
+    for (n, v) in &args.params {
+        if !declared.iter().any(|(d, _, _)| d == n) {
+            let have: Vec<&str> = declared.iter().map(|(d, _, _)| d.as_str()).collect();
+            bail!(
+                "--param {n}: the scenario declares no 'param {n}' (it has: {})",
+                if have.is_empty() {
+                    "none".to_string()
+                } else {
+                    have.join(", ")
+                }
+            );
+        }
+        ptlab_scenario::parse_param_value(v).map_err(|e| anyhow::anyhow!("--param {n}: {e}"))?;
+    }
+    let profiles = select_profiles(args)?;
+    let base = args.before.iter().fold(Before::empty(), |a, b| a | *b);
+    let mut cache: HashMap<(ArchKind, ptlab_model::HwFeatures, Before), EventRun> = HashMap::new();
+    let mut runs = |arch: ArchKind, p: &Profile, before: Before| -> Result<EventRun> {
+        let key = (arch, p.features.hw(), before);
+        if let Some(r) = cache.get(&key) {
+            return Ok(r.clone());
+        }
+        let r = run_events(&source, &name, arch, before, &args.params, p.features.hw())?;
+        cache.insert(key, r.clone());
+        Ok(r)
+    };
+    let mut rows = Vec::new();
+    for p in profiles {
+        let arch = p.arch;
+        let after = price_run(&runs(arch, &p, base)?, arch, base, &p);
+        let before = match args.compare_before {
+            Some(b) => {
+                let set = base | b;
+                Some(price_run(&runs(arch, &p, set)?, arch, set, &p))
+            }
+            None => None,
+        };
+        rows.push(Row {
+            profile: p,
+            after,
+            before,
+        });
+    }
+    match args.format {
+        CostFormat::Json => write_json(out, &name, args, &declared, &rows)?,
+        CostFormat::Text => write_text(out, &name, args, &declared, &rows)?,
+    }
+    Ok(0)
+}
+
+fn fmt_ns(ns: f64) -> String {
+    let a = ns.abs();
+    if a >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.2} µs", ns / 1e3)
+    } else {
+        format!("{ns:.1} ns")
+    }
+}
+
+fn fmt_pct(before: f64, after: f64) -> String {
+    match pct_change(before, after) {
+        Some(p) => format!("{p:+.1} %"),
+        None if after == 0.0 => "=".to_string(),
+        None => "new".to_string(),
+    }
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(header.iter().map(Cell::new).collect::<Vec<_>>());
+    t
+}
+
+fn right(t: &mut Table, from: usize) {
+    for i in from..t.column_count() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
+
+fn params_line(args: &CostArgs, declared: &[(String, u32, String)]) -> String {
+    declared
+        .iter()
+        .map(|(n, _, d)| {
+            let v = args
+                .params
+                .iter()
+                .rev()
+                .find(|(k, _)| k == n)
+                .map_or(d.clone(), |(_, v)| v.clone());
+            format!("{n}={v}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn before_label(p: &Prediction) -> String {
+    if p.before.is_empty() {
+        "Linux 6.18 as shipped".to_string()
+    } else {
+        format!("before {}", p.before.join(","))
+    }
+}
+
+fn write_text(
+    out: &mut dyn Write,
+    name: &str,
+    args: &CostArgs,
+    declared: &[(String, u32, String)],
+    rows: &[Row],
+) -> Result<()> {
+    writeln!(out, "ptlab cost {name}")?;
+    if !declared.is_empty() {
+        writeln!(out, "params: {}", params_line(args, declared))?;
+    }
+    for r in rows {
+        let p = &r.profile;
+        let f = &p.features;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "== {} ({}, {:.2} GHz): {}",
+            p.name,
+            p.arch.name(),
+            p.clock_ghz,
+            p.description
+        )?;
+        writeln!(
+            out,
+            "   features: tlbi_range={} bbml2_noabort={} kpti={}",
+            f.tlbi_range, f.bbml2_noabort, f.kpti
+        )?;
+        match &r.before {
+            None => {
+                writeln!(out, "   algorithm: {}", before_label(&r.after))?;
+                let mut t = table(&["line", "statement", "runs", "time", "share"]);
+                for l in &r.after.by_line {
+                    if l.events.is_zero() {
+                        continue;
+                    }
+                    let share = if r.after.ns > 0.0 {
+                        l.ns / r.after.ns * 100.0
+                    } else {
+                        0.0
+                    };
+                    t.add_row(vec![
+                        l.line.to_string(),
+                        l.text.clone(),
+                        l.executions.to_string(),
+                        fmt_ns(l.ns),
+                        format!("{share:.1} %"),
+                    ]);
+                }
+                right(&mut t, 2);
+                writeln!(out, "Per line:\n{t}")?;
+                let mut t = table(&["event", "count", "ns each", "time"]);
+                for e in &r.after.by_event {
+                    t.add_row(vec![
+                        e.event.name().to_string(),
+                        e.count.to_string(),
+                        format!("{}", p.price_of(e.event).ns),
+                        fmt_ns(e.ns),
+                    ]);
+                }
+                right(&mut t, 1);
+                writeln!(out, "Events:\n{t}")?;
+                writeln!(
+                    out,
+                    "Total: {} ({:.0} cycles)",
+                    fmt_ns(r.after.ns),
+                    r.after.cycles
+                )?;
+            }
+            Some(b) => {
+                let a = &r.after;
+                writeln!(
+                    out,
+                    "   before: {}   after: {}",
+                    before_label(b),
+                    before_label(a)
+                )?;
+                let mut t = table(&["operation", "runs", "before", "after", "change"]);
+                let mut ops: Vec<&str> = b.by_op.iter().map(|o| o.op.as_str()).collect();
+                for o in &a.by_op {
+                    if !ops.contains(&o.op.as_str()) {
+                        ops.push(&o.op);
+                    }
+                }
+                for op in ops {
+                    let bo = b.by_op.iter().find(|o| o.op == op);
+                    let ao = a.by_op.iter().find(|o| o.op == op);
+                    let (bn, an) = (bo.map_or(0.0, |o| o.ns), ao.map_or(0.0, |o| o.ns));
+                    t.add_row(vec![
+                        op.to_string(),
+                        ao.or(bo).map_or(0, |o| o.executions).to_string(),
+                        fmt_ns(bn),
+                        fmt_ns(an),
+                        fmt_pct(bn, an),
+                    ]);
+                }
+                right(&mut t, 1);
+                writeln!(out, "Per operation:\n{t}")?;
+                let mut t = table(&[
+                    "event", "before", "after", "change", "ns each", "before", "after",
+                ]);
+                for &e in HwEvent::ALL {
+                    let (bc, ac) = (b.events.get(e), a.events.get(e));
+                    if bc == 0 && ac == 0 {
+                        continue;
+                    }
+                    let each = p.price_of(e).ns;
+                    t.add_row(vec![
+                        e.name().to_string(),
+                        bc.to_string(),
+                        ac.to_string(),
+                        fmt_pct(bc as f64, ac as f64),
+                        format!("{each}"),
+                        fmt_ns(bc as f64 * each),
+                        fmt_ns(ac as f64 * each),
+                    ]);
+                }
+                right(&mut t, 1);
+                writeln!(out, "Events (counts, then time):\n{t}")?;
+                writeln!(
+                    out,
+                    "Total: before {} -> after {} ({}); {:.0} -> {:.0} cycles",
+                    fmt_ns(b.ns),
+                    fmt_ns(a.ns),
+                    fmt_pct(b.ns, a.ns),
+                    b.cycles,
+                    a.cycles
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_json(
+    out: &mut dyn Write,
+    name: &str,
+    args: &CostArgs,
+    declared: &[(String, u32, String)],
+    rows: &[Row],
+) -> Result<()> {
+    let params: serde_json::Map<String, serde_json::Value> = declared
+        .iter()
+        .map(|(n, _, d)| {
+            let v = args
+                .params
+                .iter()
+                .rev()
+                .find(|(k, _)| k == n)
+                .map_or(d.clone(), |(_, v)| v.clone());
+            (n.clone(), json!(v))
+        })
+        .collect();
+    let profiles: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = json!({
+                "profile": r.profile.name,
+                "arch": r.profile.arch.name(),
+                "clock_ghz": r.profile.clock_ghz,
+                "features": r.profile.features,
+                "after": r.after,
+            });
+            if let Some(b) = &r.before {
+                v["before"] = json!(b);
+                v["change_pct"] = json!(pct_change(b.ns, r.after.ns));
+            }
+            v
+        })
+        .collect();
+    let doc = json!({
+        "file": name,
+        "params": params,
+        "profiles": profiles,
+    });
+    writeln!(out, "{doc}")?;
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! `ptlab cost` and `ptlab run --param` from the command line.
+
+use std::process::Command;
+
+fn ptlab(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ptlab"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cost_compare_text_and_json() {
+    let (code, out, err) = ptlab(&[
+        "cost",
+        "scenarios/seeds/mremap-batch-64k.ptl",
+        "--param",
+        "iterations=2",
+        "--compare-before",
+        "mremap-pte-batch",
+        "--profile",
+        "neoverse-n1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("== neoverse-n1 (arm64"), "{out}");
+    assert!(out.contains("Per operation:"), "{out}");
+    assert!(out.contains("cont_unfold"), "{out}");
+    assert!(out.contains("Total: before"), "{out}");
+
+    let (code, out, err) = ptlab(&[
+        "cost",
+        "scenarios/seeds/mremap-batch-64k.ptl",
+        "--param",
+        "iterations=1",
+        "--compare-before",
+        "mremap-pte-batch",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    let profiles = v["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 3, "all built-in profiles by default");
+    for p in profiles {
+        let before = &p["before"]["events"];
+        let after = &p["after"]["events"];
+        if p["arch"] == "arm64" {
+            // 16 folded blocks: each unfolded at the source and refolded at
+            // the destination per PTE; none with batching.
+            assert_eq!(before["cont_unfold"], 16);
+            assert_eq!(before["cont_fold"], 16);
+            assert!(after.get("cont_unfold").is_none());
+            assert!(p["change_pct"].as_f64().unwrap() < 0.0);
+        } else {
+            assert_eq!(before, after, "x86: batch size 1 either way");
+        }
+    }
+    assert_eq!(v["params"]["iterations"], "1");
+}
+
+#[test]
+fn cost_errors_are_reported() {
+    let (code, _, err) = ptlab(&[
+        "cost",
+        "scenarios/seeds/mremap-batch-4k.ptl",
+        "--param",
+        "iteration=1",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("declares no 'param iteration'"), "{err}");
+    let (code, _, err) = ptlab(&[
+        "cost",
+        "scenarios/seeds/mremap-batch-4k.ptl",
+        "--arch",
+        "x86_64",
+        "--profile",
+        "neoverse-n1",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("is for arm64"), "{err}");
+    let (code, _, err) = ptlab(&[
+        "cost",
+        "scenarios/seeds/mremap-batch-4k.ptl",
+        "--profile",
+        "nope",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no built-in profile named 'nope'"), "{err}");
+    let (code, _, err) = ptlab(&["cost", "/nonexistent.ptl"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot read scenario"), "{err}");
+}
+
+#[test]
+fn cost_single_profile_per_line() {
+    let (code, out, err) = ptlab(&[
+        "cost",
+        "scenarios/seeds/fork-4k.ptl",
+        "--param",
+        "size=4M",
+        "--param",
+        "iterations=1",
+        "--arch",
+        "x86_64",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("== zen3"), "{out}");
+    assert!(!out.contains("neoverse"), "{out}");
+    assert!(out.contains("Per line:"), "{out}");
+    assert!(out.contains("process_create"), "{out}");
+}
+
+#[test]
+fn run_accepts_params() {
+    let (code, out, err) = ptlab(&[
+        "run",
+        "scenarios/seeds/uffd-move.ptl",
+        "--param",
+        "size=64K",
+        "--param",
+        "chunk=16K",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("PASS"), "{out}");
+}
+
+/// `ptlab calibrate --quick` on the live machine writes a valid profile
+/// whose calibrated prices carry confidence intervals (no time is
+/// asserted: the machine's load changes them).
+#[test]
+fn calibrate_writes_a_valid_profile() {
+    let dir = std::env::temp_dir().join(format!("ptlab-calibrate-{}", std::process::id()));
+    let out = dir.join("local.toml");
+    let out_s = out.display().to_string();
+    let (code, stdout, err) = ptlab(&["calibrate", "--quick", "--out", &out_s]);
+    assert_eq!(code, 0, "{stdout}{err}");
+    assert!(stdout.contains("wrote"), "{stdout}");
+    let p = ptlab_cost::load_profile(&out).expect("a valid profile");
+    let calibrated: Vec<_> = p
+        .prices
+        .iter()
+        .filter(|(_, pr)| pr.basis == ptlab_cost::Basis::Calibrated)
+        .collect();
+    assert!(calibrated.len() >= 8, "{calibrated:?}");
+    for (e, pr) in calibrated {
+        assert!(pr.ns.is_finite() && pr.ns >= 0.0, "{e:?}");
+        assert!(pr.source.starts_with("ptlab calibrate:"), "{e:?}");
+    }
+    let (code, stdout, err) = ptlab(&["calibrate", "--quick", "--check", &out_s]);
+    assert_eq!(code, 0, "{stdout}{err}");
+    assert!(stdout.contains("mremap-table-aligned"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
