@@ -46,6 +46,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use thiserror::Error;
 
+pub mod seeds;
+
 /// Why a profile could not be loaded or a prediction made.
 #[derive(Debug, Error)]
 pub enum CostError {

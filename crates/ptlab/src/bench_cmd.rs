@@ -232,20 +232,127 @@ pub struct ReproduceArgs {
     /// Do not show a progress bar
     #[arg(long)]
     quiet: bool,
+
+    /// An extra cost profile for the model columns (repeatable); the
+    /// built-in profiles and the calibrated local one are always included
+    #[arg(long, value_name = "PROFILE.toml")]
+    profile: Vec<PathBuf>,
 }
 
-/// The model columns of `ptlab reproduce`. This build has no cost model:
-/// it returns `None` and the report says "model predictions: not available
-/// in this build". The cost model plugs in here by returning a
-/// `ptlab_bench::report::ModelProvider` that produces one
-/// `ptlab_bench::report::ModelRow` per (change, workload, profile, arch).
-pub fn model_provider() -> Option<Box<dyn ModelProvider>> {
-    None
+/// The model columns of `ptlab reproduce`: every change's arms run on the
+/// model (`scenarios/seeds/*.ptl`, compiled into ptlab-cost) with the
+/// change's `--before` switch on and off, at the region sizes the live run
+/// uses, priced per measured unit on every profile.
+struct CostModel {
+    profiles: Vec<ptlab_cost::Profile>,
+}
+
+impl CostModel {
+    /// Model parameters for `workload`: the live run's region size, and few
+    /// repetitions (the cost per unit does not depend on their number).
+    fn params(
+        workload: &str,
+        seed: &ptlab_cost::seeds::Seed,
+        quick: bool,
+    ) -> Vec<(String, String)> {
+        let mut p = Vec::new();
+        if let Some(w) = ptlab_bench::workload::find(workload) {
+            let live = if quick { w.quick } else { w.full };
+            p.push(("size".to_string(), live.size.to_string()));
+        }
+        if let Some(it) = seed.iterations_param {
+            let n = if workload.starts_with("mremap-batch") {
+                64
+            } else {
+                2
+            };
+            p.push((it.to_string(), n.to_string()));
+        }
+        p
+    }
+}
+
+fn event_map(e: &ptlab_model::HwEvents) -> std::collections::BTreeMap<String, u64> {
+    e.nonzero()
+        .map(|(k, v)| (k.name().to_string(), v))
+        .collect()
+}
+
+impl ModelProvider for CostModel {
+    fn describe(&self) -> String {
+        let names: Vec<&str> = self.profiles.iter().map(|p| p.name.as_str()).collect();
+        format!(
+            "ptlab-cost {}: scenarios/seeds/*.ptl on the model, profiles {}",
+            env!("CARGO_PKG_VERSION"),
+            names.join(", ")
+        )
+    }
+
+    fn rows(&self, quick: bool) -> std::result::Result<Vec<report::ModelRow>, String> {
+        let mut runner = ptlab_cost::seeds::SeedRunner::new();
+        let mut rows = Vec::new();
+        for ch in report::CHANGES {
+            for arm in ch.arms {
+                let seed = ptlab_cost::seeds::seed(arm)
+                    .ok_or_else(|| format!("no model scenario for workload {arm}"))?;
+                if seed.switch != ch.model_switch {
+                    return Err(format!(
+                        "{arm}: the model scenario shows {}, the report expects {}",
+                        seed.switch, ch.model_switch
+                    ));
+                }
+                let params = Self::params(arm, seed, quick);
+                for prof in &self.profiles {
+                    let b = runner
+                        .unit_cost(seed, &params, prof, true)
+                        .map_err(|e| e.to_string())?;
+                    let a = runner
+                        .unit_cost(seed, &params, prof, false)
+                        .map_err(|e| e.to_string())?;
+                    rows.push(report::ModelRow {
+                        change: ch.id.to_string(),
+                        workload: arm.to_string(),
+                        profile: prof.name.clone(),
+                        arch: prof.arch.name().to_string(),
+                        before_ns: b.ns,
+                        after_ns: a.ns,
+                        before_events: event_map(&b.events),
+                        after_events: event_map(&a.events),
+                    });
+                }
+            }
+        }
+        Ok(rows)
+    }
+}
+
+/// Profiles for the model columns: the built-in ones, then the calibrated
+/// local profile (`profiles/local.toml` from `ptlab calibrate`, else the
+/// committed calibration of the development VM), then `--profile` files.
+fn reproduce_profiles(extra: &[PathBuf]) -> Result<Vec<ptlab_cost::Profile>> {
+    let mut v = ptlab_cost::builtin_profiles();
+    for local in ["profiles/local.toml", "profiles/calibrated/dev-vm-x86.toml"] {
+        let p = std::path::Path::new(local);
+        if p.exists() {
+            v.push(ptlab_cost::load_profile(p).with_context(|| format!("cannot use {local}"))?);
+            break;
+        }
+    }
+    for p in extra {
+        v.push(ptlab_cost::load_profile(p).with_context(|| format!("cannot use {}", p.display()))?);
+    }
+    Ok(v)
+}
+
+pub fn model_provider(extra_profiles: &[PathBuf]) -> Result<Option<Box<dyn ModelProvider>>> {
+    Ok(Some(Box::new(CostModel {
+        profiles: reproduce_profiles(extra_profiles)?,
+    })))
 }
 
 pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
     let environment = ptlab_bench::env::collect();
-    let model = match model_provider() {
+    let model = match model_provider(&args.profile)? {
         None => Model::Unavailable(report::NO_MODEL.into()),
         Some(p) => match p.rows(args.quick) {
             Ok(rows) => Model::Rows {

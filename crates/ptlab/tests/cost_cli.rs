@@ -125,6 +125,8 @@ fn run_accepts_params() {
         "size=64K",
         "--param",
         "chunk=16K",
+        "--param",
+        "stride=16K",
     ]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("PASS"), "{out}");
