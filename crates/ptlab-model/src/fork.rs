@@ -30,6 +30,7 @@ impl Model {
         let child = self.procs.keys().next_back().copied().unwrap_or(0) + 1;
         let mut pt = PageTables::new(self.cfg.arch, &mut self.phys).ok_or(Errno::ENOMEM)?;
         pt.hw.features = self.cfg.hw;
+        pt.hw.set_tracing(self.hw_tracing);
         let batch = !self.cfg.before.contains(Before::FORK_PTE_BATCH);
         let Model {
             procs, phys, ids, ..
@@ -216,10 +217,12 @@ fn copy_pte_range(
                 max_nr,
                 Fpb::MERGE_WRITE | Fpb::RESPECT_DIRTY,
             );
+            src.pt.hw.mark_batch(addr, b.nr, "copy");
             copy_present_ptes(src, dst, phys, addr, b.pte, b.nr, c);
             b.nr
         } else {
             // Before 6.9: one PTE at a time.
+            src.pt.hw.mark_batch(addr, 1, "copy");
             copy_present_ptes(src, dst, phys, addr, pte, 1, c);
             1
         };

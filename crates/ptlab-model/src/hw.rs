@@ -227,6 +227,18 @@ pub struct HwFeatures {
     pub kpti: bool,
 }
 
+/// Where one batch or TLB invalidation happened, for pictures
+/// (`ptlab show`). Recorded only while tracing is on ([`HwSink::set_tracing`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HwMark {
+    /// `nr` PTEs from `va` handled as one batch by `op` (`move`, `protect`,
+    /// `copy`, `zap`, ...); a batch of 1 is the per-PTE path.
+    Batch { va: u64, nr: u64, op: &'static str },
+    /// A TLB invalidation asked for `[start, end)`; `whole`: the kernel
+    /// invalidated the whole address space instead (range too large).
+    TlbFlush { start: u64, end: u64, whole: bool },
+}
+
 /// Counters that can be bumped through a shared reference (the model's
 /// read paths, such as `ptep_get`, take `&self`).
 #[derive(Clone, Debug)]
@@ -234,6 +246,7 @@ pub struct HwSink {
     counts: [Cell<u64>; HwEvent::COUNT],
     pub arch: ArchKind,
     pub features: HwFeatures,
+    marks: std::cell::RefCell<Option<Vec<HwMark>>>,
 }
 
 impl HwSink {
@@ -242,7 +255,36 @@ impl HwSink {
             counts: std::array::from_fn(|_| Cell::new(0)),
             arch,
             features,
+            marks: Default::default(),
         }
+    }
+
+    /// Start (or stop) recording [`HwMark`]s; starting drops old ones.
+    pub fn set_tracing(&self, on: bool) {
+        *self.marks.borrow_mut() = on.then(Vec::new);
+    }
+
+    /// The marks recorded since tracing started (tracing stays on).
+    pub fn take_marks(&self) -> Vec<HwMark> {
+        self.marks
+            .borrow_mut()
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Record a mark when tracing is on.
+    #[inline]
+    pub fn mark(&self, m: HwMark) {
+        if let Some(v) = self.marks.borrow_mut().as_mut() {
+            v.push(m);
+        }
+    }
+
+    /// Record a batch of `nr` PTEs from `va` (when tracing is on).
+    #[inline]
+    pub fn mark_batch(&self, va: u64, nr: u64, op: &'static str) {
+        self.mark(HwMark::Batch { va, nr, op });
     }
     #[inline]
     pub fn add(&self, e: HwEvent, n: u64) {
@@ -290,13 +332,19 @@ impl HwSink {
         let start = start & !(stride - 1);
         let end = (end + stride - 1) & !(stride - 1);
         let pages = (end - start) >> 12;
+        let whole = if self.arm64() {
+            (!self.features.tlbi_range && end - start >= 512 * stride) || pages > 32 << 16
+        } else {
+            (end - start) / stride > 33
+        };
+        self.mark(HwMark::TlbFlush { start, end, whole });
         if self.arm64() {
             const MAX_DVM_OPS: u64 = 512;
             const MAX_TLBI_RANGE_PAGES: u64 = 32 << 16;
             let excess = (!self.features.tlbi_range && end - start >= MAX_DVM_OPS * stride)
                 || pages > MAX_TLBI_RANGE_PAGES;
             if excess {
-                return self.flush_tlb_mm();
+                return self.count_flush_tlb_mm();
             }
             self.one(HwEvent::TlbFlushCall);
             self.one(HwEvent::DsbIshst);
@@ -350,6 +398,15 @@ impl HwSink {
     /// ISHST; TLBI ASIDE1IS; DSB ISH); x86 flush_tlb_mm() →
     /// flush_tlb_mm_range(TLB_FLUSH_ALL) → flush_tlb_local() (CR3 write).
     pub fn flush_tlb_mm(&self) {
+        self.mark(HwMark::TlbFlush {
+            start: 0,
+            end: u64::MAX,
+            whole: true,
+        });
+        self.count_flush_tlb_mm();
+    }
+
+    fn count_flush_tlb_mm(&self) {
         self.one(HwEvent::TlbFlushCall);
         if self.arm64() {
             self.one(HwEvent::DsbIshst);
@@ -364,6 +421,52 @@ impl HwSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn marks_follow_the_flush_decision_and_only_when_tracing() {
+        let s = HwSink::new(ArchKind::X86_64, HwFeatures::default());
+        s.flush_tlb_range(0x1000, 0x3000, 4096);
+        assert!(s.take_marks().is_empty(), "not tracing");
+        s.set_tracing(true);
+        s.flush_tlb_range(0x1000, 0x3000, 4096);
+        // x86: 34 pages exceed tlb_single_page_flush_ceiling (33).
+        s.flush_tlb_range(0, 34 * 4096, 4096);
+        s.mark_batch(0x1000, 16, "move");
+        assert_eq!(
+            s.take_marks(),
+            vec![
+                HwMark::TlbFlush {
+                    start: 0x1000,
+                    end: 0x3000,
+                    whole: false
+                },
+                HwMark::TlbFlush {
+                    start: 0,
+                    end: 34 * 4096,
+                    whole: true
+                },
+                HwMark::Batch {
+                    va: 0x1000,
+                    nr: 16,
+                    op: "move"
+                },
+            ]
+        );
+        // arm64 without FEAT_TLBIRANGE: 512 pages go ASID-wide, counted once.
+        let a = HwSink::new(ArchKind::Arm64, HwFeatures::default());
+        a.set_tracing(true);
+        a.flush_tlb_range(0, 512 * 4096, 4096);
+        assert_eq!(
+            a.take_marks(),
+            vec![HwMark::TlbFlush {
+                start: 0,
+                end: 512 * 4096,
+                whole: true
+            }]
+        );
+        assert_eq!(a.snapshot().get(HwEvent::TlbiAsid), 1);
+        assert_eq!(a.snapshot().get(HwEvent::TlbFlushCall), 1);
+    }
 
     fn flush(arch: ArchKind, f: HwFeatures, start: u64, end: u64, stride: u64) -> HwEvents {
         let s = HwSink::new(arch, f);

@@ -33,7 +33,7 @@ pub use addr::{Order, PageSize, Pfn, VirtAddr, PAGE_SIZE, PMD_SIZE, PUD_SIZE};
 pub use arch::ArchKind;
 pub use batch::Before;
 pub use errno::Errno;
-pub use hw::{HwEvent, HwEvents, HwFeatures};
+pub use hw::{HwEvent, HwEvents, HwFeatures, HwMark};
 pub use model::{AccessFault, Model, ModelConfig, Pid};
 pub use observe::{Observation, PageState, Sections};
 pub use thp::{ThpDisable, ThpSettings};

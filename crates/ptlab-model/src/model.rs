@@ -105,6 +105,8 @@ pub struct Model {
     pub(crate) ids: AnonVmaIds,
     /// Open userfaultfd contexts.
     pub(crate) uffd: crate::uffd::UffdState,
+    /// Whether new processes record [`crate::HwMark`]s.
+    pub(crate) hw_tracing: bool,
 }
 
 impl Model {
@@ -131,6 +133,7 @@ impl Model {
             procs,
             ids: AnonVmaIds::default(),
             uffd: Default::default(),
+            hw_tracing: false,
         }
     }
 
@@ -205,6 +208,24 @@ impl Model {
             mm.pt.hw.one(crate::hw::HwEvent::Syscall);
             mm.pt.hw.one(crate::hw::HwEvent::VmaLookup);
         }
+    }
+
+    /// Start (or stop) recording where batches and TLB invalidations happen
+    /// ([`crate::HwMark`]) in every process; starting drops old marks.
+    pub fn set_hw_tracing(&mut self, on: bool) {
+        for mm in self.procs.values() {
+            mm.pt.hw.set_tracing(on);
+        }
+        self.hw_tracing = on;
+    }
+
+    /// The marks recorded since tracing started, per process.
+    pub fn take_hw_marks(&mut self) -> Vec<(Pid, crate::HwMark)> {
+        let mut v = Vec::new();
+        for (pid, mm) in &self.procs {
+            v.extend(mm.pt.hw.take_marks().into_iter().map(|m| (*pid, m)));
+        }
+        v
     }
 
     /// Hardware events counted since the model started (every process,

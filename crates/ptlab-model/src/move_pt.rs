@@ -287,6 +287,7 @@ pub fn move_ptes_per_pte(
             continue; // none: nothing to move
         }
         force_flush = true;
+        pt.hw.mark_batch(old_addr + off, 1, "move");
         let (_, old) = pt.clear_ptes(old_addr + off, 1)[0];
         pt.set_ptes(new_addr + off, moved_pte(old_vma, old), 1, phys);
     }
@@ -332,6 +333,7 @@ pub fn move_ptes_batched(
         force_flush = true;
         let max_nr = (extent - off) / PAGE_SIZE;
         let nr = mremap_folio_pte_batch(pt, phys, va, pte, max_nr);
+        pt.hw.mark_batch(va, nr, "move");
         let cleared = pt.clear_ptes(va, nr);
         let mut first = cleared[0].1;
         for (_, l) in &cleared[1..] {

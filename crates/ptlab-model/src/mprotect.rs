@@ -460,6 +460,7 @@ fn change_pte_range_batched(
             mm.pt.hw.one(HwEvent::StructPageLine);
         }
         let nr = mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr);
+        mm.pt.hw.mark_batch(addr, nr, "protect");
         let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, nr);
         let ptent = pte_modify(oldpte, cp.prot);
         if cp.try_writable && !ptent.write() {
@@ -605,6 +606,7 @@ fn change_pte_range_per_pte(
         if !matches!(mm.pt.pte(addr), Entry::Leaf(_)) {
             continue;
         }
+        mm.pt.hw.mark_batch(addr, 1, "protect");
         let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, 1); // ptep_modify_prot_start()
         let mut ptent = pte_modify(oldpte, cp.prot);
         if cp.try_writable && !ptent.write() {

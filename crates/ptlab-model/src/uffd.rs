@@ -1122,6 +1122,7 @@ fn move_present_pte_per_page(
     if !phys.anon_exclusive(src_pte.pfn) {
         return Err(Errno::EBUSY);
     }
+    mm.pt.hw.mark_batch(src_addr, 1, "uffd move");
     // Under both PTLs: pte_same() re-check of the destination (one load).
     mm.pt.hw.one(HwEvent::PteLoad);
     // ptep_clear_flush(): the clear and a one-page flush, per page.
@@ -1179,6 +1180,9 @@ fn move_present_ptes_batched(
         mm.pt.hw.one(HwEvent::StructPageLine);
         mm.pt.hw.add(HwEvent::FolioRefAtomic, 2);
     }
+    mm.pt
+        .hw
+        .mark_batch(src_addr, (src - src_addr) / PAGE_SIZE, "uffd move");
     // flush_tlb_range(src_vma, src_addr, src): one flush for the batch.
     mm.pt.flush_tlb_range(src_addr, src, PAGE_SIZE);
     Ok(src - src_addr)

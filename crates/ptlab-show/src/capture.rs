@@ -67,6 +67,23 @@ pub trait Target {
     fn exited(&mut self, proc: &str);
     /// Everything every live process shows now.
     fn snapshot(&mut self) -> Result<Snapshot, String>;
+    /// Start recording where batches and TLB invalidations happen.
+    fn hw_trace_begin(&mut self) {}
+    /// What was recorded since [`Target::hw_trace_begin`]; `None` when this
+    /// target cannot tell (the live kernel).
+    fn hw_trace_take(&mut self) -> Option<HwWork> {
+        None
+    }
+}
+
+/// The hardware work of one pictured step, from the model.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HwWork {
+    /// Batches of more than one entry, and every TLB invalidation.
+    pub events: Vec<crate::HwEvent>,
+    /// Single-entry steps (the per-PTE path) per (process, operation):
+    /// counted, not drawn one by one.
+    pub singles: std::collections::BTreeMap<(String, String), u64>,
 }
 
 /// The model as a [`Target`]: snapshots carry the page-table tree.
@@ -114,6 +131,51 @@ impl Target for ModelTarget {
     fn snapshot(&mut self) -> Result<Snapshot, String> {
         Ok(Snapshot::from_model(self.backend.model(), &self.procs))
     }
+    fn hw_trace_begin(&mut self) {
+        self.backend.model_mut().set_hw_tracing(true);
+    }
+    fn hw_trace_take(&mut self) -> Option<HwWork> {
+        let marks = self.backend.model_mut().take_hw_marks();
+        self.backend.model_mut().set_hw_tracing(false);
+        let name = |pid: Pid| {
+            self.procs
+                .iter()
+                .find(|(_, p)| *p == pid)
+                .map_or_else(|| format!("pid {pid}"), |(n, _)| n.clone())
+        };
+        let mut work = HwWork::default();
+        for (pid, m) in marks {
+            match m {
+                ptlab_model::HwMark::Batch { va, nr, op } if nr > 1 => {
+                    work.events.push(crate::HwEvent::Batch {
+                        process: name(pid),
+                        va,
+                        nr,
+                        op: op.to_string(),
+                    })
+                }
+                ptlab_model::HwMark::Batch { op, .. } => {
+                    *work.singles.entry((name(pid), op.to_string())).or_default() += 1
+                }
+                ptlab_model::HwMark::TlbFlush { start, end, whole } => {
+                    let (start, end, op) = if !whole {
+                        (start, end, "flush_tlb_range")
+                    } else if end == u64::MAX {
+                        (0, 0, "flush_tlb_mm")
+                    } else {
+                        (0, 0, "flush_tlb_range (over the threshold)")
+                    };
+                    work.events.push(crate::HwEvent::TlbFlush {
+                        process: name(pid),
+                        start,
+                        end,
+                        op: op.to_string(),
+                    })
+                }
+            }
+        }
+        Some(work)
+    }
 }
 
 /// A backend wrapper that counts statements and snapshots its target.
@@ -130,6 +192,7 @@ pub struct Recorder<T: Target> {
     after: Option<Snapshot>,
     log: Option<Vec<StepInfo>>,
     error: Option<String>,
+    hw: Option<HwWork>,
 }
 
 impl<T: Target> Recorder<T> {
@@ -145,6 +208,7 @@ impl<T: Target> Recorder<T> {
             after: None,
             log: keep_log.then(Vec::new),
             error: None,
+            hw: None,
         }
     }
 
@@ -244,6 +308,7 @@ impl<T: Target> Backend for Recorder<T> {
             if self.before_after {
                 self.before = self.snap();
             }
+            self.target.hw_trace_begin();
         }
         if let Some(log) = self.log.as_mut() {
             log.push(info);
@@ -255,6 +320,7 @@ impl<T: Target> Backend for Recorder<T> {
         self.step += 1;
         if self.target_step == Some(self.step) && self.after.is_none() {
             self.after = self.snap();
+            self.hw = self.target.hw_trace_take();
         }
         r
     }
@@ -353,6 +419,8 @@ pub struct Captured<T> {
     pub report: RunReport,
     /// Every executed statement, when asked for.
     pub log: Vec<StepInfo>,
+    /// The pictured step's batches and TLB invalidations (model only).
+    pub hw: Option<HwWork>,
     /// The target, for a caller that wants more from it.
     pub target: T,
 }
@@ -373,10 +441,23 @@ pub fn capture<T: Target>(
 /// (`keep_log`; with [`StepSel::End`] it lists the whole run).
 pub fn capture_with<T: Target>(
     script: &Script,
+    target: T,
+    sel: StepSel,
+    before_after: bool,
+    keep_log: bool,
+) -> Result<Captured<T>, String> {
+    capture_with_params(script, target, sel, before_after, keep_log, &[])
+}
+
+/// [`capture_with`] with the scenario's `param` values set (as `ptlab run
+/// --param NAME=VALUE` does).
+pub fn capture_with_params<T: Target>(
+    script: &Script,
     mut target: T,
     sel: StepSel,
     before_after: bool,
     keep_log: bool,
+    params: &[(String, String)],
 ) -> Result<Captured<T>, String> {
     if before_after && matches!(sel, StepSel::End | StepSel::Step(0)) {
         return Err("before/after needs a step (1 or more) or a line to picture".to_string());
@@ -392,6 +473,7 @@ pub fn capture_with<T: Target>(
                 ..RunReport::default()
             },
             log: Vec::new(),
+            hw: None,
             target,
         });
     }
@@ -400,6 +482,7 @@ pub fn capture_with<T: Target>(
             StepSel::Step(n) => Some(n),
             _ => None,
         },
+        params: params.to_vec(),
         ..RunOptions::default()
     };
     let mut rec = Recorder::new(target, sel, before_after, keep_log);
@@ -462,6 +545,7 @@ pub fn capture_with<T: Target>(
         info: rec.info.take(),
         report,
         log: rec.log.take().unwrap_or_default(),
+        hw: rec.hw.take(),
         target: rec.into_target(),
     })
 }

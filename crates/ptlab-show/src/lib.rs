@@ -34,7 +34,7 @@ pub mod layout;
 pub mod render;
 pub mod snapshot;
 
-pub use capture::{Captured, StepInfo, StepSel};
+pub use capture::{Captured, HwWork, StepInfo, StepSel};
 pub use layout::{layout_proc, Budget, LayoutOptions, ProcLayout, PteMode, Row};
 pub use render::{render_html, Panel, Picture, RenderOptions};
 pub use snapshot::{Changes, ProcSnap, Pte, PteKind, Slot, Snapshot, Source};

@@ -466,19 +466,65 @@ fn events_section(h: &mut String, pic: &Picture) {
     h.push_str("<div class=\"events\" data-kind=\"events\"><b>Operation's work: batches and TLB invalidations</b>");
     match &pic.events {
         None => h.push_str(
-            "<p data-kind=\"events-unavailable\">Not shown: this backend does not account hardware events yet \
-             (batches and TLB invalidations await the event accounting). Entries the step changed are outlined in red.</p>",
+            "<p data-kind=\"events-unavailable\">Not shown: this backend cannot tell which batches and TLB \
+             invalidations the kernel used (the live kernel shows only the result; run on the model to see them). \
+             Entries the step changed are outlined in red.</p>",
         ),
         Some(ev) if ev.is_empty() => h.push_str("<p>No batches or TLB invalidations were recorded for this step.</p>"),
         Some(ev) => {
             let _ = write!(h, "<ul>");
-            for e in ev {
-                let _ = write!(h, "<li>{}</li>", esc(&e.describe()));
+            for line in summarize_events(ev) {
+                let _ = write!(h, "<li>{}</li>", esc(&line));
             }
             h.push_str("</ul>");
         }
     }
     h.push_str("</div>\n");
+}
+
+/// The event list, with runs of equal batches over consecutive entries
+/// folded into one line (a 1 GiB step has tens of thousands of batches).
+pub(crate) fn summarize_events(ev: &[crate::HwEvent]) -> Vec<String> {
+    use crate::HwEvent;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ev.len() {
+        if let HwEvent::Batch {
+            process,
+            va,
+            nr,
+            op,
+        } = &ev[i]
+        {
+            let mut j = i + 1;
+            let mut next = va + nr * 4096;
+            while let Some(HwEvent::Batch {
+                process: p2,
+                va: v2,
+                nr: n2,
+                op: o2,
+            }) = ev.get(j)
+            {
+                if p2 != process || o2 != op || n2 != nr || *v2 != next {
+                    break;
+                }
+                next += n2 * 4096;
+                j += 1;
+            }
+            if j - i > 1 {
+                out.push(format!(
+                    "{process}: {} batches {op} of {nr} entries each, {va:012x}-{next:012x} ({})",
+                    j - i,
+                    fmt_size(next - va)
+                ));
+                i = j;
+                continue;
+            }
+        }
+        out.push(ev[i].describe());
+        i += 1;
+    }
+    out
 }
 
 /// The legend: one sample of every mark.

@@ -204,7 +204,7 @@ struct FuzzArgs {
     quiet: bool,
 }
 
-fn parse_param(s: &str) -> std::result::Result<(String, String), String> {
+pub(crate) fn parse_param(s: &str) -> std::result::Result<(String, String), String> {
     let (n, v) = s
         .split_once('=')
         .ok_or_else(|| format!("'{s}' is not NAME=VALUE"))?;

@@ -73,6 +73,11 @@ pub struct ShowArgs {
     #[arg(long = "before", value_name = "NAME", value_parser = super::parse_before)]
     before: Vec<ptlab_model::Before>,
 
+    /// Set a `param NAME = DEFAULT` of the scenario (repeatable), as for
+    /// `ptlab run`
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = super::parse_param)]
+    params: Vec<(String, String)>,
+
     /// PTE tables drawn entry by entry at most (later ones become one-line strips)
     #[arg(long, value_name = "N", default_value_t = 24)]
     grid_budget: usize,
@@ -130,15 +135,16 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
         .fold(ptlab_model::Before::empty(), |a, b| a | *b);
     let (cap, backend_line) = match args.backend {
         ShowBackend::Model => {
-            let cap = capture::capture_with(
+            let cap = capture::capture_with_params(
                 &script,
                 ModelTarget::new(cfg),
                 sel,
                 args.before_after && !args.list_steps,
                 args.list_steps,
+                &args.params,
             )
             .map_err(anyhow::Error::msg)?;
-            let c = (cap.before, cap.after, cap.info, cap.report, cap.log);
+            let c = (cap.before, cap.after, cap.info, cap.report, cap.log, cap.hw);
             (c, format!("model of {}", args.arch.kind().name()))
         }
         ShowBackend::Live => {
@@ -151,12 +157,13 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
                 );
             }
             let target = LiveTarget(ptlab_live::LiveBackend::new()?);
-            let cap = capture::capture_with(
+            let cap = capture::capture_with_params(
                 &script,
                 target,
                 sel,
                 args.before_after && !args.list_steps,
                 args.list_steps,
+                &args.params,
             )
             .map_err(anyhow::Error::msg)?;
             let mut live = cap.target.0;
@@ -165,12 +172,12 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
             }
             live.shutdown();
             (
-                (cap.before, cap.after, cap.info, cap.report, cap.log),
+                (cap.before, cap.after, cap.info, cap.report, cap.log, cap.hw),
                 "live kernel (what /proc shows)".to_string(),
             )
         }
     };
-    let (before, after, info, report, log) = cap;
+    let (before, after, info, report, log, hw) = cap;
     if args.list_steps {
         for s in &log {
             println!("{}", s.describe());
@@ -209,6 +216,13 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
         )],
     };
     let mut notes: Vec<String> = report.failures.iter().map(|f| f.to_string()).collect();
+    if let Some(w) = &hw {
+        for ((proc, op), n) in &w.singles {
+            notes.push(format!(
+                "{proc}: {n} single-entry {op} step(s) (the per-PTE path; not outlined)"
+            ));
+        }
+    }
     if report.suppressed_failures > 0 {
         notes.push(format!("... {} more failures", report.suppressed_failures));
     }
@@ -226,8 +240,9 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
             ),
         ],
         panels,
-        // No backend accounts batches or TLB invalidations yet.
-        events: None,
+        // The model's batches and TLB invalidations of the pictured step
+        // (None on the live kernel, which cannot tell).
+        events: hw.map(|w| w.events),
         notes,
     };
     let opts = RenderOptions {
