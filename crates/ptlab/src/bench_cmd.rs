@@ -326,17 +326,16 @@ impl ModelProvider for CostModel {
     }
 }
 
-/// Profiles for the model columns: the built-in ones, then the calibrated
-/// local profile (`profiles/local.toml` from `ptlab calibrate`, else the
-/// committed calibration of the development VM), then `--profile` files.
-fn reproduce_profiles(extra: &[PathBuf]) -> Result<Vec<ptlab_cost::Profile>> {
+/// Profiles for the model columns: the built-in ones, then `extra` (the
+/// profile calibrated during this run first, then `--profile` files). When
+/// this run calibrated nothing (`calibrated_now` false), the last local
+/// calibration (`profiles/local.toml`, from `ptlab calibrate`) is used if
+/// there is one.
+fn reproduce_profiles(extra: &[PathBuf], calibrated_now: bool) -> Result<Vec<ptlab_cost::Profile>> {
     let mut v = ptlab_cost::builtin_profiles();
-    for local in ["profiles/local.toml", "profiles/calibrated/dev-vm-x86.toml"] {
-        let p = std::path::Path::new(local);
-        if p.exists() {
-            v.push(ptlab_cost::load_profile(p).with_context(|| format!("cannot use {local}"))?);
-            break;
-        }
+    let local = std::path::Path::new("profiles/local.toml");
+    if !calibrated_now && local.exists() {
+        v.push(ptlab_cost::load_profile(local).context("cannot use profiles/local.toml")?);
     }
     for p in extra {
         v.push(ptlab_cost::load_profile(p).with_context(|| format!("cannot use {}", p.display()))?);
@@ -344,25 +343,55 @@ fn reproduce_profiles(extra: &[PathBuf]) -> Result<Vec<ptlab_cost::Profile>> {
     Ok(v)
 }
 
-pub fn model_provider(extra_profiles: &[PathBuf]) -> Result<Option<Box<dyn ModelProvider>>> {
+pub fn model_provider(
+    extra_profiles: &[PathBuf],
+    calibrated_now: bool,
+) -> Result<Option<Box<dyn ModelProvider>>> {
     Ok(Some(Box::new(CostModel {
-        profiles: reproduce_profiles(extra_profiles)?,
+        profiles: reproduce_profiles(extra_profiles, calibrated_now)?,
     })))
+}
+
+/// Fit a cost profile for this machine (`ptlab calibrate`, in a child
+/// process of ours) into `DIR/local-profile.toml`; its output goes to
+/// `DIR/calibrate.txt`.
+fn calibrate_here(dir: &std::path::Path, quick: bool) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let out = dir.join("local-profile.toml");
+    let exe = std::env::current_exe().context("cannot find the ptlab executable")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("calibrate")
+        .arg("--out")
+        .arg(&out)
+        .arg("--name")
+        .arg("local");
+    if quick {
+        cmd.arg("--quick");
+    }
+    eprintln!(
+        "ptlab reproduce: calibrating a local cost profile (ptlab calibrate{}) ...",
+        if quick { " --quick" } else { "" }
+    );
+    let o = cmd.output().context("cannot run ptlab calibrate")?;
+    let log = dir.join("calibrate.txt");
+    let mut text = o.stdout.clone();
+    text.extend_from_slice(&o.stderr);
+    std::fs::write(&log, &text).with_context(|| format!("cannot write {}", log.display()))?;
+    if !o.status.success() {
+        anyhow::bail!(
+            "ptlab calibrate failed ({}); see {}",
+            o.status,
+            log.display()
+        );
+    }
+    Ok(out)
 }
 
 pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
     let environment = ptlab_bench::env::collect();
-    let model = match model_provider(&args.profile)? {
-        None => Model::Unavailable(report::NO_MODEL.into()),
-        Some(p) => match p.rows(args.quick) {
-            Ok(rows) => Model::Rows {
-                source: p.describe(),
-                rows,
-            },
-            Err(e) => Model::Unavailable(format!("model predictions failed: {e}")),
-        },
-    };
     let mut skipped = Vec::new();
+    // A profile calibrated on this machine during this run, if it measured.
+    let mut local_profile = None;
     let mut live = None;
     let mut failed = false;
     if let Some(f) = &args.from {
@@ -406,7 +435,27 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
                 skipped.push(("live".to_string(), e));
             }
         }
+        match calibrate_here(&args.out, args.quick) {
+            Ok(p) => local_profile = Some(p),
+            Err(e) => {
+                eprintln!("ptlab reproduce: no local profile: {e:#}");
+                skipped.push(("calibration".to_string(), format!("{e:#}")));
+            }
+        }
     }
+    let mut extra = Vec::new();
+    extra.extend(local_profile);
+    extra.extend(args.profile.iter().cloned());
+    let model = match model_provider(&extra, live.is_some() && args.from.is_none())? {
+        None => Model::Unavailable(report::NO_MODEL.into()),
+        Some(p) => match p.rows(args.quick) {
+            Ok(rows) => Model::Rows {
+                source: p.describe(),
+                rows,
+            },
+            Err(e) => Model::Unavailable(format!("model predictions failed: {e}")),
+        },
+    };
     let r = Reproduction {
         environment: live
             .as_ref()

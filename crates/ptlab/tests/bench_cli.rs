@@ -89,20 +89,33 @@ fn bench_rejects_unknown_workloads() {
 #[test]
 fn reproduce_without_live_writes_the_report_and_says_what_is_missing() {
     let dir = tmp("repro");
-    let out = ptlab(&["reproduce", "--no-live", "--out", dir.to_str().unwrap()]);
+    let out = ptlab(&[
+        "reproduce",
+        "--no-live",
+        "--quick",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let t = text(&out.stdout);
+    assert!(t.contains("live: SKIPPED: --no-live given"), "{t}");
+    // The model columns: one section per change, one row per arm and
+    // built-in profile (11 arms x 3 profiles; no local calibration without
+    // a live run).
     assert_eq!(
-        t.matches("model predictions: not available in this build")
-            .count(),
+        t.matches("model (predicted ns per operation").count(),
         5,
         "{t}"
     );
-    assert!(t.contains("live: SKIPPED: --no-live given"), "{t}");
+    for p in ["apple-m-vm", "neoverse-n1", "zen3"] {
+        assert_eq!(t.matches(&format!(" {p} ")).count(), 11, "{p}: {t}");
+    }
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert_eq!(html.matches("<svg class=\"chart\"").count(), 5);
     assert!(dir.join("report.txt").exists());
+    assert!(dir.join("model.json").exists());
     assert!(!dir.join("live.json").exists());
+    assert!(!dir.join("local-profile.toml").exists());
 }
 
 #[test]
