@@ -455,6 +455,7 @@ fn describe_page(p: &PageState) -> String {
     match p {
         PageState::NotPresent => "none".into(),
         PageState::Zero => "zero".into(),
+        PageState::Guard => "guard".into(),
         PageState::HugeZero { index } => format!("hugezero idx={index}"),
         PageState::Anon(a) => format!(
             "anon o{} idx={} {} {} {} cnt={} tag={:#x}",
@@ -805,6 +806,7 @@ impl DiffBackend {
                     why.push(format!("hugezero idx {x} vs {y}"));
                 }
                 (PageState::Zero, PageState::Zero)
+                | (PageState::Guard, PageState::Guard)
                 | (PageState::NotPresent, PageState::NotPresent)
                 | (PageState::HugeZero { .. }, PageState::HugeZero { .. }) => {}
                 (l, m) => why.push(format!("{} vs {}", describe_page(l), describe_page(m))),
@@ -1189,6 +1191,42 @@ impl Backend for DiffBackend {
             "mprotect",
             |m| m.mprotect(proc, addr, len, prot).map(|()| 0),
             |l| l.mprotect(proc, addr, len, prot).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn mlock(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        onfault: bool,
+    ) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "mlock",
+            |m| m.mlock(proc, addr, len, onfault).map(|()| 0),
+            |l| l.mlock(proc, addr, len, onfault).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn munlock(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "munlock",
+            |m| m.munlock(proc, addr, len).map(|()| 0),
+            |l| l.munlock(proc, addr, len).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn mseal(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "mseal",
+            |m| m.mseal(proc, addr, len).map(|()| 0),
+            |l| l.mseal(proc, addr, len).map(|()| 0),
         )
         .map(|_| ())
     }

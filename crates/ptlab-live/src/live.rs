@@ -525,10 +525,14 @@ impl LiveBackend {
             let va = start + i as u64 * PAGE;
             let pm = r.pagemap;
             if pm & kernel::PM_PRESENT == 0 {
-                out.push(PageObs {
-                    addr: va,
-                    state: PageState::NotPresent,
-                });
+                // A guard marker reads PM_SWAP | PM_GUARD_REGION (checked
+                // on 6.18.44: 0x440000000000009f).
+                let state = if pm & kernel::PM_GUARD_REGION != 0 {
+                    PageState::Guard
+                } else {
+                    PageState::NotPresent
+                };
+                out.push(PageObs { addr: va, state });
                 continue;
             }
             let pfn = pm & kernel::PM_PFN_MASK;
@@ -959,6 +963,47 @@ impl Backend for LiveBackend {
             proc,
             [op::MPROTECT, addr, len, prot.bits() as u64, 0, 0, 0, 0],
         )?;
+        Self::unit(r).map(|_| ())
+    }
+
+    fn mlock(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        onfault: bool,
+    ) -> Result<(), BackendError> {
+        // mlock2(addr, len, MLOCK_ONFAULT) / mlock(addr, len).
+        let req = if onfault {
+            [op::SYSCALL3, libc::SYS_mlock2 as u64, addr, len, 1, 0, 0, 0]
+        } else {
+            [op::SYSCALL3, libc::SYS_mlock as u64, addr, len, 0, 0, 0, 0]
+        };
+        let r = self.call(proc, req)?;
+        Self::unit(r).map(|_| ())
+    }
+
+    fn munlock(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        let r = self.call(
+            proc,
+            [
+                op::SYSCALL3,
+                libc::SYS_munlock as u64,
+                addr,
+                len,
+                0,
+                0,
+                0,
+                0,
+            ],
+        )?;
+        Self::unit(r).map(|_| ())
+    }
+
+    fn mseal(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        /// __NR_mseal (the same number on x86-64 and arm64).
+        const SYS_MSEAL: u64 = 462;
+        let r = self.call(proc, [op::SYSCALL3, SYS_MSEAL, addr, len, 0, 0, 0, 0])?;
         Self::unit(r).map(|_| ())
     }
 

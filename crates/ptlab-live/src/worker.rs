@@ -45,6 +45,7 @@ pub(crate) mod op {
     pub const UFFD_ZEROPAGE: u64 = 14; // dst len
     pub const UFFD_MOVE: u64 = 15; // dst src len mode
     pub const PING: u64 = 16; // -> val = getpid()
+    pub const SYSCALL3: u64 = 17; // nr a b c -> syscall(nr, a, b, c)
 }
 
 // ----- fault-tolerant probes (x86-64) -------------------------------------
@@ -360,6 +361,7 @@ fn handle(r: &Req) {
                 uffd_ioctl(0xC028_AA05, m.as_mut_ptr(), Some(4));
             }
             op::PING => reply(0, libc::getpid() as u64, 0),
+            op::SYSCALL3 => sys_ret(libc::syscall(a[0] as libc::c_long, a[1], a[2], a[3])),
             _ => reply(-i64::from(libc::ENOSYS), 0, 0),
         }
     }

@@ -39,6 +39,7 @@ impl Model {
             pt,
             rss_anon: 0,
             deposited: BTreeMap::new(),
+            guards: Default::default(),
         };
         let parent_vmas: Vec<Vma> = src.vmas.iter().cloned().collect();
         for v in parent_vmas {
@@ -68,6 +69,8 @@ impl Model {
             // the child) get their page tables copied.
             if v.anon_vma.is_some() || c.flags.contains(VmFlags::UFFD_WP) {
                 copy_page_range(src, &mut dst, phys, &v, &c, batch)?;
+                // copy_nonpresent_pte(): guard markers are copied.
+                crate::guard::copy_markers(src, &mut dst, phys, v.start, v.end)?;
             }
         }
         procs.insert(child, dst);

@@ -115,6 +115,7 @@ impl Model {
             populate_expand: false,
         };
         self.check_mremap_params(pid, &vrm)?;
+        let guards = crate::guard::snapshot(&self.procs[&pid], vrm.addr, vrm.old_len);
         // §2.11: mmap_write_lock_killable() never sees a fatal signal here.
         let res = if vrm.move_only() {
             self.remap_move(pid, &mut vrm)
@@ -130,6 +131,13 @@ impl Model {
         };
         // §3.3.1/§4.11: an mlock()ed mapping that grew is populated after
         // the lock is dropped.
+        // move_ptes() moves guard markers with the other entries.
+        if let Ok(to) = res {
+            if to != vrm.addr && !guards.is_empty() {
+                let moved = vrm.old_len.min(vrm.new_len);
+                self.guard_after_move(pid, &guards, vrm.addr, to, moved);
+            }
+        }
         if res.is_ok() && vrm.populate_expand {
             self.mm_populate(pid, vrm.new_addr + vrm.old_len, vrm.delta);
         }

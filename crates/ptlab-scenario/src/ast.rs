@@ -180,6 +180,22 @@ pub enum Syscall {
         len: Expr,
         prot: Prot,
     },
+    /// `mlock ADDR LEN [onfault]` (mlock2 with MLOCK_ONFAULT).
+    Mlock {
+        addr: Expr,
+        len: Expr,
+        onfault: bool,
+    },
+    /// `munlock ADDR LEN`
+    Munlock {
+        addr: Expr,
+        len: Expr,
+    },
+    /// `mseal ADDR LEN`
+    Mseal {
+        addr: Expr,
+        len: Expr,
+    },
     Fork {
         child: String,
     },
@@ -221,6 +237,9 @@ impl Syscall {
             Syscall::Madvise { .. } => "madvise",
             Syscall::Mremap { .. } => "mremap",
             Syscall::Mprotect { .. } => "mprotect",
+            Syscall::Mlock { .. } => "mlock",
+            Syscall::Munlock { .. } => "munlock",
+            Syscall::Mseal { .. } => "mseal",
             Syscall::Fork { .. } => "fork",
             Syscall::Exit => "exit",
             Syscall::UffdOpen => "uffd open",
@@ -375,6 +394,8 @@ pub enum PageAttrKind {
     Tag(Expr),
     /// `samefolio`: every page of the range in one folio.
     SameFolio,
+    /// `guard`: a guard marker (MADV_GUARD_INSTALL).
+    Guard,
 }
 
 /// Binary operators, loosest-binding last.

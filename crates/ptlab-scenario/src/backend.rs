@@ -205,6 +205,24 @@ pub trait Backend {
     ) -> Result<(), BackendError> {
         Err(BackendError::Unsupported("mprotect"))
     }
+    /// `mlock(addr, len)`, or `mlock2(addr, len, MLOCK_ONFAULT)` with `onfault`.
+    fn mlock(
+        &mut self,
+        _proc: &str,
+        _addr: u64,
+        _len: u64,
+        _onfault: bool,
+    ) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("mlock"))
+    }
+    /// `munlock(addr, len)`.
+    fn munlock(&mut self, _proc: &str, _addr: u64, _len: u64) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("munlock"))
+    }
+    /// `mseal(addr, len, 0)`.
+    fn mseal(&mut self, _proc: &str, _addr: u64, _len: u64) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("mseal"))
+    }
     /// `fork()` in `parent`; the child is called `child`.
     fn fork(&mut self, _parent: &str, _child: &str) -> Result<(), BackendError> {
         Err(BackendError::Unsupported("fork"))

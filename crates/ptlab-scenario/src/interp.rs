@@ -747,6 +747,18 @@ impl<'a> Interp<'a> {
                 let (addr, len) = (self.eval(addr)?, self.eval(len)?);
                 unit(self.backend.mprotect(&proc, addr, len, *prot))
             }
+            Syscall::Mlock { addr, len, onfault } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                unit(self.backend.mlock(&proc, addr, len, *onfault))
+            }
+            Syscall::Munlock { addr, len } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                unit(self.backend.munlock(&proc, addr, len))
+            }
+            Syscall::Mseal { addr, len } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                unit(self.backend.mseal(&proc, addr, len))
+            }
             Syscall::Fork { child } => unit(self.backend.fork(&proc, child)),
             Syscall::Exit => unit(self.backend.exit(&proc)),
             Syscall::UffdOpen => unit(self.backend.uffd_open(&proc)),
@@ -1137,6 +1149,7 @@ impl<'a> Interp<'a> {
             PageAttrKind::Count(e) => PageCheck::Count(self.eval(e)?),
             PageAttrKind::Tag(e) => PageCheck::Tag(self.eval(e)?),
             PageAttrKind::SameFolio => PageCheck::SameFolio,
+            PageAttrKind::Guard => PageCheck::Guard,
         })
     }
 }
@@ -1156,6 +1169,7 @@ enum PageCheck {
     Tag(u64),
     /// Checked across pages by the caller.
     SameFolio,
+    Guard,
 }
 
 impl PageCheck {
@@ -1184,7 +1198,7 @@ impl PageCheck {
                 PageState::Anon(p) => p.pmd_mapped == *pmd,
                 PageState::HugeZero { .. } => *pmd,
                 PageState::Zero => !*pmd,
-                PageState::NotPresent => false,
+                PageState::NotPresent | PageState::Guard => false,
             },
             // The bits are only ever set on anon pages, so `!X` / `!AX` hold
             // for none, zero and huge-zero pages.
@@ -1194,9 +1208,10 @@ impl PageCheck {
             PageCheck::Tag(t) => match state {
                 PageState::Anon(p) => p.tag == *t,
                 PageState::Zero | PageState::HugeZero { .. } => *t == 0,
-                PageState::NotPresent => false,
+                PageState::NotPresent | PageState::Guard => false,
             },
             PageCheck::SameFolio => true,
+            PageCheck::Guard => matches!(state, PageState::Guard),
         };
         if ok {
             return None;
@@ -1215,6 +1230,7 @@ impl PageCheck {
             PageCheck::Count(n) => format!("cnt={n}"),
             PageCheck::Tag(t) => format!("tag={t:#x}"),
             PageCheck::SameFolio => "samefolio".to_string(),
+            PageCheck::Guard => "guard".to_string(),
         })
     }
 }
@@ -1249,7 +1265,7 @@ fn frame_of(state: &PageState) -> Frame {
     match state {
         PageState::Anon(p) => Frame::Anon(p.pfn),
         PageState::HugeZero { index } => Frame::HugeZero(*index),
-        PageState::Zero | PageState::NotPresent => Frame::Zero,
+        PageState::Zero | PageState::NotPresent | PageState::Guard => Frame::Zero,
     }
 }
 
@@ -1267,6 +1283,7 @@ fn describe(state: &PageState) -> String {
     match state {
         PageState::NotPresent => "none".to_string(),
         PageState::Zero => "zero".to_string(),
+        PageState::Guard => "guard".to_string(),
         PageState::HugeZero { index } => format!("hugezero idx={index}"),
         PageState::Anon(p) => format!(
             "anon order={} idx={} {} {} {} cnt={} tag={:#x}",

@@ -139,6 +139,33 @@ impl Backend for ModelBackend {
             .map_err(BackendError::Errno)
     }
 
+    fn mlock(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        onfault: bool,
+    ) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .mlock(pid, addr, len, onfault)
+            .map_err(BackendError::Errno)
+    }
+
+    fn munlock(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .munlock(pid, addr, len)
+            .map_err(BackendError::Errno)
+    }
+
+    fn mseal(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .mseal(pid, addr, len, 0)
+            .map_err(BackendError::Errno)
+    }
+
     fn mremap(
         &mut self,
         proc: &str,

@@ -23,12 +23,13 @@ pub const MAX_BLOCK_DEPTH: usize = 32;
 
 /// Words that start a statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
-    "let", "mmap", "munmap", "madvise", "mremap", "mprotect", "fork", "exit", "uffd", "read",
-    "write", "thp", "repeat", "end", "expect", "observe", "before",
+    "let", "mmap", "munmap", "madvise", "mremap", "mprotect", "mlock", "munlock", "mseal", "fork",
+    "exit", "uffd", "read", "write", "thp", "repeat", "end", "expect", "observe", "before",
 ];
 /// Syscall keywords (statements whose result can be bound with `NAME =`).
 const SYSCALLS: &[&str] = &[
-    "mmap", "munmap", "madvise", "mremap", "mprotect", "fork", "exit", "uffd",
+    "mmap", "munmap", "madvise", "mremap", "mprotect", "mlock", "munlock", "mseal", "fork", "exit",
+    "uffd",
 ];
 /// Words that can never be variable names.
 const RESERVED_EXTRA: &[&str] = &["pfn", "align_up", "align_down", "PAGE", "PMD", "PUD"];
@@ -49,6 +50,8 @@ const ADVICE_NAMES: &[&str] = &[
     "pageout",
     "cold",
     "collapse",
+    "guard_install",
+    "guard_remove",
 ];
 const PROT_WORDS: &[&str] = &["r", "w", "x", "rw", "rx", "wx", "rwx", "none"];
 const THP_MODES: &[&str] = &["always", "inherit", "madvise", "never"];
@@ -68,6 +71,7 @@ const PAGE_ATTRS: &[&str] = &[
     "cnt",
     "tag",
     "samefolio",
+    "guard",
 ];
 const CHECK_KINDS: &[&str] = &["ok", "errno", "ret", "segv", "uffd"];
 const EXPECT_KINDS: &[&str] = &[
@@ -588,7 +592,7 @@ impl<'s> Parser<'s> {
             _ => Err(cur.err_at(
                 rhs_pos,
                 format!(
-                    "expected a syscall (mmap, munmap, madvise, mremap, mprotect, fork, exit, uffd) or 'pfn' \
+                    "expected a syscall (mmap, munmap, madvise, mremap, mprotect, mlock, munlock, mseal, fork, exit, uffd) or 'pfn' \
                      after '{name} =', found {}; to bind an expression write 'let {name} = ...'",
                     cur.found()
                 ),
@@ -760,6 +764,26 @@ impl<'s> Parser<'s> {
                 let len = self.arg(cur, "a length after the address", NO_STOP)?;
                 let prot = prot(cur)?;
                 Syscall::Mprotect { addr, len, prot }
+            }
+            "mlock" => {
+                let addr = self.arg(cur, "an address after 'mlock'", &["onfault"])?;
+                let len = self.arg(cur, "a length after the address", &["onfault"])?;
+                let mut onfault = false;
+                if !cur.at_end() {
+                    cur.word(&["onfault"], "'onfault' or the end of the line")?;
+                    onfault = true;
+                }
+                Syscall::Mlock { addr, len, onfault }
+            }
+            "munlock" => {
+                let addr = self.arg(cur, "an address after 'munlock'", NO_STOP)?;
+                let len = self.arg(cur, "a length after the address", NO_STOP)?;
+                Syscall::Munlock { addr, len }
+            }
+            "mseal" => {
+                let addr = self.arg(cur, "an address after 'mseal'", NO_STOP)?;
+                let len = self.arg(cur, "a length after the address", NO_STOP)?;
+                Syscall::Mseal { addr, len }
             }
             "fork" => {
                 let (child, pos) = cur.ident("a name for the child process after 'fork'")?;
@@ -1170,7 +1194,7 @@ impl<'s> Parser<'s> {
         }
         let (word, _) = cur.word(
             PAGE_ATTRS,
-            "a page attribute (none, zero, hugezero, anon, order=N, folio=SIZE, idx=N, pmd, pte, X, !X, AX, !AX, cnt=N, tag=N, samefolio)",
+            "a page attribute (none, zero, hugezero, anon, order=N, folio=SIZE, idx=N, pmd, pte, X, !X, AX, !AX, cnt=N, tag=N, samefolio, guard)",
         )?;
         let kind = match word.as_str() {
             "none" => PageAttrKind::None,
@@ -1182,6 +1206,7 @@ impl<'s> Parser<'s> {
             "X" => PageAttrKind::Exclusive(true),
             "AX" => PageAttrKind::AnonExclusive(true),
             "samefolio" => PageAttrKind::SameFolio,
+            "guard" => PageAttrKind::Guard,
             "order" => PageAttrKind::Order(self.assigned(cur, "order", PAGE_ATTRS)?),
             "folio" => PageAttrKind::Folio(self.assigned(cur, "folio", PAGE_ATTRS)?),
             "idx" => PageAttrKind::Idx(self.assigned(cur, "idx", PAGE_ATTRS)?),
