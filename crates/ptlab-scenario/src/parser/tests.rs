@@ -250,7 +250,7 @@ fn error_positions_and_suggestions() {
     );
     assert_eq!(
         err("p = 4K"),
-        "t.ptl:1:5: expected a syscall (mmap, munmap, madvise, mremap, mprotect, fork, exit, uffd) or 'pfn' after 'p =', found '4K'; to bind an expression write 'let p = ...'"
+        "t.ptl:1:5: expected a syscall (mmap, munmap, madvise, mremap, mprotect, mlock, munlock, mseal, fork, exit, uffd) or 'pfn' after 'p =', found '4K'; to bind an expression write 'let p = ...'"
     );
     assert_eq!(
         err("x = write 0"),
@@ -563,5 +563,58 @@ fn expect_uffd_check() {
     assert_eq!(
         err("read 0\nexpect uffd\nexpect segv"),
         "t.ptl:3:1: only one 'expect ok|errno|ret|segv|uffd' line may follow a statement (line 2 already checks it)"
+    );
+}
+
+#[test]
+fn mlock_mseal_and_guard_statements() {
+    let s = ok("mlock 0x1000 8K\nmlock 0x1000 8K onfault\nmunlock 0x1000 4K\nmseal 0x1000 4K\nexpect errno EPERM\nmadvise 0x1000 4K guard_install\nmadvise 0x1000 4K guard_remove\nexpect page 0x1000 guard\n");
+    let k = kinds(&s);
+    assert!(matches!(
+        k[0],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Mlock { onfault: false, .. }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[1],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Mlock { onfault: true, .. }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[2],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Munlock { .. }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[3],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Mseal { .. }),
+            check: Some(_),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[4],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Madvise {
+                advice: Advice::GuardInstall,
+                ..
+            }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[6],
+        StmtKind::Expect(Expect::Page { attrs, .. }) if attrs[0].kind == PageAttrKind::Guard
+    ));
+    assert_eq!(
+        err("mlock 0x1000 4K onfaul"),
+        "t.ptl:1:17: expected 'onfault' or the end of the line, found 'onfaul' (did you mean 'onfault'?)"
     );
 }
