@@ -1261,6 +1261,35 @@ impl Backend for DiffBackend {
         .map(|_| ())
     }
 
+    fn uffd_create(
+        &mut self,
+        proc: &str,
+        name: Option<&str>,
+        api: bool,
+    ) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            if api { "uffd open" } else { "uffd create" },
+            |m| m.uffd_create(proc, name, api).map(|()| 0),
+            |l| l.uffd_create(proc, name, api).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn uffd_api(&mut self, proc: &str, api: u64, features: u64) -> Result<u64, BackendError> {
+        self.both(
+            proc,
+            "uffd api",
+            |m| m.uffd_api(proc, api, features),
+            |l| l.uffd_api(proc, api, features),
+        )
+    }
+
+    fn uffd_select(&mut self, proc: &str, handle: Option<&str>) -> Result<(), BackendError> {
+        self.model.uffd_select(proc, handle)?;
+        self.live.uffd_select(proc, handle)
+    }
+
     fn uffd_register(
         &mut self,
         proc: &str,

@@ -78,6 +78,11 @@ pub struct LiveBackend {
     /// Pages whose tag could not be loaded at the last observation
     /// (non-readable VMAs), per process.
     unknown_tags: BTreeSet<(String, u64)>,
+    /// userfaultfd handle names → worker slots (a process's own handle is
+    /// named after the process).
+    uffd_slots: BTreeMap<String, usize>,
+    /// The handle `uffd ... via NAME` selected, per process.
+    uffd_selected: BTreeMap<String, String>,
     notes: Vec<String>,
     _lock: ThpLock,
 }
@@ -281,6 +286,8 @@ impl LiveBackend {
             guards: Vec::new(),
             stats_base,
             unknown_tags: BTreeSet::new(),
+            uffd_slots: BTreeMap::new(),
+            uffd_selected: BTreeMap::new(),
             notes: Vec::new(),
             _lock: lock,
         };
@@ -358,6 +365,17 @@ impl LiveBackend {
             )));
         }
         Ok(resp)
+    }
+
+    /// Point the worker of `proc` at the uffd handle its next ioctl uses
+    /// (its own, or the one `via` selected); EBADF for an unknown handle.
+    fn uffd_prepare(&mut self, proc: &str) -> Result<(), BackendError> {
+        let handle = self.uffd_selected.get(proc).map_or(proc, String::as_str);
+        let Some(&slot) = self.uffd_slots.get(handle) else {
+            return Err(BackendError::Errno(Errno::EBADF));
+        };
+        let r = self.call(proc, [op::UFFD_SELECT, slot as u64, 0, 0, 0, 0, 0, 0])?;
+        Self::unit(r).map(|_| ())
     }
 
     fn unit(resp: Resp) -> Result<u64, BackendError> {
@@ -1034,8 +1052,53 @@ impl Backend for LiveBackend {
     }
 
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
-        let r = self.call(proc, [op::UFFD_OPEN, 0, 0, 0, 0, 0, 0, 0])?;
-        Self::unit(r).map(|_| ())
+        self.uffd_create(proc, None, true)
+    }
+
+    fn uffd_create(
+        &mut self,
+        proc: &str,
+        name: Option<&str>,
+        api: bool,
+    ) -> Result<(), BackendError> {
+        self.proc_index(proc)?;
+        let handle = name.unwrap_or(proc).to_string();
+        if self.uffd_slots.contains_key(&handle) {
+            return Err(BackendError::Errno(Errno::EBUSY));
+        }
+        let slot = self.uffd_slots.len();
+        if slot >= crate::worker::UFFD_SLOTS {
+            return Err(BackendError::Other(format!(
+                "more than {} userfaultfd handles in one scenario",
+                crate::worker::UFFD_SLOTS
+            )));
+        }
+        let r = self.call(
+            proc,
+            [op::UFFD_OPEN, slot as u64, u64::from(api), 0, 0, 0, 0, 0],
+        )?;
+        Self::unit(r)?;
+        self.uffd_slots.insert(handle, slot);
+        Ok(())
+    }
+
+    fn uffd_api(&mut self, proc: &str, api: u64, features: u64) -> Result<u64, BackendError> {
+        self.uffd_prepare(proc)?;
+        // UFFD_FEATURE_SIGBUS always: nothing would wake a blocked fault.
+        let r = self.call(
+            proc,
+            [op::UFFD_API, api, features | (1 << 7), 0, 0, 0, 0, 0],
+        )?;
+        Self::unit(r)
+    }
+
+    fn uffd_select(&mut self, proc: &str, handle: Option<&str>) -> Result<(), BackendError> {
+        self.proc_index(proc)?;
+        match handle {
+            Some(h) => self.uffd_selected.insert(proc.to_string(), h.to_string()),
+            None => self.uffd_selected.remove(proc),
+        };
+        Ok(())
     }
 
     fn uffd_register(
@@ -1046,6 +1109,7 @@ impl Backend for LiveBackend {
         mode: UffdMode,
     ) -> Result<(), BackendError> {
         self.check_range("uffd register", addr, len)?;
+        self.uffd_prepare(proc)?;
         let m = u64::from(mode.missing) | (u64::from(mode.wp) << 1);
         let r = self.call(proc, [op::UFFD_REGISTER, addr, len, m, 0, 0, 0, 0])?;
         Self::unit(r).map(|_| ())
@@ -1053,6 +1117,7 @@ impl Backend for LiveBackend {
 
     fn uffd_unregister(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
         self.check_range("uffd unregister", addr, len)?;
+        self.uffd_prepare(proc)?;
         let r = self.call(proc, [op::UFFD_UNREGISTER, addr, len, 0, 0, 0, 0, 0])?;
         Self::unit(r).map(|_| ())
     }
@@ -1066,6 +1131,7 @@ impl Backend for LiveBackend {
         tag: Option<u64>,
     ) -> Result<u64, BackendError> {
         self.check_range("uffd copy", dst, len)?;
+        self.uffd_prepare(proc)?;
         if tag.is_none() {
             self.check_range("uffd copy source", src, len)?;
         }
@@ -1087,6 +1153,7 @@ impl Backend for LiveBackend {
 
     fn uffd_zeropage(&mut self, proc: &str, dst: u64, len: u64) -> Result<u64, BackendError> {
         self.check_range("uffd zeropage", dst, len)?;
+        self.uffd_prepare(proc)?;
         let r = self.call(proc, [op::UFFD_ZEROPAGE, dst, len, 0, 0, 0, 0, 0])?;
         Self::uffd_result(r)
     }
@@ -1100,6 +1167,7 @@ impl Backend for LiveBackend {
         flags: UffdMoveFlags,
     ) -> Result<u64, BackendError> {
         self.check_range("uffd move", dst, len)?;
+        self.uffd_prepare(proc)?;
         self.check_range("uffd move source", src, len)?;
         let mode = u64::from(flags.dontwake) | (u64::from(flags.allow_src_holes) << 1);
         let r = self.call(proc, [op::UFFD_MOVE, dst, src, len, mode, 0, 0, 0])?;

@@ -201,6 +201,24 @@ pub enum Syscall {
     },
     Exit,
     UffdOpen,
+    /// `uffd create [NAME]` (userfaultfd(2) only; `api` false) or
+    /// `uffd open NAME` (userfaultfd(2) + UFFDIO_API; `api` true). Without
+    /// NAME the handle is the process's own (named after the process).
+    UffdCreate {
+        name: Option<String>,
+        api: bool,
+    },
+    /// `uffd api VALUE [features VALUE]`: UFFDIO_API; binds the features
+    /// the kernel reports.
+    UffdApi {
+        api: Expr,
+        features: Option<Expr>,
+    },
+    /// `uffd ... via NAME`: `call` (a uffd operation) on handle NAME.
+    UffdVia {
+        handle: String,
+        call: Box<Syscall>,
+    },
     UffdRegister {
         addr: Expr,
         len: Expr,
@@ -243,6 +261,10 @@ impl Syscall {
             Syscall::Fork { .. } => "fork",
             Syscall::Exit => "exit",
             Syscall::UffdOpen => "uffd open",
+            Syscall::UffdCreate { api: true, .. } => "uffd open",
+            Syscall::UffdCreate { api: false, .. } => "uffd create",
+            Syscall::UffdApi { .. } => "uffd api",
+            Syscall::UffdVia { call, .. } => call.name(),
             Syscall::UffdRegister { .. } => "uffd register",
             Syscall::UffdUnregister { .. } => "uffd unregister",
             Syscall::UffdCopy { .. } => "uffd copy",

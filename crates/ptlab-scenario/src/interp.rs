@@ -762,6 +762,26 @@ impl<'a> Interp<'a> {
             Syscall::Fork { child } => unit(self.backend.fork(&proc, child)),
             Syscall::Exit => unit(self.backend.exit(&proc)),
             Syscall::UffdOpen => unit(self.backend.uffd_open(&proc)),
+            Syscall::UffdCreate { name, api } => {
+                unit(self.backend.uffd_create(&proc, name.as_deref(), *api))
+            }
+            Syscall::UffdApi { api, features } => {
+                let api = self.eval(api)?;
+                let features = self.eval_opt(features.as_ref(), 0)?;
+                self.backend.uffd_api(&proc, api, features)
+            }
+            Syscall::UffdVia { handle, call } => {
+                if let Err(e) = self.backend.uffd_select(&proc, Some(handle)) {
+                    return Ok(Err(e));
+                }
+                let r = self.syscall(call);
+                let back = self.backend.uffd_select(&proc, None);
+                let r = r?;
+                match back {
+                    Err(e) if r.is_ok() => Err(e),
+                    _ => r,
+                }
+            }
             Syscall::UffdRegister { addr, len, mode } => {
                 let (addr, len) = (self.eval(addr)?, self.eval(len)?);
                 unit(self.backend.uffd_register(&proc, addr, len, *mode))

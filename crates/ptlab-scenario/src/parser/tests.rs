@@ -306,7 +306,7 @@ fn error_positions_and_suggestions() {
         "t.ptl:1:13: expected '=' after 'tag' (write tag=VALUE), found '1'"
     );
     assert_eq!(err("let x = 1 ; 2"), "t.ptl:1:11: unexpected character ';'");
-    assert_eq!(err("uffd regster 0 4K missing"), "t.ptl:1:6: expected a uffd operation (open, register, unregister, copy, zeropage, move), found 'regster' (did you mean 'register'?)");
+    assert_eq!(err("uffd regster 0 4K missing"), "t.ptl:1:6: expected a uffd operation (open, create, api, register, unregister, copy, zeropage, move), found 'regster' (did you mean 'register'?)");
     assert_eq!(
         err("uffd register 0 4K wp+wp"),
         "t.ptl:1:23: mode 'wp' given twice"
@@ -617,4 +617,59 @@ fn mlock_mseal_and_guard_statements() {
         err("mlock 0x1000 4K onfaul"),
         "t.ptl:1:17: expected 'onfault' or the end of the line, found 'onfaul' (did you mean 'onfault'?)"
     );
+}
+
+#[test]
+fn uffd_handles_and_api() {
+    let s = ok("uffd create\nuffd create v\nuffd open w\nf = uffd api 0xAA features 1 << 7 via v\nuffd register 0x1000 4K missing+wp via v\nuffd copy 0x1000 0x2000 4K tag=3 via w\nuffd move 0x1000 0x2000 4K dontwake via main\nuffd unregister 0x1000 4K\n");
+    let k = kinds(&s);
+    assert!(matches!(
+        k[0],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::UffdCreate {
+                name: None,
+                api: false
+            }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[2],
+        StmtKind::Op { op: Op::Syscall(Syscall::UffdCreate { name: Some(n), api: true }), .. } if n == "w"
+    ));
+    match k[3] {
+        StmtKind::Op {
+            bind: Some(_),
+            op: Op::Syscall(Syscall::UffdVia { handle, call }),
+            ..
+        } => {
+            assert_eq!(handle, "v");
+            assert!(matches!(
+                **call,
+                Syscall::UffdApi {
+                    features: Some(_),
+                    ..
+                }
+            ));
+        }
+        other => panic!("{other:?}"),
+    }
+    match k[6] {
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::UffdVia { handle, call }),
+            ..
+        } => {
+            assert_eq!(handle, "main");
+            assert!(matches!(**call, Syscall::UffdMove { dontwake: true, .. }));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        k[7],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::UffdUnregister { .. }),
+            ..
+        }
+    ));
+    assert!(err("uffd register 0x1000 4K missing vai v").contains("'via NAME'"));
 }
