@@ -277,4 +277,40 @@ mod tests {
         assert!(m.read(1, n).is_ok());
         m.check_invariants().unwrap();
     }
+
+    #[test]
+    fn uffd_over_markers() {
+        // mfill_atomic_install_pte() overwrites a marker; ZEROPAGE and
+        // MOVE want pte_none(); a marker at the MOVE source is EFAULT.
+        use crate::uffd::{CopySource, UFFD_API};
+        let (mut m, d) = setup();
+        let s = m
+            .mmap(
+                1,
+                0,
+                8 * P,
+                Prot::READ | Prot::WRITE,
+                MapFlags::PRIVATE | MapFlags::ANONYMOUS,
+            )
+            .unwrap();
+        m.access_range(1, s, 8 * P, true, None).unwrap();
+        let u = m.uffd_open(1).unwrap();
+        m.uffd_api(u, UFFD_API, 0).unwrap();
+        m.uffd_register(u, d, 8 * P, 1).unwrap();
+        m.madvise(1, d, 4 * P, Advice::GuardInstall).unwrap();
+        assert_eq!(m.uffd_copy(1, u, d, CopySource::Addr(s), P, 0), Ok(P));
+        assert!(m.read(1, d).is_ok());
+        assert_eq!(
+            m.uffd_zeropage(u, d + P, P, 0).unwrap_err().errno,
+            Errno::EEXIST
+        );
+        assert_eq!(
+            m.uffd_move(1, u, d + 2 * P, s, P, 0).unwrap_err().errno,
+            Errno::EEXIST
+        );
+        m.madvise(1, s + 4 * P, P, Advice::GuardInstall).unwrap();
+        let e = m.uffd_move(1, u, d + 4 * P, s + 4 * P, P, 2).unwrap_err();
+        assert_eq!(e.errno, Errno::EFAULT);
+        m.check_invariants().unwrap();
+    }
 }

@@ -12,8 +12,8 @@
 //! mremap_userfaultfd_prep(). Spec: shared/spec/mremap.md (§2–§9; rule
 //! tags below). Page tables move in [`crate::move_pt`].
 //!
-//! Not modelled (no model state for them): mseal (VM_SEALED is checked but
-//! nothing sets it), RLIMIT_MEMLOCK/RLIMIT_AS/RLIMIT_DATA and overcommit
+//! Guard markers move with the PTEs ([`crate::guard`], after the move).
+//! Not modelled (no model state for them): RLIMIT_MEMLOCK/RLIMIT_AS/RLIMIT_DATA and overcommit
 //! (may_expand_vm(), mlock_future_ok() and the VM_ACCOUNT charge always
 //! succeed), KSM unsharing, hugetlb, file and special mappings, uffd remap
 //! events (no UFFD_FEATURE_EVENT_REMAP: a move drops the registration).
