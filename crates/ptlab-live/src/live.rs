@@ -83,6 +83,9 @@ pub struct LiveBackend {
     uffd_slots: BTreeMap<String, usize>,
     /// The handle `uffd ... via NAME` selected, per process.
     uffd_selected: BTreeMap<String, String>,
+    /// The handles each process holds a descriptor for (its own and those
+    /// inherited through fork); a name no process holds is free again.
+    uffd_fds: BTreeMap<String, BTreeSet<String>>,
     notes: Vec<String>,
     _lock: ThpLock,
 }
@@ -288,6 +291,7 @@ impl LiveBackend {
             unknown_tags: BTreeSet::new(),
             uffd_slots: BTreeMap::new(),
             uffd_selected: BTreeMap::new(),
+            uffd_fds: BTreeMap::new(),
             notes: Vec::new(),
             _lock: lock,
         };
@@ -745,6 +749,15 @@ impl LiveBackend {
 
     fn exit_proc(&mut self, idx: usize) -> Result<(), BackendError> {
         let p = self.procs.remove(idx);
+        // Its descriptors close; a handle no process holds is gone.
+        self.uffd_selected.remove(&p.name);
+        if let Some(held) = self.uffd_fds.remove(&p.name) {
+            for h in held {
+                if !self.uffd_fds.values().any(|s| s.contains(&h)) {
+                    self.uffd_slots.remove(&h);
+                }
+            }
+        }
         let fd = p.chan.as_raw_fd();
         let _ = write_words(fd, &[op::EXIT, 0, 0, 0, 0, 0, 0, 0]);
         // The channel reaches EOF when the worker's files are closed, which
@@ -960,6 +973,12 @@ impl Backend for LiveBackend {
                 0,
             ],
         )?;
+        // A FIXED move that fails may still have changed its destination
+        // (unmapped it, or moved the first VMAs of a multi-VMA move before
+        // a later one refused, e.g. a sealed one): observe it either way.
+        if let Some(n) = flags.fixed {
+            merge_into(&mut self.territory, n, n.saturating_add(page_len(new_len)));
+        }
         let got = Self::unit(r)?;
         merge_into(
             &mut self.territory,
@@ -1043,6 +1062,9 @@ impl Backend for LiveBackend {
             chan,
             direct: false,
         });
+        if let Some(fds) = self.uffd_fds.get(parent).cloned() {
+            self.uffd_fds.insert(child.to_string(), fds);
+        }
         Ok(())
     }
 
@@ -1066,7 +1088,11 @@ impl Backend for LiveBackend {
         if self.uffd_slots.contains_key(&handle) {
             return Err(BackendError::Errno(Errno::EBUSY));
         }
-        let slot = self.uffd_slots.len();
+        // The lowest slot no open handle uses (a freed slot's descriptors
+        // died with the processes that held them).
+        let slot = (0..)
+            .find(|s| !self.uffd_slots.values().any(|v| v == s))
+            .unwrap_or(0);
         if slot >= crate::worker::UFFD_SLOTS {
             return Err(BackendError::Other(format!(
                 "more than {} userfaultfd handles in one scenario",
@@ -1078,7 +1104,11 @@ impl Backend for LiveBackend {
             [op::UFFD_OPEN, slot as u64, u64::from(api), 0, 0, 0, 0, 0],
         )?;
         Self::unit(r)?;
-        self.uffd_slots.insert(handle, slot);
+        self.uffd_slots.insert(handle.clone(), slot);
+        self.uffd_fds
+            .entry(proc.to_string())
+            .or_default()
+            .insert(handle);
         Ok(())
     }
 

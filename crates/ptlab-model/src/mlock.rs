@@ -432,4 +432,16 @@ mod tests {
         m.mlock(1, f, P, false).unwrap();
         assert_eq!(flags(&m, f), "rd mr mw me lo hg sl");
     }
+
+    #[test]
+    fn locked_vma_made_writable_is_populated() {
+        // mprotect_fixup() → populate_vma_page_range() with write faults.
+        let mut m = Model::new(ModelConfig::default());
+        let a = map(&mut m, 4, Prot::READ);
+        m.mlock(1, a, 4 * P, false).unwrap();
+        assert_eq!(rss(&m), 0); // zero pages
+        m.mprotect(1, a, 4 * P, Prot::READ | Prot::WRITE).unwrap();
+        assert_eq!(rss(&m), 4);
+        m.check_invariants().unwrap();
+    }
 }
