@@ -95,6 +95,33 @@ pub fn snapshot(mm: &Mm, start: u64, len: u64) -> Vec<u64> {
         .collect()
 }
 
+/// Invariants of the markers of process `pid`: each lies inside a VMA that
+/// has VM_MAYBE_GUARD, in an existing PTE table, over an entry that is
+/// none (a marker *is* the entry).
+pub fn check(pid: Pid, mm: &Mm) -> Vec<String> {
+    let mut errs = Vec::new();
+    for &a in &mm.guards {
+        match mm.vmas.find(a) {
+            Some(v) if v.flags.contains(VmFlags::MAYBE_GUARD) => {}
+            Some(_) => errs.push(format!(
+                "pid {pid}: guard marker {a:#x} in a VMA without VM_MAYBE_GUARD"
+            )),
+            None => errs.push(format!("pid {pid}: guard marker {a:#x} outside every VMA")),
+        }
+        match mm.pt.pmd(a) {
+            PmdSlot::Table(_) => {
+                if !matches!(mm.pt.pte_raw(a), crate::arch::Entry::None) {
+                    errs.push(format!("pid {pid}: guard marker {a:#x} over a present PTE"));
+                }
+            }
+            _ => errs.push(format!(
+                "pid {pid}: guard marker {a:#x} without a PTE table"
+            )),
+        }
+    }
+    errs
+}
+
 impl Model {
     /// MADV_GUARD_INSTALL on `[start, end)` inside `vma`.
     /// Linux: mm/madvise.c madvise_guard_install().
