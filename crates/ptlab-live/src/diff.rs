@@ -455,6 +455,7 @@ fn describe_page(p: &PageState) -> String {
     match p {
         PageState::NotPresent => "none".into(),
         PageState::Zero => "zero".into(),
+        PageState::Guard => "guard".into(),
         PageState::HugeZero { index } => format!("hugezero idx={index}"),
         PageState::Anon(a) => format!(
             "anon o{} idx={} {} {} {} cnt={} tag={:#x}",
@@ -805,6 +806,7 @@ impl DiffBackend {
                     why.push(format!("hugezero idx {x} vs {y}"));
                 }
                 (PageState::Zero, PageState::Zero)
+                | (PageState::Guard, PageState::Guard)
                 | (PageState::NotPresent, PageState::NotPresent)
                 | (PageState::HugeZero { .. }, PageState::HugeZero { .. }) => {}
                 (l, m) => why.push(format!("{} vs {}", describe_page(l), describe_page(m))),
@@ -1193,6 +1195,42 @@ impl Backend for DiffBackend {
         .map(|_| ())
     }
 
+    fn mlock(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        onfault: bool,
+    ) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "mlock",
+            |m| m.mlock(proc, addr, len, onfault).map(|()| 0),
+            |l| l.mlock(proc, addr, len, onfault).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn munlock(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "munlock",
+            |m| m.munlock(proc, addr, len).map(|()| 0),
+            |l| l.munlock(proc, addr, len).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn mseal(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "mseal",
+            |m| m.mseal(proc, addr, len).map(|()| 0),
+            |l| l.mseal(proc, addr, len).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
     fn fork(&mut self, parent: &str, child: &str) -> Result<(), BackendError> {
         self.both(
             parent,
@@ -1230,6 +1268,35 @@ impl Backend for DiffBackend {
             |l| l.uffd_open(proc).map(|()| 0),
         )
         .map(|_| ())
+    }
+
+    fn uffd_create(
+        &mut self,
+        proc: &str,
+        name: Option<&str>,
+        api: bool,
+    ) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            if api { "uffd open" } else { "uffd create" },
+            |m| m.uffd_create(proc, name, api).map(|()| 0),
+            |l| l.uffd_create(proc, name, api).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn uffd_api(&mut self, proc: &str, api: u64, features: u64) -> Result<u64, BackendError> {
+        self.both(
+            proc,
+            "uffd api",
+            |m| m.uffd_api(proc, api, features),
+            |l| l.uffd_api(proc, api, features),
+        )
+    }
+
+    fn uffd_select(&mut self, proc: &str, handle: Option<&str>) -> Result<(), BackendError> {
+        self.model.uffd_select(proc, handle)?;
+        self.live.uffd_select(proc, handle)
     }
 
     fn uffd_register(

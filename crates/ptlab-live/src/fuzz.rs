@@ -77,6 +77,9 @@ pub struct OpSet {
     pub mprotect: bool,
     pub mremap: bool,
     pub uffd: bool,
+    /// Guard markers (`madvise guard_install|guard_remove`), `mlock`,
+    /// `munlock` and `mseal`.
+    pub guard_lock_seal: bool,
 }
 
 impl OpSet {
@@ -104,6 +107,9 @@ impl OpSet {
                 )
                 .map(|_| ())),
             fork: sup(m.fork("main", "c")) && sup(m.exit("c")),
+            guard_lock_seal: sup(m.madvise("main", p, 4096, ptlab_model::Advice::GuardInstall))
+                && sup(m.mlock("main", p, 4096, false))
+                && sup(m.mseal("main", p, 4096)),
             uffd: sup(m.uffd_open("main"))
                 && sup(m.uffd_zeropage("main", p, 4096).map(|_| ()))
                 && sup(m
@@ -223,6 +229,7 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                 if set.mprotect { 5 } else { 0 },
                 if set.mremap { 3 } else { 0 },
                 if set.uffd { 6 } else { 0 },
+                if set.guard_lock_seal { 5 } else { 0 },
             ])
         };
         match choice {
@@ -426,6 +433,26 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                     };
                     let _ = writeln!(s, "{who}{line}");
                 }
+            }
+            10 => {
+                let m = maps[*r.pick(&live_maps)].clone();
+                let (off, len) = subrange(&mut r, m.len, m.floating);
+                let at = if off == 0 {
+                    m.base.clone()
+                } else {
+                    format!("{} + {}", m.base, size(off))
+                };
+                let line = match r.weighted(&[35, 15, 25, 20, 5]) {
+                    0 => format!("madvise {at} {} guard_install", size(len)),
+                    1 => format!("madvise {at} {} guard_remove", size(len)),
+                    2 => {
+                        let onfault = if r.chance(30) { " onfault" } else { "" };
+                        format!("mlock {at} {}{onfault}", size(len))
+                    }
+                    3 => format!("munlock {at} {}", size(len)),
+                    _ => format!("mseal {at} {}", size(len)),
+                };
+                let _ = writeln!(s, "{who}{line}");
             }
             _ => continue,
         }
@@ -737,6 +764,7 @@ mod tests {
             mprotect: true,
             mremap: true,
             uffd: true,
+            guard_lock_seal: true,
         };
         for n in 0..200 {
             let a = generate(case_seed(7, n), 30, set);

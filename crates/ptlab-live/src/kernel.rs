@@ -16,6 +16,8 @@ pub const PAGE: u64 = 4096;
 pub const PM_PRESENT: u64 = 1 << 63;
 pub const PM_SWAP: u64 = 1 << 62;
 pub const PM_FILE: u64 = 1 << 61;
+/// pagemap bit 58: the entry is a guard marker (MADV_GUARD_INSTALL).
+pub const PM_GUARD_REGION: u64 = 1 << 58;
 pub const PM_MMAP_EXCLUSIVE: u64 = 1 << 56;
 pub const PM_PFN_MASK: u64 = (1 << 55) - 1;
 

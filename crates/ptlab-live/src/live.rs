@@ -78,6 +78,14 @@ pub struct LiveBackend {
     /// Pages whose tag could not be loaded at the last observation
     /// (non-readable VMAs), per process.
     unknown_tags: BTreeSet<(String, u64)>,
+    /// userfaultfd handle names → worker slots (a process's own handle is
+    /// named after the process).
+    uffd_slots: BTreeMap<String, usize>,
+    /// The handle `uffd ... via NAME` selected, per process.
+    uffd_selected: BTreeMap<String, String>,
+    /// The handles each process holds a descriptor for (its own and those
+    /// inherited through fork); a name no process holds is free again.
+    uffd_fds: BTreeMap<String, BTreeSet<String>>,
     notes: Vec<String>,
     _lock: ThpLock,
 }
@@ -281,6 +289,9 @@ impl LiveBackend {
             guards: Vec::new(),
             stats_base,
             unknown_tags: BTreeSet::new(),
+            uffd_slots: BTreeMap::new(),
+            uffd_selected: BTreeMap::new(),
+            uffd_fds: BTreeMap::new(),
             notes: Vec::new(),
             _lock: lock,
         };
@@ -358,6 +369,17 @@ impl LiveBackend {
             )));
         }
         Ok(resp)
+    }
+
+    /// Point the worker of `proc` at the uffd handle its next ioctl uses
+    /// (its own, or the one `via` selected); EBADF for an unknown handle.
+    fn uffd_prepare(&mut self, proc: &str) -> Result<(), BackendError> {
+        let handle = self.uffd_selected.get(proc).map_or(proc, String::as_str);
+        let Some(&slot) = self.uffd_slots.get(handle) else {
+            return Err(BackendError::Errno(Errno::EBADF));
+        };
+        let r = self.call(proc, [op::UFFD_SELECT, slot as u64, 0, 0, 0, 0, 0, 0])?;
+        Self::unit(r).map(|_| ())
     }
 
     fn unit(resp: Resp) -> Result<u64, BackendError> {
@@ -525,10 +547,14 @@ impl LiveBackend {
             let va = start + i as u64 * PAGE;
             let pm = r.pagemap;
             if pm & kernel::PM_PRESENT == 0 {
-                out.push(PageObs {
-                    addr: va,
-                    state: PageState::NotPresent,
-                });
+                // A guard marker reads PM_SWAP | PM_GUARD_REGION (checked
+                // on 6.18.44: 0x440000000000009f).
+                let state = if pm & kernel::PM_GUARD_REGION != 0 {
+                    PageState::Guard
+                } else {
+                    PageState::NotPresent
+                };
+                out.push(PageObs { addr: va, state });
                 continue;
             }
             let pfn = pm & kernel::PM_PFN_MASK;
@@ -723,6 +749,15 @@ impl LiveBackend {
 
     fn exit_proc(&mut self, idx: usize) -> Result<(), BackendError> {
         let p = self.procs.remove(idx);
+        // Its descriptors close; a handle no process holds is gone.
+        self.uffd_selected.remove(&p.name);
+        if let Some(held) = self.uffd_fds.remove(&p.name) {
+            for h in held {
+                if !self.uffd_fds.values().any(|s| s.contains(&h)) {
+                    self.uffd_slots.remove(&h);
+                }
+            }
+        }
         let fd = p.chan.as_raw_fd();
         let _ = write_words(fd, &[op::EXIT, 0, 0, 0, 0, 0, 0, 0]);
         // The channel reaches EOF when the worker's files are closed, which
@@ -938,10 +973,9 @@ impl Backend for LiveBackend {
                 0,
             ],
         )?;
-        // A FIXED target belongs to the scenario even when the call fails:
-        // a multi-VMA move that fails part-way leaves the pieces it already
-        // moved there (Linux: mm/mremap.c remap_move() returns at the first
-        // VMA it refuses; found by `ptlab fuzz --seed 77`, case 204).
+        // A FIXED move that fails may still have changed its destination
+        // (unmapped it, or moved the first VMAs of a multi-VMA move before
+        // a later one refused, e.g. a sealed one): observe it either way.
         if let Some(n) = flags.fixed {
             merge_into(&mut self.territory, n, n.saturating_add(page_len(new_len)));
         }
@@ -969,6 +1003,47 @@ impl Backend for LiveBackend {
         Self::unit(r).map(|_| ())
     }
 
+    fn mlock(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        onfault: bool,
+    ) -> Result<(), BackendError> {
+        // mlock2(addr, len, MLOCK_ONFAULT) / mlock(addr, len).
+        let req = if onfault {
+            [op::SYSCALL3, libc::SYS_mlock2 as u64, addr, len, 1, 0, 0, 0]
+        } else {
+            [op::SYSCALL3, libc::SYS_mlock as u64, addr, len, 0, 0, 0, 0]
+        };
+        let r = self.call(proc, req)?;
+        Self::unit(r).map(|_| ())
+    }
+
+    fn munlock(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        let r = self.call(
+            proc,
+            [
+                op::SYSCALL3,
+                libc::SYS_munlock as u64,
+                addr,
+                len,
+                0,
+                0,
+                0,
+                0,
+            ],
+        )?;
+        Self::unit(r).map(|_| ())
+    }
+
+    fn mseal(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        /// __NR_mseal (the same number on x86-64 and arm64).
+        const SYS_MSEAL: u64 = 462;
+        let r = self.call(proc, [op::SYSCALL3, SYS_MSEAL, addr, len, 0, 0, 0, 0])?;
+        Self::unit(r).map(|_| ())
+    }
+
     fn fork(&mut self, parent: &str, child: &str) -> Result<(), BackendError> {
         if self.procs.iter().any(|p| p.name == child) {
             return Err(BackendError::ProcessExists(child.to_string()));
@@ -987,6 +1062,9 @@ impl Backend for LiveBackend {
             chan,
             direct: false,
         });
+        if let Some(fds) = self.uffd_fds.get(parent).cloned() {
+            self.uffd_fds.insert(child.to_string(), fds);
+        }
         Ok(())
     }
 
@@ -1005,8 +1083,61 @@ impl Backend for LiveBackend {
     }
 
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
-        let r = self.call(proc, [op::UFFD_OPEN, 0, 0, 0, 0, 0, 0, 0])?;
-        Self::unit(r).map(|_| ())
+        self.uffd_create(proc, None, true)
+    }
+
+    fn uffd_create(
+        &mut self,
+        proc: &str,
+        name: Option<&str>,
+        api: bool,
+    ) -> Result<(), BackendError> {
+        self.proc_index(proc)?;
+        let handle = name.unwrap_or(proc).to_string();
+        if self.uffd_slots.contains_key(&handle) {
+            return Err(BackendError::Errno(Errno::EBUSY));
+        }
+        // The lowest slot no open handle uses (a freed slot's descriptors
+        // died with the processes that held them).
+        let slot = (0..)
+            .find(|s| !self.uffd_slots.values().any(|v| v == s))
+            .unwrap_or(0);
+        if slot >= crate::worker::UFFD_SLOTS {
+            return Err(BackendError::Other(format!(
+                "more than {} userfaultfd handles in one scenario",
+                crate::worker::UFFD_SLOTS
+            )));
+        }
+        let r = self.call(
+            proc,
+            [op::UFFD_OPEN, slot as u64, u64::from(api), 0, 0, 0, 0, 0],
+        )?;
+        Self::unit(r)?;
+        self.uffd_slots.insert(handle.clone(), slot);
+        self.uffd_fds
+            .entry(proc.to_string())
+            .or_default()
+            .insert(handle);
+        Ok(())
+    }
+
+    fn uffd_api(&mut self, proc: &str, api: u64, features: u64) -> Result<u64, BackendError> {
+        self.uffd_prepare(proc)?;
+        // UFFD_FEATURE_SIGBUS always: nothing would wake a blocked fault.
+        let r = self.call(
+            proc,
+            [op::UFFD_API, api, features | (1 << 7), 0, 0, 0, 0, 0],
+        )?;
+        Self::unit(r)
+    }
+
+    fn uffd_select(&mut self, proc: &str, handle: Option<&str>) -> Result<(), BackendError> {
+        self.proc_index(proc)?;
+        match handle {
+            Some(h) => self.uffd_selected.insert(proc.to_string(), h.to_string()),
+            None => self.uffd_selected.remove(proc),
+        };
+        Ok(())
     }
 
     fn uffd_register(
@@ -1017,6 +1148,7 @@ impl Backend for LiveBackend {
         mode: UffdMode,
     ) -> Result<(), BackendError> {
         self.check_range("uffd register", addr, len)?;
+        self.uffd_prepare(proc)?;
         let m = u64::from(mode.missing) | (u64::from(mode.wp) << 1);
         let r = self.call(proc, [op::UFFD_REGISTER, addr, len, m, 0, 0, 0, 0])?;
         Self::unit(r).map(|_| ())
@@ -1024,6 +1156,7 @@ impl Backend for LiveBackend {
 
     fn uffd_unregister(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
         self.check_range("uffd unregister", addr, len)?;
+        self.uffd_prepare(proc)?;
         let r = self.call(proc, [op::UFFD_UNREGISTER, addr, len, 0, 0, 0, 0, 0])?;
         Self::unit(r).map(|_| ())
     }
@@ -1037,6 +1170,7 @@ impl Backend for LiveBackend {
         tag: Option<u64>,
     ) -> Result<u64, BackendError> {
         self.check_range("uffd copy", dst, len)?;
+        self.uffd_prepare(proc)?;
         if tag.is_none() {
             self.check_range("uffd copy source", src, len)?;
         }
@@ -1058,6 +1192,7 @@ impl Backend for LiveBackend {
 
     fn uffd_zeropage(&mut self, proc: &str, dst: u64, len: u64) -> Result<u64, BackendError> {
         self.check_range("uffd zeropage", dst, len)?;
+        self.uffd_prepare(proc)?;
         let r = self.call(proc, [op::UFFD_ZEROPAGE, dst, len, 0, 0, 0, 0, 0])?;
         Self::uffd_result(r)
     }
@@ -1071,6 +1206,7 @@ impl Backend for LiveBackend {
         flags: UffdMoveFlags,
     ) -> Result<u64, BackendError> {
         self.check_range("uffd move", dst, len)?;
+        self.uffd_prepare(proc)?;
         self.check_range("uffd move source", src, len)?;
         let mode = u64::from(flags.dontwake) | (u64::from(flags.allow_src_holes) << 1);
         let r = self.call(proc, [op::UFFD_MOVE, dst, src, len, mode, 0, 0, 0])?;

@@ -14,7 +14,7 @@
 //! recognises the two probe instructions below and resumes at a fix-up
 //! stub, which makes the probe return 1 instead of 0.
 
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
 /// The fd number the worker's channel lives at.
 pub(crate) const CHAN_FD: libc::c_int = 3;
@@ -38,14 +38,17 @@ pub(crate) mod op {
     pub const READ_TAGS: u64 = 7; // start npages -> npages tags + fault count
     pub const FORK: u64 = 8; // -> val = child pid, fd via SCM_RIGHTS
     pub const EXIT: u64 = 9; // no answer: the channel reaches EOF
-    pub const UFFD_OPEN: u64 = 10;
+    pub const UFFD_OPEN: u64 = 10; // slot api
     pub const UFFD_REGISTER: u64 = 11; // addr len mode
     pub const UFFD_UNREGISTER: u64 = 12; // addr len
     pub const UFFD_COPY: u64 = 13; // dst src len has_tag tag
     pub const UFFD_ZEROPAGE: u64 = 14; // dst len
     pub const UFFD_MOVE: u64 = 15; // dst src len mode
     pub const PING: u64 = 16; // -> val = getpid()
-    pub const PRCTL_THP: u64 = 17; // set(1)/get(0) disable flags -> val
+    pub const SYSCALL3: u64 = 17; // nr a b c -> syscall(nr, a, b, c)
+    pub const UFFD_API: u64 = 18; // api features -> val = features reported
+    pub const UFFD_SELECT: u64 = 19; // slot: the uffd the next ioctls use
+    pub const PRCTL_THP: u64 = 20; // set(1)/get(0) disable flags -> val
 }
 
 // ----- fault-tolerant probes (x86-64) -------------------------------------
@@ -97,7 +100,13 @@ pub const SUPPORTED: bool = cfg!(target_arch = "x86_64");
 
 static FAULT_ADDR: AtomicU64 = AtomicU64::new(0);
 static FAULT_SIG: AtomicU64 = AtomicU64::new(0);
-static UFFD: AtomicI32 = AtomicI32::new(-1);
+/// userfaultfd handles of the scenario, by slot (the live backend numbers
+/// the handle names); -1 where this process holds no descriptor. A fork
+/// child inherits the parent's descriptors, as the kernel's fd table does.
+pub(crate) const UFFD_SLOTS: usize = 8;
+static UFFDS: [AtomicI32; UFFD_SLOTS] = [const { AtomicI32::new(-1) }; UFFD_SLOTS];
+/// The slot the uffd ioctls act on.
+static UFFD_CUR: AtomicUsize = AtomicUsize::new(0);
 
 #[cfg(target_arch = "x86_64")]
 extern "C" fn fault_handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
@@ -245,6 +254,43 @@ fn adopt_channel(fd: libc::c_int) {
     }
 }
 
+/// [`adopt_channel`] for a scenario fork child: every descriptor above the
+/// channel is closed except the inherited userfaultfds.
+fn adopt_child_channel(fd: libc::c_int) {
+    let mut keep = [libc::c_int::MAX; UFFD_SLOTS];
+    for (k, s) in keep.iter_mut().zip(UFFDS.iter()) {
+        let u = s.load(Ordering::Relaxed);
+        if u > CHAN_FD && u != fd {
+            *k = u;
+        }
+    }
+    keep.sort_unstable();
+    // SAFETY: plain descriptor syscalls.
+    unsafe {
+        if fd != CHAN_FD && libc::dup2(fd, CHAN_FD) < 0 {
+            die();
+        }
+        let mut lo = CHAN_FD + 1;
+        for &k in keep.iter().filter(|&&k| k != libc::c_int::MAX) {
+            if k > lo {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    lo as libc::c_uint,
+                    (k - 1) as libc::c_uint,
+                    0u32,
+                );
+            }
+            lo = lo.max(k + 1);
+        }
+        libc::syscall(
+            libc::SYS_close_range,
+            lo as libc::c_uint,
+            libc::c_uint::MAX,
+            0u32,
+        );
+    }
+}
+
 /// Touch the stack the worker will use so that its own page faults happen
 /// before the scenario starts (with the machine's default THP settings)
 /// rather than during it.
@@ -365,7 +411,19 @@ fn handle(r: &Req) {
             op::READ_TAGS => read_tags(a[0], a[1]),
             op::FORK => fork_child(),
             op::EXIT => die(),
-            op::UFFD_OPEN => uffd_open(),
+            op::UFFD_OPEN => uffd_open(a[0] as usize, a[1] != 0),
+            op::UFFD_API => {
+                let mut api: [u64; 3] = [a[0], a[1], 0];
+                uffd_ioctl(0xC018_AA3F, api.as_mut_ptr(), Some(1));
+            }
+            op::UFFD_SELECT => {
+                if (a[0] as usize) < UFFD_SLOTS {
+                    UFFD_CUR.store(a[0] as usize, Ordering::Relaxed);
+                    reply(0, 0, 0);
+                } else {
+                    reply(-i64::from(libc::EINVAL), 0, 0);
+                }
+            }
             op::UFFD_REGISTER => {
                 let mut reg: [u64; 4] = [a[0], a[1], a[2], 0];
                 uffd_ioctl(0xC020_AA00, reg.as_mut_ptr(), None);
@@ -397,6 +455,7 @@ fn handle(r: &Req) {
                     reply(0, r as u64, 0);
                 }
             }
+            op::SYSCALL3 => sys_ret(libc::syscall(a[0] as libc::c_long, a[1], a[2], a[3])),
             _ => reply(-i64::from(libc::ENOSYS), 0, 0),
         }
     }
@@ -480,10 +539,10 @@ fn fork_child() {
             return;
         }
         if pid == 0 {
-            // The new scenario process: its own channel, no uffd (a fork
-            // child only inherits uffd registrations with EVENT_FORK).
-            UFFD.store(-1, Ordering::Relaxed);
-            adopt_channel(sv[1]);
+            // The new scenario process: its own channel. It keeps the
+            // parent's uffd descriptors (not its registrations: those need
+            // EVENT_FORK), so it can name the parent's handle.
+            adopt_child_channel(sv[1]);
             serve();
         }
         libc::close(sv[1]);
@@ -522,8 +581,13 @@ fn send_with_fd(data: &[u8], fd: libc::c_int) -> bool {
     }
 }
 
-fn uffd_open() {
-    if UFFD.load(Ordering::Relaxed) >= 0 {
+/// userfaultfd(2) into `slot`, then (with `api`) UFFDIO_API.
+fn uffd_open(slot: usize, api: bool) {
+    if slot >= UFFD_SLOTS {
+        reply(-i64::from(libc::EINVAL), 0, 0);
+        return;
+    }
+    if UFFDS[slot].load(Ordering::Relaxed) >= 0 {
         reply(-i64::from(libc::EBUSY), 0, 0);
         return;
     }
@@ -541,14 +605,14 @@ fn uffd_open() {
         }
         // UFFD_FEATURE_SIGBUS: a missing fault raises SIGBUS instead of
         // blocking the worker forever (there is no fault-handling thread).
-        let mut api: [u64; 3] = [0xAA, 1 << 7, 0];
-        if libc::ioctl(fd, 0xC018_AA3F, api.as_mut_ptr()) < 0 {
+        let mut req: [u64; 3] = [0xAA, 1 << 7, 0];
+        if api && libc::ioctl(fd, 0xC018_AA3F, req.as_mut_ptr()) < 0 {
             let e = errno();
             libc::close(fd);
             reply(-e, 0, 0);
             return;
         }
-        UFFD.store(fd, Ordering::Relaxed);
+        UFFDS[slot].store(fd, Ordering::Relaxed);
         reply(0, 0, 0);
     }
 }
@@ -560,9 +624,10 @@ fn uffd_ioctl(req: u64, arg: *mut u64, out: Option<usize>) {
     reply(r, field, 0);
 }
 
-/// Issue a userfaultfd ioctl: (0 or −errno, the output field).
+/// Issue a userfaultfd ioctl on the selected descriptor: (0 or −errno, the
+/// output field).
 fn uffd_ioctl_raw(req: u64, arg: *mut u64, out: Option<usize>) -> (i64, u64) {
-    let fd = UFFD.load(Ordering::Relaxed);
+    let fd = UFFDS[UFFD_CUR.load(Ordering::Relaxed)].load(Ordering::Relaxed);
     if fd < 0 {
         return (-i64::from(libc::EBADF), 0);
     }

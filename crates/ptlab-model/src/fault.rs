@@ -39,6 +39,11 @@ pub fn handle_fault(
         .find(addr)
         .cloned()
         .ok_or(AccessFault::Segv { addr })?;
+    // handle_pte_marker(): a guard marker is VM_FAULT_SIGSEGV whatever the
+    // access (checked before any uffd or THP path: the PTE is not none).
+    if crate::guard::is_guard(mm, addr) {
+        return Err(AccessFault::Segv { addr });
+    }
     if write && !vma.flags.contains(VmFlags::WRITE) {
         return Err(AccessFault::Segv { addr });
     }
@@ -265,8 +270,11 @@ fn choose_order(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> Order {
     // first all-none block.
     for o in orders_desc(mask) {
         let base = addr & !(o.bytes() - 1);
-        let all_none =
-            (0..o.pages()).all(|k| matches!(mm.pt.pte_raw(base + k * 4096), Entry::None));
+        // pte_range_none(): a guard marker is not none.
+        let all_none = (0..o.pages()).all(|k| {
+            matches!(mm.pt.pte_raw(base + k * 4096), Entry::None)
+                && !crate::guard::is_guard(mm, base + k * 4096)
+        });
         if all_none {
             return o;
         }

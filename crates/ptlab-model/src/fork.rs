@@ -44,6 +44,7 @@ impl Model {
             deposited: BTreeMap::new(),
             // MMF_INIT_MASK carries the THP-disable flags into the child.
             thp_disable: src.thp_disable,
+            guards: Default::default(),
         };
         src.pt.hw.one(HwEvent::Syscall);
         src.pt.hw.one(HwEvent::ProcessCreate);
@@ -76,6 +77,8 @@ impl Model {
             // the child) get their page tables copied.
             if v.anon_vma.is_some() || c.flags.contains(VmFlags::UFFD_WP) {
                 copy_page_range(src, &mut dst, phys, &v, &c, batch)?;
+                // copy_nonpresent_pte(): guard markers are copied.
+                crate::guard::copy_markers(src, &mut dst, phys, v.start, v.end)?;
             }
         }
         // dup_mmap(): flush_tlb_mm(oldmm) after copying (the parent's PTEs

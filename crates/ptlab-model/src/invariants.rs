@@ -67,6 +67,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
                 }
             }
         }
+        errs.extend(crate::guard::check(pid, mm));
         // Tables: used counts, reachability.
         let tree = mm.pt.tables_in_tree();
         if tree.len() != mm.pt.table_count() {

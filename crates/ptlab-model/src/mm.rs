@@ -25,6 +25,9 @@ pub struct Mm {
     pub deposited: BTreeMap<u64, crate::addr::Pfn>,
     /// prctl(PR_SET_THP_DISABLE) state of this mm.
     pub thp_disable: crate::thp::ThpDisable,
+    /// Guard markers (PTE_MARKER_GUARD) by page address. A marker is a
+    /// non-present PTE, so its PTE table exists (see [`crate::guard`]).
+    pub guards: std::collections::BTreeSet<u64>,
 }
 
 /// Allocator of anon_vma identities (machine-wide).
@@ -206,6 +209,8 @@ impl Mm {
                 let pv = self.vmas.get_mut(p.start).expect("prev");
                 pv.end = n.end;
                 pv.anon_vma = a;
+                // Sticky flags of every merged VMA survive (6.18.y).
+                pv.flags |= (new_flags | n.flags) & VM_IGNORE_MERGE;
             }
             (true, false) => {
                 let p = prev.expect("prev");
@@ -224,6 +229,7 @@ impl Mm {
                 let pv = self.vmas.get_mut(p.start).expect("prev");
                 pv.end = end;
                 pv.anon_vma = a;
+                pv.flags |= new_flags & VM_IGNORE_MERGE;
             }
             (false, true) => {
                 let n = next.expect("next");
@@ -236,6 +242,7 @@ impl Mm {
                 merged.start = start;
                 merged.pgoff = middle.pgoff_at(start);
                 merged.anon_vma = a;
+                merged.flags |= new_flags & VM_IGNORE_MERGE;
                 if start > middle.start {
                     self.vmas.get_mut(middle.start).expect("middle").end = start;
                     moved.push(start);

@@ -124,6 +124,7 @@ impl Model {
                 rss_anon: 0,
                 deposited: BTreeMap::new(),
                 thp_disable: Default::default(),
+                guards: Default::default(),
             },
         );
         Model {
@@ -474,11 +475,23 @@ impl Model {
         if first_vma.start < start && end < first_vma.end && mm.map_count() >= max {
             return Err(Errno::ENOMEM);
         }
+        // vms_gather_munmap_vmas(): a sealed first VMA refuses before it is
+        // split; a sealed later one after the first split was made.
+        if first_vma.start < start && first_vma.flags.contains(VmFlags::SEALED) {
+            return Err(Errno::EPERM);
+        }
         if first_vma.start < start {
             if let Some(slot) = mm.pmd_cut_by(start) {
                 split_huge_pmd(mm, phys, slot);
             }
             mm.vmas.split_at(start);
+        }
+        if mm.vmas.starts_in(start, end).iter().any(|&s| {
+            mm.vmas
+                .get(s)
+                .is_some_and(|v| v.flags.contains(VmFlags::SEALED))
+        }) {
+            return Err(Errno::EPERM);
         }
         if let Some(last) = mm.vmas.find(end - 1).cloned() {
             if last.end > end {
@@ -499,6 +512,8 @@ impl Model {
         for v in &removed {
             zap_range(mm, phys, v.start, v.end, false, true);
         }
+        // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
+        crate::guard::drop_markers(mm, start, end);
         let tables = phys.pt_pages;
         free_pgtables(mm, phys, &removed, floor, ceiling);
         if phys.pt_pages < tables {
@@ -566,8 +581,14 @@ impl Model {
         end: u64,
         advice: Advice,
     ) -> Result<(), Errno> {
+        // madvise_vma_behavior() → can_madvise_modify() (mseal).
+        if !crate::mlock::can_madvise_modify(vma, advice) {
+            return Err(Errno::EPERM);
+        }
         let mut new = vma.flags;
         match advice {
+            Advice::GuardInstall => return self.madvise_guard_install(pid, vma, start, end),
+            Advice::GuardRemove => return self.madvise_guard_remove(pid, vma, start, end),
             Advice::DontNeed => {
                 // madvise_dontneed_free_valid_vma()
                 if vma
@@ -578,6 +599,19 @@ impl Model {
                 }
                 let Model { procs, phys, .. } = self;
                 let mm = procs.get_mut(&pid).expect("pid");
+                if crate::guard::any_guard(mm, start, end) {
+                    // Guard markers are not pte_none(): try_to_free_pte()
+                    // keeps a table that holds one (checked per 2 MiB slot).
+                    let mut a = start;
+                    while a < end {
+                        let next = crate::pgtable::pmd_end(a, end);
+                        let slot = a & !(PMD_SIZE - 1);
+                        let reclaim = !crate::guard::any_guard(mm, slot, slot + PMD_SIZE);
+                        zap_range(mm, phys, a, next, reclaim, true);
+                        a = next;
+                    }
+                    return Ok(());
+                }
                 zap_range(mm, phys, start, end, true, true);
                 return Ok(());
             }
@@ -837,6 +871,9 @@ impl Model {
             }
             PmdSlot::Table(_) => match mm.pt.pte_peek(va) {
                 Entry::Leaf(l) => (l, false, l.pfn),
+                // pte_to_pagemap_entry(): a guard marker reads PM_SWAP |
+                // PM_GUARD_REGION.
+                _ if crate::guard::is_guard(mm, va) => return PageState::Guard,
                 _ => return PageState::NotPresent,
             },
         };

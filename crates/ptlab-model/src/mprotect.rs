@@ -208,6 +208,21 @@ impl Model {
             batched,
         };
         change_protection(mm, phys, &vma, start, end, cp);
+        // "Private VM_LOCKED VMA becoming writable: trigger COW to avoid
+        // major fault on access": populate_vma_page_range() write-faults
+        // the range (nothing for VM_LOCKONFAULT; errors ignored). Checked
+        // live: an mlocked PROT_READ range of zero pages becomes anon pages.
+        let lock_bits = VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED;
+        if old & lock_bits == VmFlags::LOCKED
+            && newflags.contains(VmFlags::WRITE)
+            && !newflags.contains(VmFlags::LOCKONFAULT)
+        {
+            for page in crate::mm::pages(start, end) {
+                if self.fault(pid, page, true).is_err() {
+                    break;
+                }
+            }
+        }
         Ok(())
     }
 }

@@ -12,8 +12,8 @@
 //! mremap_userfaultfd_prep(). Spec: shared/spec/mremap.md (§2–§9; rule
 //! tags below). Page tables move in [`crate::move_pt`].
 //!
-//! Not modelled (no model state for them): mseal (VM_SEALED is checked but
-//! nothing sets it), RLIMIT_MEMLOCK/RLIMIT_AS/RLIMIT_DATA and overcommit
+//! Guard markers move with the PTEs ([`crate::guard`], after the move).
+//! Not modelled (no model state for them): RLIMIT_MEMLOCK/RLIMIT_AS/RLIMIT_DATA and overcommit
 //! (may_expand_vm(), mlock_future_ok() and the VM_ACCOUNT charge always
 //! succeed), KSM unsharing, hugetlb, file and special mappings, uffd remap
 //! events (no UFFD_FEATURE_EVENT_REMAP: a move drops the registration).
@@ -116,6 +116,7 @@ impl Model {
             populate_expand: false,
         };
         self.check_mremap_params(pid, &vrm)?;
+        let guards = crate::guard::snapshot(&self.procs[&pid], vrm.addr, vrm.old_len);
         // §2.11: mmap_write_lock_killable() never sees a fatal signal here.
         let res = if vrm.move_only() {
             self.remap_move(pid, &mut vrm)
@@ -131,6 +132,13 @@ impl Model {
         };
         // §3.3.1/§4.11: an mlock()ed mapping that grew is populated after
         // the lock is dropped.
+        // move_ptes() moves guard markers with the other entries.
+        if let Ok(to) = res {
+            if to != vrm.addr && !guards.is_empty() {
+                let moved = vrm.old_len.min(vrm.new_len);
+                self.guard_after_move(pid, &guards, vrm.addr, to, moved);
+            }
+        }
         if res.is_ok() && vrm.populate_expand {
             self.mm_populate(pid, vrm.new_addr + vrm.old_len, vrm.delta);
         }

@@ -47,6 +47,9 @@ pub enum PageState {
     HugeZero { index: u32 },
     /// A page of an anonymous folio.
     Anon(AnonPage),
+    /// A guard marker (MADV_GUARD_INSTALL): pagemap PM_SWAP with
+    /// PM_GUARD_REGION (bit 58) set, no frame.
+    Guard,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,6 +185,7 @@ fn describe(state: &PageState, namer: &mut FolioNamer) -> (String, Option<(u64, 
     match state {
         PageState::NotPresent => ("none".to_string(), None),
         PageState::Zero => ("zero".to_string(), None),
+        PageState::Guard => ("guard".to_string(), None),
         PageState::HugeZero { index } => ("hugezero".to_string(), Some((u64::MAX, *index))),
         PageState::Anon(p) => {
             let head = p.pfn - p.index as u64;

@@ -56,6 +56,10 @@ pub enum Advice {
     KeepOnFork,
     /// Reserved (MADV_COLLAPSE = 25).
     Collapse,
+    /// MADV_GUARD_INSTALL = 102: install guard markers (access → SIGSEGV).
+    GuardInstall,
+    /// MADV_GUARD_REMOVE = 103: remove guard markers.
+    GuardRemove,
 }
 
 impl Advice {
@@ -71,6 +75,8 @@ impl Advice {
             Advice::Cold => 20,
             Advice::PageOut => 21,
             Advice::Collapse => 25,
+            Advice::GuardInstall => 102,
+            Advice::GuardRemove => 103,
         }
     }
     pub fn from_name(s: &str) -> Option<Advice> {
@@ -85,6 +91,8 @@ impl Advice {
             "wipeonfork" => Advice::WipeOnFork,
             "keeponfork" => Advice::KeepOnFork,
             "collapse" => Advice::Collapse,
+            "guard_install" => Advice::GuardInstall,
+            "guard_remove" => Advice::GuardRemove,
             _ => return None,
         })
     }
@@ -100,6 +108,8 @@ impl Advice {
             Advice::WipeOnFork => "wipeonfork",
             Advice::KeepOnFork => "keeponfork",
             Advice::Collapse => "collapse",
+            Advice::GuardInstall => "guard_install",
+            Advice::GuardRemove => "guard_remove",
         }
     }
 }

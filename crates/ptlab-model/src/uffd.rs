@@ -746,6 +746,9 @@ impl Model {
         // is its PTE load).
         mm.pt.hw.one(HwEvent::PmdLoad);
         mm.pt.hw.one(HwEvent::PtlLock);
+        // ... or a PTE marker, which is overwritten: a guard marker too
+        // (checked live on 6.18.44: COPY onto a guard page succeeds).
+        mm.guards.remove(&dst);
         let folio = phys
             .alloc_anon_folio(crate::addr::Order::ZERO)
             .ok_or(Errno::ENOMEM)?;
@@ -784,7 +787,8 @@ impl Model {
         self.mfill_dst_pmd(pid, dst)?;
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
-        if !matches!(mm.pt.pte_raw(dst), Entry::None) {
+        // Strictly pte_none(): a guard marker is EEXIST (checked live).
+        if !matches!(mm.pt.pte_raw(dst), Entry::None) || crate::guard::is_guard(mm, dst) {
             return Err(Errno::EEXIST);
         }
         let pte = zero_pte(dst_vma, phys.zero_pfn);
@@ -962,13 +966,19 @@ impl Model {
         loop {
             let Model { procs, phys, .. } = self;
             let mm = procs.get_mut(&pid).expect("pid");
-            // §7.4.2: the destination must be strictly empty.
-            if !matches!(mm.pt.pte_raw(dst_addr), Entry::None) {
+            // §7.4.2: the destination must be strictly empty (a guard
+            // marker is not: checked live).
+            if !matches!(mm.pt.pte_raw(dst_addr), Entry::None)
+                || crate::guard::is_guard(mm, dst_addr)
+            {
                 return Err(Errno::EEXIST);
             }
             // §7.4.3: a hole at the source.
             let src_pte = match mm.pt.pte(src_addr) {
                 Entry::Leaf(l) => l,
+                // §7.4.7: a non-present source that is neither swap nor
+                // migration entry (a guard marker) is EFAULT (checked live).
+                _ if crate::guard::is_guard(mm, src_addr) => return Err(Errno::EFAULT),
                 _ if holes => return Ok(PAGE_SIZE),
                 _ => return Err(Errno::ENOENT),
             };

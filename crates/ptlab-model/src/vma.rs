@@ -26,6 +26,10 @@ bitflags! {
         const GROWSDOWN = 0x100;
         const UFFD_MISSING = 0x200;
         const PFNMAP = 0x400;
+        /// VM_MAYBE_GUARD (6.18.y stable, upstream 6.19): set on a VMA the
+        /// first time MADV_GUARD_INSTALL runs on it; never cleared.
+        /// Linux: mm/madvise.c madvise_guard_install() vma_set_atomic_flag().
+        const MAYBE_GUARD = 0x800;
         const UFFD_WP = 0x1000;
         const LOCKED = 0x2000;
         const IO = 0x4000;
@@ -48,7 +52,10 @@ bitflags! {
 
 /// Flags a merge ignores (VM_SOFTDIRTY; CONFIG_MEM_SOFT_DIRTY is off on the
 /// target machines so it is never set). Linux: mm/vma.c VM_IGNORE_MERGE.
-pub const VM_IGNORE_MERGE: VmFlags = VmFlags::SOFTDIRTY;
+///
+/// 6.18.y stable adds VM_MAYBE_GUARD (a "sticky" flag: a merge ORs it into
+/// the result; checked live on 6.18.44, docs/ops/guard-mlock-mseal.md).
+pub const VM_IGNORE_MERGE: VmFlags = VmFlags::SOFTDIRTY.union(VmFlags::MAYBE_GUARD);
 /// Flags that never merge. Linux: VM_SPECIAL.
 pub const VM_SPECIAL: VmFlags = VmFlags::IO
     .union(VmFlags::DONTEXPAND)
@@ -73,6 +80,7 @@ const MNEMONICS: &[(VmFlags, &str)] = &[
     (VmFlags::GROWSDOWN, "gd"),
     (VmFlags::UFFD_MISSING, "um"),
     (VmFlags::PFNMAP, "pf"),
+    (VmFlags::MAYBE_GUARD, "gu"),
     (VmFlags::UFFD_WP, "uw"),
     (VmFlags::LOCKED, "lo"),
     (VmFlags::IO, "io"),

@@ -208,6 +208,22 @@ pub enum Syscall {
         len: Expr,
         prot: Prot,
     },
+    /// `mlock ADDR LEN [onfault]` (mlock2 with MLOCK_ONFAULT).
+    Mlock {
+        addr: Expr,
+        len: Expr,
+        onfault: bool,
+    },
+    /// `munlock ADDR LEN`
+    Munlock {
+        addr: Expr,
+        len: Expr,
+    },
+    /// `mseal ADDR LEN`
+    Mseal {
+        addr: Expr,
+        len: Expr,
+    },
     Fork {
         child: String,
     },
@@ -220,6 +236,24 @@ pub enum Syscall {
     /// `prctl get_thp_disable`
     PrctlGetThpDisable,
     UffdOpen,
+    /// `uffd create [NAME]` (userfaultfd(2) only; `api` false) or
+    /// `uffd open NAME` (userfaultfd(2) + UFFDIO_API; `api` true). Without
+    /// NAME the handle is the process's own (named after the process).
+    UffdCreate {
+        name: Option<String>,
+        api: bool,
+    },
+    /// `uffd api VALUE [features VALUE]`: UFFDIO_API; binds the features
+    /// the kernel reports.
+    UffdApi {
+        api: Expr,
+        features: Option<Expr>,
+    },
+    /// `uffd ... via NAME`: `call` (a uffd operation) on handle NAME.
+    UffdVia {
+        handle: String,
+        call: Box<Syscall>,
+    },
     UffdRegister {
         addr: Expr,
         len: Expr,
@@ -256,11 +290,18 @@ impl Syscall {
             Syscall::Madvise { .. } => "madvise",
             Syscall::Mremap { .. } => "mremap",
             Syscall::Mprotect { .. } => "mprotect",
+            Syscall::Mlock { .. } => "mlock",
+            Syscall::Munlock { .. } => "munlock",
+            Syscall::Mseal { .. } => "mseal",
             Syscall::Fork { .. } => "fork",
             Syscall::Exit => "exit",
             Syscall::PrctlSetThpDisable { .. } => "prctl thp_disable",
             Syscall::PrctlGetThpDisable => "prctl get_thp_disable",
             Syscall::UffdOpen => "uffd open",
+            Syscall::UffdCreate { api: true, .. } => "uffd open",
+            Syscall::UffdCreate { api: false, .. } => "uffd create",
+            Syscall::UffdApi { .. } => "uffd api",
+            Syscall::UffdVia { call, .. } => call.name(),
             Syscall::UffdRegister { .. } => "uffd register",
             Syscall::UffdUnregister { .. } => "uffd unregister",
             Syscall::UffdCopy { .. } => "uffd copy",
@@ -412,6 +453,8 @@ pub enum PageAttrKind {
     Tag(Expr),
     /// `samefolio`: every page of the range in one folio.
     SameFolio,
+    /// `guard`: a guard marker (MADV_GUARD_INSTALL).
+    Guard,
 }
 
 /// Binary operators, loosest-binding last.

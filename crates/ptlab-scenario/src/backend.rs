@@ -220,6 +220,24 @@ pub trait Backend {
     ) -> Result<(), BackendError> {
         Err(BackendError::Unsupported("mprotect"))
     }
+    /// `mlock(addr, len)`, or `mlock2(addr, len, MLOCK_ONFAULT)` with `onfault`.
+    fn mlock(
+        &mut self,
+        _proc: &str,
+        _addr: u64,
+        _len: u64,
+        _onfault: bool,
+    ) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("mlock"))
+    }
+    /// `munlock(addr, len)`.
+    fn munlock(&mut self, _proc: &str, _addr: u64, _len: u64) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("munlock"))
+    }
+    /// `mseal(addr, len, 0)`.
+    fn mseal(&mut self, _proc: &str, _addr: u64, _len: u64) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("mseal"))
+    }
     /// `fork()` in `parent`; the child is called `child`.
     fn fork(&mut self, _parent: &str, _child: &str) -> Result<(), BackendError> {
         Err(BackendError::Unsupported("fork"))
@@ -236,6 +254,33 @@ pub trait Backend {
     /// Open a userfaultfd for `proc` (one per process).
     fn uffd_open(&mut self, _proc: &str) -> Result<(), BackendError> {
         Err(BackendError::Unsupported("uffd open"))
+    }
+    /// userfaultfd(2) for `proc`, as handle `name` (`None`: the process's
+    /// own handle, named after it), followed by UFFDIO_API (0xAA with
+    /// UFFD_FEATURE_SIGBUS) when `api`. A handle name in use is EBUSY.
+    /// Handles are inherited by fork (the descriptor is), so a child can
+    /// name its parent's handle in `via`.
+    fn uffd_create(
+        &mut self,
+        _proc: &str,
+        _name: Option<&str>,
+        _api: bool,
+    ) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("uffd create"))
+    }
+    /// `UFFDIO_API` on the selected handle; returns the features the kernel
+    /// reports. UFFD_FEATURE_SIGBUS is always requested in addition (no
+    /// handler thread resolves faults).
+    fn uffd_api(&mut self, _proc: &str, _api: u64, _features: u64) -> Result<u64, BackendError> {
+        Err(BackendError::Unsupported("uffd api"))
+    }
+    /// Select the handle the next uffd operations of `proc` use (`None`:
+    /// its own). A handle `proc` cannot see is EBADF at the operation.
+    fn uffd_select(&mut self, _proc: &str, handle: Option<&str>) -> Result<(), BackendError> {
+        match handle {
+            None => Ok(()),
+            Some(_) => Err(BackendError::Unsupported("uffd ... via")),
+        }
     }
     /// `UFFDIO_REGISTER`.
     fn uffd_register(

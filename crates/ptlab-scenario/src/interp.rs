@@ -882,6 +882,18 @@ impl<'a> Interp<'a> {
                 let (addr, len) = (self.eval(addr)?, self.eval(len)?);
                 unit(self.backend.mprotect(&proc, addr, len, *prot))
             }
+            Syscall::Mlock { addr, len, onfault } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                unit(self.backend.mlock(&proc, addr, len, *onfault))
+            }
+            Syscall::Munlock { addr, len } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                unit(self.backend.munlock(&proc, addr, len))
+            }
+            Syscall::Mseal { addr, len } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                unit(self.backend.mseal(&proc, addr, len))
+            }
             Syscall::Fork { child } => unit(self.backend.fork(&proc, child)),
             Syscall::Exit => unit(self.backend.exit(&proc)),
             Syscall::PrctlSetThpDisable {
@@ -899,6 +911,26 @@ impl<'a> Interp<'a> {
             }
             Syscall::PrctlGetThpDisable => self.backend.prctl_thp_disable(&proc, PrctlThp::Get),
             Syscall::UffdOpen => unit(self.backend.uffd_open(&proc)),
+            Syscall::UffdCreate { name, api } => {
+                unit(self.backend.uffd_create(&proc, name.as_deref(), *api))
+            }
+            Syscall::UffdApi { api, features } => {
+                let api = self.eval(api)?;
+                let features = self.eval_opt(features.as_ref(), 0)?;
+                self.backend.uffd_api(&proc, api, features)
+            }
+            Syscall::UffdVia { handle, call } => {
+                if let Err(e) = self.backend.uffd_select(&proc, Some(handle)) {
+                    return Ok(Err(e));
+                }
+                let r = self.syscall(call);
+                let back = self.backend.uffd_select(&proc, None);
+                let r = r?;
+                match back {
+                    Err(e) if r.is_ok() => Err(e),
+                    _ => r,
+                }
+            }
             Syscall::UffdRegister { addr, len, mode } => {
                 let (addr, len) = (self.eval(addr)?, self.eval(len)?);
                 unit(self.backend.uffd_register(&proc, addr, len, *mode))
@@ -1286,6 +1318,7 @@ impl<'a> Interp<'a> {
             PageAttrKind::Count(e) => PageCheck::Count(self.eval(e)?),
             PageAttrKind::Tag(e) => PageCheck::Tag(self.eval(e)?),
             PageAttrKind::SameFolio => PageCheck::SameFolio,
+            PageAttrKind::Guard => PageCheck::Guard,
         })
     }
 }
@@ -1305,6 +1338,7 @@ enum PageCheck {
     Tag(u64),
     /// Checked across pages by the caller.
     SameFolio,
+    Guard,
 }
 
 impl PageCheck {
@@ -1333,7 +1367,7 @@ impl PageCheck {
                 PageState::Anon(p) => p.pmd_mapped == *pmd,
                 PageState::HugeZero { .. } => *pmd,
                 PageState::Zero => !*pmd,
-                PageState::NotPresent => false,
+                PageState::NotPresent | PageState::Guard => false,
             },
             // The bits are only ever set on anon pages, so `!X` / `!AX` hold
             // for none, zero and huge-zero pages.
@@ -1343,9 +1377,10 @@ impl PageCheck {
             PageCheck::Tag(t) => match state {
                 PageState::Anon(p) => p.tag == *t,
                 PageState::Zero | PageState::HugeZero { .. } => *t == 0,
-                PageState::NotPresent => false,
+                PageState::NotPresent | PageState::Guard => false,
             },
             PageCheck::SameFolio => true,
+            PageCheck::Guard => matches!(state, PageState::Guard),
         };
         if ok {
             return None;
@@ -1364,6 +1399,7 @@ impl PageCheck {
             PageCheck::Count(n) => format!("cnt={n}"),
             PageCheck::Tag(t) => format!("tag={t:#x}"),
             PageCheck::SameFolio => "samefolio".to_string(),
+            PageCheck::Guard => "guard".to_string(),
         })
     }
 }
@@ -1398,7 +1434,7 @@ fn frame_of(state: &PageState) -> Frame {
     match state {
         PageState::Anon(p) => Frame::Anon(p.pfn),
         PageState::HugeZero { index } => Frame::HugeZero(*index),
-        PageState::Zero | PageState::NotPresent => Frame::Zero,
+        PageState::Zero | PageState::NotPresent | PageState::Guard => Frame::Zero,
     }
 }
 
@@ -1416,6 +1452,7 @@ fn describe(state: &PageState) -> String {
     match state {
         PageState::NotPresent => "none".to_string(),
         PageState::Zero => "zero".to_string(),
+        PageState::Guard => "guard".to_string(),
         PageState::HugeZero { index } => format!("hugezero idx={index}"),
         PageState::Anon(p) => format!(
             "anon order={} idx={} {} {} {} cnt={} tag={:#x}",

@@ -6,7 +6,7 @@ use ptlab_model::{
     observe::PageObs, AccessFault, Advice, CopySource, Errno, MapFlags, Model, ModelConfig,
     Observation, Pid, Prot, ThpKnob, ThpMode, UffdError, UffdId,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// Runs scenarios against [`ptlab_model::Model`].
 ///
@@ -17,8 +17,14 @@ use std::collections::HashMap;
 pub struct ModelBackend {
     model: Model,
     pids: HashMap<String, Pid>,
-    /// The userfaultfd each process opened with `uffd open` (one each).
+    /// Open userfaultfd handles by name (a process's own handle is named
+    /// after the process).
     uffds: HashMap<String, UffdId>,
+    /// The handles each process holds a descriptor for (its own, and those
+    /// inherited through fork).
+    uffd_fds: HashMap<String, BTreeSet<String>>,
+    /// The handle `uffd ... via NAME` selected for the current operation.
+    uffd_selected: HashMap<String, String>,
     check_every_statement: bool,
 }
 
@@ -32,6 +38,8 @@ impl ModelBackend {
             model,
             pids,
             uffds: HashMap::new(),
+            uffd_fds: HashMap::new(),
+            uffd_selected: HashMap::new(),
             check_every_statement: false,
         }
     }
@@ -59,15 +67,25 @@ impl ModelBackend {
             .ok_or_else(|| BackendError::NoProcess(proc.to_string()))
     }
 
-    /// The process's userfaultfd, as `(pid, context)`; EBADF without `uffd open`.
+    /// The userfaultfd the process's next operation uses (its own handle,
+    /// or the one `via` selected), as `(pid, context)`; EBADF when the
+    /// process holds no descriptor for it.
     fn uffd(&self, proc: &str) -> Result<(Pid, UffdId), BackendError> {
         let pid = self.pid(proc)?;
+        let handle = self.uffd_selected.get(proc).map_or(proc, String::as_str);
+        let held = self.uffd_fds.get(proc).is_some_and(|s| s.contains(handle));
         let id = self
             .uffds
-            .get(proc)
+            .get(handle)
             .copied()
+            .filter(|_| held)
             .ok_or(BackendError::Errno(Errno::EBADF))?;
         Ok((pid, id))
+    }
+
+    /// Whether any live process still holds a descriptor for `handle`.
+    fn uffd_held(&self, handle: &str) -> bool {
+        self.uffd_fds.values().any(|s| s.contains(handle))
     }
 
     /// A failed COPY/ZEROPAGE/MOVE: the errno with the struct's output
@@ -136,6 +154,33 @@ impl Backend for ModelBackend {
         let pid = self.pid(proc)?;
         self.model
             .mprotect(pid, addr, len, prot)
+            .map_err(BackendError::Errno)
+    }
+
+    fn mlock(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        onfault: bool,
+    ) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .mlock(pid, addr, len, onfault)
+            .map_err(BackendError::Errno)
+    }
+
+    fn munlock(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .munlock(pid, addr, len)
+            .map_err(BackendError::Errno)
+    }
+
+    fn mseal(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .mseal(pid, addr, len, 0)
             .map_err(BackendError::Errno)
     }
 
@@ -209,6 +254,10 @@ impl Backend for ModelBackend {
         let pid = self.pid(parent)?;
         let child_pid = self.model.fork(pid).map_err(BackendError::Errno)?;
         self.pids.insert(child.to_string(), child_pid);
+        // The child inherits the parent's descriptors (not its registrations).
+        if let Some(fds) = self.uffd_fds.get(parent).cloned() {
+            self.uffd_fds.insert(child.to_string(), fds);
+        }
         Ok(())
     }
 
@@ -216,9 +265,15 @@ impl Backend for ModelBackend {
         let pid = self.pid(proc)?;
         self.model.exit(pid).map_err(BackendError::Errno)?;
         self.pids.remove(proc);
-        // exit closes the descriptor (its mm is gone already).
-        if let Some(id) = self.uffds.remove(proc) {
-            let _ = self.model.uffd_close(id);
+        self.uffd_selected.remove(proc);
+        // exit closes the process's descriptors; a context goes away with
+        // its last descriptor.
+        for handle in self.uffd_fds.remove(proc).unwrap_or_default() {
+            if !self.uffd_held(&handle) {
+                if let Some(id) = self.uffds.remove(&handle) {
+                    let _ = self.model.uffd_close(id);
+                }
+            }
         }
         Ok(())
     }
@@ -238,19 +293,53 @@ impl Backend for ModelBackend {
     }
 
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
+        self.uffd_create(proc, None, true)
+    }
+
+    fn uffd_create(
+        &mut self,
+        proc: &str,
+        name: Option<&str>,
+        api: bool,
+    ) -> Result<(), BackendError> {
         let pid = self.pid(proc)?;
-        if self.uffds.contains_key(proc) {
+        let handle = name.unwrap_or(proc).to_string();
+        if self.uffds.contains_key(&handle) {
             return Err(BackendError::Errno(Errno::EBUSY));
         }
         let id = self.model.uffd_open(pid).map_err(BackendError::Errno)?;
-        self.model
-            .uffd_api(
+        if api {
+            if let Err(e) = self.model.uffd_api(
                 id,
                 ptlab_model::uffd::UFFD_API,
                 ptlab_model::uffd::UFFD_FEATURE_SIGBUS,
-            )
-            .map_err(BackendError::Errno)?;
-        self.uffds.insert(proc.to_string(), id);
+            ) {
+                let _ = self.model.uffd_close(id);
+                return Err(BackendError::Errno(e));
+            }
+        }
+        self.uffds.insert(handle.clone(), id);
+        self.uffd_fds
+            .entry(proc.to_string())
+            .or_default()
+            .insert(handle);
+        Ok(())
+    }
+
+    fn uffd_api(&mut self, proc: &str, api: u64, features: u64) -> Result<u64, BackendError> {
+        let (_, id) = self.uffd(proc)?;
+        self.model
+            .uffd_api(id, api, features | ptlab_model::uffd::UFFD_FEATURE_SIGBUS)
+            .map(|a| a.features)
+            .map_err(BackendError::Errno)
+    }
+
+    fn uffd_select(&mut self, proc: &str, handle: Option<&str>) -> Result<(), BackendError> {
+        self.pid(proc)?;
+        match handle {
+            Some(h) => self.uffd_selected.insert(proc.to_string(), h.to_string()),
+            None => self.uffd_selected.remove(proc),
+        };
         Ok(())
     }
 

@@ -23,23 +23,36 @@ pub const MAX_BLOCK_DEPTH: usize = 32;
 
 /// Words that start a statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
-    "let", "mmap", "munmap", "madvise", "mremap", "mprotect", "fork", "exit", "prctl", "uffd",
-    "read", "write", "thp", "repeat", "end", "expect", "observe", "before", "param",
+    "let", "mmap", "munmap", "madvise", "mremap", "mprotect", "mlock", "munlock", "mseal", "fork",
+    "exit", "prctl", "uffd", "read", "write", "thp", "repeat", "end", "expect", "observe",
+    "before", "param",
 ];
 /// Syscall keywords (statements whose result can be bound with `NAME =`).
 const SYSCALLS: &[&str] = &[
-    "mmap", "munmap", "madvise", "mremap", "mprotect", "fork", "exit", "prctl", "uffd",
+    "mmap", "munmap", "madvise", "mremap", "mprotect", "mlock", "munlock", "mseal", "fork", "exit",
+    "prctl", "uffd",
 ];
 /// Words that can never be variable names.
 const RESERVED_EXTRA: &[&str] = &["pfn", "align_up", "align_down", "PAGE", "PMD", "PUD"];
 const CONSTANTS: &[(&str, u64)] = &[("PAGE", PAGE_SIZE), ("PMD", PMD_SIZE), ("PUD", PUD_SIZE)];
 const MMAP_OPTIONS: &[&str] = &["at", "fixed", "noreplace", "prot", "noreserve", "populate"];
 const MREMAP_OPTIONS: &[&str] = &["maymove", "fixed", "dontunmap"];
-const UFFD_SUBCOMMANDS: &[&str] = &["open", "register", "unregister", "copy", "zeropage", "move"];
+const UFFD_SUBCOMMANDS: &[&str] = &[
+    "open",
+    "create",
+    "api",
+    "register",
+    "unregister",
+    "copy",
+    "zeropage",
+    "move",
+];
 const PRCTL_OPTIONS: &[&str] = &["thp_disable", "get_thp_disable"];
 const PRCTL_THP_FLAGS: &[&str] = &["except_advised"];
-const UFFD_MOVE_OPTIONS: &[&str] = &["allow_src_holes", "dontwake"];
+const UFFD_MOVE_OPTIONS: &[&str] = &["allow_src_holes", "dontwake", "via"];
 const UFFD_MODES: &[&str] = &["missing", "wp"];
+const UFFD_VIA: &[&str] = &["via"];
+const UFFD_API_OPTIONS: &[&str] = &["features", "via"];
 const ADVICE_NAMES: &[&str] = &[
     "dontneed",
     "dontfork",
@@ -51,6 +64,8 @@ const ADVICE_NAMES: &[&str] = &[
     "pageout",
     "cold",
     "collapse",
+    "guard_install",
+    "guard_remove",
 ];
 const PROT_WORDS: &[&str] = &["r", "w", "x", "rw", "rx", "wx", "rwx", "none"];
 const THP_MODES: &[&str] = &["always", "inherit", "madvise", "never"];
@@ -70,6 +85,7 @@ const PAGE_ATTRS: &[&str] = &[
     "cnt",
     "tag",
     "samefolio",
+    "guard",
 ];
 const CHECK_KINDS: &[&str] = &["ok", "errno", "ret", "segv", "uffd"];
 const EXPECT_KINDS: &[&str] = &[
@@ -601,7 +617,7 @@ impl<'s> Parser<'s> {
             _ => Err(cur.err_at(
                 rhs_pos,
                 format!(
-                    "expected a syscall (mmap, munmap, madvise, mremap, mprotect, fork, exit, uffd) or 'pfn' \
+                    "expected a syscall (mmap, munmap, madvise, mremap, mprotect, mlock, munlock, mseal, fork, exit, uffd) or 'pfn' \
                      after '{name} =', found {}; to bind an expression write 'let {name} = ...'",
                     cur.found()
                 ),
@@ -774,6 +790,26 @@ impl<'s> Parser<'s> {
                 let prot = prot(cur)?;
                 Syscall::Mprotect { addr, len, prot }
             }
+            "mlock" => {
+                let addr = self.arg(cur, "an address after 'mlock'", &["onfault"])?;
+                let len = self.arg(cur, "a length after the address", &["onfault"])?;
+                let mut onfault = false;
+                if !cur.at_end() {
+                    cur.word(&["onfault"], "'onfault' or the end of the line")?;
+                    onfault = true;
+                }
+                Syscall::Mlock { addr, len, onfault }
+            }
+            "munlock" => {
+                let addr = self.arg(cur, "an address after 'munlock'", NO_STOP)?;
+                let len = self.arg(cur, "a length after the address", NO_STOP)?;
+                Syscall::Munlock { addr, len }
+            }
+            "mseal" => {
+                let addr = self.arg(cur, "an address after 'mseal'", NO_STOP)?;
+                let len = self.arg(cur, "a length after the address", NO_STOP)?;
+                Syscall::Mseal { addr, len }
+            }
             "fork" => {
                 let (child, pos) = cur.ident("a name for the child process after 'fork'")?;
                 if child == "main" {
@@ -869,10 +905,48 @@ impl<'s> Parser<'s> {
     fn uffd(&mut self, cur: &mut Cur<'s>) -> Result<Syscall, ParseError> {
         let (sub, _) = cur.word(
             UFFD_SUBCOMMANDS,
-            "a uffd operation (open, register, unregister, copy, zeropage, move)",
+            "a uffd operation (open, create, api, register, unregister, copy, zeropage, move)",
         )?;
-        Ok(match sub.as_str() {
-            "open" => Syscall::UffdOpen,
+        if sub == "open" || sub == "create" {
+            let name = if cur.at_end() {
+                None
+            } else {
+                Some(cur.ident("a handle name or the end of the line")?.0)
+            };
+            return Ok(match (sub.as_str(), name) {
+                ("open", None) => Syscall::UffdOpen,
+                (s, name) => Syscall::UffdCreate {
+                    name,
+                    api: s == "open",
+                },
+            });
+        }
+        let call = self.uffd_call(cur, &sub)?;
+        if cur.at_end() {
+            return Ok(call);
+        }
+        cur.word(UFFD_VIA, "'via NAME' or the end of the line")?;
+        let (handle, _) = cur.ident("a handle name after 'via'")?;
+        Ok(Syscall::UffdVia {
+            handle,
+            call: Box::new(call),
+        })
+    }
+
+    /// The uffd operations that act on a handle (all but open/create).
+    fn uffd_call(&mut self, cur: &mut Cur<'s>, sub: &str) -> Result<Syscall, ParseError> {
+        let at_via = |cur: &Cur<'s>| cur.at_end() || cur.peek_ident() == Some("via");
+        Ok(match sub {
+            "api" => {
+                let api = self.arg(cur, "an API value after 'uffd api'", UFFD_API_OPTIONS)?;
+                let features = if at_via(cur) {
+                    None
+                } else {
+                    cur.word(&["features"], "'features VALUE', 'via NAME' or end of line")?;
+                    Some(self.arg(cur, "a value after 'features'", UFFD_VIA)?)
+                };
+                Syscall::UffdApi { api, features }
+            }
             "register" => {
                 let addr = self.arg(cur, "an address after 'uffd register'", UFFD_MODES)?;
                 let len = self.arg(cur, "a length after the address", UFFD_MODES)?;
@@ -895,25 +969,26 @@ impl<'s> Parser<'s> {
                 Syscall::UffdRegister { addr, len, mode }
             }
             "unregister" => {
-                let addr = self.arg(cur, "an address after 'uffd unregister'", NO_STOP)?;
-                let len = self.arg(cur, "a length after the address", NO_STOP)?;
+                let addr = self.arg(cur, "an address after 'uffd unregister'", UFFD_VIA)?;
+                let len = self.arg(cur, "a length after the address", UFFD_VIA)?;
                 Syscall::UffdUnregister { addr, len }
             }
             "copy" => {
-                let dst = self.arg(cur, "a destination address after 'uffd copy'", &["tag"])?;
-                let src = self.arg(cur, "a source address after the destination", &["tag"])?;
-                let len = self.arg(cur, "a length after the source address", &["tag"])?;
-                let tag = if cur.at_end() {
+                let stops = &["tag", "via"];
+                let dst = self.arg(cur, "a destination address after 'uffd copy'", stops)?;
+                let src = self.arg(cur, "a source address after the destination", stops)?;
+                let len = self.arg(cur, "a length after the source address", stops)?;
+                let tag = if at_via(cur) {
                     None
                 } else {
                     cur.word(&["tag"], "'tag=EXPR' or end of line")?;
-                    Some(self.assigned(cur, "tag", NO_STOP)?)
+                    Some(self.assigned(cur, "tag", UFFD_VIA)?)
                 };
                 Syscall::UffdCopy { dst, src, len, tag }
             }
             "zeropage" => {
-                let dst = self.arg(cur, "a destination address after 'uffd zeropage'", NO_STOP)?;
-                let len = self.arg(cur, "a length after the address", NO_STOP)?;
+                let dst = self.arg(cur, "a destination address after 'uffd zeropage'", UFFD_VIA)?;
+                let len = self.arg(cur, "a length after the address", UFFD_VIA)?;
                 Syscall::UffdZeropage { dst, len }
             }
             _ => {
@@ -929,7 +1004,7 @@ impl<'s> Parser<'s> {
                 )?;
                 let len = self.arg(cur, "a length after the source address", UFFD_MOVE_OPTIONS)?;
                 let (mut allow_src_holes, mut dontwake) = (false, false);
-                while !cur.at_end() {
+                while !at_via(cur) {
                     let (word, pos) = cur.word(
                         UFFD_MOVE_OPTIONS,
                         "a uffd move option (allow_src_holes, dontwake)",
@@ -1204,7 +1279,7 @@ impl<'s> Parser<'s> {
         }
         let (word, _) = cur.word(
             PAGE_ATTRS,
-            "a page attribute (none, zero, hugezero, anon, order=N, folio=SIZE, idx=N, pmd, pte, X, !X, AX, !AX, cnt=N, tag=N, samefolio)",
+            "a page attribute (none, zero, hugezero, anon, order=N, folio=SIZE, idx=N, pmd, pte, X, !X, AX, !AX, cnt=N, tag=N, samefolio, guard)",
         )?;
         let kind = match word.as_str() {
             "none" => PageAttrKind::None,
@@ -1216,6 +1291,7 @@ impl<'s> Parser<'s> {
             "X" => PageAttrKind::Exclusive(true),
             "AX" => PageAttrKind::AnonExclusive(true),
             "samefolio" => PageAttrKind::SameFolio,
+            "guard" => PageAttrKind::Guard,
             "order" => PageAttrKind::Order(self.assigned(cur, "order", PAGE_ATTRS)?),
             "folio" => PageAttrKind::Folio(self.assigned(cur, "folio", PAGE_ATTRS)?),
             "idx" => PageAttrKind::Idx(self.assigned(cur, "idx", PAGE_ATTRS)?),

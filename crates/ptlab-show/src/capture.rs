@@ -369,6 +369,35 @@ impl<T: Target> Backend for Recorder<T> {
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
         self.target.backend().uffd_open(proc)
     }
+    fn uffd_create(
+        &mut self,
+        proc: &str,
+        name: Option<&str>,
+        api: bool,
+    ) -> Result<(), BackendError> {
+        self.target.backend().uffd_create(proc, name, api)
+    }
+    fn uffd_api(&mut self, proc: &str, api: u64, features: u64) -> Result<u64, BackendError> {
+        self.target.backend().uffd_api(proc, api, features)
+    }
+    fn uffd_select(&mut self, proc: &str, handle: Option<&str>) -> Result<(), BackendError> {
+        self.target.backend().uffd_select(proc, handle)
+    }
+    fn mlock(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+        onfault: bool,
+    ) -> Result<(), BackendError> {
+        self.target.backend().mlock(proc, addr, len, onfault)
+    }
+    fn munlock(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        self.target.backend().munlock(proc, addr, len)
+    }
+    fn mseal(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
+        self.target.backend().mseal(proc, addr, len)
+    }
     fn uffd_register(
         &mut self,
         proc: &str,

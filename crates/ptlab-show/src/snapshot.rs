@@ -367,7 +367,7 @@ fn proc_from_observation(obs: &Observation) -> ProcSnap {
         let slot_va = page.addr & !(PMD_SIZE - 1);
         let i = ((page.addr - slot_va) >> 12) as usize;
         let (pte, pmd) = match &page.state {
-            PageState::NotPresent => continue,
+            PageState::NotPresent | PageState::Guard => continue,
             PageState::Zero => (
                 Pte {
                     kind: PteKind::Zero,

@@ -88,8 +88,10 @@ Examples:
   ptlab fuzz --time 60                 # a minute of random scenarios
   ptlab fuzz --seed 42 --steps 200     # 200 scenarios from seed 42 (reproducible)
 
-Each step generates one random scenario (mmap/munmap/madvise/read/write/thp
-over 64 KiB, 2 MiB and 1 GiB alignments, partial folio ranges and VMA edges),
+Each step generates one random scenario (mmap/munmap/madvise/read/write/thp,
+and fork/exit, mprotect, mremap, uffd, guard markers, mlock/munlock and mseal
+where the model supports them, over 64 KiB, 2 MiB and 1 GiB alignments,
+partial folio ranges and VMA edges),
 diffs it against the live kernel, and on divergence shrinks it to a minimal
 .ptl file saved in --out. The seed is printed; the same seed gives the same
 scenarios.
@@ -528,7 +530,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     let real = summary.divergences().count();
     println!(
         "fuzz seed {seed}: {} scenarios in {:.1} s: {} agree, {} partial, {} divergent ({} flaky) \
-         [operations: mmap munmap madvise read write thp{}{}{}{}]",
+         [operations: mmap munmap madvise read write thp{}{}{}{}{}]",
         summary.cases,
         summary.elapsed.as_secs_f64(),
         summary.agree,
@@ -543,7 +545,12 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         },
         if summary.ops.mremap { " mremap" } else { "" },
         if summary.ops.uffd {
-            " uffd(open/register/copy/zeropage/move/unregister)"
+            " uffd(create/api/open/register/copy/zeropage/move/unregister)"
+        } else {
+            ""
+        },
+        if summary.ops.guard_lock_seal {
+            " guard mlock munlock mseal prctl"
         } else {
             ""
         },

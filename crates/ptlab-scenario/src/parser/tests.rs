@@ -281,7 +281,7 @@ fn error_positions_and_suggestions() {
     );
     assert_eq!(
         err("p = 4K"),
-        "t.ptl:1:5: expected a syscall (mmap, munmap, madvise, mremap, mprotect, fork, exit, uffd) or 'pfn' after 'p =', found '4K'; to bind an expression write 'let p = ...'"
+        "t.ptl:1:5: expected a syscall (mmap, munmap, madvise, mremap, mprotect, mlock, munlock, mseal, fork, exit, uffd) or 'pfn' after 'p =', found '4K'; to bind an expression write 'let p = ...'"
     );
     assert_eq!(
         err("x = write 0"),
@@ -337,7 +337,7 @@ fn error_positions_and_suggestions() {
         "t.ptl:1:13: expected '=' after 'tag' (write tag=VALUE), found '1'"
     );
     assert_eq!(err("let x = 1 ; 2"), "t.ptl:1:11: unexpected character ';'");
-    assert_eq!(err("uffd regster 0 4K missing"), "t.ptl:1:6: expected a uffd operation (open, register, unregister, copy, zeropage, move), found 'regster' (did you mean 'register'?)");
+    assert_eq!(err("uffd regster 0 4K missing"), "t.ptl:1:6: expected a uffd operation (open, create, api, register, unregister, copy, zeropage, move), found 'regster' (did you mean 'register'?)");
     assert_eq!(
         err("uffd register 0 4K wp+wp"),
         "t.ptl:1:23: mode 'wp' given twice"
@@ -595,4 +595,112 @@ fn expect_uffd_check() {
         err("read 0\nexpect uffd\nexpect segv"),
         "t.ptl:3:1: only one 'expect ok|errno|ret|segv|uffd' line may follow a statement (line 2 already checks it)"
     );
+}
+
+#[test]
+fn mlock_mseal_and_guard_statements() {
+    let s = ok("mlock 0x1000 8K\nmlock 0x1000 8K onfault\nmunlock 0x1000 4K\nmseal 0x1000 4K\nexpect errno EPERM\nmadvise 0x1000 4K guard_install\nmadvise 0x1000 4K guard_remove\nexpect page 0x1000 guard\n");
+    let k = kinds(&s);
+    assert!(matches!(
+        k[0],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Mlock { onfault: false, .. }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[1],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Mlock { onfault: true, .. }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[2],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Munlock { .. }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[3],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Mseal { .. }),
+            check: Some(_),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[4],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Madvise {
+                advice: Advice::GuardInstall,
+                ..
+            }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[6],
+        StmtKind::Expect(Expect::Page { attrs, .. }) if attrs[0].kind == PageAttrKind::Guard
+    ));
+    assert_eq!(
+        err("mlock 0x1000 4K onfaul"),
+        "t.ptl:1:17: expected 'onfault' or the end of the line, found 'onfaul' (did you mean 'onfault'?)"
+    );
+}
+
+#[test]
+fn uffd_handles_and_api() {
+    let s = ok("uffd create\nuffd create v\nuffd open w\nf = uffd api 0xAA features 1 << 7 via v\nuffd register 0x1000 4K missing+wp via v\nuffd copy 0x1000 0x2000 4K tag=3 via w\nuffd move 0x1000 0x2000 4K dontwake via main\nuffd unregister 0x1000 4K\n");
+    let k = kinds(&s);
+    assert!(matches!(
+        k[0],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::UffdCreate {
+                name: None,
+                api: false
+            }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[2],
+        StmtKind::Op { op: Op::Syscall(Syscall::UffdCreate { name: Some(n), api: true }), .. } if n == "w"
+    ));
+    match k[3] {
+        StmtKind::Op {
+            bind: Some(_),
+            op: Op::Syscall(Syscall::UffdVia { handle, call }),
+            ..
+        } => {
+            assert_eq!(handle, "v");
+            assert!(matches!(
+                **call,
+                Syscall::UffdApi {
+                    features: Some(_),
+                    ..
+                }
+            ));
+        }
+        other => panic!("{other:?}"),
+    }
+    match k[6] {
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::UffdVia { handle, call }),
+            ..
+        } => {
+            assert_eq!(handle, "main");
+            assert!(matches!(**call, Syscall::UffdMove { dontwake: true, .. }));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        k[7],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::UffdUnregister { .. }),
+            ..
+        }
+    ));
+    assert!(err("uffd register 0x1000 4K missing vai v").contains("'via NAME'"));
 }
