@@ -285,9 +285,29 @@ fn install_handlers() {
     }
 }
 
+/// Keep the worker (and the children it forks) on the CPU it starts on.
+/// A freshly faulted folio waits in that CPU's LRU batch until drained, and
+/// MADV_PAGEOUT / MADV_COLD skip folios not on the LRU after draining only
+/// the calling CPU's batch (mm/madvise.c madvise_pageout() →
+/// lru_add_drain(); madvise_cold_or_pageout_pte_range() tests
+/// folio_test_lru()). A worker that migrated between its faults and its
+/// madvise would leave pages in place at random.
+fn pin_to_current_cpu() {
+    // SAFETY: sched_getcpu and sched_setaffinity on this process.
+    unsafe {
+        let cpu = libc::sched_getcpu();
+        if cpu >= 0 {
+            let mut set: libc::cpu_set_t = core::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut set);
+            libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+}
+
 /// Entry point of a freshly forked worker. Never returns.
 pub(crate) fn worker_main(chan: libc::c_int) -> ! {
     adopt_channel(chan);
+    pin_to_current_cpu();
     install_handlers();
     prefault_stack();
     serve()

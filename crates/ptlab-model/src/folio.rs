@@ -116,6 +116,8 @@ pub struct PhysMem {
     pub stats: Stats,
     /// Page-table pages currently allocated.
     pub pt_pages: u64,
+    /// The swap device, its slots and swap cache (crate::swap).
+    pub swap: crate::swap::SwapDevice,
 }
 
 impl PhysMem {
@@ -130,6 +132,7 @@ impl PhysMem {
             huge_zero: None,
             stats: Stats::default(),
             pt_pages: 0,
+            swap: Default::default(),
         };
         pm.meta_mut(zero_pfn).bits = F_ALLOCATED;
         pm

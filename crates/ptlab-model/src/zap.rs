@@ -66,6 +66,8 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
 /// (MADV_DONTNEED), a PTE table whose whole 2 MiB was zapped and is left
 /// empty is freed (CONFIG_PT_RECLAIM, rule M1).
 pub fn zap_range(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64, reclaim_pt: bool) {
+    // Swap PTEs: zap_nonpresent_ptes() → free_swap_and_cache_nr().
+    crate::swap::zap_swap_range(mm, phys, start, end);
     let mut addr = start;
     while addr < end {
         let next = pmd_end(addr, end);

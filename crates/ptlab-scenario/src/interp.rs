@@ -551,6 +551,13 @@ impl<'a> Interp<'a> {
             Op::Syscall(call) => self.syscall(call)?,
             Op::Access(access) => self.access(s.pos, access)?,
             Op::Thp(setting) => self.thp(s.pos, setting)?,
+            Op::Swap(size) => {
+                let bytes = match size {
+                    Some(e) => self.eval(e)?,
+                    None => 0,
+                };
+                self.backend.set_swap(bytes).map(|()| 0)
+            }
         };
         let name = op.name();
         match &outcome {
@@ -1114,6 +1121,7 @@ impl<'a> Interp<'a> {
             PageAttrKind::None => PageCheck::None,
             PageAttrKind::Zero => PageCheck::Zero,
             PageAttrKind::HugeZero => PageCheck::HugeZero,
+            PageAttrKind::Swapped => PageCheck::Swapped,
             PageAttrKind::Anon => PageCheck::Anon,
             PageAttrKind::Order(e) => PageCheck::Order(self.eval(e)?),
             PageAttrKind::Folio(e) => {
@@ -1146,6 +1154,7 @@ enum PageCheck {
     None,
     Zero,
     HugeZero,
+    Swapped,
     Anon,
     Order(u64),
     Idx(u64),
@@ -1170,6 +1179,7 @@ impl PageCheck {
             PageCheck::None => matches!(state, PageState::NotPresent),
             PageCheck::Zero => matches!(state, PageState::Zero),
             PageCheck::HugeZero => matches!(state, PageState::HugeZero { .. }),
+            PageCheck::Swapped => matches!(state, PageState::Swapped { .. }),
             PageCheck::Anon => anon.is_some(),
             PageCheck::Order(o) => anon.is_some_and(|p| u64::from(p.order) == *o),
             PageCheck::Idx(first) => {
@@ -1184,7 +1194,7 @@ impl PageCheck {
                 PageState::Anon(p) => p.pmd_mapped == *pmd,
                 PageState::HugeZero { .. } => *pmd,
                 PageState::Zero => !*pmd,
-                PageState::NotPresent => false,
+                PageState::NotPresent | PageState::Swapped { .. } => false,
             },
             // The bits are only ever set on anon pages, so `!X` / `!AX` hold
             // for none, zero and huge-zero pages.
@@ -1194,7 +1204,7 @@ impl PageCheck {
             PageCheck::Tag(t) => match state {
                 PageState::Anon(p) => p.tag == *t,
                 PageState::Zero | PageState::HugeZero { .. } => *t == 0,
-                PageState::NotPresent => false,
+                PageState::NotPresent | PageState::Swapped { .. } => false,
             },
             PageCheck::SameFolio => true,
         };
@@ -1205,6 +1215,7 @@ impl PageCheck {
             PageCheck::None => "none".to_string(),
             PageCheck::Zero => "zero".to_string(),
             PageCheck::HugeZero => "hugezero".to_string(),
+            PageCheck::Swapped => "swapped".to_string(),
             PageCheck::Anon => "anon".to_string(),
             PageCheck::Order(o) => format!("order={o}"),
             PageCheck::Idx(first) => format!("idx={}", first.saturating_add(k)),
@@ -1249,7 +1260,7 @@ fn frame_of(state: &PageState) -> Frame {
     match state {
         PageState::Anon(p) => Frame::Anon(p.pfn),
         PageState::HugeZero { index } => Frame::HugeZero(*index),
-        PageState::Zero | PageState::NotPresent => Frame::Zero,
+        PageState::Zero | PageState::NotPresent | PageState::Swapped { .. } => Frame::Zero,
     }
 }
 
@@ -1268,6 +1279,7 @@ fn describe(state: &PageState) -> String {
         PageState::NotPresent => "none".to_string(),
         PageState::Zero => "zero".to_string(),
         PageState::HugeZero { index } => format!("hugezero idx={index}"),
+        PageState::Swapped { ty, offset } => format!("swapped type={ty} offset={offset}"),
         PageState::Anon(p) => format!(
             "anon order={} idx={} {} {} {} cnt={} tag={:#x}",
             p.order,
