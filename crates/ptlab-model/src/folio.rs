@@ -570,6 +570,11 @@ pub fn split_folio(
     let nr = folio.nr_pages();
     let in_folio = |pfn: Pfn| pfn.0 >= folio.head.0 && pfn.0 < folio.head.0 + nr;
     let mm_maps = l.mm_maps.clone();
+    // Only PMD mappings: unmap_folio() turns each PMD straight into
+    // migration entries (split_huge_pmd_address(freeze)), so no page is
+    // ever unmapped while another stays PTE-mapped (checked live: MADV_PAGEOUT
+    // of a whole PMD THP moves no split_deferred).
+    let pmd_only = l.nr_pages_mapped == 0 && l.entire_mapcount > 0;
     for (pid, want) in mm_maps {
         let Some(mm) = procs.get_mut(&pid) else {
             continue;
@@ -636,7 +641,7 @@ pub fn split_folio(
     // split_deferred +1, thp_deferred_split_page +1 for PMD size; checked
     // live), which the split then undoes.
     if let Some(l) = phys.large(folio.head) {
-        if l.nr_pages_mapped >= 2 && !l.partially_mapped {
+        if l.nr_pages_mapped >= 2 && !l.partially_mapped && !pmd_only {
             phys.deferred_split_folio(folio, true);
         }
     }
