@@ -165,7 +165,12 @@ pub fn remove(path: &Path) -> Result<(), String> {
             return Err(format!("swapoff: {}", std::io::Error::last_os_error()));
         }
     }
-    fs::remove_file(path).map_err(|e| e.to_string())
+    fs::remove_file(path).map_err(|e| e.to_string())?;
+    if let Some(dir) = path.parent() {
+        // Only succeeds when the directory is empty (we created it).
+        let _ = fs::remove_dir(dir);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -316,9 +316,10 @@ pub fn do_swap_page(
 /// MADV_PAGEOUT (`cold == false`) or MADV_COLD on `[start, end)` of one
 /// anonymous VMA.
 ///
-/// MADV_COLD only deactivates folios and clears young bits: nothing
-/// /proc shows changes, so the model does nothing (hardware-event
-/// accounting of the young-bit clears is left to the event layer).
+/// MADV_COLD walks the range the same way and splits the large folios it
+/// covers only in part (checked live), but only deactivates the rest and
+/// clears young bits, which nothing /proc shows (hardware-event accounting
+/// of the young-bit clears is left to the event layer).
 ///
 /// MADV_PAGEOUT, per PMD slot (Linux: mm/madvise.c
 /// madvise_cold_or_pageout_pte_range(), then mm/vmscan.c reclaim_pages() →
@@ -352,9 +353,6 @@ pub fn madvise_pageout(
     end: u64,
     cold: bool,
 ) {
-    if cold {
-        return;
-    }
     // can_madv_lru_vma()
     if vma
         .flags
@@ -377,6 +375,10 @@ pub fn madvise_pageout(
                 continue;
             }
             let whole = slot_end - addr == PMD_SIZE;
+            if whole && cold {
+                addr = slot_end;
+                continue;
+            }
             // Split (the whole PMD folio at reclaim, or the partly covered
             // one right away); the stats of a reclaim-time split follow.
             let _ = split_folio(
@@ -390,13 +392,20 @@ pub fn madvise_pageout(
                 phys.stats.vm(VmEvent::ThpSwpoutFallback, 1);
             }
         }
-        pageout_ptes(procs, phys, pid, addr, slot_end);
+        pageout_ptes(procs, phys, pid, addr, slot_end, cold);
         addr = slot_end;
     }
 }
 
 /// The PTE part of MADV_PAGEOUT for `[start, end)` inside one PMD slot.
-fn pageout_ptes(procs: &mut BTreeMap<Pid, Mm>, phys: &mut PhysMem, pid: Pid, start: u64, end: u64) {
+fn pageout_ptes(
+    procs: &mut BTreeMap<Pid, Mm>,
+    phys: &mut PhysMem,
+    pid: Pid,
+    start: u64,
+    end: u64,
+    cold: bool,
+) {
     if !matches!(procs[&pid].pt.pmd(start), PmdSlot::Table(_)) {
         return;
     }
@@ -431,6 +440,10 @@ fn pageout_ptes(procs: &mut BTreeMap<Pid, Mm>, phys: &mut PhysMem, pid: Pid, sta
                 continue;
             }
             let covers_all = nr == folio.nr_pages() && pte.pfn == folio.head;
+            if covers_all && cold {
+                addr += nr * PAGE_SIZE;
+                continue;
+            }
             let _ = split_folio(procs, phys, folio, Some((pid, addr, pte.pfn)));
             if covers_all {
                 // Reclaimed whole: the large swap allocation fails, so
@@ -444,7 +457,7 @@ fn pageout_ptes(procs: &mut BTreeMap<Pid, Mm>, phys: &mut PhysMem, pid: Pid, sta
             continue;
         }
         // folio_maybe_mapped_shared() on a small folio: mapcount > 1.
-        if phys.page_mapcount(pte.pfn) > 1 {
+        if cold || phys.page_mapcount(pte.pfn) > 1 {
             addr += PAGE_SIZE;
             continue;
         }
