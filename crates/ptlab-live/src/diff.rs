@@ -325,14 +325,17 @@ pub enum DiffError {
     Live(#[from] LiveError),
 }
 
+/// A swap slot as pagemap reports it: (type, offset).
+type SwapSlot = (u8, u64);
+
 /// Live frame ↔ model frame, first seen at (process, address).
 #[derive(Default)]
 struct FrameMatcher {
     l2m: HashMap<u64, (u64, String, u64)>,
     m2l: HashMap<u64, (u64, String, u64)>,
     /// Swap slots `(type, offset)`, live ↔ model, also as a bijection.
-    slots_l2m: HashMap<(u8, u64), ((u8, u64), String, u64)>,
-    slots_m2l: HashMap<(u8, u64), ((u8, u64), String, u64)>,
+    slots_l2m: HashMap<SwapSlot, (SwapSlot, String, u64)>,
+    slots_m2l: HashMap<SwapSlot, (SwapSlot, String, u64)>,
 }
 
 impl FrameMatcher {

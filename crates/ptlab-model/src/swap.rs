@@ -544,3 +544,128 @@ pub fn check(procs: &BTreeMap<Pid, Mm>, phys: &PhysMem, errs: &mut Vec<String>) 
         errs.push(format!("{n} swap PTEs refer to free swap slot {off}"));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::PageState;
+    use crate::uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};
+    use crate::{ArchKind, Model, ModelConfig};
+
+    const A: u64 = 0x7f00_0010_0000;
+    const RW: Prot = Prot::READ.union(Prot::WRITE);
+
+    fn fixed() -> MapFlags {
+        MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED
+    }
+
+    fn state(m: &Model, pid: Pid, va: u64) -> PageState {
+        m.observe_pages(pid, va, va + 4096)[0].state.clone()
+    }
+
+    fn swapped(m: &Model, pid: Pid, va: u64) -> Option<u64> {
+        match state(m, pid, va) {
+            PageState::Swapped { offset, .. } => Some(offset),
+            _ => None,
+        }
+    }
+
+    fn model(arch: ArchKind, len: u64) -> Model {
+        let mut m = Model::new(ModelConfig::for_arch(arch));
+        m.set_swap(64 << 20).unwrap();
+        m.mmap(1, A, len, RW, fixed()).unwrap();
+        for k in 0..len / 4096 {
+            m.write(1, A + k * 4096, A + k * 4096).unwrap();
+        }
+        m
+    }
+
+    #[test]
+    fn pageout_swapin_fork_zap_keep_counts() {
+        for arch in ArchKind::ALL {
+            let mut m = model(arch, 0x10000);
+            m.madvise(1, A, 0x10000, Advice::PageOut).unwrap();
+            assert_eq!(m.swap().used(), 16);
+            let off = swapped(&m, 1, A).expect("swapped");
+            assert!(m.procs[&1].pt.swap_pte(A).unwrap().exclusive);
+            m.check_invariants().unwrap();
+            let c = m.fork(1).unwrap();
+            assert_eq!(m.swap().slots[&off].count, 2);
+            assert!(
+                !m.procs[&1].pt.swap_pte(A).unwrap().exclusive,
+                "parent loses exclusive"
+            );
+            assert!(!m.procs[&c].pt.swap_pte(A).unwrap().exclusive);
+            m.check_invariants().unwrap();
+            // The child writes: a copy; the parent's read finds the cache.
+            m.write(c, A, 7).unwrap();
+            assert!(m.swap().slots[&off].cache.is_some());
+            m.check_invariants().unwrap();
+            assert_eq!(m.read(1, A), Ok(A));
+            assert!(!m.swap().slots.contains_key(&off), "slot freed at count 0");
+            match state(&m, 1, A) {
+                PageState::Anon(p) => assert!(!p.anon_exclusive && p.mapcount == 1),
+                s => panic!("{s:?}"),
+            }
+            m.check_invariants().unwrap();
+            m.exit(c).unwrap();
+            m.munmap(1, A + 0x8000, 0x8000).unwrap();
+            assert_eq!(m.swap().used(), 7);
+            m.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn no_swap_leaves_small_pages_and_splits_large() {
+        let mut m = Model::new(ModelConfig::default());
+        m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+        m.mmap(1, A, 0x10000, RW, fixed()).unwrap();
+        m.write(1, A, 1).unwrap();
+        m.madvise(1, A, 0x10000, Advice::PageOut).unwrap();
+        match state(&m, 1, A) {
+            PageState::Anon(p) => assert_eq!(p.order, 0),
+            s => panic!("{s:?}"),
+        }
+        // Untouched subpages went to the zero page at the split.
+        assert_eq!(state(&m, 1, A + 0x1000), PageState::Zero);
+        assert_eq!(m.phys.stats.get_mthp(4, MthpStat::SwpoutFallback), 1);
+        assert_eq!(m.swap().used(), 0);
+        m.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn swap_off_with_slots_in_use_is_ebusy() {
+        let mut m = model(ArchKind::X86_64, 0x2000);
+        m.madvise(1, A, 0x1000, Advice::PageOut).unwrap();
+        assert_eq!(m.set_swap(0), Err(Errno::EBUSY));
+        m.read(1, A).unwrap();
+        assert_eq!(m.set_swap(0), Ok(()));
+        // No swap: pages stay.
+        m.madvise(1, A, 0x2000, Advice::PageOut).unwrap();
+        assert!(matches!(state(&m, 1, A), PageState::Anon(_)));
+    }
+
+    #[test]
+    fn arm64_pageout_of_a_contpte_block_unfolds_it() {
+        let mut m = Model::new(ModelConfig::for_arch(ArchKind::Arm64));
+        m.set_swap(64 << 20).unwrap();
+        m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+        m.mmap(1, A, 0x10000, RW, fixed()).unwrap();
+        for k in 0..16 {
+            m.write(1, A + k * 4096, k + 1).unwrap();
+        }
+        assert!(matches!(
+            m.procs[&1].pt.pte_raw(A),
+            crate::arch::Entry::Leaf(l) if l.flags.contains(crate::arch::LeafFlags::CONT)
+        ));
+        m.madvise(1, A + 0x8000, 0x4000, Advice::PageOut).unwrap();
+        assert!(swapped(&m, 1, A + 0x8000).is_some());
+        for k in 0..16u64 {
+            if let crate::arch::Entry::Leaf(l) = m.procs[&1].pt.pte_raw(A + k * 4096) {
+                assert!(!l.flags.contains(crate::arch::LeafFlags::CONT));
+            }
+        }
+        assert_eq!(m.read(1, A + 0x9000), Ok(10));
+        m.check_invariants().unwrap();
+    }
+}
