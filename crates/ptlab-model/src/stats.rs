@@ -20,10 +20,16 @@ pub enum MthpStat {
     Swpout,
     /// A large folio split because its swap allocation failed.
     SwpoutFallback,
+    /// A large folio swapped in whole (needs SWP_SYNCHRONOUS_IO: never on
+    /// a swap file, so the model never counts it; compared so a kernel that
+    /// did would show).
+    Swpin,
+    /// A large swap-in that fell back to order 0 (likewise never).
+    SwpinFallback,
 }
 
 impl MthpStat {
-    pub const ALL: [MthpStat; 10] = [
+    pub const ALL: [MthpStat; 12] = [
         MthpStat::AnonFaultAlloc,
         MthpStat::AnonFaultFallback,
         MthpStat::AnonFaultFallbackCharge,
@@ -34,6 +40,8 @@ impl MthpStat {
         MthpStat::NrAnonPartiallyMapped,
         MthpStat::Swpout,
         MthpStat::SwpoutFallback,
+        MthpStat::Swpin,
+        MthpStat::SwpinFallback,
     ];
     pub const fn name(self) -> &'static str {
         match self {
@@ -47,6 +55,8 @@ impl MthpStat {
             MthpStat::NrAnonPartiallyMapped => "nr_anon_partially_mapped",
             MthpStat::Swpout => "swpout",
             MthpStat::SwpoutFallback => "swpout_fallback",
+            MthpStat::Swpin => "swpin",
+            MthpStat::SwpinFallback => "swpin_fallback",
         }
     }
 }

@@ -471,7 +471,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     let real = summary.divergences().count();
     println!(
         "fuzz seed {seed}: {} scenarios in {:.1} s: {} agree, {} partial, {} divergent ({} flaky) \
-         [operations: mmap munmap madvise read write thp{}{}{}]",
+         [operations: mmap munmap madvise read write thp{}{}{}{}]",
         summary.cases,
         summary.elapsed.as_secs_f64(),
         summary.agree,
@@ -485,6 +485,11 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
             ""
         },
         if summary.ops.mremap { " mremap" } else { "" },
+        if summary.ops.swap {
+            " swap(pageout cold)"
+        } else {
+            ""
+        },
     );
     Ok(if real > 0 { 1 } else { 0 })
 }
