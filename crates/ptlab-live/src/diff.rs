@@ -325,11 +325,17 @@ pub enum DiffError {
     Live(#[from] LiveError),
 }
 
+/// A swap slot as pagemap reports it: (type, offset).
+type SwapSlot = (u8, u64);
+
 /// Live frame ↔ model frame, first seen at (process, address).
 #[derive(Default)]
 struct FrameMatcher {
     l2m: HashMap<u64, (u64, String, u64)>,
     m2l: HashMap<u64, (u64, String, u64)>,
+    /// Swap slots `(type, offset)`, live ↔ model, also as a bijection.
+    slots_l2m: HashMap<SwapSlot, (SwapSlot, String, u64)>,
+    slots_m2l: HashMap<SwapSlot, (SwapSlot, String, u64)>,
 }
 
 impl FrameMatcher {
@@ -350,6 +356,38 @@ impl FrameMatcher {
         }
         self.l2m.entry(lp).or_insert((mp, proc.to_string(), addr));
         self.m2l.entry(mp).or_insert((lp, proc.to_string(), addr));
+        None
+    }
+
+    /// Swap entries must pair up the same way: two pages share a swap slot
+    /// live exactly when they share one in the model.
+    fn check_slot(
+        &mut self,
+        ls: (u8, u64),
+        ms: (u8, u64),
+        proc: &str,
+        addr: u64,
+    ) -> Option<String> {
+        if let Some((m0, p0, a0)) = self.slots_l2m.get(&ls) {
+            if *m0 != ms {
+                return Some(format!(
+                    "live: same swap slot as {p0}:{a0:#x}; model: a different slot"
+                ));
+            }
+        }
+        if let Some((l0, p0, a0)) = self.slots_m2l.get(&ms) {
+            if *l0 != ls {
+                return Some(format!(
+                    "model: same swap slot as {p0}:{a0:#x}; live: a different slot"
+                ));
+            }
+        }
+        self.slots_l2m
+            .entry(ls)
+            .or_insert((ms, proc.to_string(), addr));
+        self.slots_m2l
+            .entry(ms)
+            .or_insert((ls, proc.to_string(), addr));
         None
     }
 }
@@ -457,6 +495,7 @@ fn describe_page(p: &PageState) -> String {
         PageState::Zero => "zero".into(),
         PageState::Guard => "guard".into(),
         PageState::HugeZero { index } => format!("hugezero idx={index}"),
+        PageState::Swapped { .. } => "swapped".into(),
         PageState::Anon(a) => format!(
             "anon o{} idx={} {} {} {} cnt={} tag={:#x}",
             a.order,
@@ -805,6 +844,14 @@ impl DiffBackend {
                 (PageState::HugeZero { index: x }, PageState::HugeZero { index: y }) if x != y => {
                     why.push(format!("hugezero idx {x} vs {y}"));
                 }
+                (
+                    PageState::Swapped { ty: lt, offset: lo },
+                    PageState::Swapped { ty: mt, offset: mo },
+                ) => {
+                    if let Some(w) = frames.check_slot((*lt, *lo), (*mt, *mo), proc, a) {
+                        why.push(w);
+                    }
+                }
                 (PageState::Zero, PageState::Zero)
                 | (PageState::Guard, PageState::Guard)
                 | (PageState::NotPresent, PageState::NotPresent)
@@ -1065,6 +1112,20 @@ impl Backend for DiffBackend {
             )
             .map(|_| ());
         self.update_exposed();
+        self.mem_op = mem_op;
+        r
+    }
+
+    fn set_swap(&mut self, bytes: u64) -> Result<(), BackendError> {
+        let mem_op = self.mem_op;
+        let r = self
+            .both(
+                "main",
+                "swap",
+                |m| m.set_swap(bytes).map(|()| 0),
+                |l| l.set_swap(bytes).map(|()| 0),
+            )
+            .map(|_| ());
         self.mem_op = mem_op;
         r
     }

@@ -80,6 +80,8 @@ pub struct OpSet {
     /// Guard markers (`madvise guard_install|guard_remove`), `mlock`,
     /// `munlock` and `mseal`.
     pub guard_lock_seal: bool,
+    /// `swap SIZE`, with MADV_PAGEOUT / MADV_COLD in the madvise mix.
+    pub swap: bool,
 }
 
 impl OpSet {
@@ -115,6 +117,8 @@ impl OpSet {
                 && sup(m
                     .uffd_move("main", p, p + 8192, 4096, Default::default())
                     .map(|_| ())),
+            swap: sup(m.set_swap(1 << 20))
+                && sup(m.madvise("main", p, 4096, ptlab_model::Advice::PageOut)),
         }
     }
 }
@@ -170,6 +174,12 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
         if mode != "never" || sz == "2M" {
             let _ = writeln!(s, "thp {sz} {mode}");
         }
+    }
+    // Swap in about a third of the cases, drawn from a stream of its own so
+    // that cases without swap stay what they were.
+    let swap = set.swap && Rng::new(seed ^ 0x5a5a_0008).chance(35);
+    if swap {
+        let _ = writeln!(s, "swap 64M");
     }
     let mut maps: Vec<Mapping> = Vec::new();
     let mut procs: Vec<String> = vec!["main".into()];
@@ -305,7 +315,7 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                     }
                     2 => format!("read {at} {}", size(len)),
                     3 => {
-                        let adv = [
+                        let advs = [
                             "dontneed",
                             "hugepage",
                             "nohugepage",
@@ -313,7 +323,14 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                             "dofork",
                             "wipeonfork",
                             "keeponfork",
-                        ][r.weighted(&[35, 20, 10, 9, 7, 12, 7])];
+                            "pageout",
+                            "cold",
+                        ];
+                        let adv = if swap {
+                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 40, 5])]
+                        } else {
+                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7])]
+                        };
                         format!("madvise {at} {} {adv}", size(len))
                     }
                     4 => {
@@ -765,6 +782,7 @@ mod tests {
             mremap: true,
             uffd: true,
             guard_lock_seal: true,
+            swap: true,
         };
         for n in 0..200 {
             let a = generate(case_seed(7, n), 30, set);

@@ -222,6 +222,10 @@ pub struct Journal {
     pub pid: u32,
     /// Knob path → value before ptlab first wrote it.
     pub knobs: BTreeMap<String, String>,
+    /// Swap files this run created (crate::swapfile): swapped off and
+    /// deleted on restore. Journaled before the file is created.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub swapfiles: Vec<String>,
 }
 
 fn write_journal(j: &Journal) -> std::io::Result<()> {
@@ -259,7 +263,7 @@ impl std::fmt::Display for RestoreReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "restored {} THP knob(s) from a stale journal left by pid {}",
+            "restored {} THP knob(s) / swap file(s) from a stale journal left by pid {}",
             self.restored.len(),
             self.owner_pid
         )?;
@@ -294,6 +298,14 @@ fn apply_journal(j: &Journal) -> RestoreReport {
         match write_knob_raw(&p, value) {
             Ok(()) => rep.restored.push((path.clone(), value.clone())),
             Err(e) => rep.skipped.push((path.clone(), e.to_string())),
+        }
+    }
+    for path in &j.swapfiles {
+        match crate::swapfile::remove(Path::new(path)) {
+            Ok(()) => rep
+                .restored
+                .push((path.clone(), "swapped off and deleted".to_string())),
+            Err(e) => rep.skipped.push((path.clone(), e)),
         }
     }
     rep
@@ -376,6 +388,8 @@ const EMPTY_SLOT: Slot = Slot {
 };
 static TABLE: [Slot; SLOTS] = [EMPTY_SLOT; SLOTS];
 static JOURNAL_CPATH: Slot = EMPTY_SLOT;
+/// The swap file this run created (swapoff + unlink in emergencies).
+static SWAP_CPATH: Slot = EMPTY_SLOT;
 static SESSION_ACTIVE: AtomicBool = AtomicBool::new(false);
 static HANDLERS: Once = Once::new();
 
@@ -416,6 +430,15 @@ fn emergency_restore() {
                 libc::write(fd, (*slot.value.get()).as_ptr().cast(), n);
                 libc::close(fd);
             }
+        }
+    }
+    if SWAP_CPATH.used.swap(false, Ordering::SeqCst) {
+        // SAFETY: NUL-terminated static path; swapoff(2) and unlink(2) are
+        // plain syscalls.
+        unsafe {
+            let p = (*SWAP_CPATH.path.get()).as_ptr().cast();
+            libc::swapoff(p);
+            libc::unlink(p);
         }
     }
     if JOURNAL_CPATH.used.swap(false, Ordering::SeqCst) {
@@ -475,6 +498,7 @@ impl KnobSession {
             journal: Journal {
                 pid: std::process::id(),
                 knobs: BTreeMap::new(),
+                swapfiles: Vec::new(),
             },
             written: false,
         }
@@ -529,6 +553,54 @@ impl KnobSession {
         }
     }
 
+    /// Create and enable a swap file of `bytes` (crate::swapfile), after
+    /// journaling its path; `bytes == 0` disables and deletes it. A second
+    /// size replaces the file, unless pages are swapped out to it (EBUSY,
+    /// as the model answers). Errors carry swapon(2)'s errno.
+    pub fn set_swap(&mut self, bytes: u64) -> Result<(), KnobError> {
+        let path = crate::swapfile::swap_path(std::process::id());
+        let key = path.display().to_string();
+        if self.journal.swapfiles.contains(&key) {
+            if crate::swapfile::used_pages(&path).unwrap_or(0) > 0 {
+                return Err(KnobError::Errno(Errno::EBUSY));
+            }
+            SWAP_CPATH.used.store(false, Ordering::SeqCst);
+            crate::swapfile::remove(&path)
+                .map_err(|e| KnobError::Io(path.clone(), std::io::Error::other(e)))?;
+            self.journal.swapfiles.retain(|p| p != &key);
+            let _ = write_journal(&self.journal);
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        if !is_root() {
+            return Err(KnobError::NotPermitted(path));
+        }
+        self.journal.swapfiles.push(key.clone());
+        install_handlers();
+        OWNS_SESSION.with(|c| c.set(true));
+        SESSION_ACTIVE.store(true, Ordering::SeqCst);
+        if let Err(e) = write_journal(&self.journal) {
+            self.journal.swapfiles.retain(|p| p != &key);
+            return Err(KnobError::Io(journal_path(), e));
+        }
+        let jp = journal_path();
+        let mut jb = jp.as_os_str().as_encoded_bytes().to_vec();
+        jb.push(0);
+        fill(&JOURNAL_CPATH, &jb, b"");
+        let mut pb = key.as_bytes().to_vec();
+        pb.push(0);
+        fill(&SWAP_CPATH, &pb, b"");
+        self.written = true;
+        crate::swapfile::create(&path, bytes).map_err(|e| {
+            SWAP_CPATH.used.store(false, Ordering::SeqCst);
+            match e.raw_os_error().and_then(Errno::from_code) {
+                Some(errno) => KnobError::Errno(errno),
+                None => KnobError::Io(path.clone(), e),
+            }
+        })
+    }
+
     /// Whether any knob was changed.
     pub fn changed(&self) -> bool {
         self.written
@@ -545,6 +617,7 @@ impl KnobSession {
         for slot in TABLE.iter() {
             slot.used.store(false, Ordering::SeqCst);
         }
+        SWAP_CPATH.used.store(false, Ordering::SeqCst);
         let rep = apply_journal(&self.journal);
         for (p, why) in rep.skipped {
             problems.push(format!("{p}: {why}"));
@@ -554,6 +627,7 @@ impl KnobSession {
         }
         JOURNAL_CPATH.used.store(false, Ordering::SeqCst);
         self.journal.knobs.clear();
+        self.journal.swapfiles.clear();
         self.written = false;
         SESSION_ACTIVE.store(false, Ordering::SeqCst);
         OWNS_SESSION.with(|c| c.set(false));
@@ -602,10 +676,12 @@ mod tests {
             knobs: [("/etc/passwd".to_string(), "never".to_string())]
                 .into_iter()
                 .collect(),
+            swapfiles: vec!["/etc/passwd".to_string()],
         };
         let rep = apply_journal(&j);
         assert!(rep.restored.is_empty());
         assert_eq!(rep.skipped[0].1, "not a THP enabled knob");
+        assert_eq!(rep.skipped[1].1, "not a ptlab swap file name");
         assert!(allowed_paths()
             .iter()
             .all(|p| p.to_string_lossy().ends_with("/enabled")));

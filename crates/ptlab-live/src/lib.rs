@@ -14,6 +14,7 @@ pub mod fuzz;
 pub mod kernel;
 pub mod knobs;
 pub mod live;
+pub mod swapfile;
 mod worker;
 
 pub use diff::{

@@ -546,6 +546,19 @@ impl LiveBackend {
         for (i, r) in raw.iter().enumerate() {
             let va = start + i as u64 * PAGE;
             let pm = r.pagemap;
+            if pm & kernel::PM_PRESENT == 0 && pm & kernel::PM_SWAP != 0 {
+                // A swap entry: type in bits 0-4, offset in bits 5-54
+                // (fs/proc/task_mmu.c pte_to_pagemap_entry(); needs
+                // CAP_SYS_ADMIN, else both read 0).
+                out.push(PageObs {
+                    addr: va,
+                    state: PageState::Swapped {
+                        ty: (pm & 31) as u8,
+                        offset: (pm >> 5) & ((1 << 50) - 1),
+                    },
+                });
+                continue;
+            }
             if pm & kernel::PM_PRESENT == 0 {
                 // A guard marker reads PM_SWAP | PM_GUARD_REGION (checked
                 // on 6.18.44: 0x440000000000009f).
@@ -891,6 +904,13 @@ impl Backend for LiveBackend {
 
     fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), BackendError> {
         self.knobs.set(knob, mode).map_err(|e| match e {
+            KnobError::Errno(e) => BackendError::Errno(e),
+            other => BackendError::Other(other.to_string()),
+        })
+    }
+
+    fn set_swap(&mut self, bytes: u64) -> Result<(), BackendError> {
+        self.knobs.set_swap(bytes).map_err(|e| match e {
             KnobError::Errno(e) => BackendError::Errno(e),
             other => BackendError::Other(other.to_string()),
         })

@@ -334,17 +334,18 @@ fn install_handlers() {
 }
 
 /// Pin this worker (and, by inheritance, every process it forks) to the CPU
-/// it runs on.
+/// it runs on. A freshly faulted page sits in the faulting CPU's LRU-add
+/// batch, which holds a reference until drained, and two kernel paths drain
+/// only the local CPU's batch:
 ///
-/// Copy-on-write reuse depends on it: a freshly faulted page sits in the
-/// faulting CPU's LRU-add batch, which holds a reference until drained, and
-/// the write-fault path only drains the local CPU's batch before it checks
-/// the reference count (Linux: mm/memory.c wp_can_reuse_anon_folio() calls
-/// lru_add_drain(), mm/swap.c). A process that migrated to another CPU
-/// between the fault and the write then sees the extra reference and copies
-/// a page the model (and a process that stayed put) reuses. Measured before
-/// this pin: tests/scenarios/uffd-14-fork-ebusy.ptl diverged in 6 of 30
-/// runs; see docs/divergences.md H7.
+/// * copy-on-write reuse (Linux: mm/memory.c wp_can_reuse_anon_folio() calls
+///   lru_add_drain() before checking the reference count): a process that
+///   migrated between the fault and the write copies a page the model reuses
+///   (tests/scenarios/uffd-14-fork-ebusy.ptl diverged in 6 of 30 runs before
+///   this pin; docs/divergences.md H7);
+/// * MADV_PAGEOUT / MADV_COLD (mm/madvise.c madvise_pageout() →
+///   lru_add_drain(); folios not on the LRU are skipped): pages stay in place
+///   at random (docs/divergences.md H9).
 unsafe fn pin_to_current_cpu() {
     let cpu = libc::sched_getcpu();
     if cpu < 0 {

@@ -82,6 +82,16 @@ pub fn handle_fault(
         Entry::Leaf(l) if write && !l.write() => do_wp_page(mm, env, &vma, addr, l),
         Entry::Leaf(l) => Ok(l.pfn),
         Entry::Table(_) => unreachable!("PTE level holds no tables"),
+        Entry::Swap(s) => {
+            // do_swap_page(); a write it could not satisfy (the page is not
+            // exclusive) continues in do_wp_page().
+            crate::swap::do_swap_page(mm, env, &vma, addr, write, s)?;
+            match mm.pt.pte(addr) {
+                Entry::Leaf(l) if write && !l.write() => do_wp_page(mm, env, &vma, addr, l),
+                Entry::Leaf(l) => Ok(l.pfn),
+                _ => unreachable!("do_swap_page() maps the page"),
+            }
+        }
     }
 }
 

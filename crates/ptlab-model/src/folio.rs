@@ -120,6 +120,8 @@ pub struct PhysMem {
     /// Hardware events of folio metadata, allocation and freeing, plus the
     /// retired events of exited processes (see [`crate::hw`]).
     pub hw: crate::hw::HwSink,
+    /// The swap device, its slots and swap cache (crate::swap).
+    pub swap: crate::swap::SwapDevice,
 }
 
 impl PhysMem {
@@ -135,6 +137,7 @@ impl PhysMem {
             stats: Stats::default(),
             pt_pages: 0,
             hw: crate::hw::HwSink::new(crate::ArchKind::X86_64, Default::default()),
+            swap: Default::default(),
         };
         pm.meta_mut(zero_pfn).bits = F_ALLOCATED;
         pm
@@ -610,6 +613,13 @@ pub fn split_folio(
     let nr = folio.nr_pages();
     let in_folio = |pfn: Pfn| pfn.0 >= folio.head.0 && pfn.0 < folio.head.0 + nr;
     let mm_maps = l.mm_maps.clone();
+    // Only PMD mappings: unmap_folio() turns each PMD straight into
+    // migration entries (split_huge_pmd_address(freeze)), so no page is
+    // ever unmapped while another stays PTE-mapped (checked live: MADV_PAGEOUT
+    // of a whole PMD THP moves no split_deferred).
+    let pmd_only = l.nr_pages_mapped == 0 && l.entire_mapcount > 0;
+    // Every PTE that maps a page of the folio once PMDs are split.
+    let mut mapped: Vec<(Pid, u64)> = Vec::new();
     for (pid, want) in mm_maps {
         let Some(mm) = procs.get_mut(&pid) else {
             continue;
@@ -659,6 +669,7 @@ pub fn split_folio(
                 ptes.push(va);
             }
         }
+        mapped.extend(ptes.iter().map(|&va| (pid, va)));
         for va in ptes {
             if let crate::arch::Entry::Leaf(e) = mm.pt.pte_raw(va) {
                 if e.valid_cont() {
@@ -676,12 +687,72 @@ pub fn split_folio(
     // split_deferred +1, thp_deferred_split_page +1 for PMD size; checked
     // live), which the split then undoes.
     if let Some(l) = phys.large(folio.head) {
-        if l.nr_pages_mapped >= 2 && !l.partially_mapped {
+        if l.nr_pages_mapped >= 2 && !l.partially_mapped && !pmd_only {
             phys.deferred_split_folio(folio, true);
         }
     }
     phys.split_large_meta(folio);
+    remap_unused_to_zeropage(procs, phys, &mapped);
     Ok(())
+}
+
+/// After a split, every PTE mapping a subpage that holds only zeros is
+/// replaced by a read-only mapping of the shared zero page and the page is
+/// freed, unless the VMA is VM_LOCKED or userfaultfd-armed. The new entry
+/// keeps the old one's soft-dirty and uffd-wp bits. Checked live on
+/// 6.18.44 (MADV_COLD / MADV_PAGEOUT splitting a partly written mTHP maps
+/// its untouched pages to the zero page). Linux: mm/huge_memory.c
+/// __folio_split() → remap_page(RMP_USE_SHARED_ZEROPAGE) → mm/migrate.c
+/// remove_migration_pte() → try_to_map_unused_to_zeropage().
+fn remap_unused_to_zeropage(
+    procs: &mut BTreeMap<Pid, Mm>,
+    phys: &mut PhysMem,
+    mapped: &[(Pid, u64)],
+) {
+    use crate::arch::{Entry, Leaf, LeafFlags};
+    use crate::vma::VmFlags;
+    for &(pid, va) in mapped {
+        let Some(mm) = procs.get_mut(&pid) else {
+            continue;
+        };
+        let Entry::Leaf(old) = mm.pt.pte_raw(va) else {
+            continue;
+        };
+        if old.flags.contains(LeafFlags::SPECIAL) || phys.tag(old.pfn) != 0 {
+            continue;
+        }
+        let Some(vma) = mm.vmas.find(va) else {
+            continue;
+        };
+        if vma
+            .flags
+            .intersects(VmFlags::LOCKED | crate::vma::VM_UFFD_FLAGS)
+        {
+            continue;
+        }
+        let exec = vma.flags.contains(VmFlags::EXEC);
+        let Some(f) = phys.folio_of(old.pfn) else {
+            continue;
+        };
+        let keep = LeafFlags::SOFT_DIRTY | LeafFlags::UFFD_WP | LeafFlags::PROTNONE;
+        let mut flags = (old.flags & keep) | LeafFlags::SPECIAL | LeafFlags::YOUNG;
+        if exec {
+            flags |= LeafFlags::EXEC;
+        }
+        mm.pt.clear_ptes(va, 1);
+        mm.pt.set_ptes(
+            va,
+            Leaf {
+                pfn: phys.zero_pfn,
+                flags,
+            },
+            1,
+            phys,
+        );
+        phys.remove_rmap_ptes(f, old.pfn, 1, pid);
+        mm.rss_anon -= 1;
+        phys.ref_sub(f, 1);
+    }
 }
 
 #[cfg(test)]

@@ -192,6 +192,12 @@ fn copy_pte_range(
     src.pt.hw.add(HwEvent::PtlLock, 2);
     let mut addr = start;
     while addr < end {
+        if let Entry::Swap(s) = src.pt.pte_raw(addr) {
+            // copy_nonpresent_pte()
+            crate::swap::copy_swap_pte(src, dst, phys, addr, s, c);
+            addr += 4096;
+            continue;
+        }
         let Entry::Leaf(pte) = src.pt.pte(addr) else {
             addr += 4096;
             continue;

@@ -168,10 +168,19 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
             phys.pt_pages
         ));
     }
+    // Swap slots, counts and the swap cache.
+    crate::swap::check(&model.procs, phys, &mut errs);
+    let swap_cached: std::collections::BTreeSet<u64> = phys
+        .swap
+        .slots
+        .values()
+        .filter_map(|s| s.cache.map(|p| p.0))
+        .collect();
     // Compare with the counters.
     for (&head, seen) in &folios {
         let f = phys.folio_of(Pfn(head)).expect("checked above");
-        let rc = phys.refcount(f);
+        // The swap cache holds one reference (crate::swap).
+        let rc = phys.refcount(f) - u32::from(swap_cached.contains(&head));
         if rc != seen.total {
             errs.push(format!(
                 "folio {head:#x}: refcount {rc}, mappings {}",
@@ -239,7 +248,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
         }
     }
     for pfn in phys.small_folios() {
-        if !folios.contains_key(&pfn.0) {
+        if !folios.contains_key(&pfn.0) && !swap_cached.contains(&pfn.0) {
             errs.push(format!("small folio {pfn} is allocated but unmapped"));
         }
     }

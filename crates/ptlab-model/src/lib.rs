@@ -25,6 +25,7 @@ pub mod observe;
 pub mod pgtable;
 pub mod phys;
 pub mod stats;
+pub mod swap;
 pub mod thp;
 pub mod uapi;
 pub mod uffd;

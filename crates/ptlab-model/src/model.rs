@@ -163,7 +163,18 @@ impl Model {
     /// Whether the model implements `advice` (the rest belong to later work:
     /// PAGEOUT/COLD need swap, COLLAPSE needs khugepaged's collapse path).
     pub fn supports_advice(advice: Advice) -> bool {
-        !matches!(advice, Advice::PageOut | Advice::Cold | Advice::Collapse)
+        !matches!(advice, Advice::Collapse)
+    }
+
+    /// Enable a swap device of `bytes` (rounded down to pages, the header
+    /// page included), or disable swap with 0 (EBUSY while slots are in use).
+    pub fn set_swap(&mut self, bytes: u64) -> Result<(), Errno> {
+        crate::swap::set_swap(&mut self.phys, bytes)
+    }
+
+    /// The swap device (slots, counts and swap cache).
+    pub fn swap(&self) -> &crate::swap::SwapDevice {
+        &self.phys.swap
     }
 
     pub fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), Errno> {
@@ -637,7 +648,13 @@ impl Model {
                 new.insert(VmFlags::WIPEONFORK);
             }
             Advice::KeepOnFork => new.remove(VmFlags::WIPEONFORK),
-            Advice::PageOut | Advice::Cold | Advice::Collapse => return Err(Errno::ENOSYS),
+            Advice::PageOut | Advice::Cold => {
+                let Model { procs, phys, .. } = self;
+                let cold = advice == Advice::Cold;
+                crate::swap::madvise_pageout(procs, phys, pid, vma, start, end, cold);
+                return Ok(());
+            }
+            Advice::Collapse => return Err(Errno::ENOSYS),
         }
         if new == vma.flags {
             return Ok(());
@@ -871,6 +888,12 @@ impl Model {
             }
             PmdSlot::Table(_) => match mm.pt.pte_peek(va) {
                 Entry::Leaf(l) => (l, false, l.pfn),
+                Entry::Swap(s) => {
+                    return PageState::Swapped {
+                        ty: s.ty,
+                        offset: s.offset,
+                    }
+                }
                 // pte_to_pagemap_entry(): a guard marker reads PM_SWAP |
                 // PM_GUARD_REGION.
                 _ if crate::guard::is_guard(mm, va) => return PageState::Guard,

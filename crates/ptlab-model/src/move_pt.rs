@@ -282,6 +282,11 @@ pub fn move_ptes_per_pte(
     move_ptes_prologue(pt);
     let mut force_flush = false;
     for off in (0..extent).step_by(PAGE_SIZE as usize) {
+        if let Entry::Swap(s) = pt.pte_raw(old_addr + off) {
+            let clear = uffd_without_event_remap(old_vma);
+            crate::swap::move_swap_pte(pt, clear, old_addr + off, new_addr + off, s);
+            continue;
+        }
         // pte_none(ptep_get(old_pte)): on arm64 a contpte gather.
         if !matches!(pt.pte(old_addr + off), Entry::Leaf(_)) {
             continue; // none: nothing to move
@@ -326,6 +331,12 @@ pub fn move_ptes_batched(
     let mut off = 0;
     while off < extent {
         let va = old_addr + off;
+        if let Entry::Swap(s) = pt.pte_raw(va) {
+            let clear = uffd_without_event_remap(old_vma);
+            crate::swap::move_swap_pte(pt, clear, va, new_addr + off, s);
+            off += PAGE_SIZE;
+            continue;
+        }
         let Entry::Leaf(pte) = pt.pte(va) else {
             off += PAGE_SIZE;
             continue;

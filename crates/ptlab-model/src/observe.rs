@@ -50,6 +50,10 @@ pub enum PageState {
     /// A guard marker (MADV_GUARD_INSTALL): pagemap PM_SWAP with
     /// PM_GUARD_REGION (bit 58) set, no frame.
     Guard,
+    /// A swap PTE: pagemap bit 62 (PM_SWAP) with the swap type in bits 0-4
+    /// and the offset in bits 5-54. Offsets are backend-specific; compare
+    /// them as a bijection only.
+    Swapped { ty: u8, offset: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,6 +174,7 @@ impl Sections {
 #[derive(Default)]
 pub struct FolioNamer {
     names: BTreeMap<u64, usize>,
+    slots: BTreeMap<(u8, u64), usize>,
 }
 
 impl FolioNamer {
@@ -179,6 +184,13 @@ impl FolioNamer {
         let id = *self.names.entry(head_pfn).or_insert(n);
         format!("F{id}")
     }
+
+    /// Name of swap slot `(type, offset)`, by first appearance.
+    pub fn slot_name(&mut self, ty: u8, offset: u64) -> String {
+        let n = self.slots.len() + 1;
+        let id = *self.slots.entry((ty, offset)).or_insert(n);
+        format!("S{id}")
+    }
 }
 
 fn describe(state: &PageState, namer: &mut FolioNamer) -> (String, Option<(u64, u32)>) {
@@ -187,6 +199,9 @@ fn describe(state: &PageState, namer: &mut FolioNamer) -> (String, Option<(u64, 
         PageState::Zero => ("zero".to_string(), None),
         PageState::Guard => ("guard".to_string(), None),
         PageState::HugeZero { index } => ("hugezero".to_string(), Some((u64::MAX, *index))),
+        PageState::Swapped { ty, offset } => {
+            (format!("swap {}", namer.slot_name(*ty, *offset)), None)
+        }
         PageState::Anon(p) => {
             let head = p.pfn - p.index as u64;
             let mut s = format!("{} o{}", namer.name(head), p.order);

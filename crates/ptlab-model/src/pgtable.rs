@@ -153,7 +153,7 @@ impl PageTables {
             return PmdSlot::None;
         };
         match self.decode(2, self.tables[&t.0].entries[index(2, va)]) {
-            Entry::None => PmdSlot::None,
+            Entry::None | Entry::Swap(_) => PmdSlot::None,
             Entry::Table(p) => {
                 self.walk_cache.set(Some((slot, p)));
                 PmdSlot::Table(p)
@@ -333,7 +333,7 @@ impl PageTables {
         let i = index(2, va);
         match self.decode(2, self.tables[&pmd_t.0].entries[i]) {
             Entry::Table(p) => Some(p),
-            Entry::Leaf(_) => None,
+            Entry::Leaf(_) | Entry::Swap(_) => None,
             Entry::None => {
                 let p = self.new_table(1, phys)?;
                 let raw = self.arch.ops().encode_table(2, p);
@@ -375,7 +375,7 @@ impl PageTables {
         let raw = match e {
             Entry::None => 0,
             Entry::Table(p) => self.arch.ops().encode_table(3, p),
-            Entry::Leaf(_) => panic!("no PUD leaves for anonymous memory"),
+            Entry::Leaf(_) | Entry::Swap(_) => panic!("no PUD leaves for anonymous memory"),
         };
         self.write_raw(t, 3, index(3, va), raw);
     }
@@ -387,6 +387,7 @@ impl PageTables {
             Entry::None => 0,
             Entry::Table(p) => self.arch.ops().encode_table(2, p),
             Entry::Leaf(l) => self.arch.ops().encode_leaf(2, l),
+            Entry::Swap(_) => panic!("no PMD swap entries for anonymous memory"),
         };
         self.write_raw(t, 2, index(2, va), raw);
     }
@@ -709,7 +710,7 @@ impl PageTables {
                 continue;
             }
             match self.decode(level, tbl.entries[i]) {
-                Entry::None => {}
+                Entry::None | Entry::Swap(_) => {}
                 Entry::Table(next) => self.walk(next, level - 1, lo, start, end, out),
                 Entry::Leaf(l) => out.push((lo, level, l)),
             }
@@ -808,7 +809,7 @@ impl PageTables {
         (0..PTRS_PER_TABLE).all(|j| match self.decode(level, tbl.entries[j]) {
             Entry::None => true,
             Entry::Table(c) => self.subtree_empty(c, level - 1),
-            Entry::Leaf(_) => false,
+            Entry::Leaf(_) | Entry::Swap(_) => false,
         })
     }
 
@@ -869,5 +870,67 @@ pub const fn pud_end(va: u64, end: u64) -> u64 {
         b
     } else {
         end
+    }
+}
+
+/// Swap PTEs (issue 8): written and cleared without the contpte layer, as
+/// the kernel's set_pte_at()/pte_clear() of a non-present entry never folds
+/// and a non-valid entry is never part of a contiguous block.
+impl PageTables {
+    /// Write swap PTE `s` at `va` (the PTE table must exist).
+    /// Linux: set_pte_at(..., swp_entry_to_pte()) in try_to_unmap_one(),
+    /// copy_nonpresent_pte(), move_ptes(), move_swap_pte().
+    pub fn set_swap_pte(&mut self, va: u64, s: crate::arch::SwapPte) {
+        let (t, i) = self.pte_slot(va);
+        let raw = self.arch.ops().encode_swap(s);
+        self.write_raw(t, 1, i, raw);
+    }
+
+    /// Clear the (swap) PTE at `va`. Linux: pte_clear().
+    pub fn clear_pte_entry(&mut self, va: u64) {
+        let (t, i) = self.pte_slot(va);
+        self.write_raw(t, 1, i, 0);
+    }
+
+    /// The swap PTE at `va`, if there is one.
+    pub fn swap_pte(&self, va: u64) -> Option<crate::arch::SwapPte> {
+        match self.pte_raw(va) {
+            Entry::Swap(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Swap PTEs in `[start, end)`, in address order.
+    pub fn swap_ptes(&self, start: u64, end: u64) -> Vec<(u64, crate::arch::SwapPte)> {
+        let mut out = Vec::new();
+        self.walk_swap(self.root, 4, 0, start, end, &mut out);
+        out
+    }
+
+    fn walk_swap(
+        &self,
+        t: Pfn,
+        level: u8,
+        base: u64,
+        start: u64,
+        end: u64,
+        out: &mut Vec<(u64, crate::arch::SwapPte)>,
+    ) {
+        let tbl = &self.tables[&t.0];
+        if tbl.used == 0 {
+            return;
+        }
+        let span = entry_span(level);
+        for i in 0..PTRS_PER_TABLE {
+            let lo = base + i as u64 * span;
+            if lo + span <= start || lo >= end {
+                continue;
+            }
+            match self.decode(level, tbl.entries[i]) {
+                Entry::Table(next) => self.walk_swap(next, level - 1, lo, start, end, out),
+                Entry::Swap(s) => out.push((lo, s)),
+                _ => {}
+            }
+        }
     }
 }

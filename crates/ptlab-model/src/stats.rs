@@ -16,10 +16,20 @@ pub enum MthpStat {
     SplitDeferred,
     NrAnon,
     NrAnonPartiallyMapped,
+    /// A large folio swapped out whole (never on a swap file).
+    Swpout,
+    /// A large folio split because its swap allocation failed.
+    SwpoutFallback,
+    /// A large folio swapped in whole (needs SWP_SYNCHRONOUS_IO: never on
+    /// a swap file, so the model never counts it; compared so a kernel that
+    /// did would show).
+    Swpin,
+    /// A large swap-in that fell back to order 0 (likewise never).
+    SwpinFallback,
 }
 
 impl MthpStat {
-    pub const ALL: [MthpStat; 8] = [
+    pub const ALL: [MthpStat; 12] = [
         MthpStat::AnonFaultAlloc,
         MthpStat::AnonFaultFallback,
         MthpStat::AnonFaultFallbackCharge,
@@ -28,6 +38,10 @@ impl MthpStat {
         MthpStat::SplitDeferred,
         MthpStat::NrAnon,
         MthpStat::NrAnonPartiallyMapped,
+        MthpStat::Swpout,
+        MthpStat::SwpoutFallback,
+        MthpStat::Swpin,
+        MthpStat::SwpinFallback,
     ];
     pub const fn name(self) -> &'static str {
         match self {
@@ -39,6 +53,10 @@ impl MthpStat {
             MthpStat::SplitDeferred => "split_deferred",
             MthpStat::NrAnon => "nr_anon",
             MthpStat::NrAnonPartiallyMapped => "nr_anon_partially_mapped",
+            MthpStat::Swpout => "swpout",
+            MthpStat::SwpoutFallback => "swpout_fallback",
+            MthpStat::Swpin => "swpin",
+            MthpStat::SwpinFallback => "swpin_fallback",
         }
     }
 }
@@ -54,10 +72,14 @@ pub enum VmEvent {
     ThpCollapseAlloc,
     /// A PMD-sized folio split into small folios (split_huge_page()).
     ThpSplitPage,
+    /// A PMD-sized folio swapped out whole.
+    ThpSwpout,
+    /// A PMD-sized folio split because its swap allocation failed.
+    ThpSwpoutFallback,
 }
 
 impl VmEvent {
-    pub const ALL: [VmEvent; 7] = [
+    pub const ALL: [VmEvent; 9] = [
         VmEvent::ThpFaultAlloc,
         VmEvent::ThpFaultFallback,
         VmEvent::ThpSplitPmd,
@@ -65,6 +87,8 @@ impl VmEvent {
         VmEvent::ThpZeroPageAlloc,
         VmEvent::ThpCollapseAlloc,
         VmEvent::ThpSplitPage,
+        VmEvent::ThpSwpout,
+        VmEvent::ThpSwpoutFallback,
     ];
     pub const fn name(self) -> &'static str {
         match self {
@@ -75,6 +99,8 @@ impl VmEvent {
             VmEvent::ThpZeroPageAlloc => "thp_zero_page_alloc",
             VmEvent::ThpCollapseAlloc => "thp_collapse_alloc",
             VmEvent::ThpSplitPage => "thp_split_page",
+            VmEvent::ThpSwpout => "thp_swpout",
+            VmEvent::ThpSwpoutFallback => "thp_swpout_fallback",
         }
     }
 }
@@ -82,8 +108,8 @@ impl VmEvent {
 /// Counter values since the model started.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    mthp: [[i64; 8]; 10],
-    vm: [i64; 7],
+    mthp: [[i64; MthpStat::ALL.len()]; 10],
+    vm: [i64; VmEvent::ALL.len()],
 }
 
 impl Stats {

@@ -973,6 +973,11 @@ impl Model {
             {
                 return Err(Errno::EEXIST);
             }
+            // §7.4.7: a swap PTE moves as a swap PTE, without swap-in.
+            if let Entry::Swap(s) = mm.pt.pte_raw(src_addr) {
+                crate::swap::uffd_move_swap_pte(mm, phys, src_addr, dst_addr, s)?;
+                return Ok(PAGE_SIZE);
+            }
             // §7.4.3: a hole at the source.
             let src_pte = match mm.pt.pte(src_addr) {
                 Entry::Leaf(l) => l,

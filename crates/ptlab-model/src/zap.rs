@@ -86,6 +86,8 @@ pub fn zap_range(
     flush: bool,
 ) {
     let cleared_before = mm.pt.hw.snapshot();
+    // Swap PTEs: zap_nonpresent_ptes() → free_swap_and_cache_nr().
+    crate::swap::zap_swap_range(mm, phys, start, end);
     let mut addr = start;
     while addr < end {
         let next = pmd_end(addr, end);

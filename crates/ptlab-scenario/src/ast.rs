@@ -144,6 +144,8 @@ pub enum Op {
     Syscall(Syscall),
     Access(Access),
     Thp(ThpSetting),
+    /// `swap SIZE` (enable a swap device of SIZE bytes) or `swap off` (`None`).
+    Swap(Option<Expr>),
 }
 
 impl Op {
@@ -153,6 +155,7 @@ impl Op {
             Op::Syscall(s) => s.name(),
             Op::Access(a) => a.kind.name(),
             Op::Thp(_) => "thp",
+            Op::Swap(_) => "swap",
         }
     }
 }
@@ -433,6 +436,8 @@ pub enum PageAttrKind {
     HugeZero,
     /// `anon`: an anonymous folio page.
     Anon,
+    /// `swapped`: a swap PTE (pagemap bit 62).
+    Swapped,
     /// `order=N`
     Order(Expr),
     /// `folio=SIZE`

@@ -117,6 +117,11 @@ pub trait Backend {
     fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), BackendError>;
     /// Write `transparent_hugepage/use_zero_page`.
     fn set_use_zero_page(&mut self, on: bool) -> Result<(), BackendError>;
+    /// Enable a swap device of `bytes` (`swap SIZE`), or disable it with 0
+    /// (`swap off`).
+    fn set_swap(&mut self, _bytes: u64) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("swap"))
+    }
     /// Select which seed changes run their previous algorithm. A backend
     /// that runs one fixed kernel (the live one) accepts and ignores this:
     /// observable results are the same either way, by design.

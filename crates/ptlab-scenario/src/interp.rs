@@ -686,6 +686,13 @@ impl<'a> Interp<'a> {
             Op::Syscall(call) => self.syscall(call)?,
             Op::Access(access) => self.access(s.pos, access)?,
             Op::Thp(setting) => self.thp(s.pos, setting)?,
+            Op::Swap(size) => {
+                let bytes = match size {
+                    Some(e) => self.eval(e)?,
+                    None => 0,
+                };
+                self.backend.set_swap(bytes).map(|()| 0)
+            }
         };
         let name = op.name();
         match &outcome {
@@ -1295,6 +1302,7 @@ impl<'a> Interp<'a> {
             PageAttrKind::None => PageCheck::None,
             PageAttrKind::Zero => PageCheck::Zero,
             PageAttrKind::HugeZero => PageCheck::HugeZero,
+            PageAttrKind::Swapped => PageCheck::Swapped,
             PageAttrKind::Anon => PageCheck::Anon,
             PageAttrKind::Order(e) => PageCheck::Order(self.eval(e)?),
             PageAttrKind::Folio(e) => {
@@ -1328,6 +1336,7 @@ enum PageCheck {
     None,
     Zero,
     HugeZero,
+    Swapped,
     Anon,
     Order(u64),
     Idx(u64),
@@ -1353,6 +1362,7 @@ impl PageCheck {
             PageCheck::None => matches!(state, PageState::NotPresent),
             PageCheck::Zero => matches!(state, PageState::Zero),
             PageCheck::HugeZero => matches!(state, PageState::HugeZero { .. }),
+            PageCheck::Swapped => matches!(state, PageState::Swapped { .. }),
             PageCheck::Anon => anon.is_some(),
             PageCheck::Order(o) => anon.is_some_and(|p| u64::from(p.order) == *o),
             PageCheck::Idx(first) => {
@@ -1367,7 +1377,7 @@ impl PageCheck {
                 PageState::Anon(p) => p.pmd_mapped == *pmd,
                 PageState::HugeZero { .. } => *pmd,
                 PageState::Zero => !*pmd,
-                PageState::NotPresent | PageState::Guard => false,
+                PageState::NotPresent | PageState::Guard | PageState::Swapped { .. } => false,
             },
             // The bits are only ever set on anon pages, so `!X` / `!AX` hold
             // for none, zero and huge-zero pages.
@@ -1377,7 +1387,7 @@ impl PageCheck {
             PageCheck::Tag(t) => match state {
                 PageState::Anon(p) => p.tag == *t,
                 PageState::Zero | PageState::HugeZero { .. } => *t == 0,
-                PageState::NotPresent | PageState::Guard => false,
+                PageState::NotPresent | PageState::Guard | PageState::Swapped { .. } => false,
             },
             PageCheck::SameFolio => true,
             PageCheck::Guard => matches!(state, PageState::Guard),
@@ -1389,6 +1399,7 @@ impl PageCheck {
             PageCheck::None => "none".to_string(),
             PageCheck::Zero => "zero".to_string(),
             PageCheck::HugeZero => "hugezero".to_string(),
+            PageCheck::Swapped => "swapped".to_string(),
             PageCheck::Anon => "anon".to_string(),
             PageCheck::Order(o) => format!("order={o}"),
             PageCheck::Idx(first) => format!("idx={}", first.saturating_add(k)),
@@ -1434,7 +1445,9 @@ fn frame_of(state: &PageState) -> Frame {
     match state {
         PageState::Anon(p) => Frame::Anon(p.pfn),
         PageState::HugeZero { index } => Frame::HugeZero(*index),
-        PageState::Zero | PageState::NotPresent | PageState::Guard => Frame::Zero,
+        PageState::Zero | PageState::NotPresent | PageState::Guard | PageState::Swapped { .. } => {
+            Frame::Zero
+        }
     }
 }
 
@@ -1454,6 +1467,7 @@ fn describe(state: &PageState) -> String {
         PageState::Zero => "zero".to_string(),
         PageState::Guard => "guard".to_string(),
         PageState::HugeZero { index } => format!("hugezero idx={index}"),
+        PageState::Swapped { ty, offset } => format!("swapped type={ty} offset={offset}"),
         PageState::Anon(p) => format!(
             "anon order={} idx={} {} {} {} cnt={} tag={:#x}",
             p.order,

@@ -242,6 +242,10 @@ impl Backend for ModelBackend {
         Ok(())
     }
 
+    fn set_swap(&mut self, bytes: u64) -> Result<(), BackendError> {
+        self.model.set_swap(bytes).map_err(BackendError::Errno)
+    }
+
     fn set_before(&mut self, set: ptlab_model::Before) -> Result<(), BackendError> {
         self.model.set_before(set);
         Ok(())

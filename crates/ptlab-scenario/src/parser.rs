@@ -24,7 +24,7 @@ pub const MAX_BLOCK_DEPTH: usize = 32;
 /// Words that start a statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
     "let", "mmap", "munmap", "madvise", "mremap", "mprotect", "mlock", "munlock", "mseal", "fork",
-    "exit", "prctl", "uffd", "read", "write", "thp", "repeat", "end", "expect", "observe",
+    "exit", "prctl", "uffd", "read", "write", "thp", "swap", "repeat", "end", "expect", "observe",
     "before", "param",
 ];
 /// Syscall keywords (statements whose result can be bound with `NAME =`).
@@ -75,6 +75,7 @@ const PAGE_ATTRS: &[&str] = &[
     "zero",
     "hugezero",
     "anon",
+    "swapped",
     "order",
     "folio",
     "idx",
@@ -521,6 +522,26 @@ impl<'s> Parser<'s> {
                     check,
                 }
             }
+            "swap" => {
+                cur.bump();
+                let size = if cur.eat("off") {
+                    None
+                } else {
+                    Some(self.arg(
+                        &mut cur,
+                        "a swap size such as 64M, or 'off', after 'swap'",
+                        NO_STOP,
+                    )?)
+                };
+                cur.finish("the swap setting")?;
+                let op = Op::Swap(size);
+                let check = self.check_for(&op)?;
+                StmtKind::Op {
+                    bind: None,
+                    op,
+                    check,
+                }
+            }
             "thp" => {
                 cur.bump();
                 let op = Op::Thp(self.thp(&mut cur)?);
@@ -610,7 +631,7 @@ impl<'s> Parser<'s> {
                 let check = self.check_for(&op)?;
                 Ok(StmtKind::Op { bind, op, check })
             }
-            Some(kw @ ("read" | "write" | "thp")) => Err(cur.err_at(
+            Some(kw @ ("read" | "write" | "thp" | "swap")) => Err(cur.err_at(
                 rhs_pos,
                 format!("'{kw}' has no result to bind; only syscalls and 'pfn' can follow '{name} ='"),
             )),
@@ -706,9 +727,10 @@ impl<'s> Parser<'s> {
         cur.finish(&format!("'expect {word}'"))?;
         let allowed = match (op, &kind) {
             (Op::Syscall(_), CheckKind::Segv) => Some("'expect segv' only follows read or write; a syscall reports errors with 'expect errno NAME'"),
-            (Op::Syscall(_) | Op::Thp(_), CheckKind::Uffd) => Some("'expect uffd' only follows read or write (an access that faults to userfaultfd)"),
+            (Op::Syscall(_) | Op::Thp(_) | Op::Swap(_), CheckKind::Uffd) => Some("'expect uffd' only follows read or write (an access that faults to userfaultfd)"),
             (Op::Access(_), CheckKind::Errno(_) | CheckKind::Ret(_)) => Some("read and write do not fail with an errno; use 'expect segv', 'expect uffd' or 'expect ok'"),
             (Op::Thp(_), CheckKind::Ret(_) | CheckKind::Segv) => Some("a thp line can only be followed by 'expect ok' or 'expect errno NAME'"),
+            (Op::Swap(_), CheckKind::Ret(_) | CheckKind::Segv) => Some("a swap line can only be followed by 'expect ok' or 'expect errno NAME'"),
             _ => None,
         };
         if let Some(msg) = allowed {
@@ -1279,13 +1301,14 @@ impl<'s> Parser<'s> {
         }
         let (word, _) = cur.word(
             PAGE_ATTRS,
-            "a page attribute (none, zero, hugezero, anon, order=N, folio=SIZE, idx=N, pmd, pte, X, !X, AX, !AX, cnt=N, tag=N, samefolio, guard)",
+            "a page attribute (none, zero, hugezero, anon, swapped, order=N, folio=SIZE, idx=N, pmd, pte, X, !X, AX, !AX, cnt=N, tag=N, samefolio, guard)",
         )?;
         let kind = match word.as_str() {
             "none" => PageAttrKind::None,
             "zero" => PageAttrKind::Zero,
             "hugezero" => PageAttrKind::HugeZero,
             "anon" => PageAttrKind::Anon,
+            "swapped" => PageAttrKind::Swapped,
             "pmd" => PageAttrKind::Pmd,
             "pte" => PageAttrKind::Pte,
             "X" => PageAttrKind::Exclusive(true),

@@ -262,6 +262,10 @@ impl<T: Target> Backend for Recorder<T> {
     fn set_use_zero_page(&mut self, on: bool) -> Result<(), BackendError> {
         self.target.backend().set_use_zero_page(on)
     }
+    fn set_swap(&mut self, bytes: u64) -> Result<(), BackendError> {
+        self.target.backend().set_swap(bytes)
+    }
+
     fn set_before(&mut self, set: ptlab_model::Before) -> Result<(), BackendError> {
         self.target.backend().set_before(set)
     }

@@ -368,6 +368,14 @@ fn proc_from_observation(obs: &Observation) -> ProcSnap {
         let i = ((page.addr - slot_va) >> 12) as usize;
         let (pte, pmd) = match &page.state {
             PageState::NotPresent | PageState::Guard => continue,
+            // A swap PTE: drawn as a non-none entry that maps nothing.
+            PageState::Swapped { .. } => (
+                Pte {
+                    kind: PteKind::Other,
+                    ..Pte::default()
+                },
+                false,
+            ),
             PageState::Zero => (
                 Pte {
                     kind: PteKind::Zero,

@@ -530,7 +530,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     let real = summary.divergences().count();
     println!(
         "fuzz seed {seed}: {} scenarios in {:.1} s: {} agree, {} partial, {} divergent ({} flaky) \
-         [operations: mmap munmap madvise read write thp{}{}{}{}{}]",
+         [operations: mmap munmap madvise read write thp{}{}{}{}{}{}]",
         summary.cases,
         summary.elapsed.as_secs_f64(),
         summary.agree,
@@ -551,6 +551,11 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         },
         if summary.ops.guard_lock_seal {
             " guard mlock munlock mseal prctl"
+        } else {
+            ""
+        },
+        if summary.ops.swap {
+            " swap(pageout cold)"
         } else {
             ""
         },

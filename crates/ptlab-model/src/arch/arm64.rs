@@ -4,7 +4,7 @@
 //! pgtable-prot.h (software bits PTE_WRITE == PTE_DBM, PTE_DIRTY, PTE_SPECIAL,
 //! PTE_UFFD_WP, PTE_PRESENT_INVALID).
 
-use super::{Arch, ArchKind, Entry, Leaf, LeafFlags};
+use super::{Arch, ArchKind, Entry, Leaf, LeafFlags, SwapPte};
 use crate::addr::Pfn;
 
 const VALID: u64 = 1 << 0; // PTE_VALID
@@ -30,6 +30,15 @@ const TABLE: u64 = VALID | TYPE_PAGE | AF | TABLE_PXN;
 
 /// Entries per contiguous block with a 4 KiB granule (CONT_PTE_SHIFT = 4).
 pub const CONT_PTES: usize = 16;
+
+// Swap PTEs (arch/arm64/include/asm/pgtable.h): bits 0-1 zero,
+// PTE_SWP_EXCLUSIVE = bit 2, PTE_SWP_UFFD_WP = bit 3, type in bits 6-10,
+// bit 11 (PTE_PRESENT_INVALID) zero, offset in bits 12-61. No soft-dirty.
+const SWP_EXCLUSIVE: u64 = 1 << 2;
+const SWP_UFFD_WP: u64 = 1 << 3;
+const SWP_TYPE_SHIFT: u32 = 6;
+const SWP_OFFSET_SHIFT: u32 = 12;
+const SWP_OFFSET_MASK: u64 = (1 << 50) - 1;
 
 pub struct Arm64;
 
@@ -93,6 +102,9 @@ impl Arch for Arm64 {
         let valid = raw & VALID != 0;
         let present_invalid = !valid && raw & NG != 0;
         if !valid && !present_invalid {
+            if level == 1 && raw != 0 {
+                return Entry::Swap(self.decode_swap(raw));
+            }
             return Entry::None;
         }
         let pfn = Pfn((raw & ADDR_MASK) >> 12);
@@ -131,6 +143,28 @@ impl Arch for Arm64 {
 
     fn cont_ptes(&self) -> Option<usize> {
         Some(CONT_PTES)
+    }
+
+    fn encode_swap(&self, s: SwapPte) -> u64 {
+        let mut raw = ((s.ty as u64 & 31) << SWP_TYPE_SHIFT)
+            | ((s.offset & SWP_OFFSET_MASK) << SWP_OFFSET_SHIFT);
+        if s.exclusive {
+            raw |= SWP_EXCLUSIVE;
+        }
+        if s.uffd_wp {
+            raw |= SWP_UFFD_WP;
+        }
+        raw
+    }
+
+    fn decode_swap(&self, raw: u64) -> SwapPte {
+        SwapPte {
+            ty: ((raw >> SWP_TYPE_SHIFT) & 31) as u8,
+            offset: (raw >> SWP_OFFSET_SHIFT) & SWP_OFFSET_MASK,
+            exclusive: raw & SWP_EXCLUSIVE != 0,
+            soft_dirty: false,
+            uffd_wp: raw & SWP_UFFD_WP != 0,
+        }
     }
 }
 

@@ -73,6 +73,27 @@ pub enum Entry {
     Table(Pfn),
     /// A present leaf: a PTE at level 1, a PMD block at level 2.
     Leaf(Leaf),
+    /// A swap entry (non-present PTE, level 1 only).
+    Swap(SwapPte),
+}
+
+/// A swap PTE in arch-neutral form: the swap entry (`swp_entry_t`: type and
+/// offset) plus the three software bits a swap PTE keeps. Linux:
+/// include/linux/swapops.h; arch/x86/include/asm/pgtable_64.h and
+/// arch/arm64/include/asm/pgtable.h (`__swp_entry`, `_PAGE_SWP_*`,
+/// `PTE_SWP_*`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct SwapPte {
+    /// Swap device index (`swp_type()`, 5 bits).
+    pub ty: u8,
+    /// Slot in the device (`swp_offset()`); slot 0 holds the header.
+    pub offset: u64,
+    /// `pte_swp_exclusive()`: the page was PageAnonExclusive when unmapped.
+    pub exclusive: bool,
+    /// `pte_swp_soft_dirty()` (x86 only).
+    pub soft_dirty: bool,
+    /// `pte_swp_uffd_wp()`.
+    pub uffd_wp: bool,
 }
 
 /// Which architecture is modelled.
@@ -120,6 +141,11 @@ pub trait Arch: Sync {
     /// `None` if the architecture has no contiguous hint the kernel manages.
     /// Linux: arch/arm64/include/asm/pgtable-hwdef.h CONT_PTES.
     fn cont_ptes(&self) -> Option<usize>;
+    /// Encode a swap PTE (level 1). Linux: `__swp_entry()` +
+    /// `__swp_entry_to_pte()` and the `pte_swp_mk*()` bits.
+    fn encode_swap(&self, s: SwapPte) -> u64;
+    /// Decode a non-zero, non-present level-1 descriptor as a swap PTE.
+    fn decode_swap(&self, raw: u64) -> SwapPte;
 }
 
 #[cfg(test)]
@@ -184,5 +210,41 @@ mod tests {
             }
             assert_eq!(ops.decode(1, 0), Entry::None);
         }
+    }
+
+    #[test]
+    fn swap_round_trip() {
+        for arch in ArchKind::ALL {
+            let ops = arch.ops();
+            for m in 0..8u8 {
+                for (ty, offset) in [(0u8, 1u64), (3, 0x1234), (31, (1 << 50) - 1)] {
+                    let s = SwapPte {
+                        ty,
+                        offset,
+                        exclusive: m & 1 != 0,
+                        soft_dirty: m & 2 != 0 && arch == ArchKind::X86_64,
+                        uffd_wp: m & 4 != 0,
+                    };
+                    let raw = ops.encode_swap(s);
+                    assert_ne!(raw, 0);
+                    assert_eq!(
+                        ops.decode(1, raw),
+                        Entry::Swap(s),
+                        "{arch:?} {s:?} {raw:#x}"
+                    );
+                }
+            }
+        }
+        // x86-64: type in bits 59-63, inverted offset in bits 9-58, E = bit 3.
+        let raw = X86_64.encode_swap(SwapPte {
+            ty: 1,
+            offset: 1,
+            exclusive: true,
+            soft_dirty: false,
+            uffd_wp: false,
+        });
+        assert_eq!(raw >> 59, 1);
+        assert_eq!(raw & 0xfff, 0xc08);
+        assert_eq!((!raw << 5) >> 14, 1);
     }
 }

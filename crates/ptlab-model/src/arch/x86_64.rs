@@ -2,7 +2,7 @@
 //!
 //! Bit positions: arch/x86/include/asm/pgtable_types.h (_PAGE_BIT_*).
 
-use super::{Arch, ArchKind, Entry, Leaf, LeafFlags};
+use super::{Arch, ArchKind, Entry, Leaf, LeafFlags, SwapPte};
 use crate::addr::Pfn;
 
 const PRESENT: u64 = 1 << 0; // _PAGE_BIT_PRESENT
@@ -19,6 +19,14 @@ const NX: u64 = 1 << 63; // _PAGE_BIT_NX
 const PFN_MASK: u64 = ((1 << 52) - 1) & !0xfff; // PTE_PFN_MASK (52-bit physical)
 /// _PAGE_TABLE: P | RW | USER | ACCESSED | DIRTY.
 const TABLE: u64 = PRESENT | RW | USER | ACCESSED | DIRTY;
+// Swap PTEs (arch/x86/include/asm/pgtable_64.h): type in bits 59-63, the
+// inverted offset in bits 9-58 (L1TF), _PAGE_SWP_SOFT_DIRTY = bit 1,
+// _PAGE_SWP_UFFD_WP = bit 2, _PAGE_SWP_EXCLUSIVE = bit 3.
+const SWP_TYPE_BITS: u32 = 5;
+const SWP_OFFSET_SHIFT: u32 = 9 + SWP_TYPE_BITS;
+const SWP_SOFT_DIRTY: u64 = 1 << 1;
+const SWP_UFFD_WP: u64 = 1 << 2;
+const SWP_EXCLUSIVE: u64 = 1 << 3;
 
 pub struct X86_64;
 
@@ -69,6 +77,9 @@ impl Arch for X86_64 {
 
     fn decode(&self, level: u8, raw: u64) -> Entry {
         if raw & (PRESENT | PROTNONE) == 0 {
+            if level == 1 && raw != 0 {
+                return Entry::Swap(self.decode_swap(raw));
+            }
             return Entry::None;
         }
         let pfn = Pfn((raw & PFN_MASK) >> 12);
@@ -100,6 +111,34 @@ impl Arch for X86_64 {
 
     fn cont_ptes(&self) -> Option<usize> {
         None
+    }
+
+    fn encode_swap(&self, s: SwapPte) -> u64 {
+        // __swp_entry(type, offset)
+        let mut raw = (!s.offset << SWP_OFFSET_SHIFT >> SWP_TYPE_BITS)
+            | ((s.ty as u64) << (64 - SWP_TYPE_BITS));
+        raw &= !0x1ff; // the low bits hold no offset
+        if s.soft_dirty {
+            raw |= SWP_SOFT_DIRTY;
+        }
+        if s.uffd_wp {
+            raw |= SWP_UFFD_WP;
+        }
+        if s.exclusive {
+            raw |= SWP_EXCLUSIVE;
+        }
+        raw
+    }
+
+    fn decode_swap(&self, raw: u64) -> SwapPte {
+        SwapPte {
+            ty: (raw >> (64 - SWP_TYPE_BITS)) as u8,
+            // __swp_offset(): ~val << SWP_TYPE_BITS >> SWP_OFFSET_SHIFT
+            offset: (!raw) << SWP_TYPE_BITS >> SWP_OFFSET_SHIFT,
+            exclusive: raw & SWP_EXCLUSIVE != 0,
+            soft_dirty: raw & SWP_SOFT_DIRTY != 0,
+            uffd_wp: raw & SWP_UFFD_WP != 0,
+        }
     }
 }
 

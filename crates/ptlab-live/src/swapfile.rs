@@ -1,0 +1,205 @@
+//! Swap files a scenario asks for (`swap SIZE`).
+//!
+//! ptlab creates a swap file on a local filesystem, formats it itself (the
+//! version-1 swap header mkswap writes, with the volume label `ptlab`),
+//! enables it with swapon(2) at the highest priority, and disables and
+//! deletes it on every exit path through the THP knob journal and its
+//! handlers (crate::knobs): the file's path is journaled before the file
+//! is created, so after a crash or SIGKILL the next ptlab start (or
+//! `ptlab restore`) finds it, swaps it off and deletes it.
+//!
+//! It never touches a swap area it did not create: a path is acted on only
+//! if it is a regular file named `ptlab-*.swap` whose header carries the
+//! `ptlab` label.
+//!
+//! Where: `$PTLAB_SWAP_DIR`, else `/var/tmp/ptlab-swap`. The filesystem
+//! must support swap files (ext4, xfs, btrfs without COW...; not tmpfs or
+//! overlayfs): swapon(2) says EINVAL otherwise, and the scenario fails with
+//! that errno.
+
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+const PAGE: u64 = 4096;
+/// `SWAP_FLAG_PREFER | 32767`: the highest priority, so pages go to our
+/// file even if the machine has other swap areas.
+const SWAP_FLAGS: libc::c_int = 0x8000 | 0x7fff;
+/// The volume label written into (and required in) every ptlab swap header.
+pub const LABEL: &[u8] = b"ptlab";
+
+/// Directory for swap files.
+pub fn swap_dir() -> PathBuf {
+    std::env::var_os("PTLAB_SWAP_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/ptlab-swap"))
+}
+
+/// The swap file path of process `pid`.
+pub fn swap_path(pid: u32) -> PathBuf {
+    swap_dir().join(format!("ptlab-{pid}.swap"))
+}
+
+/// The header page mkswap writes (`union swap_header` in
+/// include/linux/swap.h): version 1, `last_page`, no bad pages, a volume
+/// label, and the `SWAPSPACE2` magic in the page's last 10 bytes.
+pub fn header(pages: u64) -> Vec<u8> {
+    let mut h = vec![0u8; PAGE as usize];
+    h[1024..1028].copy_from_slice(&1u32.to_le_bytes()); // version
+    let last = (pages - 1).min(u64::from(u32::MAX)) as u32;
+    h[1028..1032].copy_from_slice(&last.to_le_bytes()); // last_page
+                                                        // nr_badpages = 0; sws_uuid (16 bytes) left zero; sws_volume (16 bytes):
+    h[1052..1052 + LABEL.len()].copy_from_slice(LABEL);
+    h[PAGE as usize - 10..].copy_from_slice(b"SWAPSPACE2");
+    h
+}
+
+fn cpath(p: &Path) -> std::io::Result<CString> {
+    CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| std::io::Error::other("NUL in path"))
+}
+
+/// Create, format and enable a swap file of `bytes` at `path` (which must
+/// not exist). On failure nothing is left behind. Returns the errno of a
+/// failed swapon(2) as an `io::Error` with that raw code.
+pub fn create(path: &Path, bytes: u64) -> std::io::Result<()> {
+    let pages = bytes / PAGE;
+    if pages < 10 {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    let res = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)?;
+        // Written out in full: a swap file must have no holes.
+        f.write_all(&header(pages))?;
+        let zeros = vec![0u8; 1 << 20];
+        let mut left = (pages - 1) * PAGE;
+        while left > 0 {
+            let n = left.min(zeros.len() as u64) as usize;
+            f.write_all(&zeros[..n])?;
+            left -= n as u64;
+        }
+        f.sync_all()?;
+        drop(f);
+        let c = cpath(path)?;
+        // SAFETY: a NUL-terminated path.
+        if unsafe { libc::swapon(c.as_ptr(), SWAP_FLAGS) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    })();
+    if res.is_err() {
+        let _ = fs::remove_file(path);
+    }
+    res
+}
+
+/// Whether `path` looks like a swap file ptlab made: a regular file named
+/// `ptlab-*.swap` with our header label. Anything else is never touched.
+pub fn is_ours(path: &Path) -> Result<(), String> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or("no file name")?;
+    if !name.starts_with("ptlab-") || !name.ends_with(".swap") {
+        return Err("not a ptlab swap file name".into());
+    }
+    let meta = fs::symlink_metadata(path).map_err(|e| e.to_string())?;
+    if !meta.file_type().is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut h = vec![0u8; PAGE as usize];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut h))
+        .map_err(|e| e.to_string())?;
+    if &h[PAGE as usize - 10..] != b"SWAPSPACE2" || &h[1052..1052 + LABEL.len()] != LABEL {
+        return Err("no ptlab swap header".into());
+    }
+    Ok(())
+}
+
+/// Whether `path` is an active swap area (listed in /proc/swaps).
+pub fn is_active(path: &Path) -> bool {
+    let Ok(text) = fs::read_to_string("/proc/swaps") else {
+        return false;
+    };
+    let want = path.to_string_lossy();
+    text.lines()
+        .skip(1)
+        .any(|l| l.split_whitespace().next() == Some(want.as_ref()))
+}
+
+/// Pages in use in the swap area at `path` (/proc/swaps `Used`, KiB / 4).
+pub fn used_pages(path: &Path) -> Option<u64> {
+    let text = fs::read_to_string("/proc/swaps").ok()?;
+    let want = path.to_string_lossy();
+    text.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.first() == Some(&want.as_ref()))
+            .then(|| {
+                f.get(3)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .map(|kb| kb / 4)
+            })
+            .flatten()
+    })
+}
+
+/// Swap off (if active) and delete a ptlab swap file. Missing file: Ok.
+pub fn remove(path: &Path) -> Result<(), String> {
+    if !path.exists() {
+        return Ok(());
+    }
+    is_ours(path)?;
+    if is_active(path) {
+        let c = cpath(path).map_err(|e| e.to_string())?;
+        // SAFETY: a NUL-terminated path.
+        if unsafe { libc::swapoff(c.as_ptr()) } != 0 {
+            return Err(format!("swapoff: {}", std::io::Error::last_os_error()));
+        }
+    }
+    fs::remove_file(path).map_err(|e| e.to_string())?;
+    if let Some(dir) = path.parent() {
+        // Only succeeds when the directory is empty (we created it).
+        let _ = fs::remove_dir(dir);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_layout() {
+        let h = header(16384);
+        assert_eq!(&h[4086..], b"SWAPSPACE2");
+        assert_eq!(u32::from_le_bytes(h[1024..1028].try_into().unwrap()), 1);
+        assert_eq!(u32::from_le_bytes(h[1028..1032].try_into().unwrap()), 16383);
+        assert_eq!(&h[1052..1057], b"ptlab");
+    }
+
+    #[test]
+    fn foreign_files_are_refused() {
+        let dir = std::env::temp_dir().join(format!("ptlab-swt-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("ptlab-1.swap");
+        fs::write(&p, vec![0u8; 8192]).unwrap();
+        assert!(is_ours(&p).is_err());
+        assert!(remove(&p).is_err());
+        assert!(p.exists());
+        let q = dir.join("other.swap");
+        fs::write(&q, header(2)).unwrap();
+        assert!(is_ours(&q).is_err());
+        fs::write(&p, header(2)).unwrap();
+        assert!(is_ours(&p).is_ok());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,671 @@
+//! Swap: a swap device with per-slot swap counts and a swap cache, swap
+//! PTEs through every seed operation, MADV_PAGEOUT / MADV_COLD and
+//! swap-in faults (docs/ops/swap.md).
+//!
+//! What the model keeps, and what it leaves out:
+//! * One swap device (type 0), `pages` slots; slot 0 holds the header, so
+//!   offsets start at 1 (checked live: the first page out gets offset 1).
+//!   Slots are handed out lowest-free-first; the kernel's cluster allocator
+//!   hands them out in another order, which is why comparisons map swap
+//!   offsets as a bijection, never by value.
+//! * Per slot: the swap count (`swap_map[]`: one per swap PTE), the data
+//!   (the tag the page held) and the swap-cache folio, if any (one folio
+//!   reference).
+//! * A swapped-out folio is reclaimed at once (as after a synchronous
+//!   write). On a live kernel writeback is asynchronous and the folio
+//!   usually stays in the swap cache until memory pressure; a later fault
+//!   then maps the same frame. No observation besides the frame number
+//!   shows the difference, and comparisons forget a frame's identity when
+//!   its page goes to swap (docs/ops/swap.md, "swap cache").
+//! * A swap-cache entry lives while its slot has a swap count. When the
+//!   count reaches 0 the model drops the entry (and frees the slot) at once,
+//!   where the kernel keeps the folio cached until `folio_free_swap()` or
+//!   reclaim. Every exclusivity decision is taken before that drop, with the
+//!   cache reference counted, as the kernel takes it.
+
+use crate::addr::{Order, Pfn, PAGE_SIZE, PMD_ORDER, PMD_SIZE};
+use crate::arch::{Entry, Leaf, LeafFlags, SwapPte};
+use crate::errno::Errno;
+use crate::fault::FaultEnv;
+use crate::folio::{split_folio, PhysMem};
+use crate::mm::Mm;
+use crate::model::{AccessFault, Pid};
+use crate::pgtable::PmdSlot;
+use crate::stats::{MthpStat, VmEvent};
+use crate::vma::{VmFlags, Vma};
+use std::collections::BTreeMap;
+
+/// One swap slot (`swap_map[offset]` plus what the slot stores).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SwapSlot {
+    /// Swap PTEs referring to the slot (`swap_count()`).
+    pub count: u32,
+    /// The page's data (the tag the page held).
+    pub tag: u64,
+    /// The swap-cache folio (order 0), holding one reference.
+    pub cache: Option<Pfn>,
+}
+
+/// The swap device (`struct swap_info_struct`), or none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwapDevice {
+    /// Usable slots (swapon'ed size in pages, header included); 0 = no swap.
+    pub pages: u64,
+    /// Allocated slots by offset.
+    pub slots: BTreeMap<u64, SwapSlot>,
+    /// Pages swapped out (vmstat pswpout as the model counts it: every page).
+    pub pswpout: u64,
+    /// Swap-ins that had to read the slot (no swap-cache folio).
+    pub pswpin: u64,
+}
+
+impl SwapDevice {
+    /// Whether a device is enabled.
+    pub fn enabled(&self) -> bool {
+        self.pages > 1
+    }
+
+    /// Allocate a slot holding `tag` with swap count 1, lowest free offset
+    /// first. Linux: mm/swapfile.c folio_alloc_swap() + the first
+    /// swap_duplicate() done by try_to_unmap_one() (folio_dup_swap()).
+    fn alloc(&mut self, tag: u64) -> Option<u64> {
+        let mut off = 1;
+        for &k in self.slots.keys() {
+            if k != off {
+                break;
+            }
+            off += 1;
+        }
+        if off >= self.pages {
+            return None;
+        }
+        self.slots.insert(
+            off,
+            SwapSlot {
+                count: 1,
+                tag,
+                cache: None,
+            },
+        );
+        Some(off)
+    }
+
+    /// Slots in use.
+    pub fn used(&self) -> u64 {
+        self.slots.len() as u64
+    }
+}
+
+/// Enable a swap device of `bytes` (0 disables it; only allowed while no
+/// slot is in use, as swapoff would first swap every page back in, which
+/// the model does not do).
+pub fn set_swap(phys: &mut PhysMem, bytes: u64) -> Result<(), Errno> {
+    if !phys.swap.slots.is_empty() {
+        return Err(Errno::EBUSY);
+    }
+    phys.swap.pages = bytes / PAGE_SIZE;
+    Ok(())
+}
+
+/// Drop one swap count of `offset` (a swap PTE went away). At count 0 the
+/// swap-cache folio loses the cache's reference and the slot is freed.
+/// Linux: mm/swapfile.c swap_free_nr() / free_swap_and_cache_nr() →
+/// __try_to_reclaim_swap(), folio_free_swap().
+fn put_slot(phys: &mut PhysMem, offset: u64) {
+    let slot = phys.swap.slots.get_mut(&offset).expect("swap slot in use");
+    assert!(slot.count > 0, "swap count underflow at slot {offset}");
+    slot.count -= 1;
+    if slot.count == 0 {
+        let slot = phys.swap.slots.remove(&offset).expect("slot");
+        if let Some(pfn) = slot.cache {
+            let folio = phys.folio_of(pfn).expect("swap-cache folio");
+            phys.ref_sub(folio, 1);
+        }
+    }
+}
+
+// ---- swap PTEs through the seed operations ---------------------------------
+
+/// Zap the swap PTEs of `[start, end)`: each drops its slot's swap count.
+/// Linux: mm/memory.c zap_nonpresent_ptes() → free_swap_and_cache_nr().
+pub fn zap_swap_range(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64) {
+    for (va, s) in mm.pt.swap_ptes(start, end) {
+        mm.pt.clear_pte_entry(va);
+        put_slot(phys, s.offset);
+    }
+}
+
+/// fork: copy one swap PTE. The slot's count goes up; an exclusive entry
+/// loses its exclusive bit in the parent as well; the child's copy keeps
+/// uffd-wp only if its VMA is uffd-wp armed.
+/// Linux: mm/memory.c copy_nonpresent_pte() (swap_duplicate(),
+/// pte_swp_clear_exclusive(), pte_swp_clear_uffd_wp()).
+pub fn copy_swap_pte(
+    src: &mut Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    addr: u64,
+    s: SwapPte,
+    dst_vma: &Vma,
+) {
+    phys.swap
+        .slots
+        .get_mut(&s.offset)
+        .expect("swap slot in use")
+        .count += 1;
+    let mut shared = s;
+    if s.exclusive {
+        shared.exclusive = false;
+        src.pt.set_swap_pte(addr, shared);
+    }
+    let mut child = shared;
+    if !dst_vma.flags.contains(VmFlags::UFFD_WP) {
+        child.uffd_wp = false;
+    }
+    dst.pt.set_swap_pte(addr, child);
+}
+
+/// mremap: move one swap PTE (never batched). With uffd armed without
+/// EVENT_REMAP the uffd-wp bit is dropped; the swap soft-dirty bit would be
+/// set with CONFIG_MEM_SOFT_DIRTY (off on our machines).
+/// Linux: mm/mremap.c move_ptes() (the !pte_present() branch,
+/// pte_swp_clear_uffd_wp(), move_soft_dirty_pte()).
+pub fn move_swap_pte(
+    pt: &mut crate::pgtable::PageTables,
+    clear_uffd_wp: bool,
+    old: u64,
+    new: u64,
+    s: SwapPte,
+) {
+    pt.clear_pte_entry(old);
+    let mut m = s;
+    if clear_uffd_wp {
+        m.uffd_wp = false;
+    }
+    pt.set_swap_pte(new, m);
+}
+
+/// UFFDIO_MOVE of a swap PTE (the source PTE is `s`, the destination PTE
+/// is none and its table exists). Not exclusive → EBUSY; no swap device →
+/// EAGAIN; a large swap-cache folio → EBUSY (never happens in the model:
+/// the cache holds order-0 folios only). The entry moves unchanged (the
+/// soft-dirty bit would be set with CONFIG_MEM_SOFT_DIRTY), without a
+/// swap-in; a small swap-cache folio has its rmap index updated, which is
+/// not observable. Linux: mm/userfaultfd.c move_pages_pte() (the
+/// !pte_present() branch) → move_swap_pte().
+pub fn uffd_move_swap_pte(
+    mm: &mut Mm,
+    phys: &PhysMem,
+    src: u64,
+    dst: u64,
+    s: SwapPte,
+) -> Result<(), Errno> {
+    if !s.exclusive {
+        return Err(Errno::EBUSY);
+    }
+    if !phys.swap.enabled() {
+        return Err(Errno::EAGAIN);
+    }
+    mm.pt.clear_pte_entry(src);
+    mm.pt.set_swap_pte(dst, s);
+    Ok(())
+}
+
+// ---- swap-in ----------------------------------------------------------------
+
+/// A fault on a swap PTE. Maps one order-0 page (this machine's swap file
+/// is not SWP_SYNCHRONOUS_IO, so no large folio is allocated for swap-in,
+/// and the cache never holds a large folio since large folios are split at
+/// swap-out). The PTE becomes writable (and, for a write, dirty) only if
+/// the page is certainly exclusive: the swap PTE carried the exclusive bit,
+/// or a write fault could drop the swap cache (`should_try_to_free_swap()`:
+/// the cache and this fault hold the only references and no swap PTE
+/// refers to the slot any more). A write that finds the page not exclusive
+/// continues in do_wp_page() (the caller's job), which copies it while
+/// someone else still refers to the slot.
+/// Linux: mm/memory.c do_swap_page(), should_try_to_free_swap();
+/// mm/swap_state.c swapin_readahead() / swap_cache_get_folio().
+pub fn do_swap_page(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    write: bool,
+    s: SwapPte,
+) -> Result<(), AccessFault> {
+    let phys = &mut *env.phys;
+    let cached = phys
+        .swap
+        .slots
+        .get(&s.offset)
+        .expect("swap slot in use")
+        .cache;
+    let folio = match cached {
+        Some(pfn) => phys.folio_of(pfn).expect("swap-cache folio"),
+        None => {
+            let tag = phys.swap.slots[&s.offset].tag;
+            let f = phys
+                .alloc_anon_folio(Order::ZERO)
+                .ok_or(AccessFault::Oom { addr })?;
+            phys.set_tag(f.head, tag);
+            // add_to_swap_cache(): the cache's reference.
+            phys.ref_add(f, 1);
+            phys.swap.slots.get_mut(&s.offset).expect("slot").cache = Some(f.head);
+            phys.swap.pswpin += 1;
+            f
+        }
+    };
+    mm.anon_vma_prepare(addr, env.ids);
+    let phys = &mut *env.phys;
+    // swap_free_nr(): this PTE's swap count goes.
+    let slot = phys.swap.slots.get_mut(&s.offset).expect("slot");
+    slot.count -= 1;
+    let count_left = slot.count;
+    // should_try_to_free_swap() → folio_free_swap(): only the cache and
+    // this fault hold the folio, and no swap PTE is left.
+    let freed = write && phys.refcount(folio) == 1 && count_left == 0;
+    let exclusive = s.exclusive || freed;
+    let mut flags = LeafFlags::YOUNG;
+    if vma.flags.contains(VmFlags::EXEC) {
+        flags |= LeafFlags::EXEC;
+    }
+    if s.soft_dirty {
+        flags |= LeafFlags::SOFT_DIRTY;
+    }
+    if s.uffd_wp {
+        flags |= LeafFlags::UFFD_WP;
+    }
+    let uffd_wp = s.uffd_wp && vma.flags.contains(VmFlags::UFFD_WP);
+    if exclusive && vma.flags.contains(VmFlags::WRITE) && !uffd_wp {
+        flags |= LeafFlags::WRITE;
+        if write {
+            flags |= LeafFlags::DIRTY;
+        }
+    }
+    if phys.page_mapcount(folio.head) == 0 {
+        // folio_add_new_anon_rmap() / a cached folio nobody maps: the
+        // exclusive flag is what this fault decides.
+        phys.set_anon_exclusive(folio.head, false);
+    }
+    phys.add_rmap_ptes(folio, folio.head, 1, mm.pid, exclusive);
+    phys.ref_add(folio, 1);
+    mm.rss_anon += 1;
+    mm.pt.set_ptes(
+        addr,
+        Leaf {
+            pfn: folio.head,
+            flags,
+        },
+        1,
+        phys,
+    );
+    if count_left == 0 {
+        // The model drops an unreferenced slot's cache at once (see the
+        // module comment).
+        let slot = phys.swap.slots.remove(&s.offset).expect("slot");
+        if let Some(pfn) = slot.cache {
+            let f = phys.folio_of(pfn).expect("cache folio");
+            phys.ref_sub(f, 1);
+        }
+    }
+    Ok(())
+}
+
+// ---- MADV_PAGEOUT / MADV_COLD --------------------------------------------------
+
+/// MADV_PAGEOUT (`cold == false`) or MADV_COLD on `[start, end)` of one
+/// anonymous VMA.
+///
+/// MADV_COLD walks the range the same way and splits the large folios it
+/// covers only in part (checked live), but only deactivates the rest and
+/// clears young bits, which nothing /proc shows (hardware-event accounting
+/// of the young-bit clears is left to the event layer).
+///
+/// MADV_PAGEOUT, per PMD slot (Linux: mm/madvise.c
+/// madvise_cold_or_pageout_pte_range(), then mm/vmscan.c reclaim_pages() →
+/// shrink_folio_list()):
+/// * a PMD-mapped THP the range covers whole is reclaimed whole unless
+///   another mm maps it (folio_maybe_mapped_shared()); one the range covers
+///   in part is split first (split_folio()) and its pages in the range are
+///   handled as small folios;
+/// * a PTE-mapped large folio: if the range does not cover all of it from
+///   this PTE on (madvise_folio_pte_batch() < nr_pages), it is split unless
+///   shared, and the small folios in range are handled; if shared it is
+///   skipped; otherwise it is reclaimed whole;
+/// * small folios mapped more than once are skipped; the zero page and
+///   swap PTEs are skipped;
+/// * reclaim of a large folio: the swap allocation of a large folio fails
+///   on this machine (a swap file: no large swap clusters), and also when
+///   there is no swap at all, so the folio is split
+///   (`swpout_fallback`, `thp_swpout_fallback` for PMD size) and every
+///   page goes out on its own. Checked live on 6.18.44: with no swap at
+///   all, a 64 KiB folio is split and stays mapped;
+/// * reclaim of a small folio: allocate a slot (none: the page stays), and
+///   try_to_unmap_one() replaces the PTE by a swap PTE carrying
+///   exclusive (PageAnonExclusive), soft-dirty and uffd-wp; RSS −1; the
+///   folio is freed.
+pub fn madvise_pageout(
+    procs: &mut BTreeMap<Pid, Mm>,
+    phys: &mut PhysMem,
+    pid: Pid,
+    vma: &Vma,
+    start: u64,
+    end: u64,
+    cold: bool,
+) {
+    // can_madv_lru_vma()
+    if vma
+        .flags
+        .intersects(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB)
+    {
+        return;
+    }
+    let mut addr = start;
+    while addr < end {
+        let slot_end = ((addr & !(PMD_SIZE - 1)) + PMD_SIZE).min(end);
+        let pmd = procs[&pid].pt.pmd(addr);
+        if let PmdSlot::Leaf(leaf) = pmd {
+            if Some(leaf.pfn) == phys.huge_zero {
+                addr = slot_end;
+                continue;
+            }
+            let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
+            if phys.mapped_by_other_mm(folio, pid) {
+                addr = slot_end;
+                continue;
+            }
+            let whole = slot_end - addr == PMD_SIZE;
+            if whole && cold {
+                addr = slot_end;
+                continue;
+            }
+            // Split (the whole PMD folio at reclaim, or the partly covered
+            // one right away); the stats of a reclaim-time split follow.
+            let _ = split_folio(
+                procs,
+                phys,
+                folio,
+                Some((pid, addr & !(PMD_SIZE - 1), folio.head)),
+            );
+            if whole {
+                phys.stats.mthp(PMD_ORDER, MthpStat::SwpoutFallback, 1);
+                phys.stats.vm(VmEvent::ThpSwpoutFallback, 1);
+            }
+        }
+        pageout_ptes(procs, phys, pid, addr, slot_end, cold);
+        addr = slot_end;
+    }
+}
+
+/// The PTE part of MADV_PAGEOUT for `[start, end)` inside one PMD slot.
+fn pageout_ptes(
+    procs: &mut BTreeMap<Pid, Mm>,
+    phys: &mut PhysMem,
+    pid: Pid,
+    start: u64,
+    end: u64,
+    cold: bool,
+) {
+    if !matches!(procs[&pid].pt.pmd(start), PmdSlot::Table(_)) {
+        return;
+    }
+    let mut addr = start;
+    while addr < end {
+        let Entry::Leaf(pte) = procs[&pid].pt.pte(addr) else {
+            addr += PAGE_SIZE;
+            continue;
+        };
+        if pte.flags.contains(LeafFlags::SPECIAL) {
+            addr += PAGE_SIZE;
+            continue;
+        }
+        let folio = phys.folio_of(pte.pfn).expect("PTE maps a folio");
+        if folio.is_large() {
+            // madvise_folio_pte_batch(): consecutive pages of this folio.
+            let max = (end - addr) / PAGE_SIZE;
+            let mut nr = 1;
+            while nr < max {
+                match procs[&pid].pt.pte_raw(addr + nr * PAGE_SIZE) {
+                    Entry::Leaf(l)
+                        if l.pfn.0 == pte.pfn.0 + nr
+                            && l.pfn.0 < folio.head.0 + folio.nr_pages() =>
+                    {
+                        nr += 1
+                    }
+                    _ => break,
+                }
+            }
+            if phys.mapped_by_other_mm(folio, pid) {
+                addr += nr * PAGE_SIZE;
+                continue;
+            }
+            let covers_all = nr == folio.nr_pages() && pte.pfn == folio.head;
+            if covers_all && cold {
+                addr += nr * PAGE_SIZE;
+                continue;
+            }
+            let _ = split_folio(procs, phys, folio, Some((pid, addr, pte.pfn)));
+            if covers_all {
+                // Reclaimed whole: the large swap allocation fails, so
+                // shrink_folio_list() splits it and counts the fallback.
+                phys.stats.mthp(folio.order.0, MthpStat::SwpoutFallback, 1);
+                if folio.order.0 == PMD_ORDER {
+                    phys.stats.vm(VmEvent::ThpSwpoutFallback, 1);
+                }
+            }
+            // Re-examine this PTE: it now maps a small folio.
+            continue;
+        }
+        // folio_maybe_mapped_shared() on a small folio: mapcount > 1.
+        if cold || phys.page_mapcount(pte.pfn) > 1 {
+            addr += PAGE_SIZE;
+            continue;
+        }
+        swap_out_page(procs.get_mut(&pid).expect("pid"), phys, addr, pte);
+        addr += PAGE_SIZE;
+    }
+}
+
+/// Reclaim one exclusive small folio mapped at `addr`: allocate a slot,
+/// replace the PTE by a swap PTE, free the folio. No slot: nothing changes.
+/// Linux: mm/vmscan.c shrink_folio_list() → folio_alloc_swap(),
+/// try_to_unmap() → mm/rmap.c try_to_unmap_one() (pte_swp_mkexclusive(),
+/// pte_swp_mksoft_dirty(), pte_swp_mkuffd_wp()), pageout(), and freeing
+/// the clean swap-cache folio.
+fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
+    let tag = phys.tag(pte.pfn);
+    let Some(offset) = phys.swap.alloc(tag) else {
+        return;
+    };
+    let folio = phys.folio_of(pte.pfn).expect("folio");
+    let exclusive = phys.anon_exclusive(pte.pfn);
+    mm.pt.clear_ptes(addr, 1);
+    mm.pt.set_swap_pte(
+        addr,
+        SwapPte {
+            ty: 0,
+            offset,
+            exclusive,
+            soft_dirty: pte.flags.contains(LeafFlags::SOFT_DIRTY),
+            uffd_wp: pte.flags.contains(LeafFlags::UFFD_WP),
+        },
+    );
+    phys.remove_rmap_ptes(folio, pte.pfn, 1, mm.pid);
+    phys.set_anon_exclusive(pte.pfn, false);
+    mm.rss_anon -= 1;
+    phys.ref_sub(folio, 1);
+    phys.swap.pswpout += 1;
+}
+
+// ---- invariants ---------------------------------------------------------------
+
+/// Every slot's swap count equals the swap PTEs that refer to it; every
+/// swap PTE refers to a slot in use; a cached folio is allocated, order 0
+/// and counts the cache's reference.
+pub fn check(procs: &BTreeMap<Pid, Mm>, phys: &PhysMem, errs: &mut Vec<String>) {
+    let mut counts: BTreeMap<u64, u32> = BTreeMap::new();
+    for (pid, mm) in procs {
+        for (va, s) in mm.pt.swap_ptes(0, u64::MAX) {
+            if s.ty != 0 {
+                errs.push(format!("pid {pid}: swap PTE at {va:#x} has type {}", s.ty));
+            }
+            *counts.entry(s.offset).or_default() += 1;
+        }
+    }
+    for (off, slot) in &phys.swap.slots {
+        let want = counts.remove(off).unwrap_or(0);
+        if slot.count != want {
+            errs.push(format!(
+                "swap slot {off}: count {} but {want} swap PTEs refer to it",
+                slot.count
+            ));
+        }
+        if slot.count == 0 {
+            errs.push(format!("swap slot {off} in use with count 0"));
+        }
+        if let Some(pfn) = slot.cache {
+            match phys.folio_of(pfn) {
+                Some(f) if !f.is_large() => {
+                    if phys.refcount(f) < phys.page_mapcount(pfn) + 1 {
+                        errs.push(format!(
+                            "swap-cache folio {pfn:?} of slot {off}: refcount {} < mapcount {} + 1",
+                            phys.refcount(f),
+                            phys.page_mapcount(pfn)
+                        ));
+                    }
+                }
+                _ => errs.push(format!(
+                    "swap slot {off}: cache {pfn:?} is not a small folio"
+                )),
+            }
+        }
+    }
+    for (off, n) in counts {
+        errs.push(format!("{n} swap PTEs refer to free swap slot {off}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::PageState;
+    use crate::uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};
+    use crate::{ArchKind, Model, ModelConfig};
+
+    const A: u64 = 0x7f00_0010_0000;
+    const RW: Prot = Prot::READ.union(Prot::WRITE);
+
+    fn fixed() -> MapFlags {
+        MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED
+    }
+
+    fn state(m: &Model, pid: Pid, va: u64) -> PageState {
+        m.observe_pages(pid, va, va + 4096)[0].state.clone()
+    }
+
+    fn swapped(m: &Model, pid: Pid, va: u64) -> Option<u64> {
+        match state(m, pid, va) {
+            PageState::Swapped { offset, .. } => Some(offset),
+            _ => None,
+        }
+    }
+
+    fn model(arch: ArchKind, len: u64) -> Model {
+        let mut m = Model::new(ModelConfig::for_arch(arch));
+        m.set_swap(64 << 20).unwrap();
+        m.mmap(1, A, len, RW, fixed()).unwrap();
+        for k in 0..len / 4096 {
+            m.write(1, A + k * 4096, A + k * 4096).unwrap();
+        }
+        m
+    }
+
+    #[test]
+    fn pageout_swapin_fork_zap_keep_counts() {
+        for arch in ArchKind::ALL {
+            let mut m = model(arch, 0x10000);
+            m.madvise(1, A, 0x10000, Advice::PageOut).unwrap();
+            assert_eq!(m.swap().used(), 16);
+            let off = swapped(&m, 1, A).expect("swapped");
+            assert!(m.procs[&1].pt.swap_pte(A).unwrap().exclusive);
+            m.check_invariants().unwrap();
+            let c = m.fork(1).unwrap();
+            assert_eq!(m.swap().slots[&off].count, 2);
+            assert!(
+                !m.procs[&1].pt.swap_pte(A).unwrap().exclusive,
+                "parent loses exclusive"
+            );
+            assert!(!m.procs[&c].pt.swap_pte(A).unwrap().exclusive);
+            m.check_invariants().unwrap();
+            // The child writes: a copy; the parent's read finds the cache.
+            m.write(c, A, 7).unwrap();
+            assert!(m.swap().slots[&off].cache.is_some());
+            m.check_invariants().unwrap();
+            assert_eq!(m.read(1, A), Ok(A));
+            assert!(!m.swap().slots.contains_key(&off), "slot freed at count 0");
+            match state(&m, 1, A) {
+                PageState::Anon(p) => assert!(!p.anon_exclusive && p.mapcount == 1),
+                s => panic!("{s:?}"),
+            }
+            m.check_invariants().unwrap();
+            m.exit(c).unwrap();
+            m.munmap(1, A + 0x8000, 0x8000).unwrap();
+            assert_eq!(m.swap().used(), 7);
+            m.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn no_swap_leaves_small_pages_and_splits_large() {
+        let mut m = Model::new(ModelConfig::default());
+        m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+        m.mmap(1, A, 0x10000, RW, fixed()).unwrap();
+        m.write(1, A, 1).unwrap();
+        m.madvise(1, A, 0x10000, Advice::PageOut).unwrap();
+        match state(&m, 1, A) {
+            PageState::Anon(p) => assert_eq!(p.order, 0),
+            s => panic!("{s:?}"),
+        }
+        // Untouched subpages went to the zero page at the split.
+        assert_eq!(state(&m, 1, A + 0x1000), PageState::Zero);
+        assert_eq!(m.phys.stats.get_mthp(4, MthpStat::SwpoutFallback), 1);
+        assert_eq!(m.swap().used(), 0);
+        m.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn swap_off_with_slots_in_use_is_ebusy() {
+        let mut m = model(ArchKind::X86_64, 0x2000);
+        m.madvise(1, A, 0x1000, Advice::PageOut).unwrap();
+        assert_eq!(m.set_swap(0), Err(Errno::EBUSY));
+        m.read(1, A).unwrap();
+        assert_eq!(m.set_swap(0), Ok(()));
+        // No swap: pages stay.
+        m.madvise(1, A, 0x2000, Advice::PageOut).unwrap();
+        assert!(matches!(state(&m, 1, A), PageState::Anon(_)));
+    }
+
+    #[test]
+    fn arm64_pageout_of_a_contpte_block_unfolds_it() {
+        let mut m = Model::new(ModelConfig::for_arch(ArchKind::Arm64));
+        m.set_swap(64 << 20).unwrap();
+        m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+        m.mmap(1, A, 0x10000, RW, fixed()).unwrap();
+        for k in 0..16 {
+            m.write(1, A + k * 4096, k + 1).unwrap();
+        }
+        assert!(matches!(
+            m.procs[&1].pt.pte_raw(A),
+            crate::arch::Entry::Leaf(l) if l.flags.contains(crate::arch::LeafFlags::CONT)
+        ));
+        m.madvise(1, A + 0x8000, 0x4000, Advice::PageOut).unwrap();
+        assert!(swapped(&m, 1, A + 0x8000).is_some());
+        for k in 0..16u64 {
+            if let crate::arch::Entry::Leaf(l) = m.procs[&1].pt.pte_raw(A + k * 4096) {
+                assert!(!l.flags.contains(crate::arch::LeafFlags::CONT));
+            }
+        }
+        assert_eq!(m.read(1, A + 0x9000), Ok(10));
+        m.check_invariants().unwrap();
+    }
+}
