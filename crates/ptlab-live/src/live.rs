@@ -546,8 +546,11 @@ impl LiveBackend {
         for (i, r) in raw.iter().enumerate() {
             let va = start + i as u64 * PAGE;
             let pm = r.pagemap;
-            if pm & kernel::PM_PRESENT == 0 && pm & kernel::PM_SWAP != 0 {
-                // A swap entry: type in bits 0-4, offset in bits 5-54
+            if pm & kernel::PM_PRESENT == 0
+                && pm & kernel::PM_SWAP != 0
+                && pm & kernel::PM_GUARD_REGION == 0
+            {
+                // A swap entry (a guard marker also reads PM_SWAP, below): type in bits 0-4, offset in bits 5-54
                 // (fs/proc/task_mmu.c pte_to_pagemap_entry(); needs
                 // CAP_SYS_ADMIN, else both read 0).
                 out.push(PageObs {

@@ -192,8 +192,9 @@ fn copy_pte_range(
     src.pt.hw.add(HwEvent::PtlLock, 2);
     let mut addr = start;
     while addr < end {
-        if let Entry::Swap(s) = src.pt.pte_raw(addr) {
-            // copy_nonpresent_pte()
+        if let Entry::Swap(s) = src.pt.pte_peek(addr) {
+            src.pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
+                                             // copy_nonpresent_pte()
             crate::swap::copy_swap_pte(src, dst, phys, addr, s, c);
             addr += 4096;
             continue;

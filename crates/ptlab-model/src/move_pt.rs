@@ -282,7 +282,8 @@ pub fn move_ptes_per_pte(
     move_ptes_prologue(pt);
     let mut force_flush = false;
     for off in (0..extent).step_by(PAGE_SIZE as usize) {
-        if let Entry::Swap(s) = pt.pte_raw(old_addr + off) {
+        if let Entry::Swap(s) = pt.pte_peek(old_addr + off) {
+            pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
             let clear = uffd_without_event_remap(old_vma);
             crate::swap::move_swap_pte(pt, clear, old_addr + off, new_addr + off, s);
             continue;
@@ -331,7 +332,8 @@ pub fn move_ptes_batched(
     let mut off = 0;
     while off < extent {
         let va = old_addr + off;
-        if let Entry::Swap(s) = pt.pte_raw(va) {
+        if let Entry::Swap(s) = pt.pte_peek(va) {
+            pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
             let clear = uffd_without_event_remap(old_vma);
             crate::swap::move_swap_pte(pt, clear, va, new_addr + off, s);
             off += PAGE_SIZE;

@@ -974,7 +974,8 @@ impl Model {
                 return Err(Errno::EEXIST);
             }
             // §7.4.7: a swap PTE moves as a swap PTE, without swap-in.
-            if let Entry::Swap(s) = mm.pt.pte_raw(src_addr) {
+            if let Entry::Swap(s) = mm.pt.pte_peek(src_addr) {
+                mm.pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
                 crate::swap::uffd_move_swap_pte(mm, phys, src_addr, dst_addr, s)?;
                 return Ok(PAGE_SIZE);
             }
