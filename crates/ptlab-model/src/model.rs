@@ -649,6 +649,12 @@ impl Model {
             }
             Advice::KeepOnFork => new.remove(VmFlags::WIPEONFORK),
             Advice::PageOut | Advice::Cold => {
+                // madvise_cold() / madvise_pageout(): !can_madv_lru_vma()
+                // (VM_LOCKED, VM_PFNMAP, VM_HUGETLB) → EINVAL (found by
+                // `ptlab fuzz --seed 31337`, case 98: mlock then pageout).
+                if vma.flags.contains(VmFlags::LOCKED) {
+                    return Err(Errno::EINVAL);
+                }
                 let Model { procs, phys, .. } = self;
                 let cold = advice == Advice::Cold;
                 crate::swap::madvise_pageout(procs, phys, pid, vma, start, end, cold);

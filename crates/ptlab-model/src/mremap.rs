@@ -117,6 +117,8 @@ impl Model {
         };
         self.check_mremap_params(pid, &vrm)?;
         let guards = crate::guard::snapshot(&self.procs[&pid], vrm.addr, vrm.old_len);
+        // remap_move() rewrites `vrm` per VMA: keep the call's own range.
+        let (orig_addr, orig_old, orig_new) = (vrm.addr, vrm.old_len, vrm.new_len);
         // §2.11: mmap_write_lock_killable() never sees a fatal signal here.
         let res = if vrm.move_only() {
             self.remap_move(pid, &mut vrm)
@@ -134,9 +136,11 @@ impl Model {
         // the lock is dropped.
         // move_ptes() moves guard markers with the other entries.
         if let Ok(to) = res {
-            if to != vrm.addr && !guards.is_empty() {
-                let moved = vrm.old_len.min(vrm.new_len);
-                self.guard_after_move(pid, &guards, vrm.addr, to, moved);
+            if to != orig_addr && !guards.is_empty() {
+                // (found by `ptlab fuzz --seed 31337`, case 709: a guarded
+                // range over two VMAs moved with one FIXED call)
+                let moved = orig_old.min(orig_new);
+                self.guard_after_move(pid, &guards, orig_addr, to, moved);
             }
         }
         if res.is_ok() && vrm.populate_expand {
