@@ -86,7 +86,8 @@ pub fn handle_fault(
             // do_swap_page(); a write it could not satisfy (the page is not
             // exclusive) continues in do_wp_page().
             crate::swap::do_swap_page(mm, env, &vma, addr, write, s)?;
-            match mm.pt.pte(addr) {
+            // do_wp_page() continues from vmf->orig_pte: no second load.
+            match mm.pt.pte_peek(addr) {
                 Entry::Leaf(l) if write && !l.write() => do_wp_page(mm, env, &vma, addr, l),
                 Entry::Leaf(l) => Ok(l.pfn),
                 _ => unreachable!("do_swap_page() maps the page"),

@@ -112,6 +112,14 @@ hw_events! {
     PageZero = "page_zero",
     /// A 4 KiB page copied (copy_user_highpage for CoW, copy_from_user for UFFDIO_COPY).
     PageCopy = "page_copy",
+    /// A swap cluster lock acquired and released (swap_cluster_lock/unlock around swap_map changes: __swap_duplicate, swap_entries_put_map_nr, slot allocation and the swap cache's HAS_CACHE bit).
+    SwapClusterLock = "swap_cluster_lock",
+    /// One byte of si->swap_map read and rewritten under the cluster lock (a swap count or SWAP_HAS_CACHE change for one slot).
+    SwapMapUpdate = "swap_map_update",
+    /// A swap slot freed at its last reference (swap_entries_free: cluster count, swap-cgroup uncharge, swap_range_free: zswap_invalidate, nr_swap_pages atomic).
+    SwapSlotFree = "swap_slot_free",
+    /// A swap-cache lookup of one entry (swap_cache_get_folio / swap_cache_has_folio: the cluster's swap-table slot read under RCU).
+    SwapCacheLookup = "swap_cache_lookup",
 }
 
 impl HwEvent {

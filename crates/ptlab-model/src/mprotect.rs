@@ -440,8 +440,10 @@ fn change_pte_range(
 /// Linux 6.17+: batches of PTEs mapping consecutive pages of one large
 /// folio (rule A6). A batch never leaves the PTE table, the VMA or the
 /// range (`max_nr`), nor the folio; it agrees on write, soft-dirty, uffd-wp,
-/// PROT_NONE and (arm64) the contiguous bit. Non-present entries are none in
-/// the model (no swap or migration entries), so they are skipped.
+/// PROT_NONE and (arm64) the contiguous bit. Non-present entries (swap
+/// PTEs; the model has no migration entries) cost their load only: the
+/// kernel rewrites a swap PTE only to change uffd-wp, which the model's
+/// mprotect never does.
 /// Linux: mm/mprotect.c change_pte_range() → mprotect_folio_pte_batch(),
 /// modify_prot_start_ptes(), set_write_prot_commit_flush_ptes() /
 /// prot_commit_flush_ptes().

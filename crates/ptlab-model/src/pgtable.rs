@@ -892,6 +892,41 @@ impl PageTables {
         self.write_raw(t, 1, i, 0);
     }
 
+    /// set_pte_at() of a swap PTE, counted: one store, and on arm64 the
+    /// __ptep_get() that set_ptes(nr = 1) hands to contpte_try_unfold()
+    /// (never unfolds: the old entry is not a valid contiguous one; the
+    /// contpte_try_fold() that follows needs a valid entry and loads
+    /// nothing). Linux: arch/arm64/include/asm/pgtable.h set_ptes();
+    /// x86 set_pte().
+    pub fn set_swap_pte_counted(&mut self, va: u64, s: crate::arch::SwapPte) {
+        if self.cont().is_some() {
+            self.hw.one(HwEvent::PteLoad);
+        }
+        self.hw.one(HwEvent::PteStore);
+        self.set_swap_pte(va, s);
+    }
+
+    /// ptep_get_and_clear() of a swap PTE, counted: one atomic clear (x86
+    /// XCHG, arm64 SWP), and on arm64 the contpte_try_unfold() check's load.
+    /// Linux: arch/arm64/include/asm/pgtable.h ptep_get_and_clear() /
+    /// get_and_clear_full_ptes(nr = 1); x86 native_ptep_get_and_clear().
+    pub fn get_and_clear_swap_pte(&mut self, va: u64) {
+        if self.cont().is_some() {
+            self.hw.one(HwEvent::PteLoad);
+        }
+        self.hw.one(HwEvent::PteAtomicClear);
+        self.clear_pte_entry(va);
+    }
+
+    /// pte_clear() of a non-present PTE, counted: one plain store on both
+    /// architectures. Linux: include/linux/pgtable.h
+    /// clear_not_present_full_ptes() → pte_clear() (x86 native_pte_clear(),
+    /// arm64 __set_pte(ptep, __pte(0)) without a load).
+    pub fn clear_swap_pte_counted(&mut self, va: u64) {
+        self.hw.one(HwEvent::PteStore);
+        self.clear_pte_entry(va);
+    }
+
     /// The swap PTE at `va`, if there is one.
     pub fn swap_pte(&self, va: u64) -> Option<crate::arch::SwapPte> {
         match self.pte_raw(va) {

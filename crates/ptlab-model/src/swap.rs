@@ -28,6 +28,7 @@ use crate::arch::{Entry, Leaf, LeafFlags, SwapPte};
 use crate::errno::Errno;
 use crate::fault::FaultEnv;
 use crate::folio::{split_folio, PhysMem};
+use crate::hw::{HwEvent, HwSink};
 use crate::mm::Mm;
 use crate::model::{AccessFault, Pid};
 use crate::pgtable::PmdSlot;
@@ -124,14 +125,80 @@ fn put_slot(phys: &mut PhysMem, offset: u64) {
     }
 }
 
+// ---- hardware events ---------------------------------------------------------
+
+/// swap_cluster_lock(); `nr` bytes of si->swap_map rewritten;
+/// swap_cluster_unlock(). Linux: mm/swapfile.c __swap_duplicate(),
+/// swap_entries_put_map_nr(), swap_entries_put_cache().
+fn count_swap_map(hw: &HwSink, nr: u64) {
+    hw.one(HwEvent::SwapClusterLock);
+    hw.add(HwEvent::SwapMapUpdate, nr);
+}
+
+/// A slot whose swap count reached 0 while a swap-cache folio holds it:
+/// __try_to_reclaim_swap() looks the folio up and folio_free_swap() clears
+/// SWAP_HAS_CACHE under the cluster lock and frees the slot (the cache's
+/// folio reference is counted by `put_slot`'s `ref_sub`). The kernel does
+/// this at once only for a folio nobody maps (TTRS_UNMAPPED); the model
+/// drops every unreferenced cache entry at once (module comment) and
+/// counts it there. Linux: mm/swapfile.c __try_to_reclaim_swap(),
+/// folio_free_swap().
+fn count_cache_reclaim(hw: &HwSink) {
+    hw.one(HwEvent::SwapCacheLookup);
+    count_swap_map(hw, 1);
+    hw.one(HwEvent::SwapSlotFree);
+}
+
 // ---- swap PTEs through the seed operations ---------------------------------
 
 /// Zap the swap PTEs of `[start, end)`: each drops its slot's swap count.
-/// Linux: mm/memory.c zap_nonpresent_ptes() → free_swap_and_cache_nr().
+/// Linux: mm/memory.c zap_nonpresent_ptes() → swap_pte_batch(),
+/// free_swap_and_cache_nr(), clear_not_present_full_ptes().
+///
+/// Events (the `ptep_get()` of every entry is counted by the zap walk in
+/// zap.rs, as for present entries): per batch of swap PTEs with
+/// consecutive offsets and equal bits inside one PTE table (swap_pte_batch),
+/// one cluster lock and one swap_map byte per entry
+/// (swap_entries_put_map_nr()), a slot free per entry whose count reaches
+/// 0 without a cache folio (swap_entries_free()), the cache reclaim of one
+/// that has one; one plain store per entry (pte_clear()). No TLB flush: a
+/// non-present entry is never in a TLB, and zap_range() flushes only when
+/// it cleared a present entry (force_flush / tlb_remove_tlb_entry are for
+/// present PTEs only). Not counted: lookup_swap_cgroup_id() per entry, the
+/// get_swap_device() percpu reference.
 pub fn zap_swap_range(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64) {
-    for (va, s) in mm.pt.swap_ptes(start, end) {
-        mm.pt.clear_pte_entry(va);
-        put_slot(phys, s.offset);
+    let ptes = mm.pt.swap_ptes(start, end);
+    let mut i = 0;
+    while i < ptes.len() {
+        let (va, s) = ptes[i];
+        let table_end = crate::pgtable::pmd_end(va, end);
+        let mut n = 1;
+        while i + n < ptes.len() {
+            let (va2, s2) = ptes[i + n];
+            let want = SwapPte {
+                offset: s.offset + n as u64,
+                ..s
+            };
+            if va2 != va + n as u64 * PAGE_SIZE || va2 >= table_end || s2 != want {
+                break;
+            }
+            n += 1;
+        }
+        mm.pt.hw.mark_batch(va, n as u64, "zap");
+        count_swap_map(&phys.hw, n as u64);
+        for &(va, s) in &ptes[i..i + n] {
+            mm.pt.clear_swap_pte_counted(va);
+            let slot = &phys.swap.slots[&s.offset];
+            if slot.count == 1 {
+                if slot.cache.is_some() {
+                    count_cache_reclaim(&phys.hw);
+                } else {
+                    phys.hw.one(HwEvent::SwapSlotFree);
+                }
+            }
+            put_slot(phys, s.offset);
+        }
+        i += n;
     }
 }
 
@@ -148,6 +215,15 @@ pub fn copy_swap_pte(
     s: SwapPte,
     dst_vma: &Vma,
 ) {
+    // Events: copy_nonpresent_pte()'s own ptep_get(src_pte) (copy_pte_range()
+    // counted the one before it); swap_duplicate() → __swap_duplicate(entry,
+    // 1, 1): one cluster lock, one swap_map byte; set_pte_at() of the
+    // parent's entry when it drops the exclusive bit, and of the child's.
+    // No folio reference or mapcount (there is no folio), no TLB flush (a
+    // swap PTE is never cached in a TLB). Not counted: the once-per-child
+    // mmlist_lock to put the child on swapoff's mmlist.
+    src.pt.hw.one(HwEvent::PteLoad);
+    count_swap_map(&phys.hw, 1);
     phys.swap
         .slots
         .get_mut(&s.offset)
@@ -156,13 +232,13 @@ pub fn copy_swap_pte(
     let mut shared = s;
     if s.exclusive {
         shared.exclusive = false;
-        src.pt.set_swap_pte(addr, shared);
+        src.pt.set_swap_pte_counted(addr, shared);
     }
     let mut child = shared;
     if !dst_vma.flags.contains(VmFlags::UFFD_WP) {
         child.uffd_wp = false;
     }
-    dst.pt.set_swap_pte(addr, child);
+    dst.pt.set_swap_pte_counted(addr, child);
 }
 
 /// mremap: move one swap PTE (never batched). With uffd armed without
@@ -177,12 +253,17 @@ pub fn move_swap_pte(
     new: u64,
     s: SwapPte,
 ) {
-    pt.clear_pte_entry(old);
+    // Events (the caller counts the ptep_get() that found the entry):
+    // get_and_clear_ptes(nr = 1) and set_ptes(nr = 1). A swap PTE does not
+    // set force_flush (only pte_present() does), so it adds no TLB flush,
+    // and there is no folio to batch over or to reference.
+    pt.hw.mark_batch(old, 1, "move");
+    pt.get_and_clear_swap_pte(old);
     let mut m = s;
     if clear_uffd_wp {
         m.uffd_wp = false;
     }
-    pt.set_swap_pte(new, m);
+    pt.set_swap_pte_counted(new, m);
 }
 
 /// UFFDIO_MOVE of a swap PTE (the source PTE is `s`, the destination PTE
@@ -200,14 +281,47 @@ pub fn uffd_move_swap_pte(
     dst: u64,
     s: SwapPte,
 ) -> Result<(), Errno> {
+    // Events (the caller counts the ptep_get() of the destination and of
+    // the source): move_pages_ptes() maps both PTE tables
+    // (pte_offset_map_rw_nolock: 2 PMD reads) and takes each PTL to read
+    // its entry (2 locks) before it looks at the swap entry.
+    let hw = &mm.pt.hw;
+    hw.add(HwEvent::PmdLoad, 2);
+    hw.add(HwEvent::PtlLock, 2);
     if !s.exclusive {
         return Err(Errno::EBUSY);
     }
     if !phys.swap.enabled() {
         return Err(Errno::EAGAIN);
     }
-    mm.pt.clear_pte_entry(src);
-    mm.pt.set_swap_pte(dst, s);
+    // swap_cache_get_folio(): a cached folio is referenced (folio_try_get),
+    // its flags line read (folio_test_large), locked (folio_trylock), and
+    // at the end unlocked and put.
+    hw.one(HwEvent::SwapCacheLookup);
+    let cached = phys.swap.slots[&s.offset].cache.is_some();
+    if cached {
+        hw.one(HwEvent::StructPageLine);
+        hw.add(HwEvent::FolioRefAtomic, 4);
+    }
+    // move_swap_pte(): double_pt_lock() (one lock when both addresses share
+    // a PTE table), is_pte_pages_stable() re-reads both PTEs and the
+    // destination PMD.
+    let same_table = src & !(PMD_SIZE - 1) == dst & !(PMD_SIZE - 1);
+    hw.add(HwEvent::PtlLock, if same_table { 1 } else { 2 });
+    hw.add(HwEvent::PteLoad, 2);
+    hw.one(HwEvent::PmdLoad);
+    if cached {
+        // folio_move_anon_rmap() and folio->index.
+        hw.one(HwEvent::RmapUpdate);
+    } else {
+        // swap_cache_has_folio() under the PTL.
+        hw.one(HwEvent::SwapCacheLookup);
+    }
+    // ptep_get_and_clear() + set_pte_at(); no TLB flush (the source entry
+    // was not present), no swap_map change (the count stays 1).
+    mm.pt.hw.mark_batch(src, 1, "move");
+    mm.pt.get_and_clear_swap_pte(src);
+    mm.pt.set_swap_pte_counted(dst, s);
     Ok(())
 }
 
@@ -234,6 +348,9 @@ pub fn do_swap_page(
     s: SwapPte,
 ) -> Result<(), AccessFault> {
     let phys = &mut *env.phys;
+    // Events. swap_cache_get_folio(): one lookup (its folio_try_get() is
+    // the reference the mapping keeps: the `ref_add` below).
+    phys.hw.one(HwEvent::SwapCacheLookup);
     let cached = phys
         .swap
         .slots
@@ -244,9 +361,16 @@ pub fn do_swap_page(
         Some(pfn) => phys.folio_of(pfn).expect("swap-cache folio"),
         None => {
             let tag = phys.swap.slots[&s.offset].tag;
+            // swapin_readahead() → __read_swap_cache_async(): a folio
+            // (counted by the allocator), swapcache_prepare() sets
+            // SWAP_HAS_CACHE (cluster lock, one swap_map byte), the cache
+            // insert and its reference; swap_read_folio() reads the page
+            // (the I/O is not priced). Readahead of neighbouring slots is
+            // not modelled.
             let f = phys
                 .alloc_anon_folio(Order::ZERO)
                 .ok_or(AccessFault::Oom { addr })?;
+            count_swap_map(&phys.hw, 1);
             phys.set_tag(f.head, tag);
             // add_to_swap_cache(): the cache's reference.
             phys.ref_add(f, 1);
@@ -257,7 +381,15 @@ pub fn do_swap_page(
     };
     mm.anon_vma_prepare(addr, env.ids);
     let phys = &mut *env.phys;
-    // swap_free_nr(): this PTE's swap count goes.
+    // folio_lock_or_retry() and the folio_unlock() at the end (counted as
+    // folio atomics, as elsewhere); pte_offset_map_lock() and the
+    // pte_same(ptep_get()) re-check under the PTL.
+    phys.hw.add(HwEvent::FolioRefAtomic, 2);
+    mm.pt.hw.one(HwEvent::PmdLoad);
+    mm.pt.hw.one(HwEvent::PtlLock);
+    mm.pt.hw.one(HwEvent::PteLoad);
+    // swap_free_nr(): this PTE's swap count goes (cluster lock, one byte).
+    count_swap_map(&phys.hw, 1);
     let slot = phys.swap.slots.get_mut(&s.offset).expect("slot");
     slot.count -= 1;
     let count_left = slot.count;
@@ -301,7 +433,11 @@ pub fn do_swap_page(
     );
     if count_left == 0 {
         // The model drops an unreferenced slot's cache at once (see the
-        // module comment).
+        // module comment): folio_free_swap() clears SWAP_HAS_CACHE under
+        // the cluster lock and frees the slot (the kernel does it here on
+        // should_try_to_free_swap(), otherwise later, at reclaim).
+        count_swap_map(&phys.hw, 1);
+        phys.hw.one(HwEvent::SwapSlotFree);
         let slot = phys.swap.slots.remove(&s.offset).expect("slot");
         if let Some(pfn) = slot.cache {
             let f = phys.folio_of(pfn).expect("cache folio");
@@ -409,6 +545,12 @@ fn pageout_ptes(
     if !matches!(procs[&pid].pt.pmd(start), PmdSlot::Table(_)) {
         return;
     }
+    // madvise_cold_or_pageout_pte_range(): pte_offset_map_lock(), then per
+    // entry ptep_get() and, for a normal page, vm_normal_folio() (the
+    // page's struct page line). The young-bit clears
+    // (clear_young_dirty_ptes(), tlb_remove_tlb_entries()) are not counted.
+    procs[&pid].pt.hw.one(HwEvent::PmdLoad);
+    procs[&pid].pt.hw.one(HwEvent::PtlLock);
     let mut addr = start;
     while addr < end {
         let Entry::Leaf(pte) = procs[&pid].pt.pte(addr) else {
@@ -419,6 +561,7 @@ fn pageout_ptes(
             addr += PAGE_SIZE;
             continue;
         }
+        procs[&pid].pt.hw.one(HwEvent::StructPageLine);
         let folio = phys.folio_of(pte.pfn).expect("PTE maps a folio");
         if folio.is_large() {
             // madvise_folio_pte_batch(): consecutive pages of this folio.
@@ -472,15 +615,38 @@ fn pageout_ptes(
 /// try_to_unmap() → mm/rmap.c try_to_unmap_one() (pte_swp_mkexclusive(),
 /// pte_swp_mksoft_dirty(), pte_swp_mkuffd_wp()), pageout(), and freeing
 /// the clean swap-cache folio.
+///
+/// Events: folio_alloc_swap() (cluster lock, the slot's SWAP_HAS_CACHE
+/// byte; the allocator's cluster search is not counted);
+/// try_to_unmap_one(): page_vma_mapped_walk() (a PMD read, the PTL, the
+/// PTE re-read), the clear (ptep_get_and_clear, arm64 with its unfold
+/// check) and one page's TLB flush — x86 with a single CPU in mm_cpumask
+/// does not defer it (should_defer_flush() is false: ptep_clear_flush()),
+/// arm64 defers it (arch_tlbbatch_add_pending(): DSB ISHST + TLBI VALE1IS)
+/// and the dirty folio's try_to_unmap_flush_dirty() before pageout()
+/// completes it (DSB ISH): the same instructions as flush_tlb_page();
+/// folio_dup_swap() (cluster lock, one byte), set_pte_at() of the swap
+/// PTE, the rmap removal and the reference (counted by PhysMem); after the
+/// write, __remove_mapping() → swap-cache delete clears SWAP_HAS_CACHE
+/// (cluster lock, one byte) and the folio is freed. Not counted: the
+/// rmap walk (anon_vma lock, interval tree), the folio lock, LRU
+/// isolation, and the page write itself (swap_writeout(): I/O, not
+/// priced).
 fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
     let tag = phys.tag(pte.pfn);
     let Some(offset) = phys.swap.alloc(tag) else {
         return;
     };
+    count_swap_map(&phys.hw, 1);
     let folio = phys.folio_of(pte.pfn).expect("folio");
     let exclusive = phys.anon_exclusive(pte.pfn);
+    mm.pt.hw.one(HwEvent::PmdLoad);
+    mm.pt.hw.one(HwEvent::PtlLock);
+    mm.pt.hw.one(HwEvent::PteLoad);
     mm.pt.clear_ptes(addr, 1);
-    mm.pt.set_swap_pte(
+    mm.pt.flush_tlb_range(addr, addr + PAGE_SIZE, PAGE_SIZE);
+    count_swap_map(&phys.hw, 1);
+    mm.pt.set_swap_pte_counted(
         addr,
         SwapPte {
             ty: 0,
@@ -493,6 +659,7 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
     phys.remove_rmap_ptes(folio, pte.pfn, 1, mm.pid);
     phys.set_anon_exclusive(pte.pfn, false);
     mm.rss_anon -= 1;
+    count_swap_map(&phys.hw, 1);
     phys.ref_sub(folio, 1);
     phys.swap.pswpout += 1;
 }

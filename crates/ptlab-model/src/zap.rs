@@ -156,6 +156,15 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64) {
     mm.pt.hw.one(HwEvent::PmdLoad);
     mm.pt.hw.one(HwEvent::PtlLock);
     mm.pt.hw.add(HwEvent::PteLoad, (end - start) / 4096);
+    // get_and_clear_full_ptes() runs only for present batches
+    // (zap_present_ptes()): a segment without a present entry (empty, or
+    // swap PTEs only, already cleared by zap_swap_range()) has no arm64
+    // contpte_try_unfold_partial() end checks.
+    let any_present = crate::mm::pages(start, end)
+        .any(|va| matches!(mm.pt.pte_peek(va), crate::arch::Entry::Leaf(_)));
+    if !any_present {
+        return;
+    }
     let cleared = mm.pt.clear_ptes(start, (end - start) / 4096);
     let mut i = 0;
     while i < cleared.len() {

@@ -1,7 +1,7 @@
 //! Hardware-event accounting never changes what the model shows.
 //!
 //! Random scenarios (mmap with 4K…2M folios, writes, reads, mprotect,
-//! mremap, MADV_DONTNEED, munmap, fork, exit) run under CPU-feature sets
+//! mremap, MADV_DONTNEED, MADV_PAGEOUT with swap, munmap, fork, exit) run under CPU-feature sets
 //! that change the counted TLB work (FEAT_TLBIRANGE, BBML2-noabort, KPTI):
 //! results, /proc text and every page-table entry must be identical, and
 //! observing or checking invariants must not count anything. The counts are
@@ -24,6 +24,7 @@ enum Op {
     Protect { off: u64, len: u64, rw: bool },
     Remap { off: u64, len: u64, to: u64 },
     DontNeed { off: u64, len: u64 },
+    PageOut { off: u64, len: u64 },
     Munmap { off: u64, len: u64 },
     Fork,
     ExitChild,
@@ -53,6 +54,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (off(), len(), any::<bool>()).prop_map(|(off, len, rw)| Op::Protect { off, len, rw }),
         3 => (off(), len(), 0..4u64).prop_map(|(off, len, to)| Op::Remap { off, len, to }),
         2 => (off(), len()).prop_map(|(off, len)| Op::DontNeed { off, len }),
+        2 => (off(), len()).prop_map(|(off, len)| Op::PageOut { off, len }),
         1 => (off(), len()).prop_map(|(off, len)| Op::Munmap { off, len }),
         2 => Just(Op::Fork),
         1 => Just(Op::ExitChild),
@@ -70,6 +72,7 @@ fn run(
     let mut cfg = ModelConfig::for_arch(arch);
     cfg.hw = f;
     let mut m = Model::new(cfg);
+    m.set_swap(256 << 20).unwrap();
     for &o in orders {
         let mode = if o == 9 {
             ThpMode::Inherit
@@ -114,6 +117,9 @@ fn run(
             Op::DontNeed { off, len } => {
                 format!("{:?}", m.madvise(1, BASE + off, len, Advice::DontNeed))
             }
+            Op::PageOut { off, len } => {
+                format!("{:?}", m.madvise(1, BASE + off, len, Advice::PageOut))
+            }
             Op::Munmap { off, len } => format!("{:?}", m.munmap(1, BASE + off, len)),
             Op::Fork => match child {
                 None => {
@@ -149,6 +155,9 @@ fn run(
     for &p in &pids {
         for (va, level, l) in m.mm(p).unwrap().pt.leaves(0, u64::MAX) {
             leaves.push_str(&format!("p{p} {va:#x} L{level} {l:?}\n"));
+        }
+        for (va, sw) in m.mm(p).unwrap().pt.swap_ptes(0, u64::MAX) {
+            leaves.push_str(&format!("p{p} {va:#x} swap {sw:?}\n"));
         }
     }
     (results, text, leaves, counts)

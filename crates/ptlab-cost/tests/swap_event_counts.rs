@@ -1,0 +1,379 @@
+//! Hardware-event counts of operations on swapped-out pages (issue 8,
+//! item 3), worked out by hand from the kernel functions the model cites
+//! (docs/ops/swap.md, "Hardware events"). Same style and notation as
+//! event_counts.rs: L = pte_load, S = pte_store, X = pte_atomic_clear.
+//! Every scenario pages out written 4 KiB pages with MADV_PAGEOUT first, so
+//! the operation under test (the last line) sees swap PTEs only. A swap
+//! PTE is not valid, so arm64's contpte layer adds exactly one `__ptep_get()`
+//! to each ptep_get_and_clear() / set_pte_at() (the contpte_try_unfold()
+//! check) and nothing else; no operation flushes the TLB for a swap PTE.
+
+use ptlab_cost::run_events;
+use ptlab_model::{ArchKind, Before, HwFeatures};
+use std::collections::BTreeMap;
+
+const N1: HwFeatures = HwFeatures {
+    tlbi_range: false,
+    bbml2_noabort: false,
+    kpti: false,
+};
+
+/// Events of the last line of `src` (6.18, no seed switch reverted).
+fn last_line(src: &str, arch: ArchKind) -> BTreeMap<String, u64> {
+    let run = run_events(src, "t.ptl", arch, Before::empty(), &[], N1).expect("scenario runs");
+    let last = run.lines.last().expect("a line");
+    last.events
+        .nonzero()
+        .map(|(e, c)| (e.name().to_string(), c))
+        .collect()
+}
+
+fn m(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+/// `want` plus `extra_loads` more PTE loads (arm64's unfold checks).
+fn plus_loads(mut want: BTreeMap<String, u64>, extra_loads: u64) -> BTreeMap<String, u64> {
+    *want.entry("pte_load".into()).or_default() += extra_loads;
+    want
+}
+
+const MREMAP_SWAP: &str = "swap 64M
+p = mmap 4K at 0x7f00_0000_0000 fixed
+write p 4K
+madvise p 4K pageout
+q = mremap p 4K 4K maymove fixed 0x7f00_0010_0000
+";
+
+/// mremap of one swap PTE within one PTE table (mm/mremap.c move_ptes()).
+/// Syscall 1, vma_lookup 1. move_ptes(): 2 PMD reads, 2 PTLs; ptep_get 1 L
+/// (not present: no mremap_folio_pte_batch, no force_flush);
+/// get_and_clear_ptes(1) 1 X; set_ptes(1) 1 S. No TLB flush, no folio
+/// work, no swap_map change (the entry keeps its one reference). The source
+/// unmap: zap_pte_range() reads the now-empty entry (1 L), 1 PMD, 1 PTL,
+/// clears nothing, flushes nothing.
+/// arm64: +2 L (the unfold checks in get_and_clear_full_ptes(nr = 1) and
+/// set_ptes(nr = 1)).
+#[test]
+fn mremap_swap_pte() {
+    let want = m(&[
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pmd_load", 3),
+        ("ptl_lock", 3),
+        ("pte_load", 2),
+        ("pte_atomic_clear", 1),
+        ("pte_store", 1),
+    ]);
+    assert_eq!(last_line(MREMAP_SWAP, ArchKind::X86_64), want);
+    assert_eq!(last_line(MREMAP_SWAP, ArchKind::Arm64), plus_loads(want, 2));
+}
+
+const TABLE_SWAP: &str = "swap 64M
+p = mmap 2M at 0x7f00_0000_0000 fixed
+write p 4K
+madvise p 4K pageout
+q = mremap p 2M 2M maymove fixed 0x7f00_0040_0000
+";
+
+/// mremap of a whole PTE table holding one swap PTE (move_normal_pmd()):
+/// only the table move's own events, the same as for a table of present
+/// PTEs — pmd_lock (1 PTL), pmd_clear + pmd_populate (2 PMD stores), the
+/// 2 MiB flush_tlb_range at 4 KiB stride (x86: above the 33-page ceiling,
+/// one full flush; arm64 N1: 512 pages ≥ MAX_DVM_OPS, ASIDE1IS between a
+/// DSB pair). The swap PTE inside is not read or written. The source
+/// unmap finds no table (no PTE work).
+#[test]
+fn mremap_table_with_swap_pte() {
+    let got = last_line(TABLE_SWAP, ArchKind::X86_64);
+    for e in [
+        "pte_load",
+        "pte_store",
+        "pte_atomic_clear",
+        "swap_map_update",
+    ] {
+        assert_eq!(got.get(e), None, "{e} in {got:?}");
+    }
+    assert_eq!(got.get("pmd_store"), Some(&2), "{got:?}");
+    assert_eq!(got.get("tlbi_asid"), Some(&1), "{got:?}");
+    let got = last_line(TABLE_SWAP, ArchKind::Arm64);
+    assert_eq!(got.get("pte_load"), None, "{got:?}");
+    assert_eq!(got.get("pmd_store"), Some(&2), "{got:?}");
+    assert_eq!(
+        (
+            got.get("dsb_ishst"),
+            got.get("tlbi_asid"),
+            got.get("dsb_ish")
+        ),
+        (Some(&1), Some(&1), Some(&1)),
+        "{got:?}"
+    );
+}
+
+const FORK_SWAP: &str = "swap 64M
+p = mmap 4K at 0x7f00_0000_0000 fixed
+write p 4K
+madvise p 4K pageout
+fork child
+";
+
+/// fork of one exclusive swap PTE (mm/memory.c copy_pte_range() →
+/// copy_nonpresent_pte()). fork: syscall 1, process_create 1, vma_copy 1;
+/// the child's PGD, PUD, PMD and PTE tables (4 allocs, 2 upper-level
+/// stores, 1 PMD store); copy_pte_range(): 2 PMD reads, 2 PTLs, ptep_get
+/// 1 L; copy_nonpresent_pte(): its own ptep_get 1 L, swap_duplicate() →
+/// __swap_duplicate(): 1 cluster lock + 1 swap_map byte; the parent's entry
+/// loses its exclusive bit (set_pte_at, 1 S) and the child's is written
+/// (1 S). No refcount or mapcount atomic (no folio), and the swap PTE adds
+/// nothing to dup_mmap()'s flush_tlb_mm(parent) (x86: 1 call + full flush;
+/// arm64: DSB ISHST, ASIDE1IS, DSB ISH).
+/// arm64: +2 L (the two set_pte_at() unfold checks).
+#[test]
+fn fork_swap_pte() {
+    let common = [
+        ("syscall", 1),
+        ("process_create", 1),
+        ("vma_copy", 1),
+        ("pt_page_alloc", 4),
+        ("pud_store", 2),
+        ("pmd_store", 1),
+        ("pmd_load", 2),
+        ("ptl_lock", 2),
+        ("pte_load", 2),
+        ("pte_store", 2),
+        ("swap_cluster_lock", 1),
+        ("swap_map_update", 1),
+        ("tlb_flush_call", 1),
+        ("tlbi_asid", 1),
+    ];
+    assert_eq!(last_line(FORK_SWAP, ArchKind::X86_64), m(&common));
+    let mut arm = plus_loads(m(&common), 2);
+    arm.extend(m(&[("dsb_ishst", 1), ("dsb_ish", 1)]));
+    assert_eq!(last_line(FORK_SWAP, ArchKind::Arm64), arm);
+}
+
+const FORK_TWICE: &str = "swap 64M
+p = mmap 4K at 0x7f00_0000_0000 fixed
+write p 4K
+madvise p 4K pageout
+fork c1
+fork c2
+";
+
+/// The second fork finds the parent's swap PTE already shared: no rewrite
+/// of the parent's entry, only the child's store (1 S; arm64 +1 L).
+#[test]
+fn fork_shared_swap_pte() {
+    let common = [
+        ("syscall", 1),
+        ("process_create", 1),
+        ("vma_copy", 1),
+        ("pt_page_alloc", 4),
+        ("pud_store", 2),
+        ("pmd_store", 1),
+        ("pmd_load", 2),
+        ("ptl_lock", 2),
+        ("pte_load", 2),
+        ("pte_store", 1),
+        ("swap_cluster_lock", 1),
+        ("swap_map_update", 1),
+        ("tlb_flush_call", 1),
+        ("tlbi_asid", 1),
+    ];
+    assert_eq!(last_line(FORK_TWICE, ArchKind::X86_64), m(&common));
+    let mut arm = plus_loads(m(&common), 1);
+    arm.extend(m(&[("dsb_ishst", 1), ("dsb_ish", 1)]));
+    assert_eq!(last_line(FORK_TWICE, ArchKind::Arm64), arm);
+}
+
+const ZAP_SWAP: &str = "swap 64M
+p = mmap 16K at 0x7f00_0000_0000 fixed
+write p 16K
+madvise p 16K pageout
+madvise p 16K dontneed
+";
+
+/// MADV_DONTNEED of 4 swap PTEs with consecutive offsets (the model and
+/// the kernel give a fresh range consecutive slots). Syscall 1, vma_lookup
+/// 1; zap_pte_range(): 1 PMD read, 1 PTL, 4 ptep_get (4 L: the first by
+/// do_zap_pte_range(), the rest by swap_pte_batch(), which stops at the
+/// range end); zap_nonpresent_ptes(): one batch of 4 →
+/// free_swap_and_cache_nr(entry, 4) → swap_entries_put_map_nr(): 1 cluster
+/// lock, 4 swap_map bytes, swap_entries_free() of 4 slots (no cache);
+/// clear_not_present_full_ptes(4): 4 plain stores (pte_clear, no load on
+/// arm64 either). No TLB flush (nothing present was cleared), so arm64 is
+/// the same.
+#[test]
+fn zap_swap_ptes() {
+    let want = m(&[
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pmd_load", 1),
+        ("ptl_lock", 1),
+        ("pte_load", 4),
+        ("pte_store", 4),
+        ("swap_cluster_lock", 1),
+        ("swap_map_update", 4),
+        ("swap_slot_free", 4),
+    ]);
+    assert_eq!(last_line(ZAP_SWAP, ArchKind::X86_64), want);
+    assert_eq!(last_line(ZAP_SWAP, ArchKind::Arm64), want);
+}
+
+const ZAP_SHARED: &str = "swap 64M
+p = mmap 8K at 0x7f00_0000_0000 fixed
+write p 8K
+madvise p 8K pageout
+fork child
+madvise p 8K dontneed
+";
+
+/// After fork the parent's 2 swap PTEs are shared (count 2) and no longer
+/// exclusive; they still batch (equal bits, consecutive offsets). The
+/// count drops to 1: 1 cluster lock, 2 swap_map bytes, no slot freed.
+/// 1 PMD, 1 PTL, 2 L, 2 S.
+#[test]
+fn zap_shared_swap_ptes() {
+    let want = m(&[
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pmd_load", 1),
+        ("ptl_lock", 1),
+        ("pte_load", 2),
+        ("pte_store", 2),
+        ("swap_cluster_lock", 1),
+        ("swap_map_update", 2),
+    ]);
+    assert_eq!(last_line(ZAP_SHARED, ArchKind::X86_64), want);
+    assert_eq!(last_line(ZAP_SHARED, ArchKind::Arm64), want);
+}
+
+const UFFD_MOVE_SWAP: &str = "swap 64M
+p = mmap 4K at 0x7f00_0000_0000 fixed
+s = mmap 4K at 0x7f00_0020_0000 fixed
+write s 4K
+madvise s 4K pageout
+uffd open
+uffd register p 4K missing
+uffd move p s 4K
+";
+
+/// UFFDIO_MOVE of one exclusive swap PTE (mm/userfaultfd.c
+/// move_pages_ptes() → move_swap_pte()). Syscall 1, vma_lookup 1; the
+/// destination PTE table is allocated (1 alloc, 1 PMD store).
+/// move_pages_ptes(): pte_offset_map_rw_nolock twice (2 PMD reads), each
+/// PTL taken to read its entry (2 locks, dst + src ptep_get = 2 L);
+/// swap_cache_get_folio() (1 lookup, a miss: no folio work).
+/// move_swap_pte(): double_pt_lock (2 locks: two tables),
+/// is_pte_pages_stable() (2 L + 1 PMD read), swap_cache_has_folio() (1
+/// lookup), ptep_get_and_clear 1 X, set_pte_at 1 S. No TLB flush, no
+/// rmap update (no folio), no swap_map change.
+/// arm64: +2 L (the unfold checks of the clear and the store).
+#[test]
+fn uffd_move_swap_pte() {
+    let want = m(&[
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pt_page_alloc", 1),
+        ("pmd_store", 1),
+        ("pmd_load", 3),
+        ("ptl_lock", 4),
+        ("pte_load", 4),
+        ("swap_cache_lookup", 2),
+        ("pte_atomic_clear", 1),
+        ("pte_store", 1),
+    ]);
+    assert_eq!(last_line(UFFD_MOVE_SWAP, ArchKind::X86_64), want);
+    assert_eq!(
+        last_line(UFFD_MOVE_SWAP, ArchKind::Arm64),
+        plus_loads(want, 2)
+    );
+}
+
+const PAGEOUT: &str = "swap 64M
+p = mmap 4K at 0x7f00_0000_0000 fixed
+write p 4K
+madvise p 4K pageout
+";
+
+/// MADV_PAGEOUT of one exclusive small folio (mm/madvise.c
+/// madvise_cold_or_pageout_pte_range(), mm/vmscan.c shrink_folio_list(),
+/// mm/rmap.c try_to_unmap_one()). Syscall 1, vma_lookup 1. The walk: 1 PMD
+/// read, 1 PTL, ptep_get 1 L, vm_normal_folio 1 struct page line.
+/// folio_alloc_swap(): 1 cluster lock + 1 swap_map byte (SWAP_HAS_CACHE).
+/// try_to_unmap_one(): page_vma_mapped_walk 1 PMD read, 1 PTL, 1 L; the
+/// clear 1 X and one page's flush (x86 ptep_clear_flush: 1 call + 1
+/// INVLPG; arm64 deferred TLBI VALE1IS after DSB ISHST, completed by the
+/// dirty folio's try_to_unmap_flush_dirty(): DSB ISH); folio_dup_swap() 1
+/// lock + 1 byte; set_pte_at of the swap PTE 1 S; folio_remove_rmap_ptes
+/// (1 struct page line, 1 _mapcount atomic); the swap-cache delete after
+/// the write (1 lock + 1 byte: SWAP_HAS_CACHE cleared) and the last folio
+/// reference (1 atomic) frees the folio. The write itself is I/O, not
+/// counted. arm64: +2 L (the unfold checks of the clear and the store).
+#[test]
+fn pageout_one_page() {
+    let common = [
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pmd_load", 2),
+        ("ptl_lock", 2),
+        ("pte_load", 2),
+        ("struct_page_line", 2),
+        ("pte_atomic_clear", 1),
+        ("pte_store", 1),
+        ("tlb_flush_call", 1),
+        ("tlbi_page", 1),
+        ("mapcount_atomic", 1),
+        ("folio_ref_atomic", 1),
+        ("folio_free", 1),
+        ("swap_cluster_lock", 3),
+        ("swap_map_update", 3),
+    ];
+    assert_eq!(last_line(PAGEOUT, ArchKind::X86_64), m(&common));
+    let mut arm = plus_loads(m(&common), 2);
+    arm.extend(m(&[("dsb_ishst", 1), ("dsb_ish", 1)]));
+    assert_eq!(last_line(PAGEOUT, ArchKind::Arm64), arm);
+}
+
+const SWAPIN: &str = "swap 64M
+p = mmap 4K at 0x7f00_0000_0000 fixed
+write p 4K
+madvise p 4K pageout
+read p
+";
+
+/// A read fault on an exclusive swap PTE whose slot has no cache folio
+/// (mm/memory.c do_swap_page()). The fault: page_fault 1, vma_lookup 1,
+/// the user access 1, the walk's PMD read and PTL (1 + 1), handle_pte_fault's
+/// ptep_get 1 L. swap_cache_get_folio(): 1 lookup, a miss;
+/// swapin_readahead() → __read_swap_cache_async(): a folio (1 alloc, no
+/// zeroing), swapcache_prepare() (1 lock + 1 byte), the cache's reference
+/// (1 atomic); the read is I/O, not counted. folio_lock + folio_unlock (2
+/// atomics); pte_offset_map_lock (1 PMD read, 1 PTL) and the pte_same()
+/// re-read (1 L); swap_free_nr() (1 lock + 1 byte); folio_add_new_anon_rmap
+/// (1 struct page line, plain stores: the folio was never mapped); the
+/// mapping's reference (1 atomic, as do_anonymous_page() counts it);
+/// set_ptes 1 S. The count is now 0: the cache is dropped (1 lock + 1
+/// byte, the slot freed, the cache's reference put: 1 atomic). No TLB
+/// flush. arm64: +1 L (set_ptes' unfold check).
+#[test]
+fn swapin_read_fault() {
+    let want = m(&[
+        ("page_fault", 1),
+        ("vma_lookup", 1),
+        ("user_page_access", 1),
+        ("pmd_load", 2),
+        ("ptl_lock", 2),
+        ("pte_load", 2),
+        ("pte_store", 1),
+        ("struct_page_line", 1),
+        ("folio_ref_atomic", 5),
+        ("folio_alloc", 1),
+        ("swap_cache_lookup", 1),
+        ("swap_cluster_lock", 3),
+        ("swap_map_update", 3),
+        ("swap_slot_free", 1),
+    ]);
+    assert_eq!(last_line(SWAPIN, ArchKind::X86_64), want);
+    assert_eq!(last_line(SWAPIN, ArchKind::Arm64), plus_loads(want, 1));
+}
