@@ -22,10 +22,16 @@ mod show;
 #[command(
     name = "ptlab",
     version,
-    about = "Model Linux 6.18 anonymous-memory page tables and check scenarios against the model",
-    long_about = "ptlab runs .ptl scenarios: small scripts that mmap memory, touch it, flip THP knobs \
-                  and state what maps, folios and page-table entries must look like afterwards. \
-                  The scenario language is described in docs/language.md."
+    about = "Model Linux 6.18 anonymous-memory page tables, diff the model against the live kernel, \
+             and measure and predict the cost of page-table operations",
+    long_about = "ptlab models Linux 6.18's anonymous-memory page-table layer (x86-64 and arm64 with \
+                  contiguous PTEs) and runs .ptl scenarios — small scripts that mmap memory, touch it, \
+                  mremap/mprotect/fork/madvise/userfaultfd it and state what maps, folios and \
+                  page-table entries must look like — on the model or the live kernel.\n\n\
+                  Start here: `ptlab reproduce` (as root) measures the five seed changes on this \
+                  kernel and puts the model's predictions next to them; `ptlab run FILE` runs a \
+                  scenario; `ptlab diff FILE` compares model and kernel. The scenario language is \
+                  described in docs/language.md; README.md lists every document."
 )]
 struct Cli {
     #[command(subcommand)]
