@@ -98,3 +98,44 @@ fn fork_batches_land_in_the_parent_and_the_event_list_folds_runs() {
         "the list folds the run into one line"
     );
 }
+
+/// `ptlab show` runs scenarios through a recording wrapper around the
+/// backend: every statement of every scenario under tests/scenarios/ must
+/// reach the model through it (a backend method the wrapper forgets to
+/// forward answers "unsupported").
+#[test]
+fn every_scenario_runs_through_the_recorder() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/scenarios");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "ptl") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&p).unwrap();
+        let script = ptlab_scenario::parse(&p.display().to_string(), &src).unwrap();
+        let cap = capture(
+            &script,
+            ModelTarget::new(ModelConfig::for_arch(ArchKind::X86_64)),
+            StepSel::End,
+            false,
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let unsupported: Vec<String> = cap
+            .report
+            .failures
+            .iter()
+            .map(|f| f.to_string())
+            .filter(|m| m.contains("unsupported"))
+            .collect();
+        assert!(unsupported.is_empty(), "{}: {unsupported:?}", p.display());
+        assert!(
+            cap.report.passed(),
+            "{}: {:?}",
+            p.display(),
+            cap.report.failures
+        );
+        n += 1;
+    }
+    assert!(n >= 100, "only {n} scenarios found in {}", dir.display());
+}
