@@ -698,7 +698,9 @@ pub fn split_folio(
 
 /// After a split, every PTE mapping a subpage that holds only zeros is
 /// replaced by a read-only mapping of the shared zero page and the page is
-/// freed, unless the VMA is VM_LOCKED or userfaultfd-armed. The new entry
+/// freed, unless the VMA is VM_LOCKED (a userfaultfd registration does not
+/// stop it: found by `ptlab fuzz --seed 930930`, case 931, MADV_PAGEOUT in a
+/// MISSING-registered range). The new entry
 /// keeps the old one's soft-dirty and uffd-wp bits. Checked live on
 /// 6.18.44 (MADV_COLD / MADV_PAGEOUT splitting a partly written mTHP maps
 /// its untouched pages to the zero page). Linux: mm/huge_memory.c
@@ -724,10 +726,7 @@ fn remap_unused_to_zeropage(
         let Some(vma) = mm.vmas.find(va) else {
             continue;
         };
-        if vma
-            .flags
-            .intersects(VmFlags::LOCKED | crate::vma::VM_UFFD_FLAGS)
-        {
+        if vma.flags.contains(VmFlags::LOCKED) {
             continue;
         }
         let exec = vma.flags.contains(VmFlags::EXEC);
