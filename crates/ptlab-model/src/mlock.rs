@@ -81,6 +81,8 @@ impl Model {
             return Err(Errno::EINVAL);
         }
         let (start, len) = mlock_range(addr, len);
+        // do_mlock(): lru_add_drain() before the VMAs change.
+        self.phys.mlock_batch.drain();
         self.apply_vma_lock_flags(pid, start, len, flags)?;
         self.populate_locked(pid, start, len).map_err(|e| match e {
             // __mlock_posix_error_return()
@@ -152,7 +154,37 @@ impl Model {
         if newflags == vma.flags || vma.flags.intersects(VM_SPECIAL | VmFlags::HUGETLB) {
             return Ok(());
         }
-        self.modify_flags_checked(pid, vma.start, start, end, newflags)
+        self.modify_flags_checked(pid, vma.start, start, end, newflags)?;
+        // mlock_vma_pages_range() when VM_LOCKED changes: mlock_folio() or
+        // munlock_folio() for each present folio (one step per large folio;
+        // the zero page has no folio). Linux: mm/mlock.c mlock_pte_range().
+        if (newflags ^ vma.flags).contains(VmFlags::LOCKED) {
+            let Model { procs, phys, .. } = self;
+            let mm = &procs[&pid];
+            let mut last = None;
+            for va in crate::mm::pages(start, end) {
+                let pfn = match mm.pt.pmd(va) {
+                    crate::pgtable::PmdSlot::Leaf(l) => Some(l.pfn),
+                    _ => match mm.pt.pte_peek(va) {
+                        crate::arch::Entry::Leaf(l)
+                            if !l.flags.contains(crate::arch::LeafFlags::SPECIAL) =>
+                        {
+                            Some(l.pfn)
+                        }
+                        _ => None,
+                    },
+                };
+                let Some(folio) = pfn.and_then(|p| phys.folio_of(p)) else {
+                    continue;
+                };
+                if last == Some(folio.head) {
+                    continue;
+                }
+                last = Some(folio.head);
+                phys.mlock_batch.add(folio.head, folio.is_large(), false);
+            }
+        }
+        Ok(())
     }
 
     /// vma_modify_flags() with split_vma()'s map-count refusal and the PMD
@@ -443,5 +475,86 @@ mod tests {
         m.mprotect(1, a, 4 * P, Prot::READ | Prot::WRITE).unwrap();
         assert_eq!(rss(&m), 4);
         m.check_invariants().unwrap();
+    }
+}
+
+/// The per-CPU mlock folio batch (mm/mlock.c `mlock_fbatch`). mlock_folio(),
+/// munlock_folio() and mlock_new_folio() queue a folio here with a folio
+/// reference (`folio_get()`) until the batch is drained: when it fills
+/// (FOLIO_BATCH_SIZE = 31 entries), at once for a large folio
+/// (`!folio_may_be_lru_cached()`), or by `lru_add_drain()` →
+/// `mlock_drain_local()`. The reference matters to copy-on-write: a small
+/// folio that is still on an LRU (every queued folio but a new one) is not
+/// drained by the write fault, so the queued reference makes it look shared
+/// (docs/divergences.md, D1). Live workers are pinned to one CPU, so one
+/// batch serves every process of a scenario.
+///
+/// Which operations drain it was checked on 6.18.44 with probe scenarios
+/// (a munlocked page's child write reuses the page iff the batch was
+/// drained in between): mlock()/mlock2() (do_mlock's `lru_add_drain()`),
+/// MADV_COLD/MADV_PAGEOUT, fork(), and a full batch (the 31st entry) do;
+/// munlock(), munmap, MADV_DONTNEED, mprotect, mremap, MAP_FIXED over a
+/// mapping and exit of another process do not.
+#[derive(Clone, Debug, Default)]
+pub struct MlockBatch {
+    /// Queued folios: (head, new — not yet on an LRU); `None` once the model
+    /// freed the folio (the kernel's reference would keep it; the entry
+    /// still takes a slot).
+    entries: Vec<Option<(crate::addr::Pfn, bool)>>,
+}
+
+/// FOLIO_BATCH_SIZE (include/linux/pagevec.h).
+const FOLIO_BATCH_SIZE: usize = 31;
+
+impl MlockBatch {
+    /// Queue `folio` (Linux: mm/mlock.c mlock_folio(), munlock_folio(),
+    /// mlock_new_folio() → mlock_folio_batch() when the batch is full or the
+    /// folio is large).
+    pub fn add(&mut self, head: crate::addr::Pfn, large: bool, new: bool) {
+        if large {
+            self.drain();
+            return;
+        }
+        self.entries.push(Some((head, new)));
+        if self.entries.len() >= FOLIO_BATCH_SIZE {
+            self.drain();
+        }
+    }
+
+    /// `lru_add_drain()` → `mlock_drain_local()`.
+    pub fn drain(&mut self) {
+        self.entries.clear();
+    }
+
+    /// References the batch holds on the folio at `head`.
+    pub fn refs(&self, head: crate::addr::Pfn) -> u32 {
+        self.entries
+            .iter()
+            .filter(|e| matches!(e, Some((h, _)) if *h == head))
+            .count() as u32
+    }
+
+    /// Whether the folio at `head` is queued as new (not on an LRU yet).
+    pub fn queued_new(&self, head: crate::addr::Pfn) -> bool {
+        self.entries
+            .iter()
+            .any(|e| matches!(e, Some((h, true)) if *h == head))
+    }
+
+    /// The model freed the folio at `head`.
+    pub fn forget(&mut self, head: crate::addr::Pfn) {
+        for e in &mut self.entries {
+            if matches!(e, Some((h, _)) if *h == head) {
+                *e = None;
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 }
