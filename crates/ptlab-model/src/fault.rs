@@ -210,8 +210,10 @@ fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> O
     env.phys.stats.vm(VmEvent::ThpFaultAlloc, 1);
     env.phys.stats.mthp(PMD_ORDER, MthpStat::AnonFaultAlloc, 1);
     if vma.flags.contains(VmFlags::LOCKED) {
-        // mlock_new_folio() of a large folio drains the batch at once.
-        env.phys.mlock_batch.drain();
+        // mlock_new_folio() of a large folio drains the mlock batch at once.
+        env.phys.mlock_batch.add(folio.head, true, true);
+    } else {
+        env.phys.mlock_batch.lru_add(folio.head, true);
     }
     // shrink_underused (default 1): queued, not partially mapped.
     env.phys.deferred_split_folio(folio, false);
@@ -353,6 +355,9 @@ fn do_anonymous_page(
     if vma.flags.contains(VmFlags::LOCKED) {
         // folio_add_lru_vma() → mlock_new_folio().
         env.phys.mlock_batch.add(folio.head, folio.is_large(), true);
+    } else {
+        // folio_add_lru_vma() → folio_add_lru().
+        env.phys.mlock_batch.lru_add(folio.head, folio.is_large());
     }
     Ok(folio.head.add((addr - base) >> 12))
 }
@@ -381,11 +386,15 @@ fn do_wp_page(
         // W4 small: wp_can_reuse_anon_folio(). References held by the mlock
         // batch count; a folio queued as new (not on an LRU) makes the fault
         // drain the batch first (`!folio_test_lru()` → lru_add_drain()).
-        let refs = |p: &PhysMem| p.refcount(folio) + p.mlock_batch.refs(folio.head);
+        let refs = |p: &PhysMem| {
+            p.refcount(folio)
+                + p.mlock_batch.refs(folio.head)
+                + p.mlock_batch.lru_add_refs(folio.head)
+        };
         if refs(env.phys) > 3 {
             false
         } else {
-            if env.phys.mlock_batch.queued_new(folio.head) {
+            if env.phys.mlock_batch.off_lru(folio.head) {
                 env.phys.mlock_batch.drain();
             }
             refs(env.phys) == 1
@@ -441,6 +450,8 @@ fn wp_page_copy(
     if vma.flags.contains(VmFlags::LOCKED) {
         // folio_add_lru_vma() → mlock_new_folio().
         env.phys.mlock_batch.add(new.head, false, true);
+    } else {
+        env.phys.mlock_batch.lru_add(new.head, false);
     }
     match old {
         Some((folio, src)) => {

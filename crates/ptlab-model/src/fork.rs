@@ -27,9 +27,12 @@ impl Model {
     /// fork(2): a new process whose address space duplicates `parent`'s.
     /// Returns the child's pid. Linux: dup_mmap().
     pub fn fork(&mut self, parent: Pid) -> Result<Pid, Errno> {
-        // fork() drains the CPU's mlock batch (checked live on 6.18.44: a
+        // On the live harness a fork drains the CPU's folio batches (a
         // munlocked page's child write reuses the page after a fork in
-        // between; see crate::mlock::MlockBatch).
+        // between, checked on 6.18.44): the worker processes' own
+        // copy-on-write faults after fork() reach lru_add_drain(). An
+        // approximation of the harness, not a fork() rule; see
+        // crate::mlock::MlockBatch and docs/divergences.md H10.
         self.phys.mlock_batch.drain();
         let child = self.procs.keys().next_back().copied().unwrap_or(0) + 1;
         let mut pt = PageTables::new(self.cfg.arch, &mut self.phys).ok_or(Errno::ENOMEM)?;

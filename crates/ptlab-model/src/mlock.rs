@@ -478,29 +478,36 @@ mod tests {
     }
 }
 
-/// The per-CPU mlock folio batch (mm/mlock.c `mlock_fbatch`). mlock_folio(),
-/// munlock_folio() and mlock_new_folio() queue a folio here with a folio
-/// reference (`folio_get()`) until the batch is drained: when it fills
-/// (FOLIO_BATCH_SIZE = 31 entries), at once for a large folio
-/// (`!folio_may_be_lru_cached()`), or by `lru_add_drain()` →
-/// `mlock_drain_local()`. The reference matters to copy-on-write: a small
-/// folio that is still on an LRU (every queued folio but a new one) is not
-/// drained by the write fault, so the queued reference makes it look shared
+/// The per-CPU folio batches that hold folio references until drained:
+/// the LRU-add batch (mm/swap.c `cpu_fbatches.lru_add`: every new folio
+/// faulted into an ordinary VMA waits there before it is on an LRU) and the
+/// mlock batch (mm/mlock.c `mlock_fbatch`: mlock_folio(), munlock_folio(),
+/// mlock_new_folio()). Each holds a folio reference (`folio_get()`) until it
+/// is drained: when it fills (FOLIO_BATCH_SIZE = 31 entries; a full LRU-add
+/// batch moves only itself), at once for a large folio, or by
+/// `lru_add_drain()` (both batches). The references matter to
+/// copy-on-write: `wp_can_reuse_anon_folio()` drains only for a folio not on
+/// an LRU, so a folio that is on one (a munlocked folio sits on the
+/// unevictable LRU) keeps the mlock batch's reference and is copied
 /// (docs/divergences.md, D1). Live workers are pinned to one CPU, so one
-/// batch serves every process of a scenario.
+/// set of batches serves every process of a scenario.
 ///
-/// Which operations drain it was checked on 6.18.44 with probe scenarios
-/// (a munlocked page's child write reuses the page iff the batch was
-/// drained in between): mlock()/mlock2() (do_mlock's `lru_add_drain()`),
-/// MADV_COLD/MADV_PAGEOUT, fork(), and a full batch (the 31st entry) do;
+/// Which operations drain was checked on 6.18.44 with probe scenarios (a
+/// munlocked page's child write reuses the page iff the batches were drained
+/// in between): mlock()/mlock2() (do_mlock's `lru_add_drain()`),
+/// MADV_COLD/MADV_PAGEOUT, a copy-on-write fault on a folio not yet on an
+/// LRU, fork() (on the live harness the worker's own copy-on-write faults
+/// after the fork drain), and a full mlock batch (the 31st entry) do;
 /// munlock(), munmap, MADV_DONTNEED, mprotect, mremap, MAP_FIXED over a
-/// mapping and exit of another process do not.
+/// mapping, exit of another process and fresh faults do not.
 #[derive(Clone, Debug, Default)]
 pub struct MlockBatch {
-    /// Queued folios: (head, new — not yet on an LRU); `None` once the model
-    /// freed the folio (the kernel's reference would keep it; the entry
-    /// still takes a slot).
+    /// The mlock batch: (head, new — not yet on an LRU); `None` once the
+    /// model freed the folio (the kernel's reference would keep it; the
+    /// entry still takes a slot).
     entries: Vec<Option<(crate::addr::Pfn, bool)>>,
+    /// The LRU-add batch (folios not yet on an LRU), `None` as above.
+    lru_add: Vec<Option<crate::addr::Pfn>>,
 }
 
 /// FOLIO_BATCH_SIZE (include/linux/pagevec.h).
@@ -521,9 +528,35 @@ impl MlockBatch {
         }
     }
 
-    /// `lru_add_drain()` → `mlock_drain_local()`.
+    /// A new folio mapped into an ordinary VMA: folio_add_lru() →
+    /// folio_batch_add_and_move() (a large folio or the 31st entry moves
+    /// the LRU-add batch, not the mlock batch).
+    pub fn lru_add(&mut self, head: crate::addr::Pfn, large: bool) {
+        if large {
+            self.lru_add.clear();
+            return;
+        }
+        self.lru_add.push(Some(head));
+        if self.lru_add.len() >= FOLIO_BATCH_SIZE {
+            self.lru_add.clear();
+        }
+    }
+
+    /// `lru_add_drain()`: the LRU-add batch, then `mlock_drain_local()`.
     pub fn drain(&mut self) {
+        self.lru_add.clear();
         self.entries.clear();
+    }
+
+    /// References the LRU-add batch holds on the folio at `head`.
+    pub fn lru_add_refs(&self, head: crate::addr::Pfn) -> u32 {
+        self.lru_add.iter().filter(|e| **e == Some(head)).count() as u32
+    }
+
+    /// Whether the folio at `head` is not on an LRU yet (queued new in
+    /// either batch).
+    pub fn off_lru(&self, head: crate::addr::Pfn) -> bool {
+        self.queued_new(head) || self.lru_add_refs(head) > 0
     }
 
     /// References the batch holds on the folio at `head`.
@@ -545,6 +578,11 @@ impl MlockBatch {
     pub fn forget(&mut self, head: crate::addr::Pfn) {
         for e in &mut self.entries {
             if matches!(e, Some((h, _)) if *h == head) {
+                *e = None;
+            }
+        }
+        for e in &mut self.lru_add {
+            if *e == Some(head) {
                 *e = None;
             }
         }
