@@ -209,6 +209,12 @@ fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> O
         .set_pmd(slot, Entry::Leaf(leaf_for_new_folio(vma, folio.head)));
     env.phys.stats.vm(VmEvent::ThpFaultAlloc, 1);
     env.phys.stats.mthp(PMD_ORDER, MthpStat::AnonFaultAlloc, 1);
+    if vma.flags.contains(VmFlags::LOCKED) {
+        // mlock_new_folio() of a large folio drains the mlock batch at once.
+        env.phys.mlock_batch.add(folio.head, true, true);
+    } else {
+        env.phys.mlock_batch.lru_add(folio.head, true);
+    }
     // shrink_underused (default 1): queued, not partially mapped.
     env.phys.deferred_split_folio(folio, false);
     Some(folio)
@@ -346,6 +352,13 @@ fn do_anonymous_page(
     }
     mm.pt
         .set_ptes(base, leaf_for_new_folio(vma, folio.head), nr, env.phys);
+    if vma.flags.contains(VmFlags::LOCKED) {
+        // folio_add_lru_vma() → mlock_new_folio().
+        env.phys.mlock_batch.add(folio.head, folio.is_large(), true);
+    } else {
+        // folio_add_lru_vma() → folio_add_lru().
+        env.phys.mlock_batch.lru_add(folio.head, folio.is_large());
+    }
     Ok(folio.head.add((addr - base) >> 12))
 }
 
@@ -370,7 +383,22 @@ fn do_wp_page(
     let reuse = if env.phys.anon_exclusive(page) {
         true // W3
     } else if !folio.is_large() {
-        env.phys.refcount(folio) == 1 // W4 small
+        // W4 small: wp_can_reuse_anon_folio(). References held by the mlock
+        // batch count; a folio queued as new (not on an LRU) makes the fault
+        // drain the batch first (`!folio_test_lru()` → lru_add_drain()).
+        let refs = |p: &PhysMem| {
+            p.refcount(folio)
+                + p.mlock_batch.refs(folio.head)
+                + p.mlock_batch.lru_add_refs(folio.head)
+        };
+        if refs(env.phys) > 3 {
+            false
+        } else {
+            if env.phys.mlock_batch.off_lru(folio.head) {
+                env.phys.mlock_batch.drain();
+            }
+            refs(env.phys) == 1
+        }
     } else {
         // W4 large (mm/memory.c __wp_can_reuse_large_anon_folio()).
         let mapcount = env.phys.folio_mapcount(folio);
@@ -419,9 +447,21 @@ fn wp_page_copy(
     mm.pt.hw.one(HwEvent::PteAtomicClear);
     mm.pt.hw.flush_tlb_page(addr);
     mm.pt.set_ptes(addr, pte, 1, env.phys);
+    if vma.flags.contains(VmFlags::LOCKED) {
+        // folio_add_lru_vma() → mlock_new_folio().
+        env.phys.mlock_batch.add(new.head, false, true);
+    } else {
+        env.phys.mlock_batch.lru_add(new.head, false);
+    }
     match old {
         Some((folio, src)) => {
             env.phys.remove_rmap_ptes(folio, src, 1, mm.pid);
+            if vma.flags.contains(VmFlags::LOCKED) {
+                // folio_remove_rmap_pte() → munlock_vma_folio().
+                env.phys
+                    .mlock_batch
+                    .add(folio.head, folio.is_large(), false);
+            }
             env.phys.ref_sub(folio, 1);
         }
         None => mm.rss_anon += 1,

@@ -122,6 +122,8 @@ pub struct PhysMem {
     pub hw: crate::hw::HwSink,
     /// The swap device, its slots and swap cache (crate::swap).
     pub swap: crate::swap::SwapDevice,
+    /// The per-CPU mlock folio batch (see [`crate::mlock::MlockBatch`]).
+    pub mlock_batch: crate::mlock::MlockBatch,
 }
 
 impl PhysMem {
@@ -138,6 +140,7 @@ impl PhysMem {
             pt_pages: 0,
             hw: crate::hw::HwSink::new(crate::ArchKind::X86_64, Default::default()),
             swap: Default::default(),
+            mlock_batch: Default::default(),
         };
         pm.meta_mut(zero_pfn).bits = F_ALLOCATED;
         pm
@@ -364,6 +367,7 @@ impl PhysMem {
     }
 
     fn free_folio(&mut self, folio: FolioRef) {
+        self.mlock_batch.forget(folio.head);
         if Some(folio.head) != self.huge_zero {
             self.hw.one(HwEvent::FolioFree);
         }

@@ -521,7 +521,7 @@ impl Model {
         let floor = mm.vmas.prev(start).map_or(0, |p| p.end);
         let ceiling = mm.vmas.find_vma(end).map_or(0, |n| n.start);
         for v in &removed {
-            zap_range(mm, phys, v.start, v.end, false, true);
+            crate::zap::zap_vma(mm, phys, v, false, true);
         }
         // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
         crate::guard::drop_markers(mm, start, end);
@@ -655,6 +655,8 @@ impl Model {
                 if vma.flags.contains(VmFlags::LOCKED) {
                     return Err(Errno::EINVAL);
                 }
+                // lru_add_drain() (checked live: drains the mlock batch).
+                self.phys.mlock_batch.drain();
                 let Model { procs, phys, .. } = self;
                 let cold = advice == Advice::Cold;
                 crate::swap::madvise_pageout(procs, phys, pid, vma, start, end, cold);

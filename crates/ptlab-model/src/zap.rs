@@ -85,6 +85,29 @@ pub fn zap_range(
     reclaim_pt: bool,
     flush: bool,
 ) {
+    let locked = mm
+        .vmas
+        .find(start)
+        .is_some_and(|v| v.flags.contains(crate::vma::VmFlags::LOCKED));
+    zap_range_in(mm, phys, start, end, reclaim_pt, flush, locked);
+}
+
+/// [`zap_range`] over a whole VMA that may already be detached from the
+/// tree (munmap, exit): its VM_LOCKED decides the munlocks.
+pub fn zap_vma(mm: &mut Mm, phys: &mut PhysMem, v: &Vma, reclaim_pt: bool, flush: bool) {
+    let locked = v.flags.contains(crate::vma::VmFlags::LOCKED);
+    zap_range_in(mm, phys, v.start, v.end, reclaim_pt, flush, locked);
+}
+
+fn zap_range_in(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    start: u64,
+    end: u64,
+    reclaim_pt: bool,
+    flush: bool,
+    locked: bool,
+) {
     let cleared_before = mm.pt.hw.snapshot();
     // Swap PTEs: zap_nonpresent_ptes() → free_swap_and_cache_nr().
     crate::swap::zap_swap_range(mm, phys, start, end);
@@ -95,14 +118,19 @@ pub fn zap_range(
             PmdSlot::None => {}
             PmdSlot::Leaf(leaf) => {
                 if next - addr == PMD_SIZE {
+                    if locked && Some(leaf.pfn) != phys.huge_zero {
+                        // munlock_vma_folio() of a large folio: the batch
+                        // is drained at once.
+                        phys.mlock_batch.drain();
+                    }
                     zap_huge_pmd(mm, phys, addr, leaf);
                 } else {
                     split_huge_pmd(mm, phys, addr & !(PMD_SIZE - 1));
-                    zap_ptes(mm, phys, addr, next);
+                    zap_ptes(mm, phys, addr, next, locked);
                 }
             }
             PmdSlot::Table(_) => {
-                zap_ptes(mm, phys, addr, next);
+                zap_ptes(mm, phys, addr, next, locked);
                 if reclaim_pt && next - addr == PMD_SIZE {
                     // Linux: mm/pt_reclaim.c try_to_free_pte(): free the table if all entries are none.
                     if let PmdSlot::Table(t) = mm.pt.pmd(addr) {
@@ -152,7 +180,7 @@ fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64, leaf: Leaf) {
 /// added here: zap is the same before and after every seed switch), the
 /// atomic clears (get_and_clear_full_ptes), and per batch the head's
 /// struct page line (+1 for folio_nr_pages on a large folio).
-fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64) {
+fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64, locked: bool) {
     mm.pt.hw.one(HwEvent::PmdLoad);
     mm.pt.hw.one(HwEvent::PtlLock);
     mm.pt.hw.add(HwEvent::PteLoad, (end - start) / 4096);
@@ -185,6 +213,10 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64) {
                 break;
             }
             n += 1;
+        }
+        if locked {
+            // folio_remove_rmap_ptes() → munlock_vma_folio() (mm/rmap.c).
+            phys.mlock_batch.add(folio.head, folio.is_large(), false);
         }
         unmap_batch(mm, phys, folio, leaf.pfn, n as u32);
         i += n;
