@@ -211,9 +211,9 @@ fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> O
     env.phys.stats.mthp(PMD_ORDER, MthpStat::AnonFaultAlloc, 1);
     if vma.flags.contains(VmFlags::LOCKED) {
         // mlock_new_folio() of a large folio drains the mlock batch at once.
-        env.phys.mlock_batch.add(folio.head, true, true);
+        env.phys.folio_batches.add(folio.head, true, true);
     } else {
-        env.phys.mlock_batch.lru_add(folio.head, true);
+        env.phys.folio_batches.lru_add(folio.head, true);
     }
     // shrink_underused (default 1): queued, not partially mapped.
     env.phys.deferred_split_folio(folio, false);
@@ -354,10 +354,12 @@ fn do_anonymous_page(
         .set_ptes(base, leaf_for_new_folio(vma, folio.head), nr, env.phys);
     if vma.flags.contains(VmFlags::LOCKED) {
         // folio_add_lru_vma() → mlock_new_folio().
-        env.phys.mlock_batch.add(folio.head, folio.is_large(), true);
+        env.phys
+            .folio_batches
+            .add(folio.head, folio.is_large(), true);
     } else {
         // folio_add_lru_vma() → folio_add_lru().
-        env.phys.mlock_batch.lru_add(folio.head, folio.is_large());
+        env.phys.folio_batches.lru_add(folio.head, folio.is_large());
     }
     Ok(folio.head.add((addr - base) >> 12))
 }
@@ -388,14 +390,14 @@ fn do_wp_page(
         // drain the batch first (`!folio_test_lru()` → lru_add_drain()).
         let refs = |p: &PhysMem| {
             p.refcount(folio)
-                + p.mlock_batch.refs(folio.head)
-                + p.mlock_batch.lru_add_refs(folio.head)
+                + p.folio_batches.refs(folio.head)
+                + p.folio_batches.lru_add_refs(folio.head)
         };
         if refs(env.phys) > 3 {
             false
         } else {
-            if env.phys.mlock_batch.off_lru(folio.head) {
-                env.phys.mlock_batch.drain();
+            if env.phys.folio_batches.off_lru(folio.head) {
+                env.phys.folio_batches.drain();
             }
             refs(env.phys) == 1
         }
@@ -449,9 +451,9 @@ fn wp_page_copy(
     mm.pt.set_ptes(addr, pte, 1, env.phys);
     if vma.flags.contains(VmFlags::LOCKED) {
         // folio_add_lru_vma() → mlock_new_folio().
-        env.phys.mlock_batch.add(new.head, false, true);
+        env.phys.folio_batches.add(new.head, false, true);
     } else {
-        env.phys.mlock_batch.lru_add(new.head, false);
+        env.phys.folio_batches.lru_add(new.head, false);
     }
     match old {
         Some((folio, src)) => {
@@ -459,7 +461,7 @@ fn wp_page_copy(
             if vma.flags.contains(VmFlags::LOCKED) {
                 // folio_remove_rmap_pte() → munlock_vma_folio().
                 env.phys
-                    .mlock_batch
+                    .folio_batches
                     .add(folio.head, folio.is_large(), false);
             }
             env.phys.ref_sub(folio, 1);

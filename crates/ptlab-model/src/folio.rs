@@ -122,8 +122,8 @@ pub struct PhysMem {
     pub hw: crate::hw::HwSink,
     /// The swap device, its slots and swap cache (crate::swap).
     pub swap: crate::swap::SwapDevice,
-    /// The per-CPU mlock folio batch (see [`crate::mlock::MlockBatch`]).
-    pub mlock_batch: crate::mlock::MlockBatch,
+    /// The per-CPU LRU-add and mlock folio batches ([`FolioBatches`]).
+    pub folio_batches: FolioBatches,
 }
 
 impl PhysMem {
@@ -140,7 +140,7 @@ impl PhysMem {
             pt_pages: 0,
             hw: crate::hw::HwSink::new(crate::ArchKind::X86_64, Default::default()),
             swap: Default::default(),
-            mlock_batch: Default::default(),
+            folio_batches: Default::default(),
         };
         pm.meta_mut(zero_pfn).bits = F_ALLOCATED;
         pm
@@ -367,7 +367,7 @@ impl PhysMem {
     }
 
     fn free_folio(&mut self, folio: FolioRef) {
-        self.mlock_batch.forget(folio.head);
+        self.folio_batches.forget(folio.head);
         if Some(folio.head) != self.huge_zero {
             self.hw.one(HwEvent::FolioFree);
         }
@@ -813,5 +813,124 @@ mod tests {
         assert_eq!(pm.precise_mapcount(f.head.add(7)), 2);
         assert_eq!(pm.folio_mapcount(f), 2);
         assert!(pm.mapped_by_other_mm(f, 1));
+    }
+}
+
+/// The per-CPU folio batches that hold folio references until drained:
+/// the LRU-add batch (mm/swap.c `cpu_fbatches.lru_add`: every new folio
+/// faulted into an ordinary VMA waits there before it is on an LRU) and the
+/// mlock batch (mm/mlock.c `mlock_fbatch`: mlock_folio(), munlock_folio(),
+/// mlock_new_folio()). Each holds a folio reference (`folio_get()`) until it
+/// is drained: when it fills (FOLIO_BATCH_SIZE = 31 entries; a full LRU-add
+/// batch moves only itself), at once for a large folio, or by
+/// `lru_add_drain()` (both batches). The references matter to
+/// copy-on-write: `wp_can_reuse_anon_folio()` drains only for a folio not on
+/// an LRU, so a folio that is on one (a munlocked folio sits on the
+/// unevictable LRU) keeps the mlock batch's reference and is copied
+/// (docs/divergences.md, D1). Live workers are pinned to one CPU, so one
+/// set of batches serves every process of a scenario.
+///
+/// Which operations drain was checked on 6.18.44 with probe scenarios (a
+/// munlocked page's child write reuses the page iff the batches were drained
+/// in between): mlock()/mlock2() (do_mlock's `lru_add_drain()`),
+/// MADV_COLD/MADV_PAGEOUT, a copy-on-write fault on a folio not yet on an
+/// LRU, fork() (on the live harness the worker's own copy-on-write faults
+/// after the fork drain), and a full mlock batch (the 31st entry) do;
+/// munlock(), munmap, MADV_DONTNEED, mprotect, mremap, MAP_FIXED over a
+/// mapping, exit of another process and fresh faults do not.
+#[derive(Clone, Debug, Default)]
+pub struct FolioBatches {
+    /// The mlock batch: (head, new — not yet on an LRU); `None` once the
+    /// model freed the folio (the kernel's reference would keep it; the
+    /// entry still takes a slot).
+    entries: Vec<Option<(Pfn, bool)>>,
+    /// The LRU-add batch (folios not yet on an LRU), `None` as above.
+    lru_add: Vec<Option<Pfn>>,
+}
+
+/// FOLIO_BATCH_SIZE (include/linux/pagevec.h).
+const FOLIO_BATCH_SIZE: usize = 31;
+
+impl FolioBatches {
+    /// Queue `folio` (Linux: mm/mlock.c mlock_folio(), munlock_folio(),
+    /// mlock_new_folio() → mlock_folio_batch() when the batch is full or the
+    /// folio is large).
+    pub fn add(&mut self, head: Pfn, large: bool, new: bool) {
+        if large {
+            self.drain();
+            return;
+        }
+        self.entries.push(Some((head, new)));
+        if self.entries.len() >= FOLIO_BATCH_SIZE {
+            self.drain();
+        }
+    }
+
+    /// A new folio mapped into an ordinary VMA: folio_add_lru() →
+    /// folio_batch_add_and_move() (a large folio or the 31st entry moves
+    /// the LRU-add batch, not the mlock batch).
+    pub fn lru_add(&mut self, head: Pfn, large: bool) {
+        if large {
+            self.lru_add.clear();
+            return;
+        }
+        self.lru_add.push(Some(head));
+        if self.lru_add.len() >= FOLIO_BATCH_SIZE {
+            self.lru_add.clear();
+        }
+    }
+
+    /// `lru_add_drain()`: the LRU-add batch, then `mlock_drain_local()`.
+    pub fn drain(&mut self) {
+        self.lru_add.clear();
+        self.entries.clear();
+    }
+
+    /// References the LRU-add batch holds on the folio at `head`.
+    pub fn lru_add_refs(&self, head: Pfn) -> u32 {
+        self.lru_add.iter().filter(|e| **e == Some(head)).count() as u32
+    }
+
+    /// Whether the folio at `head` is not on an LRU yet (queued new in
+    /// either batch).
+    pub fn off_lru(&self, head: Pfn) -> bool {
+        self.queued_new(head) || self.lru_add_refs(head) > 0
+    }
+
+    /// References the batch holds on the folio at `head`.
+    pub fn refs(&self, head: Pfn) -> u32 {
+        self.entries
+            .iter()
+            .filter(|e| matches!(e, Some((h, _)) if *h == head))
+            .count() as u32
+    }
+
+    /// Whether the folio at `head` is queued as new (not on an LRU yet).
+    pub fn queued_new(&self, head: Pfn) -> bool {
+        self.entries
+            .iter()
+            .any(|e| matches!(e, Some((h, true)) if *h == head))
+    }
+
+    /// The model freed the folio at `head`.
+    pub fn forget(&mut self, head: Pfn) {
+        for e in &mut self.entries {
+            if matches!(e, Some((h, _)) if *h == head) {
+                *e = None;
+            }
+        }
+        for e in &mut self.lru_add {
+            if *e == Some(head) {
+                *e = None;
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 }

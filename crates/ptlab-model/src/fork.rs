@@ -32,8 +32,8 @@ impl Model {
         // between, checked on 6.18.44): the worker processes' own
         // copy-on-write faults after fork() reach lru_add_drain(). An
         // approximation of the harness, not a fork() rule; see
-        // crate::mlock::MlockBatch and docs/divergences.md H10.
-        self.phys.mlock_batch.drain();
+        // crate::folio::FolioBatches and docs/divergences.md H10.
+        self.phys.folio_batches.drain();
         let child = self.procs.keys().next_back().copied().unwrap_or(0) + 1;
         let mut pt = PageTables::new(self.cfg.arch, &mut self.phys).ok_or(Errno::ENOMEM)?;
         pt.hw.features = self.cfg.hw;

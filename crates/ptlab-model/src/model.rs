@@ -656,7 +656,7 @@ impl Model {
                     return Err(Errno::EINVAL);
                 }
                 // lru_add_drain() (checked live: drains the mlock batch).
-                self.phys.mlock_batch.drain();
+                self.phys.folio_batches.drain();
                 let Model { procs, phys, .. } = self;
                 let cold = advice == Advice::Cold;
                 crate::swap::madvise_pageout(procs, phys, pid, vma, start, end, cold);

@@ -121,7 +121,7 @@ fn zap_range_in(
                     if locked && Some(leaf.pfn) != phys.huge_zero {
                         // munlock_vma_folio() of a large folio: the batch
                         // is drained at once.
-                        phys.mlock_batch.drain();
+                        phys.folio_batches.drain();
                     }
                     zap_huge_pmd(mm, phys, addr, leaf);
                 } else {
@@ -216,7 +216,7 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64, locked: bool)
         }
         if locked {
             // folio_remove_rmap_ptes() → munlock_vma_folio() (mm/rmap.c).
-            phys.mlock_batch.add(folio.head, folio.is_large(), false);
+            phys.folio_batches.add(folio.head, folio.is_large(), false);
         }
         unmap_batch(mm, phys, folio, leaf.pfn, n as u32);
         i += n;
