@@ -82,7 +82,7 @@ pub struct LiveBackend {
     /// named after the process).
     uffd_slots: BTreeMap<String, usize>,
     /// The handle `uffd ... via NAME` selected, per process.
-    uffd_selected: BTreeMap<String, String>,
+    uffd_selected: ptlab_scenario::UffdSelection,
     /// The handles each process holds a descriptor for (its own and those
     /// inherited through fork); a name no process holds is free again.
     uffd_fds: BTreeMap<String, BTreeSet<String>>,
@@ -290,7 +290,7 @@ impl LiveBackend {
             stats_base,
             unknown_tags: BTreeSet::new(),
             uffd_slots: BTreeMap::new(),
-            uffd_selected: BTreeMap::new(),
+            uffd_selected: Default::default(),
             uffd_fds: BTreeMap::new(),
             notes: Vec::new(),
             _lock: lock,
@@ -374,7 +374,7 @@ impl LiveBackend {
     /// Point the worker of `proc` at the uffd handle its next ioctl uses
     /// (its own, or the one `via` selected); EBADF for an unknown handle.
     fn uffd_prepare(&mut self, proc: &str) -> Result<(), BackendError> {
-        let handle = self.uffd_selected.get(proc).map_or(proc, String::as_str);
+        let handle = self.uffd_selected.handle(proc);
         let Some(&slot) = self.uffd_slots.get(handle) else {
             return Err(BackendError::Errno(Errno::EBADF));
         };
@@ -766,7 +766,7 @@ impl LiveBackend {
     fn exit_proc(&mut self, idx: usize) -> Result<(), BackendError> {
         let p = self.procs.remove(idx);
         // Its descriptors close; a handle no process holds is gone.
-        self.uffd_selected.remove(&p.name);
+        self.uffd_selected.forget(&p.name);
         if let Some(held) = self.uffd_fds.remove(&p.name) {
             for h in held {
                 if !self.uffd_fds.values().any(|s| s.contains(&h)) {
@@ -1156,10 +1156,7 @@ impl Backend for LiveBackend {
 
     fn uffd_select(&mut self, proc: &str, handle: Option<&str>) -> Result<(), BackendError> {
         self.proc_index(proc)?;
-        match handle {
-            Some(h) => self.uffd_selected.insert(proc.to_string(), h.to_string()),
-            None => self.uffd_selected.remove(proc),
-        };
+        self.uffd_selected.select(proc, handle);
         Ok(())
     }
 

@@ -65,6 +65,32 @@ pub struct MremapFlags {
 }
 
 /// `UFFDIO_MOVE` mode bits.
+/// Which userfaultfd handle each process's `uffd ... via NAME` statements
+/// use (one home for both backends): a process uses its own handle (named
+/// after it) unless a statement selected another.
+#[derive(Clone, Debug, Default)]
+pub struct UffdSelection(std::collections::BTreeMap<String, String>);
+
+impl UffdSelection {
+    /// `uffd_select`: `None` returns `proc` to its own handle.
+    pub fn select(&mut self, proc: &str, handle: Option<&str>) {
+        match handle {
+            Some(h) => self.0.insert(proc.to_string(), h.to_string()),
+            None => self.0.remove(proc),
+        };
+    }
+
+    /// The handle `proc` uses now.
+    pub fn handle<'a>(&'a self, proc: &'a str) -> &'a str {
+        self.0.get(proc).map_or(proc, String::as_str)
+    }
+
+    /// `proc` exited.
+    pub fn forget(&mut self, proc: &str) {
+        self.0.remove(proc);
+    }
+}
+
 /// A THP prctl: `PR_SET_THP_DISABLE` (with its `disable` and `flags`
 /// arguments) or `PR_GET_THP_DISABLE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -30,7 +30,7 @@ pub mod model_backend;
 pub mod parser;
 
 pub use ast::Script;
-pub use backend::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags};
+pub use backend::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags, UffdSelection};
 pub use error::ParseError;
 pub use interp::{
     parse_param_value, run, Failure, FailureKind, HwRecord, LineHw, ObserveOutput, RunOptions,

@@ -24,7 +24,7 @@ pub struct ModelBackend {
     /// inherited through fork).
     uffd_fds: HashMap<String, BTreeSet<String>>,
     /// The handle `uffd ... via NAME` selected for the current operation.
-    uffd_selected: HashMap<String, String>,
+    uffd_selected: crate::backend::UffdSelection,
     check_every_statement: bool,
 }
 
@@ -39,7 +39,7 @@ impl ModelBackend {
             pids,
             uffds: HashMap::new(),
             uffd_fds: HashMap::new(),
-            uffd_selected: HashMap::new(),
+            uffd_selected: Default::default(),
             check_every_statement: false,
         }
     }
@@ -72,7 +72,7 @@ impl ModelBackend {
     /// process holds no descriptor for it.
     fn uffd(&self, proc: &str) -> Result<(Pid, UffdId), BackendError> {
         let pid = self.pid(proc)?;
-        let handle = self.uffd_selected.get(proc).map_or(proc, String::as_str);
+        let handle = self.uffd_selected.handle(proc);
         let held = self.uffd_fds.get(proc).is_some_and(|s| s.contains(handle));
         let id = self
             .uffds
@@ -269,7 +269,7 @@ impl Backend for ModelBackend {
         let pid = self.pid(proc)?;
         self.model.exit(pid).map_err(BackendError::Errno)?;
         self.pids.remove(proc);
-        self.uffd_selected.remove(proc);
+        self.uffd_selected.forget(proc);
         // exit closes the process's descriptors; a context goes away with
         // its last descriptor.
         for handle in self.uffd_fds.remove(proc).unwrap_or_default() {
@@ -340,10 +340,7 @@ impl Backend for ModelBackend {
 
     fn uffd_select(&mut self, proc: &str, handle: Option<&str>) -> Result<(), BackendError> {
         self.pid(proc)?;
-        match handle {
-            Some(h) => self.uffd_selected.insert(proc.to_string(), h.to_string()),
-            None => self.uffd_selected.remove(proc),
-        };
+        self.uffd_selected.select(proc, handle);
         Ok(())
     }
 
