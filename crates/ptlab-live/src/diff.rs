@@ -510,6 +510,8 @@ fn describe_page(p: &PageState) -> String {
 }
 
 fn maps_lines(o: &Observation) -> Vec<String> {
+    // VmLck rides along with the VMAs (mm->locked_vm, /proc/PID/status).
+    let lck = (o.vm_lck_kb != 0).then(|| format!("VmLck: {} kB", o.vm_lck_kb));
     o.maps
         .iter()
         .map(|m| {
@@ -523,6 +525,7 @@ fn maps_lines(o: &Observation) -> Vec<String> {
                 m.anon_huge_kb
             )
         })
+        .chain(lck)
         .collect()
 }
 
@@ -1319,6 +1322,31 @@ impl Backend for DiffBackend {
             |m| m.prctl_thp_disable(proc, call),
             |l| l.prctl_thp_disable(proc, call),
         )
+    }
+
+    fn setrlimit(
+        &mut self,
+        proc: &str,
+        resource: ptlab_model::Resource,
+        bytes: u64,
+    ) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "setrlimit",
+            |m| m.setrlimit(proc, resource, bytes).map(|()| 0),
+            |l| l.setrlimit(proc, resource, bytes).map(|()| 0),
+        )
+        .map(|_| ())
+    }
+
+    fn drop_cap_ipc_lock(&mut self, proc: &str) -> Result<(), BackendError> {
+        self.both(
+            proc,
+            "capability drop",
+            |m| m.drop_cap_ipc_lock(proc).map(|()| 0),
+            |l| l.drop_cap_ipc_lock(proc).map(|()| 0),
+        )
+        .map(|_| ())
     }
 
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {

@@ -253,10 +253,12 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                 let len = *r.pick(&lens);
                 let addr = ARENA + r.below(3) * GB + *r.pick(&deltas);
                 let prot = ["", " prot r", " prot none", " prot rwx"][r.weighted(&[85, 8, 4, 3])];
-                let extra = match r.weighted(&[86, 8, 6]) {
+                let locked = if set.guard_lock_seal { 2 } else { 0 };
+                let extra = match r.weighted(&[86, 8, 6, locked]) {
                     0 => "",
                     1 => " populate",
-                    _ => " noreserve",
+                    2 => " noreserve",
+                    _ => " locked",
                 };
                 let (line, base, floating) = match r.weighted(&[60, 22, 10, 8]) {
                     0 => (
@@ -459,7 +461,7 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                 } else {
                     format!("{} + {}", m.base, size(off))
                 };
-                let line = match r.weighted(&[35, 15, 25, 20, 5]) {
+                let line = match r.weighted(&[35, 15, 25, 20, 5, 6, 2]) {
                     0 => format!("madvise {at} {} guard_install", size(len)),
                     1 => format!("madvise {at} {} guard_remove", size(len)),
                     2 => {
@@ -467,7 +469,30 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                         format!("mlock {at} {}{onfault}", size(len))
                     }
                     3 => format!("munlock {at} {}", size(len)),
-                    _ => format!("mseal {at} {}", size(len)),
+                    4 => format!("mseal {at} {}", size(len)),
+                    // Resource limits: a budget near what is mapped, so
+                    // the next calls land on both sides of it.
+                    5 => {
+                        let res = *r.pick(&["as", "data", "memlock"]);
+                        let v = match r.weighted(&[10, 30, 30, 15, 15]) {
+                            0 => 0,
+                            1 => (total / 2) & !(4 * KB - 1),
+                            2 => total.max(4 * KB),
+                            3 => total + 2 * MB,
+                            _ => u64::MAX,
+                        };
+                        // RLIMIT_MEMLOCK stays within Linux's default hard
+                        // limit (8 MiB): without CAP_SYS_RESOURCE a worker
+                        // cannot go above it (the model could).
+                        let v = if res == "memlock" { v.min(8 * MB) } else { v };
+                        let v = if v == u64::MAX {
+                            "unlimited".to_string()
+                        } else {
+                            size(v)
+                        };
+                        format!("setrlimit {res} {v}")
+                    }
+                    _ => "capability drop ipc_lock".to_string(),
                 };
                 let _ = writeln!(s, "{who}{line}");
             }

@@ -63,6 +63,23 @@ impl SmapsVma {
     }
 }
 
+/// The `kB` fields of `/proc/PID/status` (VmSize, VmData, VmLck, ...), in kB.
+pub fn read_status(pid: i32) -> std::io::Result<BTreeMap<String, u64>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    Ok(parse_status(&text))
+}
+
+/// Parse `/proc/PID/status` text: every `Name:  N kB` line.
+pub fn parse_status(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            let v = v.trim().strip_suffix("kB")?.trim().parse().ok()?;
+            Some((k.to_string(), v))
+        })
+        .collect()
+}
+
 /// Parse `/proc/PID/smaps` text.
 pub fn parse_smaps(text: &str) -> Vec<SmapsVma> {
     let mut out: Vec<SmapsVma> = Vec::new();

@@ -48,6 +48,11 @@ struct LiveProc {
     chan: OwnedFd,
     /// Forked directly from ptlab (must be reaped with waitpid).
     direct: bool,
+    /// RLIMIT_AS and RLIMIT_DATA the scenario set, in bytes of its own
+    /// mappings (`None`: unlimited). The worker's limit adds what the
+    /// harness maps, recomputed before every call they can refuse.
+    scenario_as: Option<u64>,
+    scenario_data: Option<u64>,
 }
 
 /// What an unprivileged or older kernel hides.
@@ -281,6 +286,8 @@ impl LiveBackend {
                 pid,
                 chan,
                 direct: true,
+                scenario_as: None,
+                scenario_data: None,
             }],
             knobs: KnobSession::new(),
             reader: Reader::new(),
@@ -355,6 +362,51 @@ impl LiveBackend {
             .iter()
             .position(|p| p.name == proc)
             .ok_or_else(|| BackendError::NoProcess(proc.to_string()))
+    }
+
+    /// Before a call RLIMIT_AS/RLIMIT_DATA can refuse: give the worker
+    /// the scenario's limits plus what the harness maps right now (VmSize
+    /// and VmData minus the scenario's VMAs). The worker applies them only
+    /// around that call.
+    fn refresh_scoped_limits(&mut self, proc: &str) -> Result<(), BackendError> {
+        let idx = self.proc_index(proc)?;
+        let p = &self.procs[idx];
+        let (as_lim, data_lim, pid) = (p.scenario_as, p.scenario_data, p.pid);
+        if as_lim.is_none() && data_lim.is_none() {
+            return Ok(());
+        }
+        let status = kernel::read_status(pid)
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/status: {e}")))?;
+        let smaps = kernel::read_smaps(pid)
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}")))?;
+        let (mut mine, mut mine_data) = (0u64, 0u64);
+        for (i, s, e) in self.clipped(&smaps) {
+            mine += e - s;
+            // is_data_mapping(): VM_WRITE without VM_SHARED.
+            let perms = smaps[i].perms.as_bytes();
+            if perms.get(1) == Some(&b'w') && perms.get(3) == Some(&b'p') {
+                mine_data += e - s;
+            }
+        }
+        let field = |k: &str| status.get(k).copied().unwrap_or(0) * 1024;
+        for (res, lim, total, ours) in [
+            (libc::RLIMIT_AS, as_lim, field("VmSize"), mine),
+            (libc::RLIMIT_DATA, data_lim, field("VmData"), mine_data),
+        ] {
+            let Some(lim) = lim else { continue };
+            let harness = total.saturating_sub(ours);
+            // A zero RLIMIT_DATA is its own case in may_expand_vm() (the
+            // Valgrind workaround: checked against the hard limit), so it
+            // is passed as zero, not as the harness's size.
+            let soft = if res == libc::RLIMIT_DATA && lim == 0 {
+                0
+            } else {
+                harness.saturating_add(lim).min(libc::RLIM_INFINITY - 1)
+            };
+            let r = self.call(proc, [op::SETRLIMIT, res as u64, soft, 1, 0, 0, 0, 0])?;
+            Self::unit(r).map_err(|e| hard_limit_error(e, res, soft))?;
+        }
+        Ok(())
     }
 
     fn call(&mut self, proc: &str, req: Req) -> Result<Resp, BackendError> {
@@ -719,6 +771,12 @@ impl LiveBackend {
             process: proc.to_string(),
             ..Default::default()
         };
+        // The harness never locks memory: VmLck is the scenario's.
+        obs.vm_lck_kb = kernel::read_status(pid)
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/status: {e}")))?
+            .get("VmLck")
+            .copied()
+            .unwrap_or(0);
         for (i, s, e) in self.clipped(&smaps) {
             let v = &smaps[i];
             let pages = self.page_states(proc, pid, s, e)?;
@@ -823,6 +881,7 @@ impl Backend for LiveBackend {
         if flags.contains(MapFlags::FIXED) && !flags.contains(MapFlags::FIXED_NOREPLACE) {
             self.check_range("mmap MAP_FIXED", addr, len)?;
         }
+        self.refresh_scoped_limits(proc)?;
         let r = self.call(
             proc,
             [
@@ -973,6 +1032,7 @@ impl Backend for LiveBackend {
         if let Some(n) = flags.fixed {
             self.check_range("mremap target", n, new_len)?;
         }
+        self.refresh_scoped_limits(proc)?;
         let mut f = 0u64;
         if flags.maymove {
             f |= 1;
@@ -1019,6 +1079,7 @@ impl Backend for LiveBackend {
         prot: Prot,
     ) -> Result<(), BackendError> {
         self.check_range("mprotect", addr, len)?;
+        self.refresh_scoped_limits(proc)?;
         let r = self.call(
             proc,
             [op::MPROTECT, addr, len, prot.bits() as u64, 0, 0, 0, 0],
@@ -1079,11 +1140,16 @@ impl Backend for LiveBackend {
             return Err(errno_err(resp[0] as i64));
         }
         let chan = chan.ok_or_else(|| BackendError::Other("fork: no channel received".into()))?;
+        // The child inherits the rlimits (and the worker's scoped copy).
+        let (scenario_as, scenario_data) =
+            (self.procs[idx].scenario_as, self.procs[idx].scenario_data);
         self.procs.push(LiveProc {
             name: child.to_string(),
             pid: resp[1] as i32,
             chan,
             direct: false,
+            scenario_as,
+            scenario_data,
         });
         if let Some(fds) = self.uffd_fds.get(parent).cloned() {
             self.uffd_fds.insert(child.to_string(), fds);
@@ -1103,6 +1169,56 @@ impl Backend for LiveBackend {
         };
         let r = self.call(proc, [op::PRCTL_THP, set, disable, flags, 0, 0, 0, 0])?;
         Self::unit(r)
+    }
+
+    fn setrlimit(
+        &mut self,
+        proc: &str,
+        resource: ptlab_model::Resource,
+        bytes: u64,
+    ) -> Result<(), BackendError> {
+        let idx = self.proc_index(proc)?;
+        let lim = (bytes != ptlab_model::RLIM_INFINITY).then_some(bytes);
+        match resource {
+            ptlab_model::Resource::Memlock => {
+                // The harness locks nothing: the scenario's limit as is.
+                let r = self.call(
+                    proc,
+                    [
+                        op::SETRLIMIT,
+                        libc::RLIMIT_MEMLOCK as u64,
+                        bytes,
+                        0,
+                        0,
+                        0,
+                        0,
+                        0,
+                    ],
+                )?;
+                Self::unit(r)
+                    .map(|_| ())
+                    .map_err(|e| hard_limit_error(e, libc::RLIMIT_MEMLOCK, bytes))
+            }
+            ptlab_model::Resource::As | ptlab_model::Resource::Data => {
+                let res = if resource == ptlab_model::Resource::As {
+                    self.procs[idx].scenario_as = lim;
+                    libc::RLIMIT_AS
+                } else {
+                    self.procs[idx].scenario_data = lim;
+                    libc::RLIMIT_DATA
+                };
+                // Clear the worker's scoped copy; the next call it could
+                // refuse sets it afresh.
+                let r = self.call(proc, [op::SETRLIMIT, res as u64, u64::MAX, 1, 0, 0, 0, 0])?;
+                Self::unit(r).map(|_| ())
+            }
+        }
+    }
+
+    fn drop_cap_ipc_lock(&mut self, proc: &str) -> Result<(), BackendError> {
+        const CAP_IPC_LOCK: u64 = 14;
+        let r = self.call(proc, [op::CAP_DROP, CAP_IPC_LOCK, 0, 0, 0, 0, 0, 0])?;
+        Self::unit(r).map(|_| ())
     }
 
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
@@ -1231,5 +1347,34 @@ impl Backend for LiveBackend {
         let mode = u64::from(flags.dontwake) | (u64::from(flags.allow_src_holes) << 1);
         let r = self.call(proc, [op::UFFD_MOVE, dst, src, len, mode, 0, 0, 0])?;
         Self::uffd_result(r)
+    }
+}
+
+/// The worker could not set a soft limit above its hard limit (it lacks
+/// CAP_SYS_RESOURCE to raise it): a limit of this machine, not a kernel
+/// answer to compare — the model's hard limits are unlimited.
+fn hard_limit_error(e: BackendError, resource: u32, soft: u64) -> BackendError {
+    match e {
+        BackendError::Errno(Errno::EPERM) => {
+            let name = match resource {
+                libc::RLIMIT_AS => "RLIMIT_AS",
+                libc::RLIMIT_DATA => "RLIMIT_DATA",
+                _ => "RLIMIT_MEMLOCK",
+            };
+            let mut rl = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit with a valid struct (ptlab's own limit,
+            // which the worker inherited).
+            unsafe { libc::getrlimit(resource as _, &mut rl) };
+            BackendError::Other(format!(
+                "the live worker cannot set {name} to {soft} bytes: its hard limit is {} \
+                 and it lacks CAP_SYS_RESOURCE to raise it (the model's hard limits are \
+                 unlimited); use a smaller limit",
+                rl.rlim_max
+            ))
+        }
+        e => e,
     }
 }

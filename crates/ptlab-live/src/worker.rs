@@ -49,6 +49,101 @@ pub(crate) mod op {
     pub const UFFD_API: u64 = 18; // api features -> val = features reported
     pub const UFFD_SELECT: u64 = 19; // slot: the uffd the next ioctls use
     pub const PRCTL_THP: u64 = 20; // set(1)/get(0) disable flags -> val
+    /// resource soft scoped: scoped = 1 applies `soft` only around the
+    /// scenario's MMAP/MPROTECT/MREMAP calls (RLIMIT_AS/RLIMIT_DATA, whose
+    /// limits include the harness's own mappings), 0 sets it now.
+    pub const SETRLIMIT: u64 = 21;
+    pub const CAP_DROP: u64 = 22; // capability number: drop from the effective set
+}
+
+/// Soft limits the scenario set for RLIMIT_AS and RLIMIT_DATA, applied
+/// only while the worker makes a scenario's mmap/mprotect/mremap call (the
+/// worker's own allocations must never fail). u64::MAX: none.
+static SCOPED_AS: AtomicU64 = AtomicU64::new(u64::MAX);
+static SCOPED_DATA: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// The model's default RLIMIT_MEMLOCK soft limit, so an unprivileged
+/// scenario starts from the same budget on both backends
+/// (ptlab_model::rlimit::MLOCK_LIMIT_DEFAULT).
+const MEMLOCK_DEFAULT: u64 = 8 << 20;
+
+fn set_soft_limit(resource: u64, soft: u64) -> i32 {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        if libc::getrlimit(resource as _, &mut rl) != 0 {
+            return -1;
+        }
+        rl.rlim_cur = soft;
+        if rl.rlim_max < soft {
+            rl.rlim_max = soft; // root (CAP_SYS_RESOURCE) may raise it
+        }
+        libc::setrlimit(resource as _, &rl)
+    }
+}
+
+fn hard_limit(resource: u64) -> u64 {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit with a valid struct.
+    unsafe { libc::getrlimit(resource as _, &mut rl) };
+    rl.rlim_max
+}
+
+/// Apply (`on`) or lift the scoped limits around one scenario call
+/// (lifting puts the soft limit back at the hard one, where it starts).
+fn scoped_limits(on: bool) {
+    for (res, lim) in [
+        (libc::RLIMIT_AS, &SCOPED_AS),
+        (libc::RLIMIT_DATA, &SCOPED_DATA),
+    ] {
+        let v = lim.load(Ordering::Relaxed);
+        if v != u64::MAX {
+            let res = res as u64;
+            set_soft_limit(res, if on { v } else { hard_limit(res) });
+        }
+    }
+}
+
+/// capset(2): drop capability `cap` from this thread's effective set.
+fn cap_drop(cap: u64) -> i64 {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut h = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let mut d = [Data::default(); 2];
+    // SAFETY: capget/capset with a valid header and two data words.
+    unsafe {
+        if libc::syscall(libc::SYS_capget, &mut h as *mut Header, d.as_mut_ptr()) != 0 {
+            return -errno();
+        }
+        let (word, bit) = ((cap / 32) as usize, cap % 32);
+        if word >= 2 {
+            return -i64::from(libc::EINVAL);
+        }
+        d[word].effective &= !(1u32 << bit);
+        if libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) != 0 {
+            return -errno();
+        }
+    }
+    0
 }
 
 // ----- fault-tolerant probes (x86-64) -------------------------------------
@@ -306,6 +401,43 @@ fn prefault_stack() {
     core::hint::black_box(&buf);
 }
 
+/// After a fork, in parent and child: take the worker's own
+/// copy-on-write faults now (its stack, its statics, errno), then drain
+/// this CPU's folio batches (MADV_COLD on a page of its own:
+/// madvise_cold() starts with lru_add_drain()). The model drains the
+/// batches at fork; this makes that true, instead of leaving the drain to
+/// whichever harness fault happens to come first (docs/divergences.md H10).
+fn settle_after_fork() {
+    prefault_stack();
+    for a in [&FAULT_ADDR, &FAULT_SIG, &SCOPED_AS, &SCOPED_DATA] {
+        a.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    for u in &UFFDS {
+        u.store(u.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    UFFD_CUR.store(UFFD_CUR.load(Ordering::Relaxed), Ordering::Relaxed);
+    // SAFETY: errno is this thread's; the page is mapped, written, advised
+    // and unmapped here, and nothing else refers to it.
+    unsafe {
+        let e = libc::__errno_location();
+        core::ptr::write_volatile(e, core::ptr::read_volatile(e));
+        let p = libc::mmap(
+            core::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if p != libc::MAP_FAILED {
+            core::ptr::write_volatile(p.cast::<u8>(), 1);
+            libc::madvise(p, 4096, libc::MADV_COLD);
+            libc::munmap(p, 4096);
+        }
+        core::ptr::write_volatile(e, 0);
+    }
+}
+
 fn install_handlers() {
     // SAFETY: sigaction with a valid handler; signal dispositions.
     unsafe {
@@ -359,6 +491,7 @@ unsafe fn pin_to_current_cpu() {
 /// Entry point of a freshly forked worker. Never returns.
 pub(crate) fn worker_main(chan: libc::c_int) -> ! {
     adopt_channel(chan);
+    set_soft_limit(libc::RLIMIT_MEMLOCK as u64, MEMLOCK_DEFAULT);
     install_handlers();
     prefault_stack();
     serve()
@@ -377,6 +510,17 @@ fn serve() -> ! {
 // ----- operations -----------------------------------------------------------
 
 fn handle(r: &Req) {
+    let scoped = matches!(r[0], op::MMAP | op::MPROTECT | op::MREMAP);
+    if scoped {
+        scoped_limits(true);
+    }
+    handle_op(r);
+    if scoped {
+        scoped_limits(false);
+    }
+}
+
+fn handle_op(r: &Req) {
     let a = &r[1..];
     // SAFETY (all arms): raw system calls with caller-supplied numbers, as a
     // program under test would make them.
@@ -443,6 +587,36 @@ fn handle(r: &Req) {
                 uffd_ioctl(0xC028_AA05, m.as_mut_ptr(), Some(4));
             }
             op::PING => reply(0, libc::getpid() as u64, 0),
+            op::SETRLIMIT => {
+                let (res, soft, scoped) = (a[0], a[1], a[2] != 0);
+                let slot = match res as u32 {
+                    libc::RLIMIT_AS => Some(&SCOPED_AS),
+                    libc::RLIMIT_DATA => Some(&SCOPED_DATA),
+                    _ => None,
+                };
+                match (scoped, slot) {
+                    // Above the hard limit it could not be applied.
+                    (true, Some(_)) if soft != u64::MAX && soft > hard_limit(res) => {
+                        reply(-i64::from(libc::EPERM), 0, 0)
+                    }
+                    (true, Some(s)) => {
+                        s.store(soft, Ordering::Relaxed);
+                        reply(0, 0, 0);
+                    }
+                    (true, None) => reply(-i64::from(libc::EINVAL), 0, 0),
+                    (false, _) => {
+                        if set_soft_limit(res, soft) != 0 {
+                            reply(-errno(), 0, 0);
+                        } else {
+                            reply(0, 0, 0);
+                        }
+                    }
+                }
+            }
+            op::CAP_DROP => {
+                let r = cap_drop(a[0]);
+                reply(r, 0, 0);
+            }
             // Only the two THP prctls: a scenario cannot reach any other.
             op::PRCTL_THP => {
                 let r = if a[0] != 0 {
@@ -544,9 +718,11 @@ fn fork_child() {
             // parent's uffd descriptors (not its registrations: those need
             // EVENT_FORK), so it can name the parent's handle.
             adopt_child_channel(sv[1]);
+            settle_after_fork();
             serve();
         }
         libc::close(sv[1]);
+        settle_after_fork();
         let r: Resp = [0, pid as u64, 0, 0];
         let ok = send_with_fd(words_bytes(&r), sv[0]);
         libc::close(sv[0]);

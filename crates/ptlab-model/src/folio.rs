@@ -832,12 +832,13 @@ mod tests {
 ///
 /// Which operations drain was checked on 6.18.44 with probe scenarios (a
 /// munlocked page's child write reuses the page iff the batches were drained
-/// in between): mlock()/mlock2() (do_mlock's `lru_add_drain()`),
-/// MADV_COLD/MADV_PAGEOUT, a copy-on-write fault on a folio not yet on an
-/// LRU, fork() (on the live harness the worker's own copy-on-write faults
-/// after the fork drain), and a full mlock batch (the 31st entry) do;
-/// munlock(), munmap, MADV_DONTNEED, mprotect, mremap, MAP_FIXED over a
-/// mapping, exit of another process and fresh faults do not.
+/// in between): mlock()/mlock2()/munlock() when VM_LOCKED changes
+/// (mm/mlock.c mlock_vma_pages_range()), every population (mm/gup.c
+/// populate_vma_page_range()), MADV_COLD/MADV_PAGEOUT, a copy-on-write fault
+/// on a folio not yet on an LRU, fork() (the live harness's workers drain
+/// after a fork on purpose), and a full mlock batch (the 31st entry) do;
+/// munmap, MADV_DONTNEED, mprotect, mremap, MAP_FIXED over a mapping, exit
+/// of another process and fresh faults do not.
 #[derive(Clone, Debug, Default)]
 pub struct FolioBatches {
     /// The mlock batch: (head, new — not yet on an LRU); `None` once the

@@ -27,12 +27,13 @@ impl Model {
     /// fork(2): a new process whose address space duplicates `parent`'s.
     /// Returns the child's pid. Linux: dup_mmap().
     pub fn fork(&mut self, parent: Pid) -> Result<Pid, Errno> {
-        // On the live harness a fork drains the CPU's folio batches (a
-        // munlocked page's child write reuses the page after a fork in
-        // between, checked on 6.18.44): the worker processes' own
-        // copy-on-write faults after fork() reach lru_add_drain(). An
-        // approximation of the harness, not a fork() rule; see
-        // crate::folio::FolioBatches and docs/divergences.md H10.
+        // On the live harness a fork drains the CPU's folio batches: both
+        // workers drain on purpose right after fork() (MADV_COLD on a page
+        // of their own), so that their own copy-on-write faults cannot
+        // drain at an unpredictable later point. A property of the
+        // harness, not a fork() rule (a program that forks drains only if
+        // its own faults do); see crate::folio::FolioBatches and
+        // docs/divergences.md H10.
         self.phys.folio_batches.drain();
         let child = self.procs.keys().next_back().copied().unwrap_or(0) + 1;
         let mut pt = PageTables::new(self.cfg.arch, &mut self.phys).ok_or(Errno::ENOMEM)?;
@@ -52,6 +53,11 @@ impl Model {
             // MMF_INIT_MASK carries the THP-disable flags into the child.
             thp_disable: src.thp_disable,
             guards: Default::default(),
+            // copy_signal() copies the rlimits; the credentials (and so the
+            // capabilities) are shared. locked_vm starts at 0 (mm_init()),
+            // and the child's VMAs lose VM_LOCKED (dup_mmap()).
+            rlimits: src.rlimits,
+            locked_vm_stale: 0,
         };
         src.pt.hw.one(HwEvent::Syscall);
         src.pt.hw.one(HwEvent::ProcessCreate);

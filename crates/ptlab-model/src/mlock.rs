@@ -6,12 +6,12 @@
 //! populate_vma_page_range(), check_vma_flags(); mm/mseal.c do_mseal(),
 //! range_contains_unmapped(), mseal_apply(); mm/madvise.c
 //! can_madvise_modify(), is_discard(); mm/vma.c vms_gather_munmap_vmas()
-//! (sealed VMAs refuse munmap). Checked live on 6.18.44 (root, so
-//! RLIMIT_MEMLOCK never applies): docs/ops/guard-mlock-mseal.md.
+//! (sealed VMAs refuse munmap). Checked live on 6.18.44:
+//! docs/ops/guard-mlock-mseal.md.
 //!
+//! RLIMIT_MEMLOCK, CAP_IPC_LOCK and `locked_vm` live in [`crate::rlimit`].
 //! Not modelled: the mlock LRU state of folios (PG_mlocked and the
-//! unevictable list are not visible in what ptlab observes), RLIMIT_MEMLOCK
-//! and `locked_vm` (the caller is root, CAP_IPC_LOCK).
+//! unevictable list are not visible in what ptlab observes).
 
 use crate::addr::PAGE_SIZE;
 use crate::errno::Errno;
@@ -73,16 +73,21 @@ impl Model {
         self.apply_vma_lock_flags(pid, start, len, VmFlags::empty())
     }
 
-    /// Linux: mm/mlock.c do_mlock(): the caller is root (can_do_mlock()
-    /// and the RLIMIT_MEMLOCK test pass), the range is page-aligned
-    /// outwards, the flags applied, then the range populated.
+    /// Linux: mm/mlock.c do_mlock(): can_do_mlock() (EPERM), the range
+    /// page-aligned outwards, the RLIMIT_MEMLOCK test (ENOMEM; pages
+    /// already locked in the range count once; [`crate::rlimit`]), the
+    /// flags applied, then the range populated.
     fn do_mlock(&mut self, pid: Pid, addr: u64, len: u64, flags: VmFlags) -> Result<(), Errno> {
-        if !self.procs.contains_key(&pid) {
+        let Some(mm) = self.procs.get(&pid) else {
             return Err(Errno::EINVAL);
+        };
+        if !mm.can_do_mlock() {
+            return Err(Errno::EPERM);
         }
         let (start, len) = mlock_range(addr, len);
-        // do_mlock(): lru_add_drain() before the VMAs change.
-        self.phys.folio_batches.drain();
+        if !mm.mlock_within_limit(start, len) {
+            return Err(Errno::ENOMEM);
+        }
         self.apply_vma_lock_flags(pid, start, len, flags)?;
         self.populate_locked(pid, start, len).map_err(|e| match e {
             // __mlock_posix_error_return()
@@ -183,6 +188,12 @@ impl Model {
                 last = Some(folio.head);
                 phys.folio_batches.add(folio.head, folio.is_large(), false);
             }
+            // mlock_vma_pages_range() ends with lru_add_drain(): what the
+            // walk queued (and anything queued before) is processed now.
+            // Checked live: a page munlock()ed and then given up by its
+            // other mapper (munmap, MADV_DONTNEED, exit) is reused by the
+            // last mapper's write (tests/scenarios/mlock-06, mlock-07).
+            phys.folio_batches.drain();
         }
         Ok(())
     }
@@ -235,18 +246,30 @@ impl Model {
             {
                 continue;
             }
-            if !v.flags.intersects(VM_ACCESS_FLAGS) {
-                return Err(Errno::EFAULT);
-            }
-            let write = v.flags.contains(VmFlags::WRITE) && !v.flags.contains(VmFlags::SHARED);
-            for page in crate::mm::pages(s, e) {
-                match self.fault(pid, page, write) {
-                    Ok(_) => {}
-                    Err(AccessFault::Oom { .. }) => return Err(Errno::ENOMEM),
-                    // A guard marker (VM_FAULT_SIGSEGV) or a uffd range
-                    // (with UFFD_FEATURE_SIGBUS: VM_FAULT_SIGBUS).
-                    Err(_) => return Err(Errno::EFAULT),
-                }
+            // populate_vma_page_range() ends with lru_add_drain(), also
+            // when __get_user_pages() failed.
+            let r = self.populate_vma_pages(pid, &v, s, e);
+            self.phys.folio_batches.drain();
+            r?;
+        }
+        Ok(())
+    }
+
+    /// The faults of populate_vma_page_range() → __get_user_pages() over
+    /// `[s, e)` of `v` (not VM_LOCKONFAULT): write faults for a private
+    /// writable VMA, read faults otherwise; a VMA without access is EFAULT.
+    fn populate_vma_pages(&mut self, pid: Pid, v: &Vma, s: u64, e: u64) -> Result<(), Errno> {
+        if !v.flags.intersects(VM_ACCESS_FLAGS) {
+            return Err(Errno::EFAULT);
+        }
+        let write = v.flags.contains(VmFlags::WRITE) && !v.flags.contains(VmFlags::SHARED);
+        for page in crate::mm::pages(s, e) {
+            match self.fault(pid, page, write) {
+                Ok(_) => {}
+                Err(AccessFault::Oom { .. }) => return Err(Errno::ENOMEM),
+                // A guard marker (VM_FAULT_SIGSEGV) or a uffd range
+                // (with UFFD_FEATURE_SIGBUS: VM_FAULT_SIGBUS).
+                Err(_) => return Err(Errno::EFAULT),
             }
         }
         Ok(())

@@ -28,6 +28,11 @@ pub struct Mm {
     /// Guard markers (PTE_MARKER_GUARD) by page address. A marker is a
     /// non-present PTE, so its PTE table exists (see [`crate::guard`]).
     pub guards: std::collections::BTreeSet<u64>,
+    /// Soft resource limits and CAP_IPC_LOCK (see [`crate::rlimit`]).
+    pub rlimits: crate::rlimit::Rlimits,
+    /// `locked_vm` pages no VMA accounts for any more: what MREMAP_DONTUNMAP
+    /// left charged (see [`crate::rlimit`]).
+    pub locked_vm_stale: u64,
 }
 
 /// Allocator of anon_vma identities (machine-wide).

@@ -125,6 +125,8 @@ impl Model {
                 deposited: BTreeMap::new(),
                 thp_disable: Default::default(),
                 guards: Default::default(),
+                rlimits: Default::default(),
+                locked_vm_stale: 0,
             },
         );
         Model {
@@ -199,6 +201,29 @@ impl Model {
         let mm = self.procs.get(&pid).ok_or(Errno::ESRCH)?;
         mm.pt.hw.one(crate::hw::HwEvent::Syscall);
         Ok(mm.thp_disable.prctl_get())
+    }
+
+    /// setrlimit(2) of `resource`'s soft limit in process `pid` (bytes;
+    /// [`RLIM_INFINITY`](crate::rlimit::RLIM_INFINITY) for none). The hard
+    /// limit stays infinite, so any value is accepted.
+    /// Linux: kernel/sys.c do_prlimit().
+    pub fn set_rlimit(
+        &mut self,
+        pid: Pid,
+        resource: crate::rlimit::Resource,
+        bytes: u64,
+    ) -> Result<(), Errno> {
+        let mm = self.procs.get_mut(&pid).ok_or(Errno::ESRCH)?;
+        mm.rlimits.set(resource, bytes);
+        Ok(())
+    }
+
+    /// Drop CAP_IPC_LOCK from the effective set of process `pid` (capset(2)):
+    /// mlock and MAP_LOCKED then obey RLIMIT_MEMLOCK.
+    pub fn drop_cap_ipc_lock(&mut self, pid: Pid) -> Result<(), Errno> {
+        let mm = self.procs.get_mut(&pid).ok_or(Errno::ESRCH)?;
+        mm.rlimits.cap_ipc_lock = false;
+        Ok(())
     }
 
     pub fn set_use_zero_page(&mut self, on: bool) {
@@ -313,6 +338,18 @@ impl Model {
         {
             return Err(Errno::EEXIST);
         }
+        // MAP_LOCKED: can_do_mlock() (EPERM), then mlock_future_ok()
+        // against RLIMIT_MEMLOCK for the whole length (EAGAIN), before the
+        // MAP_TYPE switch.
+        if flags.contains(MapFlags::LOCKED) {
+            let mm = &self.procs[&pid];
+            if !mm.can_do_mlock() {
+                return Err(Errno::EPERM);
+            }
+            if !mm.mlock_future_ok(VmFlags::LOCKED, len) {
+                return Err(Errno::EAGAIN);
+            }
+        }
         // The MAP_TYPE switch: only MAP_PRIVATE anonymous memory is modelled.
         match flags.bits() & 0x0f {
             0x02 => {}
@@ -332,12 +369,16 @@ impl Model {
         if flags.contains(MapFlags::NORESERVE) {
             vm |= VmFlags::NORESERVE; // overcommit mode 0 honours it
         }
+        if flags.contains(MapFlags::LOCKED) {
+            vm |= VmFlags::LOCKED; // calc_vm_flag_bits()
+        }
         // accountable_mapping(): private writable without NORESERVE.
         if vm.contains(VmFlags::WRITE) && !vm.contains(VmFlags::NORESERVE) {
             vm |= VmFlags::ACCOUNT;
         }
         self.mmap_region(pid, addr, len, vm, flags.contains(MapFlags::FIXED))?;
-        if flags.contains(MapFlags::POPULATE) {
+        // do_mmap() asks for population of a VM_LOCKED mapping too.
+        if flags.intersects(MapFlags::POPULATE | MapFlags::LOCKED) {
             // mm_populate(): write faults for private writable VMAs, else read.
             let write = vm.contains(VmFlags::WRITE);
             for a in crate::mm::pages(addr, addr + len) {
@@ -345,6 +386,8 @@ impl Model {
                     break;
                 }
             }
+            // populate_vma_page_range() ends with lru_add_drain().
+            self.phys.folio_batches.drain();
         }
         Ok(addr)
     }
@@ -428,7 +471,23 @@ impl Model {
         fixed: bool,
     ) -> Result<(), Errno> {
         let end = addr + len;
+        let mut replaced = 0;
         if fixed && self.procs[&pid].vmas.intersects(addr, end) {
+            // __mmap_setup(): vms_gather_munmap_vmas() splits the VMAs
+            // MAP_FIXED replaces before the RLIMIT_AS test, and a failure
+            // then leaves the splits in place (vms_abort_munmap_vmas()).
+            self.munmap_gather(pid, addr, end)?;
+            replaced = self.procs[&pid]
+                .vmas
+                .iter()
+                .filter(|v| v.start >= addr && v.end <= end)
+                .map(|v| v.pages())
+                .sum::<u64>();
+        }
+        if !self.procs[&pid].may_expand_vm(vm, len / PAGE_SIZE - replaced) {
+            return Err(Errno::ENOMEM);
+        }
+        if replaced > 0 {
             self.do_munmap(pid, addr, end)?;
         }
         let mm = self.procs.get_mut(&pid).expect("pid");
@@ -475,12 +534,24 @@ impl Model {
     /// remove. Linux: mm/vma.c do_vmi_align_munmap(), vms_gather_munmap_vmas(),
     /// vms_complete_munmap_vmas() → unmap_region().
     pub(crate) fn do_munmap(&mut self, pid: Pid, start: u64, end: u64) -> Result<(), Errno> {
+        if !self.munmap_gather(pid, start, end)? {
+            return Ok(());
+        }
+        self.munmap_gathered(pid, start, end);
+        Ok(())
+    }
+
+    /// The first half of an unmap: the checks and the splits that make
+    /// `start` and `end` VMA boundaries. Returns whether any VMA is in the
+    /// range. The splits stay when a later step fails.
+    /// Linux: mm/vma.c vms_gather_munmap_vmas().
+    pub(crate) fn munmap_gather(&mut self, pid: Pid, start: u64, end: u64) -> Result<bool, Errno> {
         let max = self.cfg.max_map_count;
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
         let starts = mm.vmas.starts_in(start, end);
         let Some(&first) = starts.first() else {
-            return Ok(());
+            return Ok(false);
         };
         let first_vma = mm.vmas.get(first).expect("vma").clone();
         if first_vma.start < start && end < first_vma.end && mm.map_count() >= max {
@@ -512,6 +583,15 @@ impl Model {
                 mm.vmas.split_at(end);
             }
         }
+        Ok(true)
+    }
+
+    /// The second half: remove the VMAs of `[start, end)` (boundaries made
+    /// by [`Model::munmap_gather`]), zap and free their page tables.
+    /// Linux: mm/vma.c vms_complete_munmap_vmas().
+    fn munmap_gathered(&mut self, pid: Pid, start: u64, end: u64) {
+        let Model { procs, phys, .. } = self;
+        let mm = procs.get_mut(&pid).expect("pid");
         let removed: Vec<Vma> = mm
             .vmas
             .starts_in(start, end)
@@ -536,7 +616,6 @@ impl Model {
             let hi = hi.div_ceil(PMD_SIZE).saturating_mul(PMD_SIZE);
             mm.pt.flush_tlb_range(lo, hi, PMD_SIZE);
         }
-        Ok(())
     }
 
     // ---- madvise ----------------------------------------------------------
@@ -840,6 +919,7 @@ impl Model {
         let Some(mm) = self.procs.get(&pid) else {
             return obs;
         };
+        obs.vm_lck_kb = mm.locked_vm() * (PAGE_SIZE / 1024);
         for v in mm.vmas.iter() {
             let mut rss_pages = 0u64;
             let mut anon_huge_pages = 0u64;

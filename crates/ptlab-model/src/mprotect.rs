@@ -173,6 +173,13 @@ impl Model {
         // exists (an unfaulted VMA).
         let mut newflags = newflags;
         if newflags.contains(VmFlags::WRITE) {
+            // "Check space limits when area turns into data": RLIMIT_DATA
+            // (RLIMIT_AS is the same test for both flag sets).
+            let mm = &self.procs[&pid];
+            let nrpages = (end - start) / crate::addr::PAGE_SIZE;
+            if !mm.may_expand_vm(newflags, nrpages) && mm.may_expand_vm(old, nrpages) {
+                return Err(Errno::ENOMEM);
+            }
             let charged = VmFlags::ACCOUNT
                 | VmFlags::WRITE
                 | VmFlags::HUGETLB
@@ -222,6 +229,8 @@ impl Model {
                     break;
                 }
             }
+            // populate_vma_page_range() ends with lru_add_drain().
+            self.phys.folio_batches.drain();
         }
         Ok(())
     }

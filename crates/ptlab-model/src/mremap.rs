@@ -124,7 +124,7 @@ impl Model {
             self.remap_move(pid, &mut vrm)
         } else {
             let vma = self.procs[&pid].vmas.find(vrm.addr).cloned();
-            check_prep_vma(&mut vrm, vma.as_ref()).and_then(|()| {
+            check_prep_vma(&self.procs[&pid], &mut vrm, vma.as_ref()).and_then(|()| {
                 if vrm.implies_new_addr() {
                     self.mremap_to(pid, &mut vrm)
                 } else {
@@ -268,7 +268,16 @@ impl Model {
             }
             vrm.old_len = vrm.new_len;
         }
-        // §4.2: DONTUNMAP's may_expand_vm(old_len) (RLIMIT_AS) always passes.
+        // §4.2: DONTUNMAP keeps the source, so the whole length is new
+        // address space (RLIMIT_AS; checked after the FIXED unmap, which
+        // stays done: §11 #30).
+        if vrm.flags.contains(MremapFlags::DONTUNMAP) {
+            let mm = &self.procs[&pid];
+            let flags = mm.vmas.find(vrm.addr).expect("source VMA").flags;
+            if !mm.may_expand_vm(flags, vrm.old_len / PAGE_SIZE) {
+                return Err(Errno::ENOMEM);
+            }
+        }
         self.vrm_set_new_addr(pid, vrm)?;
         self.move_vma(pid, vrm)
     }
@@ -401,7 +410,7 @@ impl Model {
             if uffd_armed(&vma) && (seen || vma.end < end) {
                 return Err(Errno::EFAULT);
             }
-            check_prep_vma(vrm, Some(&vma))?;
+            check_prep_vma(&self.procs[&pid], vrm, Some(&vma))?;
             let res_vma = self.mremap_to(pid, vrm)?;
             if !seen {
                 res = Ok(res_vma);
@@ -431,15 +440,20 @@ impl Model {
             let (s, e) = (addr.max(v.start), end.min(v.end));
             let skip = v
                 .flags
-                .intersects(VmFlags::IO | VmFlags::PFNMAP | VmFlags::LOCKONFAULT)
-                || !v.flags.intersects(VM_ACCESS_FLAGS);
+                .intersects(VmFlags::IO | VmFlags::PFNMAP | VmFlags::LOCKONFAULT);
             if !skip {
-                let write = v.flags.contains(VmFlags::WRITE) && !v.flags.contains(VmFlags::SHARED);
-                for page in crate::mm::pages(s, e) {
-                    if self.fault(pid, page, write).is_err() {
-                        break;
+                if v.flags.intersects(VM_ACCESS_FLAGS) {
+                    let write =
+                        v.flags.contains(VmFlags::WRITE) && !v.flags.contains(VmFlags::SHARED);
+                    for page in crate::mm::pages(s, e) {
+                        if self.fault(pid, page, write).is_err() {
+                            break;
+                        }
                     }
                 }
+                // populate_vma_page_range() ends with lru_add_drain(), even
+                // when the VMA has no access and __get_user_pages() fails.
+                self.phys.folio_batches.drain();
             }
             addr = e;
         }
@@ -448,7 +462,7 @@ impl Model {
 
 /// §2.12: the checks made once the VMA at `vrm.addr` is known.
 /// Linux: check_prep_vma().
-fn check_prep_vma(vrm: &mut Vrm, vma: Option<&Vma>) -> Result<(), Errno> {
+fn check_prep_vma(mm: &crate::mm::Mm, vrm: &mut Vrm, vma: Option<&Vma>) -> Result<(), Errno> {
     let Some(vma) = vma else {
         return Err(Errno::EFAULT);
     };
@@ -496,8 +510,14 @@ fn check_prep_vma(vrm: &mut Vrm, vma: Option<&Vma>) -> Result<(), Errno> {
     if vma.flags.intersects(VmFlags::DONTEXPAND | VmFlags::PFNMAP) {
         return Err(Errno::EFAULT);
     }
-    // mlock_future_ok() (EAGAIN) and may_expand_vm() (ENOMEM): the model has
-    // no RLIMIT_MEMLOCK/RLIMIT_AS/RLIMIT_DATA, and its caller is root.
+    // §2.12.8: RLIMIT_MEMLOCK for a VM_LOCKED VMA without CAP_IPC_LOCK,
+    // then RLIMIT_AS (and RLIMIT_DATA for a data mapping) for the growth.
+    if !mm.mlock_future_ok(vma.flags, vrm.delta) {
+        return Err(Errno::EAGAIN);
+    }
+    if !mm.may_expand_vm(vma.flags, vrm.delta / PAGE_SIZE) {
+        return Err(Errno::ENOMEM);
+    }
     Ok(())
 }
 
@@ -541,12 +561,20 @@ fn dontunmap_complete(mm: &mut crate::mm::Mm, vrm: &Vrm) {
     let new_start = mm.vmas.find(vrm.new_addr).map(|v| v.start);
     let src = mm.vmas.find(vrm.addr).map(|v| v.start).expect("source VMA");
     let v = mm.vmas.get_mut(src).expect("source VMA");
+    // "Because we won't unmap we don't need to touch locked_vm": the
+    // whole source VMA stays charged (crate::rlimit, measured live).
+    let stale = if v.flags.contains(VmFlags::LOCKED) {
+        v.pages()
+    } else {
+        0
+    };
     v.flags -= VmFlags::LOCKED | VmFlags::LOCKONFAULT;
     if new_start != Some(v.start) && vrm.addr == v.start && vrm.addr + vrm.old_len == v.end {
         // unlink_anon_vmas()
         v.anon_vma = None;
         v.fork_child = false;
     }
+    mm.locked_vm_stale += stale;
 }
 
 #[cfg(test)]

@@ -94,6 +94,9 @@ pub struct Observation {
     /// THP counters since the scenario started, keyed `64kB/anon_fault_alloc`
     /// (per-size stats) or `vmstat/thp_fault_alloc`.
     pub stats: BTreeMap<String, i64>,
+    /// `/proc/PID/status` VmLck in kB (mm->locked_vm).
+    #[serde(default)]
+    pub vm_lck_kb: u64,
 }
 
 impl Observation {
@@ -131,6 +134,9 @@ impl Observation {
                     m.anon_huge_kb,
                     m.vm_flags.join(" ")
                 );
+            }
+            if self.vm_lck_kb != 0 {
+                let _ = writeln!(out, "VmLck: {} kB", self.vm_lck_kb);
             }
         }
         if sections.pages {

@@ -22,6 +22,7 @@ bitflags! {
         const PRIVATE = 0x02;
         const FIXED = 0x10;
         const ANONYMOUS = 0x20;
+        const LOCKED = 0x2000;
         const NORESERVE = 0x4000;
         const POPULATE = 0x8000;
         const FIXED_NOREPLACE = 0x100000;

@@ -188,6 +188,8 @@ pub enum Syscall {
         prot: Prot,
         noreserve: bool,
         populate: bool,
+        /// MAP_LOCKED
+        locked: bool,
     },
     Munmap {
         addr: Expr,
@@ -238,6 +240,14 @@ pub enum Syscall {
     },
     /// `prctl get_thp_disable`
     PrctlGetThpDisable,
+    /// `setrlimit RESOURCE EXPR` or `setrlimit RESOURCE unlimited`
+    /// (`None`): the soft limit, in bytes.
+    Setrlimit {
+        resource: ptlab_model::Resource,
+        bytes: Option<Expr>,
+    },
+    /// `capability drop ipc_lock`
+    CapDropIpcLock,
     UffdOpen,
     /// `uffd create [NAME]` (userfaultfd(2) only; `api` false) or
     /// `uffd open NAME` (userfaultfd(2) + UFFDIO_API; `api` true). Without
@@ -300,6 +310,8 @@ impl Syscall {
             Syscall::Exit => "exit",
             Syscall::PrctlSetThpDisable { .. } => "prctl thp_disable",
             Syscall::PrctlGetThpDisable => "prctl get_thp_disable",
+            Syscall::Setrlimit { .. } => "setrlimit",
+            Syscall::CapDropIpcLock => "capability drop",
             Syscall::UffdOpen => "uffd open",
             Syscall::UffdCreate { api: true, .. } => "uffd open",
             Syscall::UffdCreate { api: false, .. } => "uffd create",
@@ -400,6 +412,8 @@ pub enum Expect {
     },
     /// `expect anonhuge ADDR == SIZE`
     AnonHuge { addr: Expr, size: Expr },
+    /// `expect vmlck == SIZE`: the process's `VmLck` (locked_vm).
+    VmLck { size: Expr },
     /// `expect value EXPR == EXPR` (`equal`) or `!= EXPR`.
     Value {
         left: Expr,

@@ -282,6 +282,23 @@ pub trait Backend {
     fn prctl_thp_disable(&mut self, _proc: &str, _call: PrctlThp) -> Result<u64, BackendError> {
         Err(BackendError::Unsupported("prctl"))
     }
+    /// setrlimit(2) of `resource`'s soft limit in `proc` (bytes;
+    /// [`ptlab_model::RLIM_INFINITY`] for `unlimited`). RLIMIT_AS and
+    /// RLIMIT_DATA count the scenario's own mappings only: a live backend
+    /// adds what its harness maps (see docs/ops/rlimits.md).
+    fn setrlimit(
+        &mut self,
+        _proc: &str,
+        _resource: ptlab_model::Resource,
+        _bytes: u64,
+    ) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("setrlimit"))
+    }
+    /// Drop CAP_IPC_LOCK from `proc`'s effective capabilities (capset(2)),
+    /// so RLIMIT_MEMLOCK applies to it (and to children forked later).
+    fn drop_cap_ipc_lock(&mut self, _proc: &str) -> Result<(), BackendError> {
+        Err(BackendError::Unsupported("capability drop"))
+    }
     /// Open a userfaultfd for `proc` (one per process).
     fn uffd_open(&mut self, _proc: &str) -> Result<(), BackendError> {
         Err(BackendError::Unsupported("uffd open"))

@@ -842,6 +842,7 @@ impl<'a> Interp<'a> {
                 prot,
                 noreserve,
                 populate,
+                locked,
             } => {
                 let len = self.eval(len)?;
                 let addr = self.eval_opt(addr.as_ref(), 0)?;
@@ -856,6 +857,9 @@ impl<'a> Interp<'a> {
                 }
                 if *populate {
                     flags |= MapFlags::POPULATE;
+                }
+                if *locked {
+                    flags |= MapFlags::LOCKED;
                 }
                 self.backend.mmap(&proc, addr, len, *prot, flags)
             }
@@ -917,6 +921,14 @@ impl<'a> Interp<'a> {
                     .prctl_thp_disable(&proc, PrctlThp::Set { disable, flags })
             }
             Syscall::PrctlGetThpDisable => self.backend.prctl_thp_disable(&proc, PrctlThp::Get),
+            Syscall::Setrlimit { resource, bytes } => {
+                let bytes = match bytes {
+                    Some(e) => self.eval(e)?,
+                    None => ptlab_model::RLIM_INFINITY,
+                };
+                unit(self.backend.setrlimit(&proc, *resource, bytes))
+            }
+            Syscall::CapDropIpcLock => unit(self.backend.drop_cap_ipc_lock(&proc)),
             Syscall::UffdOpen => unit(self.backend.uffd_open(&proc)),
             Syscall::UffdCreate { name, api } => {
                 unit(self.backend.uffd_create(&proc, name.as_deref(), *api))
@@ -1140,6 +1152,21 @@ impl<'a> Interp<'a> {
                             ))
                         }
                     }
+                }
+            }
+            Expect::VmLck { size } => {
+                let want = self.eval(size)?;
+                let obs = self.observe_current(s.pos)?;
+                let got = obs.vm_lck_kb.saturating_mul(1024);
+                if got == want {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "VmLck of process {}: expected {} kB, found {} kB",
+                        self.current,
+                        want / 1024,
+                        obs.vm_lck_kb
+                    ))
                 }
             }
             Expect::Value { left, equal, right } => {

@@ -296,6 +296,25 @@ impl Backend for ModelBackend {
         .map_err(BackendError::Errno)
     }
 
+    fn setrlimit(
+        &mut self,
+        proc: &str,
+        resource: ptlab_model::Resource,
+        bytes: u64,
+    ) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .set_rlimit(pid, resource, bytes)
+            .map_err(BackendError::Errno)
+    }
+
+    fn drop_cap_ipc_lock(&mut self, proc: &str) -> Result<(), BackendError> {
+        let pid = self.pid(proc)?;
+        self.model
+            .drop_cap_ipc_lock(pid)
+            .map_err(BackendError::Errno)
+    }
+
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
         self.uffd_create(proc, None, true)
     }

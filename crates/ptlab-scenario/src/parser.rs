@@ -23,19 +23,65 @@ pub const MAX_BLOCK_DEPTH: usize = 32;
 
 /// Words that start a statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
-    "let", "mmap", "munmap", "madvise", "mremap", "mprotect", "mlock", "munlock", "mseal", "fork",
-    "exit", "prctl", "uffd", "read", "write", "thp", "swap", "repeat", "end", "expect", "observe",
-    "before", "param",
+    "let",
+    "mmap",
+    "munmap",
+    "madvise",
+    "mremap",
+    "mprotect",
+    "mlock",
+    "munlock",
+    "mseal",
+    "fork",
+    "exit",
+    "prctl",
+    "setrlimit",
+    "capability",
+    "uffd",
+    "read",
+    "write",
+    "thp",
+    "swap",
+    "repeat",
+    "end",
+    "expect",
+    "observe",
+    "before",
+    "param",
 ];
 /// Syscall keywords (statements whose result can be bound with `NAME =`).
 const SYSCALLS: &[&str] = &[
-    "mmap", "munmap", "madvise", "mremap", "mprotect", "mlock", "munlock", "mseal", "fork", "exit",
-    "prctl", "uffd",
+    "mmap",
+    "munmap",
+    "madvise",
+    "mremap",
+    "mprotect",
+    "mlock",
+    "munlock",
+    "mseal",
+    "fork",
+    "exit",
+    "prctl",
+    "setrlimit",
+    "capability",
+    "uffd",
 ];
 /// Words that can never be variable names.
 const RESERVED_EXTRA: &[&str] = &["pfn", "align_up", "align_down", "PAGE", "PMD", "PUD"];
 const CONSTANTS: &[(&str, u64)] = &[("PAGE", PAGE_SIZE), ("PMD", PMD_SIZE), ("PUD", PUD_SIZE)];
-const MMAP_OPTIONS: &[&str] = &["at", "fixed", "noreplace", "prot", "noreserve", "populate"];
+const MMAP_OPTIONS: &[&str] = &[
+    "at",
+    "fixed",
+    "noreplace",
+    "prot",
+    "noreserve",
+    "populate",
+    "locked",
+];
+const RLIMIT_NAMES: &[&str] = &["as", "data", "memlock"];
+const RLIMIT_UNLIMITED: &[&str] = &["unlimited"];
+const CAPABILITY_OPS: &[&str] = &["drop"];
+const CAPABILITY_NAMES: &[&str] = &["ipc_lock"];
 const MREMAP_OPTIONS: &[&str] = &["maymove", "fixed", "dontunmap"];
 const UFFD_SUBCOMMANDS: &[&str] = &[
     "open",
@@ -101,6 +147,7 @@ const EXPECT_KINDS: &[&str] = &[
     "stat",
     "vmflags",
     "anonhuge",
+    "vmlck",
     "value",
     "invariants",
 ];
@@ -867,6 +914,31 @@ impl<'s> Parser<'s> {
                     }
                 }
             }
+            "setrlimit" => {
+                let (name, _) = cur.word(
+                    RLIMIT_NAMES,
+                    "a resource (as, data, memlock) after 'setrlimit'",
+                )?;
+                let resource = ptlab_model::Resource::from_name(&name).expect("listed");
+                let bytes = if cur.eat("unlimited") {
+                    None
+                } else {
+                    Some(self.arg(
+                        cur,
+                        "a limit in bytes (or 'unlimited') after the resource",
+                        RLIMIT_UNLIMITED,
+                    )?)
+                };
+                Syscall::Setrlimit { resource, bytes }
+            }
+            "capability" => {
+                cur.word(CAPABILITY_OPS, "'drop' after 'capability'")?;
+                cur.word(
+                    CAPABILITY_NAMES,
+                    "a capability (ipc_lock) after 'capability drop'",
+                )?;
+                Syscall::CapDropIpcLock
+            }
             _ => self.uffd(cur)?,
         };
         cur.finish(&format!("the {} arguments", call.name()))?;
@@ -878,11 +950,11 @@ impl<'s> Parser<'s> {
         let mut addr = None;
         let mut placement = Placement::Hint;
         let mut prot_bits = None;
-        let (mut noreserve, mut populate) = (false, false);
+        let (mut noreserve, mut populate, mut locked) = (false, false, false);
         while !cur.at_end() {
             let (word, pos) = cur.word(
                 MMAP_OPTIONS,
-                "an mmap option (at, fixed, noreplace, prot, noreserve, populate)",
+                "an mmap option (at, fixed, noreplace, prot, noreserve, populate, locked)",
             )?;
             let dup = match word.as_str() {
                 "at" => {
@@ -907,6 +979,7 @@ impl<'s> Parser<'s> {
                     was
                 }
                 "noreserve" => std::mem::replace(&mut noreserve, true),
+                "locked" => std::mem::replace(&mut locked, true),
                 _ => std::mem::replace(&mut populate, true),
             };
             if dup {
@@ -921,6 +994,7 @@ impl<'s> Parser<'s> {
             prot,
             noreserve,
             populate,
+            locked,
         })
     }
 
@@ -1129,7 +1203,7 @@ impl<'s> Parser<'s> {
     fn expect(&mut self, cur: &mut Cur<'s>, stmt_pos: Pos) -> Result<Expect, ParseError> {
         let (kind, _) = cur.word(
             EXPECT_KINDS,
-            "what to expect (maps, page, pfn, stat, vmflags, anonhuge, value, invariants)",
+            "what to expect (maps, page, pfn, stat, vmflags, anonhuge, vmlck, value, invariants)",
         )?;
         let e = match kind.as_str() {
             k if CHECK_KINDS.contains(&k) => {
@@ -1227,6 +1301,13 @@ impl<'s> Parser<'s> {
                 }
                 let size = self.arg(cur, "a size after '=='", NO_STOP)?;
                 Expect::AnonHuge { addr, size }
+            }
+            "vmlck" => {
+                if !cur.eat_kind(&TokenKind::EqEq) {
+                    return Err(cur.expected("'==' after 'expect vmlck'"));
+                }
+                let size = self.arg(cur, "a size after '=='", NO_STOP)?;
+                Expect::VmLck { size }
             }
             "value" => {
                 let left = self.arg(cur, "an expression after 'expect value'", NO_STOP)?;

@@ -370,6 +370,17 @@ impl<T: Target> Backend for Recorder<T> {
     ) -> Result<u64, BackendError> {
         self.target.backend().prctl_thp_disable(proc, call)
     }
+    fn setrlimit(
+        &mut self,
+        proc: &str,
+        resource: ptlab_model::Resource,
+        bytes: u64,
+    ) -> Result<(), BackendError> {
+        self.target.backend().setrlimit(proc, resource, bytes)
+    }
+    fn drop_cap_ipc_lock(&mut self, proc: &str) -> Result<(), BackendError> {
+        self.target.backend().drop_cap_ipc_lock(proc)
+    }
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
         self.target.backend().uffd_open(proc)
     }

@@ -142,6 +142,65 @@ let y = -PAGE & (x + 1) / 2
 }
 
 #[test]
+fn rlimit_capability_and_locked_forms_and_errors() {
+    let s = ok(
+        "setrlimit as 16K\nsetrlimit memlock unlimited\ncapability drop ipc_lock\n\
+                mmap 4K locked\nexpect vmlck == 8K\n",
+    );
+    let k = kinds(&s);
+    assert!(matches!(
+        k[0],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Setrlimit {
+                resource: ptlab_model::Resource::As,
+                bytes: Some(Expr::Num(16384)),
+            }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[1],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Setrlimit {
+                resource: ptlab_model::Resource::Memlock,
+                bytes: None,
+            }),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[2],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::CapDropIpcLock),
+            ..
+        }
+    ));
+    assert!(matches!(
+        k[3],
+        StmtKind::Op {
+            op: Op::Syscall(Syscall::Mmap { locked: true, .. }),
+            ..
+        }
+    ));
+    assert!(matches!(k[4], StmtKind::Expect(Expect::VmLck { .. })));
+    let e = err("setrlimit stack 8M\n");
+    assert!(
+        e.contains("t.ptl:1:11") && e.contains("as, data, memlock"),
+        "{e}"
+    );
+    let e = err("setrlimit as\n");
+    assert!(e.contains("'unlimited'"), "{e}");
+    let e = err("capability drop sys_admin\n");
+    assert!(e.contains("ipc_lock"), "{e}");
+    let e = err("capability raise ipc_lock\n");
+    assert!(e.contains("'drop'"), "{e}");
+    let e = err("mmap 4K locked locked\n");
+    assert!(e.contains("duplicate option 'locked'"), "{e}");
+    let e = err("expect vmlck 8K\n");
+    assert!(e.contains("'=='"), "{e}");
+}
+
+#[test]
 fn prctl_forms_and_errors() {
     let s =
         ok("prctl thp_disable 1 except_advised\nv = prctl get_thp_disable\nprctl thp_disable 0\n");
@@ -185,6 +244,7 @@ fn mmap_defaults_and_options() {
                     prot,
                     noreserve,
                     populate,
+                    locked: false,
                 }),
             ..
         } => {
@@ -206,7 +266,7 @@ fn mmap_defaults_and_options() {
     );
     assert_eq!(
         err("mmap 4K populat"),
-        "t.ptl:1:9: expected an mmap option (at, fixed, noreplace, prot, noreserve, populate), found 'populat' (did you mean 'populate'?)"
+        "t.ptl:1:9: expected an mmap option (at, fixed, noreplace, prot, noreserve, populate, locked), found 'populat' (did you mean 'populate'?)"
     );
     assert_eq!(
         err("mmap 4K prot rwz"),
@@ -360,7 +420,7 @@ fn error_positions_and_suggestions() {
 fn expect_errors() {
     assert_eq!(
         err("expect mpas"),
-        "t.ptl:1:8: expected what to expect (maps, page, pfn, stat, vmflags, anonhuge, value, invariants), found 'mpas' (did you mean 'maps'?)"
+        "t.ptl:1:8: expected what to expect (maps, page, pfn, stat, vmflags, anonhuge, vmlck, value, invariants), found 'mpas' (did you mean 'maps'?)"
     );
     assert_eq!(err("expect page 0"), "t.ptl:1:14: expected a length or page attributes (none, zero, anon, order=N, ...), found end of line");
     assert_eq!(err("expect page 0 4K"), "t.ptl:1:17: expected at least one page attribute (none, zero, anon, order=N, ...), found end of line");
