@@ -1339,6 +1339,20 @@ impl Backend for DiffBackend {
         .map(|_| ())
     }
 
+    fn fill_vmas(&mut self, proc: &str, addr: u64, headroom: u64) -> Result<u64, BackendError> {
+        // The live limit counts the worker's own VMAs too: give the model
+        // the share left for the scenario, so both map the same number.
+        let (max, harness) = self.live.map_count_budget(proc)?;
+        let share = usize::try_from(max.saturating_sub(harness)).unwrap_or(usize::MAX);
+        self.model.model_mut().set_max_map_count(share);
+        self.both(
+            proc,
+            "fill",
+            |m| m.fill_vmas(proc, addr, headroom),
+            |l| l.fill_vmas(proc, addr, headroom),
+        )
+    }
+
     fn drop_cap_ipc_lock(&mut self, proc: &str) -> Result<(), BackendError> {
         self.both(
             proc,

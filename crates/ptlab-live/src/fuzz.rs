@@ -647,6 +647,9 @@ pub struct FuzzSummary {
     pub cases: u64,
     pub agree: u64,
     pub partial: u64,
+    /// Why partial runs stopped early, with numbers masked (`N`), and how
+    /// often.
+    pub partial_reasons: std::collections::BTreeMap<String, u64>,
     pub findings: Vec<Finding>,
     pub elapsed: Duration,
     pub ops: OpSet,
@@ -707,7 +710,12 @@ pub fn fuzz(
         sum.cases += 1;
         match outcome {
             DiffOutcome::Agree => sum.agree += 1,
-            DiffOutcome::Partial => sum.partial += 1,
+            DiffOutcome::Partial => {
+                sum.partial += 1;
+                if let Some((_, msg)) = &rep.stopped {
+                    *sum.partial_reasons.entry(mask_numbers(msg)).or_default() += 1;
+                }
+            }
             DiffOutcome::Diverge => {
                 on_event(&FuzzEvent::Shrinking { case });
                 let kind = first_kind(&rep);
@@ -830,5 +838,40 @@ mod tests {
             Duration::from_secs(5),
         );
         assert_eq!(out, "needle1\nneedle2\n");
+    }
+}
+
+/// `msg` with every run of hex or decimal digits (and `0x` prefixes)
+/// replaced by `N`, so messages that differ only in addresses group.
+fn mask_numbers(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut in_num = false;
+    let b = msg.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i] as char;
+        let starts = c.is_ascii_digit();
+        if starts || (in_num && c.is_ascii_hexdigit()) || (in_num && c == 'x') {
+            if !in_num {
+                out.push('N');
+                in_num = true;
+            }
+        } else {
+            in_num = false;
+            out.push(c);
+        }
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod mask_tests {
+    #[test]
+    fn numbers_are_masked() {
+        assert_eq!(
+            super::mask_numbers("mmap 0x7f00ab+4096 touches 12"),
+            "mmap N+N touches N"
+        );
     }
 }

@@ -338,6 +338,16 @@ pub fn read_thp_counters() -> BTreeMap<String, i64> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn status_kb_fields() {
+        let t = "Name:\tptlab\nVmSize:\t  2492 kB\nVmLck:\t       8 kB\nThreads:\t1\n";
+        let m = super::parse_status(t);
+        assert_eq!(m.get("VmSize"), Some(&2492));
+        assert_eq!(m.get("VmLck"), Some(&8));
+        assert!(!m.contains_key("Threads") && !m.contains_key("Name"));
+    }
+
     use super::*;
 
     #[test]

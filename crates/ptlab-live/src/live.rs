@@ -409,6 +409,27 @@ impl LiveBackend {
         Ok(())
     }
 
+    /// `vm.max_map_count` and how many of `proc`'s VMAs are the harness's
+    /// own (outside the scenario's territory): the model's share of the
+    /// limit is the difference.
+    pub fn map_count_budget(&self, proc: &str) -> Result<(u64, u64), BackendError> {
+        let pid = self.procs[self.proc_index(proc)?].pid;
+        let max = read_max_map_count()?;
+        let smaps = kernel::read_smaps(pid)
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}")))?;
+        let mine: BTreeSet<usize> = self
+            .clipped(&smaps)
+            .into_iter()
+            .map(|(i, _, _)| i)
+            .collect();
+        // [vsyscall] is listed but is no VMA (the gate area): not in map_count.
+        let vmas = smaps
+            .iter()
+            .filter(|v| !v.rest.ends_with("[vsyscall]"))
+            .count();
+        Ok((max, vmas.saturating_sub(mine.len()) as u64))
+    }
+
     fn call(&mut self, proc: &str, req: Req) -> Result<Resp, BackendError> {
         let i = self.proc_index(proc)?;
         let fd = self.procs[i].chan.as_raw_fd();
@@ -1215,6 +1236,34 @@ impl Backend for LiveBackend {
         }
     }
 
+    fn fill_vmas(&mut self, proc: &str, addr: u64, headroom: u64) -> Result<u64, BackendError> {
+        let pid = self.procs[self.proc_index(proc)?].pid;
+        let max = read_max_map_count()?;
+        let now = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/maps: {e}")))?
+            .lines()
+            // [vsyscall] is listed but is no VMA (the gate area).
+            .filter(|l| !l.ends_with("[vsyscall]"))
+            .count() as u64;
+        let want = max
+            .checked_sub(headroom)
+            .and_then(|t| t.checked_sub(now))
+            .ok_or(BackendError::Errno(Errno::EINVAL))?;
+        let span = want.saturating_mul(2 * PAGE);
+        self.check_range("fill", addr, span)?;
+        let r = self.call(proc, [op::FILL, addr, want, 0, 0, 0, 0, 0])?;
+        // The VMAs mapped before a failure are the scenario's too.
+        let done = r[1];
+        if done > 0 {
+            merge_into(
+                &mut self.territory,
+                addr,
+                addr.saturating_add(done.saturating_mul(2 * PAGE) - PAGE),
+            );
+        }
+        Self::unit(r)
+    }
+
     fn drop_cap_ipc_lock(&mut self, proc: &str) -> Result<(), BackendError> {
         const CAP_IPC_LOCK: u64 = 14;
         let r = self.call(proc, [op::CAP_DROP, CAP_IPC_LOCK, 0, 0, 0, 0, 0, 0])?;
@@ -1377,4 +1426,13 @@ fn hard_limit_error(e: BackendError, resource: u32, soft: u64) -> BackendError {
         }
         e => e,
     }
+}
+
+/// `/proc/sys/vm/max_map_count`.
+fn read_max_map_count() -> Result<u64, BackendError> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .map_err(|e| BackendError::Other(format!("cannot read /proc/sys/vm/max_map_count: {e}")))?
+        .trim()
+        .parse()
+        .map_err(|e| BackendError::Other(format!("bad /proc/sys/vm/max_map_count: {e}")))
 }

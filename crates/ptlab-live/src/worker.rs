@@ -54,6 +54,7 @@ pub(crate) mod op {
     /// limits include the harness's own mappings), 0 sets it now.
     pub const SETRLIMIT: u64 = 21;
     pub const CAP_DROP: u64 = 22; // capability number: drop from the effective set
+    pub const FILL: u64 = 23; // addr count: count one-page PROT_READ VMAs a page apart -> val = done
 }
 
 /// Soft limits the scenario set for RLIMIT_AS and RLIMIT_DATA, applied
@@ -403,10 +404,13 @@ fn prefault_stack() {
 
 /// After a fork, in parent and child: take the worker's own
 /// copy-on-write faults now (its stack, its statics, errno), then drain
-/// this CPU's folio batches (MADV_COLD on a page of its own:
+/// this CPU's folio batches (MADV_COLD on the worker's current stack page:
 /// madvise_cold() starts with lru_add_drain()). The model drains the
 /// batches at fork; this makes that true, instead of leaving the drain to
 /// whichever harness fault happens to come first (docs/divergences.md H10).
+/// It maps nothing: a page mapped here could land next to a scenario VMA,
+/// merge with it and take a THP fault over the scenario's pages (found by
+/// `ptlab fuzz --seed 20261126`, case 835, with 16 KiB mTHP on).
 fn settle_after_fork() {
     prefault_stack();
     for a in [&FAULT_ADDR, &FAULT_SIG, &SCOPED_AS, &SCOPED_DATA] {
@@ -416,24 +420,15 @@ fn settle_after_fork() {
         u.store(u.load(Ordering::Relaxed), Ordering::Relaxed);
     }
     UFFD_CUR.store(UFFD_CUR.load(Ordering::Relaxed), Ordering::Relaxed);
-    // SAFETY: errno is this thread's; the page is mapped, written, advised
-    // and unmapped here, and nothing else refers to it.
+    // SAFETY: errno is this thread's; MADV_COLD on a mapped stack page is
+    // only a reclaim hint.
     unsafe {
         let e = libc::__errno_location();
         core::ptr::write_volatile(e, core::ptr::read_volatile(e));
-        let p = libc::mmap(
-            core::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if p != libc::MAP_FAILED {
-            core::ptr::write_volatile(p.cast::<u8>(), 1);
-            libc::madvise(p, 4096, libc::MADV_COLD);
-            libc::munmap(p, 4096);
-        }
+        let mut here = 0u8;
+        core::ptr::write_volatile(&mut here, 1);
+        let page = (&here as *const u8 as usize) & !4095;
+        libc::madvise(page as *mut libc::c_void, 4096, libc::MADV_COLD);
         core::ptr::write_volatile(e, 0);
     }
 }
@@ -612,6 +607,28 @@ fn handle_op(r: &Req) {
                         }
                     }
                 }
+            }
+            op::FILL => {
+                let (addr, count) = (a[0], a[1]);
+                let mut done = 0u64;
+                let mut err = 0i64;
+                while done < count {
+                    let at = addr.wrapping_add(done.wrapping_mul(2 * 4096));
+                    let p = libc::mmap(
+                        at as *mut libc::c_void,
+                        4096,
+                        libc::PROT_READ,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                        -1,
+                        0,
+                    );
+                    if p == libc::MAP_FAILED {
+                        err = -errno();
+                        break;
+                    }
+                    done += 1;
+                }
+                reply(err, done, 0);
             }
             op::CAP_DROP => {
                 let r = cap_drop(a[0]);

@@ -226,6 +226,37 @@ impl Model {
         Ok(())
     }
 
+    /// `vm.max_map_count` (a machine-wide sysctl; a diff against the live
+    /// kernel sets it to the live limit minus the harness's own VMAs).
+    pub fn set_max_map_count(&mut self, n: usize) {
+        self.cfg.max_map_count = n;
+    }
+
+    /// Map one-page read-only VMAs at `addr`, `addr + 8K`, ... (a page
+    /// apart, so they never merge) until `max_map_count - map_count` is
+    /// `headroom`. Returns how many were mapped. A test device, not a
+    /// system call: it brings a process to the map-count limits
+    /// (spec/mremap.md §11 #29) with ordinary mmap(MAP_FIXED_NOREPLACE)
+    /// calls, each checked like any other; the first failure stops it.
+    pub fn fill_vmas(&mut self, pid: Pid, addr: u64, headroom: usize) -> Result<u64, Errno> {
+        let mm = self.procs.get(&pid).ok_or(Errno::ESRCH)?;
+        let want = self
+            .cfg
+            .max_map_count
+            .checked_sub(headroom)
+            .and_then(|t| t.checked_sub(mm.map_count()))
+            .ok_or(Errno::EINVAL)? as u64;
+        let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED_NOREPLACE;
+        for i in 0..want {
+            let a = i
+                .checked_mul(2 * PAGE_SIZE)
+                .and_then(|o| addr.checked_add(o))
+                .ok_or(Errno::EINVAL)?;
+            self.mmap(pid, a, PAGE_SIZE, Prot::READ, flags)?;
+        }
+        Ok(want)
+    }
+
     pub fn set_use_zero_page(&mut self, on: bool) {
         self.thp.use_zero_page = on;
     }

@@ -248,6 +248,12 @@ pub enum Syscall {
     },
     /// `capability drop ipc_lock`
     CapDropIpcLock,
+    /// `fill ADDR headroom N`: one-page VMAs from ADDR until the process
+    /// is N VMAs below `vm.max_map_count`.
+    Fill {
+        addr: Expr,
+        headroom: Expr,
+    },
     UffdOpen,
     /// `uffd create [NAME]` (userfaultfd(2) only; `api` false) or
     /// `uffd open NAME` (userfaultfd(2) + UFFDIO_API; `api` true). Without
@@ -312,6 +318,7 @@ impl Syscall {
             Syscall::PrctlGetThpDisable => "prctl get_thp_disable",
             Syscall::Setrlimit { .. } => "setrlimit",
             Syscall::CapDropIpcLock => "capability drop",
+            Syscall::Fill { .. } => "fill",
             Syscall::UffdOpen => "uffd open",
             Syscall::UffdCreate { api: true, .. } => "uffd open",
             Syscall::UffdCreate { api: false, .. } => "uffd create",

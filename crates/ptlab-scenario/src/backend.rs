@@ -299,6 +299,15 @@ pub trait Backend {
     fn drop_cap_ipc_lock(&mut self, _proc: &str) -> Result<(), BackendError> {
         Err(BackendError::Unsupported("capability drop"))
     }
+    /// Map one-page read-only VMAs at `addr`, `addr + 8K`, ... with
+    /// MAP_FIXED_NOREPLACE until `proc` is `headroom` VMAs below
+    /// `vm.max_map_count`; returns how many. Counts are the whole
+    /// process's, so a live backend's share differs from the model's by its
+    /// harness's own VMAs; a diff gives the model the live limit minus
+    /// those, so both map the same number.
+    fn fill_vmas(&mut self, _proc: &str, _addr: u64, _headroom: u64) -> Result<u64, BackendError> {
+        Err(BackendError::Unsupported("fill"))
+    }
     /// Open a userfaultfd for `proc` (one per process).
     fn uffd_open(&mut self, _proc: &str) -> Result<(), BackendError> {
         Err(BackendError::Unsupported("uffd open"))

@@ -929,6 +929,10 @@ impl<'a> Interp<'a> {
                 unit(self.backend.setrlimit(&proc, *resource, bytes))
             }
             Syscall::CapDropIpcLock => unit(self.backend.drop_cap_ipc_lock(&proc)),
+            Syscall::Fill { addr, headroom } => {
+                let (addr, headroom) = (self.eval(addr)?, self.eval(headroom)?);
+                self.backend.fill_vmas(&proc, addr, headroom)
+            }
             Syscall::UffdOpen => unit(self.backend.uffd_open(&proc)),
             Syscall::UffdCreate { name, api } => {
                 unit(self.backend.uffd_create(&proc, name.as_deref(), *api))

@@ -308,6 +308,14 @@ impl Backend for ModelBackend {
             .map_err(BackendError::Errno)
     }
 
+    fn fill_vmas(&mut self, proc: &str, addr: u64, headroom: u64) -> Result<u64, BackendError> {
+        let pid = self.pid(proc)?;
+        let headroom = usize::try_from(headroom).map_err(|_| BackendError::Errno(Errno::EINVAL))?;
+        self.model
+            .fill_vmas(pid, addr, headroom)
+            .map_err(BackendError::Errno)
+    }
+
     fn drop_cap_ipc_lock(&mut self, proc: &str) -> Result<(), BackendError> {
         let pid = self.pid(proc)?;
         self.model

@@ -37,6 +37,7 @@ pub const STATEMENT_KEYWORDS: &[&str] = &[
     "prctl",
     "setrlimit",
     "capability",
+    "fill",
     "uffd",
     "read",
     "write",
@@ -64,6 +65,7 @@ const SYSCALLS: &[&str] = &[
     "prctl",
     "setrlimit",
     "capability",
+    "fill",
     "uffd",
 ];
 /// Words that can never be variable names.
@@ -82,6 +84,7 @@ const RLIMIT_NAMES: &[&str] = &["as", "data", "memlock"];
 const RLIMIT_UNLIMITED: &[&str] = &["unlimited"];
 const CAPABILITY_OPS: &[&str] = &["drop"];
 const CAPABILITY_NAMES: &[&str] = &["ipc_lock"];
+const FILL_WORDS: &[&str] = &["headroom"];
 const MREMAP_OPTIONS: &[&str] = &["maymove", "fixed", "dontunmap"];
 const UFFD_SUBCOMMANDS: &[&str] = &[
     "open",
@@ -873,6 +876,12 @@ impl<'s> Parser<'s> {
                 let addr = self.arg(cur, "an address after 'munlock'", NO_STOP)?;
                 let len = self.arg(cur, "a length after the address", NO_STOP)?;
                 Syscall::Munlock { addr, len }
+            }
+            "fill" => {
+                let addr = self.arg(cur, "an address after 'fill'", FILL_WORDS)?;
+                cur.word(FILL_WORDS, "'headroom' after the address")?;
+                let headroom = self.arg(cur, "a number of VMAs after 'headroom'", NO_STOP)?;
+                Syscall::Fill { addr, headroom }
             }
             "mseal" => {
                 let addr = self.arg(cur, "an address after 'mseal'", NO_STOP)?;

@@ -381,6 +381,9 @@ impl<T: Target> Backend for Recorder<T> {
     fn drop_cap_ipc_lock(&mut self, proc: &str) -> Result<(), BackendError> {
         self.target.backend().drop_cap_ipc_lock(proc)
     }
+    fn fill_vmas(&mut self, proc: &str, addr: u64, headroom: u64) -> Result<u64, BackendError> {
+        self.target.backend().fill_vmas(proc, addr, headroom)
+    }
     fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
         self.target.backend().uffd_open(proc)
     }

@@ -533,6 +533,9 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     for f in &summary.findings {
         println!("{}", f.report);
     }
+    for (why, n) in &summary.partial_reasons {
+        println!("partial ({n}×): stopped early: {why}");
+    }
     let real = summary.divergences().count();
     println!(
         "fuzz seed {seed}: {} scenarios in {:.1} s: {} agree, {} partial, {} divergent ({} flaky) \

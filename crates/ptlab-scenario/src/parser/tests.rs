@@ -198,6 +198,17 @@ fn rlimit_capability_and_locked_forms_and_errors() {
     assert!(e.contains("duplicate option 'locked'"), "{e}");
     let e = err("expect vmlck 8K\n");
     assert!(e.contains("'=='"), "{e}");
+    let s = ok("n = fill 0x200000000000 headroom 5\n");
+    assert!(matches!(
+        kinds(&s)[0],
+        StmtKind::Op {
+            bind: Some(_),
+            op: Op::Syscall(Syscall::Fill { .. }),
+            ..
+        }
+    ));
+    let e = err("fill 0x200000000000 5\n");
+    assert!(e.contains("'headroom'"), "{e}");
 }
 
 #[test]
