@@ -723,6 +723,8 @@ impl DiffBackend {
         let names = self.live.process_names();
         let mut stats_done = false;
         let mut seen = HashMap::new();
+        let first_new = self.divergences.len();
+        let mut collapsed = 0;
         for name in names {
             let live = match self.live.observe_live(&name) {
                 Ok(o) => o,
@@ -752,6 +754,9 @@ impl DiffBackend {
             if !stats_done {
                 stats_done = true;
                 let (lp, mp) = std::mem::take(&mut self.prev_stats);
+                let key = "vmstat/thp_collapse_alloc";
+                let get = |m: &BTreeMap<String, i64>| m.get(key).copied().unwrap_or(0);
+                collapsed = (get(&live.stats) - get(&lp)) - (get(&model.stats) - get(&mp));
                 if self.mem_op {
                     self.compare_stats(&live.stats, &model.stats, &lp, &mp);
                 }
@@ -760,6 +765,19 @@ impl DiffBackend {
         }
         self.last_frames = seen;
         self.mem_op = false;
+        // khugepaged works in the background (and wakes at once when a THP
+        // knob is set to `always`): say so on whatever differs in a step
+        // where it collapsed a range the model did not (docs/divergences.md H3).
+        if collapsed > 0 {
+            for d in &mut self.divergences[first_new..] {
+                if !d.summary.contains("khugepaged") {
+                    d.summary.push_str(&format!(
+                        " (khugepaged collapsed a range in the background: live \
+                         vmstat/thp_collapse_alloc +{collapsed} since the last comparison)"
+                    ));
+                }
+            }
+        }
     }
 
     fn compare_maps(&mut self, proc: &str, live: &Observation, model: &Observation) {

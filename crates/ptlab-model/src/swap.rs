@@ -632,12 +632,31 @@ fn pageout_ptes(
 /// rmap walk (anon_vma lock, interval tree), the folio lock, LRU
 /// isolation, and the page write itself (swap_writeout(): I/O, not
 /// priced).
+///
+/// A folio still in the swap cache (swapped in, its slot still named by
+/// another process's swap PTE) keeps its slot: shrink_folio_list() skips
+/// folio_alloc_swap() for it, and a clean one is not written again — it
+/// only leaves the cache. Found by `ptlab fuzz --seed 20261127`, case
+/// 1289 (pageout, fork, read, pageout: both processes name one slot live).
 fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
     let tag = phys.tag(pte.pfn);
-    let Some(offset) = phys.swap.alloc(tag) else {
-        return;
+    let cached = phys
+        .swap
+        .slots
+        .iter()
+        .find(|(_, s)| s.cache == Some(pte.pfn))
+        .map(|(&off, _)| off);
+    let offset = match cached {
+        // folio_dup_swap() below adds this PTE's count.
+        Some(off) => off,
+        None => {
+            let Some(off) = phys.swap.alloc(tag) else {
+                return;
+            };
+            count_swap_map(&phys.hw, 1);
+            off
+        }
     };
-    count_swap_map(&phys.hw, 1);
     let folio = phys.folio_of(pte.pfn).expect("folio");
     let exclusive = phys.anon_exclusive(pte.pfn);
     mm.pt.hw.one(HwEvent::PmdLoad);
@@ -661,7 +680,21 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
     mm.rss_anon -= 1;
     count_swap_map(&phys.hw, 1);
     phys.ref_sub(folio, 1);
-    phys.swap.pswpout += 1;
+    if cached.is_some() {
+        let slot = phys.swap.slots.get_mut(&offset).expect("slot");
+        slot.count += 1;
+        // A dirty PTE dirtied the folio (try_to_unmap_one()): pageout()
+        // writes it; a clean one is already on the device.
+        if pte.flags.contains(LeafFlags::DIRTY) {
+            slot.tag = tag;
+            phys.swap.pswpout += 1;
+        }
+        // __remove_mapping() → swap-cache delete: the cache's reference.
+        slot.cache = None;
+        phys.ref_sub(folio, 1);
+    } else {
+        phys.swap.pswpout += 1;
+    }
 }
 
 // ---- invariants ---------------------------------------------------------------
