@@ -325,13 +325,14 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                             "dofork",
                             "wipeonfork",
                             "keeponfork",
+                            "collapse",
                             "pageout",
                             "cold",
                         ];
                         let adv = if swap {
-                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 40, 5])]
+                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5, 40, 5])]
                         } else {
-                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7])]
+                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5])]
                         };
                         format!("madvise {at} {} {adv}", size(len))
                     }

@@ -8,6 +8,7 @@
 pub mod addr;
 pub mod arch;
 pub mod batch;
+pub mod collapse;
 pub mod errno;
 pub mod fault;
 pub mod folio;

@@ -162,10 +162,10 @@ impl Model {
         self.procs.keys().copied()
     }
 
-    /// Whether the model implements `advice` (the rest belong to later work:
-    /// PAGEOUT/COLD need swap, COLLAPSE needs khugepaged's collapse path).
-    pub fn supports_advice(advice: Advice) -> bool {
-        !matches!(advice, Advice::Collapse)
+    /// Whether the model implements `advice` (all the advice values the
+    /// language has).
+    pub fn supports_advice(_advice: Advice) -> bool {
+        true
     }
 
     /// Enable a swap device of `bytes` (rounded down to pages, the header
@@ -772,7 +772,7 @@ impl Model {
                 crate::swap::madvise_pageout(procs, phys, pid, vma, start, end, cold);
                 return Ok(());
             }
-            Advice::Collapse => return Err(Errno::ENOSYS),
+            Advice::Collapse => return self.madvise_collapse(pid, vma, start, end),
         }
         if new == vma.flags {
             return Ok(());

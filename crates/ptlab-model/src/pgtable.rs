@@ -407,6 +407,19 @@ impl PageTables {
         self.set_pmd(va, Entry::Table(table));
     }
 
+    /// Detach the (empty) PTE table under `va`'s PMD slot without freeing
+    /// its page, which the caller deposits with a new PMD mapping
+    /// (pgtable_trans_huge_deposit() in collapse_huge_page()).
+    pub fn detach_pte_table(&mut self, va: u64) -> Option<Pfn> {
+        let PmdSlot::Table(p) = self.pmd(va) else {
+            return None;
+        };
+        debug_assert_eq!(self.tables[&p.0].used, 0, "detaching a non-empty PTE table");
+        self.set_pmd(va, Entry::None);
+        self.tables.remove(&p.0);
+        Some(p)
+    }
+
     /// Detach and free the PTE table under `va`'s PMD slot.
     pub fn free_pte_table(&mut self, va: u64, phys: &mut PhysMem) {
         if let PmdSlot::Table(p) = self.pmd(va) {

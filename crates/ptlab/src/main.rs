@@ -94,10 +94,11 @@ Examples:
   ptlab fuzz --time 60                 # a minute of random scenarios
   ptlab fuzz --seed 42 --steps 200     # 200 scenarios from seed 42 (reproducible)
 
-Each step generates one random scenario (mmap/munmap/madvise/read/write/thp,
-and fork/exit, mprotect, mremap, uffd, guard markers, mlock/munlock and mseal
-where the model supports them, over 64 KiB, 2 MiB and 1 GiB alignments,
-partial folio ranges and VMA edges),
+Each step generates one random scenario (mmap/munmap/madvise incl.
+MADV_COLLAPSE/read/write/thp, and fork/exit, mprotect, mremap, uffd, guard
+markers, mlock/munlock, mseal, prctl, swap, MAP_LOCKED, setrlimit and
+capability drop where the model supports them, over 64 KiB, 2 MiB and 1 GiB
+alignments, partial folio ranges and VMA edges),
 diffs it against the live kernel, and on divergence shrinks it to a minimal
 .ptl file saved in --out. The seed is printed; the same seed gives the same
 scenarios.
@@ -539,7 +540,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     let real = summary.divergences().count();
     println!(
         "fuzz seed {seed}: {} scenarios in {:.1} s: {} agree, {} partial, {} divergent ({} flaky) \
-         [operations: mmap munmap madvise read write thp{}{}{}{}{}{}]",
+         [operations: mmap munmap madvise(collapse) read write thp{}{}{}{}{}{}]",
         summary.cases,
         summary.elapsed.as_secs_f64(),
         summary.agree,
@@ -559,7 +560,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
             ""
         },
         if summary.ops.guard_lock_seal {
-            " guard mlock munlock mseal prctl"
+            " guard mlock munlock mseal prctl mmap-locked setrlimit capability"
         } else {
             ""
         },
