@@ -69,6 +69,15 @@ impl SwapDevice {
     /// Allocate a slot holding `tag` with swap count 1, lowest free offset
     /// first. Linux: mm/swapfile.c folio_alloc_swap() + the first
     /// swap_duplicate() done by try_to_unmap_one() (folio_dup_swap()).
+    /// The slot whose swap-cache folio is the one at `head`, if any
+    /// (`folio_test_swapcache()` and `folio->swap`).
+    pub fn slot_caching(&self, head: Pfn) -> Option<u64> {
+        self.slots
+            .iter()
+            .find(|(_, s)| s.cache == Some(head))
+            .map(|(&off, _)| off)
+    }
+
     fn alloc(&mut self, tag: u64) -> Option<u64> {
         let mut off = 1;
         for &k in self.slots.keys() {
@@ -640,12 +649,7 @@ fn pageout_ptes(
 /// 1289 (pageout, fork, read, pageout: both processes name one slot live).
 fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
     let tag = phys.tag(pte.pfn);
-    let cached = phys
-        .swap
-        .slots
-        .iter()
-        .find(|(_, s)| s.cache == Some(pte.pfn))
-        .map(|(&off, _)| off);
+    let cached = phys.swap.slot_caching(pte.pfn);
     let offset = match cached {
         // folio_dup_swap() below adds this PTE's count.
         Some(off) => off,
