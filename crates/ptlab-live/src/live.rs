@@ -19,7 +19,9 @@ use crate::kernel::{self, Caps, Reader, SmapsVma, PAGE};
 use crate::knobs::{self, KnobError, KnobSession, ThpLock};
 use crate::worker::{self, op, Req, Resp, ST_FAULT};
 use ptlab_model::observe::{AnonPage, MapsEntry, PageObs};
-use ptlab_model::{Advice, Errno, MapFlags, Observation, PageState, Prot, ThpKnob, ThpMode};
+use ptlab_model::{
+    Advice, Errno, MapFlags, Observation, PageState, Prot, Resource, ThpKnob, ThpMode,
+};
 use ptlab_scenario::ast::UffdMode;
 use ptlab_scenario::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -390,20 +392,23 @@ impl LiveBackend {
         }
         let field = |k: &str| status.get(k).copied().unwrap_or(0) * 1024;
         for (res, lim, total, ours) in [
-            (libc::RLIMIT_AS, as_lim, field("VmSize"), mine),
-            (libc::RLIMIT_DATA, data_lim, field("VmData"), mine_data),
+            (Resource::As, as_lim, field("VmSize"), mine),
+            (Resource::Data, data_lim, field("VmData"), mine_data),
         ] {
             let Some(lim) = lim else { continue };
             let harness = total.saturating_sub(ours);
             // A zero RLIMIT_DATA is its own case in may_expand_vm() (the
             // Valgrind workaround: checked against the hard limit), so it
             // is passed as zero, not as the harness's size.
-            let soft = if res == libc::RLIMIT_DATA && lim == 0 {
+            let soft = if res == Resource::Data && lim == 0 {
                 0
             } else {
                 harness.saturating_add(lim).min(libc::RLIM_INFINITY - 1)
             };
-            let r = self.call(proc, [op::SETRLIMIT, res as u64, soft, 1, 0, 0, 0, 0])?;
+            let r = self.call(
+                proc,
+                [op::SETRLIMIT, res.number().into(), soft, 1, 0, 0, 0, 0],
+            )?;
             Self::unit(r).map_err(|e| hard_limit_error(e, res, soft))?;
         }
         Ok(())
@@ -415,6 +420,7 @@ impl LiveBackend {
     pub fn map_count_budget(&self, proc: &str) -> Result<(u64, u64), BackendError> {
         let pid = self.procs[self.proc_index(proc)?].pid;
         let max = read_max_map_count()?;
+        let all = read_map_count(pid)?;
         let smaps = kernel::read_smaps(pid)
             .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}")))?;
         let mine: BTreeSet<usize> = self
@@ -422,12 +428,7 @@ impl LiveBackend {
             .into_iter()
             .map(|(i, _, _)| i)
             .collect();
-        // [vsyscall] is listed but is no VMA (the gate area): not in map_count.
-        let vmas = smaps
-            .iter()
-            .filter(|v| !v.rest.ends_with("[vsyscall]"))
-            .count();
-        Ok((max, vmas.saturating_sub(mine.len()) as u64))
+        Ok((max, all.saturating_sub(mine.len() as u64)))
     }
 
     fn call(&mut self, proc: &str, req: Req) -> Result<Resp, BackendError> {
@@ -1195,42 +1196,29 @@ impl Backend for LiveBackend {
     fn setrlimit(
         &mut self,
         proc: &str,
-        resource: ptlab_model::Resource,
+        resource: Resource,
         bytes: u64,
     ) -> Result<(), BackendError> {
         let idx = self.proc_index(proc)?;
         let lim = (bytes != ptlab_model::RLIM_INFINITY).then_some(bytes);
+        let res = resource.number().into();
         match resource {
-            ptlab_model::Resource::Memlock => {
-                // The harness locks nothing: the scenario's limit as is.
-                let r = self.call(
-                    proc,
-                    [
-                        op::SETRLIMIT,
-                        libc::RLIMIT_MEMLOCK as u64,
-                        bytes,
-                        0,
-                        0,
-                        0,
-                        0,
-                        0,
-                    ],
-                )?;
+            // The harness locks nothing: the scenario's limit as is.
+            Resource::Memlock => {
+                let r = self.call(proc, [op::SETRLIMIT, res, bytes, 0, 0, 0, 0, 0])?;
                 Self::unit(r)
                     .map(|_| ())
-                    .map_err(|e| hard_limit_error(e, libc::RLIMIT_MEMLOCK, bytes))
+                    .map_err(|e| hard_limit_error(e, resource, bytes))
             }
-            ptlab_model::Resource::As | ptlab_model::Resource::Data => {
-                let res = if resource == ptlab_model::Resource::As {
+            Resource::As | Resource::Data => {
+                if resource == Resource::As {
                     self.procs[idx].scenario_as = lim;
-                    libc::RLIMIT_AS
                 } else {
                     self.procs[idx].scenario_data = lim;
-                    libc::RLIMIT_DATA
-                };
+                }
                 // Clear the worker's scoped copy; the next call it could
                 // refuse sets it afresh.
-                let r = self.call(proc, [op::SETRLIMIT, res as u64, u64::MAX, 1, 0, 0, 0, 0])?;
+                let r = self.call(proc, [op::SETRLIMIT, res, u64::MAX, 1, 0, 0, 0, 0])?;
                 Self::unit(r).map(|_| ())
             }
         }
@@ -1239,12 +1227,7 @@ impl Backend for LiveBackend {
     fn fill_vmas(&mut self, proc: &str, addr: u64, headroom: u64) -> Result<u64, BackendError> {
         let pid = self.procs[self.proc_index(proc)?].pid;
         let max = read_max_map_count()?;
-        let now = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/maps: {e}")))?
-            .lines()
-            // [vsyscall] is listed but is no VMA (the gate area).
-            .filter(|l| !l.ends_with("[vsyscall]"))
-            .count() as u64;
+        let now = read_map_count(pid)?;
         let want = max
             .checked_sub(headroom)
             .and_then(|t| t.checked_sub(now))
@@ -1402,30 +1385,36 @@ impl Backend for LiveBackend {
 /// The worker could not set a soft limit above its hard limit (it lacks
 /// CAP_SYS_RESOURCE to raise it): a limit of this machine, not a kernel
 /// answer to compare — the model's hard limits are unlimited.
-fn hard_limit_error(e: BackendError, resource: u32, soft: u64) -> BackendError {
+fn hard_limit_error(e: BackendError, resource: Resource, soft: u64) -> BackendError {
     match e {
         BackendError::Errno(Errno::EPERM) => {
-            let name = match resource {
-                libc::RLIMIT_AS => "RLIMIT_AS",
-                libc::RLIMIT_DATA => "RLIMIT_DATA",
-                _ => "RLIMIT_MEMLOCK",
-            };
             let mut rl = libc::rlimit {
                 rlim_cur: 0,
                 rlim_max: 0,
             };
             // SAFETY: getrlimit with a valid struct (ptlab's own limit,
             // which the worker inherited).
-            unsafe { libc::getrlimit(resource as _, &mut rl) };
+            unsafe { libc::getrlimit(resource.number() as _, &mut rl) };
             BackendError::Other(format!(
-                "the live worker cannot set {name} to {soft} bytes: its hard limit is {} \
+                "the live worker cannot set RLIMIT_{} to {soft} bytes: its hard limit is {} \
                  and it lacks CAP_SYS_RESOURCE to raise it (the model's hard limits are \
                  unlimited); use a smaller limit",
+                resource.name().to_uppercase(),
                 rl.rlim_max
             ))
         }
         e => e,
     }
+}
+
+/// `mm->map_count` of process `pid`: its `/proc/PID/maps` lines but
+/// `[vsyscall]`, which is listed and is no VMA (the gate area).
+fn read_map_count(pid: i32) -> Result<u64, BackendError> {
+    Ok(std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/maps: {e}")))?
+        .lines()
+        .filter(|l| !l.ends_with("[vsyscall]"))
+        .count() as u64)
 }
 
 /// `/proc/sys/vm/max_map_count`.

@@ -194,8 +194,7 @@ impl Model {
         // the THP just allocated freed again (checked live: the counter
         // moved).
         if crate::guard::any_guard(&self.procs[&pid], slot, slot + PMD_SIZE) {
-            self.phys.ref_add(new, 1);
-            self.phys.ref_sub(new, 1);
+            self.phys.free_unused_folio(new);
             return Scan::Fail;
         }
         let swapped: Vec<u64> = self.procs[&pid]
@@ -207,8 +206,7 @@ impl Model {
         for va in swapped {
             // do_swap_page() as a read fault.
             if self.fault(pid, va, false).is_err() {
-                self.phys.ref_add(new, 1);
-                self.phys.ref_sub(new, 1);
+                self.phys.free_unused_folio(new);
                 return Scan::Fail;
             }
         }

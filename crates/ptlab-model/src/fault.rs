@@ -193,9 +193,7 @@ fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> O
     // may replace (P4) already has one.
     if let std::collections::btree_map::Entry::Vacant(e) = mm.deposited.entry(slot) {
         let Some(pgtable) = env.phys.alloc_pt_page() else {
-            // Drop the new folio: one get and one put frees it.
-            env.phys.ref_add(folio, 1);
-            env.phys.ref_sub(folio, 1);
+            env.phys.free_unused_folio(folio);
             return None;
         };
         e.insert(pgtable);

@@ -350,6 +350,14 @@ impl PhysMem {
         self.meta_mut(folio.head).refcount += n;
     }
 
+    /// Free a folio allocated but never mapped or referenced (a fault or
+    /// collapse that gave up): one get and one put, as the kernel's
+    /// folio_put() of its allocation reference.
+    pub fn free_unused_folio(&mut self, folio: FolioRef) {
+        self.ref_add(folio, 1);
+        self.ref_sub(folio, 1);
+    }
+
     /// Drop `n` references; frees the folio when the count reaches zero.
     /// Linux: folio_put_refs() → __folio_put() → free_unref_folios().
     pub fn ref_sub(&mut self, folio: FolioRef, n: u32) {

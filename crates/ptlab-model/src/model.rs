@@ -508,10 +508,12 @@ impl Model {
             // MAP_FIXED replaces before the RLIMIT_AS test, and a failure
             // then leaves the splits in place (vms_abort_munmap_vmas()).
             self.munmap_gather(pid, addr, end)?;
-            replaced = self.procs[&pid]
+            let mm = &self.procs[&pid];
+            replaced = mm
                 .vmas
+                .starts_in(addr, end)
                 .iter()
-                .filter(|v| v.start >= addr && v.end <= end)
+                .filter_map(|&s| mm.vmas.get(s))
                 .map(|v| v.pages())
                 .sum::<u64>();
         }

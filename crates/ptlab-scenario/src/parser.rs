@@ -21,35 +21,6 @@ pub const MAX_EXPR_DEPTH: usize = 128;
 /// Deepest nesting of `repeat` blocks accepted.
 pub const MAX_BLOCK_DEPTH: usize = 32;
 
-/// Words that start a statement.
-pub const STATEMENT_KEYWORDS: &[&str] = &[
-    "let",
-    "mmap",
-    "munmap",
-    "madvise",
-    "mremap",
-    "mprotect",
-    "mlock",
-    "munlock",
-    "mseal",
-    "fork",
-    "exit",
-    "prctl",
-    "setrlimit",
-    "capability",
-    "fill",
-    "uffd",
-    "read",
-    "write",
-    "thp",
-    "swap",
-    "repeat",
-    "end",
-    "expect",
-    "observe",
-    "before",
-    "param",
-];
 /// Syscall keywords (statements whose result can be bound with `NAME =`).
 const SYSCALLS: &[&str] = &[
     "mmap",
@@ -68,6 +39,19 @@ const SYSCALLS: &[&str] = &[
     "fill",
     "uffd",
 ];
+/// The other words that start a statement.
+const OTHER_STATEMENTS: &[&str] = &[
+    "let", "read", "write", "thp", "swap", "repeat", "end", "expect", "observe", "before", "param",
+];
+
+/// Every word that starts a statement: the syscalls and the rest.
+fn statement_keywords() -> impl Iterator<Item = &'static str> {
+    SYSCALLS.iter().chain(OTHER_STATEMENTS).copied()
+}
+
+fn is_statement_keyword(w: &str) -> bool {
+    SYSCALLS.contains(&w) || OTHER_STATEMENTS.contains(&w)
+}
 /// Words that can never be variable names.
 const RESERVED_EXTRA: &[&str] = &["pfn", "align_up", "align_down", "PAGE", "PMD", "PUD"];
 const CONSTANTS: &[(&str, u64)] = &[("PAGE", PAGE_SIZE), ("PMD", PMD_SIZE), ("PUD", PUD_SIZE)];
@@ -642,7 +626,7 @@ impl<'s> Parser<'s> {
                 let hint = if self.scope.lookup(other).is_some() {
                     format!("; to assign to '{other}' write 'let {other} = EXPR'")
                 } else {
-                    suggestion(other, STATEMENT_KEYWORDS.iter().copied())
+                    suggestion(other, statement_keywords())
                 };
                 return Err(cur.err(format!("expected a statement, found '{other}'{hint}")));
             }
@@ -704,7 +688,7 @@ impl<'s> Parser<'s> {
         pos: Pos,
         kind: NameKind,
     ) -> Result<NameId, ParseError> {
-        if STATEMENT_KEYWORDS.contains(&name) || RESERVED_EXTRA.contains(&name) {
+        if is_statement_keyword(name) || RESERVED_EXTRA.contains(&name) {
             return Err(cur.err_at(
                 pos,
                 format!("'{name}' is a reserved word and cannot be used as a name"),
@@ -1571,7 +1555,7 @@ impl<'s> Parser<'s> {
             Some(TokenKind::Ident(name)) => {
                 let name = name.clone();
                 if ctx.stop.contains(&name.as_str())
-                    || STATEMENT_KEYWORDS.contains(&name.as_str())
+                    || is_statement_keyword(name.as_str())
                     || name == "pfn"
                 {
                     return Err(cur.expected(ctx.what));

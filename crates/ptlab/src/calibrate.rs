@@ -343,35 +343,14 @@ fn seeds(reps: usize) -> Result<Samples> {
             let len = 64 << 20;
             let r = Region::new(BASE, len)?;
             r.memset(len / PAGE);
-            let t = Instant::now();
-            for _ in 0..10 {
-                // SAFETY: the child only calls _exit.
-                let pid = unsafe { libc::fork() };
-                if pid == 0 {
-                    // SAFETY: async-signal-safe exit in the child.
-                    unsafe { libc::_exit(0) };
-                }
-                if pid < 0 {
-                    bail!("fork: {}", std::io::Error::last_os_error());
-                }
-                let mut st = 0;
-                // SAFETY: reaping our child.
-                unsafe { libc::waitpid(pid, &mut st, 0) };
-            }
-            put("fork-4k", ns_since(t));
+            put("fork-4k", forks(10)?);
         }
         // mprotect-4k: 64 MiB, 5 × (mprotect r, mprotect rw, bzero).
         {
             let len = 64 << 20;
             let r = Region::new(BASE, len)?;
             r.memset(len / PAGE);
-            let t = Instant::now();
-            for _ in 0..5 {
-                r.protect(0, len / PAGE, RO);
-                r.protect(0, len / PAGE, RW);
-                r.memset(len / PAGE);
-            }
-            put("mprotect-4k", ns_since(t));
+            put("mprotect-4k", protect_cycles(&r, len / PAGE, 5));
         }
         // fork-thp-pte / mprotect-thp-pte: PMD THPs (MADV_HUGEPAGE; the
         // default knobs enabled=madvise, hugepages-2048kB=inherit allow
@@ -380,29 +359,8 @@ fn seeds(reps: usize) -> Result<Samples> {
         {
             let len = 64usize << 20;
             let r = thp_pte_region(len)?;
-            let t = Instant::now();
-            for _ in 0..10 {
-                // SAFETY: the child only calls _exit.
-                let pid = unsafe { libc::fork() };
-                if pid == 0 {
-                    // SAFETY: async-signal-safe exit in the child.
-                    unsafe { libc::_exit(0) };
-                }
-                if pid < 0 {
-                    bail!("fork: {}", std::io::Error::last_os_error());
-                }
-                let mut st = 0;
-                // SAFETY: reaping our child.
-                unsafe { libc::waitpid(pid, &mut st, 0) };
-            }
-            put("fork-thp-pte", ns_since(t));
-            let t = Instant::now();
-            for _ in 0..5 {
-                r.protect(0, len / PAGE, RO);
-                r.protect(0, len / PAGE, RW);
-                r.memset(len / PAGE);
-            }
-            put("mprotect-thp-pte", ns_since(t));
+            put("fork-thp-pte", forks(10)?);
+            put("mprotect-thp-pte", protect_cycles(&r, len / PAGE, 5));
         }
         // uffd-copy / uffd-move: a 16 MiB heap moved aside with
         // MREMAP_DONTUNMAP, the emptied heap registered MISSING, then per
@@ -414,6 +372,39 @@ fn seeds(reps: usize) -> Result<Samples> {
         }
     }
     Ok(s)
+}
+
+/// Time `n` fork()s whose children exit at once (each reaped before the
+/// next fork).
+fn forks(n: u32) -> Result<f64> {
+    let t = Instant::now();
+    for _ in 0..n {
+        // SAFETY: the child only calls _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: async-signal-safe exit in the child.
+            unsafe { libc::_exit(0) };
+        }
+        if pid < 0 {
+            bail!("fork: {}", std::io::Error::last_os_error());
+        }
+        let mut st = 0;
+        // SAFETY: reaping our child.
+        unsafe { libc::waitpid(pid, &mut st, 0) };
+    }
+    Ok(ns_since(t))
+}
+
+/// Time `n` rounds of mprotect read-only, mprotect read-write and a write
+/// to each of the first `pages` pages of `r`.
+fn protect_cycles(r: &Region, pages: usize, n: u32) -> f64 {
+    let t = Instant::now();
+    for _ in 0..n {
+        r.protect(0, pages, RO);
+        r.protect(0, pages, RW);
+        r.memset(pages);
+    }
+    ns_since(t)
 }
 
 /// `len` bytes of PMD THPs, populated, each mapped by PTEs: MADV_HUGEPAGE,
