@@ -1,0 +1,4 @@
+//! Abuse: cli. See main.rs.
+
+#[allow(unused_imports)]
+use crate::common;

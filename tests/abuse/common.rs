@@ -1,0 +1,297 @@
+//! The abuse suite's runner: the real `ptlab` binary, optionally under an
+//! address-space limit and a wall-clock limit, with checks that nothing
+//! leaked (processes, THP knobs, swap areas, journal files).
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Tests that start live runs or signal ptlab hold this, so the suite's own
+/// tests never race each other for the knob lock or count each other's
+/// workers as leaks. (Other test binaries serialise through the knob lock.)
+pub fn serial() -> MutexGuard<'static, ()> {
+    static M: Mutex<()> = Mutex::new(());
+    M.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `Some(reason)` when live runs cannot happen here (print `SKIP: reason`).
+pub fn live_skip() -> Option<String> {
+    if let Some(why) = ptlab_live::live_unavailable() {
+        return Some(why);
+    }
+    if !is_root() {
+        return Some("needs root (pagemap PFNs, kpageflags, THP knobs)".into());
+    }
+    None
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ptlab")
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ptlab-abuse-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+/// Writes `text` as a scenario file in `dir`.
+pub fn scenario(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write scenario");
+    p
+}
+
+/// How one run of ptlab ended.
+#[derive(Debug)]
+pub struct Outcome {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+    /// Peak resident set of the ptlab process and its waited-for children
+    /// (`ru_maxrss` of RUSAGE_CHILDREN after the wait), in bytes. An upper
+    /// bound over every child this test process has reaped so far.
+    pub max_rss_children: u64,
+    pub timed_out: bool,
+}
+
+impl Outcome {
+    pub fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+    /// Exited normally with a non-zero code (a clean error, not a signal
+    /// death such as SIGABRT from a failed allocation or SIGSEGV).
+    pub fn clean_error(&self) -> bool {
+        matches!(self.status.code(), Some(c) if c != 0 && c != 101 && c != 134)
+    }
+    pub fn describe(&self) -> String {
+        format!(
+            "status {:?} after {:?} (timed out: {})\n--- stdout\n{}\n--- stderr\n{}",
+            self.status, self.elapsed, self.timed_out, self.stdout, self.stderr
+        )
+    }
+}
+
+/// A ptlab invocation with limits.
+pub struct Run {
+    cmd: Command,
+    as_limit: Option<u64>,
+    timeout: Duration,
+    stdin: Option<Vec<u8>>,
+}
+
+pub fn ptlab(args: &[&str]) -> Run {
+    let mut cmd = Command::new(bin());
+    cmd.args(args);
+    cmd.env_remove("PTLAB_LOCK_FD");
+    Run {
+        cmd,
+        as_limit: None,
+        timeout: Duration::from_secs(120),
+        stdin: None,
+    }
+}
+
+impl Run {
+    /// Run under `RLIMIT_AS` = `bytes` (soft and hard): an allocation past it
+    /// fails in ptlab instead of growing the machine's memory use.
+    pub fn as_limit(mut self, bytes: u64) -> Self {
+        self.as_limit = Some(bytes);
+        self
+    }
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = t;
+        self
+    }
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.cmd.env(k, v);
+        self
+    }
+    pub fn stdin(mut self, bytes: Vec<u8>) -> Self {
+        self.stdin = Some(bytes);
+        self
+    }
+    pub fn command(&mut self) -> &mut Command {
+        &mut self.cmd
+    }
+
+    /// Spawns and waits (killing the whole process group at the timeout).
+    pub fn run(mut self) -> Outcome {
+        let limit = self.as_limit;
+        self.cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            self.cmd.pre_exec(move || {
+                libc::setpgid(0, 0);
+                if let Some(b) = limit {
+                    let r = libc::rlimit {
+                        rlim_cur: b,
+                        rlim_max: b,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_AS, &r) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let start = Instant::now();
+        let mut child = self.cmd.spawn().expect("spawn ptlab");
+        if let Some(bytes) = self.stdin.take() {
+            let mut w = child.stdin.take().expect("stdin");
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = w.write_all(&bytes);
+            });
+        }
+        let mut out = child.stdout.take().expect("stdout");
+        let mut err = child.stderr.take().expect("stderr");
+        let t_out = std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = out.read_to_end(&mut s);
+            s
+        });
+        let t_err = std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = err.read_to_end(&mut s);
+            s
+        });
+        let pid = child.id() as i32;
+        let mut timed_out = false;
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("try_wait") {
+                break s;
+            }
+            if start.elapsed() > self.timeout {
+                timed_out = true;
+                // SAFETY: signalling the process group we created.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+                break child.wait().expect("wait");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let elapsed = start.elapsed();
+        let stdout = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).into_owned();
+        let stderr = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).into_owned();
+        Outcome {
+            status,
+            stdout,
+            stderr,
+            elapsed,
+            max_rss_children: max_rss_children(),
+            timed_out,
+        }
+    }
+}
+
+/// `ru_maxrss` of RUSAGE_CHILDREN, in bytes.
+pub fn max_rss_children() -> u64 {
+    // SAFETY: getrusage fills the struct we pass.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru);
+        ru.ru_maxrss as u64 * 1024
+    }
+}
+
+/// Every process whose executable is the ptlab binary under test (ptlab
+/// itself, its live workers and calibrate workers: all are the same
+/// executable), except this test process.
+pub fn ptlab_processes() -> Vec<(i32, String)> {
+    let me = std::process::id() as i32;
+    let exe = std::fs::canonicalize(bin()).unwrap_or_else(|_| PathBuf::from(bin()));
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(target) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+            continue;
+        };
+        // A deleted (rebuilt) binary reads "<path> (deleted)".
+        let t = target.to_string_lossy();
+        let t = t.trim_end_matches(" (deleted)");
+        if Path::new(t) == exe {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+                .unwrap_or_default();
+            out.push((pid, cmd));
+        }
+    }
+    out
+}
+
+/// Waits up to `within` for every ptlab process to be gone; panics naming the
+/// survivors (and kills them so the machine is not hurt by a failing test).
+pub fn assert_no_ptlab_processes(within: Duration, context: &str) {
+    let t = Instant::now();
+    loop {
+        let left = ptlab_processes();
+        if left.is_empty() {
+            return;
+        }
+        if t.elapsed() > within {
+            for (pid, _) in &left {
+                // SAFETY: killing a leaked process of the binary under test.
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
+            }
+            panic!("{context}: ptlab processes left behind: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Everything global a live run may change: THP `enabled` knobs, the swap
+/// areas in use, and the knob journal.
+#[derive(Debug, PartialEq, Eq)]
+pub struct GlobalState {
+    pub knobs: Vec<(PathBuf, String)>,
+    pub swaps: String,
+    pub journal: bool,
+}
+
+pub fn global_state() -> GlobalState {
+    let mut knobs = Vec::new();
+    for p in ptlab_live::knobs::allowed_paths() {
+        if let Ok(v) = ptlab_live::knobs::read_knob(&p) {
+            knobs.push((p, v));
+        }
+    }
+    let swaps = std::fs::read_to_string("/proc/swaps")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    GlobalState {
+        knobs,
+        swaps,
+        journal: ptlab_live::knobs::journal_path().exists(),
+    }
+}

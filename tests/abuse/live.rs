@@ -1,0 +1,4 @@
+//! Abuse: live. See main.rs.
+
+#[allow(unused_imports)]
+use crate::common;

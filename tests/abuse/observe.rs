@@ -1,0 +1,4 @@
+//! Abuse: observe. See main.rs.
+
+#[allow(unused_imports)]
+use crate::common;
