@@ -2,8 +2,15 @@
 //! stdev per arm, % change against the baseline normalised so + is better,
 //! significance marked mmtests-style (`*` around the change when Welch's
 //! test rejects equal means at p < 0.05).
+//!
+//! Two cases of the same name are only comparable when they were measured
+//! the same way: same region size, iterations per run, folio layout, unit
+//! and direction. [`mismatches`] lists the rows that are not (a `--quick`
+//! run against a full one differs in `size_bytes`, and its "change" is the
+//! size, not the kernel); `ptlab compare` refuses them unless told
+//! otherwise, and [`markdown`] marks them `!`.
 
-use crate::result::{BenchResult, Better};
+use crate::result::{BenchResult, Better, Case};
 use crate::stats::{welch, Summary};
 use std::fmt::Write as _;
 
@@ -16,6 +23,9 @@ pub struct Row {
     pub base: Summary,
     /// One per compared run, in order; `None` when the run lacks the case.
     pub others: Vec<Option<(Summary, Change)>>,
+    /// One per compared run: whether its case was measured differently
+    /// ([`incomparable`]), which makes the change meaningless.
+    pub incomparable: Vec<bool>,
 }
 
 /// A compared arm against the baseline.
@@ -41,6 +51,80 @@ pub fn pct_better(base: f64, new: f64, better: Better) -> f64 {
     }
 }
 
+/// Why `other` cannot be compared with `base` (same case name): one entry
+/// per differing parameter, `what: base-value vs other-value`. Parameters
+/// missing from old (schema 1) files, stored as 0 or empty, are not held
+/// against them.
+pub fn incomparable(base: &Case, other: &Case) -> Vec<String> {
+    let mut why = Vec::new();
+    let num = |what: &str, a: u64, b: u64, why: &mut Vec<String>| {
+        if a != 0 && b != 0 && a != b {
+            why.push(format!("{what} {a} vs {b}"));
+        }
+    };
+    num("size_bytes", base.size_bytes, other.size_bytes, &mut why);
+    num("iterations", base.iterations, other.iterations, &mut why);
+    if !base.layout.is_empty() && !other.layout.is_empty() && base.layout != other.layout {
+        why.push(format!("layout '{}' vs '{}'", base.layout, other.layout));
+    }
+    if base.unit != other.unit {
+        why.push(format!("unit '{}' vs '{}'", base.unit, other.unit));
+    }
+    if base.better != other.better {
+        why.push(format!(
+            "better {:?} vs {:?}",
+            base.better, other.better
+        ));
+    }
+    why
+}
+
+/// A case of a compared run that was measured differently from the
+/// baseline's case of the same name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    pub case: String,
+    /// Index of the compared run (0 = the first after the baseline).
+    pub run: usize,
+    /// What differs, as [`incomparable`] describes it.
+    pub why: Vec<String>,
+}
+
+impl Mismatch {
+    /// `case: size_bytes 1 vs 2 (base.json vs quick.json)`, given the names
+    /// of all files, the baseline first.
+    pub fn describe(&self, files: &[String]) -> String {
+        let name = |i: usize| files.get(i).map_or("?", String::as_str);
+        format!(
+            "{}: {} ({} vs {})",
+            self.case,
+            self.why.join(", "),
+            name(0),
+            name(self.run + 1)
+        )
+    }
+}
+
+/// Every case of `others` that cannot be compared with the baseline.
+pub fn mismatches(base: &BenchResult, others: &[BenchResult]) -> Vec<Mismatch> {
+    let mut out = Vec::new();
+    for c in &base.cases {
+        for (i, o) in others.iter().enumerate() {
+            if let Some(x) = o.cases.iter().find(|x| x.name == c.name) {
+                let why = incomparable(c, x);
+                if !why.is_empty() {
+                    out.push(Mismatch {
+                        case: c.name.clone(),
+                        run: i,
+                        why,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Build the rows: every case of the baseline, in its order.
 pub fn rows(base: &BenchResult, others: &[BenchResult]) -> Vec<Row> {
     let mut out = Vec::new();
@@ -49,8 +133,11 @@ pub fn rows(base: &BenchResult, others: &[BenchResult]) -> Vec<Row> {
             continue;
         };
         let mut cols = Vec::new();
+        let mut bad = Vec::new();
         for o in others {
-            let col = o.cases.iter().find(|x| x.name == c.name).and_then(|x| {
+            let x = o.cases.iter().find(|x| x.name == c.name);
+            bad.push(x.is_some_and(|x| !incomparable(c, x).is_empty()));
+            let col = x.and_then(|x| {
                 let s = Summary::of(&x.samples)?;
                 let ch = Change {
                     pct_better: pct_better(bs.mean, s.mean, c.better),
@@ -66,6 +153,7 @@ pub fn rows(base: &BenchResult, others: &[BenchResult]) -> Vec<Row> {
             better: c.better,
             base: bs,
             others: cols,
+            incomparable: bad,
         });
     }
     out
@@ -100,6 +188,7 @@ pub fn markdown(base: &BenchResult, others: &[BenchResult]) -> String {
         s.push_str("---|---|");
     }
     s.push('\n');
+    let mut any_bad = false;
     for r in rows {
         let dir = match r.better {
             Better::Lower => "lower",
@@ -113,12 +202,15 @@ pub fn markdown(base: &BenchResult, others: &[BenchResult]) -> String {
             fmt_num(r.base.mean),
             fmt_num(r.base.stdev)
         );
-        for col in &r.others {
+        for (i, col) in r.others.iter().enumerate() {
             match col {
                 None => s.push_str(" — | — |"),
                 Some((sum, ch)) => {
                     let pct = format!("{:+.1}%", ch.pct_better);
-                    let mark = if ch.significant() {
+                    let mark = if r.incomparable.get(i).copied().unwrap_or(false) {
+                        any_bad = true;
+                        format!("!{pct}! incomparable")
+                    } else if ch.significant() {
                         format!("*{pct}*")
                     } else {
                         format!("({pct})")
@@ -135,6 +227,9 @@ pub fn markdown(base: &BenchResult, others: &[BenchResult]) -> String {
         s.push('\n');
     }
     s.push_str("\n+ = better than the baseline; *x%* = significant (Welch's t-test, p < 0.05); (x%) = not significant.\n");
+    if any_bad {
+        s.push_str("!x%! incomparable = measured with different parameters (region size, iterations, layout or unit): the change is not the kernel's.\n");
+    }
     s
 }
 
@@ -178,6 +273,43 @@ mod tests {
         );
         assert!(md.contains("| 80.00 ± 0.79 | *+20.0%* |"), "{md}");
         assert!(md.contains("| 100 ± 0.69 | (-0.1%) |"), "{md}");
+    }
+
+    #[test]
+    fn different_sizes_are_incomparable() {
+        let mut base = run("base", vec![100.0, 101.0, 99.0], Better::Lower);
+        base.cases[0].size_bytes = 1 << 30;
+        let mut quick = run("quick", vec![231.0, 230.0, 232.0], Better::Lower);
+        quick.cases[0].size_bytes = 2 << 20;
+        let m = mismatches(&base, &[quick.clone()]);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].why, vec!["size_bytes 1073741824 vs 2097152".to_string()]);
+        assert_eq!(
+            m[0].describe(&["a.json".into(), "b.json".into()]),
+            "w/4K: size_bytes 1073741824 vs 2097152 (a.json vs b.json)"
+        );
+        let md = markdown(&base, &[quick.clone()]);
+        assert!(md.contains("!-131.0%! incomparable"), "{md}");
+        assert!(md.contains("measured with different parameters"), "{md}");
+        // Same parameters (or unknown ones, schema 1): comparable.
+        quick.cases[0].size_bytes = 1 << 30;
+        assert!(mismatches(&base, &[quick.clone()]).is_empty());
+        quick.cases[0].size_bytes = 0;
+        assert!(mismatches(&base, &[quick.clone()]).is_empty());
+        assert!(!markdown(&base, &[quick.clone()]).contains("incomparable"));
+        quick.cases[0].unit = "ms".into();
+        quick.cases[0].iterations = 3;
+        base.cases[0].iterations = 4;
+        quick.cases[0].layout = "64 KiB mTHP".into();
+        base.cases[0].layout = "4 KiB pages".into();
+        assert_eq!(
+            mismatches(&base, &[quick]).remove(0).why,
+            vec![
+                "iterations 4 vs 3".to_string(),
+                "layout '4 KiB pages' vs '64 KiB mTHP'".into(),
+                "unit 'ns' vs 'ms'".into()
+            ]
+        );
     }
 
     #[test]

@@ -73,6 +73,32 @@ impl Script {
         walk(self, &self.body, &mut out);
         out
     }
+
+    /// Check `--param NAME=VALUE` settings against the `param` statements:
+    /// `Err` names every undeclared name and the names the scenario does
+    /// declare (a usage error, found before anything runs).
+    pub fn check_params(&self, given: &[(String, String)]) -> Result<(), String> {
+        let declared = self.params();
+        let mut unknown: Vec<&str> = given
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| !declared.iter().any(|(d, _, _)| d == n))
+            .collect();
+        unknown.dedup();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let have: Vec<&str> = declared.iter().map(|(d, _, _)| d.as_str()).collect();
+        Err(format!(
+            "--param {}: the scenario declares no such parameter ({})",
+            unknown.join(", --param "),
+            if have.is_empty() {
+                "it has no 'param' statements".to_string()
+            } else {
+                format!("it declares: {}", have.join(", "))
+            }
+        ))
+    }
 }
 
 /// One statement (a line, or a block for `repeat` and `expect maps`).
@@ -539,11 +565,13 @@ pub enum Expr {
     },
     /// Unary minus: two's-complement negation (so `x & -PAGE` aligns down).
     Neg(Box<Expr>),
-    Binary {
-        op: BinOp,
-        lhs: Box<Expr>,
-        rhs: Box<Expr>,
-        pos: Pos,
+    /// A left-associative chain of operators of one precedence level:
+    /// `first op₁ x₁ op₂ x₂ …` is `((first op₁ x₁) op₂ x₂) …`, each operator
+    /// with its position. One node however long the chain, so a flat sum of
+    /// many terms is not deep nesting (and evaluating it is a loop).
+    Chain {
+        first: Box<Expr>,
+        rest: Vec<(BinOp, Expr, Pos)>,
     },
     Call {
         func: Builtin,

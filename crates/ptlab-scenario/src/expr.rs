@@ -49,16 +49,21 @@ pub fn fmt_num(v: u64) -> String {
 /// Evaluate `expr`.
 ///
 /// Recursion depth is bounded by the parser, which rejects expressions
-/// nested more than [`crate::parser::MAX_EXPR_DEPTH`] deep.
+/// nested more than [`crate::parser::MAX_EXPR_DEPTH`] deep; a chain of
+/// operators of one precedence level (`1 + 1 + … + 1`) is one level,
+/// evaluated in a loop.
 pub fn eval(expr: &Expr, env: &dyn Env) -> Result<u64, EvalError> {
     match expr {
         Expr::Num(v) => Ok(*v),
         Expr::Var { id, pos } => env.int(*id, *pos),
         Expr::Neg(inner) => Ok(eval(inner, env)?.wrapping_neg()),
-        Expr::Binary { op, lhs, rhs, pos } => {
-            let a = eval(lhs, env)?;
-            let b = eval(rhs, env)?;
-            binary(*op, a, b).map_err(|m| EvalError::new(*pos, m))
+        Expr::Chain { first, rest } => {
+            let mut acc = eval(first, env)?;
+            for (op, rhs, pos) in rest {
+                let b = eval(rhs, env)?;
+                acc = binary(*op, acc, b).map_err(|m| EvalError::new(*pos, m))?;
+            }
+            Ok(acc)
         }
         Expr::Call { func, args, pos } => {
             let x = eval(&args[0], env)?;
@@ -196,11 +201,9 @@ mod tests {
     #[test]
     fn negation_wraps_for_masks() {
         let pos = Pos { line: 1, column: 1 };
-        let e = Expr::Binary {
-            op: BinOp::And,
-            lhs: Box::new(Expr::Num(0x12345)),
-            rhs: Box::new(Expr::Neg(Box::new(Expr::Num(0x1000)))),
-            pos,
+        let e = Expr::Chain {
+            first: Box::new(Expr::Num(0x12345)),
+            rest: vec![(BinOp::And, Expr::Neg(Box::new(Expr::Num(0x1000))), pos)],
         };
         assert_eq!(eval(&e, &NoVars), Ok(0x12000));
         let v = Expr::Var {

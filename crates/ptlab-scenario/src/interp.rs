@@ -16,10 +16,76 @@ use ptlab_model::{MapFlags, Observation, Order, PageState, Sections, ThpKnob, PA
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
 
 /// Most pages one `read`, `write` or `expect page` may cover (64 GiB).
 /// Larger ranges are a runtime error rather than a very long wait.
 pub const MAX_RANGE_PAGES: u64 = 1 << 24;
+
+/// Default of [`RunOptions::max_statements`]: ten million statements and
+/// `repeat` iterations. Far more than any test or seed scenario runs (the
+/// biggest run a few hundred thousand), small enough that a runaway
+/// `repeat 1000000000000000000` stops within seconds on the model.
+pub const DEFAULT_MAX_STATEMENTS: u64 = 10_000_000;
+
+/// The progress hook is called every this many statements and iterations.
+pub const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// 0 = no limit; otherwise the limit. Set by [`set_default_max_statements`].
+static DEFAULT_LIMIT: AtomicU64 = AtomicU64::new(DEFAULT_MAX_STATEMENTS);
+static PROGRESS_HOOK: RwLock<Option<ProgressHook>> = RwLock::new(None);
+
+/// Set the process-wide default of [`RunOptions::max_statements`] (`None`:
+/// no limit). The `ptlab` CLI sets it from `--max-statements` once, so every
+/// run it starts — directly, or inside `diff`, `show` and `cost` — has the
+/// same bound without each library passing the option along.
+pub fn set_default_max_statements(limit: Option<u64>) {
+    DEFAULT_LIMIT.store(limit.unwrap_or(0), Ordering::Relaxed);
+}
+
+/// The current default of [`RunOptions::max_statements`].
+pub fn default_max_statements() -> Option<u64> {
+    match DEFAULT_LIMIT.load(Ordering::Relaxed) {
+        0 => None,
+        n => Some(n),
+    }
+}
+
+/// How far a long run has got, for a progress indication.
+#[derive(Clone, Debug)]
+pub struct Progress<'a> {
+    /// The scenario's file name.
+    pub file: &'a str,
+    /// Statements and `repeat` iterations executed so far.
+    pub executed: u64,
+    /// The limit, if any ([`RunOptions::max_statements`]).
+    pub limit: Option<u64>,
+    /// Line of the statement being executed.
+    pub line: u32,
+    /// Time since the run started.
+    pub elapsed: std::time::Duration,
+    /// The run ended (sent once, only to runs that reported progress).
+    pub done: bool,
+}
+
+/// Called every [`PROGRESS_EVERY`] statements and iterations of every run,
+/// and once more at the end of a run that called it.
+pub type ProgressHook = Arc<dyn Fn(&Progress<'_>) + Send + Sync>;
+
+/// Install (or remove) the process-wide progress hook (the `ptlab` CLI
+/// draws a progress line on stderr from it when a run is long).
+pub fn set_progress_hook(hook: Option<ProgressHook>) {
+    *PROGRESS_HOOK.write().unwrap_or_else(|e| e.into_inner()) = hook;
+}
+
+fn progress_hook() -> Option<ProgressHook> {
+    PROGRESS_HOOK
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
 
 /// Knobs for a run.
 #[derive(Clone, Debug)]
@@ -27,11 +93,18 @@ pub struct RunOptions {
     /// Failures beyond this many are counted but not stored.
     pub max_failures: usize,
     /// Stop with a runtime error after this many executed statements
-    /// (`None`: no limit).
+    /// (`None`: no limit). For stepping through a run (`ptlab show --step`);
+    /// [`RunOptions::max_statements`] is the safety bound.
     pub max_steps: Option<u64>,
+    /// Stop with a runtime error ("statement limit reached") once this many
+    /// statements plus `repeat` iterations have run (`None`: no limit).
+    /// Iterations count too, so an empty or all-`repeat` loop body is
+    /// bounded as well. Default: [`default_max_statements`].
+    pub max_statements: Option<u64>,
     /// Values for `param NAME = DEFAULT` statements (`--param NAME=VALUE`):
     /// a number or size such as `42`, `0x10`, `64K`, `1G`. A name the
-    /// scenario does not declare stops the run with a runtime error.
+    /// scenario does not declare stops the run with a runtime error
+    /// (callers should refuse it first: see [`Script::check_params`]).
     pub params: Vec<(String, String)>,
     /// Record the backend's hardware events per statement
     /// ([`RunReport::hw`]); needs a backend that counts them (the model).
@@ -43,6 +116,7 @@ impl Default for RunOptions {
         RunOptions {
             max_failures: 200,
             max_steps: None,
+            max_statements: default_max_statements(),
             params: Vec::new(),
             record_hw: false,
         }
@@ -303,36 +377,29 @@ pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> Run
             file: script.file.clone(),
             ..RunReport::default()
         },
+        work: 0,
+        started: Instant::now(),
+        progress: progress_hook(),
+        progress_reported: false,
     };
-    let declared = script.params();
-    let unknown: Vec<&str> = opts
-        .params
-        .iter()
-        .map(|(n, _)| n.as_str())
-        .filter(|n| !declared.iter().any(|(d, _, _)| d == n))
-        .collect();
-    if !unknown.is_empty() {
-        let have: Vec<&str> = declared.iter().map(|(d, _, _)| d.as_str()).collect();
-        it.fail(
-            0,
-            None,
-            FailureKind::Runtime,
-            format!(
-                "unknown parameter{} {}: the scenario declares {}",
-                if unknown.len() == 1 { "" } else { "s" },
-                unknown.join(", "),
-                if have.is_empty() {
-                    "no 'param' statements".to_string()
-                } else {
-                    have.join(", ")
-                }
-            ),
-            None,
-        );
+    if let Err(why) = script.check_params(&opts.params) {
+        it.fail(0, None, FailureKind::Runtime, why, None);
         it.report.aborted = true;
         return it.report;
     }
     let result = it.block(&script.body);
+    if it.progress_reported {
+        if let Some(hook) = &it.progress {
+            hook(&Progress {
+                file: &script.file,
+                executed: it.work,
+                limit: it.opts.max_statements,
+                line: 0,
+                elapsed: it.started.elapsed(),
+                done: true,
+            });
+        }
+    }
     if let Some(start) = hw_start {
         let end = it.backend.hw_events().unwrap_or(start);
         it.report.hw = Some(HwRecord {
@@ -412,6 +479,12 @@ struct Interp<'a> {
     hw_lines: BTreeMap<u32, LineHw>,
     hw_on: bool,
     report: RunReport,
+    /// Statements and `repeat` iterations executed (for the limit and the
+    /// progress hook).
+    work: u64,
+    started: Instant,
+    progress: Option<ProgressHook>,
+    progress_reported: bool,
 }
 
 impl Env for Interp<'_> {
@@ -531,7 +604,39 @@ impl<'a> Interp<'a> {
         Ok(())
     }
 
+    /// Count one statement or `repeat` iteration against
+    /// [`RunOptions::max_statements`], reporting progress now and then.
+    fn tick(&mut self, pos: Pos) -> Result<(), RtError> {
+        self.work = self.work.saturating_add(1);
+        if let Some(max) = self.opts.max_statements {
+            if self.work > max {
+                return Err(rt(
+                    pos,
+                    format!(
+                        "statement limit reached: {max} statements and repeat iterations \
+                         executed (raise the limit with --max-statements N; 0 = no limit)"
+                    ),
+                ));
+            }
+        }
+        if self.work % PROGRESS_EVERY == 0 {
+            if let Some(hook) = &self.progress {
+                self.progress_reported = true;
+                hook(&Progress {
+                    file: &self.script.file,
+                    executed: self.work,
+                    limit: self.opts.max_statements,
+                    line: pos.line,
+                    elapsed: self.started.elapsed(),
+                    done: false,
+                });
+            }
+        }
+        Ok(())
+    }
+
     fn stmt(&mut self, s: &'a Stmt) -> Result<(), RtError> {
+        self.tick(s.pos)?;
         if self
             .opts
             .max_steps
@@ -624,6 +729,7 @@ impl<'a> Interp<'a> {
                 let n = self.eval(count)?;
                 self.loops.push((s.pos.line, 0));
                 for i in 0..n {
+                    self.tick(s.pos)?;
                     if let Some(top) = self.loops.last_mut() {
                         top.1 = i;
                     }

@@ -20,6 +20,13 @@ use std::collections::HashMap;
 pub const MAX_EXPR_DEPTH: usize = 128;
 /// Deepest nesting of `repeat` blocks accepted.
 pub const MAX_BLOCK_DEPTH: usize = 32;
+/// Largest scenario accepted, in bytes (16 MiB): far beyond any hand-written
+/// or generated scenario, and small enough that parsing it cannot exhaust
+/// memory. Readers of scenario files stop reading here too.
+pub const MAX_SOURCE_BYTES: usize = 16 << 20;
+/// Longest line accepted, in bytes, not counting a `#` comment (64 KiB):
+/// each line is lexed into tokens at once, so this bounds that memory.
+pub const MAX_LINE_BYTES: usize = 64 << 10;
 
 /// Syscall keywords (statements whose result can be bound with `NAME =`).
 const SYSCALLS: &[&str] = &[
@@ -143,16 +150,45 @@ const NO_STOP: &[&str] = &[];
 
 /// Parse a whole scenario. `file` names the source in messages.
 pub fn parse(file: &str, source: &str) -> Result<Script, ParseError> {
-    let lines = source
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !strip_comment(l).trim().is_empty())
-        .map(|(i, text)| SrcLine {
-            no: u32::try_from(i + 1).unwrap_or(u32::MAX),
-            text: strip_comment(text),
+    // Editors on some systems save UTF-8 with a byte-order mark; it is not
+    // part of the scenario (columns on line 1 are counted after it).
+    let source = source.strip_prefix('\u{feff}').unwrap_or(source);
+    if source.len() > MAX_SOURCE_BYTES {
+        return Err(ParseError::new(
+            file,
+            1,
+            1,
+            format!(
+                "the scenario is {} bytes; the limit is {MAX_SOURCE_BYTES} bytes (16 MiB)",
+                source.len()
+            ),
+        ));
+    }
+    let mut lines = Vec::new();
+    for (i, text) in source.lines().enumerate() {
+        let no = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        let code = strip_comment(text);
+        if code.len() > MAX_LINE_BYTES {
+            return Err(ParseError::new(
+                file,
+                no,
+                1,
+                format!(
+                    "line is {} bytes long (not counting a comment); the limit is \
+                     {MAX_LINE_BYTES} bytes (64 KiB): split it",
+                    code.len()
+                ),
+            ));
+        }
+        if code.trim().is_empty() {
+            continue;
+        }
+        lines.push(SrcLine {
+            no,
+            text: code,
             tokens: None,
-        })
-        .collect();
+        });
+    }
     let mut parser = Parser {
         file,
         lines,
@@ -1441,7 +1477,10 @@ impl<'s> Parser<'s> {
         Ok(self.level(cur, ctx, 0, 0)?.0)
     }
 
-    /// Binary operators by precedence level (0 = loosest).
+    /// Binary operators by precedence level (0 = loosest). Operators of one
+    /// level form one [`Expr::Chain`]; the returned depth counts real
+    /// nesting (precedence levels, parentheses, unary minus, calls), so a
+    /// flat chain of any length adds one level, not one per operator.
     fn level(
         &self,
         cur: &mut Cur<'s>,
@@ -1452,7 +1491,8 @@ impl<'s> Parser<'s> {
         if level > 4 {
             return self.unary(cur, ctx, nest);
         }
-        let (mut lhs, mut depth) = self.level(cur, ctx, level + 1, nest)?;
+        let (first, mut depth) = self.level(cur, ctx, level + 1, nest)?;
+        let mut rest = Vec::new();
         loop {
             let op = match (level, cur.peek()) {
                 (0, Some(TokenKind::Pipe)) => BinOp::Or,
@@ -1464,7 +1504,7 @@ impl<'s> Parser<'s> {
                 (4, Some(TokenKind::Star)) => BinOp::Mul,
                 (4, Some(TokenKind::Slash)) => BinOp::Div,
                 (4, Some(TokenKind::Percent)) => BinOp::Rem,
-                _ => return Ok((lhs, depth)),
+                _ => break,
             };
             let pos = cur.pos();
             cur.bump();
@@ -1478,20 +1518,26 @@ impl<'s> Parser<'s> {
                 level + 1,
                 nest,
             )?;
-            depth = depth.max(rhs_depth).saturating_add(1);
-            if depth.saturating_add(nest) > MAX_EXPR_DEPTH {
-                return Err(cur.err_at(
-                    pos,
-                    format!("expression is nested too deeply (limit {MAX_EXPR_DEPTH})"),
-                ));
-            }
-            lhs = Expr::Binary {
-                op,
-                lhs: Box::new(lhs),
-                rhs: Box::new(rhs),
-                pos,
-            };
+            depth = depth.max(rhs_depth);
+            rest.push((op, rhs, pos));
         }
+        if rest.is_empty() {
+            return Ok((first, depth));
+        }
+        let depth = depth.saturating_add(1);
+        if depth.saturating_add(nest) > MAX_EXPR_DEPTH {
+            return Err(cur.err_at(
+                rest[0].2,
+                format!("expression is nested too deeply (limit {MAX_EXPR_DEPTH})"),
+            ));
+        }
+        Ok((
+            Expr::Chain {
+                first: Box::new(first),
+                rest,
+            },
+            depth,
+        ))
     }
 
     fn unary(

@@ -58,11 +58,18 @@ fn bad_params_are_reported() {
     let r = run(&s, &mut backend(), &opts);
     assert!(r.aborted);
     assert!(
-        r.failures[0].message.contains("unknown parameter nn"),
+        r.failures[0]
+            .message
+            .contains("--param nn: the scenario declares no such parameter"),
         "{}",
         r.failures[0].message
     );
-    assert!(r.failures[0].message.contains("n, len"));
+    assert!(r.failures[0].message.contains("it declares: n, len"));
+    assert_eq!(
+        s.check_params(&[("n".into(), "1".into()), ("zz".into(), "2".into())]),
+        Err("--param zz: the scenario declares no such parameter (it declares: n, len)".into())
+    );
+    assert_eq!(s.check_params(&[("len".into(), "1".into())]), Ok(()));
     let opts = RunOptions {
         params: vec![("n".into(), "x".into())],
         ..Default::default()

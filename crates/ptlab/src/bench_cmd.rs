@@ -48,7 +48,8 @@ pub struct BenchArgs {
     #[arg(long)]
     quick: bool,
 
-    /// Write the results as JSON here
+    /// Write the results as JSON here (checked before measuring; missing
+    /// directories are created)
     #[arg(long)]
     out: Option<PathBuf>,
 
@@ -66,6 +67,12 @@ pub struct CompareArgs {
     /// Result files; the first is the baseline
     #[arg(required = true, num_args = 2..)]
     files: Vec<PathBuf>,
+
+    /// Compare cases measured with different parameters (region size,
+    /// iterations, layout, unit) anyway: their rows are marked and a
+    /// warning is printed. Without it such results are refused
+    #[arg(long)]
+    allow_incomparable: bool,
 }
 
 fn progress_bar(quiet: bool, n: usize) -> indicatif::ProgressBar {
@@ -104,7 +111,7 @@ pub fn run_with_bar(
             bar.set_message(w.name.to_string());
         }
         match p {
-            Progress::Verified(d) => bar.suspend(|| eprintln!("{}: layout ok: {d}", w.name)),
+            Progress::Verified(d) => bar.suspend(|| errln!("{}: layout ok: {d}", w.name)),
             Progress::Run { .. } => bar.inc(1),
         }
     });
@@ -146,6 +153,9 @@ pub fn summary_table(r: &BenchResult) -> String {
 }
 
 pub fn bench(args: &BenchArgs) -> Result<u8> {
+    if let Some(path) = &args.out {
+        crate::outpath::check_file("--out", path)?;
+    }
     let ws = bench::resolve(&args.workloads).map_err(anyhow::Error::msg)?;
     let opts = BenchOptions {
         quick: args.quick,
@@ -160,14 +170,14 @@ pub fn bench(args: &BenchArgs) -> Result<u8> {
     }
     let out = run_with_bar(&ws, &opts, args.quiet)
         .map_err(|e| anyhow::anyhow!("cannot run benchmarks on the live kernel: {e}"))?;
-    print!("{}", summary_table(&out.result));
+    out!("{}", summary_table(&out.result));
     for (w, why) in &out.failed {
-        eprintln!("ptlab bench: FAILED {w}: {why}");
+        errln!("ptlab bench: FAILED {w}: {why}");
     }
     if let Some(path) = &args.out {
         std::fs::write(path, out.result.to_json())
             .with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("ptlab bench: results written to {}", path.display());
+        errln!("ptlab bench: results written to {}", path.display());
     }
     Ok(if out.failed.is_empty() { 0 } else { 1 })
 }
@@ -184,7 +194,29 @@ pub fn compare(args: &CompareArgs) -> Result<u8> {
     if runs.len() < 2 {
         bail!("compare needs at least two result files");
     }
-    print!("{}", ptlab_bench::compare::markdown(&runs[0], &runs[1..]));
+    let names: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
+    let bad = ptlab_bench::compare::mismatches(&runs[0], &runs[1..]);
+    if !bad.is_empty() {
+        let list: Vec<String> = bad.iter().map(|m| format!("  {}", m.describe(&names))).collect();
+        if !args.allow_incomparable {
+            bail!(
+                "refusing to compare: {} case(s) were measured with different parameters, so \
+                 their difference is not a change in the kernel:\n{}\nMeasure both with the same \
+                 options (--quick, --iterations, ...), or pass --allow-incomparable to print the \
+                 table with these rows marked",
+                bad.len(),
+                list.join("\n")
+            );
+        }
+        errln!(
+            "ptlab compare: WARNING: {} case(s) measured with different parameters are compared \
+             anyway (--allow-incomparable); their changes are marked '!' and mean nothing about \
+             the kernel:\n{}",
+            bad.len(),
+            list.join("\n")
+        );
+    }
+    out!("{}", ptlab_bench::compare::markdown(&runs[0], &runs[1..]));
     Ok(0)
 }
 
@@ -213,6 +245,7 @@ pub struct ReproduceArgs {
     quick: bool,
 
     /// Directory for report.html, report.txt, live.json and model.json
+    /// (checked before measuring; created if missing)
     #[arg(long, default_value = "reproduce-out")]
     out: PathBuf,
 
@@ -368,7 +401,7 @@ fn calibrate_here(dir: &std::path::Path, quick: bool) -> Result<PathBuf> {
     if quick {
         cmd.arg("--quick");
     }
-    eprintln!(
+    errln!(
         "ptlab reproduce: calibrating a local cost profile (ptlab calibrate{}) ...",
         if quick { " --quick" } else { "" }
     );
@@ -388,6 +421,17 @@ fn calibrate_here(dir: &std::path::Path, quick: bool) -> Result<PathBuf> {
 }
 
 pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
+    // Every file this run writes, checked before anything is measured.
+    let mut files = vec!["report.html", "report.txt", "live.json", "model.json"];
+    if args.from.is_none() && !args.no_live {
+        files.extend(["local-profile.toml", "calibrate.txt"]);
+    }
+    crate::outpath::check_dir("--out", &args.out, &files)?;
+    // Extra profiles are used after measuring: load them now, so a typo
+    // costs nothing.
+    for p in &args.profile {
+        ptlab_cost::load_profile(p).with_context(|| format!("--profile {}", p.display()))?;
+    }
     let environment = ptlab_bench::env::collect();
     let mut skipped = Vec::new();
     // A profile calibrated on this machine during this run, if it measured.
@@ -410,7 +454,7 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
     } else if args.no_live {
         skipped.push(("live".to_string(), "--no-live given".to_string()));
     } else if let Some(why) = bench::unavailable() {
-        eprintln!("ptlab reproduce: skipping the live measurements: {why}");
+        errln!("ptlab reproduce: skipping the live measurements: {why}");
         skipped.push(("live".to_string(), why));
     } else {
         let ws: Vec<&'static Workload> = report::CHANGES
@@ -438,7 +482,7 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
         match calibrate_here(&args.out, args.quick) {
             Ok(p) => local_profile = Some(p),
             Err(e) => {
-                eprintln!("ptlab reproduce: no local profile: {e:#}");
+                errln!("ptlab reproduce: no local profile: {e:#}");
                 skipped.push(("calibration".to_string(), format!("{e:#}")));
             }
         }
@@ -465,11 +509,11 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
         model,
         quick: args.quick,
     };
-    print!("{}", report::terminal(&r));
+    out!("{}", report::terminal(&r));
     let files = report::write(&args.out, &r)
         .with_context(|| format!("cannot write the report to {}", args.out.display()))?;
     for f in files {
-        println!("wrote {}", f.display());
+        outln!("wrote {}", f.display());
     }
     Ok(if failed { 1 } else { 0 })
 }

@@ -61,7 +61,8 @@ benchmark, not a test: the machine's load changes the numbers.";
 
 #[derive(Args)]
 pub struct CalibrateArgs {
-    /// Where to write the fitted profile (TOML)
+    /// Where to write the fitted profile (TOML; checked before measuring,
+    /// missing directories are created)
     #[arg(long, default_value = "profiles/local.toml")]
     out: PathBuf,
 
@@ -595,7 +596,7 @@ pub fn worker(args: &WorkerArgs) -> Result<u8> {
         "seeds" => seeds(args.reps)?,
         other => bail!("unknown worker task '{other}'"),
     };
-    println!("{}", serde_json::to_string(&s)?);
+    outln!("{}", serde_json::to_string(&s)?);
     Ok(0)
 }
 
@@ -772,6 +773,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     if let Some(p) = &args.check {
         return check(p, args.quick, out);
     }
+    crate::outpath::check_file("--out", &args.out)?;
     let arch = host_arch();
     let base_name = match arch {
         ArchKind::X86_64 => "zen3",
@@ -1042,12 +1044,6 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
         arch.name(),
         kernel_release()
     );
-    if let Some(dir) = args.out.parent() {
-        if !dir.as_os_str().is_empty() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-    }
     let text = format!(
         "# Fitted by `ptlab calibrate` ({reps} repetitions). Events with basis = \"calibrated\"\n# carry ci95_ns; the rest are the {base_name} profile's prices.\n{}",
         p.to_toml()

@@ -1,7 +1,7 @@
 //! `ptlab cost`: hardware events and estimated time of a scenario, per
 //! profile, optionally before/after one seed change.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use ptlab_cost::{pct_change, price_run, run_events, EventRun, Prediction, Profile};
@@ -76,6 +76,9 @@ pub struct CostArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = CostFormat::Text)]
     format: CostFormat,
+
+    #[command(flatten)]
+    limits: crate::scenario::LimitArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -127,25 +130,9 @@ struct Row {
 }
 
 pub fn cost(args: &CostArgs, out: &mut dyn Write) -> Result<u8> {
-    let source = std::fs::read_to_string(&args.file)
-        .with_context(|| format!("cannot read scenario '{}'", args.file.display()))?;
-    let name = args.file.display().to_string();
-    let script = ptlab_scenario::parse(&name, &source)?;
+    crate::scenario::apply(&args.limits);
+    let (name, source, script) = crate::scenario::load(&args.file, &args.params)?;
     let declared = script.params();
-    for (n, v) in &args.params {
-        if !declared.iter().any(|(d, _, _)| d == n) {
-            let have: Vec<&str> = declared.iter().map(|(d, _, _)| d.as_str()).collect();
-            bail!(
-                "--param {n}: the scenario declares no 'param {n}' (it has: {})",
-                if have.is_empty() {
-                    "none".to_string()
-                } else {
-                    have.join(", ")
-                }
-            );
-        }
-        ptlab_scenario::parse_param_value(v).map_err(|e| anyhow::anyhow!("--param {n}: {e}"))?;
-    }
     let profiles = select_profiles(args)?;
     let base = args.before.iter().fold(Before::empty(), |a, b| a | *b);
     let mut cache: HashMap<(ArchKind, ptlab_model::HwFeatures, Before), EventRun> = HashMap::new();

@@ -3,7 +3,8 @@
 //! This binary is a thin shell over `ptlab-scenario`: it reads a scenario,
 //! runs it on the model and prints the report. Exit status: 0 when every
 //! expectation held, 1 when any failed (or the run hit a runtime error),
-//! 2 for usage, I/O and parse errors.
+//! 2 for usage, I/O and parse errors. A reader that goes away (`ptlab ... |
+//! head -1`) is not an error: see [`out`].
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -13,9 +14,13 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[macro_use]
+mod out;
 mod bench_cmd;
 mod calibrate;
 mod cost;
+mod outpath;
+mod scenario;
 mod show;
 
 #[derive(Parser)]
@@ -155,9 +160,13 @@ struct RunArgs {
     backend: BackendKind,
 
     /// Set a `param NAME = DEFAULT` of the scenario (repeatable); VALUE is a
-    /// number or size: 42, 0x10, 64K, 1G
+    /// number or size: 42, 0x10, 64K, 1G. NAME must be declared by the
+    /// scenario
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
     params: Vec<(String, String)>,
+
+    #[command(flatten)]
+    limits: scenario::LimitArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -184,6 +193,9 @@ struct DiffArgs {
     /// Compare only at observe/expect lines and at the end (faster for big scenarios)
     #[arg(long)]
     checkpoints_only: bool,
+
+    #[command(flatten)]
+    limits: scenario::LimitArgs,
 }
 
 #[derive(Args)]
@@ -204,7 +216,8 @@ struct FuzzArgs {
     #[arg(long, default_value_t = 24)]
     ops: usize,
 
-    /// Directory for shrunk divergent scenarios
+    /// Directory for shrunk divergent scenarios (checked, and created if
+    /// missing, before fuzzing starts)
     #[arg(long, default_value = "fuzz-failures")]
     out: PathBuf,
 
@@ -260,17 +273,43 @@ enum Format {
 }
 
 fn main() -> ExitCode {
+    out::install_panic_hook();
     let cli = Cli::parse();
+    // Unwinding from a library's `println!` on a closed pipe (the safety net
+    // of `out`) runs every cleanup on the way here.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(&cli)));
+    let result = match result {
+        Ok(r) => r,
+        Err(_) if out::pipe_panicked() => return ExitCode::from(out::PIPE_EXIT),
+        Err(p) => std::panic::resume_unwind(p),
+    };
+    let stdout_ok = out::finish();
+    match result {
+        Ok(code) => match stdout_ok {
+            Ok(()) => ExitCode::from(code),
+            Err(e) => {
+                errln!("ptlab: error: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Err(e) => {
+            errln!("ptlab: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn dispatch(cli: &Cli) -> Result<u8> {
     // A live run that died (crash, SIGKILL) may have left THP knobs changed:
     // put them back before doing anything else.
     if !matches!(cli.command, Command::Restore | Command::CalibrateWorker(_)) {
         match ptlab_live::knobs::restore_stale_journal() {
-            Ok(Some(rep)) => eprintln!("ptlab: {rep}"),
+            Ok(Some(rep)) => errln!("ptlab: {rep}"),
             Ok(None) => {}
-            Err(e) => eprintln!("ptlab: warning: cannot restore a stale THP journal: {e:#}"),
+            Err(e) => errln!("ptlab: warning: cannot restore a stale THP journal: {e:#}"),
         }
     }
-    let result = match &cli.command {
+    match &cli.command {
         Command::Run(args) => run(args).map(|ok| if ok { 0 } else { 1 }),
         Command::Diff(args) => diff(args),
         Command::Fuzz(args) => fuzz(args),
@@ -279,26 +318,14 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::bench(args),
         Command::Compare(args) => bench_cmd::compare(args),
         Command::Reproduce(args) => bench_cmd::reproduce(args),
-        Command::Calibrate(args) => {
-            let stdout = io::stdout();
-            let mut out = stdout.lock();
-            calibrate::calibrate(args, &mut out)
-        }
+        Command::Calibrate(args) => calibrate::calibrate(args, &mut out::stdout()),
         Command::CalibrateWorker(args) => calibrate::worker(args),
         Command::Cost(args) => {
-            let stdout = io::stdout();
-            let mut out = BufWriter::new(stdout.lock());
-            cost::cost(args, &mut out).and_then(|c| {
-                out.flush().context("cannot write to stdout")?;
+            let mut w = BufWriter::new(out::stdout());
+            cost::cost(args, &mut w).and_then(|c| {
+                w.flush().context("cannot write to stdout")?;
                 Ok(c)
             })
-        }
-    };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("ptlab: error: {e:#}");
-            ExitCode::from(2)
         }
     }
 }
@@ -306,11 +333,11 @@ fn main() -> ExitCode {
 fn restore() -> Result<u8> {
     match ptlab_live::knobs::restore_now()? {
         Some(rep) => {
-            println!("{rep}");
+            outln!("{rep}");
             Ok(if rep.skipped.is_empty() { 0 } else { 1 })
         }
         None => {
-            println!(
+            outln!(
                 "nothing to restore (no journal at {})",
                 ptlab_live::knobs::journal_path().display()
             );
@@ -323,14 +350,15 @@ fn diff(args: &DiffArgs) -> Result<u8> {
     if let Some(why) = ptlab_live::live_unavailable() {
         anyhow::bail!("cannot run on the live kernel: {why}");
     }
+    scenario::apply(&args.limits);
+    let (name, source, _) = scenario::load(&args.file, &[])?;
     let opts = ptlab_live::DiffOptions {
         arch: args.arch.kind(),
         every_step: !args.checkpoints_only,
         ..Default::default()
     };
-    let report = ptlab_live::diff_file(&args.file, &opts)?;
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let report = ptlab_live::diff_source(&name, &source, &opts)?;
+    let mut out = BufWriter::new(out::stdout());
     match args.format {
         Format::Text => write!(out, "{}", report.render_text()),
         Format::Json => writeln!(out, "{}", report.to_json()),
@@ -346,10 +374,8 @@ fn diff(args: &DiffArgs) -> Result<u8> {
 
 /// Run one scenario; `Ok(passed)`.
 fn run(args: &RunArgs) -> Result<bool> {
-    let source = std::fs::read_to_string(&args.file)
-        .with_context(|| format!("cannot read scenario '{}'", args.file.display()))?;
-    let name = args.file.display().to_string();
-    let script = ptlab_scenario::parse(&name, &source)?;
+    scenario::apply(&args.limits);
+    let (_, _, script) = scenario::load(&args.file, &args.params)?;
     let mut cfg = ModelConfig::for_arch(args.arch.kind());
     cfg.before = args
         .before
@@ -366,8 +392,7 @@ fn run(args: &RunArgs) -> Result<bool> {
         }
         BackendKind::Live => run_live(&script, &opts)?,
     };
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut out = BufWriter::new(out::stdout());
     match args.format {
         Format::Text => print_text(&mut out, &report),
         Format::Json => print_json(&mut out, &report),
@@ -383,7 +408,7 @@ fn run_live(script: &ptlab_scenario::Script, opts: &RunOptions) -> Result<RunRep
         anyhow::bail!("cannot run on the live kernel: {why}");
     }
     if !ptlab_live::is_root() {
-        eprintln!(
+        errln!(
             "ptlab: note: not root: frame numbers, kpageflags and kpagecount are unreadable \
              (order, idx, AX, cnt and samefolio cannot hold), and THP knobs cannot change"
         );
@@ -391,7 +416,7 @@ fn run_live(script: &ptlab_scenario::Script, opts: &RunOptions) -> Result<RunRep
     let mut backend = ptlab_live::LiveBackend::new()?;
     let report = ptlab_scenario::run(script, &mut backend, opts);
     for n in backend.notes() {
-        eprintln!("ptlab: note: {n}");
+        errln!("ptlab: note: {n}");
     }
     Ok(report)
 }
@@ -457,11 +482,12 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     use ptlab_live::fuzz::{FuzzEvent, FuzzOptions};
     use ptlab_live::DiffOutcome;
     use std::time::Duration;
+    outpath::check_dir("--out", &args.out, &[])?;
     if let Some(why) = ptlab_live::live_unavailable() {
         anyhow::bail!("cannot run on the live kernel: {why}");
     }
     if !ptlab_live::is_root() {
-        eprintln!(
+        errln!(
             "ptlab: note: not root: knob changes fail and frames are not compared; \
              fuzzing is of little use without root"
         );
@@ -480,7 +506,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         out_dir: args.out.clone(),
         ..FuzzOptions::default()
     };
-    eprintln!(
+    errln!(
         "ptlab fuzz: seed {seed} (reproduce with: ptlab fuzz --seed {seed}{})",
         args.steps
             .map_or(String::new(), |n| format!(" --steps {n}"))
@@ -532,13 +558,13 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     })?;
     bar.finish_and_clear();
     for f in &summary.findings {
-        println!("{}", f.report);
+        outln!("{}", f.report);
     }
     for (why, n) in &summary.partial_reasons {
-        println!("partial ({n}×): stopped early: {why}");
+        outln!("partial ({n}×): stopped early: {why}");
     }
     let real = summary.divergences().count();
-    println!(
+    outln!(
         "fuzz seed {seed}: {} scenarios in {:.1} s: {} agree, {} partial, {} divergent ({} flaky) \
          [operations: mmap munmap madvise(collapse) read write thp{}{}{}{}{}{}]",
         summary.cases,

@@ -40,7 +40,8 @@ pub struct ShowArgs {
     /// The scenario file (.ptl)
     file: PathBuf,
 
-    /// Where to write the HTML page
+    /// Where to write the HTML page (checked before the run; missing
+    /// directories are created)
     #[arg(
         short,
         long,
@@ -85,6 +86,9 @@ pub struct ShowArgs {
     /// Print the numbered statements of the run and exit
     #[arg(long)]
     list_steps: bool,
+
+    #[command(flatten)]
+    limits: crate::scenario::LimitArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -115,10 +119,11 @@ impl Target for LiveTarget {
 }
 
 pub fn show(args: &ShowArgs) -> Result<u8> {
-    let source = std::fs::read_to_string(&args.file)
-        .with_context(|| format!("cannot read scenario '{}'", args.file.display()))?;
-    let name = args.file.display().to_string();
-    let script = ptlab_scenario::parse(&name, &source)?;
+    if let (Some(out), false) = (&args.out, args.list_steps) {
+        crate::outpath::check_file("-o", out)?;
+    }
+    crate::scenario::apply(&args.limits);
+    let (_, _, script) = crate::scenario::load(&args.file, &args.params)?;
     let sel = match (args.step, args.line) {
         (Some(n), _) => StepSel::Step(n),
         (None, Some(l)) => StepSel::Line(l),
@@ -152,7 +157,7 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
                 bail!("cannot run on the live kernel: {why}");
             }
             if !ptlab_live::is_root() {
-                eprintln!(
+                errln!(
                     "ptlab: note: not root: frames are unreadable, so folios cannot be told apart"
                 );
             }
@@ -168,7 +173,7 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
             .map_err(anyhow::Error::msg)?;
             let mut live = cap.target.0;
             for n in live.notes() {
-                eprintln!("ptlab: note: {n}");
+                errln!("ptlab: note: {n}");
             }
             live.shutdown();
             (
@@ -180,7 +185,7 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
     let (before, after, info, report, log, hw) = cap;
     if args.list_steps {
         for s in &log {
-            println!("{}", s.describe());
+            outln!("{}", s.describe());
         }
         return Ok(0);
     }
@@ -254,12 +259,12 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
     let html = ptlab_show::render_html(&pic, &opts);
     std::fs::write(out, &html).with_context(|| format!("cannot write '{}'", out.display()))?;
     if !report.passed() {
-        eprintln!(
+        errln!(
             "ptlab: note: the run had {} failure(s); they are listed in the page",
             report.failure_count()
         );
     }
-    eprintln!(
+    errln!(
         "ptlab: wrote {} ({} KiB)",
         out.display(),
         html.len().div_ceil(1024)

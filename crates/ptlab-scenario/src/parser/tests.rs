@@ -580,10 +580,9 @@ fn nesting_limits_are_errors_not_crashes() {
     assert!(err(&deep_parens).contains("nested too deeply"));
     let deep_neg = format!("let x = {}1", "-".repeat(5000));
     assert!(err(&deep_neg).contains("nested too deeply"));
-    let long_chain = format!("let x = 1{}", " + 1".repeat(5000));
-    assert!(err(&long_chain).contains("nested too deeply"));
-    let ok_chain = format!("let x = 1{}", " + 1".repeat(100));
-    ok(&ok_chain);
+    // Parentheses around a chain still count: 127 levels of (1+1) nest.
+    let deep_chain = format!("let x = {}1{}", "(1 + ".repeat(200), ")".repeat(200));
+    assert!(err(&deep_chain).contains("nested too deeply"));
     let mut nested = String::new();
     for _ in 0..100 {
         nested.push_str("repeat 1\n");
@@ -774,4 +773,80 @@ fn uffd_handles_and_api() {
         }
     ));
     assert!(err("uffd register 0x1000 4K missing vai v").contains("'via NAME'"));
+}
+
+/// No variables (expressions of literals only).
+struct NoVars;
+impl crate::expr::Env for NoVars {
+    fn int(&self, _: NameId, pos: Pos) -> Result<u64, crate::expr::EvalError> {
+        Err(crate::expr::EvalError::new(pos, "none"))
+    }
+}
+
+/// The value of `let x = ...` in a one-statement scenario.
+fn let_value(src: &str) -> u64 {
+    let s = ok(src);
+    match &s.body[0].kind {
+        StmtKind::Let { value, .. } => crate::expr::eval(value, &NoVars).unwrap(),
+        k => panic!("not a let: {k:?}"),
+    }
+}
+
+#[test]
+fn a_flat_chain_is_not_nesting() {
+    // Issue 18: a flat sum of 129 terms was "nested too deeply".
+    let sum129 = format!("let x = 1{}", "+1".repeat(128));
+    assert_eq!(let_value(&sum129), 129);
+    let long = format!("let x = 1{}", " + 1".repeat(10_000));
+    assert_eq!(let_value(&long), 10_001);
+    // Left-associative, precedence kept, one Chain node per level.
+    assert_eq!(let_value("let x = 100 - 10 - 1"), 89);
+    assert_eq!(let_value("let x = 2 + 3 * 4 - 6 / 2"), 11);
+    assert_eq!(let_value("let x = 1 << 4 >> 2 | 1"), 5);
+    assert_eq!(let_value("let x = 0x12345 & -PAGE"), 0x12000);
+    let s = ok(&format!("let x = 1{}", "+1".repeat(200)));
+    match &s.body[0].kind {
+        StmtKind::Let {
+            value: Expr::Chain { first, rest },
+            ..
+        } => {
+            assert_eq!(**first, Expr::Num(1));
+            assert_eq!(rest.len(), 200);
+        }
+        k => panic!("{k:?}"),
+    }
+    // Overflow in the middle of a chain names that operator.
+    let e = ok("let x = 1 + 0xffffffffffffffff + 1");
+    match &e.body[0].kind {
+        StmtKind::Let { value, .. } => {
+            let m = crate::expr::eval(value, &NoVars).unwrap_err().to_string();
+            assert!(m.starts_with("1:11: arithmetic overflow"), "{m}");
+        }
+        k => panic!("{k:?}"),
+    }
+}
+
+#[test]
+fn a_byte_order_mark_is_accepted() {
+    let s = ok("\u{feff}p = mmap 4K\nwrite p\n");
+    assert_eq!(s.body.len(), 2);
+    // Columns on line 1 are counted after the mark.
+    let e = err("\u{feff}p = mmap 4K zz\n");
+    assert!(e.starts_with("t.ptl:1:13:"), "{e}");
+    // Only at the very start: elsewhere it is a stray character.
+    assert!(err("p = mmap 4K\n\u{feff}write p\n").contains("t.ptl:2:1"));
+}
+
+#[test]
+fn size_limits_are_errors() {
+    let line = format!("let x = 1{}", "+1".repeat(MAX_LINE_BYTES / 2));
+    let e = err(&line);
+    assert!(e.starts_with("t.ptl:1:1: line is"), "{e}");
+    assert!(e.contains("the limit is 65536 bytes"), "{e}");
+    // A long comment is harmless and accepted.
+    let s = ok(&format!("# {}\nlet x = 1\n", "x".repeat(MAX_LINE_BYTES * 2)));
+    assert_eq!(s.body.len(), 1);
+    let big = "let x = 1\n".repeat(MAX_SOURCE_BYTES / 10 + 1);
+    let e = err(&big);
+    assert!(e.contains("the limit is 16777216 bytes (16 MiB)"), "{e}");
 }
