@@ -44,7 +44,11 @@ fn abuse(name: &str, body: impl FnOnce(&Path)) {
     let dir = common::scratch(name);
     body(&dir);
     common::assert_no_ptlab_processes(Duration::from_secs(10), name);
-    assert_eq!(common::global_state(), before, "{name}: global state changed");
+    assert_eq!(
+        common::global_state(),
+        before,
+        "{name}: global state changed"
+    );
     LOCK_FD.store(-1, Ordering::SeqCst);
     drop(lock);
     let _ = std::fs::remove_dir_all(&dir);
@@ -99,8 +103,18 @@ fn reproduce_out_is_proc_version() {
     abuse("out-proc", |_| {
         let o = ptlab(&["reproduce", "--quick", "--quiet", "--out", "/proc/version"]).run();
         assert_usage_error(&o, &["--out /proc/version", "not a directory"]);
-        let o = ptlab(&["reproduce", "--quick", "--quiet", "--out", "/proc/ptlab-out"]).run();
-        assert_usage_error(&o, &["--out /proc/ptlab-out", "cannot create the directory"]);
+        let o = ptlab(&[
+            "reproduce",
+            "--quick",
+            "--quiet",
+            "--out",
+            "/proc/ptlab-out",
+        ])
+        .run();
+        assert_usage_error(
+            &o,
+            &["--out /proc/ptlab-out", "cannot create the directory"],
+        );
     });
 }
 
@@ -134,7 +148,10 @@ fn reproduce_out_is_a_read_only_directory() {
             run.command().uid(65534).gid(65534);
         }
         let o = run.run();
-        assert_usage_error(&o, &["-o ", "cannot create the directory", "Permission denied"]);
+        assert_usage_error(
+            &o,
+            &["-o ", "cannot create the directory", "Permission denied"],
+        );
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
     });
 }
@@ -255,8 +272,7 @@ fn into_closed_pipe(args: &[&str], both: bool, lines: usize) -> PipeOutcome {
     if let fd @ 0.. = LOCK_FD.load(Ordering::SeqCst) {
         cmd.env("PTLAB_LOCK_FD", fd.to_string());
     }
-    cmd
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::from(w.try_clone().unwrap()))
         .stderr(if both {
             Stdio::from(w.try_clone().unwrap())
@@ -302,7 +318,9 @@ fn into_closed_pipe(args: &[&str], both: bool, lines: usize) -> PipeOutcome {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let stderr = err_thread.map(|t| t.join().unwrap_or_default()).unwrap_or_default();
+    let stderr = err_thread
+        .map(|t| t.join().unwrap_or_default())
+        .unwrap_or_default();
     PipeOutcome {
         status,
         read,
@@ -337,7 +355,11 @@ fn run_into_a_closed_pipe() {
         let o = into_closed_pipe(&["run", "--format", "json", s(&scen)], false, 0);
         assert_quiet_end(&o, 0);
         // The exit status is still the run's own.
-        let fail = common::scenario(d, "fail.ptl", "p = mmap 4K\nexpect page p none\nwrite p\nexpect page p none\n");
+        let fail = common::scenario(
+            d,
+            "fail.ptl",
+            "p = mmap 4K\nexpect page p none\nwrite p\nexpect page p none\n",
+        );
         let o = into_closed_pipe(&["run", s(&fail)], true, 0);
         assert_quiet_end(&o, 1);
         // A usage error with stderr gone: still exit 2, no panic.
@@ -352,7 +374,14 @@ fn reproduce_no_live_into_head() {
     abuse("pipe-reproduce", |d| {
         let out = d.join("r");
         let o = into_closed_pipe(
-            &["reproduce", "--no-live", "--quick", "--quiet", "--out", s(&out)],
+            &[
+                "reproduce",
+                "--no-live",
+                "--quick",
+                "--quiet",
+                "--out",
+                s(&out),
+            ],
             false,
             1,
         );
@@ -373,7 +402,12 @@ fn other_printing_subcommands_into_closed_pipes() {
             vec!["--help".into()],
             vec!["run".into(), "--help".into()],
             vec!["cost".into(), s(&scen).into()],
-            vec!["cost".into(), "--format".into(), "json".into(), s(&scen).into()],
+            vec![
+                "cost".into(),
+                "--format".into(),
+                "json".into(),
+                s(&scen).into(),
+            ],
             vec!["show".into(), "--list-steps".into(), s(&scen).into()],
             vec!["show".into(), s(&scen).into(), "-o".into(), s(&page).into()],
             vec!["compare".into(), s(&res.0).into(), s(&res.1).into()],
@@ -398,7 +432,11 @@ fn calibrate_2to1_into_head() {
         let prof = d.join("local.toml");
         let o = into_closed_pipe(&["calibrate", "--quick", "--out", s(&prof)], true, 1);
         assert_quiet_end(&o, 0);
-        assert!(prof.is_file(), "the profile is still written\n{}", o.describe());
+        assert!(
+            prof.is_file(),
+            "the profile is still written\n{}",
+            o.describe()
+        );
     });
 }
 
@@ -422,7 +460,15 @@ fn live_runs_into_closed_pipes_restore_everything() {
         // bench prints while its knob session is open.
         let res = d.join("b.json");
         let o = into_closed_pipe(
-            &["bench", "fork-thp-pte", "--quick", "--runs", "1", "--out", s(&res)],
+            &[
+                "bench",
+                "fork-thp-pte",
+                "--quick",
+                "--runs",
+                "1",
+                "--out",
+                s(&res),
+            ],
             true,
             0,
         );
@@ -475,7 +521,11 @@ fn compare_refuses_different_region_sizes() {
         let o = ptlab(&["compare", "--allow-incomparable", s(&a), s(&b)]).run();
         assert_eq!(o.code(), Some(0), "{}", o.describe());
         assert!(o.stderr.contains("WARNING"), "{}", o.describe());
-        assert!(o.stdout.contains("!-130.8%! incomparable"), "{}", o.describe());
+        assert!(
+            o.stdout.contains("!-130.8%! incomparable"),
+            "{}",
+            o.describe()
+        );
         // Same sizes: an ordinary, significant change.
         let (a, b) = write_results(d, 1 << 30, 1 << 30);
         let o = ptlab(&["compare", s(&a), s(&b)]).run();
@@ -511,7 +561,8 @@ fn a_runaway_repeat_is_bounded() {
         let o = run_file(&f, &[]);
         assert_eq!(o.code(), Some(1), "{}", o.describe());
         assert!(
-            o.stdout.contains("statement limit reached: 10000000 statements"),
+            o.stdout
+                .contains("statement limit reached: 10000000 statements"),
             "{}",
             o.describe()
         );
@@ -520,7 +571,11 @@ fn a_runaway_repeat_is_bounded() {
         // Lower and raise it.
         let o = run_file(&f, &["--max-statements", "1000"]);
         assert_eq!(o.code(), Some(1), "{}", o.describe());
-        assert!(o.stdout.contains("limit reached: 1000 statements"), "{}", o.describe());
+        assert!(
+            o.stdout.contains("limit reached: 1000 statements"),
+            "{}",
+            o.describe()
+        );
         let ok = common::scenario(d, "ok.ptl", "p = mmap 4K\nrepeat 600\n  write p\nend\n");
         assert_eq!(run_file(&ok, &["--max-statements", "1000"]).code(), Some(1));
         assert_eq!(run_file(&ok, &["--max-statements", "1202"]).code(), Some(0));
@@ -528,20 +583,43 @@ fn a_runaway_repeat_is_bounded() {
         // Empty bodies and nests of repeats count their iterations.
         let empty = common::scenario(d, "e.ptl", "repeat 1000000000000000000\nend\n");
         let o = run_file(&empty, &["--max-statements", "100000"]);
-        assert!(o.stdout.contains("statement limit reached"), "{}", o.describe());
+        assert!(
+            o.stdout.contains("statement limit reached"),
+            "{}",
+            o.describe()
+        );
         let nest = common::scenario(
             d,
             "n.ptl",
-            &format!("{}let x = 1\n{}", "repeat 1000\n".repeat(32), "end\n".repeat(32)),
+            &format!(
+                "{}let x = 1\n{}",
+                "repeat 1000\n".repeat(32),
+                "end\n".repeat(32)
+            ),
         );
         let o = run_file(&nest, &["--max-statements", "100000"]);
-        assert!(o.stdout.contains("statement limit reached"), "{}", o.describe());
+        assert!(
+            o.stdout.contains("statement limit reached"),
+            "{}",
+            o.describe()
+        );
         // The same bound in the other subcommands that run scenarios.
         let o = ptlab(&["cost", s(&f), "--max-statements", "1000"]).run();
         assert_eq!(o.code(), Some(2), "{}", o.describe());
-        assert!(o.stderr.contains("statement limit reached"), "{}", o.describe());
-        let o = ptlab(&["show", s(&f), "-o", s(&d.join("r.html")), "--max-statements", "1000"])
-            .run();
+        assert!(
+            o.stderr.contains("statement limit reached"),
+            "{}",
+            o.describe()
+        );
+        let o = ptlab(&[
+            "show",
+            s(&f),
+            "-o",
+            s(&d.join("r.html")),
+            "--max-statements",
+            "1000",
+        ])
+        .run();
         assert!(o.clean_error() || o.code() == Some(0), "{}", o.describe());
         // A bad value is a usage error.
         let o = run_file(&f, &["--max-statements", "-1"]);
@@ -554,18 +632,27 @@ fn a_long_run_reports_progress_on_stderr() {
     abuse("progress", |d| {
         // 50 million statements and iterations, about 4 s of model work
         // here: past the 2 s after which a run reports progress.
-        let f = common::scenario(d, "long.ptl", "p = mmap 4K\nrepeat 25000000\n  write p\nend\n");
+        let f = common::scenario(
+            d,
+            "long.ptl",
+            "p = mmap 4K\nrepeat 25000000\n  write p\nend\n",
+        );
         let o = run_file(&f, &["--max-statements", "0"]);
         assert_eq!(o.code(), Some(0), "{}", o.describe());
         assert!(
             o.stderr.contains("ptlab: still running")
-                && o.stderr.contains("statements and iterations executed (no limit)")
+                && o.stderr
+                    .contains("statements and iterations executed (no limit)")
                 && o.stderr.contains("done after 50000002 statements"),
             "{}",
             o.describe()
         );
         // Short runs say nothing.
-        let f = common::scenario(d, "short.ptl", "p = mmap 4K\nrepeat 100000\n  write p\nend\n");
+        let f = common::scenario(
+            d,
+            "short.ptl",
+            "p = mmap 4K\nrepeat 100000\n  write p\nend\n",
+        );
         let o = run_file(&f, &[]);
         assert_eq!(o.code(), Some(0), "{}", o.describe());
         assert!(o.stderr.is_empty(), "{}", o.describe());
@@ -593,7 +680,11 @@ fn devices_pipes_and_huge_files_are_refused() {
         let o = run_file(&big, &[]);
         assert_usage_error(&o, &["larger than 16777216 bytes"]);
         // A 10 MB line.
-        let line = common::scenario(d, "line.ptl", &format!("let x = 1{}\n", "+1".repeat(5_000_000)));
+        let line = common::scenario(
+            d,
+            "line.ptl",
+            &format!("let x = 1{}\n", "+1".repeat(5_000_000)),
+        );
         let o = run_file(&line, &[]);
         assert_usage_error(&o, &["line.ptl:1:1: line is 10000009 bytes long", "64 KiB"]);
         // Binary.
@@ -618,9 +709,15 @@ fn odd_but_valid_scenarios_run() {
             ("bom.ptl", "\u{feff}p = mmap 4K\r\nwrite p\r\n".to_string()),
             (
                 "sum.ptl",
-                format!("p = mmap (1{}) * 4K\nwrite p\nexpect page p anon\n", "+1".repeat(128)),
+                format!(
+                    "p = mmap (1{}) * 4K\nwrite p\nexpect page p anon\n",
+                    "+1".repeat(128)
+                ),
             ),
-            ("longsum.ptl", format!("let x = 0{}\n", " + 1".repeat(10_000))),
+            (
+                "longsum.ptl",
+                format!("let x = 0{}\n", " + 1".repeat(10_000)),
+            ),
         ] {
             let f = common::scenario(d, name, &text);
             let o = run_file(&f, &[]);
@@ -674,12 +771,21 @@ fn unknown_params_are_usage_errors_everywhere() {
             let o = ptlab(&a).run();
             assert_usage_error(
                 &o,
-                &["--param nosuch: the scenario declares no such parameter", "it declares: size, n"],
+                &[
+                    "--param nosuch: the scenario declares no such parameter",
+                    "it declares: size, n",
+                ],
             );
             if base[0] == "show" {
                 assert!(!html.exists(), "show wrote a page for a usage error");
             }
-            for bad in ["size=", "size=zz", "=1", "size", "size=99999999999999999999T"] {
+            for bad in [
+                "size=",
+                "size=zz",
+                "=1",
+                "size",
+                "size=99999999999999999999T",
+            ] {
                 let mut a = base.clone();
                 a.extend(["--param", bad]);
                 let o = ptlab(&a).run();
@@ -693,5 +799,58 @@ fn unknown_params_are_usage_errors_everywhere() {
         assert_usage_error(&o, &["sparc", "x86_64, arm64"]);
         let o = ptlab(&["cost", "--arch", "sparc", s(&f)]).run();
         assert_usage_error(&o, &["sparc"]);
+    });
+}
+
+#[test]
+fn other_inputs_are_refused_before_reading_forever() {
+    abuse("inputs-other", |d| {
+        let scen = common::scenario(d, "a.ptl", "p = mmap 4K\n");
+        let out = d.join("r");
+        let cases: [(Vec<&str>, &str); 6] = [
+            (
+                vec!["compare", "/dev/zero", "/dev/zero"],
+                "cannot read result file '/dev/zero'",
+            ),
+            (
+                vec!["cost", s(&scen), "--profile", "/dev/zero"],
+                "cannot read profile '/dev/zero'",
+            ),
+            (
+                vec!["calibrate", "--check", "/dev/zero"],
+                "cannot read profile '/dev/zero'",
+            ),
+            (
+                vec!["reproduce", "--from", "/dev/zero", "--out", s(&out)],
+                "cannot read result file '/dev/zero'",
+            ),
+            (
+                vec![
+                    "reproduce",
+                    "--quick",
+                    "--profile",
+                    "/dev/zero",
+                    "--out",
+                    s(&out),
+                ],
+                "--profile /dev/zero",
+            ),
+            (
+                vec!["fuzz", "--ops", "1000000000", "--steps", "1"],
+                "not in 1..=10000",
+            ),
+        ];
+        for (args, msg) in cases {
+            let o = ptlab(&args).as_limit(AS_LIMIT).run();
+            assert_usage_error(&o, &[msg]);
+        }
+        // Inputs are checked before the output directory is even created.
+        assert!(!out.exists());
+        let big = d.join("big.json");
+        std::fs::write(&big, vec![b' '; (64 << 20) + 1]).unwrap();
+        let o = ptlab(&["compare", s(&big), s(&big)])
+            .as_limit(AS_LIMIT)
+            .run();
+        assert_usage_error(&o, &["larger than 67108864 bytes"]);
     });
 }

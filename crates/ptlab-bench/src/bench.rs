@@ -88,7 +88,11 @@ pub fn run(
     let lock = match ThpLock::try_acquire().map_err(lock_err)? {
         Some(l) => l,
         None => {
-            eprintln!(
+            // Not eprintln!: a closed stderr (`2>&1 | head -1`) must not
+            // panic; the wait and the run go on.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
                 "ptlab: waiting for the THP knob lock {} (another live run holds it)",
                 ptlab_live::knobs::lock_path().display()
             );

@@ -71,10 +71,7 @@ pub fn incomparable(base: &Case, other: &Case) -> Vec<String> {
         why.push(format!("unit '{}' vs '{}'", base.unit, other.unit));
     }
     if base.better != other.better {
-        why.push(format!(
-            "better {:?} vs {:?}",
-            base.better, other.better
-        ));
+        why.push(format!("better {:?} vs {:?}", base.better, other.better));
     }
     why
 }
@@ -283,7 +280,10 @@ mod tests {
         quick.cases[0].size_bytes = 2 << 20;
         let m = mismatches(&base, &[quick.clone()]);
         assert_eq!(m.len(), 1);
-        assert_eq!(m[0].why, vec!["size_bytes 1073741824 vs 2097152".to_string()]);
+        assert_eq!(
+            m[0].why,
+            vec!["size_bytes 1073741824 vs 2097152".to_string()]
+        );
         assert_eq!(
             m[0].describe(&["a.json".into(), "b.json".into()]),
             "w/4K: size_bytes 1073741824 vs 2097152 (a.json vs b.json)"

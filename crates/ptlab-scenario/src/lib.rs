@@ -33,9 +33,9 @@ pub use ast::Script;
 pub use backend::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags, UffdSelection};
 pub use error::ParseError;
 pub use interp::{
-    default_max_statements, parse_param_value, run, set_default_max_statements,
-    set_progress_hook, Failure, FailureKind, HwRecord, LineHw, ObserveOutput, Progress,
-    ProgressHook, RunOptions, RunReport, DEFAULT_MAX_STATEMENTS, MAX_RANGE_PAGES,
+    default_max_statements, parse_param_value, run, set_default_max_statements, set_progress_hook,
+    Failure, FailureKind, HwRecord, LineHw, ObserveOutput, Progress, ProgressHook, RunOptions,
+    RunReport, DEFAULT_MAX_STATEMENTS, MAX_RANGE_PAGES,
 };
 pub use model_backend::ModelBackend;
 pub use parser::{parse, MAX_LINE_BYTES, MAX_SOURCE_BYTES};

@@ -33,7 +33,10 @@ fn a_huge_repeat_stops_at_the_limit() {
         Some(1000),
     );
     let m = limit_message(&r);
-    assert!(m.starts_with("statement limit reached: 1000 statements"), "{m}");
+    assert!(
+        m.starts_with("statement limit reached: 1000 statements"),
+        "{m}"
+    );
     assert!(m.contains("--max-statements"), "{m}");
     // mmap, the repeat header, then (iteration + write) pairs.
     assert_eq!(r.statements_executed, 1 + 499);

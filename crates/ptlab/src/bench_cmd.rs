@@ -185,11 +185,7 @@ pub fn bench(args: &BenchArgs) -> Result<u8> {
 pub fn compare(args: &CompareArgs) -> Result<u8> {
     let mut runs = Vec::new();
     for f in &args.files {
-        let text =
-            std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
-        let r =
-            BenchResult::from_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
-        runs.push(r);
+        runs.push(crate::scenario::result_file(f)?);
     }
     if runs.len() < 2 {
         bail!("compare needs at least two result files");
@@ -197,7 +193,10 @@ pub fn compare(args: &CompareArgs) -> Result<u8> {
     let names: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
     let bad = ptlab_bench::compare::mismatches(&runs[0], &runs[1..]);
     if !bad.is_empty() {
-        let list: Vec<String> = bad.iter().map(|m| format!("  {}", m.describe(&names))).collect();
+        let list: Vec<String> = bad
+            .iter()
+            .map(|m| format!("  {}", m.describe(&names)))
+            .collect();
         if !args.allow_incomparable {
             bail!(
                 "refusing to compare: {} case(s) were measured with different parameters, so \
@@ -368,10 +367,13 @@ fn reproduce_profiles(extra: &[PathBuf], calibrated_now: bool) -> Result<Vec<ptl
     let mut v = ptlab_cost::builtin_profiles();
     let local = std::path::Path::new("profiles/local.toml");
     if !calibrated_now && local.exists() {
-        v.push(ptlab_cost::load_profile(local).context("cannot use profiles/local.toml")?);
+        v.push(crate::scenario::profile_file(local).context("cannot use profiles/local.toml")?);
     }
     for p in extra {
-        v.push(ptlab_cost::load_profile(p).with_context(|| format!("cannot use {}", p.display()))?);
+        v.push(
+            crate::scenario::profile_file(p)
+                .with_context(|| format!("cannot use {}", p.display()))?,
+        );
     }
     Ok(v)
 }
@@ -421,28 +423,28 @@ fn calibrate_here(dir: &std::path::Path, quick: bool) -> Result<PathBuf> {
 }
 
 pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
-    // Every file this run writes, checked before anything is measured.
+    // Inputs first, then every file this run writes: all checked before
+    // anything is measured (the profiles are used after measuring), so a
+    // typo costs nothing.
+    for p in &args.profile {
+        crate::scenario::profile_file(p).with_context(|| format!("--profile {}", p.display()))?;
+    }
+    let from = match &args.from {
+        Some(f) => Some((f, crate::scenario::result_file(f)?)),
+        None => None,
+    };
     let mut files = vec!["report.html", "report.txt", "live.json", "model.json"];
     if args.from.is_none() && !args.no_live {
         files.extend(["local-profile.toml", "calibrate.txt"]);
     }
     crate::outpath::check_dir("--out", &args.out, &files)?;
-    // Extra profiles are used after measuring: load them now, so a typo
-    // costs nothing.
-    for p in &args.profile {
-        ptlab_cost::load_profile(p).with_context(|| format!("--profile {}", p.display()))?;
-    }
     let environment = ptlab_bench::env::collect();
     let mut skipped = Vec::new();
     // A profile calibrated on this machine during this run, if it measured.
     let mut local_profile = None;
     let mut live = None;
     let mut failed = false;
-    if let Some(f) = &args.from {
-        let text =
-            std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
-        let r =
-            BenchResult::from_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+    if let Some((f, r)) = from {
         for ch in report::CHANGES {
             for a in ch.arms {
                 if !r.cases.iter().any(|c| c.name == *a) {

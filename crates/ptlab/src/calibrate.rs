@@ -1069,7 +1069,7 @@ fn kernel_release() -> String {
 }
 
 fn check(profile: &str, quick: bool, out: &mut dyn Write) -> Result<u8> {
-    let p = ptlab_cost::find_profile(profile)?;
+    let p = crate::scenario::profile(profile)?;
     let arch = host_arch();
     if p.arch != arch {
         bail!(

@@ -103,7 +103,7 @@ fn select_profiles(args: &CostArgs) -> Result<Vec<Profile>> {
     } else {
         args.profiles
             .iter()
-            .map(|n| ptlab_cost::find_profile(n).map_err(anyhow::Error::from))
+            .map(|n| crate::scenario::profile(n))
             .collect::<Result<_>>()?
     };
     if let Some(a) = args.arch {

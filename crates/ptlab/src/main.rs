@@ -212,9 +212,10 @@ struct FuzzArgs {
     #[arg(long)]
     time: Option<u64>,
 
-    /// Statements per generated scenario
-    #[arg(long, default_value_t = 24)]
-    ops: usize,
+    /// Statements per generated scenario (1 to 10000: each divergence is
+    /// shrunk by re-running the scenario many times)
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    ops: u64,
 
     /// Directory for shrunk divergent scenarios (checked, and created if
     /// missing, before fuzzing starts)
@@ -502,7 +503,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         seed,
         cases: args.steps,
         time,
-        ops: args.ops,
+        ops: args.ops as usize,
         out_dir: args.out.clone(),
         ..FuzzOptions::default()
     };

@@ -198,7 +198,11 @@ pub fn finish() -> Result<(), String> {
         let mut slot = STDOUT_ERROR.lock().unwrap_or_else(|e| e.into_inner());
         slot.get_or_insert_with(|| e.to_string());
     }
-    match STDOUT_ERROR.lock().unwrap_or_else(|e| e.into_inner()).take() {
+    match STDOUT_ERROR
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    {
         Some(e) => Err(format!("cannot write to stdout: {e}")),
         None => Ok(()),
     }

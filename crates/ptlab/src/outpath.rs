@@ -136,9 +136,7 @@ pub fn check_file(option: &str, path: &Path) -> Result<()> {
             parent.display()
         ),
         Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            create_dirs(option, &parent, path)?
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_dirs(option, &parent, path)?,
         Err(e) => bail!("{option} {}: {}: {e}", path.display(), parent.display()),
     }
     refuse_pseudo(option, &parent, path)?;
@@ -154,7 +152,10 @@ fn probe_new_file(option: &str, probe: &Path, shown: &Path) -> Result<()> {
         .and_then(|mut f| f.write_all(b"\n"));
     let removed = fs::remove_file(probe);
     if let Err(e) = r {
-        bail!("{option} {}: cannot create a file there: {e}", shown.display());
+        bail!(
+            "{option} {}: cannot create a file there: {e}",
+            shown.display()
+        );
     }
     if let Err(e) = removed {
         bail!(
@@ -223,7 +224,10 @@ mod tests {
         check_file("--out", &f).unwrap();
         assert_eq!(fs::read_to_string(&f).unwrap(), "old");
         let e = err(check_file("--out", &d));
-        assert!(e.starts_with(&format!("--out {}: is a directory", d.display())), "{e}");
+        assert!(
+            e.starts_with(&format!("--out {}: is a directory", d.display())),
+            "{e}"
+        );
         let e = err(check_file("-o", &f.join("x.html")));
         assert!(e.contains("is not a directory"), "{e}");
         let e = err(check_file("-o", Path::new("/proc/version")));

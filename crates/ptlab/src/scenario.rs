@@ -4,7 +4,9 @@
 //! * [`read`]: a directory, device or socket is refused; at most
 //!   [`MAX_SOURCE_BYTES`] (16 MiB) are read, so `ptlab run /dev/zero` or a
 //!   huge file is a clean error, not an exhausted machine; the text must be
-//!   UTF-8 (a leading byte-order mark is accepted by the parser).
+//!   UTF-8 (a leading byte-order mark is accepted by the parser). The other
+//!   text inputs (result files, cost profiles) are read the same way
+//!   ([`read_text`], [`profile`], [`result_file`]).
 //! * [`load`]: read, parse, and check `--param` names against the
 //!   scenario's `param` statements (an unknown name is a usage error).
 //! * [`LimitArgs`] / [`apply`]: `--max-statements`, and a progress line on
@@ -21,34 +23,48 @@ use std::time::{Duration, Instant};
 
 /// Reads a scenario file (see the module docs).
 pub fn read(path: &Path) -> Result<String> {
+    read_text("scenario", path, MAX_SOURCE_BYTES)
+}
+
+/// Largest result file (`compare`, `reproduce --from`) read: 64 MiB, some
+/// thousand times a real one.
+pub const MAX_RESULT_BYTES: usize = 64 << 20;
+/// Largest cost profile read (a real one is a few KiB).
+pub const MAX_PROFILE_BYTES: usize = 1 << 20;
+
+/// Reads a UTF-8 text input of at most `max` bytes; `what` names it in
+/// errors (`cannot read scenario 'x': ...`). Directories, devices and
+/// sockets are refused without reading; pipes are read up to the limit.
+pub fn read_text(what: &str, path: &Path, max: usize) -> Result<String> {
     let shown = path.display();
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read scenario '{shown}'"))?;
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {what} '{shown}'"))?;
     let ft = meta.file_type();
     if ft.is_dir() {
-        bail!("cannot read scenario '{shown}': it is a directory, not a .ptl file");
+        bail!("cannot read {what} '{shown}': it is a directory");
     }
     if ft.is_char_device() || ft.is_block_device() || ft.is_socket() {
         bail!(
-            "cannot read scenario '{shown}': it is a {}, not a .ptl file",
+            "cannot read {what} '{shown}': it is a {}, not a file",
             if ft.is_socket() { "socket" } else { "device" }
         );
     }
     let too_big = || {
         anyhow::anyhow!(
-            "cannot read scenario '{shown}': it is larger than {MAX_SOURCE_BYTES} bytes (16 MiB), \
-             the limit for a scenario"
+            "cannot read {what} '{shown}': it is larger than {max} bytes ({} MiB), the limit for \
+             a {what}",
+            max >> 20
         )
     };
-    if ft.is_file() && meta.len() > MAX_SOURCE_BYTES as u64 {
+    if ft.is_file() && meta.len() > max as u64 {
         return Err(too_big());
     }
     // Pipes (`ptlab run <(gen)`) have no length: read one byte past the
     // limit to know.
     let mut bytes = Vec::new();
     std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_SOURCE_BYTES as u64 + 1).read_to_end(&mut bytes))
-        .with_context(|| format!("cannot read scenario '{shown}'"))?;
-    if bytes.len() > MAX_SOURCE_BYTES {
+        .and_then(|f| f.take(max as u64 + 1).read_to_end(&mut bytes))
+        .with_context(|| format!("cannot read {what} '{shown}'"))?;
+    if bytes.len() > max {
         return Err(too_big());
     }
     String::from_utf8(bytes).map_err(|e| {
@@ -56,11 +72,36 @@ pub fn read(path: &Path) -> Result<String> {
         let good = &e.as_bytes()[..at];
         let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
         anyhow::anyhow!(
-            "cannot read scenario '{shown}': it is not UTF-8 text (invalid byte 0x{:02x} at line \
+            "cannot read {what} '{shown}': it is not UTF-8 text (invalid byte 0x{:02x} at line \
              {line}, byte offset {at}); is it a binary file?",
             e.as_bytes()[at]
         )
     })
+}
+
+/// A cost profile: a built-in name, or a `.toml` path read with
+/// [`read_text`] (so `--profile /dev/zero` is refused, not read forever).
+pub fn profile(name_or_path: &str) -> Result<ptlab_cost::Profile> {
+    if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
+        return profile_file(Path::new(name_or_path));
+    }
+    Ok(ptlab_cost::find_profile(name_or_path)?)
+}
+
+/// A cost profile file, read with [`read_text`].
+pub fn profile_file(path: &Path) -> Result<ptlab_cost::Profile> {
+    let text = read_text("profile", path, MAX_PROFILE_BYTES)?;
+    Ok(ptlab_cost::parse_profile(
+        &text,
+        &path.display().to_string(),
+    )?)
+}
+
+/// A `ptlab bench` result file, read with [`read_text`].
+pub fn result_file(path: &Path) -> Result<ptlab_bench::result::BenchResult> {
+    let text = read_text("result file", path, MAX_RESULT_BYTES)?;
+    ptlab_bench::result::BenchResult::from_json(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 /// Reads and parses a scenario and checks `--param` names against it.

@@ -844,7 +844,10 @@ fn size_limits_are_errors() {
     assert!(e.starts_with("t.ptl:1:1: line is"), "{e}");
     assert!(e.contains("the limit is 65536 bytes"), "{e}");
     // A long comment is harmless and accepted.
-    let s = ok(&format!("# {}\nlet x = 1\n", "x".repeat(MAX_LINE_BYTES * 2)));
+    let s = ok(&format!(
+        "# {}\nlet x = 1\n",
+        "x".repeat(MAX_LINE_BYTES * 2)
+    ));
     assert_eq!(s.body.len(), 1);
     let big = "let x = 1\n".repeat(MAX_SOURCE_BYTES / 10 + 1);
     let e = err(&big);
