@@ -672,21 +672,28 @@ fn devices_pipes_and_huge_files_are_refused() {
         // A pipe without end of file: read up to the limit, then refused.
         let o = ptlab(&["run", "/dev/stdin"])
             .as_limit(AS_LIMIT)
-            .stdin(vec![b'\n'; (16 << 20) + 4096])
+            .stdin(vec![b'\n'; (4 << 20) + 4096])
             .run();
-        assert_usage_error(&o, &["larger than 16777216 bytes"]);
+        assert_usage_error(&o, &["larger than 4194304 bytes (4 MiB)"]);
         let big = d.join("big.ptl");
-        std::fs::write(&big, vec![b'\n'; (16 << 20) + 1]).unwrap();
+        std::fs::write(&big, vec![b'\n'; (4 << 20) + 1]).unwrap();
         let o = run_file(&big, &[]);
-        assert_usage_error(&o, &["larger than 16777216 bytes"]);
-        // A 10 MB line.
+        assert_usage_error(&o, &["larger than 4194304 bytes (4 MiB)"]);
+        // A 10 MB line is over the file limit; a 1 MB one over the line limit.
         let line = common::scenario(
             d,
             "line.ptl",
             &format!("let x = 1{}\n", "+1".repeat(5_000_000)),
         );
         let o = run_file(&line, &[]);
-        assert_usage_error(&o, &["line.ptl:1:1: line is 10000009 bytes long", "64 KiB"]);
+        assert_usage_error(&o, &["line.ptl", "larger than 4194304 bytes"]);
+        let line = common::scenario(
+            d,
+            "line1.ptl",
+            &format!("let x = 1{}\n", "+1".repeat(500_000)),
+        );
+        let o = run_file(&line, &[]);
+        assert_usage_error(&o, &["line1.ptl:1:1: line is 1000009 bytes long", "64 KiB"]);
         // Binary.
         let bin = d.join("bin.ptl");
         std::fs::write(&bin, [0x7fu8, b'E', b'L', b'F', 0xff, 0xfe, 0, 1]).unwrap();

@@ -20,10 +20,12 @@ use std::collections::HashMap;
 pub const MAX_EXPR_DEPTH: usize = 128;
 /// Deepest nesting of `repeat` blocks accepted.
 pub const MAX_BLOCK_DEPTH: usize = 32;
-/// Largest scenario accepted, in bytes (16 MiB): far beyond any hand-written
-/// or generated scenario, and small enough that parsing it cannot exhaust
-/// memory. Readers of scenario files stop reading here too.
-pub const MAX_SOURCE_BYTES: usize = 16 << 20;
+/// Largest scenario accepted, in bytes (4 MiB): a thousand times the
+/// largest hand-written scenario and ten times the largest `ptlab fuzz`
+/// generates, and small enough that parsing it stays within a few hundred
+/// MB (a statement takes some 400 bytes parsed). Readers of scenario files
+/// stop reading here too.
+pub const MAX_SOURCE_BYTES: usize = 4 << 20;
 /// Longest line accepted, in bytes, not counting a `#` comment (64 KiB):
 /// each line is lexed into tokens at once, so this bounds that memory.
 pub const MAX_LINE_BYTES: usize = 64 << 10;
@@ -159,8 +161,9 @@ pub fn parse(file: &str, source: &str) -> Result<Script, ParseError> {
             1,
             1,
             format!(
-                "the scenario is {} bytes; the limit is {MAX_SOURCE_BYTES} bytes (16 MiB)",
-                source.len()
+                "the scenario is {} bytes; the limit is {MAX_SOURCE_BYTES} bytes ({} MiB)",
+                source.len(),
+                MAX_SOURCE_BYTES >> 20
             ),
         ));
     }

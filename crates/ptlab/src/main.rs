@@ -126,9 +126,14 @@ A tiny scenario (save as demo.ptl):
 
 The scenario language is described in docs/language.md.
 
+Limits: a scenario file of at most 4 MiB (lines of at most 64 KiB); a run
+stops after --max-statements statements and repeat iterations (default
+10000000; 0 = no limit), and reports progress on stderr when it takes more
+than 2 seconds. Output piped into `head` ends quietly with the run's status.
+
 Exit status: 0 = all expectations held, 1 = a failure (expectation, uncovered
-syscall error or fault, invariant violation, runtime error), 2 = usage, I/O or
-parse error.";
+syscall error or fault, invariant violation, runtime error, the statement
+limit), 2 = usage, I/O or parse error (including an unknown --param name).";
 
 #[derive(Args)]
 struct RunArgs {

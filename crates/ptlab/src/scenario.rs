@@ -2,7 +2,7 @@
 //! subcommand that takes a scenario (`run`, `diff`, `show`, `cost`).
 //!
 //! * [`read`]: a directory, device or socket is refused; at most
-//!   [`MAX_SOURCE_BYTES`] (16 MiB) are read, so `ptlab run /dev/zero` or a
+//!   [`MAX_SOURCE_BYTES`] (4 MiB) are read, so `ptlab run /dev/zero` or a
 //!   huge file is a clean error, not an exhausted machine; the text must be
 //!   UTF-8 (a leading byte-order mark is accepted by the parser). The other
 //!   text inputs (result files, cost profiles) are read the same way

@@ -851,5 +851,5 @@ fn size_limits_are_errors() {
     assert_eq!(s.body.len(), 1);
     let big = "let x = 1\n".repeat(MAX_SOURCE_BYTES / 10 + 1);
     let e = err(&big);
-    assert!(e.contains("the limit is 16777216 bytes (16 MiB)"), "{e}");
+    assert!(e.contains("the limit is 4194304 bytes (4 MiB)"), "{e}");
 }
