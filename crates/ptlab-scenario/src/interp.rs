@@ -619,7 +619,7 @@ impl<'a> Interp<'a> {
                 ));
             }
         }
-        if self.work % PROGRESS_EVERY == 0 {
+        if self.work.is_multiple_of(PROGRESS_EVERY) {
             if let Some(hook) = &self.progress {
                 self.progress_reported = true;
                 hook(&Progress {
