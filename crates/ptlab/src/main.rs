@@ -488,10 +488,10 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     use ptlab_live::fuzz::{FuzzEvent, FuzzOptions};
     use ptlab_live::DiffOutcome;
     use std::time::Duration;
-    outpath::check_dir("--out", &args.out, &[])?;
     if let Some(why) = ptlab_live::live_unavailable() {
         anyhow::bail!("cannot run on the live kernel: {why}");
     }
+    outpath::check_dir("--out", &args.out, &[])?;
     if !ptlab_live::is_root() {
         errln!(
             "ptlab: note: not root: knob changes fail and frames are not compared; \

@@ -73,7 +73,10 @@ fn cost_errors_are_reported() {
         "iteration=1",
     ]);
     assert_eq!(code, 2);
-    assert!(err.contains("declares no 'param iteration'"), "{err}");
+    assert!(
+        err.contains("--param iteration: the scenario declares no such parameter"),
+        "{err}"
+    );
     let (code, _, err) = ptlab(&[
         "cost",
         "scenarios/seeds/mremap-batch-4k.ptl",
