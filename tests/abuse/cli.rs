@@ -861,3 +861,45 @@ fn other_inputs_are_refused_before_reading_forever() {
         assert_usage_error(&o, &["larger than 67108864 bytes"]);
     });
 }
+
+#[test]
+fn a_full_disk_behind_stdout_is_an_error_not_a_panic() {
+    // Unlike a closed pipe, a failed write to a file is lost output: exit 2.
+    abuse("dev-full", |d| {
+        let scen = common::scenario(d, "a.ptl", "p = mmap 4K\nobserve maps\n");
+        let out = d.join("r");
+        for args in [
+            vec!["run", s(&scen)],
+            vec![
+                "reproduce",
+                "--no-live",
+                "--quick",
+                "--quiet",
+                "--out",
+                s(&out),
+            ],
+        ] {
+            let mut r = ptlab(&args);
+            r.command().stdout(
+                std::fs::File::options()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            );
+            // Run::run sets its own stdout: spawn by hand.
+            let o = r
+                .command()
+                .stderr(Stdio::piped())
+                .output()
+                .expect("spawn ptlab");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains("No space left on device"), "{args:?}: {err}");
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+        }
+        assert!(
+            out.join("report.html").is_file(),
+            "the files are still written"
+        );
+    });
+}
