@@ -445,7 +445,7 @@ fn wp_page_copy(
     // (flush_tlb_page); the model writes the new entry over the old one, so
     // only the clear's atomic and flush are counted here.
     mm.pt.hw.one(HwEvent::PteAtomicClear);
-    mm.pt.hw.flush_tlb_page(addr);
+    mm.pt.flush_tlb_page(addr);
     mm.pt.set_ptes(addr, pte, 1, env.phys);
     if vma.flags.contains(VmFlags::LOCKED) {
         // folio_add_lru_vma() → mlock_new_folio().

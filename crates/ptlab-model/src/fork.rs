@@ -96,7 +96,7 @@ impl Model {
         }
         // dup_mmap(): flush_tlb_mm(oldmm) after copying (the parent's PTEs
         // were write-protected). Linux: mm/mmap.c dup_mmap().
-        src.pt.hw.flush_tlb_mm();
+        src.pt.flush_tlb_mm();
         procs.insert(child, dst);
         Ok(child)
     }
@@ -115,7 +115,7 @@ impl Model {
         // exit_mmap() uses a fullmm gather: arm64 tlb_flush() skips the
         // leaf flushes and does one flush_tlb_mm() for the freed tables;
         // x86 flushes the whole mm.
-        mm.pt.hw.flush_tlb_mm();
+        mm.pt.flush_tlb_mm();
         free_pgtables(&mut mm, phys, &vmas, 0, 0);
         for (_, t) in std::mem::take(&mut mm.deposited) {
             phys.free_pt_page(t);

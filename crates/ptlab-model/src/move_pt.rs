@@ -369,7 +369,7 @@ fn mremap_folio_pte_batch(pt: &PageTables, phys: &PhysMem, va: u64, pte: Leaf, m
     }
     // pte_batch_hint() == 1: always on x86-64; on arm64 unless the entry is
     // a valid contiguous one (the rc fix's early return).
-    if pt.arch().cont_ptes().is_none() || !pte.valid_cont() {
+    if pt.pte_batch_hint(va, &pte) == 1 {
         return 1;
     }
     // vm_normal_folio(): the zero page has none; small folios never batch.

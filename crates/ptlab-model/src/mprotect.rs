@@ -28,7 +28,7 @@
 //! generic `modify_prot_start_ptes()` gathers them), which /proc does not show.
 
 use crate::addr::{page_align, PAGE_SIZE, PMD_SIZE};
-use crate::arch::{ArchKind, Entry, Leaf, LeafFlags};
+use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::batch::{folio_pte_batch, Before, Fpb};
 use crate::errno::Errno;
 use crate::folio::{FolioRef, PhysMem};
@@ -365,28 +365,6 @@ impl FlushRange {
     }
 }
 
-/// pte_needs_flush(old, new) / huge_pmd_needs_flush(): arm64 v6.17/v6.18
-/// uses the generic stub, always true; x86 flushes unless the old entry was
-/// not present (PROT_NONE) or only accessed/software bits changed (a dirty
-/// bit cleared needs a flush). Linux: arch/x86/include/asm/tlbflush.h
-/// pte_flags_need_flush(); include/linux/pgtable.h pte_needs_flush().
-fn needs_flush(arch: ArchKind, old: Leaf, new: Leaf) -> bool {
-    match arch {
-        ArchKind::Arm64 => true,
-        ArchKind::X86_64 => {
-            if old.flags.contains(LeafFlags::PROTNONE) {
-                return false;
-            }
-            if old.pfn != new.pfn {
-                return true;
-            }
-            let hw = LeafFlags::WRITE | LeafFlags::EXEC | LeafFlags::PROTNONE;
-            (old.flags & hw) != (new.flags & hw)
-                || (old.flags.contains(LeafFlags::DIRTY) && !new.flags.contains(LeafFlags::DIRTY))
-        }
-    }
-}
-
 /// A PMD mapping wholly inside the range changes as one entry (rule A12);
 /// the huge zero PMD stays read-only (vm_normal_page_pmd() gives no page).
 /// Linux: mm/huge_memory.c change_huge_pmd(), can_change_pmd_writable().
@@ -399,14 +377,9 @@ fn change_huge_pmd(
     cp: ChangeProt,
     fl: &mut FlushRange,
 ) {
-    // pmd_lock(); pmdp_invalidate_ad(): an atomic exchange to an invalid
-    // PMD; arm64 (generic pmdp_invalidate) flushes it at once
-    // (flush_pmd_tlb_range), x86 defers to the gather.
+    // pmd_lock(); pmdp_invalidate_ad().
     mm.pt.hw.one(HwEvent::PtlLock);
-    mm.pt.hw.one(HwEvent::PmdStore);
-    if mm.pt.arch().kind() == ArchKind::Arm64 {
-        mm.pt.flush_tlb_range(slot, slot + PMD_SIZE, PMD_SIZE);
-    }
+    mm.pt.pmdp_invalidate_ad(slot);
     // pmd_modify().
     let mut entry = pte_modify(old, cp.prot);
     if cp.try_writable && !entry.write() {
@@ -419,7 +392,7 @@ fn change_huge_pmd(
         }
     }
     mm.pt.set_pmd(slot, Entry::Leaf(entry));
-    if needs_flush(mm.pt.arch().kind(), old, entry) {
+    if mm.pt.pte_needs_flush(&old, &entry) {
         fl.record(slot, slot + PMD_SIZE, false); // tlb_flush_pmd_range()
     }
 }
@@ -465,7 +438,7 @@ fn change_pte_range_batched(
     cp: ChangeProt,
     fl: &mut FlushRange,
 ) {
-    let arch = mm.pt.arch().kind();
+    let arch = mm.pt.arch();
     let mut addr = start;
     while addr < end {
         // oldpte = ptep_get(pte): arm64 gathers young/dirty over a block.
@@ -505,7 +478,7 @@ fn change_pte_range_batched(
         if upgraded {
             committed.flags |= LeafFlags::WRITE;
         }
-        if needs_flush(arch, oldpte, committed) {
+        if arch.pte_needs_flush(&oldpte, &committed) {
             fl.record(addr, addr + nr * PAGE_SIZE, true);
         }
         addr += nr * PAGE_SIZE;
@@ -590,26 +563,17 @@ fn prot_commit_flush_ptes(
     modify_prot_commit_ptes(pt, phys, addr + idx * PAGE_SIZE, pte, nr);
 }
 
-/// Clear `nr` PTEs of one batch and return the first with the young/dirty
-/// bits of all of them ORed in. arm64: get_and_clear_ptes(), which unfolds
-/// only blocks the batch covers partially (nr == 1 unfolds its block);
-/// generic: a ptep_modify_prot_start() loop gathering the same bits.
-/// Linux: include/linux/pgtable.h / arch/arm64/mm/mmu.c modify_prot_start_ptes().
+/// modify_prot_start_ptes(): the arch hook clears the batch and gathers
+/// young/dirty (arm64 unfolds only blocks covered partly).
 fn modify_prot_start_ptes(pt: &mut PageTables, addr: u64, nr: u64) -> Leaf {
-    let cleared = pt.clear_ptes(addr, nr);
-    let mut first = cleared.first().expect("a present first entry").1;
-    for (_, l) in &cleared[1..] {
-        first.flags |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
-    }
-    first
+    pt.modify_prot_start_ptes(addr, nr)
 }
 
-/// Write `nr` PTEs for consecutive pages from `pte`: arm64 set_ptes(),
-/// which paints CONT on fully covered aligned blocks and, for nr == 1, may
-/// fold the block (rule C2); generic: a ptep_modify_prot_commit() loop.
-/// Linux: modify_prot_commit_ptes().
+/// modify_prot_commit_ptes(): the arch hook writes the batch back
+/// (arm64 set_ptes() paints CONT on fully covered aligned blocks and, for
+/// nr == 1, may fold the block: rule C2).
 fn modify_prot_commit_ptes(pt: &mut PageTables, phys: &PhysMem, addr: u64, pte: Leaf, nr: u64) {
-    pt.set_ptes(addr, pte, nr, phys);
+    pt.modify_prot_commit_ptes(addr, pte, nr, phys);
 }
 
 /// Linux ≤ 6.16: every present PTE on its own. ptep_modify_prot_start() is
@@ -626,7 +590,7 @@ fn change_pte_range_per_pte(
     cp: ChangeProt,
     fl: &mut FlushRange,
 ) {
-    let arch = mm.pt.arch().kind();
+    let arch = mm.pt.arch();
     for addr in crate::mm::pages(start, end) {
         // oldpte = ptep_get(pte); pte_present(oldpte)
         if !matches!(mm.pt.pte(addr), Entry::Leaf(_)) {
@@ -646,7 +610,7 @@ fn change_pte_range_per_pte(
             }
         }
         modify_prot_commit_ptes(&mut mm.pt, phys, addr, ptent, 1); // ptep_modify_prot_commit()
-        if needs_flush(arch, oldpte, ptent) {
+        if arch.pte_needs_flush(&oldpte, &ptent) {
             fl.record(addr, addr + PAGE_SIZE, true);
         }
     }

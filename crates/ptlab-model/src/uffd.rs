@@ -1143,7 +1143,7 @@ fn move_present_pte_per_page(
     mm.pt.hw.one(HwEvent::PteLoad);
     // ptep_clear_flush(): the clear and a one-page flush, per page.
     let (_, old) = mm.pt.clear_ptes(src_addr, 1)[0];
-    mm.pt.hw.flush_tlb_page(src_addr);
+    mm.pt.flush_tlb_page(src_addr);
     // folio_move_anon_rmap() and folio->index = linear_page_index().
     mm.pt.hw.one(HwEvent::RmapUpdate);
     mm.pt.set_ptes(dst_addr, moved_pte(dst_vma, old), 1, phys);
