@@ -504,3 +504,44 @@ mod tlb_tests {
         assert_eq!(e.get(HwEvent::TlbFlushCall), 1);
     }
 }
+
+#[cfg(test)]
+mod hook_tests {
+    use super::*;
+
+    fn leaf(flags: LeafFlags) -> Leaf {
+        Leaf {
+            pfn: Pfn(0x100),
+            flags,
+        }
+    }
+
+    /// pte_batch_hint(): generic 1; arm64 the rest of a valid contiguous
+    /// block — 1 at a block's last entry, which makes mremap's
+    /// mremap_folio_pte_batch() return early there (its `== 1` test), and
+    /// 1 for PROT_NONE entries that carry CONT (pte_valid_cont()).
+    #[test]
+    fn pte_batch_hint_per_arch() {
+        let cont = leaf(LeafFlags::CONT | LeafFlags::WRITE);
+        assert_eq!(X86_64.pte_batch_hint(0, &cont), 1);
+        assert_eq!(Arm64.pte_batch_hint(0, &cont), 16);
+        assert_eq!(Arm64.pte_batch_hint(17, &cont), 15);
+        assert_eq!(Arm64.pte_batch_hint(15, &cont), 1);
+        assert_eq!(Arm64.pte_batch_hint(0, &leaf(LeafFlags::WRITE)), 1);
+        assert_eq!(Arm64.pte_batch_hint(0, &leaf(LeafFlags::CONT | LeafFlags::PROTNONE)), 1);
+    }
+
+    /// pte_needs_flush(): the generic stub (arm64 6.18) always flushes; x86
+    /// skips PROT_NONE old entries and accessed-only changes.
+    #[test]
+    fn pte_needs_flush_per_arch() {
+        let rw = leaf(LeafFlags::WRITE | LeafFlags::YOUNG);
+        let ro_old = leaf(LeafFlags::empty());
+        let none = leaf(LeafFlags::PROTNONE);
+        assert!(Arm64.pte_needs_flush(&ro_old, &ro_old));
+        assert!(!X86_64.pte_needs_flush(&ro_old, &leaf(LeafFlags::YOUNG)));
+        assert!(X86_64.pte_needs_flush(&rw, &ro_old));
+        assert!(!X86_64.pte_needs_flush(&none, &rw));
+        assert!(X86_64.pte_needs_flush(&leaf(LeafFlags::DIRTY), &ro_old));
+    }
+}
