@@ -109,14 +109,20 @@ impl Model {
         mm.pt.hw.one(HwEvent::Syscall);
         mm.pt.hw.one(HwEvent::ProcessExit);
         let vmas: Vec<Vma> = mm.vmas.iter().cloned().collect();
+        // exit_mmap() uses a fullmm gather: the per-VMA flushes are
+        // skipped and tlb_finish_mmu() flushes the whole mm once.
+        let mut tlb = crate::tlb::MmuGather::new_fullmm();
         for v in &vmas {
-            crate::zap::zap_vma(&mut mm, phys, v, false, false);
+            crate::zap::zap_vma(&mut mm, phys, &mut tlb, v, false);
         }
-        // exit_mmap() uses a fullmm gather: arm64 tlb_flush() skips the
-        // leaf flushes and does one flush_tlb_mm() for the freed tables;
-        // x86 flushes the whole mm.
-        mm.pt.flush_tlb_mm();
+        let tables = phys.pt_pages;
         free_pgtables(&mut mm, phys, &vmas, 0, 0);
+        if phys.pt_pages < tables {
+            // pte_free_tlb() and friends: freed_tables (a fullmm gather
+            // flushes the whole mm whatever the span).
+            tlb.free_tables_span(0, u64::MAX);
+        }
+        tlb.finish(&mm.pt);
         for (_, t) in std::mem::take(&mut mm.deposited) {
             phys.free_pt_page(t);
         }

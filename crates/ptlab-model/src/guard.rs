@@ -152,7 +152,9 @@ impl Model {
             PmdSlot::Table(_) => !matches!(mm.pt.pte_raw(a), crate::arch::Entry::None),
         });
         if populated {
-            zap_range(mm, phys, start, end, false, true);
+            let mut tlb = crate::tlb::MmuGather::new();
+            zap_range(mm, phys, &mut tlb, start, end, false);
+            tlb.finish(&mm.pt);
         }
         for a in crate::mm::pages(start, end) {
             if !set_marker(mm, phys, a) {

@@ -29,6 +29,7 @@
 
 use crate::addr::{page_align, PAGE_SIZE, PMD_SIZE};
 use crate::arch::{Entry, Leaf, LeafFlags};
+use crate::tlb::MmuGather;
 use crate::batch::{folio_pte_batch, Before, Fpb};
 use crate::errno::Errno;
 use crate::folio::{FolioRef, PhysMem};
@@ -318,7 +319,7 @@ fn change_protection(
     end: u64,
     cp: ChangeProt,
 ) {
-    let mut fl = FlushRange::default();
+    let mut tlb = MmuGather::new();
     let mut addr = start;
     while addr < end {
         let next = pmd_end(addr, end);
@@ -326,43 +327,23 @@ fn change_protection(
             PmdSlot::None => {}
             PmdSlot::Leaf(leaf) => {
                 if next - addr == PMD_SIZE {
-                    change_huge_pmd(mm, phys, vma, addr, leaf, cp, &mut fl);
+                    change_huge_pmd(mm, phys, vma, addr, leaf, cp, &mut tlb);
                 } else {
                     // A huge PMD only partly covered: split it, then go on at
                     // PTE level (__split_huge_pmd(), rule A4/P6).
                     split_huge_pmd(mm, phys, addr & !(PMD_SIZE - 1));
-                    change_pte_range(mm, phys, vma, addr, next, cp, &mut fl);
+                    change_pte_range(mm, phys, vma, addr, next, cp, &mut tlb);
                 }
             }
-            PmdSlot::Table(_) => change_pte_range(mm, phys, vma, addr, next, cp, &mut fl),
+            PmdSlot::Table(_) => change_pte_range(mm, phys, vma, addr, next, cp, &mut tlb),
         }
         addr = next;
     }
-    // tlb_end_vma() → tlb_flush_mmu_tlbonly(): one flush over the recorded
-    // span, 4 KiB stride if any PTE was recorded, else PMD stride
-    // (tlb_get_unmap_size()). Holes inside the span are flushed too.
-    if let Some((lo, hi)) = fl.span {
-        let stride = if fl.ptes { PAGE_SIZE } else { PMD_SIZE };
-        mm.pt.flush_tlb_range(lo, hi, stride);
-    }
-}
-
-/// What the mmu_gather recorded for one VMA (tlb_flush_pte_range() /
-/// tlb_flush_pmd_range(): min start, max end, cleared_ptes/pmds).
-#[derive(Default)]
-struct FlushRange {
-    span: Option<(u64, u64)>,
-    ptes: bool,
-}
-
-impl FlushRange {
-    fn record(&mut self, start: u64, end: u64, pte: bool) {
-        self.span = Some(match self.span {
-            None => (start, end),
-            Some((a, b)) => (a.min(start), b.max(end)),
-        });
-        self.ptes |= pte;
-    }
+    // tlb_end_vma(): one flush over the gathered span, 4 KiB stride if any
+    // PTE was recorded, else PMD stride (tlb_get_unmap_size()). Holes
+    // inside the span are flushed too. Nothing more at tlb_finish_mmu().
+    tlb.end_vma(&mm.pt);
+    tlb.finish(&mm.pt);
 }
 
 /// A PMD mapping wholly inside the range changes as one entry (rule A12);
@@ -375,7 +356,7 @@ fn change_huge_pmd(
     slot: u64,
     old: Leaf,
     cp: ChangeProt,
-    fl: &mut FlushRange,
+    tlb: &mut MmuGather,
 ) {
     // pmd_lock(); pmdp_invalidate_ad().
     mm.pt.hw.one(HwEvent::PtlLock);
@@ -393,7 +374,7 @@ fn change_huge_pmd(
     }
     mm.pt.set_pmd(slot, Entry::Leaf(entry));
     if mm.pt.pte_needs_flush(&old, &entry) {
-        fl.record(slot, slot + PMD_SIZE, false); // tlb_flush_pmd_range()
+        tlb.flush_pmd_range(slot, PMD_SIZE);
     }
 }
 
@@ -406,16 +387,16 @@ fn change_pte_range(
     start: u64,
     end: u64,
     cp: ChangeProt,
-    fl: &mut FlushRange,
+    tlb: &mut MmuGather,
 ) {
     // pte_offset_map_lock(): the PMD read and the PTL;
     // flush_tlb_batched_pending() reads mm->tlb_flush_batched (no event).
     mm.pt.hw.one(HwEvent::PmdLoad);
     mm.pt.hw.one(HwEvent::PtlLock);
     if cp.batched {
-        change_pte_range_batched(mm, phys, vma, start, end, cp, fl);
+        change_pte_range_batched(mm, phys, vma, start, end, cp, tlb);
     } else {
-        change_pte_range_per_pte(mm, phys, vma, start, end, cp, fl);
+        change_pte_range_per_pte(mm, phys, vma, start, end, cp, tlb);
     }
 }
 
@@ -436,7 +417,7 @@ fn change_pte_range_batched(
     start: u64,
     end: u64,
     cp: ChangeProt,
-    fl: &mut FlushRange,
+    tlb: &mut MmuGather,
 ) {
     let arch = mm.pt.arch();
     let mut addr = start;
@@ -479,7 +460,7 @@ fn change_pte_range_batched(
             committed.flags |= LeafFlags::WRITE;
         }
         if arch.pte_needs_flush(&oldpte, &committed) {
-            fl.record(addr, addr + nr * PAGE_SIZE, true);
+            tlb.flush_pte_range(addr, nr * PAGE_SIZE);
         }
         addr += nr * PAGE_SIZE;
     }
@@ -588,7 +569,7 @@ fn change_pte_range_per_pte(
     start: u64,
     end: u64,
     cp: ChangeProt,
-    fl: &mut FlushRange,
+    tlb: &mut MmuGather,
 ) {
     let arch = mm.pt.arch();
     for addr in crate::mm::pages(start, end) {
@@ -611,7 +592,7 @@ fn change_pte_range_per_pte(
         }
         modify_prot_commit_ptes(&mut mm.pt, phys, addr, ptent, 1); // ptep_modify_prot_commit()
         if arch.pte_needs_flush(&oldpte, &ptent) {
-            fl.record(addr, addr + PAGE_SIZE, true);
+            tlb.flush_pte_range(addr, PAGE_SIZE);
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::hw::HwEvent;
 use crate::mm::Mm;
 use crate::pgtable::{pmd_end, PmdSlot};
 use crate::stats::VmEvent;
+use crate::tlb::MmuGather;
 use crate::vma::Vma;
 
 /// Split the PMD mapping of the 2 MiB slot at `slot` into 512 PTEs in this
@@ -70,45 +71,65 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
     phys.remove_rmap_pmd(folio, mm.pid);
 }
 
-/// Zap every mapping in `[start, end)` (inside one VMA). With `reclaim_pt`
-/// (MADV_DONTNEED), a PTE table whose whole 2 MiB was zapped and is left
-/// empty is freed (CONFIG_PT_RECLAIM, rule M1).
-///
-/// With `flush`, the gather's per-VMA flush follows (tlb_end_vma(): one
-/// flush over `[start, end)` at 4 KiB stride if anything was cleared);
-/// exit's fullmm gather passes `false` and flushes the whole mm itself.
+/// Zap every mapping in `[start, end)` (inside one VMA), gathering what
+/// must be flushed in `tlb`; the VMA's flush follows (`tlb_end_vma()`).
+/// With `reclaim_pt` (MADV_DONTNEED), a PTE table whose whole 2 MiB was
+/// zapped and is left empty is freed (CONFIG_PT_RECLAIM, rule M1).
+/// Linux: mm/memory.c unmap_page_range() (tlb_start_vma … tlb_end_vma).
 pub fn zap_range(
     mm: &mut Mm,
     phys: &mut PhysMem,
+    tlb: &mut MmuGather,
     start: u64,
     end: u64,
     reclaim_pt: bool,
-    flush: bool,
 ) {
     let locked = mm
         .vmas
         .find(start)
         .is_some_and(|v| v.flags.contains(crate::vma::VmFlags::LOCKED));
-    zap_range_in(mm, phys, start, end, reclaim_pt, flush, locked);
+    zap_range_in(mm, phys, tlb, start, end, reclaim_pt, locked);
+}
+
+/// [`zap_range`] without the VMA's flush: the caller flushes its own way.
+pub fn zap_range_unflushed(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, start: u64, end: u64) {
+    let locked = mm
+        .vmas
+        .find(start)
+        .is_some_and(|v| v.flags.contains(crate::vma::VmFlags::LOCKED));
+    zap_pmds(mm, phys, tlb, start, end, false, locked);
 }
 
 /// [`zap_range`] over a whole VMA that may already be detached from the
 /// tree (munmap, exit): its VM_LOCKED decides the munlocks.
-pub fn zap_vma(mm: &mut Mm, phys: &mut PhysMem, v: &Vma, reclaim_pt: bool, flush: bool) {
+pub fn zap_vma(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, v: &Vma, reclaim_pt: bool) {
     let locked = v.flags.contains(crate::vma::VmFlags::LOCKED);
-    zap_range_in(mm, phys, v.start, v.end, reclaim_pt, flush, locked);
+    zap_range_in(mm, phys, tlb, v.start, v.end, reclaim_pt, locked);
 }
 
 fn zap_range_in(
     mm: &mut Mm,
     phys: &mut PhysMem,
+    tlb: &mut MmuGather,
     start: u64,
     end: u64,
     reclaim_pt: bool,
-    flush: bool,
     locked: bool,
 ) {
-    let cleared_before = mm.pt.hw.snapshot();
+    zap_pmds(mm, phys, tlb, start, end, reclaim_pt, locked);
+    tlb.end_vma(&mm.pt);
+}
+
+/// The PMD-level walk of a zap (zap_pmd_range() and below).
+fn zap_pmds(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    start: u64,
+    end: u64,
+    reclaim_pt: bool,
+    locked: bool,
+) {
     // Swap PTEs: zap_nonpresent_ptes() → free_swap_and_cache_nr().
     crate::swap::zap_swap_range(mm, phys, start, end);
     let mut addr = start;
@@ -123,19 +144,20 @@ fn zap_range_in(
                         // is drained at once.
                         phys.folio_batches.drain();
                     }
-                    zap_huge_pmd(mm, phys, addr, leaf);
+                    zap_huge_pmd(mm, phys, tlb, addr, leaf);
                 } else {
                     split_huge_pmd(mm, phys, addr & !(PMD_SIZE - 1));
-                    zap_ptes(mm, phys, addr, next, locked);
+                    zap_ptes(mm, phys, tlb, addr, next, locked);
                 }
             }
             PmdSlot::Table(_) => {
-                zap_ptes(mm, phys, addr, next, locked);
+                zap_ptes(mm, phys, tlb, addr, next, locked);
                 if reclaim_pt && next - addr == PMD_SIZE {
                     // Linux: mm/pt_reclaim.c try_to_free_pte(): free the table if all entries are none.
                     if let PmdSlot::Table(t) = mm.pt.pmd(addr) {
                         if mm.pt.table(t).is_some_and(|tb| tb.used == 0) {
                             mm.pt.free_pte_table(addr, phys);
+                            tlb.pte_free(addr);
                         }
                     }
                 }
@@ -143,22 +165,15 @@ fn zap_range_in(
         }
         addr = next;
     }
-    if flush {
-        let now = mm.pt.hw.snapshot();
-        let cleared = now.get(HwEvent::PteAtomicClear)
-            > cleared_before.get(HwEvent::PteAtomicClear)
-            || now.get(HwEvent::PmdStore) > cleared_before.get(HwEvent::PmdStore);
-        if cleared {
-            mm.pt.flush_tlb_range(start, end, crate::addr::PAGE_SIZE);
-        }
-    }
 }
 
 /// Linux: mm/huge_memory.c zap_huge_pmd().
-fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64, leaf: Leaf) {
-    // pmd_lock(); pmdp_huge_get_and_clear_full() (counted as the PMD store).
+fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, slot: u64, leaf: Leaf) {
+    // pmd_lock(); pmdp_huge_get_and_clear_full() (counted as the PMD store);
+    // tlb_remove_pmd_tlb_entry().
     mm.pt.hw.one(HwEvent::PtlLock);
     mm.pt.set_pmd(slot, Entry::None);
+    tlb.flush_pmd_range(slot, PMD_SIZE);
     if let Some(t) = mm.deposited.remove(&slot) {
         phys.free_pt_page(t);
     }
@@ -180,7 +195,7 @@ fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64, leaf: Leaf) {
 /// added here: zap is the same before and after every seed switch), the
 /// atomic clears (get_and_clear_full_ptes), and per batch the head's
 /// struct page line (+1 for folio_nr_pages on a large folio).
-fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64, locked: bool) {
+fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, start: u64, end: u64, locked: bool) {
     mm.pt.hw.one(HwEvent::PmdLoad);
     mm.pt.hw.one(HwEvent::PtlLock);
     mm.pt.hw.add(HwEvent::PteLoad, (end - start) / 4096);
@@ -194,6 +209,11 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64, locked: bool)
         return;
     }
     let cleared = mm.pt.clear_ptes(start, (end - start) / 4096);
+    // tlb_remove_tlb_entries() per present batch: the gather's range grows
+    // to cover every cleared present entry.
+    if let (Some(&(lo, _)), Some(&(hi, _))) = (cleared.first(), cleared.last()) {
+        tlb.flush_pte_range(lo, hi + crate::addr::PAGE_SIZE - lo);
+    }
     let mut i = 0;
     while i < cleared.len() {
         let (va, leaf) = cleared[i];
