@@ -18,7 +18,7 @@ use crate::folio::PhysMem;
 use crate::hw::HwEvent;
 use crate::mm::Mm;
 use crate::model::{Model, Pid};
-use crate::pgtable::{pmd_end, PageTables, PmdSlot};
+use crate::pgtable::{pmd_segments, PageTables, PmdSlot};
 use crate::vma::{VmFlags, Vma};
 use crate::zap::free_pgtables;
 use std::collections::BTreeMap;
@@ -144,15 +144,12 @@ fn copy_page_range(
     c: &Vma,
     batch: bool,
 ) -> Result<(), Errno> {
-    let mut addr = v.start;
-    while addr < v.end {
-        let next = pmd_end(addr, v.end);
+    for (addr, next) in pmd_segments(v.start, v.end) {
         match src.pt.pmd(addr) {
             PmdSlot::None => {}
             PmdSlot::Leaf(leaf) => copy_huge_pmd(src, dst, phys, addr & !(PMD_SIZE - 1), leaf, c)?,
             PmdSlot::Table(_) => copy_pte_range(src, dst, phys, addr, next, c, batch)?,
         }
-        addr = next;
     }
     Ok(())
 }
@@ -207,8 +204,8 @@ fn copy_pte_range(
 ) -> Result<(), Errno> {
     dst.pt.pte_alloc(start, phys).ok_or(Errno::ENOMEM)?;
     // pte_offset_map_lock() on both sides: two PMD reads, two PTLs.
-    src.pt.hw.add(HwEvent::PmdLoad, 2);
-    src.pt.hw.add(HwEvent::PtlLock, 2);
+    let _src_ptl = src.pt.pte_offset_map_lock(start);
+    let _dst_ptl = dst.pt.pte_offset_map_lock(start);
     let mut addr = start;
     while addr < end {
         if let Entry::Swap(s) = src.pt.pte_peek(addr) {

@@ -731,15 +731,12 @@ impl Model {
                 if crate::guard::any_guard(mm, start, end) {
                     // Guard markers are not pte_none(): try_to_free_pte()
                     // keeps a table that holds one (checked per 2 MiB slot).
-                    let mut a = start;
-                    while a < end {
-                        let next = crate::pgtable::pmd_end(a, end);
+                    for (a, next) in crate::pgtable::pmd_segments(start, end) {
                         let slot = a & !(PMD_SIZE - 1);
                         let reclaim = !crate::guard::any_guard(mm, slot, slot + PMD_SIZE);
                         let mut tlb = MmuGather::new();
                         zap_range(mm, phys, &mut tlb, a, next, reclaim);
                         tlb.finish(&mm.pt);
-                        a = next;
                     }
                     return Ok(());
                 }
@@ -873,8 +870,7 @@ impl Model {
         let hw = &mm.pt.hw;
         hw.one(HwEvent::PageFault);
         hw.one(HwEvent::VmaLookup);
-        hw.one(HwEvent::PmdLoad);
-        hw.one(HwEvent::PtlLock);
+        let _ptl = mm.pt.pte_offset_map_lock(addr);
         let r = self.fault(pid, addr, write);
         if let Some(mm) = self.procs.get(&pid) {
             mm.pt.hw.add(HwEvent::UserPageAccess, n);

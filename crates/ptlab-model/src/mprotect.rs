@@ -36,7 +36,7 @@ use crate::folio::{FolioRef, PhysMem};
 use crate::hw::HwEvent;
 use crate::mm::Mm;
 use crate::model::{Model, Pid};
-use crate::pgtable::{pmd_end, PageTables, PmdSlot};
+use crate::pgtable::{pmd_segments, PageTables, PmdSlot};
 use crate::uapi::Prot;
 use crate::vma::{VmFlags, Vma, VM_ACCESS_FLAGS};
 use crate::zap::split_huge_pmd;
@@ -320,9 +320,7 @@ fn change_protection(
     cp: ChangeProt,
 ) {
     let mut tlb = MmuGather::new();
-    let mut addr = start;
-    while addr < end {
-        let next = pmd_end(addr, end);
+    for (addr, next) in pmd_segments(start, end) {
         match mm.pt.pmd(addr) {
             PmdSlot::None => {}
             PmdSlot::Leaf(leaf) => {
@@ -337,7 +335,6 @@ fn change_protection(
             }
             PmdSlot::Table(_) => change_pte_range(mm, phys, vma, addr, next, cp, &mut tlb),
         }
-        addr = next;
     }
     // tlb_end_vma(): one flush over the gathered span, 4 KiB stride if any
     // PTE was recorded, else PMD stride (tlb_get_unmap_size()). Holes
@@ -359,7 +356,7 @@ fn change_huge_pmd(
     tlb: &mut MmuGather,
 ) {
     // pmd_lock(); pmdp_invalidate_ad().
-    mm.pt.hw.one(HwEvent::PtlLock);
+    mm.pt.lock();
     mm.pt.pmdp_invalidate_ad(slot);
     // pmd_modify().
     let mut entry = pte_modify(old, cp.prot);
@@ -391,8 +388,7 @@ fn change_pte_range(
 ) {
     // pte_offset_map_lock(): the PMD read and the PTL;
     // flush_tlb_batched_pending() reads mm->tlb_flush_batched (no event).
-    mm.pt.hw.one(HwEvent::PmdLoad);
-    mm.pt.hw.one(HwEvent::PtlLock);
+    let _ptl = mm.pt.pte_offset_map_lock(start);
     if cp.batched {
         change_pte_range_batched(mm, phys, vma, start, end, cp, tlb);
     } else {

@@ -658,6 +658,58 @@ impl PageTables {
     }
 }
 
+/// The `[addr, next)` pieces of `[start, end)` that each lie in one PMD
+/// slot, in address order: the loop of the kernel's `*_pmd_range()` walkers
+/// (`next = pmd_addr_end(addr, end)`).
+pub fn pmd_segments(start: u64, end: u64) -> impl Iterator<Item = (u64, u64)> {
+    let mut addr = start;
+    std::iter::from_fn(move || {
+        if addr >= end {
+            return None;
+        }
+        let next = pmd_end(addr, end);
+        let seg = (addr, next);
+        addr = next;
+        Some(seg)
+    })
+}
+
+/// A held PTE-table lock, as `pte_offset_map_lock()` returns it: the PMD
+/// slot that was read. Dropping it is the unlock (no event). Holding one is
+/// how a walk says it took the lock; the kernel's lock is never contended
+/// in the model.
+#[must_use = "pte_offset_map_lock() returns the locked table; hold it while using the PTEs"]
+#[derive(Clone, Copy, Debug)]
+pub struct PtlGuard {
+    /// What the PMD held when it was read.
+    pub pmd: PmdSlot,
+}
+
+impl PageTables {
+    /// `pte_offset_map_lock()` (and `pte_offset_map_rw_nolock()` followed
+    /// by `spin_lock()`): read the PMD covering `addr` (1 PMD load) and
+    /// take its PTE table's split lock (1 PTL). The one place these two
+    /// events are counted for a PTE-level walk.
+    pub fn pte_offset_map_lock(&self, addr: u64) -> PtlGuard {
+        self.hw.one(HwEvent::PmdLoad);
+        self.hw.one(HwEvent::PtlLock);
+        PtlGuard { pmd: self.pmd(addr) }
+    }
+
+    /// `pmd_lock()` / `pud_lock()` / a second `spin_lock()` on a table
+    /// already mapped: one lock, no PMD read.
+    pub fn lock(&self) {
+        self.hw.one(HwEvent::PtlLock);
+    }
+
+    /// A PMD re-read under the lock (`pmd_same(pmdp_get_lockless())`
+    /// checks): one PMD load.
+    pub fn pmd_reload(&self, addr: u64) -> PmdSlot {
+        self.hw.one(HwEvent::PmdLoad);
+        self.pmd(addr)
+    }
+}
+
 /// Spans used by callers iterating one PMD slot or PUD at a time.
 pub const fn pmd_end(va: u64, end: u64) -> u64 {
     let b = (va & !(PMD_SIZE - 1)) + PMD_SIZE;

@@ -744,8 +744,7 @@ impl Model {
         }
         // pte_offset_map_lock(): PMD read and PTL (the pte_none check above
         // is its PTE load).
-        mm.pt.hw.one(HwEvent::PmdLoad);
-        mm.pt.hw.one(HwEvent::PtlLock);
+        let _ptl = mm.pt.pte_offset_map_lock(dst);
         // ... or a PTE marker, which is overwritten: a guard marker too
         // (checked live on 6.18.44: COPY onto a guard page succeeds).
         mm.guards.remove(&dst);
@@ -996,8 +995,8 @@ impl Model {
             // move_pages_ptes(): both PTE tables mapped and locked; the
             // folio found, referenced and locked (folio_get, folio_trylock;
             // folio_unlock, folio_put at the end of the step).
-            mm.pt.hw.add(HwEvent::PmdLoad, 2);
-            mm.pt.hw.add(HwEvent::PtlLock, 2);
+            let _src_ptl = mm.pt.pte_offset_map_lock(src_addr);
+            let _dst_ptl = mm.pt.pte_offset_map_lock(dst_addr);
             mm.pt.hw.one(HwEvent::StructPageLine);
             mm.pt.hw.add(HwEvent::FolioRefAtomic, 4);
             // §7.4.5: vm_normal_folio() and PageAnonExclusive(&folio->page):

@@ -10,7 +10,7 @@ use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::folio::{FolioRef, PhysMem};
 use crate::hw::HwEvent;
 use crate::mm::Mm;
-use crate::pgtable::{pmd_end, PmdSlot};
+use crate::pgtable::{pmd_segments, PmdSlot};
 use crate::stats::VmEvent;
 use crate::tlb::MmuGather;
 use crate::vma::Vma;
@@ -27,7 +27,7 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
     // plus flush_pmd_tlb_range(): one PMD-stride page-op on both arches);
     // the PTEs, rmap and references are counted by the calls below.
     // Linux: mm/huge_memory.c __split_huge_pmd(), __split_huge_pmd_locked().
-    mm.pt.hw.one(crate::hw::HwEvent::PtlLock);
+    mm.pt.lock();
     mm.pt.hw.one(crate::hw::HwEvent::PmdStore);
     mm.pt.flush_tlb_range(slot, slot + PMD_SIZE, PMD_SIZE);
     // Re-use the page table deposited when the PMD was mapped.
@@ -132,9 +132,7 @@ fn zap_pmds(
 ) {
     // Swap PTEs: zap_nonpresent_ptes() → free_swap_and_cache_nr().
     crate::swap::zap_swap_range(mm, phys, start, end);
-    let mut addr = start;
-    while addr < end {
-        let next = pmd_end(addr, end);
+    for (addr, next) in pmd_segments(start, end) {
         match mm.pt.pmd(addr) {
             PmdSlot::None => {}
             PmdSlot::Leaf(leaf) => {
@@ -163,7 +161,6 @@ fn zap_pmds(
                 }
             }
         }
-        addr = next;
     }
 }
 
@@ -171,7 +168,7 @@ fn zap_pmds(
 fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, slot: u64, leaf: Leaf) {
     // pmd_lock(); pmdp_huge_get_and_clear_full() (counted as the PMD store);
     // tlb_remove_pmd_tlb_entry().
-    mm.pt.hw.one(HwEvent::PtlLock);
+    mm.pt.lock();
     mm.pt.set_pmd(slot, Entry::None);
     tlb.flush_pmd_range(slot, PMD_SIZE);
     if let Some(t) = mm.deposited.remove(&slot) {
@@ -196,8 +193,7 @@ fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, slot: u64,
 /// atomic clears (get_and_clear_full_ptes), and per batch the head's
 /// struct page line (+1 for folio_nr_pages on a large folio).
 fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, start: u64, end: u64, locked: bool) {
-    mm.pt.hw.one(HwEvent::PmdLoad);
-    mm.pt.hw.one(HwEvent::PtlLock);
+    let _ptl = mm.pt.pte_offset_map_lock(start);
     mm.pt.hw.add(HwEvent::PteLoad, (end - start) / 4096);
     // get_and_clear_full_ptes() runs only for present batches
     // (zap_present_ptes()): a segment without a present entry (empty, or
