@@ -129,13 +129,11 @@ impl Model {
         }
         let phys = &self.phys;
         for va in crate::mm::pages(slot, slot + PMD_SIZE) {
-            if mm.guards.contains(&va) {
-                // A guard marker is a non-present (swap-type) entry: the
-                // scan counts it like a swap PTE; the swap-in after the
-                // THP is allocated fails on it (collapse_huge_page()).
-                continue;
-            }
             match mm.pt.pte_peek(va) {
+                // A guard marker is a non-present (swap-type) entry: the
+                // scan counts it like a swap PTE; the swap-in after the THP
+                // is allocated fails on it (collapse_huge_page()).
+                Entry::Marker(_) => {}
                 Entry::None => {
                     if uffd_armed {
                         return Scan::ExceedNonePte;

@@ -82,6 +82,9 @@ pub fn handle_fault(
         Entry::Leaf(l) if write && !l.write() => do_wp_page(mm, env, &vma, addr, l),
         Entry::Leaf(l) => Ok(l.pfn),
         Entry::Table(_) => unreachable!("PTE level holds no tables"),
+        // handle_pte_marker(): guard markers were refused above; a uffd-wp
+        // marker is not made for anonymous memory.
+        Entry::Marker(_) => Err(AccessFault::Segv { addr }),
         Entry::Swap(s) => {
             // do_swap_page(); a write it could not satisfy (the page is not
             // exclusive) continues in do_wp_page().
@@ -286,10 +289,8 @@ fn choose_order(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> Order {
     for o in orders_desc(mask) {
         let base = addr & !(o.bytes() - 1);
         // pte_range_none(): a guard marker is not none.
-        let all_none = (0..o.pages()).all(|k| {
-            matches!(mm.pt.pte_raw(base + k * 4096), Entry::None)
-                && !crate::guard::is_guard(mm, base + k * 4096)
-        });
+        let all_none =
+            (0..o.pages()).all(|k| matches!(mm.pt.pte_raw(base + k * 4096), Entry::None));
         if all_none {
             return o;
         }

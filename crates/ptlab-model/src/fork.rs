@@ -52,7 +52,6 @@ impl Model {
             deposited: BTreeMap::new(),
             // MMF_INIT_MASK carries the THP-disable flags into the child.
             thp_disable: src.thp_disable,
-            guards: Default::default(),
             // copy_signal() copies the rlimits; the credentials (and so the
             // capabilities) are shared. locked_vm starts at 0 (mm_init()),
             // and the child's VMAs lose VM_LOCKED (dup_mmap()).
@@ -114,6 +113,8 @@ impl Model {
         let mut tlb = crate::tlb::MmuGather::new_fullmm();
         for v in &vmas {
             crate::zap::zap_vma(&mut mm, phys, &mut tlb, v, false);
+            // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
+            crate::guard::drop_markers(&mut mm, v.start, v.end);
         }
         let tables = phys.pt_pages;
         free_pgtables(&mut mm, phys, &vmas, 0, 0);

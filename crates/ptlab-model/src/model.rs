@@ -125,7 +125,6 @@ impl Model {
                 rss_anon: 0,
                 deposited: BTreeMap::new(),
                 thp_disable: Default::default(),
-                guards: Default::default(),
                 rlimits: Default::default(),
                 locked_vm_stale: 0,
             },
@@ -728,18 +727,8 @@ impl Model {
                 }
                 let Model { procs, phys, .. } = self;
                 let mm = procs.get_mut(&pid).expect("pid");
-                if crate::guard::any_guard(mm, start, end) {
-                    // Guard markers are not pte_none(): try_to_free_pte()
-                    // keeps a table that holds one (checked per 2 MiB slot).
-                    for (a, next) in crate::pgtable::pmd_segments(start, end) {
-                        let slot = a & !(PMD_SIZE - 1);
-                        let reclaim = !crate::guard::any_guard(mm, slot, slot + PMD_SIZE);
-                        let mut tlb = MmuGather::new();
-                        zap_range(mm, phys, &mut tlb, a, next, reclaim);
-                        tlb.finish(&mm.pt);
-                    }
-                    return Ok(());
-                }
+                // A PTE table holding a guard marker is not empty, so
+                // PT_RECLAIM keeps it (try_to_free_pte() needs all none).
                 // zap_page_range_single_batched(): one gather.
                 let mut tlb = MmuGather::new();
                 zap_range(mm, phys, &mut tlb, start, end, true);

@@ -153,7 +153,7 @@ impl PageTables {
             return PmdSlot::None;
         };
         match self.decode(2, self.tables[&t.0].entries[index(2, va)]) {
-            Entry::None | Entry::Swap(_) => PmdSlot::None,
+            Entry::None | Entry::Swap(_) | Entry::Marker(_) => PmdSlot::None,
             Entry::Table(p) => {
                 self.walk_cache.set(Some((slot, p)));
                 PmdSlot::Table(p)
@@ -278,7 +278,7 @@ impl PageTables {
         let i = index(2, va);
         match self.decode(2, self.tables[&pmd_t.0].entries[i]) {
             Entry::Table(p) => Some(p),
-            Entry::Leaf(_) | Entry::Swap(_) => None,
+            Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => None,
             Entry::None => {
                 let p = self.new_table(1, phys)?;
                 let raw = self.arch.ops().encode_table(2, p);
@@ -320,7 +320,9 @@ impl PageTables {
         let raw = match e {
             Entry::None => 0,
             Entry::Table(p) => self.arch.ops().encode_table(3, p),
-            Entry::Leaf(_) | Entry::Swap(_) => panic!("no PUD leaves for anonymous memory"),
+            Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => {
+                panic!("no PUD leaves for anonymous memory")
+            }
         };
         self.write_raw(t, 3, index(3, va), raw);
     }
@@ -332,7 +334,9 @@ impl PageTables {
             Entry::None => 0,
             Entry::Table(p) => self.arch.ops().encode_table(2, p),
             Entry::Leaf(l) => self.arch.ops().encode_leaf(2, l),
-            Entry::Swap(_) => panic!("no PMD swap entries for anonymous memory"),
+            Entry::Swap(_) | Entry::Marker(_) => {
+                panic!("no PMD swap entries or markers for anonymous memory")
+            }
         };
         self.write_raw(t, 2, index(2, va), raw);
     }
@@ -514,7 +518,7 @@ impl PageTables {
                 continue;
             }
             match self.decode(level, tbl.entries[i]) {
-                Entry::None | Entry::Swap(_) => {}
+                Entry::None | Entry::Swap(_) | Entry::Marker(_) => {}
                 Entry::Table(next) => self.walk(next, level - 1, lo, start, end, out),
                 Entry::Leaf(l) => out.push((lo, level, l)),
             }
@@ -613,7 +617,7 @@ impl PageTables {
         (0..PTRS_PER_TABLE).all(|j| match self.decode(level, tbl.entries[j]) {
             Entry::None => true,
             Entry::Table(c) => self.subtree_empty(c, level - 1),
-            Entry::Leaf(_) | Entry::Swap(_) => false,
+            Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => false,
         })
     }
 
@@ -780,6 +784,42 @@ impl PageTables {
         self.clear_pte_entry(va);
     }
 
+    /// Write PTE marker `m` at `va` over a none entry (the PTE table must
+    /// exist). Uncounted: the model has no hand-derived count for marker
+    /// stores yet. Linux: set_pte_at(..., make_pte_marker()).
+    pub fn set_marker(&mut self, va: u64, m: crate::arch::PteMarker) {
+        let raw = self.arch.ops().encode_marker(m);
+        let (mut t, i) = self.pte_table(va);
+        t.store_raw(i, raw);
+    }
+
+    /// Clear the PTE marker at `va`, if there is one (uncounted).
+    pub fn clear_marker(&mut self, va: u64) {
+        if self.marker(va).is_some() {
+            let (mut t, i) = self.pte_table(va);
+            t.store_raw(i, 0);
+        }
+    }
+
+    /// The PTE marker at `va`, if there is one.
+    pub fn marker(&self, va: u64) -> Option<crate::arch::PteMarker> {
+        match self.pte_peek(va) {
+            Entry::Marker(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Addresses of the PTE markers in `[start, end)`, in address order.
+    pub fn markers(&self, start: u64, end: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        self.walk_nonpresent(self.root, 4, 0, start, end, &mut |va, e| {
+            if let Entry::Marker(_) = e {
+                out.push(va);
+            }
+        });
+        out
+    }
+
     /// The swap PTE at `va`, if there is one.
     pub fn swap_pte(&self, va: u64) -> Option<crate::arch::SwapPte> {
         match self.pte_raw(va) {
@@ -791,18 +831,24 @@ impl PageTables {
     /// Swap PTEs in `[start, end)`, in address order.
     pub fn swap_ptes(&self, start: u64, end: u64) -> Vec<(u64, crate::arch::SwapPte)> {
         let mut out = Vec::new();
-        self.walk_swap(self.root, 4, 0, start, end, &mut out);
+        self.walk_nonpresent(self.root, 4, 0, start, end, &mut |va, e| {
+            if let Entry::Swap(s) = e {
+                out.push((va, s));
+            }
+        });
         out
     }
 
-    fn walk_swap(
+    /// Visit every non-present, non-none PTE (swap entries and markers) in
+    /// `[start, end)`, skipping empty tables.
+    fn walk_nonpresent(
         &self,
         t: Pfn,
         level: u8,
         base: u64,
         start: u64,
         end: u64,
-        out: &mut Vec<(u64, crate::arch::SwapPte)>,
+        out: &mut dyn FnMut(u64, Entry),
     ) {
         let tbl = &self.tables[&t.0];
         if tbl.used == 0 {
@@ -815,8 +861,8 @@ impl PageTables {
                 continue;
             }
             match self.decode(level, tbl.entries[i]) {
-                Entry::Table(next) => self.walk_swap(next, level - 1, lo, start, end, out),
-                Entry::Swap(s) => out.push((lo, s)),
+                Entry::Table(next) => self.walk_nonpresent(next, level - 1, lo, start, end, out),
+                e @ (Entry::Swap(_) | Entry::Marker(_)) => out(lo, e),
                 _ => {}
             }
         }

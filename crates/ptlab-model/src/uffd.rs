@@ -738,8 +738,8 @@ impl Model {
         };
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
-        // pte_none_mostly(): an empty PTE (the model has no uffd-wp markers).
-        if !matches!(mm.pt.pte_raw(dst), Entry::None) {
+        // pte_none_mostly(): an empty PTE or a PTE marker.
+        if !matches!(mm.pt.pte_raw(dst), Entry::None | Entry::Marker(_)) {
             return Err(Errno::EEXIST);
         }
         // pte_offset_map_lock(): PMD read and PTL (the pte_none check above
@@ -747,7 +747,7 @@ impl Model {
         let _ptl = mm.pt.pte_offset_map_lock(dst);
         // ... or a PTE marker, which is overwritten: a guard marker too
         // (checked live on 6.18.44: COPY onto a guard page succeeds).
-        mm.guards.remove(&dst);
+        mm.pt.clear_marker(dst);
         let folio = phys
             .alloc_anon_folio(crate::addr::Order::ZERO)
             .ok_or(Errno::ENOMEM)?;

@@ -94,6 +94,53 @@ pub enum Entry {
     Leaf(Leaf),
     /// A swap entry (non-present PTE, level 1 only).
     Swap(SwapPte),
+    /// A PTE marker (non-present PTE, level 1 only): a guard region page
+    /// (MADV_GUARD_INSTALL) or a uffd-wp marker.
+    Marker(PteMarker),
+}
+
+/// The swap type that holds PTE markers (`SWP_PTE_MARKER` = MAX_SWAPFILES
+/// + the hwpoison, migration and device-private types: 31 with all of them
+/// configured, as on x86-64 and arm64 distribution kernels).
+/// Linux: include/linux/swap.h.
+pub const SWP_PTE_MARKER: u8 = 31;
+
+/// A PTE marker's bits (`pte_marker`), stored as the offset of a swap entry
+/// of type [`SWP_PTE_MARKER`]. Linux: include/linux/swapops.h
+/// make_pte_marker(), PTE_MARKER_UFFD_WP, PTE_MARKER_GUARD.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct PteMarker(pub u8);
+
+impl PteMarker {
+    /// `PTE_MARKER_UFFD_WP` (bit 0).
+    pub const UFFD_WP: PteMarker = PteMarker(1 << 0);
+    /// `PTE_MARKER_GUARD` (bit 2).
+    pub const GUARD: PteMarker = PteMarker(1 << 2);
+
+    pub fn is_guard(self) -> bool {
+        self.0 & Self::GUARD.0 != 0
+    }
+
+    /// The swap entry that encodes this marker.
+    pub fn swap_entry(self) -> SwapPte {
+        SwapPte {
+            ty: SWP_PTE_MARKER,
+            offset: self.0 as u64,
+            exclusive: false,
+            soft_dirty: false,
+            uffd_wp: false,
+        }
+    }
+}
+
+/// A non-present, non-none level-1 entry: a marker when its swap type is
+/// [`SWP_PTE_MARKER`], else a swap entry. Linux: is_pte_marker_entry().
+pub fn nonpresent_entry(s: SwapPte) -> Entry {
+    if s.ty == SWP_PTE_MARKER {
+        Entry::Marker(PteMarker(s.offset as u8))
+    } else {
+        Entry::Swap(s)
+    }
 }
 
 /// A swap PTE in arch-neutral form: the swap entry (`swp_entry_t`: type and
@@ -166,6 +213,11 @@ pub trait Arch: Sync {
     fn encode_swap(&self, s: SwapPte) -> u64;
     /// Decode a non-zero, non-present level-1 descriptor as a swap PTE.
     fn decode_swap(&self, raw: u64) -> SwapPte;
+    /// Encode a PTE marker (level 1): the swap entry of type
+    /// `SWP_PTE_MARKER` holding the marker bits. Linux: make_pte_marker().
+    fn encode_marker(&self, m: PteMarker) -> u64 {
+        self.encode_swap(m.swap_entry())
+    }
 
     // ----- PTE hooks (include/linux/pgtable.h defaults in `generic`) -----
 
@@ -317,7 +369,7 @@ mod tests {
         for arch in ArchKind::ALL {
             let ops = arch.ops();
             for m in 0..8u8 {
-                for (ty, offset) in [(0u8, 1u64), (3, 0x1234), (31, (1 << 50) - 1)] {
+                for (ty, offset) in [(0u8, 1u64), (3, 0x1234), (22, (1 << 50) - 1)] {
                     let s = SwapPte {
                         ty,
                         offset,
@@ -543,5 +595,28 @@ mod hook_tests {
         assert!(X86_64.pte_needs_flush(&rw, &ro_old));
         assert!(!X86_64.pte_needs_flush(&none, &rw));
         assert!(X86_64.pte_needs_flush(&leaf(LeafFlags::DIRTY), &ro_old));
+    }
+}
+
+#[cfg(test)]
+mod marker_tests {
+    use super::*;
+
+    /// A guard marker is a swap entry of type SWP_PTE_MARKER (31) with
+    /// offset PTE_MARKER_GUARD, on both architectures; it decodes back as a
+    /// marker, never as a swap entry.
+    #[test]
+    fn markers_round_trip_as_swap_type_31() {
+        for arch in ArchKind::ALL {
+            let ops = arch.ops();
+            for m in [PteMarker::GUARD, PteMarker::UFFD_WP] {
+                let raw = ops.encode_marker(m);
+                assert_ne!(raw, 0);
+                assert_eq!(ops.decode(1, raw), Entry::Marker(m), "{arch:?} {m:?}");
+                assert_eq!(ops.decode_swap(raw).ty, SWP_PTE_MARKER);
+            }
+        }
+        // x86-64: type in bits 59-63.
+        assert_eq!(X86_64.encode_marker(PteMarker::GUARD) >> 59, 31);
     }
 }

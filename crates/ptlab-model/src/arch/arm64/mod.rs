@@ -108,7 +108,7 @@ impl Arch for Arm64 {
         let present_invalid = !valid && raw & NG != 0;
         if !valid && !present_invalid {
             if level == 1 && raw != 0 {
-                return Entry::Swap(self.decode_swap(raw));
+                return super::nonpresent_entry(self.decode_swap(raw));
             }
             return Entry::None;
         }

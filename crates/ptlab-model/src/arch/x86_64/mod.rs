@@ -82,7 +82,7 @@ impl Arch for X86_64 {
     fn decode(&self, level: u8, raw: u64) -> Entry {
         if raw & (PRESENT | PROTNONE) == 0 {
             if level == 1 && raw != 0 {
-                return Entry::Swap(self.decode_swap(raw));
+                return super::nonpresent_entry(self.decode_swap(raw));
             }
             return Entry::None;
         }
