@@ -77,13 +77,8 @@ pub fn folio_pte_batch(
     // Clamp to the end of the folio.
     let max_nr = max_nr.min(folio.head.0 + folio.nr_pages() - first.pfn.0);
     let want = masked(first.flags, fpb);
-    let hint = |l: &Leaf, at: u64| -> u64 {
-        // pte_batch_hint(): 1, or on arm64 the rest of a valid contiguous block.
-        match pt.arch().cont_ptes() {
-            Some(n) if l.valid_cont() => n as u64 - ((at >> 12) % n as u64),
-            _ => 1,
-        }
-    };
+    // pte_batch_hint(): 1, or on arm64 the rest of a valid contiguous block.
+    let hint = |l: &Leaf, at: u64| -> u64 { pt.pte_batch_hint(at, l) };
     let mut nr = hint(&first, va);
     while nr < max_nr {
         let at = va + nr * 4096;

@@ -129,13 +129,11 @@ impl Model {
         }
         let phys = &self.phys;
         for va in crate::mm::pages(slot, slot + PMD_SIZE) {
-            if mm.guards.contains(&va) {
-                // A guard marker is a non-present (swap-type) entry: the
-                // scan counts it like a swap PTE; the swap-in after the
-                // THP is allocated fails on it (collapse_huge_page()).
-                continue;
-            }
             match mm.pt.pte_peek(va) {
+                // A guard marker is a non-present (swap-type) entry: the
+                // scan counts it like a swap PTE; the swap-in after the THP
+                // is allocated fails on it (collapse_huge_page()).
+                Entry::Marker(_) => {}
                 Entry::None => {
                     if uffd_armed {
                         return Scan::ExceedNonePte;
@@ -225,7 +223,11 @@ impl Model {
         // Drop the old mappings: rmap, references, deferred split and the
         // RSS, as a zap does (the page-table walk's own events differ:
         // pmdp_collapse_flush() is one PMD clear and flush).
-        crate::zap::zap_range(mm, phys, slot, slot + PMD_SIZE, false, false);
+        let mut tlb = crate::tlb::MmuGather::new();
+        crate::zap::zap_range_unflushed(mm, phys, &mut tlb, slot, slot + PMD_SIZE);
+        // pmdp_collapse_flush() is the only flush: what the zap gathered is
+        // the model's bookkeeping, not the kernel's.
+        tlb.discard();
         mm.pt.flush_tlb_range(slot, slot + PMD_SIZE, PMD_SIZE);
         let table = mm.pt.detach_pte_table(slot).expect("PTE table");
         mm.deposited.insert(slot, table);

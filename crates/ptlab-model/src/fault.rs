@@ -82,6 +82,9 @@ pub fn handle_fault(
         Entry::Leaf(l) if write && !l.write() => do_wp_page(mm, env, &vma, addr, l),
         Entry::Leaf(l) => Ok(l.pfn),
         Entry::Table(_) => unreachable!("PTE level holds no tables"),
+        // handle_pte_marker(): guard markers were refused above; a uffd-wp
+        // marker is not made for anonymous memory.
+        Entry::Marker(_) => Err(AccessFault::Segv { addr }),
         Entry::Swap(s) => {
             // do_swap_page(); a write it could not satisfy (the page is not
             // exclusive) continues in do_wp_page().
@@ -286,10 +289,8 @@ fn choose_order(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> Order {
     for o in orders_desc(mask) {
         let base = addr & !(o.bytes() - 1);
         // pte_range_none(): a guard marker is not none.
-        let all_none = (0..o.pages()).all(|k| {
-            matches!(mm.pt.pte_raw(base + k * 4096), Entry::None)
-                && !crate::guard::is_guard(mm, base + k * 4096)
-        });
+        let all_none =
+            (0..o.pages()).all(|k| matches!(mm.pt.pte_raw(base + k * 4096), Entry::None));
         if all_none {
             return o;
         }
@@ -445,7 +446,7 @@ fn wp_page_copy(
     // (flush_tlb_page); the model writes the new entry over the old one, so
     // only the clear's atomic and flush are counted here.
     mm.pt.hw.one(HwEvent::PteAtomicClear);
-    mm.pt.hw.flush_tlb_page(addr);
+    mm.pt.flush_tlb_page(addr);
     mm.pt.set_ptes(addr, pte, 1, env.phys);
     if vma.flags.contains(VmFlags::LOCKED) {
         // folio_add_lru_vma() → mlock_new_folio().

@@ -126,6 +126,12 @@ pub struct PhysMem {
     pub folio_batches: FolioBatches,
 }
 
+impl crate::arch::FolioSpan for PhysMem {
+    fn folio_span(&self, pfn: Pfn) -> Option<(u64, u64)> {
+        self.folio_of(pfn).map(|f| (f.head.0, f.nr_pages()))
+    }
+}
+
 impl PhysMem {
     pub fn new(frames: u64) -> Self {
         let mut alloc = FrameAllocator::new(frames);
@@ -138,7 +144,7 @@ impl PhysMem {
             huge_zero: None,
             stats: Stats::default(),
             pt_pages: 0,
-            hw: crate::hw::HwSink::new(crate::ArchKind::X86_64, Default::default()),
+            hw: crate::hw::HwSink::new(Default::default()),
             swap: Default::default(),
             folio_batches: Default::default(),
         };

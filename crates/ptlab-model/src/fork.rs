@@ -18,7 +18,7 @@ use crate::folio::PhysMem;
 use crate::hw::HwEvent;
 use crate::mm::Mm;
 use crate::model::{Model, Pid};
-use crate::pgtable::{pmd_end, PageTables, PmdSlot};
+use crate::pgtable::{pmd_segments, PageTables, PmdSlot};
 use crate::vma::{VmFlags, Vma};
 use crate::zap::free_pgtables;
 use std::collections::BTreeMap;
@@ -52,7 +52,6 @@ impl Model {
             deposited: BTreeMap::new(),
             // MMF_INIT_MASK carries the THP-disable flags into the child.
             thp_disable: src.thp_disable,
-            guards: Default::default(),
             // copy_signal() copies the rlimits; the credentials (and so the
             // capabilities) are shared. locked_vm starts at 0 (mm_init()),
             // and the child's VMAs lose VM_LOCKED (dup_mmap()).
@@ -96,7 +95,7 @@ impl Model {
         }
         // dup_mmap(): flush_tlb_mm(oldmm) after copying (the parent's PTEs
         // were write-protected). Linux: mm/mmap.c dup_mmap().
-        src.pt.hw.flush_tlb_mm();
+        src.pt.flush_tlb_mm();
         procs.insert(child, dst);
         Ok(child)
     }
@@ -109,14 +108,22 @@ impl Model {
         mm.pt.hw.one(HwEvent::Syscall);
         mm.pt.hw.one(HwEvent::ProcessExit);
         let vmas: Vec<Vma> = mm.vmas.iter().cloned().collect();
+        // exit_mmap() uses a fullmm gather: the per-VMA flushes are
+        // skipped and tlb_finish_mmu() flushes the whole mm once.
+        let mut tlb = crate::tlb::MmuGather::new_fullmm();
         for v in &vmas {
-            crate::zap::zap_vma(&mut mm, phys, v, false, false);
+            crate::zap::zap_vma(&mut mm, phys, &mut tlb, v, false);
+            // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
+            crate::guard::drop_markers(&mut mm, v.start, v.end);
         }
-        // exit_mmap() uses a fullmm gather: arm64 tlb_flush() skips the
-        // leaf flushes and does one flush_tlb_mm() for the freed tables;
-        // x86 flushes the whole mm.
-        mm.pt.hw.flush_tlb_mm();
+        let tables = phys.pt_pages;
         free_pgtables(&mut mm, phys, &vmas, 0, 0);
+        if phys.pt_pages < tables {
+            // pte_free_tlb() and friends: freed_tables (a fullmm gather
+            // flushes the whole mm whatever the span).
+            tlb.free_tables_span(0, u64::MAX);
+        }
+        tlb.finish(&mm.pt);
         for (_, t) in std::mem::take(&mut mm.deposited) {
             phys.free_pt_page(t);
         }
@@ -138,15 +145,12 @@ fn copy_page_range(
     c: &Vma,
     batch: bool,
 ) -> Result<(), Errno> {
-    let mut addr = v.start;
-    while addr < v.end {
-        let next = pmd_end(addr, v.end);
+    for (addr, next) in pmd_segments(v.start, v.end) {
         match src.pt.pmd(addr) {
             PmdSlot::None => {}
             PmdSlot::Leaf(leaf) => copy_huge_pmd(src, dst, phys, addr & !(PMD_SIZE - 1), leaf, c)?,
             PmdSlot::Table(_) => copy_pte_range(src, dst, phys, addr, next, c, batch)?,
         }
-        addr = next;
     }
     Ok(())
 }
@@ -201,8 +205,8 @@ fn copy_pte_range(
 ) -> Result<(), Errno> {
     dst.pt.pte_alloc(start, phys).ok_or(Errno::ENOMEM)?;
     // pte_offset_map_lock() on both sides: two PMD reads, two PTLs.
-    src.pt.hw.add(HwEvent::PmdLoad, 2);
-    src.pt.hw.add(HwEvent::PtlLock, 2);
+    let _src_ptl = src.pt.pte_offset_map_lock(start);
+    let _dst_ptl = dst.pt.pte_offset_map_lock(start);
     let mut addr = start;
     while addr < end {
         if let Entry::Swap(s) = src.pt.pte_peek(addr) {

@@ -7,9 +7,10 @@
 //! copied by fork and moved by mremap, survives MADV_DONTNEED and mprotect,
 //! and is dropped only by munmap (and exit) or MADV_GUARD_REMOVE.
 //!
-//! The model keeps markers beside the page tables, in [`Mm::guards`] (the
-//! arch layer has no non-present encodings), and makes sure the PTE table
-//! that would hold each marker exists.
+//! Markers live in the page tables like every other non-present entry: the
+//! arch encodes them as swap entries of type `SWP_PTE_MARKER`
+//! ([`crate::arch::PteMarker`]), so table usage counts see them (a table
+//! holding a marker is never reclaimed) and every walk meets them.
 //!
 //! Linux: mm/madvise.c madvise_guard_install(), madvise_guard_remove(),
 //! is_valid_guard_vma(); mm/memory.c copy_nonpresent_pte() (copy_pte_marker),
@@ -23,6 +24,7 @@ use crate::errno::Errno;
 use crate::folio::PhysMem;
 use crate::mm::Mm;
 use crate::model::{Model, Pid};
+use crate::arch::PteMarker;
 use crate::pgtable::PmdSlot;
 use crate::vma::{VmFlags, Vma, VM_SPECIAL};
 use crate::zap::zap_range;
@@ -38,32 +40,44 @@ pub fn is_valid_guard_vma(vma: &Vma, allow_locked: bool) -> bool {
     !vma.flags.intersects(disallowed)
 }
 
-/// Whether `mm` has a guard marker at (page-aligned) `addr`.
+/// Whether `mm` has a guard marker at `addr`.
 pub fn is_guard(mm: &Mm, addr: u64) -> bool {
-    mm.guards.contains(&(addr & !(PAGE_SIZE - 1)))
+    mm.pt
+        .marker(addr & !(PAGE_SIZE - 1))
+        .is_some_and(|m| m.is_guard())
 }
 
-/// Whether any marker lies in `[start, end)`.
+/// Guard markers in `[start, end)`, in address order.
+pub fn guards(mm: &Mm, start: u64, end: u64) -> Vec<u64> {
+    mm.pt
+        .markers(start, end)
+        .into_iter()
+        .filter(|&a| is_guard(mm, a))
+        .collect()
+}
+
+/// Whether any guard marker lies in `[start, end)`.
 pub fn any_guard(mm: &Mm, start: u64, end: u64) -> bool {
-    mm.guards.range(start..end).next().is_some()
+    !guards(mm, start, end).is_empty()
 }
 
-/// Drop every marker in `[start, end)` (munmap: unmap_vmas() zaps with
-/// ZAP_FLAG_DROP_MARKER, and the tables go with the VMA).
+/// Drop every marker in `[start, end)` (munmap and exit: unmap_vmas() zaps
+/// with ZAP_FLAG_DROP_MARKER, and the tables go with the VMA).
 pub fn drop_markers(mm: &mut Mm, start: u64, end: u64) {
-    let gone: Vec<u64> = mm.guards.range(start..end).copied().collect();
-    for a in gone {
-        mm.guards.remove(&a);
+    for a in mm.pt.markers(start, end) {
+        mm.pt.clear_marker(a);
     }
 }
 
-/// Set a marker at `addr`, allocating the PTE table that holds it.
+/// Set a guard marker at `addr`, allocating the PTE table that holds it.
 /// Returns false when the model is out of memory for the table.
 fn set_marker(mm: &mut Mm, phys: &mut PhysMem, addr: u64) -> bool {
     if mm.pt.pte_alloc(addr, phys).is_none() {
         return false;
     }
-    mm.guards.insert(addr);
+    if mm.pt.marker(addr).is_none() {
+        mm.pt.set_marker(addr, PteMarker::GUARD);
+    }
     true
 }
 
@@ -77,8 +91,7 @@ pub fn copy_markers(
     start: u64,
     end: u64,
 ) -> Result<(), Errno> {
-    let marks: Vec<u64> = src.guards.range(start..end).copied().collect();
-    for a in marks {
+    for a in guards(src, start, end) {
         if !set_marker(dst, phys, a) {
             return Err(Errno::ENOMEM);
         }
@@ -89,34 +102,23 @@ pub fn copy_markers(
 /// Markers of `[start, start + len)` as offsets from `start` (taken before
 /// an mremap, which may unmap the source before it returns).
 pub fn snapshot(mm: &Mm, start: u64, len: u64) -> Vec<u64> {
-    mm.guards
-        .range(start..start.saturating_add(len))
+    guards(mm, start, start.saturating_add(len))
+        .into_iter()
         .map(|a| a - start)
         .collect()
 }
 
-/// Invariants of the markers of process `pid`: each lies inside a VMA that
-/// has VM_MAYBE_GUARD, in an existing PTE table, over an entry that is
-/// none (a marker *is* the entry).
+/// Invariants of the guard markers of process `pid`: each lies inside a
+/// VMA that has VM_MAYBE_GUARD.
 pub fn check(pid: Pid, mm: &Mm) -> Vec<String> {
     let mut errs = Vec::new();
-    for &a in &mm.guards {
+    for a in guards(mm, 0, u64::MAX) {
         match mm.vmas.find(a) {
             Some(v) if v.flags.contains(VmFlags::MAYBE_GUARD) => {}
             Some(_) => errs.push(format!(
                 "pid {pid}: guard marker {a:#x} in a VMA without VM_MAYBE_GUARD"
             )),
             None => errs.push(format!("pid {pid}: guard marker {a:#x} outside every VMA")),
-        }
-        match mm.pt.pmd(a) {
-            PmdSlot::Table(_) => {
-                if !matches!(mm.pt.pte_raw(a), crate::arch::Entry::None) {
-                    errs.push(format!("pid {pid}: guard marker {a:#x} over a present PTE"));
-                }
-            }
-            _ => errs.push(format!(
-                "pid {pid}: guard marker {a:#x} without a PTE table"
-            )),
         }
     }
     errs
@@ -149,10 +151,16 @@ impl Model {
         let populated = crate::mm::pages(start, end).any(|a| match mm.pt.pmd(a) {
             PmdSlot::None => false,
             PmdSlot::Leaf(_) => true,
-            PmdSlot::Table(_) => !matches!(mm.pt.pte_raw(a), crate::arch::Entry::None),
+            // A guard marker already there is not "populated".
+            PmdSlot::Table(_) => !matches!(
+                mm.pt.pte_raw(a),
+                crate::arch::Entry::None | crate::arch::Entry::Marker(_)
+            ),
         });
         if populated {
-            zap_range(mm, phys, start, end, false, true);
+            let mut tlb = crate::tlb::MmuGather::new();
+            zap_range(mm, phys, &mut tlb, start, end, false);
+            tlb.finish(&mm.pt);
         }
         for a in crate::mm::pages(start, end) {
             if !set_marker(mm, phys, a) {
@@ -197,7 +205,7 @@ impl Model {
             return;
         };
         for &off in snap {
-            mm.guards.remove(&(old_addr + off));
+            mm.pt.clear_marker(old_addr + off);
         }
         for &off in snap.iter().filter(|&&o| o < moved) {
             set_marker(mm, phys, new_addr + off);
@@ -254,7 +262,7 @@ mod tests {
         m.madvise(1, a, 8 * P, Advice::DontNeed).unwrap();
         assert_eq!(state(&m, 1, a + P), PageState::Guard);
         m.munmap(1, a, 8 * P).unwrap();
-        assert!(m.mm(1).unwrap().guards.is_empty());
+        assert!(super::guards(m.mm(1).unwrap(), 0, u64::MAX).is_empty());
         m.check_invariants().unwrap();
     }
 

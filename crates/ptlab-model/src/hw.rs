@@ -11,10 +11,11 @@
 //! Which instructions a TLB flush issues depends on CPU features the kernel
 //! probes at boot (FEAT_TLBIRANGE, BBML2-noabort, KPTI), so those are part of
 //! the machine description: [`HwFeatures`] in [`crate::ModelConfig`].
-//! The per-architecture recipe is shared/spec/mprotect-contpte-cost.md §C–§E;
-//! docs/cost.md lists every event with the kernel function it mirrors.
+//! The per-architecture recipes (which events a hook or a TLB flush makes)
+//! live with each architecture's policy in [`crate::arch`]; this module is
+//! only the counter. docs/cost.md lists every event with the kernel function
+//! it mirrors.
 
-use crate::arch::ArchKind;
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -252,16 +253,15 @@ pub enum HwMark {
 #[derive(Clone, Debug)]
 pub struct HwSink {
     counts: [Cell<u64>; HwEvent::COUNT],
-    pub arch: ArchKind,
+    /// The CPU features the arch's TLB recipe consults.
     pub features: HwFeatures,
     marks: std::cell::RefCell<Option<Vec<HwMark>>>,
 }
 
 impl HwSink {
-    pub fn new(arch: ArchKind, features: HwFeatures) -> Self {
+    pub fn new(features: HwFeatures) -> Self {
         HwSink {
             counts: std::array::from_fn(|_| Cell::new(0)),
-            arch,
             features,
             marks: Default::default(),
         }
@@ -316,238 +316,11 @@ impl HwSink {
             c.set(c.get() + v);
         }
     }
-
-    fn arm64(&self) -> bool {
-        self.arch == ArchKind::Arm64
-    }
-
-    fn tlbi(&self, e: HwEvent) {
-        self.add(e, if self.features.kpti { 2 } else { 1 });
-    }
-
-    /// Flush user translations for `[start, end)` at `stride` bytes.
-    /// arm64: __flush_tlb_range() with its ASID-wide fallback
-    /// (__flush_tlb_range_limit_excess: without FEAT_TLBIRANGE when
-    /// `end - start >= MAX_DVM_OPS * stride`, MAX_DVM_OPS = PTRS_PER_PTE = 512;
-    /// with it when pages > MAX_TLBI_RANGE_PAGES = 32 << 16) and
-    /// __flush_tlb_range_op() (range ops from scale 3 down).
-    /// x86: flush_tlb_mm_range() with tlb_single_page_flush_ceiling = 33.
-    /// Linux: arch/arm64/include/asm/tlbflush.h, arch/x86/mm/tlb.c.
-    pub fn flush_tlb_range(&self, start: u64, end: u64, stride: u64) {
-        if end <= start {
-            return;
-        }
-        let start = start & !(stride - 1);
-        let end = (end + stride - 1) & !(stride - 1);
-        let pages = (end - start) >> 12;
-        let whole = if self.arm64() {
-            (!self.features.tlbi_range && end - start >= 512 * stride) || pages > 32 << 16
-        } else {
-            (end - start) / stride > 33
-        };
-        self.mark(HwMark::TlbFlush { start, end, whole });
-        if self.arm64() {
-            const MAX_DVM_OPS: u64 = 512;
-            const MAX_TLBI_RANGE_PAGES: u64 = 32 << 16;
-            let excess = (!self.features.tlbi_range && end - start >= MAX_DVM_OPS * stride)
-                || pages > MAX_TLBI_RANGE_PAGES;
-            if excess {
-                return self.count_flush_tlb_mm();
-            }
-            self.one(HwEvent::TlbFlushCall);
-            self.one(HwEvent::DsbIshst);
-            // __flush_tlb_range_op(): LPA2 is off for 48-bit VAs with 4 KiB pages.
-            let mut pages = pages;
-            let stride_pages = stride >> 12;
-            let mut scale: i32 = 3;
-            while pages > 0 {
-                if !self.features.tlbi_range || pages == 1 {
-                    self.tlbi(HwEvent::TlbiPage);
-                    pages = pages.saturating_sub(stride_pages);
-                    continue;
-                }
-                if scale < 0 {
-                    break; // unreachable: scale 0 covers any remainder ≥ 2 (even)
-                }
-                // __TLBI_RANGE_NUM(pages, scale)
-                let num =
-                    ((pages.min(MAX_TLBI_RANGE_PAGES) >> (5 * scale as u64 + 1)) & 0x1f) as i64 - 1;
-                if num >= 0 {
-                    self.tlbi(HwEvent::TlbiRange);
-                    pages -= ((num as u64) + 1) << (5 * scale as u64 + 1);
-                }
-                scale -= 1;
-            }
-            self.one(HwEvent::DsbIsh);
-        } else {
-            // get_flush_tlb_info(): more than the ceiling → full flush.
-            const CEILING: u64 = 33;
-            let n = (end - start) / stride;
-            self.one(HwEvent::TlbFlushCall);
-            if n > CEILING {
-                self.tlbi(HwEvent::TlbiAsid);
-            } else {
-                // flush_tlb_func(): one INVLPG per stride step.
-                self.add(
-                    HwEvent::TlbiPage,
-                    n * if self.features.kpti { 2 } else { 1 },
-                );
-            }
-        }
-    }
-
-    /// Flush one page. Linux: arm64 flush_tlb_page() (DSB ISHST; TLBI
-    /// VALE1IS; DSB ISH); x86 flush_tlb_page() → flush_tlb_mm_range(1 page).
-    pub fn flush_tlb_page(&self, va: u64) {
-        self.flush_tlb_range(va, va + 4096, 4096);
-    }
-
-    /// Flush the whole address space. Linux: arm64 flush_tlb_mm() (DSB
-    /// ISHST; TLBI ASIDE1IS; DSB ISH); x86 flush_tlb_mm() →
-    /// flush_tlb_mm_range(TLB_FLUSH_ALL) → flush_tlb_local() (CR3 write).
-    pub fn flush_tlb_mm(&self) {
-        self.mark(HwMark::TlbFlush {
-            start: 0,
-            end: u64::MAX,
-            whole: true,
-        });
-        self.count_flush_tlb_mm();
-    }
-
-    fn count_flush_tlb_mm(&self) {
-        self.one(HwEvent::TlbFlushCall);
-        if self.arm64() {
-            self.one(HwEvent::DsbIshst);
-            self.tlbi(HwEvent::TlbiAsid);
-            self.one(HwEvent::DsbIsh);
-        } else {
-            self.tlbi(HwEvent::TlbiAsid);
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn marks_follow_the_flush_decision_and_only_when_tracing() {
-        let s = HwSink::new(ArchKind::X86_64, HwFeatures::default());
-        s.flush_tlb_range(0x1000, 0x3000, 4096);
-        assert!(s.take_marks().is_empty(), "not tracing");
-        s.set_tracing(true);
-        s.flush_tlb_range(0x1000, 0x3000, 4096);
-        // x86: 34 pages exceed tlb_single_page_flush_ceiling (33).
-        s.flush_tlb_range(0, 34 * 4096, 4096);
-        s.mark_batch(0x1000, 16, "move");
-        assert_eq!(
-            s.take_marks(),
-            vec![
-                HwMark::TlbFlush {
-                    start: 0x1000,
-                    end: 0x3000,
-                    whole: false
-                },
-                HwMark::TlbFlush {
-                    start: 0,
-                    end: 34 * 4096,
-                    whole: true
-                },
-                HwMark::Batch {
-                    va: 0x1000,
-                    nr: 16,
-                    op: "move"
-                },
-            ]
-        );
-        // arm64 without FEAT_TLBIRANGE: 512 pages go ASID-wide, counted once.
-        let a = HwSink::new(ArchKind::Arm64, HwFeatures::default());
-        a.set_tracing(true);
-        a.flush_tlb_range(0, 512 * 4096, 4096);
-        assert_eq!(
-            a.take_marks(),
-            vec![HwMark::TlbFlush {
-                start: 0,
-                end: 512 * 4096,
-                whole: true
-            }]
-        );
-        assert_eq!(a.snapshot().get(HwEvent::TlbiAsid), 1);
-        assert_eq!(a.snapshot().get(HwEvent::TlbFlushCall), 1);
-    }
-
-    fn flush(arch: ArchKind, f: HwFeatures, start: u64, end: u64, stride: u64) -> HwEvents {
-        let s = HwSink::new(arch, f);
-        s.flush_tlb_range(start, end, stride);
-        s.snapshot()
-    }
-
-    #[test]
-    fn arm64_no_range_thresholds() {
-        let f = HwFeatures::default();
-        // 511 pages: one VALE1IS each under one DSB pair.
-        let e = flush(ArchKind::Arm64, f, 0, 511 * 4096, 4096);
-        assert_eq!(e.get(HwEvent::TlbiPage), 511);
-        assert_eq!((e.get(HwEvent::DsbIshst), e.get(HwEvent::DsbIsh)), (1, 1));
-        // 512 pages (2 MiB): >= MAX_DVM_OPS * stride → ASIDE1IS.
-        let e = flush(ArchKind::Arm64, f, 0, 512 * 4096, 4096);
-        assert_eq!(e.get(HwEvent::TlbiPage), 0);
-        assert_eq!(e.get(HwEvent::TlbiAsid), 1);
-        // 2 MiB stride: 511 PMDs still by page op.
-        let e = flush(ArchKind::Arm64, f, 0, 511 << 21, 1 << 21);
-        assert_eq!(e.get(HwEvent::TlbiPage), 511);
-    }
-
-    #[test]
-    fn arm64_range_ops() {
-        let f = HwFeatures {
-            tlbi_range: true,
-            ..Default::default()
-        };
-        // 262,144 pages = 4 << 16: one RVALE1IS at scale 3 (num = 3).
-        let e = flush(ArchKind::Arm64, f, 0, 1 << 30, 4096);
-        assert_eq!(
-            (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiPage)),
-            (1, 0)
-        );
-        // 16 pages: scale 0, num = 7 → one op.
-        let e = flush(ArchKind::Arm64, f, 0, 16 * 4096, 4096);
-        assert_eq!(
-            (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiPage)),
-            (1, 0)
-        );
-        // 1 page: a single VALE1IS.
-        let e = flush(ArchKind::Arm64, f, 0, 4096, 4096);
-        assert_eq!(
-            (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiPage)),
-            (0, 1)
-        );
-        // 3 pages: scale 0 covers 2, the leftover page takes a VALE1IS.
-        let e = flush(ArchKind::Arm64, f, 0, 3 * 4096, 4096);
-        assert_eq!(
-            (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiPage)),
-            (1, 1)
-        );
-        // 256 pages: scale 1: (256 >> 6) & 31 = 4 → num 3 → 4 << 6 = 256.
-        let e = flush(ArchKind::Arm64, f, 0, 256 * 4096, 4096);
-        assert_eq!(
-            (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiPage)),
-            (1, 0)
-        );
-    }
-
-    #[test]
-    fn x86_ceiling() {
-        let f = HwFeatures::default();
-        let e = flush(ArchKind::X86_64, f, 0, 33 * 4096, 4096);
-        assert_eq!(
-            (e.get(HwEvent::TlbiPage), e.get(HwEvent::TlbiAsid)),
-            (33, 0)
-        );
-        let e = flush(ArchKind::X86_64, f, 0, 34 * 4096, 4096);
-        assert_eq!((e.get(HwEvent::TlbiPage), e.get(HwEvent::TlbiAsid)), (0, 1));
-        assert_eq!(e.get(HwEvent::TlbFlushCall), 1);
-    }
 
     #[test]
     fn names_round_trip() {

@@ -29,6 +29,7 @@ pub mod rlimit;
 pub mod stats;
 pub mod swap;
 pub mod thp;
+pub mod tlb;
 pub mod uapi;
 pub mod uffd;
 pub mod vma;

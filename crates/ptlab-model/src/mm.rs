@@ -25,9 +25,6 @@ pub struct Mm {
     pub deposited: BTreeMap<u64, crate::addr::Pfn>,
     /// prctl(PR_SET_THP_DISABLE) state of this mm.
     pub thp_disable: crate::thp::ThpDisable,
-    /// Guard markers (PTE_MARKER_GUARD) by page address. A marker is a
-    /// non-present PTE, so its PTE table exists (see [`crate::guard`]).
-    pub guards: std::collections::BTreeSet<u64>,
     /// Soft resource limits and CAP_IPC_LOCK (see [`crate::rlimit`]).
     pub rlimits: crate::rlimit::Rlimits,
     /// `locked_vm` pages no VMA accounts for any more: what MREMAP_DONTUNMAP

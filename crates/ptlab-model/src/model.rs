@@ -16,6 +16,7 @@ use crate::pgtable::{PageTables, PmdSlot};
 use crate::thp::ThpSettings;
 use crate::uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};
 use crate::vma::{VmFlags, Vma};
+use crate::tlb::MmuGather;
 use crate::zap::{free_pgtables, split_huge_pmd, zap_range};
 use std::collections::BTreeMap;
 
@@ -124,7 +125,6 @@ impl Model {
                 rss_anon: 0,
                 deposited: BTreeMap::new(),
                 thp_disable: Default::default(),
-                guards: Default::default(),
                 rlimits: Default::default(),
                 locked_vm_stale: 0,
             },
@@ -633,22 +633,27 @@ impl Model {
             .collect();
         let floor = mm.vmas.prev(start).map_or(0, |p| p.end);
         let ceiling = mm.vmas.find_vma(end).map_or(0, |n| n.start);
+        // unmap_region(): one gather for the zaps and the table freeing.
+        let mut tlb = MmuGather::new();
         for v in &removed {
-            crate::zap::zap_vma(mm, phys, v, false, true);
+            crate::zap::zap_vma(mm, phys, &mut tlb, v, false);
         }
         // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
         crate::guard::drop_markers(mm, start, end);
         let tables = phys.pt_pages;
         free_pgtables(mm, phys, &removed, floor, ceiling);
         if phys.pt_pages < tables {
-            // Freed page tables: tlb_finish_mmu() flushes again with
-            // freed_tables set over the tables' span at PMD stride
-            // (tlb_get_unmap_size() after pte_free_tlb()).
+            // Freed page tables: pte_free_tlb() gathers them with
+            // freed_tables set; the model takes the removed VMAs' span,
+            // widened to whole PMDs, as the tables' span.
             let lo = removed.first().map_or(start, |v| v.start) & !(PMD_SIZE - 1);
             let hi = removed.last().map_or(end, |v| v.end);
             let hi = hi.div_ceil(PMD_SIZE).saturating_mul(PMD_SIZE);
-            mm.pt.flush_tlb_range(lo, hi, PMD_SIZE);
+            tlb.free_tables_span(lo, hi);
         }
+        // tlb_finish_mmu(): flushes the freed tables at PMD stride
+        // (tlb_get_unmap_size() after pte_free_tlb()).
+        tlb.finish(&mm.pt);
     }
 
     // ---- madvise ----------------------------------------------------------
@@ -722,20 +727,12 @@ impl Model {
                 }
                 let Model { procs, phys, .. } = self;
                 let mm = procs.get_mut(&pid).expect("pid");
-                if crate::guard::any_guard(mm, start, end) {
-                    // Guard markers are not pte_none(): try_to_free_pte()
-                    // keeps a table that holds one (checked per 2 MiB slot).
-                    let mut a = start;
-                    while a < end {
-                        let next = crate::pgtable::pmd_end(a, end);
-                        let slot = a & !(PMD_SIZE - 1);
-                        let reclaim = !crate::guard::any_guard(mm, slot, slot + PMD_SIZE);
-                        zap_range(mm, phys, a, next, reclaim, true);
-                        a = next;
-                    }
-                    return Ok(());
-                }
-                zap_range(mm, phys, start, end, true, true);
+                // A PTE table holding a guard marker is not empty, so
+                // PT_RECLAIM keeps it (try_to_free_pte() needs all none).
+                // zap_page_range_single_batched(): one gather.
+                let mut tlb = MmuGather::new();
+                zap_range(mm, phys, &mut tlb, start, end, true);
+                tlb.finish(&mm.pt);
                 return Ok(());
             }
             Advice::HugePage => {
@@ -862,8 +859,7 @@ impl Model {
         let hw = &mm.pt.hw;
         hw.one(HwEvent::PageFault);
         hw.one(HwEvent::VmaLookup);
-        hw.one(HwEvent::PmdLoad);
-        hw.one(HwEvent::PtlLock);
+        let _ptl = mm.pt.pte_offset_map_lock(addr);
         let r = self.fault(pid, addr, write);
         if let Some(mm) = self.procs.get(&pid) {
             mm.pt.hw.add(HwEvent::UserPageAccess, n);

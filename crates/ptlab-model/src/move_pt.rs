@@ -189,7 +189,7 @@ fn move_normal_pud(mm: &mut Mm, old_addr: u64, new_addr: u64) -> bool {
     };
     // pud_lock(); pud_clear(); pud_populate(); flush_tlb_range(vma,
     // old_addr, old_addr + PUD_SIZE) at PAGE_SIZE stride.
-    mm.pt.hw.one(HwEvent::PtlLock);
+    mm.pt.lock();
     mm.pt.set_pud(old_addr, Entry::None);
     mm.pt.set_pud(new_addr, Entry::Table(pmd_table));
     mm.pt
@@ -220,7 +220,7 @@ fn move_normal_pmd(mm: &mut Mm, old_addr: u64, new_addr: u64) -> bool {
     // pmd_lock(); pmd_clear(); pmd_populate(); flush_tlb_range(vma,
     // old_addr, old_addr + PMD_SIZE) at PAGE_SIZE stride: 512 pages, so an
     // ASID-wide flush on arm64 without FEAT_TLBIRANGE and a full flush on x86.
-    mm.pt.hw.one(HwEvent::PtlLock);
+    mm.pt.lock();
     mm.pt.set_pmd(old_addr, Entry::None);
     mm.pt.set_pmd(new_addr, Entry::Table(pte_table));
     mm.pt
@@ -241,7 +241,7 @@ fn move_huge_pmd(mm: &mut Mm, old_vma: &Vma, old_addr: u64, new_addr: u64) -> bo
     };
     // pmdp_huge_get_and_clear(); set_pmd_at(); flush_pmd_tlb_range()
     // (PMD stride: one page-op). Linux: mm/huge_memory.c move_huge_pmd().
-    mm.pt.hw.one(HwEvent::PtlLock);
+    mm.pt.lock();
     mm.pt.set_pmd(old_addr, Entry::None);
     mm.pt
         .flush_tlb_range(old_addr, old_addr + PMD_SIZE, PMD_SIZE);
@@ -279,7 +279,7 @@ pub fn move_ptes_per_pte(
     new_addr: u64,
     extent: u64,
 ) {
-    move_ptes_prologue(pt);
+    move_ptes_prologue(pt, old_addr, new_addr);
     let mut force_flush = false;
     for off in (0..extent).step_by(PAGE_SIZE as usize) {
         if let Entry::Swap(s) = pt.pte_peek(old_addr + off) {
@@ -305,9 +305,9 @@ pub fn move_ptes_per_pte(
 /// move_ptes() entry: the old and new PMDs read (pte_offset_map_lock /
 /// pte_offset_map_rw_nolock) and both PTLs taken (split PTE locks: two
 /// tables, two locks).
-fn move_ptes_prologue(pt: &PageTables) {
-    pt.hw.add(HwEvent::PmdLoad, 2);
-    pt.hw.add(HwEvent::PtlLock, 2);
+fn move_ptes_prologue(pt: &PageTables, old_addr: u64, new_addr: u64) {
+    let _old = pt.pte_offset_map_lock(old_addr);
+    let _new = pt.pte_offset_map_lock(new_addr);
 }
 
 /// move_ptes() since 6.17 (§9.5.7): a run of present PTEs mapping
@@ -327,7 +327,7 @@ pub fn move_ptes_batched(
     new_addr: u64,
     extent: u64,
 ) {
-    move_ptes_prologue(pt);
+    move_ptes_prologue(pt, old_addr, new_addr);
     let mut force_flush = false;
     let mut off = 0;
     while off < extent {
@@ -369,7 +369,7 @@ fn mremap_folio_pte_batch(pt: &PageTables, phys: &PhysMem, va: u64, pte: Leaf, m
     }
     // pte_batch_hint() == 1: always on x86-64; on arm64 unless the entry is
     // a valid contiguous one (the rc fix's early return).
-    if pt.arch().cont_ptes().is_none() || !pte.valid_cont() {
+    if pt.pte_batch_hint(va, &pte) == 1 {
         return 1;
     }
     // vm_normal_folio(): the zero page has none; small folios never batch.

@@ -28,14 +28,15 @@
 //! generic `modify_prot_start_ptes()` gathers them), which /proc does not show.
 
 use crate::addr::{page_align, PAGE_SIZE, PMD_SIZE};
-use crate::arch::{ArchKind, Entry, Leaf, LeafFlags};
+use crate::arch::{Entry, Leaf, LeafFlags};
+use crate::tlb::MmuGather;
 use crate::batch::{folio_pte_batch, Before, Fpb};
 use crate::errno::Errno;
 use crate::folio::{FolioRef, PhysMem};
 use crate::hw::HwEvent;
 use crate::mm::Mm;
 use crate::model::{Model, Pid};
-use crate::pgtable::{pmd_end, PageTables, PmdSlot};
+use crate::pgtable::{pmd_segments, PageTables, PmdSlot};
 use crate::uapi::Prot;
 use crate::vma::{VmFlags, Vma, VM_ACCESS_FLAGS};
 use crate::zap::split_huge_pmd;
@@ -318,73 +319,28 @@ fn change_protection(
     end: u64,
     cp: ChangeProt,
 ) {
-    let mut fl = FlushRange::default();
-    let mut addr = start;
-    while addr < end {
-        let next = pmd_end(addr, end);
+    let mut tlb = MmuGather::new();
+    for (addr, next) in pmd_segments(start, end) {
         match mm.pt.pmd(addr) {
             PmdSlot::None => {}
             PmdSlot::Leaf(leaf) => {
                 if next - addr == PMD_SIZE {
-                    change_huge_pmd(mm, phys, vma, addr, leaf, cp, &mut fl);
+                    change_huge_pmd(mm, phys, vma, addr, leaf, cp, &mut tlb);
                 } else {
                     // A huge PMD only partly covered: split it, then go on at
                     // PTE level (__split_huge_pmd(), rule A4/P6).
                     split_huge_pmd(mm, phys, addr & !(PMD_SIZE - 1));
-                    change_pte_range(mm, phys, vma, addr, next, cp, &mut fl);
+                    change_pte_range(mm, phys, vma, addr, next, cp, &mut tlb);
                 }
             }
-            PmdSlot::Table(_) => change_pte_range(mm, phys, vma, addr, next, cp, &mut fl),
-        }
-        addr = next;
-    }
-    // tlb_end_vma() → tlb_flush_mmu_tlbonly(): one flush over the recorded
-    // span, 4 KiB stride if any PTE was recorded, else PMD stride
-    // (tlb_get_unmap_size()). Holes inside the span are flushed too.
-    if let Some((lo, hi)) = fl.span {
-        let stride = if fl.ptes { PAGE_SIZE } else { PMD_SIZE };
-        mm.pt.flush_tlb_range(lo, hi, stride);
-    }
-}
-
-/// What the mmu_gather recorded for one VMA (tlb_flush_pte_range() /
-/// tlb_flush_pmd_range(): min start, max end, cleared_ptes/pmds).
-#[derive(Default)]
-struct FlushRange {
-    span: Option<(u64, u64)>,
-    ptes: bool,
-}
-
-impl FlushRange {
-    fn record(&mut self, start: u64, end: u64, pte: bool) {
-        self.span = Some(match self.span {
-            None => (start, end),
-            Some((a, b)) => (a.min(start), b.max(end)),
-        });
-        self.ptes |= pte;
-    }
-}
-
-/// pte_needs_flush(old, new) / huge_pmd_needs_flush(): arm64 v6.17/v6.18
-/// uses the generic stub, always true; x86 flushes unless the old entry was
-/// not present (PROT_NONE) or only accessed/software bits changed (a dirty
-/// bit cleared needs a flush). Linux: arch/x86/include/asm/tlbflush.h
-/// pte_flags_need_flush(); include/linux/pgtable.h pte_needs_flush().
-fn needs_flush(arch: ArchKind, old: Leaf, new: Leaf) -> bool {
-    match arch {
-        ArchKind::Arm64 => true,
-        ArchKind::X86_64 => {
-            if old.flags.contains(LeafFlags::PROTNONE) {
-                return false;
-            }
-            if old.pfn != new.pfn {
-                return true;
-            }
-            let hw = LeafFlags::WRITE | LeafFlags::EXEC | LeafFlags::PROTNONE;
-            (old.flags & hw) != (new.flags & hw)
-                || (old.flags.contains(LeafFlags::DIRTY) && !new.flags.contains(LeafFlags::DIRTY))
+            PmdSlot::Table(_) => change_pte_range(mm, phys, vma, addr, next, cp, &mut tlb),
         }
     }
+    // tlb_end_vma(): one flush over the gathered span, 4 KiB stride if any
+    // PTE was recorded, else PMD stride (tlb_get_unmap_size()). Holes
+    // inside the span are flushed too. Nothing more at tlb_finish_mmu().
+    tlb.end_vma(&mm.pt);
+    tlb.finish(&mm.pt);
 }
 
 /// A PMD mapping wholly inside the range changes as one entry (rule A12);
@@ -397,16 +353,11 @@ fn change_huge_pmd(
     slot: u64,
     old: Leaf,
     cp: ChangeProt,
-    fl: &mut FlushRange,
+    tlb: &mut MmuGather,
 ) {
-    // pmd_lock(); pmdp_invalidate_ad(): an atomic exchange to an invalid
-    // PMD; arm64 (generic pmdp_invalidate) flushes it at once
-    // (flush_pmd_tlb_range), x86 defers to the gather.
-    mm.pt.hw.one(HwEvent::PtlLock);
-    mm.pt.hw.one(HwEvent::PmdStore);
-    if mm.pt.arch().kind() == ArchKind::Arm64 {
-        mm.pt.flush_tlb_range(slot, slot + PMD_SIZE, PMD_SIZE);
-    }
+    // pmd_lock(); pmdp_invalidate_ad().
+    mm.pt.lock();
+    mm.pt.pmdp_invalidate_ad(slot);
     // pmd_modify().
     let mut entry = pte_modify(old, cp.prot);
     if cp.try_writable && !entry.write() {
@@ -419,8 +370,8 @@ fn change_huge_pmd(
         }
     }
     mm.pt.set_pmd(slot, Entry::Leaf(entry));
-    if needs_flush(mm.pt.arch().kind(), old, entry) {
-        fl.record(slot, slot + PMD_SIZE, false); // tlb_flush_pmd_range()
+    if mm.pt.pte_needs_flush(&old, &entry) {
+        tlb.flush_pmd_range(slot, PMD_SIZE);
     }
 }
 
@@ -433,16 +384,15 @@ fn change_pte_range(
     start: u64,
     end: u64,
     cp: ChangeProt,
-    fl: &mut FlushRange,
+    tlb: &mut MmuGather,
 ) {
     // pte_offset_map_lock(): the PMD read and the PTL;
     // flush_tlb_batched_pending() reads mm->tlb_flush_batched (no event).
-    mm.pt.hw.one(HwEvent::PmdLoad);
-    mm.pt.hw.one(HwEvent::PtlLock);
+    let _ptl = mm.pt.pte_offset_map_lock(start);
     if cp.batched {
-        change_pte_range_batched(mm, phys, vma, start, end, cp, fl);
+        change_pte_range_batched(mm, phys, vma, start, end, cp, tlb);
     } else {
-        change_pte_range_per_pte(mm, phys, vma, start, end, cp, fl);
+        change_pte_range_per_pte(mm, phys, vma, start, end, cp, tlb);
     }
 }
 
@@ -463,9 +413,9 @@ fn change_pte_range_batched(
     start: u64,
     end: u64,
     cp: ChangeProt,
-    fl: &mut FlushRange,
+    tlb: &mut MmuGather,
 ) {
-    let arch = mm.pt.arch().kind();
+    let arch = mm.pt.arch();
     let mut addr = start;
     while addr < end {
         // oldpte = ptep_get(pte): arm64 gathers young/dirty over a block.
@@ -505,8 +455,8 @@ fn change_pte_range_batched(
         if upgraded {
             committed.flags |= LeafFlags::WRITE;
         }
-        if needs_flush(arch, oldpte, committed) {
-            fl.record(addr, addr + nr * PAGE_SIZE, true);
+        if arch.pte_needs_flush(&oldpte, &committed) {
+            tlb.flush_pte_range(addr, nr * PAGE_SIZE);
         }
         addr += nr * PAGE_SIZE;
     }
@@ -590,26 +540,17 @@ fn prot_commit_flush_ptes(
     modify_prot_commit_ptes(pt, phys, addr + idx * PAGE_SIZE, pte, nr);
 }
 
-/// Clear `nr` PTEs of one batch and return the first with the young/dirty
-/// bits of all of them ORed in. arm64: get_and_clear_ptes(), which unfolds
-/// only blocks the batch covers partially (nr == 1 unfolds its block);
-/// generic: a ptep_modify_prot_start() loop gathering the same bits.
-/// Linux: include/linux/pgtable.h / arch/arm64/mm/mmu.c modify_prot_start_ptes().
+/// modify_prot_start_ptes(): the arch hook clears the batch and gathers
+/// young/dirty (arm64 unfolds only blocks covered partly).
 fn modify_prot_start_ptes(pt: &mut PageTables, addr: u64, nr: u64) -> Leaf {
-    let cleared = pt.clear_ptes(addr, nr);
-    let mut first = cleared.first().expect("a present first entry").1;
-    for (_, l) in &cleared[1..] {
-        first.flags |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
-    }
-    first
+    pt.modify_prot_start_ptes(addr, nr)
 }
 
-/// Write `nr` PTEs for consecutive pages from `pte`: arm64 set_ptes(),
-/// which paints CONT on fully covered aligned blocks and, for nr == 1, may
-/// fold the block (rule C2); generic: a ptep_modify_prot_commit() loop.
-/// Linux: modify_prot_commit_ptes().
+/// modify_prot_commit_ptes(): the arch hook writes the batch back
+/// (arm64 set_ptes() paints CONT on fully covered aligned blocks and, for
+/// nr == 1, may fold the block: rule C2).
 fn modify_prot_commit_ptes(pt: &mut PageTables, phys: &PhysMem, addr: u64, pte: Leaf, nr: u64) {
-    pt.set_ptes(addr, pte, nr, phys);
+    pt.modify_prot_commit_ptes(addr, pte, nr, phys);
 }
 
 /// Linux ≤ 6.16: every present PTE on its own. ptep_modify_prot_start() is
@@ -624,9 +565,9 @@ fn change_pte_range_per_pte(
     start: u64,
     end: u64,
     cp: ChangeProt,
-    fl: &mut FlushRange,
+    tlb: &mut MmuGather,
 ) {
-    let arch = mm.pt.arch().kind();
+    let arch = mm.pt.arch();
     for addr in crate::mm::pages(start, end) {
         // oldpte = ptep_get(pte); pte_present(oldpte)
         if !matches!(mm.pt.pte(addr), Entry::Leaf(_)) {
@@ -646,8 +587,8 @@ fn change_pte_range_per_pte(
             }
         }
         modify_prot_commit_ptes(&mut mm.pt, phys, addr, ptent, 1); // ptep_modify_prot_commit()
-        if needs_flush(arch, oldpte, ptent) {
-            fl.record(addr, addr + PAGE_SIZE, true);
+        if arch.pte_needs_flush(&oldpte, &ptent) {
+            tlb.flush_pte_range(addr, PAGE_SIZE);
         }
     }
 }

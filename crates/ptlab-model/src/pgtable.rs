@@ -10,7 +10,7 @@
 //! and a single write to the last entry of a block tries to fold it.
 
 use crate::addr::{Pfn, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
-use crate::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags};
+use crate::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags, PteRef, PteTable};
 use crate::folio::PhysMem;
 use crate::hw::{HwEvent, HwSink};
 use std::cell::Cell;
@@ -97,7 +97,7 @@ impl PageTables {
             root,
             tables,
             walk_cache: Cell::new(None),
-            hw: HwSink::new(arch, Default::default()),
+            hw: HwSink::new(Default::default()),
         })
     }
 
@@ -153,7 +153,7 @@ impl PageTables {
             return PmdSlot::None;
         };
         match self.decode(2, self.tables[&t.0].entries[index(2, va)]) {
-            Entry::None | Entry::Swap(_) => PmdSlot::None,
+            Entry::None | Entry::Swap(_) | Entry::Marker(_) => PmdSlot::None,
             Entry::Table(p) => {
                 self.walk_cache.set(Some((slot, p)));
                 PmdSlot::Table(p)
@@ -163,75 +163,20 @@ impl PageTables {
     }
 
     /// The PTE for `va` (none when no PTE table exists), as `ptep_get()`
-    /// returns it: on arm64 a folded block reports the young/dirty bits
-    /// gathered over the block. Counts the loads: 1 for the entry, plus on a
-    /// valid contiguous entry the loads contpte_ptep_get() makes walking from
-    /// the block start until it has seen both dirty and young (v6.17+ early
-    /// exit; 16 at most). Linux: arch/arm64/include/asm/pgtable.h ptep_get(),
-    /// arch/arm64/mm/contpte.c contpte_ptep_get() (only for
-    /// pte_valid_cont(): a PROT_NONE entry carrying CONT is read alone).
+    /// returns it, counting its loads (on arm64 a folded block reports the
+    /// young/dirty bits gathered over the block: [`crate::arch::Arch::ptep_get`]).
     pub fn pte(&self, va: u64) -> Entry {
         let PmdSlot::Table(t) = self.pmd(va) else {
             return Entry::None;
         };
         let tbl = &self.tables[&t.0];
-        let i = index(1, va);
-        let e = self.decode(1, tbl.entries[i]);
-        self.hw.one(HwEvent::PteLoad);
-        match e {
-            Entry::Leaf(mut l) if l.valid_cont() => {
-                let n = self.arch.ops().cont_ptes().unwrap_or(1);
-                let start = i / n * n;
-                let mut seen = LeafFlags::empty();
-                let both = LeafFlags::YOUNG | LeafFlags::DIRTY;
-                let mut loads = 0u64;
-                // contpte_ptep_get(): the outer loop stops at the first dirty
-                // or young entry; the inner loop re-reads that entry and goes
-                // on until it sees the other bit.
-                let mut j = start;
-                while j < start + n {
-                    let f = self.leaf_flags_at(tbl, j);
-                    loads += 1;
-                    if f.contains(LeafFlags::DIRTY) {
-                        seen |= LeafFlags::DIRTY;
-                        while j < start + n {
-                            loads += 1;
-                            if self.leaf_flags_at(tbl, j).contains(LeafFlags::YOUNG) {
-                                seen |= LeafFlags::YOUNG;
-                                break;
-                            }
-                            j += 1;
-                        }
-                        break;
-                    }
-                    if f.contains(LeafFlags::YOUNG) {
-                        seen |= LeafFlags::YOUNG;
-                        j += 1;
-                        while j < start + n {
-                            loads += 1;
-                            if self.leaf_flags_at(tbl, j).contains(LeafFlags::DIRTY) {
-                                seen |= LeafFlags::DIRTY;
-                                break;
-                            }
-                            j += 1;
-                        }
-                        break;
-                    }
-                    j += 1;
-                }
-                self.hw.add(HwEvent::PteLoad, loads);
-                l.flags |= seen & both;
-                Entry::Leaf(l)
-            }
-            e => e,
-        }
-    }
-
-    fn leaf_flags_at(&self, tbl: &Table, j: usize) -> LeafFlags {
-        match self.decode(1, tbl.entries[j]) {
-            Entry::Leaf(o) => o.flags,
-            _ => LeafFlags::empty(),
-        }
+        let view = PteRef {
+            arch: self.arch.ops(),
+            entries: &tbl.entries,
+            hw: &self.hw,
+            base: va & !(PMD_SIZE - 1),
+        };
+        self.arch.ops().ptep_get(&view, index(1, va))
     }
 
     /// The frame `va` maps if an access needs no fault: present, accessible,
@@ -333,7 +278,7 @@ impl PageTables {
         let i = index(2, va);
         match self.decode(2, self.tables[&pmd_t.0].entries[i]) {
             Entry::Table(p) => Some(p),
-            Entry::Leaf(_) | Entry::Swap(_) => None,
+            Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => None,
             Entry::None => {
                 let p = self.new_table(1, phys)?;
                 let raw = self.arch.ops().encode_table(2, p);
@@ -375,7 +320,9 @@ impl PageTables {
         let raw = match e {
             Entry::None => 0,
             Entry::Table(p) => self.arch.ops().encode_table(3, p),
-            Entry::Leaf(_) | Entry::Swap(_) => panic!("no PUD leaves for anonymous memory"),
+            Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => {
+                panic!("no PUD leaves for anonymous memory")
+            }
         };
         self.write_raw(t, 3, index(3, va), raw);
     }
@@ -387,7 +334,9 @@ impl PageTables {
             Entry::None => 0,
             Entry::Table(p) => self.arch.ops().encode_table(2, p),
             Entry::Leaf(l) => self.arch.ops().encode_leaf(2, l),
-            Entry::Swap(_) => panic!("no PMD swap entries for anonymous memory"),
+            Entry::Swap(_) | Entry::Marker(_) => {
+                panic!("no PMD swap entries or markers for anonymous memory")
+            }
         };
         self.write_raw(t, 2, index(2, va), raw);
     }
@@ -437,261 +386,107 @@ impl PageTables {
         }
     }
 
-    fn write_pte(&mut self, va: u64, e: Option<Leaf>) {
+    /// The PTE table covering `va` as the arch hooks see it, and `va`'s
+    /// index in it. Panics when there is no PTE table (callers allocate or
+    /// check first, as the kernel's `pte_offset_map_lock()` callers do).
+    fn pte_table(&mut self, va: u64) -> (PteTable<'_>, usize) {
         let (t, i) = self.pte_slot(va);
-        let raw = e.map_or(0, |l| self.arch.ops().encode_leaf(1, l));
-        self.write_raw(t, 1, i, raw);
-    }
-
-    fn cont(&self) -> Option<usize> {
-        self.arch.ops().cont_ptes()
-    }
-
-    /// contpte_convert() cost: 16 atomic swap-to-zero (__ptep_get_and_clear),
-    /// a 64 KiB range flush unless BBML2-noabort, 16 stores (__set_ptes).
-    /// Linux: arch/arm64/mm/contpte.c contpte_convert().
-    fn count_convert(&self, va: u64, fold: bool) {
-        let n = self.cont().unwrap_or(16) as u64;
-        let start = va & !(n * 4096 - 1);
-        self.hw.one(if fold {
-            HwEvent::ContFold
-        } else {
-            HwEvent::ContUnfold
-        });
-        self.hw.add(HwEvent::PteAtomicClear, n);
-        if !self.hw.features.bbml2_noabort {
-            // __flush_tlb_range(&vma, start_addr, addr, PAGE_SIZE, true, 3)
-            self.hw.flush_tlb_range(start, start + n * 4096, 4096);
-        }
-        self.hw.add(HwEvent::PteStore, n);
-    }
-
-    /// Rewrite a folded block without the contiguous bit, every entry taking
-    /// the young/dirty bits gathered over the block.
-    /// Linux: arch/arm64/mm/contpte.c contpte_convert() via __contpte_try_unfold().
-    fn unfold_block(&mut self, va: u64) {
-        self.count_convert(va, false);
-        let n = self.cont().expect("contpte arch") as u64;
-        let start = va & !(n * 4096 - 1);
-        let mut gathered = LeafFlags::empty();
-        for k in 0..n {
-            if let Entry::Leaf(l) = self.pte_peek(start + k * 4096) {
-                gathered |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
-            }
-        }
-        for k in 0..n {
-            if let Entry::Leaf(mut l) = self.pte_peek(start + k * 4096) {
-                l.flags.remove(LeafFlags::CONT);
-                l.flags |= gathered;
-                self.write_pte(start + k * 4096, Some(l));
-            }
-        }
-    }
-
-    /// pte_valid_cont(): only valid entries of a folded block are unfolded.
-    /// `set_ptes(nr > 1)` paints CONT on PROT_NONE (present-invalid) entries
-    /// too, but the contpte layer ignores such entries (contpte_try_unfold()).
-    /// Uncounted: callers count the `__ptep_get()` the kernel makes.
-    fn is_cont(&self, va: u64) -> bool {
-        matches!(self.pte_peek(va), Entry::Leaf(l) if l.valid_cont())
-    }
-
-    /// contpte_try_unfold(mm, addr, ptep, __ptep_get(ptep)): one load, and
-    /// an unfold when the entry is a valid contiguous one.
-    fn try_unfold(&mut self, va: u64) {
-        self.hw.one(HwEvent::PteLoad);
-        if self.is_cont(va) {
-            self.unfold_block(va);
-        }
-    }
-
-    /// Fold the block containing `va` if all of its entries map one
-    /// naturally aligned 64 KiB part of a single folio with equal attributes.
-    /// Called for the last entry of a block written alone with a valid,
-    /// non-special, non-cont PTE whose PFN is the last of its 16 (the
-    /// inline contpte_try_fold() test). Counts: page_folio() and
-    /// folio_nr_pages() (2 struct-page lines), then one load per entry
-    /// compared until the first mismatch, then the convert.
-    /// Linux: arch/arm64/mm/contpte.c __contpte_try_fold().
-    fn try_fold(&mut self, va: u64, phys: &PhysMem) {
-        let Some(n) = self.cont() else { return };
-        let n = n as u64;
-        let start = va & !(n * 4096 - 1);
-        let Entry::Leaf(last) = self.pte_peek(va) else {
-            return;
+        let tbl = self.tables.get_mut(&t.0).expect("table exists");
+        let view = PteTable {
+            arch: self.arch.ops(),
+            entries: &mut tbl.entries,
+            used: &mut tbl.used,
+            hw: &self.hw,
+            base: va & !(PMD_SIZE - 1),
         };
-        // contpte_try_fold(): valign (checked by the caller) && palign &&
-        // pte_valid() && !pte_cont() && !pte_special().
-        if last
-            .flags
-            .intersects(LeafFlags::SPECIAL | LeafFlags::PROTNONE)
-            || last.pfn.0 % n != n - 1
-        {
-            return;
-        }
-        self.hw.add(HwEvent::StructPageLine, 2);
-        let first_pfn = last.pfn.0 - (n - 1);
-        match phys.folio_of(last.pfn) {
-            Some(f) if f.head.0 <= first_pfn && last.pfn.0 < f.head.0 + f.nr_pages() => {}
-            _ => return,
-        }
-        let key = last.fold_key();
-        let mut gathered = LeafFlags::empty();
-        for k in 0..n {
-            self.hw.one(HwEvent::PteLoad);
-            match self.pte_peek(start + k * 4096) {
-                Entry::Leaf(l) if l.pfn.0 == first_pfn + k && l.fold_key() == key => {
-                    gathered |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
-                }
-                _ => return,
-            }
-        }
-        self.count_convert(va, true);
-        for k in 0..n {
-            let l = Leaf {
-                pfn: Pfn(first_pfn + k),
-                flags: key | gathered | LeafFlags::CONT,
-            };
-            self.write_pte(start + k * 4096, Some(l));
-        }
+        (view, i)
     }
 
-    /// Map `nr` consecutive pages starting at `leaf.pfn` at `va` (all entries
-    /// none before when `nr > 1`). On arm64 every fully covered, physically
-    /// aligned 64 KiB chunk is painted contiguous; a single entry first
-    /// unfolds a folded block it lands in, and may auto-fold its block.
-    /// Counts `nr` stores; on arm64 with `nr == 1` also the unfold check's
-    /// load. Linux: set_ptes(); arch/arm64/include/asm/pgtable.h set_ptes(),
-    /// arch/arm64/mm/contpte.c contpte_set_ptes(), contpte_try_fold().
+    /// `set_ptes()`: map `nr` consecutive pages starting at `leaf.pfn` at
+    /// `va` (all entries none before when `nr > 1`; `nr == 1` is
+    /// `set_pte_at()`). See [`crate::arch::Arch::set_ptes`]: on arm64 the
+    /// contpte layer paints, unfolds and folds.
     pub fn set_ptes(&mut self, va: u64, leaf: Leaf, nr: u64, phys: &PhysMem) {
-        let cont = self.cont().map(|n| n as u64);
-        if cont.is_some() && nr == 1 {
-            self.try_unfold(va);
-        }
-        self.hw.add(HwEvent::PteStore, nr);
-        for k in 0..nr {
-            let addr = va + k * 4096;
-            let mut l = leaf;
-            l.pfn = leaf.pfn.add(k);
-            l.flags.remove(LeafFlags::CONT);
-            if let Some(n) = cont {
-                if nr > 1 && !l.flags.contains(LeafFlags::SPECIAL) {
-                    let block = addr & !(n * 4096 - 1);
-                    let covered = block >= va && block + n * 4096 <= va + nr * 4096;
-                    let pa_aligned = (l.pfn.0 - (addr - block) / 4096).is_multiple_of(n);
-                    if covered && pa_aligned {
-                        l.flags |= LeafFlags::CONT;
-                    }
-                }
-            }
-            self.write_pte(addr, Some(l));
-        }
-        if let Some(n) = cont {
-            if nr == 1 && index(1, va) as u64 % n == n - 1 {
-                self.try_fold(va, phys);
-            }
-        }
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.set_ptes(&mut t, i, leaf, nr as usize, phys);
     }
 
     /// Change one present PTE in place without a fold attempt: the
-    /// single-entry mutators that are not set_pte_at() —
-    /// ptep_set_wrprotect(), ptep_set_access_flags() with a write-bit change.
-    /// On arm64 a folded block is unfolded first and stays unfolded.
-    /// Counts the unfold check's load (arm64) and one atomic RMW (cmpxchg
-    /// loop / locked bit op). Linux: arch/arm64/include/asm/pgtable.h
-    /// (contpte_try_unfold before __ptep_set_wrprotect /
-    /// __ptep_set_access_flags); arch/x86 ptep_set_wrprotect() (clear_bit).
-    /// For a replacement through set_pte_at() use [`PageTables::set_ptes`]
-    /// with `nr == 1`, which may refold.
+    /// single-entry mutators that are not `set_pte_at()` —
+    /// `ptep_set_wrprotect()`, `ptep_set_access_flags()` with a write-bit
+    /// change ([`crate::arch::Arch::ptep_modify`]). For a replacement
+    /// through `set_pte_at()` use [`PageTables::set_ptes`] with `nr == 1`,
+    /// which may refold.
     pub fn modify_pte(&mut self, va: u64, leaf: Leaf) {
-        if self.cont().is_some() {
-            self.try_unfold(va);
-        }
-        self.hw.one(HwEvent::PteAtomicRmw);
-        let mut l = leaf;
-        l.flags.remove(LeafFlags::CONT);
-        self.write_pte(va, Some(l));
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.ptep_modify(&mut t, i, leaf);
     }
 
-    /// Write-protect `nr` present PTEs from `va` (within one table) as one
-    /// batch: on arm64 only blocks covered partially at the ends are
-    /// unfolded; fully covered blocks stay folded (the bit is cleared in all
-    /// 16 entries). Counts per entry one atomic RMW, and on arm64 the load
-    /// __ptep_set_wrprotect() starts its cmpxchg loop with.
-    /// Linux: wrprotect_ptes(); arch/arm64/mm/contpte.c
-    /// contpte_wrprotect_ptes(), arch/arm64 __wrprotect_ptes().
+    /// `wrprotect_ptes()`: write-protect `nr` present PTEs from `va` (within
+    /// one table) as one batch ([`crate::arch::Arch::wrprotect_ptes`]).
     pub fn wrprotect_ptes(&mut self, va: u64, nr: u64) {
-        if nr == 1 {
-            if let Entry::Leaf(mut l) = self.pte_peek(va) {
-                l.flags.remove(LeafFlags::WRITE);
-                if self.cont().is_some() {
-                    self.hw.one(HwEvent::PteLoad);
-                }
-                self.modify_pte(va, l);
-            }
-            return;
-        }
-        self.unfold_partial(va, nr);
-        if self.cont().is_some() {
-            self.hw.add(HwEvent::PteLoad, nr);
-        }
-        self.hw.add(HwEvent::PteAtomicRmw, nr);
-        for k in 0..nr {
-            let addr = va + k * 4096;
-            if let Entry::Leaf(mut l) = self.pte_peek(addr) {
-                l.flags.remove(LeafFlags::WRITE);
-                self.write_pte(addr, Some(l));
-            }
-        }
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.wrprotect_ptes(&mut t, i, nr as usize);
     }
 
-    /// Unfold blocks that `[va, va + nr pages)` covers only partly at either
-    /// end, counting the `__ptep_get()` of each end checked.
-    /// Linux: arch/arm64/mm/contpte.c contpte_try_unfold_partial().
-    pub fn unfold_partial(&mut self, va: u64, nr: u64) {
-        if let Some(n) = self.cont().map(|n| n as u64) {
-            let end = va + nr * 4096;
-            let span = n * 4096;
-            if !va.is_multiple_of(span) || nr < n {
-                self.try_unfold(va);
-            }
-            let last = end - 4096;
-            if !end.is_multiple_of(span) {
-                self.try_unfold(last);
-            }
-        }
-    }
-
-    /// Clear `nr` PTEs starting at `va` (within one PTE table), returning the
-    /// old entries. On arm64 a single entry unfolds its block first
-    /// (ptep_get_and_clear → contpte_try_unfold), and a batch unfolds only
-    /// blocks partly covered at either end. Counts one atomic clear per
-    /// present entry. Linux: get_and_clear_full_ptes() /
-    /// arch/arm64/mm/contpte.c contpte_get_and_clear_full_ptes().
+    /// `get_and_clear_full_ptes()`: clear `nr` PTEs from `va` (within one
+    /// table) as one batch, returning the present ones with their addresses
+    /// ([`crate::arch::Arch::get_and_clear_full_ptes`]).
     pub fn clear_ptes(&mut self, va: u64, nr: u64) -> Vec<(u64, Leaf)> {
-        if self.cont().is_some() {
-            if nr == 1 {
-                self.try_unfold(va);
-            } else {
-                self.unfold_partial(va, nr);
-            }
-        }
-        let mut out = Vec::new();
-        for k in 0..nr {
-            let addr = va + k * 4096;
-            if let Entry::Leaf(l) = self.pte_peek(addr) {
-                out.push((addr, l));
-                self.write_pte(addr, None);
-            }
-        }
-        self.hw.add(HwEvent::PteAtomicClear, out.len() as u64);
-        out
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        let cleared = arch.get_and_clear_full_ptes(&mut t, i, nr as usize);
+        cleared.into_iter().map(|(j, l)| (t.va(j), l)).collect()
     }
 
-    /// Flush user TLB entries for `[start, end)` at `stride` (see
-    /// [`HwSink::flush_tlb_range`]). Changes no state.
+    /// `modify_prot_start_ptes()`: clear one batch of `nr` PTEs and return
+    /// the first with the young/dirty bits of all of them gathered.
+    pub fn modify_prot_start_ptes(&mut self, va: u64, nr: u64) -> Leaf {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.modify_prot_start_ptes(&mut t, i, nr as usize)
+    }
+
+    /// `modify_prot_commit_ptes()`: write a batch back.
+    pub fn modify_prot_commit_ptes(&mut self, va: u64, leaf: Leaf, nr: u64, phys: &PhysMem) {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.modify_prot_commit_ptes(&mut t, i, leaf, nr as usize, phys);
+    }
+
+    /// `pte_batch_hint()` for the entry at `va` holding `leaf`.
+    pub fn pte_batch_hint(&self, va: u64, leaf: &Leaf) -> u64 {
+        self.arch.ops().pte_batch_hint(index(1, va), leaf) as u64
+    }
+
+    /// `flush_tlb_range()`: flush user TLB entries for `[start, end)` at
+    /// `stride` with the arch's recipe. Changes no state.
     pub fn flush_tlb_range(&self, start: u64, end: u64, stride: u64) {
-        self.hw.flush_tlb_range(start, end, stride);
+        self.arch.ops().flush_tlb_range(&self.hw, start, end, stride);
+    }
+
+    /// `flush_tlb_page()`: one page. arm64: DSB ISHST; TLBI VALE1IS; DSB
+    /// ISH; x86: `flush_tlb_mm_range()` of one page.
+    pub fn flush_tlb_page(&self, va: u64) {
+        self.flush_tlb_range(va, va + crate::addr::PAGE_SIZE, crate::addr::PAGE_SIZE);
+    }
+
+    /// `flush_tlb_mm()`: the whole address space.
+    pub fn flush_tlb_mm(&self) {
+        self.arch.ops().flush_tlb_mm(&self.hw);
+    }
+
+    /// `pmdp_invalidate_ad()` of the PMD at `addr` ([`crate::arch::Arch::pmdp_invalidate_ad`]).
+    pub fn pmdp_invalidate_ad(&self, addr: u64) {
+        self.arch.ops().pmdp_invalidate_ad(&self.hw, addr);
+    }
+
+    /// `pte_needs_flush(old, new)` of this architecture.
+    pub fn pte_needs_flush(&self, old: &Leaf, new: &Leaf) -> bool {
+        self.arch.ops().pte_needs_flush(old, new)
     }
 
     /// Present leaves in `[start, end)`: `(va, level, leaf)` with level 2 for
@@ -723,7 +518,7 @@ impl PageTables {
                 continue;
             }
             match self.decode(level, tbl.entries[i]) {
-                Entry::None | Entry::Swap(_) => {}
+                Entry::None | Entry::Swap(_) | Entry::Marker(_) => {}
                 Entry::Table(next) => self.walk(next, level - 1, lo, start, end, out),
                 Entry::Leaf(l) => out.push((lo, level, l)),
             }
@@ -822,7 +617,7 @@ impl PageTables {
         (0..PTRS_PER_TABLE).all(|j| match self.decode(level, tbl.entries[j]) {
             Entry::None => true,
             Entry::Table(c) => self.subtree_empty(c, level - 1),
-            Entry::Leaf(_) | Entry::Swap(_) => false,
+            Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => false,
         })
     }
 
@@ -864,6 +659,58 @@ impl PageTables {
         }
         self.tables.remove(&root.0);
         phys.free_pt_page(root);
+    }
+}
+
+/// The `[addr, next)` pieces of `[start, end)` that each lie in one PMD
+/// slot, in address order: the loop of the kernel's `*_pmd_range()` walkers
+/// (`next = pmd_addr_end(addr, end)`).
+pub fn pmd_segments(start: u64, end: u64) -> impl Iterator<Item = (u64, u64)> {
+    let mut addr = start;
+    std::iter::from_fn(move || {
+        if addr >= end {
+            return None;
+        }
+        let next = pmd_end(addr, end);
+        let seg = (addr, next);
+        addr = next;
+        Some(seg)
+    })
+}
+
+/// A held PTE-table lock, as `pte_offset_map_lock()` returns it: the PMD
+/// slot that was read. Dropping it is the unlock (no event). Holding one is
+/// how a walk says it took the lock; the kernel's lock is never contended
+/// in the model.
+#[must_use = "pte_offset_map_lock() returns the locked table; hold it while using the PTEs"]
+#[derive(Clone, Copy, Debug)]
+pub struct PtlGuard {
+    /// What the PMD held when it was read.
+    pub pmd: PmdSlot,
+}
+
+impl PageTables {
+    /// `pte_offset_map_lock()` (and `pte_offset_map_rw_nolock()` followed
+    /// by `spin_lock()`): read the PMD covering `addr` (1 PMD load) and
+    /// take its PTE table's split lock (1 PTL). The one place these two
+    /// events are counted for a PTE-level walk.
+    pub fn pte_offset_map_lock(&self, addr: u64) -> PtlGuard {
+        self.hw.one(HwEvent::PmdLoad);
+        self.hw.one(HwEvent::PtlLock);
+        PtlGuard { pmd: self.pmd(addr) }
+    }
+
+    /// `pmd_lock()` / `pud_lock()` / a second `spin_lock()` on a table
+    /// already mapped: one lock, no PMD read.
+    pub fn lock(&self) {
+        self.hw.one(HwEvent::PtlLock);
+    }
+
+    /// A PMD re-read under the lock (`pmd_same(pmdp_get_lockless())`
+    /// checks): one PMD load.
+    pub fn pmd_reload(&self, addr: u64) -> PmdSlot {
+        self.hw.one(HwEvent::PmdLoad);
+        self.pmd(addr)
     }
 }
 
@@ -912,11 +759,10 @@ impl PageTables {
     /// nothing). Linux: arch/arm64/include/asm/pgtable.h set_ptes();
     /// x86 set_pte().
     pub fn set_swap_pte_counted(&mut self, va: u64, s: crate::arch::SwapPte) {
-        if self.cont().is_some() {
-            self.hw.one(HwEvent::PteLoad);
-        }
-        self.hw.one(HwEvent::PteStore);
-        self.set_swap_pte(va, s);
+        let arch = self.arch.ops();
+        let raw = arch.encode_swap(s);
+        let (mut t, i) = self.pte_table(va);
+        arch.set_pte_at_nonpresent(&mut t, i, raw);
     }
 
     /// ptep_get_and_clear() of a swap PTE, counted: one atomic clear (x86
@@ -924,11 +770,9 @@ impl PageTables {
     /// Linux: arch/arm64/include/asm/pgtable.h ptep_get_and_clear() /
     /// get_and_clear_full_ptes(nr = 1); x86 native_ptep_get_and_clear().
     pub fn get_and_clear_swap_pte(&mut self, va: u64) {
-        if self.cont().is_some() {
-            self.hw.one(HwEvent::PteLoad);
-        }
-        self.hw.one(HwEvent::PteAtomicClear);
-        self.clear_pte_entry(va);
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.ptep_get_and_clear_nonpresent(&mut t, i);
     }
 
     /// pte_clear() of a non-present PTE, counted: one plain store on both
@@ -938,6 +782,42 @@ impl PageTables {
     pub fn clear_swap_pte_counted(&mut self, va: u64) {
         self.hw.one(HwEvent::PteStore);
         self.clear_pte_entry(va);
+    }
+
+    /// Write PTE marker `m` at `va` over a none entry (the PTE table must
+    /// exist). Uncounted: the model has no hand-derived count for marker
+    /// stores yet. Linux: set_pte_at(..., make_pte_marker()).
+    pub fn set_marker(&mut self, va: u64, m: crate::arch::PteMarker) {
+        let raw = self.arch.ops().encode_marker(m);
+        let (mut t, i) = self.pte_table(va);
+        t.store_raw(i, raw);
+    }
+
+    /// Clear the PTE marker at `va`, if there is one (uncounted).
+    pub fn clear_marker(&mut self, va: u64) {
+        if self.marker(va).is_some() {
+            let (mut t, i) = self.pte_table(va);
+            t.store_raw(i, 0);
+        }
+    }
+
+    /// The PTE marker at `va`, if there is one.
+    pub fn marker(&self, va: u64) -> Option<crate::arch::PteMarker> {
+        match self.pte_peek(va) {
+            Entry::Marker(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Addresses of the PTE markers in `[start, end)`, in address order.
+    pub fn markers(&self, start: u64, end: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        self.walk_nonpresent(self.root, 4, 0, start, end, &mut |va, e| {
+            if let Entry::Marker(_) = e {
+                out.push(va);
+            }
+        });
+        out
     }
 
     /// The swap PTE at `va`, if there is one.
@@ -951,18 +831,24 @@ impl PageTables {
     /// Swap PTEs in `[start, end)`, in address order.
     pub fn swap_ptes(&self, start: u64, end: u64) -> Vec<(u64, crate::arch::SwapPte)> {
         let mut out = Vec::new();
-        self.walk_swap(self.root, 4, 0, start, end, &mut out);
+        self.walk_nonpresent(self.root, 4, 0, start, end, &mut |va, e| {
+            if let Entry::Swap(s) = e {
+                out.push((va, s));
+            }
+        });
         out
     }
 
-    fn walk_swap(
+    /// Visit every non-present, non-none PTE (swap entries and markers) in
+    /// `[start, end)`, skipping empty tables.
+    fn walk_nonpresent(
         &self,
         t: Pfn,
         level: u8,
         base: u64,
         start: u64,
         end: u64,
-        out: &mut Vec<(u64, crate::arch::SwapPte)>,
+        out: &mut dyn FnMut(u64, Entry),
     ) {
         let tbl = &self.tables[&t.0];
         if tbl.used == 0 {
@@ -975,8 +861,8 @@ impl PageTables {
                 continue;
             }
             match self.decode(level, tbl.entries[i]) {
-                Entry::Table(next) => self.walk_swap(next, level - 1, lo, start, end, out),
-                Entry::Swap(s) => out.push((lo, s)),
+                Entry::Table(next) => self.walk_nonpresent(next, level - 1, lo, start, end, out),
+                e @ (Entry::Swap(_) | Entry::Marker(_)) => out(lo, e),
                 _ => {}
             }
         }

@@ -294,9 +294,9 @@ pub fn uffd_move_swap_pte(
     // the source): move_pages_ptes() maps both PTE tables
     // (pte_offset_map_rw_nolock: 2 PMD reads) and takes each PTL to read
     // its entry (2 locks) before it looks at the swap entry.
+    let _src_ptl = mm.pt.pte_offset_map_lock(src);
+    let _dst_ptl = mm.pt.pte_offset_map_lock(dst);
     let hw = &mm.pt.hw;
-    hw.add(HwEvent::PmdLoad, 2);
-    hw.add(HwEvent::PtlLock, 2);
     if !s.exclusive {
         return Err(Errno::EBUSY);
     }
@@ -316,9 +316,13 @@ pub fn uffd_move_swap_pte(
     // a PTE table), is_pte_pages_stable() re-reads both PTEs and the
     // destination PMD.
     let same_table = src & !(PMD_SIZE - 1) == dst & !(PMD_SIZE - 1);
-    hw.add(HwEvent::PtlLock, if same_table { 1 } else { 2 });
+    mm.pt.lock();
+    if !same_table {
+        mm.pt.lock();
+    }
+    let hw = &mm.pt.hw;
     hw.add(HwEvent::PteLoad, 2);
-    hw.one(HwEvent::PmdLoad);
+    let _ = mm.pt.pmd_reload(dst);
     if cached {
         // folio_move_anon_rmap() and folio->index.
         hw.one(HwEvent::RmapUpdate);
@@ -394,8 +398,7 @@ pub fn do_swap_page(
     // folio atomics, as elsewhere); pte_offset_map_lock() and the
     // pte_same(ptep_get()) re-check under the PTL.
     phys.hw.add(HwEvent::FolioRefAtomic, 2);
-    mm.pt.hw.one(HwEvent::PmdLoad);
-    mm.pt.hw.one(HwEvent::PtlLock);
+    let _ptl = mm.pt.pte_offset_map_lock(addr);
     mm.pt.hw.one(HwEvent::PteLoad);
     // swap_free_nr(): this PTE's swap count goes (cluster lock, one byte).
     count_swap_map(&phys.hw, 1);
@@ -558,8 +561,7 @@ fn pageout_ptes(
     // entry ptep_get() and, for a normal page, vm_normal_folio() (the
     // page's struct page line). The young-bit clears
     // (clear_young_dirty_ptes(), tlb_remove_tlb_entries()) are not counted.
-    procs[&pid].pt.hw.one(HwEvent::PmdLoad);
-    procs[&pid].pt.hw.one(HwEvent::PtlLock);
+    let _ptl = procs[&pid].pt.pte_offset_map_lock(start);
     let mut addr = start;
     while addr < end {
         let Entry::Leaf(pte) = procs[&pid].pt.pte(addr) else {
@@ -663,8 +665,7 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
     };
     let folio = phys.folio_of(pte.pfn).expect("folio");
     let exclusive = phys.anon_exclusive(pte.pfn);
-    mm.pt.hw.one(HwEvent::PmdLoad);
-    mm.pt.hw.one(HwEvent::PtlLock);
+    let _ptl = mm.pt.pte_offset_map_lock(addr);
     mm.pt.hw.one(HwEvent::PteLoad);
     mm.pt.clear_ptes(addr, 1);
     mm.pt.flush_tlb_range(addr, addr + PAGE_SIZE, PAGE_SIZE);

@@ -738,17 +738,16 @@ impl Model {
         };
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
-        // pte_none_mostly(): an empty PTE (the model has no uffd-wp markers).
-        if !matches!(mm.pt.pte_raw(dst), Entry::None) {
+        // pte_none_mostly(): an empty PTE or a PTE marker.
+        if !matches!(mm.pt.pte_raw(dst), Entry::None | Entry::Marker(_)) {
             return Err(Errno::EEXIST);
         }
         // pte_offset_map_lock(): PMD read and PTL (the pte_none check above
         // is its PTE load).
-        mm.pt.hw.one(HwEvent::PmdLoad);
-        mm.pt.hw.one(HwEvent::PtlLock);
+        let _ptl = mm.pt.pte_offset_map_lock(dst);
         // ... or a PTE marker, which is overwritten: a guard marker too
         // (checked live on 6.18.44: COPY onto a guard page succeeds).
-        mm.guards.remove(&dst);
+        mm.pt.clear_marker(dst);
         let folio = phys
             .alloc_anon_folio(crate::addr::Order::ZERO)
             .ok_or(Errno::ENOMEM)?;
@@ -996,8 +995,8 @@ impl Model {
             // move_pages_ptes(): both PTE tables mapped and locked; the
             // folio found, referenced and locked (folio_get, folio_trylock;
             // folio_unlock, folio_put at the end of the step).
-            mm.pt.hw.add(HwEvent::PmdLoad, 2);
-            mm.pt.hw.add(HwEvent::PtlLock, 2);
+            let _src_ptl = mm.pt.pte_offset_map_lock(src_addr);
+            let _dst_ptl = mm.pt.pte_offset_map_lock(dst_addr);
             mm.pt.hw.one(HwEvent::StructPageLine);
             mm.pt.hw.add(HwEvent::FolioRefAtomic, 4);
             // §7.4.5: vm_normal_folio() and PageAnonExclusive(&folio->page):
@@ -1143,7 +1142,7 @@ fn move_present_pte_per_page(
     mm.pt.hw.one(HwEvent::PteLoad);
     // ptep_clear_flush(): the clear and a one-page flush, per page.
     let (_, old) = mm.pt.clear_ptes(src_addr, 1)[0];
-    mm.pt.hw.flush_tlb_page(src_addr);
+    mm.pt.flush_tlb_page(src_addr);
     // folio_move_anon_rmap() and folio->index = linear_page_index().
     mm.pt.hw.one(HwEvent::RmapUpdate);
     mm.pt.set_ptes(dst_addr, moved_pte(dst_vma, old), 1, phys);

@@ -10,8 +10,9 @@ use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::folio::{FolioRef, PhysMem};
 use crate::hw::HwEvent;
 use crate::mm::Mm;
-use crate::pgtable::{pmd_end, PmdSlot};
+use crate::pgtable::{pmd_segments, PmdSlot};
 use crate::stats::VmEvent;
+use crate::tlb::MmuGather;
 use crate::vma::Vma;
 
 /// Split the PMD mapping of the 2 MiB slot at `slot` into 512 PTEs in this
@@ -26,7 +27,7 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
     // plus flush_pmd_tlb_range(): one PMD-stride page-op on both arches);
     // the PTEs, rmap and references are counted by the calls below.
     // Linux: mm/huge_memory.c __split_huge_pmd(), __split_huge_pmd_locked().
-    mm.pt.hw.one(crate::hw::HwEvent::PtlLock);
+    mm.pt.lock();
     mm.pt.hw.one(crate::hw::HwEvent::PmdStore);
     mm.pt.flush_tlb_range(slot, slot + PMD_SIZE, PMD_SIZE);
     // Re-use the page table deposited when the PMD was mapped.
@@ -70,50 +71,68 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
     phys.remove_rmap_pmd(folio, mm.pid);
 }
 
-/// Zap every mapping in `[start, end)` (inside one VMA). With `reclaim_pt`
-/// (MADV_DONTNEED), a PTE table whose whole 2 MiB was zapped and is left
-/// empty is freed (CONFIG_PT_RECLAIM, rule M1).
-///
-/// With `flush`, the gather's per-VMA flush follows (tlb_end_vma(): one
-/// flush over `[start, end)` at 4 KiB stride if anything was cleared);
-/// exit's fullmm gather passes `false` and flushes the whole mm itself.
+/// Zap every mapping in `[start, end)` (inside one VMA), gathering what
+/// must be flushed in `tlb`; the VMA's flush follows (`tlb_end_vma()`).
+/// With `reclaim_pt` (MADV_DONTNEED), a PTE table whose whole 2 MiB was
+/// zapped and is left empty is freed (CONFIG_PT_RECLAIM, rule M1).
+/// Linux: mm/memory.c unmap_page_range() (tlb_start_vma … tlb_end_vma).
 pub fn zap_range(
     mm: &mut Mm,
     phys: &mut PhysMem,
+    tlb: &mut MmuGather,
     start: u64,
     end: u64,
     reclaim_pt: bool,
-    flush: bool,
 ) {
     let locked = mm
         .vmas
         .find(start)
         .is_some_and(|v| v.flags.contains(crate::vma::VmFlags::LOCKED));
-    zap_range_in(mm, phys, start, end, reclaim_pt, flush, locked);
+    zap_range_in(mm, phys, tlb, start, end, reclaim_pt, locked);
+}
+
+/// [`zap_range`] without the VMA's flush: the caller flushes its own way.
+pub fn zap_range_unflushed(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, start: u64, end: u64) {
+    let locked = mm
+        .vmas
+        .find(start)
+        .is_some_and(|v| v.flags.contains(crate::vma::VmFlags::LOCKED));
+    zap_pmds(mm, phys, tlb, start, end, false, locked);
 }
 
 /// [`zap_range`] over a whole VMA that may already be detached from the
 /// tree (munmap, exit): its VM_LOCKED decides the munlocks.
-pub fn zap_vma(mm: &mut Mm, phys: &mut PhysMem, v: &Vma, reclaim_pt: bool, flush: bool) {
+pub fn zap_vma(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, v: &Vma, reclaim_pt: bool) {
     let locked = v.flags.contains(crate::vma::VmFlags::LOCKED);
-    zap_range_in(mm, phys, v.start, v.end, reclaim_pt, flush, locked);
+    zap_range_in(mm, phys, tlb, v.start, v.end, reclaim_pt, locked);
 }
 
 fn zap_range_in(
     mm: &mut Mm,
     phys: &mut PhysMem,
+    tlb: &mut MmuGather,
     start: u64,
     end: u64,
     reclaim_pt: bool,
-    flush: bool,
     locked: bool,
 ) {
-    let cleared_before = mm.pt.hw.snapshot();
+    zap_pmds(mm, phys, tlb, start, end, reclaim_pt, locked);
+    tlb.end_vma(&mm.pt);
+}
+
+/// The PMD-level walk of a zap (zap_pmd_range() and below).
+fn zap_pmds(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    start: u64,
+    end: u64,
+    reclaim_pt: bool,
+    locked: bool,
+) {
     // Swap PTEs: zap_nonpresent_ptes() → free_swap_and_cache_nr().
     crate::swap::zap_swap_range(mm, phys, start, end);
-    let mut addr = start;
-    while addr < end {
-        let next = pmd_end(addr, end);
+    for (addr, next) in pmd_segments(start, end) {
         match mm.pt.pmd(addr) {
             PmdSlot::None => {}
             PmdSlot::Leaf(leaf) => {
@@ -123,42 +142,35 @@ fn zap_range_in(
                         // is drained at once.
                         phys.folio_batches.drain();
                     }
-                    zap_huge_pmd(mm, phys, addr, leaf);
+                    zap_huge_pmd(mm, phys, tlb, addr, leaf);
                 } else {
                     split_huge_pmd(mm, phys, addr & !(PMD_SIZE - 1));
-                    zap_ptes(mm, phys, addr, next, locked);
+                    zap_ptes(mm, phys, tlb, addr, next, locked);
                 }
             }
             PmdSlot::Table(_) => {
-                zap_ptes(mm, phys, addr, next, locked);
+                zap_ptes(mm, phys, tlb, addr, next, locked);
                 if reclaim_pt && next - addr == PMD_SIZE {
                     // Linux: mm/pt_reclaim.c try_to_free_pte(): free the table if all entries are none.
                     if let PmdSlot::Table(t) = mm.pt.pmd(addr) {
                         if mm.pt.table(t).is_some_and(|tb| tb.used == 0) {
                             mm.pt.free_pte_table(addr, phys);
+                            tlb.pte_free(addr);
                         }
                     }
                 }
             }
         }
-        addr = next;
-    }
-    if flush {
-        let now = mm.pt.hw.snapshot();
-        let cleared = now.get(HwEvent::PteAtomicClear)
-            > cleared_before.get(HwEvent::PteAtomicClear)
-            || now.get(HwEvent::PmdStore) > cleared_before.get(HwEvent::PmdStore);
-        if cleared {
-            mm.pt.flush_tlb_range(start, end, crate::addr::PAGE_SIZE);
-        }
     }
 }
 
 /// Linux: mm/huge_memory.c zap_huge_pmd().
-fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64, leaf: Leaf) {
-    // pmd_lock(); pmdp_huge_get_and_clear_full() (counted as the PMD store).
-    mm.pt.hw.one(HwEvent::PtlLock);
+fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, slot: u64, leaf: Leaf) {
+    // pmd_lock(); pmdp_huge_get_and_clear_full() (counted as the PMD store);
+    // tlb_remove_pmd_tlb_entry().
+    mm.pt.lock();
     mm.pt.set_pmd(slot, Entry::None);
+    tlb.flush_pmd_range(slot, PMD_SIZE);
     if let Some(t) = mm.deposited.remove(&slot) {
         phys.free_pt_page(t);
     }
@@ -180,9 +192,8 @@ fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64, leaf: Leaf) {
 /// added here: zap is the same before and after every seed switch), the
 /// atomic clears (get_and_clear_full_ptes), and per batch the head's
 /// struct page line (+1 for folio_nr_pages on a large folio).
-fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64, locked: bool) {
-    mm.pt.hw.one(HwEvent::PmdLoad);
-    mm.pt.hw.one(HwEvent::PtlLock);
+fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, start: u64, end: u64, locked: bool) {
+    let _ptl = mm.pt.pte_offset_map_lock(start);
     mm.pt.hw.add(HwEvent::PteLoad, (end - start) / 4096);
     // get_and_clear_full_ptes() runs only for present batches
     // (zap_present_ptes()): a segment without a present entry (empty, or
@@ -194,6 +205,11 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64, locked: bool)
         return;
     }
     let cleared = mm.pt.clear_ptes(start, (end - start) / 4096);
+    // tlb_remove_tlb_entries() per present batch: the gather's range grows
+    // to cover every cleared present entry.
+    if let (Some(&(lo, _)), Some(&(hi, _))) = (cleared.first(), cleared.last()) {
+        tlb.flush_pte_range(lo, hi + crate::addr::PAGE_SIZE - lo);
+    }
     let mut i = 0;
     while i < cleared.len() {
         let (va, leaf) = cleared[i];

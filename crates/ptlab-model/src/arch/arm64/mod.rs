@@ -1,11 +1,16 @@
-//! arm64 stage-1 descriptors (4 KiB granule, 4 levels) and the contiguous bit.
+//! arm64: stage-1 descriptors (4 KiB granule, 4 levels), the contpte
+//! overrides of the PTE hooks ([`contpte`]) and the TLB recipe ([`tlbflush`]).
 //!
 //! Bit positions: arch/arm64/include/asm/pgtable-hwdef.h (PTE_*, PMD_*) and
 //! pgtable-prot.h (software bits PTE_WRITE == PTE_DBM, PTE_DIRTY, PTE_SPECIAL,
 //! PTE_UFFD_WP, PTE_PRESENT_INVALID).
 
-use super::{Arch, ArchKind, Entry, Leaf, LeafFlags, SwapPte};
+pub mod contpte;
+pub mod tlbflush;
+
+use super::{Arch, ArchKind, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable, SwapPte};
 use crate::addr::Pfn;
+use crate::hw::HwSink;
 
 const VALID: u64 = 1 << 0; // PTE_VALID
 const TYPE_PAGE: u64 = 1 << 1; // PTE_TYPE_PAGE (level 3) / table bit
@@ -103,7 +108,7 @@ impl Arch for Arm64 {
         let present_invalid = !valid && raw & NG != 0;
         if !valid && !present_invalid {
             if level == 1 && raw != 0 {
-                return Entry::Swap(self.decode_swap(raw));
+                return super::nonpresent_entry(self.decode_swap(raw));
             }
             return Entry::None;
         }
@@ -143,6 +148,46 @@ impl Arch for Arm64 {
 
     fn cont_ptes(&self) -> Option<usize> {
         Some(CONT_PTES)
+    }
+
+    fn ptep_get(&self, t: &PteRef<'_>, i: usize) -> Entry {
+        contpte::ptep_get(t, i)
+    }
+
+    fn set_ptes(&self, t: &mut PteTable<'_>, i: usize, leaf: Leaf, nr: usize, folios: &dyn FolioSpan) {
+        contpte::set_ptes(self, t, i, leaf, nr, folios)
+    }
+
+    fn get_and_clear_full_ptes(&self, t: &mut PteTable<'_>, i: usize, nr: usize) -> Vec<(usize, Leaf)> {
+        contpte::get_and_clear_full_ptes(self, t, i, nr)
+    }
+
+    fn ptep_modify(&self, t: &mut PteTable<'_>, i: usize, leaf: Leaf) {
+        contpte::ptep_modify(self, t, i, leaf)
+    }
+
+    fn wrprotect_ptes(&self, t: &mut PteTable<'_>, i: usize, nr: usize) {
+        contpte::wrprotect_ptes(self, t, i, nr)
+    }
+
+    fn set_pte_at_nonpresent(&self, t: &mut PteTable<'_>, i: usize, raw: u64) {
+        contpte::set_pte_at_nonpresent(t, i, raw)
+    }
+
+    fn ptep_get_and_clear_nonpresent(&self, t: &mut PteTable<'_>, i: usize) {
+        contpte::ptep_get_and_clear_nonpresent(t, i)
+    }
+
+    fn pte_batch_hint(&self, i: usize, leaf: &Leaf) -> usize {
+        contpte::pte_batch_hint(i, leaf)
+    }
+
+    fn flush_tlb_range(&self, hw: &HwSink, start: u64, end: u64, stride: u64) {
+        tlbflush::flush_tlb_range(hw, start, end, stride)
+    }
+
+    fn flush_tlb_mm(&self, hw: &HwSink) {
+        tlbflush::flush_tlb_mm(hw)
     }
 
     fn encode_swap(&self, s: SwapPte) -> u64 {

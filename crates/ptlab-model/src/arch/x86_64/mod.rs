@@ -1,9 +1,13 @@
-//! x86-64 descriptors (4-level paging, 4 KiB pages).
+//! x86-64: descriptors (4-level paging, 4 KiB pages), the generic PTE
+//! hooks (x86 overrides none of the batch hooks), and the TLB recipe.
 //!
 //! Bit positions: arch/x86/include/asm/pgtable_types.h (_PAGE_BIT_*).
 
+pub mod tlb;
+
 use super::{Arch, ArchKind, Entry, Leaf, LeafFlags, SwapPte};
 use crate::addr::Pfn;
+use crate::hw::HwSink;
 
 const PRESENT: u64 = 1 << 0; // _PAGE_BIT_PRESENT
 const RW: u64 = 1 << 1; // _PAGE_BIT_RW
@@ -78,7 +82,7 @@ impl Arch for X86_64 {
     fn decode(&self, level: u8, raw: u64) -> Entry {
         if raw & (PRESENT | PROTNONE) == 0 {
             if level == 1 && raw != 0 {
-                return Entry::Swap(self.decode_swap(raw));
+                return super::nonpresent_entry(self.decode_swap(raw));
             }
             return Entry::None;
         }
@@ -111,6 +115,24 @@ impl Arch for X86_64 {
 
     fn cont_ptes(&self) -> Option<usize> {
         None
+    }
+
+    fn flush_tlb_range(&self, hw: &HwSink, start: u64, end: u64, stride: u64) {
+        tlb::flush_tlb_range(hw, start, end, stride)
+    }
+
+    fn flush_tlb_mm(&self, hw: &HwSink) {
+        tlb::flush_tlb_mm(hw)
+    }
+
+    /// x86's own `pmdp_invalidate_ad()` leaves the flush to the caller's
+    /// gather (`tlb_flush_pmd_range()`). Linux: arch/x86/mm/pgtable.c.
+    fn pmdp_invalidate_ad(&self, hw: &HwSink, _addr: u64) {
+        hw.one(crate::hw::HwEvent::PmdStore);
+    }
+
+    fn pte_needs_flush(&self, old: &Leaf, new: &Leaf) -> bool {
+        tlb::pte_needs_flush(old, new)
     }
 
     fn encode_swap(&self, s: SwapPte) -> u64 {
