@@ -16,6 +16,7 @@ use std::process::ExitCode;
 mod bench_cmd;
 mod calibrate;
 mod cost;
+mod limits;
 mod show;
 
 #[derive(Parser)]
@@ -158,6 +159,9 @@ struct RunArgs {
     /// number or size: 42, 0x10, 64K, 1G
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
     params: Vec<(String, String)>,
+
+    #[command(flatten)]
+    limits: limits::LimitArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -184,6 +188,9 @@ struct DiffArgs {
     /// Compare only at observe/expect lines and at the end (faster for big scenarios)
     #[arg(long)]
     checkpoints_only: bool,
+
+    #[command(flatten)]
+    limits: limits::LimitArgs,
 }
 
 #[derive(Args)]
@@ -211,6 +218,9 @@ struct FuzzArgs {
     /// Do not show a progress bar
     #[arg(long)]
     quiet: bool,
+
+    #[command(flatten)]
+    limits: limits::LimitArgs,
 }
 
 pub(crate) fn parse_param(s: &str) -> std::result::Result<(String, String), String> {
@@ -326,6 +336,7 @@ fn diff(args: &DiffArgs) -> Result<u8> {
     let opts = ptlab_live::DiffOptions {
         arch: args.arch.kind(),
         every_step: !args.checkpoints_only,
+        limits: args.limits.limits(),
         ..Default::default()
     };
     let report = ptlab_live::diff_file(&args.file, &opts)?;
@@ -364,7 +375,7 @@ fn run(args: &RunArgs) -> Result<bool> {
             let mut backend = ModelBackend::new(cfg).check_every_statement(args.check_invariants);
             ptlab_scenario::run(&script, &mut backend, &opts)
         }
-        BackendKind::Live => run_live(&script, &opts)?,
+        BackendKind::Live => run_live(&script, &opts, args.limits.limits())?,
     };
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -378,7 +389,11 @@ fn run(args: &RunArgs) -> Result<bool> {
 }
 
 /// Run a parsed scenario on the live kernel.
-fn run_live(script: &ptlab_scenario::Script, opts: &RunOptions) -> Result<RunReport> {
+fn run_live(
+    script: &ptlab_scenario::Script,
+    opts: &RunOptions,
+    limits: ptlab_live::LiveLimits,
+) -> Result<RunReport> {
     if let Some(why) = ptlab_live::live_unavailable() {
         anyhow::bail!("cannot run on the live kernel: {why}");
     }
@@ -388,7 +403,7 @@ fn run_live(script: &ptlab_scenario::Script, opts: &RunOptions) -> Result<RunRep
              (order, idx, AX, cnt and samefolio cannot hold), and THP knobs cannot change"
         );
     }
-    let mut backend = ptlab_live::LiveBackend::new()?;
+    let mut backend = ptlab_live::LiveBackend::with_limits(limits)?;
     let report = ptlab_scenario::run(script, &mut backend, opts);
     for n in backend.notes() {
         eprintln!("ptlab: note: {n}");
@@ -478,6 +493,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         time,
         ops: args.ops,
         out_dir: args.out.clone(),
+        limits: args.limits.limits(),
         ..FuzzOptions::default()
     };
     eprintln!(

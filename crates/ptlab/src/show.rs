@@ -85,6 +85,9 @@ pub struct ShowArgs {
     /// Print the numbered statements of the run and exit
     #[arg(long)]
     list_steps: bool,
+
+    #[command(flatten)]
+    limits: super::limits::LimitArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -156,7 +159,7 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
                     "ptlab: note: not root: frames are unreadable, so folios cannot be told apart"
                 );
             }
-            let target = LiveTarget(ptlab_live::LiveBackend::new()?);
+            let target = LiveTarget(ptlab_live::LiveBackend::with_limits(args.limits.limits())?);
             let cap = capture::capture_with_params(
                 &script,
                 target,
