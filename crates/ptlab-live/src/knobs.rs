@@ -219,6 +219,13 @@ impl ThpLock {
     }
 }
 
+/// A line on stderr; a closed stderr (`2>&1 | head -1`) is no reason to
+/// panic or stop.
+fn say(args: std::fmt::Arguments) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{args}");
+}
+
 /// Who holds the knob lock: the pid `/proc/locks` names for the lock
 /// file's inode (the process that took the `flock`; a child sharing it
 /// through `PTLAB_LOCK_FD` shows its parent), and its command line.
@@ -283,22 +290,22 @@ pub fn acquire_or_wait(what: &str) -> std::io::Result<ThpLock> {
     let mut told: Option<Option<i32>> = None;
     loop {
         if let Some(l) = ThpLock::try_acquire()? {
-            eprintln!(
+            say(format_args!(
                 "ptlab: {what}: got the THP knob lock after {:.1} s",
                 start.elapsed().as_secs_f64()
-            );
+            ));
             return Ok(l);
         }
         let holder = lock_holder();
         let pid = holder.as_ref().map(|h| h.pid);
         if told != Some(pid) {
-            eprintln!(
+            say(format_args!(
                 "ptlab: {what}: waiting for the THP knob lock {}, held by {} (another live run \
                  or a live test: live runs never overlap); this one starts when that ends \
                  (Ctrl-C gives up)",
                 lock_path().display(),
                 holder.map_or_else(|| "another process".to_string(), |h| h.to_string())
-            );
+            ));
             told = Some(pid);
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -436,7 +443,7 @@ pub fn restore_stale_journal() -> anyhow::Result<Option<RestoreReport>> {
 fn remove_stale_tmp(tmp: &Path) {
     if let Err(e) = fs::remove_file(tmp) {
         if e.kind() != std::io::ErrorKind::NotFound {
-            eprintln!("ptlab: warning: cannot remove {}: {e}", tmp.display());
+            say(format_args!("ptlab: warning: cannot remove {}: {e}", tmp.display()));
         }
     }
 }

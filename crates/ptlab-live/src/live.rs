@@ -633,15 +633,15 @@ impl LiveBackend {
             self.mem_added += bound;
             return Ok(());
         }
-        let mut held = 0;
+        let mut held = self.held_memory(false);
         if bound <= budget {
-            for precise in [false, true] {
-                held = self.held_memory(precise);
-                if held.saturating_add(bound) <= budget {
-                    self.mem_known = held;
-                    self.mem_added = bound;
-                    return Ok(());
-                }
+            if held.saturating_add(bound) > budget {
+                held = self.held_memory(true);
+            }
+            if held.saturating_add(bound) <= budget {
+                self.mem_known = held;
+                self.mem_added = bound;
+                return Ok(());
             }
         }
         Err(BackendError::Other(format!(
