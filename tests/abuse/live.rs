@@ -329,9 +329,12 @@ fn live_swap_beyond_budget_is_refused() {
 
 // ----- item 3: no orphans ---------------------------------------------------
 
-/// SIGTERM and SIGKILL of `ptlab run --backend live` while `main` waits and
-/// a fork child is busy writing: every worker dies with ptlab, knobs come
-/// back (SIGKILL: through `ptlab restore`, as the next start would).
+/// SIGTERM, SIGKILL and SIGINT of `ptlab run --backend live` while a worker
+/// is in the middle of one long statement (reading 64 GiB of zero pages:
+/// seconds of faults, no memory), in `main` and in a fork child: every
+/// worker dies with ptlab at once, not when its statement ends, and the
+/// knobs come back (SIGKILL: through `ptlab restore`, as the next start
+/// would).
 #[test]
 fn live_run_killed_leaves_no_workers() {
     let Some((_s, lock)) = live_setup("live_run_killed_leaves_no_workers") else {
@@ -339,34 +342,48 @@ fn live_run_killed_leaves_no_workers() {
     };
     let dir = common::scratch("live-orphans");
     let (mode, size) = other_mode(64).expect("64 KiB knob");
-    let sc = common::scenario(
-        &dir,
-        "busy.ptl",
-        &format!(
-            "thp {size} {mode}\np = mmap 64M\nfork c\nrepeat 100000000\n  @c write p 64M\n  \
-             @c madvise p 64M dontneed\nend\n"
-        ),
+    let head = format!(
+        "thp {size} {mode}\np = mmap 64G noreserve\nmadvise p 64G nohugepage\nwrite p\n"
     );
+    let scenarios = [
+        ("main", format!("{head}read p 64G\n"), 2),
+        ("child", format!("{head}fork c\n@c read p 64G\n"), 3),
+    ];
     let envs = [("PTLAB_LOCK_FD", lock.raw_fd().to_string())];
     let before = common::global_state();
-    for sig in [libc::SIGTERM, libc::SIGKILL, libc::SIGINT] {
-        let mut child = spawn(&dir, &["run", "--backend", "live", sc.to_str().unwrap()], &envs);
-        // ptlab, main and c.
-        assert!(
-            wait_for_process(&mut child, "run --backend live", 3, Duration::from_secs(20)),
-            "the scenario never forked: {}",
-            read(&dir.join("spawn.err"))
-        );
-        std::thread::sleep(Duration::from_millis(100));
-        signal(&child, sig);
-        let st = wait_bounded(&mut child, Duration::from_secs(20));
-        assert!(!st.success(), "signal {sig}");
-        common::assert_no_ptlab_processes(Duration::from_secs(5), &format!("signal {sig}"));
-        if sig == libc::SIGKILL {
-            restore(&lock, &[]);
+    let dog = common::watchdog(1 << 30, 8);
+    for (who, text, procs) in &scenarios {
+        let sc = common::scenario(&dir, &format!("busy-{who}.ptl"), text);
+        for sig in [libc::SIGTERM, libc::SIGKILL, libc::SIGINT] {
+            let context = format!("busy {who}, signal {sig}");
+            let args = [
+                "run",
+                "--backend",
+                "live",
+                "--max-memory",
+                "100G",
+                sc.to_str().unwrap(),
+            ];
+            let mut child = spawn(&dir, &args, &envs);
+            assert!(
+                wait_for_process(&mut child, "run --backend live", *procs, Duration::from_secs(20)),
+                "{context}: the workers never started: {}",
+                read(&dir.join("spawn.err"))
+            );
+            // Well inside the read (which takes seconds).
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(child.try_wait().unwrap().is_none(), "{context}: ended early");
+            signal(&child, sig);
+            let st = wait_bounded(&mut child, Duration::from_secs(20));
+            assert!(!st.success(), "{context}");
+            common::assert_no_ptlab_processes(Duration::from_secs(2), &context);
+            if sig == libc::SIGKILL {
+                restore(&lock, &[]);
+            }
+            assert_same_state(&before, &context);
         }
-        assert_same_state(&before, &format!("signal {sig}"));
     }
+    assert_eq!(dog.tripped(), None);
 }
 
 /// SIGTERM and SIGKILL of `ptlab calibrate` while its `calibrate-worker`
@@ -379,11 +396,9 @@ fn calibrate_killed_leaves_no_worker_and_no_file() {
     let dir = common::scratch("calibrate-killed");
     let out = dir.join("local.toml");
     for sig in [libc::SIGTERM, libc::SIGKILL] {
-        let mut child = spawn(
-            &dir,
-            &["calibrate", "--quick", "--out", out.to_str().unwrap()],
-            &[],
-        );
+        // Not --quick: each worker measures for seconds, so one that
+        // outlived its parent would still be seen below.
+        let mut child = spawn(&dir, &["calibrate", "--out", out.to_str().unwrap()], &[]);
         if !wait_for_process(&mut child, "calibrate-worker", 2, Duration::from_secs(20)) {
             eprintln!(
                 "SKIP: calibrate_killed_leaves_no_worker_and_no_file: calibrate ended before its \
@@ -393,9 +408,10 @@ fn calibrate_killed_leaves_no_worker_and_no_file() {
             let _ = child.wait();
             return;
         }
+        std::thread::sleep(Duration::from_millis(200));
         signal(&child, sig);
         wait_bounded(&mut child, Duration::from_secs(20));
-        common::assert_no_ptlab_processes(Duration::from_secs(5), &format!("calibrate, signal {sig}"));
+        common::assert_no_ptlab_processes(Duration::from_secs(2), &format!("calibrate, signal {sig}"));
         std::thread::sleep(Duration::from_millis(300));
         assert!(!out.exists(), "signal {sig}: a profile was written after its parent died");
     }
