@@ -86,9 +86,13 @@ divergent statement (file:line) with a side-by-side of what each side showed.
 Needs root for frame numbers, kpageflags and kpagecount, and to change THP
 knobs; see docs/live.md.
 
+A statement over a live budget (--max-memory, --max-procs, --max-swap: memory
+it may populate, processes, swap-file size) stops the run before either side
+runs it (exit 3).
+
 Exit status: 0 = agreement, 1 = divergence, 2 = usage, I/O or parse error (or
 the live backend cannot start), 3 = no divergence but the run stopped early
-(an operation unsupported by the model, or a runtime error).";
+(an operation unsupported by the model, a live budget, or a runtime error).";
 
 const FUZZ_HELP: &str = "\
 Examples:
