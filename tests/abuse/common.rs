@@ -336,9 +336,14 @@ pub fn watchdog(max_rss: u64, max_procs: usize) -> Watchdog {
             let rss: u64 = procs.iter().map(|(pid, _)| rss_of(*pid)).sum();
             p.fetch_max(rss, Ordering::SeqCst);
             let why = if rss > max_rss {
-                Some(format!("ptlab processes reached {rss} bytes resident (limit {max_rss})"))
+                Some(format!(
+                    "ptlab processes reached {rss} bytes resident (limit {max_rss})"
+                ))
             } else if procs.len() > max_procs {
-                Some(format!("{} ptlab processes (limit {max_procs})", procs.len()))
+                Some(format!(
+                    "{} ptlab processes (limit {max_procs})",
+                    procs.len()
+                ))
             } else {
                 None
             };
@@ -363,7 +368,10 @@ pub fn watchdog(max_rss: u64, max_procs: usize) -> Watchdog {
 impl Watchdog {
     /// Why the watchdog killed ptlab, if it did.
     pub fn tripped(&self) -> Option<String> {
-        self.tripped.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.tripped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
     /// The largest sum of resident sets seen.
     pub fn peak_rss(&self) -> u64 {

@@ -118,12 +118,18 @@ fn other_mode(kb: u64) -> Option<(&'static str, String)> {
     let order = (kb / 4).trailing_zeros() as u8;
     let p = knobs::knob_path(ptlab_model::ThpKnob::Size(order)).ok()?;
     let cur = knobs::read_knob(&p).ok()?;
-    Some((if cur == "always" { "never" } else { "always" }, format!("{kb}K")))
+    Some((
+        if cur == "always" { "never" } else { "always" },
+        format!("{kb}K"),
+    ))
 }
 
 fn assert_same_state(before: &GlobalState, context: &str) {
     let after = common::global_state();
-    assert_eq!(&after, before, "{context}: THP knobs, swap areas or journal changed");
+    assert_eq!(
+        &after, before,
+        "{context}: THP knobs, swap areas or journal changed"
+    );
 }
 
 // ----- item 2: budgets ------------------------------------------------------
@@ -134,7 +140,8 @@ fn assert_same_state(before: &GlobalState, context: &str) {
 /// mapping is another issue's business) neither side runs the statement.
 #[test]
 fn live_write_beyond_memory_budget_is_refused_before_populating() {
-    let Some((_s, lock)) = live_setup("live_write_beyond_memory_budget_is_refused_before_populating")
+    let Some((_s, lock)) =
+        live_setup("live_write_beyond_memory_budget_is_refused_before_populating")
     else {
         return;
     };
@@ -147,10 +154,14 @@ fn live_write_beyond_memory_budget_is_refused_before_populating() {
         &format!("p = mmap {g}G noreserve\nwrite p {g}G\nexpect ok\n"),
     );
     let sc = sc.to_str().unwrap();
-    let small = common::scenario(&dir, "1g.ptl", "p = mmap 1G noreserve
+    let small = common::scenario(
+        &dir,
+        "1g.ptl",
+        "p = mmap 1G noreserve
 write p 1G
 expect ok
-");
+",
+    );
     let before = common::global_state();
     let dog = common::watchdog(1 << 30, 16);
     let run = locked(&lock, &["run", "--backend", "live", sc]).run();
@@ -162,7 +173,13 @@ expect ok
     assert_eq!(dog.tripped(), None, "the budget did not hold");
     for (what, out, code, asked, budget) in [
         ("run", &run, 1, format!("{g} GiB"), "50% of MemAvailable"),
-        ("diff", &diff, 3, "1 GiB".to_string(), "256 MiB (set with --max-memory)"),
+        (
+            "diff",
+            &diff,
+            3,
+            "1 GiB".to_string(),
+            "256 MiB (set with --max-memory)",
+        ),
     ] {
         assert_eq!(out.code(), Some(code), "{what}: {}", out.describe());
         let text = format!("{}{}", out.stdout, out.stderr);
@@ -203,19 +220,29 @@ fn live_max_memory_option() {
     let sc = sc.to_str().unwrap();
     let dog = common::watchdog(1 << 30, 16);
     // 64M: the first write is refused.
-    let out = locked(&lock, &["run", "--backend", "live", "--max-memory", "64M", sc]).run();
+    let out = locked(
+        &lock,
+        &["run", "--backend", "live", "--max-memory", "64M", sc],
+    )
+    .run();
     assert_eq!(out.code(), Some(1), "{}", out.describe());
     assert!(
-        out.stdout.contains(":2:1: runtime error: write: memory budget exceeded")
+        out.stdout
+            .contains(":2:1: runtime error: write: memory budget exceeded")
             && out.stdout.contains("64 MiB (set with --max-memory)"),
         "{}",
         out.describe()
     );
     // 160M: the first fits; the second does not, with 96 MiB held.
-    let out = locked(&lock, &["run", "--backend", "live", "--max-memory", "160M", sc]).run();
+    let out = locked(
+        &lock,
+        &["run", "--backend", "live", "--max-memory", "160M", sc],
+    )
+    .run();
     assert_eq!(out.code(), Some(1), "{}", out.describe());
     assert!(
-        out.stdout.contains(":4:1: runtime error: write: memory budget exceeded")
+        out.stdout
+            .contains(":4:1: runtime error: write: memory budget exceeded")
             && out.stdout.contains("MiB already"),
         "{}",
         out.describe()
@@ -229,7 +256,12 @@ fn live_max_memory_option() {
     drop(dog);
     for bad in ["lots", "0%", "150%", ""] {
         let out = common::ptlab(&["run", "--backend", "live", "--max-memory", bad, sc]).run();
-        assert_eq!(out.code(), Some(2), "--max-memory '{bad}': {}", out.describe());
+        assert_eq!(
+            out.code(),
+            Some(2),
+            "--max-memory '{bad}': {}",
+            out.describe()
+        );
         assert!(out.stderr.contains("--max-memory"), "{}", out.describe());
     }
     let out = common::ptlab(&["diff", "--max-procs", "0", sc]).run();
@@ -257,7 +289,8 @@ fn live_fork_flood_stops_at_the_process_budget() {
     assert_eq!(dog.tripped(), None, "more processes than the budget");
     assert_eq!(out.code(), Some(1), "{}", out.describe());
     assert!(
-        out.stdout.contains(":258:1: runtime error: fork: process budget exceeded")
+        out.stdout
+            .contains(":258:1: runtime error: fork: process budget exceeded")
             && out.stdout.contains("256 (the default)")
             && out.stdout.contains("--max-procs"),
         "{}",
@@ -266,7 +299,8 @@ fn live_fork_flood_stops_at_the_process_budget() {
     let out = locked(&lock, &["diff", "--max-procs", "10", sc]).run();
     assert_eq!(out.code(), Some(3), "{}", out.describe());
     assert!(
-        out.stdout.contains(":12: stopped: fork: process budget exceeded")
+        out.stdout
+            .contains(":12: stopped: fork: process budget exceeded")
             && out.stdout.contains("10 (set with --max-procs)"),
         "{}",
         out.describe()
@@ -313,7 +347,14 @@ fn live_swap_beyond_budget_is_refused() {
     // Even a huge --max-swap cannot fill the disk.
     let out = locked(
         &lock,
-        &["run", "--backend", "live", "--max-swap", "16384T", big.to_str().unwrap()],
+        &[
+            "run",
+            "--backend",
+            "live",
+            "--max-swap",
+            "16384T",
+            big.to_str().unwrap(),
+        ],
     )
     .env("PTLAB_SWAP_DIR", sd)
     .run();
@@ -342,9 +383,8 @@ fn live_run_killed_leaves_no_workers() {
     };
     let dir = common::scratch("live-orphans");
     let (mode, size) = other_mode(64).expect("64 KiB knob");
-    let head = format!(
-        "thp {size} {mode}\np = mmap 64G noreserve\nmadvise p 64G nohugepage\nwrite p\n"
-    );
+    let head =
+        format!("thp {size} {mode}\np = mmap 64G noreserve\nmadvise p 64G nohugepage\nwrite p\n");
     let scenarios = [
         ("main", format!("{head}read p 64G\n"), 2),
         ("child", format!("{head}fork c\n@c read p 64G\n"), 3),
@@ -366,13 +406,21 @@ fn live_run_killed_leaves_no_workers() {
             ];
             let mut child = spawn(&dir, &args, &envs);
             assert!(
-                wait_for_process(&mut child, "run --backend live", *procs, Duration::from_secs(20)),
+                wait_for_process(
+                    &mut child,
+                    "run --backend live",
+                    *procs,
+                    Duration::from_secs(20)
+                ),
                 "{context}: the workers never started: {}",
                 read(&dir.join("spawn.err"))
             );
             // Well inside the read (which takes seconds).
             std::thread::sleep(Duration::from_millis(300));
-            assert!(child.try_wait().unwrap().is_none(), "{context}: ended early");
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{context}: ended early"
+            );
             signal(&child, sig);
             let st = wait_bounded(&mut child, Duration::from_secs(20));
             assert!(!st.success(), "{context}");
@@ -411,9 +459,15 @@ fn calibrate_killed_leaves_no_worker_and_no_file() {
         std::thread::sleep(Duration::from_millis(200));
         signal(&child, sig);
         wait_bounded(&mut child, Duration::from_secs(20));
-        common::assert_no_ptlab_processes(Duration::from_secs(2), &format!("calibrate, signal {sig}"));
+        common::assert_no_ptlab_processes(
+            Duration::from_secs(2),
+            &format!("calibrate, signal {sig}"),
+        );
         std::thread::sleep(Duration::from_millis(300));
-        assert!(!out.exists(), "signal {sig}: a profile was written after its parent died");
+        assert!(
+            !out.exists(),
+            "signal {sig}: a profile was written after its parent died"
+        );
     }
 }
 
@@ -432,15 +486,28 @@ fn reproduce_killed_early_leaves_nothing_running() {
     for sig in [libc::SIGTERM, libc::SIGKILL] {
         let mut child = spawn(
             &dir,
-            &["reproduce", "--quick", "--quiet", "--out", out.to_str().unwrap()],
+            &[
+                "reproduce",
+                "--quick",
+                "--quiet",
+                "--out",
+                out.to_str().unwrap(),
+            ],
             &envs,
         );
         // ptlab and its first bench child (the same executable).
         let forked = wait_for_process(&mut child, "reproduce", 2, Duration::from_secs(30));
-        assert!(forked, "no bench child seen: {}", read(&dir.join("spawn.err")));
+        assert!(
+            forked,
+            "no bench child seen: {}",
+            read(&dir.join("spawn.err"))
+        );
         signal(&child, sig);
         wait_bounded(&mut child, Duration::from_secs(20));
-        common::assert_no_ptlab_processes(Duration::from_secs(5), &format!("reproduce, signal {sig}"));
+        common::assert_no_ptlab_processes(
+            Duration::from_secs(5),
+            &format!("reproduce, signal {sig}"),
+        );
         if sig == libc::SIGKILL {
             restore(&lock, &[]);
         }
@@ -482,7 +549,10 @@ fn signals_at_every_moment_leave_no_journal() {
     let before = common::global_state();
     // How long a whole run of the setup takes: the signals must cover it.
     let t = Instant::now();
-    let mut r = locked(&lock, &["run", "--backend", "live", quick.to_str().unwrap()]);
+    let mut r = locked(
+        &lock,
+        &["run", "--backend", "live", quick.to_str().unwrap()],
+    );
     for (k, v) in &envs[1..] {
         r = r.env(k, v);
     }
@@ -502,7 +572,11 @@ fn signals_at_every_moment_leave_no_journal() {
     let mut problems = Vec::new();
     for sig in [libc::SIGTERM, libc::SIGINT] {
         for &ms in &delays {
-            let mut child = spawn(&dir, &["run", "--backend", "live", busy.to_str().unwrap()], &envs);
+            let mut child = spawn(
+                &dir,
+                &["run", "--backend", "live", busy.to_str().unwrap()],
+                &envs,
+            );
             std::thread::sleep(Duration::from_millis(ms));
             signal(&child, sig);
             wait_bounded(&mut child, Duration::from_secs(20));
@@ -550,11 +624,19 @@ fn lock_waits_name_the_holder() {
     // `restore` waits only when there is a journal to restore.
     let state = dir.join("state");
     std::fs::create_dir_all(&state).unwrap();
-    std::fs::write(state.join("thp-journal.json"), "{\"pid\": 1, \"knobs\": {}}").unwrap();
+    std::fs::write(
+        state.join("thp-journal.json"),
+        "{\"pid\": 1, \"knobs\": {}}",
+    )
+    .unwrap();
     let html = dir.join("s.html");
     let fuzz_out = dir.join("fuzz");
     let commands: Vec<(&str, Vec<String>, Vec<(&str, String)>)> = vec![
-        ("run", vec!["run".into(), "--backend".into(), "live".into(), sc.clone()], vec![]),
+        (
+            "run",
+            vec!["run".into(), "--backend".into(), "live".into(), sc.clone()],
+            vec![],
+        ),
         ("diff", vec!["diff".into(), sc.clone()], vec![]),
         (
             "show",
@@ -591,7 +673,9 @@ fn lock_waits_name_the_holder() {
     let mut running = Vec::new();
     for (name, args, envs) in &commands {
         let mut c = Command::new(common::bin());
-        c.args(args).env_remove("PTLAB_LOCK_FD").stdin(Stdio::null());
+        c.args(args)
+            .env_remove("PTLAB_LOCK_FD")
+            .stdin(Stdio::null());
         for (k, v) in envs {
             c.env(k, v);
         }

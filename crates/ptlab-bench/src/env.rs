@@ -131,11 +131,16 @@ pub fn git_commit() -> Option<String> {
         dir = dir.parent()?;
     }
     let git = |args: &[&str]| {
-        ptlab_live::lifeline::tie(std::process::Command::new("git").arg("-C").arg(dir).args(args))
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        ptlab_live::lifeline::tie(
+            std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args(args),
+        )
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
     let head = git(&["rev-parse", "--short=12", "HEAD"])?;
     let dirty =

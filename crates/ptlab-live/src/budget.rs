@@ -54,7 +54,9 @@ impl Amount {
                 .parse()
                 .map_err(|_| format!("'{s}' is not a percentage (example: 50%)"))?;
             if !(v > 0.0 && v <= 100.0) {
-                return Err(format!("'{s}': a percentage must be above 0 and at most 100"));
+                return Err(format!(
+                    "'{s}': a percentage must be above 0 and at most 100"
+                ));
             }
             return Ok(Amount::Percent(v));
         }
@@ -131,7 +133,11 @@ impl LiveLimits {
             (Some(Amount::Bytes(b)), _) => (b, "set with --max-swap".to_string()),
             (Some(a @ Amount::Percent(p)), Some(f)) => (
                 a.resolve(f),
-                format!("--max-swap {p}% of the {} free on {}", fmt_bytes(f), fs_dir.display()),
+                format!(
+                    "--max-swap {p}% of the {} free on {}",
+                    fmt_bytes(f),
+                    fs_dir.display()
+                ),
             ),
             (None, Some(f)) => (
                 Amount::Percent(f64::from(SWAP_DEFAULT_PERCENT)).resolve(f),
@@ -201,7 +207,10 @@ pub fn free_space(dir: &Path) -> (PathBuf, Option<u64>) {
         if libc::statvfs(c.as_ptr(), &mut st) != 0 {
             return (d, None);
         }
-        (d, Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64)))
+        (
+            d,
+            Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64)),
+        )
     }
 }
 
@@ -217,7 +226,9 @@ pub fn populate_bound(start: u64, len: u64) -> u64 {
         return 0;
     };
     let a = start & !(MAX_FOLIO - 1);
-    let b = end.checked_add(MAX_FOLIO - 1).map_or(u64::MAX, |e| e & !(MAX_FOLIO - 1));
+    let b = end
+        .checked_add(MAX_FOLIO - 1)
+        .map_or(u64::MAX, |e| e & !(MAX_FOLIO - 1));
     b - a
 }
 
@@ -292,7 +303,10 @@ mod tests {
         };
         assert!(l.check_swap(1 << 20, &dir).is_ok());
         let e = l.check_swap(2 << 20, &dir).unwrap_err();
-        assert!(e.contains("--max-swap") && e.contains("2 MiB") && e.contains("1 MiB"), "{e}");
+        assert!(
+            e.contains("--max-swap") && e.contains("2 MiB") && e.contains("1 MiB"),
+            "{e}"
+        );
         let huge = LiveLimits {
             max_swap: Some(Amount::Bytes(u64::MAX)),
             ..Default::default()
@@ -301,7 +315,10 @@ mod tests {
         assert!(e.contains("not enough disk"), "{e}");
         // The default is a fraction of the free space: 1 PiB never fits.
         let e = LiveLimits::default().check_swap(1 << 50, &dir).unwrap_err();
-        assert!(e.contains("swap budget exceeded") && e.contains("default"), "{e}");
+        assert!(
+            e.contains("swap budget exceeded") && e.contains("default"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -287,6 +287,8 @@ pub fn acquire_or_wait(what: &str) -> std::io::Result<ThpLock> {
         return Ok(l);
     }
     let start = Instant::now();
+    // The holder named last (None: "another process"); printed again only
+    // for a new holder, not when /proc/locks briefly shows none.
     let mut told: Option<Option<i32>> = None;
     loop {
         if let Some(l) = ThpLock::try_acquire()? {
@@ -298,7 +300,11 @@ pub fn acquire_or_wait(what: &str) -> std::io::Result<ThpLock> {
         }
         let holder = lock_holder();
         let pid = holder.as_ref().map(|h| h.pid);
-        if told != Some(pid) {
+        let new_holder = match told {
+            None => true,
+            Some(last) => pid.is_some() && pid != last,
+        };
+        if new_holder {
             say(format_args!(
                 "ptlab: {what}: waiting for the THP knob lock {}, held by {} (another live run \
                  or a live test: live runs never overlap); this one starts when that ends \
@@ -443,7 +449,10 @@ pub fn restore_stale_journal() -> anyhow::Result<Option<RestoreReport>> {
 fn remove_stale_tmp(tmp: &Path) {
     if let Err(e) = fs::remove_file(tmp) {
         if e.kind() != std::io::ErrorKind::NotFound {
-            say(format_args!("ptlab: warning: cannot remove {}: {e}", tmp.display()));
+            say(format_args!(
+                "ptlab: warning: cannot remove {}: {e}",
+                tmp.display()
+            ));
         }
     }
 }
@@ -475,8 +484,12 @@ pub fn restore_now() -> anyhow::Result<Option<RestoreReport>> {
     if !path.exists() && !tmp.exists() {
         return Ok(None);
     }
-    let _lock = acquire_or_wait("ptlab restore")
-        .map_err(|e| anyhow::anyhow!("cannot take the THP knob lock {}: {e}", lock_path().display()))?;
+    let _lock = acquire_or_wait("restore").map_err(|e| {
+        anyhow::anyhow!(
+            "cannot take the THP knob lock {}: {e}",
+            lock_path().display()
+        )
+    })?;
     remove_stale_tmp(&tmp);
     restore_journal_file(&path)
 }
@@ -558,15 +571,16 @@ struct Critical;
 
 impl Critical {
     fn enter() -> Critical {
-        if STATE
-            .compare_exchange(IDLE, CRITICAL, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-        {
-            // DYING (CRITICAL cannot be: sessions are serialised by the
-            // knob lock and never nest critical sections).
-            wait_for_death();
+        loop {
+            match STATE.compare_exchange(IDLE, CRITICAL, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return Critical,
+                // Another thread's section (sessions are serialised by the
+                // knob lock, so only briefly, if ever): wait for its end.
+                Err(CRITICAL) => std::thread::sleep(Duration::from_millis(1)),
+                // A handler is restoring: the process is about to die.
+                Err(_) => wait_for_death(),
+            }
         }
-        Critical
     }
 }
 

@@ -19,10 +19,10 @@ pub mod live;
 pub mod swapfile;
 mod worker;
 
+pub use budget::{Amount, LiveLimits};
 pub use diff::{
     diff_file, diff_source, DiffBackend, DiffOptions, DiffOutcome, DiffReport, Divergence,
 };
-pub use budget::{Amount, LiveLimits};
 pub use live::{LiveBackend, LiveCaps, LiveError, Planned};
 
 /// Why live runs cannot happen on this machine, if they cannot: a reason

@@ -76,15 +76,42 @@ pub struct LiveCaps {
 #[derive(Clone, Copy, Debug)]
 pub enum Planned {
     /// read/write of a range.
-    Access { start: u64, len: u64 },
-    Mmap { len: u64, flags: MapFlags },
-    Madvise { addr: u64, len: u64, advice: Advice },
-    Mlock { addr: u64, len: u64, onfault: bool },
-    Mprotect { addr: u64, len: u64, prot: Prot },
-    Mremap { addr: u64, old_len: u64, new_len: u64 },
-    UffdCopy { len: u64, tagged: bool },
+    Access {
+        start: u64,
+        len: u64,
+    },
+    Mmap {
+        len: u64,
+        flags: MapFlags,
+    },
+    Madvise {
+        addr: u64,
+        len: u64,
+        advice: Advice,
+    },
+    Mlock {
+        addr: u64,
+        len: u64,
+        onfault: bool,
+    },
+    Mprotect {
+        addr: u64,
+        len: u64,
+        prot: Prot,
+    },
+    Mremap {
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+    },
+    UffdCopy {
+        len: u64,
+        tagged: bool,
+    },
     Fork,
-    Swap { bytes: u64 },
+    Swap {
+        bytes: u64,
+    },
 }
 
 /// Runs scenarios on the live kernel. See the module docs.
@@ -280,8 +307,8 @@ impl LiveBackend {
         if !worker::SUPPORTED || !cfg!(target_os = "linux") {
             return Err(LiveError::Unsupported);
         }
-        let lock =
-            knobs::acquire_or_wait("live run").map_err(|e| LiveError::Lock(knobs::lock_path(), e))?;
+        let lock = knobs::acquire_or_wait("live run")
+            .map_err(|e| LiveError::Lock(knobs::lock_path(), e))?;
         // ptlab's own allocations must not move the global THP counters
         // while a scenario allows large folios; workers undo this.
         // SAFETY: prctl on ourselves.
@@ -494,8 +521,7 @@ impl LiveBackend {
             let kb = |k: &str| st.get(k).copied().unwrap_or(0) * 1024;
             total = total.saturating_add(kb("VmPTE"));
             if precise {
-                if let Ok(text) = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", p.pid))
-                {
+                if let Ok(text) = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", p.pid)) {
                     let r = kernel::parse_status(&text);
                     let kb = |k: &str| r.get(k).copied().unwrap_or(0) * 1024;
                     total = total.saturating_add(kb("Pss_Anon") + kb("Pss_Shmem"));
@@ -584,7 +610,11 @@ impl LiveBackend {
                 let pages = budget::mapping_bound(len);
                 self.reserve_memory(
                     &format!("a copy of {len:#x}"),
-                    if tagged { pages.saturating_mul(2) } else { pages },
+                    if tagged {
+                        pages.saturating_mul(2)
+                    } else {
+                        pages
+                    },
                 )
             }
             Planned::Fork => {
