@@ -295,3 +295,95 @@ pub fn global_state() -> GlobalState {
         journal: ptlab_live::knobs::journal_path().exists(),
     }
 }
+
+/// Resident set (`VmRSS`) of process `pid`, in bytes (0 if gone).
+pub fn rss_of(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().strip_suffix("kB"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .unwrap_or(0)
+        * 1024
+}
+
+/// A safety net for inputs that could populate memory or make processes
+/// where an address-space limit cannot help (a live worker needs the
+/// address space of a large `noreserve` mapping): polls every ptlab
+/// process every 5 ms while it lives, and SIGKILLs them all when their
+/// resident sets add up to more than `max_rss` or there are more than
+/// `max_procs` of them. `tripped()` then says why (the test must fail).
+pub struct Watchdog {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tripped: std::sync::Arc<Mutex<Option<String>>>,
+    peak: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+pub fn watchdog(max_rss: u64, max_procs: usize) -> Watchdog {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let tripped = Arc::new(Mutex::new(None));
+    let peak = Arc::new(AtomicU64::new(0));
+    let (s, t, p) = (stop.clone(), tripped.clone(), peak.clone());
+    let thread = std::thread::spawn(move || {
+        while !s.load(Ordering::SeqCst) {
+            let procs = ptlab_processes();
+            let rss: u64 = procs.iter().map(|(pid, _)| rss_of(*pid)).sum();
+            p.fetch_max(rss, Ordering::SeqCst);
+            let why = if rss > max_rss {
+                Some(format!(
+                    "ptlab processes reached {rss} bytes resident (limit {max_rss})"
+                ))
+            } else if procs.len() > max_procs {
+                Some(format!(
+                    "{} ptlab processes (limit {max_procs})",
+                    procs.len()
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                for (pid, _) in &procs {
+                    // SAFETY: killing processes of the binary under test.
+                    unsafe { libc::kill(*pid, libc::SIGKILL) };
+                }
+                *t.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    Watchdog {
+        stop,
+        tripped,
+        peak,
+        thread: Some(thread),
+    }
+}
+
+impl Watchdog {
+    /// Why the watchdog killed ptlab, if it did.
+    pub fn tripped(&self) -> Option<String> {
+        self.tripped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+    /// The largest sum of resident sets seen.
+    pub fn peak_rss(&self) -> u64 {
+        self.peak.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

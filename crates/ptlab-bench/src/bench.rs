@@ -2,7 +2,7 @@
 
 use crate::result::{BenchResult, SCHEMA};
 use crate::workload::{self, Progress, Workload};
-use ptlab_live::knobs::{KnobSession, ThpLock};
+use ptlab_live::knobs::KnobSession;
 
 /// Options shared by every case of a run.
 #[derive(Clone, Debug, Default)]
@@ -85,20 +85,7 @@ pub fn run(
             ptlab_live::knobs::lock_path().display()
         )
     };
-    let lock = match ThpLock::try_acquire().map_err(lock_err)? {
-        Some(l) => l,
-        None => {
-            // Not eprintln!: a closed stderr (`2>&1 | head -1`) must not
-            // panic; the wait and the run go on.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "ptlab: waiting for the THP knob lock {} (another live run holds it)",
-                ptlab_live::knobs::lock_path().display()
-            );
-            ThpLock::acquire().map_err(lock_err)?
-        }
-    };
+    let lock = ptlab_live::knobs::acquire_or_wait("bench").map_err(lock_err)?;
     let environment = crate::env::collect();
     let mut session = KnobSession::new();
     let mut cases = Vec::new();

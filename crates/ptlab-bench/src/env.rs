@@ -58,9 +58,10 @@ pub fn parse_config(text: &str, keys: &[&str]) -> BTreeMap<String, String> {
 
 fn read_config(release: &str) -> (BTreeMap<String, String>, String) {
     if Path::new("/proc/config.gz").exists() {
-        if let Ok(out) = std::process::Command::new("gzip")
-            .args(["-dc", "/proc/config.gz"])
-            .output()
+        if let Ok(out) = ptlab_live::lifeline::tie(
+            std::process::Command::new("gzip").args(["-dc", "/proc/config.gz"]),
+        )
+        .output()
         {
             if out.status.success() {
                 let text = String::from_utf8_lossy(&out.stdout);
@@ -130,14 +131,16 @@ pub fn git_commit() -> Option<String> {
         dir = dir.parent()?;
     }
     let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        ptlab_live::lifeline::tie(
+            std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args(args),
+        )
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
     let head = git(&["rev-parse", "--short=12", "HEAD"])?;
     let dirty =

@@ -534,10 +534,11 @@ fn exit(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-fn child_main(c: Child, w: &Workload, p: Params) -> ! {
+fn child_main(c: Child, w: &Workload, p: Params, parent: libc::pid_t) -> ! {
+    // Dies with ptlab (SIGKILL at its death; gone at once if it already is).
+    ptlab_live::lifeline::die_with_parent(parent);
     // SAFETY: plain prctl/signal calls on ourselves.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         // ptlab may have disabled THP for itself; the case needs the
         // machine's policy.
         libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
@@ -856,13 +857,14 @@ pub fn run_case(
         r: c_r.as_raw_fd(),
         w: c_w.as_raw_fd(),
     };
+    let parent = ptlab_live::lifeline::my_pid();
     // SAFETY: the child runs only raw system calls (child_main never returns).
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io(std::io::Error::last_os_error()));
     }
     if pid == 0 {
-        child_main(child, w, p);
+        child_main(child, w, p, parent);
     }
     let _reap = Reap(pid);
     drop(c_w);

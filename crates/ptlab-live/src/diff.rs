@@ -14,7 +14,7 @@
 //! The interpreter sees the model's results and observations, so the
 //! scenario's own `expect` lines are evaluated as `ptlab run` would.
 
-use crate::live::{LiveBackend, LiveCaps, LiveError};
+use crate::live::{LiveBackend, LiveCaps, LiveError, Planned};
 use ptlab_model::observe::{render_page_runs, PageObs};
 use ptlab_model::{
     Advice, ArchKind, MapFlags, Model, ModelConfig, Observation, PageState, Prot, ThpKnob, ThpMode,
@@ -47,6 +47,9 @@ pub struct DiffOptions {
     /// (tests use a deliberately wrong one to check that divergences are
     /// found and reported).
     pub model_config: Option<ModelConfig>,
+    /// Budgets of the live side (crate::budget): a statement over one stops
+    /// the run (a partial result, never a divergence).
+    pub limits: crate::budget::LiveLimits,
 }
 
 impl Default for DiffOptions {
@@ -58,6 +61,7 @@ impl Default for DiffOptions {
             max_divergences: 20,
             max_steps: None,
             model_config: None,
+            limits: Default::default(),
         }
     }
 }
@@ -532,7 +536,7 @@ fn maps_lines(o: &Observation) -> Vec<String> {
 impl DiffBackend {
     /// Start both backends (the live one forks its `main` worker).
     pub fn new(opts: DiffOptions) -> Result<DiffBackend, LiveError> {
-        let live = LiveBackend::new()?;
+        let live = LiveBackend::with_limits(opts.limits.clone())?;
         let cfg = opts
             .model_config
             .clone()
@@ -627,6 +631,16 @@ impl DiffBackend {
                 vec![show_outcome(live)],
                 vec![show_outcome(model)],
             );
+        }
+    }
+
+    /// The live side's budgets (crate::budget), checked before either side
+    /// runs: a statement over budget stops the run (partial) with neither
+    /// side changed, instead of the model doing what the kernel refused.
+    fn admit(&mut self, proc: &str, op: Planned) -> Result<(), BackendError> {
+        match self.live.admit(proc, op) {
+            Err(e @ BackendError::Other(_)) => Err(e),
+            _ => Ok(()),
         }
     }
 
@@ -1017,6 +1031,7 @@ impl Backend for DiffBackend {
         prot: Prot,
         flags: MapFlags,
     ) -> Result<u64, BackendError> {
+        self.admit(proc, Planned::Mmap { len, flags })?;
         let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
         if fixed {
             return self.both(
@@ -1081,6 +1096,7 @@ impl Backend for DiffBackend {
                 advice.name()
             )));
         }
+        self.admit(proc, Planned::Madvise { addr, len, advice })?;
         self.both(
             proc,
             &format!("madvise {}", advice.name()),
@@ -1112,6 +1128,7 @@ impl Backend for DiffBackend {
         write: bool,
         tag: Option<u64>,
     ) -> Result<(), BackendError> {
+        self.admit(proc, Planned::Access { start, len })?;
         self.in_access = true;
         self.both(
             proc,
@@ -1138,6 +1155,7 @@ impl Backend for DiffBackend {
     }
 
     fn set_swap(&mut self, bytes: u64) -> Result<(), BackendError> {
+        self.admit("main", Planned::Swap { bytes })?;
         let mem_op = self.mem_op;
         let r = self
             .both(
@@ -1225,6 +1243,14 @@ impl Backend for DiffBackend {
         new_len: u64,
         flags: MremapFlags,
     ) -> Result<u64, BackendError> {
+        self.admit(
+            proc,
+            Planned::Mremap {
+                addr,
+                old_len,
+                new_len,
+            },
+        )?;
         if flags.fixed.is_some() || !flags.maymove {
             return self.both(
                 proc,
@@ -1268,6 +1294,7 @@ impl Backend for DiffBackend {
         len: u64,
         prot: Prot,
     ) -> Result<(), BackendError> {
+        self.admit(proc, Planned::Mprotect { addr, len, prot })?;
         self.both(
             proc,
             "mprotect",
@@ -1284,6 +1311,7 @@ impl Backend for DiffBackend {
         len: u64,
         onfault: bool,
     ) -> Result<(), BackendError> {
+        self.admit(proc, Planned::Mlock { addr, len, onfault })?;
         self.both(
             proc,
             "mlock",
@@ -1314,6 +1342,7 @@ impl Backend for DiffBackend {
     }
 
     fn fork(&mut self, parent: &str, child: &str) -> Result<(), BackendError> {
+        self.admit(parent, Planned::Fork)?;
         self.both(
             parent,
             "fork",
@@ -1454,6 +1483,13 @@ impl Backend for DiffBackend {
         len: u64,
         tag: Option<u64>,
     ) -> Result<u64, BackendError> {
+        self.admit(
+            proc,
+            Planned::UffdCopy {
+                len,
+                tagged: tag.is_some(),
+            },
+        )?;
         self.both(
             proc,
             "uffd copy",

@@ -599,6 +599,10 @@ pub struct FuzzOptions {
     pub out_dir: PathBuf,
     /// Time allowed to shrink one finding.
     pub shrink_budget: Duration,
+    /// Budgets of the live side (crate::budget). Generated scenarios stay
+    /// far below the defaults (at most ~52 MiB mapped, 64 MiB of swap, a
+    /// few processes); a case that hits one anyway stops as partial.
+    pub limits: crate::budget::LiveLimits,
 }
 
 impl Default for FuzzOptions {
@@ -610,6 +614,7 @@ impl Default for FuzzOptions {
             ops: 24,
             out_dir: PathBuf::from("fuzz-failures"),
             shrink_budget: Duration::from_secs(60),
+            limits: Default::default(),
         }
     }
 }
@@ -676,10 +681,11 @@ fn same_finding(a: &DiffReport, b: &DiffReport) -> bool {
     }
 }
 
-fn opts_for_fuzz() -> DiffOptions {
+fn opts_for_fuzz(limits: &crate::budget::LiveLimits) -> DiffOptions {
     DiffOptions {
         max_divergences: 4,
         max_steps: Some(10_000),
+        limits: limits.clone(),
         ..DiffOptions::default()
     }
 }
@@ -696,7 +702,7 @@ pub fn fuzz(
         ops: set,
         ..Default::default()
     };
-    let dopts = opts_for_fuzz();
+    let dopts = opts_for_fuzz(&opts.limits);
     let mut case = 0u64;
     loop {
         if opts.cases.is_some_and(|c| case >= c) || opts.time.is_some_and(|t| start.elapsed() >= t)

@@ -15,6 +15,11 @@
 //! 3. The knobs are restored and the journal deleted when the session ends
 //!    ([`KnobSession`]'s `Drop`, also during unwinding), from a panic hook
 //!    (panics in the owning thread), and from SIGINT/SIGTERM handlers.
+//!    The steps that change the journal, the knobs or the handlers' tables
+//!    run as *critical sections*: a signal arriving during one is held until
+//!    it ends, so a handler never sees a half-written journal (`.tmp` left
+//!    behind) or a journal its tables do not know about (a stale journal
+//!    left by a SIGINT before the first knob write).
 //! 4. After a crash or SIGKILL the journal is left behind;
 //!    [`restore_stale_journal`] (run at every ptlab start, and by
 //!    `ptlab restore`) puts the values back once it holds the lock, since a
@@ -28,8 +33,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Once;
+use std::time::{Duration, Instant};
 
 /// Where the THP knobs live.
 pub const THP_DIR: &str = "/sys/kernel/mm/transparent_hugepage";
@@ -213,6 +219,105 @@ impl ThpLock {
     }
 }
 
+/// A line on stderr; a closed stderr (`2>&1 | head -1`) is no reason to
+/// panic or stop.
+fn say(args: std::fmt::Arguments) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{args}");
+}
+
+/// Who holds the knob lock: the pid `/proc/locks` names for the lock
+/// file's inode (the process that took the `flock`; a child sharing it
+/// through `PTLAB_LOCK_FD` shows its parent), and its command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockHolder {
+    pub pid: i32,
+    /// `/proc/PID/cmdline` with spaces for NULs (empty if unreadable).
+    pub command: String,
+}
+
+impl std::fmt::Display for LockHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.command.is_empty() {
+            write!(f, "pid {}", self.pid)
+        } else {
+            write!(f, "pid {} ({})", self.pid, self.command)
+        }
+    }
+}
+
+/// The holder of the knob lock, if `/proc/locks` shows one.
+pub fn lock_holder() -> Option<LockHolder> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(lock_path()).ok()?;
+    let (dev, ino) = (meta.dev(), meta.ino());
+    let (maj, min) = (libc::major(dev), libc::minor(dev));
+    let text = fs::read_to_string("/proc/locks").ok()?;
+    // "1: FLOCK  ADVISORY  WRITE 1234 fd:00:5678 0 EOF"; waiters are
+    // listed as "1: -> FLOCK ..." and skipped.
+    let pid = text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.get(1) != Some(&"FLOCK") {
+            return None;
+        }
+        let id: Vec<&str> = f.get(5)?.split(':').collect();
+        let ok = id.len() == 3
+            && u32::from_str_radix(id[0], 16).ok()? == maj
+            && u32::from_str_radix(id[1], 16).ok()? == min
+            && id[2].parse::<u64>().ok()? == ino;
+        ok.then(|| f[4].parse::<i32>().ok()).flatten()
+    })?;
+    let command = fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .trim_end_matches('\0')
+                .replace('\0', " ")
+        })
+        .unwrap_or_default();
+    Some(LockHolder { pid, command })
+}
+
+/// Take the knob lock for `what` (e.g. `ptlab run --backend live`); if
+/// another process holds it, say on stderr who (pid and command, from
+/// `/proc/locks`) and that this one waits, again whenever the holder
+/// changes, and how long it waited once it has the lock. Every live path
+/// (run, diff, show, fuzz, bench, reproduce, restore) takes the lock here.
+pub fn acquire_or_wait(what: &str) -> std::io::Result<ThpLock> {
+    if let Some(l) = ThpLock::try_acquire()? {
+        return Ok(l);
+    }
+    let start = Instant::now();
+    // The holder named last (None: "another process"); printed again only
+    // for a new holder, not when /proc/locks briefly shows none.
+    let mut told: Option<Option<i32>> = None;
+    loop {
+        if let Some(l) = ThpLock::try_acquire()? {
+            say(format_args!(
+                "ptlab: {what}: got the THP knob lock after {:.1} s",
+                start.elapsed().as_secs_f64()
+            ));
+            return Ok(l);
+        }
+        let holder = lock_holder();
+        let pid = holder.as_ref().map(|h| h.pid);
+        let new_holder = match told {
+            None => true,
+            Some(last) => pid.is_some() && pid != last,
+        };
+        if new_holder {
+            say(format_args!(
+                "ptlab: {what}: waiting for the THP knob lock {}, held by {} (another live run \
+                 or a live test: live runs never overlap); this one starts when that ends \
+                 (Ctrl-C gives up)",
+                lock_path().display(),
+                holder.map_or_else(|| "another process".to_string(), |h| h.to_string())
+            ));
+            told = Some(pid);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 // ----- journal ------------------------------------------------------------
 
 /// The journal file: original values of the knobs a run changed.
@@ -228,12 +333,17 @@ pub struct Journal {
     pub swapfiles: Vec<String>,
 }
 
+/// Where the journal is written before it is renamed into place.
+pub fn journal_tmp_path() -> PathBuf {
+    journal_path().with_extension("json.tmp")
+}
+
 fn write_journal(j: &Journal) -> std::io::Result<()> {
     let path = journal_path();
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir)?;
     }
-    let tmp = path.with_extension("json.tmp");
+    let tmp = journal_tmp_path();
     {
         let mut f = File::create(&tmp)?;
         f.write_all(serde_json::to_string_pretty(j)?.as_bytes())?;
@@ -317,7 +427,8 @@ fn apply_journal(j: &Journal) -> RestoreReport {
 /// holds the lock (the journal is then that run's, not stale).
 pub fn restore_stale_journal() -> anyhow::Result<Option<RestoreReport>> {
     let path = journal_path();
-    if !path.exists() {
+    let tmp = journal_tmp_path();
+    if !path.exists() && !tmp.exists() {
         return Ok(None);
     }
     let Some(_lock) = ThpLock::try_acquire()? else {
@@ -328,7 +439,22 @@ pub fn restore_stale_journal() -> anyhow::Result<Option<RestoreReport>> {
     if SESSION_ACTIVE.load(Ordering::SeqCst) {
         return Ok(None);
     }
+    remove_stale_tmp(&tmp);
     restore_journal_file(&path)
+}
+
+/// A `.tmp` journal whose writer died (SIGKILL) before renaming it: what it
+/// records never reached a knob (the knob is written after the rename), so
+/// it is only deleted.
+fn remove_stale_tmp(tmp: &Path) {
+    if let Err(e) = fs::remove_file(tmp) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            say(format_args!(
+                "ptlab: warning: cannot remove {}: {e}",
+                tmp.display()
+            ));
+        }
+    }
 }
 
 fn restore_journal_file(path: &Path) -> anyhow::Result<Option<RestoreReport>> {
@@ -354,10 +480,17 @@ fn restore_journal_file(path: &Path) -> anyhow::Result<Option<RestoreReport>> {
 /// and restore any journal.
 pub fn restore_now() -> anyhow::Result<Option<RestoreReport>> {
     let path = journal_path();
-    if !path.exists() {
+    let tmp = journal_tmp_path();
+    if !path.exists() && !tmp.exists() {
         return Ok(None);
     }
-    let _lock = ThpLock::acquire()?;
+    let _lock = acquire_or_wait("restore").map_err(|e| {
+        anyhow::anyhow!(
+            "cannot take the THP knob lock {}: {e}",
+            lock_path().display()
+        )
+    })?;
+    remove_stale_tmp(&tmp);
     restore_journal_file(&path)
 }
 
@@ -390,8 +523,82 @@ static TABLE: [Slot; SLOTS] = [EMPTY_SLOT; SLOTS];
 static JOURNAL_CPATH: Slot = EMPTY_SLOT;
 /// The swap file this run created (swapoff + unlink in emergencies).
 static SWAP_CPATH: Slot = EMPTY_SLOT;
+static JOURNAL_TMP_CPATH: Slot = EMPTY_SLOT;
 static SESSION_ACTIVE: AtomicBool = AtomicBool::new(false);
 static HANDLERS: Once = Once::new();
+
+/// Signal state: no critical section, one running, or a handler restoring
+/// (the process is about to die of the signal).
+const IDLE: u8 = 0;
+const CRITICAL: u8 = 1;
+const DYING: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(IDLE);
+/// A SIGINT/SIGTERM/SIGHUP that arrived during a critical section.
+static PENDING: AtomicI32 = AtomicI32::new(0);
+
+/// Restore everything the tables describe and die of `sig`.
+fn restore_and_die(sig: libc::c_int) -> ! {
+    emergency_restore();
+    // SAFETY: reset to the default action, unblock and re-raise, so the
+    // process dies of the signal as it would have.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+        // Another thread is restoring (DYING): wait to die with it.
+        loop {
+            libc::pause();
+        }
+    }
+}
+
+/// Another thread is restoring and the process is about to die: never
+/// return to code that could change a knob or the journal.
+fn wait_for_death() -> ! {
+    loop {
+        // SAFETY: pause(2) only waits.
+        unsafe { libc::pause() };
+    }
+}
+
+/// A section during which the journal, the knobs and the handler tables
+/// change together: SIGINT/SIGTERM/SIGHUP arriving meanwhile (on any
+/// thread) are held until it ends, then restore and kill the process.
+struct Critical;
+
+impl Critical {
+    fn enter() -> Critical {
+        loop {
+            match STATE.compare_exchange(IDLE, CRITICAL, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return Critical,
+                // Another thread's section (sessions are serialised by the
+                // knob lock, so only briefly, if ever): wait for its end.
+                Err(CRITICAL) => std::thread::sleep(Duration::from_millis(1)),
+                // A handler is restoring: the process is about to die.
+                Err(_) => wait_for_death(),
+            }
+        }
+    }
+}
+
+impl Drop for Critical {
+    fn drop(&mut self) {
+        STATE.store(IDLE, Ordering::SeqCst);
+        let sig = PENDING.load(Ordering::SeqCst);
+        if sig != 0 {
+            if STATE
+                .compare_exchange(IDLE, DYING, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                restore_and_die(sig);
+            }
+            wait_for_death();
+        }
+    }
+}
 
 thread_local! {
     static OWNS_SESSION: Cell<bool> = const { Cell::new(false) };
@@ -441,6 +648,14 @@ fn emergency_restore() {
             libc::unlink(p);
         }
     }
+    // The temporary file first: a rename racing with us then either fails
+    // (no .tmp) or has happened (and the journal goes next).
+    if JOURNAL_TMP_CPATH.used.swap(false, Ordering::SeqCst) {
+        // SAFETY: NUL-terminated static path.
+        unsafe {
+            libc::unlink((*JOURNAL_TMP_CPATH.path.get()).as_ptr().cast());
+        }
+    }
     if JOURNAL_CPATH.used.swap(false, Ordering::SeqCst) {
         // SAFETY: NUL-terminated static path.
         unsafe {
@@ -450,12 +665,33 @@ fn emergency_restore() {
 }
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    emergency_restore();
-    // SAFETY: reset to the default action and re-raise, so the process dies
-    // of the signal as it would have.
-    unsafe {
-        libc::signal(sig, libc::SIG_DFL);
-        libc::raise(sig);
+    // Recorded first, so a critical section ending right now sees it.
+    PENDING.store(sig, Ordering::SeqCst);
+    match STATE.compare_exchange(IDLE, DYING, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => restore_and_die(sig),
+        // A critical section runs (in this thread or another): it restores
+        // and re-raises when it ends.
+        Err(CRITICAL) => {}
+        // Already restoring (another thread, or this one: a second signal
+        // during the first's handler): that restore re-raises.
+        Err(_) => {}
+    }
+}
+
+/// Point the handler's static paths at the journal and its temporary file
+/// (before either exists, so no moment has a journal the handler would not
+/// delete).
+fn arm_journal_paths() {
+    for (slot, p) in [
+        (&JOURNAL_CPATH, journal_path()),
+        (&JOURNAL_TMP_CPATH, journal_tmp_path()),
+    ] {
+        if slot.used.load(Ordering::SeqCst) {
+            continue;
+        }
+        let mut b = p.as_os_str().as_encoded_bytes().to_vec();
+        b.push(0);
+        fill(slot, &b, b"");
     }
 }
 
@@ -517,19 +753,22 @@ impl KnobSession {
             return Ok(());
         }
         let key = path.display().to_string();
+        install_handlers();
+        let _critical = Critical::enter();
         if !self.journal.knobs.contains_key(&key) {
             self.journal.knobs.insert(key.clone(), current.clone());
-            install_handlers();
             OWNS_SESSION.with(|c| c.set(true));
             SESSION_ACTIVE.store(true, Ordering::SeqCst);
+            arm_journal_paths();
             if let Err(e) = write_journal(&self.journal) {
                 self.journal.knobs.remove(&key);
+                let _ = fs::remove_file(journal_tmp_path());
+                if !self.written {
+                    JOURNAL_CPATH.used.store(false, Ordering::SeqCst);
+                    JOURNAL_TMP_CPATH.used.store(false, Ordering::SeqCst);
+                }
                 return Err(KnobError::Io(journal_path(), e));
             }
-            let jp = journal_path();
-            let mut jb = jp.as_os_str().as_encoded_bytes().to_vec();
-            jb.push(0);
-            fill(&JOURNAL_CPATH, &jb, b"");
             let mut pb = key.as_bytes().to_vec();
             pb.push(0);
             let free = TABLE.iter().find(|s| !s.used.load(Ordering::SeqCst));
@@ -564,6 +803,7 @@ impl KnobSession {
             if crate::swapfile::used_pages(&path).unwrap_or(0) > 0 {
                 return Err(KnobError::Errno(Errno::EBUSY));
             }
+            let _critical = Critical::enter();
             SWAP_CPATH.used.store(false, Ordering::SeqCst);
             crate::swapfile::remove(&path)
                 .map_err(|e| KnobError::Io(path.clone(), std::io::Error::other(e)))?;
@@ -576,22 +816,29 @@ impl KnobSession {
         if !is_root() {
             return Err(KnobError::NotPermitted(path));
         }
-        self.journal.swapfiles.push(key.clone());
         install_handlers();
-        OWNS_SESSION.with(|c| c.set(true));
-        SESSION_ACTIVE.store(true, Ordering::SeqCst);
-        if let Err(e) = write_journal(&self.journal) {
-            self.journal.swapfiles.retain(|p| p != &key);
-            return Err(KnobError::Io(journal_path(), e));
+        {
+            let _critical = Critical::enter();
+            self.journal.swapfiles.push(key.clone());
+            OWNS_SESSION.with(|c| c.set(true));
+            SESSION_ACTIVE.store(true, Ordering::SeqCst);
+            arm_journal_paths();
+            if let Err(e) = write_journal(&self.journal) {
+                self.journal.swapfiles.retain(|p| p != &key);
+                let _ = fs::remove_file(journal_tmp_path());
+                if !self.written {
+                    JOURNAL_CPATH.used.store(false, Ordering::SeqCst);
+                    JOURNAL_TMP_CPATH.used.store(false, Ordering::SeqCst);
+                }
+                return Err(KnobError::Io(journal_path(), e));
+            }
+            let mut pb = key.as_bytes().to_vec();
+            pb.push(0);
+            fill(&SWAP_CPATH, &pb, b"");
+            self.written = true;
         }
-        let jp = journal_path();
-        let mut jb = jp.as_os_str().as_encoded_bytes().to_vec();
-        jb.push(0);
-        fill(&JOURNAL_CPATH, &jb, b"");
-        let mut pb = key.as_bytes().to_vec();
-        pb.push(0);
-        fill(&SWAP_CPATH, &pb, b"");
-        self.written = true;
+        // Outside the critical section (writing a large file takes time): a
+        // signal now swaps off and deletes whatever exists of the file.
         crate::swapfile::create(&path, bytes).map_err(|e| {
             SWAP_CPATH.used.store(false, Ordering::SeqCst);
             match e.raw_os_error().and_then(Errno::from_code) {
@@ -612,8 +859,10 @@ impl KnobSession {
         if !self.written {
             return problems;
         }
-        // The slots describe the same knobs: clear them first so a signal
-        // arriving now does not race our own writes.
+        // A signal arriving from here on waits until everything is back
+        // (then the process dies of it): a handler cutting in would delete
+        // the journal with the knobs half restored.
+        let _critical = Critical::enter();
         for slot in TABLE.iter() {
             slot.used.store(false, Ordering::SeqCst);
         }
@@ -626,6 +875,7 @@ impl KnobSession {
             let _ = fs::remove_file(journal_path());
         }
         JOURNAL_CPATH.used.store(false, Ordering::SeqCst);
+        JOURNAL_TMP_CPATH.used.store(false, Ordering::SeqCst);
         self.journal.knobs.clear();
         self.journal.swapfiles.clear();
         self.written = false;

@@ -9,18 +9,21 @@
 //!   observations structurally.
 //! * [`fuzz`] generates random scenarios, diffs them and shrinks failures.
 
+pub mod budget;
 pub mod diff;
 pub mod fuzz;
 pub mod kernel;
 pub mod knobs;
+pub mod lifeline;
 pub mod live;
 pub mod swapfile;
 mod worker;
 
+pub use budget::{Amount, LiveLimits};
 pub use diff::{
     diff_file, diff_source, DiffBackend, DiffOptions, DiffOutcome, DiffReport, Divergence,
 };
-pub use live::{LiveBackend, LiveCaps, LiveError};
+pub use live::{LiveBackend, LiveCaps, LiveError, Planned};
 
 /// Why live runs cannot happen on this machine, if they cannot: a reason
 /// suitable for a `SKIP:` line.

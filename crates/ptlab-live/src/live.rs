@@ -15,6 +15,7 @@
 //! range touches a foreign VMA is refused (it would clobber the worker's
 //! own code or stack). See docs/live.md.
 
+use crate::budget::{self, fmt_bytes, LiveLimits, MemoryBudget};
 use crate::kernel::{self, Caps, Reader, SmapsVma, PAGE};
 use crate::knobs::{self, KnobError, KnobSession, ThpLock};
 use crate::worker::{self, op, Req, Resp, ST_FAULT};
@@ -69,6 +70,50 @@ pub struct LiveCaps {
     pub knobs: bool,
 }
 
+/// An operation about to run, as [`LiveBackend::admit`] checks it against
+/// the budgets: only what decides how much it can populate (or whether it
+/// makes a process or a swap file).
+#[derive(Clone, Copy, Debug)]
+pub enum Planned {
+    /// read/write of a range.
+    Access {
+        start: u64,
+        len: u64,
+    },
+    Mmap {
+        len: u64,
+        flags: MapFlags,
+    },
+    Madvise {
+        addr: u64,
+        len: u64,
+        advice: Advice,
+    },
+    Mlock {
+        addr: u64,
+        len: u64,
+        onfault: bool,
+    },
+    Mprotect {
+        addr: u64,
+        len: u64,
+        prot: Prot,
+    },
+    Mremap {
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+    },
+    UffdCopy {
+        len: u64,
+        tagged: bool,
+    },
+    Fork,
+    Swap {
+        bytes: u64,
+    },
+}
+
 /// Runs scenarios on the live kernel. See the module docs.
 pub struct LiveBackend {
     procs: Vec<LiveProc>,
@@ -94,6 +139,14 @@ pub struct LiveBackend {
     /// inherited through fork); a name no process holds is free again.
     uffd_fds: BTreeMap<String, BTreeSet<String>>,
     notes: Vec<String>,
+    /// Budgets (crate::budget): as configured, and the memory budget
+    /// resolved at start.
+    limits: LiveLimits,
+    mem_budget: MemoryBudget,
+    /// What the scenario's processes held at the last measurement, and the
+    /// bounds of what statements since then may have populated.
+    mem_known: u64,
+    mem_added: u64,
     _lock: ThpLock,
 }
 
@@ -242,13 +295,20 @@ fn recv_with_fd(fd: i32) -> Result<(Resp, Option<OwnedFd>), BackendError> {
 }
 
 impl LiveBackend {
-    /// Start a live backend: take the knob lock (waiting for any other live
-    /// run), and fork the `main` worker.
+    /// Start a live backend with the default budgets: take the knob lock
+    /// (waiting for any other live run), and fork the `main` worker.
     pub fn new() -> Result<LiveBackend, LiveError> {
+        Self::with_limits(LiveLimits::default())
+    }
+
+    /// Start a live backend whose statements are checked against `limits`
+    /// (crate::budget) before they run.
+    pub fn with_limits(limits: LiveLimits) -> Result<LiveBackend, LiveError> {
         if !worker::SUPPORTED || !cfg!(target_os = "linux") {
             return Err(LiveError::Unsupported);
         }
-        let lock = ThpLock::acquire().map_err(|e| LiveError::Lock(knobs::lock_path(), e))?;
+        let lock = knobs::acquire_or_wait("live run")
+            .map_err(|e| LiveError::Lock(knobs::lock_path(), e))?;
         // ptlab's own allocations must not move the global THP counters
         // while a scenario allows large folios; workers undo this.
         // SAFETY: prctl on ourselves.
@@ -269,13 +329,16 @@ impl LiveBackend {
         {
             return Err(LiveError::Spawn(std::io::Error::last_os_error()));
         }
+        // The worker dies with ptlab (crate::lifeline): recorded before the
+        // fork, checked by the worker after it arms PR_SET_PDEATHSIG.
+        let parent = crate::lifeline::my_pid();
         // SAFETY: the child runs only async-signal-safe code (worker_main).
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(LiveError::Spawn(std::io::Error::last_os_error()));
         }
         if pid == 0 {
-            worker::worker_main(sv[1]);
+            worker::worker_main(sv[1], parent);
         }
         // SAFETY: closing our copy of the worker's end; sv[0] is ours.
         let chan = unsafe {
@@ -302,6 +365,10 @@ impl LiveBackend {
             uffd_selected: Default::default(),
             uffd_fds: BTreeMap::new(),
             notes: Vec::new(),
+            mem_budget: limits.memory(),
+            limits,
+            mem_known: 0,
+            mem_added: 0,
             _lock: lock,
         };
         // Wait until the worker is serving, then record its own VMAs.
@@ -429,6 +496,213 @@ impl LiveBackend {
             .map(|(i, _, _)| i)
             .collect();
         Ok((max, all.saturating_sub(mine.len() as u64)))
+    }
+
+    /// The budgets this backend checks.
+    pub fn limits(&self) -> &LiveLimits {
+        &self.limits
+    }
+
+    /// The memory budget in bytes (resolved at start).
+    pub fn memory_budget(&self) -> u64 {
+        self.mem_budget.bytes
+    }
+
+    /// Memory the scenario's processes hold: (quick, precise). Quick is
+    /// `RssAnon + RssShmem + VmPTE` summed over the workers (a page shared
+    /// after fork counts once per process); precise replaces the resident
+    /// sizes by `Pss_Anon + Pss_Shmem` from smaps_rollup (a shared page
+    /// counts once in all), which walks the page tables, so it is read
+    /// only when the quick sum is over budget.
+    fn held_memory(&self, precise: bool) -> u64 {
+        let mut total = 0u64;
+        for p in &self.procs {
+            let st = kernel::read_status(p.pid).unwrap_or_default();
+            let kb = |k: &str| st.get(k).copied().unwrap_or(0) * 1024;
+            total = total.saturating_add(kb("VmPTE"));
+            if precise {
+                if let Ok(text) = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", p.pid)) {
+                    let r = kernel::parse_status(&text);
+                    let kb = |k: &str| r.get(k).copied().unwrap_or(0) * 1024;
+                    total = total.saturating_add(kb("Pss_Anon") + kb("Pss_Shmem"));
+                    continue;
+                }
+            }
+            total = total.saturating_add(kb("RssAnon") + kb("RssShmem"));
+        }
+        total
+    }
+
+    /// Check an operation against the budgets (crate::budget) before it
+    /// runs: every Backend method here calls this first, and `ptlab diff`
+    /// calls it before either side runs, so a statement over budget stops
+    /// the run on both sides alike (and the model does not populate what
+    /// the kernel refused). Err names the budget, the amount asked for and
+    /// the option that raises it.
+    pub fn admit(&mut self, proc: &str, op: Planned) -> Result<(), BackendError> {
+        let range = |a: u64, l: u64| format!("{a:#x}+{l:#x}");
+        match op {
+            Planned::Access { start, len } => {
+                // A read can populate too: a swap-in, or a THP where the
+                // huge zero page is off.
+                self.reserve_memory(&range(start, len), budget::populate_bound(start, len))
+            }
+            Planned::Mmap { len, flags } => {
+                if flags.intersects(MapFlags::POPULATE | MapFlags::LOCKED) {
+                    // Its own pages, whatever folios back them (a folio
+                    // never reaches past its VMA).
+                    self.reserve_memory(
+                        &format!("a populated mapping of {len:#x}"),
+                        budget::mapping_bound(len),
+                    )
+                } else {
+                    Ok(())
+                }
+            }
+            Planned::Madvise { addr, len, advice } => {
+                if advice == Advice::Collapse {
+                    // A new PMD THP per 2 MiB block before the old pages go.
+                    self.reserve_memory(&range(addr, len), budget::populate_bound(addr, len))
+                } else {
+                    Ok(())
+                }
+            }
+            Planned::Mlock { addr, len, onfault } => {
+                if onfault {
+                    Ok(())
+                } else {
+                    self.reserve_memory(&range(addr, len), budget::populate_bound(addr, len))
+                }
+            }
+            Planned::Mprotect { addr, len, prot } => {
+                // Making a VM_LOCKED range writable populates it
+                // (mm/mprotect.c mprotect_fixup() → populate_vma_page_range()).
+                if !prot.contains(Prot::WRITE) {
+                    return Ok(());
+                }
+                let locked = self.locked_in(proc, addr, len)?;
+                if locked == 0 {
+                    return Ok(());
+                }
+                self.reserve_memory(
+                    &format!("{} (locked)", range(addr, len)),
+                    budget::populate_bound(addr, len).min(locked + 2 * budget::MAX_FOLIO),
+                )
+            }
+            Planned::Mremap {
+                addr,
+                old_len,
+                new_len,
+            } => {
+                // Growing a VM_LOCKED mapping populates the new part
+                // (mm/mremap.c: the grown range goes to mm_populate()).
+                if new_len <= old_len || self.locked_in(proc, addr, old_len.max(1))? == 0 {
+                    return Ok(());
+                }
+                self.reserve_memory(
+                    &format!("growing a locked mapping by {:#x}", new_len - old_len),
+                    budget::mapping_bound(new_len - old_len),
+                )
+            }
+            Planned::UffdCopy { len, tagged } => {
+                // Small pages at the destination; with a tag the worker also
+                // fills a source buffer of that size.
+                let pages = budget::mapping_bound(len);
+                self.reserve_memory(
+                    &format!("a copy of {len:#x}"),
+                    if tagged {
+                        pages.saturating_mul(2)
+                    } else {
+                        pages
+                    },
+                )
+            }
+            Planned::Fork => {
+                let max = self.limits.procs();
+                if (self.procs.len() as u64) < max {
+                    return Ok(());
+                }
+                Err(BackendError::Other(format!(
+                    "process budget exceeded: the scenario has {} processes alive and the live \
+                     process budget is {max} ({}); exit some first, or raise it with --max-procs \
+                     N (e.g. --max-procs {}) if this machine can take it; no process was created",
+                    self.procs.len(),
+                    if self.limits.max_procs.is_some() {
+                        "set with --max-procs"
+                    } else {
+                        "the default"
+                    },
+                    max.saturating_mul(2),
+                )))
+            }
+            Planned::Swap { bytes } => {
+                if bytes == 0 {
+                    return Ok(());
+                }
+                self.limits
+                    .check_swap(bytes, &crate::swapfile::swap_dir())
+                    .map_err(BackendError::Other)
+            }
+        }
+    }
+
+    /// Before a statement that may populate up to `bound` bytes: check it
+    /// against the memory budget (crate::budget), measuring what the
+    /// processes hold when the running sum of bounds would pass it.
+    fn reserve_memory(&mut self, range: &str, bound: u64) -> Result<(), BackendError> {
+        if bound == 0 {
+            return Ok(());
+        }
+        let budget = self.mem_budget.bytes;
+        if self
+            .mem_known
+            .saturating_add(self.mem_added)
+            .saturating_add(bound)
+            <= budget
+        {
+            self.mem_added += bound;
+            return Ok(());
+        }
+        let mut held = self.held_memory(false);
+        if bound <= budget {
+            if held.saturating_add(bound) > budget {
+                held = self.held_memory(true);
+            }
+            if held.saturating_add(bound) <= budget {
+                self.mem_known = held;
+                self.mem_added = bound;
+                return Ok(());
+            }
+        }
+        Err(BackendError::Other(format!(
+            "memory budget exceeded: {range} may populate up to {} (counted in whole 2 MiB \
+             blocks, the largest folio), and the scenario's processes hold {} already; the live \
+             memory budget is {} ({}). Raise it with --max-memory SIZE (e.g. --max-memory {}) \
+             if this machine has the memory to spare; nothing was populated",
+            fmt_bytes(bound),
+            fmt_bytes(held),
+            fmt_bytes(budget),
+            self.mem_budget.source,
+            budget::fmt_size_arg(held.saturating_add(bound)),
+        )))
+    }
+
+    /// Bytes of VM_LOCKED VMAs of `proc` in `[start, start + len)` (0
+    /// without reading smaps when the process locks nothing).
+    fn locked_in(&self, proc: &str, start: u64, len: u64) -> Result<u64, BackendError> {
+        let pid = self.procs[self.proc_index(proc)?].pid;
+        let st = kernel::read_status(pid).unwrap_or_default();
+        if st.get("VmLck").copied().unwrap_or(0) == 0 {
+            return Ok(0);
+        }
+        let end = start.saturating_add(len);
+        let smaps = kernel::read_smaps(pid)
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}")))?;
+        Ok(smaps
+            .iter()
+            .filter(|v| v.vm_flags.iter().any(|f| f == "lo"))
+            .map(|v| v.end.min(end).saturating_sub(v.start.max(start)))
+            .sum())
     }
 
     fn call(&mut self, proc: &str, req: Req) -> Result<Resp, BackendError> {
@@ -903,6 +1177,7 @@ impl Backend for LiveBackend {
         if flags.contains(MapFlags::FIXED) && !flags.contains(MapFlags::FIXED_NOREPLACE) {
             self.check_range("mmap MAP_FIXED", addr, len)?;
         }
+        self.admit(proc, Planned::Mmap { len, flags })?;
         self.refresh_scoped_limits(proc)?;
         let r = self.call(
             proc,
@@ -940,6 +1215,7 @@ impl Backend for LiveBackend {
         advice: Advice,
     ) -> Result<(), BackendError> {
         self.check_range("madvise", addr, len)?;
+        self.admit(proc, Planned::Madvise { addr, len, advice })?;
         let r = self.call(
             proc,
             [op::MADVISE, addr, len, advice.value() as u64, 0, 0, 0, 0],
@@ -966,7 +1242,9 @@ impl Backend for LiveBackend {
         write: bool,
         tag: Option<u64>,
     ) -> Result<(), BackendError> {
-        self.check_range(if write { "write" } else { "read" }, start, len)?;
+        let what = if write { "write" } else { "read" };
+        self.check_range(what, start, len)?;
+        self.admit(proc, Planned::Access { start, len })?;
         let r = self.call(
             proc,
             [
@@ -994,6 +1272,7 @@ impl Backend for LiveBackend {
     }
 
     fn set_swap(&mut self, bytes: u64) -> Result<(), BackendError> {
+        self.admit("main", Planned::Swap { bytes })?;
         self.knobs.set_swap(bytes).map_err(|e| match e {
             KnobError::Errno(e) => BackendError::Errno(e),
             other => BackendError::Other(other.to_string()),
@@ -1054,6 +1333,14 @@ impl Backend for LiveBackend {
         if let Some(n) = flags.fixed {
             self.check_range("mremap target", n, new_len)?;
         }
+        self.admit(
+            proc,
+            Planned::Mremap {
+                addr,
+                old_len,
+                new_len,
+            },
+        )?;
         self.refresh_scoped_limits(proc)?;
         let mut f = 0u64;
         if flags.maymove {
@@ -1101,6 +1388,7 @@ impl Backend for LiveBackend {
         prot: Prot,
     ) -> Result<(), BackendError> {
         self.check_range("mprotect", addr, len)?;
+        self.admit(proc, Planned::Mprotect { addr, len, prot })?;
         self.refresh_scoped_limits(proc)?;
         let r = self.call(
             proc,
@@ -1116,6 +1404,7 @@ impl Backend for LiveBackend {
         len: u64,
         onfault: bool,
     ) -> Result<(), BackendError> {
+        self.admit(proc, Planned::Mlock { addr, len, onfault })?;
         // mlock2(addr, len, MLOCK_ONFAULT) / mlock(addr, len).
         let req = if onfault {
             [op::SYSCALL3, libc::SYS_mlock2 as u64, addr, len, 1, 0, 0, 0]
@@ -1155,6 +1444,7 @@ impl Backend for LiveBackend {
             return Err(BackendError::ProcessExists(child.to_string()));
         }
         let idx = self.proc_index(parent)?;
+        self.admit(parent, Planned::Fork)?;
         let fd = self.procs[idx].chan.as_raw_fd();
         write_words(fd, &[op::FORK, 0, 0, 0, 0, 0, 0, 0])?;
         let (resp, chan) = recv_with_fd(fd)?;
@@ -1338,6 +1628,13 @@ impl Backend for LiveBackend {
         tag: Option<u64>,
     ) -> Result<u64, BackendError> {
         self.check_range("uffd copy", dst, len)?;
+        self.admit(
+            proc,
+            Planned::UffdCopy {
+                len,
+                tagged: tag.is_some(),
+            },
+        )?;
         self.uffd_prepare(proc)?;
         if tag.is_none() {
             self.check_range("uffd copy source", src, len)?;

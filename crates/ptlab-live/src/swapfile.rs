@@ -48,7 +48,7 @@ pub fn swap_path(pid: u32) -> PathBuf {
 pub fn header(pages: u64) -> Vec<u8> {
     let mut h = vec![0u8; PAGE as usize];
     h[1024..1028].copy_from_slice(&1u32.to_le_bytes()); // version
-    let last = (pages - 1).min(u64::from(u32::MAX)) as u32;
+    let last = pages.saturating_sub(1).min(u64::from(u32::MAX)) as u32;
     h[1028..1032].copy_from_slice(&last.to_le_bytes()); // last_page
                                                         // nr_badpages = 0; sws_uuid (16 bytes) left zero; sws_volume (16 bytes):
     h[1052..1052 + LABEL.len()].copy_from_slice(LABEL);
@@ -63,11 +63,16 @@ fn cpath(p: &Path) -> std::io::Result<CString> {
 /// Create, format and enable a swap file of `bytes` at `path` (which must
 /// not exist). On failure nothing is left behind. Returns the errno of a
 /// failed swapon(2) as an `io::Error` with that raw code.
+///
+/// There is no minimum here: the kernel decides. A file of one page gets a
+/// header with `last_page` 0, and one shorter than a page gets only that
+/// many bytes of the header (no `SWAPSPACE2` signature); swapon(2) refuses
+/// both with EINVAL (Linux: mm/swapfile.c read_swap_header(), "Empty
+/// swap-file" / "Unable to find swap-space signature"), which is the rule
+/// the model mirrors (ptlab_model::swap::MIN_SWAP_PAGES). mkswap(8)'s own
+/// floor of 10 pages is not the kernel's and is not applied.
 pub fn create(path: &Path, bytes: u64) -> std::io::Result<()> {
     let pages = bytes / PAGE;
-    if pages < 10 {
-        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-    }
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir)?;
     }
@@ -77,6 +82,13 @@ pub fn create(path: &Path, bytes: u64) -> std::io::Result<()> {
             .create_new(true)
             .mode(0o600)
             .open(path)?;
+        if pages == 0 {
+            // Shorter than the header page: what fits of it.
+            f.write_all(&header(1)[..bytes as usize])?;
+            f.sync_all()?;
+            drop(f);
+            return swapon(path);
+        }
         // Written out in full: a swap file must have no holes.
         f.write_all(&header(pages))?;
         let zeros = vec![0u8; 1 << 20];
@@ -88,12 +100,7 @@ pub fn create(path: &Path, bytes: u64) -> std::io::Result<()> {
         }
         f.sync_all()?;
         drop(f);
-        let c = cpath(path)?;
-        // SAFETY: a NUL-terminated path.
-        if unsafe { libc::swapon(c.as_ptr(), SWAP_FLAGS) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
+        swapon(path)
     })();
     if res.is_err() {
         let _ = fs::remove_file(path);
@@ -101,8 +108,21 @@ pub fn create(path: &Path, bytes: u64) -> std::io::Result<()> {
     res
 }
 
+/// swapon(2) at the highest priority.
+fn swapon(path: &Path) -> std::io::Result<()> {
+    let c = cpath(path)?;
+    // SAFETY: a NUL-terminated path.
+    if unsafe { libc::swapon(c.as_ptr(), SWAP_FLAGS) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Whether `path` looks like a swap file ptlab made: a regular file named
-/// `ptlab-*.swap` with our header label. Anything else is never touched.
+/// `ptlab-*.swap` with our header label, or one [`create`] had not finished
+/// writing when its process died (shorter than a page, holding nothing but
+/// the start of a ptlab header: possibly nothing at all). Anything else is
+/// never touched.
 pub fn is_ours(path: &Path) -> Result<(), String> {
     let name = path
         .file_name()
@@ -115,10 +135,25 @@ pub fn is_ours(path: &Path) -> Result<(), String> {
     if !meta.file_type().is_file() {
         return Err("not a regular file".into());
     }
-    let mut h = vec![0u8; PAGE as usize];
+    let mut h = Vec::with_capacity(PAGE as usize);
     File::open(path)
-        .and_then(|mut f| f.read_exact(&mut h))
+        .and_then(|f| f.take(PAGE).read_to_end(&mut h))
         .map_err(|e| e.to_string())?;
+    if h.len() < PAGE as usize {
+        // Every byte but `last_page` (1028..1032) is the same in every
+        // ptlab header.
+        let model = header(1);
+        let same = h
+            .iter()
+            .zip(&model)
+            .enumerate()
+            .all(|(i, (a, b))| (1028..1032).contains(&i) || a == b);
+        return if same && meta.len() < PAGE {
+            Ok(())
+        } else {
+            Err("no ptlab swap header".into())
+        };
+    }
     if &h[PAGE as usize - 10..] != b"SWAPSPACE2" || &h[1052..1052 + LABEL.len()] != LABEL {
         return Err("no ptlab swap header".into());
     }
@@ -200,6 +235,15 @@ mod tests {
         assert!(is_ours(&q).is_err());
         fs::write(&p, header(2)).unwrap();
         assert!(is_ours(&p).is_ok());
+        // A file whose creation was cut short: empty, or a header prefix.
+        fs::write(&p, b"").unwrap();
+        assert!(is_ours(&p).is_ok());
+        fs::write(&p, &header(9)[..1100]).unwrap();
+        assert!(is_ours(&p).is_ok());
+        let mut other = header(9)[..1100].to_vec();
+        other[5] = 1;
+        fs::write(&p, &other).unwrap();
+        assert!(is_ours(&p).is_err());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

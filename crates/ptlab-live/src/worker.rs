@@ -330,6 +330,28 @@ fn die() -> ! {
     unsafe { libc::_exit(0) }
 }
 
+/// Pages a long operation touches between two checks of [`die_if_orphaned`].
+const ORPHAN_CHECK_PAGES: u64 = 256;
+
+/// Die if ptlab is gone: its end of the channel hung up. Scenario fork
+/// children cannot use PR_SET_PDEATHSIG (it fires when their parent worker
+/// exits, which a scenario may do while the child lives on), so a worker
+/// notices ptlab's death on its channel: at once while it waits for a
+/// request (EOF), and every [`ORPHAN_CHECK_PAGES`] pages during a long
+/// access or tag read. One poll(2) with no timeout.
+fn die_if_orphaned() {
+    let mut p = libc::pollfd {
+        fd: CHAN_FD,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no timeout.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    if r > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+        die();
+    }
+}
+
 // ----- setup ----------------------------------------------------------------
 
 /// Move `fd` to [`CHAN_FD`] and close every other descriptor above stderr
@@ -483,8 +505,11 @@ unsafe fn pin_to_current_cpu() {
     libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
 }
 
-/// Entry point of a freshly forked worker. Never returns.
-pub(crate) fn worker_main(chan: libc::c_int) -> ! {
+/// Entry point of a freshly forked worker (`parent`: ptlab's pid, read
+/// before the fork). Never returns.
+pub(crate) fn worker_main(chan: libc::c_int, parent: libc::pid_t) -> ! {
+    // SIGKILL when ptlab dies, even in the middle of a long operation.
+    crate::lifeline::die_with_parent(parent);
     adopt_channel(chan);
     set_soft_limit(libc::RLIMIT_MEMLOCK as u64, MEMLOCK_DEFAULT);
     install_handlers();
@@ -613,6 +638,9 @@ fn handle_op(r: &Req) {
                 let mut done = 0u64;
                 let mut err = 0i64;
                 while done < count {
+                    if done % ORPHAN_CHECK_PAGES == ORPHAN_CHECK_PAGES - 1 {
+                        die_if_orphaned();
+                    }
                     let at = addr.wrapping_add(done.wrapping_mul(2 * 4096));
                     let p = libc::mmap(
                         at as *mut libc::c_void,
@@ -678,6 +706,9 @@ fn access(start: u64, len: u64, write: bool, has_tag: bool, tag: u64) {
             Some(n) => n,
             None => break,
         };
+        if ((a - start) / 4096).is_multiple_of(ORPHAN_CHECK_PAGES) {
+            die_if_orphaned();
+        }
     }
     reply(0, 0, 0);
 }
@@ -708,6 +739,7 @@ fn read_tags(start: u64, npages: u64) {
             die();
         }
         done += n as u64;
+        die_if_orphaned();
     }
     if !write_all(CHAN_FD, words_bytes(&[faults])) {
         die();

@@ -43,6 +43,7 @@ fn bounded_fuzz_finds_no_new_divergence() {
             ops: 20,
             out_dir: out.clone(),
             shrink_budget: Duration::from_secs(8),
+            limits: Default::default(),
         };
         let sum = fuzz(&opts, &mut |_| {}).expect("fuzz runs");
         eprintln!(

@@ -170,6 +170,8 @@ impl Model {
 
     /// Enable a swap device of `bytes` (rounded down to pages, the header
     /// page included), or disable swap with 0 (EBUSY while slots are in use).
+    /// Fewer than [`crate::swap::MIN_SWAP_PAGES`] pages is EINVAL, as
+    /// swapon(2) answers.
     pub fn set_swap(&mut self, bytes: u64) -> Result<(), Errno> {
         crate::swap::set_swap(&mut self.phys, bytes)
     }

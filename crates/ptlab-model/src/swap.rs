@@ -106,14 +106,32 @@ impl SwapDevice {
     }
 }
 
+/// The smallest swap area swapon(2) accepts, in pages: the header page
+/// plus one slot. Linux: mm/swapfile.c read_swap_header(): a header whose
+/// `last_page` is 0 is "Empty swap-file" and swapon() fails with EINVAL
+/// (an area shorter than one page has no `SWAPSPACE2` signature at all:
+/// "Unable to find swap-space signature", EINVAL). Checked live on 6.18.44
+/// with an ext4 swap file: 4K, 5000 and 8191 bytes are EINVAL, 8K (one
+/// usable slot) and every larger size are accepted. mkswap(8) refuses
+/// areas under 10 pages (40 KiB), but that is the tool's rule, not the
+/// kernel's (docs/ops/swap.md S13).
+pub const MIN_SWAP_PAGES: u64 = 2;
+
 /// Enable a swap device of `bytes` (0 disables it; only allowed while no
 /// slot is in use, as swapoff would first swap every page back in, which
-/// the model does not do).
+/// the model does not do). A size below [`MIN_SWAP_PAGES`] pages is EINVAL
+/// and leaves no swap area: `swap SIZE` replaces the area (swapoff of the
+/// old one, then swapon of the new one, which the kernel refuses).
 pub fn set_swap(phys: &mut PhysMem, bytes: u64) -> Result<(), Errno> {
     if !phys.swap.slots.is_empty() {
         return Err(Errno::EBUSY);
     }
-    phys.swap.pages = bytes / PAGE_SIZE;
+    let pages = bytes / PAGE_SIZE;
+    if bytes != 0 && pages < MIN_SWAP_PAGES {
+        phys.swap.pages = 0;
+        return Err(Errno::EINVAL);
+    }
+    phys.swap.pages = pages;
     Ok(())
 }
 
@@ -783,6 +801,31 @@ mod tests {
             m.write(1, A + k * 4096, A + k * 4096).unwrap();
         }
         m
+    }
+
+    /// S13: swapon(2) needs the header page plus one slot; a smaller
+    /// `swap SIZE` is EINVAL and leaves no swap area.
+    #[test]
+    fn smallest_swap_area_is_two_pages() {
+        let mut m = Model::new(ModelConfig::for_arch(ArchKind::X86_64));
+        m.set_swap(64 << 20).unwrap();
+        for bytes in [1, 4095, 4096, 5000, 8191] {
+            assert_eq!(m.set_swap(bytes), Err(Errno::EINVAL), "{bytes} bytes");
+            assert!(!m.swap().enabled(), "{bytes} bytes: no swap area left");
+        }
+        for bytes in [8192, 12288, 32 << 10, 36 << 10, 40 << 10, 40961] {
+            assert_eq!(m.set_swap(bytes), Ok(()), "{bytes} bytes");
+            assert_eq!(m.swap().pages, bytes / 4096);
+        }
+        // One usable slot: the first page goes out, the second stays.
+        m.set_swap(8192).unwrap();
+        m.mmap(1, A, 0x2000, RW, fixed()).unwrap();
+        m.write(1, A, 1).unwrap();
+        m.write(1, A + 4096, 2).unwrap();
+        m.madvise(1, A, 0x2000, Advice::PageOut).unwrap();
+        assert_eq!(swapped(&m, 1, A), Some(1));
+        assert_eq!(swapped(&m, 1, A + 4096), None);
+        assert_eq!(m.set_swap(0), Err(Errno::EBUSY));
     }
 
     #[test]

@@ -407,7 +407,11 @@ fn calibrate_here(dir: &std::path::Path, quick: bool) -> Result<PathBuf> {
         "ptlab reproduce: calibrating a local cost profile (ptlab calibrate{}) ...",
         if quick { " --quick" } else { "" }
     );
-    let o = cmd.output().context("cannot run ptlab calibrate")?;
+    // The child dies with us: an orphaned calibration would go on measuring
+    // and write local-profile.toml into a report nobody finishes.
+    let o = ptlab_live::lifeline::tie(&mut cmd)
+        .output()
+        .context("cannot run ptlab calibrate")?;
     let log = dir.join("calibrate.txt");
     let mut text = o.stdout.clone();
     text.extend_from_slice(&o.stderr);

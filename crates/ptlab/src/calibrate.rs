@@ -602,8 +602,10 @@ pub fn worker(args: &WorkerArgs) -> Result<u8> {
 
 fn run_worker(what: &str, reps: usize) -> Result<Samples> {
     let exe = std::env::current_exe().context("cannot find the ptlab executable")?;
-    let out = std::process::Command::new(exe)
-        .args(["calibrate-worker", what, "--reps", &reps.to_string()])
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["calibrate-worker", what, "--reps", &reps.to_string()]);
+    // The worker dies with us (it would otherwise measure on for minutes).
+    let out = ptlab_live::lifeline::tie(&mut cmd)
         .output()
         .context("cannot start the calibration worker")?;
     if !out.status.success() {

@@ -78,7 +78,7 @@ pub struct CostArgs {
     format: CostFormat,
 
     #[command(flatten)]
-    limits: crate::scenario::LimitArgs,
+    run_limits: crate::scenario::RunLimitArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -130,7 +130,7 @@ struct Row {
 }
 
 pub fn cost(args: &CostArgs, out: &mut dyn Write) -> Result<u8> {
-    crate::scenario::apply(&args.limits);
+    crate::scenario::apply(&args.run_limits);
     let (name, source, script) = crate::scenario::load(&args.file, &args.params)?;
     let declared = script.params();
     let profiles = select_profiles(args)?;

@@ -21,6 +21,7 @@ mod calibrate;
 mod cost;
 mod outpath;
 mod scenario;
+mod limits;
 mod show;
 
 #[derive(Parser)]
@@ -90,9 +91,13 @@ divergent statement (file:line) with a side-by-side of what each side showed.
 Needs root for frame numbers, kpageflags and kpagecount, and to change THP
 knobs; see docs/live.md.
 
+A statement over a live budget (--max-memory, --max-procs, --max-swap: memory
+it may populate, processes, swap-file size) stops the run before either side
+runs it (exit 3).
+
 Exit status: 0 = agreement, 1 = divergence, 2 = usage, I/O or parse error (or
 the live backend cannot start), 3 = no divergence but the run stopped early
-(an operation unsupported by the model, or a runtime error).";
+(an operation unsupported by the model, a live budget, or a runtime error).";
 
 const FUZZ_HELP: &str = "\
 Examples:
@@ -171,7 +176,9 @@ struct RunArgs {
     params: Vec<(String, String)>,
 
     #[command(flatten)]
-    limits: scenario::LimitArgs,
+    run_limits: scenario::RunLimitArgs,
+    #[command(flatten)]
+    limits: limits::LimitArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -200,7 +207,9 @@ struct DiffArgs {
     checkpoints_only: bool,
 
     #[command(flatten)]
-    limits: scenario::LimitArgs,
+    run_limits: scenario::RunLimitArgs,
+    #[command(flatten)]
+    limits: limits::LimitArgs,
 }
 
 #[derive(Args)]
@@ -230,6 +239,9 @@ struct FuzzArgs {
     /// Do not show a progress bar
     #[arg(long)]
     quiet: bool,
+
+    #[command(flatten)]
+    limits: limits::LimitArgs,
 }
 
 pub(crate) fn parse_param(s: &str) -> std::result::Result<(String, String), String> {
@@ -356,11 +368,12 @@ fn diff(args: &DiffArgs) -> Result<u8> {
     if let Some(why) = ptlab_live::live_unavailable() {
         anyhow::bail!("cannot run on the live kernel: {why}");
     }
-    scenario::apply(&args.limits);
+    scenario::apply(&args.run_limits);
     let (name, source, _) = scenario::load(&args.file, &[])?;
     let opts = ptlab_live::DiffOptions {
         arch: args.arch.kind(),
         every_step: !args.checkpoints_only,
+        limits: args.limits.limits(),
         ..Default::default()
     };
     let report = ptlab_live::diff_source(&name, &source, &opts)?;
@@ -380,7 +393,7 @@ fn diff(args: &DiffArgs) -> Result<u8> {
 
 /// Run one scenario; `Ok(passed)`.
 fn run(args: &RunArgs) -> Result<bool> {
-    scenario::apply(&args.limits);
+    scenario::apply(&args.run_limits);
     let (_, _, script) = scenario::load(&args.file, &args.params)?;
     let mut cfg = ModelConfig::for_arch(args.arch.kind());
     cfg.before = args
@@ -396,7 +409,7 @@ fn run(args: &RunArgs) -> Result<bool> {
             let mut backend = ModelBackend::new(cfg).check_every_statement(args.check_invariants);
             ptlab_scenario::run(&script, &mut backend, &opts)
         }
-        BackendKind::Live => run_live(&script, &opts)?,
+        BackendKind::Live => run_live(&script, &opts, args.limits.limits())?,
     };
     let mut out = BufWriter::new(out::stdout());
     match args.format {
@@ -409,7 +422,11 @@ fn run(args: &RunArgs) -> Result<bool> {
 }
 
 /// Run a parsed scenario on the live kernel.
-fn run_live(script: &ptlab_scenario::Script, opts: &RunOptions) -> Result<RunReport> {
+fn run_live(
+    script: &ptlab_scenario::Script,
+    opts: &RunOptions,
+    limits: ptlab_live::LiveLimits,
+) -> Result<RunReport> {
     if let Some(why) = ptlab_live::live_unavailable() {
         anyhow::bail!("cannot run on the live kernel: {why}");
     }
@@ -419,7 +436,7 @@ fn run_live(script: &ptlab_scenario::Script, opts: &RunOptions) -> Result<RunRep
              (order, idx, AX, cnt and samefolio cannot hold), and THP knobs cannot change"
         );
     }
-    let mut backend = ptlab_live::LiveBackend::new()?;
+    let mut backend = ptlab_live::LiveBackend::with_limits(limits)?;
     let report = ptlab_scenario::run(script, &mut backend, opts);
     for n in backend.notes() {
         errln!("ptlab: note: {n}");
@@ -510,6 +527,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         time,
         ops: args.ops as usize,
         out_dir: args.out.clone(),
+        limits: args.limits.limits(),
         ..FuzzOptions::default()
     };
     errln!(

@@ -9,7 +9,7 @@
 //!   ([`read_text`], [`profile`], [`result_file`]).
 //! * [`load`]: read, parse, and check `--param` names against the
 //!   scenario's `param` statements (an unknown name is a usage error).
-//! * [`LimitArgs`] / [`apply`]: `--max-statements`, and a progress line on
+//! * [`RunLimitArgs`] / [`apply`]: `--max-statements`, and a progress line on
 //!   stderr when a run goes on for more than a few seconds.
 
 use anyhow::{bail, Context, Result};
@@ -116,7 +116,7 @@ pub fn load(path: &Path, params: &[(String, String)]) -> Result<(String, String,
 
 /// Options every scenario-running subcommand shares.
 #[derive(Args, Clone, Debug)]
-pub struct LimitArgs {
+pub struct RunLimitArgs {
     /// Stop the run after N statements plus repeat iterations (0 = no
     /// limit); a bound on runaway loops such as `repeat 1000000000000`
     #[arg(long, value_name = "N", default_value_t = ptlab_scenario::DEFAULT_MAX_STATEMENTS)]
@@ -137,7 +137,7 @@ struct ProgressState {
 /// Sets the statement limit for every run this process starts and installs
 /// the progress indication: after [`QUIET_FOR`], a spinner when stderr is a
 /// terminal, otherwise a line every [`LINE_EVERY`]; nothing for short runs.
-pub fn apply(limits: &LimitArgs) {
+pub fn apply(limits: &RunLimitArgs) {
     ptlab_scenario::set_default_max_statements(match limits.max_statements {
         0 => None,
         n => Some(n),

@@ -88,7 +88,9 @@ pub struct ShowArgs {
     list_steps: bool,
 
     #[command(flatten)]
-    limits: crate::scenario::LimitArgs,
+    run_limits: crate::scenario::RunLimitArgs,
+    #[command(flatten)]
+    limits: super::limits::LimitArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -122,7 +124,7 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
     if let (Some(out), false) = (&args.out, args.list_steps) {
         crate::outpath::check_file("-o", out)?;
     }
-    crate::scenario::apply(&args.limits);
+    crate::scenario::apply(&args.run_limits);
     let (_, _, script) = crate::scenario::load(&args.file, &args.params)?;
     let sel = match (args.step, args.line) {
         (Some(n), _) => StepSel::Step(n),
@@ -161,7 +163,7 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
                     "ptlab: note: not root: frames are unreadable, so folios cannot be told apart"
                 );
             }
-            let target = LiveTarget(ptlab_live::LiveBackend::new()?);
+            let target = LiveTarget(ptlab_live::LiveBackend::with_limits(args.limits.limits())?);
             let cap = capture::capture_with_params(
                 &script,
                 target,
