@@ -10,7 +10,7 @@ use ptlab_bench::workload::{Progress, Workload};
 use std::path::PathBuf;
 
 pub const BENCH_HELP: &str = "\
-Workloads (shared/SEEDS.md; `all` runs every one):
+Workloads (docs/seeds.md; `all` runs every one):
   mremap-batch-4k  mremap-batch-64k           seed 1: 10,000 x (mmap 1 MiB, memset, mremap +1 MiB, munmap)
   mremap-table-aligned  mremap-table-unaligned  seed 2: one mremap of 1 GiB of 4 KiB pages
   fork-4k  fork-thp-pte                       seed 3: 1 GiB populated, 100 forks a run, 8 runs
@@ -220,7 +220,7 @@ pub fn compare(args: &CompareArgs) -> Result<u8> {
 }
 
 pub const REPRODUCE_HELP: &str = "\
-For each of the five seed changes (shared/SEEDS.md) this measures the
+For each of the five seed changes (docs/seeds.md) this measures the
 workload's contrast arms live on this kernel (mremap-batch 4k vs 64k, mremap
 table unaligned vs aligned, fork 4k vs thp-pte, mprotect 4k / 64k / thp-pte,
 uffd copy vs move) and puts them next to the model's predicted time before
