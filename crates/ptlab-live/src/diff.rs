@@ -50,6 +50,11 @@ pub struct DiffOptions {
     /// Budgets of the live side (crate::budget): a statement over one stops
     /// the run (a partial result, never a divergence).
     pub limits: crate::budget::LiveLimits,
+    /// Seed changes the model runs with their previous algorithm
+    /// (`--before`); what the kernel shows must not depend on it.
+    pub before: ptlab_model::Before,
+    /// Values for the scenario's `param` statements (`--param`).
+    pub params: Vec<(String, String)>,
 }
 
 impl Default for DiffOptions {
@@ -61,6 +66,8 @@ impl Default for DiffOptions {
             max_divergences: 20,
             max_steps: None,
             model_config: None,
+            before: ptlab_model::Before::empty(),
+            params: Vec::new(),
             limits: Default::default(),
         }
     }
@@ -537,10 +544,11 @@ impl DiffBackend {
     /// Start both backends (the live one forks its `main` worker).
     pub fn new(opts: DiffOptions) -> Result<DiffBackend, LiveError> {
         let live = LiveBackend::with_limits(opts.limits.clone())?;
-        let cfg = opts
+        let mut cfg = opts
             .model_config
             .clone()
             .unwrap_or_else(|| machine_model_config(opts.arch));
+        cfg.before |= opts.before;
         let model = ModelBackend::new(cfg);
         Ok(DiffBackend {
             model,
@@ -1606,6 +1614,7 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
     let caps = backend.live.caps();
     let run_opts = RunOptions {
         max_steps: opts.max_steps,
+        params: opts.params.clone(),
         ..RunOptions::default()
     };
     let run = ptlab_scenario::run(&script, &mut backend, &run_opts);

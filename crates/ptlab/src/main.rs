@@ -206,6 +206,17 @@ struct DiffArgs {
     #[arg(long)]
     checkpoints_only: bool,
 
+    /// Run the model with a seed change's previous algorithm (repeatable);
+    /// observable results must still agree with the kernel
+    #[arg(long = "before", value_name = "NAME", value_parser = parse_before)]
+    before: Vec<ptlab_model::Before>,
+
+    /// Set a `param NAME = DEFAULT` of the scenario (repeatable); VALUE is a
+    /// number or size: 42, 0x10, 64K, 1G. NAME must be declared by the
+    /// scenario
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    params: Vec<(String, String)>,
+
     #[command(flatten)]
     run_limits: scenario::RunLimitArgs,
     #[command(flatten)]
@@ -267,9 +278,10 @@ fn parse_before(name: &str) -> std::result::Result<ptlab_model::Before, String> 
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Arch {
-    #[value(name = "x86_64")]
+    // The same spellings as ArchKind::from_name (cost, calibrate).
+    #[value(name = "x86_64", aliases = ["x86-64", "amd64"])]
     X86_64,
-    #[value(name = "arm64")]
+    #[value(name = "arm64", alias = "aarch64")]
     Arm64,
 }
 
@@ -369,11 +381,13 @@ fn diff(args: &DiffArgs) -> Result<u8> {
         anyhow::bail!("cannot run on the live kernel: {why}");
     }
     scenario::apply(&args.run_limits);
-    let (name, source, _) = scenario::load(&args.file, &[])?;
+    let (name, source, _) = scenario::load(&args.file, &args.params)?;
     let opts = ptlab_live::DiffOptions {
         arch: args.arch.kind(),
         every_step: !args.checkpoints_only,
         limits: args.limits.limits(),
+        before: args.before.iter().fold(ptlab_model::Before::empty(), |a, b| a | *b),
+        params: args.params.clone(),
         ..Default::default()
     };
     let report = ptlab_live::diff_source(&name, &source, &opts)?;
