@@ -450,6 +450,9 @@ impl Drop for MemCgroup {
 #[derive(Debug, Clone, Copy)]
 pub struct Usage {
     /// Peak resident set, bytes (`ru_maxrss`: the largest single process).
+    /// It includes the forked copy of the test process before the exec
+    /// (the kernel keeps the larger hiwater across exec), so it is an upper
+    /// bound; bound memory with `as_limit` or a [`MemCgroup`] instead.
     pub max_rss: u64,
     /// User + system CPU time.
     pub cpu: Duration,

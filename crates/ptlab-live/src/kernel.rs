@@ -280,6 +280,9 @@ impl Reader {
         end: u64,
         anyof: u64,
     ) -> std::io::Result<Option<Vec<(u64, u64, u64)>>> {
+        // The ioctl wants page-aligned bounds (EINVAL otherwise, which
+        // would read as "unknown category" below).
+        let (start, end) = (start & !(PAGE - 1), end.div_ceil(PAGE) * PAGE);
         let unsupported = |e: &std::io::Error| {
             matches!(
                 e.raw_os_error(),
