@@ -764,7 +764,7 @@ impl ProcSvg<'_> {
                 self.addr(o, start, y + 12.0);
                 let _ = write!(
                     o,
-                    "<g data-kind=\"missing\" data-level=\"{level}\"><text class=\"t g\" x=\"{x}\" y=\"{:.1}\">{what} · {} of VMA here, nothing mapped</text></g>",
+                    "<g data-kind=\"missing\" data-level=\"{level}\" data-count=\"{n}\"><text class=\"t g\" x=\"{x}\" y=\"{:.1}\">{what} · {} of VMA here, nothing mapped</text></g>",
                     y + 12.0,
                     fmt_size(self.vma_bytes(start, end))
                 );
