@@ -682,7 +682,7 @@ impl LiveBackend {
                         dense.as_deref().unwrap_or(&[])
                     }
                 };
-                for p in self.chunk_states(proc, &f, a, b, regions)? {
+                for p in self.chunk_states(proc, pid, &f, a, b, regions)? {
                     out.push_run(p);
                 }
                 a = b;
@@ -699,6 +699,7 @@ impl LiveBackend {
     fn chunk_states(
         &mut self,
         proc: &str,
+        pid: i32,
         f: &std::fs::File,
         start: u64,
         end: u64,
@@ -710,7 +711,7 @@ impl LiveBackend {
         let raw = self
             .reader
             .raw_pages_in(f, start, end, &regions[first..last.max(first)])
-            .map_err(|e| BackendError::Other(format!("cannot read pagemap: {e}")))?;
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/pagemap: {e}")))?;
         let caps = self.reader.caps;
         let mut blocks: HashMap<u64, (Vec<u64>, Vec<u64>)> = HashMap::new();
         let mut out = Vec::with_capacity(raw.len());
