@@ -387,3 +387,249 @@ impl Drop for Watchdog {
         }
     }
 }
+// ----- memory cgroups and per-run resource use (added for tests/abuse/observe.rs) -----
+
+/// A memory cgroup the tested ptlab (and everything it forks, live workers
+/// included) runs in: a hard bound on memory for runs `RLIMIT_AS` cannot
+/// bound (a live worker's huge `noreserve` mmap needs address space, not
+/// memory). cgroup v2 (`memory.max`, `memory.swap.max` = 0) where the
+/// memory controller is enabled, else cgroup v1 (`memory.limit_in_bytes`,
+/// `memory.memsw.limit_in_bytes`). Removed on drop.
+pub struct MemCgroup {
+    dir: PathBuf,
+    procs: std::ffi::CString,
+    v2: bool,
+}
+
+impl MemCgroup {
+    /// Creates `ptlab-abuse-<pid>-<name>` limited to `max` bytes of memory
+    /// and no swap. `Err(reason)` (print `SKIP: reason`) when no memory
+    /// cgroup is writable here.
+    pub fn new(name: &str, max: u64) -> Result<MemCgroup, String> {
+        let leaf = format!("ptlab-abuse-{}-{name}", std::process::id());
+        let mut tried = Vec::new();
+        for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+            let ctl =
+                |f: &str| std::fs::read_to_string(Path::new(root).join(f)).unwrap_or_default();
+            if !ctl("cgroup.subtree_control")
+                .split_whitespace()
+                .any(|c| c == "memory")
+            {
+                tried.push(format!("{root}: no cgroup v2 memory controller"));
+                continue;
+            }
+            let dir = Path::new(root).join(&leaf);
+            match Self::make(&dir, &[("memory.max", max), ("memory.swap.max", 0)], true) {
+                Ok(cg) => return Ok(cg),
+                Err(e) => tried.push(e),
+            }
+        }
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        if v1.join("memory.limit_in_bytes").exists() {
+            let dir = v1.join(&leaf);
+            let mut limits = vec![("memory.limit_in_bytes", max)];
+            if v1.join("memory.memsw.limit_in_bytes").exists() {
+                limits.push(("memory.memsw.limit_in_bytes", max));
+            }
+            match Self::make(&dir, &limits, false) {
+                Ok(cg) => return Ok(cg),
+                Err(e) => tried.push(e),
+            }
+        } else {
+            tried.push("no cgroup v1 memory hierarchy".into());
+        }
+        Err(format!("no writable memory cgroup ({})", tried.join("; ")))
+    }
+
+    fn make(dir: &Path, limits: &[(&str, u64)], v2: bool) -> Result<MemCgroup, String> {
+        let _ = std::fs::remove_dir(dir);
+        std::fs::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let procs = std::ffi::CString::new(dir.join("cgroup.procs").to_string_lossy().as_bytes())
+            .expect("no NUL in a cgroup path");
+        let cg = MemCgroup {
+            dir: dir.to_path_buf(),
+            procs,
+            v2,
+        };
+        for (file, v) in limits {
+            if file.contains("swap") && !cg.dir.join(file).exists() {
+                continue; // no swap accounting: nothing to limit
+            }
+            std::fs::write(cg.dir.join(file), v.to_string())
+                .map_err(|e| format!("cannot write {}: {e}", cg.dir.join(file).display()))?;
+        }
+        Ok(cg)
+    }
+
+    /// Makes `run`'s process join this cgroup before it execs ptlab.
+    pub fn enter(&self, mut run: Run) -> Run {
+        let path = self.procs.clone();
+        // SAFETY: open/write/close only, between fork and exec.
+        unsafe {
+            run.command().pre_exec(move || {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                let err = std::io::Error::last_os_error();
+                libc::close(fd);
+                if ok {
+                    Ok(())
+                } else {
+                    Err(err)
+                }
+            });
+        }
+        run
+    }
+
+    /// Peak memory charged to the cgroup, in bytes (`memory.peak` on v2,
+    /// `memory.max_usage_in_bytes` on v1), if the kernel reports it.
+    pub fn peak(&self) -> Option<u64> {
+        let f = if self.v2 {
+            "memory.peak"
+        } else {
+            "memory.max_usage_in_bytes"
+        };
+        std::fs::read_to_string(self.dir.join(f))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Whether anything in the cgroup hit the limit.
+    pub fn hit_limit(&self) -> bool {
+        if self.v2 {
+            let ev = std::fs::read_to_string(self.dir.join("memory.events")).unwrap_or_default();
+            ev.lines().any(|l| {
+                let mut it = l.split_whitespace();
+                matches!((it.next(), it.next()), (Some("max" | "oom" | "oom_kill"), Some(n)) if n != "0")
+            })
+        } else {
+            std::fs::read_to_string(self.dir.join("memory.failcnt"))
+                .map(|s| s.trim() != "0")
+                .unwrap_or(false)
+        }
+    }
+}
+
+impl Drop for MemCgroup {
+    fn drop(&mut self) {
+        // Anything left (a leak the test reports) is killed so the
+        // directory can go.
+        for _ in 0..50 {
+            let left = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+            for pid in left
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+            {
+                // SAFETY: killing a process this test put in its own cgroup.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// What one run cost, from `wait4()`: the ptlab process plus every
+/// descendant it waited for (its live worker, for instance).
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    /// Peak resident set, bytes (`ru_maxrss`: the largest single process).
+    /// It includes the forked copy of the test process before the exec
+    /// (the kernel keeps the larger hiwater across exec), so it is an upper
+    /// bound; bound memory with `as_limit` or a [`MemCgroup`] instead.
+    pub max_rss: u64,
+    /// User + system CPU time.
+    pub cpu: Duration,
+}
+
+impl Run {
+    /// [`Run::run`], but reaping the child with `wait4()` so that its own
+    /// resource use is known exactly (not mixed with other tests' children).
+    // The child is reaped by wait4() below, not by Child::wait().
+    #[allow(clippy::zombie_processes)]
+    pub fn run_usage(mut self) -> (Outcome, Usage) {
+        let limit = self.as_limit;
+        self.cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(Stdio::null());
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            self.cmd.pre_exec(move || {
+                libc::setpgid(0, 0);
+                if let Some(b) = limit {
+                    let r = libc::rlimit {
+                        rlim_cur: b,
+                        rlim_max: b,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_AS, &r) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let start = Instant::now();
+        let mut child = self.cmd.spawn().expect("spawn ptlab");
+        let mut out = child.stdout.take().expect("stdout");
+        let mut err = child.stderr.take().expect("stderr");
+        let t_out = std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = out.read_to_end(&mut s);
+            s
+        });
+        let t_err = std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = err.read_to_end(&mut s);
+            s
+        });
+        let pid = child.id() as i32;
+        let mut timed_out = false;
+        let mut status = 0i32;
+        // SAFETY: a zeroed rusage is valid; wait4 fills it.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: waiting for our own child.
+            let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+            if r == pid {
+                break;
+            }
+            if r < 0 {
+                panic!("wait4: {}", std::io::Error::last_os_error());
+            }
+            if start.elapsed() > self.timeout && !timed_out {
+                timed_out = true;
+                // SAFETY: signalling the process group we created.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let elapsed = start.elapsed();
+        let stdout = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).into_owned();
+        let stderr = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).into_owned();
+        let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+        let usage = Usage {
+            max_rss: ru.ru_maxrss as u64 * 1024,
+            cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
+        };
+        use std::os::unix::process::ExitStatusExt;
+        (
+            Outcome {
+                status: ExitStatus::from_raw(status),
+                stdout,
+                stderr,
+                elapsed,
+                max_rss_children: usage.max_rss,
+                timed_out,
+            },
+            usage,
+        )
+    }
+}

@@ -15,7 +15,7 @@
 //! scenario's own `expect` lines are evaluated as `ptlab run` would.
 
 use crate::live::{LiveBackend, LiveCaps, LiveError, Planned};
-use ptlab_model::observe::{render_page_runs, PageObs};
+use ptlab_model::observe::{render_page_runs, PageRuns};
 use ptlab_model::{
     Advice, ArchKind, MapFlags, Model, ModelConfig, Observation, PageState, Prot, ThpKnob, ThpMode,
     PMD_SIZE,
@@ -825,16 +825,17 @@ impl DiffBackend {
         seen: &mut HashMap<(String, u64), (u64, u64)>,
     ) {
         let caps = self.live.caps();
-        let lmap: BTreeMap<u64, &PageState> =
-            live.pages.iter().map(|p| (p.addr, &p.state)).collect();
-        let mmap: BTreeMap<u64, &PageState> =
-            model.pages.iter().map(|p| (p.addr, &p.state)).collect();
-        let addrs: BTreeSet<u64> = lmap.keys().chain(mmap.keys()).copied().collect();
         let none = PageState::NotPresent;
         let mut bad: Vec<(u64, String)> = Vec::new();
-        for &a in &addrs {
-            let ls = lmap.get(&a).copied().unwrap_or(&none);
-            let ms = mmap.get(&a).copied().unwrap_or(&none);
+        // Pages either side shows (a not-present run counted in full).
+        let mut total = 0u64;
+        // Both lists side by side: a present page is one piece, a run of
+        // not-present pages on both sides one piece however long.
+        for piece in PageRuns::aligned(&live.pages, &model.pages) {
+            total += piece.npages;
+            let a = piece.addr;
+            let ls = piece.a.unwrap_or(&none);
+            let ms = piece.b.unwrap_or(&none);
             let mut why: Vec<String> = Vec::new();
             match (ls, ms) {
                 (PageState::Anon(l), PageState::Anon(m)) => {
@@ -915,13 +916,8 @@ impl DiffBackend {
             .take_while(|&a| a < first + 64 * 4096)
             .last()
             .unwrap_or(first);
-        let window = |pages: &[PageObs]| -> Vec<String> {
-            let w: Vec<PageObs> = pages
-                .iter()
-                .filter(|p| p.addr >= first && p.addr <= last_shown)
-                .cloned()
-                .collect();
-            render_page_runs(&w)
+        let window = |pages: &PageRuns| -> Vec<String> {
+            render_page_runs(&pages.clip(first, last_shown.saturating_add(4096)))
         };
         let live_lines = window(&live.pages);
         let model_lines = window(&model.pages);
@@ -938,7 +934,7 @@ impl DiffBackend {
             format!(
                 "{} of {} pages differ; first at {first:#x}: {}",
                 bad.len(),
-                addrs.len(),
+                total,
                 bad[0].1
             ),
             live_lines,
@@ -1208,7 +1204,7 @@ impl Backend for DiffBackend {
         proc: &str,
         start: u64,
         end: u64,
-    ) -> Result<Vec<PageObs>, BackendError> {
+    ) -> Result<PageRuns, BackendError> {
         if self.dirty {
             self.compare_now();
         }

@@ -1,7 +1,8 @@
 //! Reading what the kernel shows about a process from the outside:
 //! `/proc/PID/smaps` (maps lines, VmFlags, Rss, AnonHugePages),
 //! `/proc/PID/pagemap` (present, PM_MMAP_EXCLUSIVE, PM_FILE, PFN), the
-//! `PAGEMAP_SCAN` ioctl (zero pages and PMD mappings), `/proc/kpageflags`,
+//! `PAGEMAP_SCAN` ioctl (which parts of a range are populated at all, zero
+//! pages and PMD mappings), `/proc/kpageflags`,
 //! `/proc/kpagecount`, and the THP counters.
 //!
 //! None of these reads takes a reference on a page or faults anything in.
@@ -33,8 +34,14 @@ pub const KPF_ANON_EXCLUSIVE: u64 = 1 << 34;
 // PAGEMAP_SCAN categories (include/uapi/linux/fs.h)
 pub const PAGE_IS_FILE: u64 = 1 << 2;
 pub const PAGE_IS_PRESENT: u64 = 1 << 3;
+/// Any non-none entry that is not present: a swap entry, a migration
+/// entry, or a PTE marker (guard regions, uffd-wp markers).
+pub const PAGE_IS_SWAPPED: u64 = 1 << 4;
 pub const PAGE_IS_PFNZERO: u64 = 1 << 5;
 pub const PAGE_IS_HUGE: u64 = 1 << 6;
+/// A guard marker (MADV_GUARD_INSTALL); Linux 6.15+ (older kernels reject
+/// the bit with EINVAL).
+pub const PAGE_IS_GUARD: u64 = 1 << 8;
 const PAGEMAP_SCAN: u64 = 0xC060_6610;
 
 /// One VMA as smaps shows it.
@@ -140,6 +147,8 @@ pub struct Caps {
     pub kpage: bool,
     /// The PAGEMAP_SCAN ioctl works (Linux 6.7+).
     pub scan: bool,
+    /// PAGEMAP_SCAN knows PAGE_IS_GUARD (Linux 6.15+).
+    pub scan_guard: bool,
 }
 
 /// Per-page raw facts for one virtual range.
@@ -167,6 +176,7 @@ impl Reader {
                 pfn: false,
                 kpage,
                 scan: true,
+                scan_guard: true,
             },
             kpageflags,
             kpagecount,
@@ -174,9 +184,31 @@ impl Reader {
     }
 
     /// Pagemap entries and PAGEMAP_SCAN categories for `[start, end)`.
+    /// Reads one pagemap word per page of the range: for ranges known to be
+    /// populated (see [`Reader::populated`] for finding them).
     pub fn raw_pages(&mut self, pid: i32, start: u64, end: u64) -> std::io::Result<Vec<RawPage>> {
-        let n = ((end - start) / PAGE) as usize;
         let f = File::open(format!("/proc/{pid}/pagemap"))?;
+        let regions = match self.scan(&f, start, end, PAGE_IS_PRESENT) {
+            Ok(r) => r,
+            Err(_) => {
+                self.caps.scan = false;
+                None
+            }
+        };
+        self.raw_pages_in(&f, start, end, regions.as_deref().unwrap_or(&[]))
+    }
+
+    /// Pagemap entries of `[start, end)` from the open pagemap `f`, with the
+    /// PAGEMAP_SCAN categories of `regions` (`(start, end, categories)`,
+    /// as [`Reader::populated`] returns them) filled in.
+    pub fn raw_pages_in(
+        &mut self,
+        f: &File,
+        start: u64,
+        end: u64,
+        regions: &[(u64, u64, u64)],
+    ) -> std::io::Result<Vec<RawPage>> {
+        let n = ((end - start) / PAGE) as usize;
         let mut buf = vec![0u8; n * 8];
         let mut off = 0;
         while off < buf.len() {
@@ -196,21 +228,79 @@ impl Reader {
         if out.iter().any(|p| p.pagemap & PM_PFN_MASK != 0) {
             self.caps.pfn = true;
         }
-        if self.caps.scan {
-            match pagemap_scan(&f, start, end) {
-                Ok(regions) => {
-                    for (s, e, cat) in regions {
-                        let mut a = s.max(start);
-                        while a < e.min(end) {
-                            out[((a - start) / PAGE) as usize].scan = cat;
-                            a += PAGE;
-                        }
-                    }
-                }
-                Err(_) => self.caps.scan = false,
+        for &(s, e, cat) in regions {
+            let mut a = s.max(start);
+            while a < e.min(end) {
+                out[((a - start) / PAGE) as usize].scan = cat;
+                a += PAGE;
             }
         }
         Ok(out)
+    }
+
+    /// The categories asked back from PAGEMAP_SCAN.
+    fn scan_returns(&self) -> u64 {
+        let guard = if self.caps.scan_guard {
+            PAGE_IS_GUARD
+        } else {
+            0
+        };
+        PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_PFNZERO | PAGE_IS_HUGE | PAGE_IS_FILE | guard
+    }
+
+    /// The parts of `[start, end)` whose entries are not none (present
+    /// pages, the zero pages, swap entries, guard and other markers), as
+    /// `(start, end, PAGEMAP_SCAN categories)` in address order, found by
+    /// one PAGEMAP_SCAN walk of the page tables: the kernel skips a none
+    /// PGD, PUD or PMD entry in one step (pagemap_scan_pte_hole()), so the
+    /// cost follows what is populated, not the size of the range. Read-only
+    /// (no write-protect flags: nothing is changed or split).
+    ///
+    /// `Ok(None)` when the ioctl is unavailable (before Linux 6.7): the
+    /// caller reads the whole range instead. On a kernel without
+    /// PAGE_IS_GUARD (before 6.15) the walk is repeated without it (guard
+    /// markers are still found: they are PAGE_IS_SWAPPED, and pagemap's
+    /// PM_GUARD_REGION tells them apart).
+    /// Linux: fs/proc/task_mmu.c do_pagemap_scan(), pagemap_page_category().
+    pub fn populated(
+        &mut self,
+        f: &File,
+        start: u64,
+        end: u64,
+    ) -> std::io::Result<Option<Vec<(u64, u64, u64)>>> {
+        self.scan(f, start, end, PAGE_IS_PRESENT | PAGE_IS_SWAPPED)
+    }
+
+    /// PAGEMAP_SCAN for pages with any of `anyof`, learning once which
+    /// categories the kernel knows; `Ok(None)` when it has no such ioctl.
+    fn scan(
+        &mut self,
+        f: &File,
+        start: u64,
+        end: u64,
+        anyof: u64,
+    ) -> std::io::Result<Option<Vec<(u64, u64, u64)>>> {
+        // The ioctl wants page-aligned bounds (EINVAL otherwise, which
+        // would read as "unknown category" below).
+        let (start, end) = (start & !(PAGE - 1), end.div_ceil(PAGE) * PAGE);
+        let unsupported = |e: &std::io::Error| {
+            matches!(
+                e.raw_os_error(),
+                Some(libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP)
+            )
+        };
+        while self.caps.scan {
+            match pagemap_scan(f, start, end, anyof, self.scan_returns()) {
+                Ok(r) => return Ok(Some(r)),
+                // Before 6.15 an unknown category bit is EINVAL: retry without it.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.caps.scan_guard => {
+                    self.caps.scan_guard = false;
+                }
+                Err(e) if unsupported(&e) => self.caps.scan = false,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
     }
 
     /// kpageflags of the 512-frame block holding `pfn`, cached in `cache`.
@@ -263,12 +353,18 @@ struct PmScanArg {
     return_mask: u64,
 }
 
-/// `PAGEMAP_SCAN` over `[start, end)`: runs of present pages with their
-/// categories (PRESENT, PFNZERO, HUGE, FILE). Read-only: no write-protect
-/// flags are passed, so nothing is changed or split.
-fn pagemap_scan(f: &File, start: u64, end: u64) -> std::io::Result<Vec<(u64, u64, u64)>> {
+/// `PAGEMAP_SCAN` over `[start, end)`: runs of pages having any of the
+/// categories `anyof`, with the categories `returns` asks for. Read-only:
+/// no write-protect flags are passed, so nothing is changed or split.
+fn pagemap_scan(
+    f: &File,
+    start: u64,
+    end: u64,
+    anyof: u64,
+    returns: u64,
+) -> std::io::Result<Vec<(u64, u64, u64)>> {
     use std::os::fd::AsRawFd;
-    let mut out = Vec::new();
+    let mut out: Vec<(u64, u64, u64)> = Vec::new();
     let mut cur = start;
     let mut regions = vec![[0u64; 3]; 256];
     while cur < end {
@@ -278,8 +374,8 @@ fn pagemap_scan(f: &File, start: u64, end: u64) -> std::io::Result<Vec<(u64, u64
             end,
             vec: regions.as_mut_ptr() as u64,
             vec_len: regions.len() as u64,
-            category_anyof_mask: PAGE_IS_PRESENT,
-            return_mask: PAGE_IS_PRESENT | PAGE_IS_PFNZERO | PAGE_IS_HUGE | PAGE_IS_FILE,
+            category_anyof_mask: anyof,
+            return_mask: returns,
             ..Default::default()
         };
         // SAFETY: arg and regions are valid for the ioctl's duration.
@@ -288,7 +384,12 @@ fn pagemap_scan(f: &File, start: u64, end: u64) -> std::io::Result<Vec<(u64, u64
             return Err(std::io::Error::last_os_error());
         }
         for r in regions.iter().take(n as usize) {
-            out.push((r[0], r[1], r[2]));
+            // A region cut where one call's buffer filled continues in the
+            // next call: join the pieces.
+            match out.last_mut() {
+                Some(last) if last.1 == r[0] && last.2 == r[2] => last.1 = r[1],
+                _ => out.push((r[0], r[1], r[2])),
+            }
         }
         if arg.walk_end <= cur || arg.walk_end >= end {
             break;

@@ -333,3 +333,68 @@ fn diff_reports_frame_sharing_structurally() {
     .expect("diff runs");
     assert_eq!(rep.outcome(), DiffOutcome::Agree, "{}", rep.render_text());
 }
+
+/// The observer finds the populated parts of a range with PAGEMAP_SCAN and
+/// reads pagemap only there; reading every page's pagemap word (the way a
+/// kernel without PAGEMAP_SCAN needs) must show exactly the same: every
+/// kind of page, holes inside and between populated 2 MiB slots, and a
+/// big untouched mapping.
+#[test]
+fn sparse_observation_equals_dense_observation() {
+    require!(true);
+    use ptlab_model::PageState;
+    let mut b = LiveBackend::new().expect("live backend");
+    let r = run_source(
+        "t.ptl",
+        "\
+thp enabled madvise
+thp 64K always
+p = mmap 16M at 0x100000000000 noreplace
+madvise p 4M hugepage
+read p
+write p + 2M
+write p + 4M + 64K
+read p + 6M
+write p + 7M 8K
+write p + 7M + 24K
+madvise p + 7M + 12K 8K guard_install
+swap 16M
+write p + 8M 64K
+madvise p + 8M 64K pageout
+expect page p + 8M 64K swapped
+q = mmap 1G noreserve
+write q + 1G - 4K
+",
+        &mut b,
+        &RunOptions::default(),
+    )
+    .expect("parses");
+    assert_passes(&r);
+    let sparse = b.observe_live("main").expect("sparse observation");
+    b.set_dense_observation(true);
+    let dense = b.observe_live("main").expect("dense observation");
+    assert_eq!(sparse.maps, dense.maps);
+    assert_eq!(sparse.pages, dense.pages);
+    // Every kind of page is in it.
+    let has = |f: &dyn Fn(&PageState) -> bool| sparse.pages.iter().any(|p| f(&p.state));
+    assert!(has(&|s| matches!(s, PageState::NotPresent)));
+    assert!(has(&|s| matches!(s, PageState::Zero)));
+    assert!(has(&|s| matches!(s, PageState::Guard)));
+    assert!(has(&|s| matches!(s, PageState::Swapped { .. })));
+    assert!(has(&|s| matches!(s, PageState::Anon(a) if a.pmd_mapped)));
+    assert!(has(&|s| matches!(s, PageState::Anon(a) if a.order == 4)));
+    if knobs::use_zero_page() == Some(true) {
+        assert!(has(&|s| matches!(s, PageState::HugeZero { .. })));
+    }
+    // The untouched 1 GiB before q's last 64 KiB folio is one record.
+    let q = sparse.maps.last().expect("q").start;
+    let rec = sparse
+        .pages
+        .iter()
+        .find(|p| p.addr == q)
+        .expect("a record at q");
+    assert_eq!(
+        (rec.state.clone(), rec.npages),
+        (PageState::NotPresent, (1 << 18) - 16)
+    );
+}

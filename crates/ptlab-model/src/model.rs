@@ -11,7 +11,7 @@ use crate::errno::Errno;
 use crate::fault::{handle_fault, FaultEnv};
 use crate::folio::PhysMem;
 use crate::mm::{AnonVmaIds, Mm};
-use crate::observe::{AnonPage, MapsEntry, Observation, PageObs, PageState};
+use crate::observe::{AnonPage, MapsEntry, Observation, PageRuns, PageState};
 use crate::pgtable::{PageTables, PmdSlot};
 use crate::thp::ThpSettings;
 use crate::uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};
@@ -941,6 +941,13 @@ impl Model {
     // ---- observation ------------------------------------------------------
 
     /// What /proc shows for process `pid`, labelled `label`.
+    ///
+    /// Costs in proportion to what is populated: the page tables are
+    /// walked (a none PGD, PUD or PMD entry is skipped in one step), only
+    /// 2 MiB slots holding a PTE table or a PMD leaf are looked at page by
+    /// page, and every run of not-present pages is one record (see
+    /// [`PageRuns`]). Linux: fs/proc/task_mmu.c pagemap_read() walks the
+    /// same way (walk_page_range(), pagemap_pte_hole() for the holes).
     pub fn observe(&self, pid: Pid, label: &str) -> Observation {
         let mut obs = Observation {
             process: label.to_string(),
@@ -952,18 +959,8 @@ impl Model {
         };
         obs.vm_lck_kb = mm.locked_vm() * (PAGE_SIZE / 1024);
         for v in mm.vmas.iter() {
-            let mut rss_pages = 0u64;
-            let mut anon_huge_pages = 0u64;
-            for page in crate::mm::pages(v.start, v.end) {
-                let state = self.page_state(mm, page);
-                if let PageState::Anon(a) = &state {
-                    rss_pages += 1;
-                    if a.pmd_mapped {
-                        anon_huge_pages += 1;
-                    }
-                }
-                obs.pages.push(PageObs { addr: page, state });
-            }
+            let (rss_pages, anon_huge_pages) =
+                self.observe_range(mm, v.start, v.end, &mut obs.pages);
             obs.maps.push(MapsEntry {
                 start: v.start,
                 end: v.end,
@@ -976,23 +973,70 @@ impl Model {
         obs
     }
 
+    /// [`Model::observe`] the slow way: every virtual page of every VMA
+    /// looked up on its own (time in proportion to the size of the VMAs;
+    /// the result is the same). The reference the page-table walk is
+    /// checked against; not for big mappings.
+    pub fn observe_dense(&self, pid: Pid, label: &str) -> Observation {
+        let mut obs = self.observe(pid, label);
+        obs.pages = PageRuns::new();
+        if let Some(mm) = self.procs.get(&pid) {
+            for v in mm.vmas.iter() {
+                for page in crate::mm::pages(v.start, v.end) {
+                    obs.pages.push(page, self.page_state(mm, page));
+                }
+            }
+        }
+        obs
+    }
+
     /// The pages of `[start, end)` that lie inside VMAs, as [`Model::observe`]
     /// reports them (a cheaper query for a range).
-    pub fn observe_pages(&self, pid: Pid, start: u64, end: u64) -> Vec<PageObs> {
+    pub fn observe_pages(&self, pid: Pid, start: u64, end: u64) -> PageRuns {
+        let mut out = PageRuns::new();
         let Some(mm) = self.procs.get(&pid) else {
-            return Vec::new();
+            return out;
         };
-        let mut out = Vec::new();
+        let start = start & !(PAGE_SIZE - 1);
         for s in mm.vmas.starts_in(start, end) {
             let v = mm.vmas.get(s).expect("vma");
-            for page in crate::mm::pages(v.start.max(start & !(PAGE_SIZE - 1)), v.end.min(end)) {
-                out.push(PageObs {
-                    addr: page,
-                    state: self.page_state(mm, page),
-                });
+            let (a, b) = (v.start.max(start), v.end.min(end));
+            if a < b {
+                self.observe_range(mm, a, b, &mut out);
             }
         }
         out
+    }
+
+    /// Appends the pages of `[start, end)` (inside one VMA) to `out`;
+    /// returns (present anon pages, of which PMD-mapped).
+    fn observe_range(&self, mm: &Mm, start: u64, end: u64, out: &mut PageRuns) -> (u64, u64) {
+        // Slots that can hold anything other than none: PTE tables (which
+        // hold every non-present entry too: swap entries, guard markers)
+        // and PMD leaves.
+        let slots = mm.pt.populated_slots(start, end);
+        let (mut rss, mut huge) = (0, 0);
+        let mut cur = start;
+        for slot in slots {
+            let (a, b) = (slot.max(start), (slot + PMD_SIZE).min(end));
+            if a >= b {
+                continue;
+            }
+            out.push_none(cur, a);
+            for page in crate::mm::pages(a, b) {
+                let state = self.page_state(mm, page);
+                if let PageState::Anon(x) = &state {
+                    rss += 1;
+                    if x.pmd_mapped {
+                        huge += 1;
+                    }
+                }
+                out.push(page, state);
+            }
+            cur = b;
+        }
+        out.push_none(cur, end);
+        (rss, huge)
     }
 
     /// pagemap + kpageflags + kpagecount for one page.
@@ -1015,7 +1059,7 @@ impl Model {
                 }
                 // pte_to_pagemap_entry(): a guard marker reads PM_SWAP |
                 // PM_GUARD_REGION.
-                _ if crate::guard::is_guard(mm, va) => return PageState::Guard,
+                Entry::Marker(m) if m.is_guard() => return PageState::Guard,
                 _ => return PageState::NotPresent,
             },
         };

@@ -782,7 +782,7 @@ mod tests {
             map(m, B, 4 * P);
             write(m, B, 4 * P);
             set_flags(m, B, VmFlags::LOCKED);
-            let frames: Vec<_> = m.observe_pages(1, B, B + 4 * P);
+            let frames = m.observe_pages(1, B, B + 4 * P);
             let n = m.mremap(1, B, 4 * P, 4 * P, DONTUNMAP, 0).unwrap();
             assert_ne!(n, B);
             let src = vma(m, B);

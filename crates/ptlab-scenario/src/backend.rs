@@ -9,7 +9,7 @@
 //! a runtime error at the statement's position.
 
 use crate::ast::UffdMode;
-use ptlab_model::observe::PageObs;
+use ptlab_model::observe::PageRuns;
 use ptlab_model::{Advice, Errno, MapFlags, Observation, Prot, ThpKnob, ThpMode, PAGE_SIZE};
 use thiserror::Error;
 
@@ -191,21 +191,18 @@ pub trait Backend {
         Ok(())
     }
 
-    /// The pages of `proc` in `[start, end)`, in address order. Pages outside
-    /// every VMA may be omitted (they read as not present). The default
-    /// filters [`Backend::observe`]; backends can answer more cheaply.
+    /// The pages of `proc` in `[start, end)`, in address order, a run of
+    /// not-present pages as one record. Pages outside every VMA may be
+    /// omitted (they read as not present). The default clips
+    /// [`Backend::observe`]; backends can answer more cheaply.
     fn observe_pages(
         &mut self,
         proc: &str,
         start: u64,
         end: u64,
-    ) -> Result<Vec<PageObs>, BackendError> {
+    ) -> Result<PageRuns, BackendError> {
         let obs = self.observe(proc)?;
-        Ok(obs
-            .pages
-            .into_iter()
-            .filter(|p| p.addr >= start && p.addr < end)
-            .collect())
+        Ok(obs.pages.clip(start, end))
     }
 
     /// Called by the interpreter before every executed statement (except a

@@ -11,7 +11,7 @@
 use crate::ast::*;
 use crate::backend::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags};
 use crate::expr::{self, fmt_num, Env, EvalError};
-use ptlab_model::observe::PageObs;
+use ptlab_model::observe::PageRuns;
 use ptlab_model::{MapFlags, Observation, Order, PageState, Sections, ThpKnob, PAGE_SIZE};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -1138,12 +1138,12 @@ impl<'a> Interp<'a> {
         let end = page.saturating_add(PAGE_SIZE);
         let pages = self.pages(pos, page, end)?;
         Ok(pages
-            .into_iter()
-            .find(|p| p.addr == page)
-            .map_or(PageState::NotPresent, |p| p.state))
+            .state_at(page)
+            .cloned()
+            .unwrap_or(PageState::NotPresent))
     }
 
-    fn pages(&mut self, pos: Pos, start: u64, end: u64) -> Result<Vec<PageObs>, RtError> {
+    fn pages(&mut self, pos: Pos, start: u64, end: u64) -> Result<PageRuns, RtError> {
         self.backend
             .observe_pages(&self.current, start, end)
             .map_err(|e| rt(pos, format!("cannot observe pages: {e}")))
@@ -1369,28 +1369,65 @@ impl<'a> Interp<'a> {
             checks.push(self.page_check(a)?);
         }
         let observed = self.pages(s.pos, start, end)?;
-        let mut observed = observed.into_iter().peekable();
+        let mut observed = observed.records().iter().peekable();
         let mut mismatched = 0u64;
         let mut total = 0u64;
         let mut examples = Vec::new();
         let mut folio: Option<(u64, u64)> = None; // (first page in a folio, its identity)
+        let samefolio = checks.iter().any(|c| matches!(c, PageCheck::SameFolio));
+        let none = PageState::NotPresent;
+        // What page `k` of the range fails, given its state.
+        let failed = |k: u64, state: &PageState| -> Vec<String> {
+            checks.iter().filter_map(|c| c.mismatch(k, state)).collect()
+        };
         let mut page = start;
         while page < end {
-            // Pages come sorted; skip any before `page`.
-            while observed.peek().is_some_and(|p| p.addr < page) {
+            // Records come sorted; skip any that end before `page`.
+            while observed.peek().is_some_and(|p| p.end() <= page) {
                 observed.next();
             }
-            let state = match observed.peek() {
-                Some(p) if p.addr == page => p.state.clone(),
-                _ => PageState::NotPresent,
+            // The state at `page`, and how far it extends when it is a
+            // not-present run (a record, or a gap between records).
+            let (state, run_end) = match observed.peek() {
+                Some(p) if p.addr <= page => (&p.state, p.end()),
+                Some(p) => (&none, p.addr),
+                None => (&none, end),
             };
             let k = (page - start) / PAGE_SIZE;
-            let mut bad: Vec<String> = checks
-                .iter()
-                .filter_map(|c| c.mismatch(k, &state))
-                .collect();
-            if checks.iter().any(|c| matches!(c, PageCheck::SameFolio)) {
-                match (folio_id(&state), folio) {
+            if *state == PageState::NotPresent {
+                // Every check gives a not-present page the same verdict
+                // (only the text of `idx=` names the page), so a run is
+                // judged once and counted whole, never page by page.
+                let n = (run_end.min(end) - page).div_ceil(PAGE_SIZE).max(1);
+                let mut bad = failed(k, state);
+                if samefolio {
+                    bad.push("samefolio (this page is in no folio)".to_string());
+                }
+                total += n;
+                if !bad.is_empty() {
+                    mismatched += n;
+                    for j in 0..n.min(4u64.saturating_sub(examples.len() as u64)) {
+                        let mut bad = failed(k + j, state);
+                        if samefolio {
+                            bad.push("samefolio (this page is in no folio)".to_string());
+                        }
+                        examples.push(format!(
+                            "{:#x}: expected {}; page is {}",
+                            page + j * PAGE_SIZE,
+                            bad.join(", "),
+                            describe(state)
+                        ));
+                    }
+                }
+                page = match page.checked_add(n * PAGE_SIZE) {
+                    Some(p) => p,
+                    None => break,
+                };
+                continue;
+            }
+            let mut bad = failed(k, state);
+            if samefolio {
+                match (folio_id(state), folio) {
                     (None, _) => bad.push("samefolio (this page is in no folio)".to_string()),
                     (Some(id), None) => folio = Some((page, id)),
                     (Some(id), Some((first, first_id))) if id != first_id => {
@@ -1406,7 +1443,7 @@ impl<'a> Interp<'a> {
                     examples.push(format!(
                         "{page:#x}: expected {}; page is {}",
                         bad.join(", "),
-                        describe(&state)
+                        describe(state)
                     ));
                 }
             }

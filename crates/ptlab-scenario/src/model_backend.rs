@@ -3,7 +3,7 @@
 use crate::ast::UffdMode;
 use crate::backend::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags};
 use ptlab_model::{
-    observe::PageObs, AccessFault, Advice, CopySource, Errno, MapFlags, Model, ModelConfig,
+    observe::PageRuns, AccessFault, Advice, CopySource, Errno, MapFlags, Model, ModelConfig,
     Observation, Pid, Prot, ThpKnob, ThpMode, UffdError, UffdId,
 };
 use std::collections::{BTreeSet, HashMap};
@@ -440,7 +440,7 @@ impl Backend for ModelBackend {
         proc: &str,
         start: u64,
         end: u64,
-    ) -> Result<Vec<PageObs>, BackendError> {
+    ) -> Result<PageRuns, BackendError> {
         let pid = self.pid(proc)?;
         Ok(self.model.observe_pages(pid, start, end))
     }

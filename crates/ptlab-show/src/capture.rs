@@ -16,7 +16,7 @@
 //! live backend implements [`Target`] by observing every process.
 
 use crate::snapshot::Snapshot;
-use ptlab_model::observe::PageObs;
+use ptlab_model::observe::PageRuns;
 use ptlab_model::{Advice, MapFlags, ModelConfig, Observation, Pid, Prot, ThpKnob, ThpMode};
 use ptlab_scenario::ast::UffdMode;
 use ptlab_scenario::{
@@ -290,7 +290,7 @@ impl<T: Target> Backend for Recorder<T> {
         proc: &str,
         start: u64,
         end: u64,
-    ) -> Result<Vec<PageObs>, BackendError> {
+    ) -> Result<PageRuns, BackendError> {
         self.target.backend().observe_pages(proc, start, end)
     }
     fn before_statement(&mut self, line: u32, text: &str, loops: &[(u32, u64)]) {

@@ -72,13 +72,16 @@ pub enum Row {
         used: Option<u16>,
         virtual_region: bool,
     },
-    /// VMAs lie in `[start, end)` but the table at `level` that would map
-    /// them does not exist (its parent entry is none).
+    /// VMAs lie in `[start, end)` but the `n` consecutive tables at `level`
+    /// that would map them do not exist (their parent entries are none).
+    /// Level 0 (/proc snapshots, where tables are not visible): `n`
+    /// consecutive 1 GiB regions in which /proc shows no page at all.
     Missing {
         depth: u8,
         level: u8,
         start: u64,
         end: u64,
+        n: u64,
     },
     /// The header of VMA number `idx` (placed before the first row that
     /// holds its start).
@@ -372,11 +375,28 @@ impl Builder<'_> {
         let span = table_span(level);
         let Some(&(frame, used)) = tables.get(&(level, va)) else {
             if let Some((s, e)) = self.vma_index.hull(va, va.saturating_add(span)) {
+                // Consecutive absent tables under one VMA cover are one
+                // row (a 127 TiB mapping is one row, not 254).
+                if let Some(Row::Missing {
+                    depth: d,
+                    level: l,
+                    end,
+                    n,
+                    ..
+                }) = self.rows.last_mut()
+                {
+                    if *d == depth && *l == level && *end == s {
+                        *end = e;
+                        *n += 1;
+                        return;
+                    }
+                }
                 self.rows.push(Row::Missing {
                     depth,
                     level,
                     start: s,
                     end: e,
+                    n: 1,
                 });
             }
             return;
@@ -404,19 +424,66 @@ impl Builder<'_> {
         }
     }
 
-    /// /proc snapshots: one virtual region per 1 GiB that holds VMAs or pages.
+    /// /proc snapshots: one virtual region per 1 GiB that holds VMAs or
+    /// pages, except that two or more consecutive 1 GiB regions of VMAs in
+    /// which /proc shows no page become one [`Row::Missing`] (level 0).
+    /// Costs in proportion to the VMAs and the populated slots, not to the
+    /// size of the VMAs.
     fn proc_regions(&mut self) {
-        let mut regions: Vec<u64> = self.p.slots.keys().map(|va| va & !(PUD_SIZE - 1)).collect();
+        let gib = |va: u64| va & !(PUD_SIZE - 1);
+        let mut regions: Vec<u64> = self.p.slots.keys().map(|&va| gib(va)).collect();
+        regions.dedup();
+        // 1 GiB-aligned ranges the VMAs touch, merged.
+        let mut spans: Vec<(u64, u64)> = Vec::new();
         for v in &self.p.vmas {
-            let mut r = v.start & !(PUD_SIZE - 1);
-            while r < v.end {
-                regions.push(r);
-                r += PUD_SIZE;
+            let (a, b) = (gib(v.start), gib(v.end - 1).saturating_add(PUD_SIZE));
+            match spans.last_mut() {
+                Some(last) if last.1 >= a => last.1 = last.1.max(b),
+                _ => spans.push((a, b)),
             }
         }
-        regions.sort_unstable();
-        regions.dedup();
-        for r in regions {
+        // Every region to draw, in order: regions with pages, and runs of
+        // empty VMA regions between them (`Err((start, count))`).
+        let mut items: Vec<Result<u64, (u64, u64)>> = Vec::new();
+        let mut k = 0;
+        for (a, b) in spans {
+            while k < regions.len() && regions[k] < a {
+                items.push(Ok(regions[k]));
+                k += 1;
+            }
+            let mut cur = a;
+            while cur < b {
+                let next = regions.get(k).copied().filter(|&r| r < b).unwrap_or(b);
+                if next > cur {
+                    items.push(Err((cur, (next - cur) / PUD_SIZE)));
+                }
+                if next < b {
+                    items.push(Ok(next));
+                    k += 1;
+                    cur = next.saturating_add(PUD_SIZE);
+                } else {
+                    cur = b;
+                }
+            }
+        }
+        items.extend(regions[k..].iter().map(|&r| Ok(r)));
+        for item in items {
+            let r = match item {
+                Ok(r) | Err((r, 1)) => r,
+                Err((r, n)) => {
+                    let end = r.saturating_add(n * PUD_SIZE);
+                    if let Some((s, e)) = self.vma_index.hull(r, end) {
+                        self.rows.push(Row::Missing {
+                            depth: 0,
+                            level: 0,
+                            start: s,
+                            end: e,
+                            n,
+                        });
+                    }
+                    continue;
+                }
+            };
             self.rows.push(Row::Upper {
                 depth: 0,
                 level: 2,

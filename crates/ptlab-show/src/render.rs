@@ -750,17 +750,21 @@ impl ProcSvg<'_> {
                 level,
                 start,
                 end,
+                n,
             } => {
                 let x = content_x(depth);
-                let what = match level {
-                    3 => "no PUD table (PGD entry none)",
-                    2 => "no PMD table (PUD entry none)",
-                    _ => "no table",
+                let what = match (level, n) {
+                    (3, 1) => "no PUD table (PGD entry none)".to_string(),
+                    (3, n) => format!("no PUD tables ({n} PGD entries none)"),
+                    (2, 1) => "no PMD table (PUD entry none)".to_string(),
+                    (2, n) => format!("no PMD tables ({n} PUD entries none)"),
+                    (0, n) => format!("{n} regions of 1 GiB with no page (pagemap)"),
+                    _ => "no table".to_string(),
                 };
                 self.addr(o, start, y + 12.0);
                 let _ = write!(
                     o,
-                    "<g data-kind=\"missing\" data-level=\"{level}\"><text class=\"t g\" x=\"{x}\" y=\"{:.1}\">{what} · {} of VMA here, nothing mapped</text></g>",
+                    "<g data-kind=\"missing\" data-level=\"{level}\" data-count=\"{n}\"><text class=\"t g\" x=\"{x}\" y=\"{:.1}\">{what} · {} of VMA here, nothing mapped</text></g>",
                     y + 12.0,
                     fmt_size(self.vma_bytes(start, end))
                 );

@@ -252,3 +252,60 @@ fn documented_examples_pass_on_the_model() {
     }
     assert!(n >= 4, "expected the seed examples, found {n}");
 }
+
+#[test]
+fn huge_untouched_mappings_are_one_row() {
+    // Model: 127 TiB under 255 none PGD entries is one row, not 255.
+    let cap = run(
+        "p = mmap 127T noreserve\n",
+        ArchKind::X86_64,
+        StepSel::End,
+        false,
+    );
+    let l = layout(&cap.after, "main", 40);
+    assert_eq!(shape(&l), ["L4", "vma0", "missing3"], "{:#?}", l.rows);
+    assert!(matches!(l.rows[2], Row::Missing { n: 255, .. }));
+    // /proc: 8 GiB with one page in its 4th GiB. One region per GiB that
+    // holds pages, runs of two or more empty GiB as one row, a lone empty
+    // GiB as before (a region and its none entries).
+    let cap = run(
+        "p = mmap 8G at 0x7f0000000000 fixed noreserve\nwrite p + 3G\nwrite p + 5G\n",
+        ArchKind::X86_64,
+        StepSel::End,
+        false,
+    );
+    let m = cap.target.model();
+    let s = Snapshot::from_observations(&[m.observe(m.main_pid(), "main")]);
+    let l = layout(&s, "main", 40);
+    assert_eq!(
+        shape(&l),
+        [
+            "vma0",
+            "missing0",
+            "region",
+            "ptes1:Grid:1",
+            "gap511",
+            "region",
+            "gap512",
+            "region",
+            "ptes1:Grid:1",
+            "gap511",
+            "missing0",
+        ],
+        "{:#?}",
+        l.rows
+    );
+    let missing: Vec<(u64, u64, u64)> = l
+        .rows
+        .iter()
+        .filter_map(|r| match *r {
+            Row::Missing { start, end, n, .. } => Some((start, end, n)),
+            _ => None,
+        })
+        .collect();
+    let g = 1u64 << 30;
+    let p = 0x7f0000000000u64;
+    assert_eq!(missing, [(p, p + 3 * g, 3), (p + 6 * g, p + 8 * g, 2)]);
+    // Pages are the same as the model snapshot's.
+    assert_eq!(snap_present(&s, "main"), snap_present(&cap.after, "main"));
+}

@@ -7,7 +7,7 @@
 
 #![allow(dead_code)]
 
-use ptlab_model::observe::{AnonPage, MapsEntry, PageObs};
+use ptlab_model::observe::{AnonPage, MapsEntry};
 use ptlab_model::{
     Advice, Errno, MapFlags, Observation, PageState, Prot, ThpKnob, ThpMode, PAGE_SIZE,
 };
@@ -247,7 +247,7 @@ impl Backend for FakeBackend {
                         tag,
                     }),
                 };
-                obs.pages.push(PageObs { addr: a, state });
+                obs.pages.push(a, state);
                 a += PAGE_SIZE;
             }
         }
