@@ -262,7 +262,9 @@ impl Folios {
             PteKind::Anon => "F?".to_string(),
             PteKind::HugeZero => "hugezero".to_string(),
             PteKind::Zero => "zero".to_string(),
-            _ => String::new(),
+            PteKind::Swap => "swap".to_string(),
+            PteKind::Guard => "guard".to_string(),
+            PteKind::None => String::new(),
         }
     }
 
@@ -286,7 +288,8 @@ impl Folios {
             }
             PteKind::Zero => "#dedede".to_string(),
             PteKind::HugeZero => "#c4c4c4".to_string(),
-            PteKind::Other => "#777".to_string(),
+            PteKind::Swap => "#8a7fb8".to_string(),
+            PteKind::Guard => "#c0392b".to_string(),
             PteKind::None => "#fff".to_string(),
         }
     }
@@ -1091,7 +1094,8 @@ impl ProcSvg<'_> {
                 PteKind::Anon => ("anon", self.folios.color(e), " class=\"pc\""),
                 PteKind::Zero => ("zero", self.folios.color(e), " class=\"pc\""),
                 PteKind::HugeZero => ("hugezero", self.folios.color(e), " class=\"pc\""),
-                PteKind::Other => ("other", self.folios.color(e), " class=\"pc\""),
+                PteKind::Swap => ("swap", self.folios.color(e), " class=\"pc\""),
+                PteKind::Guard => ("guard", self.folios.color(e), " class=\"pc\""),
             };
             // Empty cells need no tooltip (their address is the row's plus
             // the offset), and there are many of them.
@@ -1458,7 +1462,8 @@ impl ProcSvg<'_> {
             PteKind::None => format!("{va:012x} none"),
             PteKind::Zero => format!("{va:012x} zero page {}", flags_text(e.flags)),
             PteKind::HugeZero => format!("{va:012x} huge zero page idx {}", e.index),
-            PteKind::Other => format!("{va:012x} descriptor {:#x}", e.raw),
+            PteKind::Swap => format!("{va:012x} swap entry {:#x}", e.raw),
+            PteKind::Guard => format!("{va:012x} guard marker (any access: SIGSEGV)"),
             PteKind::Anon => format!(
                 "{va:012x} {} idx {} of {} · pfn {:#x} · {} · {}",
                 self.folios.name(e),

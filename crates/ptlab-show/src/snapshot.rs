@@ -42,9 +42,50 @@ pub enum PteKind {
     HugeZero,
     /// A page of an anonymous folio.
     Anon,
-    /// A non-none descriptor that maps nothing /proc reports (should not
-    /// happen in the model; kept so that nothing is silently dropped).
-    Other,
+    /// A swap entry (pagemap PM_SWAP): maps no frame.
+    Swap,
+    /// A guard marker (MADV_GUARD_INSTALL; pagemap PM_SWAP |
+    /// PM_GUARD_REGION): maps no frame, any access is SIGSEGV.
+    Guard,
+}
+
+impl PteKind {
+    /// The one classification of what /proc shows for a page, shared by
+    /// model and live snapshots.
+    pub fn of(state: &PageState) -> PteKind {
+        match state {
+            PageState::NotPresent => PteKind::None,
+            PageState::Zero => PteKind::Zero,
+            PageState::HugeZero { .. } => PteKind::HugeZero,
+            PageState::Anon(_) => PteKind::Anon,
+            PageState::Swapped { .. } => PteKind::Swap,
+            PageState::Guard => PteKind::Guard,
+        }
+    }
+    /// What a model descriptor is, before the /proc view refines a present
+    /// one (zero page, huge zero page or anonymous page).
+    pub fn of_entry(e: &Entry) -> PteKind {
+        match e {
+            Entry::None | Entry::Table(_) => PteKind::None,
+            Entry::Leaf(_) => PteKind::Anon,
+            Entry::Swap(_) => PteKind::Swap,
+            Entry::Marker(m) if m.is_guard() => PteKind::Guard,
+            // A uffd-wp marker (not made for anonymous memory) maps nothing.
+            Entry::Marker(_) => PteKind::None,
+        }
+    }
+
+    /// The name used in the page's `data-state` and legend.
+    pub fn name(self) -> &'static str {
+        match self {
+            PteKind::None => "none",
+            PteKind::Zero => "zero",
+            PteKind::HugeZero => "hugezero",
+            PteKind::Anon => "anon",
+            PteKind::Swap => "swap",
+            PteKind::Guard => "guard",
+        }
+    }
 }
 
 /// One page-table entry (or one page of a PMD leaf), as drawn.
@@ -252,9 +293,10 @@ impl Snapshot {
                 if level == 1 {
                     let mut ptes = Box::new([Pte::default(); ENTRIES]);
                     for (i, raw) in t.entries.iter().enumerate() {
-                        if let Entry::Leaf(l) = arch.decode(1, *raw) {
+                        let e = arch.decode(1, *raw);
+                        if let Entry::Leaf(l) = e {
                             ptes[i] = Pte {
-                                kind: PteKind::Other,
+                                kind: PteKind::Anon,
                                 pfn: l.pfn.0,
                                 flags: Some(l.flags),
                                 raw: *raw,
@@ -262,7 +304,7 @@ impl Snapshot {
                             };
                         } else if *raw != 0 {
                             ptes[i] = Pte {
-                                kind: PteKind::Other,
+                                kind: PteKind::of_entry(&e),
                                 raw: *raw,
                                 flags: Some(LeafFlags::empty()),
                                 ..Pte::default()
@@ -293,7 +335,7 @@ impl Snapshot {
                                 slot,
                                 Slot::Leaf {
                                     pte: Pte {
-                                        kind: PteKind::Other,
+                                        kind: PteKind::Anon,
                                         pfn: l.pfn.0,
                                         flags: Some(l.flags),
                                         raw: *raw,
@@ -367,11 +409,11 @@ fn proc_from_observation(obs: &Observation) -> ProcSnap {
         let slot_va = page.addr & !(PMD_SIZE - 1);
         let i = ((page.addr - slot_va) >> 12) as usize;
         let (pte, pmd) = match &page.state {
-            PageState::NotPresent | PageState::Guard => continue,
-            // A swap PTE: drawn as a non-none entry that maps nothing.
-            PageState::Swapped { .. } => (
+            PageState::NotPresent => continue,
+            // Non-present entries that are not none: drawn, mapping nothing.
+            PageState::Swapped { .. } | PageState::Guard => (
                 Pte {
-                    kind: PteKind::Other,
+                    kind: PteKind::of(&page.state),
                     ..Pte::default()
                 },
                 false,

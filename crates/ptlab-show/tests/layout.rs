@@ -309,3 +309,36 @@ fn huge_untouched_mappings_are_one_row() {
     // Pages are the same as the model snapshot's.
     assert_eq!(snap_present(&s, "main"), snap_present(&cap.after, "main"));
 }
+
+/// Swap entries and guard markers are drawn as their own kinds (one
+/// classification, `PteKind::of`, for model and /proc snapshots), never
+/// dropped and never an unnamed "other".
+#[test]
+fn swap_entries_and_guard_markers_have_their_own_kinds() {
+    use ptlab_show::PteKind;
+    let s = end_state(
+        "swap 1M\np = mmap 64K at 0x7f0000000000 fixed\nwrite p 16K\n\
+         madvise p 8K pageout\nmadvise p + 32K 8K guard_install\n",
+    );
+    let proc = s.proc("main").expect("main");
+    let Some(ptlab_show::Slot::Table { ptes, .. }) = proc.slots.get(&0x7f00_0000_0000) else {
+        panic!("a PTE table at the slot: {:?}", proc.slots.keys());
+    };
+    let kinds: Vec<PteKind> = ptes[..10].iter().map(|p| p.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            PteKind::Swap,
+            PteKind::Swap,
+            PteKind::Anon,
+            PteKind::Anon,
+            PteKind::None,
+            PteKind::None,
+            PteKind::None,
+            PteKind::None,
+            PteKind::Guard,
+            PteKind::Guard,
+        ]
+    );
+    assert_eq!(PteKind::Guard.name(), "guard");
+}
