@@ -61,8 +61,7 @@ pub struct Outcome {
     pub stderr: String,
     pub elapsed: Duration,
     /// Peak resident set of the ptlab process and its waited-for children
-    /// (`ru_maxrss` of RUSAGE_CHILDREN after the wait), in bytes. An upper
-    /// bound over every child this test process has reaped so far.
+    /// (`ru_maxrss` from `wait4()`), in bytes; see [`Usage::max_rss`].
     pub max_rss_children: u64,
     pub timed_out: bool,
 }
@@ -128,78 +127,8 @@ impl Run {
     }
 
     /// Spawns and waits (killing the whole process group at the timeout).
-    pub fn run(mut self) -> Outcome {
-        let limit = self.as_limit;
-        self.cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .stdin(if self.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            });
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            self.cmd.pre_exec(move || {
-                libc::setpgid(0, 0);
-                if let Some(b) = limit {
-                    let r = libc::rlimit {
-                        rlim_cur: b,
-                        rlim_max: b,
-                    };
-                    if libc::setrlimit(libc::RLIMIT_AS, &r) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-        let start = Instant::now();
-        let mut child = self.cmd.spawn().expect("spawn ptlab");
-        if let Some(bytes) = self.stdin.take() {
-            let mut w = child.stdin.take().expect("stdin");
-            std::thread::spawn(move || {
-                use std::io::Write;
-                let _ = w.write_all(&bytes);
-            });
-        }
-        let mut out = child.stdout.take().expect("stdout");
-        let mut err = child.stderr.take().expect("stderr");
-        let t_out = std::thread::spawn(move || {
-            let mut s = Vec::new();
-            let _ = out.read_to_end(&mut s);
-            s
-        });
-        let t_err = std::thread::spawn(move || {
-            let mut s = Vec::new();
-            let _ = err.read_to_end(&mut s);
-            s
-        });
-        let pid = child.id() as i32;
-        let mut timed_out = false;
-        let status = loop {
-            if let Some(s) = child.try_wait().expect("try_wait") {
-                break s;
-            }
-            if start.elapsed() > self.timeout {
-                timed_out = true;
-                // SAFETY: signalling the process group we created.
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
-                break child.wait().expect("wait");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let elapsed = start.elapsed();
-        let stdout = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).into_owned();
-        let stderr = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).into_owned();
-        Outcome {
-            status,
-            stdout,
-            stderr,
-            elapsed,
-            max_rss_children: max_rss_children(),
-            timed_out,
-        }
+    pub fn run(self) -> Outcome {
+        self.run_usage().0
     }
 }
 
@@ -559,7 +488,11 @@ impl Run {
         self.cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .stdin(Stdio::null());
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             self.cmd.pre_exec(move || {
@@ -578,6 +511,13 @@ impl Run {
         }
         let start = Instant::now();
         let mut child = self.cmd.spawn().expect("spawn ptlab");
+        if let Some(bytes) = self.stdin.take() {
+            let mut w = child.stdin.take().expect("stdin");
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = w.write_all(&bytes);
+            });
+        }
         let mut out = child.stdout.take().expect("stdout");
         let mut err = child.stderr.take().expect("stderr");
         let t_out = std::thread::spawn(move || {

@@ -158,22 +158,13 @@ struct RunArgs {
     #[arg(long)]
     check_invariants: bool,
 
-    /// Run a seed change's previous algorithm (repeatable): mremap-pte-batch,
-    /// mremap-table-move, fork-pte-batch, mprotect-pte-batch, uffd-move-batch.
-    /// Observable results are the same; hardware work differs. A `before`
-    /// statement in the scenario replaces this set.
-    #[arg(long = "before", value_name = "NAME", value_parser = parse_before)]
-    before: Vec<ptlab_model::Before>,
+    #[command(flatten)]
+    scenario: ScenarioArgs,
 
     /// Where to run: the model, or the live kernel (in worker processes; see docs/live.md)
     #[arg(long, value_enum, default_value_t = BackendKind::Model)]
     backend: BackendKind,
 
-    /// Set a `param NAME = DEFAULT` of the scenario (repeatable); VALUE is a
-    /// number or size: 42, 0x10, 64K, 1G. NAME must be declared by the
-    /// scenario
-    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
-    params: Vec<(String, String)>,
 
     #[command(flatten)]
     run_limits: scenario::RunLimitArgs,
@@ -206,16 +197,9 @@ struct DiffArgs {
     #[arg(long)]
     checkpoints_only: bool,
 
-    /// Run the model with a seed change's previous algorithm (repeatable);
-    /// observable results must still agree with the kernel
-    #[arg(long = "before", value_name = "NAME", value_parser = parse_before)]
-    before: Vec<ptlab_model::Before>,
+    #[command(flatten)]
+    scenario: ScenarioArgs,
 
-    /// Set a `param NAME = DEFAULT` of the scenario (repeatable); VALUE is a
-    /// number or size: 42, 0x10, 64K, 1G. NAME must be declared by the
-    /// scenario
-    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
-    params: Vec<(String, String)>,
 
     #[command(flatten)]
     run_limits: scenario::RunLimitArgs,
@@ -274,6 +258,31 @@ fn parse_before(name: &str) -> std::result::Result<ptlab_model::Before, String> 
             names.join(", ")
         )
     })
+}
+
+/// The options of every subcommand that runs a scenario on the model
+/// (`run`, `diff`; `cost` and `show` add their own comparisons).
+#[derive(Args)]
+struct ScenarioArgs {
+    /// Run a seed change's previous algorithm (repeatable): mremap-pte-batch,
+    /// mremap-table-move, fork-pte-batch, mprotect-pte-batch, uffd-move-batch.
+    /// Observable results are the same (in `diff` they must still agree with
+    /// the kernel); hardware work differs. A `before` statement in the
+    /// scenario replaces this set.
+    #[arg(long = "before", value_name = "NAME", value_parser = parse_before)]
+    before: Vec<ptlab_model::Before>,
+
+    /// Set a `param NAME = DEFAULT` of the scenario (repeatable); VALUE is a
+    /// number or size: 42, 0x10, 64K, 1G. NAME must be declared by the
+    /// scenario
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    params: Vec<(String, String)>,
+}
+
+impl ScenarioArgs {
+    fn before(&self) -> ptlab_model::Before {
+        self.before.iter().fold(ptlab_model::Before::empty(), |a, b| a | *b)
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -381,13 +390,13 @@ fn diff(args: &DiffArgs) -> Result<u8> {
         anyhow::bail!("cannot run on the live kernel: {why}");
     }
     scenario::apply(&args.run_limits);
-    let (name, source, _) = scenario::load(&args.file, &args.params)?;
+    let (name, source, _) = scenario::load(&args.file, &args.scenario.params)?;
     let opts = ptlab_live::DiffOptions {
         arch: args.arch.kind(),
         every_step: !args.checkpoints_only,
         limits: args.limits.limits(),
-        before: args.before.iter().fold(ptlab_model::Before::empty(), |a, b| a | *b),
-        params: args.params.clone(),
+        before: args.scenario.before(),
+        params: args.scenario.params.clone(),
         ..Default::default()
     };
     let report = ptlab_live::diff_source(&name, &source, &opts)?;
@@ -408,14 +417,11 @@ fn diff(args: &DiffArgs) -> Result<u8> {
 /// Run one scenario; `Ok(passed)`.
 fn run(args: &RunArgs) -> Result<bool> {
     scenario::apply(&args.run_limits);
-    let (_, _, script) = scenario::load(&args.file, &args.params)?;
+    let (_, _, script) = scenario::load(&args.file, &args.scenario.params)?;
     let mut cfg = ModelConfig::for_arch(args.arch.kind());
-    cfg.before = args
-        .before
-        .iter()
-        .fold(ptlab_model::Before::empty(), |a, b| a | *b);
+    cfg.before = args.scenario.before();
     let opts = RunOptions {
-        params: args.params.clone(),
+        params: args.scenario.params.clone(),
         ..RunOptions::default()
     };
     let report = match args.backend {
