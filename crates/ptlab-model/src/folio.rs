@@ -14,7 +14,7 @@ use crate::addr::{Order, Pfn, PMD_ORDER};
 use crate::errno::Errno;
 use crate::hw::HwEvent;
 use crate::mm::Mm;
-use crate::model::Pid;
+use crate::types::Pid;
 use crate::phys::{FrameAllocator, FIRST_PFN};
 use crate::stats::{MthpStat, Stats, VmEvent};
 use std::collections::BTreeMap;

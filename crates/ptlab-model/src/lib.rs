@@ -30,6 +30,7 @@ pub mod stats;
 pub mod swap;
 pub mod thp;
 pub mod tlb;
+pub mod types;
 pub mod uapi;
 pub mod uffd;
 pub mod vma;

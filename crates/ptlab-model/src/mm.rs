@@ -4,7 +4,7 @@
 
 use crate::addr::{PAGE_SIZE, PMD_SIZE};
 use crate::folio::PhysMem;
-use crate::model::Pid;
+use crate::types::Pid;
 use crate::pgtable::{PageTables, PmdSlot};
 use crate::vma::{
     anon_vma_compatible, flags_mergeable, AnonVmaId, VmFlags, Vma, VmaTree, VM_ACCESS_FLAGS,
@@ -154,7 +154,7 @@ impl Mm {
         start: u64,
         end: u64,
         new_flags: VmFlags,
-        new_ctx: Option<crate::uffd::UffdId>,
+        new_ctx: Option<crate::types::UffdId>,
         hook: &mut dyn FnMut(&mut Mm, u64, bool) -> Result<(), crate::errno::Errno>,
     ) -> Result<Vec<u64>, crate::errno::Errno> {
         let middle = self.vmas.get(vma_start).expect("vma").clone();

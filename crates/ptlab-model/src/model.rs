@@ -20,8 +20,7 @@ use crate::tlb::MmuGather;
 use crate::zap::{free_pgtables, split_huge_pmd, zap_range};
 use std::collections::BTreeMap;
 
-/// A modelled process id. The first process is [`Model::main_pid`].
-pub type Pid = u32;
+pub use crate::types::Pid;
 
 /// Machine-wide configuration.
 #[derive(Clone, Debug)]

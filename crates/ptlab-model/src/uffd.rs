@@ -44,8 +44,7 @@ use crate::zap::split_huge_pmd;
 use bitflags::bitflags;
 use std::collections::BTreeMap;
 
-/// Identity of a userfaultfd context (one `userfaultfd(2)` descriptor).
-pub type UffdId = u32;
+pub use crate::types::UffdId;
 
 /// `UFFD_API`.
 pub const UFFD_API: u64 = 0xAA;

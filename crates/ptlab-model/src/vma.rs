@@ -157,7 +157,7 @@ pub struct Vma {
     /// flags (fork without EVENT_FORK, mremap without EVENT_REMAP) thereby
     /// drops the context too, as userfaultfd_reset_ctx() does.
     #[serde(default)]
-    pub uffd_ctx: Option<crate::uffd::UffdId>,
+    pub uffd_ctx: Option<crate::types::UffdId>,
 }
 
 impl Vma {
@@ -168,7 +168,7 @@ impl Vma {
         self.start <= addr && addr < self.end
     }
     /// The userfaultfd context the VMA is registered with, if any.
-    pub fn uffd_ctx(&self) -> Option<crate::uffd::UffdId> {
+    pub fn uffd_ctx(&self) -> Option<crate::types::UffdId> {
         uffd_ctx_of(self.flags, self.uffd_ctx)
     }
     /// pgoff of the page at `addr` (which may lie outside the VMA).
@@ -187,8 +187,8 @@ pub fn flags_mergeable(a: VmFlags, b: VmFlags) -> bool {
 /// `ctx` (none unless a VM_UFFD_* flag is set).
 pub fn uffd_ctx_of(
     flags: VmFlags,
-    ctx: Option<crate::uffd::UffdId>,
-) -> Option<crate::uffd::UffdId> {
+    ctx: Option<crate::types::UffdId>,
+) -> Option<crate::types::UffdId> {
     ctx.filter(|_| flags.intersects(VM_UFFD_FLAGS))
 }
 
