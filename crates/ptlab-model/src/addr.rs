@@ -17,6 +17,8 @@ pub const PMD_SIZE: u64 = 1 << 21;
 pub const PUD_SIZE: u64 = 1 << 30;
 /// PMD THP order (2 MiB / 4 KiB).
 pub const PMD_ORDER: u8 = 9;
+/// Pages in a PMD-sized folio (`HPAGE_PMD_NR`).
+pub const HPAGE_PMD_NR: u64 = 1 << PMD_ORDER;
 /// x86-64 4-level `TASK_SIZE_MAX`: 0x7ffffffff000.
 pub const TASK_SIZE: u64 = (1 << 47) - PAGE_SIZE;
 

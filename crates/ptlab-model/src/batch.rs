@@ -5,6 +5,7 @@
 //! __pte_batch_clear_ignored(); arch/arm64/include/asm/pgtable.h
 //! pte_batch_hint(). Spec: shared/spec/mprotect-contpte-cost.md §B.
 
+use crate::addr::PAGE_SIZE;
 use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::folio::PhysMem;
 use crate::pgtable::PageTables;
@@ -81,7 +82,7 @@ pub fn folio_pte_batch(
     let hint = |l: &Leaf, at: u64| -> u64 { pt.pte_batch_hint(at, l) };
     let mut nr = hint(&first, va);
     while nr < max_nr {
-        let at = va + nr * 4096;
+        let at = va + nr * PAGE_SIZE;
         out.scans += 1;
         let Entry::Leaf(l) = pt.pte(at) else { break };
         if l.pfn.0 != first.pfn.0 + nr || masked(l.flags, fpb) != want {

@@ -14,6 +14,7 @@
 //! range in the background, docs/divergences.md H3), file and shmem
 //! collapse, mTHP collapse orders below PMD.
 
+use crate::addr::HPAGE_PMD_NR;
 use crate::addr::PMD_SIZE;
 use crate::arch::{Entry, LeafFlags};
 use crate::errno::Errno;
@@ -236,7 +237,7 @@ impl Model {
         let vma = mm.vmas.find(slot).cloned().expect("VMA");
         phys.add_rmap_pmd(new, mm.pid, true);
         phys.ref_add(new, 1);
-        mm.rss_anon += 512;
+        mm.rss_anon += HPAGE_PMD_NR;
         let mut flags = LeafFlags::YOUNG | LeafFlags::DIRTY;
         if vma.flags.contains(VmFlags::WRITE) {
             flags |= LeafFlags::WRITE;

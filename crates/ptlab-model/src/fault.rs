@@ -6,6 +6,7 @@
 //! do_huge_pmd_wp_page(), do_huge_zero_wp_pmd(). Rule tags (F1, P3, W4...)
 //! refer to shared/spec/fork-fault.md.
 
+use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::addr::{Order, Pfn, PMD_ORDER, PMD_SIZE};
 use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::folio::{FolioRef, PhysMem};
@@ -202,10 +203,10 @@ fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> O
         e.insert(pgtable);
     }
     // folio_zero_user(): 512 pages cleared; map under the PMD lock.
-    env.phys.hw.add(HwEvent::PageZero, 512);
+    env.phys.hw.add(HwEvent::PageZero, HPAGE_PMD_NR);
     env.phys.add_rmap_pmd(folio, mm.pid, true);
     env.phys.ref_add(folio, 1);
-    mm.rss_anon += 512;
+    mm.rss_anon += HPAGE_PMD_NR;
     mm.pt
         .set_pmd(slot, Entry::Leaf(leaf_for_new_folio(vma, folio.head)));
     env.phys.stats.vm(VmEvent::ThpFaultAlloc, 1);
@@ -290,7 +291,7 @@ fn choose_order(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> Order {
         let base = addr & !(o.bytes() - 1);
         // pte_range_none(): a guard marker is not none.
         let all_none =
-            (0..o.pages()).all(|k| matches!(mm.pt.pte_raw(base + k * 4096), Entry::None));
+            (0..o.pages()).all(|k| matches!(mm.pt.pte_raw(base + k * PAGE_SIZE), Entry::None));
         if all_none {
             return o;
         }

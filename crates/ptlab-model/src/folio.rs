@@ -10,6 +10,7 @@
 //! array indexed by PFN, like the kernel's memmap), plus one [`LargeFolio`]
 //! record per folio of order ≥ 2.
 
+use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::addr::{Order, Pfn, PMD_ORDER};
 use crate::errno::Errno;
 use crate::hw::HwEvent;
@@ -645,9 +646,9 @@ pub fn split_folio(
         // The rmap walk: (level, address) of every mapping in this mm.
         let mut found: Vec<(u8, u64)> = Vec::new();
         if let Some((_, va, pfn)) = hint.filter(|h| h.0 == pid && in_folio(h.2)) {
-            let base = va.wrapping_sub((pfn.0 - folio.head.0) * 4096);
+            let base = va.wrapping_sub((pfn.0 - folio.head.0) * PAGE_SIZE);
             for k in 0..nr {
-                let a = base.wrapping_add(k * 4096);
+                let a = base.wrapping_add(k * PAGE_SIZE);
                 match mm.pt.pmd(a) {
                     crate::pgtable::PmdSlot::Leaf(p) if p.pfn == folio.head && k == 0 => {
                         found.push((2, a));
@@ -682,7 +683,7 @@ pub fn split_folio(
         for (level, va) in found {
             if level == 2 {
                 crate::zap::split_huge_pmd(mm, phys, va);
-                ptes.extend((0..512).map(|k| va + k * 4096));
+                ptes.extend((0..HPAGE_PMD_NR).map(|k| va + k * PAGE_SIZE));
             } else {
                 ptes.push(va);
             }

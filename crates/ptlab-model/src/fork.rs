@@ -10,6 +10,7 @@
 //! MMF_HAS_PINNED is never set and the eager-copy rules K3.2/K4 (pinned
 //! pages copied at fork) never apply.
 
+use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::addr::{PMD_SIZE, PTRS_PER_TABLE};
 use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::batch::{folio_pte_batch, Before, Fpb};
@@ -177,7 +178,7 @@ fn copy_huge_pmd(
     phys.set_anon_exclusive(folio.head, false);
     phys.add_rmap_pmd(folio, dst.pid, false);
     phys.ref_add(folio, 1);
-    dst.rss_anon += 512;
+    dst.rss_anon += HPAGE_PMD_NR;
     // Both PMDs become read-only; the child's is old.
     let mut p = leaf;
     p.flags.remove(LeafFlags::WRITE);
@@ -213,14 +214,14 @@ fn copy_pte_range(
             src.pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
                                              // copy_nonpresent_pte()
             crate::swap::copy_swap_pte(src, dst, phys, addr, s, c);
-            addr += 4096;
+            addr += PAGE_SIZE;
             continue;
         }
         let Entry::Leaf(pte) = src.pt.pte(addr) else {
-            addr += 4096;
+            addr += PAGE_SIZE;
             continue;
         };
-        let max_nr = (end - addr) / 4096;
+        let max_nr = (end - addr) / PAGE_SIZE;
         if !pte.flags.contains(LeafFlags::SPECIAL) {
             // vm_normal_page() + page_folio(): the head's struct page line.
             src.pt.hw.one(HwEvent::StructPageLine);
@@ -253,7 +254,7 @@ fn copy_pte_range(
             copy_present_ptes(src, dst, phys, addr, pte, 1, c);
             1
         };
-        addr += nr * 4096;
+        addr += nr * PAGE_SIZE;
     }
     const { assert!(PTRS_PER_TABLE == 512) };
     Ok(())

@@ -12,6 +12,7 @@
 //! contiguous blocks are well formed, and that a userfaultfd-registered VMA
 //! names an open context of its own mm.
 
+use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::addr::Pfn;
 use crate::arch::{Entry, LeafFlags};
 use crate::model::{Model, Pid};
@@ -39,7 +40,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
         // VMAs sorted, aligned, non-overlapping.
         let mut last_end = 0;
         for v in mm.vmas.iter() {
-            if v.start % 4096 != 0 || v.end % 4096 != 0 || v.start >= v.end {
+            if v.start % PAGE_SIZE != 0 || v.end % PAGE_SIZE != 0 || v.start >= v.end {
                 errs.push(format!(
                     "pid {pid}: malformed VMA {:#x}-{:#x}",
                     v.start, v.end
@@ -79,7 +80,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
         }
         for (t, level, _) in &tree {
             let tbl = mm.pt.table(*t).expect("reachable table exists");
-            let used = (0..512)
+            let used = (0..crate::addr::PTRS_PER_TABLE)
                 .filter(|&i| !matches!(mm.pt.arch().decode(*level, tbl.entries[i]), Entry::None))
                 .count();
             if used != tbl.used as usize {
@@ -94,7 +95,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
         let mut rss = 0u64;
         let leaves = mm.pt.leaves(0, u64::MAX);
         for &(va, level, leaf) in &leaves {
-            let span = if level == 2 { 2 << 20 } else { 4096 };
+            let span = if level == 2 { crate::addr::PMD_SIZE } else { PAGE_SIZE };
             match mm.vmas.find(va) {
                 Some(v) if va + span <= v.end => {}
                 _ => errs.push(format!(
@@ -127,7 +128,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
                 s.pmd_mms.insert(pid);
                 s.total += 1;
                 *s.per_mm.entry(pid).or_default() += 1;
-                rss += 512;
+                rss += HPAGE_PMD_NR;
             } else {
                 if leaf.flags.contains(LeafFlags::SPECIAL) {
                     if leaf.pfn != phys.zero_pfn {
@@ -276,11 +277,11 @@ fn check_cont_blocks(
         .map(|l| (l.0, l.2))
         .collect();
     for (&va, leaf) in &by_va {
-        if !leaf.flags.contains(LeafFlags::CONT) || va % (16 * 4096) != 0 {
+        if !leaf.flags.contains(LeafFlags::CONT) || va % (16 * PAGE_SIZE) != 0 {
             continue;
         }
         let ok = (0..16u64).all(|k| {
-            by_va.get(&(va + k * 4096)).is_some_and(|l| {
+            by_va.get(&(va + k * PAGE_SIZE)).is_some_and(|l| {
                 l.flags.contains(LeafFlags::CONT)
                     && l.pfn.0 == leaf.pfn.0 + k
                     && l.fold_key() == leaf.fold_key()
@@ -295,7 +296,7 @@ fn check_cont_blocks(
     }
     for (&va, leaf) in &by_va {
         if leaf.flags.contains(LeafFlags::CONT) {
-            let start = va & !(16 * 4096 - 1);
+            let start = va & !(16 * PAGE_SIZE - 1);
             if !by_va
                 .get(&start)
                 .is_some_and(|l| l.flags.contains(LeafFlags::CONT))

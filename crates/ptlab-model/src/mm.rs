@@ -2,6 +2,7 @@
 //! and the VMA-level rules that need both (anon_vma assignment, merging and
 //! splitting existing ranges).
 
+use crate::addr::HPAGE_PMD_NR;
 use crate::addr::{PAGE_SIZE, PMD_SIZE};
 use crate::folio::PhysMem;
 use crate::types::Pid;
@@ -374,7 +375,7 @@ pub fn count_rss(mm: &Mm, phys: &PhysMem) -> u64 {
         if Some(leaf.pfn) == phys.huge_zero {
             continue;
         }
-        rss += if level == 2 { 512 } else { 1 };
+        rss += if level == 2 { HPAGE_PMD_NR } else { 1 };
     }
     rss
 }

@@ -5,6 +5,7 @@
 //! [`crate::zap`], [`crate::mm`], [`crate::vma`]. This file holds the
 //! syscall entry checks, in the kernel's order.
 
+use crate::addr::HPAGE_PMD_NR;
 use crate::addr::{page_align, PAGE_SIZE, PMD_SIZE, TASK_SIZE};
 use crate::arch::{ArchKind, Entry, LeafFlags};
 use crate::errno::Errno;
@@ -52,7 +53,7 @@ impl ModelConfig {
             thp: ThpSettings::default(),
             mmap_base: 0x7fff_f000_0000,
             max_map_count: 65530,
-            mmap_min_addr: 4096,
+            mmap_min_addr: PAGE_SIZE,
             cap_sys_rawio: true,
             frames: 24 << 18,
             before: crate::batch::Before::empty(),
@@ -879,7 +880,7 @@ impl Model {
         let in_huge_zero = self
             .phys
             .huge_zero
-            .is_some_and(|h| (h.0..h.0 + 512).contains(&pfn.0));
+            .is_some_and(|h| (h.0..h.0 + HPAGE_PMD_NR).contains(&pfn.0));
         if pfn == self.phys.zero_pfn || in_huge_zero {
             return Ok(0);
         }

@@ -5,6 +5,7 @@
 //! free_pgtables(); mm/huge_memory.c zap_huge_pmd(), __split_huge_pmd_locked(),
 //! __split_huge_zero_page_pmd(); mm/pt_reclaim.c (CONFIG_PT_RECLAIM).
 
+use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::addr::PMD_SIZE;
 use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::folio::{FolioRef, PhysMem};
@@ -42,8 +43,8 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
             pfn: phys.zero_pfn,
             flags: (leaf.flags & keep) | LeafFlags::SPECIAL,
         };
-        for i in 0..512 {
-            mm.pt.set_ptes(slot + i * 4096, zero, 1, phys);
+        for i in 0..HPAGE_PMD_NR {
+            mm.pt.set_ptes(slot + i * PAGE_SIZE, zero, 1, phys);
         }
         return;
     }
@@ -62,12 +63,12 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
         flags: leaf.flags & keep,
     };
     // Every page inherits the head's exclusivity.
-    for i in 0..512 {
+    for i in 0..HPAGE_PMD_NR {
         phys.set_anon_exclusive(folio.head.add(i), exclusive);
     }
-    phys.add_rmap_ptes(folio, folio.head, 512, mm.pid, false);
+    phys.add_rmap_ptes(folio, folio.head, HPAGE_PMD_NR as u32, mm.pid, false);
     phys.ref_add(folio, 511);
-    mm.pt.set_ptes(slot, pte, 512, phys);
+    mm.pt.set_ptes(slot, pte, HPAGE_PMD_NR, phys);
     phys.remove_rmap_pmd(folio, mm.pid);
 }
 
@@ -179,7 +180,7 @@ fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, slot: u64,
     }
     let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
     phys.remove_rmap_pmd(folio, mm.pid);
-    mm.rss_anon -= 512;
+    mm.rss_anon -= HPAGE_PMD_NR;
     phys.ref_sub(folio, 1);
 }
 
@@ -194,7 +195,7 @@ fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, slot: u64,
 /// struct page line (+1 for folio_nr_pages on a large folio).
 fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, start: u64, end: u64, locked: bool) {
     let _ptl = mm.pt.pte_offset_map_lock(start);
-    mm.pt.hw.add(HwEvent::PteLoad, (end - start) / 4096);
+    mm.pt.hw.add(HwEvent::PteLoad, (end - start) / PAGE_SIZE);
     // get_and_clear_full_ptes() runs only for present batches
     // (zap_present_ptes()): a segment without a present entry (empty, or
     // swap PTEs only, already cleared by zap_swap_range()) has no arm64
@@ -204,11 +205,11 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, start: u64, en
     if !any_present {
         return;
     }
-    let cleared = mm.pt.clear_ptes(start, (end - start) / 4096);
+    let cleared = mm.pt.clear_ptes(start, (end - start) / PAGE_SIZE);
     // tlb_remove_tlb_entries() per present batch: the gather's range grows
     // to cover every cleared present entry.
     if let (Some(&(lo, _)), Some(&(hi, _))) = (cleared.first(), cleared.last()) {
-        tlb.flush_pte_range(lo, hi + crate::addr::PAGE_SIZE - lo);
+        tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
     }
     let mut i = 0;
     while i < cleared.len() {
@@ -221,7 +222,7 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, start: u64, en
         let mut n = 1;
         while i + n < cleared.len() {
             let (va2, l2) = cleared[i + n];
-            let same_run = va2 == va + n as u64 * 4096
+            let same_run = va2 == va + n as u64 * PAGE_SIZE
                 && l2.pfn.0 == leaf.pfn.0 + n as u64
                 && l2.pfn.0 < folio.head.0 + folio.nr_pages()
                 && (l2.flags & LeafFlags::UFFD_WP) == (leaf.flags & LeafFlags::UFFD_WP);
