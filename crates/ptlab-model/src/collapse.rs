@@ -28,7 +28,11 @@ use crate::vma::{VmFlags, Vma};
 enum Scan {
     Succeed,
     PmdMapped,
+    /// No PMD table (mm_find_pmd() found none): the walk goes on.
     PmdNull,
+    /// A PMD table whose entry for the slot is none (check_pmd_state()):
+    /// not in madvise_collapse()'s list of results to go on after.
+    PmdNone,
     PageCount,
     PteUffdWp,
     ExceedNonePte,
@@ -123,7 +127,13 @@ impl Model {
         let uffd_armed = vma.uffd_ctx.is_some();
         let mm = &self.procs[&pid];
         match mm.pt.pmd(slot) {
-            // find_pmd_or_thp_or_none()
+            // find_pmd_or_thp_or_none(): mm_find_pmd() fails without a PMD
+            // table (SCAN_PMD_NULL); check_pmd_state() reports a none
+            // entry of an existing table as SCAN_PMD_NONE, which ends the
+            // walk with EINVAL (checked live on 6.18.44: `madvise 4M
+            // collapse` over an empty then a populated 2 MiB collapses
+            // nothing; found by `ptlab fuzz --seed 20261129`, case 1689).
+            PmdSlot::None if mm.pt.table_at(slot, 2).is_some() => return Scan::PmdNone,
             PmdSlot::None => return Scan::PmdNull,
             PmdSlot::Leaf(_) => return Scan::PmdMapped,
             PmdSlot::Table(_) => {}
