@@ -6,8 +6,8 @@
 //! do_huge_pmd_wp_page(), do_huge_zero_wp_pmd(). Rule tags (F1, P3, W4...)
 //! refer to shared/spec/fork-fault.md.
 
-use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::addr::{Order, Pfn, PMD_ORDER, PMD_SIZE};
+use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::folio::{FolioRef, PhysMem};
 use crate::hw::HwEvent;

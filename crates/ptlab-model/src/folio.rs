@@ -10,14 +10,14 @@
 //! array indexed by PFN, like the kernel's memmap), plus one [`LargeFolio`]
 //! record per folio of order ≥ 2.
 
-use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::addr::{Order, Pfn, PMD_ORDER};
+use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::errno::Errno;
 use crate::hw::HwEvent;
 use crate::mm::Mm;
-use crate::types::Pid;
 use crate::phys::{FrameAllocator, FIRST_PFN};
 use crate::stats::{MthpStat, Stats, VmEvent};
+use crate::types::Pid;
 use std::collections::BTreeMap;
 
 const MAPCOUNT_MASK: u32 = (1 << 28) - 1;

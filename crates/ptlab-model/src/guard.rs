@@ -20,11 +20,11 @@
 //! docs/ops/guard-mlock-mseal.md.
 
 use crate::addr::PAGE_SIZE;
+use crate::arch::PteMarker;
 use crate::errno::Errno;
 use crate::folio::PhysMem;
 use crate::mm::Mm;
 use crate::model::{Model, Pid};
-use crate::arch::PteMarker;
 use crate::pgtable::PmdSlot;
 use crate::vma::{VmFlags, Vma, VM_SPECIAL};
 use crate::zap::zap_range;

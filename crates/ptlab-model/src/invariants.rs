@@ -12,8 +12,8 @@
 //! contiguous blocks are well formed, and that a userfaultfd-registered VMA
 //! names an open context of its own mm.
 
-use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::addr::Pfn;
+use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::arch::{Entry, LeafFlags};
 use crate::model::{Model, Pid};
 use crate::pgtable::PmdSlot;
@@ -95,7 +95,11 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
         let mut rss = 0u64;
         let leaves = mm.pt.leaves(0, u64::MAX);
         for &(va, level, leaf) in &leaves {
-            let span = if level == 2 { crate::addr::PMD_SIZE } else { PAGE_SIZE };
+            let span = if level == 2 {
+                crate::addr::PMD_SIZE
+            } else {
+                PAGE_SIZE
+            };
             match mm.vmas.find(va) {
                 Some(v) if va + span <= v.end => {}
                 _ => errs.push(format!(

@@ -5,8 +5,8 @@
 use crate::addr::HPAGE_PMD_NR;
 use crate::addr::{PAGE_SIZE, PMD_SIZE};
 use crate::folio::PhysMem;
-use crate::types::Pid;
 use crate::pgtable::{PageTables, PmdSlot};
+use crate::types::Pid;
 use crate::vma::{
     anon_vma_compatible, flags_mergeable, AnonVmaId, VmFlags, Vma, VmaTree, VM_ACCESS_FLAGS,
     VM_IGNORE_MERGE,

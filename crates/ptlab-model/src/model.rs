@@ -15,9 +15,9 @@ use crate::mm::{AnonVmaIds, Mm};
 use crate::observe::{AnonPage, MapsEntry, Observation, PageRuns, PageState};
 use crate::pgtable::{PageTables, PmdSlot};
 use crate::thp::ThpSettings;
+use crate::tlb::MmuGather;
 use crate::uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};
 use crate::vma::{VmFlags, Vma};
-use crate::tlb::MmuGather;
 use crate::zap::{free_pgtables, split_huge_pmd, zap_range};
 use std::collections::BTreeMap;
 

@@ -29,7 +29,6 @@
 
 use crate::addr::{page_align, PAGE_SIZE, PMD_SIZE};
 use crate::arch::{Entry, Leaf, LeafFlags};
-use crate::tlb::MmuGather;
 use crate::batch::{folio_pte_batch, Before, Fpb};
 use crate::errno::Errno;
 use crate::folio::{FolioRef, PhysMem};
@@ -37,6 +36,7 @@ use crate::hw::HwEvent;
 use crate::mm::Mm;
 use crate::model::{Model, Pid};
 use crate::pgtable::{pmd_segments, PageTables, PmdSlot};
+use crate::tlb::MmuGather;
 use crate::uapi::Prot;
 use crate::vma::{VmFlags, Vma, VM_ACCESS_FLAGS};
 use crate::zap::split_huge_pmd;

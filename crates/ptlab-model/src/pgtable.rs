@@ -465,7 +465,9 @@ impl PageTables {
     /// `flush_tlb_range()`: flush user TLB entries for `[start, end)` at
     /// `stride` with the arch's recipe. Changes no state.
     pub fn flush_tlb_range(&self, start: u64, end: u64, stride: u64) {
-        self.arch.ops().flush_tlb_range(&self.hw, start, end, stride);
+        self.arch
+            .ops()
+            .flush_tlb_range(&self.hw, start, end, stride);
     }
 
     /// `flush_tlb_page()`: one page. arm64: DSB ISHST; TLBI VALE1IS; DSB
@@ -734,7 +736,9 @@ impl PageTables {
     pub fn pte_offset_map_lock(&self, addr: u64) -> PtlGuard {
         self.hw.one(HwEvent::PmdLoad);
         self.hw.one(HwEvent::PtlLock);
-        PtlGuard { pmd: self.pmd(addr) }
+        PtlGuard {
+            pmd: self.pmd(addr),
+        }
     }
 
     /// `pmd_lock()` / `pud_lock()` / a second `spin_lock()` on a table

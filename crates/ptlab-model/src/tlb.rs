@@ -225,6 +225,9 @@ mod tests {
         tlb.pte_free(0);
         tlb.finish(&pt);
         let e = pt.hw.snapshot();
-        assert_eq!((e.get(HwEvent::TlbFlushCall), e.get(HwEvent::TlbiAsid)), (1, 1));
+        assert_eq!(
+            (e.get(HwEvent::TlbFlushCall), e.get(HwEvent::TlbiAsid)),
+            (1, 1)
+        );
     }
 }

@@ -5,8 +5,8 @@
 //! free_pgtables(); mm/huge_memory.c zap_huge_pmd(), __split_huge_pmd_locked(),
 //! __split_huge_zero_page_pmd(); mm/pt_reclaim.c (CONFIG_PT_RECLAIM).
 
-use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::addr::PMD_SIZE;
+use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::arch::{Entry, Leaf, LeafFlags};
 use crate::folio::{FolioRef, PhysMem};
 use crate::hw::HwEvent;
@@ -93,7 +93,13 @@ pub fn zap_range(
 }
 
 /// [`zap_range`] without the VMA's flush: the caller flushes its own way.
-pub fn zap_range_unflushed(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, start: u64, end: u64) {
+pub fn zap_range_unflushed(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    start: u64,
+    end: u64,
+) {
     let locked = mm
         .vmas
         .find(start)
@@ -193,7 +199,14 @@ fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, slot: u64,
 /// added here: zap is the same before and after every seed switch), the
 /// atomic clears (get_and_clear_full_ptes), and per batch the head's
 /// struct page line (+1 for folio_nr_pages on a large folio).
-fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, start: u64, end: u64, locked: bool) {
+fn zap_ptes(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    start: u64,
+    end: u64,
+    locked: bool,
+) {
     let _ptl = mm.pt.pte_offset_map_lock(start);
     mm.pt.hw.add(HwEvent::PteLoad, (end - start) / PAGE_SIZE);
     // get_and_clear_full_ptes() runs only for present batches

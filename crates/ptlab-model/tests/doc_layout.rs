@@ -20,7 +20,8 @@ fn rust_files(dir: &Path, base: &Path, out: &mut Vec<String>) {
 fn model_md_lists_every_source_file() {
     let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let src = crate_dir.join("src");
-    let doc = std::fs::read_to_string(crate_dir.join("../../docs/model.md")).expect("docs/model.md");
+    let doc =
+        std::fs::read_to_string(crate_dir.join("../../docs/model.md")).expect("docs/model.md");
     let mut files = Vec::new();
     rust_files(&src, &src, &mut files);
     files.sort();
@@ -36,5 +37,8 @@ fn model_md_lists_every_source_file() {
         "docs/model.md has no table row for: {missing:?} (add `| \\`path.rs\\` | what it holds | kernel counterpart |`)"
     );
     let stale: Vec<&String> = rows.iter().filter(|r| !files.contains(r)).collect();
-    assert!(stale.is_empty(), "docs/model.md lists files that do not exist: {stale:?}");
+    assert!(
+        stale.is_empty(),
+        "docs/model.md lists files that do not exist: {stale:?}"
+    );
 }

@@ -19,9 +19,9 @@ mod out;
 mod bench_cmd;
 mod calibrate;
 mod cost;
+mod limits;
 mod outpath;
 mod scenario;
-mod limits;
 mod show;
 
 #[derive(Parser)]
@@ -165,7 +165,6 @@ struct RunArgs {
     #[arg(long, value_enum, default_value_t = BackendKind::Model)]
     backend: BackendKind,
 
-
     #[command(flatten)]
     run_limits: scenario::RunLimitArgs,
     #[command(flatten)]
@@ -199,7 +198,6 @@ struct DiffArgs {
 
     #[command(flatten)]
     scenario: ScenarioArgs,
-
 
     #[command(flatten)]
     run_limits: scenario::RunLimitArgs,
@@ -281,7 +279,9 @@ struct ScenarioArgs {
 
 impl ScenarioArgs {
     fn before(&self) -> ptlab_model::Before {
-        self.before.iter().fold(ptlab_model::Before::empty(), |a, b| a | *b)
+        self.before
+            .iter()
+            .fold(ptlab_model::Before::empty(), |a, b| a | *b)
     }
 }
 

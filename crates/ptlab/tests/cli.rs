@@ -134,10 +134,29 @@ fn scenario_options_are_the_same_everywhere() {
     );
     let f = p.to_str().unwrap();
     for arch in ["x86_64", "x86-64", "amd64", "arm64", "aarch64"] {
-        let out = ptlab(&["run", f, "--arch", arch, "--param", "size=128K", "--before", "fork-pte-batch"]);
-        assert_eq!(out.status.code(), Some(0), "run --arch {arch}: {}", text(&out.stderr));
+        let out = ptlab(&[
+            "run",
+            f,
+            "--arch",
+            arch,
+            "--param",
+            "size=128K",
+            "--before",
+            "fork-pte-batch",
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "run --arch {arch}: {}",
+            text(&out.stderr)
+        );
         let out = ptlab(&["cost", f, "--arch", arch, "--param", "size=128K"]);
-        assert_eq!(out.status.code(), Some(0), "cost --arch {arch}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "cost --arch {arch}: {}",
+            text(&out.stderr)
+        );
     }
     for cmd in ["run", "cost", "diff"] {
         let out = ptlab(&[cmd, f, "--param", "nosuch=1"]);
@@ -145,8 +164,17 @@ fn scenario_options_are_the_same_everywhere() {
             eprintln!("SKIP: diff --param: the live backend cannot start here");
             continue;
         }
-        assert_eq!(out.status.code(), Some(2), "{cmd} --param nosuch: {}", text(&out.stderr));
-        assert!(text(&out.stderr).contains("it declares: size"), "{cmd}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{cmd} --param nosuch: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains("it declares: size"),
+            "{cmd}: {}",
+            text(&out.stderr)
+        );
     }
     let out = ptlab(&["diff", "--help"]);
     let help = text(&out.stdout);

@@ -22,7 +22,10 @@ fn ptlab_processes() -> Vec<(i32, String)> {
         let Ok(t) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
             continue;
         };
-        let t = t.to_string_lossy().trim_end_matches(" (deleted)").to_string();
+        let t = t
+            .to_string_lossy()
+            .trim_end_matches(" (deleted)")
+            .to_string();
         if Path::new(&t) == exe {
             let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
                 .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))

@@ -81,7 +81,12 @@ pub(crate) fn clear_write(t: &mut PteTable<'_>, i: usize, nr: usize) {
 /// arm64: `get_and_clear_ptes()`, which unfolds only partly covered
 /// blocks). Linux: include/linux/pgtable.h, arch/arm64/mm/mmu.c
 /// modify_prot_start_ptes().
-pub fn modify_prot_start_ptes<A: Arch + ?Sized>(arch: &A, t: &mut PteTable<'_>, i: usize, nr: usize) -> Leaf {
+pub fn modify_prot_start_ptes<A: Arch + ?Sized>(
+    arch: &A,
+    t: &mut PteTable<'_>,
+    i: usize,
+    nr: usize,
+) -> Leaf {
     let cleared = arch.get_and_clear_full_ptes(t, i, nr);
     let mut first = cleared.first().expect("a present first entry").1;
     for (_, l) in &cleared[1..] {

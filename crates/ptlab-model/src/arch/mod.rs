@@ -228,7 +228,14 @@ pub trait Arch: Sync {
     /// `set_ptes()`: map `nr` consecutive pages from `leaf.pfn` at entries
     /// `i..i + nr` (all none before when `nr > 1`; `nr == 1` is
     /// `set_pte_at()`, which may replace a present entry).
-    fn set_ptes(&self, t: &mut PteTable<'_>, i: usize, leaf: Leaf, nr: usize, folios: &dyn FolioSpan) {
+    fn set_ptes(
+        &self,
+        t: &mut PteTable<'_>,
+        i: usize,
+        leaf: Leaf,
+        nr: usize,
+        folios: &dyn FolioSpan,
+    ) {
         let _ = folios; // only arm64's fold test looks at folios
         generic::set_ptes(t, i, leaf, nr)
     }
@@ -244,7 +251,12 @@ pub trait Arch: Sync {
     /// `get_and_clear_full_ptes()`: clear `nr` entries from `i` as one
     /// batch, returning the present ones `(index, old)`. `nr == 1` is
     /// `ptep_get_and_clear()`.
-    fn get_and_clear_full_ptes(&self, t: &mut PteTable<'_>, i: usize, nr: usize) -> Vec<(usize, Leaf)> {
+    fn get_and_clear_full_ptes(
+        &self,
+        t: &mut PteTable<'_>,
+        i: usize,
+        nr: usize,
+    ) -> Vec<(usize, Leaf)> {
         generic::get_and_clear_full_ptes(t, i, nr)
     }
     /// `ptep_get_and_clear()`: one entry.
@@ -267,7 +279,14 @@ pub trait Arch: Sync {
         generic::modify_prot_start_ptes(self, t, i, nr)
     }
     /// `modify_prot_commit_ptes()`: write the batch back (`set_ptes()`).
-    fn modify_prot_commit_ptes(&self, t: &mut PteTable<'_>, i: usize, leaf: Leaf, nr: usize, folios: &dyn FolioSpan) {
+    fn modify_prot_commit_ptes(
+        &self,
+        t: &mut PteTable<'_>,
+        i: usize,
+        leaf: Leaf,
+        nr: usize,
+        folios: &dyn FolioSpan,
+    ) {
         self.set_ptes(t, i, leaf, nr, folios)
     }
     /// `pte_batch_hint()`: how many entries from `i` (holding `leaf`) are
@@ -289,7 +308,12 @@ pub trait Arch: Sync {
     /// (`flush_pmd_tlb_range()`). Linux: mm/pgtable-generic.c.
     fn pmdp_invalidate_ad(&self, hw: &HwSink, addr: u64) {
         hw.one(crate::hw::HwEvent::PmdStore);
-        self.flush_tlb_range(hw, addr, addr + crate::addr::PMD_SIZE, crate::addr::PMD_SIZE);
+        self.flush_tlb_range(
+            hw,
+            addr,
+            addr + crate::addr::PMD_SIZE,
+            crate::addr::PMD_SIZE,
+        );
     }
     /// `pte_needs_flush(old, new)` / `huge_pmd_needs_flush()`: whether a
     /// protection change from `old` to `new` must flush the TLB. The generic
@@ -580,7 +604,10 @@ mod hook_tests {
         assert_eq!(Arm64.pte_batch_hint(17, &cont), 15);
         assert_eq!(Arm64.pte_batch_hint(15, &cont), 1);
         assert_eq!(Arm64.pte_batch_hint(0, &leaf(LeafFlags::WRITE)), 1);
-        assert_eq!(Arm64.pte_batch_hint(0, &leaf(LeafFlags::CONT | LeafFlags::PROTNONE)), 1);
+        assert_eq!(
+            Arm64.pte_batch_hint(0, &leaf(LeafFlags::CONT | LeafFlags::PROTNONE)),
+            1
+        );
     }
 
     /// pte_needs_flush(): the generic stub (arm64 6.18) always flushes; x86

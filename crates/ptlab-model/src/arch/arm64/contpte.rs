@@ -199,7 +199,14 @@ fn try_fold(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, folios: &dyn FolioS
 /// last; a batch paints CONT on fully covered, physically aligned blocks.
 /// Linux: arch/arm64/include/asm/pgtable.h set_ptes(),
 /// arch/arm64/mm/contpte.c contpte_set_ptes(), contpte_try_fold().
-pub fn set_ptes(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, leaf: Leaf, nr: usize, folios: &dyn FolioSpan) {
+pub fn set_ptes(
+    arch: &dyn Arch,
+    t: &mut PteTable<'_>,
+    i: usize,
+    leaf: Leaf,
+    nr: usize,
+    folios: &dyn FolioSpan,
+) {
     if nr == 1 {
         try_unfold(arch, t, i);
     }
@@ -256,7 +263,12 @@ pub fn wrprotect_ptes(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, nr: usize
 /// `get_and_clear_full_ptes()`: a single entry (`ptep_get_and_clear()`)
 /// unfolds its block first; a batch unfolds only blocks covered partly at
 /// either end. Linux: contpte_get_and_clear_full_ptes().
-pub fn get_and_clear_full_ptes(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, nr: usize) -> Vec<(usize, Leaf)> {
+pub fn get_and_clear_full_ptes(
+    arch: &dyn Arch,
+    t: &mut PteTable<'_>,
+    i: usize,
+    nr: usize,
+) -> Vec<(usize, Leaf)> {
     if nr == 1 {
         try_unfold(arch, t, i);
     } else {

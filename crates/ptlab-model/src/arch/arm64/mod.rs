@@ -154,11 +154,23 @@ impl Arch for Arm64 {
         contpte::ptep_get(t, i)
     }
 
-    fn set_ptes(&self, t: &mut PteTable<'_>, i: usize, leaf: Leaf, nr: usize, folios: &dyn FolioSpan) {
+    fn set_ptes(
+        &self,
+        t: &mut PteTable<'_>,
+        i: usize,
+        leaf: Leaf,
+        nr: usize,
+        folios: &dyn FolioSpan,
+    ) {
         contpte::set_ptes(self, t, i, leaf, nr, folios)
     }
 
-    fn get_and_clear_full_ptes(&self, t: &mut PteTable<'_>, i: usize, nr: usize) -> Vec<(usize, Leaf)> {
+    fn get_and_clear_full_ptes(
+        &self,
+        t: &mut PteTable<'_>,
+        i: usize,
+        nr: usize,
+    ) -> Vec<(usize, Leaf)> {
         contpte::get_and_clear_full_ptes(self, t, i, nr)
     }
 
