@@ -1,4 +1,4 @@
-//! Every shipped scenario (tests/scenarios/ and scenarios/) passes on the
+//! Every shipped scenario (tests/scenarios/, scenarios/, docs/divergence-cases/) passes on the
 //! model, on both architectures, with the invariant checker run after every
 //! statement. The seed workloads (scenarios/seeds/) are benchmarks sized
 //! for `ptlab cost`; they run with small parameters, invariants checked, in
@@ -30,6 +30,7 @@ fn all_scenarios_pass_on_the_model() {
     let mut files = Vec::new();
     ptl_files(&root.join("tests/scenarios"), &mut files);
     ptl_files(&root.join("scenarios"), &mut files);
+    ptl_files(&root.join("docs/divergence-cases"), &mut files);
     files.sort();
     assert!(
         files.len() >= 16,
