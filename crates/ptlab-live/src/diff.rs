@@ -543,7 +543,9 @@ fn maps_lines(o: &Observation) -> Vec<String> {
 impl DiffBackend {
     /// Start both backends (the live one forks its `main` worker).
     pub fn new(opts: DiffOptions) -> Result<DiffBackend, LiveError> {
-        let live = LiveBackend::with_limits(opts.limits.clone())?;
+        let mut live = LiveBackend::with_limits(opts.limits.clone())?;
+        // DiffBackend::admit checks each statement once, before either side.
+        live.set_admitted_by_caller(true);
         let mut cfg = opts
             .model_config
             .clone()

@@ -740,6 +740,25 @@ impl KnobSession {
         }
     }
 
+    /// Write the journal after the caller added an entry to it (inside a
+    /// critical section), making this process the session owner. On
+    /// failure the `.tmp` file goes, the journal paths are disarmed if this
+    /// session never wrote a journal, and the caller removes its entry.
+    fn commit_journal(&mut self) -> Result<(), KnobError> {
+        OWNS_SESSION.with(|c| c.set(true));
+        SESSION_ACTIVE.store(true, Ordering::SeqCst);
+        arm_journal_paths();
+        if let Err(e) = write_journal(&self.journal) {
+            let _ = fs::remove_file(journal_tmp_path());
+            if !self.written {
+                JOURNAL_CPATH.used.store(false, Ordering::SeqCst);
+                JOURNAL_TMP_CPATH.used.store(false, Ordering::SeqCst);
+            }
+            return Err(KnobError::Io(journal_path(), e));
+        }
+        Ok(())
+    }
+
     /// Set `knob` to `mode`. Writing the value a knob already has is a
     /// no-op (so unprivileged runs can "set" the machine's defaults).
     pub fn set(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), KnobError> {
@@ -757,17 +776,9 @@ impl KnobSession {
         let _critical = Critical::enter();
         if !self.journal.knobs.contains_key(&key) {
             self.journal.knobs.insert(key.clone(), current.clone());
-            OWNS_SESSION.with(|c| c.set(true));
-            SESSION_ACTIVE.store(true, Ordering::SeqCst);
-            arm_journal_paths();
-            if let Err(e) = write_journal(&self.journal) {
+            if let Err(e) = self.commit_journal() {
                 self.journal.knobs.remove(&key);
-                let _ = fs::remove_file(journal_tmp_path());
-                if !self.written {
-                    JOURNAL_CPATH.used.store(false, Ordering::SeqCst);
-                    JOURNAL_TMP_CPATH.used.store(false, Ordering::SeqCst);
-                }
-                return Err(KnobError::Io(journal_path(), e));
+                return Err(e);
             }
             let mut pb = key.as_bytes().to_vec();
             pb.push(0);
@@ -820,17 +831,9 @@ impl KnobSession {
         {
             let _critical = Critical::enter();
             self.journal.swapfiles.push(key.clone());
-            OWNS_SESSION.with(|c| c.set(true));
-            SESSION_ACTIVE.store(true, Ordering::SeqCst);
-            arm_journal_paths();
-            if let Err(e) = write_journal(&self.journal) {
+            if let Err(e) = self.commit_journal() {
                 self.journal.swapfiles.retain(|p| p != &key);
-                let _ = fs::remove_file(journal_tmp_path());
-                if !self.written {
-                    JOURNAL_CPATH.used.store(false, Ordering::SeqCst);
-                    JOURNAL_TMP_CPATH.used.store(false, Ordering::SeqCst);
-                }
-                return Err(KnobError::Io(journal_path(), e));
+                return Err(e);
             }
             let mut pb = key.as_bytes().to_vec();
             pb.push(0);

@@ -155,6 +155,10 @@ pub struct LiveBackend {
     /// Read every page's pagemap word instead of finding the populated
     /// parts with PAGEMAP_SCAN first (see [`LiveBackend::set_dense_observation`]).
     dense_observation: bool,
+    /// The caller checks every statement against the budgets before it
+    /// runs ([`LiveBackend::admit`]; `ptlab diff` does, for both sides), so
+    /// the operations do not check again.
+    admitted_by_caller: bool,
     _lock: ThpLock,
 }
 
@@ -378,6 +382,7 @@ impl LiveBackend {
             mem_known: 0,
             mem_added: 0,
             dense_observation: false,
+            admitted_by_caller: false,
             _lock: lock,
         };
         // Wait until the worker is serving, then record its own VMAs.
@@ -404,6 +409,21 @@ impl LiveBackend {
     /// PAGEMAP_SCAN walk finds populated (the default). Both give the same
     /// observation; the dense way costs time in proportion to the size of
     /// the VMAs. For checking the sparse observer against the dense one.
+    /// Leave the budget checks to the caller, which calls
+    /// [`LiveBackend::admit`] before each statement (`ptlab diff`).
+    pub fn set_admitted_by_caller(&mut self, yes: bool) {
+        self.admitted_by_caller = yes;
+    }
+
+    /// The budget check each operation makes first, unless the caller
+    /// made it already.
+    fn check_budget(&mut self, proc: &str, op: Planned) -> Result<(), BackendError> {
+        if self.admitted_by_caller {
+            return Ok(());
+        }
+        self.admit(proc, op)
+    }
+
     pub fn set_dense_observation(&mut self, dense: bool) {
         self.dense_observation = dense;
     }
@@ -1275,7 +1295,7 @@ impl Backend for LiveBackend {
         if flags.contains(MapFlags::FIXED) && !flags.contains(MapFlags::FIXED_NOREPLACE) {
             self.check_range("mmap MAP_FIXED", addr, len)?;
         }
-        self.admit(proc, Planned::Mmap { len, flags })?;
+        self.check_budget(proc, Planned::Mmap { len, flags })?;
         self.refresh_scoped_limits(proc)?;
         let r = self.call(
             proc,
@@ -1313,7 +1333,7 @@ impl Backend for LiveBackend {
         advice: Advice,
     ) -> Result<(), BackendError> {
         self.check_range("madvise", addr, len)?;
-        self.admit(proc, Planned::Madvise { addr, len, advice })?;
+        self.check_budget(proc, Planned::Madvise { addr, len, advice })?;
         let r = self.call(
             proc,
             [op::MADVISE, addr, len, advice.value() as u64, 0, 0, 0, 0],
@@ -1342,7 +1362,7 @@ impl Backend for LiveBackend {
     ) -> Result<(), BackendError> {
         let what = if write { "write" } else { "read" };
         self.check_range(what, start, len)?;
-        self.admit(proc, Planned::Access { start, len })?;
+        self.check_budget(proc, Planned::Access { start, len })?;
         let r = self.call(
             proc,
             [
@@ -1370,7 +1390,7 @@ impl Backend for LiveBackend {
     }
 
     fn set_swap(&mut self, bytes: u64) -> Result<(), BackendError> {
-        self.admit("main", Planned::Swap { bytes })?;
+        self.check_budget("main", Planned::Swap { bytes })?;
         self.knobs.set_swap(bytes).map_err(|e| match e {
             KnobError::Errno(e) => BackendError::Errno(e),
             other => BackendError::Other(other.to_string()),
@@ -1431,7 +1451,7 @@ impl Backend for LiveBackend {
         if let Some(n) = flags.fixed {
             self.check_range("mremap target", n, new_len)?;
         }
-        self.admit(
+        self.check_budget(
             proc,
             Planned::Mremap {
                 addr,
@@ -1486,7 +1506,7 @@ impl Backend for LiveBackend {
         prot: Prot,
     ) -> Result<(), BackendError> {
         self.check_range("mprotect", addr, len)?;
-        self.admit(proc, Planned::Mprotect { addr, len, prot })?;
+        self.check_budget(proc, Planned::Mprotect { addr, len, prot })?;
         self.refresh_scoped_limits(proc)?;
         let r = self.call(
             proc,
@@ -1502,7 +1522,7 @@ impl Backend for LiveBackend {
         len: u64,
         onfault: bool,
     ) -> Result<(), BackendError> {
-        self.admit(proc, Planned::Mlock { addr, len, onfault })?;
+        self.check_budget(proc, Planned::Mlock { addr, len, onfault })?;
         // mlock2(addr, len, MLOCK_ONFAULT) / mlock(addr, len).
         let req = if onfault {
             [op::SYSCALL3, libc::SYS_mlock2 as u64, addr, len, 1, 0, 0, 0]
@@ -1542,7 +1562,7 @@ impl Backend for LiveBackend {
             return Err(BackendError::ProcessExists(child.to_string()));
         }
         let idx = self.proc_index(parent)?;
-        self.admit(parent, Planned::Fork)?;
+        self.check_budget(parent, Planned::Fork)?;
         let fd = self.procs[idx].chan.as_raw_fd();
         write_words(fd, &[op::FORK, 0, 0, 0, 0, 0, 0, 0])?;
         let (resp, chan) = recv_with_fd(fd)?;
@@ -1726,7 +1746,7 @@ impl Backend for LiveBackend {
         tag: Option<u64>,
     ) -> Result<u64, BackendError> {
         self.check_range("uffd copy", dst, len)?;
-        self.admit(
+        self.check_budget(
             proc,
             Planned::UffdCopy {
                 len,

@@ -85,11 +85,16 @@ pub fn zap_range(
     end: u64,
     reclaim_pt: bool,
 ) {
-    let locked = mm
-        .vmas
-        .find(start)
-        .is_some_and(|v| v.flags.contains(crate::vma::VmFlags::LOCKED));
+    let locked = vma_locked(mm, start);
     zap_range_in(mm, phys, tlb, start, end, reclaim_pt, locked);
+}
+
+/// Whether the VMA holding `addr` is VM_LOCKED (its zapped pages are
+/// munlocked).
+fn vma_locked(mm: &Mm, addr: u64) -> bool {
+    mm.vmas
+        .find(addr)
+        .is_some_and(|v| v.flags.contains(crate::vma::VmFlags::LOCKED))
 }
 
 /// [`zap_range`] without the VMA's flush: the caller flushes its own way.
@@ -100,10 +105,7 @@ pub fn zap_range_unflushed(
     start: u64,
     end: u64,
 ) {
-    let locked = mm
-        .vmas
-        .find(start)
-        .is_some_and(|v| v.flags.contains(crate::vma::VmFlags::LOCKED));
+    let locked = vma_locked(mm, start);
     zap_pmds(mm, phys, tlb, start, end, false, locked);
 }
 

@@ -3,6 +3,8 @@
 //! text on x86-64; identical observations on arm64, where the contiguous
 //! bit is invisible to /proc), and keep every invariant.
 
+mod common;
+
 use proptest::prelude::*;
 use ptlab_model::{
     Advice, ArchKind, Before, MapFlags, Model, ModelConfig, Prot, Sections, ThpKnob, ThpMode,
@@ -106,15 +108,8 @@ fn run(arch: ArchKind, before: Before, orders: &[u8], ops: &[Op]) -> (Model, Str
     (m, text)
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(64), ..ProptestConfig::default() })]
 
     #[test]
     fn fork_batching_is_unobservable(

@@ -8,6 +8,8 @@
 //! deterministic (the same run twice counts the same), only grow, and x86
 //! never counts arm64-only events.
 
+mod common;
+
 use proptest::prelude::*;
 use ptlab_model::{
     Advice, ArchKind, HwEvent, HwEvents, HwFeatures, MapFlags, Model, ModelConfig, MremapFlags,
@@ -163,13 +165,6 @@ fn run(
     (results, text, leaves, counts)
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
-}
-
 const ARM_ONLY: [HwEvent; 5] = [
     HwEvent::ContFold,
     HwEvent::ContUnfold,
@@ -179,7 +174,7 @@ const ARM_ONLY: [HwEvent; 5] = [
 ];
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
 
     #[test]
     fn event_accounting_is_unobservable(

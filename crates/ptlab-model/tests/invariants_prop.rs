@@ -3,6 +3,8 @@
 //! checker recomputes from the page tables, on both architectures, and the
 //! model is deterministic (the same sequence gives the same observation).
 
+mod common;
+
 use proptest::prelude::*;
 use ptlab_model::{Advice, ArchKind, MapFlags, Model, ModelConfig, Prot, ThpKnob, ThpMode};
 
@@ -137,16 +139,10 @@ fn apply(m: &mut Model, op: &Op) {
     }
 }
 
-/// 96 cases by default; PROPTEST_CASES=N for a longer local run.
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(96)
-}
+// 96 cases by default; PROPTEST_CASES=N for a longer local run.
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(96), ..ProptestConfig::default() })]
 
     #[test]
     fn random_sequences_keep_invariants(ops in prop::collection::vec(op(), 1..60), arm in any::<bool>()) {

@@ -15,6 +15,8 @@
 //! Soft-dirty and uffd-wp bits are not reachable yet (CONFIG_MEM_SOFT_DIRTY
 //! is off and the model has no UFFDIO_WRITEPROTECT).
 
+mod common;
+
 use proptest::prelude::*;
 use ptlab_model::arch::LeafFlags;
 use ptlab_model::{
@@ -197,15 +199,8 @@ fn run(arch: ArchKind, before: Before, orders: &[u8], ops: &[Op]) -> (String, St
     (text, results, leaves)
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(64), ..ProptestConfig::default() })]
 
     #[test]
     fn mprotect_batching_is_unobservable(

@@ -12,6 +12,8 @@
 //! (tests/scenarios/mr-s9-dontunmap-source-tables.ptl, checked live). So
 //! once a DONTUNMAP has been tried, a case makes no more accesses.
 
+mod common;
+
 use proptest::prelude::*;
 use ptlab_model::{
     Advice, ArchKind, Before, Errno, MapFlags, Model, ModelConfig, MremapFlags, Prot, Sections,
@@ -243,15 +245,8 @@ fn run(arch: ArchKind, before: Before, orders: &[u8], holes: &[bool], ops: &[Op]
     (results, text)
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(64), ..ProptestConfig::default() })]
 
     #[test]
     fn mremap_switches_are_unobservable(

@@ -6,6 +6,8 @@
 //! mremap moves and fork, for every process, on both architectures. Also
 //! checks that the canonical text is the one the per-page list renders.
 
+mod common;
+
 use proptest::prelude::*;
 use ptlab_model::observe::{render_page_runs, PageObs, PageRuns};
 use ptlab_model::{
@@ -106,15 +108,8 @@ fn per_page(runs: &PageRuns) -> Vec<PageObs> {
     v
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(64), ..ProptestConfig::default() })]
 
     #[test]
     fn the_walk_shows_what_every_page_shows(ops in prop::collection::vec(op(), 1..40), arm in any::<bool>()) {

@@ -5,6 +5,8 @@
 //! data (a page paged out and read back holds its tag), and look the same
 //! on x86-64 and arm64.
 
+mod common;
+
 use proptest::prelude::*;
 use ptlab_model::{
     Advice, ArchKind, MapFlags, Model, ModelConfig, MremapFlags, PageState, Prot, ThpKnob, ThpMode,
@@ -184,15 +186,8 @@ fn new_model(arch: ArchKind) -> Model {
     m
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(96)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(96), ..ProptestConfig::default() })]
 
     #[test]
     fn swap_sequences_keep_invariants_and_data(ops in prop::collection::vec(op(), 1..50), arm in any::<bool>()) {

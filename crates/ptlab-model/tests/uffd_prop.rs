@@ -11,6 +11,8 @@
 //! with and without ALLOW_SRC_HOLES, at page and 64 KiB granularity and
 //! across PMD boundaries.
 
+mod common;
+
 use proptest::prelude::*;
 use ptlab_model::uffd::UFFD_API;
 use ptlab_model::{
@@ -159,15 +161,8 @@ fn run(arch: ArchKind, before: Before, orders: &[u8], ops: &[Op]) -> String {
     log
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
 
     #[test]
     fn move_batching_is_unobservable(
