@@ -15,7 +15,7 @@
 //! whole run.
 
 use crate::diff::{diff_source, DiffOptions, DiffOutcome, DiffReport};
-use ptlab_model::{ArchKind, MapFlags, Prot};
+use ptlab_model::{Advice, ArchKind, Call, MapFlags, MremapFlags, Prot, UffdMoveMode};
 use ptlab_scenario::{Backend, BackendError, ModelBackend};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -89,36 +89,84 @@ impl OpSet {
     /// "unsupported".
     pub fn probe() -> OpSet {
         let mut m = ModelBackend::new(ptlab_model::ModelConfig::for_arch(ArchKind::X86_64));
-        let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
-        let p = m
-            .mmap("main", 0, 1 << 20, Prot::READ | Prot::WRITE, flags)
-            .unwrap_or(0);
-        let sup = |r: Result<(), BackendError>| !matches!(r, Err(BackendError::Unsupported(_)));
+        let mmap = Call::Mmap {
+            addr: 0,
+            len: 1 << 20,
+            prot: Prot::READ | Prot::WRITE,
+            flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS,
+        };
+        let p = m.call("main", &mmap).unwrap_or(0);
+        let mut sup_in = |proc: &str, call: Call| {
+            !matches!(m.call(proc, &call), Err(BackendError::Unsupported(_)))
+        };
+        let handle = || "main".to_string();
         OpSet {
-            mprotect: sup(m.mprotect("main", p, 4096, Prot::READ)),
-            mremap: sup(m
-                .mremap(
+            mprotect: sup_in(
+                "main",
+                Call::Mprotect {
+                    addr: p,
+                    len: 4096,
+                    prot: Prot::READ,
+                },
+            ),
+            mremap: sup_in(
+                "main",
+                Call::Mremap {
+                    addr: p,
+                    old_len: 4096,
+                    new_len: 8192,
+                    flags: MremapFlags::MAYMOVE,
+                    new_addr: 0,
+                },
+            ),
+            fork: sup_in("main", Call::Fork { child: "c".into() }) && sup_in("c", Call::Exit),
+            guard_lock_seal: sup_in(
+                "main",
+                Call::Madvise {
+                    addr: p,
+                    len: 4096,
+                    advice: Advice::GuardInstall,
+                },
+            ) && sup_in(
+                "main",
+                Call::Mlock {
+                    addr: p,
+                    len: 4096,
+                    onfault: false,
+                },
+            ) && sup_in("main", Call::Mseal { addr: p, len: 4096 }),
+            uffd: sup_in(
+                "main",
+                Call::UffdCreate {
+                    handle: handle(),
+                    api: true,
+                },
+            ) && sup_in(
+                "main",
+                Call::UffdZeropage {
+                    handle: handle(),
+                    dst: p,
+                    len: 4096,
+                },
+            ) && sup_in(
+                "main",
+                Call::UffdMove {
+                    handle: handle(),
+                    dst: p,
+                    src: p + 8192,
+                    len: 4096,
+                    mode: UffdMoveMode::empty(),
+                },
+            ),
+            swap: sup_in("main", Call::SetSwap { bytes: 1 << 20 })
+                && sup_in(
                     "main",
-                    p,
-                    4096,
-                    8192,
-                    ptlab_scenario::MremapFlags {
-                        maymove: true,
-                        ..Default::default()
+                    Call::Madvise {
+                        addr: p,
+                        len: 4096,
+                        advice: Advice::PageOut,
                     },
-                )
-                .map(|_| ())),
-            fork: sup(m.fork("main", "c")) && sup(m.exit("c")),
-            guard_lock_seal: sup(m.madvise("main", p, 4096, ptlab_model::Advice::GuardInstall))
-                && sup(m.mlock("main", p, 4096, false))
-                && sup(m.mseal("main", p, 4096)),
-            uffd: sup(m.uffd_open("main"))
-                && sup(m.uffd_zeropage("main", p, 4096).map(|_| ()))
-                && sup(m
-                    .uffd_move("main", p, p + 8192, 4096, Default::default())
-                    .map(|_| ())),
-            swap: sup(m.set_swap(1 << 20))
-                && sup(m.madvise("main", p, 4096, ptlab_model::Advice::PageOut)),
+                ),
         }
     }
 }
