@@ -28,6 +28,7 @@ pub mod interp;
 pub mod lexer;
 pub mod model_backend;
 pub mod parser;
+pub mod print;
 
 pub use ast::Script;
 pub use backend::{Backend, BackendError};
@@ -39,6 +40,7 @@ pub use interp::{
 };
 pub use model_backend::ModelBackend;
 pub use parser::{parse, MAX_LINE_BYTES, MAX_SOURCE_BYTES};
+pub use print::{call_to_ptl, fmt_addr, fmt_size};
 pub use ptlab_model::{Call, CallError, PrctlThp, UffdMoveMode, UffdRegisterMode};
 
 /// Parse `source` (named `file` in messages) and run it on `backend`.
