@@ -1168,26 +1168,8 @@ impl Backend for DiffBackend {
                 self.mem_op = mem_op;
                 r
             }
-            Call::Mmap { .. }
-            | Call::Mremap { .. }
-            | Call::Munmap { .. }
-            | Call::Madvise { .. }
-            | Call::Mprotect { .. }
-            | Call::Mlock { .. }
-            | Call::Munlock { .. }
-            | Call::Mseal { .. }
-            | Call::Fork { .. }
-            | Call::Exit
-            | Call::PrctlThp(_)
-            | Call::Setrlimit { .. }
-            | Call::DropCapIpcLock
-            | Call::UffdCreate { .. }
-            | Call::UffdApi { .. }
-            | Call::UffdRegister { .. }
-            | Call::UffdUnregister { .. }
-            | Call::UffdCopy { .. }
-            | Call::UffdZeropage { .. }
-            | Call::UffdMove { .. } => self.both(proc, call),
+            // Everything else: run on both sides and compare.
+            _ => self.both(proc, call),
         }
     }
 

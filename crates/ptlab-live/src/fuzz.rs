@@ -992,14 +992,7 @@ mod tests {
 
     #[test]
     fn generation_is_reproducible_and_parses() {
-        let set = OpSet {
-            fork: true,
-            mprotect: true,
-            mremap: true,
-            uffd: true,
-            guard_lock_seal: true,
-            swap: true,
-        };
+        let set = ALL_OPS;
         for n in 0..200 {
             let a = generate(case_seed(7, n), 30, set);
             let b = generate(case_seed(7, n), 30, set);
@@ -1011,6 +1004,15 @@ mod tests {
             generate(case_seed(8, 0), 30, set)
         );
     }
+
+    const ALL_OPS: OpSet = OpSet {
+        fork: true,
+        mprotect: true,
+        mremap: true,
+        uffd: true,
+        guard_lock_seal: true,
+        swap: true,
+    };
 
     /// Records every call; answers 0.
     #[derive(Default)]
@@ -1070,14 +1072,7 @@ mod tests {
 
     #[test]
     fn printed_calls_parse_back_to_the_same_call() {
-        let set = OpSet {
-            fork: true,
-            mprotect: true,
-            mremap: true,
-            uffd: true,
-            guard_lock_seal: true,
-            swap: true,
-        };
+        let set = ALL_OPS;
         let mut seen = std::collections::BTreeSet::new();
         for n in 0..300 {
             for l in generate_calls(case_seed(11, n), 40, set).lines {
