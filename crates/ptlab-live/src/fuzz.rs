@@ -1,11 +1,14 @@
 //! `ptlab fuzz`: random scenarios, diffed against the live kernel, with
 //! divergences shrunk to minimal `.ptl` files.
 //!
-//! Scenarios are plain `.ptl` text (so a finding is a file anyone can
-//! re-run with `ptlab diff`). They use only operations both backends
-//! support: the set is probed on the model at start (mmap, munmap, madvise,
-//! read, write, THP `enabled` knobs, and fork/exit, mprotect and mremap
-//! once the model implements them). The generator is weighted toward the
+//! Scenarios are generated as [`Call`]s ([`generate_calls`]) and written
+//! as plain `.ptl` text through `ptlab_scenario::call_to_ptl` (so a finding
+//! is a file anyone can re-run with `ptlab diff`); addresses inside a
+//! mapping are symbolic until printed, since the kernel places some
+//! mappings. Shrinking works on the text, line by line. Scenarios use
+//! only operations both backends support: the set is probed on the model
+//! at start (mmap, munmap, madvise, read, write, THP `enabled` knobs, and
+//! fork/exit, mprotect and mremap once the model implements them). The generator is weighted toward the
 //! interesting cases: addresses at and around 64 KiB, 2 MiB and 1 GiB
 //! boundaries, lengths just below/at/above folio sizes, partial ranges of
 //! large folios, ranges straddling VMA edges, and THP policy changes.

@@ -56,11 +56,13 @@ pub enum BackendError {
 /// Executes scenario operations. Object-safe: the interpreter holds a
 /// `&mut dyn Backend`.
 ///
-/// Every method takes the name of the process it acts in. Syscalls return
+/// Every operation is one [`Call`] in a named process. Syscalls return
 /// `Err(BackendError::Errno(..))` for ordinary failures; accesses return
 /// `Err(BackendError::Segv { .. })` when they fault (or
-/// `Err(BackendError::Uffd { .. })` when the fault goes to userfaultfd). Addresses and lengths
-/// are passed through unvalidated, exactly as a program would pass them.
+/// `Err(BackendError::Uffd { .. })` when the fault goes to userfaultfd).
+/// Addresses and lengths are passed through unvalidated, exactly as a
+/// program would pass them. No method has a default body: a wrapper
+/// forwards each one.
 pub trait Backend {
     /// Run `call` in process `proc` (machine-wide settings ignore it);
     /// returns what the system call returns ([`Call`]'s module docs).
