@@ -14,16 +14,14 @@
 //! The interpreter sees the model's results and observations, so the
 //! scenario's own `expect` lines are evaluated as `ptlab run` would.
 
-use crate::live::{LiveBackend, LiveCaps, LiveError, Planned};
+use crate::live::{LiveBackend, LiveCaps, LiveError};
 use ptlab_model::observe::{render_page_runs, PageRuns};
 use ptlab_model::{
-    Advice, ArchKind, MapFlags, Model, ModelConfig, Observation, PageState, Prot, ThpKnob, ThpMode,
-    PMD_SIZE,
+    ArchKind, Call, MapFlags, Model, ModelConfig, MremapFlags, Observation, PageState, ThpKnob,
+    ThpMode, PMD_SIZE,
 };
-use ptlab_scenario::ast::UffdMode;
 use ptlab_scenario::{
-    Backend, BackendError, FailureKind, ModelBackend, MremapFlags, ParseError, PrctlThp,
-    RunOptions, RunReport, UffdMoveFlags,
+    Backend, BackendError, FailureKind, ModelBackend, ParseError, RunOptions, RunReport,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -647,32 +645,26 @@ impl DiffBackend {
     /// The live side's budgets (crate::budget), checked before either side
     /// runs: a statement over budget stops the run (partial) with neither
     /// side changed, instead of the model doing what the kernel refused.
-    fn admit(&mut self, proc: &str, op: Planned) -> Result<(), BackendError> {
-        match self.live.admit(proc, op) {
+    fn admit(&mut self, proc: &str, call: &Call) -> Result<(), BackendError> {
+        match self.live.admit_call(proc, call) {
             Err(e @ BackendError::Other(_)) => Err(e),
             _ => Ok(()),
         }
     }
 
-    /// Run one operation on both sides. The model goes first so an
-    /// operation it does not support never reaches the kernel.
-    fn both(
-        &mut self,
-        proc: &str,
-        what: &str,
-        model: impl FnOnce(&mut ModelBackend) -> Result<u64, BackendError>,
-        live: impl FnOnce(&mut LiveBackend) -> Result<u64, BackendError>,
-    ) -> Result<u64, BackendError> {
-        let m = model(&mut self.model);
+    /// Run one call on both sides. The model goes first so a call it does
+    /// not support never reaches the kernel.
+    fn both(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        let m = self.model.call(proc, call);
         if let Err(BackendError::Unsupported(_)) = &m {
             self.unsupported = true;
             return m;
         }
-        let l = live(&mut self.live);
+        let l = self.live.call(proc, call);
         if let Err(BackendError::Other(_) | BackendError::Unsupported(_)) = &l {
             return l;
         }
-        self.compare_result(proc, what, &l, &m);
+        self.compare_result(proc, &what(call), &l, &m);
         m
     }
 
@@ -1028,41 +1020,37 @@ impl DiffBackend {
     }
 }
 
-impl Backend for DiffBackend {
-    fn mmap(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-        flags: MapFlags,
-    ) -> Result<u64, BackendError> {
-        self.admit(proc, Planned::Mmap { len, flags })?;
-        let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
-        if fixed {
-            return self.both(
-                proc,
-                "mmap",
-                |m| m.mmap(proc, addr, len, prot, flags),
-                |l| l.mmap(proc, addr, len, prot, flags),
-            );
-        }
-        // The kernel places a non-fixed mapping where its address space
-        // (ASLR, the harness's own mappings) has room; the model places it
-        // at the same address, and what is checkable is checked.
-        let l = self.live.mmap(proc, addr, len, prot, flags);
+impl DiffBackend {
+    /// A non-fixed mmap: the kernel places it where its address space
+    /// (ASLR, the harness's own mappings) has room; the model places it at
+    /// the same address, and what is checkable is checked.
+    fn mmap_floating(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        let Call::Mmap {
+            addr,
+            len,
+            prot,
+            flags,
+        } = *call
+        else {
+            return self.both(proc, call);
+        };
+        let l = self.live.call(proc, call);
         if let Err(BackendError::Other(_)) = &l {
             return l;
         }
         let m = match &l {
             Ok(a) => {
                 let a = *a;
-                let own = self.model_would(|m| m.mmap(proc, addr, len, prot, flags));
+                let own = self.model_would(|m| m.call(proc, call));
                 let rule = addr == 0 && len.is_multiple_of(PMD_SIZE);
                 self.check_placement(proc, "mmap", len, a, own, rule);
-                let r = self
-                    .model
-                    .mmap(proc, a, len, prot, flags | MapFlags::FIXED_NOREPLACE);
+                let here = Call::Mmap {
+                    addr: a,
+                    len,
+                    prot,
+                    flags: flags | MapFlags::FIXED_NOREPLACE,
+                };
+                let r = self.model.call(proc, &here);
                 if let Err(BackendError::Errno(e)) = &r {
                     self.notes.push(format!(
                         "line {}: the model could not place the mapping at the kernel's address {a:#x} ({})",
@@ -1072,126 +1060,117 @@ impl Backend for DiffBackend {
                 }
                 r
             }
-            Err(_) => self.model.mmap(proc, addr, len, prot, flags),
+            Err(_) => self.model.call(proc, call),
         };
         self.compare_result(proc, "mmap", &l, &m);
         m
     }
 
-    fn munmap(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
-        self.both(
-            proc,
-            "munmap",
-            |m| m.munmap(proc, addr, len).map(|()| 0),
-            |l| l.munmap(proc, addr, len).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn madvise(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        advice: Advice,
-    ) -> Result<(), BackendError> {
-        if !Model::supports_advice(advice) {
-            self.unsupported = true;
-            return Err(BackendError::Other(format!(
-                "madvise {} is unsupported by the model",
-                advice.name()
-            )));
+    /// A move without MREMAP_FIXED goes where the kernel finds room (as a
+    /// non-fixed mmap): the model moves to the kernel's address.
+    fn mremap_floating(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        let Call::Mremap {
+            addr,
+            old_len,
+            new_len,
+            flags,
+            ..
+        } = *call
+        else {
+            return self.both(proc, call);
+        };
+        let own = self.model_would(|m| m.call(proc, call));
+        let l = self.live.call(proc, call);
+        if let Err(BackendError::Other(_)) = &l {
+            return l;
         }
-        self.admit(proc, Planned::Madvise { addr, len, advice })?;
-        self.both(
-            proc,
-            &format!("madvise {}", advice.name()),
-            |m| m.madvise(proc, addr, len, advice).map(|()| 0),
-            |l| l.madvise(proc, addr, len, advice).map(|()| 0),
-        )
-        .map(|_| ())
+        let m = match &l {
+            Ok(a) if *a != addr => {
+                let a = *a;
+                let rule = new_len.is_multiple_of(PMD_SIZE);
+                self.check_placement(proc, "mremap move", new_len, a, own, rule);
+                let there = Call::Mremap {
+                    addr,
+                    old_len,
+                    new_len,
+                    flags: flags | MremapFlags::FIXED,
+                    new_addr: a,
+                };
+                self.model.call(proc, &there)
+            }
+            _ => self.model.call(proc, call),
+        };
+        if let Err(BackendError::Unsupported(_)) = &m {
+            self.unsupported = true;
+            return m;
+        }
+        self.compare_result(proc, "mremap", &l, &m);
+        m
     }
+}
 
-    fn read(&mut self, proc: &str, addr: u64) -> Result<u64, BackendError> {
-        self.access(proc, addr & !4095, 4096, false, None)?;
-        self.model
-            .observe_pages(proc, addr & !4095, (addr & !4095) + 4096)
-            .map(|p| match p.first().map(|p| &p.state) {
-                Some(PageState::Anon(a)) => a.tag,
-                _ => 0,
-            })
+/// How a divergence names the call (`madvise dontneed`, `uffd copy`).
+fn what(call: &Call) -> String {
+    match call {
+        Call::Madvise { advice, .. } => format!("madvise {}", advice.name()),
+        other => other.name().to_string(),
     }
+}
 
-    fn write(&mut self, proc: &str, addr: u64, tag: u64) -> Result<(), BackendError> {
-        self.access(proc, addr & !4095, 4096, true, Some(tag))
-    }
-
-    fn access(
-        &mut self,
-        proc: &str,
-        start: u64,
-        len: u64,
-        write: bool,
-        tag: Option<u64>,
-    ) -> Result<(), BackendError> {
-        self.admit(proc, Planned::Access { start, len })?;
-        self.in_access = true;
-        self.both(
-            proc,
-            if write { "write" } else { "read" },
-            |m| m.access(proc, start, len, write, tag).map(|()| 0),
-            |l| l.access(proc, start, len, write, tag).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), BackendError> {
-        let mem_op = self.mem_op;
-        let r = self
-            .both(
-                "main",
-                "thp",
-                |m| m.set_thp(knob, mode).map(|()| 0),
-                |l| l.set_thp(knob, mode).map(|()| 0),
-            )
-            .map(|_| ());
-        self.update_exposed();
-        self.mem_op = mem_op;
-        r
-    }
-
-    fn set_swap(&mut self, bytes: u64) -> Result<(), BackendError> {
-        self.admit("main", Planned::Swap { bytes })?;
-        let mem_op = self.mem_op;
-        let r = self
-            .both(
-                "main",
-                "swap",
-                |m| m.set_swap(bytes).map(|()| 0),
-                |l| l.set_swap(bytes).map(|()| 0),
-            )
-            .map(|_| ());
-        self.mem_op = mem_op;
-        r
-    }
-
-    fn set_use_zero_page(&mut self, on: bool) -> Result<(), BackendError> {
-        let mem_op = self.mem_op;
-        let r = self
-            .both(
-                "main",
-                "thp use_zero_page",
-                |m| m.set_use_zero_page(on).map(|()| 0),
-                |l| l.set_use_zero_page(on).map(|()| 0),
-            )
-            .map(|_| ());
-        self.mem_op = mem_op;
-        r
-    }
-
-    fn set_before(&mut self, set: ptlab_model::Before) -> Result<(), BackendError> {
-        // The live kernel runs one algorithm; the model may run either.
-        self.model.set_before(set)
+impl Backend for DiffBackend {
+    fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        if let Call::Madvise { advice, .. } = call {
+            if !Model::supports_advice(*advice) {
+                self.unsupported = true;
+                return Err(BackendError::Other(format!(
+                    "madvise {} is unsupported by the model",
+                    advice.name()
+                )));
+            }
+        }
+        // Machine-wide settings are attributed to `main`.
+        let proc = if call.acts_on_process() { proc } else { "main" };
+        self.admit(proc, call)?;
+        match call {
+            Call::Mmap { flags, .. }
+                if !flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) =>
+            {
+                self.mmap_floating(proc, call)
+            }
+            Call::Mremap { flags, .. }
+                if flags.contains(MremapFlags::MAYMOVE) && !flags.contains(MremapFlags::FIXED) =>
+            {
+                self.mremap_floating(proc, call)
+            }
+            Call::Access { .. } => {
+                self.in_access = true;
+                self.both(proc, call)
+            }
+            Call::FillVmas { .. } => {
+                // The live limit counts the worker's own VMAs too: give the
+                // model the share left for the scenario, so both map the
+                // same number.
+                let (max, harness) = self.live.map_count_budget(proc)?;
+                let share = usize::try_from(max.saturating_sub(harness)).unwrap_or(usize::MAX);
+                self.model.model_mut().set_max_map_count(share);
+                self.both(proc, call)
+            }
+            // The live kernel runs one algorithm; the model may run either.
+            Call::SetBefore { .. } => self.model.call(proc, call),
+            // Knobs and swap are not memory operations of the scenario's
+            // processes (for the per-step comparison's bookkeeping).
+            Call::SetThp { .. } | Call::SetSwap { .. } | Call::SetUseZeroPage { .. } => {
+                let mem_op = self.mem_op;
+                let r = self.both(proc, call).map(|_| 0);
+                if let Call::SetThp { .. } = call {
+                    self.update_exposed();
+                }
+                self.mem_op = mem_op;
+                r
+            }
+            // Everything else: run on both sides and compare.
+            _ => self.both(proc, call),
+        }
     }
 
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
@@ -1241,292 +1220,10 @@ impl Backend for DiffBackend {
         self.model.after_statement()
     }
 
-    fn mremap(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        old_len: u64,
-        new_len: u64,
-        flags: MremapFlags,
-    ) -> Result<u64, BackendError> {
-        self.admit(
-            proc,
-            Planned::Mremap {
-                addr,
-                old_len,
-                new_len,
-            },
-        )?;
-        if flags.fixed.is_some() || !flags.maymove {
-            return self.both(
-                proc,
-                "mremap",
-                |m| m.mremap(proc, addr, old_len, new_len, flags),
-                |l| l.mremap(proc, addr, old_len, new_len, flags),
-            );
-        }
-        // A move without MREMAP_FIXED goes where the kernel finds room (as
-        // a non-fixed mmap): the model moves to the kernel's address.
-        let own = self.model_would(|m| m.mremap(proc, addr, old_len, new_len, flags));
-        let l = self.live.mremap(proc, addr, old_len, new_len, flags);
-        if let Err(BackendError::Other(_)) = &l {
-            return l;
-        }
-        let m = match &l {
-            Ok(a) if *a != addr => {
-                let a = *a;
-                let rule = new_len.is_multiple_of(PMD_SIZE);
-                self.check_placement(proc, "mremap move", new_len, a, own, rule);
-                let fixed = MremapFlags {
-                    fixed: Some(a),
-                    ..flags
-                };
-                self.model.mremap(proc, addr, old_len, new_len, fixed)
-            }
-            _ => self.model.mremap(proc, addr, old_len, new_len, flags),
-        };
-        if let Err(BackendError::Unsupported(_)) = &m {
-            self.unsupported = true;
-            return m;
-        }
-        self.compare_result(proc, "mremap", &l, &m);
-        m
-    }
-
-    fn mprotect(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-    ) -> Result<(), BackendError> {
-        self.admit(proc, Planned::Mprotect { addr, len, prot })?;
-        self.both(
-            proc,
-            "mprotect",
-            |m| m.mprotect(proc, addr, len, prot).map(|()| 0),
-            |l| l.mprotect(proc, addr, len, prot).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn mlock(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        onfault: bool,
-    ) -> Result<(), BackendError> {
-        self.admit(proc, Planned::Mlock { addr, len, onfault })?;
-        self.both(
-            proc,
-            "mlock",
-            |m| m.mlock(proc, addr, len, onfault).map(|()| 0),
-            |l| l.mlock(proc, addr, len, onfault).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn munlock(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
-        self.both(
-            proc,
-            "munlock",
-            |m| m.munlock(proc, addr, len).map(|()| 0),
-            |l| l.munlock(proc, addr, len).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn mseal(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
-        self.both(
-            proc,
-            "mseal",
-            |m| m.mseal(proc, addr, len).map(|()| 0),
-            |l| l.mseal(proc, addr, len).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn fork(&mut self, parent: &str, child: &str) -> Result<(), BackendError> {
-        self.admit(parent, Planned::Fork)?;
-        self.both(
-            parent,
-            "fork",
-            |m| m.fork(parent, child).map(|()| 0),
-            |l| l.fork(parent, child).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn exit(&mut self, proc: &str) -> Result<(), BackendError> {
-        self.both(
-            proc,
-            "exit",
-            |m| m.exit(proc).map(|()| 0),
-            |l| l.exit(proc).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn prctl_thp_disable(&mut self, proc: &str, call: PrctlThp) -> Result<u64, BackendError> {
-        self.both(
-            proc,
-            "prctl",
-            |m| m.prctl_thp_disable(proc, call),
-            |l| l.prctl_thp_disable(proc, call),
-        )
-    }
-
-    fn setrlimit(
-        &mut self,
-        proc: &str,
-        resource: ptlab_model::Resource,
-        bytes: u64,
-    ) -> Result<(), BackendError> {
-        self.both(
-            proc,
-            "setrlimit",
-            |m| m.setrlimit(proc, resource, bytes).map(|()| 0),
-            |l| l.setrlimit(proc, resource, bytes).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn fill_vmas(&mut self, proc: &str, addr: u64, headroom: u64) -> Result<u64, BackendError> {
-        // The live limit counts the worker's own VMAs too: give the model
-        // the share left for the scenario, so both map the same number.
-        let (max, harness) = self.live.map_count_budget(proc)?;
-        let share = usize::try_from(max.saturating_sub(harness)).unwrap_or(usize::MAX);
-        self.model.model_mut().set_max_map_count(share);
-        self.both(
-            proc,
-            "fill",
-            |m| m.fill_vmas(proc, addr, headroom),
-            |l| l.fill_vmas(proc, addr, headroom),
-        )
-    }
-
-    fn drop_cap_ipc_lock(&mut self, proc: &str) -> Result<(), BackendError> {
-        self.both(
-            proc,
-            "capability drop",
-            |m| m.drop_cap_ipc_lock(proc).map(|()| 0),
-            |l| l.drop_cap_ipc_lock(proc).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
-        self.both(
-            proc,
-            "uffd open",
-            |m| m.uffd_open(proc).map(|()| 0),
-            |l| l.uffd_open(proc).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn uffd_create(
-        &mut self,
-        proc: &str,
-        name: Option<&str>,
-        api: bool,
-    ) -> Result<(), BackendError> {
-        self.both(
-            proc,
-            if api { "uffd open" } else { "uffd create" },
-            |m| m.uffd_create(proc, name, api).map(|()| 0),
-            |l| l.uffd_create(proc, name, api).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn uffd_api(&mut self, proc: &str, api: u64, features: u64) -> Result<u64, BackendError> {
-        self.both(
-            proc,
-            "uffd api",
-            |m| m.uffd_api(proc, api, features),
-            |l| l.uffd_api(proc, api, features),
-        )
-    }
-
-    fn uffd_select(&mut self, proc: &str, handle: Option<&str>) -> Result<(), BackendError> {
-        self.model.uffd_select(proc, handle)?;
-        self.live.uffd_select(proc, handle)
-    }
-
-    fn uffd_register(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        mode: UffdMode,
-    ) -> Result<(), BackendError> {
-        self.both(
-            proc,
-            "uffd register",
-            |m| m.uffd_register(proc, addr, len, mode).map(|()| 0),
-            |l| l.uffd_register(proc, addr, len, mode).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn uffd_unregister(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
-        self.both(
-            proc,
-            "uffd unregister",
-            |m| m.uffd_unregister(proc, addr, len).map(|()| 0),
-            |l| l.uffd_unregister(proc, addr, len).map(|()| 0),
-        )
-        .map(|_| ())
-    }
-
-    fn uffd_copy(
-        &mut self,
-        proc: &str,
-        dst: u64,
-        src: u64,
-        len: u64,
-        tag: Option<u64>,
-    ) -> Result<u64, BackendError> {
-        self.admit(
-            proc,
-            Planned::UffdCopy {
-                len,
-                tagged: tag.is_some(),
-            },
-        )?;
-        self.both(
-            proc,
-            "uffd copy",
-            |m| m.uffd_copy(proc, dst, src, len, tag),
-            |l| l.uffd_copy(proc, dst, src, len, tag),
-        )
-    }
-
-    fn uffd_zeropage(&mut self, proc: &str, dst: u64, len: u64) -> Result<u64, BackendError> {
-        self.both(
-            proc,
-            "uffd zeropage",
-            |m| m.uffd_zeropage(proc, dst, len),
-            |l| l.uffd_zeropage(proc, dst, len),
-        )
-    }
-
-    fn uffd_move(
-        &mut self,
-        proc: &str,
-        dst: u64,
-        src: u64,
-        len: u64,
-        flags: UffdMoveFlags,
-    ) -> Result<u64, BackendError> {
-        self.both(
-            proc,
-            "uffd move",
-            |m| m.uffd_move(proc, dst, src, len, flags),
-            |l| l.uffd_move(proc, dst, src, len, flags),
-        )
+    /// Not counted: the live side has no counters, and a diff reports
+    /// divergences, not costs.
+    fn hw_events(&self) -> Option<ptlab_model::HwEvents> {
+        None
     }
 }
 

@@ -1,11 +1,14 @@
 //! `ptlab fuzz`: random scenarios, diffed against the live kernel, with
 //! divergences shrunk to minimal `.ptl` files.
 //!
-//! Scenarios are plain `.ptl` text (so a finding is a file anyone can
-//! re-run with `ptlab diff`). They use only operations both backends
-//! support: the set is probed on the model at start (mmap, munmap, madvise,
-//! read, write, THP `enabled` knobs, and fork/exit, mprotect and mremap
-//! once the model implements them). The generator is weighted toward the
+//! Scenarios are generated as [`Call`]s ([`generate_calls`]) and written
+//! as plain `.ptl` text through `ptlab_scenario::call_to_ptl` (so a finding
+//! is a file anyone can re-run with `ptlab diff`); addresses inside a
+//! mapping are symbolic until printed, since the kernel places some
+//! mappings. Shrinking works on the text, line by line. Scenarios use
+//! only operations both backends support: the set is probed on the model
+//! at start (mmap, munmap, madvise, read, write, THP `enabled` knobs, and
+//! fork/exit, mprotect and mremap once the model implements them). The generator is weighted toward the
 //! interesting cases: addresses at and around 64 KiB, 2 MiB and 1 GiB
 //! boundaries, lengths just below/at/above folio sizes, partial ranges of
 //! large folios, ranges straddling VMA edges, and THP policy changes.
@@ -15,7 +18,10 @@
 //! whole run.
 
 use crate::diff::{diff_source, DiffOptions, DiffOutcome, DiffReport};
-use ptlab_model::{ArchKind, MapFlags, Prot};
+use ptlab_model::{
+    Advice, ArchKind, Call, MapFlags, MremapFlags, PrctlThp, Prot, Resource, ThpKnob, ThpMode,
+    UffdMoveMode, UffdRegisterMode,
+};
 use ptlab_scenario::{Backend, BackendError, ModelBackend};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -89,36 +95,84 @@ impl OpSet {
     /// "unsupported".
     pub fn probe() -> OpSet {
         let mut m = ModelBackend::new(ptlab_model::ModelConfig::for_arch(ArchKind::X86_64));
-        let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
-        let p = m
-            .mmap("main", 0, 1 << 20, Prot::READ | Prot::WRITE, flags)
-            .unwrap_or(0);
-        let sup = |r: Result<(), BackendError>| !matches!(r, Err(BackendError::Unsupported(_)));
+        let mmap = Call::Mmap {
+            addr: 0,
+            len: 1 << 20,
+            prot: Prot::READ | Prot::WRITE,
+            flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS,
+        };
+        let p = m.call("main", &mmap).unwrap_or(0);
+        let mut sup_in = |proc: &str, call: Call| {
+            !matches!(m.call(proc, &call), Err(BackendError::Unsupported(_)))
+        };
+        let handle = || "main".to_string();
         OpSet {
-            mprotect: sup(m.mprotect("main", p, 4096, Prot::READ)),
-            mremap: sup(m
-                .mremap(
+            mprotect: sup_in(
+                "main",
+                Call::Mprotect {
+                    addr: p,
+                    len: 4096,
+                    prot: Prot::READ,
+                },
+            ),
+            mremap: sup_in(
+                "main",
+                Call::Mremap {
+                    addr: p,
+                    old_len: 4096,
+                    new_len: 8192,
+                    flags: MremapFlags::MAYMOVE,
+                    new_addr: 0,
+                },
+            ),
+            fork: sup_in("main", Call::Fork { child: "c".into() }) && sup_in("c", Call::Exit),
+            guard_lock_seal: sup_in(
+                "main",
+                Call::Madvise {
+                    addr: p,
+                    len: 4096,
+                    advice: Advice::GuardInstall,
+                },
+            ) && sup_in(
+                "main",
+                Call::Mlock {
+                    addr: p,
+                    len: 4096,
+                    onfault: false,
+                },
+            ) && sup_in("main", Call::Mseal { addr: p, len: 4096 }),
+            uffd: sup_in(
+                "main",
+                Call::UffdCreate {
+                    handle: handle(),
+                    api: true,
+                },
+            ) && sup_in(
+                "main",
+                Call::UffdZeropage {
+                    handle: handle(),
+                    dst: p,
+                    len: 4096,
+                },
+            ) && sup_in(
+                "main",
+                Call::UffdMove {
+                    handle: handle(),
+                    dst: p,
+                    src: p + 8192,
+                    len: 4096,
+                    mode: UffdMoveMode::empty(),
+                },
+            ),
+            swap: sup_in("main", Call::SetSwap { bytes: 1 << 20 })
+                && sup_in(
                     "main",
-                    p,
-                    4096,
-                    8192,
-                    ptlab_scenario::MremapFlags {
-                        maymove: true,
-                        ..Default::default()
+                    Call::Madvise {
+                        addr: p,
+                        len: 4096,
+                        advice: Advice::PageOut,
                     },
-                )
-                .map(|_| ())),
-            fork: sup(m.fork("main", "c")) && sup(m.exit("c")),
-            guard_lock_seal: sup(m.madvise("main", p, 4096, ptlab_model::Advice::GuardInstall))
-                && sup(m.mlock("main", p, 4096, false))
-                && sup(m.mseal("main", p, 4096)),
-            uffd: sup(m.uffd_open("main"))
-                && sup(m.uffd_zeropage("main", p, 4096).map(|_| ()))
-                && sup(m
-                    .uffd_move("main", p, p + 8192, 4096, Default::default())
-                    .map(|_| ())),
-            swap: sup(m.set_swap(1 << 20))
-                && sup(m.madvise("main", p, 4096, ptlab_model::Advice::PageOut)),
+                ),
         }
     }
 }
@@ -140,25 +194,112 @@ const MB: u64 = 1024 * KB;
 const GB: u64 = 1024 * MB;
 
 fn size(n: u64) -> String {
-    if n.is_multiple_of(GB) {
-        format!("{}G", n / GB)
-    } else if n.is_multiple_of(MB) {
-        format!("{}M", n / MB)
-    } else if n.is_multiple_of(KB) {
-        format!("{}K", n / KB)
-    } else {
-        format!("{n:#x}")
+    ptlab_scenario::fmt_size(n)
+}
+
+/// Addresses inside a generated mapping are symbolic (the kernel places
+/// some mappings, so their address is known only when the scenario runs):
+/// mapping `k` at offset `off` is the value `SYM_BASE + k * SYM_STRIDE +
+/// off`, printed as the mapping's base expression plus the offset.
+const SYM_BASE: u64 = 0xE000_0000_0000_0000;
+const SYM_STRIDE: u64 = 1 << 40;
+
+fn sym(k: usize, off: u64) -> u64 {
+    SYM_BASE + k as u64 * SYM_STRIDE + off
+}
+
+/// One generated line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GenLine {
+    /// A comment.
+    Comment(String),
+    /// `call` in process `proc`, its result bound to `bind`.
+    Call {
+        proc: String,
+        bind: Option<String>,
+        call: Call,
+    },
+}
+
+/// A generated scenario: its lines, and the base expression of each
+/// mapping its symbolic addresses refer to.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    pub lines: Vec<GenLine>,
+    bases: Vec<String>,
+}
+
+impl Generated {
+    /// How an address argument is written: a symbolic one as its mapping's
+    /// base plus the offset (`p3 + 64K`), any other as a number.
+    pub fn addr(&self, v: u64) -> String {
+        if v >= SYM_BASE {
+            let k = ((v - SYM_BASE) / SYM_STRIDE) as usize;
+            let off = (v - SYM_BASE) % SYM_STRIDE;
+            if let Some(base) = self.bases.get(k) {
+                return if off == 0 {
+                    base.clone()
+                } else {
+                    format!("{base} + {}", size(off))
+                };
+            }
+        }
+        ptlab_scenario::fmt_addr(v)
+    }
+
+    /// The scenario as `.ptl` text (every call through
+    /// [`ptlab_scenario::call_to_ptl`]).
+    pub fn to_ptl(&self) -> String {
+        let mut s = String::new();
+        for l in &self.lines {
+            match l {
+                GenLine::Comment(c) => {
+                    let _ = writeln!(s, "# {c}");
+                }
+                GenLine::Call { proc, bind, call } => {
+                    let line =
+                        ptlab_scenario::call_to_ptl(proc, bind.as_deref(), call, &|v| self.addr(v));
+                    let _ = writeln!(s, "{line}");
+                }
+            }
+        }
+        s
     }
 }
 
-/// Generate one scenario of about `ops` statements.
+/// Generate one scenario of about `ops` statements, as text.
 pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
+    generate_calls(seed, ops, set).to_ptl()
+}
+
+/// Generate one scenario of about `ops` statements.
+pub fn generate_calls(seed: u64, ops: usize, set: OpSet) -> Generated {
     let mut r = Rng::new(seed);
-    let mut s = String::new();
-    let _ = writeln!(s, "# generated by ptlab fuzz (case seed {seed:#x})");
+    let mut out = Generated {
+        lines: vec![GenLine::Comment(format!(
+            "generated by ptlab fuzz (case seed {seed:#x})"
+        ))],
+        bases: Vec::new(),
+    };
+    let emit = |lines: &mut Vec<GenLine>, proc: &str, bind: Option<String>, call: Call| {
+        lines.push(GenLine::Call {
+            proc: proc.to_string(),
+            bind,
+            call,
+        })
+    };
+    let mode = |name: &str| ThpMode::from_name(name).expect("a THP mode");
+    let knob = |sz: &str| {
+        let bytes = ptlab_scenario::parse_param_value(sz).expect("a size");
+        ThpKnob::Size(bytes.trailing_zeros() as u8 - 12)
+    };
     // THP policy: mostly interesting settings.
     let top = ["madvise", "always", "never"][r.weighted(&[50, 35, 15])];
-    let _ = writeln!(s, "thp enabled {top}");
+    let thp = |knob: ThpKnob, m: &str| Call::SetThp {
+        knob,
+        mode: mode(m),
+    };
+    emit(&mut out.lines, "main", None, thp(ThpKnob::TopLevel, top));
     for (sz, bias) in [
         ("16K", 0),
         ("32K", 0),
@@ -169,17 +310,22 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
         ("1M", 0),
         ("2M", 20),
     ] {
-        let mode =
+        let m =
             ["never", "always", "inherit", "madvise"][r.weighted(&[55 - bias, 20 + bias, 15, 10])];
-        if mode != "never" || sz == "2M" {
-            let _ = writeln!(s, "thp {sz} {mode}");
+        if m != "never" || sz == "2M" {
+            emit(&mut out.lines, "main", None, thp(knob(sz), m));
         }
     }
     // Swap in about a third of the cases, drawn from a stream of its own so
     // that cases without swap stay what they were.
     let swap = set.swap && Rng::new(seed ^ 0x5a5a_0008).chance(35);
     if swap {
-        let _ = writeln!(s, "swap 64M");
+        emit(
+            &mut out.lines,
+            "main",
+            None,
+            Call::SetSwap { bytes: 64 * MB },
+        );
     }
     let mut maps: Vec<Mapping> = Vec::new();
     let mut procs: Vec<String> = vec!["main".into()];
@@ -220,9 +366,9 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
     while n < ops {
         // Which process acts (after a fork).
         let who = if procs.len() > 1 && r.chance(35) {
-            format!("@{} ", r.pick(&procs[1..]))
+            r.pick(&procs[1..]).clone()
         } else {
-            String::new()
+            "main".to_string()
         };
         let live_maps: Vec<usize> = (0..maps.len()).filter(|&i| maps[i].live).collect();
         let choice = if live_maps.is_empty() {
@@ -252,45 +398,50 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                 }
                 let len = *r.pick(&lens);
                 let addr = ARENA + r.below(3) * GB + *r.pick(&deltas);
-                let prot = ["", " prot r", " prot none", " prot rwx"][r.weighted(&[85, 8, 4, 3])];
+                let prot = [
+                    Prot::READ | Prot::WRITE,
+                    Prot::READ,
+                    Prot::empty(),
+                    Prot::READ | Prot::WRITE | Prot::EXEC,
+                ][r.weighted(&[85, 8, 4, 3])];
                 let locked = if set.guard_lock_seal { 2 } else { 0 };
-                let extra = match r.weighted(&[86, 8, 6, locked]) {
-                    0 => "",
-                    1 => " populate",
-                    2 => " noreserve",
-                    _ => " locked",
+                let extra = [
+                    MapFlags::empty(),
+                    MapFlags::POPULATE,
+                    MapFlags::NORESERVE,
+                    MapFlags::LOCKED,
+                ][r.weighted(&[86, 8, 6, locked])];
+                let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS | extra;
+                let mmap = |addr: u64, flags: MapFlags| Call::Mmap {
+                    addr,
+                    len,
+                    prot,
+                    flags,
                 };
-                let (line, base, floating) = match r.weighted(&[60, 22, 10, 8]) {
+                let (call, bind, base, floating) = match r.weighted(&[60, 22, 10, 8]) {
                     0 => (
-                        format!("mmap {} at {addr:#x} noreplace{prot}{extra}", size(len)),
+                        mmap(addr, flags | MapFlags::FIXED_NOREPLACE),
+                        None,
                         format!("{addr:#x}"),
                         false,
                     ),
                     1 => (
-                        format!("mmap {} at {addr:#x} fixed{prot}{extra}", size(len)),
+                        mmap(addr, flags | MapFlags::FIXED),
+                        None,
                         format!("{addr:#x}"),
                         false,
                     ),
-                    2 => {
+                    k => {
                         vars += 1;
-                        (
-                            format!("p{vars} = mmap {} at {addr:#x}{prot}{extra}", size(len)),
-                            format!("p{vars}"),
-                            true,
-                        )
-                    }
-                    _ => {
-                        vars += 1;
-                        (
-                            format!("p{vars} = mmap {}{prot}{extra}", size(len)),
-                            format!("p{vars}"),
-                            true,
-                        )
+                        let at = if k == 2 { addr } else { 0 };
+                        let var = format!("p{vars}");
+                        (mmap(at, flags), Some(var.clone()), var, true)
                     }
                 };
                 // Only `main` maps new memory: children inherit it.
-                let _ = writeln!(s, "{line}");
+                emit(&mut out.lines, "main", bind, call);
                 total += len;
+                out.bases.push(base.clone());
                 maps.push(Mapping {
                     base,
                     floating,
@@ -299,56 +450,54 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                 });
             }
             1..=4 | 7 | 8 => {
-                let m = maps[*r.pick(&live_maps)].clone();
+                let k = *r.pick(&live_maps);
+                let m = maps[k].clone();
                 let (off, len) = subrange(&mut r, m.len, m.floating);
-                let at = if off == 0 {
-                    m.base.clone()
-                } else {
-                    format!("{} + {}", m.base, size(off))
-                };
-                let line = match choice {
-                    1 => {
-                        let tag = if r.chance(30) {
-                            format!(" tag={}", r.below(1000))
-                        } else {
-                            String::new()
-                        };
-                        format!("write {at} {}{tag}", size(len))
-                    }
-                    2 => format!("read {at} {}", size(len)),
+                let at = sym(k, off);
+                let call = match choice {
+                    1 => Call::Access {
+                        start: at,
+                        len,
+                        write: true,
+                        tag: r.chance(30).then(|| r.below(1000)),
+                    },
+                    2 => Call::Access {
+                        start: at,
+                        len,
+                        write: false,
+                        tag: None,
+                    },
                     3 => {
+                        use Advice::*;
                         let advs = [
-                            "dontneed",
-                            "hugepage",
-                            "nohugepage",
-                            "dontfork",
-                            "dofork",
-                            "wipeonfork",
-                            "keeponfork",
-                            "collapse",
-                            "pageout",
-                            "cold",
+                            DontNeed, HugePage, NoHugePage, DontFork, DoFork, WipeOnFork,
+                            KeepOnFork, Collapse, PageOut, Cold,
                         ];
-                        let adv = if swap {
+                        let advice = if swap {
                             advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5, 40, 5])]
                         } else {
                             advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5])]
                         };
-                        format!("madvise {at} {} {adv}", size(len))
+                        Call::Madvise {
+                            addr: at,
+                            len,
+                            advice,
+                        }
                     }
                     4 => {
-                        if who.is_empty() && off == 0 && len == m.len {
+                        if who == "main" && off == 0 && len == m.len {
                             if let Some(x) = maps.iter_mut().find(|x| x.base == m.base) {
                                 x.live = false;
                             }
                         }
-                        format!("munmap {at} {}", size(len))
+                        Call::Munmap { addr: at, len }
                     }
-                    7 => format!(
-                        "mprotect {at} {} {}",
-                        size(len),
-                        ["r", "rw", "none"][r.weighted(&[50, 35, 15])]
-                    ),
+                    7 => Call::Mprotect {
+                        addr: at,
+                        len,
+                        prot: [Prot::READ, Prot::READ | Prot::WRITE, Prot::empty()]
+                            [r.weighted(&[50, 35, 15])],
+                    },
                     _ => {
                         let dst = ARENA
                             + 3 * GB
@@ -360,121 +509,152 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                             2 => (len / 2).max(4 * KB) & !(4 * KB - 1),
                             _ => len + 64 * KB,
                         };
-                        if r.chance(70) {
-                            format!(
-                                "mremap {at} {} {} maymove fixed {dst:#x}",
-                                size(len),
-                                size(new_len)
-                            )
-                        } else {
-                            format!("mremap {at} {} {} maymove", size(len), size(new_len))
+                        let fixed = r.chance(70);
+                        Call::Mremap {
+                            addr: at,
+                            old_len: len,
+                            new_len,
+                            flags: if fixed {
+                                MremapFlags::MAYMOVE | MremapFlags::FIXED
+                            } else {
+                                MremapFlags::MAYMOVE
+                            },
+                            new_addr: if fixed { dst } else { 0 },
                         }
                     }
                 };
-                let _ = writeln!(s, "{who}{line}");
+                emit(&mut out.lines, &who, None, call);
             }
             5 if r.chance(10) => {
                 // The per-process THP switch (prctl), in the acting process.
-                let line = match r.weighted(&[40, 30, 30]) {
-                    0 => "prctl thp_disable 1",
-                    1 => "prctl thp_disable 1 except_advised",
-                    _ => "prctl thp_disable 0",
+                let (disable, flags) = match r.weighted(&[40, 30, 30]) {
+                    0 => (1, 0),
+                    1 => (1, ptlab_model::thp::PR_THP_DISABLE_EXCEPT_ADVISED),
+                    _ => (0, 0),
                 };
-                let _ = writeln!(s, "{who}{line}");
+                let call = Call::PrctlThp(PrctlThp::Set { disable, flags });
+                emit(&mut out.lines, &who, None, call);
             }
             5 => {
-                let knob = [
+                let sz = [
                     "16K", "32K", "64K", "128K", "256K", "512K", "1M", "2M", "enabled",
                 ][r.weighted(&[5, 5, 30, 5, 5, 5, 5, 25, 15])];
-                let mode = if knob == "enabled" {
+                let m = if sz == "enabled" {
                     ["always", "madvise", "never"][r.weighted(&[40, 40, 20])]
                 } else {
                     ["always", "inherit", "madvise", "never"][r.weighted(&[40, 25, 10, 25])]
                 };
-                let _ = writeln!(s, "thp {knob} {mode}");
+                let k = if sz == "enabled" {
+                    ThpKnob::TopLevel
+                } else {
+                    knob(sz)
+                };
+                emit(&mut out.lines, "main", None, thp(k, m));
             }
             6 => {
-                if procs.len() >= 3 || !who.is_empty() {
+                if procs.len() >= 3 || who != "main" {
                     continue;
                 }
                 if procs.len() > 1 && r.chance(40) {
                     let c = procs.pop().expect("child");
                     uffd_open.retain(|p| *p != c);
-                    let _ = writeln!(s, "@{c} exit");
+                    emit(&mut out.lines, &c, None, Call::Exit);
                 } else {
                     let c = format!("c{}", procs.len());
-                    let _ = writeln!(s, "fork {c}");
+                    emit(
+                        &mut out.lines,
+                        "main",
+                        None,
+                        Call::Fork { child: c.clone() },
+                    );
                     procs.push(c);
                 }
             }
             9 => {
-                let name = if who.is_empty() {
-                    "main".to_string()
+                let handle = who.clone();
+                if !uffd_open.contains(&who) {
+                    let call = Call::UffdCreate { handle, api: true };
+                    emit(&mut out.lines, &who, None, call);
+                    uffd_open.push(who);
                 } else {
-                    who[1..].trim().to_string()
-                };
-                if !uffd_open.contains(&name) {
-                    let _ = writeln!(s, "{who}uffd open");
-                    uffd_open.push(name);
-                } else {
-                    let m = maps[*r.pick(&live_maps)].clone();
+                    let k = *r.pick(&live_maps);
+                    let m = maps[k].clone();
                     let (off, len) = subrange(&mut r, m.len, true);
-                    let at = |o: u64| {
-                        if o == 0 {
-                            m.base.clone()
-                        } else {
-                            format!("{} + {}", m.base, size(o))
-                        }
-                    };
-                    let line = match r.weighted(&[35, 20, 10, 25, 10]) {
-                        0 => {
-                            let mode = ["missing", "wp", "missing+wp"][r.weighted(&[70, 15, 15])];
-                            format!("uffd register {} {} {mode}", at(off), size(len))
-                        }
-                        1 => format!(
-                            "uffd copy {} 0 {} tag={}",
-                            at(off),
-                            size(len),
-                            r.below(1000)
-                        ),
-                        2 => format!("uffd zeropage {} {}", at(off), size(len)),
+                    let call = match r.weighted(&[35, 20, 10, 25, 10]) {
+                        0 => Call::UffdRegister {
+                            handle,
+                            addr: sym(k, off),
+                            len,
+                            mode: [
+                                UffdRegisterMode::MISSING,
+                                UffdRegisterMode::WP,
+                                UffdRegisterMode::MISSING | UffdRegisterMode::WP,
+                            ][r.weighted(&[70, 15, 15])],
+                        },
+                        1 => Call::UffdCopy {
+                            handle,
+                            dst: sym(k, off),
+                            src: 0,
+                            len,
+                            tag: Some(r.below(1000)),
+                        },
+                        2 => Call::UffdZeropage {
+                            handle,
+                            dst: sym(k, off),
+                            len,
+                        },
                         3 => {
                             let (off2, _) = subrange(&mut r, m.len, true);
                             let len = len.min(m.len - off.max(off2));
-                            let holes = if r.chance(30) { " allow_src_holes" } else { "" };
-                            format!(
-                                "uffd move {} {} {}{holes}",
-                                at(off),
-                                at(off2),
-                                size(len.max(4 * KB))
-                            )
+                            let mode = if r.chance(30) {
+                                UffdMoveMode::ALLOW_SRC_HOLES
+                            } else {
+                                UffdMoveMode::empty()
+                            };
+                            Call::UffdMove {
+                                handle,
+                                dst: sym(k, off),
+                                src: sym(k, off2),
+                                len: len.max(4 * KB),
+                                mode,
+                            }
                         }
-                        _ => format!("uffd unregister {} {}", at(off), size(len)),
+                        _ => Call::UffdUnregister {
+                            handle,
+                            addr: sym(k, off),
+                            len,
+                        },
                     };
-                    let _ = writeln!(s, "{who}{line}");
+                    emit(&mut out.lines, &who, None, call);
                 }
             }
             10 => {
-                let m = maps[*r.pick(&live_maps)].clone();
+                let k = *r.pick(&live_maps);
+                let m = maps[k].clone();
                 let (off, len) = subrange(&mut r, m.len, m.floating);
-                let at = if off == 0 {
-                    m.base.clone()
-                } else {
-                    format!("{} + {}", m.base, size(off))
-                };
-                let line = match r.weighted(&[35, 15, 25, 20, 5, 6, 2]) {
-                    0 => format!("madvise {at} {} guard_install", size(len)),
-                    1 => format!("madvise {at} {} guard_remove", size(len)),
-                    2 => {
-                        let onfault = if r.chance(30) { " onfault" } else { "" };
-                        format!("mlock {at} {}{onfault}", size(len))
-                    }
-                    3 => format!("munlock {at} {}", size(len)),
-                    4 => format!("mseal {at} {}", size(len)),
+                let at = sym(k, off);
+                let call = match r.weighted(&[35, 15, 25, 20, 5, 6, 2]) {
+                    0 => Call::Madvise {
+                        addr: at,
+                        len,
+                        advice: Advice::GuardInstall,
+                    },
+                    1 => Call::Madvise {
+                        addr: at,
+                        len,
+                        advice: Advice::GuardRemove,
+                    },
+                    2 => Call::Mlock {
+                        addr: at,
+                        len,
+                        onfault: r.chance(30),
+                    },
+                    3 => Call::Munlock { addr: at, len },
+                    4 => Call::Mseal { addr: at, len },
                     // Resource limits: a budget near what is mapped, so
                     // the next calls land on both sides of it.
                     5 => {
-                        let res = *r.pick(&["as", "data", "memlock"]);
+                        let resource = *r.pick(&[Resource::As, Resource::Data, Resource::Memlock]);
                         let v = match r.weighted(&[10, 30, 30, 15, 15]) {
                             0 => 0,
                             1 => (total / 2) & !(4 * KB - 1),
@@ -485,23 +665,22 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
                         // RLIMIT_MEMLOCK stays within Linux's default hard
                         // limit (8 MiB): without CAP_SYS_RESOURCE a worker
                         // cannot go above it (the model could).
-                        let v = if res == "memlock" { v.min(8 * MB) } else { v };
-                        let v = if v == u64::MAX {
-                            "unlimited".to_string()
+                        let bytes = if resource == Resource::Memlock {
+                            v.min(8 * MB)
                         } else {
-                            size(v)
+                            v
                         };
-                        format!("setrlimit {res} {v}")
+                        Call::Setrlimit { resource, bytes }
                     }
-                    _ => "capability drop ipc_lock".to_string(),
+                    _ => Call::DropCapIpcLock,
                 };
-                let _ = writeln!(s, "{who}{line}");
+                emit(&mut out.lines, &who, None, call);
             }
             _ => continue,
         }
         n += 1;
     }
-    s
+    out
 }
 
 /// An interesting sub-range `(offset, len)` of a mapping of `len` bytes.
@@ -816,14 +995,7 @@ mod tests {
 
     #[test]
     fn generation_is_reproducible_and_parses() {
-        let set = OpSet {
-            fork: true,
-            mprotect: true,
-            mremap: true,
-            uffd: true,
-            guard_lock_seal: true,
-            swap: true,
-        };
+        let set = ALL_OPS;
         for n in 0..200 {
             let a = generate(case_seed(7, n), 30, set);
             let b = generate(case_seed(7, n), 30, set);
@@ -834,6 +1006,185 @@ mod tests {
             generate(case_seed(7, 0), 30, set),
             generate(case_seed(8, 0), 30, set)
         );
+    }
+
+    const ALL_OPS: OpSet = OpSet {
+        fork: true,
+        mprotect: true,
+        mremap: true,
+        uffd: true,
+        guard_lock_seal: true,
+        swap: true,
+    };
+
+    /// Records every call; answers 0.
+    #[derive(Default)]
+    struct Recorder(Vec<(String, Call)>);
+
+    impl Backend for Recorder {
+        fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+            self.0.push((proc.to_string(), call.clone()));
+            Ok(0)
+        }
+        fn observe(&mut self, _: &str) -> Result<ptlab_model::Observation, BackendError> {
+            Ok(Default::default())
+        }
+        fn observe_pages(
+            &mut self,
+            _: &str,
+            _: u64,
+            _: u64,
+        ) -> Result<ptlab_model::observe::PageRuns, BackendError> {
+            Ok(Default::default())
+        }
+        fn check_invariants(&mut self) -> Result<(), Vec<String>> {
+            Ok(())
+        }
+        fn before_statement(&mut self, _: u32, _: &str, _: &[(u32, u64)]) {}
+        fn after_statement(&mut self) -> Result<(), Vec<String>> {
+            Ok(())
+        }
+        fn hw_events(&self) -> Option<ptlab_model::HwEvents> {
+            None
+        }
+    }
+
+    /// Parsing and running the printed statement of `call` in `proc`
+    /// issues exactly `call`.
+    fn round_trip(proc: &str, call: &Call) {
+        let line = ptlab_scenario::call_to_ptl(proc, None, call, &ptlab_scenario::fmt_addr);
+        // A process other than main must have been forked (the parser
+        // checks the names).
+        let src = if proc == "main" {
+            line.clone()
+        } else {
+            format!("fork {proc}\n{line}")
+        };
+        let script =
+            ptlab_scenario::parse("rt.ptl", &src).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let mut rec = Recorder::default();
+        let report = ptlab_scenario::run(&script, &mut rec, &Default::default());
+        assert!(report.passed(), "{line}: {:?}", report.failures);
+        let want = if call.acts_on_process() { proc } else { "main" };
+        assert_eq!(
+            rec.0.last(),
+            Some(&(want.to_string(), call.clone())),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn printed_calls_parse_back_to_the_same_call() {
+        let set = ALL_OPS;
+        let mut seen = std::collections::BTreeSet::new();
+        for n in 0..300 {
+            for l in generate_calls(case_seed(11, n), 40, set).lines {
+                if let GenLine::Call { proc, call, .. } = l {
+                    seen.insert(call.name());
+                    round_trip(&proc, &call);
+                }
+            }
+        }
+        assert!(
+            seen.len() >= 20,
+            "the generator covers most calls: {seen:?}"
+        );
+        // What the generator does not make.
+        let h = || "h".to_string();
+        for (proc, call) in [
+            ("main", Call::PrctlThp(PrctlThp::Get)),
+            (
+                "main",
+                Call::FillVmas {
+                    addr: 0x1000_0000,
+                    headroom: 3,
+                },
+            ),
+            (
+                "c1",
+                Call::UffdCreate {
+                    handle: h(),
+                    api: false,
+                },
+            ),
+            (
+                "main",
+                Call::UffdApi {
+                    handle: h(),
+                    api: 0xaa,
+                    features: 0x40,
+                },
+            ),
+            (
+                "main",
+                Call::UffdCopy {
+                    handle: h(),
+                    dst: 0x2000,
+                    src: 0x9000,
+                    len: 8192,
+                    tag: None,
+                },
+            ),
+            (
+                "main",
+                Call::UffdMove {
+                    handle: h(),
+                    dst: 0x2000,
+                    src: 0x9000,
+                    len: 4096,
+                    mode: UffdMoveMode::DONTWAKE | UffdMoveMode::ALLOW_SRC_HOLES,
+                },
+            ),
+            (
+                "main",
+                Call::UffdRegister {
+                    handle: h(),
+                    addr: 0x2000,
+                    len: 4096,
+                    mode: UffdRegisterMode::WP,
+                },
+            ),
+            (
+                "main",
+                Call::Mremap {
+                    addr: 0x2000,
+                    old_len: 4096,
+                    new_len: 4096,
+                    flags: MremapFlags::MAYMOVE | MremapFlags::FIXED | MremapFlags::DONTUNMAP,
+                    new_addr: 0x40_0000,
+                },
+            ),
+            (
+                "main",
+                Call::Mmap {
+                    addr: 0x7000,
+                    len: 0x1234,
+                    prot: Prot::WRITE | Prot::EXEC,
+                    flags: MapFlags::PRIVATE
+                        | MapFlags::ANONYMOUS
+                        | MapFlags::FIXED
+                        | MapFlags::NORESERVE
+                        | MapFlags::POPULATE
+                        | MapFlags::LOCKED,
+                },
+            ),
+            ("main", Call::SetUseZeroPage { on: false }),
+            ("main", Call::SetSwap { bytes: 0 }),
+            (
+                "main",
+                Call::SetBefore {
+                    set: ptlab_model::Before::empty(),
+                },
+            ),
+            (
+                "main",
+                Call::SetBefore {
+                    set: ptlab_model::Before::FORK_PTE_BATCH | ptlab_model::Before::UFFD_MOVE_BATCH,
+                },
+            ),
+        ] {
+            round_trip(proc, &call);
+        }
     }
 
     #[test]

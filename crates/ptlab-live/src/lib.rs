@@ -17,6 +17,7 @@ pub mod knobs;
 pub mod lifeline;
 pub mod live;
 pub mod swapfile;
+mod wire;
 mod worker;
 
 pub use budget::{Amount, LiveLimits};

@@ -18,13 +18,13 @@
 use crate::budget::{self, fmt_bytes, LiveLimits, MemoryBudget};
 use crate::kernel::{self, Caps, Reader, SmapsVma, PAGE};
 use crate::knobs::{self, KnobError, KnobSession, ThpLock};
-use crate::worker::{self, op, Req, Resp, ST_FAULT};
+use crate::wire::{self, op, Req, Resolved, Resp, ST_FAULT};
+use crate::worker;
 use ptlab_model::observe::{AnonPage, MapsEntry, PageObs, PageRuns};
 use ptlab_model::{
-    Advice, Errno, MapFlags, Observation, PageState, Prot, Resource, ThpKnob, ThpMode,
+    Advice, Call, Errno, MapFlags, MremapFlags, Observation, PageState, Prot, Resource,
 };
-use ptlab_scenario::ast::UffdMode;
-use ptlab_scenario::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags};
+use ptlab_scenario::{Backend, BackendError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
@@ -119,6 +119,70 @@ pub enum Planned {
     },
 }
 
+impl Planned {
+    /// What `call` plans that the budgets bound (`None`: nothing).
+    pub fn of(call: &Call) -> Option<Planned> {
+        Some(match call {
+            Call::Access { start, len, .. } => Planned::Access {
+                start: *start,
+                len: *len,
+            },
+            Call::Mmap { len, flags, .. } => Planned::Mmap {
+                len: *len,
+                flags: *flags,
+            },
+            Call::Madvise { addr, len, advice } => Planned::Madvise {
+                addr: *addr,
+                len: *len,
+                advice: *advice,
+            },
+            Call::Mlock { addr, len, onfault } => Planned::Mlock {
+                addr: *addr,
+                len: *len,
+                onfault: *onfault,
+            },
+            Call::Mprotect { addr, len, prot } => Planned::Mprotect {
+                addr: *addr,
+                len: *len,
+                prot: *prot,
+            },
+            Call::Mremap {
+                addr,
+                old_len,
+                new_len,
+                ..
+            } => Planned::Mremap {
+                addr: *addr,
+                old_len: *old_len,
+                new_len: *new_len,
+            },
+            Call::UffdCopy { len, tag, .. } => Planned::UffdCopy {
+                len: *len,
+                tagged: tag.is_some(),
+            },
+            Call::Fork { .. } => Planned::Fork,
+            Call::SetSwap { bytes } => Planned::Swap { bytes: *bytes },
+            Call::Munmap { .. }
+            | Call::Munlock { .. }
+            | Call::Mseal { .. }
+            | Call::Exit
+            | Call::PrctlThp(_)
+            | Call::Setrlimit { .. }
+            | Call::DropCapIpcLock
+            | Call::FillVmas { .. }
+            | Call::UffdCreate { .. }
+            | Call::UffdApi { .. }
+            | Call::UffdRegister { .. }
+            | Call::UffdUnregister { .. }
+            | Call::UffdZeropage { .. }
+            | Call::UffdMove { .. }
+            | Call::SetThp { .. }
+            | Call::SetUseZeroPage { .. }
+            | Call::SetBefore { .. } => return None,
+        })
+    }
+}
+
 /// Runs scenarios on the live kernel. See the module docs.
 pub struct LiveBackend {
     procs: Vec<LiveProc>,
@@ -138,8 +202,6 @@ pub struct LiveBackend {
     /// userfaultfd handle names → worker slots (a process's own handle is
     /// named after the process).
     uffd_slots: BTreeMap<String, usize>,
-    /// The handle `uffd ... via NAME` selected, per process.
-    uffd_selected: ptlab_scenario::UffdSelection,
     /// The handles each process holds a descriptor for (its own and those
     /// inherited through fork); a name no process holds is free again.
     uffd_fds: BTreeMap<String, BTreeSet<String>>,
@@ -374,7 +436,6 @@ impl LiveBackend {
             stats_base,
             unknown_tags: BTreeSet::new(),
             uffd_slots: BTreeMap::new(),
-            uffd_selected: Default::default(),
             uffd_fds: BTreeMap::new(),
             notes: Vec::new(),
             mem_budget: limits.memory(),
@@ -386,7 +447,7 @@ impl LiveBackend {
             _lock: lock,
         };
         // Wait until the worker is serving, then record its own VMAs.
-        me.call("main", [op::PING, 0, 0, 0, 0, 0, 0, 0])
+        me.request("main", [op::PING, 0, 0, 0, 0, 0, 0, 0])
             .map_err(|e| LiveError::Spawn(std::io::Error::other(e.to_string())))?;
         let smaps = kernel::read_smaps(pid).map_err(|e| LiveError::Proc(pid, e))?;
         for v in smaps {
@@ -417,11 +478,20 @@ impl LiveBackend {
 
     /// The budget check each operation makes first, unless the caller
     /// made it already.
-    fn check_budget(&mut self, proc: &str, op: Planned) -> Result<(), BackendError> {
+    fn check_budget(&mut self, proc: &str, call: &Call) -> Result<(), BackendError> {
         if self.admitted_by_caller {
             return Ok(());
         }
-        self.admit(proc, op)
+        self.admit_call(proc, call)
+    }
+
+    /// [`LiveBackend::admit`] for what `call` plans, if it plans anything
+    /// the budgets bound.
+    pub fn admit_call(&mut self, proc: &str, call: &Call) -> Result<(), BackendError> {
+        match Planned::of(call) {
+            Some(op) => self.admit(proc, op),
+            None => Ok(()),
+        }
     }
 
     pub fn set_dense_observation(&mut self, dense: bool) {
@@ -510,7 +580,7 @@ impl LiveBackend {
             } else {
                 harness.saturating_add(lim).min(libc::RLIM_INFINITY - 1)
             };
-            let r = self.call(
+            let r = self.request(
                 proc,
                 [op::SETRLIMIT, res.number().into(), soft, 1, 0, 0, 0, 0],
             )?;
@@ -743,7 +813,8 @@ impl LiveBackend {
             .sum())
     }
 
-    fn call(&mut self, proc: &str, req: Req) -> Result<Resp, BackendError> {
+    /// Send one request to the worker of `proc` and read its answer.
+    fn request(&mut self, proc: &str, req: Req) -> Result<Resp, BackendError> {
         let i = self.proc_index(proc)?;
         let fd = self.procs[i].chan.as_raw_fd();
         write_words(fd, &req)?;
@@ -757,14 +828,21 @@ impl LiveBackend {
         Ok(resp)
     }
 
-    /// Point the worker of `proc` at the uffd handle its next ioctl uses
-    /// (its own, or the one `via` selected); EBADF for an unknown handle.
-    fn uffd_prepare(&mut self, proc: &str) -> Result<(), BackendError> {
-        let handle = self.uffd_selected.handle(proc);
+    /// Send `call` to the worker of `proc` (encoded by [`wire::encode`]).
+    fn send(&mut self, proc: &str, call: &Call, at: Resolved) -> Result<Resp, BackendError> {
+        let req = wire::encode(call, &at).ok_or_else(|| {
+            BackendError::Other(format!("{} is not a worker request", call.name()))
+        })?;
+        self.request(proc, req)
+    }
+
+    /// Point the worker of `proc` at the uffd handle its next ioctl uses;
+    /// EBADF for an unknown handle.
+    fn uffd_prepare(&mut self, proc: &str, handle: &str) -> Result<(), BackendError> {
         let Some(&slot) = self.uffd_slots.get(handle) else {
             return Err(BackendError::Errno(Errno::EBADF));
         };
-        let r = self.call(proc, [op::UFFD_SELECT, slot as u64, 0, 0, 0, 0, 0, 0])?;
+        let r = self.request(proc, [op::UFFD_SELECT, slot as u64, 0, 0, 0, 0, 0, 0])?;
         Self::unit(r).map(|_| ())
     }
 
@@ -860,39 +938,26 @@ impl LiveBackend {
                 "mmap at {addr:#x}+{len:#x} merged with a VMA of the harness's own; re-placed \
                  behind a PROT_NONE guard page"
             ));
-            let r = self.call(proc, [op::MUNMAP, addr, len, 0, 0, 0, 0, 0])?;
+            let r = self.send(proc, &Call::Munmap { addr, len }, Resolved::default())?;
             Self::unit(r)?;
             let guard = if above.is_some() { end - PAGE } else { addr };
-            let r = self.call(
-                proc,
-                [
-                    op::MMAP,
-                    guard,
-                    PAGE,
-                    0,
-                    (MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED_NOREPLACE).bits()
-                        as u64,
-                    0,
-                    0,
-                    0,
-                ],
-            )?;
+            let fence = Call::Mmap {
+                addr: guard,
+                len: PAGE,
+                prot: Prot::empty(),
+                flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED_NOREPLACE,
+            };
+            let r = self.send(proc, &fence, Resolved::default())?;
             Self::unit(r)?;
             merge_into(&mut self.foreign, guard, guard + PAGE);
             self.guards.push((guard, guard + PAGE));
-            let r = self.call(
-                proc,
-                [
-                    op::MMAP,
-                    0,
-                    len,
-                    prot.bits() as u64,
-                    flags.bits() as u64,
-                    0,
-                    0,
-                    0,
-                ],
-            )?;
+            let again = Call::Mmap {
+                addr: 0,
+                len,
+                prot,
+                flags,
+            };
+            let r = self.send(proc, &again, Resolved::default())?;
             addr = Self::unit(r)?;
         }
         Ok(addr)
@@ -1238,7 +1303,6 @@ impl LiveBackend {
     fn exit_proc(&mut self, idx: usize) -> Result<(), BackendError> {
         let p = self.procs.remove(idx);
         // Its descriptors close; a handle no process holds is gone.
-        self.uffd_selected.forget(&p.name);
         if let Some(held) = self.uffd_fds.remove(&p.name) {
             for h in held {
                 if !self.uffd_fds.values().any(|s| s.contains(&h)) {
@@ -1247,7 +1311,9 @@ impl LiveBackend {
             }
         }
         let fd = p.chan.as_raw_fd();
-        let _ = write_words(fd, &[op::EXIT, 0, 0, 0, 0, 0, 0, 0]);
+        if let Some(req) = wire::encode(&Call::Exit, &Resolved::default()) {
+            let _ = write_words(fd, &req);
+        }
         // The channel reaches EOF when the worker's files are closed, which
         // do_exit() does after exit_mm(): its memory is gone by then.
         let mut sink = [0u64; 1];
@@ -1284,130 +1350,288 @@ impl Drop for LiveBackend {
 }
 
 impl Backend for LiveBackend {
-    fn mmap(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-        flags: MapFlags,
-    ) -> Result<u64, BackendError> {
-        if flags.contains(MapFlags::FIXED) && !flags.contains(MapFlags::FIXED_NOREPLACE) {
-            self.check_range("mmap MAP_FIXED", addr, len)?;
-        }
-        self.check_budget(proc, Planned::Mmap { len, flags })?;
-        self.refresh_scoped_limits(proc)?;
-        let r = self.call(
-            proc,
-            [
-                op::MMAP,
+    fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        let none = Resolved::default();
+        match call {
+            Call::Mmap {
                 addr,
                 len,
-                prot.bits() as u64,
-                flags.bits() as u64,
-                0,
-                0,
-                0,
-            ],
-        )?;
-        let mut got = Self::unit(r)?;
-        let plen = page_len(len);
-        if !flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) {
-            got = self.unmerge_foreign(proc, got, plen, prot, flags)?;
-        }
-        merge_into(&mut self.territory, got, got.saturating_add(plen));
-        Ok(got)
-    }
-
-    fn munmap(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
-        self.check_range("munmap", addr, len)?;
-        let r = self.call(proc, [op::MUNMAP, addr, len, 0, 0, 0, 0, 0])?;
-        Self::unit(r).map(|_| ())
-    }
-
-    fn madvise(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        advice: Advice,
-    ) -> Result<(), BackendError> {
-        self.check_range("madvise", addr, len)?;
-        self.check_budget(proc, Planned::Madvise { addr, len, advice })?;
-        let r = self.call(
-            proc,
-            [op::MADVISE, addr, len, advice.value() as u64, 0, 0, 0, 0],
-        )?;
-        Self::unit(r).map(|_| ())
-    }
-
-    fn read(&mut self, proc: &str, addr: u64) -> Result<u64, BackendError> {
-        let page = addr & !(PAGE - 1);
-        self.access(proc, page, PAGE, false, None)?;
-        let t = self.read_tags(proc, page, 1)?;
-        Ok(t.first().map_or(0, |x| x.0))
-    }
-
-    fn write(&mut self, proc: &str, addr: u64, tag: u64) -> Result<(), BackendError> {
-        self.access(proc, addr & !(PAGE - 1), PAGE, true, Some(tag))
-    }
-
-    fn access(
-        &mut self,
-        proc: &str,
-        start: u64,
-        len: u64,
-        write: bool,
-        tag: Option<u64>,
-    ) -> Result<(), BackendError> {
-        let what = if write { "write" } else { "read" };
-        self.check_range(what, start, len)?;
-        self.check_budget(proc, Planned::Access { start, len })?;
-        let r = self.call(
-            proc,
-            [
-                op::ACCESS,
-                start,
+                prot,
+                flags,
+            } => {
+                let (addr, len, prot, flags) = (*addr, *len, *prot, *flags);
+                if flags.contains(MapFlags::FIXED) && !flags.contains(MapFlags::FIXED_NOREPLACE) {
+                    self.check_range("mmap MAP_FIXED", addr, len)?;
+                }
+                self.check_budget(proc, call)?;
+                self.refresh_scoped_limits(proc)?;
+                let r = self.send(proc, call, none)?;
+                let mut got = Self::unit(r)?;
+                let plen = page_len(len);
+                if !flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) {
+                    got = self.unmerge_foreign(proc, got, plen, prot, flags)?;
+                }
+                merge_into(&mut self.territory, got, got.saturating_add(plen));
+                Ok(got)
+            }
+            Call::Munmap { addr, len } => {
+                self.check_range("munmap", *addr, *len)?;
+                let r = self.send(proc, call, none)?;
+                Self::unit(r).map(|_| 0)
+            }
+            Call::Madvise { addr, len, .. } => {
+                self.check_range("madvise", *addr, *len)?;
+                self.check_budget(proc, call)?;
+                let r = self.send(proc, call, none)?;
+                Self::unit(r).map(|_| 0)
+            }
+            Call::Access {
+                start, len, write, ..
+            } => {
+                let what = if *write { "write" } else { "read" };
+                self.check_range(what, *start, *len)?;
+                self.check_budget(proc, call)?;
+                let r = self.send(proc, call, none)?;
+                if r[0] as i64 == ST_FAULT {
+                    return Err(Self::fault_err(r));
+                }
+                Self::unit(r).map(|_| 0)
+            }
+            Call::Mremap {
+                addr,
+                old_len,
+                new_len,
+                flags,
+                new_addr,
+            } => {
+                let fixed = flags.contains(MremapFlags::FIXED).then_some(*new_addr);
+                self.check_range("mremap", *addr, *old_len)?;
+                if let Some(n) = fixed {
+                    self.check_range("mremap target", n, *new_len)?;
+                }
+                self.check_budget(proc, call)?;
+                self.refresh_scoped_limits(proc)?;
+                let r = self.send(proc, call, none)?;
+                // A FIXED move that fails may still have changed its
+                // destination (unmapped it, or moved the first VMAs of a
+                // multi-VMA move before a later one refused, e.g. a sealed
+                // one): observe it either way.
+                if let Some(n) = fixed {
+                    merge_into(&mut self.territory, n, n.saturating_add(page_len(*new_len)));
+                }
+                let got = Self::unit(r)?;
+                merge_into(
+                    &mut self.territory,
+                    got,
+                    got.saturating_add(page_len(*new_len)),
+                );
+                Ok(got)
+            }
+            Call::Mprotect { addr, len, .. } => {
+                self.check_range("mprotect", *addr, *len)?;
+                self.check_budget(proc, call)?;
+                self.refresh_scoped_limits(proc)?;
+                let r = self.send(proc, call, none)?;
+                Self::unit(r).map(|_| 0)
+            }
+            Call::Mlock { .. } => {
+                self.check_budget(proc, call)?;
+                let r = self.send(proc, call, none)?;
+                Self::unit(r).map(|_| 0)
+            }
+            Call::Munlock { .. } | Call::Mseal { .. } | Call::DropCapIpcLock => {
+                let r = self.send(proc, call, none)?;
+                Self::unit(r).map(|_| 0)
+            }
+            Call::PrctlThp(_) => {
+                let r = self.send(proc, call, none)?;
+                Self::unit(r)
+            }
+            Call::Fork { child } => {
+                if self.procs.iter().any(|p| p.name == *child) {
+                    return Err(BackendError::ProcessExists(child.to_string()));
+                }
+                let idx = self.proc_index(proc)?;
+                self.check_budget(proc, call)?;
+                let fd = self.procs[idx].chan.as_raw_fd();
+                let req = wire::encode(call, &none).unwrap_or_default();
+                write_words(fd, &req)?;
+                let (resp, chan) = recv_with_fd(fd)?;
+                if (resp[0] as i64) < 0 {
+                    return Err(errno_err(resp[0] as i64));
+                }
+                let chan =
+                    chan.ok_or_else(|| BackendError::Other("fork: no channel received".into()))?;
+                // The child inherits the rlimits (and the worker's scoped copy).
+                let (scenario_as, scenario_data) =
+                    (self.procs[idx].scenario_as, self.procs[idx].scenario_data);
+                self.procs.push(LiveProc {
+                    name: child.to_string(),
+                    pid: resp[1] as i32,
+                    chan,
+                    direct: false,
+                    scenario_as,
+                    scenario_data,
+                });
+                if let Some(fds) = self.uffd_fds.get(proc).cloned() {
+                    self.uffd_fds.insert(child.to_string(), fds);
+                }
+                Ok(0)
+            }
+            Call::Exit => {
+                let idx = self.proc_index(proc)?;
+                self.exit_proc(idx).map(|()| 0)
+            }
+            Call::Setrlimit { resource, bytes } => {
+                let idx = self.proc_index(proc)?;
+                let lim = (*bytes != ptlab_model::RLIM_INFINITY).then_some(*bytes);
+                match resource {
+                    Resource::Memlock => {}
+                    Resource::As => self.procs[idx].scenario_as = lim,
+                    Resource::Data => self.procs[idx].scenario_data = lim,
+                }
+                let r = self.send(proc, call, none)?;
+                match resource {
+                    Resource::Memlock => Self::unit(r)
+                        .map(|_| 0)
+                        .map_err(|e| hard_limit_error(e, *resource, *bytes)),
+                    Resource::As | Resource::Data => Self::unit(r).map(|_| 0),
+                }
+            }
+            Call::FillVmas { addr, headroom } => {
+                let pid = self.procs[self.proc_index(proc)?].pid;
+                let max = read_max_map_count()?;
+                let now = read_map_count(pid)?;
+                let want = max
+                    .checked_sub(*headroom)
+                    .and_then(|t| t.checked_sub(now))
+                    .ok_or(BackendError::Errno(Errno::EINVAL))?;
+                let span = want.saturating_mul(2 * PAGE);
+                self.check_range("fill", *addr, span)?;
+                let r = self.send(
+                    proc,
+                    call,
+                    Resolved {
+                        count: want,
+                        ..none
+                    },
+                )?;
+                // The VMAs mapped before a failure are the scenario's too.
+                let done = r[1];
+                if done > 0 {
+                    merge_into(
+                        &mut self.territory,
+                        *addr,
+                        addr.saturating_add(done.saturating_mul(2 * PAGE) - PAGE),
+                    );
+                }
+                Self::unit(r)
+            }
+            Call::UffdCreate { handle, .. } => {
+                self.proc_index(proc)?;
+                if self.uffd_slots.contains_key(handle) {
+                    return Err(BackendError::Errno(Errno::EBUSY));
+                }
+                // The lowest slot no open handle uses (a freed slot's
+                // descriptors died with the processes that held them).
+                let slot = (0..)
+                    .find(|s| !self.uffd_slots.values().any(|v| v == s))
+                    .unwrap_or(0);
+                if slot >= crate::worker::UFFD_SLOTS {
+                    return Err(BackendError::Other(format!(
+                        "more than {} userfaultfd handles in one scenario",
+                        crate::worker::UFFD_SLOTS
+                    )));
+                }
+                let at = Resolved {
+                    slot: slot as u64,
+                    ..none
+                };
+                let r = self.send(proc, call, at)?;
+                Self::unit(r)?;
+                self.uffd_slots.insert(handle.clone(), slot);
+                self.uffd_fds
+                    .entry(proc.to_string())
+                    .or_default()
+                    .insert(handle.clone());
+                Ok(0)
+            }
+            Call::UffdApi { handle, .. } => {
+                self.uffd_prepare(proc, handle)?;
+                let r = self.send(proc, call, none)?;
+                Self::unit(r)
+            }
+            Call::UffdRegister {
+                handle, addr, len, ..
+            } => {
+                self.check_range("uffd register", *addr, *len)?;
+                self.uffd_prepare(proc, handle)?;
+                let r = self.send(proc, call, none)?;
+                Self::unit(r).map(|_| 0)
+            }
+            Call::UffdUnregister { handle, addr, len } => {
+                self.check_range("uffd unregister", *addr, *len)?;
+                self.uffd_prepare(proc, handle)?;
+                let r = self.send(proc, call, none)?;
+                Self::unit(r).map(|_| 0)
+            }
+            Call::UffdCopy {
+                handle,
+                dst,
+                src,
                 len,
-                u64::from(write),
-                u64::from(tag.is_some()),
-                tag.unwrap_or(0),
-                0,
-                0,
-            ],
-        )?;
-        if r[0] as i64 == ST_FAULT {
-            return Err(Self::fault_err(r));
-        }
-        Self::unit(r).map(|_| ())
-    }
-
-    fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), BackendError> {
-        self.knobs.set(knob, mode).map_err(|e| match e {
-            KnobError::Errno(e) => BackendError::Errno(e),
-            other => BackendError::Other(other.to_string()),
-        })
-    }
-
-    fn set_swap(&mut self, bytes: u64) -> Result<(), BackendError> {
-        self.check_budget("main", Planned::Swap { bytes })?;
-        self.knobs.set_swap(bytes).map_err(|e| match e {
-            KnobError::Errno(e) => BackendError::Errno(e),
-            other => BackendError::Other(other.to_string()),
-        })
-    }
-
-    fn set_use_zero_page(&mut self, on: bool) -> Result<(), BackendError> {
-        match knobs::use_zero_page() {
-            Some(cur) if cur == on => Ok(()),
-            Some(cur) => Err(BackendError::Other(format!(
-                "the live backend writes only THP 'enabled' knobs; use_zero_page is {} on this \
-                 machine and stays so",
-                u8::from(cur)
-            ))),
-            None => Err(BackendError::Other(
-                "cannot read transparent_hugepage/use_zero_page".into(),
-            )),
+                tag,
+            } => {
+                self.check_range("uffd copy", *dst, *len)?;
+                self.check_budget(proc, call)?;
+                self.uffd_prepare(proc, handle)?;
+                if tag.is_none() {
+                    self.check_range("uffd copy source", *src, *len)?;
+                }
+                let r = self.send(proc, call, none)?;
+                Self::uffd_result(r)
+            }
+            Call::UffdZeropage { handle, dst, len } => {
+                self.check_range("uffd zeropage", *dst, *len)?;
+                self.uffd_prepare(proc, handle)?;
+                let r = self.send(proc, call, none)?;
+                Self::uffd_result(r)
+            }
+            Call::UffdMove {
+                handle,
+                dst,
+                src,
+                len,
+                ..
+            } => {
+                self.check_range("uffd move", *dst, *len)?;
+                self.uffd_prepare(proc, handle)?;
+                self.check_range("uffd move source", *src, *len)?;
+                let r = self.send(proc, call, none)?;
+                Self::uffd_result(r)
+            }
+            Call::SetThp { knob, mode } => {
+                self.knobs.set(*knob, *mode).map_err(knob_error)?;
+                Ok(0)
+            }
+            Call::SetSwap { bytes } => {
+                self.check_budget("main", call)?;
+                self.knobs.set_swap(*bytes).map_err(knob_error)?;
+                Ok(0)
+            }
+            Call::SetUseZeroPage { on } => match knobs::use_zero_page() {
+                Some(cur) if cur == *on => Ok(0),
+                Some(cur) => Err(BackendError::Other(format!(
+                    "the live backend writes only THP 'enabled' knobs; use_zero_page is {} on \
+                     this machine and stays so",
+                    u8::from(cur)
+                ))),
+                None => Err(BackendError::Other(
+                    "cannot read transparent_hugepage/use_zero_page".into(),
+                )),
+            },
+            // One fixed kernel: observable results are the same either way.
+            Call::SetBefore { .. } => Ok(0),
         }
     }
 
@@ -1439,361 +1663,22 @@ impl Backend for LiveBackend {
         Ok(())
     }
 
-    fn mremap(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        old_len: u64,
-        new_len: u64,
-        flags: MremapFlags,
-    ) -> Result<u64, BackendError> {
-        self.check_range("mremap", addr, old_len)?;
-        if let Some(n) = flags.fixed {
-            self.check_range("mremap target", n, new_len)?;
-        }
-        self.check_budget(
-            proc,
-            Planned::Mremap {
-                addr,
-                old_len,
-                new_len,
-            },
-        )?;
-        self.refresh_scoped_limits(proc)?;
-        let mut f = 0u64;
-        if flags.maymove {
-            f |= 1;
-        }
-        if flags.fixed.is_some() {
-            f |= 2;
-        }
-        if flags.dontunmap {
-            f |= 4;
-        }
-        let r = self.call(
-            proc,
-            [
-                op::MREMAP,
-                addr,
-                old_len,
-                new_len,
-                f,
-                flags.fixed.unwrap_or(0),
-                0,
-                0,
-            ],
-        )?;
-        // A FIXED move that fails may still have changed its destination
-        // (unmapped it, or moved the first VMAs of a multi-VMA move before
-        // a later one refused, e.g. a sealed one): observe it either way.
-        if let Some(n) = flags.fixed {
-            merge_into(&mut self.territory, n, n.saturating_add(page_len(new_len)));
-        }
-        let got = Self::unit(r)?;
-        merge_into(
-            &mut self.territory,
-            got,
-            got.saturating_add(page_len(new_len)),
-        );
-        Ok(got)
-    }
+    fn before_statement(&mut self, _line: u32, _text: &str, _loops: &[(u32, u64)]) {}
 
-    fn mprotect(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-    ) -> Result<(), BackendError> {
-        self.check_range("mprotect", addr, len)?;
-        self.check_budget(proc, Planned::Mprotect { addr, len, prot })?;
-        self.refresh_scoped_limits(proc)?;
-        let r = self.call(
-            proc,
-            [op::MPROTECT, addr, len, prot.bits() as u64, 0, 0, 0, 0],
-        )?;
-        Self::unit(r).map(|_| ())
-    }
-
-    fn mlock(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        onfault: bool,
-    ) -> Result<(), BackendError> {
-        self.check_budget(proc, Planned::Mlock { addr, len, onfault })?;
-        // mlock2(addr, len, MLOCK_ONFAULT) / mlock(addr, len).
-        let req = if onfault {
-            [op::SYSCALL3, libc::SYS_mlock2 as u64, addr, len, 1, 0, 0, 0]
-        } else {
-            [op::SYSCALL3, libc::SYS_mlock as u64, addr, len, 0, 0, 0, 0]
-        };
-        let r = self.call(proc, req)?;
-        Self::unit(r).map(|_| ())
-    }
-
-    fn munlock(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
-        let r = self.call(
-            proc,
-            [
-                op::SYSCALL3,
-                libc::SYS_munlock as u64,
-                addr,
-                len,
-                0,
-                0,
-                0,
-                0,
-            ],
-        )?;
-        Self::unit(r).map(|_| ())
-    }
-
-    fn mseal(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
-        /// __NR_mseal (the same number on x86-64 and arm64).
-        const SYS_MSEAL: u64 = 462;
-        let r = self.call(proc, [op::SYSCALL3, SYS_MSEAL, addr, len, 0, 0, 0, 0])?;
-        Self::unit(r).map(|_| ())
-    }
-
-    fn fork(&mut self, parent: &str, child: &str) -> Result<(), BackendError> {
-        if self.procs.iter().any(|p| p.name == child) {
-            return Err(BackendError::ProcessExists(child.to_string()));
-        }
-        let idx = self.proc_index(parent)?;
-        self.check_budget(parent, Planned::Fork)?;
-        let fd = self.procs[idx].chan.as_raw_fd();
-        write_words(fd, &[op::FORK, 0, 0, 0, 0, 0, 0, 0])?;
-        let (resp, chan) = recv_with_fd(fd)?;
-        if (resp[0] as i64) < 0 {
-            return Err(errno_err(resp[0] as i64));
-        }
-        let chan = chan.ok_or_else(|| BackendError::Other("fork: no channel received".into()))?;
-        // The child inherits the rlimits (and the worker's scoped copy).
-        let (scenario_as, scenario_data) =
-            (self.procs[idx].scenario_as, self.procs[idx].scenario_data);
-        self.procs.push(LiveProc {
-            name: child.to_string(),
-            pid: resp[1] as i32,
-            chan,
-            direct: false,
-            scenario_as,
-            scenario_data,
-        });
-        if let Some(fds) = self.uffd_fds.get(parent).cloned() {
-            self.uffd_fds.insert(child.to_string(), fds);
-        }
+    fn after_statement(&mut self) -> Result<(), Vec<String>> {
         Ok(())
     }
 
-    fn exit(&mut self, proc: &str) -> Result<(), BackendError> {
-        let idx = self.proc_index(proc)?;
-        self.exit_proc(idx)
+    /// The kernel's hardware events are not counted.
+    fn hw_events(&self) -> Option<ptlab_model::HwEvents> {
+        None
     }
+}
 
-    fn prctl_thp_disable(&mut self, proc: &str, call: PrctlThp) -> Result<u64, BackendError> {
-        let (set, disable, flags) = match call {
-            PrctlThp::Set { disable, flags } => (1, disable, flags),
-            PrctlThp::Get => (0, 0, 0),
-        };
-        let r = self.call(proc, [op::PRCTL_THP, set, disable, flags, 0, 0, 0, 0])?;
-        Self::unit(r)
-    }
-
-    fn setrlimit(
-        &mut self,
-        proc: &str,
-        resource: Resource,
-        bytes: u64,
-    ) -> Result<(), BackendError> {
-        let idx = self.proc_index(proc)?;
-        let lim = (bytes != ptlab_model::RLIM_INFINITY).then_some(bytes);
-        let res = resource.number().into();
-        match resource {
-            // The harness locks nothing: the scenario's limit as is.
-            Resource::Memlock => {
-                let r = self.call(proc, [op::SETRLIMIT, res, bytes, 0, 0, 0, 0, 0])?;
-                Self::unit(r)
-                    .map(|_| ())
-                    .map_err(|e| hard_limit_error(e, resource, bytes))
-            }
-            Resource::As | Resource::Data => {
-                if resource == Resource::As {
-                    self.procs[idx].scenario_as = lim;
-                } else {
-                    self.procs[idx].scenario_data = lim;
-                }
-                // Clear the worker's scoped copy; the next call it could
-                // refuse sets it afresh.
-                let r = self.call(proc, [op::SETRLIMIT, res, u64::MAX, 1, 0, 0, 0, 0])?;
-                Self::unit(r).map(|_| ())
-            }
-        }
-    }
-
-    fn fill_vmas(&mut self, proc: &str, addr: u64, headroom: u64) -> Result<u64, BackendError> {
-        let pid = self.procs[self.proc_index(proc)?].pid;
-        let max = read_max_map_count()?;
-        let now = read_map_count(pid)?;
-        let want = max
-            .checked_sub(headroom)
-            .and_then(|t| t.checked_sub(now))
-            .ok_or(BackendError::Errno(Errno::EINVAL))?;
-        let span = want.saturating_mul(2 * PAGE);
-        self.check_range("fill", addr, span)?;
-        let r = self.call(proc, [op::FILL, addr, want, 0, 0, 0, 0, 0])?;
-        // The VMAs mapped before a failure are the scenario's too.
-        let done = r[1];
-        if done > 0 {
-            merge_into(
-                &mut self.territory,
-                addr,
-                addr.saturating_add(done.saturating_mul(2 * PAGE) - PAGE),
-            );
-        }
-        Self::unit(r)
-    }
-
-    fn drop_cap_ipc_lock(&mut self, proc: &str) -> Result<(), BackendError> {
-        const CAP_IPC_LOCK: u64 = 14;
-        let r = self.call(proc, [op::CAP_DROP, CAP_IPC_LOCK, 0, 0, 0, 0, 0, 0])?;
-        Self::unit(r).map(|_| ())
-    }
-
-    fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
-        self.uffd_create(proc, None, true)
-    }
-
-    fn uffd_create(
-        &mut self,
-        proc: &str,
-        name: Option<&str>,
-        api: bool,
-    ) -> Result<(), BackendError> {
-        self.proc_index(proc)?;
-        let handle = name.unwrap_or(proc).to_string();
-        if self.uffd_slots.contains_key(&handle) {
-            return Err(BackendError::Errno(Errno::EBUSY));
-        }
-        // The lowest slot no open handle uses (a freed slot's descriptors
-        // died with the processes that held them).
-        let slot = (0..)
-            .find(|s| !self.uffd_slots.values().any(|v| v == s))
-            .unwrap_or(0);
-        if slot >= crate::worker::UFFD_SLOTS {
-            return Err(BackendError::Other(format!(
-                "more than {} userfaultfd handles in one scenario",
-                crate::worker::UFFD_SLOTS
-            )));
-        }
-        let r = self.call(
-            proc,
-            [op::UFFD_OPEN, slot as u64, u64::from(api), 0, 0, 0, 0, 0],
-        )?;
-        Self::unit(r)?;
-        self.uffd_slots.insert(handle.clone(), slot);
-        self.uffd_fds
-            .entry(proc.to_string())
-            .or_default()
-            .insert(handle);
-        Ok(())
-    }
-
-    fn uffd_api(&mut self, proc: &str, api: u64, features: u64) -> Result<u64, BackendError> {
-        self.uffd_prepare(proc)?;
-        // UFFD_FEATURE_SIGBUS always: nothing would wake a blocked fault.
-        let r = self.call(
-            proc,
-            [op::UFFD_API, api, features | (1 << 7), 0, 0, 0, 0, 0],
-        )?;
-        Self::unit(r)
-    }
-
-    fn uffd_select(&mut self, proc: &str, handle: Option<&str>) -> Result<(), BackendError> {
-        self.proc_index(proc)?;
-        self.uffd_selected.select(proc, handle);
-        Ok(())
-    }
-
-    fn uffd_register(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        mode: UffdMode,
-    ) -> Result<(), BackendError> {
-        self.check_range("uffd register", addr, len)?;
-        self.uffd_prepare(proc)?;
-        let m = u64::from(mode.missing) | (u64::from(mode.wp) << 1);
-        let r = self.call(proc, [op::UFFD_REGISTER, addr, len, m, 0, 0, 0, 0])?;
-        Self::unit(r).map(|_| ())
-    }
-
-    fn uffd_unregister(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
-        self.check_range("uffd unregister", addr, len)?;
-        self.uffd_prepare(proc)?;
-        let r = self.call(proc, [op::UFFD_UNREGISTER, addr, len, 0, 0, 0, 0, 0])?;
-        Self::unit(r).map(|_| ())
-    }
-
-    fn uffd_copy(
-        &mut self,
-        proc: &str,
-        dst: u64,
-        src: u64,
-        len: u64,
-        tag: Option<u64>,
-    ) -> Result<u64, BackendError> {
-        self.check_range("uffd copy", dst, len)?;
-        self.check_budget(
-            proc,
-            Planned::UffdCopy {
-                len,
-                tagged: tag.is_some(),
-            },
-        )?;
-        self.uffd_prepare(proc)?;
-        if tag.is_none() {
-            self.check_range("uffd copy source", src, len)?;
-        }
-        let r = self.call(
-            proc,
-            [
-                op::UFFD_COPY,
-                dst,
-                src,
-                len,
-                u64::from(tag.is_some()),
-                tag.unwrap_or(0),
-                0,
-                0,
-            ],
-        )?;
-        Self::uffd_result(r)
-    }
-
-    fn uffd_zeropage(&mut self, proc: &str, dst: u64, len: u64) -> Result<u64, BackendError> {
-        self.check_range("uffd zeropage", dst, len)?;
-        self.uffd_prepare(proc)?;
-        let r = self.call(proc, [op::UFFD_ZEROPAGE, dst, len, 0, 0, 0, 0, 0])?;
-        Self::uffd_result(r)
-    }
-
-    fn uffd_move(
-        &mut self,
-        proc: &str,
-        dst: u64,
-        src: u64,
-        len: u64,
-        flags: UffdMoveFlags,
-    ) -> Result<u64, BackendError> {
-        self.check_range("uffd move", dst, len)?;
-        self.uffd_prepare(proc)?;
-        self.check_range("uffd move source", src, len)?;
-        let mode = u64::from(flags.dontwake) | (u64::from(flags.allow_src_holes) << 1);
-        let r = self.call(proc, [op::UFFD_MOVE, dst, src, len, mode, 0, 0, 0])?;
-        Self::uffd_result(r)
+fn knob_error(e: KnobError) -> BackendError {
+    match e {
+        KnobError::Errno(e) => BackendError::Errno(e),
+        other => BackendError::Other(other.to_string()),
     }
 }
 

@@ -3,7 +3,7 @@
 //! space.
 //!
 //! The worker speaks a fixed-size binary protocol over a `SOCK_STREAM`
-//! socketpair (see [`Req`] and [`Resp`]). Everything here runs after
+//! socketpair (see [`crate::wire`]). Everything here runs after
 //! `fork()` in a process whose parent may have had many threads, so the
 //! worker uses only raw system calls: no allocation, no locks, no std I/O,
 //! no panics. Page contents are read and written with plain loads and
@@ -19,43 +19,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 /// The fd number the worker's channel lives at.
 pub(crate) const CHAN_FD: libc::c_int = 3;
 
-/// Request: `[op, a0..a6]`, eight little-endian u64s.
-pub(crate) type Req = [u64; 8];
-/// Response header: `[status, val, aux, n_extra]`, then `n_extra` u64s.
-/// `status` >= 0 is success, `-errno` a failed call, [`ST_FAULT`] a faulting
-/// access (`val` = address, `aux` = signal number).
-pub(crate) type Resp = [u64; 4];
-
-pub(crate) const ST_FAULT: i64 = -100_000;
-
-pub(crate) mod op {
-    pub const MMAP: u64 = 1; // addr len prot flags
-    pub const MUNMAP: u64 = 2; // addr len
-    pub const MADVISE: u64 = 3; // addr len advice
-    pub const MPROTECT: u64 = 4; // addr len prot
-    pub const MREMAP: u64 = 5; // addr old new flags new_addr
-    pub const ACCESS: u64 = 6; // start len write has_tag tag
-    pub const READ_TAGS: u64 = 7; // start npages -> npages tags + fault count
-    pub const FORK: u64 = 8; // -> val = child pid, fd via SCM_RIGHTS
-    pub const EXIT: u64 = 9; // no answer: the channel reaches EOF
-    pub const UFFD_OPEN: u64 = 10; // slot api
-    pub const UFFD_REGISTER: u64 = 11; // addr len mode
-    pub const UFFD_UNREGISTER: u64 = 12; // addr len
-    pub const UFFD_COPY: u64 = 13; // dst src len has_tag tag
-    pub const UFFD_ZEROPAGE: u64 = 14; // dst len
-    pub const UFFD_MOVE: u64 = 15; // dst src len mode
-    pub const PING: u64 = 16; // -> val = getpid()
-    pub const SYSCALL3: u64 = 17; // nr a b c -> syscall(nr, a, b, c)
-    pub const UFFD_API: u64 = 18; // api features -> val = features reported
-    pub const UFFD_SELECT: u64 = 19; // slot: the uffd the next ioctls use
-    pub const PRCTL_THP: u64 = 20; // set(1)/get(0) disable flags -> val
-    /// resource soft scoped: scoped = 1 applies `soft` only around the
-    /// scenario's MMAP/MPROTECT/MREMAP calls (RLIMIT_AS/RLIMIT_DATA, whose
-    /// limits include the harness's own mappings), 0 sets it now.
-    pub const SETRLIMIT: u64 = 21;
-    pub const CAP_DROP: u64 = 22; // capability number: drop from the effective set
-    pub const FILL: u64 = 23; // addr count: count one-page PROT_READ VMAs a page apart -> val = done
-}
+use crate::wire::{op, Req, Resp, ST_FAULT};
 
 /// Soft limits the scenario set for RLIMIT_AS and RLIMIT_DATA, applied
 /// only while the worker makes a scenario's mmap/mprotect/mremap call (the

@@ -8,6 +8,7 @@
 pub mod addr;
 pub mod arch;
 pub mod batch;
+pub mod call;
 pub mod collapse;
 pub mod errno;
 pub mod fault;
@@ -39,11 +40,14 @@ pub mod zap;
 pub use addr::{Order, PageSize, Pfn, VirtAddr, PAGE_SIZE, PMD_SIZE, PUD_SIZE};
 pub use arch::ArchKind;
 pub use batch::Before;
+pub use call::{Call, CallError, UffdFds};
 pub use errno::Errno;
 pub use hw::{HwEvent, HwEvents, HwFeatures, HwMark};
 pub use model::{AccessFault, Model, ModelConfig, Pid};
 pub use observe::{Observation, PageState, Sections};
 pub use rlimit::{Resource, Rlimits, RLIM_INFINITY};
 pub use thp::{ThpDisable, ThpSettings};
-pub use uapi::{Advice, MapFlags, MremapFlags, Prot, ThpKnob, ThpMode};
+pub use uapi::{
+    Advice, MapFlags, MremapFlags, PrctlThp, Prot, ThpKnob, ThpMode, UffdMoveMode, UffdRegisterMode,
+};
 pub use uffd::{CopySource, UffdError, UffdId};

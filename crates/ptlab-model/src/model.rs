@@ -106,6 +106,8 @@ pub struct Model {
     pub(crate) ids: AnonVmaIds,
     /// Open userfaultfd contexts.
     pub(crate) uffd: crate::uffd::UffdState,
+    /// Each process's userfaultfd descriptors, by handle name (crate::call).
+    pub(crate) uffd_fds: crate::call::UffdFds,
     /// Whether new processes record [`crate::HwMark`]s.
     pub(crate) hw_tracing: bool,
 }
@@ -136,6 +138,7 @@ impl Model {
             procs,
             ids: AnonVmaIds::default(),
             uffd: Default::default(),
+            uffd_fds: Default::default(),
             hw_tracing: false,
         }
     }

@@ -153,3 +153,31 @@ pub enum ThpKnob {
     /// `/sys/kernel/mm/transparent_hugepage/hugepages-<size>/enabled`, by order (2..=9).
     Size(u8),
 }
+
+bitflags! {
+    /// `UFFDIO_REGISTER_MODE_*` bits (include/uapi/linux/userfaultfd.h).
+    /// [`UffdRegisterMode::from_bits_retain`] passes undefined bits
+    /// through, as a program could.
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+    pub struct UffdRegisterMode: u64 {
+        const MISSING = 1;
+        const WP = 2;
+    }
+}
+
+bitflags! {
+    /// `UFFDIO_MOVE_MODE_*` bits (include/uapi/linux/userfaultfd.h).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+    pub struct UffdMoveMode: u64 {
+        const DONTWAKE = 1;
+        const ALLOW_SRC_HOLES = 2;
+    }
+}
+
+/// A THP prctl: `PR_SET_THP_DISABLE` (with its `disable` and `flags`
+/// arguments) or `PR_GET_THP_DISABLE` (include/uapi/linux/prctl.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PrctlThp {
+    Set { disable: u64, flags: u64 },
+    Get,
+}

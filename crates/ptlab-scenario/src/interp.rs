@@ -9,10 +9,13 @@
 //! the `to_json` methods.
 
 use crate::ast::*;
-use crate::backend::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags};
+use crate::backend::{Backend, BackendError};
 use crate::expr::{self, fmt_num, Env, EvalError};
 use ptlab_model::observe::PageRuns;
-use ptlab_model::{MapFlags, Observation, Order, PageState, Sections, ThpKnob, PAGE_SIZE};
+use ptlab_model::{
+    Call, MapFlags, MremapFlags, Observation, Order, PageState, PrctlThp, Sections, ThpKnob,
+    UffdMoveMode, UffdRegisterMode, PAGE_SIZE,
+};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -509,7 +512,6 @@ impl Env for Interp<'_> {
 }
 
 /// Outcome of a syscall, access or knob write.
-type OpResult = Result<u64, BackendError>;
 
 impl<'a> Interp<'a> {
     // ----- bookkeeping -------------------------------------------------------
@@ -760,7 +762,7 @@ impl<'a> Interp<'a> {
             StmtKind::Expect(e) => self.expect(s, e)?,
             StmtKind::Before(set) => {
                 self.backend
-                    .set_before(*set)
+                    .call(&self.current, &Call::SetBefore { set: *set })
                     .map_err(|e| rt(s.pos, format!("before: {e}")))?;
             }
             StmtKind::Observe(sections) => {
@@ -788,18 +790,8 @@ impl<'a> Interp<'a> {
         op: &Op,
         check: Option<&Check>,
     ) -> Result<(), RtError> {
-        let outcome = match op {
-            Op::Syscall(call) => self.syscall(call)?,
-            Op::Access(access) => self.access(s.pos, access)?,
-            Op::Thp(setting) => self.thp(s.pos, setting)?,
-            Op::Swap(size) => {
-                let bytes = match size {
-                    Some(e) => self.eval(e)?,
-                    None => 0,
-                };
-                self.backend.set_swap(bytes).map(|()| 0)
-            }
-        };
+        let call = self.evaluate(s.pos, op)?;
+        let outcome = self.backend.call(&self.current, &call);
         let name = op.name();
         match &outcome {
             Ok(v) => {
@@ -937,9 +929,26 @@ impl<'a> Interp<'a> {
         Ok(())
     }
 
-    fn syscall(&mut self, call: &Syscall) -> Result<OpResult, RtError> {
-        let proc = self.current.clone();
-        let unit = |r: Result<(), BackendError>| r.map(|()| 0);
+    /// The [`Call`] an operation statement makes, its arguments evaluated.
+    fn evaluate(&self, pos: Pos, op: &Op) -> Result<Call, RtError> {
+        Ok(match op {
+            Op::Syscall(call) => self.syscall(call, None)?,
+            Op::Access(access) => self.access(pos, access)?,
+            Op::Thp(setting) => self.thp(pos, setting)?,
+            Op::Swap(size) => Call::SetSwap {
+                bytes: match size {
+                    Some(e) => self.eval(e)?,
+                    None => 0,
+                },
+            },
+        })
+    }
+
+    /// The call of a syscall statement; `via` is the handle a `uffd ... via
+    /// NAME` names (a uffd ioctl otherwise uses the process's own handle,
+    /// named after the process).
+    fn syscall(&self, call: &Syscall, via: Option<&str>) -> Result<Call, RtError> {
+        let handle = || via.unwrap_or(&self.current).to_string();
         Ok(match call {
             Syscall::Mmap {
                 len,
@@ -958,25 +967,25 @@ impl<'a> Interp<'a> {
                     Placement::Fixed => flags |= MapFlags::FIXED,
                     Placement::NoReplace => flags |= MapFlags::FIXED_NOREPLACE,
                 }
-                if *noreserve {
-                    flags |= MapFlags::NORESERVE;
+                flags.set(MapFlags::NORESERVE, *noreserve);
+                flags.set(MapFlags::POPULATE, *populate);
+                flags.set(MapFlags::LOCKED, *locked);
+                Call::Mmap {
+                    addr,
+                    len,
+                    prot: *prot,
+                    flags,
                 }
-                if *populate {
-                    flags |= MapFlags::POPULATE;
-                }
-                if *locked {
-                    flags |= MapFlags::LOCKED;
-                }
-                self.backend.mmap(&proc, addr, len, *prot, flags)
             }
-            Syscall::Munmap { addr, len } => {
-                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
-                unit(self.backend.munmap(&proc, addr, len))
-            }
-            Syscall::Madvise { addr, len, advice } => {
-                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
-                unit(self.backend.madvise(&proc, addr, len, *advice))
-            }
+            Syscall::Munmap { addr, len } => Call::Munmap {
+                addr: self.eval(addr)?,
+                len: self.eval(len)?,
+            },
+            Syscall::Madvise { addr, len, advice } => Call::Madvise {
+                addr: self.eval(addr)?,
+                len: self.eval(len)?,
+                advice: *advice,
+            },
             Syscall::Mremap {
                 addr,
                 old_len,
@@ -988,95 +997,108 @@ impl<'a> Interp<'a> {
                 let (addr, old_len, new_len) =
                     (self.eval(addr)?, self.eval(old_len)?, self.eval(new_len)?);
                 let fixed = fixed.as_ref().map(|e| self.eval(e)).transpose()?;
-                let flags = MremapFlags {
-                    maymove: *maymove,
-                    fixed,
-                    dontunmap: *dontunmap,
-                };
-                self.backend.mremap(&proc, addr, old_len, new_len, flags)
+                let mut flags = MremapFlags::empty();
+                flags.set(MremapFlags::MAYMOVE, *maymove);
+                flags.set(MremapFlags::FIXED, fixed.is_some());
+                flags.set(MremapFlags::DONTUNMAP, *dontunmap);
+                // new_addr is 0 unless `fixed NEWADDR` gives it (the
+                // scenario language has no DONTUNMAP hint).
+                Call::Mremap {
+                    addr,
+                    old_len,
+                    new_len,
+                    flags,
+                    new_addr: fixed.unwrap_or(0),
+                }
             }
-            Syscall::Mprotect { addr, len, prot } => {
-                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
-                unit(self.backend.mprotect(&proc, addr, len, *prot))
-            }
-            Syscall::Mlock { addr, len, onfault } => {
-                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
-                unit(self.backend.mlock(&proc, addr, len, *onfault))
-            }
-            Syscall::Munlock { addr, len } => {
-                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
-                unit(self.backend.munlock(&proc, addr, len))
-            }
-            Syscall::Mseal { addr, len } => {
-                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
-                unit(self.backend.mseal(&proc, addr, len))
-            }
-            Syscall::Fork { child } => unit(self.backend.fork(&proc, child)),
-            Syscall::Exit => unit(self.backend.exit(&proc)),
+            Syscall::Mprotect { addr, len, prot } => Call::Mprotect {
+                addr: self.eval(addr)?,
+                len: self.eval(len)?,
+                prot: *prot,
+            },
+            Syscall::Mlock { addr, len, onfault } => Call::Mlock {
+                addr: self.eval(addr)?,
+                len: self.eval(len)?,
+                onfault: *onfault,
+            },
+            Syscall::Munlock { addr, len } => Call::Munlock {
+                addr: self.eval(addr)?,
+                len: self.eval(len)?,
+            },
+            Syscall::Mseal { addr, len } => Call::Mseal {
+                addr: self.eval(addr)?,
+                len: self.eval(len)?,
+            },
+            Syscall::Fork { child } => Call::Fork {
+                child: child.clone(),
+            },
+            Syscall::Exit => Call::Exit,
             Syscall::PrctlSetThpDisable {
                 disable,
                 except_advised,
-            } => {
-                let disable = self.eval(disable)?;
-                let flags = if *except_advised {
+            } => Call::PrctlThp(PrctlThp::Set {
+                disable: self.eval(disable)?,
+                flags: if *except_advised {
                     ptlab_model::thp::PR_THP_DISABLE_EXCEPT_ADVISED
                 } else {
                     0
-                };
-                self.backend
-                    .prctl_thp_disable(&proc, PrctlThp::Set { disable, flags })
-            }
-            Syscall::PrctlGetThpDisable => self.backend.prctl_thp_disable(&proc, PrctlThp::Get),
-            Syscall::Setrlimit { resource, bytes } => {
-                let bytes = match bytes {
+                },
+            }),
+            Syscall::PrctlGetThpDisable => Call::PrctlThp(PrctlThp::Get),
+            Syscall::Setrlimit { resource, bytes } => Call::Setrlimit {
+                resource: *resource,
+                bytes: match bytes {
                     Some(e) => self.eval(e)?,
                     None => ptlab_model::RLIM_INFINITY,
-                };
-                unit(self.backend.setrlimit(&proc, *resource, bytes))
-            }
-            Syscall::CapDropIpcLock => unit(self.backend.drop_cap_ipc_lock(&proc)),
-            Syscall::Fill { addr, headroom } => {
-                let (addr, headroom) = (self.eval(addr)?, self.eval(headroom)?);
-                self.backend.fill_vmas(&proc, addr, headroom)
-            }
-            Syscall::UffdOpen => unit(self.backend.uffd_open(&proc)),
-            Syscall::UffdCreate { name, api } => {
-                unit(self.backend.uffd_create(&proc, name.as_deref(), *api))
-            }
-            Syscall::UffdApi { api, features } => {
-                let api = self.eval(api)?;
-                let features = self.eval_opt(features.as_ref(), 0)?;
-                self.backend.uffd_api(&proc, api, features)
-            }
-            Syscall::UffdVia { handle, call } => {
-                if let Err(e) = self.backend.uffd_select(&proc, Some(handle)) {
-                    return Ok(Err(e));
-                }
-                let r = self.syscall(call);
-                let back = self.backend.uffd_select(&proc, None);
-                let r = r?;
-                match back {
-                    Err(e) if r.is_ok() => Err(e),
-                    _ => r,
-                }
-            }
+                },
+            },
+            Syscall::CapDropIpcLock => Call::DropCapIpcLock,
+            Syscall::Fill { addr, headroom } => Call::FillVmas {
+                addr: self.eval(addr)?,
+                headroom: self.eval(headroom)?,
+            },
+            Syscall::UffdOpen => Call::UffdCreate {
+                handle: handle(),
+                api: true,
+            },
+            Syscall::UffdCreate { name, api } => Call::UffdCreate {
+                handle: name.clone().unwrap_or_else(handle),
+                api: *api,
+            },
+            Syscall::UffdApi { api, features } => Call::UffdApi {
+                handle: handle(),
+                api: self.eval(api)?,
+                features: self.eval_opt(features.as_ref(), 0)?,
+            },
+            Syscall::UffdVia { handle, call } => self.syscall(call, Some(handle))?,
             Syscall::UffdRegister { addr, len, mode } => {
-                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
-                unit(self.backend.uffd_register(&proc, addr, len, *mode))
+                let mut bits = UffdRegisterMode::empty();
+                bits.set(UffdRegisterMode::MISSING, mode.missing);
+                bits.set(UffdRegisterMode::WP, mode.wp);
+                Call::UffdRegister {
+                    handle: handle(),
+                    addr: self.eval(addr)?,
+                    len: self.eval(len)?,
+                    mode: bits,
+                }
             }
-            Syscall::UffdUnregister { addr, len } => {
-                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
-                unit(self.backend.uffd_unregister(&proc, addr, len))
-            }
-            Syscall::UffdCopy { dst, src, len, tag } => {
-                let (dst, src, len) = (self.eval(dst)?, self.eval(src)?, self.eval(len)?);
-                let tag = tag.as_ref().map(|e| self.eval(e)).transpose()?;
-                self.backend.uffd_copy(&proc, dst, src, len, tag)
-            }
-            Syscall::UffdZeropage { dst, len } => {
-                let (dst, len) = (self.eval(dst)?, self.eval(len)?);
-                self.backend.uffd_zeropage(&proc, dst, len)
-            }
+            Syscall::UffdUnregister { addr, len } => Call::UffdUnregister {
+                handle: handle(),
+                addr: self.eval(addr)?,
+                len: self.eval(len)?,
+            },
+            Syscall::UffdCopy { dst, src, len, tag } => Call::UffdCopy {
+                handle: handle(),
+                dst: self.eval(dst)?,
+                src: self.eval(src)?,
+                len: self.eval(len)?,
+                tag: tag.as_ref().map(|e| self.eval(e)).transpose()?,
+            },
+            Syscall::UffdZeropage { dst, len } => Call::UffdZeropage {
+                handle: handle(),
+                dst: self.eval(dst)?,
+                len: self.eval(len)?,
+            },
             Syscall::UffdMove {
                 dst,
                 src,
@@ -1084,33 +1106,41 @@ impl<'a> Interp<'a> {
                 allow_src_holes,
                 dontwake,
             } => {
-                let (dst, src, len) = (self.eval(dst)?, self.eval(src)?, self.eval(len)?);
-                let flags = UffdMoveFlags {
-                    allow_src_holes: *allow_src_holes,
-                    dontwake: *dontwake,
-                };
-                self.backend.uffd_move(&proc, dst, src, len, flags)
+                let mut mode = UffdMoveMode::empty();
+                mode.set(UffdMoveMode::ALLOW_SRC_HOLES, *allow_src_holes);
+                mode.set(UffdMoveMode::DONTWAKE, *dontwake);
+                Call::UffdMove {
+                    handle: handle(),
+                    dst: self.eval(dst)?,
+                    src: self.eval(src)?,
+                    len: self.eval(len)?,
+                    mode,
+                }
             }
         })
     }
 
-    /// Touch every page of the access range; the backend stops at the
+    /// The access of every page of the range; the backend stops at the
     /// first fault.
-    fn access(&mut self, pos: Pos, a: &Access) -> Result<OpResult, RtError> {
+    fn access(&self, pos: Pos, a: &Access) -> Result<Call, RtError> {
         let addr = self.eval(&a.addr)?;
         let len = self.eval_opt(a.len.as_ref(), PAGE_SIZE)?;
         let tag = a.tag.as_ref().map(|e| self.eval(e)).transpose()?;
         let (start, end) = page_range(pos, a.kind.name(), addr, len)?;
-        let write = a.kind == AccessKind::Write;
-        Ok(self
-            .backend
-            .access(&self.current, start, end - start, write, tag)
-            .map(|()| 0))
+        Ok(Call::Access {
+            start,
+            len: end - start,
+            write: a.kind == AccessKind::Write,
+            tag,
+        })
     }
 
-    fn thp(&mut self, pos: Pos, setting: &ThpSetting) -> Result<OpResult, RtError> {
+    fn thp(&self, pos: Pos, setting: &ThpSetting) -> Result<Call, RtError> {
         Ok(match setting {
-            ThpSetting::Enabled(mode) => self.backend.set_thp(ThpKnob::TopLevel, *mode).map(|()| 0),
+            ThpSetting::Enabled(mode) => Call::SetThp {
+                knob: ThpKnob::TopLevel,
+                mode: *mode,
+            },
             ThpSetting::Size { size, mode } => {
                 let bytes = self.eval(size)?;
                 let order = Order::from_bytes(bytes).ok_or_else(|| {
@@ -1122,11 +1152,12 @@ impl<'a> Interp<'a> {
                         ),
                     )
                 })?;
-                self.backend
-                    .set_thp(ThpKnob::Size(order.0), *mode)
-                    .map(|()| 0)
+                Call::SetThp {
+                    knob: ThpKnob::Size(order.0),
+                    mode: *mode,
+                }
             }
-            ThpSetting::UseZeroPage(on) => self.backend.set_use_zero_page(*on).map(|()| 0),
+            ThpSetting::UseZeroPage(on) => Call::SetUseZeroPage { on: *on },
         })
     }
 

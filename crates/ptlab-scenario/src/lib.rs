@@ -28,9 +28,10 @@ pub mod interp;
 pub mod lexer;
 pub mod model_backend;
 pub mod parser;
+pub mod print;
 
 pub use ast::Script;
-pub use backend::{Backend, BackendError, MremapFlags, PrctlThp, UffdMoveFlags, UffdSelection};
+pub use backend::{Backend, BackendError};
 pub use error::ParseError;
 pub use interp::{
     default_max_statements, parse_param_value, run, set_default_max_statements, set_progress_hook,
@@ -39,6 +40,8 @@ pub use interp::{
 };
 pub use model_backend::ModelBackend;
 pub use parser::{parse, MAX_LINE_BYTES, MAX_SOURCE_BYTES};
+pub use print::{call_to_ptl, fmt_addr, fmt_size};
+pub use ptlab_model::{Call, CallError, PrctlThp, UffdMoveMode, UffdRegisterMode};
 
 /// Parse `source` (named `file` in messages) and run it on `backend`.
 pub fn run_source(

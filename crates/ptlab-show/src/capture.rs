@@ -17,11 +17,9 @@
 
 use crate::snapshot::Snapshot;
 use ptlab_model::observe::PageRuns;
-use ptlab_model::{Advice, MapFlags, ModelConfig, Observation, Pid, Prot, ThpKnob, ThpMode};
-use ptlab_scenario::ast::UffdMode;
+use ptlab_model::{Call, ModelConfig, Observation, Pid};
 use ptlab_scenario::{
-    Backend, BackendError, FailureKind, ModelBackend, MremapFlags, RunOptions, RunReport, Script,
-    UffdMoveFlags,
+    Backend, BackendError, FailureKind, ModelBackend, RunOptions, RunReport, Script,
 };
 
 /// Which moment to picture.
@@ -61,6 +59,8 @@ impl StepInfo {
 pub trait Target {
     type B: Backend;
     fn backend(&mut self) -> &mut Self::B;
+    /// The backend, shared (for [`Backend::hw_events`]).
+    fn backend_ref(&self) -> &Self::B;
     /// `fork` succeeded: `child` now exists.
     fn forked(&mut self, parent: &str, child: &str);
     /// `exit` succeeded: `proc` is gone.
@@ -116,6 +116,9 @@ impl Target for ModelTarget {
     type B = ModelBackend;
     fn backend(&mut self) -> &mut ModelBackend {
         &mut self.backend
+    }
+    fn backend_ref(&self) -> &ModelBackend {
+        &self.backend
     }
     fn forked(&mut self, _parent: &str, child: &str) {
         // The model gives a child the highest pid so far (Model::fork).
@@ -228,62 +231,22 @@ impl<T: Target> Recorder<T> {
 }
 
 impl<T: Target> Backend for Recorder<T> {
-    fn mmap(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-        flags: MapFlags,
-    ) -> Result<u64, BackendError> {
-        self.target.backend().mmap(proc, addr, len, prot, flags)
-    }
-    fn munmap(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
-        self.target.backend().munmap(proc, addr, len)
-    }
-    fn madvise(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        advice: Advice,
-    ) -> Result<(), BackendError> {
-        self.target.backend().madvise(proc, addr, len, advice)
-    }
-    fn read(&mut self, proc: &str, addr: u64) -> Result<u64, BackendError> {
-        self.target.backend().read(proc, addr)
-    }
-    fn write(&mut self, proc: &str, addr: u64, tag: u64) -> Result<(), BackendError> {
-        self.target.backend().write(proc, addr, tag)
-    }
-    fn set_thp(&mut self, knob: ThpKnob, mode: ThpMode) -> Result<(), BackendError> {
-        self.target.backend().set_thp(knob, mode)
-    }
-    fn set_use_zero_page(&mut self, on: bool) -> Result<(), BackendError> {
-        self.target.backend().set_use_zero_page(on)
-    }
-    fn set_swap(&mut self, bytes: u64) -> Result<(), BackendError> {
-        self.target.backend().set_swap(bytes)
-    }
-
-    fn set_before(&mut self, set: ptlab_model::Before) -> Result<(), BackendError> {
-        self.target.backend().set_before(set)
+    fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        let r = self.target.backend().call(proc, call);
+        if r.is_ok() {
+            match call {
+                Call::Fork { child } => self.target.forked(proc, child),
+                Call::Exit => self.target.exited(proc),
+                _ => {}
+            }
+        }
+        r
     }
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
         self.target.backend().observe(proc)
     }
     fn check_invariants(&mut self) -> Result<(), Vec<String>> {
         self.target.backend().check_invariants()
-    }
-    fn access(
-        &mut self,
-        proc: &str,
-        start: u64,
-        len: u64,
-        write: bool,
-        tag: Option<u64>,
-    ) -> Result<(), BackendError> {
-        self.target.backend().access(proc, start, len, write, tag)
     }
     fn observe_pages(
         &mut self,
@@ -292,6 +255,9 @@ impl<T: Target> Backend for Recorder<T> {
         end: u64,
     ) -> Result<PageRuns, BackendError> {
         self.target.backend().observe_pages(proc, start, end)
+    }
+    fn hw_events(&self) -> Option<ptlab_model::HwEvents> {
+        self.target.backend_ref().hw_events()
     }
     fn before_statement(&mut self, line: u32, text: &str, loops: &[(u32, u64)]) {
         let info = StepInfo {
@@ -327,129 +293,6 @@ impl<T: Target> Backend for Recorder<T> {
             self.hw = self.target.hw_trace_take();
         }
         r
-    }
-    fn mremap(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        old_len: u64,
-        new_len: u64,
-        flags: MremapFlags,
-    ) -> Result<u64, BackendError> {
-        self.target
-            .backend()
-            .mremap(proc, addr, old_len, new_len, flags)
-    }
-    fn mprotect(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-    ) -> Result<(), BackendError> {
-        self.target.backend().mprotect(proc, addr, len, prot)
-    }
-    fn fork(&mut self, parent: &str, child: &str) -> Result<(), BackendError> {
-        let r = self.target.backend().fork(parent, child);
-        if r.is_ok() {
-            self.target.forked(parent, child);
-        }
-        r
-    }
-    fn exit(&mut self, proc: &str) -> Result<(), BackendError> {
-        let r = self.target.backend().exit(proc);
-        if r.is_ok() {
-            self.target.exited(proc);
-        }
-        r
-    }
-    fn prctl_thp_disable(
-        &mut self,
-        proc: &str,
-        call: ptlab_scenario::PrctlThp,
-    ) -> Result<u64, BackendError> {
-        self.target.backend().prctl_thp_disable(proc, call)
-    }
-    fn setrlimit(
-        &mut self,
-        proc: &str,
-        resource: ptlab_model::Resource,
-        bytes: u64,
-    ) -> Result<(), BackendError> {
-        self.target.backend().setrlimit(proc, resource, bytes)
-    }
-    fn drop_cap_ipc_lock(&mut self, proc: &str) -> Result<(), BackendError> {
-        self.target.backend().drop_cap_ipc_lock(proc)
-    }
-    fn fill_vmas(&mut self, proc: &str, addr: u64, headroom: u64) -> Result<u64, BackendError> {
-        self.target.backend().fill_vmas(proc, addr, headroom)
-    }
-    fn uffd_open(&mut self, proc: &str) -> Result<(), BackendError> {
-        self.target.backend().uffd_open(proc)
-    }
-    fn uffd_create(
-        &mut self,
-        proc: &str,
-        name: Option<&str>,
-        api: bool,
-    ) -> Result<(), BackendError> {
-        self.target.backend().uffd_create(proc, name, api)
-    }
-    fn uffd_api(&mut self, proc: &str, api: u64, features: u64) -> Result<u64, BackendError> {
-        self.target.backend().uffd_api(proc, api, features)
-    }
-    fn uffd_select(&mut self, proc: &str, handle: Option<&str>) -> Result<(), BackendError> {
-        self.target.backend().uffd_select(proc, handle)
-    }
-    fn mlock(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        onfault: bool,
-    ) -> Result<(), BackendError> {
-        self.target.backend().mlock(proc, addr, len, onfault)
-    }
-    fn munlock(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
-        self.target.backend().munlock(proc, addr, len)
-    }
-    fn mseal(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
-        self.target.backend().mseal(proc, addr, len)
-    }
-    fn uffd_register(
-        &mut self,
-        proc: &str,
-        addr: u64,
-        len: u64,
-        mode: UffdMode,
-    ) -> Result<(), BackendError> {
-        self.target.backend().uffd_register(proc, addr, len, mode)
-    }
-    fn uffd_unregister(&mut self, proc: &str, addr: u64, len: u64) -> Result<(), BackendError> {
-        self.target.backend().uffd_unregister(proc, addr, len)
-    }
-    fn uffd_copy(
-        &mut self,
-        proc: &str,
-        dst: u64,
-        src: u64,
-        len: u64,
-        tag: Option<u64>,
-    ) -> Result<u64, BackendError> {
-        self.target.backend().uffd_copy(proc, dst, src, len, tag)
-    }
-    fn uffd_zeropage(&mut self, proc: &str, dst: u64, len: u64) -> Result<u64, BackendError> {
-        self.target.backend().uffd_zeropage(proc, dst, len)
-    }
-    fn uffd_move(
-        &mut self,
-        proc: &str,
-        dst: u64,
-        src: u64,
-        len: u64,
-        flags: UffdMoveFlags,
-    ) -> Result<u64, BackendError> {
-        self.target.backend().uffd_move(proc, dst, src, len, flags)
     }
 }
 

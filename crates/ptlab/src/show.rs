@@ -109,6 +109,9 @@ impl Target for LiveTarget {
     fn backend(&mut self) -> &mut Self::B {
         &mut self.0
     }
+    fn backend_ref(&self) -> &Self::B {
+        &self.0
+    }
     fn forked(&mut self, _parent: &str, _child: &str) {}
     fn exited(&mut self, _proc: &str) {}
     fn snapshot(&mut self) -> std::result::Result<Snapshot, String> {

@@ -7,11 +7,11 @@
 
 #![allow(dead_code)]
 
-use ptlab_model::observe::{AnonPage, MapsEntry};
+use ptlab_model::observe::{AnonPage, MapsEntry, PageRuns};
 use ptlab_model::{
     Advice, Errno, MapFlags, Observation, PageState, Prot, ThpKnob, ThpMode, PAGE_SIZE,
 };
-use ptlab_scenario::{Backend, BackendError};
+use ptlab_scenario::{Backend, BackendError, Call};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Default)]
@@ -100,6 +100,100 @@ impl FakeBackend {
 }
 
 impl Backend for FakeBackend {
+    fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        let unit = |r: Result<(), BackendError>| r.map(|()| 0);
+        match call {
+            Call::Mmap {
+                addr,
+                len,
+                prot,
+                flags,
+            } => self.mmap(proc, *addr, *len, *prot, *flags),
+            Call::Munmap { addr, len } => unit(self.munmap(proc, *addr, *len)),
+            Call::Madvise { addr, len, advice } => unit(self.madvise(proc, *addr, *len, *advice)),
+            Call::Access {
+                start,
+                len,
+                write,
+                tag,
+            } => unit(self.access(proc, *start, *len, *write, *tag)),
+            Call::SetThp { knob, mode } => unit(self.set_thp(*knob, *mode)),
+            Call::SetUseZeroPage { on } => unit(self.set_use_zero_page(*on)),
+            Call::SetBefore { .. } => Ok(0),
+            Call::Fork { child } => unit(self.fork(proc, child)),
+            Call::Exit => unit(self.exit(proc)),
+            other => Err(BackendError::Unsupported(other.name())),
+        }
+    }
+
+    fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
+        self.observe_all(proc)
+    }
+
+    fn observe_pages(
+        &mut self,
+        proc: &str,
+        start: u64,
+        end: u64,
+    ) -> Result<PageRuns, BackendError> {
+        Ok(self.observe_all(proc)?.pages.clip(start, end))
+    }
+
+    fn check_invariants(&mut self) -> Result<(), Vec<String>> {
+        if self.violations.is_empty() {
+            Ok(())
+        } else {
+            Err(self.violations.clone())
+        }
+    }
+
+    fn before_statement(&mut self, _line: u32, _text: &str, _loops: &[(u32, u64)]) {}
+
+    fn after_statement(&mut self) -> Result<(), Vec<String>> {
+        self.statements += 1;
+        match self.break_after {
+            Some(n) if self.statements >= n => {
+                Err(vec![format!("broken after {} statements", self.statements)])
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn hw_events(&self) -> Option<ptlab_model::HwEvents> {
+        None
+    }
+}
+
+impl FakeBackend {
+    /// Every page of the range in address order, stopping at the first
+    /// fault (one log entry per page).
+    fn access(
+        &mut self,
+        proc: &str,
+        start: u64,
+        len: u64,
+        write: bool,
+        tag: Option<u64>,
+    ) -> Result<(), BackendError> {
+        let start = start & !(PAGE_SIZE - 1);
+        let end = start
+            .checked_add(len)
+            .ok_or(BackendError::Segv { addr: start })?;
+        let mut page = start;
+        while page < end {
+            if write {
+                self.write(proc, page, tag.unwrap_or(page))?;
+            } else {
+                self.read(proc, page)?;
+            }
+            page = match page.checked_add(PAGE_SIZE) {
+                Some(p) => p,
+                None => break,
+            };
+        }
+        Ok(())
+    }
+
     fn mmap(
         &mut self,
         proc: &str,
@@ -213,7 +307,7 @@ impl Backend for FakeBackend {
         self.tick(format!("use_zero_page {on}"))
     }
 
-    fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
+    fn observe_all(&mut self, proc: &str) -> Result<Observation, BackendError> {
         let writes = self.writes;
         let p = self
             .procs
@@ -253,24 +347,6 @@ impl Backend for FakeBackend {
         }
         obs.stats.insert("vmstat/fake_writes".into(), writes);
         Ok(obs)
-    }
-
-    fn check_invariants(&mut self) -> Result<(), Vec<String>> {
-        if self.violations.is_empty() {
-            Ok(())
-        } else {
-            Err(self.violations.clone())
-        }
-    }
-
-    fn after_statement(&mut self) -> Result<(), Vec<String>> {
-        self.statements += 1;
-        match self.break_after {
-            Some(n) if self.statements >= n => {
-                Err(vec![format!("broken after {} statements", self.statements)])
-            }
-            _ => Ok(()),
-        }
     }
 
     fn fork(&mut self, parent: &str, child: &str) -> Result<(), BackendError> {

@@ -1,0 +1,290 @@
+//! [`call_to_ptl`]: a [`Call`] back to the `.ptl` statement that makes it
+//! (the fuzzer's output, and the inverse of the interpreter's evaluation:
+//! parsing and running the printed line issues the same call).
+
+use ptlab_model::{
+    Call, MapFlags, MremapFlags, PrctlThp, Prot, ThpKnob, UffdMoveMode, UffdRegisterMode, PAGE_SIZE,
+};
+
+const KB: u64 = 1024;
+const MB: u64 = 1024 * KB;
+const GB: u64 = 1024 * MB;
+
+/// A size the way a scenario writes it: `2M`, `64K`, `1G`, else hex.
+pub fn fmt_size(n: u64) -> String {
+    if n.is_multiple_of(GB) {
+        format!("{}G", n / GB)
+    } else if n.is_multiple_of(MB) {
+        format!("{}M", n / MB)
+    } else if n.is_multiple_of(KB) {
+        format!("{}K", n / KB)
+    } else {
+        format!("{n:#x}")
+    }
+}
+
+/// An address the way [`call_to_ptl`] writes it by default: `0`, else hex.
+pub fn fmt_addr(a: u64) -> String {
+    if a == 0 {
+        "0".to_string()
+    } else {
+        format!("{a:#x}")
+    }
+}
+
+/// `r`, `rw`, `rwx`, ... or `none`.
+fn prot_word(p: Prot) -> String {
+    if p.is_empty() {
+        return "none".into();
+    }
+    [(Prot::READ, 'r'), (Prot::WRITE, 'w'), (Prot::EXEC, 'x')]
+        .iter()
+        .filter(|(f, _)| p.contains(*f))
+        .map(|(_, c)| *c)
+        .collect()
+}
+
+/// The statement that makes `call` in process `proc` (`@proc` prefixed
+/// unless it is `main` or the call is machine-wide), binding its result to
+/// `bind` if given. Addresses are written by `addr` (e.g. as a variable
+/// plus an offset; [`fmt_addr`] for plain numbers), lengths by
+/// [`fmt_size`]. A uffd ioctl on a handle other than the process's own
+/// (named after it) gets `via HANDLE`.
+///
+/// Arguments the language has no words for (MAP_SHARED, undefined flag
+/// bits, PR_SET_THP_DISABLE flags other than `except_advised`, an empty
+/// register mode, MREMAP_DONTUNMAP's hint address) are left out, so such
+/// a call prints as the nearest statement the language can say.
+pub fn call_to_ptl(
+    proc: &str,
+    bind: Option<&str>,
+    call: &Call,
+    addr: &dyn Fn(u64) -> String,
+) -> String {
+    let size = fmt_size;
+    let via = |handle: &str| {
+        if handle == proc {
+            String::new()
+        } else {
+            format!(" via {handle}")
+        }
+    };
+    let text = match call {
+        Call::Mmap {
+            addr: a,
+            len,
+            prot,
+            flags,
+        } => {
+            let mut s = format!("mmap {}", size(*len));
+            if *a != 0 {
+                s += &format!(" at {}", addr(*a));
+            }
+            if flags.contains(MapFlags::FIXED_NOREPLACE) {
+                s += " noreplace";
+            } else if flags.contains(MapFlags::FIXED) {
+                s += " fixed";
+            }
+            if *prot != Prot::READ | Prot::WRITE {
+                s += &format!(" prot {}", prot_word(*prot));
+            }
+            for (f, w) in [
+                (MapFlags::NORESERVE, " noreserve"),
+                (MapFlags::POPULATE, " populate"),
+                (MapFlags::LOCKED, " locked"),
+            ] {
+                if flags.contains(f) {
+                    s += w;
+                }
+            }
+            s
+        }
+        Call::Munmap { addr: a, len } => format!("munmap {} {}", addr(*a), size(*len)),
+        Call::Madvise {
+            addr: a,
+            len,
+            advice,
+        } => format!("madvise {} {} {}", addr(*a), size(*len), advice.name()),
+        Call::Mremap {
+            addr: a,
+            old_len,
+            new_len,
+            flags,
+            new_addr,
+        } => {
+            let mut s = format!("mremap {} {} {}", addr(*a), size(*old_len), size(*new_len));
+            if flags.contains(MremapFlags::MAYMOVE) {
+                s += " maymove";
+            }
+            if flags.contains(MremapFlags::FIXED) {
+                s += &format!(" fixed {}", addr(*new_addr));
+            }
+            if flags.contains(MremapFlags::DONTUNMAP) {
+                s += " dontunmap";
+            }
+            s
+        }
+        Call::Mprotect { addr: a, len, prot } => {
+            format!("mprotect {} {} {}", addr(*a), size(*len), prot_word(*prot))
+        }
+        Call::Mlock {
+            addr: a,
+            len,
+            onfault,
+        } => format!(
+            "mlock {} {}{}",
+            addr(*a),
+            size(*len),
+            if *onfault { " onfault" } else { "" }
+        ),
+        Call::Munlock { addr: a, len } => format!("munlock {} {}", addr(*a), size(*len)),
+        Call::Mseal { addr: a, len } => format!("mseal {} {}", addr(*a), size(*len)),
+        Call::Access {
+            start,
+            len,
+            write,
+            tag,
+        } => format!(
+            "{} {} {}{}",
+            if *write { "write" } else { "read" },
+            addr(*start),
+            size(*len),
+            tag.map_or(String::new(), |t| format!(" tag={t}"))
+        ),
+        Call::Fork { child } => format!("fork {child}"),
+        Call::Exit => "exit".into(),
+        Call::PrctlThp(PrctlThp::Set { disable, flags }) => format!(
+            "prctl thp_disable {disable}{}",
+            if *flags == ptlab_model::thp::PR_THP_DISABLE_EXCEPT_ADVISED {
+                " except_advised"
+            } else {
+                ""
+            }
+        ),
+        Call::PrctlThp(PrctlThp::Get) => "prctl get_thp_disable".into(),
+        Call::Setrlimit { resource, bytes } => format!(
+            "setrlimit {} {}",
+            resource.name(),
+            if *bytes == ptlab_model::RLIM_INFINITY {
+                "unlimited".into()
+            } else {
+                size(*bytes)
+            }
+        ),
+        Call::DropCapIpcLock => "capability drop ipc_lock".into(),
+        Call::FillVmas { addr: a, headroom } => {
+            format!("fill {} headroom {headroom}", addr(*a))
+        }
+        Call::UffdCreate { handle, api } => format!(
+            "uffd {}{}",
+            if *api { "open" } else { "create" },
+            if handle == proc {
+                String::new()
+            } else {
+                format!(" {handle}")
+            }
+        ),
+        Call::UffdApi {
+            handle,
+            api,
+            features,
+        } => format!(
+            "uffd api {api:#x}{}{}",
+            if *features == 0 {
+                String::new()
+            } else {
+                format!(" features {features:#x}")
+            },
+            via(handle)
+        ),
+        Call::UffdRegister {
+            handle,
+            addr: a,
+            len,
+            mode,
+        } => {
+            let words: Vec<&str> = [
+                (UffdRegisterMode::MISSING, "missing"),
+                (UffdRegisterMode::WP, "wp"),
+            ]
+            .iter()
+            .filter(|(f, _)| mode.contains(*f))
+            .map(|(_, w)| *w)
+            .collect();
+            format!(
+                "uffd register {} {} {}{}",
+                addr(*a),
+                size(*len),
+                words.join("+"),
+                via(handle)
+            )
+        }
+        Call::UffdUnregister {
+            handle,
+            addr: a,
+            len,
+        } => format!("uffd unregister {} {}{}", addr(*a), size(*len), via(handle)),
+        Call::UffdCopy {
+            handle,
+            dst,
+            src,
+            len,
+            tag,
+        } => format!(
+            "uffd copy {} {} {}{}{}",
+            addr(*dst),
+            addr(*src),
+            size(*len),
+            tag.map_or(String::new(), |t| format!(" tag={t}")),
+            via(handle)
+        ),
+        Call::UffdZeropage { handle, dst, len } => {
+            format!("uffd zeropage {} {}{}", addr(*dst), size(*len), via(handle))
+        }
+        Call::UffdMove {
+            handle,
+            dst,
+            src,
+            len,
+            mode,
+        } => format!(
+            "uffd move {} {} {}{}{}{}",
+            addr(*dst),
+            addr(*src),
+            size(*len),
+            if mode.contains(UffdMoveMode::ALLOW_SRC_HOLES) {
+                " allow_src_holes"
+            } else {
+                ""
+            },
+            if mode.contains(UffdMoveMode::DONTWAKE) {
+                " dontwake"
+            } else {
+                ""
+            },
+            via(handle)
+        ),
+        Call::SetThp { knob, mode } => match knob {
+            ThpKnob::TopLevel => format!("thp enabled {}", mode.name()),
+            ThpKnob::Size(order) => format!(
+                "thp {} {}",
+                size(PAGE_SIZE.checked_shl(u32::from(*order)).unwrap_or(0)),
+                mode.name()
+            ),
+        },
+        Call::SetUseZeroPage { on } => format!("thp use_zero_page {}", u8::from(*on)),
+        Call::SetSwap { bytes: 0 } => "swap off".into(),
+        Call::SetSwap { bytes } => format!("swap {}", size(*bytes)),
+        Call::SetBefore { set } if set.is_empty() => "before none".into(),
+        Call::SetBefore { set } => format!("before {}", set.names().join(" ")),
+    };
+    let at = if proc != "main" && call.acts_on_process() {
+        format!("@{proc} ")
+    } else {
+        String::new()
+    };
+    match bind {
+        Some(name) => format!("{at}{name} = {text}"),
+        None => format!("{at}{text}"),
+    }
+}
