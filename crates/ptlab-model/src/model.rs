@@ -1,24 +1,24 @@
 //! The model facade: a machine with physical memory, THP knobs and
 //! processes, and the system calls and accesses a scenario performs.
 //!
-//! Rules live in the modules this file calls: [`crate::fault`],
-//! [`crate::zap`], [`crate::mm`], [`crate::vma`]. This file holds the
+//! Rules live in the modules this file calls: [`crate::mm::fault`],
+//! [`crate::mm::zap`], [`crate::mm::mm`], [`crate::core::vma`]. This file holds the
 //! syscall entry checks, in the kernel's order.
 
-use crate::addr::HPAGE_PMD_NR;
-use crate::addr::{page_align, PAGE_SIZE, PMD_SIZE, TASK_SIZE};
-use crate::arch::{ArchKind, Entry, LeafFlags};
-use crate::errno::Errno;
-use crate::fault::{handle_fault, FaultEnv};
-use crate::folio::PhysMem;
-use crate::mm::{AnonVmaIds, Mm};
-use crate::observe::{AnonPage, MapsEntry, Observation, PageRuns, PageState};
-use crate::pgtable::{PageTables, PmdSlot};
-use crate::thp::ThpSettings;
-use crate::tlb::MmuGather;
-use crate::uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};
-use crate::vma::{VmFlags, Vma};
-use crate::zap::{free_pgtables, split_huge_pmd, zap_range};
+use crate::core::addr::HPAGE_PMD_NR;
+use crate::core::addr::{page_align, PAGE_SIZE, PMD_SIZE, TASK_SIZE};
+use crate::core::arch::{ArchKind, Entry, LeafFlags};
+use crate::core::folio::PhysMem;
+use crate::core::observe::{AnonPage, MapsEntry, Observation, PageRuns, PageState};
+use crate::core::pgtable::{PageTables, PmdSlot};
+use crate::core::thp::ThpSettings;
+use crate::core::tlb::MmuGather;
+use crate::core::vma::{VmFlags, Vma};
+use crate::mm::fault::{handle_fault, FaultEnv};
+use crate::mm::mm::{AnonVmaIds, Mm};
+use crate::mm::zap::{free_pgtables, split_huge_pmd, zap_range};
+use crate::types::errno::Errno;
+use crate::types::uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};
 use std::collections::BTreeMap;
 
 pub use crate::types::Pid;
@@ -39,10 +39,10 @@ pub struct ModelConfig {
     /// Physical memory in 4 KiB frames.
     pub frames: u64,
     /// Seed changes that run their previous algorithm (`--before NAME`).
-    pub before: crate::batch::Before,
+    pub before: crate::mm::batch::Before,
     /// CPU features that change which TLB-maintenance instructions the
     /// kernel issues (hardware-event accounting only; no observable effect).
-    pub hw: crate::hw::HwFeatures,
+    pub hw: crate::core::hw::HwFeatures,
 }
 
 impl ModelConfig {
@@ -56,8 +56,8 @@ impl ModelConfig {
             mmap_min_addr: PAGE_SIZE,
             cap_sys_rawio: true,
             frames: 24 << 18,
-            before: crate::batch::Before::empty(),
-            hw: crate::hw::HwFeatures::default(),
+            before: crate::mm::batch::Before::empty(),
+            hw: crate::core::hw::HwFeatures::default(),
         }
     }
 }
@@ -105,7 +105,7 @@ pub struct Model {
     pub(crate) procs: BTreeMap<Pid, Mm>,
     pub(crate) ids: AnonVmaIds,
     /// Open userfaultfd contexts.
-    pub(crate) uffd: crate::uffd::UffdState,
+    pub(crate) uffd: crate::sys::uffd::UffdState,
     /// Whether new processes record [`crate::HwMark`]s.
     pub(crate) hw_tracing: bool,
 }
@@ -170,14 +170,14 @@ impl Model {
 
     /// Enable a swap device of `bytes` (rounded down to pages, the header
     /// page included), or disable swap with 0 (EBUSY while slots are in use).
-    /// Fewer than [`crate::swap::MIN_SWAP_PAGES`] pages is EINVAL, as
+    /// Fewer than [`crate::sys::swap::MIN_SWAP_PAGES`] pages is EINVAL, as
     /// swapon(2) answers.
     pub fn set_swap(&mut self, bytes: u64) -> Result<(), Errno> {
-        crate::swap::set_swap(&mut self.phys, bytes)
+        crate::sys::swap::set_swap(&mut self.phys, bytes)
     }
 
     /// The swap device (slots, counts and swap cache).
-    pub fn swap(&self) -> &crate::swap::SwapDevice {
+    pub fn swap(&self) -> &crate::sys::swap::SwapDevice {
         &self.phys.swap
     }
 
@@ -193,26 +193,26 @@ impl Model {
         flags: u64,
     ) -> Result<(), Errno> {
         let mm = self.procs.get_mut(&pid).ok_or(Errno::ESRCH)?;
-        mm.pt.hw.one(crate::hw::HwEvent::Syscall);
-        mm.thp_disable = crate::thp::ThpDisable::from_prctl(disable, flags, 0, 0)?;
+        mm.pt.hw.one(crate::core::hw::HwEvent::Syscall);
+        mm.thp_disable = crate::core::thp::ThpDisable::from_prctl(disable, flags, 0, 0)?;
         Ok(())
     }
 
     /// prctl(PR_GET_THP_DISABLE) in process `pid`.
     pub fn prctl_get_thp_disable(&self, pid: Pid) -> Result<u64, Errno> {
         let mm = self.procs.get(&pid).ok_or(Errno::ESRCH)?;
-        mm.pt.hw.one(crate::hw::HwEvent::Syscall);
+        mm.pt.hw.one(crate::core::hw::HwEvent::Syscall);
         Ok(mm.thp_disable.prctl_get())
     }
 
     /// setrlimit(2) of `resource`'s soft limit in process `pid` (bytes;
-    /// [`RLIM_INFINITY`](crate::rlimit::RLIM_INFINITY) for none). The hard
+    /// [`RLIM_INFINITY`](crate::mm::rlimit::RLIM_INFINITY) for none). The hard
     /// limit stays infinite, so any value is accepted.
     /// Linux: kernel/sys.c do_prlimit().
     pub fn set_rlimit(
         &mut self,
         pid: Pid,
-        resource: crate::rlimit::Resource,
+        resource: crate::mm::rlimit::Resource,
         bytes: u64,
     ) -> Result<(), Errno> {
         let mm = self.procs.get_mut(&pid).ok_or(Errno::ESRCH)?;
@@ -264,10 +264,10 @@ impl Model {
     }
 
     /// Select which seed changes run their previous algorithm.
-    pub fn set_before(&mut self, before: crate::batch::Before) {
+    pub fn set_before(&mut self, before: crate::mm::batch::Before) {
         self.cfg.before = before;
     }
-    pub fn before(&self) -> crate::batch::Before {
+    pub fn before(&self) -> crate::mm::batch::Before {
         self.cfg.before
     }
 
@@ -275,8 +275,8 @@ impl Model {
     /// syscall itself and the first VMA lookup.
     pub(crate) fn count_syscall(&self, pid: Pid) {
         if let Some(mm) = self.procs.get(&pid) {
-            mm.pt.hw.one(crate::hw::HwEvent::Syscall);
-            mm.pt.hw.one(crate::hw::HwEvent::VmaLookup);
+            mm.pt.hw.one(crate::core::hw::HwEvent::Syscall);
+            mm.pt.hw.one(crate::core::hw::HwEvent::VmaLookup);
         }
     }
 
@@ -299,8 +299,8 @@ impl Model {
     }
 
     /// Hardware events counted since the model started (every process,
-    /// exited ones included). See [`crate::hw`].
-    pub fn hw_events(&self) -> crate::hw::HwEvents {
+    /// exited ones included). See [`crate::core::hw`].
+    pub fn hw_events(&self) -> crate::core::hw::HwEvents {
         let mut e = self.phys.hw.snapshot();
         for mm in self.procs.values() {
             e.add_all(&mm.pt.hw.snapshot());
@@ -309,7 +309,7 @@ impl Model {
     }
 
     /// Select the CPU features the TLB-maintenance accounting assumes.
-    pub fn set_hw_features(&mut self, f: crate::hw::HwFeatures) {
+    pub fn set_hw_features(&mut self, f: crate::core::hw::HwFeatures) {
         self.cfg.hw = f;
         for mm in self.procs.values_mut() {
             mm.pt.hw.features = f;
@@ -414,7 +414,7 @@ impl Model {
         if flags.intersects(MapFlags::POPULATE | MapFlags::LOCKED) {
             // mm_populate(): write faults for private writable VMAs, else read.
             let write = vm.contains(VmFlags::WRITE);
-            for a in crate::mm::pages(addr, addr + len) {
+            for a in crate::mm::mm::pages(addr, addr + len) {
                 if self.fault(pid, a, write).is_err() {
                     break;
                 }
@@ -638,10 +638,10 @@ impl Model {
         // unmap_region(): one gather for the zaps and the table freeing.
         let mut tlb = MmuGather::new();
         for v in &removed {
-            crate::zap::zap_vma(mm, phys, &mut tlb, v, false);
+            crate::mm::zap::zap_vma(mm, phys, &mut tlb, v, false);
         }
         // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
-        crate::guard::drop_markers(mm, start, end);
+        crate::sys::guard::drop_markers(mm, start, end);
         let tables = phys.pt_pages;
         free_pgtables(mm, phys, &removed, floor, ceiling);
         if phys.pt_pages < tables {
@@ -712,7 +712,7 @@ impl Model {
         advice: Advice,
     ) -> Result<(), Errno> {
         // madvise_vma_behavior() → can_madvise_modify() (mseal).
-        if !crate::mlock::can_madvise_modify(vma, advice) {
+        if !crate::sys::mlock::can_madvise_modify(vma, advice) {
             return Err(Errno::EPERM);
         }
         let mut new = vma.flags;
@@ -770,7 +770,7 @@ impl Model {
                 self.phys.folio_batches.drain();
                 let Model { procs, phys, .. } = self;
                 let cold = advice == Advice::Cold;
-                crate::swap::madvise_pageout(procs, phys, pid, vma, start, end, cold);
+                crate::sys::swap::madvise_pageout(procs, phys, pid, vma, start, end, cold);
                 return Ok(());
             }
             Advice::Collapse => return self.madvise_collapse(pid, vma, start, end),
@@ -804,7 +804,7 @@ impl Model {
         pid: Pid,
         addr: u64,
         write: bool,
-    ) -> Result<crate::addr::Pfn, AccessFault> {
+    ) -> Result<crate::core::addr::Pfn, AccessFault> {
         let Model {
             procs,
             phys,
@@ -820,7 +820,12 @@ impl Model {
     /// A user access: no fault when the page is mapped with the needed
     /// permission (one [`crate::HwEvent::UserPageAccess`]); otherwise a page
     /// fault (exception entry, per-VMA lookup, PMD read, PTL) and the access.
-    fn touch(&mut self, pid: Pid, addr: u64, write: bool) -> Result<crate::addr::Pfn, AccessFault> {
+    fn touch(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        write: bool,
+    ) -> Result<crate::core::addr::Pfn, AccessFault> {
         self.touch_as(pid, addr, write, true)
     }
 
@@ -832,8 +837,8 @@ impl Model {
         addr: u64,
         write: bool,
         user: bool,
-    ) -> Result<crate::addr::Pfn, AccessFault> {
-        use crate::hw::HwEvent;
+    ) -> Result<crate::core::addr::Pfn, AccessFault> {
+        use crate::core::hw::HwEvent;
         let n = u64::from(user);
         let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
         if let Some(pfn) = mm.pt.mapped_for_access(addr, write) {
@@ -851,8 +856,8 @@ impl Model {
         addr: u64,
         write: bool,
         user: bool,
-    ) -> Result<crate::addr::Pfn, AccessFault> {
-        use crate::hw::HwEvent;
+    ) -> Result<crate::core::addr::Pfn, AccessFault> {
+        use crate::core::hw::HwEvent;
         let n = u64::from(user);
         let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
         // Linux: arch/*/mm/fault.c do_user_addr_fault() / do_page_fault():
@@ -913,14 +918,14 @@ impl Model {
             .ok_or(AccessFault::Segv { addr: start })?;
         let mut addr = start;
         while addr < end {
-            let slot_end = crate::pgtable::pmd_end(addr, end);
+            let slot_end = crate::core::pgtable::pmd_end(addr, end);
             // Fast path over pages already mapped in this PMD slot.
             while addr < slot_end {
                 let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
                 let Some(pfn) = mm.pt.mapped_for_access(addr, write) else {
                     break;
                 };
-                mm.pt.hw.one(crate::hw::HwEvent::UserPageAccess);
+                mm.pt.hw.one(crate::core::hw::HwEvent::UserPageAccess);
                 if write {
                     self.phys.set_tag(pfn, tag.unwrap_or(addr));
                 }
@@ -982,7 +987,7 @@ impl Model {
         obs.pages = PageRuns::new();
         if let Some(mm) = self.procs.get(&pid) {
             for v in mm.vmas.iter() {
-                for page in crate::mm::pages(v.start, v.end) {
+                for page in crate::mm::mm::pages(v.start, v.end) {
                     obs.pages.push(page, self.page_state(mm, page));
                 }
             }
@@ -1023,7 +1028,7 @@ impl Model {
                 continue;
             }
             out.push_none(cur, a);
-            for page in crate::mm::pages(a, b) {
+            for page in crate::mm::mm::pages(a, b) {
                 let state = self.page_state(mm, page);
                 if let PageState::Anon(x) = &state {
                     rss += 1;

@@ -8,3 +8,6 @@ pub type Pid = u32;
 /// A userfaultfd context (one `struct userfaultfd_ctx`), numbered by the
 /// model from 1.
 pub type UffdId = u32;
+
+pub mod errno;
+pub mod uapi;

@@ -1,0 +1,12 @@
+//! Layer 3, the syscalls: one file per family, each adding its entry points
+//! to [`crate::model::Model`]. Imports only the layers below, the machine
+//! ([`crate::model`]) and siblings here (acyclic).
+
+pub mod collapse;
+pub mod fork;
+pub mod guard;
+pub mod mlock;
+pub mod mprotect;
+pub mod mremap;
+pub mod swap;
+pub mod uffd;
