@@ -16,7 +16,8 @@ use crate::core::addr::Pfn;
 use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::core::arch::{Entry, LeafFlags};
 use crate::core::pgtable::PmdSlot;
-use crate::model::{Model, Pid};
+use crate::model::Model;
+use crate::types::Pid;
 use std::collections::BTreeMap;
 
 #[derive(Default, Clone)]

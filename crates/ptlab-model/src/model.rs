@@ -21,7 +21,7 @@ use crate::types::errno::Errno;
 use crate::types::uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};
 use std::collections::BTreeMap;
 
-pub use crate::types::Pid;
+pub use crate::types::{AccessFault, Pid};
 
 /// Machine-wide configuration.
 #[derive(Clone, Debug)]
@@ -65,34 +65,6 @@ impl ModelConfig {
 impl Default for ModelConfig {
     fn default() -> Self {
         Self::for_arch(ArchKind::X86_64)
-    }
-}
-
-/// Why a user-space access could not complete.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AccessFault {
-    /// SIGSEGV: no VMA, or the VMA forbids the access.
-    Segv { addr: u64 },
-    /// The model ran out of physical memory (VM_FAULT_OOM).
-    Oom { addr: u64 },
-    /// The access would fault to userfaultfd: a missing page in a range
-    /// registered MISSING, or a write to a uffd-wp protected page in a range
-    /// registered WP (handle_userfault(); the thread would block until the
-    /// fault is resolved, or get SIGBUS with UFFD_FEATURE_SIGBUS). `addr` is
-    /// the page-aligned fault address a uffd message would carry.
-    Uffd { addr: u64 },
-    /// No such process.
-    NoProcess,
-}
-
-impl std::fmt::Display for AccessFault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AccessFault::Segv { addr } => write!(f, "SIGSEGV at {addr:#x}"),
-            AccessFault::Oom { addr } => write!(f, "out of model memory faulting {addr:#x}"),
-            AccessFault::Uffd { addr } => write!(f, "fault at {addr:#x} goes to userfaultfd"),
-            AccessFault::NoProcess => write!(f, "no such process"),
-        }
     }
 }
 
@@ -170,14 +142,14 @@ impl Model {
 
     /// Enable a swap device of `bytes` (rounded down to pages, the header
     /// page included), or disable swap with 0 (EBUSY while slots are in use).
-    /// Fewer than [`crate::sys::swap::MIN_SWAP_PAGES`] pages is EINVAL, as
+    /// Fewer than [`crate::core::swapfile::MIN_SWAP_PAGES`] pages is EINVAL, as
     /// swapon(2) answers.
     pub fn set_swap(&mut self, bytes: u64) -> Result<(), Errno> {
         crate::sys::swap::set_swap(&mut self.phys, bytes)
     }
 
     /// The swap device (slots, counts and swap cache).
-    pub fn swap(&self) -> &crate::sys::swap::SwapDevice {
+    pub fn swap(&self) -> &crate::core::swapfile::SwapDevice {
         &self.phys.swap
     }
 

@@ -8,6 +8,7 @@
 
 use crate::core::addr::{Order, Pfn, PMD_ORDER, PMD_SIZE};
 use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};
+use crate::core::arch::SwapPte;
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
@@ -16,7 +17,8 @@ use crate::core::stats::{MthpStat, VmEvent};
 use crate::core::thp::{orders_desc, ThpSettings};
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::mm::{AnonVmaIds, Mm};
-use crate::model::AccessFault;
+use crate::mm::swap::count_swap_map;
+use crate::types::AccessFault;
 
 /// Everything a fault needs besides the mm.
 pub struct FaultEnv<'a> {
@@ -89,7 +91,7 @@ pub fn handle_fault(
         Entry::Swap(s) => {
             // do_swap_page(); a write it could not satisfy (the page is not
             // exclusive) continues in do_wp_page().
-            crate::sys::swap::do_swap_page(mm, env, &vma, addr, write, s)?;
+            do_swap_page(mm, env, &vma, addr, write, s)?;
             // do_wp_page() continues from vmf->orig_pte: no second load.
             match mm.pt.pte_peek(addr) {
                 Entry::Leaf(l) if write && !l.write() => do_wp_page(mm, env, &vma, addr, l),
@@ -469,4 +471,125 @@ fn wp_page_copy(
         None => mm.rss_anon += 1,
     }
     Ok(new.head)
+}
+
+// ---- swap-in ----------------------------------------------------------------
+
+/// A fault on a swap PTE. Maps one order-0 page (this machine's swap file
+/// is not SWP_SYNCHRONOUS_IO, so no large folio is allocated for swap-in,
+/// and the cache never holds a large folio since large folios are split at
+/// swap-out). The PTE becomes writable (and, for a write, dirty) only if
+/// the page is certainly exclusive: the swap PTE carried the exclusive bit,
+/// or a write fault could drop the swap cache (`should_try_to_free_swap()`:
+/// the cache and this fault hold the only references and no swap PTE
+/// refers to the slot any more). A write that finds the page not exclusive
+/// continues in do_wp_page() (the caller's job), which copies it while
+/// someone else still refers to the slot.
+/// Linux: mm/memory.c do_swap_page(), should_try_to_free_swap();
+/// mm/swap_state.c swapin_readahead() / swap_cache_get_folio().
+pub fn do_swap_page(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    write: bool,
+    s: SwapPte,
+) -> Result<(), AccessFault> {
+    let phys = &mut *env.phys;
+    // Events. swap_cache_get_folio(): one lookup (its folio_try_get() is
+    // the reference the mapping keeps: the `ref_add` below).
+    phys.hw.one(HwEvent::SwapCacheLookup);
+    let cached = phys
+        .swap
+        .slots
+        .get(&s.offset)
+        .expect("swap slot in use")
+        .cache;
+    let folio = match cached {
+        Some(pfn) => phys.folio_of(pfn).expect("swap-cache folio"),
+        None => {
+            let tag = phys.swap.slots[&s.offset].tag;
+            // swapin_readahead() → __read_swap_cache_async(): a folio
+            // (counted by the allocator), swapcache_prepare() sets
+            // SWAP_HAS_CACHE (cluster lock, one swap_map byte), the cache
+            // insert and its reference; swap_read_folio() reads the page
+            // (the I/O is not priced). Readahead of neighbouring slots is
+            // not modelled.
+            let f = phys
+                .alloc_anon_folio(Order::ZERO)
+                .ok_or(AccessFault::Oom { addr })?;
+            count_swap_map(&phys.hw, 1);
+            phys.set_tag(f.head, tag);
+            // add_to_swap_cache(): the cache's reference.
+            phys.ref_add(f, 1);
+            phys.swap.slots.get_mut(&s.offset).expect("slot").cache = Some(f.head);
+            phys.swap.pswpin += 1;
+            f
+        }
+    };
+    mm.anon_vma_prepare(addr, env.ids);
+    let phys = &mut *env.phys;
+    // folio_lock_or_retry() and the folio_unlock() at the end (counted as
+    // folio atomics, as elsewhere); pte_offset_map_lock() and the
+    // pte_same(ptep_get()) re-check under the PTL.
+    phys.hw.add(HwEvent::FolioRefAtomic, 2);
+    let _ptl = mm.pt.pte_offset_map_lock(addr);
+    mm.pt.hw.one(HwEvent::PteLoad);
+    // swap_free_nr(): this PTE's swap count goes (cluster lock, one byte).
+    count_swap_map(&phys.hw, 1);
+    let slot = phys.swap.slots.get_mut(&s.offset).expect("slot");
+    slot.count -= 1;
+    let count_left = slot.count;
+    // should_try_to_free_swap() → folio_free_swap(): only the cache and
+    // this fault hold the folio, and no swap PTE is left.
+    let freed = write && phys.refcount(folio) == 1 && count_left == 0;
+    let exclusive = s.exclusive || freed;
+    let mut flags = LeafFlags::YOUNG;
+    if vma.flags.contains(VmFlags::EXEC) {
+        flags |= LeafFlags::EXEC;
+    }
+    if s.soft_dirty {
+        flags |= LeafFlags::SOFT_DIRTY;
+    }
+    if s.uffd_wp {
+        flags |= LeafFlags::UFFD_WP;
+    }
+    let uffd_wp = s.uffd_wp && vma.flags.contains(VmFlags::UFFD_WP);
+    if exclusive && vma.flags.contains(VmFlags::WRITE) && !uffd_wp {
+        flags |= LeafFlags::WRITE;
+        if write {
+            flags |= LeafFlags::DIRTY;
+        }
+    }
+    if phys.page_mapcount(folio.head) == 0 {
+        // folio_add_new_anon_rmap() / a cached folio nobody maps: the
+        // exclusive flag is what this fault decides.
+        phys.set_anon_exclusive(folio.head, false);
+    }
+    phys.add_rmap_ptes(folio, folio.head, 1, mm.pid, exclusive);
+    phys.ref_add(folio, 1);
+    mm.rss_anon += 1;
+    mm.pt.set_ptes(
+        addr,
+        Leaf {
+            pfn: folio.head,
+            flags,
+        },
+        1,
+        phys,
+    );
+    if count_left == 0 {
+        // The model drops an unreferenced slot's cache at once (see the
+        // module comment): folio_free_swap() clears SWAP_HAS_CACHE under
+        // the cluster lock and frees the slot (the kernel does it here on
+        // should_try_to_free_swap(), otherwise later, at reclaim).
+        count_swap_map(&phys.hw, 1);
+        phys.hw.one(HwEvent::SwapSlotFree);
+        let slot = phys.swap.slots.remove(&s.offset).expect("slot");
+        if let Some(pfn) = slot.cache {
+            let f = phys.folio_of(pfn).expect("cache folio");
+            phys.ref_sub(f, 1);
+        }
+    }
+    Ok(())
 }

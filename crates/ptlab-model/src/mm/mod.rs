@@ -4,7 +4,9 @@
 
 pub mod batch;
 pub mod fault;
+pub mod huge_memory;
 pub mod mm;
 pub mod move_pt;
 pub mod rlimit;
+pub mod swap;
 pub mod zap;

@@ -285,7 +285,7 @@ pub fn move_ptes_per_pte(
         if let Entry::Swap(s) = pt.pte_peek(old_addr + off) {
             pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
             let clear = uffd_without_event_remap(old_vma);
-            crate::sys::swap::move_swap_pte(pt, clear, old_addr + off, new_addr + off, s);
+            crate::mm::swap::move_swap_pte(pt, clear, old_addr + off, new_addr + off, s);
             continue;
         }
         // pte_none(ptep_get(old_pte)): on arm64 a contpte gather.
@@ -335,7 +335,7 @@ pub fn move_ptes_batched(
         if let Entry::Swap(s) = pt.pte_peek(va) {
             pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
             let clear = uffd_without_event_remap(old_vma);
-            crate::sys::swap::move_swap_pte(pt, clear, va, new_addr + off, s);
+            crate::mm::swap::move_swap_pte(pt, clear, va, new_addr + off, s);
             off += PAGE_SIZE;
             continue;
         }

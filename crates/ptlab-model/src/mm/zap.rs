@@ -140,7 +140,7 @@ fn zap_pmds(
     locked: bool,
 ) {
     // Swap PTEs: zap_nonpresent_ptes() → free_swap_and_cache_nr().
-    crate::sys::swap::zap_swap_range(mm, phys, start, end);
+    crate::mm::swap::zap_swap_range(mm, phys, start, end);
     for (addr, next) in pmd_segments(start, end) {
         match mm.pt.pmd(addr) {
             PmdSlot::None => {}

@@ -20,8 +20,9 @@ use crate::core::arch::{Entry, LeafFlags};
 use crate::core::pgtable::PmdSlot;
 use crate::core::stats::VmEvent;
 use crate::core::vma::{VmFlags, Vma};
-use crate::model::{Model, Pid};
+use crate::model::Model;
 use crate::types::errno::Errno;
+use crate::types::Pid;
 
 /// The scan results the model can reach (enum scan_result).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,8 +20,9 @@ use crate::core::vma::{VmFlags, Vma};
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
 use crate::mm::mm::Mm;
 use crate::mm::zap::free_pgtables;
-use crate::model::{Model, Pid};
+use crate::model::Model;
 use crate::types::errno::Errno;
+use crate::types::Pid;
 use std::collections::BTreeMap;
 
 impl Model {
@@ -213,7 +214,7 @@ fn copy_pte_range(
         if let Entry::Swap(s) = src.pt.pte_peek(addr) {
             src.pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
                                              // copy_nonpresent_pte()
-            crate::sys::swap::copy_swap_pte(src, dst, phys, addr, s, c);
+            crate::mm::swap::copy_swap_pte(src, dst, phys, addr, s, c);
             addr += PAGE_SIZE;
             continue;
         }

@@ -26,8 +26,9 @@ use crate::core::pgtable::PmdSlot;
 use crate::core::vma::{VmFlags, Vma, VM_SPECIAL};
 use crate::mm::mm::Mm;
 use crate::mm::zap::zap_range;
-use crate::model::{Model, Pid};
+use crate::model::Model;
 use crate::types::errno::Errno;
+use crate::types::Pid;
 
 /// Linux: mm/madvise.c is_valid_guard_vma(): VM_SPECIAL and hugetlb VMAs
 /// never take markers; installing also refuses mlock()ed VMAs (it would

@@ -16,9 +16,10 @@
 use crate::core::addr::PAGE_SIZE;
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS, VM_SPECIAL};
 use crate::mm::zap::split_huge_pmd;
-use crate::model::{AccessFault, Model, Pid};
+use crate::model::Model;
 use crate::types::errno::Errno;
 use crate::types::uapi::Advice;
+use crate::types::{AccessFault, Pid};
 
 /// MLOCK_ONFAULT, the only mlock2() flag.
 pub const MLOCK_ONFAULT: u64 = 1;

@@ -37,9 +37,10 @@ use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS};
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
 use crate::mm::mm::Mm;
 use crate::mm::zap::split_huge_pmd;
-use crate::model::{Model, Pid};
+use crate::model::Model;
 use crate::types::errno::Errno;
 use crate::types::uapi::Prot;
+use crate::types::Pid;
 
 /// PROT_SEM: accepted by arch_validate_prot() and otherwise ignored.
 const PROT_SEM: u32 = 0x8;

@@ -21,9 +21,10 @@
 use crate::core::addr::{PAGE_SIZE, TASK_SIZE};
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS, VM_UFFD_FLAGS};
 use crate::mm::move_pt::{move_page_tables, PageTableMove};
-use crate::model::{Model, Pid};
+use crate::model::Model;
 use crate::types::errno::Errno;
 use crate::types::uapi::{MapFlags, MremapFlags};
+use crate::types::Pid;
 
 /// Linux: enum mremap_type.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

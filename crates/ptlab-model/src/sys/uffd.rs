@@ -32,15 +32,16 @@
 
 use crate::core::addr::{Pfn, PAGE_SIZE, PMD_SIZE, TASK_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
-use crate::core::folio::split_folio;
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{pmd_end, PmdSlot};
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS, VM_UFFD_FLAGS};
 use crate::mm::batch::Before;
+use crate::mm::huge_memory::split_folio;
 use crate::mm::zap::split_huge_pmd;
-use crate::model::{AccessFault, Model, Pid};
+use crate::model::Model;
 use crate::sys::mprotect::vm_page_prot;
 use crate::types::errno::Errno;
+use crate::types::{AccessFault, Pid};
 use bitflags::bitflags;
 use std::collections::BTreeMap;
 
@@ -974,7 +975,7 @@ impl Model {
             // §7.4.7: a swap PTE moves as a swap PTE, without swap-in.
             if let Entry::Swap(s) = mm.pt.pte_peek(src_addr) {
                 mm.pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
-                crate::sys::swap::uffd_move_swap_pte(mm, phys, src_addr, dst_addr, s)?;
+                crate::mm::swap::uffd_move_swap_pte(mm, phys, src_addr, dst_addr, s)?;
                 return Ok(PAGE_SIZE);
             }
             // §7.4.3: a hole at the source.
