@@ -69,7 +69,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
                 }
             }
         }
-        errs.extend(crate::sys::guard::check(pid, mm));
+        errs.extend(crate::mm::marker::check(pid, mm));
         // Tables: used counts, reachability.
         let tree = mm.pt.tables_in_tree();
         if tree.len() != mm.pt.table_count() {

@@ -613,7 +613,7 @@ impl Model {
             crate::mm::zap::zap_vma(mm, phys, &mut tlb, v, false);
         }
         // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
-        crate::sys::guard::drop_markers(mm, start, end);
+        crate::mm::marker::drop_markers(mm, start, end);
         let tables = phys.pt_pages;
         free_pgtables(mm, phys, &removed, floor, ceiling);
         if phys.pt_pages < tables {

@@ -9,6 +9,7 @@ pub mod hw;
 pub mod observe;
 pub mod pgtable;
 pub mod phys;
+pub mod resource;
 pub mod stats;
 pub mod swapfile;
 pub mod thp;

@@ -44,7 +44,7 @@ pub fn handle_fault(
         .ok_or(AccessFault::Segv { addr })?;
     // handle_pte_marker(): a guard marker is VM_FAULT_SIGSEGV whatever the
     // access (checked before any uffd or THP path: the PTE is not none).
-    if crate::sys::guard::is_guard(mm, addr) {
+    if crate::mm::marker::is_guard(mm, addr) {
         return Err(AccessFault::Segv { addr });
     }
     if write && !vma.flags.contains(VmFlags::WRITE) {

@@ -27,7 +27,7 @@ pub struct Mm {
     /// prctl(PR_SET_THP_DISABLE) state of this mm.
     pub thp_disable: crate::core::thp::ThpDisable,
     /// Soft resource limits and CAP_IPC_LOCK (see [`crate::mm::rlimit`]).
-    pub rlimits: crate::mm::rlimit::Rlimits,
+    pub rlimits: crate::core::resource::Rlimits,
     /// `locked_vm` pages no VMA accounts for any more: what MREMAP_DONTUNMAP
     /// left charged (see [`crate::mm::rlimit`]).
     pub locked_vm_stale: u64,

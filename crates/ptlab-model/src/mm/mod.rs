@@ -5,6 +5,7 @@
 pub mod batch;
 pub mod fault;
 pub mod huge_memory;
+pub mod marker;
 pub mod mm;
 pub mod move_pt;
 pub mod rlimit;

@@ -203,7 +203,7 @@ impl Model {
         // is VM_FAULT_SIGSEGV, and the collapse fails (SCAN_FAIL: EINVAL),
         // the THP just allocated freed again (checked live: the counter
         // moved).
-        if crate::sys::guard::any_guard(&self.procs[&pid], slot, slot + PMD_SIZE) {
+        if crate::mm::marker::any_guard(&self.procs[&pid], slot, slot + PMD_SIZE) {
             self.phys.free_unused_folio(new);
             return Scan::Fail;
         }

@@ -92,7 +92,7 @@ impl Model {
             if v.anon_vma.is_some() || c.flags.contains(VmFlags::UFFD_WP) {
                 copy_page_range(src, &mut dst, phys, &v, &c, batch)?;
                 // copy_nonpresent_pte(): guard markers are copied.
-                crate::sys::guard::copy_markers(src, &mut dst, phys, v.start, v.end)?;
+                crate::mm::marker::copy_markers(src, &mut dst, phys, v.start, v.end)?;
             }
         }
         // dup_mmap(): flush_tlb_mm(oldmm) after copying (the parent's PTEs
@@ -116,7 +116,7 @@ impl Model {
         for v in &vmas {
             crate::mm::zap::zap_vma(&mut mm, phys, &mut tlb, v, false);
             // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
-            crate::sys::guard::drop_markers(&mut mm, v.start, v.end);
+            crate::mm::marker::drop_markers(&mut mm, v.start, v.end);
         }
         let tables = phys.pt_pages;
         free_pgtables(&mut mm, phys, &vmas, 0, 0);

@@ -12,7 +12,7 @@
 //! mremap_userfaultfd_prep(). Spec: shared/spec/mremap.md (§2–§9; rule
 //! tags below). Page tables move in [`crate::mm::move_pt`].
 //!
-//! Guard markers move with the PTEs ([`crate::sys::guard`], after the move).
+//! Guard markers move with the PTEs ([`crate::mm::marker`], after the move).
 //! Not modelled (no model state for them): RLIMIT_MEMLOCK/RLIMIT_AS/RLIMIT_DATA and overcommit
 //! (may_expand_vm(), mlock_future_ok() and the VM_ACCOUNT charge always
 //! succeed), KSM unsharing, hugetlb, file and special mappings, uffd remap
@@ -117,7 +117,7 @@ impl Model {
             populate_expand: false,
         };
         self.check_mremap_params(pid, &vrm)?;
-        let guards = crate::sys::guard::snapshot(&self.procs[&pid], vrm.addr, vrm.old_len);
+        let guards = crate::mm::marker::snapshot(&self.procs[&pid], vrm.addr, vrm.old_len);
         // remap_move() rewrites `vrm` per VMA: keep the call's own range.
         let (orig_addr, orig_old, orig_new) = (vrm.addr, vrm.old_len, vrm.new_len);
         // §2.11: mmap_write_lock_killable() never sees a fatal signal here.

@@ -787,7 +787,7 @@ impl Model {
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
         // Strictly pte_none(): a guard marker is EEXIST (checked live).
-        if !matches!(mm.pt.pte_raw(dst), Entry::None) || crate::sys::guard::is_guard(mm, dst) {
+        if !matches!(mm.pt.pte_raw(dst), Entry::None) || crate::mm::marker::is_guard(mm, dst) {
             return Err(Errno::EEXIST);
         }
         let pte = zero_pte(dst_vma, phys.zero_pfn);
@@ -968,7 +968,7 @@ impl Model {
             // §7.4.2: the destination must be strictly empty (a guard
             // marker is not: checked live).
             if !matches!(mm.pt.pte_raw(dst_addr), Entry::None)
-                || crate::sys::guard::is_guard(mm, dst_addr)
+                || crate::mm::marker::is_guard(mm, dst_addr)
             {
                 return Err(Errno::EEXIST);
             }
@@ -983,7 +983,7 @@ impl Model {
                 Entry::Leaf(l) => l,
                 // §7.4.7: a non-present source that is neither swap nor
                 // migration entry (a guard marker) is EFAULT (checked live).
-                _ if crate::sys::guard::is_guard(mm, src_addr) => return Err(Errno::EFAULT),
+                _ if crate::mm::marker::is_guard(mm, src_addr) => return Err(Errno::EFAULT),
                 _ if holes => return Ok(PAGE_SIZE),
                 _ => return Err(Errno::ENOENT),
             };
