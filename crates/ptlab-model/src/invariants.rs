@@ -315,6 +315,13 @@ fn check_cont_blocks(
     let _ = PmdSlot::None;
 }
 
+impl crate::model::Model {
+    /// Recompute counters from the page tables and compare; `Err` lists every mismatch.
+    pub fn check_invariants(&self) -> Result<(), Vec<String>> {
+        check(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{MapFlags, Model, ModelConfig, Prot};

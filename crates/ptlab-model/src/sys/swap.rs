@@ -34,6 +34,7 @@ use crate::core::vma::{VmFlags, Vma};
 use crate::mm::huge_memory::split_folio;
 use crate::mm::mm::Mm;
 use crate::mm::swap::count_swap_map;
+use crate::model::Model;
 use crate::types::errno::Errno;
 use crate::types::Pid;
 use std::collections::BTreeMap;
@@ -54,6 +55,16 @@ pub fn set_swap(phys: &mut PhysMem, bytes: u64) -> Result<(), Errno> {
     }
     phys.swap.pages = pages;
     Ok(())
+}
+
+impl Model {
+    /// Enable a swap device of `bytes` (rounded down to pages, the header
+    /// page included), or disable swap with 0 (EBUSY while slots are in use).
+    /// Fewer than [`crate::core::swapfile::MIN_SWAP_PAGES`] pages is EINVAL, as
+    /// swapon(2) answers.
+    pub fn set_swap(&mut self, bytes: u64) -> Result<(), Errno> {
+        set_swap(&mut self.phys, bytes)
+    }
 }
 
 // ---- MADV_PAGEOUT / MADV_COLD --------------------------------------------------
