@@ -71,7 +71,7 @@ pub struct Model {
     pub(crate) procs: BTreeMap<Pid, Mm>,
     pub(crate) ids: AnonVmaIds,
     /// Open userfaultfd contexts.
-    pub(crate) uffd: crate::sys::uffd::UffdState,
+    pub(crate) uffd: crate::sys::uffd::ctx::UffdState,
     /// Whether new processes record [`crate::core::hw::HwMark`]s.
     pub(crate) hw_tracing: bool,
 }

@@ -176,7 +176,7 @@ mod tests {
         m.madvise(1, a, 8 * P, Advice::DontNeed).unwrap();
         assert_eq!(state(&m, 1, a + P), PageState::Guard);
         m.munmap(1, a, 8 * P).unwrap();
-        assert!(super::guards(m.mm(1).unwrap(), 0, u64::MAX).is_empty());
+        assert!(crate::mm::marker::guards(m.mm(1).unwrap(), 0, u64::MAX).is_empty());
         m.check_invariants().unwrap();
     }
 
