@@ -19,7 +19,7 @@ pub use crate::mm::{batch, fault, move_pt, rlimit, zap};
 pub use crate::sys::{collapse, fork, guard, mlock, mprotect, mremap, swap, uffd};
 pub use crate::types::{errno, uapi};
 
-pub use addr::{Order, PageSize, Pfn, VirtAddr, PAGE_SIZE, PMD_SIZE, PUD_SIZE};
+pub use addr::{Order, PageSize, Pfn, PAGE_SIZE, PMD_SIZE, PUD_SIZE};
 pub use arch::ArchKind;
 pub use batch::Before;
 pub use errno::Errno;

@@ -1,7 +1,8 @@
 //! Address, frame and size newtypes.
 //!
-//! Virtual addresses, physical frame numbers and folio orders are distinct
-//! types so that a PFN can never be added to a virtual address by mistake.
+//! Physical frame numbers and folio orders are newtypes so that a PFN can
+//! never be added to a virtual address by mistake; virtual addresses are
+//! plain `u64`s, as `unsigned long addr` is in mm/.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -9,8 +10,11 @@ use std::fmt;
 /// Base page size (4 KiB granule on both modelled architectures).
 pub const PAGE_SHIFT: u32 = 12;
 pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
-/// Entries per page-table page (4 KiB granule, 8-byte descriptors).
-pub const PTRS_PER_TABLE: usize = 512;
+/// log2 of the entries per page-table page.
+pub const TABLE_SHIFT: u32 = 9;
+/// Entries per page-table page (4 KiB granule, 8-byte descriptors; the
+/// kernel's PTRS_PER_PTE = PTRS_PER_PMD = PTRS_PER_PUD = PTRS_PER_PGD).
+pub const PTRS_PER_TABLE: usize = 1 << TABLE_SHIFT;
 /// Size mapped by one PMD entry.
 pub const PMD_SIZE: u64 = 1 << 21;
 /// Size mapped by one PUD entry.
@@ -21,52 +25,6 @@ pub const PMD_ORDER: u8 = 9;
 pub const HPAGE_PMD_NR: u64 = 1 << PMD_ORDER;
 /// x86-64 4-level `TASK_SIZE_MAX`: 0x7ffffffff000.
 pub const TASK_SIZE: u64 = (1 << 47) - PAGE_SIZE;
-
-/// A user virtual address.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
-pub struct VirtAddr(pub u64);
-
-impl VirtAddr {
-    pub const fn new(v: u64) -> Self {
-        VirtAddr(v)
-    }
-    pub const fn as_u64(self) -> u64 {
-        self.0
-    }
-    pub const fn align_down(self, size: u64) -> Self {
-        VirtAddr(self.0 & !(size - 1))
-    }
-    /// Round up to `size`; `None` on overflow.
-    pub fn align_up(self, size: u64) -> Option<Self> {
-        self.0
-            .checked_add(size - 1)
-            .map(|v| VirtAddr(v & !(size - 1)))
-    }
-    pub const fn is_aligned(self, size: u64) -> bool {
-        self.0 & (size - 1) == 0
-    }
-    /// Index of this address's 4 KiB page (address >> 12).
-    pub const fn page_index(self) -> u64 {
-        self.0 >> PAGE_SHIFT
-    }
-    pub const fn add(self, bytes: u64) -> Self {
-        VirtAddr(self.0 + bytes)
-    }
-    pub const fn sub(self, bytes: u64) -> Self {
-        VirtAddr(self.0 - bytes)
-    }
-}
-
-impl fmt::Debug for VirtAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "VirtAddr({:#x})", self.0)
-    }
-}
-impl fmt::Display for VirtAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#x}", self.0)
-    }
-}
 
 /// A physical frame number (physical address >> 12).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
@@ -158,11 +116,6 @@ mod tests {
 
     #[test]
     fn alignment() {
-        let a = VirtAddr(0x7f00_0001_1000);
-        assert_eq!(a.align_down(0x10000), VirtAddr(0x7f00_0001_0000));
-        assert_eq!(a.align_up(0x10000), Some(VirtAddr(0x7f00_0002_0000)));
-        assert!(!a.is_aligned(0x10000));
-        assert_eq!(VirtAddr(u64::MAX).align_up(PAGE_SIZE), None);
         assert_eq!(page_align(1), Some(PAGE_SIZE));
         assert_eq!(page_align(u64::MAX), None);
     }

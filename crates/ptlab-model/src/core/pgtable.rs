@@ -9,7 +9,7 @@
 //! covered 64 KiB blocks, single-entry writes unfold a folded block first,
 //! and a single write to the last entry of a block tries to fold it.
 
-use crate::core::addr::{Pfn, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
+use crate::core::addr::{Pfn, PAGE_SHIFT, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, TABLE_SHIFT};
 use crate::core::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags, PteRef, PteTable};
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, HwSink};
@@ -46,7 +46,7 @@ pub struct Table {
 
 /// Index of `va` in a table at `level`.
 pub const fn index(level: u8, va: u64) -> usize {
-    ((va >> (12 + 9 * (level as u32 - 1))) & 511) as usize
+    ((va >> (PAGE_SHIFT + TABLE_SHIFT * (level as u32 - 1))) as usize) & (PTRS_PER_TABLE - 1)
 }
 
 /// Bytes mapped by one entry at `level`.

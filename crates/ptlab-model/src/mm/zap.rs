@@ -67,7 +67,7 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
         phys.set_anon_exclusive(folio.head.add(i), exclusive);
     }
     phys.add_rmap_ptes(folio, folio.head, HPAGE_PMD_NR as u32, mm.pid, false);
-    phys.ref_add(folio, 511);
+    phys.ref_add(folio, HPAGE_PMD_NR as u32 - 1);
     mm.pt.set_ptes(slot, pte, HPAGE_PMD_NR, phys);
     phys.remove_rmap_pmd(folio, mm.pid);
 }
