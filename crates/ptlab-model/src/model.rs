@@ -1,9 +1,13 @@
-//! The model facade: a machine with physical memory, THP knobs and
-//! processes, and the system calls and accesses a scenario performs.
+//! The machine: physical memory, THP knobs, processes and userfaultfd
+//! contexts ([`Model`]), its configuration, accessors, and the knobs a
+//! scenario sets (THP sysfs, prctl, prlimit, swap size is in
+//! [`crate::sys::swap`]).
 //!
-//! Rules live in the modules this file calls: [`crate::mm::fault`],
-//! [`crate::mm::zap`], [`crate::mm::mm`], [`crate::core::vma`]. This file holds the
-//! syscall entry checks, in the kernel's order.
+//! The system calls are not here: each family adds its entry points to
+//! `Model` in its own file under [`crate::sys`] (mmap/munmap in
+//! `sys/mmap.rs`, madvise in `sys/madvise.rs`, user accesses in
+//! `sys/access.rs`, the /proc views in `sys/proc.rs`, …), on top of the mm
+//! mechanics in [`crate::mm`] and the data structures in [`crate::core`].
 
 use crate::core::addr::PAGE_SIZE;
 use crate::core::arch::ArchKind;

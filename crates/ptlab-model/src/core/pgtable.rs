@@ -4,10 +4,12 @@
 //!
 //! Level numbering: 4 = PGD, 3 = PUD, 2 = PMD, 1 = PTE.
 //!
-//! The arm64 contiguous bit is maintained here, where the kernel's contpte
-//! layer sits (arch/arm64/mm/contpte.c): batched writes paint it on fully
-//! covered 64 KiB blocks, single-entry writes unfold a folded block first,
-//! and a single write to the last entry of a block tries to fold it.
+//! Every PTE write goes through the arch's hooks ([`crate::core::arch::Arch`]),
+//! so the arm64 contiguous bit is kept where the kernel keeps it, in
+//! `core/arch/arm64/contpte.rs` (arch/arm64/mm/contpte.c): batched writes
+//! paint it on fully covered 64 KiB blocks, single-entry writes unfold a
+//! folded block first, and a single write to the last entry of a block
+//! tries to fold it.
 
 use crate::core::addr::{Pfn, PAGE_SHIFT, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, TABLE_SHIFT};
 use crate::core::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags, PteRef, PteTable};

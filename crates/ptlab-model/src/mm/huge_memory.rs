@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 /// PMD mapping is split into PTEs (`thp_split_pmd`), an arm64 contiguous
 /// block is unfolded (the PTE clear of the unmap gathers its young/dirty
 /// bits into every entry), and then the folio metadata is split
-/// ([`PhysMem::split_large_meta`]). PTE values are otherwise unchanged: the
+/// (`PhysMem::split_large_meta()`). PTE values are otherwise unchanged: the
 /// migration entries the kernel installs meanwhile keep write, young,
 /// dirty, soft-dirty and uffd-wp. A model folio holds no extra pins, so the
 /// split never fails; the huge zero folio cannot be split (EBUSY).

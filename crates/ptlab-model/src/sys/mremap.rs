@@ -13,9 +13,10 @@
 //! tags below). Page tables move in [`crate::mm::move_pt`].
 //!
 //! Guard markers move with the PTEs ([`crate::mm::marker`], after the move).
-//! Not modelled (no model state for them): RLIMIT_MEMLOCK/RLIMIT_AS/RLIMIT_DATA and overcommit
-//! (may_expand_vm(), mlock_future_ok() and the VM_ACCOUNT charge always
-//! succeed), KSM unsharing, hugetlb, file and special mappings, uffd remap
+//! RLIMIT_MEMLOCK, RLIMIT_AS and RLIMIT_DATA are checked where the kernel
+//! checks them (mlock_future_ok(), may_expand_vm(): [`crate::mm::rlimit`]).
+//! Not modelled: overcommit (the VM_ACCOUNT charge always succeeds), KSM
+//! unsharing, hugetlb, file and special mappings, uffd remap
 //! events (no UFFD_FEATURE_EVENT_REMAP: a move drops the registration).
 
 use crate::core::addr::{PAGE_SIZE, TASK_SIZE};

@@ -23,19 +23,19 @@
 //! shared/spec/userfaultfd.md.
 //!
 //! The seed change here is 6.18's TLB-flush batching of UFFDIO_MOVE
-//! (`Before::UFFD_MOVE_BATCH`): [`move_pages::move_present_ptes_batched`] moves a run of
-//! present pages under one page-table lock pair with one ranged flush;
-//! [`move_pages::move_present_pte_per_page`] is the 6.8–6.17 algorithm, one page per
-//! step with a flush each. Results are identical; only the hardware work
+//! (`Before::UFFD_MOVE_BATCH`): `move_pages.rs` move_present_ptes_batched()
+//! moves a run of present pages under one page-table lock pair with one
+//! ranged flush; move_present_pte_per_page() is the 6.8–6.17 algorithm, one
+//! page per step with a flush each. Results are identical; only the hardware work
 //! differs.
 //!
 //! Not modelled: the non-cooperative events (FORK, REMAP, REMOVE, UNMAP —
 //! requesting them gives ENOSYS, so `mmap_changing` is never set), message
 //! delivery and wake-ups (DONTWAKE is validated and otherwise ignored),
-//! UFFDIO_WAKE / WRITEPROTECT / CONTINUE / POISON, swap entries and markers
-//! (the model has none), FOLL_PIN pins (so the "maybe DMA-pinned" EBUSY never
-//! happens), and lock contention (every internal EAGAIN retry of §7.3.5
-//! succeeds at once in a single-threaded model).
+//! UFFDIO_WAKE / WRITEPROTECT / CONTINUE / POISON, FOLL_PIN pins (so the
+//! "maybe DMA-pinned" EBUSY never happens), and lock contention (every
+//! internal EAGAIN retry of §7.3.5 succeeds at once in a single-threaded
+//! model).
 
 pub mod ctx;
 pub mod mfill;
