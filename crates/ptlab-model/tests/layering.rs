@@ -17,21 +17,9 @@
 //! root, so model code must use the real paths. `pub mod x;` declarations
 //! and bare child paths are the module tree itself, not imports.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+mod common;
 
-fn rust_files(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) {
-    for e in std::fs::read_dir(dir).expect("read src dir").flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, base, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            let rel = p.strip_prefix(base).expect("under src");
-            let rel = rel.to_string_lossy().replace('\\', "/");
-            out.push((rel, std::fs::read_to_string(&p).expect("read source")));
-        }
-    }
-}
+use std::collections::{BTreeMap, BTreeSet};
 
 /// `core/arch/mod.rs` → `core::arch`; `types.rs` → `types`; `lib.rs` → ``.
 fn module_of(file: &str) -> String {
@@ -305,13 +293,7 @@ fn strongly_connected(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>
 fn model_imports_only_downward_and_has_no_circle() {
     // LAYERING_SRC=<dir> runs the count on another tree (e.g. an older
     // checkout of this crate's src/).
-    let src = std::env::var_os("LAYERING_SRC")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src"));
-    let mut files = Vec::new();
-    rust_files(&src, &src, &mut files);
-    files.sort();
-    let a = analyse(&files);
+    let a = analyse(&common::model_sources());
     let n_edges: usize = a.edges.values().map(BTreeSet::len).sum();
     println!(
         "{} modules, {} import edges, {} import circles",
@@ -336,10 +318,7 @@ fn model_imports_only_downward_and_has_no_circle() {
 
 #[test]
 fn every_source_file_has_a_layer_directory_or_is_a_known_root_file() {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &src, &mut files);
-    for (f, _) in &files {
+    for (f, _) in &common::model_sources() {
         let top = f.split('/').next().unwrap();
         let in_layer_dir = f.contains('/') && ["types", "core", "mm", "sys"].contains(&top);
         let root_file = !f.contains('/');
