@@ -7,6 +7,7 @@
 //! fs/proc/task_mmu.c show_smap_vma_flags().
 
 use crate::core::addr::PAGE_SHIFT;
+use crate::core::arch::LeafFlags;
 use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -287,6 +288,21 @@ impl VmaTree {
         hi.start = addr;
         self.map.insert(lo.start, lo);
         self.map.insert(hi.start, hi);
+    }
+}
+
+/// The attributes `vm_page_prot` gives a private anonymous VMA: never
+/// writable (copy-on-write: write access is granted per PTE), PROT_NONE when
+/// no access is allowed, executable with VM_EXEC.
+/// Linux: mm/mmap.c vm_get_page_prot() over protection_map[] (PAGE_NONE,
+/// PAGE_READONLY, PAGE_COPY, PAGE_*_EXEC).
+pub fn vm_page_prot(flags: VmFlags) -> LeafFlags {
+    if !flags.intersects(VM_ACCESS_FLAGS) {
+        LeafFlags::PROTNONE
+    } else if flags.contains(VmFlags::EXEC) {
+        LeafFlags::EXEC
+    } else {
+        LeafFlags::empty()
     }
 }
 

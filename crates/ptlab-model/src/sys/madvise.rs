@@ -15,6 +15,23 @@ use crate::types::errno::Errno;
 use crate::types::uapi::Advice;
 use crate::types::Pid;
 
+/// Linux: mm/madvise.c is_discard(): the advices a sealed read-only
+/// anonymous VMA refuses (of those the model knows).
+pub fn is_discard(advice: Advice) -> bool {
+    matches!(
+        advice,
+        Advice::DontNeed | Advice::DontFork | Advice::WipeOnFork | Advice::GuardInstall
+    )
+}
+
+/// Linux: mm/madvise.c can_madvise_modify() (64-bit): a sealed anonymous
+/// VMA without VM_WRITE refuses discarding advice with EPERM.
+pub fn can_madvise_modify(vma: &Vma, advice: Advice) -> bool {
+    !vma.flags.contains(VmFlags::SEALED)
+        || !is_discard(advice)
+        || vma.flags.contains(VmFlags::WRITE)
+}
+
 impl Model {
     // ---- madvise ----------------------------------------------------------
 
@@ -70,7 +87,7 @@ impl Model {
         advice: Advice,
     ) -> Result<(), Errno> {
         // madvise_vma_behavior() → can_madvise_modify() (mseal).
-        if !crate::sys::mlock::can_madvise_modify(vma, advice) {
+        if !can_madvise_modify(vma, advice) {
             return Err(Errno::EPERM);
         }
         let mut new = vma.flags;

@@ -4,9 +4,9 @@
 //! Linux: mm/mlock.c do_mlock(), apply_vma_lock_flags(), mlock_fixup(),
 //! __mlock_posix_error_return(); mm/gup.c __mm_populate(),
 //! populate_vma_page_range(), check_vma_flags(); mm/mseal.c do_mseal(),
-//! range_contains_unmapped(), mseal_apply(); mm/madvise.c
-//! can_madvise_modify(), is_discard(); mm/vma.c vms_gather_munmap_vmas()
-//! (sealed VMAs refuse munmap). Checked live on 6.18.44:
+//! range_contains_unmapped(), mseal_apply(); mm/vma.c
+//! vms_gather_munmap_vmas() (sealed VMAs refuse munmap). The mseal rule for
+//! madvise (can_madvise_modify()) is in [`crate::sys::madvise`]. Checked live on 6.18.44:
 //! docs/ops/guard-mlock-mseal.md.
 //!
 //! RLIMIT_MEMLOCK, CAP_IPC_LOCK and `locked_vm` live in [`crate::mm::rlimit`].
@@ -18,7 +18,6 @@ use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS, VM_SPECIAL};
 use crate::mm::zap::split_huge_pmd;
 use crate::model::Model;
 use crate::types::errno::Errno;
-use crate::types::uapi::Advice;
 use crate::types::{AccessFault, Pid};
 
 /// MLOCK_ONFAULT, the only mlock2() flag.
@@ -26,23 +25,6 @@ pub const MLOCK_ONFAULT: u64 = 1;
 
 /// VM_LOCKED_MASK.
 const VM_LOCKED_MASK: VmFlags = VmFlags::LOCKED.union(VmFlags::LOCKONFAULT);
-
-/// Linux: mm/madvise.c is_discard(): the advices a sealed read-only
-/// anonymous VMA refuses (of those the model knows).
-pub fn is_discard(advice: Advice) -> bool {
-    matches!(
-        advice,
-        Advice::DontNeed | Advice::DontFork | Advice::WipeOnFork | Advice::GuardInstall
-    )
-}
-
-/// Linux: mm/madvise.c can_madvise_modify() (64-bit): a sealed anonymous
-/// VMA without VM_WRITE refuses discarding advice with EPERM.
-pub fn can_madvise_modify(vma: &Vma, advice: Advice) -> bool {
-    !vma.flags.contains(VmFlags::SEALED)
-        || !is_discard(advice)
-        || vma.flags.contains(VmFlags::WRITE)
-}
 
 impl Model {
     /// mlock(2) (`onfault` false) or mlock2(2) with MLOCK_ONFAULT.

@@ -33,6 +33,7 @@ use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{pmd_segments, PageTables, PmdSlot};
 use crate::core::tlb::MmuGather;
+use crate::core::vma::vm_page_prot;
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS};
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
 use crate::mm::mm::Mm;
@@ -246,21 +247,6 @@ struct ChangeProt {
     prot: LeafFlags,
     try_writable: bool,
     batched: bool,
-}
-
-/// The attributes `vm_page_prot` gives a private anonymous VMA: never
-/// writable (copy-on-write: write access is granted per PTE), PROT_NONE when
-/// no access is allowed, executable with VM_EXEC.
-/// Linux: mm/mmap.c vm_get_page_prot() over protection_map[] (PAGE_NONE,
-/// PAGE_READONLY, PAGE_COPY, PAGE_*_EXEC).
-pub(crate) fn vm_page_prot(flags: VmFlags) -> LeafFlags {
-    if !flags.intersects(VM_ACCESS_FLAGS) {
-        LeafFlags::PROTNONE
-    } else if flags.contains(VmFlags::EXEC) {
-        LeafFlags::EXEC
-    } else {
-        LeafFlags::empty()
-    }
 }
 
 /// Keep the frame and the bits pte_modify() preserves (x86 _PAGE_CHG_MASK:

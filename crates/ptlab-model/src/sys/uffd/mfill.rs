@@ -9,9 +9,9 @@ use crate::core::addr::{Pfn, PAGE_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::PmdSlot;
+use crate::core::vma::vm_page_prot;
 use crate::core::vma::{VmFlags, Vma};
 use crate::model::Model;
-use crate::sys::mprotect::vm_page_prot;
 use crate::types::errno::Errno;
 use crate::types::{AccessFault, Pid};
 

@@ -11,12 +11,12 @@ use crate::core::addr::{Pfn, PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{pmd_end, PmdSlot};
+use crate::core::vma::vm_page_prot;
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS};
 use crate::mm::batch::Before;
 use crate::mm::huge_memory::split_folio;
 use crate::mm::zap::split_huge_pmd;
 use crate::model::Model;
-use crate::sys::mprotect::vm_page_prot;
 use crate::types::errno::Errno;
 use crate::types::Pid;
 
