@@ -4,6 +4,15 @@
 //! The model is pure: no I/O, no clocks, no global state, no randomness
 //! except what a caller seeds. Every rule cites the kernel function it
 //! mirrors. Entry point: [`Model`].
+//!
+//! Layout, bottom up (docs/model.md has the picture and one line per file;
+//! tests/layering.rs keeps every import pointing down):
+//! [`types`] (identifiers, errno, uapi) →
+//! [`core`] (addresses, the arch policy, page tables, the
+//! mmu_gather, frames and folios, VMAs) → [`mm`] (one address
+//! space; fault, zap, move_pt, swap PTEs, markers) →
+//! [`model`] (the machine) and [`sys`] (one file
+//! per syscall family, each adding its entry points to `Model`).
 
 pub mod core;
 pub mod invariants;

@@ -17,7 +17,7 @@
 //!
 //! Linux: fs/userfaultfd.c (userfaultfd_api, _register, _unregister, _copy,
 //! _zeropage, _move), mm/userfaultfd.c (mfill_atomic, move_pages,
-//! move_pages_pte[s], move_present_pte[s], userfaultfd_register_range,
+//! move_pages_pte(s), move_present_pte(s), userfaultfd_register_range,
 //! userfaultfd_clear_vma), mm/huge_memory.c move_pages_huge_pmd(),
 //! include/linux/userfaultfd_k.h. Rule tags (§7.3 …) refer to
 //! shared/spec/userfaultfd.md.
