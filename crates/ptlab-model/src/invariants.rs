@@ -12,11 +12,12 @@
 //! contiguous blocks are well formed, and that a userfaultfd-registered VMA
 //! names an open context of its own mm.
 
-use crate::addr::Pfn;
-use crate::addr::{HPAGE_PMD_NR, PAGE_SIZE};
-use crate::arch::{Entry, LeafFlags};
-use crate::model::{Model, Pid};
-use crate::pgtable::PmdSlot;
+use crate::core::addr::Pfn;
+use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};
+use crate::core::arch::{Entry, LeafFlags};
+use crate::core::pgtable::PmdSlot;
+use crate::model::Model;
+use crate::types::Pid;
 use std::collections::BTreeMap;
 
 #[derive(Default, Clone)]
@@ -55,7 +56,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
             last_end = v.end;
             // A registered VMA points at an open userfaultfd of its own mm
             // (the kernel's !!vm_userfaultfd_ctx == !!(vm_flags & __VM_UFFD_FLAGS)).
-            if v.flags.intersects(crate::vma::VM_UFFD_FLAGS) {
+            if v.flags.intersects(crate::core::vma::VM_UFFD_FLAGS) {
                 let ok = v
                     .uffd_ctx()
                     .and_then(|c| model.uffd.get(c))
@@ -68,7 +69,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
                 }
             }
         }
-        errs.extend(crate::guard::check(pid, mm));
+        errs.extend(crate::mm::marker::check(pid, mm));
         // Tables: used counts, reachability.
         let tree = mm.pt.tables_in_tree();
         if tree.len() != mm.pt.table_count() {
@@ -80,7 +81,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
         }
         for (t, level, _) in &tree {
             let tbl = mm.pt.table(*t).expect("reachable table exists");
-            let used = (0..crate::addr::PTRS_PER_TABLE)
+            let used = (0..crate::core::addr::PTRS_PER_TABLE)
                 .filter(|&i| !matches!(mm.pt.arch().decode(*level, tbl.entries[i]), Entry::None))
                 .count();
             if used != tbl.used as usize {
@@ -96,7 +97,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
         let leaves = mm.pt.leaves(0, u64::MAX);
         for &(va, level, leaf) in &leaves {
             let span = if level == 2 {
-                crate::addr::PMD_SIZE
+                crate::core::addr::PMD_SIZE
             } else {
                 PAGE_SIZE
             };
@@ -174,7 +175,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
         ));
     }
     // Swap slots, counts and the swap cache.
-    crate::swap::check(&model.procs, phys, &mut errs);
+    crate::sys::swap::check(&model.procs, phys, &mut errs);
     let swap_cached: std::collections::BTreeSet<u64> = phys
         .swap
         .slots
@@ -184,7 +185,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
     // Compare with the counters.
     for (&head, seen) in &folios {
         let f = phys.folio_of(Pfn(head)).expect("checked above");
-        // The swap cache holds one reference (crate::swap).
+        // The swap cache holds one reference (crate::sys::swap).
         let rc = phys.refcount(f) - u32::from(swap_cached.contains(&head));
         if rc != seen.total {
             errs.push(format!(
@@ -245,7 +246,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
     }
     // No leaks: every allocated anon folio is mapped somewhere.
     for (head, l) in phys.large_folios() {
-        if l.kind == crate::folio::FolioKind::Anon && !folios.contains_key(&head.0) {
+        if l.kind == crate::core::folio::FolioKind::Anon && !folios.contains_key(&head.0) {
             errs.push(format!(
                 "large folio {head} (order {}) is allocated but unmapped",
                 l.order.0
@@ -268,14 +269,14 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
 /// mapping 16 contiguous, aligned frames of one folio with equal attributes.
 fn check_cont_blocks(
     pid: Pid,
-    leaves: &[(u64, u8, crate::arch::Leaf)],
-    phys: &crate::folio::PhysMem,
+    leaves: &[(u64, u8, crate::core::arch::Leaf)],
+    phys: &crate::core::folio::PhysMem,
     errs: &mut Vec<String>,
 ) {
     // Only valid entries form blocks (pte_valid_cont()): set_ptes() paints
     // CONT on PROT_NONE entries too, and single-entry writes leave such
     // entries alone, so CONT on a PROT_NONE entry carries no constraint.
-    let by_va: BTreeMap<u64, crate::arch::Leaf> = leaves
+    let by_va: BTreeMap<u64, crate::core::arch::Leaf> = leaves
         .iter()
         .filter(|l| l.1 == 1 && !l.2.flags.contains(LeafFlags::PROTNONE))
         .map(|l| (l.0, l.2))
@@ -312,6 +313,13 @@ fn check_cont_blocks(
         }
     }
     let _ = PmdSlot::None;
+}
+
+impl crate::model::Model {
+    /// Recompute counters from the page tables and compare; `Err` lists every mismatch.
+    pub fn check_invariants(&self) -> Result<(), Vec<String>> {
+        check(self)
+    }
 }
 
 #[cfg(test)]

@@ -4,40 +4,31 @@
 //! The model is pure: no I/O, no clocks, no global state, no randomness
 //! except what a caller seeds. Every rule cites the kernel function it
 //! mirrors. Entry point: [`Model`].
+//!
+//! Layout, bottom up (docs/model.md has the picture and one line per file;
+//! tests/layering.rs keeps every import pointing down):
+//! [`types`] (identifiers, errno, uapi) →
+//! [`core`] (addresses, the arch policy, page tables, the
+//! mmu_gather, frames and folios, VMAs) → [`mm`] (one address
+//! space; fault, zap, move_pt, swap PTEs, markers) →
+//! [`model`] (the machine) and [`sys`] (one file
+//! per syscall family, each adding its entry points to `Model`).
 
-pub mod addr;
-pub mod arch;
-pub mod batch;
-pub mod call;
-pub mod collapse;
-pub mod errno;
-pub mod fault;
-pub mod folio;
-pub mod fork;
-pub mod guard;
-pub mod hw;
+pub mod core;
 pub mod invariants;
-pub mod mlock;
 pub mod mm;
 pub mod model;
-pub mod move_pt;
-pub mod mprotect;
-pub mod mremap;
-pub mod observe;
-pub mod pgtable;
-pub mod phys;
-pub mod rlimit;
-pub mod stats;
-pub mod swap;
-pub mod thp;
-pub mod tlb;
+pub mod sys;
 pub mod types;
-pub mod uapi;
-pub mod uffd;
-pub mod vma;
-pub mod zap;
 
-pub use addr::{Order, PageSize, Pfn, VirtAddr, PAGE_SIZE, PMD_SIZE, PUD_SIZE};
+// The modules' earlier flat paths (`ptlab_model::observe`, …), kept for the
+// other crates.
+pub use crate::core::{addr, arch, folio, hw, observe, pgtable, phys, stats, thp, tlb, vma};
+pub use crate::mm::{batch, fault, move_pt, rlimit, zap};
+pub use crate::sys::{call, collapse, fork, guard, mlock, mprotect, mremap, swap, uffd};
+pub use crate::types::{errno, uapi};
+
+pub use addr::{Order, PageSize, Pfn, PAGE_SIZE, PMD_SIZE, PUD_SIZE};
 pub use arch::ArchKind;
 pub use batch::Before;
 pub use call::{Call, CallError, UffdFds};

@@ -2,29 +2,19 @@
 //! file, named by its path under `crates/ptlab-model/src/` in backticks),
 //! and names no file that does not exist.
 
-use std::path::{Path, PathBuf};
+mod common;
 
-fn rust_files(dir: &Path, base: &Path, out: &mut Vec<String>) {
-    for e in std::fs::read_dir(dir).expect("read src dir").flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, base, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            let rel = p.strip_prefix(base).expect("under src");
-            out.push(rel.to_string_lossy().replace('\\', "/"));
-        }
-    }
-}
+use std::path::PathBuf;
 
 #[test]
 fn model_md_lists_every_source_file() {
     let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let src = crate_dir.join("src");
     let doc =
         std::fs::read_to_string(crate_dir.join("../../docs/model.md")).expect("docs/model.md");
-    let mut files = Vec::new();
-    rust_files(&src, &src, &mut files);
-    files.sort();
+    let files: Vec<String> = common::model_sources()
+        .into_iter()
+        .map(|(f, _)| f)
+        .collect();
     let rows: Vec<String> = doc
         .lines()
         .filter(|l| l.starts_with("| `"))

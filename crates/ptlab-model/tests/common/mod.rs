@@ -1,4 +1,32 @@
-//! Shared by the property tests.
+//! Shared by the property tests and the layout tests.
+// Each test crate uses only some of these.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The model's source files: (path under `src/` with `/` separators,
+/// contents), sorted by path. `LAYERING_SRC=<dir>` reads another tree.
+pub fn model_sources() -> Vec<(String, String)> {
+    fn walk(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) {
+        for e in std::fs::read_dir(dir).expect("read src dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, base, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p.strip_prefix(base).expect("under src");
+                let rel = rel.to_string_lossy().replace('\\', "/");
+                out.push((rel, std::fs::read_to_string(&p).expect("read source")));
+            }
+        }
+    }
+    let src = std::env::var_os("LAYERING_SRC")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let mut out = Vec::new();
+    walk(&src, &src, &mut out);
+    out.sort();
+    out
+}
 
 /// Cases per property: `PROPTEST_CASES` when set, else `default`.
 pub fn cases(default: u32) -> u32 {

@@ -1,0 +1,307 @@
+//! arm64's contiguous-PTE layer: the PTE hooks arm64 overrides, after
+//! arch/arm64/mm/contpte.c and the inline wrappers in
+//! arch/arm64/include/asm/pgtable.h.
+//!
+//! * `set_ptes(nr ≥ 2)` paints CONT on every 64 KiB block the call covers
+//!   fully whose physical address is 64 KiB-aligned (`contpte_set_ptes`);
+//! * a single-entry change to a folded block unfolds it first; unfolding
+//!   rewrites all 16 entries with the young/dirty bits gathered over the
+//!   block (`contpte_convert`);
+//! * a single write to the last entry of a block tries to fold it
+//!   (`contpte_try_fold`);
+//! * batched clears and write-protects unfold only blocks covered partly at
+//!   their ends (`contpte_try_unfold_partial`);
+//! * `ptep_get` on a folded entry gathers young/dirty over the block
+//!   (`contpte_ptep_get`).
+
+use super::CONT_PTES;
+use crate::core::addr::{Pfn, PAGE_SIZE};
+use crate::core::arch::{generic, Arch, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable};
+use crate::core::hw::HwEvent;
+
+const N: usize = CONT_PTES;
+
+/// First entry of the block holding entry `i`.
+fn block_start(i: usize) -> usize {
+    i / N * N
+}
+
+/// `contpte_ptep_get()`: on a valid contiguous entry, the loads made walking
+/// from the block start until both dirty and young were seen (v6.17+ early
+/// exit; 16 at most), the result carrying the gathered bits. Only for
+/// `pte_valid_cont()`: a PROT_NONE entry carrying CONT is read alone.
+/// Linux: arch/arm64/include/asm/pgtable.h ptep_get(),
+/// arch/arm64/mm/contpte.c contpte_ptep_get().
+pub fn ptep_get(t: &PteRef<'_>, i: usize) -> Entry {
+    let e = generic::ptep_get(t, i);
+    let Entry::Leaf(mut l) = e else { return e };
+    if !l.valid_cont() {
+        return e;
+    }
+    let flags_at = |j: usize| match t.peek(j) {
+        Entry::Leaf(o) => o.flags,
+        _ => LeafFlags::empty(),
+    };
+    let start = block_start(i);
+    let mut seen = LeafFlags::empty();
+    let mut loads = 0u64;
+    // The outer loop stops at the first dirty or young entry; the inner
+    // loop re-reads that entry and goes on until it sees the other bit.
+    let mut j = start;
+    while j < start + N {
+        let f = flags_at(j);
+        loads += 1;
+        if f.contains(LeafFlags::DIRTY) {
+            seen |= LeafFlags::DIRTY;
+            while j < start + N {
+                loads += 1;
+                if flags_at(j).contains(LeafFlags::YOUNG) {
+                    seen |= LeafFlags::YOUNG;
+                    break;
+                }
+                j += 1;
+            }
+            break;
+        }
+        if f.contains(LeafFlags::YOUNG) {
+            seen |= LeafFlags::YOUNG;
+            j += 1;
+            while j < start + N {
+                loads += 1;
+                if flags_at(j).contains(LeafFlags::DIRTY) {
+                    seen |= LeafFlags::DIRTY;
+                    break;
+                }
+                j += 1;
+            }
+            break;
+        }
+        j += 1;
+    }
+    t.hw.add(HwEvent::PteLoad, loads);
+    l.flags |= seen & (LeafFlags::YOUNG | LeafFlags::DIRTY);
+    Entry::Leaf(l)
+}
+
+/// `contpte_convert()` cost: 16 atomic swap-to-zero (`__ptep_get_and_clear`),
+/// a 64 KiB range flush unless BBML2-noabort, 16 stores (`__set_ptes`).
+fn count_convert(arch: &dyn Arch, t: &PteTable<'_>, i: usize, fold: bool) {
+    t.hw.one(if fold {
+        HwEvent::ContFold
+    } else {
+        HwEvent::ContUnfold
+    });
+    t.hw.add(HwEvent::PteAtomicClear, N as u64);
+    if !t.hw.features.bbml2_noabort {
+        // __flush_tlb_range(&vma, start_addr, addr, PAGE_SIZE, true, 3)
+        let start = t.va(block_start(i));
+        arch.flush_tlb_range(t.hw, start, start + N as u64 * PAGE_SIZE, PAGE_SIZE);
+    }
+    t.hw.add(HwEvent::PteStore, N as u64);
+}
+
+/// Rewrite a folded block without the contiguous bit, every entry taking
+/// the young/dirty bits gathered over the block.
+/// Linux: contpte_convert() via __contpte_try_unfold().
+fn unfold_block(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize) {
+    count_convert(arch, t, i, false);
+    let start = block_start(i);
+    let mut gathered = LeafFlags::empty();
+    for j in start..start + N {
+        if let Entry::Leaf(l) = t.peek(j) {
+            gathered |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
+        }
+    }
+    for j in start..start + N {
+        if let Entry::Leaf(mut l) = t.peek(j) {
+            l.flags.remove(LeafFlags::CONT);
+            l.flags |= gathered;
+            t.store(j, Some(l));
+        }
+    }
+}
+
+/// `contpte_try_unfold(mm, addr, ptep, __ptep_get(ptep))`: one load, and an
+/// unfold when the entry is a valid contiguous one (`pte_valid_cont()`:
+/// `set_ptes(nr > 1)` paints CONT on PROT_NONE entries too, but the layer
+/// ignores them).
+fn try_unfold(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize) {
+    t.hw.one(HwEvent::PteLoad);
+    if matches!(t.peek(i), Entry::Leaf(l) if l.valid_cont()) {
+        unfold_block(arch, t, i);
+    }
+}
+
+/// `contpte_try_unfold_partial()`: unfold blocks that entries
+/// `i..i + nr` cover only partly at either end, counting the
+/// `__ptep_get()` of each end checked.
+pub fn unfold_partial(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, nr: usize) {
+    if !i.is_multiple_of(N) || nr < N {
+        try_unfold(arch, t, i);
+    }
+    if !(i + nr).is_multiple_of(N) {
+        try_unfold(arch, t, i + nr - 1);
+    }
+}
+
+/// Fold the block holding entry `i` if all of its entries map one naturally
+/// aligned 64 KiB part of a single folio with equal attributes. Called for
+/// the last entry of a block written alone with a valid, non-special,
+/// non-cont PTE whose PFN is the last of its 16 (the inline
+/// `contpte_try_fold()` test). Counts: `page_folio()` and
+/// `folio_nr_pages()` (2 struct-page lines), then one load per entry
+/// compared until the first mismatch, then the convert.
+/// Linux: arch/arm64/mm/contpte.c __contpte_try_fold().
+fn try_fold(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, folios: &dyn FolioSpan) {
+    let n = N as u64;
+    let start = block_start(i);
+    let Entry::Leaf(last) = t.peek(i) else {
+        return;
+    };
+    // contpte_try_fold(): valign (checked by the caller) && palign &&
+    // pte_valid() && !pte_cont() && !pte_special().
+    if last
+        .flags
+        .intersects(LeafFlags::SPECIAL | LeafFlags::PROTNONE)
+        || last.pfn.0 % n != n - 1
+    {
+        return;
+    }
+    t.hw.add(HwEvent::StructPageLine, 2);
+    let first_pfn = last.pfn.0 - (n - 1);
+    match folios.folio_span(last.pfn) {
+        Some((head, nr)) if head <= first_pfn && last.pfn.0 < head + nr => {}
+        _ => return,
+    }
+    let key = last.fold_key();
+    let mut gathered = LeafFlags::empty();
+    for (k, j) in (start..start + N).enumerate() {
+        t.hw.one(HwEvent::PteLoad);
+        match t.peek(j) {
+            Entry::Leaf(l) if l.pfn.0 == first_pfn + k as u64 && l.fold_key() == key => {
+                gathered |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
+            }
+            _ => return,
+        }
+    }
+    count_convert(arch, t, i, true);
+    for (k, j) in (start..start + N).enumerate() {
+        let l = Leaf {
+            pfn: Pfn(first_pfn + k as u64),
+            flags: key | gathered | LeafFlags::CONT,
+        };
+        t.store(j, Some(l));
+    }
+}
+
+/// `set_ptes()`: a single entry first unfolds a folded block it lands in
+/// (one load for the check) and may fold its block when it is the block's
+/// last; a batch paints CONT on fully covered, physically aligned blocks.
+/// Linux: arch/arm64/include/asm/pgtable.h set_ptes(),
+/// arch/arm64/mm/contpte.c contpte_set_ptes(), contpte_try_fold().
+pub fn set_ptes(
+    arch: &dyn Arch,
+    t: &mut PteTable<'_>,
+    i: usize,
+    leaf: Leaf,
+    nr: usize,
+    folios: &dyn FolioSpan,
+) {
+    if nr == 1 {
+        try_unfold(arch, t, i);
+    }
+    t.hw.add(HwEvent::PteStore, nr as u64);
+    for k in 0..nr {
+        let j = i + k;
+        let mut l = leaf;
+        l.pfn = leaf.pfn.add(k as u64);
+        l.flags.remove(LeafFlags::CONT);
+        if nr > 1 && !l.flags.contains(LeafFlags::SPECIAL) {
+            let block = block_start(j);
+            let covered = block >= i && block + N <= i + nr;
+            let pa_aligned = (l.pfn.0 - (j - block) as u64).is_multiple_of(N as u64);
+            if covered && pa_aligned {
+                l.flags |= LeafFlags::CONT;
+            }
+        }
+        t.store(j, Some(l));
+    }
+    if nr == 1 && i % N == N - 1 {
+        try_fold(arch, t, i, folios);
+    }
+}
+
+/// A single-entry in-place change: a folded block is unfolded first and
+/// stays unfolded. Linux: contpte_try_unfold() before
+/// __ptep_set_wrprotect() / __ptep_set_access_flags().
+pub fn ptep_modify(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, leaf: Leaf) {
+    try_unfold(arch, t, i);
+    generic::ptep_modify(t, i, leaf);
+}
+
+/// `wrprotect_ptes()`: one entry goes through `ptep_set_wrprotect()` (its
+/// `__ptep_get()` for the unfold check, then the cmpxchg loop's load); a
+/// batch unfolds only blocks covered partly at its ends, fully covered
+/// blocks stay folded (the bit cleared in all 16 entries), one load and one
+/// atomic RMW per entry. Linux: arch/arm64/mm/contpte.c
+/// contpte_wrprotect_ptes(), __wrprotect_ptes().
+pub fn wrprotect_ptes(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, nr: usize) {
+    if nr == 1 {
+        if let Entry::Leaf(mut l) = t.peek(i) {
+            l.flags.remove(LeafFlags::WRITE);
+            t.hw.one(HwEvent::PteLoad);
+            ptep_modify(arch, t, i, l);
+        }
+        return;
+    }
+    unfold_partial(arch, t, i, nr);
+    t.hw.add(HwEvent::PteLoad, nr as u64);
+    t.hw.add(HwEvent::PteAtomicRmw, nr as u64);
+    generic::clear_write(t, i, nr);
+}
+
+/// `get_and_clear_full_ptes()`: a single entry (`ptep_get_and_clear()`)
+/// unfolds its block first; a batch unfolds only blocks covered partly at
+/// either end. Linux: contpte_get_and_clear_full_ptes().
+pub fn get_and_clear_full_ptes(
+    arch: &dyn Arch,
+    t: &mut PteTable<'_>,
+    i: usize,
+    nr: usize,
+) -> Vec<(usize, Leaf)> {
+    if nr == 1 {
+        try_unfold(arch, t, i);
+    } else {
+        unfold_partial(arch, t, i, nr);
+    }
+    generic::get_and_clear_full_ptes(t, i, nr)
+}
+
+/// `pte_batch_hint()`: the rest of a valid contiguous block, else 1.
+/// Linux: arch/arm64/include/asm/pgtable.h pte_batch_hint().
+pub fn pte_batch_hint(i: usize, leaf: &Leaf) -> usize {
+    if leaf.valid_cont() {
+        N - i % N
+    } else {
+        1
+    }
+}
+
+/// `set_pte_at()` of a non-present entry: `set_ptes(nr = 1)` hands
+/// `__ptep_get()` to `contpte_try_unfold()` (one load; it never unfolds, the
+/// old entry being none, and the `contpte_try_fold()` that follows needs a
+/// valid entry and loads nothing), then one store.
+/// Linux: arch/arm64/include/asm/pgtable.h set_ptes().
+pub fn set_pte_at_nonpresent(t: &mut PteTable<'_>, i: usize, raw: u64) {
+    t.hw.one(HwEvent::PteLoad);
+    generic::set_pte_at_nonpresent(t, i, raw);
+}
+
+/// `ptep_get_and_clear()` of a non-present entry: the
+/// `contpte_try_unfold()` check's load, then one atomic swap (SWP).
+/// Linux: arch/arm64/include/asm/pgtable.h ptep_get_and_clear() /
+/// get_and_clear_full_ptes(nr = 1).
+pub fn ptep_get_and_clear_nonpresent(t: &mut PteTable<'_>, i: usize) {
+    t.hw.one(HwEvent::PteLoad);
+    generic::ptep_get_and_clear_nonpresent(t, i);
+}

@@ -1,0 +1,251 @@
+//! arm64: stage-1 descriptors (4 KiB granule, 4 levels), the contpte
+//! overrides of the PTE hooks ([`contpte`]) and the TLB recipe ([`tlbflush`]).
+//!
+//! Bit positions: arch/arm64/include/asm/pgtable-hwdef.h (PTE_*, PMD_*) and
+//! pgtable-prot.h (software bits PTE_WRITE == PTE_DBM, PTE_DIRTY, PTE_SPECIAL,
+//! PTE_UFFD_WP, PTE_PRESENT_INVALID).
+
+pub mod contpte;
+pub mod tlbflush;
+
+use super::{Arch, ArchKind, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable, SwapPte};
+use crate::core::addr::Pfn;
+use crate::core::hw::HwSink;
+
+const VALID: u64 = 1 << 0; // PTE_VALID
+const TYPE_PAGE: u64 = 1 << 1; // PTE_TYPE_PAGE (level 3) / table bit
+const ATTR_NORMAL: u64 = 0 << 2; // AttrIndx = MT_NORMAL (0)
+const USER: u64 = 1 << 6; // PTE_USER (AP[1])
+const RDONLY: u64 = 1 << 7; // PTE_RDONLY (AP[2])
+const SHARED: u64 = 3 << 8; // PTE_SHARED (inner shareable)
+const AF: u64 = 1 << 10; // PTE_AF
+const NG: u64 = 1 << 11; // PTE_NG; also PTE_PRESENT_INVALID when !VALID
+const DBM: u64 = 1 << 51; // PTE_DBM == PTE_WRITE
+const CONT: u64 = 1 << 52; // PTE_CONT
+const PXN: u64 = 1 << 53; // PTE_PXN
+const UXN: u64 = 1 << 54; // PTE_UXN
+const SW_DIRTY: u64 = 1 << 55; // PTE_DIRTY (software)
+const SPECIAL: u64 = 1 << 56; // PTE_SPECIAL (software)
+const UFFD_WP: u64 = 1 << 58; // PTE_UFFD_WP (software)
+const ADDR_MASK: u64 = ((1 << 48) - 1) & !0xfff; // PTE_ADDR_LOW, 48-bit OA
+const TABLE_PXN: u64 = 1 << 59; // PMD_TABLE_PXN
+/// Table descriptor: PMD_TYPE_TABLE | PMD_TABLE_AF | PMD_TABLE_PXN
+/// (Linux: arch/arm64/include/asm/pgalloc.h __pmd_populate()).
+const TABLE: u64 = VALID | TYPE_PAGE | AF | TABLE_PXN;
+
+/// Entries per contiguous block with a 4 KiB granule (CONT_PTE_SHIFT = 4).
+pub const CONT_PTES: usize = 16;
+
+// Swap PTEs (arch/arm64/include/asm/pgtable.h): bits 0-1 zero,
+// PTE_SWP_EXCLUSIVE = bit 2, PTE_SWP_UFFD_WP = bit 3, type in bits 6-10,
+// bit 11 (PTE_PRESENT_INVALID) zero, offset in bits 12-61. No soft-dirty.
+const SWP_EXCLUSIVE: u64 = 1 << 2;
+const SWP_UFFD_WP: u64 = 1 << 3;
+const SWP_TYPE_SHIFT: u32 = 6;
+const SWP_OFFSET_SHIFT: u32 = 12;
+const SWP_OFFSET_MASK: u64 = (1 << 50) - 1;
+
+pub struct Arm64;
+
+impl Arch for Arm64 {
+    fn kind(&self) -> ArchKind {
+        ArchKind::Arm64
+    }
+
+    fn encode_leaf(&self, level: u8, leaf: Leaf) -> u64 {
+        let f = leaf.flags;
+        let mut raw = (leaf.pfn.0 << 12) & ADDR_MASK | ATTR_NORMAL | USER | SHARED | PXN;
+        if level == 1 {
+            raw |= TYPE_PAGE;
+        }
+        if f.contains(LeafFlags::PROTNONE) {
+            // PAGE_NONE: not valid, marked present-invalid.
+            raw |= NG;
+        } else {
+            raw |= VALID | NG;
+        }
+        if f.contains(LeafFlags::YOUNG) {
+            raw |= AF;
+        }
+        // Writable entries carry DBM; a clean writable entry keeps AP[2]=RDONLY
+        // until hardware (or pte_mkdirty) clears it. A dirty read-only entry
+        // records dirtiness in the software PTE_DIRTY bit.
+        // Linux: pte_mkwrite_novma(), pte_mkdirty(), pte_wrprotect().
+        let write = f.contains(LeafFlags::WRITE);
+        let dirty = f.contains(LeafFlags::DIRTY);
+        if write {
+            raw |= DBM;
+            if !dirty {
+                raw |= RDONLY;
+            }
+        } else {
+            raw |= RDONLY;
+            if dirty {
+                raw |= SW_DIRTY;
+            }
+        }
+        if f.contains(LeafFlags::SPECIAL) {
+            raw |= SPECIAL;
+        }
+        if f.contains(LeafFlags::UFFD_WP) {
+            raw |= UFFD_WP;
+        }
+        if f.contains(LeafFlags::CONT) && level == 1 {
+            raw |= CONT;
+        }
+        if !f.contains(LeafFlags::EXEC) {
+            raw |= UXN;
+        }
+        raw
+    }
+
+    fn encode_table(&self, _level: u8, table: Pfn) -> u64 {
+        (table.0 << 12) & ADDR_MASK | TABLE
+    }
+
+    fn decode(&self, level: u8, raw: u64) -> Entry {
+        let valid = raw & VALID != 0;
+        let present_invalid = !valid && raw & NG != 0;
+        if !valid && !present_invalid {
+            if level == 1 && raw != 0 {
+                return super::nonpresent_entry(self.decode_swap(raw));
+            }
+            return Entry::None;
+        }
+        let pfn = Pfn((raw & ADDR_MASK) >> 12);
+        if level >= 2 && valid && raw & TYPE_PAGE != 0 {
+            return Entry::Table(pfn);
+        }
+        let mut f = LeafFlags::empty();
+        if present_invalid {
+            f |= LeafFlags::PROTNONE;
+        }
+        if raw & AF != 0 {
+            f |= LeafFlags::YOUNG;
+        }
+        let write = raw & DBM != 0;
+        if write {
+            f |= LeafFlags::WRITE;
+        }
+        // pte_dirty() = pte_hw_dirty() || pte_sw_dirty().
+        if (write && raw & RDONLY == 0) || raw & SW_DIRTY != 0 {
+            f |= LeafFlags::DIRTY;
+        }
+        if raw & SPECIAL != 0 {
+            f |= LeafFlags::SPECIAL;
+        }
+        if raw & UFFD_WP != 0 {
+            f |= LeafFlags::UFFD_WP;
+        }
+        if raw & CONT != 0 {
+            f |= LeafFlags::CONT;
+        }
+        if raw & UXN == 0 {
+            f |= LeafFlags::EXEC;
+        }
+        Entry::Leaf(Leaf { pfn, flags: f })
+    }
+
+    fn cont_ptes(&self) -> Option<usize> {
+        Some(CONT_PTES)
+    }
+
+    fn ptep_get(&self, t: &PteRef<'_>, i: usize) -> Entry {
+        contpte::ptep_get(t, i)
+    }
+
+    fn set_ptes(
+        &self,
+        t: &mut PteTable<'_>,
+        i: usize,
+        leaf: Leaf,
+        nr: usize,
+        folios: &dyn FolioSpan,
+    ) {
+        contpte::set_ptes(self, t, i, leaf, nr, folios)
+    }
+
+    fn get_and_clear_full_ptes(
+        &self,
+        t: &mut PteTable<'_>,
+        i: usize,
+        nr: usize,
+    ) -> Vec<(usize, Leaf)> {
+        contpte::get_and_clear_full_ptes(self, t, i, nr)
+    }
+
+    fn ptep_modify(&self, t: &mut PteTable<'_>, i: usize, leaf: Leaf) {
+        contpte::ptep_modify(self, t, i, leaf)
+    }
+
+    fn wrprotect_ptes(&self, t: &mut PteTable<'_>, i: usize, nr: usize) {
+        contpte::wrprotect_ptes(self, t, i, nr)
+    }
+
+    fn set_pte_at_nonpresent(&self, t: &mut PteTable<'_>, i: usize, raw: u64) {
+        contpte::set_pte_at_nonpresent(t, i, raw)
+    }
+
+    fn ptep_get_and_clear_nonpresent(&self, t: &mut PteTable<'_>, i: usize) {
+        contpte::ptep_get_and_clear_nonpresent(t, i)
+    }
+
+    fn pte_batch_hint(&self, i: usize, leaf: &Leaf) -> usize {
+        contpte::pte_batch_hint(i, leaf)
+    }
+
+    fn flush_tlb_range(&self, hw: &HwSink, start: u64, end: u64, stride: u64) {
+        tlbflush::flush_tlb_range(hw, start, end, stride)
+    }
+
+    fn flush_tlb_mm(&self, hw: &HwSink) {
+        tlbflush::flush_tlb_mm(hw)
+    }
+
+    fn encode_swap(&self, s: SwapPte) -> u64 {
+        let mut raw = ((s.ty as u64 & 31) << SWP_TYPE_SHIFT)
+            | ((s.offset & SWP_OFFSET_MASK) << SWP_OFFSET_SHIFT);
+        if s.exclusive {
+            raw |= SWP_EXCLUSIVE;
+        }
+        if s.uffd_wp {
+            raw |= SWP_UFFD_WP;
+        }
+        raw
+    }
+
+    fn decode_swap(&self, raw: u64) -> SwapPte {
+        SwapPte {
+            ty: ((raw >> SWP_TYPE_SHIFT) & 31) as u8,
+            offset: (raw >> SWP_OFFSET_SHIFT) & SWP_OFFSET_MASK,
+            exclusive: raw & SWP_EXCLUSIVE != 0,
+            soft_dirty: false,
+            uffd_wp: raw & SWP_UFFD_WP != 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_bit_layout() {
+        let rw_clean = Leaf {
+            pfn: Pfn(0x40),
+            flags: LeafFlags::WRITE | LeafFlags::YOUNG,
+        };
+        let raw = Arm64.encode_leaf(1, rw_clean);
+        assert_eq!(raw & 0b11, 0b11, "valid page descriptor");
+        assert_ne!(raw & DBM, 0);
+        assert_ne!(raw & RDONLY, 0, "clean writable keeps AP[2] until dirtied");
+        let rw_dirty = Leaf {
+            pfn: Pfn(0x40),
+            flags: LeafFlags::WRITE | LeafFlags::DIRTY | LeafFlags::YOUNG,
+        };
+        assert_eq!(Arm64.encode_leaf(1, rw_dirty) & RDONLY, 0);
+        let block = Arm64.encode_leaf(2, rw_dirty);
+        assert_eq!(block & 0b11, 0b01, "PMD block descriptor");
+        assert_eq!((raw & ADDR_MASK) >> 12, 0x40);
+    }
+}

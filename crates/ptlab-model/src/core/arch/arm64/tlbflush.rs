@@ -1,0 +1,79 @@
+//! arm64 TLB maintenance: which instructions a flush issues.
+//! Linux: arch/arm64/include/asm/tlbflush.h.
+
+use crate::core::hw::{HwEvent, HwMark, HwSink};
+
+/// `MAX_DVM_OPS` = PTRS_PER_PTE: without FEAT_TLBIRANGE a range of this many
+/// strides or more is flushed ASID-wide.
+const MAX_DVM_OPS: u64 = 512;
+/// `MAX_TLBI_RANGE_PAGES` = __TLBI_RANGE_PAGES(31, 3).
+const MAX_TLBI_RANGE_PAGES: u64 = 32 << 16;
+
+/// One user TLBI: KPTI issues it twice (`__tlbi_user`).
+fn tlbi(hw: &HwSink, e: HwEvent) {
+    hw.add(e, if hw.features.kpti { 2 } else { 1 });
+}
+
+/// `__flush_tlb_range()`: ASID-wide when `__flush_tlb_range_limit_excess()`
+/// (without FEAT_TLBIRANGE when `end - start >= MAX_DVM_OPS * stride`; with
+/// it above MAX_TLBI_RANGE_PAGES), else DSB ISHST, the
+/// `__flush_tlb_range_op()` instructions (range ops from scale 3 down, LPA2
+/// off for 48-bit VAs with 4 KiB pages), DSB ISH.
+pub fn flush_tlb_range(hw: &HwSink, start: u64, end: u64, stride: u64) {
+    if end <= start {
+        return;
+    }
+    let start = start & !(stride - 1);
+    let end = (end + stride - 1) & !(stride - 1);
+    let pages = (end - start) >> 12;
+    let excess = (!hw.features.tlbi_range && end - start >= MAX_DVM_OPS * stride)
+        || pages > MAX_TLBI_RANGE_PAGES;
+    hw.mark(HwMark::TlbFlush {
+        start,
+        end,
+        whole: excess,
+    });
+    if excess {
+        return count_flush_tlb_mm(hw);
+    }
+    hw.one(HwEvent::TlbFlushCall);
+    hw.one(HwEvent::DsbIshst);
+    let mut pages = pages;
+    let stride_pages = stride >> 12;
+    let mut scale: i32 = 3;
+    while pages > 0 {
+        if !hw.features.tlbi_range || pages == 1 {
+            tlbi(hw, HwEvent::TlbiPage);
+            pages = pages.saturating_sub(stride_pages);
+            continue;
+        }
+        if scale < 0 {
+            break; // unreachable: scale 0 covers any remainder ≥ 2 (even)
+        }
+        // __TLBI_RANGE_NUM(pages, scale)
+        let num = ((pages.min(MAX_TLBI_RANGE_PAGES) >> (5 * scale as u64 + 1)) & 0x1f) as i64 - 1;
+        if num >= 0 {
+            tlbi(hw, HwEvent::TlbiRange);
+            pages -= ((num as u64) + 1) << (5 * scale as u64 + 1);
+        }
+        scale -= 1;
+    }
+    hw.one(HwEvent::DsbIsh);
+}
+
+/// `flush_tlb_mm()`: DSB ISHST; TLBI ASIDE1IS; DSB ISH.
+pub fn flush_tlb_mm(hw: &HwSink) {
+    hw.mark(HwMark::TlbFlush {
+        start: 0,
+        end: u64::MAX,
+        whole: true,
+    });
+    count_flush_tlb_mm(hw);
+}
+
+fn count_flush_tlb_mm(hw: &HwSink) {
+    hw.one(HwEvent::TlbFlushCall);
+    hw.one(HwEvent::DsbIshst);
+    tlbi(hw, HwEvent::TlbiAsid);
+    hw.one(HwEvent::DsbIsh);
+}

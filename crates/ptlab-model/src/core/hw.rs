@@ -1,0 +1,337 @@
+//! Hardware-event accounting: what the kernel's algorithm makes the CPU do.
+//!
+//! The model counts events; it never prices them (pricing lives in the
+//! `ptlab-cost` crate, r2vm style: model and cost stay apart). Counting is
+//! exact and deterministic and never changes observable state: the counters
+//! live in [`HwSink`]s (plain `Cell`s) inside [`crate::core::pgtable::PageTables`]
+//! (events on behalf of one address space) and [`crate::core::folio::PhysMem`]
+//! (folio metadata, allocation, zeroing and copying). [`crate::Model::hw_events`]
+//! sums them.
+//!
+//! Which instructions a TLB flush issues depends on CPU features the kernel
+//! probes at boot (FEAT_TLBIRANGE, BBML2-noabort, KPTI), so those are part of
+//! the machine description: [`HwFeatures`] in [`crate::ModelConfig`].
+//! The per-architecture recipes (which events a hook or a TLB flush makes)
+//! live with each architecture's policy in [`crate::core::arch`]; this module is
+//! only the counter. docs/cost.md lists every event with the kernel function
+//! it mirrors.
+
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+macro_rules! hw_events {
+    ($( $(#[doc = $doc:literal])* $v:ident = $name:literal ),* $(,)?) => {
+        /// One kind of hardware work. See docs/cost.md for the kernel source of each.
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum HwEvent { $( $(#[doc = $doc])* $v, )* }
+
+        impl HwEvent {
+            pub const ALL: &'static [HwEvent] = &[ $( HwEvent::$v, )* ];
+            pub const COUNT: usize = [ $( HwEvent::$v, )* ].len();
+            /// Stable snake_case name (used in profiles and JSON).
+            pub const fn name(self) -> &'static str {
+                match self { $( HwEvent::$v => $name, )* }
+            }
+            /// One-line description (the doc comment).
+            pub fn describe(self) -> &'static str {
+                match self { $( HwEvent::$v => concat!($($doc),*).trim_ascii(), )* }
+            }
+        }
+    };
+}
+
+hw_events! {
+    /// System call entry and exit (one per syscall).
+    Syscall = "syscall",
+    /// User page fault taken (exception entry, handle_mm_fault, return).
+    PageFault = "page_fault",
+    /// Process creation in fork(): copy_process() fixed work (task, mm, page-table root), without VMAs and page tables.
+    ProcessCreate = "process_create",
+    /// Process exit and reaping: exit_mm()/wait fixed work, without the zap.
+    ProcessExit = "process_exit",
+    /// A VMA duplicated at fork (vm_area_dup, anon_vma_fork, maple-tree store).
+    VmaCopy = "vma_copy",
+    /// VMA lookup in the maple tree (find_vma / vma_lookup / vma_iter).
+    VmaLookup = "vma_lookup",
+    /// VMA split (__split_vma: vm_area_dup, maple-tree store, anon_vma_clone).
+    VmaSplit = "vma_split",
+    /// VMA merge (vma_merge_existing_range / vma_expand).
+    VmaMerge = "vma_merge",
+    /// A user-space 4 KiB page access that needed no fault (`read`/`write` of a mapped page).
+    UserPageAccess = "user_page_access",
+    /// A PTE load (READ_ONCE / __ptep_get); on arm64 a ptep_get on a folded block also loads the entries contpte_ptep_get walks.
+    PteLoad = "pte_load",
+    /// A plain PTE store (set_pte / __set_ptes, one per entry).
+    PteStore = "pte_store",
+    /// An atomic read-and-clear of a PTE (x86 XCHG, arm64 SWP: ptep_get_and_clear).
+    PteAtomicClear = "pte_atomic_clear",
+    /// An atomic read-modify-write of a live PTE (cmpxchg loop or locked bit op: ptep_set_wrprotect, access flags).
+    PteAtomicRmw = "pte_atomic_rmw",
+    /// arm64 contpte fold: contpte_convert() painting PTE_CONT on 16 entries (its clears, flush and stores are counted too).
+    ContFold = "cont_fold",
+    /// arm64 contpte unfold: contpte_convert() clearing PTE_CONT from 16 entries (its clears, flush and stores are counted too).
+    ContUnfold = "cont_unfold",
+    /// A PMD entry load at the start of a PTE-table walk segment (pte_offset_map_lock, pmd_none checks).
+    PmdLoad = "pmd_load",
+    /// A PMD entry store (set_pmd_at, pmd_populate, pmd_clear, pmdp_get_and_clear).
+    PmdStore = "pmd_store",
+    /// A PUD entry store (pud_populate, pud_clear).
+    PudStore = "pud_store",
+    /// Page-table spinlock acquired and released (pte_offset_map_lock / pmd_lock).
+    PtlLock = "ptl_lock",
+    /// A page-table page allocated and zeroed (pte_alloc_one / pmd_alloc_one).
+    PtPageAlloc = "pt_page_alloc",
+    /// A page-table page freed (pte_free / free_pgd_range).
+    PtPageFree = "pt_page_free",
+    /// One TLB flush call that reached the hardware (x86: inc_mm_tlb_gen atomic + IRQ off/on; arm64: the call itself, barriers counted apart).
+    TlbFlushCall = "tlb_flush_call",
+    /// A per-page TLB invalidation: arm64 TLBI VALE1IS/VAE1IS, x86 INVLPG.
+    TlbiPage = "tlbi_page",
+    /// An arm64 range invalidation TLBI RVALE1IS/RVAE1IS (FEAT_TLBIRANGE).
+    TlbiRange = "tlbi_range",
+    /// A whole-address-space invalidation: arm64 TLBI ASIDE1IS, x86 local full flush (CR3 write).
+    TlbiAsid = "tlbi_asid",
+    /// arm64 DSB ISHST (orders page-table stores before the TLBIs).
+    DsbIshst = "dsb_ishst",
+    /// arm64 DSB ISH (waits for broadcast TLBIs to complete).
+    DsbIsh = "dsb_ish",
+    /// A struct page / folio cache line read (page_folio, folio_nr_pages, PageAnonExclusive).
+    StructPageLine = "struct_page_line",
+    /// An atomic on folio->_refcount (folio_get, folio_ref_add, folio_put_refs).
+    FolioRefAtomic = "folio_ref_atomic",
+    /// An atomic on a mapcount (page->_mapcount, folio->_large_mapcount, _entire_mapcount).
+    MapcountAtomic = "mapcount_atomic",
+    /// folio->mapping / folio->index rewritten (folio_move_anon_rmap, UFFDIO_MOVE).
+    RmapUpdate = "rmap_update",
+    /// A folio allocated from the page allocator (any order).
+    FolioAlloc = "folio_alloc",
+    /// A folio returned to the page allocator.
+    FolioFree = "folio_free",
+    /// A 4 KiB page zeroed (clear_page / folio_zero_user).
+    PageZero = "page_zero",
+    /// A 4 KiB page copied (copy_user_highpage for CoW, copy_from_user for UFFDIO_COPY).
+    PageCopy = "page_copy",
+    /// A swap cluster lock acquired and released (swap_cluster_lock/unlock around swap_map changes: __swap_duplicate, swap_entries_put_map_nr, slot allocation and the swap cache's HAS_CACHE bit).
+    SwapClusterLock = "swap_cluster_lock",
+    /// One byte of si->swap_map read and rewritten under the cluster lock (a swap count or SWAP_HAS_CACHE change for one slot).
+    SwapMapUpdate = "swap_map_update",
+    /// A swap slot freed at its last reference (swap_entries_free: cluster count, swap-cgroup uncharge, swap_range_free: zswap_invalidate, nr_swap_pages atomic).
+    SwapSlotFree = "swap_slot_free",
+    /// A swap-cache lookup of one entry (swap_cache_get_folio / swap_cache_has_folio: the cluster's swap-table slot read under RCU).
+    SwapCacheLookup = "swap_cache_lookup",
+}
+
+impl HwEvent {
+    pub fn from_name(s: &str) -> Option<HwEvent> {
+        Self::ALL.iter().copied().find(|e| e.name() == s)
+    }
+}
+
+/// A pure counter set: one count per [`HwEvent`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct HwEvents {
+    counts: [u64; HwEvent::COUNT],
+}
+
+impl Default for HwEvents {
+    fn default() -> Self {
+        HwEvents {
+            counts: [0; HwEvent::COUNT],
+        }
+    }
+}
+
+impl HwEvents {
+    pub fn get(&self, e: HwEvent) -> u64 {
+        self.counts[e as usize]
+    }
+    pub fn add(&mut self, e: HwEvent, n: u64) {
+        self.counts[e as usize] += n;
+    }
+    pub fn set(&mut self, e: HwEvent, n: u64) {
+        self.counts[e as usize] = n;
+    }
+    /// Element-wise sum.
+    pub fn add_all(&mut self, o: &HwEvents) {
+        for (a, b) in self.counts.iter_mut().zip(o.counts.iter()) {
+            *a += b;
+        }
+    }
+    /// Element-wise `self - earlier` (saturating: counters only grow).
+    pub fn since(&self, earlier: &HwEvents) -> HwEvents {
+        let mut out = *self;
+        for (a, b) in out.counts.iter_mut().zip(earlier.counts.iter()) {
+            *a = a.saturating_sub(*b);
+        }
+        out
+    }
+    /// Multiply every count (extrapolating a repeated workload).
+    pub fn scaled(&self, k: u64) -> HwEvents {
+        let mut out = *self;
+        for a in out.counts.iter_mut() {
+            *a = a.saturating_mul(k);
+        }
+        out
+    }
+    pub fn is_zero(&self) -> bool {
+        self.counts.iter().all(|&c| c == 0)
+    }
+    /// Non-zero counts in [`HwEvent::ALL`] order.
+    pub fn nonzero(&self) -> impl Iterator<Item = (HwEvent, u64)> + '_ {
+        HwEvent::ALL
+            .iter()
+            .map(|&e| (e, self.get(e)))
+            .filter(|&(_, c)| c != 0)
+    }
+    /// All counts by name (zeros included).
+    pub fn to_map(&self) -> BTreeMap<&'static str, u64> {
+        HwEvent::ALL
+            .iter()
+            .map(|&e| (e.name(), self.get(e)))
+            .collect()
+    }
+}
+
+impl Serialize for HwEvents {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        for (e, c) in self.nonzero() {
+            m.serialize_entry(e.name(), &c)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for HwEvents {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let m: BTreeMap<String, u64> = BTreeMap::deserialize(d)?;
+        let mut out = HwEvents::default();
+        for (k, v) in m {
+            let e = HwEvent::from_name(&k)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown event '{k}'")))?;
+            out.set(e, v);
+        }
+        Ok(out)
+    }
+}
+
+/// CPU features that change which instructions the kernel issues.
+/// Linux: arch/arm64/include/asm/tlbflush.h system_supports_tlb_range(),
+/// arch/arm64/mm/contpte.c system_supports_bbml2_noabort(),
+/// arm64_kernel_unmapped_at_el0() (KPTI: __tlbi_user doubles each TLBI).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+pub struct HwFeatures {
+    /// arm64 FEAT_TLBIRANGE (range TLBIs; ASID-wide fallback only above 8 GiB).
+    #[serde(default)]
+    pub tlbi_range: bool,
+    /// arm64 BBML2 with no-abort: contpte_convert() skips its TLB flush.
+    #[serde(default)]
+    pub bbml2_noabort: bool,
+    /// Kernel page-table isolation: every user TLB invalidation is issued
+    /// twice (arm64 KPTI __tlbi_user; x86 PTI INVPCID for the user PCID).
+    #[serde(default)]
+    pub kpti: bool,
+}
+
+/// Where one batch or TLB invalidation happened, for pictures
+/// (`ptlab show`). Recorded only while tracing is on ([`HwSink::set_tracing`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HwMark {
+    /// `nr` PTEs from `va` handled as one batch by `op` (`move`, `protect`,
+    /// `copy`, `zap`, ...); a batch of 1 is the per-PTE path.
+    Batch { va: u64, nr: u64, op: &'static str },
+    /// A TLB invalidation asked for `[start, end)`; `whole`: the kernel
+    /// invalidated the whole address space instead (range too large).
+    TlbFlush { start: u64, end: u64, whole: bool },
+}
+
+/// Counters that can be bumped through a shared reference (the model's
+/// read paths, such as `ptep_get`, take `&self`).
+#[derive(Clone, Debug)]
+pub struct HwSink {
+    counts: [Cell<u64>; HwEvent::COUNT],
+    /// The CPU features the arch's TLB recipe consults.
+    pub features: HwFeatures,
+    marks: std::cell::RefCell<Option<Vec<HwMark>>>,
+}
+
+impl HwSink {
+    pub fn new(features: HwFeatures) -> Self {
+        HwSink {
+            counts: std::array::from_fn(|_| Cell::new(0)),
+            features,
+            marks: Default::default(),
+        }
+    }
+
+    /// Start (or stop) recording [`HwMark`]s; starting drops old ones.
+    pub fn set_tracing(&self, on: bool) {
+        *self.marks.borrow_mut() = on.then(Vec::new);
+    }
+
+    /// The marks recorded since tracing started (tracing stays on).
+    pub fn take_marks(&self) -> Vec<HwMark> {
+        self.marks
+            .borrow_mut()
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Record a mark when tracing is on.
+    #[inline]
+    pub fn mark(&self, m: HwMark) {
+        if let Some(v) = self.marks.borrow_mut().as_mut() {
+            v.push(m);
+        }
+    }
+
+    /// Record a batch of `nr` PTEs from `va` (when tracing is on).
+    #[inline]
+    pub fn mark_batch(&self, va: u64, nr: u64, op: &'static str) {
+        self.mark(HwMark::Batch { va, nr, op });
+    }
+    #[inline]
+    pub fn add(&self, e: HwEvent, n: u64) {
+        let c = &self.counts[e as usize];
+        c.set(c.get() + n);
+    }
+    #[inline]
+    pub fn one(&self, e: HwEvent) {
+        self.add(e, 1);
+    }
+    pub fn snapshot(&self) -> HwEvents {
+        let mut out = HwEvents::default();
+        for (i, c) in self.counts.iter().enumerate() {
+            out.counts[i] = c.get();
+        }
+        out
+    }
+    /// Add every count of `o` (an exiting process's events retire here).
+    pub fn absorb(&self, o: &HwEvents) {
+        for (c, v) in self.counts.iter().zip(o.counts.iter()) {
+            c.set(c.get() + v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for &e in HwEvent::ALL {
+            assert_eq!(HwEvent::from_name(e.name()), Some(e));
+            assert!(!e.describe().is_empty());
+        }
+        let mut h = HwEvents::default();
+        h.add(HwEvent::PteLoad, 3);
+        let j = serde_json::to_string(&h).unwrap();
+        assert_eq!(j, r#"{"pte_load":3}"#);
+        assert_eq!(serde_json::from_str::<HwEvents>(&j).unwrap(), h);
+    }
+}

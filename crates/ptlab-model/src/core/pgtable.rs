@@ -1,0 +1,917 @@
+//! Page tables as real tables: a PGD → PUD → PMD → PTE tree of 512-entry
+//! pages holding arch-encoded descriptors, allocated from physical memory
+//! and freed when the kernel frees them.
+//!
+//! Level numbering: 4 = PGD, 3 = PUD, 2 = PMD, 1 = PTE.
+//!
+//! Every PTE write goes through the arch's hooks ([`crate::core::arch::Arch`]),
+//! so the arm64 contiguous bit is kept where the kernel keeps it, in
+//! `core/arch/arm64/contpte.rs` (arch/arm64/mm/contpte.c): batched writes
+//! paint it on fully covered 64 KiB blocks, single-entry writes unfold a
+//! folded block first, and a single write to the last entry of a block
+//! tries to fold it.
+
+use crate::core::addr::{Pfn, PAGE_SHIFT, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, TABLE_SHIFT};
+use crate::core::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags, PteRef, PteTable};
+use crate::core::folio::PhysMem;
+use crate::core::hw::{HwEvent, HwSink};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A tiny deterministic hasher for frame-number keys (FxHash's multiply).
+#[derive(Default)]
+pub struct PfnHasher(u64);
+impl Hasher for PfnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ *b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+type PfnMap<V> = HashMap<u64, V, BuildHasherDefault<PfnHasher>>;
+
+/// One page-table page.
+#[derive(Clone, Debug)]
+pub struct Table {
+    pub level: u8,
+    pub entries: Box<[u64; PTRS_PER_TABLE]>,
+    /// Non-none entries.
+    pub used: u16,
+}
+
+/// Index of `va` in a table at `level`.
+pub const fn index(level: u8, va: u64) -> usize {
+    ((va >> (PAGE_SHIFT + TABLE_SHIFT * (level as u32 - 1))) as usize) & (PTRS_PER_TABLE - 1)
+}
+
+/// Bytes mapped by one entry at `level`.
+pub const fn entry_span(level: u8) -> u64 {
+    1 << (12 + 9 * (level as u32 - 1))
+}
+
+/// What the PMD slot covering an address holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PmdSlot {
+    /// No PUD/PMD table or a none PMD entry.
+    None,
+    /// A PTE table in frame `Pfn`.
+    Table(Pfn),
+    /// A PMD block mapping.
+    Leaf(Leaf),
+}
+
+/// One process's page-table tree.
+#[derive(Clone, Debug)]
+pub struct PageTables {
+    arch: ArchKind,
+    root: Pfn,
+    tables: PfnMap<Table>,
+    /// The last PTE table found by a walk, by 2 MiB slot (a walk cache:
+    /// it changes no result; any PMD-or-higher write clears it).
+    walk_cache: Cell<Option<(u64, Pfn)>>,
+    /// Hardware events issued on behalf of this address space (counting
+    /// changes no result). See [`crate::core::hw`].
+    pub hw: HwSink,
+}
+
+impl PageTables {
+    /// A tree with an empty PGD. Linux: mm_alloc_pgd().
+    pub fn new(arch: ArchKind, phys: &mut PhysMem) -> Option<Self> {
+        let root = phys.alloc_pt_page()?;
+        let mut tables = PfnMap::default();
+        tables.insert(
+            root.0,
+            Table {
+                level: 4,
+                entries: Box::new([0; PTRS_PER_TABLE]),
+                used: 0,
+            },
+        );
+        Some(PageTables {
+            arch,
+            root,
+            tables,
+            walk_cache: Cell::new(None),
+            hw: HwSink::new(Default::default()),
+        })
+    }
+
+    pub fn arch(&self) -> &'static dyn Arch {
+        self.arch.ops()
+    }
+
+    pub fn root(&self) -> Pfn {
+        self.root
+    }
+
+    /// Table pages in the tree, PGD included.
+    pub fn table_count(&self) -> usize {
+        self.tables.len()
+    }
+
+    pub fn table(&self, pfn: Pfn) -> Option<&Table> {
+        self.tables.get(&pfn.0)
+    }
+
+    /// Bytes of model memory the tables use.
+    pub fn memory_bytes(&self) -> usize {
+        self.tables.capacity() * (std::mem::size_of::<Table>() + 8)
+            + self.tables.len() * PTRS_PER_TABLE * 8
+    }
+
+    fn decode(&self, level: u8, raw: u64) -> Entry {
+        self.arch.ops().decode(level, raw)
+    }
+
+    /// Frame of the table at `level` covering `va`, if it exists.
+    pub fn table_at(&self, va: u64, level: u8) -> Option<Pfn> {
+        let mut t = self.root;
+        for l in (level + 1..=4).rev() {
+            let tbl = &self.tables[&t.0];
+            match self.decode(l, tbl.entries[index(l, va)]) {
+                Entry::Table(next) => t = next,
+                _ => return None,
+            }
+        }
+        Some(t)
+    }
+
+    /// The PMD slot for `va`.
+    pub fn pmd(&self, va: u64) -> PmdSlot {
+        let slot = va & !(PMD_SIZE - 1);
+        if let Some((s, p)) = self.walk_cache.get() {
+            if s == slot {
+                return PmdSlot::Table(p);
+            }
+        }
+        let Some(t) = self.table_at(va, 2) else {
+            return PmdSlot::None;
+        };
+        match self.decode(2, self.tables[&t.0].entries[index(2, va)]) {
+            Entry::None | Entry::Swap(_) | Entry::Marker(_) => PmdSlot::None,
+            Entry::Table(p) => {
+                self.walk_cache.set(Some((slot, p)));
+                PmdSlot::Table(p)
+            }
+            Entry::Leaf(l) => PmdSlot::Leaf(l),
+        }
+    }
+
+    /// The PTE for `va` (none when no PTE table exists), as `ptep_get()`
+    /// returns it, counting its loads (on arm64 a folded block reports the
+    /// young/dirty bits gathered over the block: [`crate::core::arch::Arch::ptep_get`]).
+    pub fn pte(&self, va: u64) -> Entry {
+        let PmdSlot::Table(t) = self.pmd(va) else {
+            return Entry::None;
+        };
+        let tbl = &self.tables[&t.0];
+        let view = PteRef {
+            arch: self.arch.ops(),
+            entries: &tbl.entries,
+            hw: &self.hw,
+            base: va & !(PMD_SIZE - 1),
+        };
+        self.arch.ops().ptep_get(&view, index(1, va))
+    }
+
+    /// The frame `va` maps if an access needs no fault: present, accessible,
+    /// and writable when `write`. Special (zero-page) entries satisfy reads
+    /// only; PROT_NONE entries never.
+    pub fn mapped_for_access(&self, va: u64, write: bool) -> Option<Pfn> {
+        let leaf = match self.pmd(va) {
+            PmdSlot::Leaf(l) => Leaf {
+                pfn: l.pfn.add((va & (PMD_SIZE - 1)) >> 12),
+                flags: l.flags,
+            },
+            PmdSlot::Table(t) => match self.decode(1, self.tables[&t.0].entries[index(1, va)]) {
+                Entry::Leaf(l) => l,
+                _ => return None,
+            },
+            PmdSlot::None => return None,
+        };
+        let ok = !leaf.flags.contains(LeafFlags::PROTNONE) && (!write || leaf.write());
+        ok.then_some(leaf.pfn)
+    }
+
+    /// The raw PTE without contpte gathering, as the kernel's `__ptep_get()`
+    /// / `pte_none(ptep_get())` checks read it: counts one PTE load.
+    pub fn pte_raw(&self, va: u64) -> Entry {
+        self.hw.one(HwEvent::PteLoad);
+        self.pte_peek(va)
+    }
+
+    /// The raw PTE, for the model's own bookkeeping and observation: no
+    /// event is counted (the kernel does no such read).
+    pub fn pte_peek(&self, va: u64) -> Entry {
+        let PmdSlot::Table(t) = self.pmd(va) else {
+            return Entry::None;
+        };
+        self.decode(1, self.tables[&t.0].entries[index(1, va)])
+    }
+
+    fn new_table(&mut self, level: u8, phys: &mut PhysMem) -> Option<Pfn> {
+        let pfn = phys.alloc_pt_page()?;
+        self.tables.insert(
+            pfn.0,
+            Table {
+                level,
+                entries: Box::new([0; PTRS_PER_TABLE]),
+                used: 0,
+            },
+        );
+        Some(pfn)
+    }
+
+    fn write_raw(&mut self, table: Pfn, level: u8, i: usize, raw: u64) {
+        if level >= 2 {
+            self.walk_cache.set(None);
+            // set_pmd_at / pmd_populate / pmd_clear; pud_populate / pud_clear.
+            match level {
+                2 => self.hw.one(HwEvent::PmdStore),
+                _ => self.hw.one(HwEvent::PudStore),
+            }
+        }
+        // The encoders write 0 for a none entry and never produce a non-zero
+        // descriptor that decodes as none.
+        let t = self.tables.get_mut(&table.0).expect("table exists");
+        let none_before = t.entries[i] == 0;
+        let none_after = raw == 0;
+        t.entries[i] = raw;
+        match (none_before, none_after) {
+            (true, false) => t.used += 1,
+            (false, true) => t.used -= 1,
+            _ => {}
+        }
+    }
+
+    /// Make sure the PUD and PMD tables for `va` exist; returns the PMD table.
+    /// Linux: mm/memory.c __pud_alloc(), __pmd_alloc().
+    pub fn pmd_alloc(&mut self, va: u64, phys: &mut PhysMem) -> Option<Pfn> {
+        let mut t = self.root;
+        for l in [4u8, 3] {
+            let i = index(l, va);
+            t = match self.decode(l, self.tables[&t.0].entries[i]) {
+                Entry::Table(next) => next,
+                _ => {
+                    let next = self.new_table(l - 1, phys)?;
+                    let raw = self.arch.ops().encode_table(l, next);
+                    self.write_raw(t, l, i, raw);
+                    next
+                }
+            };
+        }
+        Some(t)
+    }
+
+    /// Make sure a PTE table exists for `va`. Fails (`None`) when memory is
+    /// exhausted or a PMD leaf occupies the slot. Linux: __pte_alloc().
+    pub fn pte_alloc(&mut self, va: u64, phys: &mut PhysMem) -> Option<Pfn> {
+        if let PmdSlot::Table(p) = self.pmd(va) {
+            return Some(p);
+        }
+        let pmd_t = self.pmd_alloc(va, phys)?;
+        let i = index(2, va);
+        match self.decode(2, self.tables[&pmd_t.0].entries[i]) {
+            Entry::Table(p) => Some(p),
+            Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => None,
+            Entry::None => {
+                let p = self.new_table(1, phys)?;
+                let raw = self.arch.ops().encode_table(2, p);
+                self.write_raw(pmd_t, 2, i, raw);
+                Some(p)
+            }
+        }
+    }
+
+    /// The entry at `level` (2 = PMD, 3 = PUD, 4 = PGD) covering `va`, or
+    /// `Entry::None` when the table that would hold it does not exist.
+    pub fn entry(&self, va: u64, level: u8) -> Entry {
+        match self.table_at(va, level) {
+            Some(t) => self.decode(level, self.tables[&t.0].entries[index(level, va)]),
+            None => Entry::None,
+        }
+    }
+
+    /// Make sure the PUD table for `va` exists; returns it.
+    /// Linux: mm/mremap.c alloc_new_pud() → p4d_alloc(), pud_alloc().
+    pub fn pud_alloc(&mut self, va: u64, phys: &mut PhysMem) -> Option<Pfn> {
+        let (root, i) = (self.root, index(4, va));
+        match self.decode(4, self.tables[&root.0].entries[i]) {
+            Entry::Table(t) => Some(t),
+            _ => {
+                let t = self.new_table(3, phys)?;
+                let raw = self.arch.ops().encode_table(4, t);
+                self.write_raw(root, 4, i, raw);
+                Some(t)
+            }
+        }
+    }
+
+    /// Point the PUD entry for `va` at PMD table `e` or clear it (the PUD
+    /// table must exist; anonymous memory has no PUD leaves).
+    /// Linux: pud_populate() / pud_clear().
+    pub fn set_pud(&mut self, va: u64, e: Entry) {
+        let t = self.table_at(va, 3).expect("PUD table exists");
+        let raw = match e {
+            Entry::None => 0,
+            Entry::Table(p) => self.arch.ops().encode_table(3, p),
+            Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => {
+                panic!("no PUD leaves for anonymous memory")
+            }
+        };
+        self.write_raw(t, 3, index(3, va), raw);
+    }
+
+    /// Install or clear the PMD entry for `va` (the PMD table must exist).
+    pub fn set_pmd(&mut self, va: u64, e: Entry) {
+        let t = self.table_at(va, 2).expect("PMD table exists");
+        let raw = match e {
+            Entry::None => 0,
+            Entry::Table(p) => self.arch.ops().encode_table(2, p),
+            Entry::Leaf(l) => self.arch.ops().encode_leaf(2, l),
+            Entry::Swap(_) | Entry::Marker(_) => {
+                panic!("no PMD swap entries or markers for anonymous memory")
+            }
+        };
+        self.write_raw(t, 2, index(2, va), raw);
+    }
+
+    /// Install the (empty) page-table page `table` as the PTE table of the
+    /// PMD slot at `va`, replacing a PMD leaf: used when a PMD mapping is split
+    /// into the table deposited with it (pgtable_trans_huge_withdraw()).
+    pub fn install_pte_table(&mut self, va: u64, table: Pfn) {
+        self.tables.insert(
+            table.0,
+            Table {
+                level: 1,
+                entries: Box::new([0; PTRS_PER_TABLE]),
+                used: 0,
+            },
+        );
+        self.set_pmd(va, Entry::Table(table));
+    }
+
+    /// Detach the (empty) PTE table under `va`'s PMD slot without freeing
+    /// its page, which the caller deposits with a new PMD mapping
+    /// (pgtable_trans_huge_deposit() in collapse_huge_page()).
+    pub fn detach_pte_table(&mut self, va: u64) -> Option<Pfn> {
+        let PmdSlot::Table(p) = self.pmd(va) else {
+            return None;
+        };
+        debug_assert_eq!(self.tables[&p.0].used, 0, "detaching a non-empty PTE table");
+        self.set_pmd(va, Entry::None);
+        self.tables.remove(&p.0);
+        Some(p)
+    }
+
+    /// Detach and free the PTE table under `va`'s PMD slot.
+    pub fn free_pte_table(&mut self, va: u64, phys: &mut PhysMem) {
+        if let PmdSlot::Table(p) = self.pmd(va) {
+            debug_assert_eq!(self.tables[&p.0].used, 0, "freeing a non-empty PTE table");
+            self.set_pmd(va, Entry::None);
+            self.tables.remove(&p.0);
+            phys.free_pt_page(p);
+        }
+    }
+
+    fn pte_slot(&self, va: u64) -> (Pfn, usize) {
+        match self.pmd(va) {
+            PmdSlot::Table(t) => (t, index(1, va)),
+            other => panic!("no PTE table at {va:#x}: {other:?}"),
+        }
+    }
+
+    /// The PTE table covering `va` as the arch hooks see it, and `va`'s
+    /// index in it. Panics when there is no PTE table (callers allocate or
+    /// check first, as the kernel's `pte_offset_map_lock()` callers do).
+    fn pte_table(&mut self, va: u64) -> (PteTable<'_>, usize) {
+        let (t, i) = self.pte_slot(va);
+        let tbl = self.tables.get_mut(&t.0).expect("table exists");
+        let view = PteTable {
+            arch: self.arch.ops(),
+            entries: &mut tbl.entries,
+            used: &mut tbl.used,
+            hw: &self.hw,
+            base: va & !(PMD_SIZE - 1),
+        };
+        (view, i)
+    }
+
+    /// `set_ptes()`: map `nr` consecutive pages starting at `leaf.pfn` at
+    /// `va` (all entries none before when `nr > 1`; `nr == 1` is
+    /// `set_pte_at()`). See [`crate::core::arch::Arch::set_ptes`]: on arm64 the
+    /// contpte layer paints, unfolds and folds.
+    pub fn set_ptes(&mut self, va: u64, leaf: Leaf, nr: u64, phys: &PhysMem) {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.set_ptes(&mut t, i, leaf, nr as usize, phys);
+    }
+
+    /// Change one present PTE in place without a fold attempt: the
+    /// single-entry mutators that are not `set_pte_at()` —
+    /// `ptep_set_wrprotect()`, `ptep_set_access_flags()` with a write-bit
+    /// change ([`crate::core::arch::Arch::ptep_modify`]). For a replacement
+    /// through `set_pte_at()` use [`PageTables::set_ptes`] with `nr == 1`,
+    /// which may refold.
+    pub fn modify_pte(&mut self, va: u64, leaf: Leaf) {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.ptep_modify(&mut t, i, leaf);
+    }
+
+    /// `wrprotect_ptes()`: write-protect `nr` present PTEs from `va` (within
+    /// one table) as one batch ([`crate::core::arch::Arch::wrprotect_ptes`]).
+    pub fn wrprotect_ptes(&mut self, va: u64, nr: u64) {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.wrprotect_ptes(&mut t, i, nr as usize);
+    }
+
+    /// `get_and_clear_full_ptes()`: clear `nr` PTEs from `va` (within one
+    /// table) as one batch, returning the present ones with their addresses
+    /// ([`crate::core::arch::Arch::get_and_clear_full_ptes`]).
+    pub fn clear_ptes(&mut self, va: u64, nr: u64) -> Vec<(u64, Leaf)> {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        let cleared = arch.get_and_clear_full_ptes(&mut t, i, nr as usize);
+        cleared.into_iter().map(|(j, l)| (t.va(j), l)).collect()
+    }
+
+    /// `modify_prot_start_ptes()`: clear one batch of `nr` PTEs and return
+    /// the first with the young/dirty bits of all of them gathered.
+    pub fn modify_prot_start_ptes(&mut self, va: u64, nr: u64) -> Leaf {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.modify_prot_start_ptes(&mut t, i, nr as usize)
+    }
+
+    /// `modify_prot_commit_ptes()`: write a batch back.
+    pub fn modify_prot_commit_ptes(&mut self, va: u64, leaf: Leaf, nr: u64, phys: &PhysMem) {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.modify_prot_commit_ptes(&mut t, i, leaf, nr as usize, phys);
+    }
+
+    /// `pte_batch_hint()` for the entry at `va` holding `leaf`.
+    pub fn pte_batch_hint(&self, va: u64, leaf: &Leaf) -> u64 {
+        self.arch.ops().pte_batch_hint(index(1, va), leaf) as u64
+    }
+
+    /// `flush_tlb_range()`: flush user TLB entries for `[start, end)` at
+    /// `stride` with the arch's recipe. Changes no state.
+    pub fn flush_tlb_range(&self, start: u64, end: u64, stride: u64) {
+        self.arch
+            .ops()
+            .flush_tlb_range(&self.hw, start, end, stride);
+    }
+
+    /// `flush_tlb_page()`: one page. arm64: DSB ISHST; TLBI VALE1IS; DSB
+    /// ISH; x86: `flush_tlb_mm_range()` of one page.
+    pub fn flush_tlb_page(&self, va: u64) {
+        self.flush_tlb_range(
+            va,
+            va + crate::core::addr::PAGE_SIZE,
+            crate::core::addr::PAGE_SIZE,
+        );
+    }
+
+    /// `flush_tlb_mm()`: the whole address space.
+    pub fn flush_tlb_mm(&self) {
+        self.arch.ops().flush_tlb_mm(&self.hw);
+    }
+
+    /// `pmdp_invalidate_ad()` of the PMD at `addr` ([`crate::core::arch::Arch::pmdp_invalidate_ad`]).
+    pub fn pmdp_invalidate_ad(&self, addr: u64) {
+        self.arch.ops().pmdp_invalidate_ad(&self.hw, addr);
+    }
+
+    /// `pte_needs_flush(old, new)` of this architecture.
+    pub fn pte_needs_flush(&self, old: &Leaf, new: &Leaf) -> bool {
+        self.arch.ops().pte_needs_flush(old, new)
+    }
+
+    /// Present leaves in `[start, end)`: `(va, level, leaf)` with level 2 for
+    /// PMD blocks (reported once, at the block's start).
+    pub fn leaves(&self, start: u64, end: u64) -> Vec<(u64, u8, Leaf)> {
+        let mut out = Vec::new();
+        self.walk(self.root, 4, 0, start, end, &mut out);
+        out
+    }
+
+    fn walk(
+        &self,
+        t: Pfn,
+        level: u8,
+        base: u64,
+        start: u64,
+        end: u64,
+        out: &mut Vec<(u64, u8, Leaf)>,
+    ) {
+        let tbl = &self.tables[&t.0];
+        if tbl.used == 0 {
+            return;
+        }
+        let span = entry_span(level);
+        for i in 0..PTRS_PER_TABLE {
+            let lo = base + i as u64 * span;
+            let hi = lo + span;
+            if hi <= start || lo >= end {
+                continue;
+            }
+            match self.decode(level, tbl.entries[i]) {
+                Entry::None | Entry::Swap(_) | Entry::Marker(_) => {}
+                Entry::Table(next) => self.walk(next, level - 1, lo, start, end, out),
+                Entry::Leaf(l) => out.push((lo, level, l)),
+            }
+        }
+    }
+
+    /// The 2 MiB slots in `[start, end)` whose PMD entry is not none (a PTE
+    /// table or a PMD leaf), as slot start addresses in increasing order.
+    /// Walks only existing tables, and only the entries of each that
+    /// overlap the range: a none PGD/PUD/PMD entry costs one look however
+    /// much it covers. No event is counted (observation and bookkeeping
+    /// only). Linux: mm/pagewalk.c walk_pgd_range() with a pte_hole
+    /// callback, which fs/proc/task_mmu.c pagemap_read() uses the same way.
+    pub fn populated_slots(&self, start: u64, end: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        if start < end {
+            self.walk_slots(self.root, 4, 0, start, end, &mut out);
+        }
+        out
+    }
+
+    fn walk_slots(&self, t: Pfn, level: u8, base: u64, start: u64, end: u64, out: &mut Vec<u64>) {
+        let tbl = &self.tables[&t.0];
+        let span = entry_span(level);
+        if tbl.used == 0
+            || end <= base
+            || start >= base.saturating_add(span * PTRS_PER_TABLE as u64)
+        {
+            return;
+        }
+        // Only the entries overlapping [start, end).
+        let first = (start.saturating_sub(base) / span) as usize;
+        let last = ((end - 1 - base) / span).min(PTRS_PER_TABLE as u64 - 1) as usize;
+        for i in first..=last {
+            let lo = base + i as u64 * span;
+            match (level, self.decode(level, tbl.entries[i])) {
+                (2, Entry::Table(_) | Entry::Leaf(_)) => out.push(lo),
+                (3.., Entry::Table(next)) => self.walk_slots(next, level - 1, lo, start, end, out),
+                _ => {}
+            }
+        }
+    }
+
+    /// Every table page in the tree with the address range it covers:
+    /// `(frame, level, start)`.
+    pub fn tables_in_tree(&self) -> Vec<(Pfn, u8, u64)> {
+        let mut out = vec![(self.root, 4, 0)];
+        let mut i = 0;
+        while i < out.len() {
+            let (t, level, base) = out[i];
+            if level > 1 {
+                let tbl = &self.tables[&t.0];
+                for j in 0..PTRS_PER_TABLE {
+                    if let Entry::Table(next) = self.decode(level, tbl.entries[j]) {
+                        out.push((next, level - 1, base + j as u64 * entry_span(level)));
+                    }
+                }
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// Free page tables in `[addr, end)` no longer needed between `floor`
+    /// and `ceiling` (0 = top of the address space).
+    /// Linux: mm/memory.c free_pgd_range() and free_{p4d,pud,pmd}_range(),
+    /// free_pte_range(). Leaves must already be zapped.
+    pub fn free_pgd_range(
+        &mut self,
+        addr: u64,
+        end: u64,
+        floor: u64,
+        ceiling: u64,
+        phys: &mut PhysMem,
+    ) {
+        // The top-level trim works at PGD granularity on the tree below it;
+        // each level repeats the same floor/ceiling trimming with its own mask.
+        self.free_level(self.root, 4, addr, end, floor, ceiling, phys);
+    }
+
+    /// Free tables below entry range `[addr, end)` of table `t` at `level`.
+    /// Mirrors one free_*_range() step: tables of level-1 whose span lies
+    /// inside [floor, ceiling) are freed; the table itself is freed by the
+    /// caller when its own span is inside.
+    #[allow(clippy::too_many_arguments)]
+    fn free_level(
+        &mut self,
+        t: Pfn,
+        level: u8,
+        addr: u64,
+        end: u64,
+        floor: u64,
+        ceiling: u64,
+        phys: &mut PhysMem,
+    ) {
+        let span = entry_span(level);
+        if addr >= end {
+            return;
+        }
+        let mut a = addr;
+        loop {
+            let next = ((a / span) + 1).saturating_mul(span).min(end);
+            let i = index(level, a);
+            if let Entry::Table(child) = self.decode(level, self.tables[&t.0].entries[i]) {
+                let child_level = level - 1;
+                if child_level >= 1 && level > 2 {
+                    self.free_level(child, child_level, a, next, floor, ceiling, phys);
+                }
+                // Free the child table if the whole span of this entry is
+                // within [floor, ceiling) (kernel: start/end masking against
+                // floor and ceiling in free_pmd_range etc.).
+                let lo = a & !(span - 1);
+                let hi = lo.wrapping_add(span);
+                let above_floor = lo >= floor;
+                let below_ceiling = ceiling == 0 || hi.wrapping_sub(1) <= ceiling.wrapping_sub(1);
+                if above_floor && below_ceiling && self.subtree_empty(child, child_level) {
+                    self.free_subtree(child, child_level, phys);
+                    self.write_raw(t, level, i, 0);
+                }
+            }
+            if next >= end {
+                break;
+            }
+            a = next;
+        }
+    }
+
+    fn subtree_empty(&self, t: Pfn, level: u8) -> bool {
+        let tbl = &self.tables[&t.0];
+        if level == 1 {
+            return tbl.used == 0;
+        }
+        (0..PTRS_PER_TABLE).all(|j| match self.decode(level, tbl.entries[j]) {
+            Entry::None => true,
+            Entry::Table(c) => self.subtree_empty(c, level - 1),
+            Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => false,
+        })
+    }
+
+    fn free_subtree(&mut self, t: Pfn, level: u8, phys: &mut PhysMem) {
+        if level > 1 {
+            let children: Vec<Pfn> = {
+                let tbl = &self.tables[&t.0];
+                (0..PTRS_PER_TABLE)
+                    .filter_map(|j| match self.decode(level, tbl.entries[j]) {
+                        Entry::Table(c) => Some(c),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            for c in children {
+                self.free_subtree(c, level - 1, phys);
+            }
+        }
+        self.tables.remove(&t.0);
+        phys.free_pt_page(t);
+    }
+
+    /// Tear down the whole tree (exit). Leaves must already be zapped.
+    pub fn free_all(&mut self, phys: &mut PhysMem) {
+        let root = self.root;
+        let tbl_level = 4;
+        let children: Vec<(usize, Pfn)> = {
+            let tbl = &self.tables[&root.0];
+            (0..PTRS_PER_TABLE)
+                .filter_map(|j| match self.decode(tbl_level, tbl.entries[j]) {
+                    Entry::Table(c) => Some((j, c)),
+                    _ => None,
+                })
+                .collect()
+        };
+        for (j, c) in children {
+            self.free_subtree(c, 3, phys);
+            self.write_raw(root, 4, j, 0);
+        }
+        self.tables.remove(&root.0);
+        phys.free_pt_page(root);
+    }
+}
+
+/// The `[addr, next)` pieces of `[start, end)` that each lie in one PMD
+/// slot, in address order: the loop of the kernel's `*_pmd_range()` walkers
+/// (`next = pmd_addr_end(addr, end)`).
+pub fn pmd_segments(start: u64, end: u64) -> impl Iterator<Item = (u64, u64)> {
+    let mut addr = start;
+    std::iter::from_fn(move || {
+        if addr >= end {
+            return None;
+        }
+        let next = pmd_end(addr, end);
+        let seg = (addr, next);
+        addr = next;
+        Some(seg)
+    })
+}
+
+/// A held PTE-table lock, as `pte_offset_map_lock()` returns it: the PMD
+/// slot that was read. Dropping it is the unlock (no event). Holding one is
+/// how a walk says it took the lock; the kernel's lock is never contended
+/// in the model.
+#[must_use = "pte_offset_map_lock() returns the locked table; hold it while using the PTEs"]
+#[derive(Clone, Copy, Debug)]
+pub struct PtlGuard {
+    /// What the PMD held when it was read.
+    pub pmd: PmdSlot,
+}
+
+impl PageTables {
+    /// `pte_offset_map_lock()` (and `pte_offset_map_rw_nolock()` followed
+    /// by `spin_lock()`): read the PMD covering `addr` (1 PMD load) and
+    /// take its PTE table's split lock (1 PTL). The one place these two
+    /// events are counted for a PTE-level walk.
+    pub fn pte_offset_map_lock(&self, addr: u64) -> PtlGuard {
+        self.hw.one(HwEvent::PmdLoad);
+        self.hw.one(HwEvent::PtlLock);
+        PtlGuard {
+            pmd: self.pmd(addr),
+        }
+    }
+
+    /// `pmd_lock()` / `pud_lock()` / a second `spin_lock()` on a table
+    /// already mapped: one lock, no PMD read.
+    pub fn lock(&self) {
+        self.hw.one(HwEvent::PtlLock);
+    }
+
+    /// A PMD re-read under the lock (`pmd_same(pmdp_get_lockless())`
+    /// checks): one PMD load.
+    pub fn pmd_reload(&self, addr: u64) -> PmdSlot {
+        self.hw.one(HwEvent::PmdLoad);
+        self.pmd(addr)
+    }
+}
+
+/// Spans used by callers iterating one PMD slot or PUD at a time.
+pub const fn pmd_end(va: u64, end: u64) -> u64 {
+    let b = (va & !(PMD_SIZE - 1)) + PMD_SIZE;
+    if b < end {
+        b
+    } else {
+        end
+    }
+}
+
+pub const fn pud_end(va: u64, end: u64) -> u64 {
+    let b = (va & !(PUD_SIZE - 1)) + PUD_SIZE;
+    if b < end {
+        b
+    } else {
+        end
+    }
+}
+
+/// Swap PTEs (issue 8): written and cleared without the contpte layer, as
+/// the kernel's set_pte_at()/pte_clear() of a non-present entry never folds
+/// and a non-valid entry is never part of a contiguous block.
+impl PageTables {
+    /// Write swap PTE `s` at `va` (the PTE table must exist).
+    /// Linux: set_pte_at(..., swp_entry_to_pte()) in try_to_unmap_one(),
+    /// copy_nonpresent_pte(), move_ptes(), move_swap_pte().
+    pub fn set_swap_pte(&mut self, va: u64, s: crate::core::arch::SwapPte) {
+        let (t, i) = self.pte_slot(va);
+        let raw = self.arch.ops().encode_swap(s);
+        self.write_raw(t, 1, i, raw);
+    }
+
+    /// Clear the (swap) PTE at `va`. Linux: pte_clear().
+    pub fn clear_pte_entry(&mut self, va: u64) {
+        let (t, i) = self.pte_slot(va);
+        self.write_raw(t, 1, i, 0);
+    }
+
+    /// set_pte_at() of a swap PTE, counted: one store, and on arm64 the
+    /// __ptep_get() that set_ptes(nr = 1) hands to contpte_try_unfold()
+    /// (never unfolds: the old entry is not a valid contiguous one; the
+    /// contpte_try_fold() that follows needs a valid entry and loads
+    /// nothing). Linux: arch/arm64/include/asm/pgtable.h set_ptes();
+    /// x86 set_pte().
+    pub fn set_swap_pte_counted(&mut self, va: u64, s: crate::core::arch::SwapPte) {
+        let arch = self.arch.ops();
+        let raw = arch.encode_swap(s);
+        let (mut t, i) = self.pte_table(va);
+        arch.set_pte_at_nonpresent(&mut t, i, raw);
+    }
+
+    /// ptep_get_and_clear() of a swap PTE, counted: one atomic clear (x86
+    /// XCHG, arm64 SWP), and on arm64 the contpte_try_unfold() check's load.
+    /// Linux: arch/arm64/include/asm/pgtable.h ptep_get_and_clear() /
+    /// get_and_clear_full_ptes(nr = 1); x86 native_ptep_get_and_clear().
+    pub fn get_and_clear_swap_pte(&mut self, va: u64) {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.ptep_get_and_clear_nonpresent(&mut t, i);
+    }
+
+    /// pte_clear() of a non-present PTE, counted: one plain store on both
+    /// architectures. Linux: include/linux/pgtable.h
+    /// clear_not_present_full_ptes() → pte_clear() (x86 native_pte_clear(),
+    /// arm64 __set_pte(ptep, __pte(0)) without a load).
+    pub fn clear_swap_pte_counted(&mut self, va: u64) {
+        self.hw.one(HwEvent::PteStore);
+        self.clear_pte_entry(va);
+    }
+
+    /// Write PTE marker `m` at `va` over a none entry (the PTE table must
+    /// exist). Uncounted: the model has no hand-derived count for marker
+    /// stores yet. Linux: set_pte_at(..., make_pte_marker()).
+    pub fn set_marker(&mut self, va: u64, m: crate::core::arch::PteMarker) {
+        let raw = self.arch.ops().encode_marker(m);
+        let (mut t, i) = self.pte_table(va);
+        t.store_raw(i, raw);
+    }
+
+    /// Clear the PTE marker at `va`, if there is one (uncounted).
+    pub fn clear_marker(&mut self, va: u64) {
+        if self.marker(va).is_some() {
+            let (mut t, i) = self.pte_table(va);
+            t.store_raw(i, 0);
+        }
+    }
+
+    /// The PTE marker at `va`, if there is one.
+    pub fn marker(&self, va: u64) -> Option<crate::core::arch::PteMarker> {
+        match self.pte_peek(va) {
+            Entry::Marker(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Addresses of the PTE markers in `[start, end)`, in address order.
+    pub fn markers(&self, start: u64, end: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        self.walk_nonpresent(self.root, 4, 0, start, end, &mut |va, e| {
+            if let Entry::Marker(_) = e {
+                out.push(va);
+            }
+        });
+        out
+    }
+
+    /// The swap PTE at `va`, if there is one.
+    pub fn swap_pte(&self, va: u64) -> Option<crate::core::arch::SwapPte> {
+        match self.pte_raw(va) {
+            Entry::Swap(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Swap PTEs in `[start, end)`, in address order.
+    pub fn swap_ptes(&self, start: u64, end: u64) -> Vec<(u64, crate::core::arch::SwapPte)> {
+        let mut out = Vec::new();
+        self.walk_nonpresent(self.root, 4, 0, start, end, &mut |va, e| {
+            if let Entry::Swap(s) = e {
+                out.push((va, s));
+            }
+        });
+        out
+    }
+
+    /// Visit every non-present, non-none PTE (swap entries and markers) in
+    /// `[start, end)`, skipping empty tables.
+    fn walk_nonpresent(
+        &self,
+        t: Pfn,
+        level: u8,
+        base: u64,
+        start: u64,
+        end: u64,
+        out: &mut dyn FnMut(u64, Entry),
+    ) {
+        let tbl = &self.tables[&t.0];
+        if tbl.used == 0 {
+            return;
+        }
+        let span = entry_span(level);
+        for i in 0..PTRS_PER_TABLE {
+            let lo = base + i as u64 * span;
+            if lo + span <= start || lo >= end {
+                continue;
+            }
+            match self.decode(level, tbl.entries[i]) {
+                Entry::Table(next) => self.walk_nonpresent(next, level - 1, lo, start, end, out),
+                e @ (Entry::Swap(_) | Entry::Marker(_)) => out(lo, e),
+                _ => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! THP counters as the kernel keeps them: per-size `hugepages-<N>kB/stats/*`
+//! and the PMD-only `/proc/vmstat` `thp_*` events.
+//!
+//! Linux: include/linux/huge_mm.h enum mthp_stat_item, include/linux/vm_event_item.h.
+
+use std::collections::BTreeMap;
+
+/// Per-size mTHP counters (`hugepages-<size>/stats/<name>`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MthpStat {
+    AnonFaultAlloc,
+    AnonFaultFallback,
+    AnonFaultFallbackCharge,
+    Split,
+    SplitFailed,
+    SplitDeferred,
+    NrAnon,
+    NrAnonPartiallyMapped,
+    /// A large folio swapped out whole (never on a swap file).
+    Swpout,
+    /// A large folio split because its swap allocation failed.
+    SwpoutFallback,
+    /// A large folio swapped in whole (needs SWP_SYNCHRONOUS_IO: never on
+    /// a swap file, so the model never counts it; compared so a kernel that
+    /// did would show).
+    Swpin,
+    /// A large swap-in that fell back to order 0 (likewise never).
+    SwpinFallback,
+}
+
+impl MthpStat {
+    pub const ALL: [MthpStat; 12] = [
+        MthpStat::AnonFaultAlloc,
+        MthpStat::AnonFaultFallback,
+        MthpStat::AnonFaultFallbackCharge,
+        MthpStat::Split,
+        MthpStat::SplitFailed,
+        MthpStat::SplitDeferred,
+        MthpStat::NrAnon,
+        MthpStat::NrAnonPartiallyMapped,
+        MthpStat::Swpout,
+        MthpStat::SwpoutFallback,
+        MthpStat::Swpin,
+        MthpStat::SwpinFallback,
+    ];
+    pub const fn name(self) -> &'static str {
+        match self {
+            MthpStat::AnonFaultAlloc => "anon_fault_alloc",
+            MthpStat::AnonFaultFallback => "anon_fault_fallback",
+            MthpStat::AnonFaultFallbackCharge => "anon_fault_fallback_charge",
+            MthpStat::Split => "split",
+            MthpStat::SplitFailed => "split_failed",
+            MthpStat::SplitDeferred => "split_deferred",
+            MthpStat::NrAnon => "nr_anon",
+            MthpStat::NrAnonPartiallyMapped => "nr_anon_partially_mapped",
+            MthpStat::Swpout => "swpout",
+            MthpStat::SwpoutFallback => "swpout_fallback",
+            MthpStat::Swpin => "swpin",
+            MthpStat::SwpinFallback => "swpin_fallback",
+        }
+    }
+}
+
+/// `/proc/vmstat` THP events (PMD size only).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum VmEvent {
+    ThpFaultAlloc,
+    ThpFaultFallback,
+    ThpSplitPmd,
+    ThpDeferredSplitPage,
+    ThpZeroPageAlloc,
+    ThpCollapseAlloc,
+    /// A PMD-sized folio split into small folios (split_huge_page()).
+    ThpSplitPage,
+    /// A PMD-sized folio swapped out whole.
+    ThpSwpout,
+    /// A PMD-sized folio split because its swap allocation failed.
+    ThpSwpoutFallback,
+}
+
+impl VmEvent {
+    pub const ALL: [VmEvent; 9] = [
+        VmEvent::ThpFaultAlloc,
+        VmEvent::ThpFaultFallback,
+        VmEvent::ThpSplitPmd,
+        VmEvent::ThpDeferredSplitPage,
+        VmEvent::ThpZeroPageAlloc,
+        VmEvent::ThpCollapseAlloc,
+        VmEvent::ThpSplitPage,
+        VmEvent::ThpSwpout,
+        VmEvent::ThpSwpoutFallback,
+    ];
+    pub const fn name(self) -> &'static str {
+        match self {
+            VmEvent::ThpFaultAlloc => "thp_fault_alloc",
+            VmEvent::ThpFaultFallback => "thp_fault_fallback",
+            VmEvent::ThpSplitPmd => "thp_split_pmd",
+            VmEvent::ThpDeferredSplitPage => "thp_deferred_split_page",
+            VmEvent::ThpZeroPageAlloc => "thp_zero_page_alloc",
+            VmEvent::ThpCollapseAlloc => "thp_collapse_alloc",
+            VmEvent::ThpSplitPage => "thp_split_page",
+            VmEvent::ThpSwpout => "thp_swpout",
+            VmEvent::ThpSwpoutFallback => "thp_swpout_fallback",
+        }
+    }
+}
+
+/// Counter values since the model started.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    mthp: [[i64; MthpStat::ALL.len()]; 10],
+    vm: [i64; VmEvent::ALL.len()],
+}
+
+impl Stats {
+    /// Add `delta` to a per-size counter. Orders below 2 have no stats directory.
+    pub fn mthp(&mut self, order: u8, stat: MthpStat, delta: i64) {
+        if (2..=9).contains(&order) {
+            self.mthp[order as usize][stat as usize] += delta;
+        }
+    }
+    pub fn vm(&mut self, ev: VmEvent, delta: i64) {
+        self.vm[ev as usize] += delta;
+    }
+    pub fn get_mthp(&self, order: u8, stat: MthpStat) -> i64 {
+        self.mthp
+            .get(order as usize)
+            .map_or(0, |s| s[stat as usize])
+    }
+    pub fn get_vm(&self, ev: VmEvent) -> i64 {
+        self.vm[ev as usize]
+    }
+    /// All counters as `64kB/anon_fault_alloc` / `vmstat/thp_split_pmd` keys.
+    pub fn to_map(&self) -> BTreeMap<String, i64> {
+        let mut m = BTreeMap::new();
+        for order in 2u8..=9 {
+            let size = crate::core::addr::Order(order).size_name();
+            for s in MthpStat::ALL {
+                m.insert(format!("{size}/{}", s.name()), self.get_mthp(order, s));
+            }
+        }
+        for e in VmEvent::ALL {
+            m.insert(format!("vmstat/{}", e.name()), self.get_vm(e));
+        }
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn keys() {
+        let mut s = Stats::default();
+        s.mthp(4, MthpStat::AnonFaultAlloc, 1);
+        s.mthp(0, MthpStat::AnonFaultAlloc, 1); // order 0: no stats dir, ignored
+        s.vm(VmEvent::ThpSplitPmd, 2);
+        let m = s.to_map();
+        assert_eq!(m["64kB/anon_fault_alloc"], 1);
+        assert_eq!(m["vmstat/thp_split_pmd"], 2);
+        assert_eq!(m["2048kB/nr_anon"], 0);
+    }
+}

@@ -1,0 +1,233 @@
+//! The mmu_gather: what an unmap or a protection change must flush from the
+//! TLB, gathered while the page tables are changed and flushed once, with
+//! the architecture's recipe, at `tlb_end_vma()` and `tlb_finish_mmu()`.
+//!
+//! Operations record what they cleared or changed (`tlb_flush_pte_range()`,
+//! `tlb_flush_pmd_range()`, `pte_free_tlb()`); the gather decides whether
+//! and what to flush — no operation looks at the event counters to decide.
+//! A gather must be finished: [`MmuGather`] is `#[must_use]` and its
+//! [`MmuGather::finish`] consumes it.
+//!
+//! Linux: include/asm-generic/tlb.h, mm/mmu_gather.c.
+
+use crate::core::addr::{PAGE_SIZE, PMD_SIZE, PUD_SIZE};
+use crate::core::pgtable::PageTables;
+
+/// One mmu_gather (`struct mmu_gather`): the gathered range and what kind
+/// of entries were cleared in it.
+#[derive(Debug)]
+#[must_use = "an mmu_gather flushes only when finished: call MmuGather::finish (tlb_finish_mmu)"]
+pub struct MmuGather {
+    /// `tlb->fullmm`: the whole address space goes away (exit): leaf
+    /// flushes are skipped and one whole-mm flush covers everything.
+    fullmm: bool,
+    /// `tlb->start`, `tlb->end` (empty when `start >= end`).
+    start: u64,
+    end: u64,
+    freed_tables: bool,
+    cleared_ptes: bool,
+    cleared_pmds: bool,
+    cleared_puds: bool,
+}
+
+impl MmuGather {
+    /// `tlb_gather_mmu()`: a gather for part of an address space.
+    pub fn new() -> Self {
+        MmuGather {
+            fullmm: false,
+            start: u64::MAX,
+            end: 0,
+            freed_tables: false,
+            cleared_ptes: false,
+            cleared_pmds: false,
+            cleared_puds: false,
+        }
+    }
+
+    /// `tlb_gather_mmu_fullmm()`: the gather of exit_mmap().
+    pub fn new_fullmm() -> Self {
+        MmuGather {
+            fullmm: true,
+            ..MmuGather::new()
+        }
+    }
+
+    /// `__tlb_adjust_range()`.
+    fn adjust(&mut self, addr: u64, size: u64) {
+        self.start = self.start.min(addr);
+        self.end = self.end.max(addr + size);
+    }
+
+    /// `tlb_flush_pte_range()` / `tlb_remove_tlb_entries()`: PTEs for
+    /// `[addr, addr + size)` were cleared or changed.
+    pub fn flush_pte_range(&mut self, addr: u64, size: u64) {
+        self.adjust(addr, size);
+        self.cleared_ptes = true;
+    }
+
+    /// `tlb_flush_pmd_range()` / `tlb_remove_pmd_tlb_entry()`: PMD entries
+    /// for `[addr, addr + size)` were cleared or changed.
+    pub fn flush_pmd_range(&mut self, addr: u64, size: u64) {
+        self.adjust(addr, size);
+        self.cleared_pmds = true;
+    }
+
+    /// `tlb_flush_pud_range()`.
+    pub fn flush_pud_range(&mut self, addr: u64, size: u64) {
+        self.adjust(addr, size);
+        self.cleared_puds = true;
+    }
+
+    /// `pte_free_tlb()`: the PTE table mapping `addr` was freed (its PMD
+    /// entry cleared): `tlb_flush_pmd_range(addr, PAGE_SIZE)` and
+    /// `freed_tables`.
+    pub fn pte_free(&mut self, addr: u64) {
+        self.flush_pmd_range(addr, PAGE_SIZE);
+        self.freed_tables = true;
+    }
+
+    /// Page tables spanning `[lo, hi)` were freed (`free_pgtables()`): the
+    /// model gathers their span as one PMD-level range with
+    /// `freed_tables` set (the kernel's `pte_free_tlb()` per table adds
+    /// `[addr, addr + PAGE_SIZE)` for each; both flush at PMD stride).
+    pub fn free_tables_span(&mut self, lo: u64, hi: u64) {
+        self.adjust(lo, hi - lo);
+        self.cleared_pmds = true;
+        self.freed_tables = true;
+    }
+
+    /// Drop a gather without flushing: only for model bookkeeping that
+    /// reuses a zap where the kernel flushes differently (MADV_COLLAPSE's
+    /// `pmdp_collapse_flush()`).
+    pub fn discard(self) {}
+
+    /// Whether anything was gathered that needs a flush.
+    pub fn needs_flush(&self) -> bool {
+        self.freed_tables || self.cleared_ptes || self.cleared_pmds || self.cleared_puds
+    }
+
+    /// `tlb_get_unmap_size()`: the smallest level cleared decides the
+    /// stride.
+    fn unmap_size(&self) -> u64 {
+        if self.cleared_ptes {
+            PAGE_SIZE
+        } else if self.cleared_pmds {
+            PMD_SIZE
+        } else if self.cleared_puds {
+            PUD_SIZE
+        } else {
+            PAGE_SIZE
+        }
+    }
+
+    /// `__tlb_reset_range()`.
+    fn reset_range(&mut self) {
+        self.start = u64::MAX;
+        self.end = 0;
+        self.freed_tables = false;
+        self.cleared_ptes = false;
+        self.cleared_pmds = false;
+        self.cleared_puds = false;
+    }
+
+    /// `tlb_flush_mmu_tlbonly()`: flush what was gathered (the arch's
+    /// `tlb_flush()`: the whole mm for a fullmm gather, else the gathered
+    /// range at the unmap stride), then start over.
+    fn flush_tlbonly(&mut self, pt: &PageTables) {
+        if !self.needs_flush() {
+            return;
+        }
+        if self.fullmm {
+            pt.flush_tlb_mm();
+        } else if self.start < self.end {
+            pt.flush_tlb_range(self.start, self.end, self.unmap_size());
+        }
+        self.reset_range();
+    }
+
+    /// `tlb_end_vma()`: per-VMA flush of a partial gather (a fullmm gather
+    /// waits for the end).
+    pub fn end_vma(&mut self, pt: &PageTables) {
+        if self.fullmm {
+            return;
+        }
+        self.flush_tlbonly(pt);
+    }
+
+    /// `tlb_finish_mmu()`: the final flush.
+    pub fn finish(mut self, pt: &PageTables) {
+        self.flush_tlbonly(pt);
+    }
+}
+
+impl Default for MmuGather {
+    fn default() -> Self {
+        MmuGather::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::arch::ArchKind;
+    use crate::core::folio::PhysMem;
+    use crate::core::hw::HwEvent;
+
+    fn tables() -> PageTables {
+        let mut phys = PhysMem::new(1 << 16);
+        PageTables::new(ArchKind::X86_64, &mut phys).expect("tables")
+    }
+
+    #[test]
+    fn nothing_gathered_nothing_flushed() {
+        let pt = tables();
+        let mut tlb = MmuGather::new();
+        tlb.end_vma(&pt);
+        tlb.finish(&pt);
+        assert_eq!(pt.hw.snapshot().get(HwEvent::TlbFlushCall), 0);
+    }
+
+    #[test]
+    fn gathered_span_and_stride() {
+        let pt = tables();
+        pt.hw.set_tracing(true);
+        let mut tlb = MmuGather::new();
+        tlb.flush_pte_range(0x5000, 0x1000);
+        tlb.flush_pte_range(0x2000, 0x2000);
+        tlb.end_vma(&pt);
+        // The end_vma flush reset the range: finish flushes nothing more.
+        tlb.finish(&pt);
+        assert_eq!(
+            pt.hw.take_marks(),
+            vec![crate::core::hw::HwMark::TlbFlush {
+                start: 0x2000,
+                end: 0x6000,
+                whole: false
+            }]
+        );
+        // x86: 4 pages at 4 KiB stride → 4 INVLPG.
+        assert_eq!(pt.hw.snapshot().get(HwEvent::TlbiPage), 4);
+    }
+
+    #[test]
+    fn pmd_only_gathers_flush_at_pmd_stride_and_fullmm_flushes_the_mm_once() {
+        let pt = tables();
+        let mut tlb = MmuGather::new();
+        tlb.flush_pmd_range(0, 4 * PMD_SIZE);
+        tlb.finish(&pt);
+        // 4 PMD strides ≤ 33: 4 page-ops on x86.
+        assert_eq!(pt.hw.snapshot().get(HwEvent::TlbiPage), 4);
+        let pt = tables();
+        let mut tlb = MmuGather::new_fullmm();
+        tlb.flush_pte_range(0, PAGE_SIZE);
+        tlb.end_vma(&pt);
+        assert_eq!(pt.hw.snapshot().get(HwEvent::TlbFlushCall), 0);
+        tlb.pte_free(0);
+        tlb.finish(&pt);
+        let e = pt.hw.snapshot();
+        assert_eq!(
+            (e.get(HwEvent::TlbFlushCall), e.get(HwEvent::TlbiAsid)),
+            (1, 1)
+        );
+    }
+}

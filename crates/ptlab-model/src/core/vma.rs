@@ -1,0 +1,374 @@
+//! VMAs: flags, pgoff, anon_vma identity, and the split/merge rules that
+//! decide what `/proc/PID/maps` shows.
+//!
+//! Linux: include/linux/mm.h (VM_* bits), mm/vma.c (is_mergeable_vma,
+//! is_mergeable_anon_vma, vma_merge_new_range, vma_merge_existing_range,
+//! __split_vma), mm/rmap.c find_mergeable_anon_vma(),
+//! fs/proc/task_mmu.c show_smap_vma_flags().
+
+use crate::core::addr::PAGE_SHIFT;
+use crate::core::arch::LeafFlags;
+use bitflags::bitflags;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+bitflags! {
+    /// `vm_flags` bits (include/linux/mm.h, 64-bit values).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+    pub struct VmFlags: u64 {
+        const READ = 0x1;
+        const WRITE = 0x2;
+        const EXEC = 0x4;
+        const SHARED = 0x8;
+        const MAYREAD = 0x10;
+        const MAYWRITE = 0x20;
+        const MAYEXEC = 0x40;
+        const MAYSHARE = 0x80;
+        const GROWSDOWN = 0x100;
+        const UFFD_MISSING = 0x200;
+        const PFNMAP = 0x400;
+        /// VM_MAYBE_GUARD (6.18.y stable, upstream 6.19): set on a VMA the
+        /// first time MADV_GUARD_INSTALL runs on it; never cleared.
+        /// Linux: mm/madvise.c madvise_guard_install() vma_set_atomic_flag().
+        const MAYBE_GUARD = 0x800;
+        const UFFD_WP = 0x1000;
+        const LOCKED = 0x2000;
+        const IO = 0x4000;
+        const DONTCOPY = 0x20000;
+        const DONTEXPAND = 0x40000;
+        const LOCKONFAULT = 0x80000;
+        const ACCOUNT = 0x100000;
+        const NORESERVE = 0x200000;
+        const HUGETLB = 0x400000;
+        const WIPEONFORK = 0x2000000;
+        const DONTDUMP = 0x4000000;
+        const SOFTDIRTY = 0x8000000;
+        const MIXEDMAP = 0x10000000;
+        const HUGEPAGE = 0x20000000;
+        const NOHUGEPAGE = 0x40000000;
+        const MERGEABLE = 0x80000000;
+        const SEALED = 1 << 42;
+    }
+}
+
+/// Flags a merge ignores (VM_SOFTDIRTY; CONFIG_MEM_SOFT_DIRTY is off on the
+/// target machines so it is never set). Linux: mm/vma.c VM_IGNORE_MERGE.
+///
+/// 6.18.y stable adds VM_MAYBE_GUARD (a "sticky" flag: a merge ORs it into
+/// the result; checked live on 6.18.44, docs/ops/guard-mlock-mseal.md).
+pub const VM_IGNORE_MERGE: VmFlags = VmFlags::SOFTDIRTY.union(VmFlags::MAYBE_GUARD);
+/// Flags that never merge. Linux: VM_SPECIAL.
+pub const VM_SPECIAL: VmFlags = VmFlags::IO
+    .union(VmFlags::DONTEXPAND)
+    .union(VmFlags::PFNMAP)
+    .union(VmFlags::MIXEDMAP);
+/// R/W/X. Linux: VM_ACCESS_FLAGS.
+pub const VM_ACCESS_FLAGS: VmFlags = VmFlags::READ.union(VmFlags::WRITE).union(VmFlags::EXEC);
+/// The userfaultfd registration modes a VMA can carry (VM_UFFD_MINOR is
+/// shmem/hugetlb only). Linux: include/linux/userfaultfd_k.h __VM_UFFD_FLAGS.
+pub const VM_UFFD_FLAGS: VmFlags = VmFlags::UFFD_MISSING.union(VmFlags::UFFD_WP);
+
+/// smaps `VmFlags` mnemonics in bit order (fs/proc/task_mmu.c show_smap_vma_flags()).
+const MNEMONICS: &[(VmFlags, &str)] = &[
+    (VmFlags::READ, "rd"),
+    (VmFlags::WRITE, "wr"),
+    (VmFlags::EXEC, "ex"),
+    (VmFlags::SHARED, "sh"),
+    (VmFlags::MAYREAD, "mr"),
+    (VmFlags::MAYWRITE, "mw"),
+    (VmFlags::MAYEXEC, "me"),
+    (VmFlags::MAYSHARE, "ms"),
+    (VmFlags::GROWSDOWN, "gd"),
+    (VmFlags::UFFD_MISSING, "um"),
+    (VmFlags::PFNMAP, "pf"),
+    (VmFlags::MAYBE_GUARD, "gu"),
+    (VmFlags::UFFD_WP, "uw"),
+    (VmFlags::LOCKED, "lo"),
+    (VmFlags::IO, "io"),
+    (VmFlags::DONTCOPY, "dc"),
+    (VmFlags::DONTEXPAND, "de"),
+    (VmFlags::LOCKONFAULT, "lf"),
+    (VmFlags::ACCOUNT, "ac"),
+    (VmFlags::NORESERVE, "nr"),
+    (VmFlags::HUGETLB, "ht"),
+    (VmFlags::WIPEONFORK, "wf"),
+    (VmFlags::DONTDUMP, "dd"),
+    (VmFlags::SOFTDIRTY, "sd"),
+    (VmFlags::MIXEDMAP, "mm"),
+    (VmFlags::HUGEPAGE, "hg"),
+    (VmFlags::NOHUGEPAGE, "nh"),
+    (VmFlags::MERGEABLE, "mg"),
+    (VmFlags::SEALED, "sl"),
+];
+
+impl VmFlags {
+    /// smaps mnemonics, in the order the kernel prints them.
+    pub fn mnemonics(self) -> Vec<String> {
+        MNEMONICS
+            .iter()
+            .filter(|(f, _)| self.contains(*f))
+            .map(|(_, m)| m.to_string())
+            .collect()
+    }
+
+    /// The `rwxp` permission string of /proc/PID/maps.
+    pub fn perms(self) -> String {
+        let mut s = String::with_capacity(4);
+        s.push(if self.contains(VmFlags::READ) {
+            'r'
+        } else {
+            '-'
+        });
+        s.push(if self.contains(VmFlags::WRITE) {
+            'w'
+        } else {
+            '-'
+        });
+        s.push(if self.contains(VmFlags::EXEC) {
+            'x'
+        } else {
+            '-'
+        });
+        s.push(if self.contains(VmFlags::MAYSHARE) {
+            's'
+        } else {
+            'p'
+        });
+        s
+    }
+}
+
+/// Identity of an anon_vma.
+pub type AnonVmaId = u64;
+
+/// One VMA.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub flags: VmFlags,
+    /// `vm_pgoff`, in pages.
+    pub pgoff: u64,
+    pub anon_vma: Option<AnonVmaId>,
+    /// The anon_vma chain has more than one link (inherited through fork).
+    pub fork_child: bool,
+    /// `vm_userfaultfd_ctx`: the userfaultfd this VMA is registered with.
+    /// Meaningful only while the VMA has a VM_UFFD_* flag (read it through
+    /// [`Vma::uffd_ctx`]): code that drops the registration by clearing the
+    /// flags (fork without EVENT_FORK, mremap without EVENT_REMAP) thereby
+    /// drops the context too, as userfaultfd_reset_ctx() does.
+    #[serde(default)]
+    pub uffd_ctx: Option<crate::types::UffdId>,
+}
+
+impl Vma {
+    pub fn pages(&self) -> u64 {
+        (self.end - self.start) >> PAGE_SHIFT
+    }
+    pub fn contains(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+    /// The userfaultfd context the VMA is registered with, if any.
+    pub fn uffd_ctx(&self) -> Option<crate::types::UffdId> {
+        uffd_ctx_of(self.flags, self.uffd_ctx)
+    }
+    /// pgoff of the page at `addr` (which may lie outside the VMA).
+    pub fn pgoff_at(&self, addr: u64) -> u64 {
+        self.pgoff
+            .wrapping_add((addr.wrapping_sub(self.start)) >> PAGE_SHIFT)
+    }
+}
+
+/// Flags compatible for a merge. Linux: mm/vma.c is_mergeable_vma().
+pub fn flags_mergeable(a: VmFlags, b: VmFlags) -> bool {
+    (a ^ b).difference(VM_IGNORE_MERGE).is_empty() && !a.intersects(VM_SPECIAL)
+}
+
+/// The effective userfaultfd context of a VMA with `flags` and raw context
+/// `ctx` (none unless a VM_UFFD_* flag is set).
+pub fn uffd_ctx_of(
+    flags: VmFlags,
+    ctx: Option<crate::types::UffdId>,
+) -> Option<crate::types::UffdId> {
+    ctx.filter(|_| flags.intersects(VM_UFFD_FLAGS))
+}
+
+/// Linux: mm/vma.c is_mergeable_anon_vma(): a missing anon_vma on one side is
+/// fine unless the side that has one inherited it through fork; two must be equal.
+pub fn anon_vma_compatible(a: (Option<AnonVmaId>, bool), b: (Option<AnonVmaId>, bool)) -> bool {
+    match (a.0, b.0) {
+        (None, None) => true,
+        (Some(_), None) => !a.1,
+        (None, Some(_)) => !b.1,
+        (Some(x), Some(y)) => x == y,
+    }
+}
+
+/// The VMA tree of one mm (the maple tree, as an ordered map by start).
+#[derive(Clone, Debug, Default)]
+pub struct VmaTree {
+    map: BTreeMap<u64, Vma>,
+}
+
+impl VmaTree {
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &Vma> {
+        self.map.values()
+    }
+    /// The VMA containing `addr`. Linux: vma_lookup().
+    pub fn find(&self, addr: u64) -> Option<&Vma> {
+        self.map
+            .range(..=addr)
+            .next_back()
+            .map(|(_, v)| v)
+            .filter(|v| v.contains(addr))
+    }
+    pub fn get(&self, start: u64) -> Option<&Vma> {
+        self.map.get(&start)
+    }
+    pub fn get_mut(&mut self, start: u64) -> Option<&mut Vma> {
+        self.map.get_mut(&start)
+    }
+    /// First VMA ending above `addr`. Linux: find_vma().
+    pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
+        if let Some(v) = self.find(addr) {
+            return Some(v);
+        }
+        self.map.range(addr..).next().map(|(_, v)| v)
+    }
+    /// The VMA ending at or before `addr` with the highest end.
+    pub fn prev(&self, addr: u64) -> Option<&Vma> {
+        self.map
+            .range(..addr)
+            .next_back()
+            .map(|(_, v)| v)
+            .filter(|v| v.end <= addr)
+    }
+    /// Start addresses of VMAs intersecting `[start, end)`.
+    pub fn starts_in(&self, start: u64, end: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        if let Some(v) = self.find(start) {
+            out.push(v.start);
+        }
+        for (&s, _) in self.map.range(start..end) {
+            if out.last() != Some(&s) {
+                out.push(s);
+            }
+        }
+        out
+    }
+    pub fn intersects(&self, start: u64, end: u64) -> bool {
+        !self.starts_in(start, end).is_empty()
+    }
+    pub fn insert(&mut self, v: Vma) {
+        debug_assert!(v.start < v.end);
+        self.map.insert(v.start, v);
+    }
+    pub fn remove(&mut self, start: u64) -> Option<Vma> {
+        self.map.remove(&start)
+    }
+    /// Split the VMA containing `addr` at `addr` (no-op at an edge). The upper
+    /// piece gets `pgoff += offset`. Linux: mm/vma.c __split_vma().
+    pub fn split_at(&mut self, addr: u64) {
+        let Some(v) = self.find(addr).cloned() else {
+            return;
+        };
+        if v.start == addr {
+            return;
+        }
+        let mut lo = v.clone();
+        lo.end = addr;
+        let mut hi = v;
+        hi.pgoff = hi.pgoff_at(addr);
+        hi.start = addr;
+        self.map.insert(lo.start, lo);
+        self.map.insert(hi.start, hi);
+    }
+}
+
+/// The attributes `vm_page_prot` gives a private anonymous VMA: never
+/// writable (copy-on-write: write access is granted per PTE), PROT_NONE when
+/// no access is allowed, executable with VM_EXEC.
+/// Linux: mm/mmap.c vm_get_page_prot() over protection_map[] (PAGE_NONE,
+/// PAGE_READONLY, PAGE_COPY, PAGE_*_EXEC).
+pub fn vm_page_prot(flags: VmFlags) -> LeafFlags {
+    if !flags.intersects(VM_ACCESS_FLAGS) {
+        LeafFlags::PROTNONE
+    } else if flags.contains(VmFlags::EXEC) {
+        LeafFlags::EXEC
+    } else {
+        LeafFlags::empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vma(start: u64, end: u64, flags: VmFlags) -> Vma {
+        Vma {
+            start,
+            end,
+            flags,
+            pgoff: start >> 12,
+            anon_vma: None,
+            fork_child: false,
+            uffd_ctx: None,
+        }
+    }
+
+    #[test]
+    fn mnemonics_in_kernel_order() {
+        let f = VmFlags::READ
+            | VmFlags::WRITE
+            | VmFlags::MAYREAD
+            | VmFlags::MAYWRITE
+            | VmFlags::MAYEXEC
+            | VmFlags::ACCOUNT;
+        // Checked on 6.18.44: a fresh rw anon mapping shows "rd wr mr mw me ac".
+        assert_eq!(f.mnemonics().join(" "), "rd wr mr mw me ac");
+        assert_eq!(
+            (f | VmFlags::DONTCOPY | VmFlags::HUGEPAGE)
+                .mnemonics()
+                .join(" "),
+            "rd wr mr mw me dc ac hg"
+        );
+        assert_eq!(f.perms(), "rw-p");
+    }
+
+    #[test]
+    fn split_keeps_pgoff_contiguous() {
+        let mut t = VmaTree::default();
+        t.insert(vma(0x10000, 0x20000, VmFlags::READ));
+        t.split_at(0x14000);
+        let lo = t.find(0x10000).unwrap().clone();
+        let hi = t.find(0x14000).unwrap().clone();
+        assert_eq!((lo.start, lo.end), (0x10000, 0x14000));
+        assert_eq!(hi.pgoff, lo.pgoff + lo.pages());
+        assert_eq!(t.starts_in(0x12000, 0x16000), vec![0x10000, 0x14000]);
+        assert!(t.find(0x20000).is_none());
+        assert_eq!(t.find_vma(0x20000), None);
+        assert_eq!(t.prev(0x14000).unwrap().start, 0x10000);
+    }
+
+    #[test]
+    fn anon_vma_merge_rules() {
+        assert!(anon_vma_compatible((None, false), (None, false)));
+        assert!(anon_vma_compatible((Some(1), false), (None, false)));
+        assert!(!anon_vma_compatible((Some(1), true), (None, false)));
+        assert!(!anon_vma_compatible((Some(1), false), (Some(2), false)));
+        assert!(flags_mergeable(
+            VmFlags::READ,
+            VmFlags::READ | VmFlags::SOFTDIRTY
+        ));
+        assert!(!flags_mergeable(
+            VmFlags::READ | VmFlags::ACCOUNT,
+            VmFlags::READ
+        ));
+    }
+}

@@ -1,0 +1,595 @@
+//! Page faults on private anonymous memory.
+//!
+//! Linux: mm/memory.c __handle_mm_fault(), handle_pte_fault(),
+//! do_anonymous_page(), alloc_anon_folio(), do_wp_page(), wp_page_copy(),
+//! wp_can_reuse_anon_folio(); mm/huge_memory.c do_huge_pmd_anonymous_page(),
+//! do_huge_pmd_wp_page(), do_huge_zero_wp_pmd(). Rule tags (F1, P3, W4...)
+//! refer to shared/spec/fork-fault.md.
+
+use crate::core::addr::{Order, Pfn, PMD_ORDER, PMD_SIZE};
+use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};
+use crate::core::arch::SwapPte;
+use crate::core::arch::{Entry, Leaf, LeafFlags};
+use crate::core::folio::{FolioRef, PhysMem};
+use crate::core::hw::HwEvent;
+use crate::core::pgtable::PmdSlot;
+use crate::core::stats::{MthpStat, VmEvent};
+use crate::core::thp::{orders_desc, ThpSettings};
+use crate::core::vma::{VmFlags, Vma};
+use crate::mm::mm::{AnonVmaIds, Mm};
+use crate::mm::swap::count_swap_map;
+use crate::types::AccessFault;
+
+/// Everything a fault needs besides the mm.
+pub struct FaultEnv<'a> {
+    pub phys: &'a mut PhysMem,
+    pub thp: &'a ThpSettings,
+    pub ids: &'a mut AnonVmaIds,
+}
+
+/// Resolve a fault at `addr`; afterwards the page is mapped, writable if
+/// `write`. Returns the PTE-level or PMD-level leaf now mapping the page.
+/// Linux: mm/memory.c handle_mm_fault() (access checks from
+/// arch/x86/mm/fault.c access_error()).
+pub fn handle_fault(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    addr: u64,
+    write: bool,
+) -> Result<Pfn, AccessFault> {
+    let vma = mm
+        .vmas
+        .find(addr)
+        .cloned()
+        .ok_or(AccessFault::Segv { addr })?;
+    // handle_pte_marker(): a guard marker is VM_FAULT_SIGSEGV whatever the
+    // access (checked before any uffd or THP path: the PTE is not none).
+    if crate::mm::marker::is_guard(mm, addr) {
+        return Err(AccessFault::Segv { addr });
+    }
+    if write && !vma.flags.contains(VmFlags::WRITE) {
+        return Err(AccessFault::Segv { addr });
+    }
+    if !vma
+        .flags
+        .intersects(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC)
+    {
+        return Err(AccessFault::Segv { addr });
+    }
+    let slot = addr & !(PMD_SIZE - 1);
+    // F1: an empty PMD slot where PMD order is allowed tries a PMD THP first.
+    if mm.pt.pmd(addr) == PmdSlot::None && pmd_thp_allowed(mm, env.thp, &vma, addr) {
+        if let Some(pfn) = do_huge_pmd_anonymous_page(mm, env, &vma, addr, write)? {
+            return Ok(pfn);
+        }
+    }
+    // F2: a present huge leaf.
+    if let PmdSlot::Leaf(leaf) = mm.pt.pmd(addr) {
+        if !write || leaf.write() {
+            return Ok(leaf.pfn.add((addr - slot) >> 12));
+        }
+        // userfaultfd_huge_pmd_wp(): a write to a uffd-wp PMD in a WP range.
+        if uffd_wp_fault(&vma, leaf) {
+            return Err(AccessFault::Uffd { addr });
+        }
+        if let Some(pfn) = do_huge_pmd_wp_page(mm, env, &vma, addr, leaf) {
+            return Ok(pfn);
+        }
+        // Split: continue at PTE level.
+    }
+    if mm.pt.pte_alloc(addr, env.phys).is_none() {
+        return Err(AccessFault::Oom { addr });
+    }
+    match mm.pt.pte(addr) {
+        Entry::None => do_anonymous_page(mm, env, &vma, addr, write),
+        Entry::Leaf(l) if write && !l.write() => do_wp_page(mm, env, &vma, addr, l),
+        Entry::Leaf(l) => Ok(l.pfn),
+        Entry::Table(_) => unreachable!("PTE level holds no tables"),
+        // handle_pte_marker(): guard markers were refused above; a uffd-wp
+        // marker is not made for anonymous memory.
+        Entry::Marker(_) => Err(AccessFault::Segv { addr }),
+        Entry::Swap(s) => {
+            // do_swap_page(); a write it could not satisfy (the page is not
+            // exclusive) continues in do_wp_page().
+            do_swap_page(mm, env, &vma, addr, write, s)?;
+            // do_wp_page() continues from vmf->orig_pte: no second load.
+            match mm.pt.pte_peek(addr) {
+                Entry::Leaf(l) if write && !l.write() => do_wp_page(mm, env, &vma, addr, l),
+                Entry::Leaf(l) => Ok(l.pfn),
+                _ => unreachable!("do_swap_page() maps the page"),
+            }
+        }
+    }
+}
+
+/// PMD order allowed by policy and the 2 MiB block lies inside the VMA.
+/// userfaultfd does not restrict the PMD order (__thp_vma_allowable_orders()
+/// has no uffd test): a uffd-armed VMA takes the PMD path, which hands a
+/// MISSING fault to userfaultfd itself (checked live on 6.18.44: after a
+/// MISSING fault in a MADV_HUGEPAGE range and UNREGISTER, a write maps a
+/// PMD THP, so the fault left no PTE table).
+/// Linux: thp_vma_allowable_order(PMD_ORDER) + thp_vma_suitable_order().
+fn pmd_thp_allowed(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> bool {
+    let mask = thp.allowed_orders(
+        vma.flags.contains(VmFlags::HUGEPAGE),
+        thp_disabled(mm, vma),
+        false,
+    );
+    let haddr = addr & !(PMD_SIZE - 1);
+    mask & (1 << PMD_ORDER) != 0 && haddr >= vma.start && haddr + PMD_SIZE <= vma.end
+}
+
+/// A write to `leaf` goes to userfaultfd as a WP fault: the VMA is
+/// registered WP and the entry carries uffd-wp (UFFD_FEATURE_WP_ASYNC,
+/// which resolves such faults in the kernel, is never requested).
+/// Linux: include/linux/userfaultfd_k.h userfaultfd_pte_wp(),
+/// userfaultfd_huge_pmd_wp().
+fn uffd_wp_fault(vma: &Vma, leaf: Leaf) -> bool {
+    vma.flags.contains(VmFlags::UFFD_WP) && leaf.flags.contains(LeafFlags::UFFD_WP)
+}
+
+fn leaf_for_new_folio(vma: &Vma, pfn: Pfn) -> Leaf {
+    let mut flags = LeafFlags::YOUNG;
+    if vma.flags.contains(VmFlags::WRITE) {
+        flags |= LeafFlags::WRITE | LeafFlags::DIRTY;
+    }
+    if vma.flags.contains(VmFlags::EXEC) {
+        flags |= LeafFlags::EXEC;
+    }
+    Leaf { pfn, flags }
+}
+
+/// P1–P3. Returns `Ok(None)` to fall back to the PTE path.
+fn do_huge_pmd_anonymous_page(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    write: bool,
+) -> Result<Option<Pfn>, AccessFault> {
+    let slot = addr & !(PMD_SIZE - 1);
+    // vmf_anon_prepare() runs before the zero-page branch (P1).
+    mm.anon_vma_prepare(addr, env.ids);
+    if mm.pt.pmd_alloc(slot, env.phys).is_none() {
+        return Ok(None);
+    }
+    let missing = vma.flags.contains(VmFlags::UFFD_MISSING);
+    if !write && env.thp.use_zero_page {
+        // P2: map the huge zero folio read-only.
+        let Some(hz) = env.phys.get_huge_zero() else {
+            return Ok(None);
+        };
+        // The huge zero folio is taken before the userfaultfd_missing()
+        // check, which then hands the fault to userfaultfd.
+        if missing {
+            return Err(AccessFault::Uffd { addr });
+        }
+        let Some(pgtable) = env.phys.alloc_pt_page() else {
+            return Ok(None);
+        };
+        mm.deposited.insert(slot, pgtable);
+        let mut flags = LeafFlags::YOUNG | LeafFlags::SPECIAL;
+        if vma.flags.contains(VmFlags::EXEC) {
+            flags |= LeafFlags::EXEC;
+        }
+        mm.pt.set_pmd(slot, Entry::Leaf(Leaf { pfn: hz, flags }));
+        return Ok(Some(hz.add((addr - slot) >> 12)));
+    }
+    // __do_huge_pmd_anonymous_page(): the folio and page table it allocates
+    // are freed again when a MISSING fault goes to userfaultfd (nothing
+    // observable; an allocation failure would count thp_fault_fallback
+    // first, which the model, never short of memory here, skips).
+    if missing {
+        return Err(AccessFault::Uffd { addr });
+    }
+    Ok(map_new_pmd_folio(mm, env, vma, slot).map(|folio| folio.head.add((addr - slot) >> 12)))
+}
+
+/// Allocate an order-9 folio and map it with one PMD (P3, and P4 over the
+/// huge zero PMD). Counts the fallback stats when allocation fails.
+fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> Option<FolioRef> {
+    let Some(folio) = env.phys.alloc_anon_folio(Order::PMD) else {
+        env.phys.stats.vm(VmEvent::ThpFaultFallback, 1);
+        env.phys
+            .stats
+            .mthp(PMD_ORDER, MthpStat::AnonFaultFallback, 1);
+        return None;
+    };
+    // A PMD mapping carries a deposited page table; the huge zero PMD this
+    // may replace (P4) already has one.
+    if let std::collections::btree_map::Entry::Vacant(e) = mm.deposited.entry(slot) {
+        let Some(pgtable) = env.phys.alloc_pt_page() else {
+            env.phys.free_unused_folio(folio);
+            return None;
+        };
+        e.insert(pgtable);
+    }
+    // folio_zero_user(): 512 pages cleared; map under the PMD lock.
+    env.phys.hw.add(HwEvent::PageZero, HPAGE_PMD_NR);
+    env.phys.add_rmap_pmd(folio, mm.pid, true);
+    env.phys.ref_add(folio, 1);
+    mm.rss_anon += HPAGE_PMD_NR;
+    mm.pt
+        .set_pmd(slot, Entry::Leaf(leaf_for_new_folio(vma, folio.head)));
+    env.phys.stats.vm(VmEvent::ThpFaultAlloc, 1);
+    env.phys.stats.mthp(PMD_ORDER, MthpStat::AnonFaultAlloc, 1);
+    if vma.flags.contains(VmFlags::LOCKED) {
+        // mlock_new_folio() of a large folio drains the mlock batch at once.
+        env.phys.folio_batches.add(folio.head, true, true);
+    } else {
+        env.phys.folio_batches.lru_add(folio.head, true);
+    }
+    // shrink_underused (default 1): queued, not partially mapped.
+    env.phys.deferred_split_folio(folio, false);
+    Some(folio)
+}
+
+/// P4/P5: a write to a read-only PMD. `None` means the PMD was split and
+/// the fault continues at PTE level.
+fn do_huge_pmd_wp_page(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    leaf: Leaf,
+) -> Option<Pfn> {
+    let slot = addr & !(PMD_SIZE - 1);
+    if Some(leaf.pfn) == env.phys.huge_zero {
+        // P4: replace the huge zero PMD with a fresh THP (do_huge_zero_wp_pmd).
+        mm.anon_vma_prepare(addr, env.ids);
+        if let Some(folio) = map_new_pmd_folio(mm, env, vma, slot) {
+            return Some(folio.head.add((addr - slot) >> 12));
+        }
+        // Allocation failed (fallback counted): split into zero-page PTEs.
+        crate::mm::zap::split_huge_pmd(mm, env.phys, slot);
+        return None;
+    }
+    let folio = env.phys.folio_of(leaf.pfn).expect("PMD maps a folio");
+    // P5: exclusive, or the only reference → reuse the whole PMD.
+    let reuse = env.phys.anon_exclusive(folio.head) || env.phys.refcount(folio) == 1;
+    if reuse {
+        env.phys.set_anon_exclusive(folio.head, true);
+        let mut l = leaf;
+        l.flags |= LeafFlags::WRITE | LeafFlags::DIRTY | LeafFlags::YOUNG;
+        mm.pt.set_pmd(slot, Entry::Leaf(l));
+        return Some(folio.head.add((addr - slot) >> 12));
+    }
+    crate::mm::zap::split_huge_pmd(mm, env.phys, slot);
+    None
+}
+
+/// THP is off for this VMA: VM_NOHUGEPAGE, or the mm's prctl state.
+/// Linux: include/linux/huge_mm.h vma_thp_disabled().
+fn thp_disabled(mm: &Mm, vma: &Vma) -> bool {
+    vma.flags.contains(VmFlags::NOHUGEPAGE)
+        || mm
+            .thp_disable
+            .disables(vma.flags.contains(VmFlags::HUGEPAGE))
+}
+
+/// F5: the order a write fault allocates.
+fn choose_order(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> Order {
+    // F5.1 userfaultfd_armed(): any registration (MISSING or WP) means
+    // order 0 (checked live: a WP-only range with 64K=always faults order 0).
+    let mut mask = thp.allowed_orders(
+        vma.flags.contains(VmFlags::HUGEPAGE),
+        thp_disabled(mm, vma),
+        vma.flags.intersects(crate::core::vma::VM_UFFD_FLAGS),
+    );
+    mask &= (1 << PMD_ORDER) - 1; // orders 2..8 here; order 9 is F1's job
+                                  // F5.3: drop orders whose aligned block leaves the VMA, highest first,
+                                  // stopping at the first that fits.
+    for o in orders_desc(mask) {
+        let size = o.bytes();
+        let base = addr & !(size - 1);
+        if base >= vma.start && base + size <= vma.end {
+            break;
+        }
+        mask &= !(1 << o.0);
+    }
+    // F5.4: drop orders whose block holds any non-none PTE, stopping at the
+    // first all-none block.
+    for o in orders_desc(mask) {
+        let base = addr & !(o.bytes() - 1);
+        // pte_range_none(): a guard marker is not none.
+        let all_none =
+            (0..o.pages()).all(|k| matches!(mm.pt.pte_raw(base + k * PAGE_SIZE), Entry::None));
+        if all_none {
+            return o;
+        }
+    }
+    Order::ZERO
+}
+
+/// F4: a fault on a none PTE.
+fn do_anonymous_page(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    write: bool,
+) -> Result<Pfn, AccessFault> {
+    // userfaultfd_missing(): the fault goes to userfaultfd, after the PTE
+    // table exists; a write fault prepares the anon_vma first (and
+    // allocates an order-0 folio it then frees: nothing observable).
+    let missing = vma.flags.contains(VmFlags::UFFD_MISSING);
+    if !write {
+        if missing {
+            return Err(AccessFault::Uffd { addr });
+        }
+        // F4.1: the shared zero page, read-only and special; no anon_vma.
+        let mut flags = LeafFlags::YOUNG | LeafFlags::SPECIAL;
+        if vma.flags.contains(VmFlags::EXEC) {
+            flags |= LeafFlags::EXEC;
+        }
+        let zero = env.phys.zero_pfn;
+        mm.pt.set_ptes(addr, Leaf { pfn: zero, flags }, 1, env.phys);
+        return Ok(zero);
+    }
+    mm.anon_vma_prepare(addr, env.ids);
+    if missing {
+        return Err(AccessFault::Uffd { addr });
+    }
+    let mut order = choose_order(mm, env.thp, vma, addr);
+    let folio = loop {
+        if let Some(f) = env.phys.alloc_anon_folio(order) {
+            break f;
+        }
+        if order.0 == 0 {
+            return Err(AccessFault::Oom { addr });
+        }
+        env.phys.stats.mthp(order.0, MthpStat::AnonFaultFallback, 1);
+        order = Order::ZERO;
+    };
+    let base = addr & !(order.bytes() - 1);
+    let nr = order.pages();
+    // alloc_anon_folio() → folio_zero_user() / __GFP_ZERO: every page cleared.
+    env.phys.hw.add(HwEvent::PageZero, nr);
+    env.phys
+        .add_rmap_ptes(folio, folio.head, nr as u32, mm.pid, true);
+    env.phys.ref_add(folio, nr as u32);
+    mm.rss_anon += nr;
+    if order.0 >= 2 {
+        env.phys.stats.mthp(order.0, MthpStat::AnonFaultAlloc, 1);
+    }
+    mm.pt
+        .set_ptes(base, leaf_for_new_folio(vma, folio.head), nr, env.phys);
+    if vma.flags.contains(VmFlags::LOCKED) {
+        // folio_add_lru_vma() → mlock_new_folio().
+        env.phys
+            .folio_batches
+            .add(folio.head, folio.is_large(), true);
+    } else {
+        // folio_add_lru_vma() → folio_add_lru().
+        env.phys.folio_batches.lru_add(folio.head, folio.is_large());
+    }
+    Ok(folio.head.add((addr - base) >> 12))
+}
+
+/// W1–W4: a write to a present read-only PTE.
+fn do_wp_page(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    old: Leaf,
+) -> Result<Pfn, AccessFault> {
+    // W1 userfaultfd_pte_wp(): a uffd-wp entry in a WP-registered range.
+    if uffd_wp_fault(vma, old) {
+        return Err(AccessFault::Uffd { addr });
+    }
+    if old.flags.contains(LeafFlags::SPECIAL) {
+        // W2: copy the zero page into a fresh order-0 page.
+        return wp_page_copy(mm, env, vma, addr, None);
+    }
+    let page = old.pfn;
+    let folio = env.phys.folio_of(page).expect("PTE maps a folio");
+    let reuse = if env.phys.anon_exclusive(page) {
+        true // W3
+    } else if !folio.is_large() {
+        // W4 small: wp_can_reuse_anon_folio(). References held by the mlock
+        // batch count; a folio queued as new (not on an LRU) makes the fault
+        // drain the batch first (`!folio_test_lru()` → lru_add_drain()).
+        let refs = |p: &PhysMem| {
+            p.refcount(folio)
+                + p.folio_batches.refs(folio.head)
+                + p.folio_batches.lru_add_refs(folio.head)
+        };
+        if refs(env.phys) > 3 {
+            false
+        } else {
+            if env.phys.folio_batches.off_lru(folio.head) {
+                env.phys.folio_batches.drain();
+            }
+            refs(env.phys) == 1
+        }
+    } else {
+        // W4 large (mm/memory.c __wp_can_reuse_large_anon_folio()).
+        let mapcount = env.phys.folio_mapcount(folio);
+        mapcount > 1
+            && !env.phys.mapped_by_other_mm(folio, mm.pid)
+            && mapcount == env.phys.refcount(folio)
+    };
+    if reuse {
+        env.phys.set_anon_exclusive(page, true);
+        let mut l = old;
+        l.flags |= LeafFlags::WRITE | LeafFlags::DIRTY | LeafFlags::YOUNG;
+        // wp_page_reuse(): ptep_set_access_flags() with the write bit changing.
+        mm.pt.modify_pte(addr, l);
+        return Ok(page);
+    }
+    wp_page_copy(mm, env, vma, addr, Some((folio, page)))
+}
+
+/// Copy-on-write into a new order-0 page (W2, W4 copy). Linux: wp_page_copy().
+fn wp_page_copy(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    old: Option<(FolioRef, Pfn)>,
+) -> Result<Pfn, AccessFault> {
+    mm.anon_vma_prepare(addr, env.ids);
+    let new = env
+        .phys
+        .alloc_anon_folio(Order::ZERO)
+        .ok_or(AccessFault::Oom { addr })?;
+    if let Some((_, src)) = old {
+        let tag = env.phys.tag(src);
+        env.phys.set_tag(new.head, tag);
+        env.phys.hw.one(HwEvent::PageCopy); // __wp_page_copy_user()
+    } else {
+        env.phys.hw.one(HwEvent::PageZero); // vma_alloc_zeroed_movable_folio()
+    }
+    env.phys.add_rmap_ptes(new, new.head, 1, mm.pid, true);
+    env.phys.ref_add(new, 1);
+    let pte = leaf_for_new_folio(vma, new.head);
+    // ptep_clear_flush() then set_pte_at(): a single-entry replacement that
+    // may refold an arm64 block. The clear flushes the old translation
+    // (flush_tlb_page); the model writes the new entry over the old one, so
+    // only the clear's atomic and flush are counted here.
+    mm.pt.hw.one(HwEvent::PteAtomicClear);
+    mm.pt.flush_tlb_page(addr);
+    mm.pt.set_ptes(addr, pte, 1, env.phys);
+    if vma.flags.contains(VmFlags::LOCKED) {
+        // folio_add_lru_vma() → mlock_new_folio().
+        env.phys.folio_batches.add(new.head, false, true);
+    } else {
+        env.phys.folio_batches.lru_add(new.head, false);
+    }
+    match old {
+        Some((folio, src)) => {
+            env.phys.remove_rmap_ptes(folio, src, 1, mm.pid);
+            if vma.flags.contains(VmFlags::LOCKED) {
+                // folio_remove_rmap_pte() → munlock_vma_folio().
+                env.phys
+                    .folio_batches
+                    .add(folio.head, folio.is_large(), false);
+            }
+            env.phys.ref_sub(folio, 1);
+        }
+        None => mm.rss_anon += 1,
+    }
+    Ok(new.head)
+}
+
+// ---- swap-in ----------------------------------------------------------------
+
+/// A fault on a swap PTE. Maps one order-0 page (this machine's swap file
+/// is not SWP_SYNCHRONOUS_IO, so no large folio is allocated for swap-in,
+/// and the cache never holds a large folio since large folios are split at
+/// swap-out). The PTE becomes writable (and, for a write, dirty) only if
+/// the page is certainly exclusive: the swap PTE carried the exclusive bit,
+/// or a write fault could drop the swap cache (`should_try_to_free_swap()`:
+/// the cache and this fault hold the only references and no swap PTE
+/// refers to the slot any more). A write that finds the page not exclusive
+/// continues in do_wp_page() (the caller's job), which copies it while
+/// someone else still refers to the slot.
+/// Linux: mm/memory.c do_swap_page(), should_try_to_free_swap();
+/// mm/swap_state.c swapin_readahead() / swap_cache_get_folio().
+pub fn do_swap_page(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    write: bool,
+    s: SwapPte,
+) -> Result<(), AccessFault> {
+    let phys = &mut *env.phys;
+    // Events. swap_cache_get_folio(): one lookup (its folio_try_get() is
+    // the reference the mapping keeps: the `ref_add` below).
+    phys.hw.one(HwEvent::SwapCacheLookup);
+    let cached = phys
+        .swap
+        .slots
+        .get(&s.offset)
+        .expect("swap slot in use")
+        .cache;
+    let folio = match cached {
+        Some(pfn) => phys.folio_of(pfn).expect("swap-cache folio"),
+        None => {
+            let tag = phys.swap.slots[&s.offset].tag;
+            // swapin_readahead() → __read_swap_cache_async(): a folio
+            // (counted by the allocator), swapcache_prepare() sets
+            // SWAP_HAS_CACHE (cluster lock, one swap_map byte), the cache
+            // insert and its reference; swap_read_folio() reads the page
+            // (the I/O is not priced). Readahead of neighbouring slots is
+            // not modelled.
+            let f = phys
+                .alloc_anon_folio(Order::ZERO)
+                .ok_or(AccessFault::Oom { addr })?;
+            count_swap_map(&phys.hw, 1);
+            phys.set_tag(f.head, tag);
+            // add_to_swap_cache(): the cache's reference.
+            phys.ref_add(f, 1);
+            phys.swap.slots.get_mut(&s.offset).expect("slot").cache = Some(f.head);
+            phys.swap.pswpin += 1;
+            f
+        }
+    };
+    mm.anon_vma_prepare(addr, env.ids);
+    let phys = &mut *env.phys;
+    // folio_lock_or_retry() and the folio_unlock() at the end (counted as
+    // folio atomics, as elsewhere); pte_offset_map_lock() and the
+    // pte_same(ptep_get()) re-check under the PTL.
+    phys.hw.add(HwEvent::FolioRefAtomic, 2);
+    let _ptl = mm.pt.pte_offset_map_lock(addr);
+    mm.pt.hw.one(HwEvent::PteLoad);
+    // swap_free_nr(): this PTE's swap count goes (cluster lock, one byte).
+    count_swap_map(&phys.hw, 1);
+    let slot = phys.swap.slots.get_mut(&s.offset).expect("slot");
+    slot.count -= 1;
+    let count_left = slot.count;
+    // should_try_to_free_swap() → folio_free_swap(): only the cache and
+    // this fault hold the folio, and no swap PTE is left.
+    let freed = write && phys.refcount(folio) == 1 && count_left == 0;
+    let exclusive = s.exclusive || freed;
+    let mut flags = LeafFlags::YOUNG;
+    if vma.flags.contains(VmFlags::EXEC) {
+        flags |= LeafFlags::EXEC;
+    }
+    if s.soft_dirty {
+        flags |= LeafFlags::SOFT_DIRTY;
+    }
+    if s.uffd_wp {
+        flags |= LeafFlags::UFFD_WP;
+    }
+    let uffd_wp = s.uffd_wp && vma.flags.contains(VmFlags::UFFD_WP);
+    if exclusive && vma.flags.contains(VmFlags::WRITE) && !uffd_wp {
+        flags |= LeafFlags::WRITE;
+        if write {
+            flags |= LeafFlags::DIRTY;
+        }
+    }
+    if phys.page_mapcount(folio.head) == 0 {
+        // folio_add_new_anon_rmap() / a cached folio nobody maps: the
+        // exclusive flag is what this fault decides.
+        phys.set_anon_exclusive(folio.head, false);
+    }
+    phys.add_rmap_ptes(folio, folio.head, 1, mm.pid, exclusive);
+    phys.ref_add(folio, 1);
+    mm.rss_anon += 1;
+    mm.pt.set_ptes(
+        addr,
+        Leaf {
+            pfn: folio.head,
+            flags,
+        },
+        1,
+        phys,
+    );
+    if count_left == 0 {
+        // The model drops an unreferenced slot's cache at once (see the
+        // module comment): folio_free_swap() clears SWAP_HAS_CACHE under
+        // the cluster lock and frees the slot (the kernel does it here on
+        // should_try_to_free_swap(), otherwise later, at reclaim).
+        count_swap_map(&phys.hw, 1);
+        phys.hw.one(HwEvent::SwapSlotFree);
+        let slot = phys.swap.slots.remove(&s.offset).expect("slot");
+        if let Some(pfn) = slot.cache {
+            let f = phys.folio_of(pfn).expect("cache folio");
+            phys.ref_sub(f, 1);
+        }
+    }
+    Ok(())
+}

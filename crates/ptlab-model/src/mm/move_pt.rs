@@ -1,0 +1,388 @@
+//! Moving page tables for mremap(): whole PUD and PMD tables, PMD-mapped
+//! THPs, and PTEs (one at a time, or in folio batches).
+//!
+//! Linux: mm/mremap.c move_page_tables(), try_realign_addr(),
+//! can_align_down(), get_extent(), move_normal_pud(), move_normal_pmd(),
+//! move_ptes(), mremap_folio_pte_batch(); mm/huge_memory.c move_huge_pmd().
+//! Spec: shared/spec/mremap.md §9 (rule tags §9.x below).
+//!
+//! Two seed-change switches select the algorithm ([`Before`]):
+//!
+//! * `MREMAP_TABLE_MOVE` (before 4.20): no whole-table moves and no
+//!   realignment, so every PTE of every PMD slot is moved by `move_ptes()`.
+//! * `MREMAP_PTE_BATCH` (before 6.17): `move_ptes()` moves one PTE at a time
+//!   ([`move_ptes_per_pte`]) instead of one folio batch at a time
+//!   ([`move_ptes_batched`]).
+//!
+//! Each path is one function, so a later issue can count the hardware
+//! events of each.
+//!
+//! Not modelled: soft-dirty marking (CONFIG_MEM_SOFT_DIRTY is off on the
+//! target machines, §12.1), non-present PTEs (swap, migration, poison and
+//! guard markers: the model has none yet), rmap locks, MMU notifiers and TLB
+//! flushes (no observable effect; hardware-event accounting is a later issue).
+
+use crate::core::addr::{PAGE_SIZE, PMD_SIZE, PUD_SIZE};
+use crate::core::arch::{Entry, Leaf, LeafFlags};
+use crate::core::folio::PhysMem;
+use crate::core::hw::HwEvent;
+use crate::core::pgtable::{PageTables, PmdSlot};
+use crate::core::vma::Vma;
+use crate::mm::batch::{folio_pte_batch, Before, Fpb};
+use crate::mm::mm::Mm;
+use crate::mm::zap::split_huge_pmd;
+
+/// One move_page_tables() call: move `len` bytes of mappings from
+/// `old_addr` (in VMA `old`) to `new_addr` (in VMA `new`).
+/// Linux: struct pagetable_move_control.
+#[derive(Clone, Debug)]
+pub struct PageTableMove {
+    pub old: Vma,
+    pub new: Vma,
+    pub old_addr: u64,
+    pub new_addr: u64,
+    pub len: u64,
+}
+
+/// The VMA is registered with a userfaultfd that lacks
+/// UFFD_FEATURE_EVENT_REMAP. The model refuses that feature at UFFDIO_API
+/// (crate::sys::uffd), so every registration counts.
+/// Linux: include/linux/userfaultfd_k.h vma_has_uffd_without_event_remap().
+pub fn uffd_without_event_remap(vma: &Vma) -> bool {
+    vma.uffd_ctx().is_some()
+}
+
+/// Move the page tables of `pmc`; returns the bytes moved, counted from the
+/// original `old_addr` (less than `len` only when a destination table could
+/// not be allocated). Linux: mm/mremap.c move_page_tables().
+pub fn move_page_tables(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    pmc: &PageTableMove,
+    before: Before,
+) -> u64 {
+    if pmc.len == 0 {
+        return 0;
+    }
+    let table_moves = !before.contains(Before::MREMAP_TABLE_MOVE);
+    let batched = !before.contains(Before::MREMAP_PTE_BATCH);
+    let old_end = pmc.old_addr + pmc.len;
+    let (mut old_addr, mut new_addr) = (pmc.old_addr, pmc.new_addr);
+    // §9.2: realign both cursors down to a PMD boundary so the first PMD
+    // can move as a whole table (6.7+; it exists only for table moves).
+    if table_moves {
+        try_realign_addr(mm, pmc, &mut old_addr, &mut new_addr);
+    }
+    // §9.5, 6.17: either VMA with uffd but no EVENT_REMAP refuses table moves.
+    // Linux: uffd_supports_page_table_move().
+    let tables_ok =
+        table_moves && !uffd_without_event_remap(&pmc.old) && !uffd_without_event_remap(&pmc.new);
+    while old_addr < old_end {
+        // §9.3/§9.4.1–4: the PUD level.
+        let mut extent = get_extent(PUD_SIZE, old_addr, old_end, new_addr);
+        if !matches!(mm.pt.entry(old_addr, 3), Entry::Table(_)) {
+            old_addr += extent;
+            new_addr += extent;
+            continue;
+        }
+        if mm.pt.pud_alloc(new_addr, phys).is_none() {
+            break;
+        }
+        if tables_ok && extent == PUD_SIZE && move_normal_pud(mm, old_addr, new_addr) {
+            old_addr += extent;
+            new_addr += extent;
+            continue;
+        }
+        // §9.4.5–11: the PMD level.
+        extent = get_extent(PMD_SIZE, old_addr, old_end, new_addr);
+        let old_pmd = mm.pt.pmd(old_addr);
+        if old_pmd == PmdSlot::None {
+            old_addr += extent;
+            new_addr += extent;
+            continue;
+        }
+        if mm.pt.pmd_alloc(new_addr, phys).is_none() {
+            break;
+        }
+        match old_pmd {
+            PmdSlot::Leaf(_) => {
+                // §9.4.7: a PMD-mapped THP (or the huge zero page) moves
+                // whole when the extent is a full PMD; otherwise it is split
+                // in place and its PTEs move (the folio stays large).
+                if extent == PMD_SIZE && move_huge_pmd(mm, &pmc.old, old_addr, new_addr) {
+                    old_addr += extent;
+                    new_addr += extent;
+                    continue;
+                }
+                split_huge_pmd(mm, phys, old_addr & !(PMD_SIZE - 1));
+            }
+            PmdSlot::Table(_) => {
+                // §9.4.8: re-link the whole PTE table.
+                if tables_ok && extent == PMD_SIZE && move_normal_pmd(mm, old_addr, new_addr) {
+                    old_addr += extent;
+                    new_addr += extent;
+                    continue;
+                }
+            }
+            PmdSlot::None => unreachable!("checked above"),
+        }
+        if mm.pt.pte_alloc(new_addr, phys).is_none() {
+            break;
+        }
+        let old_vma = &pmc.old;
+        if batched {
+            move_ptes_batched(&mut mm.pt, phys, old_vma, old_addr, new_addr, extent);
+        } else {
+            move_ptes_per_pte(&mut mm.pt, phys, old_vma, old_addr, new_addr, extent);
+        }
+        old_addr += extent;
+        new_addr += extent;
+    }
+    // pmc_progress(): never negative after a realignment.
+    old_addr.saturating_sub(pmc.old_addr)
+}
+
+/// The bytes one step moves at the level of `size` (PMD or PUD): up to the
+/// next boundary of either address, and at most the rest of the range.
+/// Linux: mm/mremap.c get_extent().
+fn get_extent(size: u64, old_addr: u64, old_end: u64, new_addr: u64) -> u64 {
+    let mask = !(size - 1);
+    let mut extent = (old_addr.wrapping_add(size) & mask).wrapping_sub(old_addr);
+    extent = extent.min(old_end - old_addr);
+    extent.min((new_addr.wrapping_add(size) & mask).wrapping_sub(new_addr))
+}
+
+/// §9.2. Linux: mm/mremap.c try_realign_addr() / can_realign_addr() with
+/// PMD_MASK.
+fn try_realign_addr(mm: &Mm, pmc: &PageTableMove, old_addr: &mut u64, new_addr: &mut u64) {
+    let off = PMD_SIZE - 1;
+    let (old_align, new_align) = (*old_addr & off, *new_addr & off);
+    // The range must reach or cross the next PMD boundary, the addresses
+    // must not be aligned already, and they must be mutually aligned.
+    if pmc.len < PMD_SIZE - old_align || old_align == 0 || old_align != new_align {
+        return;
+    }
+    if !can_align_down(mm, &pmc.old, *old_addr) || !can_align_down(mm, &pmc.new, *new_addr) {
+        return;
+    }
+    *old_addr &= !off;
+    *new_addr &= !off;
+}
+
+/// The VMA starts exactly at `addr` and no VMA lies between the PMD
+/// boundary below `addr` and it. Linux: mm/mremap.c can_align_down()
+/// (not for_stack).
+fn can_align_down(mm: &Mm, vma: &Vma, addr: u64) -> bool {
+    vma.start == addr && !mm.vmas.intersects(addr & !(PMD_SIZE - 1), vma.start)
+}
+
+/// §9.4.4/§9.5: point the destination PUD entry at the source's PMD table
+/// and clear the source entry. Refused when the destination entry is in
+/// use. PMD leaves inside carry their deposited tables along (the kernel
+/// keeps them with the PMD table page). Linux: mm/mremap.c move_normal_pud().
+fn move_normal_pud(mm: &mut Mm, old_addr: u64, new_addr: u64) -> bool {
+    if !matches!(mm.pt.entry(new_addr, 3), Entry::None) {
+        return false; // WARN_ON_ONCE in the kernel
+    }
+    let Entry::Table(pmd_table) = mm.pt.entry(old_addr, 3) else {
+        return false;
+    };
+    // pud_lock(); pud_clear(); pud_populate(); flush_tlb_range(vma,
+    // old_addr, old_addr + PUD_SIZE) at PAGE_SIZE stride.
+    mm.pt.lock();
+    mm.pt.set_pud(old_addr, Entry::None);
+    mm.pt.set_pud(new_addr, Entry::Table(pmd_table));
+    mm.pt
+        .flush_tlb_range(old_addr, old_addr + PUD_SIZE, PAGE_SIZE);
+    let moved: Vec<u64> = mm
+        .deposited
+        .range(old_addr..old_addr + PUD_SIZE)
+        .map(|(&slot, _)| slot)
+        .collect();
+    for slot in moved {
+        let t = mm.deposited.remove(&slot).expect("deposited");
+        mm.deposited.insert(slot - old_addr + new_addr, t);
+    }
+    true
+}
+
+/// §9.4.8/§9.5: point the destination PMD entry at the source's PTE table
+/// and clear the source entry; no PTE changes. Refused when the destination
+/// entry is in use or the source is not a table.
+/// Linux: mm/mremap.c move_normal_pmd().
+fn move_normal_pmd(mm: &mut Mm, old_addr: u64, new_addr: u64) -> bool {
+    if mm.pt.pmd(new_addr) != PmdSlot::None {
+        return false; // WARN_ON_ONCE in the kernel
+    }
+    let PmdSlot::Table(pte_table) = mm.pt.pmd(old_addr) else {
+        return false;
+    };
+    // pmd_lock(); pmd_clear(); pmd_populate(); flush_tlb_range(vma,
+    // old_addr, old_addr + PMD_SIZE) at PAGE_SIZE stride: 512 pages, so an
+    // ASID-wide flush on arm64 without FEAT_TLBIRANGE and a full flush on x86.
+    mm.pt.lock();
+    mm.pt.set_pmd(old_addr, Entry::None);
+    mm.pt.set_pmd(new_addr, Entry::Table(pte_table));
+    mm.pt
+        .flush_tlb_range(old_addr, old_addr + PMD_SIZE, PAGE_SIZE);
+    true
+}
+
+/// §9.4.7/§9.5: move a PMD leaf and its deposited page table; uffd-wp is
+/// cleared when the old VMA has uffd without EVENT_REMAP (soft-dirty would
+/// be set with CONFIG_MEM_SOFT_DIRTY). The rmap is untouched: the same mm
+/// maps the same folio once. Linux: mm/huge_memory.c move_huge_pmd().
+fn move_huge_pmd(mm: &mut Mm, old_vma: &Vma, old_addr: u64, new_addr: u64) -> bool {
+    if mm.pt.pmd(new_addr) != PmdSlot::None {
+        return false;
+    }
+    let PmdSlot::Leaf(mut pmd) = mm.pt.pmd(old_addr) else {
+        return false;
+    };
+    // pmdp_huge_get_and_clear(); set_pmd_at(); flush_pmd_tlb_range()
+    // (PMD stride: one page-op). Linux: mm/huge_memory.c move_huge_pmd().
+    mm.pt.lock();
+    mm.pt.set_pmd(old_addr, Entry::None);
+    mm.pt
+        .flush_tlb_range(old_addr, old_addr + PMD_SIZE, PMD_SIZE);
+    if let Some(t) = mm.deposited.remove(&old_addr) {
+        mm.deposited.insert(new_addr, t);
+    }
+    if uffd_without_event_remap(old_vma) {
+        pmd.flags.remove(LeafFlags::UFFD_WP);
+    }
+    mm.pt.set_pmd(new_addr, Entry::Leaf(pmd));
+    true
+}
+
+/// §9.5.5: the value written at the destination (uffd-wp dropped when the
+/// old VMA has uffd without EVENT_REMAP). The arch move_pte() hook is the
+/// identity on x86-64 and arm64.
+fn moved_pte(old_vma: &Vma, mut pte: Leaf) -> Leaf {
+    pte.flags.remove(LeafFlags::CONT);
+    if uffd_without_event_remap(old_vma) {
+        pte.flags.remove(LeafFlags::UFFD_WP);
+    }
+    pte
+}
+
+/// move_ptes() before 6.17: every present PTE of the extent is read,
+/// cleared with ptep_get_and_clear() (on arm64 a single-entry clear unfolds
+/// its contiguous block first) and written at the destination with
+/// set_pte_at() (on arm64 the 16th entry of a block may refold it).
+/// Linux: mm/mremap.c move_ptes() (v6.16).
+pub fn move_ptes_per_pte(
+    pt: &mut PageTables,
+    phys: &PhysMem,
+    old_vma: &Vma,
+    old_addr: u64,
+    new_addr: u64,
+    extent: u64,
+) {
+    move_ptes_prologue(pt, old_addr, new_addr);
+    let mut force_flush = false;
+    for off in (0..extent).step_by(PAGE_SIZE as usize) {
+        if let Entry::Swap(s) = pt.pte_peek(old_addr + off) {
+            pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
+            let clear = uffd_without_event_remap(old_vma);
+            crate::mm::swap::move_swap_pte(pt, clear, old_addr + off, new_addr + off, s);
+            continue;
+        }
+        // pte_none(ptep_get(old_pte)): on arm64 a contpte gather.
+        if !matches!(pt.pte(old_addr + off), Entry::Leaf(_)) {
+            continue; // none: nothing to move
+        }
+        force_flush = true;
+        pt.hw.mark_batch(old_addr + off, 1, "move");
+        let (_, old) = pt.clear_ptes(old_addr + off, 1)[0];
+        pt.set_ptes(new_addr + off, moved_pte(old_vma, old), 1, phys);
+    }
+    if force_flush {
+        pt.flush_tlb_range(old_addr, old_addr + extent, PAGE_SIZE);
+    }
+}
+
+/// move_ptes() entry: the old and new PMDs read (pte_offset_map_lock /
+/// pte_offset_map_rw_nolock) and both PTLs taken (split PTE locks: two
+/// tables, two locks).
+fn move_ptes_prologue(pt: &PageTables, old_addr: u64, new_addr: u64) {
+    let _old = pt.pte_offset_map_lock(old_addr);
+    let _new = pt.pte_offset_map_lock(new_addr);
+}
+
+/// move_ptes() since 6.17 (§9.5.7): a run of present PTEs mapping
+/// consecutive pages of one large folio with equal bits (write respected
+/// since 6.18) moves as one get_and_clear_ptes() + set_ptes() pair. The
+/// run is looked for only when pte_batch_hint() > 1, i.e. only on arm64 and
+/// only from a valid contiguous entry: on x86-64 every batch is one PTE.
+/// get_and_clear_ptes() ORs the dirty and young bits of the run into the
+/// value written (arm64: a batch clear unfolds only blocks it covers
+/// partially; set_ptes() paints whole aligned blocks contiguous).
+/// Linux: mm/mremap.c move_ptes(), mremap_folio_pte_batch().
+pub fn move_ptes_batched(
+    pt: &mut PageTables,
+    phys: &PhysMem,
+    old_vma: &Vma,
+    old_addr: u64,
+    new_addr: u64,
+    extent: u64,
+) {
+    move_ptes_prologue(pt, old_addr, new_addr);
+    let mut force_flush = false;
+    let mut off = 0;
+    while off < extent {
+        let va = old_addr + off;
+        if let Entry::Swap(s) = pt.pte_peek(va) {
+            pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
+            let clear = uffd_without_event_remap(old_vma);
+            crate::mm::swap::move_swap_pte(pt, clear, va, new_addr + off, s);
+            off += PAGE_SIZE;
+            continue;
+        }
+        let Entry::Leaf(pte) = pt.pte(va) else {
+            off += PAGE_SIZE;
+            continue;
+        };
+        force_flush = true;
+        let max_nr = (extent - off) / PAGE_SIZE;
+        let nr = mremap_folio_pte_batch(pt, phys, va, pte, max_nr);
+        pt.hw.mark_batch(va, nr, "move");
+        let cleared = pt.clear_ptes(va, nr);
+        let mut first = cleared[0].1;
+        for (_, l) in &cleared[1..] {
+            first.flags |= l.flags & (LeafFlags::DIRTY | LeafFlags::YOUNG);
+        }
+        pt.set_ptes(new_addr + off, moved_pte(old_vma, first), nr, phys);
+        off += nr * PAGE_SIZE;
+    }
+    // if (force_flush) flush_tlb_range(vma, old_end - len, old_end);
+    if force_flush {
+        pt.flush_tlb_range(old_addr, old_addr + extent, PAGE_SIZE);
+    }
+}
+
+/// How many PTEs from `va` move together. Linux: mm/mremap.c
+/// mremap_folio_pte_batch() → folio_pte_batch_flags(FPB_RESPECT_WRITE).
+fn mremap_folio_pte_batch(pt: &PageTables, phys: &PhysMem, va: u64, pte: Leaf, max_nr: u64) -> u64 {
+    if max_nr == 1 {
+        return 1;
+    }
+    // pte_batch_hint() == 1: always on x86-64; on arm64 unless the entry is
+    // a valid contiguous one (the rc fix's early return).
+    if pt.pte_batch_hint(va, &pte) == 1 {
+        return 1;
+    }
+    // vm_normal_folio(): the zero page has none; small folios never batch.
+    if pte.flags.contains(LeafFlags::SPECIAL) {
+        return 1;
+    }
+    // vm_normal_folio() + folio_test_large(): the head's struct page line.
+    pt.hw.one(HwEvent::StructPageLine);
+    match phys.folio_of(pte.pfn) {
+        Some(f) if f.is_large() => {}
+        _ => return 1,
+    }
+    // folio_pte_batch() reads folio_nr_pages() (the folio's second line).
+    pt.hw.one(HwEvent::StructPageLine);
+    folio_pte_batch(pt, phys, va, pte, max_nr, Fpb::RESPECT_WRITE).nr
+}

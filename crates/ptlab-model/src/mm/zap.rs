@@ -1,0 +1,296 @@
+//! Removing mappings: zapping PTEs and PMDs, splitting PMD mappings, and
+//! freeing page tables.
+//!
+//! Linux: mm/memory.c zap_pte_range(), zap_present_ptes(), zap_pmd_range(),
+//! free_pgtables(); mm/huge_memory.c zap_huge_pmd(), __split_huge_pmd_locked(),
+//! __split_huge_zero_page_pmd(); mm/pt_reclaim.c (CONFIG_PT_RECLAIM).
+
+use crate::core::addr::PMD_SIZE;
+use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};
+use crate::core::arch::{Entry, Leaf, LeafFlags};
+use crate::core::folio::{FolioRef, PhysMem};
+use crate::core::hw::HwEvent;
+use crate::core::pgtable::{pmd_segments, PmdSlot};
+use crate::core::stats::VmEvent;
+use crate::core::tlb::MmuGather;
+use crate::core::vma::Vma;
+use crate::mm::mm::Mm;
+
+/// Split the PMD mapping of the 2 MiB slot at `slot` into 512 PTEs in this
+/// mm only. The folio stays whole. Linux: mm/huge_memory.c
+/// __split_huge_pmd_locked() (rule P6).
+pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
+    let PmdSlot::Leaf(leaf) = mm.pt.pmd(slot) else {
+        return;
+    };
+    phys.stats.vm(VmEvent::ThpSplitPmd, 1);
+    // Events: pmd_lock(); pmdp_invalidate() (an atomic exchange of the PMD
+    // plus flush_pmd_tlb_range(): one PMD-stride page-op on both arches);
+    // the PTEs, rmap and references are counted by the calls below.
+    // Linux: mm/huge_memory.c __split_huge_pmd(), __split_huge_pmd_locked().
+    mm.pt.lock();
+    mm.pt.hw.one(crate::core::hw::HwEvent::PmdStore);
+    mm.pt.flush_tlb_range(slot, slot + PMD_SIZE, PMD_SIZE);
+    // Re-use the page table deposited when the PMD was mapped.
+    let table = mm.deposited.remove(&slot).expect("deposited page table");
+    mm.pt.install_pte_table(slot, table);
+    if Some(leaf.pfn) == phys.huge_zero {
+        // Linux: __split_huge_zero_page_pmd(): 512 zero-page PTEs, each set
+        // alone, with the VMA's protection (the PMD's: exec, PROT_NONE) and
+        // the PMD's uffd-wp bit.
+        let keep = LeafFlags::YOUNG | LeafFlags::EXEC | LeafFlags::PROTNONE | LeafFlags::UFFD_WP;
+        let zero = Leaf {
+            pfn: phys.zero_pfn,
+            flags: (leaf.flags & keep) | LeafFlags::SPECIAL,
+        };
+        for i in 0..HPAGE_PMD_NR {
+            mm.pt.set_ptes(slot + i * PAGE_SIZE, zero, 1, phys);
+        }
+        return;
+    }
+    let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
+    let exclusive = phys.anon_exclusive(folio.head);
+    // PTEs inherit write, young, dirty, soft-dirty and uffd-wp from the PMD.
+    let keep = LeafFlags::WRITE
+        | LeafFlags::YOUNG
+        | LeafFlags::DIRTY
+        | LeafFlags::SOFT_DIRTY
+        | LeafFlags::UFFD_WP
+        | LeafFlags::EXEC
+        | LeafFlags::PROTNONE;
+    let pte = Leaf {
+        pfn: folio.head,
+        flags: leaf.flags & keep,
+    };
+    // Every page inherits the head's exclusivity.
+    for i in 0..HPAGE_PMD_NR {
+        phys.set_anon_exclusive(folio.head.add(i), exclusive);
+    }
+    phys.add_rmap_ptes(folio, folio.head, HPAGE_PMD_NR as u32, mm.pid, false);
+    phys.ref_add(folio, HPAGE_PMD_NR as u32 - 1);
+    mm.pt.set_ptes(slot, pte, HPAGE_PMD_NR, phys);
+    phys.remove_rmap_pmd(folio, mm.pid);
+}
+
+/// Zap every mapping in `[start, end)` (inside one VMA), gathering what
+/// must be flushed in `tlb`; the VMA's flush follows (`tlb_end_vma()`).
+/// With `reclaim_pt` (MADV_DONTNEED), a PTE table whose whole 2 MiB was
+/// zapped and is left empty is freed (CONFIG_PT_RECLAIM, rule M1).
+/// Linux: mm/memory.c unmap_page_range() (tlb_start_vma … tlb_end_vma).
+pub fn zap_range(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    start: u64,
+    end: u64,
+    reclaim_pt: bool,
+) {
+    let locked = vma_locked(mm, start);
+    zap_range_in(mm, phys, tlb, start, end, reclaim_pt, locked);
+}
+
+/// Whether the VMA holding `addr` is VM_LOCKED (its zapped pages are
+/// munlocked).
+fn vma_locked(mm: &Mm, addr: u64) -> bool {
+    mm.vmas
+        .find(addr)
+        .is_some_and(|v| v.flags.contains(crate::core::vma::VmFlags::LOCKED))
+}
+
+/// [`zap_range`] without the VMA's flush: the caller flushes its own way.
+pub fn zap_range_unflushed(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    start: u64,
+    end: u64,
+) {
+    let locked = vma_locked(mm, start);
+    zap_pmds(mm, phys, tlb, start, end, false, locked);
+}
+
+/// [`zap_range`] over a whole VMA that may already be detached from the
+/// tree (munmap, exit): its VM_LOCKED decides the munlocks.
+pub fn zap_vma(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, v: &Vma, reclaim_pt: bool) {
+    let locked = v.flags.contains(crate::core::vma::VmFlags::LOCKED);
+    zap_range_in(mm, phys, tlb, v.start, v.end, reclaim_pt, locked);
+}
+
+fn zap_range_in(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    start: u64,
+    end: u64,
+    reclaim_pt: bool,
+    locked: bool,
+) {
+    zap_pmds(mm, phys, tlb, start, end, reclaim_pt, locked);
+    tlb.end_vma(&mm.pt);
+}
+
+/// The PMD-level walk of a zap (zap_pmd_range() and below).
+fn zap_pmds(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    start: u64,
+    end: u64,
+    reclaim_pt: bool,
+    locked: bool,
+) {
+    // Swap PTEs: zap_nonpresent_ptes() → free_swap_and_cache_nr().
+    crate::mm::swap::zap_swap_range(mm, phys, start, end);
+    for (addr, next) in pmd_segments(start, end) {
+        match mm.pt.pmd(addr) {
+            PmdSlot::None => {}
+            PmdSlot::Leaf(leaf) => {
+                if next - addr == PMD_SIZE {
+                    if locked && Some(leaf.pfn) != phys.huge_zero {
+                        // munlock_vma_folio() of a large folio: the batch
+                        // is drained at once.
+                        phys.folio_batches.drain();
+                    }
+                    zap_huge_pmd(mm, phys, tlb, addr, leaf);
+                } else {
+                    split_huge_pmd(mm, phys, addr & !(PMD_SIZE - 1));
+                    zap_ptes(mm, phys, tlb, addr, next, locked);
+                }
+            }
+            PmdSlot::Table(_) => {
+                zap_ptes(mm, phys, tlb, addr, next, locked);
+                if reclaim_pt && next - addr == PMD_SIZE {
+                    // Linux: mm/pt_reclaim.c try_to_free_pte(): free the table if all entries are none.
+                    if let PmdSlot::Table(t) = mm.pt.pmd(addr) {
+                        if mm.pt.table(t).is_some_and(|tb| tb.used == 0) {
+                            mm.pt.free_pte_table(addr, phys);
+                            tlb.pte_free(addr);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Linux: mm/huge_memory.c zap_huge_pmd().
+fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, slot: u64, leaf: Leaf) {
+    // pmd_lock(); pmdp_huge_get_and_clear_full() (counted as the PMD store);
+    // tlb_remove_pmd_tlb_entry().
+    mm.pt.lock();
+    mm.pt.set_pmd(slot, Entry::None);
+    tlb.flush_pmd_range(slot, PMD_SIZE);
+    if let Some(t) = mm.deposited.remove(&slot) {
+        phys.free_pt_page(t);
+    }
+    if Some(leaf.pfn) == phys.huge_zero {
+        return;
+    }
+    let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
+    phys.remove_rmap_pmd(folio, mm.pid);
+    mm.rss_anon -= HPAGE_PMD_NR;
+    phys.ref_sub(folio, 1);
+}
+
+/// Zap PTEs in `[start, end)` within one PTE table, unmapping each run of
+/// pages of one folio as a batch. Linux: zap_pte_range() → zap_present_ptes()
+/// with folio_pte_batch() (uffd-wp must match within a batch).
+///
+/// Events: the PMD read and PTL per table segment, one `ptep_get()` load
+/// per entry scanned (the arm64 contpte gather on folded blocks is not
+/// added here: zap is the same before and after every seed switch), the
+/// atomic clears (get_and_clear_full_ptes), and per batch the head's
+/// struct page line (+1 for folio_nr_pages on a large folio).
+fn zap_ptes(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    start: u64,
+    end: u64,
+    locked: bool,
+) {
+    let _ptl = mm.pt.pte_offset_map_lock(start);
+    mm.pt.hw.add(HwEvent::PteLoad, (end - start) / PAGE_SIZE);
+    // get_and_clear_full_ptes() runs only for present batches
+    // (zap_present_ptes()): a segment without a present entry (empty, or
+    // swap PTEs only, already cleared by zap_swap_range()) has no arm64
+    // contpte_try_unfold_partial() end checks.
+    let any_present = crate::mm::mm::pages(start, end)
+        .any(|va| matches!(mm.pt.pte_peek(va), crate::core::arch::Entry::Leaf(_)));
+    if !any_present {
+        return;
+    }
+    let cleared = mm.pt.clear_ptes(start, (end - start) / PAGE_SIZE);
+    // tlb_remove_tlb_entries() per present batch: the gather's range grows
+    // to cover every cleared present entry.
+    if let (Some(&(lo, _)), Some(&(hi, _))) = (cleared.first(), cleared.last()) {
+        tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
+    }
+    let mut i = 0;
+    while i < cleared.len() {
+        let (va, leaf) = cleared[i];
+        if leaf.flags.contains(LeafFlags::SPECIAL) {
+            i += 1;
+            continue;
+        }
+        let folio = phys.folio_of(leaf.pfn).expect("PTE maps a folio");
+        let mut n = 1;
+        while i + n < cleared.len() {
+            let (va2, l2) = cleared[i + n];
+            let same_run = va2 == va + n as u64 * PAGE_SIZE
+                && l2.pfn.0 == leaf.pfn.0 + n as u64
+                && l2.pfn.0 < folio.head.0 + folio.nr_pages()
+                && (l2.flags & LeafFlags::UFFD_WP) == (leaf.flags & LeafFlags::UFFD_WP);
+            if !same_run {
+                break;
+            }
+            n += 1;
+        }
+        if locked {
+            // folio_remove_rmap_ptes() → munlock_vma_folio() (mm/rmap.c).
+            phys.folio_batches.add(folio.head, folio.is_large(), false);
+        }
+        unmap_batch(mm, phys, folio, leaf.pfn, n as u32);
+        i += n;
+    }
+}
+
+fn unmap_batch(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    folio: FolioRef,
+    first: crate::core::addr::Pfn,
+    n: u32,
+) {
+    mm.pt.hw.add(
+        HwEvent::StructPageLine,
+        if folio.is_large() { 2 } else { 1 },
+    );
+    phys.remove_rmap_ptes(folio, first, n, mm.pid);
+    mm.rss_anon -= n as u64;
+    phys.ref_sub(folio, n);
+}
+
+/// Free the page tables of `removed` VMAs (sorted, already zapped) given the
+/// surviving neighbours' bounds. Linux: mm/memory.c free_pgtables(), which
+/// gathers VMAs closer than a PMD into one free_pgd_range() call.
+pub fn free_pgtables(mm: &mut Mm, phys: &mut PhysMem, removed: &[Vma], floor: u64, ceiling: u64) {
+    let mut i = 0;
+    while i < removed.len() {
+        let addr = removed[i].start;
+        let mut j = i;
+        while j + 1 < removed.len()
+            && removed[j + 1].start <= removed[j].end.saturating_add(PMD_SIZE)
+        {
+            j += 1;
+        }
+        let next_start = if j + 1 < removed.len() {
+            removed[j + 1].start
+        } else {
+            ceiling
+        };
+        mm.pt
+            .free_pgd_range(addr, removed[j].end, floor, next_start, phys);
+        i = j + 1;
+    }
+}

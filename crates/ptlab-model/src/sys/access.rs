@@ -1,0 +1,161 @@
+//! User-space loads and stores: what the CPU does when a scenario reads or
+//! writes a page — the permission check and the fault into
+//! crate::mm::fault's handle_fault(), then the access itself.
+//!
+//! Linux: arch/x86/mm/fault.c do_user_addr_fault(), mm/memory.c
+//! handle_mm_fault(); mm/gup.c for the kernel-side (`user == false`)
+//! accesses.
+
+use crate::core::addr::HPAGE_PMD_NR;
+use crate::core::addr::PAGE_SIZE;
+use crate::mm::fault::{handle_fault, FaultEnv};
+use crate::model::Model;
+use crate::types::{AccessFault, Pid};
+
+impl Model {
+    // ---- accesses ---------------------------------------------------------
+
+    pub(crate) fn fault(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        write: bool,
+    ) -> Result<crate::core::addr::Pfn, AccessFault> {
+        let Model {
+            procs,
+            phys,
+            thp,
+            ids,
+            ..
+        } = self;
+        let mm = procs.get_mut(&pid).ok_or(AccessFault::NoProcess)?;
+        let mut env = FaultEnv { phys, thp, ids };
+        handle_fault(mm, &mut env, addr & !(PAGE_SIZE - 1), write)
+    }
+
+    /// A user access: no fault when the page is mapped with the needed
+    /// permission (one [`crate::HwEvent::UserPageAccess`]); otherwise a page
+    /// fault (exception entry, per-VMA lookup, PMD read, PTL) and the access.
+    fn touch(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        write: bool,
+    ) -> Result<crate::core::addr::Pfn, AccessFault> {
+        self.touch_as(pid, addr, write, true)
+    }
+
+    /// [`Model::touch`]; `user == false` for the kernel's own access to user
+    /// memory (copy_from_user), whose copy the caller counts.
+    pub(crate) fn touch_as(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        write: bool,
+        user: bool,
+    ) -> Result<crate::core::addr::Pfn, AccessFault> {
+        use crate::core::hw::HwEvent;
+        let n = u64::from(user);
+        let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
+        if let Some(pfn) = mm.pt.mapped_for_access(addr, write) {
+            mm.pt.hw.add(HwEvent::UserPageAccess, n);
+            return Ok(pfn);
+        }
+        self.fault_as_user(pid, addr, write, user)
+    }
+
+    /// A fault taken by an access to `addr`, counted as one (the caller
+    /// knows the page is not mapped for the access), then the access.
+    fn fault_as_user(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        write: bool,
+        user: bool,
+    ) -> Result<crate::core::addr::Pfn, AccessFault> {
+        use crate::core::hw::HwEvent;
+        let n = u64::from(user);
+        let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
+        // Linux: arch/*/mm/fault.c do_user_addr_fault() / do_page_fault():
+        // lock_vma_under_rcu(), handle_mm_fault() → __handle_mm_fault()
+        // (pmd read), handle_pte_fault() (PTL taken to install or update).
+        let hw = &mm.pt.hw;
+        hw.one(HwEvent::PageFault);
+        hw.one(HwEvent::VmaLookup);
+        let _ptl = mm.pt.pte_offset_map_lock(addr);
+        let r = self.fault(pid, addr, write);
+        if let Some(mm) = self.procs.get(&pid) {
+            mm.pt.hw.add(HwEvent::UserPageAccess, n);
+        }
+        r
+    }
+
+    /// Read the tag of the page containing `addr`, faulting it in as a read.
+    pub fn read(&mut self, pid: Pid, addr: u64) -> Result<u64, AccessFault> {
+        self.read_as(pid, addr, true)
+    }
+
+    /// [`Model::read`] by the user (`user`) or by the kernel on its behalf.
+    pub(crate) fn read_as(&mut self, pid: Pid, addr: u64, user: bool) -> Result<u64, AccessFault> {
+        let pfn = self.touch_as(pid, addr, false, user)?;
+        let in_huge_zero = self
+            .phys
+            .huge_zero
+            .is_some_and(|h| (h.0..h.0 + HPAGE_PMD_NR).contains(&pfn.0));
+        if pfn == self.phys.zero_pfn || in_huge_zero {
+            return Ok(0);
+        }
+        Ok(self.phys.tag(pfn))
+    }
+
+    /// Write `tag` into the page containing `addr`, faulting it in as a write.
+    pub fn write(&mut self, pid: Pid, addr: u64, tag: u64) -> Result<(), AccessFault> {
+        let pfn = self.touch(pid, addr, true)?;
+        self.phys.set_tag(pfn, tag);
+        Ok(())
+    }
+
+    /// Access every page of `[start, start + len)` in address order, as a
+    /// program touching each page once would: `write` stores `tag` (or, when
+    /// `None`, each page's own address). Pages already mapped with the needed
+    /// permission are handled without entering the fault path; the result is
+    /// identical to calling [`Model::read`]/[`Model::write`] per page.
+    pub fn access_range(
+        &mut self,
+        pid: Pid,
+        start: u64,
+        len: u64,
+        write: bool,
+        tag: Option<u64>,
+    ) -> Result<(), AccessFault> {
+        let start = start & !(PAGE_SIZE - 1);
+        let end = start
+            .checked_add(len)
+            .ok_or(AccessFault::Segv { addr: start })?;
+        let mut addr = start;
+        while addr < end {
+            let slot_end = crate::core::pgtable::pmd_end(addr, end);
+            // Fast path over pages already mapped in this PMD slot.
+            while addr < slot_end {
+                let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
+                let Some(pfn) = mm.pt.mapped_for_access(addr, write) else {
+                    break;
+                };
+                mm.pt.hw.one(crate::core::hw::HwEvent::UserPageAccess);
+                if write {
+                    self.phys.set_tag(pfn, tag.unwrap_or(addr));
+                }
+                addr += PAGE_SIZE;
+            }
+            if addr < slot_end {
+                // The page needs a fault (the fast path above found it unmapped).
+                let pfn = self.fault_as_user(pid, addr, write, true)?;
+                if write {
+                    self.phys.set_tag(pfn, tag.unwrap_or(addr));
+                }
+                addr += PAGE_SIZE;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,398 @@
+//! [`Call`]: everything a scenario process can ask of the machine, as one
+//! value with its arguments evaluated, and [`Model::call`], which runs it.
+//!
+//! The same value is what the interpreter produces, what every backend
+//! executes (`ptlab_scenario::Backend::call`), what the live worker is sent
+//! (encoded to its fixed-size request) and what the fuzzer generates and
+//! prints back to `.ptl`. Adding an operation is one variant here; the
+//! compiler then lists every `match` that must handle it.
+//!
+//! Every call returns a `u64` the way the kernel's system call does: the
+//! address of `mmap`/`mremap`, the bytes of a uffd COPY/ZEROPAGE/MOVE, the
+//! features of UFFDIO_API, what a prctl returns, how many VMAs `fill`
+//! mapped, the child's pid for `fork` (backends answer 0: children are
+//! named, not numbered), and 0 for the rest.
+//!
+//! Userfaultfd handles are named. The model keeps the descriptor table
+//! per process ([`UffdFds`]), as the kernel keeps `files_struct`: `fork`
+//! copies it (the child holds the parent's descriptors, not its
+//! registrations), `exit` closes it, and a context goes away with its last
+//! descriptor. A uffd ioctl names the handle it uses; a handle the process
+//! holds no descriptor for is EBADF.
+
+use crate::core::resource::Resource;
+use crate::model::Model;
+pub use crate::sys::uffd::ctx::UffdFds;
+use crate::sys::uffd::ctx::{CopySource, UffdError, UFFD_API, UFFD_FEATURE_SIGBUS};
+use crate::types::errno::Errno;
+use crate::types::uapi::{
+    Advice, MapFlags, MremapFlags, PrctlThp, Prot, ThpKnob, ThpMode, UffdMoveMode, UffdRegisterMode,
+};
+use crate::types::{AccessFault, Pid};
+use serde::{Deserialize, Serialize};
+
+/// One operation of one process, arguments evaluated (addresses and
+/// lengths exactly as a program passes them, unvalidated).
+///
+/// The machine-wide settings (`SetThp`, `SetUseZeroPage`, `SetSwap`,
+/// `SetBefore`) ignore the process they are issued in
+/// ([`Call::acts_on_process`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Call {
+    /// `mmap(addr, len, prot, flags, -1, 0)`; returns the address.
+    Mmap {
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+    },
+    /// `munmap(addr, len)`.
+    Munmap { addr: u64, len: u64 },
+    /// `madvise(addr, len, advice)`.
+    Madvise { addr: u64, len: u64, advice: Advice },
+    /// `mremap(addr, old_len, new_len, flags, new_addr)`; returns the new
+    /// address. `new_addr` is used only with MREMAP_FIXED.
+    Mremap {
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: MremapFlags,
+        new_addr: u64,
+    },
+    /// `mprotect(addr, len, prot)`.
+    Mprotect { addr: u64, len: u64, prot: Prot },
+    /// `mlock(addr, len)`, or `mlock2(addr, len, MLOCK_ONFAULT)`.
+    Mlock { addr: u64, len: u64, onfault: bool },
+    /// `munlock(addr, len)`.
+    Munlock { addr: u64, len: u64 },
+    /// `mseal(addr, len, 0)`.
+    Mseal { addr: u64, len: u64 },
+    /// Touch every page of `[start & !(PAGE_SIZE - 1), that + len)` in
+    /// address order, stopping at the first fault: a load, or a store of
+    /// `tag` (`None`: each page's own address) into the first 8 bytes.
+    /// Returns 0.
+    Access {
+        start: u64,
+        len: u64,
+        write: bool,
+        tag: Option<u64>,
+    },
+    /// `fork()`; the child is called `child` (a backend's name for it).
+    Fork { child: String },
+    /// The process exits.
+    Exit,
+    /// `prctl(PR_SET_THP_DISABLE, ...)` / `prctl(PR_GET_THP_DISABLE)`;
+    /// returns what the prctl returned.
+    PrctlThp(PrctlThp),
+    /// setrlimit(2) of `resource`'s soft limit, in bytes
+    /// ([`crate::RLIM_INFINITY`] for none).
+    Setrlimit { resource: Resource, bytes: u64 },
+    /// Drop CAP_IPC_LOCK from the effective set (capset(2)).
+    DropCapIpcLock,
+    /// Map one-page read-only VMAs at `addr`, `addr + 8K`, ... until the
+    /// process is `headroom` VMAs below `vm.max_map_count`; returns how
+    /// many (a test device made of ordinary mmap calls).
+    FillVmas { addr: u64, headroom: u64 },
+    /// userfaultfd(2) as handle `handle`, then (with `api`) UFFDIO_API with
+    /// UFFD_FEATURE_SIGBUS. A handle name in use is EBUSY.
+    UffdCreate { handle: String, api: bool },
+    /// UFFDIO_API on `handle`; returns the features reported.
+    /// UFFD_FEATURE_SIGBUS is always requested in addition (no handler
+    /// thread resolves faults).
+    UffdApi {
+        handle: String,
+        api: u64,
+        features: u64,
+    },
+    /// UFFDIO_REGISTER on `handle`.
+    UffdRegister {
+        handle: String,
+        addr: u64,
+        len: u64,
+        mode: UffdRegisterMode,
+    },
+    /// UFFDIO_UNREGISTER on `handle`.
+    UffdUnregister { handle: String, addr: u64, len: u64 },
+    /// UFFDIO_COPY on `handle` from `src` (or, with `tag`, from a buffer
+    /// holding that tag in every page); returns the bytes copied.
+    UffdCopy {
+        handle: String,
+        dst: u64,
+        src: u64,
+        len: u64,
+        tag: Option<u64>,
+    },
+    /// UFFDIO_ZEROPAGE on `handle`; returns the bytes mapped.
+    UffdZeropage { handle: String, dst: u64, len: u64 },
+    /// UFFDIO_MOVE on `handle`; returns the bytes moved.
+    UffdMove {
+        handle: String,
+        dst: u64,
+        src: u64,
+        len: u64,
+        mode: UffdMoveMode,
+    },
+    /// Machine-wide: write a THP `enabled` knob.
+    SetThp { knob: ThpKnob, mode: ThpMode },
+    /// Machine-wide: write `transparent_hugepage/use_zero_page`.
+    SetUseZeroPage { on: bool },
+    /// Machine-wide: enable a swap device of `bytes`, or disable swap (0).
+    SetSwap { bytes: u64 },
+    /// Machine-wide: which seed changes run their previous algorithm. A
+    /// backend that runs one fixed kernel accepts and ignores it.
+    SetBefore { set: crate::mm::batch::Before },
+}
+
+impl Call {
+    /// Short name for messages (`mmap`, `uffd copy`, `write`, `thp`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Call::Mmap { .. } => "mmap",
+            Call::Munmap { .. } => "munmap",
+            Call::Madvise { .. } => "madvise",
+            Call::Mremap { .. } => "mremap",
+            Call::Mprotect { .. } => "mprotect",
+            Call::Mlock { .. } => "mlock",
+            Call::Munlock { .. } => "munlock",
+            Call::Mseal { .. } => "mseal",
+            Call::Access { write: false, .. } => "read",
+            Call::Access { write: true, .. } => "write",
+            Call::Fork { .. } => "fork",
+            Call::Exit => "exit",
+            Call::PrctlThp(_) => "prctl",
+            Call::Setrlimit { .. } => "setrlimit",
+            Call::DropCapIpcLock => "capability drop",
+            Call::FillVmas { .. } => "fill",
+            Call::UffdCreate { api: true, .. } => "uffd open",
+            Call::UffdCreate { api: false, .. } => "uffd create",
+            Call::UffdApi { .. } => "uffd api",
+            Call::UffdRegister { .. } => "uffd register",
+            Call::UffdUnregister { .. } => "uffd unregister",
+            Call::UffdCopy { .. } => "uffd copy",
+            Call::UffdZeropage { .. } => "uffd zeropage",
+            Call::UffdMove { .. } => "uffd move",
+            Call::SetThp { .. } => "thp",
+            Call::SetUseZeroPage { .. } => "thp use_zero_page",
+            Call::SetSwap { .. } => "swap",
+            Call::SetBefore { .. } => "before",
+        }
+    }
+
+    /// Whether the call acts in its process (false for the machine-wide
+    /// settings, which a backend runs whatever process issues them).
+    pub fn acts_on_process(&self) -> bool {
+        !matches!(
+            self,
+            Call::SetThp { .. }
+                | Call::SetUseZeroPage { .. }
+                | Call::SetSwap { .. }
+                | Call::SetBefore { .. }
+        )
+    }
+}
+
+/// Why a [`Call`] did not succeed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallError {
+    /// The system call failed with this errno.
+    Errno(Errno),
+    /// The system call failed with `errno` and still reported `result`
+    /// through its argument struct (the `copy`/`zeropage`/`move` field of
+    /// the uffd ioctls: bytes done, `-errno`, or 0 if untouched).
+    ErrnoWithResult { errno: Errno, result: i64 },
+    /// The access raised SIGSEGV at `addr`.
+    Segv { addr: u64 },
+    /// The access would fault to userfaultfd at (page-aligned) `addr`.
+    Uffd { addr: u64 },
+    /// The model ran out of physical memory (VM_FAULT_OOM) at `addr`.
+    Oom { addr: u64 },
+    /// No such process.
+    NoProcess,
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Errno(e) => write!(f, "{e}"),
+            CallError::ErrnoWithResult { errno, result } => write!(f, "{errno} (result {result})"),
+            CallError::Segv { addr } => AccessFault::Segv { addr: *addr }.fmt(f),
+            CallError::Uffd { addr } => AccessFault::Uffd { addr: *addr }.fmt(f),
+            CallError::Oom { addr } => AccessFault::Oom { addr: *addr }.fmt(f),
+            CallError::NoProcess => AccessFault::NoProcess.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+impl From<Errno> for CallError {
+    fn from(e: Errno) -> Self {
+        CallError::Errno(e)
+    }
+}
+
+impl From<AccessFault> for CallError {
+    fn from(f: AccessFault) -> Self {
+        match f {
+            AccessFault::Segv { addr } => CallError::Segv { addr },
+            AccessFault::Uffd { addr } => CallError::Uffd { addr },
+            AccessFault::Oom { addr } => CallError::Oom { addr },
+            AccessFault::NoProcess => CallError::NoProcess,
+        }
+    }
+}
+
+impl From<UffdError> for CallError {
+    /// A failed COPY/ZEROPAGE/MOVE: the errno with the struct's output
+    /// field (0 when the kernel left it untouched).
+    fn from(e: UffdError) -> Self {
+        CallError::ErrnoWithResult {
+            errno: e.errno,
+            result: e.field.unwrap_or(0),
+        }
+    }
+}
+
+impl Model {
+    /// Run `call` in process `pid`. See the module docs for the return
+    /// value; machine-wide settings ignore `pid`.
+    pub fn call(&mut self, pid: Pid, call: &Call) -> Result<u64, CallError> {
+        let unit = |r: Result<(), Errno>| r.map(|()| 0).map_err(CallError::Errno);
+        match call {
+            Call::Mmap {
+                addr,
+                len,
+                prot,
+                flags,
+            } => Ok(self.mmap(pid, *addr, *len, *prot, *flags)?),
+            Call::Munmap { addr, len } => unit(self.munmap(pid, *addr, *len)),
+            Call::Madvise { addr, len, advice } => unit(self.madvise(pid, *addr, *len, *advice)),
+            Call::Mremap {
+                addr,
+                old_len,
+                new_len,
+                flags,
+                new_addr,
+            } => Ok(self.mremap(pid, *addr, *old_len, *new_len, *flags, *new_addr)?),
+            Call::Mprotect { addr, len, prot } => unit(self.mprotect(pid, *addr, *len, *prot)),
+            Call::Mlock { addr, len, onfault } => unit(self.mlock(pid, *addr, *len, *onfault)),
+            Call::Munlock { addr, len } => unit(self.munlock(pid, *addr, *len)),
+            Call::Mseal { addr, len } => unit(self.mseal(pid, *addr, *len, 0)),
+            Call::Access {
+                start,
+                len,
+                write,
+                tag,
+            } => {
+                self.access_range(pid, *start, *len, *write, *tag)?;
+                Ok(0)
+            }
+            Call::Fork { .. } => {
+                let child = self.fork(pid)?;
+                // Linux: kernel/fork.c copy_files(): the child holds the
+                // parent's descriptors (not its registrations).
+                if let Some(fds) = self.uffd_fds.held.get(&pid).cloned() {
+                    self.uffd_fds.held.insert(child, fds);
+                }
+                Ok(u64::from(child))
+            }
+            Call::Exit => {
+                self.exit(pid)?;
+                // Linux: kernel/exit.c do_exit() → exit_files(): a context
+                // goes away with its last descriptor (userfaultfd_release()).
+                for id in self.uffd_fds.close_all(pid) {
+                    let _ = self.uffd_close(id);
+                }
+                Ok(0)
+            }
+            Call::PrctlThp(PrctlThp::Set { disable, flags }) => {
+                unit(self.prctl_set_thp_disable(pid, *disable, *flags))
+            }
+            Call::PrctlThp(PrctlThp::Get) => Ok(self.prctl_get_thp_disable(pid)?),
+            Call::Setrlimit { resource, bytes } => unit(self.set_rlimit(pid, *resource, *bytes)),
+            Call::DropCapIpcLock => unit(self.drop_cap_ipc_lock(pid)),
+            Call::FillVmas { addr, headroom } => {
+                let headroom = usize::try_from(*headroom).map_err(|_| Errno::EINVAL)?;
+                Ok(self.fill_vmas(pid, *addr, headroom)?)
+            }
+            Call::UffdCreate { handle, api } => {
+                if self.uffd_fds.names.contains_key(handle) {
+                    return Err(Errno::EBUSY.into());
+                }
+                let id = self.uffd_open(pid)?;
+                if *api {
+                    if let Err(e) = self.uffd_api(id, UFFD_API, UFFD_FEATURE_SIGBUS) {
+                        let _ = self.uffd_close(id);
+                        return Err(e.into());
+                    }
+                }
+                self.uffd_fds.names.insert(handle.clone(), id);
+                self.uffd_fds
+                    .held
+                    .entry(pid)
+                    .or_default()
+                    .insert(handle.clone());
+                Ok(0)
+            }
+            Call::UffdApi {
+                handle,
+                api,
+                features,
+            } => {
+                let id = self.uffd_fds.get(pid, handle)?;
+                Ok(self
+                    .uffd_api(id, *api, features | UFFD_FEATURE_SIGBUS)?
+                    .features)
+            }
+            Call::UffdRegister {
+                handle,
+                addr,
+                len,
+                mode,
+            } => {
+                let id = self.uffd_fds.get(pid, handle)?;
+                self.uffd_register(id, *addr, *len, mode.bits())?;
+                Ok(0)
+            }
+            Call::UffdUnregister { handle, addr, len } => {
+                let id = self.uffd_fds.get(pid, handle)?;
+                unit(self.uffd_unregister(id, *addr, *len))
+            }
+            Call::UffdCopy {
+                handle,
+                dst,
+                src,
+                len,
+                tag,
+            } => {
+                let id = self.uffd_fds.get(pid, handle)?;
+                let src = tag.map_or(CopySource::Addr(*src), CopySource::Tag);
+                Ok(self.uffd_copy(pid, id, *dst, src, *len, 0)?)
+            }
+            Call::UffdZeropage { handle, dst, len } => {
+                let id = self.uffd_fds.get(pid, handle)?;
+                Ok(self.uffd_zeropage(id, *dst, *len, 0)?)
+            }
+            Call::UffdMove {
+                handle,
+                dst,
+                src,
+                len,
+                mode,
+            } => {
+                let id = self.uffd_fds.get(pid, handle)?;
+                Ok(self.uffd_move(pid, id, *dst, *src, *len, mode.bits())?)
+            }
+            Call::SetThp { knob, mode } => unit(self.set_thp(*knob, *mode)),
+            Call::SetUseZeroPage { on } => {
+                self.set_use_zero_page(*on);
+                Ok(0)
+            }
+            Call::SetSwap { bytes } => unit(self.set_swap(*bytes)),
+            Call::SetBefore { set } => {
+                self.set_before(*set);
+                Ok(0)
+            }
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! fork and exit: duplicating an address space and tearing one down.
+//!
+//! Linux: kernel/fork.c / mm/mmap.c dup_mmap(), mm/rmap.c anon_vma_fork(),
+//! mm/memory.c copy_page_range(), vma_needs_copy(), copy_pte_range(),
+//! copy_present_ptes(), __copy_present_ptes(); mm/huge_memory.c
+//! copy_huge_pmd(); mm/mmap.c exit_mmap(). Rule tags (K1–K6) refer to
+//! shared/spec/fork-fault.md §3.
+//!
+//! Not modelled: FOLL_PIN pins (io_uring fixed buffers and the like), so
+//! MMF_HAS_PINNED is never set and the eager-copy rules K3.2/K4 (pinned
+//! pages copied at fork) never apply.
+
+use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};
+use crate::core::addr::{PMD_SIZE, PTRS_PER_TABLE};
+use crate::core::arch::{Entry, Leaf, LeafFlags};
+use crate::core::folio::PhysMem;
+use crate::core::hw::HwEvent;
+use crate::core::pgtable::{pmd_segments, PageTables, PmdSlot};
+use crate::core::vma::{VmFlags, Vma};
+use crate::mm::batch::{folio_pte_batch, Before, Fpb};
+use crate::mm::mm::Mm;
+use crate::mm::zap::free_pgtables;
+use crate::model::Model;
+use crate::types::errno::Errno;
+use crate::types::Pid;
+use std::collections::BTreeMap;
+
+impl Model {
+    /// fork(2): a new process whose address space duplicates `parent`'s.
+    /// Returns the child's pid. Linux: dup_mmap().
+    pub fn fork(&mut self, parent: Pid) -> Result<Pid, Errno> {
+        // On the live harness a fork drains the CPU's folio batches: both
+        // workers drain on purpose right after fork() (MADV_COLD on a page
+        // of their own), so that their own copy-on-write faults cannot
+        // drain at an unpredictable later point. A property of the
+        // harness, not a fork() rule (a program that forks drains only if
+        // its own faults do); see crate::core::folio::FolioBatches and
+        // docs/divergences.md H10.
+        self.phys.folio_batches.drain();
+        let child = self.procs.keys().next_back().copied().unwrap_or(0) + 1;
+        let mut pt = PageTables::new(self.cfg.arch, &mut self.phys).ok_or(Errno::ENOMEM)?;
+        pt.hw.features = self.cfg.hw;
+        pt.hw.set_tracing(self.hw_tracing);
+        let batch = !self.cfg.before.contains(Before::FORK_PTE_BATCH);
+        let Model {
+            procs, phys, ids, ..
+        } = self;
+        let src = procs.get_mut(&parent).ok_or(Errno::ESRCH)?;
+        let mut dst = Mm {
+            pid: child,
+            vmas: Default::default(),
+            pt,
+            rss_anon: 0,
+            deposited: BTreeMap::new(),
+            // MMF_INIT_MASK carries the THP-disable flags into the child.
+            thp_disable: src.thp_disable,
+            // copy_signal() copies the rlimits; the credentials (and so the
+            // capabilities) are shared. locked_vm starts at 0 (mm_init()),
+            // and the child's VMAs lose VM_LOCKED (dup_mmap()).
+            rlimits: src.rlimits,
+            locked_vm_stale: 0,
+        };
+        src.pt.hw.one(HwEvent::Syscall);
+        src.pt.hw.one(HwEvent::ProcessCreate);
+        let parent_vmas: Vec<Vma> = src.vmas.iter().cloned().collect();
+        for v in parent_vmas {
+            // K1: VM_DONTCOPY VMAs do not exist in the child.
+            if v.flags.contains(VmFlags::DONTCOPY) {
+                continue;
+            }
+            src.pt.hw.one(HwEvent::VmaCopy);
+            let mut c = v.clone();
+            // The child loses mlock and (without UFFD_FEATURE_EVENT_FORK) uffd state.
+            c.flags -=
+                VmFlags::LOCKED | VmFlags::LOCKONFAULT | VmFlags::UFFD_MISSING | VmFlags::UFFD_WP;
+            if v.flags.contains(VmFlags::WIPEONFORK) {
+                // A clean slate: no anon_vma until the child faults, no page tables.
+                c.anon_vma = None;
+                c.fork_child = false;
+                dst.vmas.insert(c);
+                continue;
+            }
+            // K5 anon_vma_fork(): linked to the parent's chain plus its own
+            // anon_vma, so the chain has more than one link.
+            if v.anon_vma.is_some() {
+                c.anon_vma = Some(ids.fresh());
+                c.fork_child = true;
+            }
+            dst.vmas.insert(c.clone());
+            // K2 vma_needs_copy(): only VMAs with an anon_vma (or uffd-wp on
+            // the child) get their page tables copied.
+            if v.anon_vma.is_some() || c.flags.contains(VmFlags::UFFD_WP) {
+                copy_page_range(src, &mut dst, phys, &v, &c, batch)?;
+                // copy_nonpresent_pte(): guard markers are copied.
+                crate::mm::marker::copy_markers(src, &mut dst, phys, v.start, v.end)?;
+            }
+        }
+        // dup_mmap(): flush_tlb_mm(oldmm) after copying (the parent's PTEs
+        // were write-protected). Linux: mm/mmap.c dup_mmap().
+        src.pt.flush_tlb_mm();
+        procs.insert(child, dst);
+        Ok(child)
+    }
+
+    /// exit(2) of process `pid`: every mapping is zapped and every page table
+    /// freed. Linux: exit_mmap().
+    pub fn exit(&mut self, pid: Pid) -> Result<(), Errno> {
+        let Model { procs, phys, .. } = self;
+        let mut mm = procs.remove(&pid).ok_or(Errno::ESRCH)?;
+        mm.pt.hw.one(HwEvent::Syscall);
+        mm.pt.hw.one(HwEvent::ProcessExit);
+        let vmas: Vec<Vma> = mm.vmas.iter().cloned().collect();
+        // exit_mmap() uses a fullmm gather: the per-VMA flushes are
+        // skipped and tlb_finish_mmu() flushes the whole mm once.
+        let mut tlb = crate::core::tlb::MmuGather::new_fullmm();
+        for v in &vmas {
+            crate::mm::zap::zap_vma(&mut mm, phys, &mut tlb, v, false);
+            // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
+            crate::mm::marker::drop_markers(&mut mm, v.start, v.end);
+        }
+        let tables = phys.pt_pages;
+        free_pgtables(&mut mm, phys, &vmas, 0, 0);
+        if phys.pt_pages < tables {
+            // pte_free_tlb() and friends: freed_tables (a fullmm gather
+            // flushes the whole mm whatever the span).
+            tlb.free_tables_span(0, u64::MAX);
+        }
+        tlb.finish(&mm.pt);
+        for (_, t) in std::mem::take(&mut mm.deposited) {
+            phys.free_pt_page(t);
+        }
+        mm.pt.free_all(phys);
+        // The process's events retire into the machine-wide sink.
+        phys.hw.absorb(&mm.pt.hw.snapshot());
+        Ok(())
+    }
+}
+
+/// Copy the page tables of `v` (parent) into the child's `c`.
+/// Linux: copy_page_range() → copy_p4d/pud/pmd_range() → copy_huge_pmd() /
+/// copy_pte_range().
+fn copy_page_range(
+    src: &mut Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    v: &Vma,
+    c: &Vma,
+    batch: bool,
+) -> Result<(), Errno> {
+    for (addr, next) in pmd_segments(v.start, v.end) {
+        match src.pt.pmd(addr) {
+            PmdSlot::None => {}
+            PmdSlot::Leaf(leaf) => copy_huge_pmd(src, dst, phys, addr & !(PMD_SIZE - 1), leaf, c)?,
+            PmdSlot::Table(_) => copy_pte_range(src, dst, phys, addr, next, c, batch)?,
+        }
+    }
+    Ok(())
+}
+
+/// K4: share a PMD-mapped THP (or the huge zero page) with the child.
+/// Linux: mm/huge_memory.c copy_huge_pmd().
+fn copy_huge_pmd(
+    src: &mut Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    slot: u64,
+    leaf: Leaf,
+    c: &Vma,
+) -> Result<(), Errno> {
+    dst.pt.pmd_alloc(slot, phys).ok_or(Errno::ENOMEM)?;
+    let pgtable = phys.alloc_pt_page().ok_or(Errno::ENOMEM)?;
+    dst.deposited.insert(slot, pgtable);
+    if Some(leaf.pfn) == phys.huge_zero {
+        dst.pt.set_pmd(slot, Entry::Leaf(leaf));
+        return Ok(());
+    }
+    let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
+    // folio_try_dup_anon_rmap_pmd(): the head loses AnonExclusive.
+    phys.set_anon_exclusive(folio.head, false);
+    phys.add_rmap_pmd(folio, dst.pid, false);
+    phys.ref_add(folio, 1);
+    dst.rss_anon += HPAGE_PMD_NR;
+    // Both PMDs become read-only; the child's is old.
+    let mut p = leaf;
+    p.flags.remove(LeafFlags::WRITE);
+    src.pt.set_pmd(slot, Entry::Leaf(p));
+    let mut ch = p;
+    ch.flags.remove(LeafFlags::YOUNG);
+    if !c.flags.contains(VmFlags::UFFD_WP) {
+        ch.flags.remove(LeafFlags::UFFD_WP);
+    }
+    dst.pt.set_pmd(slot, Entry::Leaf(ch));
+    Ok(())
+}
+
+/// Copy the PTEs of `[start, end)` (one PMD slot). The child gets a PTE
+/// table whenever the parent has one, even an empty one.
+/// Linux: copy_pte_range() and copy_present_ptes().
+fn copy_pte_range(
+    src: &mut Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    start: u64,
+    end: u64,
+    c: &Vma,
+    batch: bool,
+) -> Result<(), Errno> {
+    dst.pt.pte_alloc(start, phys).ok_or(Errno::ENOMEM)?;
+    // pte_offset_map_lock() on both sides: two PMD reads, two PTLs.
+    let _src_ptl = src.pt.pte_offset_map_lock(start);
+    let _dst_ptl = dst.pt.pte_offset_map_lock(start);
+    let mut addr = start;
+    while addr < end {
+        if let Entry::Swap(s) = src.pt.pte_peek(addr) {
+            src.pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
+                                             // copy_nonpresent_pte()
+            crate::mm::swap::copy_swap_pte(src, dst, phys, addr, s, c);
+            addr += PAGE_SIZE;
+            continue;
+        }
+        let Entry::Leaf(pte) = src.pt.pte(addr) else {
+            addr += PAGE_SIZE;
+            continue;
+        };
+        let max_nr = (end - addr) / PAGE_SIZE;
+        if !pte.flags.contains(LeafFlags::SPECIAL) {
+            // vm_normal_page() + page_folio(): the head's struct page line.
+            src.pt.hw.one(HwEvent::StructPageLine);
+        }
+        let nr = if pte.flags.contains(LeafFlags::SPECIAL) {
+            copy_present_ptes(src, dst, phys, addr, pte, 1, c);
+            1
+        } else if batch {
+            // 6.9+: one batch per run of a large folio (folio_pte_batch_flags
+            // with FPB_MERGE_WRITE | FPB_RESPECT_DIRTY for a private VMA),
+            // when the folio is large and max_nr != 1 (folio_nr_pages():
+            // the folio's second struct page line).
+            if max_nr > 1 && phys.folio_of(pte.pfn).is_some_and(|f| f.is_large()) {
+                src.pt.hw.one(HwEvent::StructPageLine);
+            }
+            let b = folio_pte_batch(
+                &src.pt,
+                phys,
+                addr,
+                pte,
+                max_nr,
+                Fpb::MERGE_WRITE | Fpb::RESPECT_DIRTY,
+            );
+            src.pt.hw.mark_batch(addr, b.nr, "copy");
+            copy_present_ptes(src, dst, phys, addr, b.pte, b.nr, c);
+            b.nr
+        } else {
+            // Before 6.9: one PTE at a time.
+            src.pt.hw.mark_batch(addr, 1, "copy");
+            copy_present_ptes(src, dst, phys, addr, pte, 1, c);
+            1
+        };
+        addr += nr * PAGE_SIZE;
+    }
+    const { assert!(PTRS_PER_TABLE == 512) };
+    Ok(())
+}
+
+/// K3.1/K3.3: share `nr` PTEs starting at `addr` (`pte` is the first, with
+/// the batch's write bit merged in). Linux: copy_present_ptes() +
+/// __copy_present_ptes().
+fn copy_present_ptes(
+    src: &mut Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    addr: u64,
+    pte: Leaf,
+    nr: u64,
+    c: &Vma,
+) {
+    if !pte.flags.contains(LeafFlags::SPECIAL) {
+        let folio = phys.folio_of(pte.pfn).expect("PTE maps a folio");
+        // folio_try_dup_anon_rmap_ptes(): every page in the batch loses
+        // AnonExclusive and gains a mapping; one reference per PTE.
+        for k in 0..nr {
+            phys.set_anon_exclusive(pte.pfn.add(k), false);
+        }
+        phys.add_rmap_ptes(folio, pte.pfn, nr as u32, dst.pid, false);
+        phys.ref_add(folio, nr as u32);
+        dst.rss_anon += nr;
+    }
+    // A private (COW) mapping write-protects the parent's entries.
+    let mut child = pte;
+    if pte.write() {
+        src.pt.wrprotect_ptes(addr, nr);
+        child.flags.remove(LeafFlags::WRITE);
+    }
+    child.flags.remove(LeafFlags::YOUNG);
+    if !c.flags.contains(VmFlags::UFFD_WP) {
+        child.flags.remove(LeafFlags::UFFD_WP);
+    }
+    dst.pt.set_ptes(addr, child, nr, phys);
+}

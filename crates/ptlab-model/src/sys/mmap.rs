@@ -1,0 +1,352 @@
+//! mmap(2) and munmap(2) of private anonymous memory: the entry checks in
+//! the kernel's order, placement (`get_unmapped_area`), `mmap_region` with
+//! MAP_FIXED replacement, merging and MAP_POPULATE, and munmap's gather,
+//! split, zap and page-table freeing.
+//!
+//! Linux: mm/mmap.c do_mmap(), __get_unmapped_area(), mm/vma.c
+//! mmap_region(), do_vmi_munmap(), vms_gather_munmap_vmas(),
+//! vms_complete_munmap_vmas().
+
+use crate::core::addr::{page_align, PAGE_SIZE, PMD_SIZE, TASK_SIZE};
+use crate::core::tlb::MmuGather;
+use crate::core::vma::{VmFlags, Vma};
+use crate::mm::mm::Mm;
+use crate::mm::zap::{free_pgtables, split_huge_pmd};
+use crate::model::Model;
+use crate::types::errno::Errno;
+use crate::types::uapi::{MapFlags, Prot};
+use crate::types::Pid;
+
+impl Model {
+    // ---- mmap -------------------------------------------------------------
+
+    /// mmap(2) of private anonymous memory.
+    /// Linux: mm/mmap.c do_mmap(), __get_unmapped_area(); mm/vma.c mmap_region().
+    pub fn mmap(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+    ) -> Result<u64, Errno> {
+        if !self.procs.contains_key(&pid) {
+            return Err(Errno::EINVAL);
+        }
+        self.count_syscall(pid);
+        // ksys_mmap_pgoff(): without MAP_ANONYMOUS the fd (-1) is looked up.
+        if !flags.contains(MapFlags::ANONYMOUS) {
+            return Err(Errno::EBADF);
+        }
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let mut flags = flags;
+        if flags.contains(MapFlags::FIXED_NOREPLACE) {
+            flags |= MapFlags::FIXED;
+        }
+        let mut addr = addr;
+        if !flags.contains(MapFlags::FIXED) {
+            // round_hint_to_min()
+            addr &= !(PAGE_SIZE - 1);
+            if addr != 0 && addr < self.cfg.mmap_min_addr {
+                addr = page_align(self.cfg.mmap_min_addr).unwrap_or(self.cfg.mmap_min_addr);
+            }
+        }
+        let len = page_align(len).ok_or(Errno::ENOMEM)?;
+        if self.procs[&pid].map_count() > self.cfg.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        let addr = self.get_unmapped_area(pid, addr, len, flags)?;
+        if flags.contains(MapFlags::FIXED_NOREPLACE)
+            && self.procs[&pid].vmas.intersects(addr, addr + len)
+        {
+            return Err(Errno::EEXIST);
+        }
+        // MAP_LOCKED: can_do_mlock() (EPERM), then mlock_future_ok()
+        // against RLIMIT_MEMLOCK for the whole length (EAGAIN), before the
+        // MAP_TYPE switch.
+        if flags.contains(MapFlags::LOCKED) {
+            let mm = &self.procs[&pid];
+            if !mm.can_do_mlock() {
+                return Err(Errno::EPERM);
+            }
+            if !mm.mlock_future_ok(VmFlags::LOCKED, len) {
+                return Err(Errno::EAGAIN);
+            }
+        }
+        // The MAP_TYPE switch: only MAP_PRIVATE anonymous memory is modelled.
+        match flags.bits() & 0x0f {
+            0x02 => {}
+            0x01 | 0x03 => return Err(Errno::ENOSYS), // shared anon is shmem: not modelled
+            _ => return Err(Errno::EINVAL),
+        }
+        let mut vm = VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC;
+        if prot.contains(Prot::READ) {
+            vm |= VmFlags::READ;
+        }
+        if prot.contains(Prot::WRITE) {
+            vm |= VmFlags::WRITE;
+        }
+        if prot.contains(Prot::EXEC) {
+            vm |= VmFlags::EXEC;
+        }
+        if flags.contains(MapFlags::NORESERVE) {
+            vm |= VmFlags::NORESERVE; // overcommit mode 0 honours it
+        }
+        if flags.contains(MapFlags::LOCKED) {
+            vm |= VmFlags::LOCKED; // calc_vm_flag_bits()
+        }
+        // accountable_mapping(): private writable without NORESERVE.
+        if vm.contains(VmFlags::WRITE) && !vm.contains(VmFlags::NORESERVE) {
+            vm |= VmFlags::ACCOUNT;
+        }
+        self.mmap_region(pid, addr, len, vm, flags.contains(MapFlags::FIXED))?;
+        // do_mmap() asks for population of a VM_LOCKED mapping too.
+        if flags.intersects(MapFlags::POPULATE | MapFlags::LOCKED) {
+            // mm_populate(): write faults for private writable VMAs, else read.
+            let write = vm.contains(VmFlags::WRITE);
+            for a in crate::mm::mm::pages(addr, addr + len) {
+                if self.fault(pid, a, write).is_err() {
+                    break;
+                }
+            }
+            // populate_vma_page_range() ends with lru_add_drain().
+            self.phys.folio_batches.drain();
+        }
+        Ok(addr)
+    }
+
+    /// Linux: mm/mmap.c __get_unmapped_area() and the x86 top-down allocator.
+    pub(crate) fn get_unmapped_area(
+        &self,
+        pid: Pid,
+        hint: u64,
+        len: u64,
+        flags: MapFlags,
+    ) -> Result<u64, Errno> {
+        let min = self.cfg.mmap_min_addr.max(PAGE_SIZE);
+        if len > TASK_SIZE - self.cfg.mmap_min_addr {
+            return Err(Errno::ENOMEM);
+        }
+        let mm = &self.procs[&pid];
+        let addr = if flags.contains(MapFlags::FIXED) {
+            hint
+        } else if hint == 0 && len.is_multiple_of(PMD_SIZE) {
+            // thp_get_unmapped_area_vmflags(): search len + 2 MiB, align up.
+            let padded = len.checked_add(PMD_SIZE).ok_or(Errno::ENOMEM)?;
+            let ret = self.topdown_search(mm, padded, min)?;
+            let off_sub = ret.wrapping_neg() & (PMD_SIZE - 1);
+            if off_sub == 0 {
+                ret + PMD_SIZE
+            } else {
+                ret + off_sub
+            }
+        } else {
+            let h = page_align(hint).unwrap_or(0);
+            let fits =
+                h != 0 && TASK_SIZE - len >= h && h >= min && !mm.vmas.intersects(h, h + len);
+            if fits {
+                h
+            } else {
+                self.topdown_search(mm, len, min)?
+            }
+        };
+        if addr > TASK_SIZE - len {
+            return Err(Errno::ENOMEM);
+        }
+        if addr % PAGE_SIZE != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if addr < self.cfg.mmap_min_addr && !self.cfg.cap_sys_rawio {
+            return Err(Errno::EPERM); // security_mmap_addr()
+        }
+        Ok(addr)
+    }
+
+    /// Highest gap below mmap_base that fits `len`. Linux: vm_unmapped_area() top-down.
+    fn topdown_search(&self, mm: &Mm, len: u64, low: u64) -> Result<u64, Errno> {
+        let high = self.cfg.mmap_base;
+        let mut gap_end = high;
+        let vmas: Vec<&Vma> = mm.vmas.iter().collect();
+        for v in vmas.iter().rev() {
+            if v.start >= gap_end {
+                gap_end = gap_end.min(v.start);
+                continue;
+            }
+            if v.end <= gap_end && gap_end - v.end >= len && gap_end - len >= low {
+                return Ok(gap_end - len);
+            }
+            gap_end = gap_end.min(v.start);
+        }
+        if gap_end >= low && gap_end - low >= len {
+            return Ok(gap_end - len);
+        }
+        Err(Errno::ENOMEM)
+    }
+
+    /// Linux: mm/vma.c mmap_region() → __mmap_region(): unmap what MAP_FIXED
+    /// replaces, then merge with neighbours (vma_merge_new_range) or insert.
+    fn mmap_region(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        len: u64,
+        vm: VmFlags,
+        fixed: bool,
+    ) -> Result<(), Errno> {
+        let end = addr + len;
+        let mut replaced = 0;
+        if fixed && self.procs[&pid].vmas.intersects(addr, end) {
+            // __mmap_setup(): vms_gather_munmap_vmas() splits the VMAs
+            // MAP_FIXED replaces before the RLIMIT_AS test, and a failure
+            // then leaves the splits in place (vms_abort_munmap_vmas()).
+            self.munmap_gather(pid, addr, end)?;
+            let mm = &self.procs[&pid];
+            replaced = mm
+                .vmas
+                .starts_in(addr, end)
+                .iter()
+                .filter_map(|&s| mm.vmas.get(s))
+                .map(|v| v.pages())
+                .sum::<u64>();
+        }
+        if !self.procs[&pid].may_expand_vm(vm, len / PAGE_SIZE - replaced) {
+            return Err(Errno::ENOMEM);
+        }
+        if replaced > 0 {
+            self.do_munmap(pid, addr, end)?;
+        }
+        let mm = self.procs.get_mut(&pid).expect("pid");
+        // A fresh mapping: linear pgoff, no anon_vma, no uffd context.
+        let new = Vma {
+            start: addr,
+            end,
+            flags: vm,
+            pgoff: addr >> 12,
+            anon_vma: None,
+            fork_child: false,
+            uffd_ctx: None,
+        };
+        if mm.merge_new_range(&new).is_none() {
+            mm.vmas.insert(new);
+        }
+        Ok(())
+    }
+
+    // ---- munmap -----------------------------------------------------------
+
+    /// munmap(2). Linux: mm/vma.c do_vmi_munmap().
+    pub fn munmap(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
+        self.count_syscall(pid);
+        self.munmap_inner(pid, addr, len)
+    }
+
+    /// munmap(2)'s work without the syscall entry (mremap's own unmaps).
+    pub(crate) fn munmap_inner(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
+        if !self.procs.contains_key(&pid) {
+            return Err(Errno::EINVAL);
+        }
+        if !addr.is_multiple_of(PAGE_SIZE) || addr > TASK_SIZE || len > TASK_SIZE - addr {
+            return Err(Errno::EINVAL);
+        }
+        let end = addr + page_align(len).ok_or(Errno::EINVAL)?;
+        if end == addr {
+            return Err(Errno::EINVAL);
+        }
+        self.do_munmap(pid, addr, end)
+    }
+
+    /// Unmap `[start, end)`: split the edge VMAs, zap, free page tables,
+    /// remove. Linux: mm/vma.c do_vmi_align_munmap(), vms_gather_munmap_vmas(),
+    /// vms_complete_munmap_vmas() → unmap_region().
+    pub(crate) fn do_munmap(&mut self, pid: Pid, start: u64, end: u64) -> Result<(), Errno> {
+        if !self.munmap_gather(pid, start, end)? {
+            return Ok(());
+        }
+        self.munmap_gathered(pid, start, end);
+        Ok(())
+    }
+
+    /// The first half of an unmap: the checks and the splits that make
+    /// `start` and `end` VMA boundaries. Returns whether any VMA is in the
+    /// range. The splits stay when a later step fails.
+    /// Linux: mm/vma.c vms_gather_munmap_vmas().
+    pub(crate) fn munmap_gather(&mut self, pid: Pid, start: u64, end: u64) -> Result<bool, Errno> {
+        let max = self.cfg.max_map_count;
+        let Model { procs, phys, .. } = self;
+        let mm = procs.get_mut(&pid).expect("pid");
+        let starts = mm.vmas.starts_in(start, end);
+        let Some(&first) = starts.first() else {
+            return Ok(false);
+        };
+        let first_vma = mm.vmas.get(first).expect("vma").clone();
+        if first_vma.start < start && end < first_vma.end && mm.map_count() >= max {
+            return Err(Errno::ENOMEM);
+        }
+        // vms_gather_munmap_vmas(): a sealed first VMA refuses before it is
+        // split; a sealed later one after the first split was made.
+        if first_vma.start < start && first_vma.flags.contains(VmFlags::SEALED) {
+            return Err(Errno::EPERM);
+        }
+        if first_vma.start < start {
+            if let Some(slot) = mm.pmd_cut_by(start) {
+                split_huge_pmd(mm, phys, slot);
+            }
+            mm.vmas.split_at(start);
+        }
+        if mm.vmas.starts_in(start, end).iter().any(|&s| {
+            mm.vmas
+                .get(s)
+                .is_some_and(|v| v.flags.contains(VmFlags::SEALED))
+        }) {
+            return Err(Errno::EPERM);
+        }
+        if let Some(last) = mm.vmas.find(end - 1).cloned() {
+            if last.end > end {
+                if let Some(slot) = mm.pmd_cut_by(end) {
+                    split_huge_pmd(mm, phys, slot);
+                }
+                mm.vmas.split_at(end);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The second half: remove the VMAs of `[start, end)` (boundaries made
+    /// by [`Model::munmap_gather`]), zap and free their page tables.
+    /// Linux: mm/vma.c vms_complete_munmap_vmas().
+    fn munmap_gathered(&mut self, pid: Pid, start: u64, end: u64) {
+        let Model { procs, phys, .. } = self;
+        let mm = procs.get_mut(&pid).expect("pid");
+        let removed: Vec<Vma> = mm
+            .vmas
+            .starts_in(start, end)
+            .into_iter()
+            .filter_map(|s| mm.vmas.remove(s))
+            .collect();
+        let floor = mm.vmas.prev(start).map_or(0, |p| p.end);
+        let ceiling = mm.vmas.find_vma(end).map_or(0, |n| n.start);
+        // unmap_region(): one gather for the zaps and the table freeing.
+        let mut tlb = MmuGather::new();
+        for v in &removed {
+            crate::mm::zap::zap_vma(mm, phys, &mut tlb, v, false);
+        }
+        // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
+        crate::mm::marker::drop_markers(mm, start, end);
+        let tables = phys.pt_pages;
+        free_pgtables(mm, phys, &removed, floor, ceiling);
+        if phys.pt_pages < tables {
+            // Freed page tables: pte_free_tlb() gathers them with
+            // freed_tables set; the model takes the removed VMAs' span,
+            // widened to whole PMDs, as the tables' span.
+            let lo = removed.first().map_or(start, |v| v.start) & !(PMD_SIZE - 1);
+            let hi = removed.last().map_or(end, |v| v.end);
+            let hi = hi.div_ceil(PMD_SIZE).saturating_mul(PMD_SIZE);
+            tlb.free_tables_span(lo, hi);
+        }
+        // tlb_finish_mmu(): flushes the freed tables at PMD stride
+        // (tlb_get_unmap_size() after pte_free_tlb()).
+        tlb.finish(&mm.pt);
+    }
+}

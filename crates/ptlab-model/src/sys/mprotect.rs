@@ -1,0 +1,974 @@
+//! mprotect(2) on private anonymous memory.
+//!
+//! Linux: mm/mprotect.c do_mprotect_pkey(), mprotect_fixup(),
+//! change_protection() → change_pmd_range() → change_huge_pmd() /
+//! change_pte_range(); mm/vma.c vma_modify_flags(); include/linux/pgtable.h
+//! modify_prot_start_ptes() / modify_prot_commit_ptes() and their arm64
+//! versions (get_and_clear_ptes() / set_ptes(), arch/arm64/mm/mmu.c).
+//!
+//! Rule tags: A1–A14 and B refer to shared/spec/mprotect-contpte-cost.md,
+//! §7/§8.1 to shared/spec/mremap.md, M6/P6/W3 to shared/spec/fork-fault.md.
+//!
+//! Two PTE-level algorithms, selected by [`Before::MPROTECT_PTE_BATCH`]:
+//!
+//! * [`change_pte_range_batched`] (Linux 6.17+): one `folio_pte_batch()`
+//!   run of a large folio at a time (FPB_RESPECT_SOFT_DIRTY |
+//!   FPB_RESPECT_WRITE), cleared with one `modify_prot_start_ptes()` and
+//!   rewritten with `modify_prot_commit_ptes()` per run of equal
+//!   AnonExclusive state. On arm64 only blocks covered partially at the ends
+//!   of a batch are unfolded.
+//! * [`change_pte_range_per_pte`] (Linux ≤ 6.16): every present PTE is
+//!   cleared and rewritten alone (`ptep_modify_prot_start()` /
+//!   `ptep_modify_prot_commit()`), deciding writability per PTE with
+//!   `can_change_pte_writable()`. On arm64 the first PTE of a folded block
+//!   unfolds it and the commit of its last PTE may fold it again.
+//!
+//! Both give the same VMAs, pages and write bits; the batched path ORs the
+//! young/dirty bits of a batch into every PTE of it (x86 as well: the
+//! generic `modify_prot_start_ptes()` gathers them), which /proc does not show.
+
+use crate::core::addr::{page_align, PAGE_SIZE, PMD_SIZE};
+use crate::core::arch::{Entry, Leaf, LeafFlags};
+use crate::core::folio::{FolioRef, PhysMem};
+use crate::core::hw::HwEvent;
+use crate::core::pgtable::{pmd_segments, PageTables, PmdSlot};
+use crate::core::tlb::MmuGather;
+use crate::core::vma::vm_page_prot;
+use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS};
+use crate::mm::batch::{folio_pte_batch, Before, Fpb};
+use crate::mm::mm::Mm;
+use crate::mm::zap::split_huge_pmd;
+use crate::model::Model;
+use crate::types::errno::Errno;
+use crate::types::uapi::Prot;
+use crate::types::Pid;
+
+/// PROT_SEM: accepted by arch_validate_prot() and otherwise ignored.
+const PROT_SEM: u32 = 0x8;
+/// PROT_GROWSDOWN / PROT_GROWSUP (include/uapi/asm-generic/mman-common.h).
+const PROT_GROWSDOWN: u32 = 0x0100_0000;
+const PROT_GROWSUP: u32 = 0x0200_0000;
+
+/// CONFIG_MEM_SOFT_DIRTY is off on the modelled machines, so no VMA tracks
+/// soft-dirty and pte_needs_soft_dirty_wp() is always false.
+const MEM_SOFT_DIRTY: bool = false;
+
+impl Model {
+    /// mprotect(2). The errno checks run in do_mprotect_pkey()'s order; a
+    /// hole after the first VMA stops the walk with ENOMEM after the VMAs
+    /// before it were changed (mremap.md §8.1).
+    /// Linux: mm/mprotect.c do_mprotect_pkey().
+    pub fn mprotect(&mut self, pid: Pid, addr: u64, len: u64, prot: Prot) -> Result<(), Errno> {
+        if !self.procs.contains_key(&pid) {
+            return Err(Errno::EINVAL);
+        }
+        self.count_syscall(pid);
+        let grows = prot.bits() & (PROT_GROWSDOWN | PROT_GROWSUP);
+        let bits = prot.bits() & !grows;
+        if grows == PROT_GROWSDOWN | PROT_GROWSUP {
+            return Err(Errno::EINVAL); // can't be both
+        }
+        if !addr.is_multiple_of(PAGE_SIZE) {
+            return Err(Errno::EINVAL);
+        }
+        if len == 0 {
+            return Ok(()); // before the prot check: mprotect(p, 0, junk) succeeds
+        }
+        // PAGE_ALIGN(len) may wrap to 0 and start + len may wrap: end <= start.
+        let mut start = addr;
+        let end = page_align(len)
+            .and_then(|l| addr.checked_add(l))
+            .filter(|&e| e > addr)
+            .ok_or(Errno::ENOMEM)?;
+        // arch_validate_prot() (generic and arm64 without BTI/MTE).
+        let known = Prot::READ.bits() | Prot::WRITE.bits() | Prot::EXEC.bits() | PROT_SEM;
+        if bits & !known != 0 {
+            return Err(Errno::EINVAL);
+        }
+        // vma_find(): the first VMA ending above start and starting below end.
+        let first = self.procs[&pid]
+            .vmas
+            .find_vma(start)
+            .filter(|v| v.start < end)
+            .cloned()
+            .ok_or(Errno::ENOMEM)?;
+        if grows & PROT_GROWSDOWN != 0 {
+            start = first.start;
+            if !first.flags.contains(VmFlags::GROWSDOWN) {
+                return Err(Errno::EINVAL);
+            }
+        } else {
+            if first.start > start {
+                return Err(Errno::ENOMEM);
+            }
+            if grows & PROT_GROWSUP != 0 {
+                // The kernel extends the range to the VMA's end, then needs
+                // VM_GROWSUP, which is VM_NONE on x86-64 and arm64.
+                return Err(Errno::EINVAL);
+            }
+        }
+        // calc_vm_prot_bits() (no pkeys, no arm64 BTI/MTE bits).
+        let mut want = VmFlags::empty();
+        for (p, f) in [
+            (Prot::READ, VmFlags::READ),
+            (Prot::WRITE, VmFlags::WRITE),
+            (Prot::EXEC, VmFlags::EXEC),
+        ] {
+            if bits & p.bits() != 0 {
+                want |= f;
+            }
+        }
+        let mut nstart = start;
+        let mut tmp = first.start;
+        // for_each_vma_range(): every VMA that starts below `end`.
+        while let Some(vma) = self.procs[&pid]
+            .vmas
+            .find_vma(nstart)
+            .filter(|v| v.start < end)
+            .cloned()
+        {
+            if vma.start != tmp {
+                return Err(Errno::ENOMEM); // a hole: earlier VMAs stay changed
+            }
+            // Each call passes all of r/w/x: those not given are cleared.
+            let newflags = want | (vma.flags - VM_ACCESS_FLAGS);
+            // newflags >> 4 puts VM_MAY* where VM_* are.
+            let may = VmFlags::from_bits_retain(newflags.bits() >> 4);
+            if !(newflags - may).intersection(VM_ACCESS_FLAGS).is_empty() {
+                return Err(Errno::EACCES);
+            }
+            tmp = vma.end.min(end);
+            self.mprotect_fixup(pid, &vma, nstart, tmp, newflags)?;
+            // vma_iter_end(): the end of the VMA now holding the range,
+            // which a merge with the next VMA may have moved past `tmp`.
+            tmp = self.procs[&pid]
+                .vmas
+                .find(tmp - PAGE_SIZE)
+                .map_or(tmp, |v| v.end);
+            nstart = tmp;
+        }
+        if tmp < end {
+            return Err(Errno::ENOMEM); // the range runs past the last VMA
+        }
+        Ok(())
+    }
+
+    /// Change the flags of `[start, end)` inside `vma`, splitting or merging
+    /// VMAs, then the page tables. Linux: mm/mprotect.c mprotect_fixup().
+    fn mprotect_fixup(
+        &mut self,
+        pid: Pid,
+        vma: &Vma,
+        start: u64,
+        end: u64,
+        newflags: VmFlags,
+    ) -> Result<(), Errno> {
+        if vma.flags.contains(VmFlags::SEALED) {
+            return Err(Errno::EPERM);
+        }
+        let old = vma.flags;
+        if newflags == old {
+            return Ok(());
+        }
+        // Commit charging (§8.1): a private mapping made writable is charged
+        // (may_expand_vm() and the overcommit heuristic always pass in the
+        // model); one made read-only is uncharged only while no anon_vma
+        // exists (an unfaulted VMA).
+        let mut newflags = newflags;
+        if newflags.contains(VmFlags::WRITE) {
+            // "Check space limits when area turns into data": RLIMIT_DATA
+            // (RLIMIT_AS is the same test for both flag sets).
+            let mm = &self.procs[&pid];
+            let nrpages = (end - start) / crate::core::addr::PAGE_SIZE;
+            if !mm.may_expand_vm(newflags, nrpages) && mm.may_expand_vm(old, nrpages) {
+                return Err(Errno::ENOMEM);
+            }
+            let charged = VmFlags::ACCOUNT
+                | VmFlags::WRITE
+                | VmFlags::HUGETLB
+                | VmFlags::SHARED
+                | VmFlags::NORESERVE;
+            if !old.intersects(charged) {
+                newflags |= VmFlags::ACCOUNT;
+            }
+        } else if old.contains(VmFlags::ACCOUNT) && vma.anon_vma.is_none() {
+            newflags -= VmFlags::ACCOUNT;
+        }
+        let max = self.cfg.max_map_count;
+        let batched = !self.cfg.before.contains(Before::MPROTECT_PTE_BATCH);
+        let Model { procs, phys, .. } = self;
+        let mm = procs.get_mut(&pid).expect("pid");
+        // vma_modify_flags(): merge or split; split_vma() refuses at
+        // max_map_count, and a PMD cut by a new boundary is split first
+        // (vma_adjust_trans_huge(), rule M6/P6).
+        mm.modify_range_with(vma.start, start, end, newflags, &mut |mm, b, split| {
+            if split && mm.map_count() >= max {
+                return Err(Errno::ENOMEM);
+            }
+            if let Some(slot) = mm.pmd_cut_by(b) {
+                split_huge_pmd(mm, phys, slot);
+            }
+            Ok(())
+        })?;
+        let vma = mm.vmas.find(start).expect("the changed range").clone();
+        // vma_wants_manual_pte_write_upgrade(): a private VMA with VM_WRITE.
+        let cp = ChangeProt {
+            prot: vm_page_prot(vma.flags),
+            try_writable: vma.flags.contains(VmFlags::WRITE),
+            batched,
+        };
+        change_protection(mm, phys, &vma, start, end, cp);
+        // "Private VM_LOCKED VMA becoming writable: trigger COW to avoid
+        // major fault on access": populate_vma_page_range() write-faults
+        // the range (nothing for VM_LOCKONFAULT; errors ignored). Checked
+        // live: an mlocked PROT_READ range of zero pages becomes anon pages.
+        let lock_bits = VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED;
+        if old & lock_bits == VmFlags::LOCKED
+            && newflags.contains(VmFlags::WRITE)
+            && !newflags.contains(VmFlags::LOCKONFAULT)
+        {
+            for page in crate::mm::mm::pages(start, end) {
+                if self.fault(pid, page, true).is_err() {
+                    break;
+                }
+            }
+            // populate_vma_page_range() ends with lru_add_drain().
+            self.phys.folio_batches.drain();
+        }
+        Ok(())
+    }
+}
+
+/// What change_protection() applies: the VMA's `vm_page_prot`, whether PTEs
+/// may become writable without a fault (MM_CP_TRY_CHANGE_WRITABLE), and
+/// which PTE-level algorithm runs.
+#[derive(Clone, Copy, Debug)]
+struct ChangeProt {
+    prot: LeafFlags,
+    try_writable: bool,
+    batched: bool,
+}
+
+/// Keep the frame and the bits pte_modify() preserves (x86 _PAGE_CHG_MASK:
+/// accessed, dirty, special, soft-dirty, uffd-wp; arm64 likewise, hardware
+/// dirtiness kept as software dirty), take the permission bits from `prot`.
+/// The arm64 contiguous bit is left to the contpte layer, which repaints it.
+/// Linux: arch/*/include/asm/pgtable.h pte_modify() / pmd_modify().
+fn pte_modify(old: Leaf, prot: LeafFlags) -> Leaf {
+    let kept = LeafFlags::YOUNG
+        | LeafFlags::DIRTY
+        | LeafFlags::SPECIAL
+        | LeafFlags::SOFT_DIRTY
+        | LeafFlags::UFFD_WP;
+    Leaf {
+        pfn: old.pfn,
+        flags: (old.flags & kept) | prot,
+    }
+}
+
+/// The page-independent half of the write-upgrade decision: the VMA is
+/// writable (the caller checks), the entry is accessible, and neither
+/// soft-dirty nor uffd-wp tracking needs a write fault.
+/// Linux: mm/mprotect.c maybe_change_pte_writable() (6.17+).
+fn maybe_change_pte_writable(vma: &Vma, pte: Leaf) -> bool {
+    if pte.flags.contains(LeafFlags::PROTNONE) {
+        return false;
+    }
+    // pte_needs_soft_dirty_wp(): vma_soft_dirty_enabled() && !pte_soft_dirty().
+    let soft_dirty_enabled = MEM_SOFT_DIRTY && !vma.flags.contains(VmFlags::SOFTDIRTY);
+    if soft_dirty_enabled && !pte.flags.contains(LeafFlags::SOFT_DIRTY) {
+        return false;
+    }
+    // userfaultfd_pte_wp(): a uffd-wp VMA and a write-protected entry.
+    !(vma.flags.contains(VmFlags::UFFD_WP) && pte.flags.contains(LeafFlags::UFFD_WP))
+}
+
+/// Writable without a fault: only exclusive anonymous pages of a private
+/// VMA (rule M6, A7). The zero page has no normal page (vm_normal_page()
+/// returns NULL), so it stays read-only.
+/// Linux: mm/mprotect.c can_change_private_pte_writable(); before 6.17
+/// can_change_pte_writable() with the same private-mapping rule.
+fn can_change_pte_writable(vma: &Vma, pte: Leaf, phys: &PhysMem) -> bool {
+    maybe_change_pte_writable(vma, pte)
+        && !pte.flags.contains(LeafFlags::SPECIAL)
+        && phys.folio_of(pte.pfn).is_some()
+        && phys.anon_exclusive(pte.pfn)
+}
+
+/// Walk `[start, end)` of `vma` one PMD slot at a time.
+/// Linux: change_protection() → change_protection_range() → … →
+/// change_pmd_range().
+fn change_protection(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    vma: &Vma,
+    start: u64,
+    end: u64,
+    cp: ChangeProt,
+) {
+    let mut tlb = MmuGather::new();
+    for (addr, next) in pmd_segments(start, end) {
+        match mm.pt.pmd(addr) {
+            PmdSlot::None => {}
+            PmdSlot::Leaf(leaf) => {
+                if next - addr == PMD_SIZE {
+                    change_huge_pmd(mm, phys, vma, addr, leaf, cp, &mut tlb);
+                } else {
+                    // A huge PMD only partly covered: split it, then go on at
+                    // PTE level (__split_huge_pmd(), rule A4/P6).
+                    split_huge_pmd(mm, phys, addr & !(PMD_SIZE - 1));
+                    change_pte_range(mm, phys, vma, addr, next, cp, &mut tlb);
+                }
+            }
+            PmdSlot::Table(_) => change_pte_range(mm, phys, vma, addr, next, cp, &mut tlb),
+        }
+    }
+    // tlb_end_vma(): one flush over the gathered span, 4 KiB stride if any
+    // PTE was recorded, else PMD stride (tlb_get_unmap_size()). Holes
+    // inside the span are flushed too. Nothing more at tlb_finish_mmu().
+    tlb.end_vma(&mm.pt);
+    tlb.finish(&mm.pt);
+}
+
+/// A PMD mapping wholly inside the range changes as one entry (rule A12);
+/// the huge zero PMD stays read-only (vm_normal_page_pmd() gives no page).
+/// Linux: mm/huge_memory.c change_huge_pmd(), can_change_pmd_writable().
+fn change_huge_pmd(
+    mm: &mut Mm,
+    phys: &PhysMem,
+    vma: &Vma,
+    slot: u64,
+    old: Leaf,
+    cp: ChangeProt,
+    tlb: &mut MmuGather,
+) {
+    // pmd_lock(); pmdp_invalidate_ad().
+    mm.pt.lock();
+    mm.pt.pmdp_invalidate_ad(slot);
+    // pmd_modify().
+    let mut entry = pte_modify(old, cp.prot);
+    if cp.try_writable && !entry.write() {
+        let exclusive_anon = Some(old.pfn) != phys.huge_zero
+            && phys
+                .folio_of(old.pfn)
+                .is_some_and(|f| phys.anon_exclusive(f.head));
+        if maybe_change_pte_writable(vma, entry) && exclusive_anon {
+            entry.flags |= LeafFlags::WRITE; // pmd_mkwrite()
+        }
+    }
+    mm.pt.set_pmd(slot, Entry::Leaf(entry));
+    if mm.pt.pte_needs_flush(&old, &entry) {
+        tlb.flush_pmd_range(slot, PMD_SIZE);
+    }
+}
+
+/// One PTE table's part of the range, by the algorithm `cp` selects.
+/// Linux: mm/mprotect.c change_pte_range().
+fn change_pte_range(
+    mm: &mut Mm,
+    phys: &PhysMem,
+    vma: &Vma,
+    start: u64,
+    end: u64,
+    cp: ChangeProt,
+    tlb: &mut MmuGather,
+) {
+    // pte_offset_map_lock(): the PMD read and the PTL;
+    // flush_tlb_batched_pending() reads mm->tlb_flush_batched (no event).
+    let _ptl = mm.pt.pte_offset_map_lock(start);
+    if cp.batched {
+        change_pte_range_batched(mm, phys, vma, start, end, cp, tlb);
+    } else {
+        change_pte_range_per_pte(mm, phys, vma, start, end, cp, tlb);
+    }
+}
+
+/// Linux 6.17+: batches of PTEs mapping consecutive pages of one large
+/// folio (rule A6). A batch never leaves the PTE table, the VMA or the
+/// range (`max_nr`), nor the folio; it agrees on write, soft-dirty, uffd-wp,
+/// PROT_NONE and (arm64) the contiguous bit. Non-present entries (swap
+/// PTEs; the model has no migration entries) cost their load only: the
+/// kernel rewrites a swap PTE only to change uffd-wp, which the model's
+/// mprotect never does.
+/// Linux: mm/mprotect.c change_pte_range() → mprotect_folio_pte_batch(),
+/// modify_prot_start_ptes(), set_write_prot_commit_flush_ptes() /
+/// prot_commit_flush_ptes().
+fn change_pte_range_batched(
+    mm: &mut Mm,
+    phys: &PhysMem,
+    vma: &Vma,
+    start: u64,
+    end: u64,
+    cp: ChangeProt,
+    tlb: &mut MmuGather,
+) {
+    let arch = mm.pt.arch();
+    let mut addr = start;
+    while addr < end {
+        // oldpte = ptep_get(pte): arm64 gathers young/dirty over a block.
+        let Entry::Leaf(old) = mm.pt.pte(addr) else {
+            addr += PAGE_SIZE;
+            continue;
+        };
+        let max_nr = (end - addr) / PAGE_SIZE;
+        // vm_normal_page(): no page behind the zero page.
+        let folio = if old.flags.contains(LeafFlags::SPECIAL) {
+            None
+        } else {
+            phys.folio_of(old.pfn)
+        };
+        // vm_normal_page() + page_folio(): the page's compound_head line
+        // (6.17+ does this for every present PTE, small folios included).
+        if !old.flags.contains(LeafFlags::SPECIAL) {
+            mm.pt.hw.one(HwEvent::StructPageLine);
+        }
+        let nr = mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr);
+        mm.pt.hw.mark_batch(addr, nr, "protect");
+        let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, nr);
+        let ptent = pte_modify(oldpte, cp.prot);
+        if cp.try_writable && !ptent.write() {
+            set_write_prot_commit_flush_ptes(&mut mm.pt, phys, vma, folio, addr, ptent, nr);
+        } else {
+            prot_commit_flush_ptes(&mut mm.pt, phys, addr, ptent, nr, 0, false);
+        }
+        // prot_commit_flush_ptes(): tlb_flush_pte_range() when
+        // pte_needs_flush(oldpte, committed) for some sub-batch.
+        let upgraded = cp.try_writable
+            && !ptent.write()
+            && folio.is_some()
+            && maybe_change_pte_writable(vma, ptent)
+            && (0..nr).any(|i| phys.anon_exclusive(ptent.pfn.add(i)));
+        let mut committed = ptent;
+        if upgraded {
+            committed.flags |= LeafFlags::WRITE;
+        }
+        if arch.pte_needs_flush(&oldpte, &committed) {
+            tlb.flush_pte_range(addr, nr * PAGE_SIZE);
+        }
+        addr += nr * PAGE_SIZE;
+    }
+}
+
+/// 1 for the zero page and small folios, else a folio_pte_batch() run with
+/// FPB_RESPECT_SOFT_DIRTY | FPB_RESPECT_WRITE (rule B7).
+/// Linux: mm/mprotect.c mprotect_folio_pte_batch().
+fn mprotect_folio_pte_batch(
+    pt: &PageTables,
+    phys: &PhysMem,
+    folio: Option<FolioRef>,
+    addr: u64,
+    pte: Leaf,
+    max_nr: u64,
+) -> u64 {
+    match folio {
+        Some(f) if f.is_large() => {
+            // folio_pte_batch_flags() reads folio_nr_pages() (second line).
+            pt.hw.one(HwEvent::StructPageLine);
+            let fpb = Fpb::RESPECT_SOFT_DIRTY | Fpb::RESPECT_WRITE;
+            folio_pte_batch(pt, phys, addr, pte, max_nr, fpb).nr
+        }
+        _ => 1,
+    }
+}
+
+/// Private VMA made (or kept) writable: a batch of an anonymous folio is
+/// committed in sub-batches of equal AnonExclusive state, the exclusive ones
+/// writable (rule A7). Anything else is committed read-only.
+/// Linux: mm/mprotect.c set_write_prot_commit_flush_ptes(),
+/// commit_anon_folio_batch(), page_anon_exclusive_sub_batch().
+fn set_write_prot_commit_flush_ptes(
+    pt: &mut PageTables,
+    phys: &PhysMem,
+    vma: &Vma,
+    folio: Option<FolioRef>,
+    addr: u64,
+    ptent: Leaf,
+    nr: u64,
+) {
+    let set_write = maybe_change_pte_writable(vma, ptent) && folio.is_some();
+    if !set_write {
+        prot_commit_flush_ptes(pt, phys, addr, ptent, nr, 0, false);
+        return;
+    }
+    // commit_anon_folio_batch(): PageAnonExclusive() of every page.
+    pt.hw.add(HwEvent::StructPageLine, nr);
+    let mut idx = 0;
+    while idx < nr {
+        let exclusive = phys.anon_exclusive(ptent.pfn.add(idx));
+        let mut len = 1;
+        while idx + len < nr && phys.anon_exclusive(ptent.pfn.add(idx + len)) == exclusive {
+            len += 1;
+        }
+        prot_commit_flush_ptes(pt, phys, addr, ptent, len, idx, exclusive);
+        idx += len;
+    }
+}
+
+/// Write `nr` PTEs from entry `idx` of a batch, writable if `set_write`.
+/// (The TLB-flush bookkeeping, pte_needs_flush() → tlb_flush_pte_range(),
+/// changes nothing the model shows.) Linux: mm/mprotect.c
+/// prot_commit_flush_ptes().
+fn prot_commit_flush_ptes(
+    pt: &mut PageTables,
+    phys: &PhysMem,
+    addr: u64,
+    ptent: Leaf,
+    nr: u64,
+    idx: u64,
+    set_write: bool,
+) {
+    let mut pte = Leaf {
+        pfn: ptent.pfn.add(idx),
+        flags: ptent.flags,
+    };
+    if set_write {
+        pte.flags |= LeafFlags::WRITE; // pte_mkwrite()
+    }
+    modify_prot_commit_ptes(pt, phys, addr + idx * PAGE_SIZE, pte, nr);
+}
+
+/// modify_prot_start_ptes(): the arch hook clears the batch and gathers
+/// young/dirty (arm64 unfolds only blocks covered partly).
+fn modify_prot_start_ptes(pt: &mut PageTables, addr: u64, nr: u64) -> Leaf {
+    pt.modify_prot_start_ptes(addr, nr)
+}
+
+/// modify_prot_commit_ptes(): the arch hook writes the batch back
+/// (arm64 set_ptes() paints CONT on fully covered aligned blocks and, for
+/// nr == 1, may fold the block: rule C2).
+fn modify_prot_commit_ptes(pt: &mut PageTables, phys: &PhysMem, addr: u64, pte: Leaf, nr: u64) {
+    pt.modify_prot_commit_ptes(addr, pte, nr, phys);
+}
+
+/// Linux ≤ 6.16: every present PTE on its own. ptep_modify_prot_start() is
+/// a single-entry get-and-clear (arm64 unfolds a folded block first), the
+/// write upgrade is decided per PTE by can_change_pte_writable(), and
+/// ptep_modify_prot_commit() is set_pte_at() (arm64 may fold when it writes
+/// the last entry of a block). Linux v6.16 mm/mprotect.c change_pte_range().
+fn change_pte_range_per_pte(
+    mm: &mut Mm,
+    phys: &PhysMem,
+    vma: &Vma,
+    start: u64,
+    end: u64,
+    cp: ChangeProt,
+    tlb: &mut MmuGather,
+) {
+    let arch = mm.pt.arch();
+    for addr in crate::mm::mm::pages(start, end) {
+        // oldpte = ptep_get(pte); pte_present(oldpte)
+        if !matches!(mm.pt.pte(addr), Entry::Leaf(_)) {
+            continue;
+        }
+        mm.pt.hw.mark_batch(addr, 1, "protect");
+        let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, 1); // ptep_modify_prot_start()
+        let mut ptent = pte_modify(oldpte, cp.prot);
+        if cp.try_writable && !ptent.write() {
+            // can_change_pte_writable(): vm_normal_page() (the head line)
+            // and PageAnonExclusive() (the page's own line).
+            if maybe_change_pte_writable(vma, ptent) && !ptent.flags.contains(LeafFlags::SPECIAL) {
+                mm.pt.hw.add(HwEvent::StructPageLine, 2);
+            }
+            if can_change_pte_writable(vma, ptent, phys) {
+                ptent.flags |= LeafFlags::WRITE;
+            }
+        }
+        modify_prot_commit_ptes(&mut mm.pt, phys, addr, ptent, 1); // ptep_modify_prot_commit()
+        if arch.pte_needs_flush(&oldpte, &ptent) {
+            tlb.flush_pte_range(addr, PAGE_SIZE);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::observe::PageState;
+    use crate::{Advice, ArchKind, MapFlags, ModelConfig, ThpKnob, ThpMode};
+
+    const B: u64 = 0x7f00_0000_0000;
+    const P: u64 = PAGE_SIZE;
+    const RW: Prot = Prot::READ.union(Prot::WRITE);
+
+    fn model(arch: ArchKind) -> Model {
+        Model::new(ModelConfig::for_arch(arch))
+    }
+
+    fn map(m: &mut Model, addr: u64, len: u64, prot: Prot) {
+        let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        m.mmap(1, addr, len, prot, f).unwrap();
+    }
+
+    fn maps(m: &Model) -> Vec<(u64, u64, String)> {
+        m.mm(1)
+            .unwrap()
+            .vmas
+            .iter()
+            .map(|v| ((v.start - B) / P, (v.end - B) / P, v.flags.perms()))
+            .collect()
+    }
+
+    fn flags_at(m: &Model, addr: u64) -> VmFlags {
+        m.mm(1).unwrap().vmas.find(addr).unwrap().flags
+    }
+
+    fn leaf(m: &Model, addr: u64) -> Leaf {
+        match m.mm(1).unwrap().pt.pte(addr) {
+            Entry::Leaf(l) => l,
+            e => panic!("{addr:#x}: {e:?}"),
+        }
+    }
+
+    fn both(f: impl Fn(ArchKind, Before)) {
+        for arch in ArchKind::ALL {
+            for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
+                f(arch, before);
+            }
+        }
+    }
+
+    #[test]
+    fn errno_order() {
+        let mut m = model(ArchKind::X86_64);
+        map(&mut m, B, 4 * P, RW);
+        let junk = Prot::from_bits_retain(0x10);
+        let grows = Prot::from_bits_retain(PROT_GROWSDOWN | PROT_GROWSUP);
+        assert_eq!(m.mprotect(1, B, 0, grows), Err(Errno::EINVAL));
+        assert_eq!(m.mprotect(1, B + 1, 0, junk), Err(Errno::EINVAL));
+        assert_eq!(m.mprotect(1, B, 0, junk), Ok(()));
+        assert_eq!(m.mprotect(1, B, u64::MAX, junk), Err(Errno::ENOMEM));
+        assert_eq!(
+            m.mprotect(1, B, u64::MAX - P, Prot::READ),
+            Err(Errno::ENOMEM)
+        );
+        assert_eq!(m.mprotect(1, B - 8 * P, P, junk), Err(Errno::EINVAL));
+        assert_eq!(m.mprotect(1, B - 8 * P, P, Prot::READ), Err(Errno::ENOMEM));
+        let sem = Prot::from_bits_retain(PROT_SEM | 1);
+        assert_eq!(m.mprotect(1, B, P, sem), Ok(()));
+        let down = Prot::from_bits_retain(PROT_GROWSDOWN | 1);
+        let up = Prot::from_bits_retain(PROT_GROWSUP | 1);
+        assert_eq!(m.mprotect(1, B, P, down), Err(Errno::EINVAL));
+        assert_eq!(m.mprotect(1, B, P, up), Err(Errno::EINVAL));
+        assert_eq!(m.mprotect(1, B - P, 2 * P, up), Err(Errno::ENOMEM));
+        // GROWSDOWN starts at the first VMA, so a leading hole is EINVAL.
+        assert_eq!(m.mprotect(1, B - P, 2 * P, down), Err(Errno::EINVAL));
+        // Only the PROT_SEM call changed anything (to r--): r-- then rw-.
+        assert_eq!(maps(&m), vec![(0, 1, "r--p".into()), (1, 4, "rw-p".into())]);
+        m.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn split_then_merge_and_account_rules() {
+        // mremap.md §11 #31: unfaulted piece loses `ac`, a faulted one keeps it.
+        for faulted in [false, true] {
+            let mut m = model(ArchKind::X86_64);
+            map(&mut m, B, 10 * P, RW);
+            if faulted {
+                m.write(1, B, 1).unwrap();
+            }
+            m.mprotect(1, B + 3 * P, 4 * P, Prot::READ).unwrap();
+            assert_eq!(
+                maps(&m),
+                vec![
+                    (0, 3, "rw-p".into()),
+                    (3, 7, "r--p".into()),
+                    (7, 10, "rw-p".into())
+                ]
+            );
+            assert_eq!(flags_at(&m, B + 3 * P).contains(VmFlags::ACCOUNT), faulted);
+            m.mprotect(1, B + 3 * P, 4 * P, RW).unwrap();
+            assert_eq!(maps(&m), vec![(0, 10, "rw-p".into())]);
+            assert!(flags_at(&m, B).contains(VmFlags::ACCOUNT));
+            m.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn noreserve_never_gains_account() {
+        let mut m = model(ArchKind::X86_64);
+        let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED | MapFlags::NORESERVE;
+        m.mmap(1, B, 4 * P, RW, f).unwrap();
+        m.mprotect(1, B, 4 * P, Prot::READ).unwrap();
+        m.mprotect(1, B, 4 * P, RW).unwrap();
+        assert!(!flags_at(&m, B).contains(VmFlags::ACCOUNT));
+        // A PROT_NONE mapping made writable is charged.
+        map(&mut m, B + 8 * P, 4 * P, Prot::empty());
+        assert!(!flags_at(&m, B + 8 * P).contains(VmFlags::ACCOUNT));
+        m.mprotect(1, B + 8 * P, 4 * P, RW).unwrap();
+        assert!(flags_at(&m, B + 8 * P).contains(VmFlags::ACCOUNT));
+    }
+
+    #[test]
+    fn hole_stops_with_enomem_after_changing_earlier_vmas() {
+        // mremap.md §11 #34 (mprotect half).
+        let mut m = model(ArchKind::X86_64);
+        map(&mut m, B, 10 * P, RW);
+        m.munmap(1, B + 8 * P, P).unwrap();
+        assert_eq!(
+            m.mprotect(1, B + 6 * P, 4 * P, Prot::READ),
+            Err(Errno::ENOMEM)
+        );
+        assert_eq!(
+            maps(&m),
+            vec![
+                (0, 6, "rw-p".into()),
+                (6, 8, "r--p".into()),
+                (9, 10, "rw-p".into())
+            ]
+        );
+        // A range starting in a hole changes nothing; one ending past the
+        // last VMA changes the VMAs and reports ENOMEM.
+        assert_eq!(
+            m.mprotect(1, B + 8 * P, 2 * P, Prot::READ),
+            Err(Errno::ENOMEM)
+        );
+        assert_eq!(maps(&m)[2], (9, 10, "rw-p".into()));
+        assert_eq!(
+            m.mprotect(1, B + 9 * P, 3 * P, Prot::READ),
+            Err(Errno::ENOMEM)
+        );
+        assert_eq!(maps(&m)[2], (9, 10, "r--p".into()));
+    }
+
+    #[test]
+    fn map_count_limit_leaves_the_first_split() {
+        let mut m = Model::new(ModelConfig {
+            max_map_count: 3,
+            ..ModelConfig::default()
+        });
+        map(&mut m, B, 10 * P, RW);
+        map(&mut m, B + 20 * P, P, Prot::READ);
+        // One VMA short of the limit: the split at start succeeds, the one at
+        // the end fails (split_vma()); flags are untouched.
+        assert_eq!(
+            m.mprotect(1, B + 3 * P, 4 * P, Prot::READ),
+            Err(Errno::ENOMEM)
+        );
+        assert_eq!(
+            maps(&m),
+            [
+                (0, 3, "rw-p".into()),
+                (3, 10, "rw-p".into()),
+                (20, 21, "r--p".into())
+            ]
+        );
+        // At the limit: a change of a whole VMA or a merge needs no new VMA.
+        assert_eq!(m.mprotect(1, B + 9 * P, P, Prot::READ), Err(Errno::ENOMEM));
+        m.mprotect(1, B + 3 * P, 7 * P, Prot::READ).unwrap();
+        m.mprotect(1, B, 3 * P, Prot::READ).unwrap();
+        assert_eq!(maps(&m), [(0, 10, "r--p".into()), (20, 21, "r--p".into())]);
+    }
+
+    #[test]
+    fn exclusive_pages_become_writable_without_a_fault() {
+        both(|arch, before| {
+            let mut m = model(arch);
+            m.set_before(before);
+            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+            map(&mut m, B, 32 * P, RW);
+            m.access_range(1, B, 32 * P, true, None).unwrap();
+            m.mprotect(1, B, 32 * P, Prot::READ).unwrap();
+            assert!(!leaf(&m, B).write());
+            m.write(1, B, 1).unwrap_err();
+            m.mprotect(1, B, 32 * P, RW).unwrap();
+            for k in 0..32 {
+                let l = leaf(&m, B + k * P);
+                assert!(l.write(), "{arch:?} {before:?} page {k}");
+                assert_eq!(l.flags.contains(LeafFlags::CONT), arch == ArchKind::Arm64);
+            }
+            let PageState::Anon(a) = m.observe_pages(1, B, B + P)[0].state.clone() else {
+                panic!()
+            };
+            assert!(a.anon_exclusive && a.mmap_exclusive && a.order == 4);
+            m.check_invariants().unwrap();
+        });
+    }
+
+    #[test]
+    fn shared_pages_and_zero_pages_stay_read_only() {
+        both(|arch, before| {
+            let mut m = model(arch);
+            m.set_before(before);
+            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+            map(&mut m, B, 32 * P, RW);
+            m.write(1, B, 1).unwrap(); // a 64K folio at B
+            m.read(1, B + 16 * P).unwrap(); // zero page
+            let child = m.fork(1).unwrap();
+            m.exit(child).unwrap();
+            // Parent pages: not exclusive any more (copied at fork) though
+            // mapped once; the zero page has no struct page.
+            m.mprotect(1, B, 32 * P, Prot::READ).unwrap();
+            m.mprotect(1, B, 32 * P, RW).unwrap();
+            assert!(!leaf(&m, B).write());
+            assert!(!leaf(&m, B + 16 * P).write());
+            // W4: the write fault reuses the page (mapcount 1, no other mm).
+            m.write(1, B + 3 * P, 7).unwrap();
+            assert!(leaf(&m, B + 3 * P).write());
+            assert!(!leaf(&m, B + 4 * P).write());
+            m.check_invariants().unwrap();
+        });
+    }
+
+    #[test]
+    fn mixed_exclusivity_splits_the_batch() {
+        both(|arch, before| {
+            let mut m = model(arch);
+            m.set_before(before);
+            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+            map(&mut m, B, 16 * P, RW);
+            m.write(1, B, 1).unwrap();
+            let child = m.fork(1).unwrap();
+            m.exit(child).unwrap();
+            m.mprotect(1, B, 16 * P, Prot::READ).unwrap();
+            // Pages 4..8 regain exclusivity (W4 large: reuse, one page each).
+            for k in 4..8 {
+                m.mprotect(1, B, 16 * P, RW).unwrap();
+                m.write(1, B + k * P, k).unwrap();
+                m.mprotect(1, B, 16 * P, Prot::READ).unwrap();
+            }
+            m.mprotect(1, B, 16 * P, RW).unwrap();
+            for k in 0..16 {
+                let l = leaf(&m, B + k * P);
+                assert_eq!(l.write(), (4..8).contains(&k), "{arch:?} {before:?} {k}");
+                assert!(!l.flags.contains(LeafFlags::CONT));
+            }
+            m.check_invariants().unwrap();
+        });
+    }
+
+    #[test]
+    fn prot_none_entries_stay_present_and_fault() {
+        both(|arch, before| {
+            let mut m = model(arch);
+            m.set_before(before);
+            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+            map(&mut m, B, 32 * P, RW);
+            m.access_range(1, B, 16 * P, true, Some(5)).unwrap();
+            m.read(1, B + 16 * P).unwrap();
+            m.mprotect(1, B, 32 * P, Prot::empty()).unwrap();
+            let l = leaf(&m, B);
+            assert!(l.flags.contains(LeafFlags::PROTNONE) && !l.write());
+            assert!(leaf(&m, B + 16 * P).flags.contains(LeafFlags::PROTNONE));
+            assert!(m.read(1, B).is_err());
+            assert!(m.access_range(1, B + 16 * P, P, false, None).is_err());
+            assert!(matches!(
+                m.observe_pages(1, B, B + P)[0].state,
+                PageState::Anon(_)
+            ));
+            // Half of the folio back to read-write.
+            m.mprotect(1, B + 8 * P, 8 * P, RW).unwrap();
+            assert_eq!(m.read(1, B + 8 * P), Ok(5));
+            assert!(leaf(&m, B + 8 * P).write());
+            assert!(m.read(1, B + 7 * P).is_err());
+            m.mprotect(1, B, 32 * P, Prot::READ).unwrap();
+            assert_eq!(m.read(1, B), Ok(5));
+            assert_eq!(m.read(1, B + 16 * P), Ok(0));
+            m.check_invariants().unwrap();
+        });
+    }
+
+    #[test]
+    fn partial_pmd_thp_is_split_and_stays_one_folio() {
+        both(|arch, before| {
+            let mut m = model(arch);
+            m.set_before(before);
+            m.set_thp(ThpKnob::Size(9), ThpMode::Inherit).unwrap();
+            map(&mut m, B, 2 << 20, RW);
+            m.madvise(1, B, 2 << 20, Advice::HugePage).unwrap();
+            m.write(1, B, 1).unwrap();
+            m.mprotect(1, B + (1 << 20), 1 << 20, Prot::READ).unwrap();
+            let obs = m.observe(1, "t");
+            assert_eq!(obs.maps.len(), 2);
+            assert_eq!(obs.stats["vmstat/thp_split_pmd"], 1);
+            assert!(leaf(&m, B).write());
+            assert!(!leaf(&m, B + (1 << 20)).write());
+            for p in &obs.pages {
+                let PageState::Anon(a) = &p.state else {
+                    panic!()
+                };
+                assert!(a.order == 9 && !a.pmd_mapped && a.mmap_exclusive);
+            }
+            m.check_invariants().unwrap();
+        });
+    }
+
+    #[test]
+    fn whole_pmd_changes_as_one_entry_and_huge_zero_stays_read_only() {
+        both(|arch, before| {
+            let mut m = model(arch);
+            m.set_before(before);
+            m.set_thp(ThpKnob::Size(9), ThpMode::Inherit).unwrap();
+            map(&mut m, B, 4 << 20, RW);
+            m.madvise(1, B, 4 << 20, Advice::HugePage).unwrap();
+            m.write(1, B, 1).unwrap();
+            m.read(1, B + (2 << 20)).unwrap(); // huge zero PMD
+            m.mprotect(1, B, 4 << 20, Prot::READ).unwrap();
+            m.mprotect(1, B, 4 << 20, RW).unwrap();
+            let pt = &m.mm(1).unwrap().pt;
+            let (PmdSlot::Leaf(thp), PmdSlot::Leaf(hz)) = (pt.pmd(B), pt.pmd(B + (2 << 20))) else {
+                panic!()
+            };
+            assert!(thp.write() && !hz.write());
+            assert_eq!(m.observe(1, "t").stats["vmstat/thp_split_pmd"], 0);
+            // PROT_NONE huge zero PMD, then a partial unmap splits it into
+            // zero PTEs that still fault.
+            m.mprotect(1, B, 4 << 20, Prot::empty()).unwrap();
+            m.munmap(1, B + (3 << 20), 1 << 20).unwrap();
+            assert!(leaf(&m, B + (2 << 20)).flags.contains(LeafFlags::PROTNONE));
+            assert!(m.access_range(1, B + (2 << 20), P, false, None).is_err());
+            m.check_invariants().unwrap();
+        });
+    }
+
+    #[test]
+    fn arm64_batch_keeps_blocks_folded_per_pte_refolds() {
+        for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
+            let mut m = model(ArchKind::Arm64);
+            m.set_before(before);
+            m.set_thp(ThpKnob::Size(5), ThpMode::Always).unwrap();
+            map(&mut m, B, 32 * P, RW);
+            m.write(1, B, 1).unwrap(); // 128K folio: two folded blocks
+                                       // Split the VMA inside the second block: the batch ends mid-block.
+            m.mprotect(1, B, 24 * P, Prot::READ).unwrap();
+            for k in 0..32 {
+                let l = leaf(&m, B + k * P);
+                assert_eq!(l.write(), k >= 24);
+                assert_eq!(l.flags.contains(LeafFlags::CONT), k < 16, "{before:?} {k}");
+            }
+            // Making the rest read-only: the batched path paints no block
+            // it covers partly; the per-PTE path folds at the block's end.
+            m.mprotect(1, B + 24 * P, 8 * P, Prot::READ).unwrap();
+            let folded = leaf(&m, B + 16 * P).flags.contains(LeafFlags::CONT);
+            assert_eq!(folded, before == Before::MPROTECT_PTE_BATCH);
+            m.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn arm64_prot_none_blocks_keep_cont_until_rewritten() {
+        for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
+            let mut m = model(ArchKind::Arm64);
+            m.set_before(before);
+            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+            map(&mut m, B, 16 * P, RW);
+            m.write(1, B, 1).unwrap();
+            m.mprotect(1, B, 16 * P, Prot::empty()).unwrap();
+            // Batched: set_ptes(16) paints CONT on the PROT_NONE entries.
+            // Per-PTE: the last entry's commit does not fold invalid entries.
+            let cont = leaf(&m, B).flags.contains(LeafFlags::CONT);
+            assert_eq!(cont, before.is_empty());
+            // Half back: the other half keeps its (ignored) CONT bit.
+            m.mprotect(1, B, 8 * P, Prot::READ).unwrap();
+            assert!(!leaf(&m, B).flags.contains(LeafFlags::CONT));
+            assert_eq!(
+                leaf(&m, B + 8 * P).flags.contains(LeafFlags::CONT),
+                before.is_empty()
+            );
+            m.check_invariants().unwrap();
+            m.mprotect(1, B + 8 * P, 8 * P, Prot::READ).unwrap();
+            let refolded = leaf(&m, B).flags.contains(LeafFlags::CONT);
+            assert_eq!(refolded, !before.is_empty());
+            m.check_invariants().unwrap();
+        }
+    }
+}

@@ -1,0 +1,509 @@
+//! Swap: a swap device with per-slot swap counts and a swap cache, swap
+//! PTEs through every seed operation, MADV_PAGEOUT / MADV_COLD and
+//! swap-in faults (docs/ops/swap.md).
+//!
+//! What the model keeps, and what it leaves out:
+//! * One swap device (type 0), `pages` slots; slot 0 holds the header, so
+//!   offsets start at 1 (checked live: the first page out gets offset 1).
+//!   Slots are handed out lowest-free-first; the kernel's cluster allocator
+//!   hands them out in another order, which is why comparisons map swap
+//!   offsets as a bijection, never by value.
+//! * Per slot: the swap count (`swap_map[]`: one per swap PTE), the data
+//!   (the tag the page held) and the swap-cache folio, if any (one folio
+//!   reference).
+//! * A swapped-out folio is reclaimed at once (as after a synchronous
+//!   write). On a live kernel writeback is asynchronous and the folio
+//!   usually stays in the swap cache until memory pressure; a later fault
+//!   then maps the same frame. No observation besides the frame number
+//!   shows the difference, and comparisons forget a frame's identity when
+//!   its page goes to swap (docs/ops/swap.md, "swap cache").
+//! * A swap-cache entry lives while its slot has a swap count. When the
+//!   count reaches 0 the model drops the entry (and frees the slot) at once,
+//!   where the kernel keeps the folio cached until `folio_free_swap()` or
+//!   reclaim. Every exclusivity decision is taken before that drop, with the
+//!   cache reference counted, as the kernel takes it.
+
+use crate::core::addr::{PAGE_SIZE, PMD_ORDER, PMD_SIZE};
+use crate::core::arch::{Entry, Leaf, LeafFlags, SwapPte};
+use crate::core::folio::PhysMem;
+use crate::core::hw::HwEvent;
+use crate::core::pgtable::PmdSlot;
+use crate::core::stats::{MthpStat, VmEvent};
+pub use crate::core::swapfile::MIN_SWAP_PAGES;
+use crate::core::vma::{VmFlags, Vma};
+use crate::mm::huge_memory::split_folio;
+use crate::mm::mm::Mm;
+use crate::mm::swap::count_swap_map;
+use crate::model::Model;
+use crate::types::errno::Errno;
+use crate::types::Pid;
+use std::collections::BTreeMap;
+
+/// Enable a swap device of `bytes` (0 disables it; only allowed while no
+/// slot is in use, as swapoff would first swap every page back in, which
+/// the model does not do). A size below [`MIN_SWAP_PAGES`] pages is EINVAL
+/// and leaves no swap area: `swap SIZE` replaces the area (swapoff of the
+/// old one, then swapon of the new one, which the kernel refuses).
+pub fn set_swap(phys: &mut PhysMem, bytes: u64) -> Result<(), Errno> {
+    if !phys.swap.slots.is_empty() {
+        return Err(Errno::EBUSY);
+    }
+    let pages = bytes / PAGE_SIZE;
+    if bytes != 0 && pages < MIN_SWAP_PAGES {
+        phys.swap.pages = 0;
+        return Err(Errno::EINVAL);
+    }
+    phys.swap.pages = pages;
+    Ok(())
+}
+
+impl Model {
+    /// Enable a swap device of `bytes` (rounded down to pages, the header
+    /// page included), or disable swap with 0 (EBUSY while slots are in use).
+    /// Fewer than [`crate::core::swapfile::MIN_SWAP_PAGES`] pages is EINVAL, as
+    /// swapon(2) answers.
+    pub fn set_swap(&mut self, bytes: u64) -> Result<(), Errno> {
+        set_swap(&mut self.phys, bytes)
+    }
+}
+
+// ---- MADV_PAGEOUT / MADV_COLD --------------------------------------------------
+
+/// MADV_PAGEOUT (`cold == false`) or MADV_COLD on `[start, end)` of one
+/// anonymous VMA.
+///
+/// MADV_COLD walks the range the same way and splits the large folios it
+/// covers only in part (checked live), but only deactivates the rest and
+/// clears young bits, which nothing /proc shows (hardware-event accounting
+/// of the young-bit clears is left to the event layer).
+///
+/// MADV_PAGEOUT, per PMD slot (Linux: mm/madvise.c
+/// madvise_cold_or_pageout_pte_range(), then mm/vmscan.c reclaim_pages() →
+/// shrink_folio_list()):
+/// * a PMD-mapped THP the range covers whole is reclaimed whole unless
+///   another mm maps it (folio_maybe_mapped_shared()); one the range covers
+///   in part is split first (split_folio()) and its pages in the range are
+///   handled as small folios;
+/// * a PTE-mapped large folio: if the range does not cover all of it from
+///   this PTE on (madvise_folio_pte_batch() < nr_pages), it is split unless
+///   shared, and the small folios in range are handled; if shared it is
+///   skipped; otherwise it is reclaimed whole;
+/// * small folios mapped more than once are skipped; the zero page and
+///   swap PTEs are skipped;
+/// * reclaim of a large folio: the swap allocation of a large folio fails
+///   on this machine (a swap file: no large swap clusters), and also when
+///   there is no swap at all, so the folio is split
+///   (`swpout_fallback`, `thp_swpout_fallback` for PMD size) and every
+///   page goes out on its own. Checked live on 6.18.44: with no swap at
+///   all, a 64 KiB folio is split and stays mapped;
+/// * reclaim of a small folio: allocate a slot (none: the page stays), and
+///   try_to_unmap_one() replaces the PTE by a swap PTE carrying
+///   exclusive (PageAnonExclusive), soft-dirty and uffd-wp; RSS −1; the
+///   folio is freed.
+pub fn madvise_pageout(
+    procs: &mut BTreeMap<Pid, Mm>,
+    phys: &mut PhysMem,
+    pid: Pid,
+    vma: &Vma,
+    start: u64,
+    end: u64,
+    cold: bool,
+) {
+    // can_madv_lru_vma()
+    if vma
+        .flags
+        .intersects(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB)
+    {
+        return;
+    }
+    let mut addr = start;
+    while addr < end {
+        let slot_end = ((addr & !(PMD_SIZE - 1)) + PMD_SIZE).min(end);
+        let pmd = procs[&pid].pt.pmd(addr);
+        if let PmdSlot::Leaf(leaf) = pmd {
+            if Some(leaf.pfn) == phys.huge_zero {
+                addr = slot_end;
+                continue;
+            }
+            let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
+            if phys.mapped_by_other_mm(folio, pid) {
+                addr = slot_end;
+                continue;
+            }
+            let whole = slot_end - addr == PMD_SIZE;
+            if whole && cold {
+                addr = slot_end;
+                continue;
+            }
+            // Split (the whole PMD folio at reclaim, or the partly covered
+            // one right away); the stats of a reclaim-time split follow.
+            let _ = split_folio(
+                procs,
+                phys,
+                folio,
+                Some((pid, addr & !(PMD_SIZE - 1), folio.head)),
+            );
+            if whole {
+                phys.stats.mthp(PMD_ORDER, MthpStat::SwpoutFallback, 1);
+                phys.stats.vm(VmEvent::ThpSwpoutFallback, 1);
+            }
+        }
+        pageout_ptes(procs, phys, pid, addr, slot_end, cold);
+        addr = slot_end;
+    }
+}
+
+/// The PTE part of MADV_PAGEOUT for `[start, end)` inside one PMD slot.
+fn pageout_ptes(
+    procs: &mut BTreeMap<Pid, Mm>,
+    phys: &mut PhysMem,
+    pid: Pid,
+    start: u64,
+    end: u64,
+    cold: bool,
+) {
+    if !matches!(procs[&pid].pt.pmd(start), PmdSlot::Table(_)) {
+        return;
+    }
+    // madvise_cold_or_pageout_pte_range(): pte_offset_map_lock(), then per
+    // entry ptep_get() and, for a normal page, vm_normal_folio() (the
+    // page's struct page line). The young-bit clears
+    // (clear_young_dirty_ptes(), tlb_remove_tlb_entries()) are not counted.
+    let _ptl = procs[&pid].pt.pte_offset_map_lock(start);
+    let mut addr = start;
+    while addr < end {
+        let Entry::Leaf(pte) = procs[&pid].pt.pte(addr) else {
+            addr += PAGE_SIZE;
+            continue;
+        };
+        if pte.flags.contains(LeafFlags::SPECIAL) {
+            addr += PAGE_SIZE;
+            continue;
+        }
+        procs[&pid].pt.hw.one(HwEvent::StructPageLine);
+        let folio = phys.folio_of(pte.pfn).expect("PTE maps a folio");
+        if folio.is_large() {
+            // madvise_folio_pte_batch(): consecutive pages of this folio.
+            let max = (end - addr) / PAGE_SIZE;
+            let mut nr = 1;
+            while nr < max {
+                match procs[&pid].pt.pte_raw(addr + nr * PAGE_SIZE) {
+                    Entry::Leaf(l)
+                        if l.pfn.0 == pte.pfn.0 + nr
+                            && l.pfn.0 < folio.head.0 + folio.nr_pages() =>
+                    {
+                        nr += 1
+                    }
+                    _ => break,
+                }
+            }
+            if phys.mapped_by_other_mm(folio, pid) {
+                addr += nr * PAGE_SIZE;
+                continue;
+            }
+            let covers_all = nr == folio.nr_pages() && pte.pfn == folio.head;
+            if covers_all && cold {
+                addr += nr * PAGE_SIZE;
+                continue;
+            }
+            let _ = split_folio(procs, phys, folio, Some((pid, addr, pte.pfn)));
+            if covers_all {
+                // Reclaimed whole: the large swap allocation fails, so
+                // shrink_folio_list() splits it and counts the fallback.
+                phys.stats.mthp(folio.order.0, MthpStat::SwpoutFallback, 1);
+                if folio.order.0 == PMD_ORDER {
+                    phys.stats.vm(VmEvent::ThpSwpoutFallback, 1);
+                }
+            }
+            // Re-examine this PTE: it now maps a small folio.
+            continue;
+        }
+        // folio_maybe_mapped_shared() on a small folio: mapcount > 1.
+        if cold || phys.page_mapcount(pte.pfn) > 1 {
+            addr += PAGE_SIZE;
+            continue;
+        }
+        swap_out_page(procs.get_mut(&pid).expect("pid"), phys, addr, pte);
+        addr += PAGE_SIZE;
+    }
+}
+
+/// Reclaim one exclusive small folio mapped at `addr`: allocate a slot,
+/// replace the PTE by a swap PTE, free the folio. No slot: nothing changes.
+/// Linux: mm/vmscan.c shrink_folio_list() → folio_alloc_swap(),
+/// try_to_unmap() → mm/rmap.c try_to_unmap_one() (pte_swp_mkexclusive(),
+/// pte_swp_mksoft_dirty(), pte_swp_mkuffd_wp()), pageout(), and freeing
+/// the clean swap-cache folio.
+///
+/// Events: folio_alloc_swap() (cluster lock, the slot's SWAP_HAS_CACHE
+/// byte; the allocator's cluster search is not counted);
+/// try_to_unmap_one(): page_vma_mapped_walk() (a PMD read, the PTL, the
+/// PTE re-read), the clear (ptep_get_and_clear, arm64 with its unfold
+/// check) and one page's TLB flush — x86 with a single CPU in mm_cpumask
+/// does not defer it (should_defer_flush() is false: ptep_clear_flush()),
+/// arm64 defers it (arch_tlbbatch_add_pending(): DSB ISHST + TLBI VALE1IS)
+/// and the dirty folio's try_to_unmap_flush_dirty() before pageout()
+/// completes it (DSB ISH): the same instructions as flush_tlb_page();
+/// folio_dup_swap() (cluster lock, one byte), set_pte_at() of the swap
+/// PTE, the rmap removal and the reference (counted by PhysMem); after the
+/// write, __remove_mapping() → swap-cache delete clears SWAP_HAS_CACHE
+/// (cluster lock, one byte) and the folio is freed. Not counted: the
+/// rmap walk (anon_vma lock, interval tree), the folio lock, LRU
+/// isolation, and the page write itself (swap_writeout(): I/O, not
+/// priced).
+///
+/// A folio still in the swap cache (swapped in, its slot still named by
+/// another process's swap PTE) keeps its slot: shrink_folio_list() skips
+/// folio_alloc_swap() for it, and a clean one is not written again — it
+/// only leaves the cache. Found by `ptlab fuzz --seed 20261127`, case
+/// 1289 (pageout, fork, read, pageout: both processes name one slot live).
+fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
+    let tag = phys.tag(pte.pfn);
+    let cached = phys.swap.slot_caching(pte.pfn);
+    let offset = match cached {
+        // folio_dup_swap() below adds this PTE's count.
+        Some(off) => off,
+        None => {
+            let Some(off) = phys.swap.alloc(tag) else {
+                return;
+            };
+            count_swap_map(&phys.hw, 1);
+            off
+        }
+    };
+    let folio = phys.folio_of(pte.pfn).expect("folio");
+    let exclusive = phys.anon_exclusive(pte.pfn);
+    let _ptl = mm.pt.pte_offset_map_lock(addr);
+    mm.pt.hw.one(HwEvent::PteLoad);
+    mm.pt.clear_ptes(addr, 1);
+    mm.pt.flush_tlb_range(addr, addr + PAGE_SIZE, PAGE_SIZE);
+    count_swap_map(&phys.hw, 1);
+    mm.pt.set_swap_pte_counted(
+        addr,
+        SwapPte {
+            ty: 0,
+            offset,
+            exclusive,
+            soft_dirty: pte.flags.contains(LeafFlags::SOFT_DIRTY),
+            uffd_wp: pte.flags.contains(LeafFlags::UFFD_WP),
+        },
+    );
+    phys.remove_rmap_ptes(folio, pte.pfn, 1, mm.pid);
+    phys.set_anon_exclusive(pte.pfn, false);
+    mm.rss_anon -= 1;
+    count_swap_map(&phys.hw, 1);
+    phys.ref_sub(folio, 1);
+    if cached.is_some() {
+        let slot = phys.swap.slots.get_mut(&offset).expect("slot");
+        slot.count += 1;
+        // A dirty PTE dirtied the folio (try_to_unmap_one()): pageout()
+        // writes it; a clean one is already on the device.
+        if pte.flags.contains(LeafFlags::DIRTY) {
+            slot.tag = tag;
+            phys.swap.pswpout += 1;
+        }
+        // __remove_mapping() → swap-cache delete: the cache's reference.
+        slot.cache = None;
+        phys.ref_sub(folio, 1);
+    } else {
+        phys.swap.pswpout += 1;
+    }
+}
+
+// ---- invariants ---------------------------------------------------------------
+
+/// Every slot's swap count equals the swap PTEs that refer to it; every
+/// swap PTE refers to a slot in use; a cached folio is allocated, order 0
+/// and counts the cache's reference.
+pub fn check(procs: &BTreeMap<Pid, Mm>, phys: &PhysMem, errs: &mut Vec<String>) {
+    let mut counts: BTreeMap<u64, u32> = BTreeMap::new();
+    for (pid, mm) in procs {
+        for (va, s) in mm.pt.swap_ptes(0, u64::MAX) {
+            if s.ty != 0 {
+                errs.push(format!("pid {pid}: swap PTE at {va:#x} has type {}", s.ty));
+            }
+            *counts.entry(s.offset).or_default() += 1;
+        }
+    }
+    for (off, slot) in &phys.swap.slots {
+        let want = counts.remove(off).unwrap_or(0);
+        if slot.count != want {
+            errs.push(format!(
+                "swap slot {off}: count {} but {want} swap PTEs refer to it",
+                slot.count
+            ));
+        }
+        if slot.count == 0 {
+            errs.push(format!("swap slot {off} in use with count 0"));
+        }
+        if let Some(pfn) = slot.cache {
+            match phys.folio_of(pfn) {
+                Some(f) if !f.is_large() => {
+                    if phys.refcount(f) < phys.page_mapcount(pfn) + 1 {
+                        errs.push(format!(
+                            "swap-cache folio {pfn:?} of slot {off}: refcount {} < mapcount {} + 1",
+                            phys.refcount(f),
+                            phys.page_mapcount(pfn)
+                        ));
+                    }
+                }
+                _ => errs.push(format!(
+                    "swap slot {off}: cache {pfn:?} is not a small folio"
+                )),
+            }
+        }
+    }
+    for (off, n) in counts {
+        errs.push(format!("{n} swap PTEs refer to free swap slot {off}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::observe::PageState;
+    use crate::types::uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};
+    use crate::{ArchKind, Model, ModelConfig};
+
+    const A: u64 = 0x7f00_0010_0000;
+    const RW: Prot = Prot::READ.union(Prot::WRITE);
+
+    fn fixed() -> MapFlags {
+        MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED
+    }
+
+    fn state(m: &Model, pid: Pid, va: u64) -> PageState {
+        m.observe_pages(pid, va, va + 4096)[0].state.clone()
+    }
+
+    fn swapped(m: &Model, pid: Pid, va: u64) -> Option<u64> {
+        match state(m, pid, va) {
+            PageState::Swapped { offset, .. } => Some(offset),
+            _ => None,
+        }
+    }
+
+    fn model(arch: ArchKind, len: u64) -> Model {
+        let mut m = Model::new(ModelConfig::for_arch(arch));
+        m.set_swap(64 << 20).unwrap();
+        m.mmap(1, A, len, RW, fixed()).unwrap();
+        for k in 0..len / 4096 {
+            m.write(1, A + k * 4096, A + k * 4096).unwrap();
+        }
+        m
+    }
+
+    /// S13: swapon(2) needs the header page plus one slot; a smaller
+    /// `swap SIZE` is EINVAL and leaves no swap area.
+    #[test]
+    fn smallest_swap_area_is_two_pages() {
+        let mut m = Model::new(ModelConfig::for_arch(ArchKind::X86_64));
+        m.set_swap(64 << 20).unwrap();
+        for bytes in [1, 4095, 4096, 5000, 8191] {
+            assert_eq!(m.set_swap(bytes), Err(Errno::EINVAL), "{bytes} bytes");
+            assert!(!m.swap().enabled(), "{bytes} bytes: no swap area left");
+        }
+        for bytes in [8192, 12288, 32 << 10, 36 << 10, 40 << 10, 40961] {
+            assert_eq!(m.set_swap(bytes), Ok(()), "{bytes} bytes");
+            assert_eq!(m.swap().pages, bytes / 4096);
+        }
+        // One usable slot: the first page goes out, the second stays.
+        m.set_swap(8192).unwrap();
+        m.mmap(1, A, 0x2000, RW, fixed()).unwrap();
+        m.write(1, A, 1).unwrap();
+        m.write(1, A + 4096, 2).unwrap();
+        m.madvise(1, A, 0x2000, Advice::PageOut).unwrap();
+        assert_eq!(swapped(&m, 1, A), Some(1));
+        assert_eq!(swapped(&m, 1, A + 4096), None);
+        assert_eq!(m.set_swap(0), Err(Errno::EBUSY));
+    }
+
+    #[test]
+    fn pageout_swapin_fork_zap_keep_counts() {
+        for arch in ArchKind::ALL {
+            let mut m = model(arch, 0x10000);
+            m.madvise(1, A, 0x10000, Advice::PageOut).unwrap();
+            assert_eq!(m.swap().used(), 16);
+            let off = swapped(&m, 1, A).expect("swapped");
+            assert!(m.procs[&1].pt.swap_pte(A).unwrap().exclusive);
+            m.check_invariants().unwrap();
+            let c = m.fork(1).unwrap();
+            assert_eq!(m.swap().slots[&off].count, 2);
+            assert!(
+                !m.procs[&1].pt.swap_pte(A).unwrap().exclusive,
+                "parent loses exclusive"
+            );
+            assert!(!m.procs[&c].pt.swap_pte(A).unwrap().exclusive);
+            m.check_invariants().unwrap();
+            // The child writes: a copy; the parent's read finds the cache.
+            m.write(c, A, 7).unwrap();
+            assert!(m.swap().slots[&off].cache.is_some());
+            m.check_invariants().unwrap();
+            assert_eq!(m.read(1, A), Ok(A));
+            assert!(!m.swap().slots.contains_key(&off), "slot freed at count 0");
+            match state(&m, 1, A) {
+                PageState::Anon(p) => assert!(!p.anon_exclusive && p.mapcount == 1),
+                s => panic!("{s:?}"),
+            }
+            m.check_invariants().unwrap();
+            m.exit(c).unwrap();
+            m.munmap(1, A + 0x8000, 0x8000).unwrap();
+            assert_eq!(m.swap().used(), 7);
+            m.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn no_swap_leaves_small_pages_and_splits_large() {
+        let mut m = Model::new(ModelConfig::default());
+        m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+        m.mmap(1, A, 0x10000, RW, fixed()).unwrap();
+        m.write(1, A, 1).unwrap();
+        m.madvise(1, A, 0x10000, Advice::PageOut).unwrap();
+        match state(&m, 1, A) {
+            PageState::Anon(p) => assert_eq!(p.order, 0),
+            s => panic!("{s:?}"),
+        }
+        // Untouched subpages went to the zero page at the split.
+        assert_eq!(state(&m, 1, A + 0x1000), PageState::Zero);
+        assert_eq!(m.phys.stats.get_mthp(4, MthpStat::SwpoutFallback), 1);
+        assert_eq!(m.swap().used(), 0);
+        m.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn swap_off_with_slots_in_use_is_ebusy() {
+        let mut m = model(ArchKind::X86_64, 0x2000);
+        m.madvise(1, A, 0x1000, Advice::PageOut).unwrap();
+        assert_eq!(m.set_swap(0), Err(Errno::EBUSY));
+        m.read(1, A).unwrap();
+        assert_eq!(m.set_swap(0), Ok(()));
+        // No swap: pages stay.
+        m.madvise(1, A, 0x2000, Advice::PageOut).unwrap();
+        assert!(matches!(state(&m, 1, A), PageState::Anon(_)));
+    }
+
+    #[test]
+    fn arm64_pageout_of_a_contpte_block_unfolds_it() {
+        let mut m = Model::new(ModelConfig::for_arch(ArchKind::Arm64));
+        m.set_swap(64 << 20).unwrap();
+        m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+        m.mmap(1, A, 0x10000, RW, fixed()).unwrap();
+        for k in 0..16 {
+            m.write(1, A + k * 4096, k + 1).unwrap();
+        }
+        assert!(matches!(
+            m.procs[&1].pt.pte_raw(A),
+            crate::core::arch::Entry::Leaf(l) if l.flags.contains(crate::core::arch::LeafFlags::CONT)
+        ));
+        m.madvise(1, A + 0x8000, 0x4000, Advice::PageOut).unwrap();
+        assert!(swapped(&m, 1, A + 0x8000).is_some());
+        for k in 0..16u64 {
+            if let crate::core::arch::Entry::Leaf(l) = m.procs[&1].pt.pte_raw(A + k * 4096) {
+                assert!(!l.flags.contains(crate::core::arch::LeafFlags::CONT));
+            }
+        }
+        assert_eq!(m.read(1, A + 0x9000), Ok(10));
+        m.check_invariants().unwrap();
+    }
+}

@@ -1,0 +1,211 @@
+//! The userfaultfd context as both halves of the kernel see it: `struct
+//! userfaultfd_ctx` (owner mm, features), the table of open contexts, the
+//! uapi constants and modes, and the ioctls' result convention. Data only:
+//! the calls that create and use contexts are in the sibling files.
+//!
+//! Linux: fs/userfaultfd.c (struct userfaultfd_ctx), include/uapi/linux/userfaultfd.h.
+
+use crate::types::errno::Errno;
+use crate::types::Pid;
+use bitflags::bitflags;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use crate::types::UffdId;
+
+/// `UFFD_API`.
+pub const UFFD_API: u64 = 0xAA;
+/// UFFD_FEATURE_EVENT_FORK.
+pub const UFFD_FEATURE_EVENT_FORK: u64 = 1 << 1;
+/// UFFD_FEATURE_EVENT_REMAP.
+pub const UFFD_FEATURE_EVENT_REMAP: u64 = 1 << 2;
+/// UFFD_FEATURE_EVENT_REMOVE.
+pub const UFFD_FEATURE_EVENT_REMOVE: u64 = 1 << 3;
+/// UFFD_FEATURE_EVENT_UNMAP.
+pub const UFFD_FEATURE_EVENT_UNMAP: u64 = 1 << 6;
+/// UFFD_FEATURE_SIGBUS: a fault raises SIGBUS instead of queueing a message.
+pub const UFFD_FEATURE_SIGBUS: u64 = 1 << 7;
+/// UFFD_FEATURE_WP_UNPOPULATED.
+pub const UFFD_FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
+/// UFFD_FEATURE_WP_ASYNC.
+pub const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
+/// UFFD_FEATURE_MOVE (discovery only: MOVE works without requesting it).
+pub const UFFD_FEATURE_MOVE: u64 = 1 << 16;
+/// Every feature 6.18 reports (bits 0–16; `features=0x1FFFF` live, §1.5).
+pub const UFFD_API_FEATURES: u64 = 0x1_FFFF;
+/// Features the model refuses with ENOSYS: the non-cooperative events it
+/// does not deliver, and asynchronous WP, which changes the fault rule.
+pub const UFFD_UNMODELLED_FEATURES: u64 = UFFD_FEATURE_EVENT_FORK
+    | UFFD_FEATURE_EVENT_REMAP
+    | UFFD_FEATURE_EVENT_REMOVE
+    | UFFD_FEATURE_EVENT_UNMAP
+    | UFFD_FEATURE_WP_ASYNC;
+/// ioctls of the descriptor: REGISTER, UNREGISTER, API (`0x8000000000000003` live).
+pub const UFFD_API_IOCTLS: u64 = (1 << 63) | (1 << 1) | 1;
+/// `_UFFDIO_WRITEPROTECT`.
+pub(crate) const UFFDIO_WRITEPROTECT_BIT: u64 = 1 << 6;
+/// `_UFFDIO_CONTINUE`.
+pub(crate) const UFFDIO_CONTINUE_BIT: u64 = 1 << 7;
+/// ioctls of a registered range: WAKE, COPY, ZEROPAGE, MOVE, WRITEPROTECT,
+/// CONTINUE, POISON. Linux: UFFD_API_RANGE_IOCTLS.
+pub const UFFD_API_RANGE_IOCTLS: u64 = 0x1FC;
+
+bitflags! {
+    /// `UFFDIO_REGISTER_MODE_*`.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub struct RegisterMode: u64 {
+        const MISSING = 1;
+        const WP = 2;
+        const MINOR = 4;
+    }
+}
+
+bitflags! {
+    /// `UFFDIO_COPY_MODE_*`.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub struct CopyMode: u64 {
+        const DONTWAKE = 1;
+        const WP = 2;
+    }
+}
+
+bitflags! {
+    /// `UFFDIO_ZEROPAGE_MODE_*`.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub struct ZeropageMode: u64 {
+        const DONTWAKE = 1;
+    }
+}
+
+bitflags! {
+    /// `UFFDIO_MOVE_MODE_*`.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub struct MoveMode: u64 {
+        const DONTWAKE = 1;
+        const ALLOW_SRC_HOLES = 2;
+    }
+}
+
+/// One userfaultfd context (`struct userfaultfd_ctx`).
+#[derive(Clone, Debug)]
+pub struct UffdCtx {
+    /// The mm it was created in (`ctx->mm`): every ioctl acts there.
+    pub mm: Pid,
+    /// Features enabled by UFFDIO_API; `None` until then.
+    pub features: Option<u64>,
+}
+
+/// Every open context.
+#[derive(Clone, Debug, Default)]
+pub struct UffdState {
+    pub(crate) next: UffdId,
+    pub(crate) ctxs: BTreeMap<UffdId, UffdCtx>,
+}
+
+impl UffdState {
+    pub fn get(&self, id: UffdId) -> Option<&UffdCtx> {
+        self.ctxs.get(&id)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (UffdId, &UffdCtx)> {
+        self.ctxs.iter().map(|(&i, c)| (i, c))
+    }
+}
+
+/// What UFFDIO_API reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UffdApi {
+    pub features: u64,
+    pub ioctls: u64,
+}
+
+/// A failed UFFDIO_COPY / ZEROPAGE / MOVE. `field` is what the kernel left in
+/// the struct's output field (`copy`, `zeropage`, `move`): `None` when it
+/// failed before the operation started and left the field untouched,
+/// `Some(-errno)` when nothing was done, `Some(bytes)` with `EAGAIN` on
+/// partial progress (resume at +bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UffdError {
+    pub errno: Errno,
+    pub field: Option<i64>,
+}
+
+impl UffdError {
+    pub(crate) fn untouched(errno: Errno) -> Self {
+        UffdError { errno, field: None }
+    }
+}
+
+impl std::fmt::Display for UffdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.field {
+            Some(v) => write!(f, "{} (field {v})", self.errno),
+            None => write!(f, "{} (field untouched)", self.errno),
+        }
+    }
+}
+
+/// Where UFFDIO_COPY reads from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopySource {
+    /// `src` in the calling process (may be unaligned).
+    Addr(u64),
+    /// A buffer outside every scenario VMA holding this tag in every page.
+    Tag(u64),
+}
+
+/// Turn an ioctl's internal result into the user-visible one: the ioctl
+/// returns 0 iff everything was done, EAGAIN with the byte count on partial
+/// progress, the error (field = −errno) when nothing was done.
+/// Linux: fs/userfaultfd.c userfaultfd_copy()/_zeropage()/_move() tails.
+pub(crate) fn ioctl_result(done: u64, err: Option<Errno>, len: u64) -> Result<u64, UffdError> {
+    if done == len {
+        return Ok(done);
+    }
+    if done > 0 {
+        return Err(UffdError {
+            errno: Errno::EAGAIN,
+            field: Some(done as i64),
+        });
+    }
+    let errno = err.unwrap_or(Errno::EAGAIN);
+    Err(UffdError {
+        errno,
+        field: Some(-i64::from(errno.code())),
+    })
+}
+
+/// The userfaultfd descriptors of every process, by handle name: the part
+/// of each process's file table (`files_struct`) the model needs.
+#[derive(Clone, Debug, Default)]
+pub struct UffdFds {
+    /// Open contexts by handle name.
+    pub(crate) names: BTreeMap<String, UffdId>,
+    /// The handles each process holds a descriptor for.
+    pub(crate) held: BTreeMap<Pid, BTreeSet<String>>,
+}
+
+impl UffdFds {
+    /// The context `pid` reaches through `handle`; EBADF when it holds no
+    /// descriptor for it (fs/userfaultfd.c: the ioctl's fdget() fails).
+    pub(crate) fn get(&self, pid: Pid, handle: &str) -> Result<UffdId, Errno> {
+        let held = self.held.get(&pid).is_some_and(|s| s.contains(handle));
+        self.names
+            .get(handle)
+            .copied()
+            .filter(|_| held)
+            .ok_or(Errno::EBADF)
+    }
+
+    /// The descriptors `pid` holds, closed (exit): the contexts whose last
+    /// descriptor that was, to be released.
+    pub(crate) fn close_all(&mut self, pid: Pid) -> Vec<UffdId> {
+        let mut gone = Vec::new();
+        for handle in self.held.remove(&pid).unwrap_or_default() {
+            if !self.held.values().any(|s| s.contains(&handle)) {
+                if let Some(id) = self.names.remove(&handle) {
+                    gone.push(id);
+                }
+            }
+        }
+        gone
+    }
+}

@@ -1,0 +1,471 @@
+//! UFFDIO_MOVE: moving pages between two registered-or-not anonymous
+//! ranges of one mm — present PTEs (batched since 6.18, or one per step),
+//! the zero page, swap PTEs, holes with ALLOW_SRC_HOLES, and whole PMD
+//! THPs — with the exclusivity and VMA checks in the kernel's order.
+//!
+//! Linux: fs/userfaultfd.c userfaultfd_move(); mm/userfaultfd.c
+//! move_pages(), move_pages_ptes(), move_present_ptes(),
+//! validate_move_areas(); mm/huge_memory.c move_pages_huge_pmd().
+
+use crate::core::addr::{Pfn, PAGE_SIZE, PMD_SIZE};
+use crate::core::arch::{Entry, Leaf, LeafFlags};
+use crate::core::hw::HwEvent;
+use crate::core::pgtable::{pmd_end, PmdSlot};
+use crate::core::vma::vm_page_prot;
+use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS};
+use crate::mm::batch::Before;
+use crate::mm::huge_memory::split_folio;
+use crate::mm::zap::split_huge_pmd;
+use crate::model::Model;
+use crate::types::errno::Errno;
+use crate::types::Pid;
+
+use super::ctx::*;
+use super::mfill::zero_pte;
+
+/// The destination PTE of a moved page: the destination VMA's protection,
+/// young (folio_mk_pte() with vm_page_prot), dirty if the source was,
+/// always writable, uffd-wp dropped (6.17/6.18; soft-dirty would be set with
+/// CONFIG_MEM_SOFT_DIRTY, which the target machines lack).
+/// Linux: mm/userfaultfd.c move_present_pte[s]() (§7.4.6).
+fn moved_pte(dst_vma: &Vma, old: Leaf) -> Leaf {
+    Leaf {
+        pfn: old.pfn,
+        flags: vm_page_prot(dst_vma.flags)
+            | LeafFlags::YOUNG
+            | LeafFlags::WRITE
+            | (old.flags & LeafFlags::DIRTY),
+    }
+}
+
+impl Model {
+    // ---- MOVE -------------------------------------------------------------
+
+    /// UFFDIO_MOVE of `len` bytes from `src` to `dst`, issued by process
+    /// `caller` on context `id` (§7). `mode` is `MoveMode` bits (unknown bits
+    /// passed through). Returns the bytes moved.
+    /// Linux: fs/userfaultfd.c userfaultfd_move() → mm/userfaultfd.c
+    /// move_pages().
+    pub fn uffd_move(
+        &mut self,
+        caller: Pid,
+        id: UffdId,
+        dst: u64,
+        src: u64,
+        len: u64,
+        mode: u64,
+    ) -> Result<u64, UffdError> {
+        self.count_syscall(caller);
+        // §7.1, in order; these leave the field untouched.
+        let ctx = self.uffd_ready(id).map_err(UffdError::untouched)?;
+        if caller != ctx.mm {
+            return Err(UffdError::untouched(Errno::EINVAL));
+        }
+        self.validate_range(dst, len)
+            .map_err(UffdError::untouched)?;
+        self.validate_range(src, len)
+            .map_err(UffdError::untouched)?;
+        let mode = MoveMode::from_bits_retain(mode);
+        if !(mode - MoveMode::all()).is_empty() {
+            return Err(UffdError::untouched(Errno::EINVAL));
+        }
+        if !self.procs.contains_key(&ctx.mm) {
+            return Err(UffdError::untouched(Errno::ESRCH));
+        }
+        let (done, err) = self.move_pages(ctx.mm, id, dst, src, len, mode);
+        ioctl_result(done, err, len)
+    }
+
+    /// §7.2 and §7.3: look the VMAs up, validate them, then move step by
+    /// step (a PMD, or a run of PTEs) until done or an error.
+    /// Linux: mm/userfaultfd.c move_pages(), uffd_move_lock(),
+    /// validate_move_areas().
+    fn move_pages(
+        &mut self,
+        pid: Pid,
+        id: UffdId,
+        dst_start: u64,
+        src_start: u64,
+        len: u64,
+        mode: MoveMode,
+    ) -> (u64, Option<Errno>) {
+        // uffd_move_lock(): the destination VMA (anon_vma prepared), then
+        // the source VMA unless src lies in the destination VMA.
+        if self.procs[&pid].vmas.find(dst_start).is_none() {
+            return (0, Some(Errno::ENOENT));
+        }
+        let dst_vma = {
+            let Model { procs, ids, .. } = self;
+            let mm = procs.get_mut(&pid).expect("pid");
+            mm.anon_vma_prepare(dst_start, ids);
+            mm.vmas.find(dst_start).cloned().expect("dst")
+        };
+        let src_vma = if dst_vma.contains(src_start) {
+            dst_vma.clone()
+        } else {
+            match self.procs[&pid].vmas.find(src_start) {
+                Some(v) => v.clone(),
+                None => return (0, Some(Errno::ENOENT)),
+            }
+        };
+        if let Err(e) = validate_move_vmas(id, &src_vma, &dst_vma, src_start, dst_start, len) {
+            return (0, Some(e));
+        }
+        let holes = mode.contains(MoveMode::ALLOW_SRC_HOLES);
+        let batched = !self.cfg.before.contains(Before::UFFD_MOVE_BATCH);
+        let src_end = src_start + len;
+        let (mut src_addr, mut dst_addr) = (src_start, dst_start);
+        let mut moved = 0;
+        while src_addr < src_end {
+            let step = self.move_step(pid, &dst_vma, dst_addr, src_addr, src_end, holes, batched);
+            match step {
+                Ok(Some(n)) => {
+                    dst_addr += n;
+                    src_addr += n;
+                    moved += n;
+                }
+                Ok(None) => {} // the source PMD was split: the same address again
+                Err(e) => return (moved, Some(e)),
+            }
+        }
+        (moved, None)
+    }
+
+    /// One iteration of move_pages()'s loop (§7.3.1–4): `Ok(Some(bytes))`
+    /// moved, `Ok(None)` to repeat the same address (after a PMD split).
+    #[allow(clippy::too_many_arguments)]
+    fn move_step(
+        &mut self,
+        pid: Pid,
+        dst_vma: &Vma,
+        dst_addr: u64,
+        src_addr: u64,
+        src_end: u64,
+        holes: bool,
+        batched: bool,
+    ) -> Result<Option<u64>, Errno> {
+        let Model { procs, phys, .. } = self;
+        let mm = procs.get_mut(&pid).expect("pid");
+        // §7.3.1 mm_find_pmd(): no PMD table for src.
+        if mm.pt.table_at(src_addr, 2).is_none() {
+            if !holes {
+                return Err(Errno::ENOENT);
+            }
+            mm.pt.pmd_alloc(src_addr, phys).ok_or(Errno::ENOMEM)?;
+        }
+        // §7.3.2 mm_alloc_pmd(dst); a huge destination PMD is EEXIST.
+        mm.pt.pmd_alloc(dst_addr, phys).ok_or(Errno::ENOMEM)?;
+        let dst_pmd = mm.pt.pmd(dst_addr);
+        if let PmdSlot::Leaf(_) = dst_pmd {
+            return Err(Errno::EEXIST);
+        }
+        match mm.pt.pmd(src_addr) {
+            PmdSlot::Leaf(leaf) => {
+                // §7.3.3: a THP (or the huge zero page) at the source.
+                let splits = !src_addr.is_multiple_of(PMD_SIZE)
+                    || !dst_addr.is_multiple_of(PMD_SIZE)
+                    || src_end - src_addr < PMD_SIZE;
+                if splits || dst_pmd != PmdSlot::None {
+                    if Some(leaf.pfn) != phys.huge_zero && !phys.anon_exclusive(leaf.pfn) {
+                        return Err(Errno::EBUSY);
+                    }
+                    split_huge_pmd(mm, phys, src_addr & !(PMD_SIZE - 1));
+                    return Ok(None); // the folio is split by move_pages_ptes()
+                }
+                move_pages_huge_pmd(mm, dst_vma, dst_addr, src_addr, leaf, phys.huge_zero)?;
+                Ok(Some(PMD_SIZE))
+            }
+            src_pmd => {
+                // §7.3.4.
+                if src_pmd == PmdSlot::None {
+                    if !holes {
+                        return Err(Errno::ENOENT);
+                    }
+                    mm.pt.pte_alloc(src_addr, phys).ok_or(Errno::ENOMEM)?;
+                }
+                mm.pt.pte_alloc(dst_addr, phys).ok_or(Errno::ENOMEM)?;
+                let len = src_end - src_addr;
+                self.move_pages_ptes(pid, dst_vma, dst_addr, src_addr, len, holes, batched)
+                    .map(Some)
+            }
+        }
+    }
+
+    /// §7.4: move what the source PTE holds; returns the bytes moved (one
+    /// page, or on the batched path a run of present pages).
+    /// Linux: mm/userfaultfd.c move_pages_ptes() (6.18; move_pages_pte()
+    /// before).
+    #[allow(clippy::too_many_arguments)]
+    fn move_pages_ptes(
+        &mut self,
+        pid: Pid,
+        dst_vma: &Vma,
+        dst_addr: u64,
+        src_addr: u64,
+        len: u64,
+        holes: bool,
+        batched: bool,
+    ) -> Result<u64, Errno> {
+        loop {
+            let Model { procs, phys, .. } = self;
+            let mm = procs.get_mut(&pid).expect("pid");
+            // §7.4.2: the destination must be strictly empty (a guard
+            // marker is not: checked live).
+            if !matches!(mm.pt.pte_raw(dst_addr), Entry::None)
+                || crate::mm::marker::is_guard(mm, dst_addr)
+            {
+                return Err(Errno::EEXIST);
+            }
+            // §7.4.7: a swap PTE moves as a swap PTE, without swap-in.
+            if let Entry::Swap(s) = mm.pt.pte_peek(src_addr) {
+                mm.pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
+                crate::mm::swap::uffd_move_swap_pte(mm, phys, src_addr, dst_addr, s)?;
+                return Ok(PAGE_SIZE);
+            }
+            // §7.4.3: a hole at the source.
+            let src_pte = match mm.pt.pte(src_addr) {
+                Entry::Leaf(l) => l,
+                // §7.4.7: a non-present source that is neither swap nor
+                // migration entry (a guard marker) is EFAULT (checked live).
+                _ if crate::mm::marker::is_guard(mm, src_addr) => return Err(Errno::EFAULT),
+                _ if holes => return Ok(PAGE_SIZE),
+                _ => return Err(Errno::ENOENT),
+            };
+            // §7.4.4: the zero page moves as the zero page.
+            if src_pte.flags.contains(LeafFlags::SPECIAL) {
+                move_zeropage_pte(mm, phys, dst_vma, dst_addr, src_addr);
+                return Ok(PAGE_SIZE);
+            }
+            // move_pages_ptes(): both PTE tables mapped and locked; the
+            // folio found, referenced and locked (folio_get, folio_trylock;
+            // folio_unlock, folio_put at the end of the step).
+            let _src_ptl = mm.pt.pte_offset_map_lock(src_addr);
+            let _dst_ptl = mm.pt.pte_offset_map_lock(dst_addr);
+            mm.pt.hw.one(HwEvent::StructPageLine);
+            mm.pt.hw.add(HwEvent::FolioRefAtomic, 4);
+            // §7.4.5: vm_normal_folio() and PageAnonExclusive(&folio->page):
+            // the folio's first page decides (for a large folio, the head).
+            let folio = phys.folio_of(src_pte.pfn).ok_or(Errno::EBUSY)?;
+            if !phys.anon_exclusive(folio.head) {
+                return Err(Errno::EBUSY);
+            }
+            if folio.is_large() {
+                // Split the whole folio, then look again (split_folio()
+                // under the folio lock; "goto retry").
+                split_folio(procs, phys, folio, Some((pid, src_addr, src_pte.pfn)))?;
+                continue;
+            }
+            return if batched {
+                move_present_ptes_batched(mm, phys, dst_vma, dst_addr, src_addr, len)
+            } else {
+                move_present_pte_per_page(mm, phys, dst_vma, dst_addr, src_addr)
+            };
+        }
+    }
+}
+
+/// §7.2 checks after the lookup, in the kernel's order: not shared, each
+/// range inside its VMA, then validate_move_areas().
+/// Linux: mm/userfaultfd.c move_pages(), validate_move_areas(),
+/// vma_move_compatible().
+fn validate_move_vmas(
+    id: UffdId,
+    src_vma: &Vma,
+    dst_vma: &Vma,
+    src_start: u64,
+    dst_start: u64,
+    len: u64,
+) -> Result<(), Errno> {
+    if src_vma.flags.contains(VmFlags::SHARED) || src_start + len > src_vma.end {
+        return Err(Errno::EINVAL);
+    }
+    if dst_vma.flags.contains(VmFlags::SHARED) || dst_start + len > dst_vma.end {
+        return Err(Errno::EINVAL);
+    }
+    // Same access flags and vm_page_prot (a function of the access flags
+    // for private anonymous memory).
+    if (src_vma.flags & VM_ACCESS_FLAGS) != (dst_vma.flags & VM_ACCESS_FLAGS)
+        || vm_page_prot(src_vma.flags) != vm_page_prot(dst_vma.flags)
+    {
+        return Err(Errno::EINVAL);
+    }
+    if src_vma.flags.contains(VmFlags::LOCKED) != dst_vma.flags.contains(VmFlags::LOCKED) {
+        return Err(Errno::EINVAL);
+    }
+    if !src_vma.flags.contains(VmFlags::WRITE) {
+        return Err(Errno::EINVAL);
+    }
+    let incompatible = VmFlags::PFNMAP | VmFlags::IO | VmFlags::HUGETLB | VmFlags::MIXEDMAP;
+    if src_vma.flags.intersects(incompatible) || dst_vma.flags.intersects(incompatible) {
+        return Err(Errno::EINVAL);
+    }
+    // The destination must be registered with this context (§7.2.7); the
+    // source need not be registered at all. Both are anonymous.
+    if dst_vma.uffd_ctx() != Some(id) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
+/// §7.3.3: move a whole PMD (an exclusive THP, or the huge zero page) to an
+/// empty, aligned destination PMD, with its deposited page table. The
+/// destination PMD is young, dirty and writable in the destination's
+/// protection. For the huge zero page the model follows the fixed kernels
+/// (the entry moves as it is, minus uffd-wp); v6.16–v6.19 before the March
+/// 2026 fix install a bogus frame instead (§7.3.3, scenario 26: never run
+/// live). Linux: mm/huge_memory.c move_pages_huge_pmd().
+fn move_pages_huge_pmd(
+    mm: &mut crate::mm::mm::Mm,
+    dst_vma: &Vma,
+    dst_addr: u64,
+    src_addr: u64,
+    leaf: Leaf,
+    huge_zero: Option<Pfn>,
+) -> Result<(), Errno> {
+    let dst_pmd = if Some(leaf.pfn) == huge_zero {
+        let mut l = leaf;
+        l.flags.remove(LeafFlags::UFFD_WP);
+        l
+    } else {
+        // The head's PageAnonExclusive (no pins in the model).
+        Leaf {
+            pfn: leaf.pfn,
+            flags: vm_page_prot(dst_vma.flags)
+                | LeafFlags::YOUNG
+                | LeafFlags::DIRTY
+                | LeafFlags::WRITE,
+        }
+    };
+    // pmdp_huge_clear_flush(); folio_move_anon_rmap() and folio->index
+    // (not observable: the same mm maps the same folio once); set_pmd_at();
+    // pgtable_trans_huge_withdraw() + deposit at the destination.
+    mm.pt.set_pmd(src_addr, Entry::None);
+    mm.pt.set_pmd(dst_addr, Entry::Leaf(dst_pmd));
+    if let Some(t) = mm.deposited.remove(&src_addr) {
+        mm.deposited.insert(dst_addr, t);
+    }
+    Ok(())
+}
+
+/// §7.4.4: clear the source zero-page PTE (with a flush) and map the zero
+/// page at the destination. Linux: mm/userfaultfd.c move_zeropage_pte().
+fn move_zeropage_pte(
+    mm: &mut crate::mm::mm::Mm,
+    phys: &crate::core::folio::PhysMem,
+    dst_vma: &Vma,
+    dst_addr: u64,
+    src_addr: u64,
+) {
+    mm.pt.clear_ptes(src_addr, 1);
+    mm.pt
+        .set_ptes(dst_addr, zero_pte(dst_vma, phys.zero_pfn), 1, phys);
+}
+
+/// The 6.8–6.17 algorithm (`before uffd-move-batch`): one present page per
+/// step. The source PTE is cleared with ptep_clear_flush() — one TLB flush
+/// per page — and the destination written with set_pte_at(). The page keeps
+/// its frame, mapcount and PageAnonExclusive; the folio's anon_vma and index
+/// follow the destination (not observable). RSS is unchanged.
+/// Linux: mm/userfaultfd.c move_present_pte() (v6.17).
+fn move_present_pte_per_page(
+    mm: &mut crate::mm::mm::Mm,
+    phys: &crate::core::folio::PhysMem,
+    dst_vma: &Vma,
+    dst_addr: u64,
+    src_addr: u64,
+) -> Result<u64, Errno> {
+    // Re-checked under both page-table locks: small and exclusive.
+    let Entry::Leaf(src_pte) = mm.pt.pte(src_addr) else {
+        return Err(Errno::EAGAIN);
+    };
+    if !phys.anon_exclusive(src_pte.pfn) {
+        return Err(Errno::EBUSY);
+    }
+    mm.pt.hw.mark_batch(src_addr, 1, "uffd move");
+    // Under both PTLs: pte_same() re-check of the destination (one load).
+    mm.pt.hw.one(HwEvent::PteLoad);
+    // ptep_clear_flush(): the clear and a one-page flush, per page.
+    let (_, old) = mm.pt.clear_ptes(src_addr, 1)[0];
+    mm.pt.flush_tlb_page(src_addr);
+    // folio_move_anon_rmap() and folio->index = linear_page_index().
+    mm.pt.hw.one(HwEvent::RmapUpdate);
+    mm.pt.set_ptes(dst_addr, moved_pte(dst_vma, old), 1, phys);
+    Ok(PAGE_SIZE)
+}
+
+/// 6.18's batched move (§7.5): after the first present page, following
+/// pages move under the same page-table locks while the destination PTE is
+/// empty and the source maps an exclusive small folio (not the zero page)
+/// with the first page's anon_vma, up to the end of the range or of either
+/// PMD. Source PTEs are cleared without per-page flushes (ptep_get_and_clear)
+/// and one ranged flush follows. The first page that does not qualify ends
+/// the batch; the next step handles it. Every folio the model holds was
+/// faulted in or moved into an anon_vma of this mm and there are no
+/// contended folio locks, so only the PTE and exclusivity tests can end a
+/// batch early.
+/// Linux: mm/userfaultfd.c move_present_ptes(),
+/// check_ptes_for_batched_move() (v6.18).
+fn move_present_ptes_batched(
+    mm: &mut crate::mm::mm::Mm,
+    phys: &crate::core::folio::PhysMem,
+    dst_vma: &Vma,
+    dst_addr: u64,
+    src_addr: u64,
+    len: u64,
+) -> Result<u64, Errno> {
+    let Entry::Leaf(first) = mm.pt.pte(src_addr) else {
+        return Err(Errno::EAGAIN);
+    };
+    if !phys.anon_exclusive(first.pfn) {
+        return Err(Errno::EBUSY);
+    }
+    // The batch stays inside both PMDs.
+    let dst_end = pmd_end(dst_addr, dst_addr + len);
+    let src_end = pmd_end(src_addr, src_addr + (dst_end - dst_addr));
+    let (mut src, mut dst) = (src_addr, dst_addr);
+    loop {
+        // ptep_get_and_clear() (no per-page flush), folio_move_anon_rmap(),
+        // set_pte_at().
+        let (_, old) = mm.pt.clear_ptes(src, 1)[0];
+        mm.pt.hw.one(HwEvent::RmapUpdate);
+        mm.pt.set_ptes(dst, moved_pte(dst_vma, old), 1, phys);
+        src += PAGE_SIZE;
+        dst += PAGE_SIZE;
+        if src == src_end || !batch_continues(mm, phys, src, dst) {
+            break;
+        }
+        // check_ptes_for_batched_move() took the folio lock; unlocked after
+        // the move (no reference is taken for batched pages).
+        mm.pt.hw.one(HwEvent::StructPageLine);
+        mm.pt.hw.add(HwEvent::FolioRefAtomic, 2);
+    }
+    mm.pt
+        .hw
+        .mark_batch(src_addr, (src - src_addr) / PAGE_SIZE, "uffd move");
+    // flush_tlb_range(src_vma, src_addr, src): one flush for the batch.
+    mm.pt.flush_tlb_range(src_addr, src, PAGE_SIZE);
+    Ok(src - src_addr)
+}
+
+/// Whether the page at `src` joins the running batch.
+/// Linux: mm/userfaultfd.c check_ptes_for_batched_move().
+fn batch_continues(
+    mm: &crate::mm::mm::Mm,
+    phys: &crate::core::folio::PhysMem,
+    src: u64,
+    dst: u64,
+) -> bool {
+    if !matches!(mm.pt.pte_raw(dst), Entry::None) {
+        return false;
+    }
+    let Entry::Leaf(pte) = mm.pt.pte(src) else {
+        return false;
+    };
+    if pte.flags.contains(LeafFlags::SPECIAL) {
+        return false;
+    }
+    match phys.folio_of(pte.pfn) {
+        Some(f) => !f.is_large() && phys.anon_exclusive(f.head),
+        None => false,
+    }
+}
