@@ -183,6 +183,40 @@ pub struct DiffReport {
     pub comparisons: u64,
     /// Pages ptlab could not fully observe live, by reason.
     pub caps: Option<LiveCaps>,
+    /// What the comparisons cost (`PTLAB_DIFF_TIMING=1` prints it).
+    pub timing: DiffTiming,
+}
+
+/// Time spent comparing and the reads that cost most of it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DiffTiming {
+    /// All comparisons together, and the longest one.
+    pub compare: std::time::Duration,
+    pub compare_max: std::time::Duration,
+    /// Of that, observing the live side.
+    pub observe_live: std::time::Duration,
+    pub reads: crate::kernel::ReadCounters,
+}
+
+impl DiffTiming {
+    /// One line for `PTLAB_DIFF_TIMING=1`.
+    pub fn render(&self, comparisons: u64) -> String {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let r = &self.reads;
+        format!(
+            "timing: {comparisons} comparisons, {:.1} ms in all, {:.3} ms each on average \
+             (longest {:.3} ms; observing the kernel {:.3} ms on average); kpageflags {} reads \
+             of {} frames, kpagecount {} reads of {} frames",
+            ms(self.compare),
+            ms(self.compare) / comparisons.max(1) as f64,
+            ms(self.compare_max),
+            ms(self.observe_live) / comparisons.max(1) as f64,
+            r.kpageflags_reads,
+            r.kpageflags_frames,
+            r.kpagecount_reads,
+            r.kpagecount_frames
+        )
+    }
 }
 
 impl DiffReport {
@@ -433,6 +467,7 @@ pub struct DiffBackend {
     /// only MADV_HUGEPAGE regions) at some point of the run: other
     /// processes' faults then move the same global counters.
     exposed: u16,
+    timing: DiffTiming,
 }
 
 /// The model configuration matching this machine: its THP knobs,
@@ -571,6 +606,7 @@ impl DiffBackend {
             exposed: 0,
             prev_stats: Default::default(),
             mem_op: false,
+            timing: DiffTiming::default(),
         })
         .map(|mut d| {
             d.update_exposed();
@@ -740,7 +776,29 @@ impl DiffBackend {
     }
 
     /// Compare every process's observation now.
+    ///
+    /// Skipped when only THP knob writes and `swap` statements ran since
+    /// the last comparison (`mem_op` false): a knob write
+    /// (`enabled_store()`, `thpsize_enabled_store()`) sets policy bits and
+    /// at most wakes khugepaged, and ptlab swaps its file on, or off only
+    /// while no page is in it (`swap` answers EBUSY otherwise): none maps,
+    /// frees, splits or writes a page, so neither side's pages, VMAs or
+    /// counters can differ from the last comparison because of it (the
+    /// counters of such a step are not compared anyway, see `mem_op`).
+    /// Whatever khugepaged does later shows at the next comparison.
     pub fn compare_now(&mut self) {
+        if !self.mem_op {
+            self.dirty = false;
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        self.compare_now_untimed();
+        let t = t0.elapsed();
+        self.timing.compare += t;
+        self.timing.compare_max = self.timing.compare_max.max(t);
+    }
+
+    fn compare_now_untimed(&mut self) {
         self.dirty = false;
         self.comparisons += 1;
         let mut frames = FrameMatcher::default();
@@ -750,7 +808,10 @@ impl DiffBackend {
         let first_new = self.divergences.len();
         let mut collapsed = 0;
         for name in names {
-            let live = match self.live.observe_live(&name) {
+            let t0 = std::time::Instant::now();
+            let live = self.live.observe_live(&name);
+            self.timing.observe_live += t0.elapsed();
+            let live = match live {
                 Ok(o) => o,
                 Err(e) => {
                     self.notes.push(format!(
@@ -1617,6 +1678,16 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
     };
     let run = ptlab_scenario::run(&script, &mut backend, &run_opts);
     backend.finish();
+    if std::env::var_os("PTLAB_DIFF_TIMING").is_some() {
+        eprintln!(
+            "ptlab: {file}: {}",
+            DiffTiming {
+                reads: backend.live.read_counters(),
+                ..backend.timing
+            }
+            .render(backend.comparisons)
+        );
+    }
     let stopped = if run.aborted {
         run.failures
             .iter()
@@ -1650,6 +1721,10 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
         notes: std::mem::take(&mut backend.notes),
         comparisons: backend.comparisons,
         caps: Some(caps),
+        timing: DiffTiming {
+            reads: backend.live.read_counters(),
+            ..backend.timing
+        },
     })
 }
 
