@@ -373,34 +373,49 @@ pub enum DiffError {
 /// A swap slot as pagemap reports it: (type, offset).
 type SwapSlot = (u8, u64);
 
-/// Live frame ↔ model frame, first seen at (process, address).
+/// Live frame ↔ model frame, first seen at (process, address); a
+/// process is its index in `procs` (no string per page).
 #[derive(Default)]
 struct FrameMatcher {
-    l2m: HashMap<u64, (u64, String, u64)>,
-    m2l: HashMap<u64, (u64, String, u64)>,
+    procs: Vec<String>,
+    l2m: HashMap<u64, (u64, usize, u64)>,
+    m2l: HashMap<u64, (u64, usize, u64)>,
     /// Swap slots `(type, offset)`, live ↔ model, also as a bijection.
-    slots_l2m: HashMap<SwapSlot, (SwapSlot, String, u64)>,
-    slots_m2l: HashMap<SwapSlot, (SwapSlot, String, u64)>,
+    slots_l2m: HashMap<SwapSlot, (SwapSlot, usize, u64)>,
+    slots_m2l: HashMap<SwapSlot, (SwapSlot, usize, u64)>,
 }
 
 impl FrameMatcher {
-    fn check(&mut self, lp: u64, mp: u64, proc: &str, addr: u64) -> Option<String> {
-        if let Some((m0, p0, a0)) = self.l2m.get(&lp) {
-            if *m0 != mp {
+    /// The index of process `proc`.
+    fn proc_id(&mut self, proc: &str) -> usize {
+        match self.procs.iter().position(|p| p == proc) {
+            Some(i) => i,
+            None => {
+                self.procs.push(proc.to_string());
+                self.procs.len() - 1
+            }
+        }
+    }
+
+    fn check(&mut self, lp: u64, mp: u64, proc: usize, addr: u64) -> Option<String> {
+        if let Some(&(m0, p0, a0)) = self.l2m.get(&lp) {
+            let p0 = &self.procs[p0];
+            if m0 != mp {
                 return Some(format!(
                     "live: same frame as {p0}:{a0:#x}; model: a different frame"
                 ));
             }
         }
-        if let Some((l0, p0, a0)) = self.m2l.get(&mp) {
-            if *l0 != lp {
+        if let Some(&(l0, p0, a0)) = self.m2l.get(&mp) {
+            let p0 = &self.procs[p0];
+            if l0 != lp {
                 return Some(format!(
                     "model: same frame as {p0}:{a0:#x}; live: a different frame"
                 ));
             }
         }
-        self.l2m.entry(lp).or_insert((mp, proc.to_string(), addr));
-        self.m2l.entry(mp).or_insert((lp, proc.to_string(), addr));
+        self.l2m.entry(lp).or_insert((mp, proc, addr));
+        self.m2l.entry(mp).or_insert((lp, proc, addr));
         None
     }
 
@@ -410,29 +425,27 @@ impl FrameMatcher {
         &mut self,
         ls: (u8, u64),
         ms: (u8, u64),
-        proc: &str,
+        proc: usize,
         addr: u64,
     ) -> Option<String> {
-        if let Some((m0, p0, a0)) = self.slots_l2m.get(&ls) {
-            if *m0 != ms {
+        if let Some(&(m0, p0, a0)) = self.slots_l2m.get(&ls) {
+            let p0 = &self.procs[p0];
+            if m0 != ms {
                 return Some(format!(
                     "live: same swap slot as {p0}:{a0:#x}; model: a different slot"
                 ));
             }
         }
-        if let Some((l0, p0, a0)) = self.slots_m2l.get(&ms) {
-            if *l0 != ls {
+        if let Some(&(l0, p0, a0)) = self.slots_m2l.get(&ms) {
+            let p0 = &self.procs[p0];
+            if l0 != ls {
                 return Some(format!(
                     "model: same swap slot as {p0}:{a0:#x}; live: a different slot"
                 ));
             }
         }
-        self.slots_l2m
-            .entry(ls)
-            .or_insert((ms, proc.to_string(), addr));
-        self.slots_m2l
-            .entry(ms)
-            .or_insert((ls, proc.to_string(), addr));
+        self.slots_l2m.entry(ls).or_insert((ms, proc, addr));
+        self.slots_m2l.entry(ms).or_insert((ls, proc, addr));
         None
     }
 }
@@ -450,7 +463,8 @@ pub struct DiffBackend {
     /// The statement being executed is a read/write access.
     in_access: bool,
     /// (process, address) → (live frame, model frame) at the last comparison.
-    last_frames: HashMap<(String, u64), (u64, u64)>,
+    /// Per process, in address order: (address, live frame, model frame).
+    last_frames: HashMap<String, Vec<(u64, u64, u64)>>,
     divergences: Vec<Divergence>,
     more_divergences: u64,
     unsupported: bool,
@@ -885,9 +899,15 @@ impl DiffBackend {
         live: &Observation,
         model: &Observation,
         frames: &mut FrameMatcher,
-        seen: &mut HashMap<(String, u64), (u64, u64)>,
+        seen: &mut HashMap<String, Vec<(u64, u64, u64)>>,
     ) {
         let caps = self.live.caps();
+        let pid = frames.proc_id(proc);
+        let mut mine: Vec<(u64, u64, u64)> = Vec::new();
+        let last = self
+            .last_frames
+            .get(proc)
+            .filter(|_| self.in_access && self.opts.every_step);
         let none = PageState::NotPresent;
         let mut bad: Vec<(u64, String)> = Vec::new();
         // Pages either side shows (a not-present run counted in full).
@@ -915,12 +935,12 @@ impl DiffBackend {
                         if l.mapcount != m.mapcount {
                             why.push(format!("cnt {} vs {}", l.mapcount, m.mapcount));
                         }
-                        if let Some(w) = frames.check(l.pfn, m.pfn, proc, a) {
+                        if let Some(w) = frames.check(l.pfn, m.pfn, pid, a) {
                             why.push(w);
                         }
-                        let key = (proc.to_string(), a);
-                        if self.in_access && self.opts.every_step {
-                            if let Some(&(lp, mp)) = self.last_frames.get(&key) {
+                        if let Some(last) = last {
+                            if let Ok(k) = last.binary_search_by_key(&a, |e| e.0) {
+                                let (_, lp, mp) = last[k];
                                 if (lp == l.pfn) != (mp == m.pfn) {
                                     why.push(if lp == l.pfn {
                                         "the kernel kept the page's frame, the model replaced it"
@@ -932,7 +952,7 @@ impl DiffBackend {
                                 }
                             }
                         }
-                        seen.insert(key, (l.pfn, m.pfn));
+                        mine.push((a, l.pfn, m.pfn));
                     }
                     if caps.scan && l.pmd_mapped != m.pmd_mapped {
                         why.push(format!(
@@ -955,7 +975,7 @@ impl DiffBackend {
                     PageState::Swapped { ty: lt, offset: lo },
                     PageState::Swapped { ty: mt, offset: mo },
                 ) => {
-                    if let Some(w) = frames.check_slot((*lt, *lo), (*mt, *mo), proc, a) {
+                    if let Some(w) = frames.check_slot((*lt, *lo), (*mt, *mo), pid, a) {
                         why.push(w);
                     }
                 }
@@ -969,6 +989,7 @@ impl DiffBackend {
                 bad.push((a, why.join(", ")));
             }
         }
+        seen.insert(proc.to_string(), mine);
         if bad.is_empty() {
             return;
         }

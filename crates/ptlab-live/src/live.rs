@@ -241,24 +241,32 @@ fn read_words(fd: i32, out: &mut [u64]) -> Result<bool, BackendError> {
         unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out.len() * 8) };
     let mut off = 0;
     while off < buf.len() {
-        poll_in(fd, ANSWER_TIMEOUT)?;
-        // SAFETY: reading into our buffer.
-        let n = unsafe { libc::read(fd, buf[off..].as_mut_ptr().cast(), buf.len() - off) };
+        let n = read_some(fd, &mut buf[off..])?;
         if n == 0 {
             return Ok(false);
         }
-        if n < 0 {
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
+        off += n;
+    }
+    Ok(true)
+}
+
+/// Wait for data on a worker channel and read what is there into `buf`
+/// (0: EOF, the worker is gone).
+fn read_some(fd: i32, buf: &mut [u8]) -> Result<usize, BackendError> {
+    loop {
+        poll_in(fd, ANSWER_TIMEOUT)?;
+        // SAFETY: reading into our buffer.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             return Err(BackendError::Other(format!(
                 "reading a worker channel: {}",
                 std::io::Error::last_os_error()
             )));
         }
-        off += n as usize;
     }
-    Ok(true)
 }
 
 fn write_words(fd: i32, w: &[u64]) -> Result<(), BackendError> {
@@ -321,31 +329,20 @@ impl AnswerReader {
             if self.pos == self.len {
                 // A large answer goes straight into `out`.
                 let direct = dst.len() - off >= self.buf.len();
-                poll_in(self.fd, ANSWER_TIMEOUT)?;
                 let target = if direct {
                     &mut dst[off..]
                 } else {
                     &mut self.buf[..]
                 };
-                // SAFETY: reading into a buffer of the given length.
-                let n = unsafe { libc::read(self.fd, target.as_mut_ptr().cast(), target.len()) };
+                let n = read_some(self.fd, target)?;
                 if n == 0 {
                     return Ok(false);
                 }
-                if n < 0 {
-                    if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                        continue;
-                    }
-                    return Err(BackendError::Other(format!(
-                        "reading a worker channel: {}",
-                        std::io::Error::last_os_error()
-                    )));
-                }
                 if direct {
-                    off += n as usize;
+                    off += n;
                     continue;
                 }
-                (self.pos, self.len) = (0, n as usize);
+                (self.pos, self.len) = (0, n);
             }
             let k = (self.len - self.pos).min(dst.len() - off);
             dst[off..off + k].copy_from_slice(&self.buf[self.pos..self.pos + k]);
