@@ -449,6 +449,18 @@ impl Reader {
     }
 }
 
+#[cfg(test)]
+impl Reader {
+    /// A reader over stand-in kpageflags and kpagecount files.
+    fn with_kpage_files(kpageflags: File, kpagecount: File) -> Reader {
+        Reader {
+            kpageflags: Some(kpageflags),
+            kpagecount: Some(kpagecount),
+            ..Reader::new()
+        }
+    }
+}
+
 impl Default for Reader {
     fn default() -> Self {
         Self::new()
@@ -940,6 +952,78 @@ mod tests {
     }
 
     use super::*;
+
+    /// `Reader::frame_facts` against `frame_facts_of_block` over stand-in
+    /// kpageflags/kpagecount files: random folio layouts (orders 0, 2, 4, 9,
+    /// naturally aligned), random sets of frames asked for (dense, sparse,
+    /// tails without their heads, heads without their tails), and a file
+    /// that ends inside a block (frames past the end read 0).
+    #[test]
+    fn frame_facts_equal_block_facts() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let dir = std::env::temp_dir().join(format!("ptlab-kpf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        for case in 0..40 {
+            // 4 blocks, the last one cut short in half the cases.
+            let n = if case % 2 == 0 { 2048 } else { 1536 + 100 };
+            let mut flags = vec![0u64; n];
+            let mut count = vec![0u64; n];
+            let mut i = 0;
+            while i < n {
+                let order = [0, 0, 0, 2, 4, 9][(rnd() % 6) as usize];
+                let size = 1usize << order;
+                let fits = i % size == 0 && i + size <= n && i / 512 == (i + size - 1) / 512;
+                let size = if order > 0 && fits { size } else { 1 };
+                for k in 0..size {
+                    let other = rnd() & (KPF_ANON | KPF_ANON_EXCLUSIVE | KPF_THP | 1);
+                    flags[i + k] = other
+                        | match (size, k) {
+                            (1, _) => 0,
+                            (_, 0) => KPF_COMPOUND_HEAD,
+                            _ => KPF_COMPOUND_TAIL,
+                        };
+                    count[i + k] = rnd() % 4;
+                }
+                i += size;
+            }
+            let bytes = |w: &[u64]| w.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+            let (fp, cp) = (dir.join("flags"), dir.join("count"));
+            std::fs::write(&fp, bytes(&flags)).expect("write");
+            std::fs::write(&cp, bytes(&count)).expect("write");
+            let mut r = Reader::with_kpage_files(
+                File::open(&fp).expect("open"),
+                File::open(&cp).expect("open"),
+            );
+            // Padded to whole blocks, as kpf_block reads them.
+            let (mut pf, mut pc) = (flags.clone(), count.clone());
+            pf.resize(2048, 0);
+            pc.resize(2048, 0);
+            let density = [1, 2, 9, 40, 300][case % 5];
+            let mut pfns: Vec<u64> = (1..2048u64).filter(|_| rnd() % density == 0).collect();
+            if case % 3 == 0 {
+                // Every frame of one block but its first: tails without heads.
+                pfns.extend(513..1024);
+                pfns.sort_unstable();
+                pfns.dedup();
+            }
+            let got = r.frame_facts(&pfns);
+            for (p, g) in pfns.iter().zip(&got) {
+                let b = (*p & !511) as usize;
+                let want = frame_facts_of_block(&pf[b..b + 512], &pc[b..b + 512], *p);
+                assert_eq!(*g, Some(want), "case {case}, frame {p}");
+            }
+            // Never more than the frames asked for, the one after each run
+            // and what the folios' heads and ends need.
+            assert!(r.counters.kpageflags_frames <= 2048 * 2, "{:?}", r.counters);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn smaps_parses() {
