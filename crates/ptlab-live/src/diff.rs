@@ -181,6 +181,40 @@ pub struct DiffReport {
     pub comparisons: u64,
     /// Pages ptlab could not fully observe live, by reason.
     pub caps: Option<LiveCaps>,
+    /// What the comparisons cost (`PTLAB_DIFF_TIMING=1` prints it).
+    pub timing: DiffTiming,
+}
+
+/// Time spent comparing and the reads that cost most of it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DiffTiming {
+    /// All comparisons together, and the longest one.
+    pub compare: std::time::Duration,
+    pub compare_max: std::time::Duration,
+    /// Of that, observing the live side.
+    pub observe_live: std::time::Duration,
+    pub reads: crate::kernel::ReadCounters,
+}
+
+impl DiffTiming {
+    /// One line for `PTLAB_DIFF_TIMING=1`.
+    pub fn render(&self, comparisons: u64) -> String {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let r = &self.reads;
+        format!(
+            "timing: {comparisons} comparisons, {:.1} ms in all, {:.3} ms each on average \
+             (longest {:.3} ms; observing the kernel {:.3} ms on average); kpageflags {} reads \
+             of {} frames, kpagecount {} reads of {} frames",
+            ms(self.compare),
+            ms(self.compare) / comparisons.max(1) as f64,
+            ms(self.compare_max),
+            ms(self.observe_live) / comparisons.max(1) as f64,
+            r.kpageflags_reads,
+            r.kpageflags_frames,
+            r.kpagecount_reads,
+            r.kpagecount_frames
+        )
+    }
 }
 
 impl DiffReport {
@@ -337,34 +371,49 @@ pub enum DiffError {
 /// A swap slot as pagemap reports it: (type, offset).
 type SwapSlot = (u8, u64);
 
-/// Live frame ↔ model frame, first seen at (process, address).
+/// Live frame ↔ model frame, first seen at (process, address); a
+/// process is its index in `procs` (no string per page).
 #[derive(Default)]
 struct FrameMatcher {
-    l2m: HashMap<u64, (u64, String, u64)>,
-    m2l: HashMap<u64, (u64, String, u64)>,
+    procs: Vec<String>,
+    l2m: HashMap<u64, (u64, usize, u64)>,
+    m2l: HashMap<u64, (u64, usize, u64)>,
     /// Swap slots `(type, offset)`, live ↔ model, also as a bijection.
-    slots_l2m: HashMap<SwapSlot, (SwapSlot, String, u64)>,
-    slots_m2l: HashMap<SwapSlot, (SwapSlot, String, u64)>,
+    slots_l2m: HashMap<SwapSlot, (SwapSlot, usize, u64)>,
+    slots_m2l: HashMap<SwapSlot, (SwapSlot, usize, u64)>,
 }
 
 impl FrameMatcher {
-    fn check(&mut self, lp: u64, mp: u64, proc: &str, addr: u64) -> Option<String> {
-        if let Some((m0, p0, a0)) = self.l2m.get(&lp) {
-            if *m0 != mp {
+    /// The index of process `proc`.
+    fn proc_id(&mut self, proc: &str) -> usize {
+        match self.procs.iter().position(|p| p == proc) {
+            Some(i) => i,
+            None => {
+                self.procs.push(proc.to_string());
+                self.procs.len() - 1
+            }
+        }
+    }
+
+    fn check(&mut self, lp: u64, mp: u64, proc: usize, addr: u64) -> Option<String> {
+        if let Some(&(m0, p0, a0)) = self.l2m.get(&lp) {
+            let p0 = &self.procs[p0];
+            if m0 != mp {
                 return Some(format!(
                     "live: same frame as {p0}:{a0:#x}; model: a different frame"
                 ));
             }
         }
-        if let Some((l0, p0, a0)) = self.m2l.get(&mp) {
-            if *l0 != lp {
+        if let Some(&(l0, p0, a0)) = self.m2l.get(&mp) {
+            let p0 = &self.procs[p0];
+            if l0 != lp {
                 return Some(format!(
                     "model: same frame as {p0}:{a0:#x}; live: a different frame"
                 ));
             }
         }
-        self.l2m.entry(lp).or_insert((mp, proc.to_string(), addr));
-        self.m2l.entry(mp).or_insert((lp, proc.to_string(), addr));
+        self.l2m.entry(lp).or_insert((mp, proc, addr));
+        self.m2l.entry(mp).or_insert((lp, proc, addr));
         None
     }
 
@@ -374,29 +423,27 @@ impl FrameMatcher {
         &mut self,
         ls: (u8, u64),
         ms: (u8, u64),
-        proc: &str,
+        proc: usize,
         addr: u64,
     ) -> Option<String> {
-        if let Some((m0, p0, a0)) = self.slots_l2m.get(&ls) {
-            if *m0 != ms {
+        if let Some(&(m0, p0, a0)) = self.slots_l2m.get(&ls) {
+            let p0 = &self.procs[p0];
+            if m0 != ms {
                 return Some(format!(
                     "live: same swap slot as {p0}:{a0:#x}; model: a different slot"
                 ));
             }
         }
-        if let Some((l0, p0, a0)) = self.slots_m2l.get(&ms) {
-            if *l0 != ls {
+        if let Some(&(l0, p0, a0)) = self.slots_m2l.get(&ms) {
+            let p0 = &self.procs[p0];
+            if l0 != ls {
                 return Some(format!(
                     "model: same swap slot as {p0}:{a0:#x}; live: a different slot"
                 ));
             }
         }
-        self.slots_l2m
-            .entry(ls)
-            .or_insert((ms, proc.to_string(), addr));
-        self.slots_m2l
-            .entry(ms)
-            .or_insert((ls, proc.to_string(), addr));
+        self.slots_l2m.entry(ls).or_insert((ms, proc, addr));
+        self.slots_m2l.entry(ms).or_insert((ls, proc, addr));
         None
     }
 }
@@ -414,7 +461,8 @@ pub struct DiffBackend {
     /// The statement being executed is a read/write access.
     in_access: bool,
     /// (process, address) → (live frame, model frame) at the last comparison.
-    last_frames: HashMap<(String, u64), (u64, u64)>,
+    /// Per process, in address order: (address, live frame, model frame).
+    last_frames: HashMap<String, Vec<(u64, u64, u64)>>,
     divergences: Vec<Divergence>,
     more_divergences: u64,
     unsupported: bool,
@@ -431,6 +479,7 @@ pub struct DiffBackend {
     /// only MADV_HUGEPAGE regions) at some point of the run: other
     /// processes' faults then move the same global counters.
     exposed: u16,
+    timing: DiffTiming,
 }
 
 /// The model configuration matching this machine: its THP knobs,
@@ -569,6 +618,7 @@ impl DiffBackend {
             exposed: 0,
             prev_stats: Default::default(),
             mem_op: false,
+            timing: DiffTiming::default(),
         })
         .map(|mut d| {
             d.update_exposed();
@@ -732,7 +782,29 @@ impl DiffBackend {
     }
 
     /// Compare every process's observation now.
+    ///
+    /// Skipped when only THP knob writes and `swap` statements ran since
+    /// the last comparison (`mem_op` false): a knob write
+    /// (`enabled_store()`, `thpsize_enabled_store()`) sets policy bits and
+    /// at most wakes khugepaged, and ptlab swaps its file on, or off only
+    /// while no page is in it (`swap` answers EBUSY otherwise): none maps,
+    /// frees, splits or writes a page, so neither side's pages, VMAs or
+    /// counters can differ from the last comparison because of it (the
+    /// counters of such a step are not compared anyway, see `mem_op`).
+    /// Whatever khugepaged does later shows at the next comparison.
     pub fn compare_now(&mut self) {
+        if !self.mem_op {
+            self.dirty = false;
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        self.compare_now_untimed();
+        let t = t0.elapsed();
+        self.timing.compare += t;
+        self.timing.compare_max = self.timing.compare_max.max(t);
+    }
+
+    fn compare_now_untimed(&mut self) {
         self.dirty = false;
         self.comparisons += 1;
         let mut frames = FrameMatcher::default();
@@ -742,7 +814,10 @@ impl DiffBackend {
         let first_new = self.divergences.len();
         let mut collapsed = 0;
         for name in names {
-            let live = match self.live.observe_live(&name) {
+            let t0 = std::time::Instant::now();
+            let live = self.live.observe_live(&name);
+            self.timing.observe_live += t0.elapsed();
+            let live = match live {
                 Ok(o) => o,
                 Err(e) => {
                     self.notes.push(format!(
@@ -816,9 +891,15 @@ impl DiffBackend {
         live: &Observation,
         model: &Observation,
         frames: &mut FrameMatcher,
-        seen: &mut HashMap<(String, u64), (u64, u64)>,
+        seen: &mut HashMap<String, Vec<(u64, u64, u64)>>,
     ) {
         let caps = self.live.caps();
+        let pid = frames.proc_id(proc);
+        let mut mine: Vec<(u64, u64, u64)> = Vec::new();
+        let last = self
+            .last_frames
+            .get(proc)
+            .filter(|_| self.in_access && self.opts.every_step);
         let none = PageState::NotPresent;
         let mut bad: Vec<(u64, String)> = Vec::new();
         // Pages either side shows (a not-present run counted in full).
@@ -846,12 +927,12 @@ impl DiffBackend {
                         if l.mapcount != m.mapcount {
                             why.push(format!("cnt {} vs {}", l.mapcount, m.mapcount));
                         }
-                        if let Some(w) = frames.check(l.pfn, m.pfn, proc, a) {
+                        if let Some(w) = frames.check(l.pfn, m.pfn, pid, a) {
                             why.push(w);
                         }
-                        let key = (proc.to_string(), a);
-                        if self.in_access && self.opts.every_step {
-                            if let Some(&(lp, mp)) = self.last_frames.get(&key) {
+                        if let Some(last) = last {
+                            if let Ok(k) = last.binary_search_by_key(&a, |e| e.0) {
+                                let (_, lp, mp) = last[k];
                                 if (lp == l.pfn) != (mp == m.pfn) {
                                     why.push(if lp == l.pfn {
                                         "the kernel kept the page's frame, the model replaced it"
@@ -863,7 +944,7 @@ impl DiffBackend {
                                 }
                             }
                         }
-                        seen.insert(key, (l.pfn, m.pfn));
+                        mine.push((a, l.pfn, m.pfn));
                     }
                     if caps.scan && l.pmd_mapped != m.pmd_mapped {
                         why.push(format!(
@@ -886,7 +967,7 @@ impl DiffBackend {
                     PageState::Swapped { ty: lt, offset: lo },
                     PageState::Swapped { ty: mt, offset: mo },
                 ) => {
-                    if let Some(w) = frames.check_slot((*lt, *lo), (*mt, *mo), proc, a) {
+                    if let Some(w) = frames.check_slot((*lt, *lo), (*mt, *mo), pid, a) {
                         why.push(w);
                     }
                 }
@@ -900,6 +981,7 @@ impl DiffBackend {
                 bad.push((a, why.join(", ")));
             }
         }
+        seen.insert(proc.to_string(), mine);
         if bad.is_empty() {
             return;
         }
@@ -1314,6 +1396,16 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
     };
     let run = ptlab_scenario::run(&script, &mut backend, &run_opts);
     backend.finish();
+    if std::env::var_os("PTLAB_DIFF_TIMING").is_some() {
+        eprintln!(
+            "ptlab: {file}: {}",
+            DiffTiming {
+                reads: backend.live.read_counters(),
+                ..backend.timing
+            }
+            .render(backend.comparisons)
+        );
+    }
     let stopped = if run.aborted {
         run.failures
             .iter()
@@ -1347,6 +1439,10 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
         notes: std::mem::take(&mut backend.notes),
         comparisons: backend.comparisons,
         caps: Some(caps),
+        timing: DiffTiming {
+            reads: backend.live.read_counters(),
+            ..backend.timing
+        },
     })
 }
 

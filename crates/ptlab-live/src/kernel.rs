@@ -162,6 +162,8 @@ pub struct RawPage {
 /// Open handles on one process's pagemap plus the global kpage files.
 pub struct Reader {
     pub caps: Caps,
+    /// Reads of kpageflags and kpagecount made by [`Reader::frame_facts`].
+    pub counters: ReadCounters,
     kpageflags: Option<File>,
     kpagecount: Option<File>,
 }
@@ -178,6 +180,7 @@ impl Reader {
                 scan: true,
                 scan_guard: true,
             },
+            counters: ReadCounters::default(),
             kpageflags,
             kpagecount,
         }
@@ -303,6 +306,122 @@ impl Reader {
         Ok(None)
     }
 
+    /// kpageflags, kpagecount, folio order and index of each of `pfns`
+    /// (sorted ascending, distinct, not 0), in that order: `None` where a
+    /// word could not be read, and for every frame without root.
+    ///
+    /// Reads only what is needed: the frames asked for, in runs (frames
+    /// fewer than [`FRAME_GAP`] apart share one `pread`, with the frames
+    /// in between), plus the frame after each run in its 512-frame block
+    /// (it tells where a folio ends). A tail frame whose head or a head
+    /// whose end lies outside what was read gets a second (rarely a
+    /// third) round of reads, each reaching the 16-, 128- or 512-frame
+    /// boundary where a folio of that size would start or end. kpagecount
+    /// is read for the runs only. The result is what
+    /// [`frame_facts_of_block`] gives from whole blocks
+    /// ([`Reader::kpf_block`]), which reads up to 512 times as much for
+    /// scattered order-0 frames (the kernel computes every frame's flags
+    /// and count it is asked for).
+    pub fn frame_facts(&mut self, pfns: &[u64]) -> Vec<Option<FrameFacts>> {
+        let (Some(kflags), Some(kcount)) = (&self.kpageflags, &self.kpagecount) else {
+            return vec![None; pfns.len()];
+        };
+        debug_assert!(pfns.windows(2).all(|w| w[0] < w[1]));
+        let c = &mut self.counters;
+        let runs = coalesce(pfns);
+        let mut counts = Words::default();
+        counts.read(
+            kcount,
+            &runs,
+            &mut c.kpagecount_reads,
+            &mut c.kpagecount_frames,
+        );
+        let mut plan = normalise(
+            runs.iter()
+                .map(|&(a, b)| (a, if b % BLOCK != 0 { b + 1 } else { b }))
+                .collect(),
+        );
+        let mut flags = Words::default();
+        let mut out = vec![None; pfns.len()];
+        let mut pending: Vec<usize> = (0..pfns.len()).collect();
+        while !plan.is_empty() {
+            flags.read(
+                kflags,
+                &plan,
+                &mut c.kpageflags_reads,
+                &mut c.kpageflags_frames,
+            );
+            let mut need = Vec::new();
+            let mut scan = FolioScan {
+                flags: &flags,
+                back: None,
+                fwd: None,
+            };
+            pending.retain(|&i| {
+                let p = pfns[i];
+                let f = match flags.get(p) {
+                    Word::Known(f) => f,
+                    Word::Failed => return false,
+                    Word::Unknown => {
+                        need.push((p, p + 1));
+                        return true;
+                    }
+                };
+                let head = if f & KPF_COMPOUND_TAIL != 0 {
+                    match scan.head_of_tail(p) {
+                        Back::Head(h) => Some(h),
+                        Back::NoHead => None,
+                        Back::Failed => return false,
+                        Back::Unknown(u) => {
+                            need.push(back_range(p, u));
+                            return true;
+                        }
+                    }
+                } else if f & KPF_COMPOUND_HEAD != 0 {
+                    Some(p)
+                } else {
+                    None
+                };
+                let folio = match head {
+                    None => None,
+                    Some(h) => match scan.tails_of(h) {
+                        Fwd::Tails(t) => Some((h, t)),
+                        Fwd::Failed => return false,
+                        Fwd::Unknown(k) => {
+                            need.push(forward_range(h, k));
+                            return true;
+                        }
+                    },
+                };
+                let Word::Known(count) = counts.get(p) else {
+                    return false;
+                };
+                let (order, index) = order_index(p, folio);
+                out[i] = Some(FrameFacts {
+                    flags: f,
+                    count,
+                    order,
+                    index,
+                });
+                false
+            });
+            plan = normalise(need);
+        }
+        out
+    }
+
+    /// [`FrameFacts`] of `pfn` the straightforward way: its whole 512-frame
+    /// block of kpageflags and kpagecount ([`Reader::kpf_block`], cached in
+    /// `cache`). The reference for [`Reader::frame_facts`].
+    pub fn frame_facts_by_block(
+        &self,
+        cache: &mut HashMap<u64, (Vec<u64>, Vec<u64>)>,
+        pfn: u64,
+    ) -> Option<FrameFacts> {
+        let (flags, count) = self.kpf_block(cache, pfn)?;
+        Some(frame_facts_of_block(flags, count, pfn))
+    }
+
     /// kpageflags of the 512-frame block holding `pfn`, cached in `cache`.
     pub fn kpf_block<'a>(
         &self,
@@ -327,6 +446,18 @@ impl Reader {
             v.insert((read(flags)?, read(count)?));
         }
         cache.get(&block)
+    }
+}
+
+#[cfg(test)]
+impl Reader {
+    /// A reader over stand-in kpageflags and kpagecount files.
+    fn with_kpage_files(kpageflags: File, kpagecount: File) -> Reader {
+        Reader {
+            kpageflags: Some(kpageflags),
+            kpagecount: Some(kpagecount),
+            ..Reader::new()
+        }
     }
 }
 
@@ -399,6 +530,329 @@ fn pagemap_scan(
     Ok(out)
 }
 
+// ----- frame facts: kpageflags and kpagecount for the observed frames ------
+
+/// What `/proc/kpageflags` and `/proc/kpagecount` say about one frame, with
+/// the order of its folio and the frame's index in it (from the
+/// `COMPOUND_HEAD`/`COMPOUND_TAIL` flags of the frames around it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameFacts {
+    pub flags: u64,
+    pub count: u64,
+    pub order: u8,
+    pub index: u32,
+}
+
+/// How many reads the frame readers made, and of how many frames (8-byte
+/// words) each: the cost of kpageflags and kpagecount is per frame
+/// (`stable_page_flags()`, `page_mapcount()` in the kernel), so both
+/// numbers matter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadCounters {
+    pub kpageflags_reads: u64,
+    pub kpageflags_frames: u64,
+    pub kpagecount_reads: u64,
+    pub kpagecount_frames: u64,
+}
+
+/// Frames further apart than this are read with separate calls; closer ones
+/// with one call that also reads the frames in between (a few extra frames
+/// cost less than a system call).
+pub const FRAME_GAP: u64 = 8;
+
+/// The frames of one 512-frame block (the largest folio ptlab reads
+/// order and index for: order 9, naturally aligned in PFN space).
+const BLOCK: u64 = 512;
+
+/// One stretch of 8-byte words read from a kpage file; `ok == false` when
+/// the read failed (every word of it is then unknown).
+struct WordRun {
+    start: u64,
+    words: Vec<u64>,
+    ok: bool,
+}
+
+/// Words read so far from one kpage file, as sorted non-overlapping runs.
+#[derive(Default)]
+struct Words {
+    runs: Vec<WordRun>,
+}
+
+enum Word {
+    Known(u64),
+    Failed,
+    Unknown,
+}
+
+impl Words {
+    fn get(&self, pfn: u64) -> Word {
+        let i = self.runs.partition_point(|r| r.start <= pfn);
+        match i.checked_sub(1).map(|i| &self.runs[i]) {
+            Some(r) if pfn < r.start + r.words.len() as u64 => {
+                if r.ok {
+                    Word::Known(r.words[(pfn - r.start) as usize])
+                } else {
+                    Word::Failed
+                }
+            }
+            _ => Word::Unknown,
+        }
+    }
+
+    /// Read the parts of `ranges` (sorted, disjoint) not read yet, one
+    /// call per piece.
+    fn read(&mut self, f: &File, ranges: &[(u64, u64)], reads: &mut u64, frames: &mut u64) {
+        let mut new = Vec::new();
+        for &(a, b) in ranges {
+            // Cut out what is known already.
+            let mut cur = a;
+            let first = self
+                .runs
+                .partition_point(|r| r.start + r.words.len() as u64 <= a);
+            for r in &self.runs[first..] {
+                if r.start >= b {
+                    break;
+                }
+                if r.start > cur {
+                    new.push(read_words(f, cur, r.start, reads, frames));
+                }
+                cur = cur.max(r.start + r.words.len() as u64);
+            }
+            if cur < b {
+                new.push(read_words(f, cur, b, reads, frames));
+            }
+        }
+        if !new.is_empty() {
+            self.runs.append(&mut new);
+            self.runs.sort_by_key(|r| r.start);
+        }
+    }
+}
+
+/// Words `[a, b)` of a kpage file in one `pread` (more only if the kernel
+/// returns less than asked before the end of the file). Words past the
+/// end read 0, as a frame the kernel does not have.
+fn read_words(f: &File, a: u64, b: u64, reads: &mut u64, frames: &mut u64) -> WordRun {
+    let mut words = vec![0u64; (b - a) as usize];
+    // SAFETY: a byte view of the u64 buffer; every byte pattern is a valid u64.
+    let buf =
+        unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), words.len() * 8) };
+    let mut off = 0;
+    let mut ok = true;
+    while off < buf.len() {
+        *reads += 1;
+        match f.read_at(&mut buf[off..], a * 8 + off as u64) {
+            Ok(0) => break,
+            Ok(n) => off += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => {
+                ok = false;
+                break;
+            }
+        }
+    }
+    *frames += b - a;
+    // A partial word at the end of the file reads as 0, as kpf_block does.
+    let whole = off / 8;
+    for w in &mut words[whole..] {
+        *w = 0;
+    }
+    WordRun {
+        start: a,
+        words,
+        ok,
+    }
+}
+
+/// Sorted, distinct `pfns` as runs `[a, b)`, joining runs less than
+/// [`FRAME_GAP`] frames apart.
+fn coalesce(pfns: &[u64]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &p in pfns {
+        match out.last_mut() {
+            Some(last) if p < last.1 + FRAME_GAP => last.1 = last.1.max(p + 1),
+            _ => out.push((p, p + 1)),
+        }
+    }
+    out
+}
+
+/// Join sorted-or-not ranges into sorted disjoint ranges (touching or
+/// less than [`FRAME_GAP`] apart join).
+fn normalise(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in ranges {
+        match out.last_mut() {
+            Some(last) if a < last.1 + FRAME_GAP => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+/// Where the backward scan from a tail frame for its head ended.
+#[derive(Clone, Copy)]
+enum Back {
+    /// At a `COMPOUND_HEAD` frame.
+    Head(u64),
+    /// At the start of the block, without a head.
+    NoHead,
+    /// At a frame whose read failed.
+    Failed,
+    /// At a frame not read yet.
+    Unknown(u64),
+}
+
+/// Where the forward count of a head's tail frames ended.
+#[derive(Clone, Copy)]
+enum Fwd {
+    Tails(u64),
+    Failed,
+    Unknown(u64),
+}
+
+/// Finds the folio of each frame from the kpageflags words read so far,
+/// remembering the last scans so that the frames of one folio (which come
+/// one after another in PFN order) cost one scan between them.
+struct FolioScan<'a> {
+    flags: &'a Words,
+    /// A backward scan that reaches a frame in `[lo, hi]` (all known
+    /// non-head frames) ends as the scan that recorded it did.
+    back: Option<(u64, u64, Back)>,
+    /// The tail count of the last head.
+    fwd: Option<(u64, Fwd)>,
+}
+
+impl FolioScan<'_> {
+    /// The nearest `COMPOUND_HEAD` frame before the tail frame `pfn` in
+    /// its 512-frame block (any frame in between is skipped, as
+    /// [`frame_facts_of_block`] does).
+    fn head_of_tail(&mut self, pfn: u64) -> Back {
+        let block = pfn & !(BLOCK - 1);
+        let mut j = pfn;
+        let (r, lo) = loop {
+            if j == block {
+                break (Back::NoHead, block);
+            }
+            j -= 1;
+            if let Some((lo, hi, r)) = self.back {
+                if lo <= j && j <= hi && lo >= block {
+                    break (r, lo);
+                }
+            }
+            match self.flags.get(j) {
+                Word::Known(x) if x & KPF_COMPOUND_HEAD != 0 => break (Back::Head(j), j + 1),
+                Word::Known(_) => {}
+                Word::Failed => break (Back::Failed, j + 1),
+                Word::Unknown => break (Back::Unknown(j), j + 1),
+            }
+        };
+        self.back = Some((lo, pfn, r));
+        r
+    }
+
+    /// How many `COMPOUND_TAIL` frames follow the head `h` in its block.
+    fn tails_of(&mut self, h: u64) -> Fwd {
+        if let Some((mh, r)) = self.fwd {
+            if mh == h {
+                return r;
+            }
+        }
+        let end = (h & !(BLOCK - 1)) + BLOCK;
+        let mut k = h + 1;
+        let r = loop {
+            if k == end {
+                break Fwd::Tails(k - h - 1);
+            }
+            match self.flags.get(k) {
+                Word::Known(x) if x & KPF_COMPOUND_TAIL != 0 => k += 1,
+                Word::Known(_) => break Fwd::Tails(k - h - 1),
+                Word::Failed => break Fwd::Failed,
+                Word::Unknown => break Fwd::Unknown(k),
+            }
+        };
+        self.fwd = Some((h, r));
+        r
+    }
+}
+
+/// Frames to read next to find the head of the tail frame `pfn` when the
+/// backward scan stopped at the unread frame `unknown`: up to the
+/// 16-, 128- or 512-aligned frame below `pfn` (the smallest that reaches
+/// `unknown`), where a folio of that size would start.
+fn back_range(pfn: u64, unknown: u64) -> (u64, u64) {
+    for a in [16, 128, BLOCK] {
+        let s = pfn & !(a - 1);
+        if s <= unknown {
+            return (s, unknown + 1);
+        }
+    }
+    (pfn & !(BLOCK - 1), unknown + 1)
+}
+
+/// Frames to read next to count the tails of the head `h` when the count
+/// stopped at the unread frame `unknown`: up to the first 16-, 128- or
+/// 512-frame boundary after `h` at or past `unknown`, and the frame at it
+/// (a folio of that size ends there, and the frame after a folio is no
+/// tail), within the block.
+fn forward_range(h: u64, unknown: u64) -> (u64, u64) {
+    let block_end = (h & !(BLOCK - 1)) + BLOCK;
+    for a in [16, 128, BLOCK] {
+        let e = (h + 1).div_ceil(a) * a;
+        if e >= unknown {
+            return (unknown, (e + 1).min(block_end));
+        }
+    }
+    (unknown, block_end)
+}
+
+/// Order and index of `pfn` in the folio starting at `h` with `tails`
+/// tail frames.
+fn order_index(pfn: u64, folio: Option<(u64, u64)>) -> (u8, u32) {
+    match folio {
+        Some((h, tails)) => {
+            let size = tails + 1;
+            (63 - size.leading_zeros() as u8, (pfn - h) as u32)
+        }
+        None => (0, 0),
+    }
+}
+
+/// Facts of frame `pfn` from the kpageflags and kpagecount words of its
+/// whole 512-frame block (`flags[i]`, `count[i]` for frame `block + i`):
+/// the folio's head is the nearest `COMPOUND_HEAD` frame at or before it
+/// in the block, its size the head plus the `COMPOUND_TAIL` frames right
+/// after it. The reference [`Reader::frame_facts`] must agree with.
+pub fn frame_facts_of_block(flags: &[u64], count: &[u64], pfn: u64) -> FrameFacts {
+    let o = (pfn & (BLOCK - 1)) as usize;
+    let f = flags[o];
+    let head = if f & KPF_COMPOUND_TAIL != 0 {
+        (0..o).rev().find(|&j| flags[j] & KPF_COMPOUND_HEAD != 0)
+    } else if f & KPF_COMPOUND_HEAD != 0 {
+        Some(o)
+    } else {
+        None
+    };
+    let (order, index) = match head {
+        Some(h) => {
+            let tails = flags[h + 1..]
+                .iter()
+                .take_while(|&&x| x & KPF_COMPOUND_TAIL != 0)
+                .count();
+            let size = (tails + 1) as u64;
+            (63 - size.leading_zeros() as u8, (o - h) as u32)
+        }
+        None => (0, 0),
+    };
+    FrameFacts {
+        flags: f,
+        count: count[o],
+        order,
+        index,
+    }
+}
+
 // ----- THP counters ---------------------------------------------------------
 
 /// Current THP counters, keyed like the model (`64kB/anon_fault_alloc`,
@@ -406,35 +860,83 @@ fn pagemap_scan(
 /// sizes 16kB..2048kB (orders 2..9) and every `thp_*` line of
 /// `/proc/vmstat`. The diff compares the keys the model reports.
 pub fn read_thp_counters() -> BTreeMap<String, i64> {
-    let mut m = BTreeMap::new();
-    for order in 2u32..=9 {
-        let size = format!("{}kB", 4u64 << order);
-        let dir = format!("{}/hugepages-{size}/stats", crate::knobs::THP_DIR);
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            if let Ok(t) = std::fs::read_to_string(e.path()) {
-                if let Ok(v) = t.trim().parse::<i64>() {
-                    m.insert(format!("{size}/{name}"), v);
-                }
-            }
+    ThpCounters::open().read()
+}
+
+/// The THP counter files of [`read_thp_counters`], opened once and read
+/// again with one `pread` at offset 0 each: sysfs attributes and
+/// `/proc/vmstat` are produced afresh by every read from offset 0, so
+/// this sees the same values as opening them anew, without ~140
+/// directory listings, opens and closes per observation.
+pub struct ThpCounters {
+    files: Vec<(String, File)>,
+    vmstat: Option<File>,
+    buf: Vec<u8>,
+}
+
+impl ThpCounters {
+    pub fn open() -> ThpCounters {
+        let mut files = Vec::new();
+        for order in 2u32..=9 {
+            let size = format!("{}kB", 4u64 << order);
+            let dir = format!("{}/hugepages-{size}/stats", crate::knobs::THP_DIR);
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut names: Vec<(String, File)> = rd
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().to_string();
+                    Some((format!("{size}/{name}"), File::open(e.path()).ok()?))
+                })
+                .collect();
+            names.sort_by(|x, y| x.0.cmp(&y.0));
+            files.append(&mut names);
+        }
+        ThpCounters {
+            files,
+            vmstat: File::open("/proc/vmstat").ok(),
+            buf: vec![0; 64 << 10],
         }
     }
-    if let Ok(t) = std::fs::read_to_string("/proc/vmstat") {
-        for line in t.lines() {
-            let mut it = line.split_whitespace();
-            if let (Some(k), Some(v)) = (it.next(), it.next()) {
-                if k.starts_with("thp_") {
-                    if let Ok(v) = v.parse::<i64>() {
-                        m.insert(format!("vmstat/{k}"), v);
+
+    /// The counters now (a file that cannot be read or parsed is left out).
+    pub fn read(&mut self) -> BTreeMap<String, i64> {
+        let mut m = BTreeMap::new();
+        for (key, f) in &self.files {
+            let Ok(n) = f.read_at(&mut self.buf, 0) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&self.buf[..n]);
+            if let Ok(v) = text.trim().parse::<i64>() {
+                m.insert(key.clone(), v);
+            }
+        }
+        if let Some(f) = &self.vmstat {
+            // /proc/vmstat is a few KiB; read it whole.
+            let mut len = 0;
+            loop {
+                if len == self.buf.len() {
+                    self.buf.resize(len * 2, 0);
+                }
+                match f.read_at(&mut self.buf[len..], len as u64) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => len += n,
+                }
+            }
+            for line in String::from_utf8_lossy(&self.buf[..len]).lines() {
+                let mut it = line.split_whitespace();
+                if let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    if k.starts_with("thp_") {
+                        if let Ok(v) = v.parse::<i64>() {
+                            m.insert(format!("vmstat/{k}"), v);
+                        }
                     }
                 }
             }
         }
+        m
     }
-    m
 }
 
 #[cfg(test)]
@@ -450,6 +952,78 @@ mod tests {
     }
 
     use super::*;
+
+    /// `Reader::frame_facts` against `frame_facts_of_block` over stand-in
+    /// kpageflags/kpagecount files: random folio layouts (orders 0, 2, 4, 9,
+    /// naturally aligned), random sets of frames asked for (dense, sparse,
+    /// tails without their heads, heads without their tails), and a file
+    /// that ends inside a block (frames past the end read 0).
+    #[test]
+    fn frame_facts_equal_block_facts() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let dir = std::env::temp_dir().join(format!("ptlab-kpf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        for case in 0..40 {
+            // 4 blocks, the last one cut short in half the cases.
+            let n = if case % 2 == 0 { 2048 } else { 1536 + 100 };
+            let mut flags = vec![0u64; n];
+            let mut count = vec![0u64; n];
+            let mut i = 0;
+            while i < n {
+                let order = [0, 0, 0, 2, 4, 9][(rnd() % 6) as usize];
+                let size = 1usize << order;
+                let fits = i % size == 0 && i + size <= n && i / 512 == (i + size - 1) / 512;
+                let size = if order > 0 && fits { size } else { 1 };
+                for k in 0..size {
+                    let other = rnd() & (KPF_ANON | KPF_ANON_EXCLUSIVE | KPF_THP | 1);
+                    flags[i + k] = other
+                        | match (size, k) {
+                            (1, _) => 0,
+                            (_, 0) => KPF_COMPOUND_HEAD,
+                            _ => KPF_COMPOUND_TAIL,
+                        };
+                    count[i + k] = rnd() % 4;
+                }
+                i += size;
+            }
+            let bytes = |w: &[u64]| w.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+            let (fp, cp) = (dir.join("flags"), dir.join("count"));
+            std::fs::write(&fp, bytes(&flags)).expect("write");
+            std::fs::write(&cp, bytes(&count)).expect("write");
+            let mut r = Reader::with_kpage_files(
+                File::open(&fp).expect("open"),
+                File::open(&cp).expect("open"),
+            );
+            // Padded to whole blocks, as kpf_block reads them.
+            let (mut pf, mut pc) = (flags.clone(), count.clone());
+            pf.resize(2048, 0);
+            pc.resize(2048, 0);
+            let density = [1, 2, 9, 40, 300][case % 5];
+            let mut pfns: Vec<u64> = (1..2048u64).filter(|_| rnd() % density == 0).collect();
+            if case % 3 == 0 {
+                // Every frame of one block but its first: tails without heads.
+                pfns.extend(513..1024);
+                pfns.sort_unstable();
+                pfns.dedup();
+            }
+            let got = r.frame_facts(&pfns);
+            for (p, g) in pfns.iter().zip(&got) {
+                let b = (*p & !511) as usize;
+                let want = frame_facts_of_block(&pf[b..b + 512], &pc[b..b + 512], *p);
+                assert_eq!(*g, Some(want), "case {case}, frame {p}");
+            }
+            // Never more than the frames asked for, the one after each run
+            // and what the folios' heads and ends need.
+            assert!(r.counters.kpageflags_frames <= 2048 * 2, "{:?}", r.counters);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn smaps_parses() {

@@ -22,7 +22,8 @@ mod worker;
 
 pub use budget::{Amount, LiveLimits};
 pub use diff::{
-    diff_file, diff_source, DiffBackend, DiffOptions, DiffOutcome, DiffReport, Divergence,
+    diff_file, diff_source, DiffBackend, DiffOptions, DiffOutcome, DiffReport, DiffTiming,
+    Divergence,
 };
 pub use live::{LiveBackend, LiveCaps, LiveError, Planned};
 

@@ -25,7 +25,7 @@ use ptlab_model::{
     Advice, Call, Errno, MapFlags, MremapFlags, Observation, PageState, Prot, Resource,
 };
 use ptlab_scenario::{Backend, BackendError};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
@@ -33,6 +33,10 @@ use std::time::Duration;
 /// at a time (256 MiB of address space, 2 MiB of pagemap words): bounds
 /// the observer's transient memory however much is populated.
 pub const OBSERVE_CHUNK_PAGES: u64 = 1 << 16;
+
+/// Populated spans at most this many pages apart are read with one
+/// pagemap read (the hole reads as not-present words).
+const MERGE_HOLE_PAGES: u64 = 512;
 
 /// How long to wait for a worker's answer before declaring it hung.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -196,6 +200,8 @@ pub struct LiveBackend {
     /// foreign ones.
     guards: Vec<(u64, u64)>,
     stats_base: BTreeMap<String, i64>,
+    /// The THP counter files, kept open.
+    thp_counters: std::cell::RefCell<kernel::ThpCounters>,
     /// Pages whose tag could not be loaded at the last observation
     /// (non-readable VMAs), per process.
     unknown_tags: BTreeSet<(String, u64)>,
@@ -297,24 +303,32 @@ fn read_words(fd: i32, out: &mut [u64]) -> Result<bool, BackendError> {
         unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out.len() * 8) };
     let mut off = 0;
     while off < buf.len() {
-        poll_in(fd, ANSWER_TIMEOUT)?;
-        // SAFETY: reading into our buffer.
-        let n = unsafe { libc::read(fd, buf[off..].as_mut_ptr().cast(), buf.len() - off) };
+        let n = read_some(fd, &mut buf[off..])?;
         if n == 0 {
             return Ok(false);
         }
-        if n < 0 {
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
+        off += n;
+    }
+    Ok(true)
+}
+
+/// Wait for data on a worker channel and read what is there into `buf`
+/// (0: EOF, the worker is gone).
+fn read_some(fd: i32, buf: &mut [u8]) -> Result<usize, BackendError> {
+    loop {
+        poll_in(fd, ANSWER_TIMEOUT)?;
+        // SAFETY: reading into our buffer.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             return Err(BackendError::Other(format!(
                 "reading a worker channel: {}",
                 std::io::Error::last_os_error()
             )));
         }
-        off += n as usize;
     }
-    Ok(true)
 }
 
 fn write_words(fd: i32, w: &[u64]) -> Result<(), BackendError> {
@@ -335,6 +349,70 @@ fn write_words(fd: i32, w: &[u64]) -> Result<(), BackendError> {
         buf = &buf[n as usize..];
     }
     Ok(())
+}
+
+/// Most `READ_TAGS` requests sent before their answers are read
+/// ([`LiveBackend::read_tag_runs`]): 8 KiB of requests.
+const TAG_BATCH: usize = 128;
+
+/// Reads the answers of pipelined requests from a worker channel through
+/// one buffer, so that many small answers cost few `read` calls. Reads
+/// only as much as the caller asks for in all (the worker writes nothing
+/// it was not asked for), so nothing is left in the buffer once every
+/// answer is taken.
+struct AnswerReader {
+    fd: i32,
+    buf: Vec<u8>,
+    pos: usize,
+    len: usize,
+}
+
+impl AnswerReader {
+    fn new(fd: i32) -> AnswerReader {
+        AnswerReader {
+            fd,
+            buf: vec![0; 64 << 10],
+            pos: 0,
+            len: 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pos == self.len
+    }
+
+    /// Fill `out` from the channel; `false` at EOF (the worker died).
+    fn words(&mut self, out: &mut [u64]) -> Result<bool, BackendError> {
+        // SAFETY: byte view of a u64 slice; every byte pattern is a valid u64.
+        let dst =
+            unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out.len() * 8) };
+        let mut off = 0;
+        while off < dst.len() {
+            if self.pos == self.len {
+                // A large answer goes straight into `out`.
+                let direct = dst.len() - off >= self.buf.len();
+                let target = if direct {
+                    &mut dst[off..]
+                } else {
+                    &mut self.buf[..]
+                };
+                let n = read_some(self.fd, target)?;
+                if n == 0 {
+                    return Ok(false);
+                }
+                if direct {
+                    off += n;
+                    continue;
+                }
+                (self.pos, self.len) = (0, n);
+            }
+            let k = (self.len - self.pos).min(dst.len() - off);
+            dst[off..off + k].copy_from_slice(&self.buf[self.pos..self.pos + k]);
+            self.pos += k;
+            off += k;
+        }
+        Ok(true)
+    }
 }
 
 /// Receive a response header that carries a descriptor (the answer to FORK).
@@ -389,7 +467,8 @@ impl LiveBackend {
         unsafe {
             libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
         }
-        let stats_base = kernel::read_thp_counters();
+        let mut thp_counters = kernel::ThpCounters::open();
+        let stats_base = thp_counters.read();
         let mut sv = [0 as libc::c_int; 2];
         // SAFETY: socketpair into a valid array.
         if unsafe {
@@ -434,6 +513,7 @@ impl LiveBackend {
             foreign: Vec::new(),
             guards: Vec::new(),
             stats_base,
+            thp_counters: std::cell::RefCell::new(thp_counters),
             unknown_tags: BTreeSet::new(),
             uffd_slots: BTreeMap::new(),
             uffd_fds: BTreeMap::new(),
@@ -496,6 +576,11 @@ impl LiveBackend {
 
     pub fn set_dense_observation(&mut self, dense: bool) {
         self.dense_observation = dense;
+    }
+
+    /// The kpageflags and kpagecount reads made so far.
+    pub fn read_counters(&self) -> kernel::ReadCounters {
+        self.reader.counters
     }
 
     /// Raw reader capabilities (after at least one observation).
@@ -1024,58 +1109,122 @@ impl LiveBackend {
             }
             None => vec![(start, end)],
         };
+        // The spans, joined where they are at most MERGE_HOLE_PAGES apart
+        // (a hole in between is read from pagemap as not-present words:
+        // cheaper than another read, and the same records), cut into
+        // pieces of at most a chunk.
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for (s, e) in spans {
+            match ranges.last_mut() {
+                Some(last)
+                    if populated.is_some()
+                        && s - last.1 <= MERGE_HOLE_PAGES * PAGE
+                        && e - last.0 <= OBSERVE_CHUNK_PAGES * PAGE =>
+                {
+                    last.1 = e
+                }
+                _ => {
+                    let mut a = s;
+                    while a < e {
+                        let b = e.min(a.saturating_add(OBSERVE_CHUNK_PAGES * PAGE));
+                        ranges.push((a, b));
+                        a = b;
+                    }
+                }
+            }
+        }
         let mut out = PageRuns::new();
         let mut cur = start;
-        for (s, e) in spans {
-            out.push_none(cur, s);
-            let mut a = s;
-            while a < e {
-                let b = e.min(a.saturating_add(OBSERVE_CHUNK_PAGES * PAGE));
-                // PAGEMAP_SCAN categories of this chunk (zero page, PMD
-                // mapping): from the walk above, or (dense) a walk of it.
-                let dense;
-                let regions: &[(u64, u64, u64)] = match &populated {
-                    Some(r) => r,
-                    None => {
-                        dense = self.reader.populated(&f, a, b).map_err(err)?;
-                        dense.as_deref().unwrap_or(&[])
-                    }
-                };
-                for p in self.chunk_states(proc, pid, &f, a, b, regions)? {
-                    out.push_run(p);
+        let mut i = 0;
+        while i < ranges.len() {
+            // One chunk: ranges of at most OBSERVE_CHUNK_PAGES pages in all,
+            // whose frames and tags are read together.
+            let mut j = i;
+            let mut pages = 0;
+            while j < ranges.len() {
+                let n = (ranges[j].1 - ranges[j].0) / PAGE;
+                if j > i && pages + n > OBSERVE_CHUNK_PAGES {
+                    break;
                 }
-                a = b;
+                pages += n;
+                j += 1;
             }
-            cur = e;
+            let (a, b) = (ranges[i].0, ranges[j - 1].1);
+            // PAGEMAP_SCAN categories of this chunk (zero page, PMD
+            // mapping): from the walk above, or (dense) a walk of it.
+            let dense;
+            let regions: &[(u64, u64, u64)] = match &populated {
+                Some(r) => r,
+                None => {
+                    dense = self.reader.populated(&f, a, b).map_err(err)?;
+                    dense.as_deref().unwrap_or(&[])
+                }
+            };
+            for p in self.chunk_states(proc, pid, &f, &ranges[i..j], regions)? {
+                out.push_none(cur, p.addr);
+                cur = p.addr + PAGE;
+                out.push_run(p);
+            }
+            cur = cur.max(b);
+            i = j;
         }
         out.push_none(cur, end);
         Ok(out)
     }
 
-    /// Page states for `[start, end)` (at most a chunk), one record per
-    /// page, read from the open pagemap `f`; `regions` are PAGEMAP_SCAN
-    /// categories covering (at least) the present pages of the range.
+    /// Page states for the pages of `ranges` (sorted, disjoint, at most a
+    /// chunk in all), one record per page in address order, read from the
+    /// open pagemap `f`; `regions` are PAGEMAP_SCAN categories covering (at
+    /// least) the present pages of the ranges.
     fn chunk_states(
         &mut self,
         proc: &str,
         pid: i32,
         f: &std::fs::File,
-        start: u64,
-        end: u64,
+        ranges: &[(u64, u64)],
         regions: &[(u64, u64, u64)],
     ) -> Result<Vec<PageObs>, BackendError> {
-        // Only the regions that overlap (the list is sorted).
-        let first = regions.partition_point(|r| r.1 <= start);
-        let last = regions.partition_point(|r| r.0 < end);
-        let raw = self
-            .reader
-            .raw_pages_in(f, start, end, &regions[first..last.max(first)])
-            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/pagemap: {e}")))?;
+        let mut raw: Vec<(u64, kernel::RawPage)> = Vec::new();
+        for &(start, end) in ranges {
+            // Only the regions that overlap (the list is sorted).
+            let first = regions.partition_point(|r| r.1 <= start);
+            let last = regions.partition_point(|r| r.0 < end);
+            let words = self
+                .reader
+                .raw_pages_in(f, start, end, &regions[first..last.max(first)])
+                .map_err(|e| {
+                    BackendError::Other(format!("cannot read /proc/{pid}/pagemap: {e}"))
+                })?;
+            raw.extend(
+                words
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, r)| (start + k as u64 * PAGE, r)),
+            );
+        }
         let caps = self.reader.caps;
-        let mut blocks: HashMap<u64, (Vec<u64>, Vec<u64>)> = HashMap::new();
+        // The frames whose flags and counts are needed (a zero page is
+        // known from PAGEMAP_SCAN already), read in one go: sorted, in
+        // runs (kernel::Reader::frame_facts).
+        let needs_frame = |r: &kernel::RawPage| {
+            let pfn = r.pagemap & kernel::PM_PFN_MASK;
+            r.pagemap & kernel::PM_PRESENT != 0
+                && pfn != 0
+                && !(caps.scan && r.scan & kernel::PAGE_IS_PFNZERO != 0)
+        };
+        let mut pfns: Vec<u64> = if caps.kpage {
+            raw.iter()
+                .filter(|(_, r)| needs_frame(r))
+                .map(|(_, r)| r.pagemap & kernel::PM_PFN_MASK)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        pfns.sort_unstable();
+        pfns.dedup();
+        let facts = self.reader.frame_facts(&pfns);
         let mut out = Vec::with_capacity(raw.len());
-        for (i, r) in raw.iter().enumerate() {
-            let va = start + i as u64 * PAGE;
+        for &(va, ref r) in &raw {
             let pm = r.pagemap;
             if pm & kernel::PM_PRESENT == 0
                 && pm & kernel::PM_SWAP != 0
@@ -1106,34 +1255,18 @@ impl LiveBackend {
             }
             let pfn = pm & kernel::PM_PFN_MASK;
             // (order, index, anon-exclusive, kpagecount, flags of this page)
-            let kp = if caps.kpage && pfn != 0 {
-                self.reader
-                    .kpf_block(&mut blocks, pfn)
-                    .map(|(flags, count)| {
-                        let o = (pfn & 511) as usize;
-                        let f = flags[o];
-                        let ax = f & kernel::KPF_ANON_EXCLUSIVE != 0;
-                        let head = if f & kernel::KPF_COMPOUND_TAIL != 0 {
-                            (0..o)
-                                .rev()
-                                .find(|&j| flags[j] & kernel::KPF_COMPOUND_HEAD != 0)
-                        } else if f & kernel::KPF_COMPOUND_HEAD != 0 {
-                            Some(o)
-                        } else {
-                            None
-                        };
-                        let (order, index) = match head {
-                            Some(h) => {
-                                let tails = flags[h + 1..]
-                                    .iter()
-                                    .take_while(|&&x| x & kernel::KPF_COMPOUND_TAIL != 0)
-                                    .count();
-                                let size = (tails + 1) as u64;
-                                (63 - size.leading_zeros() as u8, (o - h) as u32)
-                            }
-                            None => (0, 0),
-                        };
-                        (order, index, ax, count[o], f)
+            let kp = if caps.kpage && needs_frame(r) {
+                pfns.binary_search(&pfn)
+                    .ok()
+                    .and_then(|k| facts[k])
+                    .map(|k| {
+                        (
+                            k.order,
+                            k.index,
+                            k.flags & kernel::KPF_ANON_EXCLUSIVE != 0,
+                            k.count,
+                            k.flags,
+                        )
                     })
             } else {
                 None
@@ -1182,19 +1315,33 @@ impl LiveBackend {
         Ok(out)
     }
 
-    /// Ask the worker to load the tag of every present anon page.
+    /// Ask the worker to load the tag of every present anon page: one
+    /// `READ_TAGS` request per run of consecutive anon pages, pipelined
+    /// ([`LiveBackend::read_tag_runs`]).
     fn fill_tags(&mut self, proc: &str, pages: &mut [PageObs]) -> Result<(), BackendError> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
         let mut i = 0;
         while i < pages.len() {
             if !matches!(pages[i].state, PageState::Anon(_)) {
                 i += 1;
                 continue;
             }
-            let mut j = i;
-            while j < pages.len() && matches!(pages[j].state, PageState::Anon(_)) {
+            let mut j = i + 1;
+            while j < pages.len()
+                && matches!(pages[j].state, PageState::Anon(_))
+                && pages[j].addr == pages[j - 1].addr + PAGE
+            {
                 j += 1;
             }
-            let tags = self.read_tags(proc, pages[i].addr, (j - i) as u64)?;
+            runs.push((i, j));
+            i = j;
+        }
+        let asks: Vec<(u64, u64)> = runs
+            .iter()
+            .map(|&(i, j)| (pages[i].addr, (j - i) as u64))
+            .collect();
+        let answers = self.read_tag_runs(proc, &asks)?;
+        for (&(i, _), tags) in runs.iter().zip(answers) {
             for (k, (tag, ok)) in tags.into_iter().enumerate() {
                 if let PageState::Anon(a) = &mut pages[i + k].state {
                     a.tag = tag;
@@ -1204,9 +1351,57 @@ impl LiveBackend {
                         .insert((proc.to_string(), pages[i + k].addr));
                 }
             }
-            i = j;
         }
         Ok(())
+    }
+
+    /// Tags of the pages of each run `(start, npages)`, as
+    /// [`LiveBackend::read_tags`] gives them for one run. The `READ_TAGS`
+    /// requests go out [`TAG_BATCH`] at a time in one write and the answers
+    /// are read back through one buffer: the worker serves the requests
+    /// back to back instead of waiting for ptlab between them, which for a
+    /// range of scattered single pages (every other page of uffd-move's
+    /// from-space) was most of an observation. A request batch is at most
+    /// 16 KiB, far below the socket's buffer, so writing it never waits for
+    /// the worker (which may wait for ptlab to read its answers).
+    fn read_tag_runs(
+        &mut self,
+        proc: &str,
+        runs: &[(u64, u64)],
+    ) -> Result<Vec<Vec<(u64, bool)>>, BackendError> {
+        let idx = self.proc_index(proc)?;
+        let fd = self.procs[idx].chan.as_raw_fd();
+        let died = || BackendError::Other(format!("worker for '{proc}' died"));
+        let mut out = Vec::with_capacity(runs.len());
+        let mut answers = AnswerReader::new(fd);
+        let mut refault = Vec::new();
+        for batch in runs.chunks(TAG_BATCH) {
+            let mut req = Vec::with_capacity(batch.len() * 8);
+            for &(start, n) in batch {
+                req.extend_from_slice(&[op::READ_TAGS, start, n, 0, 0, 0, 0, 0]);
+            }
+            write_words(fd, &req)?;
+            for &(_, n) in batch {
+                let mut hdr: Resp = [0; 4];
+                let mut tags = vec![0u64; n as usize + 1];
+                if !answers.words(&mut hdr)? || !answers.words(&mut tags)? {
+                    return Err(died());
+                }
+                let faults = tags.pop().unwrap_or(0);
+                if faults != 0 {
+                    refault.push(out.len());
+                }
+                out.push(tags.into_iter().map(|t| (t, true)).collect::<Vec<_>>());
+            }
+        }
+        debug_assert!(answers.is_empty());
+        // Some page of these runs is not readable (PROT_NONE, exec-only):
+        // find which, one page at a time.
+        for k in refault {
+            let (start, n) = runs[k];
+            out[k] = self.read_tags(proc, start, n)?;
+        }
+        Ok(out)
     }
 
     fn read_tags(
@@ -1291,7 +1486,9 @@ impl LiveBackend {
 
     /// THP counters since the backend started.
     pub fn stats(&self) -> BTreeMap<String, i64> {
-        kernel::read_thp_counters()
+        self.thp_counters
+            .borrow_mut()
+            .read()
             .into_iter()
             .map(|(k, v)| {
                 let base = self.stats_base.get(&k).copied().unwrap_or(0);

@@ -398,3 +398,121 @@ write q + 1G - 4K
         (PageState::NotPresent, (1 << 18) - 16)
     );
 }
+
+/// The observer reads kpageflags and kpagecount only for the frames it
+/// needs (sorted, in runs, with a second round for a folio's head or end
+/// outside them: `Reader::frame_facts`). It must give exactly what the
+/// straightforward read gives, the whole 512-frame block of each frame
+/// (`Reader::frame_facts_by_block`): flags, count, folio order and index,
+/// for scattered order-0 frames, 64K folios mapped whole and in part (head
+/// or end unmapped), a PMD THP, a PTE-mapped THP without its head page,
+/// the zero page and frames shared after fork.
+#[test]
+fn frame_reader_equals_block_reader() {
+    require!(true);
+    use ptlab_live::kernel::{self, Reader};
+    let mut b = LiveBackend::new().expect("live backend");
+    let r = run_source(
+        "t.ptl",
+        "\
+thp 64K always
+a = mmap 1M at 0x100000000000 noreplace
+madvise a 1M nohugepage
+repeat 128 as i
+  write a + i * 8K
+end
+p = mmap 512K at 0x100000200000 noreplace
+write p 512K
+munmap p 16K
+munmap p + 112K 16K
+munmap p + 144K 32K
+c = mmap 4M at 0x100000400000 noreplace
+madvise c 4M hugepage
+write c 4M
+munmap c + 2M 4K
+d = mmap 64K at 0x100000a00000 noreplace
+madvise d 64K nohugepage
+read d 16K
+fork child
+@child write a 64K
+",
+        &mut b,
+        &RunOptions::default(),
+    )
+    .expect("parses");
+    assert_passes(&r);
+    let mut reader = Reader::new();
+    if !reader.caps.kpage {
+        eprintln!("SKIP: frame_reader_equals_block_reader: /proc/kpageflags is unreadable");
+        return;
+    }
+    let mut pfns = Vec::new();
+    for proc in ["main", "child"] {
+        let pid = b.pid_of(proc).expect("pid");
+        let words = reader
+            .raw_pages(pid, 0x1000_0000_0000, 0x1000_00a1_0000)
+            .expect("pagemap");
+        pfns.extend(
+            words
+                .iter()
+                .filter(|w| w.pagemap & kernel::PM_PRESENT != 0)
+                .map(|w| w.pagemap & kernel::PM_PFN_MASK)
+                .filter(|&f| f != 0),
+        );
+    }
+    pfns.sort_unstable();
+    pfns.dedup();
+    assert!(pfns.len() > 1000, "{} frames", pfns.len());
+    let fast = reader.frame_facts(&pfns);
+    let mut cache = std::collections::HashMap::new();
+    let mut seen = std::collections::BTreeSet::new();
+    // The flags the observer uses; others (LRU, ACTIVE, REFERENCED, ...)
+    // change in the background between two reads (a folio leaving a
+    // per-CPU LRU batch).
+    let used = kernel::KPF_COMPOUND_HEAD
+        | kernel::KPF_COMPOUND_TAIL
+        | kernel::KPF_ANON_EXCLUSIVE
+        | kernel::KPF_ZERO_PAGE
+        | kernel::KPF_ANON
+        | kernel::KPF_THP;
+    let stable = |f: Option<kernel::FrameFacts>| {
+        f.map(|f| kernel::FrameFacts {
+            flags: f.flags & used,
+            ..f
+        })
+    };
+    for (pfn, got) in pfns.iter().zip(&fast) {
+        let want = reader.frame_facts_by_block(&mut cache, *pfn);
+        assert_eq!(stable(*got), stable(want), "frame {pfn:#x}");
+        let f = want.expect("readable");
+        let head_seen = pfns.binary_search(&(pfn - u64::from(f.index))).is_ok();
+        seen.insert((f.order, f.index != 0 && !head_seen));
+        seen.insert((100 + f.count.min(2) as u8, false));
+        if f.flags & kernel::KPF_ZERO_PAGE != 0 {
+            seen.insert((255, false));
+        }
+    }
+    // The population has what it should.
+    for (what, key) in [
+        ("an order-0 frame", (0, false)),
+        ("a 64K folio's head", (4, false)),
+        ("a 64K folio's tail frame without its head", (4, true)),
+        ("a PMD THP", (9, false)),
+        ("a PTE-mapped THP frame without its head", (9, true)),
+        ("a frame mapped once", (101, false)),
+        ("a frame shared after fork", (102, false)),
+        ("the zero page", (255, false)),
+    ] {
+        assert!(seen.contains(&key), "no {what} among {seen:?}");
+    }
+    let c = reader.counters;
+    eprintln!(
+        "{} frames: kpageflags {} reads of {} frames, kpagecount {} reads of {} frames",
+        pfns.len(),
+        c.kpageflags_reads,
+        c.kpageflags_frames,
+        c.kpagecount_reads,
+        c.kpagecount_frames
+    );
+    assert!(c.kpageflags_frames < 4 * pfns.len() as u64);
+}
