@@ -327,10 +327,10 @@ impl ModelProvider for CostModel {
             for arm in ch.arms {
                 let seed = ptlab_cost::seeds::seed(arm)
                     .ok_or_else(|| format!("no model scenario for workload {arm}"))?;
-                if seed.switch != ch.model_switch {
+                if seed.switch != ch.switch {
                     return Err(format!(
                         "{arm}: the model scenario shows {}, the report expects {}",
-                        seed.switch, ch.model_switch
+                        seed.switch, ch.switch
                     ));
                 }
                 let params = Self::params(arm, seed, quick);
@@ -342,7 +342,7 @@ impl ModelProvider for CostModel {
                         .unit_cost(seed, &params, prof, false)
                         .map_err(|e| e.to_string())?;
                     rows.push(report::ModelRow {
-                        change: ch.id.to_string(),
+                        change: ch.switch.to_string(),
                         workload: arm.to_string(),
                         profile: prof.name.clone(),
                         arch: prof.arch.name().to_string(),
@@ -437,17 +437,28 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
         Some(f) => Some((f, crate::scenario::result_file(f)?)),
         None => None,
     };
-    let mut files = vec!["report.html", "report.txt", "live.json", "model.json"];
+    let mut files = vec![
+        "report.html",
+        "report.txt",
+        "report.md",
+        "live.json",
+        "model.json",
+    ];
     if args.from.is_none() && !args.no_live {
         files.extend(["local-profile.toml", "calibrate.txt"]);
     }
     crate::outpath::check_dir("--out", &args.out, &files)?;
+    if args.quick {
+        errln!("ptlab reproduce: {}.", ptlab_bench::headline::QUICK_TRADE);
+    }
     let environment = ptlab_bench::env::collect();
     let mut skipped = Vec::new();
     // A profile calibrated on this machine during this run, if it measured.
     let mut local_profile = None;
     let mut live = None;
     let mut failed = false;
+    // Whether the result file given with --from was measured with --quick.
+    let mut quick_from = false;
     if let Some((f, r)) = from {
         for ch in report::CHANGES {
             for a in ch.arms {
@@ -456,6 +467,23 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
                 }
             }
         }
+        // The profile calibrated by the run that measured it, next to it.
+        let beside = f
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("local-profile.toml");
+        if beside.is_file() {
+            errln!(
+                "ptlab reproduce: using {} (calibrated with {})",
+                beside.display(),
+                f.display()
+            );
+            local_profile = Some(beside);
+        }
+        quick_from = r.cases.iter().any(|c| {
+            ptlab_bench::workload::find(&c.name)
+                .is_some_and(|w| c.size_bytes == w.quick.size && w.quick.size != w.full.size)
+        });
         live = Some(r);
     } else if args.no_live {
         skipped.push(("live".to_string(), "--no-live given".to_string()));
@@ -493,12 +521,14 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
             }
         }
     }
+    let local_profile_used = local_profile.is_some();
     let mut extra = Vec::new();
     extra.extend(local_profile);
     extra.extend(args.profile.iter().cloned());
-    let model = match model_provider(&extra, live.is_some() && args.from.is_none())? {
+    let quick = args.quick || quick_from;
+    let model = match model_provider(&extra, local_profile_used)? {
         None => Model::Unavailable(report::NO_MODEL.into()),
-        Some(p) => match p.rows(args.quick) {
+        Some(p) => match p.rows(quick) {
             Ok(rows) => Model::Rows {
                 source: p.describe(),
                 rows,
@@ -513,7 +543,7 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
         live,
         skipped,
         model,
-        quick: args.quick,
+        quick,
     };
     out!("{}", report::terminal(&r));
     let files = report::write(&args.out, &r)
