@@ -485,6 +485,47 @@ pub fn noise_summary(r: &Reproduction) -> String {
     )
 }
 
+/// One contrast as JSON.
+fn contrast_json(c: &Contrast) -> serde_json::Value {
+    let preds = |ps: &[Predicted]| {
+        ps.iter()
+            .map(|p| serde_json::json!({"profile": p.profile, "arch": p.arch, "pct": p.pct}))
+            .collect::<Vec<_>>()
+    };
+    serde_json::json!({
+        "seed": c.change.seed,
+        "switch": c.change.switch,
+        "kernel": c.change.kernel,
+        "base": c.base,
+        "arm": c.arm,
+        "live": c.live.as_ref().map(|l| serde_json::json!({
+            "pct": l.pct,
+            "ci95": l.ci.map(|(a, b)| [a, b]),
+            "p": l.p,
+            "significant": l.significant(),
+            "n": [l.n.0, l.n.1],
+            "cv": [l.cv.0, l.cv.1],
+            "indicative_only": !l.noise().is_empty(),
+            "noise": l.noise(),
+        })),
+        "predicted": preds(&c.predicted),
+        "change_effect": preds(&c.change_effect),
+        "verdict": c.verdict().text(),
+    })
+}
+
+/// The headline and every contrast as one JSON object (`ptlab reproduce
+/// --format json`); percentages + = faster.
+pub fn json(r: &Reproduction) -> serde_json::Value {
+    serde_json::json!({
+        "headline": headline(r).iter().map(contrast_json).collect::<Vec<_>>(),
+        "contrasts": contrasts(r).iter().map(contrast_json).collect::<Vec<_>>(),
+        "quick": r.quick,
+        "noise": noise_summary(r),
+        "skipped": r.skipped,
+    })
+}
+
 pub const LEGEND: &str = "% = change of the time per operation, + = faster (the arm than the baseline arm; \
 after the change than before it); [a, b] = 95% confidence interval; significant = Welch's t-test p < 0.05. \
 This kernel already has all five changes, so the live columns contrast layouts or arms on one kernel \

@@ -453,6 +453,8 @@ struct Bar {
     label: String,
     value: f64,
     err: Option<f64>,
+    /// `live` or `model` (the rect's second class).
+    class: &'static str,
     /// Fill colour and opacity.
     fill: &'static str,
     opacity: f64,
@@ -633,7 +635,8 @@ fn panel(
             let by = y_of(b.value);
             let _ = write!(
                 out,
-                r#"<rect class="bar" x="{:.1}" y="{by:.1}" width="{:.1}" height="{:.1}" fill="{}" fill-opacity="{}"><title>{}: {}</title></rect>"#,
+                r#"<rect class="bar {}" x="{:.1}" y="{by:.1}" width="{:.1}" height="{:.1}" fill="{}" fill-opacity="{}"><title>{}: {}</title></rect>"#,
+                b.class,
                 cx - bw * 0.42,
                 bw * 0.84,
                 (PLOT_TOP + ph - by).max(0.5),
@@ -715,6 +718,7 @@ pub fn chart(r: &Reproduction, ch: &ChangeDef) -> String {
                 label: a.workload.clone(),
                 value: a.summary.mean,
                 err: Some(a.summary.stdev),
+                class: "live",
                 fill: colour(&a.workload),
                 opacity: 1.0,
             }],
@@ -767,6 +771,7 @@ pub fn chart(r: &Reproduction, ch: &ChangeDef) -> String {
                                     label: format!("{} on {p}, before {}", m.workload, ch.switch),
                                     value: m.before_ns,
                                     err: None,
+                                    class: "model",
                                     fill: colour(&m.workload),
                                     opacity: 0.4,
                                 },
@@ -774,6 +779,7 @@ pub fn chart(r: &Reproduction, ch: &ChangeDef) -> String {
                                     label: format!("{} on {p}, after {}", m.workload, ch.switch),
                                     value: m.after_ns,
                                     err: None,
+                                    class: "model",
                                     fill: colour(&m.workload),
                                     opacity: 1.0,
                                 },
@@ -1251,14 +1257,15 @@ mod tests {
             );
             // Live bars: one per measured case; model bars: 2 profiles ×
             // (2+2+2+3+2) workloads, before (pale) and after (solid).
-            let bars = h.matches("<rect class=\"bar\"").count();
+            assert_eq!(h.matches("<rect class=\"bar live\"").count(), 10);
+            let bars = h.matches("<rect class=\"bar model\"").count();
             if model {
                 let model_rows = h.matches("<table class=\"model\">").count();
                 assert_eq!(model_rows, 5);
-                assert_eq!(bars, 10 + 44);
+                assert_eq!(bars, 44);
                 assert_eq!(h.matches("fill-opacity=\"0.4\"><title>").count(), 22);
             } else {
-                assert_eq!(bars, 10);
+                assert_eq!(bars, 0);
                 assert_eq!(h.matches(NO_MODEL).count(), 2 * CHANGES.len());
             }
             // Self-contained: no external resources.

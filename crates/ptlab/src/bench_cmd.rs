@@ -21,10 +21,27 @@ Each case runs in a forked child at fixed addresses; its folio layout is
 verified from pagemap + kpageflags before timing; one warm-up run is
 discarded. Needs root. THP knobs are set per case and restored.
 
-Examples:
-  ptlab bench fork-4k fork-thp-pte --out fork.json
+Examples (ptlab = target/release/ptlab):
+  ptlab bench fork-4k fork-thp-pte -o fork.json
   ptlab bench all --quick
-  ptlab compare base.json patched.json";
+  ptlab bench fork-4k fork-thp-pte --format json | jq '.cases[].samples'
+  ptlab compare docs/reproduce-run/live.json fork.json
+
+Output: the summary table on stdout (--format json: the result file's JSON
+instead); -o FILE writes the result file (schema in docs/bench.md).";
+
+pub const COMPARE_HELP: &str = "\
+Examples (ptlab = target/release/ptlab):
+  ptlab compare docs/reproduce-run/live.json reproduce-out/live.json
+  ptlab compare before.json after.json --format json
+
+Result files are what `ptlab bench -o FILE` and `ptlab reproduce` (DIR/live.json)
+write. The first file is the baseline; cases are matched by name, and only
+cases measured with the same parameters (region size, iterations, layout) are
+compared (--allow-incomparable marks the others). Changes: + = better (faster
+for times), *x%* = significant (Welch's t-test, p < 0.05).
+
+Exit status: 0 = table printed, 2 = unreadable file or incomparable cases.";
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -48,18 +65,31 @@ pub struct BenchArgs {
     #[arg(long)]
     quick: bool,
 
-    /// Write the results as JSON here (checked before measuring; missing
+    /// Write the results as JSON to FILE (checked before measuring; missing
     /// directories are created)
-    #[arg(long)]
+    #[arg(short, long, value_name = "FILE")]
     out: Option<PathBuf>,
+
+    /// Output format on stdout: the summary table, or the result file's JSON
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    format: OutFormat,
 
     /// Label of this run in comparisons (default: the kernel release)
     #[arg(long, default_value = "")]
     label: String,
 
     /// Do not show a progress bar
-    #[arg(long)]
+    #[arg(short, long)]
     quiet: bool,
+}
+
+/// `--format` of bench, compare and reproduce.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutFormat {
+    /// Readable tables
+    Text,
+    /// One JSON object
+    Json,
 }
 
 #[derive(Args)]
@@ -73,6 +103,11 @@ pub struct CompareArgs {
     /// warning is printed. Without it such results are refused
     #[arg(long)]
     allow_incomparable: bool,
+
+    /// Output format: the Markdown table, or one JSON object
+    /// ({files, cases: [{case, unit, better, base, others}]})
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    format: OutFormat,
 }
 
 fn progress_bar(quiet: bool, n: usize) -> indicatif::ProgressBar {
@@ -170,7 +205,10 @@ pub fn bench(args: &BenchArgs) -> Result<u8> {
     }
     let out = run_with_bar(&ws, &opts, args.quiet)
         .map_err(|e| anyhow::anyhow!("cannot run benchmarks on the live kernel: {e}"))?;
-    out!("{}", summary_table(&out.result));
+    match args.format {
+        OutFormat::Text => out!("{}", summary_table(&out.result)),
+        OutFormat::Json => outln!("{}", out.result.to_json()),
+    }
     for (w, why) in &out.failed {
         errln!("ptlab bench: FAILED {w}: {why}");
     }
@@ -215,7 +253,13 @@ pub fn compare(args: &CompareArgs) -> Result<u8> {
             list.join("\n")
         );
     }
-    out!("{}", ptlab_bench::compare::markdown(&runs[0], &runs[1..]));
+    match args.format {
+        OutFormat::Text => out!("{}", ptlab_bench::compare::markdown(&runs[0], &runs[1..])),
+        OutFormat::Json => outln!(
+            "{}",
+            ptlab_bench::compare::json(&names, &runs[0], &runs[1..])
+        ),
+    }
     Ok(0)
 }
 
@@ -225,17 +269,25 @@ workload's contrast arms live on this kernel (mremap-batch 4k vs 64k, mremap
 table unaligned vs aligned, fork 4k vs thp-pte, mprotect 4k / 64k / thp-pte,
 uffd copy vs move) and puts them next to the model's predicted time before
 and after the change on each cost profile. Writes DIR/report.html (SVG
-charts, self-contained), DIR/report.txt, DIR/live.json (a `ptlab bench`
-result) and DIR/model.json.
+charts, self-contained), DIR/report.md (the headline, to paste into a cover
+letter), DIR/report.txt, DIR/live.json (a `ptlab bench` result) and
+DIR/model.json. Every table opens with the headline: per change, the live
+effect with its 95% interval, the model's prediction of the same contrast on
+this machine's calibrated profile and on each arm64 profile, and whether
+they agree. % changes: + = faster. Rows from fewer than 5 runs or with a
+coefficient of variation above 10% are flagged 'indicative only'.
 
 Live parts need root; without it they are skipped (and said so) and the
 model parts still run. A full run takes about 3 minutes on 2 CPUs; --quick
-about 15 seconds.
+about 15 seconds, with 3 runs per arm on smaller regions: every row is then
+indicative only (it shows that everything works, not how large the effects
+are).
 
-Examples:
-  target/release/ptlab reproduce        # as root
-  ptlab reproduce --quick --out /tmp/r
-  ptlab reproduce --from reproduce-out/live.json --out again   # re-render, no measuring";
+Examples (ptlab = target/release/ptlab):
+  ptlab reproduce                       # as root
+  ptlab reproduce --quick -o /tmp/r
+  ptlab reproduce --from reproduce-out/live.json -o again   # re-render, no measuring
+  ptlab reproduce --no-live --format json | jq '.headline'";
 
 #[derive(Args)]
 pub struct ReproduceArgs {
@@ -243,10 +295,15 @@ pub struct ReproduceArgs {
     #[arg(long)]
     quick: bool,
 
-    /// Directory for report.html, report.txt, live.json and model.json
-    /// (checked before measuring; created if missing)
-    #[arg(long, default_value = "reproduce-out")]
+    /// Directory for report.html, report.md, report.txt, live.json and
+    /// model.json (checked before measuring; created if missing)
+    #[arg(short, long, value_name = "DIR", default_value = "reproduce-out")]
     out: PathBuf,
+
+    /// Output format on stdout: the report's tables, or one JSON object
+    /// ({headline, contrasts}: the headline rows and every contrast)
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    format: OutFormat,
 
     /// Measured runs per workload (default: per workload)
     #[arg(long)]
@@ -262,7 +319,7 @@ pub struct ReproduceArgs {
     from: Option<PathBuf>,
 
     /// Do not show a progress bar
-    #[arg(long)]
+    #[arg(short, long)]
     quiet: bool,
 
     /// An extra cost profile for the model columns (repeatable); the
@@ -545,11 +602,17 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
         model,
         quick,
     };
-    out!("{}", report::terminal(&r));
+    match args.format {
+        OutFormat::Text => out!("{}", report::terminal(&r)),
+        OutFormat::Json => outln!("{}", ptlab_bench::headline::json(&r)),
+    }
     let files = report::write(&args.out, &r)
         .with_context(|| format!("cannot write the report to {}", args.out.display()))?;
     for f in files {
-        outln!("wrote {}", f.display());
+        match args.format {
+            OutFormat::Text => outln!("wrote {}", f.display()),
+            OutFormat::Json => errln!("ptlab reproduce: wrote {}", f.display()),
+        }
     }
     Ok(if failed { 1 } else { 0 })
 }

@@ -53,8 +53,8 @@ pub struct CostArgs {
     file: PathBuf,
 
     /// Architecture to model (default: the architecture of each profile)
-    #[arg(long, value_parser = parse_arch)]
-    arch: Option<ArchKind>,
+    #[arg(long, value_enum)]
+    arch: Option<crate::Arch>,
 
     /// Cost profile: a built-in name (apple-m-vm, neoverse-n1, zen3) or a
     /// path to a .toml profile (repeatable)
@@ -90,16 +90,12 @@ pub enum CostFormat {
     Json,
 }
 
-fn parse_arch(s: &str) -> std::result::Result<ArchKind, String> {
-    ArchKind::from_name(s).ok_or_else(|| format!("unknown arch '{s}': expected x86_64 or arm64"))
-}
-
 /// The profiles to price with.
 fn select_profiles(args: &CostArgs) -> Result<Vec<Profile>> {
     let ps: Vec<Profile> = if args.profiles.is_empty() {
         ptlab_cost::builtin_profiles()
             .into_iter()
-            .filter(|p| args.arch.is_none_or(|a| a == p.arch))
+            .filter(|p| args.arch.is_none_or(|a| a.kind() == p.arch))
             .collect()
     } else {
         args.profiles
@@ -107,7 +103,7 @@ fn select_profiles(args: &CostArgs) -> Result<Vec<Profile>> {
             .map(|n| crate::scenario::profile(n))
             .collect::<Result<_>>()?
     };
-    if let Some(a) = args.arch {
+    if let Some(a) = args.arch.map(|a| a.kind()) {
         if let Some(p) = ps.iter().find(|p| p.arch != a) {
             bail!(
                 "profile '{}' is for {}, not --arch {}",

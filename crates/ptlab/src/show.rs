@@ -48,7 +48,7 @@ pub struct ShowArgs {
     #[arg(
         short,
         long,
-        value_name = "OUT.html",
+        value_name = "FILE",
         required_unless_present = "list_steps"
     )]
     out: Option<PathBuf>,

@@ -108,8 +108,19 @@ fn reproduce_without_live_writes_the_report_and_says_what_is_missing() {
         "{t}"
     );
     for p in ["apple-m-vm", "neoverse-n1", "zen3"] {
-        assert_eq!(t.matches(&format!(" {p} ")).count(), 11, "{p}: {t}");
+        let rows = t
+            .lines()
+            .filter(|l| l.starts_with("  ") && l.split_whitespace().nth(1) == Some(p))
+            .count();
+        assert_eq!(rows, 11, "{p}: {t}");
     }
+    // The headline names every change and says the local profile is missing.
+    assert!(t.starts_with("# ptlab reproduce"), "{t}");
+    assert!(
+        t.contains("No cost profile calibrated for this machine"),
+        "{t}"
+    );
+    assert!(dir.join("report.md").exists());
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert_eq!(html.matches("<svg class=\"chart\"").count(), 5);
     assert!(dir.join("report.txt").exists());
