@@ -146,3 +146,41 @@ fn docs_examples_pass_ptlab_run() {
     }
     assert!(n >= 6, "found {n} examples");
 }
+
+/// docs/bench.md's live-vs-model tables are what ptlab generates from the
+/// recorded run, not typed by hand.
+#[test]
+fn bench_md_tables_are_generated_from_the_recorded_run() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("docs-recorded-run");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // --from takes the local profile beside the result file: copy both.
+    for f in ["live.json", "local-profile.toml"] {
+        std::fs::copy(repo().join("docs/reproduce-run").join(f), dir.join(f)).unwrap();
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_ptlab"))
+        .args(["reproduce", "-q", "--from"])
+        .arg(dir.join("live.json"))
+        .arg("-o")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let bench = read("docs/bench.md");
+    let tables: Vec<&str> = md.split("\n\n").filter(|b| b.starts_with("| ")).collect();
+    assert!(tables.len() >= 3, "{md}");
+    for t in &tables[..2] {
+        assert!(
+            bench.contains(t),
+            "docs/bench.md lacks the generated table below; regenerate with \
+             `target/release/ptlab reproduce --from docs/reproduce-run/live.json -o docs/reproduce-run` \
+             and copy report.md's tables:\n{t}"
+        );
+    }
+    assert_eq!(
+        md,
+        read("docs/reproduce-run/report.md"),
+        "docs/reproduce-run/report.md is stale"
+    );
+}
