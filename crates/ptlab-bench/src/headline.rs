@@ -9,7 +9,7 @@
 //! the reference — the arm against the change's baseline arm, or the
 //! kernel after a change against before it (mmtests' pndiff).
 
-use crate::report::{ChangeDef, Model, ModelRow, Reproduction, CHANGES};
+use crate::report::{ChangeDef, Model, Reproduction, CHANGES};
 use crate::stats::{t_critical, variance, welch, Summary};
 use std::fmt::Write as _;
 
@@ -184,26 +184,16 @@ impl Contrast {
 
     /// `64k vs 4k`-style short name of the contrast.
     pub fn name(&self) -> String {
-        let common = self
-            .base
-            .chars()
-            .zip(self.arm.chars())
-            .take_while(|(a, b)| a == b)
-            .count();
-        // Cut at the last '-' of the common prefix.
-        let cut = self.base[..common].rfind('-').map_or(0, |i| i + 1);
-        format!("{} vs {}", &self.arm[cut..], &self.base[cut..])
+        format!(
+            "{} vs {}",
+            crate::report::arm_short(self.change, self.arm),
+            crate::report::arm_short(self.change, self.base)
+        )
     }
 }
 
 /// The name of the profile `ptlab reproduce` calibrates for this machine.
 pub const LOCAL: &str = "local";
-
-fn after_ns<'a>(rows: &'a [&ModelRow], workload: &str, profile: &str) -> Option<&'a ModelRow> {
-    rows.iter()
-        .copied()
-        .find(|r| r.workload == workload && r.profile == profile)
-}
 
 /// Every contrast of every change (baseline arm against each other arm).
 pub fn contrasts(r: &Reproduction) -> Vec<Contrast> {
@@ -211,12 +201,7 @@ pub fn contrasts(r: &Reproduction) -> Vec<Contrast> {
     for ch in CHANGES {
         let base = ch.arms[0];
         let rows = r.model_rows(ch);
-        let mut profiles: Vec<(&str, &str)> = Vec::new();
-        for m in &rows {
-            if !profiles.contains(&(m.profile.as_str(), m.arch.as_str())) {
-                profiles.push((m.profile.as_str(), m.arch.as_str()));
-            }
-        }
+        let profiles = crate::report::profiles_of(&rows);
         for arm in &ch.arms[1..] {
             let live = match (r.case(base), r.case(arm)) {
                 (Some(b), Some(a)) => LiveEffect::of(&b.samples, &a.samples),
@@ -225,7 +210,10 @@ pub fn contrasts(r: &Reproduction) -> Vec<Contrast> {
             let mut predicted = Vec::new();
             let mut change_effect = Vec::new();
             for (p, arch) in &profiles {
-                let (Some(b), Some(a)) = (after_ns(&rows, base, p), after_ns(&rows, arm, p)) else {
+                let (Some(b), Some(a)) = (
+                    crate::report::model_row(&rows, base, p),
+                    crate::report::model_row(&rows, arm, p),
+                ) else {
                     continue;
                 };
                 predicted.push(Predicted {

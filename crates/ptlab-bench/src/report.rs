@@ -271,8 +271,23 @@ pub fn effect_text(m: &ModelRow) -> String {
     }
 }
 
+/// The (profile, arch) pairs of model rows, in their order.
+pub(crate) fn profiles_of<'a>(rows: &[&'a ModelRow]) -> Vec<(&'a str, &'a str)> {
+    let mut v: Vec<(&str, &str)> = Vec::new();
+    for m in rows {
+        if !v.contains(&(m.profile.as_str(), m.arch.as_str())) {
+            v.push((m.profile.as_str(), m.arch.as_str()));
+        }
+    }
+    v
+}
+
 /// The model row of `workload` on `profile`.
-fn model_row<'a>(rows: &[&'a ModelRow], workload: &str, profile: &str) -> Option<&'a ModelRow> {
+pub(crate) fn model_row<'a>(
+    rows: &[&'a ModelRow],
+    workload: &str,
+    profile: &str,
+) -> Option<&'a ModelRow> {
     rows.iter()
         .copied()
         .find(|r| r.workload == workload && r.profile == profile)
@@ -682,7 +697,7 @@ fn panel(
 }
 
 /// The part of an arm's name after the change's common prefix (`64k`).
-fn arm_short(ch: &ChangeDef, arm: &str) -> String {
+pub(crate) fn arm_short(ch: &ChangeDef, arm: &str) -> String {
     let common = ch
         .arms
         .iter()
@@ -752,12 +767,7 @@ pub fn chart(r: &Reproduction, ch: &ChangeDef) -> String {
         }
         Model::Rows { .. } => {
             let rows = r.model_rows(ch);
-            let mut profiles: Vec<(&str, &str)> = Vec::new();
-            for m in &rows {
-                if !profiles.contains(&(m.profile.as_str(), m.arch.as_str())) {
-                    profiles.push((m.profile.as_str(), m.arch.as_str()));
-                }
-            }
+            let profiles = profiles_of(&rows);
             let groups: Vec<Group> = profiles
                 .iter()
                 .map(|(p, arch)| Group {
@@ -766,24 +776,16 @@ pub fn chart(r: &Reproduction, ch: &ChangeDef) -> String {
                         .iter()
                         .filter(|m| m.profile == *p)
                         .flat_map(|m| {
-                            [
-                                Bar {
-                                    label: format!("{} on {p}, before {}", m.workload, ch.switch),
-                                    value: m.before_ns,
+                            [("before", m.before_ns, 0.4), ("after", m.after_ns, 1.0)].map(
+                                |(when, value, opacity)| Bar {
+                                    label: format!("{} on {p}, {when} {}", m.workload, ch.switch),
+                                    value,
                                     err: None,
                                     class: "model",
                                     fill: colour(&m.workload),
-                                    opacity: 0.4,
+                                    opacity,
                                 },
-                                Bar {
-                                    label: format!("{} on {p}, after {}", m.workload, ch.switch),
-                                    value: m.after_ns,
-                                    err: None,
-                                    class: "model",
-                                    fill: colour(&m.workload),
-                                    opacity: 1.0,
-                                },
-                            ]
+                            )
                         })
                         .collect(),
                 })
