@@ -4,9 +4,12 @@
 #   sudo scripts/setup.sh
 #
 # Idempotent: installs only what is missing and says what it does.
-#   chromium, chromium-driver  headless browser for the `ptlab show` picture
-#                              tests (crates/ptlab-show/tests/chromium.rs);
-#                              without it those tests print SKIP and pass.
+#   chromium, chromium-driver  headless browser (and its WebDriver) for the
+#                              `ptlab show` picture tests
+#                              (crates/ptlab-show/tests/chromium.rs) and the
+#                              layout test of the reproduce report and show
+#                              pages (crates/ptlab/tests/layout_chromium.rs);
+#                              without them those tests print SKIP and pass.
 #   fonts-dejavu-core          the font the pictures name first, so that
 #                              screenshots look the same everywhere.
 set -eu

@@ -230,6 +230,43 @@ pub fn markdown(base: &BenchResult, others: &[BenchResult]) -> String {
     s
 }
 
+/// The comparison as one JSON object (`ptlab compare --format json`):
+/// `{files, cases: [{case, unit, better, base: {n, mean, stdev}, others:
+/// [{n, mean, stdev, pct_better, p, significant, comparable} | null]}]}`;
+/// `pct_better` is + = better, as in the table.
+pub fn json(files: &[String], base: &BenchResult, others: &[BenchResult]) -> serde_json::Value {
+    let sum = |s: &Summary| serde_json::json!({"n": s.n, "mean": s.mean, "stdev": s.stdev});
+    let cases: Vec<serde_json::Value> = rows(base, others)
+        .iter()
+        .map(|r| {
+            let o: Vec<serde_json::Value> = r
+                .others
+                .iter()
+                .zip(&r.incomparable)
+                .map(|(o, bad)| match o {
+                    None => serde_json::Value::Null,
+                    Some((s, c)) => {
+                        let mut v = sum(s);
+                        v["pct_better"] = serde_json::json!(c.pct_better);
+                        v["p"] = serde_json::json!(c.p);
+                        v["significant"] = serde_json::json!(c.significant() && !bad);
+                        v["comparable"] = serde_json::json!(!bad);
+                        v
+                    }
+                })
+                .collect();
+            serde_json::json!({
+                "case": r.case,
+                "unit": r.unit,
+                "better": r.better,
+                "base": sum(&r.base),
+                "others": o,
+            })
+        })
+        .collect();
+    serde_json::json!({"files": files, "cases": cases})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

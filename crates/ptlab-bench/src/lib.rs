@@ -3,7 +3,7 @@
 //! (`ptlab compare`), and the report of `ptlab reproduce`.
 //!
 //! Conventions follow how mm developers report microbenchmarks
-//! (shared/ecosystem.md §B): mean ± stdev per arm, % change against the
+//! (as in mmtests): mean ± stdev per arm, % change against the
 //! baseline normalised so that + means better (mmtests' pdiff/pndiff),
 //! significance marked when a Welch two-sample t-test rejects equal means
 //! at the 5% level, arithmetic mean for times (lower is better).
@@ -11,6 +11,7 @@
 pub mod bench;
 pub mod compare;
 pub mod env;
+pub mod headline;
 pub mod perf;
 pub mod report;
 pub mod result;

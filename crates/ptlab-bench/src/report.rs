@@ -13,16 +13,17 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// One of the five seed changes (shared/SEEDS.md).
+/// One of the five seed changes (docs/seeds.md).
 #[derive(Clone, Copy, Debug)]
 pub struct ChangeDef {
-    /// Identifier of the change ([`ModelRow::change`]).
-    pub id: &'static str,
-    /// The model's before-switch for it (`ptlab run --before NAME`).
-    pub model_switch: &'static str,
-    /// Number in SEEDS.md.
+    /// The model's switch for it (`ptlab run --before NAME`), which also
+    /// names the change everywhere ([`ModelRow::change`], the report).
+    pub switch: &'static str,
+    /// Number in docs/seeds.md.
     pub seed: u8,
     pub title: &'static str,
+    /// A few words for the headline table.
+    pub short: &'static str,
     /// Kernel release that merged it.
     pub kernel: &'static str,
     /// Live workloads of the contrast, baseline (the per-PTE / small /
@@ -32,52 +33,52 @@ pub struct ChangeDef {
     pub reading: &'static str,
 }
 
-/// The five changes, in SEEDS.md order.
+/// The five changes, in docs/seeds.md order.
 pub const CHANGES: &[ChangeDef] = &[
     ChangeDef {
-        id: "mremap-pte-batch",
-        model_switch: "mremap-pte-batch",
+        switch: "mremap-pte-batch",
         seed: 1,
         title: "mremap: move PTEs of a large folio as one batch",
+        short: "mremap PTE batching",
         kernel: "6.17",
         arms: &["mremap-batch-4k", "mremap-batch-64k"],
         reading: "On x86-64 the batch is 1 PTE (pte_batch_hint), so 64 KiB folios should not be slower than 4 KiB pages; the gain is arm64 contpte's.",
     },
     ChangeDef {
-        id: "mremap-table-move",
-        model_switch: "mremap-table-move",
+        switch: "mremap-table-move",
         seed: 2,
         title: "mremap: move a whole page table at once",
+        short: "mremap whole-table move",
         kernel: "4.20",
         arms: &["mremap-table-unaligned", "mremap-table-aligned"],
         reading: "Unaligned = the per-PTE path (what every move cost before); aligned = PMD entries re-pointed at the existing PTE tables.",
     },
     ChangeDef {
-        id: "fork-pte-batch",
-        model_switch: "fork-pte-batch",
+        switch: "fork-pte-batch",
         seed: 3,
         title: "fork: copy PTE batches",
+        short: "fork PTE batching",
         kernel: "6.9",
         arms: &["fork-4k", "fork-thp-pte"],
         reading: "PTE-mapped THPs are copied a folio batch at a time (one refcount/mapcount update per batch); order-0 pages must not get slower.",
     },
     ChangeDef {
-        id: "mprotect-pte-batch",
-        model_switch: "mprotect-pte-batch",
+        switch: "mprotect-pte-batch",
         seed: 4,
         title: "mprotect: change protection on PTE batches",
+        short: "mprotect PTE batching",
         kernel: "6.17",
         arms: &["mprotect-4k", "mprotect-64k", "mprotect-thp-pte"],
         reading: "Large folios are changed in batches found by folio_pte_batch(); small folios pay an extra folio lookup per PTE.",
     },
     ChangeDef {
-        id: "uffd-move",
-        model_switch: "uffd-move-batch",
+        switch: "uffd-move-batch",
         seed: 5,
         title: "userfaultfd: move pages instead of copying them (UFFDIO_MOVE)",
+        short: "UFFDIO_MOVE instead of COPY",
         kernel: "6.8",
         arms: &["uffd-copy", "uffd-move"],
-        reading: "UFFDIO_COPY allocates and copies each page and the source must be released; UFFDIO_MOVE re-maps the page.",
+        reading: "UFFDIO_COPY allocates and copies each page and the source must be released; UFFDIO_MOVE re-maps the page. The contrast is COPY vs MOVE (both measured live, both on the model). The model's switch uffd-move-batch selects 6.8-6.17's per-page MOVE instead of 6.18's batched one: with one page per ioctl its before -> after changes little.",
     },
 ];
 
@@ -158,7 +159,7 @@ pub struct ArmRow {
 }
 
 impl Reproduction {
-    fn case(&self, name: &str) -> Option<&Case> {
+    pub(crate) fn case(&self, name: &str) -> Option<&Case> {
         self.live.as_ref()?.cases.iter().find(|c| c.name == name)
     }
 
@@ -195,7 +196,7 @@ impl Reproduction {
     pub fn model_rows(&self, ch: &ChangeDef) -> Vec<&ModelRow> {
         match &self.model {
             Model::Unavailable(_) => Vec::new(),
-            Model::Rows { rows, .. } => rows.iter().filter(|r| r.change == ch.id).collect(),
+            Model::Rows { rows, .. } => rows.iter().filter(|r| r.change == ch.switch).collect(),
         }
     }
 
@@ -243,27 +244,116 @@ fn top_events(ev: &BTreeMap<String, u64>, n: usize) -> String {
         .join(" ")
 }
 
-/// The terminal report.
+/// Why one live arm is only indicative (few runs, high variation).
+pub fn arm_noise(m: &Summary) -> Vec<String> {
+    let mut why = Vec::new();
+    if m.n < crate::headline::MIN_N {
+        why.push(format!("n = {} < {}", m.n, crate::headline::MIN_N));
+    }
+    if m.cv() > crate::headline::MAX_CV {
+        why.push(format!(
+            "CV {:.0}% > {:.0}%",
+            m.cv() * 100.0,
+            crate::headline::MAX_CV * 100.0
+        ));
+    }
+    why
+}
+
+/// The model's effect of the change on one row: `unaffected` when the
+/// switch changes neither its events nor its time, else the % change
+/// (+ = faster after).
+pub fn effect_text(m: &ModelRow) -> String {
+    if m.before_events == m.after_events && m.before_ns == m.after_ns {
+        "unaffected".into()
+    } else {
+        format!("{:+.1}%", m.pct_better())
+    }
+}
+
+/// The (profile, arch) pairs of model rows, in their order.
+pub(crate) fn profiles_of<'a>(rows: &[&'a ModelRow]) -> Vec<(&'a str, &'a str)> {
+    let mut v: Vec<(&str, &str)> = Vec::new();
+    for m in rows {
+        if !v.contains(&(m.profile.as_str(), m.arch.as_str())) {
+            v.push((m.profile.as_str(), m.arch.as_str()));
+        }
+    }
+    v
+}
+
+/// The model row of `workload` on `profile`.
+pub(crate) fn model_row<'a>(
+    rows: &[&'a ModelRow],
+    workload: &str,
+    profile: &str,
+) -> Option<&'a ModelRow> {
+    rows.iter()
+        .copied()
+        .find(|r| r.workload == workload && r.profile == profile)
+}
+
+/// This arm against the change's baseline arm on the same profile, both
+/// with the kernel's current algorithm (+ = faster than the baseline).
+pub fn contrast_text(ch: &ChangeDef, rows: &[&ModelRow], m: &ModelRow) -> String {
+    if m.workload == ch.arms[0] {
+        return "baseline".into();
+    }
+    match model_row(rows, ch.arms[0], &m.profile) {
+        Some(b) => format!(
+            "{:+.1}%",
+            crate::compare::pct_better(b.after_ns, m.after_ns, crate::result::Better::Lower)
+        ),
+        None => "—".into(),
+    }
+}
+
+/// Event counts per operation, once per (workload, arch): they do not
+/// depend on the profile, only on the architecture.
+fn event_lines(rows: &[&ModelRow]) -> Vec<(String, String, String)> {
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    let mut out = Vec::new();
+    for m in rows {
+        if seen.contains(&(m.workload.as_str(), m.arch.as_str())) {
+            continue;
+        }
+        seen.push((m.workload.as_str(), m.arch.as_str()));
+        let after = if m.after_events == m.before_events {
+            "the same".to_string()
+        } else {
+            top_events(&m.after_events, 4)
+        };
+        out.push((
+            format!("{} {}", m.workload, m.arch),
+            top_events(&m.before_events, 4),
+            after,
+        ));
+    }
+    out
+}
+
+/// The terminal report: the headline (as in report.md), then each change.
 pub fn terminal(r: &Reproduction) -> String {
-    let mut s = String::new();
+    let mut s = crate::headline::markdown(r);
+    s.push('\n');
     for ch in CHANGES {
         let _ = writeln!(
             s,
             "== {}. {} (Linux {}) [{}] ==",
-            ch.seed, ch.title, ch.kernel, ch.id
+            ch.seed, ch.title, ch.kernel, ch.switch
         );
         let arms = r.arm_rows(ch);
         let unit = arm_unit(ch);
         if !arms.is_empty() {
             let _ = writeln!(
                 s,
-                "live, this machine ({unit}; + = better than {}; *x%* = significant, Welch p < 0.05):",
+                "live, this machine ({unit}; + = faster than {}; *x%* = significant, Welch p < 0.05; ! = indicative only):",
                 ch.arms[0]
             );
             let _ = writeln!(
                 s,
-                "  {:<24} {:>3} {:>22} {:>10} {:>10} {:>10}  vs baseline",
-                "workload", "n", "mean ± stdev", "median", "min", "max"
+                "  {:<24} {:>3} {:>22} {:>5} {:>10} {:>10} {:>10}  vs baseline",
+                "workload", "n", "mean ± stdev", "CV", "median", "min", "max"
             );
         }
         for a in &arms {
@@ -272,15 +362,22 @@ pub fn terminal(r: &Reproduction) -> String {
                 None => "baseline".to_string(),
                 Some((pct, ratio, p)) => format!("{} ({ratio:.2}x)", change_mark(pct, p)),
             };
+            let noise = arm_noise(m);
             let _ = writeln!(
                 s,
-                "  {:<24} {:>3} {:>22} {:>10} {:>10} {:>10}  {vs}",
+                "  {:<24} {:>3} {:>22} {:>4.0}% {:>10} {:>10} {:>10}  {vs}{}",
                 a.workload,
                 m.n,
                 format!("{} ± {}", num(m.mean), num(m.stdev)),
+                m.cv() * 100.0,
                 num(m.median),
                 num(m.min),
                 num(m.max),
+                if noise.is_empty() {
+                    String::new()
+                } else {
+                    format!("  ! {}", noise.join(", "))
+                }
             );
         }
         for (w, why) in r.skipped_for(ch) {
@@ -294,25 +391,42 @@ pub fn terminal(r: &Reproduction) -> String {
                 let rows = r.model_rows(ch);
                 let _ = writeln!(
                     s,
-                    "model (predicted ns per operation, before -> after {}):",
-                    ch.id
+                    "model (predicted ns per operation; change = {} off -> on, + = faster; vs {} = the same contrast as live, + = faster):",
+                    ch.switch, ch.arms[0]
                 );
                 if rows.is_empty() {
                     let _ = writeln!(s, "  (no predictions for this change)");
                 }
-                for m in rows {
+                let _ = writeln!(
+                    s,
+                    "  {:<24} {:<14} {:<7} {:>12} {:>12} {:>11} {:>11}",
+                    "workload",
+                    "profile",
+                    "arch",
+                    "before",
+                    "after",
+                    "change",
+                    format!("vs {}", ch.arms[0].rsplit('-').next().unwrap_or(""))
+                );
+                for m in &rows {
                     let _ = writeln!(
                         s,
-                        "  {:<24} {:<14} {:<7} {:>12} -> {:>12}  {:+.1}%   events before: {} | after: {}",
+                        "  {:<24} {:<14} {:<7} {:>12} {:>12} {:>11} {:>11}",
                         m.workload,
                         m.profile,
                         m.arch,
                         num(m.before_ns),
                         num(m.after_ns),
-                        m.pct_better(),
-                        top_events(&m.before_events, 3),
-                        top_events(&m.after_events, 3)
+                        effect_text(m),
+                        contrast_text(ch, &rows, m),
                     );
+                }
+                let _ = writeln!(
+                    s,
+                    "  events per operation (the same on every profile of an arch):"
+                );
+                for (w, b, a) in event_lines(&rows) {
+                    let _ = writeln!(s, "    {w:<32} before: {b}; after: {a}");
                 }
             }
         }
@@ -330,30 +444,168 @@ fn esc(t: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// A time in ns as a short human-readable duration.
+pub fn dur(ns: f64) -> String {
+    let (v, u) = if ns >= 1e6 {
+        (ns / 1e6, "ms")
+    } else if ns >= 1e3 {
+        (ns / 1e3, "µs")
+    } else {
+        (ns, "ns")
+    };
+    if v >= 100.0 {
+        format!("{v:.0} {u}")
+    } else if v >= 10.0 {
+        format!("{v:.1} {u}")
+    } else {
+        format!("{v:.2} {u}")
+    }
+}
+
 /// A bar of a chart panel.
 struct Bar {
+    /// Tooltip.
     label: String,
     value: f64,
     err: Option<f64>,
+    /// `live` or `model` (the rect's second class).
     class: &'static str,
+    /// Fill colour and opacity.
+    fill: &'static str,
+    opacity: f64,
 }
 
-/// One panel of bars with a linear axis from 0, value labels and optional
-/// ±err whiskers, at (x, y) of size w×h.
-fn panel(out: &mut String, x: f64, y: f64, w: f64, h: f64, title: &str, bars: &[Bar]) {
-    let _ = write!(
-        out,
-        r#"<g class="panel" transform="translate({x},{y})"><text class="ptitle" x="{}" y="14" text-anchor="middle">{}</text>"#,
-        w / 2.0,
-        esc(title)
+/// A group of bars with one label (one or two lines) under it.
+struct Group {
+    label: Vec<String>,
+    bars: Vec<Bar>,
+}
+
+/// Colours of a change's arms, baseline first.
+const ARM_COLOURS: &[&str] = &["#4a79b5", "#d9822b", "#4f9d5d", "#9b59b6"];
+
+/// A value axis: linear from 0, or logarithmic (whole decades) when the
+/// values span more than 20×.
+struct Axis {
+    log: bool,
+    lo: f64,
+    hi: f64,
+}
+
+impl Axis {
+    fn new(values: impl Iterator<Item = f64>) -> Option<Axis> {
+        let v: Vec<f64> = values.filter(|x| x.is_finite() && *x > 0.0).collect();
+        let max = v.iter().copied().fold(0.0f64, f64::max);
+        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+        if v.is_empty() || max <= 0.0 {
+            return None;
+        }
+        if max / min > 20.0 {
+            Some(Axis {
+                log: true,
+                lo: 10f64.powf(min.log10().floor()),
+                hi: 10f64.powf(max.log10().ceil()),
+            })
+        } else {
+            let step = nice_step(max / 4.0);
+            Some(Axis {
+                log: false,
+                lo: 0.0,
+                hi: (max / step).ceil() * step,
+            })
+        }
+    }
+
+    /// Fraction of the axis height of `v` (0 at the bottom).
+    fn frac(&self, v: f64) -> f64 {
+        let f = if self.log {
+            if v <= self.lo {
+                0.0
+            } else {
+                (v.log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
+            }
+        } else {
+            v / self.hi
+        };
+        f.clamp(0.0, 1.0)
+    }
+
+    fn ticks(&self) -> Vec<f64> {
+        if self.log {
+            let (a, b) = (
+                self.lo.log10().round() as i32,
+                self.hi.log10().round() as i32,
+            );
+            (a..=b).map(|k| 10f64.powi(k)).collect()
+        } else {
+            let step = nice_step(self.hi / 4.0);
+            (0..=((self.hi / step).round() as i32))
+                .map(|k| k as f64 * step)
+                .collect()
+        }
+    }
+}
+
+/// 1, 2 or 5 × a power of ten, at least `x`.
+fn nice_step(x: f64) -> f64 {
+    let p = 10f64.powf(x.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * p)
+        .find(|s| *s >= x)
+        .unwrap_or(10.0 * p)
+}
+
+/// Plot margins of a panel.
+const PLOT_TOP: f64 = 64.0;
+const PLOT_BOTTOM: f64 = 40.0;
+const PLOT_LEFT: f64 = 62.0;
+
+/// One panel: title lines, an optional legend line, a value axis with tick
+/// labels (durations), groups of bars with ±err whiskers, one label per
+/// group; value labels only when `values` (few wide bars).
+#[allow(clippy::too_many_arguments)]
+fn panel(
+    out: &mut String,
+    x: f64,
+    w: f64,
+    h: f64,
+    title: &[String],
+    legend: &[(String, &'static str, f64)],
+    groups: &[Group],
+    values: bool,
+) {
+    let _ = write!(out, r#"<g class="panel" transform="translate({x},0)">"#);
+    for (k, t) in title.iter().enumerate() {
+        let _ = write!(
+            out,
+            r#"<text class="ptitle" x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            w / 2.0,
+            14.0 + 14.0 * k as f64,
+            esc(t)
+        );
+    }
+    // Legend: swatch + text, laid out left to right with measured widths
+    // (about 6.5 px per character at 11 px).
+    let mut lx = PLOT_LEFT;
+    for (text, fill, opacity) in legend {
+        let _ = write!(
+            out,
+            r#"<rect class="swatch" x="{lx:.1}" y="35" width="10" height="10" fill="{fill}" fill-opacity="{opacity}"/><text class="legend" x="{:.1}" y="44">{}</text>"#,
+            lx + 14.0,
+            esc(text)
+        );
+        lx += 14.0 + 6.5 * text.chars().count() as f64 + 14.0;
+    }
+    let ph = h - PLOT_TOP - PLOT_BOTTOM;
+    let pw = w - PLOT_LEFT - 8.0;
+    let axis = Axis::new(
+        groups
+            .iter()
+            .flat_map(|g| g.bars.iter())
+            .flat_map(|b| [b.value, b.value + b.err.unwrap_or(0.0)]),
     );
-    let (top, bottom, left) = (28.0, 70.0, 10.0);
-    let ph = h - top - bottom;
-    let max = bars
-        .iter()
-        .map(|b| b.value + b.err.unwrap_or(0.0))
-        .fold(0.0f64, f64::max);
-    if bars.is_empty() || max <= 0.0 || !max.is_finite() {
+    let Some(axis) = axis else {
         let _ = write!(
             out,
             r#"<text class="empty" x="{}" y="{}" text-anchor="middle">no data</text></g>"#,
@@ -361,124 +613,204 @@ fn panel(out: &mut String, x: f64, y: f64, w: f64, h: f64, title: &str, bars: &[
             h / 2.0
         );
         return;
+    };
+    let y_of = |v: f64| PLOT_TOP + ph - axis.frac(v) * ph;
+    for t in axis.ticks() {
+        let y = y_of(t);
+        let _ = write!(
+            out,
+            r#"<line class="grid" x1="{PLOT_LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            PLOT_LEFT + pw,
+            PLOT_LEFT - 4.0,
+            y + 4.0,
+            if t == 0.0 { "0".to_string() } else { dur(t) }
+        );
     }
-    let slot = (w - left * 2.0) / bars.len() as f64;
-    let bw = (slot * 0.6).min(70.0);
+    if axis.log {
+        let _ = write!(
+            out,
+            r#"<text class="tick scale" x="4" y="{:.1}">log</text>"#,
+            PLOT_TOP - 8.0
+        );
+    }
     let _ = write!(
         out,
-        r#"<line class="axis" x1="{left}" y1="{}" x2="{}" y2="{}"/>"#,
-        top + ph,
-        w - left,
-        top + ph
+        r#"<line class="axis" x1="{PLOT_LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}"/>"#,
+        PLOT_TOP + ph,
+        PLOT_LEFT + pw,
+        PLOT_TOP + ph
     );
-    for (i, b) in bars.iter().enumerate() {
-        let cx = left + slot * (i as f64 + 0.5);
-        let bh = (b.value / max * ph).max(0.5);
-        let by = top + ph - bh;
-        let _ = write!(
-            out,
-            r#"<rect class="bar {}" x="{:.1}" y="{by:.1}" width="{bw:.1}" height="{bh:.1}"><title>{}: {}</title></rect>"#,
-            b.class,
-            cx - bw / 2.0,
-            esc(&b.label),
-            num(b.value)
-        );
-        if let Some(e) = b.err.filter(|e| *e > 0.0) {
-            let y1 = top + ph - (b.value + e) / max * ph;
-            let y2 = top + ph - ((b.value - e).max(0.0)) / max * ph;
+    let gw = pw / groups.len().max(1) as f64;
+    for (gi, g) in groups.iter().enumerate() {
+        let gx = PLOT_LEFT + gw * gi as f64;
+        let bw = ((gw * 0.8) / g.bars.len().max(1) as f64).min(48.0);
+        let start = gx + (gw - bw * g.bars.len() as f64) / 2.0;
+        for (i, b) in g.bars.iter().enumerate() {
+            let cx = start + bw * (i as f64 + 0.5);
+            let by = y_of(b.value);
             let _ = write!(
                 out,
-                r#"<line class="err" x1="{cx:.1}" y1="{y1:.1}" x2="{cx:.1}" y2="{y2:.1}"/><line class="err" x1="{:.1}" y1="{y1:.1}" x2="{:.1}" y2="{y1:.1}"/>"#,
-                cx - 5.0,
-                cx + 5.0
+                r#"<rect class="bar {}" x="{:.1}" y="{by:.1}" width="{:.1}" height="{:.1}" fill="{}" fill-opacity="{}"><title>{}: {}</title></rect>"#,
+                b.class,
+                cx - bw * 0.42,
+                bw * 0.84,
+                (PLOT_TOP + ph - by).max(0.5),
+                b.fill,
+                b.opacity,
+                esc(&b.label),
+                dur(b.value)
             );
+            let mut top = by;
+            if let Some(e) = b.err.filter(|e| *e > 0.0) {
+                let y1 = y_of(b.value + e);
+                let y2 = y_of((b.value - e).max(axis.lo));
+                top = y1;
+                let _ = write!(
+                    out,
+                    r#"<line class="err" x1="{cx:.1}" y1="{y1:.1}" x2="{cx:.1}" y2="{y2:.1}"/><line class="err" x1="{:.1}" y1="{y1:.1}" x2="{:.1}" y2="{y1:.1}"/><line class="err" x1="{:.1}" y1="{y2:.1}" x2="{:.1}" y2="{y2:.1}"/>"#,
+                    cx - 5.0,
+                    cx + 5.0,
+                    cx - 5.0,
+                    cx + 5.0
+                );
+            }
+            if values {
+                let _ = write!(
+                    out,
+                    r#"<text class="val" x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                    (top - 4.0).max(PLOT_TOP - 2.0),
+                    dur(b.value)
+                );
+            }
         }
-        let _ = write!(
-            out,
-            r#"<text class="val" x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            by - 4.0,
-            num(b.value)
-        );
-        // Labels: wrap at '/' or ' ' into up to three short lines.
-        for (k, part) in b.label.split('|').enumerate() {
+        for (k, l) in g.label.iter().enumerate() {
             let _ = write!(
                 out,
-                r#"<text class="lbl" x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                top + ph + 14.0 + 12.0 * k as f64,
-                esc(part)
+                r#"<text class="lbl" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                gx + gw / 2.0,
+                PLOT_TOP + ph + 14.0 + 12.0 * k as f64,
+                esc(l)
             );
         }
     }
     out.push_str("</g>");
 }
 
-/// The SVG chart of one change: live arms (mean ± stdev) on the left,
-/// model before/after per workload and profile on the right.
-pub fn chart(r: &Reproduction, ch: &ChangeDef) -> String {
-    let arms = r.arm_rows(ch);
-    let live: Vec<Bar> = arms
+/// The part of an arm's name after the change's common prefix (`64k`).
+pub(crate) fn arm_short(ch: &ChangeDef, arm: &str) -> String {
+    let common = ch
+        .arms
         .iter()
-        .map(|a| Bar {
-            label: a.workload.clone(),
-            value: a.summary.mean,
-            err: Some(a.summary.stdev),
-            class: "live",
+        .map(|a| {
+            a.chars()
+                .zip(ch.arms[0].chars())
+                .take_while(|(x, y)| x == y)
+                .count()
+        })
+        .min()
+        .unwrap_or(0);
+    let cut = ch.arms[0][..common].rfind('-').map_or(0, |i| i + 1);
+    arm[cut..].to_string()
+}
+
+/// The SVG chart of one change: live arms (mean ± stdev, log scale when
+/// they span more than 20×) on the left; on the right the model's
+/// predicted time grouped by profile, one colour per arm, pale before the
+/// change and solid after it, with a legend.
+pub fn chart(r: &Reproduction, ch: &ChangeDef) -> String {
+    let (w, h) = (960.0, 300.0);
+    let lw = 250.0;
+    let arms = r.arm_rows(ch);
+    let colour = |arm: &str| {
+        let i = ch.arms.iter().position(|a| *a == arm).unwrap_or(0);
+        ARM_COLOURS[i % ARM_COLOURS.len()]
+    };
+    let live: Vec<Group> = arms
+        .iter()
+        .map(|a| Group {
+            label: vec![arm_short(ch, &a.workload)],
+            bars: vec![Bar {
+                label: a.workload.clone(),
+                value: a.summary.mean,
+                err: Some(a.summary.stdev),
+                class: "live",
+                fill: colour(&a.workload),
+                opacity: 1.0,
+            }],
         })
         .collect();
-    let mrows = r.model_rows(ch);
-    let mut model = Vec::new();
-    for m in &mrows {
-        for (when, v, class) in [
-            ("before", m.before_ns, "before"),
-            ("after", m.after_ns, "after"),
-        ] {
-            model.push(Bar {
-                label: format!("{}|{} {}|{when}", m.workload, m.profile, m.arch),
-                value: v,
-                err: None,
-                class,
-            });
-        }
-    }
-    let mw = (model.len().max(6) as f64 * 60.0).min(900.0);
-    let (lw, h) = (60.0 + 140.0 * live.len().max(2) as f64, 300.0);
-    let w = lw + mw + 20.0;
     let mut s = format!(
         r#"<svg class="chart" data-change="{}" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{}">"#,
-        ch.id,
+        ch.switch,
         esc(ch.title)
     );
-    let unit = arm_unit(ch);
     panel(
         &mut s,
         0.0,
-        0.0,
         lw,
         h,
-        &format!("live: {unit} (mean ± stdev)"),
+        &["live (mean ± stdev)".to_string(), arm_unit(ch).to_string()],
+        &[],
         &live,
+        true,
     );
     match &r.model {
         Model::Unavailable(why) => {
             let _ = write!(
                 s,
-                r#"<g class="panel" transform="translate({},0)"><text class="ptitle" x="{}" y="14" text-anchor="middle">model</text><text class="empty" x="{}" y="{}" text-anchor="middle">{}</text></g>"#,
-                lw + 20.0,
-                mw / 2.0,
-                mw / 2.0,
+                r#"<g class="panel" transform="translate({lw},0)"><text class="ptitle" x="{}" y="14" text-anchor="middle">model</text><text class="empty" x="{}" y="{}" text-anchor="middle">{}</text></g>"#,
+                (w - lw) / 2.0,
+                (w - lw) / 2.0,
                 h / 2.0,
                 esc(why)
             );
         }
-        Model::Rows { .. } => panel(
-            &mut s,
-            lw + 20.0,
-            0.0,
-            mw,
-            h,
-            "model: predicted ns per operation, before vs after",
-            &model,
-        ),
+        Model::Rows { .. } => {
+            let rows = r.model_rows(ch);
+            let profiles = profiles_of(&rows);
+            let groups: Vec<Group> = profiles
+                .iter()
+                .map(|(p, arch)| Group {
+                    label: vec![p.to_string(), arch.to_string()],
+                    bars: rows
+                        .iter()
+                        .filter(|m| m.profile == *p)
+                        .flat_map(|m| {
+                            [("before", m.before_ns, 0.4), ("after", m.after_ns, 1.0)].map(
+                                |(when, value, opacity)| Bar {
+                                    label: format!("{} on {p}, {when} {}", m.workload, ch.switch),
+                                    value,
+                                    err: None,
+                                    class: "model",
+                                    fill: colour(&m.workload),
+                                    opacity,
+                                },
+                            )
+                        })
+                        .collect(),
+                })
+                .collect();
+            let mut legend: Vec<(String, &'static str, f64)> = ch
+                .arms
+                .iter()
+                .map(|a| (arm_short(ch, a), colour(a), 1.0))
+                .collect();
+            legend.push(("pale: before the change".into(), "#888888", 0.4));
+            legend.push(("solid: after".into(), "#888888", 1.0));
+            panel(
+                &mut s,
+                lw,
+                w - lw,
+                h,
+                &[format!(
+                    "model: predicted time per operation, {} before vs after",
+                    ch.switch
+                )],
+                &legend,
+                &groups,
+                false,
+            );
+        }
     }
     s.push_str("</svg>");
     s
@@ -487,17 +819,55 @@ pub fn chart(r: &Reproduction, ch: &ChangeDef) -> String {
 const CSS: &str = "
 body { font-family: 'DejaVu Sans', Arial, sans-serif; margin: 2em; color: #222; max-width: 1400px; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
-table.env td, details.counters td { text-align: left; } details.counters { margin: 0.4em 0; font-size: 0.9em; } td.sig { font-weight: bold; } .note { color: #555; font-size: 0.9em; }
+table.env td, details.counters td, table.headline td { text-align: left; } table.env td { overflow-wrap: anywhere; }
+details.counters { margin: 0.4em 0; font-size: 0.9em; } td.sig { font-weight: bold; } .note { color: #555; font-size: 0.9em; }
+td.noisy, .noise { color: #a40; } td.DISAGREE { color: #b00; font-weight: bold; }
 .skip { color: #a40; } .unavailable { color: #a40; font-style: italic; }
-svg.chart { display: block; margin: 0.8em 0; background: #fafafa; border: 1px solid #ddd; }
-svg .bar.live { fill: #4a79b5; } svg .bar.before { fill: #c9823b; } svg .bar.after { fill: #4f9d5d; }
-svg .err, svg .axis { stroke: #333; stroke-width: 1; }
+svg.chart { display: block; margin: 0.8em 0; background: #fafafa; border: 1px solid #ddd; max-width: 100%; height: auto; }
+svg .err, svg .axis { stroke: #333; stroke-width: 1; } svg .grid { stroke: #ddd; stroke-width: 1; }
 svg text { font-size: 11px; fill: #222; } svg .ptitle { font-size: 12px; font-weight: bold; }
-svg .empty { fill: #a40; font-style: italic; }
+svg .tick { fill: #555; font-size: 10px; } svg .empty { fill: #a40; font-style: italic; }
 ";
+
+/// An HTML table from headline rows (backticks become `<code>`).
+fn html_table(class: &str, head: &[String], rows: &[Vec<String>]) -> String {
+    let cell = |t: &str| {
+        let mut out = String::new();
+        for (i, part) in esc(t).split('`').enumerate() {
+            if i % 2 == 1 {
+                let _ = write!(out, "<code>{part}</code>");
+            } else {
+                out.push_str(part);
+            }
+        }
+        out
+    };
+    let mut s = format!("<div class=\"scroll\"><table class=\"{class}\"><tr>");
+    for h in head {
+        let _ = write!(s, "<th>{}</th>", cell(h));
+    }
+    s.push_str("</tr>\n");
+    for r in rows {
+        s.push_str("<tr>");
+        for c in r {
+            let class = if c.starts_with("indicative") {
+                " class=\"noisy\""
+            } else if c == "DISAGREE" {
+                " class=\"DISAGREE\""
+            } else {
+                ""
+            };
+            let _ = write!(s, "<td{class}>{}</td>", cell(c));
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</table></div>\n");
+    s
+}
 
 /// A collapsed table per change: the layout each arm verified, and every
 /// counter (THP, vmstat, perf) over the measured runs, one column per arm.
@@ -528,30 +898,55 @@ fn counters_details(s: &mut String, r: &Reproduction, ch: &ChangeDef) {
     s.push_str("</table></details>\n");
 }
 
+/// The headline section of the HTML report (report.md's content).
+fn html_headline(s: &mut String, r: &Reproduction) {
+    use crate::headline as hl;
+    s.push_str("<section class=\"headline\" id=\"headline\"><h2>Headline: did each change make things faster, and does the model agree?</h2>\n");
+    let (h, rows) = hl::headline_table(r);
+    s.push_str(&html_table("headline", &h, &rows));
+    let n = hl::noise_summary(r);
+    if !n.is_empty() {
+        let _ = writeln!(s, "<p class=\"noise\"><strong>{}</strong></p>", esc(&n));
+    }
+    if r.quick {
+        let _ = writeln!(s, "<p class=\"noise\">{}.</p>", esc(hl::QUICK_TRADE));
+    }
+    if let Some(why) = hl::local_missing(r) {
+        let _ = writeln!(s, "<p class=\"noise\">{}.</p>", esc(&why));
+    }
+    let _ = writeln!(s, "<p class=\"note\">{}</p>", esc(hl::LEGEND));
+    s.push_str("<h3>Every live contrast next to the model's prediction of it</h3>\n");
+    let (h, rows) = hl::contrast_table(r);
+    s.push_str(&html_table("contrasts", &h, &rows));
+    s.push_str("<h3>What each change buys, per the model</h3>\n<p class=\"note\">The switch's before → after on the headline arm, + = faster after.</p>\n");
+    let (h, rows) = hl::effect_table(r);
+    s.push_str(&html_table("effects", &h, &rows));
+    s.push_str("<p class=\"note\">The same tables are in report.md.</p></section>\n");
+}
+
 /// The self-contained HTML report.
 pub fn html(r: &Reproduction) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ptlab reproduce</title><style>{CSS}</style></head><body>\n"
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>ptlab reproduce</title><style>{CSS}</style></head><body>\n"
     );
     let e = &r.environment;
     let _ = write!(
         s,
-        "<h1>ptlab reproduce{}</h1>\n<p class=\"note\">{}</p>\n<p>The five seed changes: each workload measured live on this machine \
-         (mean ± stdev of per-run means; % change against the first arm, + = better, bold = significant by \
-         Welch's t-test at p &lt; 0.05) next to the model's predictions before and after the change.</p>\n",
+        "<h1>ptlab reproduce{}</h1>\n<p class=\"note\">{}</p>\n",
         if r.quick { " (--quick)" } else { "" },
         esc(&r
             .live
             .as_ref()
             .map_or(String::new(), |l| format!("live run started {}", l.started)))
     );
+    html_headline(&mut s, r);
     let _ = writeln!(
         s,
-        "<table class=\"env\"><tr><th>kernel</th><td>{}</td></tr><tr><th>CPU</th><td>{} ({} CPUs)</td></tr>\
+        "<h2>Environment</h2><div class=\"scroll\"><table class=\"env\"><tr><th>kernel</th><td>{}</td></tr><tr><th>CPU</th><td>{} ({} CPUs)</td></tr>\
          <tr><th>memory</th><td>{} MiB</td></tr><tr><th>THP</th><td>{}</td></tr><tr><th>config ({})</th><td>{}</td></tr>\
-         <tr><th>ptlab</th><td>{} {}</td></tr><tr><th>load average at start</th><td>{}</td></tr></table>",
+         <tr><th>ptlab</th><td>{} {}</td></tr><tr><th>load average at start</th><td>{}</td></tr></table></div>",
         esc(&e.kernel),
         esc(&e.cpu),
         e.cpus,
@@ -579,15 +974,16 @@ pub fn html(r: &Reproduction) -> String {
     for ch in CHANGES {
         let _ = write!(
             s,
-            "<section class=\"change\" id=\"{}\"><h2>{}. {} (Linux {})</h2>\n<p class=\"note\">{}</p>\n",
-            ch.id,
+            "<section class=\"change\" id=\"{}\"><h2>{}. {} (Linux {}) <code>{}</code></h2>\n<p class=\"note\">{}</p>\n",
+            ch.switch,
             ch.seed,
             esc(ch.title),
             ch.kernel,
+            ch.switch,
             esc(ch.reading)
         );
         let arms = r.arm_rows(ch);
-        s.push_str("<table class=\"live\"><tr><th>workload (live)</th><th>unit</th><th>n</th><th>mean ± stdev</th><th>median</th><th>min</th><th>max</th><th>95% CI ±</th><th>vs baseline</th></tr>\n");
+        s.push_str("<div class=\"scroll\"><table class=\"live\"><tr><th>workload (live)</th><th>unit</th><th>n</th><th>mean ± stdev</th><th>CV</th><th>median</th><th>min</th><th>max</th><th>95% CI ±</th><th>vs baseline (+ = faster)</th><th>noise</th></tr>\n");
         for a in &arms {
             let m = &a.summary;
             let (vs, class) = match a.vs_base {
@@ -601,22 +997,29 @@ pub fn html(r: &Reproduction) -> String {
                     },
                 ),
             };
+            let noise = arm_noise(m);
             let _ = writeln!(
                 s,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ± {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{class}>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ± {}</td><td>{:.0}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{class}>{}</td><td class=\"noisy\">{}</td></tr>",
                 esc(&a.workload),
                 esc(&a.unit),
                 m.n,
                 num(m.mean),
                 num(m.stdev),
+                m.cv() * 100.0,
                 num(m.median),
                 num(m.min),
                 num(m.max),
                 num(m.ci95),
-                esc(&vs)
+                esc(&vs),
+                if noise.is_empty() {
+                    String::new()
+                } else {
+                    format!("indicative only: {}", esc(&noise.join(", ")))
+                }
             );
         }
-        s.push_str("</table>\n");
+        s.push_str("</table></div>\n");
         counters_details(&mut s, r, ch);
         for (w, why) in r.skipped_for(ch) {
             let _ = writeln!(s, "<p class=\"skip\">{}: skipped: {}</p>", esc(w), esc(why));
@@ -626,36 +1029,49 @@ pub fn html(r: &Reproduction) -> String {
                 let _ = writeln!(s, "<p class=\"unavailable\">{}</p>", esc(why));
             }
             Model::Rows { source, .. } => {
+                let rows = r.model_rows(ch);
                 let _ = writeln!(
                     s,
-                    "<table class=\"model\"><caption>model ({})</caption><tr><th>workload (model)</th><th>profile</th><th>arch</th><th>before ns</th><th>after ns</th><th>change</th><th>events before</th><th>events after</th></tr>",
-                    esc(source)
+                    "<div class=\"scroll\"><table class=\"model\"><caption>model ({})</caption><tr><th>workload (model)</th><th>profile</th><th>arch</th><th>before</th><th>after</th><th>change ({} off → on, + = faster)</th><th>vs {} (after, + = faster)</th></tr>",
+                    esc(source),
+                    ch.switch,
+                    ch.arms[0]
                 );
-                for m in r.model_rows(ch) {
+                for m in &rows {
                     let _ = writeln!(
                         s,
-                        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:+.1}%</td><td>{}</td><td>{}</td></tr>",
+                        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                         esc(&m.workload),
                         esc(&m.profile),
                         esc(&m.arch),
-                        num(m.before_ns),
-                        num(m.after_ns),
-                        m.pct_better(),
-                        esc(&top_events(&m.before_events, 4)),
-                        esc(&top_events(&m.after_events, 4))
+                        dur(m.before_ns),
+                        dur(m.after_ns),
+                        effect_text(m),
+                        contrast_text(ch, &rows, m)
                     );
                 }
-                s.push_str("</table>\n");
+                s.push_str("</table></div>\n<details class=\"counters\"><summary>model events per operation (the same on every profile of an architecture)</summary><table><tr><th>workload, arch</th><th>before</th><th>after</th></tr>\n");
+                for (w, b, a) in event_lines(&rows) {
+                    let _ = writeln!(
+                        s,
+                        "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                        esc(&w),
+                        esc(&b),
+                        esc(&a)
+                    );
+                }
+                s.push_str("</table></details>\n");
             }
         }
         s.push_str(&chart(r, ch));
         s.push_str("\n</section>\n");
     }
-    s.push_str("<p class=\"note\">Files: live.json (ptlab bench result; <code>ptlab compare</code> reads it), model.json (model rows, when available).</p>\n</body></html>\n");
+    s.push_str("<p class=\"note\">Files: report.md (the headline), report.txt, live.json (ptlab bench result; <code>ptlab compare</code> reads it), model.json (model rows, when available).</p>\n</body></html>\n");
     s
 }
 
-/// Write report.html, live.json (if any) and model.json (if any) to `dir`.
+/// Write report.html, report.txt, report.md, live.json (if any) and
+/// model.json (if any) to `dir`.
 pub fn write(dir: &std::path::Path, r: &Reproduction) -> std::io::Result<Vec<std::path::PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut written = Vec::new();
@@ -677,6 +1093,9 @@ pub fn write(dir: &std::path::Path, r: &Reproduction) -> std::io::Result<Vec<std
     }
     let p = dir.join("report.txt");
     std::fs::write(&p, terminal(r))?;
+    written.push(p);
+    let p = dir.join("report.md");
+    std::fs::write(&p, crate::headline::markdown(r))?;
     written.push(p);
     Ok(written)
 }
@@ -717,16 +1136,27 @@ mod tests {
             .iter()
             .flat_map(|c| {
                 c.arms.iter().flat_map(move |w| {
-                    ["a", "b"].into_iter().map(move |p| ModelRow {
-                        change: c.id.into(),
-                        workload: (*w).into(),
-                        profile: p.into(),
-                        arch: "arm64".into(),
-                        before_ns: 200.0,
-                        after_ns: 150.0,
-                        before_events: [("ptep_get".to_string(), 16u64)].into(),
-                        after_events: [("ptep_get".to_string(), 1u64)].into(),
-                    })
+                    [("local", "x86_64"), ("b", "arm64")]
+                        .into_iter()
+                        .map(move |(p, arch)| {
+                            // The baseline arm is unaffected by its change;
+                            // the others halve their time.
+                            let base = *w == c.arms[0];
+                            ModelRow {
+                                change: c.switch.into(),
+                                workload: (*w).into(),
+                                profile: p.into(),
+                                arch: arch.into(),
+                                before_ns: 200.0,
+                                after_ns: if base { 200.0 } else { 100.0 },
+                                before_events: [("ptep_get".to_string(), 16u64)].into(),
+                                after_events: [(
+                                    "ptep_get".to_string(),
+                                    if base { 16u64 } else { 1 },
+                                )]
+                                .into(),
+                            }
+                        })
                 })
             })
             .collect();
@@ -771,16 +1201,27 @@ mod tests {
     fn terminal_table_has_every_change_and_arm() {
         let t = terminal(&synthetic(false));
         for ch in CHANGES {
-            assert!(t.contains(&format!("[{}]", ch.id)), "{t}");
+            assert!(t.contains(&format!("[{}]", ch.switch)), "{t}");
         }
-        assert_eq!(t.matches(NO_MODEL).count(), CHANGES.len());
+        // Once per change, once in the headline.
+        assert_eq!(t.matches(NO_MODEL).count(), CHANGES.len() + 1);
         assert!(t.contains("mremap-table-aligned"));
         assert!(t.contains("*+99.0%* (0.01x)"), "{t}");
         assert!(t.contains("uffd-move: SKIPPED: no /dev/userfaultfd"));
         let with = terminal(&synthetic(true));
         assert!(!with.contains(NO_MODEL));
-        assert!(with.contains("-> "));
-        assert!(with.contains("+25.0%"), "{with}");
+        assert!(with.contains("off -> on"));
+        assert!(with.contains("+50.0%"), "{with}");
+        // No +0.0% filler: the baseline arm's model rows say what they are.
+        for l in with
+            .lines()
+            .filter(|l| l.contains(" local ") || l.contains(" b "))
+        {
+            assert!(!l.contains("+0.0%"), "{l}");
+        }
+        assert_eq!(with.matches("unaffected").count(), 2 * CHANGES.len());
+        // Events once per (workload, arch), not once per profile.
+        assert_eq!(with.matches("ptep_get=16").count(), 11 * 2);
     }
 
     #[test]
@@ -795,7 +1236,7 @@ mod tests {
                 CHANGES.len()
             );
             for ch in CHANGES {
-                assert!(h.contains(&format!("data-change=\"{}\"", ch.id)));
+                assert!(h.contains(&format!("data-change=\"{}\"", ch.switch)));
             }
             // Live rows: one per measured case.
             let live_rows = h
@@ -810,17 +1251,23 @@ mod tests {
                 })
                 .collect::<Vec<_>>();
             assert_eq!(live_rows, vec![2, 2, 2, 3, 1]);
-            // One counters table per change with a measured arm.
-            assert_eq!(h.matches("<details class=\"counters\">").count(), 5);
-            // Live bars: one per measured case.
-            assert_eq!(h.matches("class=\"bar live\"").count(), 10);
+            // One counters table per change with a measured arm, and one of
+            // model events per change when there is a model.
+            assert_eq!(
+                h.matches("<details class=\"counters\">").count(),
+                if model { 10 } else { 5 }
+            );
+            // Live bars: one per measured case; model bars: 2 profiles ×
+            // (2+2+2+3+2) workloads, before (pale) and after (solid).
+            assert_eq!(h.matches("<rect class=\"bar live\"").count(), 10);
+            let bars = h.matches("<rect class=\"bar model\"").count();
             if model {
                 let model_rows = h.matches("<table class=\"model\">").count();
                 assert_eq!(model_rows, 5);
-                // 2 profiles × (2+2+2+3+2) workloads, before and after bars.
-                assert_eq!(h.matches("class=\"bar before\"").count(), 22);
-                assert_eq!(h.matches("class=\"bar after\"").count(), 22);
+                assert_eq!(bars, 44);
+                assert_eq!(h.matches("fill-opacity=\"0.4\"><title>").count(), 22);
             } else {
+                assert_eq!(bars, 0);
                 assert_eq!(h.matches(NO_MODEL).count(), 2 * CHANGES.len());
             }
             // Self-contained: no external resources.
@@ -837,6 +1284,70 @@ mod tests {
         assert_eq!(h.matches("<svg class=\"chart\"").count(), CHANGES.len());
         assert_eq!(h.matches("no data").count(), CHANGES.len());
         assert!(terminal(&r).contains("live: SKIPPED: needs root"));
+    }
+
+    #[test]
+    fn headline_leads_every_output_and_flags_noise() {
+        let r = synthetic(true);
+        let md = crate::headline::markdown(&r);
+        let t = terminal(&r);
+        let h = html(&r);
+        assert!(t.starts_with(&md));
+        // One row per change, naming its switch, before any section.
+        let (_, rows) = crate::headline::headline_table(&r);
+        assert_eq!(rows.len(), CHANGES.len());
+        // uffd-move was skipped: said so, no verdict.
+        assert_eq!(rows[4][3], "not measured");
+        assert_eq!(rows[4][rows[4].len() - 2], "—");
+        for ch in &CHANGES[..4] {
+            assert!(md.contains(&format!("`{}`", ch.switch)), "{md}");
+            assert!(h.contains(&format!("<code>{}</code>", ch.switch)));
+        }
+        let head = h.find("id=\"headline\"").unwrap();
+        assert!(head < h.find("<section class=\"change\"").unwrap());
+        // Three runs per arm: every row indicative, with the firm command.
+        assert_eq!(md.matches("indicative only (n = 3 < 5").count(), 4, "{md}");
+        assert!(md.contains("target/release/ptlab reproduce   (as root, without --quick"));
+        assert!(md.contains(crate::headline::QUICK_TRADE));
+        // mremap-batch: live ≈ 0 (n.s.), the local profile predicts +50%.
+        assert!(rows[0].contains(&"DISAGREE".to_string()), "{:?}", rows[0]);
+        // mremap-table: live +99% (significant), predicted +50%.
+        assert!(
+            rows[1].contains(&"same direction".to_string()),
+            "{:?}",
+            rows[1]
+        );
+        // The uffd section shows COPY vs MOVE, under the switch's name.
+        assert!(t.contains("[uffd-move-batch]"));
+        assert!(!t.contains("[uffd-move]"));
+    }
+
+    #[test]
+    fn charts_use_a_log_axis_when_values_span_more_than_20x() {
+        let r = synthetic(false);
+        // mremap-table: 5000 vs 50 live.
+        let c = chart(&r, &CHANGES[1]);
+        assert!(c.contains(">log</text>"), "{c}");
+        // fork: 200 vs 100.
+        assert!(!chart(&r, &CHANGES[2]).contains(">log</text>"));
+        // Error bars on live bars; arm names without their common prefix.
+        assert!(c.contains("class=\"err\""));
+        assert!(c.contains(">aligned</text>") && c.contains(">unaligned</text>"));
+        let a = Axis::new([50.0, 5000.0].into_iter()).unwrap();
+        assert_eq!((a.lo, a.hi), (10.0, 10000.0));
+        assert_eq!(a.ticks(), vec![10.0, 100.0, 1000.0, 10000.0]);
+        let a = Axis::new([100.0, 210.0].into_iter()).unwrap();
+        assert!(!a.log && a.hi >= 210.0 && a.lo == 0.0);
+    }
+
+    #[test]
+    fn write_emits_report_md() {
+        let dir = std::env::temp_dir().join(format!("ptlab-report-md-{}", std::process::id()));
+        let files = write(&dir, &synthetic(true)).unwrap();
+        assert!(files.iter().any(|f| f.ends_with("report.md")));
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(md.starts_with("# ptlab reproduce"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -859,9 +1370,9 @@ mod tests {
     fn model_switches_exist_in_the_model() {
         for ch in CHANGES {
             assert!(
-                ptlab_model::Before::from_switch(ch.model_switch).is_some(),
+                ptlab_model::Before::from_switch(ch.switch).is_some(),
                 "{}",
-                ch.model_switch
+                ch.switch
             );
         }
     }

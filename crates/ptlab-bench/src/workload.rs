@@ -1,4 +1,4 @@
-//! The seed workloads (shared/SEEDS.md), run natively on the live kernel.
+//! The seed workloads (docs/seeds.md), run natively on the live kernel.
 //!
 //! Every case runs in a child process forked from ptlab, at fixed addresses
 //! in an arena ptlab itself never uses ([`ARENA`]). After `fork()` the child
@@ -114,7 +114,7 @@ pub struct Params {
 pub struct Workload {
     /// The shared name (also `scenarios/seeds/<name>.ptl` in the model).
     pub name: &'static str,
-    /// Seed number in shared/SEEDS.md.
+    /// Seed number in docs/seeds.md.
     pub seed: u8,
     pub kind: Kind,
     pub layout: Layout,

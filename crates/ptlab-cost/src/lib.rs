@@ -51,12 +51,10 @@ pub mod seeds;
 /// Why a profile could not be loaded or a prediction made.
 #[derive(Debug, Error)]
 pub enum CostError {
-    #[error("cannot read profile {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The cause is in the message, not also a `source()`: printed as a
+    /// chain (`{:#}`) it would repeat.
+    #[error("cannot read profile {path}: {err}")]
+    Io { path: String, err: std::io::Error },
     #[error("profile {origin}: {message}")]
     Profile { origin: String, message: String },
     #[error("no built-in profile named '{name}' (built-in: {known}); pass a path to a .toml file for your own")]
@@ -205,9 +203,9 @@ pub fn builtin_profiles() -> Vec<Profile> {
 
 /// Read a profile file (TOML).
 pub fn load_profile(path: &Path) -> Result<Profile, CostError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CostError::Io {
+    let text = std::fs::read_to_string(path).map_err(|err| CostError::Io {
         path: path.display().to_string(),
-        source,
+        err,
     })?;
     parse_profile(&text, &path.display().to_string())
 }
@@ -523,6 +521,20 @@ pub fn pct_change(before: f64, after: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_profile_names_its_cause_once() {
+        let e = load_profile(Path::new("/nonexistent/ptlab-profile.toml")).unwrap_err();
+        // Printed as an error chain, the cause must not repeat.
+        let mut chain = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            chain.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+        assert_eq!(chain.matches("No such file").count(), 1, "{chain}");
+        assert!(chain.contains("/nonexistent/ptlab-profile.toml"));
+    }
 
     #[test]
     fn builtin_profiles_price_every_event_with_a_source() {

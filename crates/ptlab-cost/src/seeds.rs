@@ -38,7 +38,7 @@ macro_rules! seed_src {
     };
 }
 
-/// Every seed workload, in SEEDS.md order.
+/// Every seed workload, in docs/seeds.md order.
 pub const SEEDS: &[Seed] = &[
     Seed {
         name: "mremap-batch-4k",

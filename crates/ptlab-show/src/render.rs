@@ -118,8 +118,11 @@ pub struct Picture {
     pub subtitle: Vec<String>,
     pub panels: Vec<Panel>,
     /// Hardware events of the step (batches, TLB invalidations). `None`:
-    /// the backend does not account them (yet).
+    /// not recorded, for the reason in `events_unavailable`.
     pub events: Option<Vec<HwEvent>>,
+    /// Why `events` is None (printed as is); None: the live kernel's
+    /// reason (it cannot tell which batches and invalidations it used).
+    pub events_unavailable: Option<String>,
     /// Extra lines shown at the bottom (run failures, notes).
     pub notes: Vec<String>,
 }
@@ -357,7 +360,11 @@ pub fn render_html(pic: &Picture, opts: &RenderOptions) -> String {
     for s in &pic.subtitle {
         let _ = writeln!(h, "<div class=\"sub\">{}</div>", esc(s));
     }
-    let _ = writeln!(h, "<div class=\"legend\">{}</div>", legend());
+    let _ = writeln!(
+        h,
+        "<div class=\"legend\">{}</div>",
+        legend(pictures_arm64(pic))
+    );
     h.push_str("<div class=\"panels\">\n");
     for (pi, panel) in pic.panels.iter().enumerate() {
         let _ = writeln!(
@@ -468,12 +475,18 @@ fn stats_section(h: &mut String, pic: &Picture) {
 fn events_section(h: &mut String, pic: &Picture) {
     h.push_str("<div class=\"events\" data-kind=\"events\"><b>Operation's work: batches and TLB invalidations</b>");
     match &pic.events {
-        None => h.push_str(
-            "<p data-kind=\"events-unavailable\">Not shown: this backend cannot tell which batches and TLB \
-             invalidations the kernel used (the live kernel shows only the result; run on the model to see them). \
-             Entries the step changed are outlined in red.</p>",
-        ),
-        Some(ev) if ev.is_empty() => h.push_str("<p>No batches or TLB invalidations were recorded for this step.</p>"),
+        None => {
+            let why = pic.events_unavailable.clone().unwrap_or_else(|| {
+                "Not shown: the live kernel cannot tell which batches and TLB invalidations it used \
+                 (it shows only the result); run on the model (--backend model) to see them. \
+                 Entries the step changed are outlined in red."
+                    .to_string()
+            });
+            let _ = write!(h, "<p data-kind=\"events-unavailable\">{}</p>", esc(&why));
+        }
+        Some(ev) if ev.is_empty() => {
+            h.push_str("<p>No batches or TLB invalidations were recorded for this step.</p>")
+        }
         Some(ev) => {
             let _ = write!(h, "<ul>");
             for line in summarize_events(ev) {
@@ -530,8 +543,18 @@ pub(crate) fn summarize_events(ev: &[crate::HwEvent]) -> Vec<String> {
     out
 }
 
-/// The legend: one sample of every mark.
-fn legend() -> String {
+/// Whether a picture is of arm64 page tables: the model's architecture,
+/// or for /proc snapshots the machine's own.
+fn pictures_arm64(pic: &Picture) -> bool {
+    pic.panels.iter().any(|p| match p.snapshot.arch {
+        Some(a) => a == ptlab_model::ArchKind::Arm64,
+        None => cfg!(target_arch = "aarch64"),
+    })
+}
+
+/// The legend: one sample of every mark the picture can have (the arm64
+/// contiguous block only on arm64).
+fn legend(arm64: bool) -> String {
     let mut s = String::new();
     let _ = write!(s, "<svg width=\"1180\" height=\"40\" data-kind=\"legend\">");
     let mut x = 4.0;
@@ -591,7 +614,9 @@ fn legend() -> String {
         x += 40.0 + label.len() as f64 * 6.1;
     };
     item2(&mut s, "<rect x=\"0.5\" y=\"0.5\" width=\"25\" height=\"12\" fill=\"none\" stroke=\"#111\" stroke-width=\"1\"/>", "folio boundary");
-    item2(&mut s, "<rect x=\"1\" y=\"1\" width=\"24\" height=\"11\" fill=\"none\" stroke=\"#1f3a93\" stroke-width=\"2.5\"/>", "arm64 contiguous block (CONT)");
+    if arm64 {
+        item2(&mut s, "<rect x=\"1\" y=\"1\" width=\"24\" height=\"11\" fill=\"none\" stroke=\"#1f3a93\" stroke-width=\"2.5\"/>", "arm64 contiguous block (CONT)");
+    }
     item2(&mut s, "<rect x=\"1\" y=\"1\" width=\"24\" height=\"11\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>", "changed by the step");
     item2(&mut s, "<rect x=\"1\" y=\"1\" width=\"24\" height=\"11\" fill=\"none\" stroke=\"#e86a00\" stroke-width=\"2.5\" stroke-dasharray=\"5 2\"/>", "one batch");
     item2(

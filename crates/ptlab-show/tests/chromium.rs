@@ -330,6 +330,7 @@ fn picture(panels: Vec<Panel>, events: Option<Vec<HwEvent>>) -> String {
             subtitle: vec![],
             panels,
             events,
+            events_unavailable: None,
             notes: vec![],
         },
         &RenderOptions::default(),

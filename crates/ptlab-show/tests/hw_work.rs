@@ -89,6 +89,7 @@ fn fork_batches_land_in_the_parent_and_the_event_list_folds_runs() {
             subtitle: vec![],
             panels: vec![ptlab_show::Panel::single("After", "fork", cap.after)],
             events: Some(hw.events),
+            events_unavailable: None,
             notes: vec![],
         },
         &ptlab_show::RenderOptions::default(),

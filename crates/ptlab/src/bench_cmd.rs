@@ -21,10 +21,27 @@ Each case runs in a forked child at fixed addresses; its folio layout is
 verified from pagemap + kpageflags before timing; one warm-up run is
 discarded. Needs root. THP knobs are set per case and restored.
 
-Examples:
-  ptlab bench fork-4k fork-thp-pte --out fork.json
+Examples (ptlab = target/release/ptlab):
+  ptlab bench fork-4k fork-thp-pte -o fork.json
   ptlab bench all --quick
-  ptlab compare base.json patched.json";
+  ptlab bench fork-4k fork-thp-pte --format json | jq '.cases[].samples'
+  ptlab compare docs/reproduce-run/live.json fork.json
+
+Output: the summary table on stdout (--format json: the result file's JSON
+instead); -o FILE writes the result file (schema in docs/bench.md).";
+
+pub const COMPARE_HELP: &str = "\
+Examples (ptlab = target/release/ptlab):
+  ptlab compare docs/reproduce-run/live.json reproduce-out/live.json
+  ptlab compare before.json after.json --format json
+
+Result files are what `ptlab bench -o FILE` and `ptlab reproduce` (DIR/live.json)
+write. The first file is the baseline; cases are matched by name, and only
+cases measured with the same parameters (region size, iterations, layout) are
+compared (--allow-incomparable marks the others). Changes: + = better (faster
+for times), *x%* = significant (Welch's t-test, p < 0.05).
+
+Exit status: 0 = table printed, 2 = unreadable file or incomparable cases.";
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -48,18 +65,31 @@ pub struct BenchArgs {
     #[arg(long)]
     quick: bool,
 
-    /// Write the results as JSON here (checked before measuring; missing
+    /// Write the results as JSON to FILE (checked before measuring; missing
     /// directories are created)
-    #[arg(long)]
+    #[arg(short, long, value_name = "FILE")]
     out: Option<PathBuf>,
+
+    /// Output format on stdout: the summary table, or the result file's JSON
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    format: OutFormat,
 
     /// Label of this run in comparisons (default: the kernel release)
     #[arg(long, default_value = "")]
     label: String,
 
     /// Do not show a progress bar
-    #[arg(long)]
+    #[arg(short, long)]
     quiet: bool,
+}
+
+/// `--format` of bench, compare and reproduce.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutFormat {
+    /// Readable tables
+    Text,
+    /// One JSON object
+    Json,
 }
 
 #[derive(Args)]
@@ -73,6 +103,11 @@ pub struct CompareArgs {
     /// warning is printed. Without it such results are refused
     #[arg(long)]
     allow_incomparable: bool,
+
+    /// Output format: the Markdown table, or one JSON object
+    /// ({files, cases: [{case, unit, better, base, others}]})
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    format: OutFormat,
 }
 
 fn progress_bar(quiet: bool, n: usize) -> indicatif::ProgressBar {
@@ -170,7 +205,10 @@ pub fn bench(args: &BenchArgs) -> Result<u8> {
     }
     let out = run_with_bar(&ws, &opts, args.quiet)
         .map_err(|e| anyhow::anyhow!("cannot run benchmarks on the live kernel: {e}"))?;
-    out!("{}", summary_table(&out.result));
+    match args.format {
+        OutFormat::Text => out!("{}", summary_table(&out.result)),
+        OutFormat::Json => outln!("{}", out.result.to_json()),
+    }
     for (w, why) in &out.failed {
         errln!("ptlab bench: FAILED {w}: {why}");
     }
@@ -215,7 +253,13 @@ pub fn compare(args: &CompareArgs) -> Result<u8> {
             list.join("\n")
         );
     }
-    out!("{}", ptlab_bench::compare::markdown(&runs[0], &runs[1..]));
+    match args.format {
+        OutFormat::Text => out!("{}", ptlab_bench::compare::markdown(&runs[0], &runs[1..])),
+        OutFormat::Json => outln!(
+            "{}",
+            ptlab_bench::compare::json(&names, &runs[0], &runs[1..])
+        ),
+    }
     Ok(0)
 }
 
@@ -225,17 +269,25 @@ workload's contrast arms live on this kernel (mremap-batch 4k vs 64k, mremap
 table unaligned vs aligned, fork 4k vs thp-pte, mprotect 4k / 64k / thp-pte,
 uffd copy vs move) and puts them next to the model's predicted time before
 and after the change on each cost profile. Writes DIR/report.html (SVG
-charts, self-contained), DIR/report.txt, DIR/live.json (a `ptlab bench`
-result) and DIR/model.json.
+charts, self-contained), DIR/report.md (the headline, to paste into a cover
+letter), DIR/report.txt, DIR/live.json (a `ptlab bench` result) and
+DIR/model.json. Every table opens with the headline: per change, the live
+effect with its 95% interval, the model's prediction of the same contrast on
+this machine's calibrated profile and on each arm64 profile, and whether
+they agree. % changes: + = faster. Rows from fewer than 5 runs or with a
+coefficient of variation above 10% are flagged 'indicative only'.
 
 Live parts need root; without it they are skipped (and said so) and the
 model parts still run. A full run takes about 3 minutes on 2 CPUs; --quick
-about 15 seconds.
+about 15 seconds, with 3 runs per arm on smaller regions: every row is then
+indicative only (it shows that everything works, not how large the effects
+are).
 
-Examples:
-  target/release/ptlab reproduce        # as root
-  ptlab reproduce --quick --out /tmp/r
-  ptlab reproduce --from reproduce-out/live.json --out again   # re-render, no measuring";
+Examples (ptlab = target/release/ptlab):
+  ptlab reproduce                       # as root
+  ptlab reproduce --quick -o /tmp/r
+  ptlab reproduce --from reproduce-out/live.json -o again   # re-render, no measuring
+  ptlab reproduce --no-live --format json | jq '.headline'";
 
 #[derive(Args)]
 pub struct ReproduceArgs {
@@ -243,10 +295,15 @@ pub struct ReproduceArgs {
     #[arg(long)]
     quick: bool,
 
-    /// Directory for report.html, report.txt, live.json and model.json
-    /// (checked before measuring; created if missing)
-    #[arg(long, default_value = "reproduce-out")]
+    /// Directory for report.html, report.md, report.txt, live.json and
+    /// model.json (checked before measuring; created if missing)
+    #[arg(short, long, value_name = "DIR", default_value = "reproduce-out")]
     out: PathBuf,
+
+    /// Output format on stdout: the report's tables, or one JSON object
+    /// ({headline, contrasts}: the headline rows and every contrast)
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    format: OutFormat,
 
     /// Measured runs per workload (default: per workload)
     #[arg(long)]
@@ -262,7 +319,7 @@ pub struct ReproduceArgs {
     from: Option<PathBuf>,
 
     /// Do not show a progress bar
-    #[arg(long)]
+    #[arg(short, long)]
     quiet: bool,
 
     /// An extra cost profile for the model columns (repeatable); the
@@ -327,10 +384,10 @@ impl ModelProvider for CostModel {
             for arm in ch.arms {
                 let seed = ptlab_cost::seeds::seed(arm)
                     .ok_or_else(|| format!("no model scenario for workload {arm}"))?;
-                if seed.switch != ch.model_switch {
+                if seed.switch != ch.switch {
                     return Err(format!(
                         "{arm}: the model scenario shows {}, the report expects {}",
-                        seed.switch, ch.model_switch
+                        seed.switch, ch.switch
                     ));
                 }
                 let params = Self::params(arm, seed, quick);
@@ -342,7 +399,7 @@ impl ModelProvider for CostModel {
                         .unit_cost(seed, &params, prof, false)
                         .map_err(|e| e.to_string())?;
                     rows.push(report::ModelRow {
-                        change: ch.id.to_string(),
+                        change: ch.switch.to_string(),
                         workload: arm.to_string(),
                         profile: prof.name.clone(),
                         arch: prof.arch.name().to_string(),
@@ -437,17 +494,28 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
         Some(f) => Some((f, crate::scenario::result_file(f)?)),
         None => None,
     };
-    let mut files = vec!["report.html", "report.txt", "live.json", "model.json"];
+    let mut files = vec![
+        "report.html",
+        "report.txt",
+        "report.md",
+        "live.json",
+        "model.json",
+    ];
     if args.from.is_none() && !args.no_live {
         files.extend(["local-profile.toml", "calibrate.txt"]);
     }
     crate::outpath::check_dir("--out", &args.out, &files)?;
+    if args.quick {
+        errln!("ptlab reproduce: {}.", ptlab_bench::headline::QUICK_TRADE);
+    }
     let environment = ptlab_bench::env::collect();
     let mut skipped = Vec::new();
     // A profile calibrated on this machine during this run, if it measured.
     let mut local_profile = None;
     let mut live = None;
     let mut failed = false;
+    // Whether the result file given with --from was measured with --quick.
+    let mut quick_from = false;
     if let Some((f, r)) = from {
         for ch in report::CHANGES {
             for a in ch.arms {
@@ -456,6 +524,23 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
                 }
             }
         }
+        // The profile calibrated by the run that measured it, next to it.
+        let beside = f
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("local-profile.toml");
+        if beside.is_file() {
+            errln!(
+                "ptlab reproduce: using {} (calibrated with {})",
+                beside.display(),
+                f.display()
+            );
+            local_profile = Some(beside);
+        }
+        quick_from = r.cases.iter().any(|c| {
+            ptlab_bench::workload::find(&c.name)
+                .is_some_and(|w| c.size_bytes == w.quick.size && w.quick.size != w.full.size)
+        });
         live = Some(r);
     } else if args.no_live {
         skipped.push(("live".to_string(), "--no-live given".to_string()));
@@ -493,12 +578,14 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
             }
         }
     }
+    let local_profile_used = local_profile.is_some();
     let mut extra = Vec::new();
     extra.extend(local_profile);
     extra.extend(args.profile.iter().cloned());
-    let model = match model_provider(&extra, live.is_some() && args.from.is_none())? {
+    let quick = args.quick || quick_from;
+    let model = match model_provider(&extra, local_profile_used)? {
         None => Model::Unavailable(report::NO_MODEL.into()),
-        Some(p) => match p.rows(args.quick) {
+        Some(p) => match p.rows(quick) {
             Ok(rows) => Model::Rows {
                 source: p.describe(),
                 rows,
@@ -513,13 +600,19 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
         live,
         skipped,
         model,
-        quick: args.quick,
+        quick,
     };
-    out!("{}", report::terminal(&r));
+    match args.format {
+        OutFormat::Text => out!("{}", report::terminal(&r)),
+        OutFormat::Json => outln!("{}", ptlab_bench::headline::json(&r)),
+    }
     let files = report::write(&args.out, &r)
         .with_context(|| format!("cannot write the report to {}", args.out.display()))?;
     for f in files {
-        outln!("wrote {}", f.display());
+        match args.format {
+            OutFormat::Text => outln!("wrote {}", f.display()),
+            OutFormat::Json => errln!("ptlab reproduce: wrote {}", f.display()),
+        }
     }
     Ok(if failed { 1 } else { 0 })
 }

@@ -26,9 +26,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 pub const CALIBRATE_HELP: &str = "\
-Examples:
-  ptlab calibrate --out profiles/local.toml          # fit a profile (~1 minute)
-  ptlab calibrate --quick --out /tmp/local.toml      # fewer repetitions
+Examples (ptlab = target/release/ptlab; as root):
+  ptlab calibrate -o profiles/local.toml             # fit a profile (about 5 s)
+  ptlab calibrate --quick -o /tmp/local.toml         # fewer repetitions (about 2 s)
+  ptlab calibrate --format json -o /tmp/local.toml | jq .
   ptlab calibrate --check profiles/local.toml        # predicted vs live time
   ptlab cost scenarios/seeds/fork-4k.ptl --profile profiles/local.toml
 
@@ -61,10 +62,25 @@ benchmark, not a test: the machine's load changes the numbers.";
 
 #[derive(Args)]
 pub struct CalibrateArgs {
-    /// Where to write the fitted profile (TOML; checked before measuring,
-    /// missing directories are created)
-    #[arg(long, default_value = "profiles/local.toml")]
+    /// Where to write the fitted profile (TOML FILE; checked before
+    /// measuring, missing directories are created; profiles/local.toml is
+    /// ignored by git and read by `ptlab reproduce --no-live`)
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        default_value = "profiles/local.toml"
+    )]
     out: PathBuf,
+
+    /// Output format on stdout: the fit table, or one JSON object
+    /// ({profile, arch, fit: {what: result}})
+    #[arg(long, value_enum, default_value_t = crate::bench_cmd::OutFormat::Text)]
+    format: crate::bench_cmd::OutFormat,
+
+    /// Do not print the progress line
+    #[arg(short, long)]
+    quiet: bool,
 
     /// Fewer repetitions (faster, wider confidence intervals)
     #[arg(long)]
@@ -783,12 +799,14 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     };
     let mut p = ptlab_cost::find_profile(base_name)?;
     let reps = if args.quick { 4 } else { 20 };
-    writeln!(
-        out,
-        "ptlab calibrate: {reps} repetitions in a worker process (arch {})",
-        arch.name()
-    )?;
-    out.flush()?;
+    if !args.quiet && args.format == crate::bench_cmd::OutFormat::Text {
+        writeln!(
+            out,
+            "ptlab calibrate: {reps} repetitions in a worker process (arch {})",
+            arch.name()
+        )?;
+        out.flush()?;
+    }
     let s = run_worker("micro", reps)?;
     let mut rows: Vec<(String, String)> = Vec::new();
 
@@ -1053,6 +1071,18 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     ptlab_cost::parse_profile(&text, "calibrated profile")?;
     std::fs::write(&args.out, text)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
+    if args.format == crate::bench_cmd::OutFormat::Json {
+        let fit: serde_json::Map<String, serde_json::Value> = rows
+            .into_iter()
+            .map(|(a, b)| (a, serde_json::json!(b)))
+            .collect();
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"profile": args.out, "arch": arch.name(), "fit": fit})
+        )?;
+        return Ok(0);
+    }
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
     t.set_header(vec!["cost", "fit (95 % CI)"]);

@@ -35,7 +35,8 @@ Every price in a profile cites its source or is marked as an estimate.
 --compare-before NAME runs the scenario twice, with and without the seed
 change NAME (mremap-pte-batch, mremap-table-move, fork-pte-batch,
 mprotect-pte-batch, uffd-move-batch), and prints both side by side with the
-change in percent (negative = the change saves time).
+change in percent, + = less after (the change saves time or events): the
+sign convention of every ptlab table (reproduce, compare: + = faster).
 
 Reading the output: 'Per operation' sums the lines running each operation
 (mremap, write, ...); 'Events' lists every non-zero event with its count and
@@ -52,8 +53,8 @@ pub struct CostArgs {
     file: PathBuf,
 
     /// Architecture to model (default: the architecture of each profile)
-    #[arg(long, value_parser = parse_arch)]
-    arch: Option<ArchKind>,
+    #[arg(long, value_enum)]
+    arch: Option<crate::Arch>,
 
     /// Cost profile: a built-in name (apple-m-vm, neoverse-n1, zen3) or a
     /// path to a .toml profile (repeatable)
@@ -85,12 +86,8 @@ pub struct CostArgs {
 pub enum CostFormat {
     /// Tables per profile: per line (or per operation when comparing), events, total
     Text,
-    /// One JSON object: {file, params, profiles: [{profile, arch, after, before?, change_pct?}]}
+    /// One JSON object: {file, params, profiles: [{profile, arch, after, before?, change_pct?}]}; change_pct + = cheaper after
     Json,
-}
-
-fn parse_arch(s: &str) -> std::result::Result<ArchKind, String> {
-    ArchKind::from_name(s).ok_or_else(|| format!("unknown arch '{s}': expected x86_64 or arm64"))
 }
 
 /// The profiles to price with.
@@ -98,7 +95,7 @@ fn select_profiles(args: &CostArgs) -> Result<Vec<Profile>> {
     let ps: Vec<Profile> = if args.profiles.is_empty() {
         ptlab_cost::builtin_profiles()
             .into_iter()
-            .filter(|p| args.arch.is_none_or(|a| a == p.arch))
+            .filter(|p| args.arch.is_none_or(|a| a.kind() == p.arch))
             .collect()
     } else {
         args.profiles
@@ -106,7 +103,7 @@ fn select_profiles(args: &CostArgs) -> Result<Vec<Profile>> {
             .map(|n| crate::scenario::profile(n))
             .collect::<Result<_>>()?
     };
-    if let Some(a) = args.arch {
+    if let Some(a) = args.arch.map(|a| a.kind()) {
         if let Some(p) = ps.iter().find(|p| p.arch != a) {
             bail!(
                 "profile '{}' is for {}, not --arch {}",
@@ -182,8 +179,14 @@ fn fmt_ns(ns: f64) -> String {
     }
 }
 
+/// % saved from `before` to `after`: + = less after (faster, fewer
+/// events), the sign convention of `reproduce` and `compare`.
+fn pct_saved(before: f64, after: f64) -> Option<f64> {
+    pct_change(before, after).map(|p| -p)
+}
+
 fn fmt_pct(before: f64, after: f64) -> String {
-    match pct_change(before, after) {
+    match pct_saved(before, after) {
         Some(p) => format!("{p:+.1} %"),
         None if after == 0.0 => "=".to_string(),
         None => "new".to_string(),
@@ -306,7 +309,7 @@ fn write_text(
                     before_label(b),
                     before_label(a)
                 )?;
-                let mut t = table(&["operation", "runs", "before", "after", "change"]);
+                let mut t = table(&["operation", "runs", "before", "after", "change (+ = less)"]);
                 let mut ops: Vec<&str> = b.by_op.iter().map(|o| o.op.as_str()).collect();
                 for o in &a.by_op {
                     if !ops.contains(&o.op.as_str()) {
@@ -328,7 +331,13 @@ fn write_text(
                 right(&mut t, 1);
                 writeln!(out, "Per operation:\n{t}")?;
                 let mut t = table(&[
-                    "event", "before", "after", "change", "ns each", "before", "after",
+                    "event",
+                    "before",
+                    "after",
+                    "change (+ = fewer)",
+                    "ns each",
+                    "before",
+                    "after",
                 ]);
                 for &e in HwEvent::ALL {
                     let (bc, ac) = (b.events.get(e), a.events.get(e));
@@ -394,7 +403,7 @@ fn write_json(
             });
             if let Some(b) = &r.before {
                 v["before"] = json!(b);
-                v["change_pct"] = json!(pct_change(b.ns, r.after.ns));
+                v["change_pct"] = json!(pct_saved(b.ns, r.after.ns));
             }
             v
         })

@@ -56,6 +56,7 @@ enum Command {
     #[command(after_help = FUZZ_HELP)]
     Fuzz(FuzzArgs),
     /// Put back THP knobs left changed by a live run that died (reads the restore journal)
+    #[command(after_help = RESTORE_HELP)]
     Restore,
     /// Draw VMAs, page tables, folios and what a step changed as an HTML page (SVG)
     #[command(after_help = show::SHOW_HELP)]
@@ -64,6 +65,7 @@ enum Command {
     #[command(after_help = bench_cmd::BENCH_HELP)]
     Bench(bench_cmd::BenchArgs),
     /// Compare result files mmtests-style: mean ± stdev, % change vs the first, significance
+    #[command(after_help = bench_cmd::COMPARE_HELP)]
     Compare(bench_cmd::CompareArgs),
     /// The main job: the five seed changes measured live and predicted by the model, as a report
     #[command(after_help = bench_cmd::REPRODUCE_HELP)]
@@ -79,10 +81,25 @@ enum Command {
     CalibrateWorker(calibrate::WorkerArgs),
 }
 
-const DIFF_HELP: &str = "\
+const RESTORE_HELP: &str = "\
 Examples:
+  sudo ptlab restore        # after a live run was killed (SIGKILL, power loss)
+
+Every live run journals the THP knobs it changes before changing them, in
+$PTLAB_STATE_DIR/thp-journal.json (as root: /var/lib/ptlab/thp-journal.json;
+otherwise $XDG_STATE_HOME/ptlab or ~/.local/state/ptlab), and removes the journal
+once they are put back. `ptlab restore` writes the journaled values back
+and removes the journal; every ptlab command also does this at its start.
+See docs/live.md.
+
+Exit status: 0 = restored or nothing to restore, 1 = some knobs could not
+be written back (listed), 2 = the journal cannot be read.";
+
+const DIFF_HELP: &str = "\
+Examples (ptlab = target/release/ptlab; as root):
   ptlab diff scenarios/examples/basic.ptl
-  ptlab diff --format json tests/scenarios/fork.ptl
+  ptlab diff --format json tests/scenarios/ff-s08-fork-mthp.ptl
+  ptlab diff --before fork-pte-batch --param iterations=2 scenarios/seeds/fork-thp-pte.ptl
 
 Every operation runs on both backends; after every statement the maps, pages
 (folio grouping and sharing matched as a bijection of frames), and THP counter
@@ -188,9 +205,10 @@ struct DiffArgs {
     #[arg(long, value_enum, default_value_t = Arch::X86_64)]
     arch: Arch,
 
-    /// Output format: readable text, or one JSON object
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    /// Output format: readable text, or one JSON object (the whole diff
+    /// report, printed at the end)
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    format: DiffFormat,
 
     /// Compare only at observe/expect lines and at the end (faster for big scenarios)
     #[arg(long)]
@@ -226,11 +244,11 @@ struct FuzzArgs {
 
     /// Directory for shrunk divergent scenarios (checked, and created if
     /// missing, before fuzzing starts)
-    #[arg(long, default_value = "fuzz-failures")]
+    #[arg(short, long, value_name = "DIR", default_value = "fuzz-failures")]
     out: PathBuf,
 
     /// Do not show a progress bar
-    #[arg(long)]
+    #[arg(short, long)]
     quiet: bool,
 
     #[command(flatten)]
@@ -286,7 +304,7 @@ impl ScenarioArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum Arch {
+pub(crate) enum Arch {
     // The same spellings as ArchKind::from_name (cost, calibrate).
     #[value(name = "x86_64", aliases = ["x86-64", "amd64"])]
     X86_64,
@@ -295,12 +313,20 @@ enum Arch {
 }
 
 impl Arch {
-    fn kind(self) -> ArchKind {
+    pub(crate) fn kind(self) -> ArchKind {
         match self {
             Arch::X86_64 => ArchKind::X86_64,
             Arch::Arm64 => ArchKind::Arm64,
         }
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DiffFormat {
+    /// The first divergence side by side, then a summary
+    Text,
+    /// One JSON object: the diff report
+    Json,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -402,8 +428,8 @@ fn diff(args: &DiffArgs) -> Result<u8> {
     let report = ptlab_live::diff_source(&name, &source, &opts)?;
     let mut out = BufWriter::new(out::stdout());
     match args.format {
-        Format::Text => write!(out, "{}", report.render_text()),
-        Format::Json => writeln!(out, "{}", report.to_json()),
+        DiffFormat::Text => write!(out, "{}", report.render_text()),
+        DiffFormat::Json => writeln!(out, "{}", report.to_json()),
     }
     .and_then(|()| out.flush())
     .context("cannot write the report to stdout")?;
@@ -641,4 +667,15 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         },
     );
     Ok(if real > 0 { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap's own consistency checks (duplicate short flags, conflicts
+    /// naming unknown arguments, ...) over every subcommand.
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

@@ -121,6 +121,10 @@ pub struct RunLimitArgs {
     /// limit); a bound on runaway loops such as `repeat 1000000000000`
     #[arg(long, value_name = "N", default_value_t = ptlab_scenario::DEFAULT_MAX_STATEMENTS)]
     pub max_statements: u64,
+
+    /// No progress indication on stderr (shown for runs longer than 2 s)
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// Runs longer than this get a progress indication on stderr.
@@ -142,6 +146,10 @@ pub fn apply(limits: &RunLimitArgs) {
         0 => None,
         n => Some(n),
     });
+    if limits.quiet {
+        ptlab_scenario::set_progress_hook(None);
+        return;
+    }
     let tty = std::io::stderr().is_terminal();
     let state = Mutex::new(ProgressState::default());
     ptlab_scenario::set_progress_hook(Some(Arc::new(move |p: &Progress<'_>| {

@@ -23,8 +23,11 @@ Steps: step N is the N-th statement executed (as `statements_executed` counts
 them: every statement line each time it runs, loop bodies once per iteration;
 `repeat` headers do not count). The picture shows the state after step N;
 with --before-after, the state before step N (after step N-1) beside it, with
-the entries the step changed outlined in red. Without --step or --line: the
-state after the last statement. --list-steps prints the numbered statements.
+the entries the step changed outlined in red. Without --step or --line: on
+the model, the step with the most state (resident memory, then VMAs, then
+mapped entries; the latest such step), with its batches and TLB
+invalidations; on the live kernel, and with --last, the state after the last
+statement. --list-steps prints the numbered statements.
 
 The page has one column per process (after a fork, parent and child side by
 side): VMAs as bands with their flags, the page-table tree with empty and
@@ -45,7 +48,7 @@ pub struct ShowArgs {
     #[arg(
         short,
         long,
-        value_name = "OUT.html",
+        value_name = "FILE",
         required_unless_present = "list_steps"
     )]
     out: Option<PathBuf>,
@@ -57,6 +60,11 @@ pub struct ShowArgs {
     /// Picture the state after the first execution of the statement on line L
     #[arg(long, value_name = "L")]
     line: Option<u32>,
+
+    /// Picture the state after the last statement (the default on the
+    /// live kernel; on the model the default is the step with the most state)
+    #[arg(long, conflicts_with_all = ["step", "line"])]
+    last: bool,
 
     /// Show the state before the step beside the state after it
     #[arg(long)]
@@ -123,6 +131,68 @@ impl Target for LiveTarget {
     }
 }
 
+/// How much state a snapshot holds: resident kB, VMAs, mapped entries.
+fn state_size(s: &Snapshot) -> (u64, usize, u64) {
+    s.procs.iter().fold((0, 0, 0), |(kb, v, e), p| {
+        let (ptes, leaves) = p.counts();
+        (kb + p.rss_kb(), v + p.vmas.len(), e + ptes + leaves)
+    })
+}
+
+/// Most steps `busiest_step` pictures (evenly spread over longer runs).
+const SCAN_STEPS: u64 = 400;
+
+/// The step after which the model holds the most state (the latest of
+/// equals), by running the scenario up to each step; None when the run
+/// executes no statement.
+fn busiest_step(
+    script: &ptlab_scenario::Script,
+    cfg: &ModelConfig,
+    params: &[(String, String)],
+) -> Result<Option<u64>> {
+    let all = capture::capture_with_params(
+        script,
+        ModelTarget::new(cfg.clone()),
+        StepSel::End,
+        false,
+        true,
+        params,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let n = all.log.len() as u64;
+    if n == 0 {
+        return Ok(None);
+    }
+    let stride = n.div_ceil(SCAN_STEPS).max(1);
+    let mut best: Option<(u64, (u64, usize, u64))> = None;
+    let mut k = n;
+    while k >= 1 {
+        let size = if k == n {
+            state_size(&all.after)
+        } else {
+            match capture::capture_with_params(
+                script,
+                ModelTarget::new(cfg.clone()),
+                StepSel::Step(k),
+                false,
+                false,
+                params,
+            ) {
+                Ok(c) => state_size(&c.after),
+                Err(_) => (0, 0, 0),
+            }
+        };
+        if best.is_none_or(|(_, b)| size > b) {
+            best = Some((k, size));
+        }
+        if k <= stride {
+            break;
+        }
+        k -= stride;
+    }
+    Ok(best.map(|(k, _)| k))
+}
+
 pub fn show(args: &ShowArgs) -> Result<u8> {
     if let (Some(out), false) = (&args.out, args.list_steps) {
         crate::outpath::check_file("-o", out)?;
@@ -143,6 +213,14 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
         .before
         .iter()
         .fold(ptlab_model::Before::empty(), |a, b| a | *b);
+    // On the model, no step named: the step with the most state.
+    let busiest =
+        sel == StepSel::End && !args.last && !args.list_steps && args.backend == ShowBackend::Model;
+    let sel = match busiest {
+        true => busiest_step(&script, &cfg, &args.params)?.map_or(StepSel::End, StepSel::Step),
+        false => sel,
+    };
+    let busiest = busiest && sel != StepSel::End;
     let (cap, backend_line) = match args.backend {
         ShowBackend::Model => {
             let cap = capture::capture_with_params(
@@ -211,6 +289,14 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
             );
             vec![pb, pa]
         }
+        (_, Some(i)) if busiest => vec![Panel::single(
+            &format!(
+                "After step {}: the step with the most state (--step N or --last for another)",
+                i.step
+            ),
+            &step_text,
+            after,
+        )],
         (_, Some(i)) => vec![Panel::single(
             &format!("After step {}", i.step),
             &step_text,
@@ -251,7 +337,17 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
         ],
         panels,
         // The model's batches and TLB invalidations of the pictured step
-        // (None on the live kernel, which cannot tell).
+        // (None on the live kernel, which cannot tell, and on the model
+        // when no single step is pictured).
+        events_unavailable: match (&hw, args.backend) {
+            (Some(_), _) => None,
+            (None, ShowBackend::Live) => None,
+            (None, ShowBackend::Model) => Some(
+                "Not shown: the model records the batches and TLB invalidations of one step, and this \
+                 picture is not of one step. Pick one with --step N or --line L (--list-steps lists them)."
+                    .to_string(),
+            ),
+        },
         events: hw.map(|w| w.events),
         notes,
     };

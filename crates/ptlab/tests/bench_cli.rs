@@ -108,8 +108,19 @@ fn reproduce_without_live_writes_the_report_and_says_what_is_missing() {
         "{t}"
     );
     for p in ["apple-m-vm", "neoverse-n1", "zen3"] {
-        assert_eq!(t.matches(&format!(" {p} ")).count(), 11, "{p}: {t}");
+        let rows = t
+            .lines()
+            .filter(|l| l.starts_with("  ") && l.split_whitespace().nth(1) == Some(p))
+            .count();
+        assert_eq!(rows, 11, "{p}: {t}");
     }
+    // The headline names every change and says the local profile is missing.
+    assert!(t.starts_with("# ptlab reproduce"), "{t}");
+    assert!(
+        t.contains("No cost profile calibrated for this machine"),
+        "{t}"
+    );
+    assert!(dir.join("report.md").exists());
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert_eq!(html.matches("<svg class=\"chart\"").count(), 5);
     assert!(dir.join("report.txt").exists());
@@ -236,4 +247,41 @@ fn reproduce_from_a_result_file_renders_without_measuring() {
     assert_eq!(html.matches("class=\"bar live\"").count(), 2);
     let live = std::fs::read_to_string(dir.join("live.json")).unwrap();
     assert!(live.contains("\"fork-4k\""));
+}
+
+#[test]
+fn compare_and_reproduce_speak_json() {
+    let a = result_file("ja.json", "base", &[100.0, 101.0, 99.0, 100.5, 99.5]);
+    let b = result_file("jb.json", "patched", &[80.0, 81.0, 79.0, 80.5, 79.5]);
+    let out = ptlab(&[
+        "compare",
+        "--format",
+        "json",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let fork = &v["cases"][0];
+    assert_eq!(fork["case"], "fork-4k");
+    // + = better, as in the table.
+    assert!((fork["others"][0]["pct_better"].as_f64().unwrap() - 20.0).abs() < 1e-9);
+    assert_eq!(fork["others"][0]["significant"], true);
+
+    let dir = tmp("repro-json");
+    let out = ptlab(&[
+        "reproduce",
+        "--from",
+        a.to_str().unwrap(),
+        "--format",
+        "json",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["headline"].as_array().unwrap().len(), 5);
+    assert_eq!(v["headline"][4]["switch"], "uffd-move-batch");
+    // "wrote ..." goes to stderr, so stdout stays one object.
+    assert!(text(&out.stderr).contains("wrote"));
 }

@@ -56,7 +56,8 @@ fn cost_compare_text_and_json() {
             assert_eq!(before["cont_unfold"], 16);
             assert_eq!(before["cont_fold"], 16);
             assert!(after.get("cont_unfold").is_none());
-            assert!(p["change_pct"].as_f64().unwrap() < 0.0);
+            // + = cheaper after: the sign convention of reproduce and compare.
+            assert!(p["change_pct"].as_f64().unwrap() > 0.0);
         } else {
             assert_eq!(before, after, "x86: batch size 1 either way");
         }
