@@ -108,6 +108,27 @@ fn restore(lock: &ThpLock, envs: &[(&str, String)]) {
     assert!(out.code() == Some(0), "ptlab restore: {}", out.describe());
 }
 
+/// Puts back whatever a test's own journal (a scratch `PTLAB_STATE_DIR`)
+/// still lists when the test ends, also when it panics: a test that fails
+/// half-way must not leave the machine's knobs or a swap file behind.
+struct RestoreOnDrop<'a> {
+    lock: &'a ThpLock,
+    envs: Vec<(&'static str, String)>,
+}
+
+impl Drop for RestoreOnDrop<'_> {
+    fn drop(&mut self) {
+        let mut r = locked(self.lock, &["restore"]);
+        for (k, v) in &self.envs {
+            r = r.env(k, v);
+        }
+        let out = r.timeout(Duration::from_secs(60)).run();
+        if out.code() != Some(0) {
+            eprintln!("ptlab restore after the test: {}", out.describe());
+        }
+    }
+}
+
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
@@ -546,6 +567,10 @@ fn signals_at_every_moment_leave_no_journal() {
         ("PTLAB_STATE_DIR", state.to_str().unwrap().to_string()),
         ("PTLAB_SWAP_DIR", swap.to_str().unwrap().to_string()),
     ];
+    let _restore = RestoreOnDrop {
+        lock: &lock,
+        envs: envs[1..].to_vec(),
+    };
     let before = common::global_state();
     // How long a whole run of the setup takes: the signals must cover it.
     let t = Instant::now();
