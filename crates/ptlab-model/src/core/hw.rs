@@ -15,6 +15,15 @@
 //! live with each architecture's policy in [`crate::core::arch`]; this module is
 //! only the counter. docs/cost.md lists every event with the kernel function
 //! it mirrors.
+//!
+//! A sink is a plain counter: the model only adds to it, and reads it only
+//! to report ([`crate::Model::hw_events`]) or to retire an exiting
+//! process's counts into the machine's sink; no algorithm decides anything
+//! from a count (a source check in tests/layering.rs holds this). Where
+//! batches and TLB flushes happened ([`HwMark`]) goes to an optional
+//! [`HwObserver`] attached to the sink — [`HwTrace`] records them for
+//! `ptlab show` ([`crate::Model::set_hw_tracing`]); without one, a mark
+//! costs a check of an empty slot.
 
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
