@@ -246,7 +246,9 @@ impl Model {
     }
 
     /// Start (or stop) recording where batches and TLB invalidations happen
-    /// ([`crate::core::hw::HwMark`]) in every process; starting drops old marks.
+    /// ([`crate::core::hw::HwMark`]) in every process: attaches (or detaches)
+    /// a [`crate::core::hw::HwTrace`] observer to each sink; starting drops
+    /// old marks. Changes no count and no result.
     pub fn set_hw_tracing(&mut self, on: bool) {
         for mm in self.procs.values() {
             mm.pt.hw.set_tracing(on);

@@ -354,3 +354,32 @@ fn the_checker_finds_an_upward_import_and_a_circle() {
     assert!(a.edges["mm::z"].contains("core::a"));
     assert!(!a.edges["mm::z"].contains(""), "test code is skipped");
 }
+
+/// No algorithm reads the event counters (issue 13 item 3): outside test
+/// code, a sink's counts are read only by the counter itself
+/// (`core/hw.rs`), the report (`Model::hw_events` in `model.rs`) and the
+/// retirement of an exiting process's counts into the machine's sink
+/// (`exit_mmap` in `sys/fork.rs`).
+#[test]
+fn no_algorithm_reads_the_event_counters() {
+    const READERS: &[&str] = &["core/hw.rs", "model.rs", "sys/fork.rs"];
+    let mut bad = Vec::new();
+    for (file, src) in common::model_sources() {
+        let code = strip(&src);
+        for needle in [".snapshot()", ".hw_events()"] {
+            let n = code.matches(needle).count();
+            if n > 0 && !READERS.contains(&file.as_str()) {
+                bad.push(format!("{file}: {needle} ×{n}"));
+            }
+        }
+        if file == "sys/fork.rs" {
+            assert_eq!(
+                code.matches(".snapshot()").count(),
+                1,
+                "sys/fork.rs reads the counters only to retire them (absorb)"
+            );
+            assert!(code.contains("phys.hw.absorb(&mm.pt.hw.snapshot())"));
+        }
+    }
+    assert!(bad.is_empty(), "event counters read by model code: {bad:?}");
+}

@@ -15,9 +15,18 @@
 //! live with each architecture's policy in [`crate::core::arch`]; this module is
 //! only the counter. docs/cost.md lists every event with the kernel function
 //! it mirrors.
+//!
+//! A sink is a plain counter: the model only adds to it, and reads it only
+//! to report ([`crate::Model::hw_events`]) or to retire an exiting
+//! process's counts into the machine's sink; no algorithm decides anything
+//! from a count (a source check in tests/layering.rs holds this). Where
+//! batches and TLB flushes happened ([`HwMark`]) goes to an optional
+//! [`HwObserver`] attached to the sink — [`HwTrace`] records them for
+//! `ptlab show` ([`crate::Model::set_hw_tracing`]); without one, a mark
+//! costs a check of an empty slot.
 
 use serde::{Deserialize, Serialize};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 macro_rules! hw_events {
@@ -237,7 +246,7 @@ pub struct HwFeatures {
 }
 
 /// Where one batch or TLB invalidation happened, for pictures
-/// (`ptlab show`). Recorded only while tracing is on ([`HwSink::set_tracing`]).
+/// (`ptlab show`). Reported only to an attached [`HwObserver`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HwMark {
     /// `nr` PTEs from `va` handled as one batch by `op` (`move`, `protect`,
@@ -248,14 +257,68 @@ pub enum HwMark {
     TlbFlush { start: u64, end: u64, whole: bool },
 }
 
-/// Counters that can be bumped through a shared reference (the model's
-/// read paths, such as `ptep_get`, take `&self`).
-#[derive(Clone, Debug)]
+/// An optional watcher of a sink's [`HwMark`]s (the tracing `ptlab show`
+/// draws from). It sees where batches and flushes happened; it cannot see
+/// or change the counts, and nothing the model does depends on it.
+pub trait HwObserver: std::fmt::Debug + Send {
+    /// One mark, in the order the model made them.
+    fn mark(&mut self, m: HwMark);
+    /// Hand over (and forget) what was recorded; an observer that keeps
+    /// nothing returns nothing.
+    fn take(&mut self) -> Vec<HwMark> {
+        Vec::new()
+    }
+    /// A copy for a cloned sink.
+    fn boxed_clone(&self) -> Box<dyn HwObserver>;
+}
+
+/// The observer `ptlab show` uses: every mark, in order.
+#[derive(Clone, Debug, Default)]
+pub struct HwTrace(Vec<HwMark>);
+
+impl HwObserver for HwTrace {
+    fn mark(&mut self, m: HwMark) {
+        self.0.push(m);
+    }
+    fn take(&mut self) -> Vec<HwMark> {
+        std::mem::take(&mut self.0)
+    }
+    fn boxed_clone(&self) -> Box<dyn HwObserver> {
+        Box::new(self.clone())
+    }
+}
+
+/// A plain counter set that can be bumped through a shared reference (the
+/// model's read paths, such as `ptep_get`, take `&self`), with the CPU
+/// features the arch's recipes consult and an optional [`HwObserver`].
+/// The model only ever adds to the counts: they are read for reports
+/// ([`crate::Model::hw_events`]) and when an exiting process's events
+/// retire into the machine's sink, never to decide what to do.
 pub struct HwSink {
     counts: [Cell<u64>; HwEvent::COUNT],
     /// The CPU features the arch's TLB recipe consults.
     pub features: HwFeatures,
-    marks: std::cell::RefCell<Option<Vec<HwMark>>>,
+    observer: RefCell<Option<Box<dyn HwObserver>>>,
+}
+
+impl Clone for HwSink {
+    fn clone(&self) -> Self {
+        HwSink {
+            counts: self.counts.clone(),
+            features: self.features,
+            observer: RefCell::new(self.observer.borrow().as_ref().map(|o| o.boxed_clone())),
+        }
+    }
+}
+
+impl std::fmt::Debug for HwSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HwSink")
+            .field("counts", &self.snapshot())
+            .field("features", &self.features)
+            .field("observer", &self.observer.borrow())
+            .finish()
+    }
 }
 
 impl HwSink {
@@ -263,33 +326,41 @@ impl HwSink {
         HwSink {
             counts: std::array::from_fn(|_| Cell::new(0)),
             features,
-            marks: Default::default(),
+            observer: RefCell::new(None),
         }
     }
 
-    /// Start (or stop) recording [`HwMark`]s; starting drops old ones.
-    pub fn set_tracing(&self, on: bool) {
-        *self.marks.borrow_mut() = on.then(Vec::new);
+    /// Attach `o` (replacing any observer) or, with `None`, detach;
+    /// returns the observer that was attached.
+    pub fn attach(&self, o: Option<Box<dyn HwObserver>>) -> Option<Box<dyn HwObserver>> {
+        std::mem::replace(&mut *self.observer.borrow_mut(), o)
     }
 
-    /// The marks recorded since tracing started (tracing stays on).
+    /// Start (or stop) recording [`HwMark`]s with a fresh [`HwTrace`];
+    /// starting drops old marks.
+    pub fn set_tracing(&self, on: bool) {
+        self.attach(on.then(|| Box::new(HwTrace::default()) as Box<dyn HwObserver>));
+    }
+
+    /// The marks the observer recorded since the last take (it stays
+    /// attached); none without an observer.
     pub fn take_marks(&self) -> Vec<HwMark> {
-        self.marks
+        self.observer
             .borrow_mut()
             .as_mut()
-            .map(std::mem::take)
+            .map(|o| o.take())
             .unwrap_or_default()
     }
 
-    /// Record a mark when tracing is on.
+    /// Report a mark to the observer, if one is attached.
     #[inline]
     pub fn mark(&self, m: HwMark) {
-        if let Some(v) = self.marks.borrow_mut().as_mut() {
-            v.push(m);
+        if let Some(o) = self.observer.borrow_mut().as_mut() {
+            o.mark(m);
         }
     }
 
-    /// Record a batch of `nr` PTEs from `va` (when tracing is on).
+    /// Report a batch of `nr` PTEs from `va` (when observed).
     #[inline]
     pub fn mark_batch(&self, va: u64, nr: u64, op: &'static str) {
         self.mark(HwMark::Batch { va, nr, op });
@@ -303,6 +374,7 @@ impl HwSink {
     pub fn one(&self, e: HwEvent) {
         self.add(e, 1);
     }
+    /// The counts, for reports (never for a decision of the model).
     pub fn snapshot(&self) -> HwEvents {
         let mut out = HwEvents::default();
         for (i, c) in self.counts.iter().enumerate() {
@@ -333,5 +405,24 @@ mod tests {
         let j = serde_json::to_string(&h).unwrap();
         assert_eq!(j, r#"{"pte_load":3}"#);
         assert_eq!(serde_json::from_str::<HwEvents>(&j).unwrap(), h);
+    }
+
+    #[test]
+    fn the_observer_sees_marks_and_never_the_counts() {
+        let s = HwSink::new(HwFeatures::default());
+        s.mark_batch(0, 1, "zap"); // no observer: dropped
+        s.one(HwEvent::PteLoad);
+        assert!(s.take_marks().is_empty());
+        s.set_tracing(true);
+        s.mark_batch(0x1000, 4, "zap");
+        s.one(HwEvent::PteLoad);
+        let c = s.clone();
+        assert_eq!(c.take_marks().len(), 1, "a cloned sink clones its observer");
+        assert_eq!(s.take_marks().len(), 1);
+        assert!(s.take_marks().is_empty(), "taking drains");
+        assert_eq!(s.snapshot().get(HwEvent::PteLoad), 2);
+        assert!(s.attach(None).is_some());
+        s.mark_batch(0, 1, "zap");
+        assert!(s.take_marks().is_empty());
     }
 }

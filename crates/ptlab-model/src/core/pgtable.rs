@@ -10,6 +10,12 @@
 //! paint it on fully covered 64 KiB blocks, single-entry writes unfold a
 //! folded block first, and a single write to the last entry of a block
 //! tries to fold it.
+//!
+//! Walks of a range go through the [`cursor`] ([`Cursor`]): it finds what
+//! covers each address level by level; a PTE-table segment is locked with
+//! [`PageTables::pte_offset_map_lock`] (through
+//! [`Segment::lock_pte_table`]), the one place a walk's PMD load and
+//! page-table lock are counted.
 
 use crate::core::addr::{Pfn, PAGE_SHIFT, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, TABLE_SHIFT};
 use crate::core::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags, PteRef, PteTable};
@@ -36,6 +42,9 @@ impl Hasher for PfnHasher {
     }
 }
 type PfnMap<V> = HashMap<u64, V, BuildHasherDefault<PfnHasher>>;
+
+pub mod cursor;
+pub use cursor::{Cursor, PtItem, Query, Segment};
 
 /// One page-table page.
 #[derive(Clone, Debug)]
@@ -498,76 +507,33 @@ impl PageTables {
     }
 
     /// Present leaves in `[start, end)`: `(va, level, leaf)` with level 2 for
-    /// PMD blocks (reported once, at the block's start).
+    /// PMD blocks (reported once, at the block's start). A walk with a
+    /// [`Cursor`]; no event is counted.
     pub fn leaves(&self, start: u64, end: u64) -> Vec<(u64, u8, Leaf)> {
         let mut out = Vec::new();
-        self.walk(self.root, 4, 0, start, end, &mut out);
+        self.for_each(Cursor::ptes(start, end), |q| match q.item {
+            PtItem::Pte(l) => out.push((q.va, 1, l)),
+            PtItem::Huge { level, leaf } => out.push((q.entry_start(), level, leaf)),
+            _ => {}
+        });
         out
-    }
-
-    fn walk(
-        &self,
-        t: Pfn,
-        level: u8,
-        base: u64,
-        start: u64,
-        end: u64,
-        out: &mut Vec<(u64, u8, Leaf)>,
-    ) {
-        let tbl = &self.tables[&t.0];
-        if tbl.used == 0 {
-            return;
-        }
-        let span = entry_span(level);
-        for i in 0..PTRS_PER_TABLE {
-            let lo = base + i as u64 * span;
-            let hi = lo + span;
-            if hi <= start || lo >= end {
-                continue;
-            }
-            match self.decode(level, tbl.entries[i]) {
-                Entry::None | Entry::Swap(_) | Entry::Marker(_) => {}
-                Entry::Table(next) => self.walk(next, level - 1, lo, start, end, out),
-                Entry::Leaf(l) => out.push((lo, level, l)),
-            }
-        }
     }
 
     /// The 2 MiB slots in `[start, end)` whose PMD entry is not none (a PTE
     /// table or a PMD leaf), as slot start addresses in increasing order.
-    /// Walks only existing tables, and only the entries of each that
-    /// overlap the range: a none PGD/PUD/PMD entry costs one look however
-    /// much it covers. No event is counted (observation and bookkeeping
-    /// only). Linux: mm/pagewalk.c walk_pgd_range() with a pte_hole
-    /// callback, which fs/proc/task_mmu.c pagemap_read() uses the same way.
+    /// A PMD-level [`Cursor`] walk: only existing tables, and only the
+    /// entries of each that overlap the range; a none PGD/PUD/PMD entry
+    /// costs one look however much it covers. No event is counted
+    /// (observation and bookkeeping only). Linux: mm/pagewalk.c
+    /// walk_pgd_range() with a pte_hole callback, which fs/proc/task_mmu.c
+    /// pagemap_read() uses the same way.
     pub fn populated_slots(&self, start: u64, end: u64) -> Vec<u64> {
         let mut out = Vec::new();
-        if start < end {
-            self.walk_slots(self.root, 4, 0, start, end, &mut out);
-        }
+        self.for_each(Cursor::pmds(start, end), |q| match q.item {
+            PtItem::PteTable(_) | PtItem::Huge { .. } => out.push(q.va & !(PMD_SIZE - 1)),
+            _ => {}
+        });
         out
-    }
-
-    fn walk_slots(&self, t: Pfn, level: u8, base: u64, start: u64, end: u64, out: &mut Vec<u64>) {
-        let tbl = &self.tables[&t.0];
-        let span = entry_span(level);
-        if tbl.used == 0
-            || end <= base
-            || start >= base.saturating_add(span * PTRS_PER_TABLE as u64)
-        {
-            return;
-        }
-        // Only the entries overlapping [start, end).
-        let first = (start.saturating_sub(base) / span) as usize;
-        let last = ((end - 1 - base) / span).min(PTRS_PER_TABLE as u64 - 1) as usize;
-        for i in first..=last {
-            let lo = base + i as u64 * span;
-            match (level, self.decode(level, tbl.entries[i])) {
-                (2, Entry::Table(_) | Entry::Leaf(_)) => out.push(lo),
-                (3.., Entry::Table(next)) => self.walk_slots(next, level - 1, lo, start, end, out),
-                _ => {}
-            }
-        }
     }
 
     /// Every table page in the tree with the address range it covers:
@@ -707,22 +673,6 @@ impl PageTables {
     }
 }
 
-/// The `[addr, next)` pieces of `[start, end)` that each lie in one PMD
-/// slot, in address order: the loop of the kernel's `*_pmd_range()` walkers
-/// (`next = pmd_addr_end(addr, end)`).
-pub fn pmd_segments(start: u64, end: u64) -> impl Iterator<Item = (u64, u64)> {
-    let mut addr = start;
-    std::iter::from_fn(move || {
-        if addr >= end {
-            return None;
-        }
-        let next = pmd_end(addr, end);
-        let seg = (addr, next);
-        addr = next;
-        Some(seg)
-    })
-}
-
 /// A held PTE-table lock, as `pte_offset_map_lock()` returns it: the PMD
 /// slot that was read. Dropping it is the unlock (no event). Holding one is
 /// how a walk says it took the lock; the kernel's lock is never contended
@@ -859,7 +809,7 @@ impl PageTables {
     /// Addresses of the PTE markers in `[start, end)`, in address order.
     pub fn markers(&self, start: u64, end: u64) -> Vec<u64> {
         let mut out = Vec::new();
-        self.walk_nonpresent(self.root, 4, 0, start, end, &mut |va, e| {
+        self.walk_nonpresent(start, end, &mut |va, e| {
             if let Entry::Marker(_) = e {
                 out.push(va);
             }
@@ -878,7 +828,7 @@ impl PageTables {
     /// Swap PTEs in `[start, end)`, in address order.
     pub fn swap_ptes(&self, start: u64, end: u64) -> Vec<(u64, crate::core::arch::SwapPte)> {
         let mut out = Vec::new();
-        self.walk_nonpresent(self.root, 4, 0, start, end, &mut |va, e| {
+        self.walk_nonpresent(start, end, &mut |va, e| {
             if let Entry::Swap(s) = e {
                 out.push((va, s));
             }
@@ -887,31 +837,12 @@ impl PageTables {
     }
 
     /// Visit every non-present, non-none PTE (swap entries and markers) in
-    /// `[start, end)`, skipping empty tables.
-    fn walk_nonpresent(
-        &self,
-        t: Pfn,
-        level: u8,
-        base: u64,
-        start: u64,
-        end: u64,
-        out: &mut dyn FnMut(u64, Entry),
-    ) {
-        let tbl = &self.tables[&t.0];
-        if tbl.used == 0 {
-            return;
-        }
-        let span = entry_span(level);
-        for i in 0..PTRS_PER_TABLE {
-            let lo = base + i as u64 * span;
-            if lo + span <= start || lo >= end {
-                continue;
+    /// `[start, end)`: a PTE-level [`Cursor`] walk (empty tables skipped).
+    fn walk_nonpresent(&self, start: u64, end: u64, out: &mut dyn FnMut(u64, Entry)) {
+        self.for_each(Cursor::ptes(start, end), |q| {
+            if let PtItem::NonPresent(e) = q.item {
+                out(q.va, e)
             }
-            match self.decode(level, tbl.entries[i]) {
-                Entry::Table(next) => self.walk_nonpresent(next, level - 1, lo, start, end, out),
-                e @ (Entry::Swap(_) | Entry::Marker(_)) => out(lo, e),
-                _ => {}
-            }
-        }
+        });
     }
 }

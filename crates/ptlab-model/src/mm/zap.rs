@@ -10,7 +10,7 @@ use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
-use crate::core::pgtable::{pmd_segments, PmdSlot};
+use crate::core::pgtable::{Cursor, PmdSlot, PtItem, Segment};
 use crate::core::stats::VmEvent;
 use crate::core::tlb::MmuGather;
 use crate::core::vma::Vma;
@@ -141,34 +141,36 @@ fn zap_pmds(
 ) {
     // Swap PTEs: zap_nonpresent_ptes() → free_swap_and_cache_nr().
     crate::mm::swap::zap_swap_range(mm, phys, start, end);
-    for (addr, next) in pmd_segments(start, end) {
-        match mm.pt.pmd(addr) {
-            PmdSlot::None => {}
-            PmdSlot::Leaf(leaf) => {
-                if next - addr == PMD_SIZE {
+    // Linux: mm/memory.c zap_pmd_range(): one step per PMD slot.
+    let mut c = Cursor::pmds(start, end);
+    while let Some(q) = c.next(&mm.pt) {
+        match q.item {
+            PtItem::Huge { leaf, .. } => {
+                if q.whole_pmd() {
                     if locked && Some(leaf.pfn) != phys.huge_zero {
                         // munlock_vma_folio() of a large folio: the batch
                         // is drained at once.
                         phys.folio_batches.drain();
                     }
-                    zap_huge_pmd(mm, phys, tlb, addr, leaf);
+                    zap_huge_pmd(mm, phys, tlb, q.va, leaf);
                 } else {
-                    split_huge_pmd(mm, phys, addr & !(PMD_SIZE - 1));
-                    zap_ptes(mm, phys, tlb, addr, next, locked);
+                    split_huge_pmd(mm, phys, q.entry_start());
+                    zap_ptes(mm, phys, tlb, q.segment(), locked);
                 }
             }
-            PmdSlot::Table(_) => {
-                zap_ptes(mm, phys, tlb, addr, next, locked);
-                if reclaim_pt && next - addr == PMD_SIZE {
+            PtItem::PteTable(_) => {
+                zap_ptes(mm, phys, tlb, q.segment(), locked);
+                if reclaim_pt && q.whole_pmd() {
                     // Linux: mm/pt_reclaim.c try_to_free_pte(): free the table if all entries are none.
-                    if let PmdSlot::Table(t) = mm.pt.pmd(addr) {
+                    if let PmdSlot::Table(t) = mm.pt.pmd(q.va) {
                         if mm.pt.table(t).is_some_and(|tb| tb.used == 0) {
-                            mm.pt.free_pte_table(addr, phys);
-                            tlb.pte_free(addr);
+                            mm.pt.free_pte_table(q.va, phys);
+                            tlb.pte_free(q.va);
                         }
                     }
                 }
             }
+            _ => {}
         }
     }
 }
@@ -201,22 +203,17 @@ fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, slot: u64,
 /// added here: zap is the same before and after every seed switch), the
 /// atomic clears (get_and_clear_full_ptes), and per batch the head's
 /// struct page line (+1 for folio_nr_pages on a large folio).
-fn zap_ptes(
-    mm: &mut Mm,
-    phys: &mut PhysMem,
-    tlb: &mut MmuGather,
-    start: u64,
-    end: u64,
-    locked: bool,
-) {
-    let _ptl = mm.pt.pte_offset_map_lock(start);
+fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, locked: bool) {
+    let Segment { start, end } = seg;
+    let _ptl = seg.lock_pte_table(&mm.pt);
     mm.pt.hw.add(HwEvent::PteLoad, (end - start) / PAGE_SIZE);
     // get_and_clear_full_ptes() runs only for present batches
     // (zap_present_ptes()): a segment without a present entry (empty, or
     // swap PTEs only, already cleared by zap_swap_range()) has no arm64
     // contpte_try_unfold_partial() end checks.
-    let any_present = crate::mm::mm::pages(start, end)
-        .any(|va| matches!(mm.pt.pte_peek(va), crate::core::arch::Entry::Leaf(_)));
+    let mut c = Cursor::ptes(start, end);
+    let any_present =
+        std::iter::from_fn(|| c.next(&mm.pt)).any(|q| matches!(q.item, PtItem::Pte(_)));
     if !any_present {
         return;
     }

@@ -15,9 +15,9 @@
 //! collapse, mTHP collapse orders below PMD.
 
 use crate::core::addr::HPAGE_PMD_NR;
-use crate::core::addr::PMD_SIZE;
+use crate::core::addr::{PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, LeafFlags};
-use crate::core::pgtable::PmdSlot;
+use crate::core::pgtable::{Cursor, PmdSlot, PtItem};
 use crate::core::stats::VmEvent;
 use crate::core::vma::{VmFlags, Vma};
 use crate::model::Model;
@@ -140,23 +140,25 @@ impl Model {
             PmdSlot::Table(_) => {}
         }
         let phys = &self.phys;
-        for va in crate::mm::mm::pages(slot, slot + PMD_SIZE) {
-            match mm.pt.pte_peek(va) {
+        // The PTE scan: a PTE-level cursor over the slot (no event).
+        let mut c = Cursor::ptes(slot, slot + PMD_SIZE);
+        while let Some(q) = c.next(&mm.pt) {
+            match q.item {
                 // A guard marker is a non-present (swap-type) entry: the
                 // scan counts it like a swap PTE; the swap-in after the THP
                 // is allocated fails on it (collapse_huge_page()).
-                Entry::Marker(_) => {}
-                Entry::None => {
+                PtItem::NonPresent(Entry::Marker(_)) => {}
+                PtItem::None { .. } => {
                     if uffd_armed {
                         return Scan::ExceedNonePte;
                     }
                 }
-                Entry::Swap(s) => {
+                PtItem::NonPresent(Entry::Swap(s)) => {
                     if s.uffd_wp {
                         return Scan::PteUffdWp;
                     }
                 }
-                Entry::Leaf(l) => {
+                PtItem::Pte(l) => {
                     if l.pfn == phys.zero_pfn {
                         if uffd_armed {
                             return Scan::ExceedNonePte;
@@ -177,7 +179,9 @@ impl Model {
                         return Scan::PageCount;
                     }
                 }
-                Entry::Table(_) => return Scan::Fail,
+                PtItem::NonPresent(_) | PtItem::Huge { .. } | PtItem::PteTable(_) => {
+                    return Scan::Fail
+                }
             }
         }
         // The `!writable` (SCAN_PAGE_RO) refusal is khugepaged's alone:
@@ -225,12 +229,17 @@ impl Model {
         // page the swap-in left shared with the swap cache.
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
-        for (i, va) in crate::mm::mm::pages(slot, slot + PMD_SIZE).enumerate() {
-            let tag = match mm.pt.pte_peek(va) {
-                Entry::Leaf(l) if l.pfn != phys.zero_pfn => phys.tag(l.pfn),
+        // __collapse_huge_page_copy(): a PTE-level cursor over the slot;
+        // none, zero-page and non-present entries give zeros.
+        let mut c = Cursor::ptes(slot, slot + PMD_SIZE);
+        while let Some(q) = c.next(&mm.pt) {
+            let tag = match q.item {
+                PtItem::Pte(l) if l.pfn != phys.zero_pfn => phys.tag(l.pfn),
                 _ => 0,
             };
-            phys.set_tag(new.head.add(i as u64), tag);
+            for va in crate::mm::mm::pages(q.va, q.end) {
+                phys.set_tag(new.head.add((va - slot) / PAGE_SIZE), tag);
+            }
         }
         // Drop the old mappings: rmap, references, deferred split and the
         // RSS, as a zap does (the page-table walk's own events differ:

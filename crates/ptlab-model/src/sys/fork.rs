@@ -10,12 +10,12 @@
 //! MMF_HAS_PINNED is never set and the eager-copy rules K3.2/K4 (pinned
 //! pages copied at fork) never apply.
 
+use crate::core::addr::PTRS_PER_TABLE;
 use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};
-use crate::core::addr::{PMD_SIZE, PTRS_PER_TABLE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
-use crate::core::pgtable::{pmd_segments, PageTables, PmdSlot};
+use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
 use crate::mm::mm::Mm;
@@ -147,11 +147,13 @@ fn copy_page_range(
     c: &Vma,
     batch: bool,
 ) -> Result<(), Errno> {
-    for (addr, next) in pmd_segments(v.start, v.end) {
-        match src.pt.pmd(addr) {
-            PmdSlot::None => {}
-            PmdSlot::Leaf(leaf) => copy_huge_pmd(src, dst, phys, addr & !(PMD_SIZE - 1), leaf, c)?,
-            PmdSlot::Table(_) => copy_pte_range(src, dst, phys, addr, next, c, batch)?,
+    // Linux: copy_pmd_range(): one step per PMD slot of the parent.
+    let mut cur = Cursor::pmds(v.start, v.end);
+    while let Some(q) = cur.next(&src.pt) {
+        match q.item {
+            PtItem::Huge { leaf, .. } => copy_huge_pmd(src, dst, phys, q.entry_start(), leaf, c)?,
+            PtItem::PteTable(_) => copy_pte_range(src, dst, phys, q.segment(), c, batch)?,
+            _ => {}
         }
     }
     Ok(())
@@ -200,15 +202,15 @@ fn copy_pte_range(
     src: &mut Mm,
     dst: &mut Mm,
     phys: &mut PhysMem,
-    start: u64,
-    end: u64,
+    seg: Segment,
     c: &Vma,
     batch: bool,
 ) -> Result<(), Errno> {
+    let Segment { start, end } = seg;
     dst.pt.pte_alloc(start, phys).ok_or(Errno::ENOMEM)?;
     // pte_offset_map_lock() on both sides: two PMD reads, two PTLs.
-    let _src_ptl = src.pt.pte_offset_map_lock(start);
-    let _dst_ptl = dst.pt.pte_offset_map_lock(start);
+    let _src_ptl = seg.lock_pte_table(&src.pt);
+    let _dst_ptl = seg.lock_pte_table(&dst.pt);
     let mut addr = start;
     while addr < end {
         if let Entry::Swap(s) = src.pt.pte_peek(addr) {

@@ -19,7 +19,9 @@
 //! (PM_SWAP | PM_GUARD_REGION). Checked live on 6.18.44: see
 //! docs/ops/guard-mlock-mseal.md.
 
-use crate::core::pgtable::PmdSlot;
+use crate::core::arch::Entry;
+use crate::core::hw::HwEvent;
+use crate::core::pgtable::{Cursor, PtItem};
 use crate::core::vma::{VmFlags, Vma, VM_SPECIAL};
 use crate::mm::marker::{drop_markers, set_marker};
 use crate::mm::zap::zap_range;
@@ -62,15 +64,29 @@ impl Model {
         mm.anon_vma_prepare(start, ids);
         // The walk gives up at the first populated PTE or huge PMD and the
         // range is zapped (existing markers stay), then installed again.
-        let populated = crate::mm::mm::pages(start, end).any(|a| match mm.pt.pmd(a) {
-            PmdSlot::None => false,
-            PmdSlot::Leaf(_) => true,
-            // A guard marker already there is not "populated".
-            PmdSlot::Table(_) => !matches!(
-                mm.pt.pte_raw(a),
-                crate::core::arch::Entry::None | crate::core::arch::Entry::Marker(_)
-            ),
-        });
+        // Linux: mm/madvise.c guard_install_pud_entry() … guard_install_pte_entry():
+        // a PTE-level walk; each PTE of a table is read (`ptep_get()`, one
+        // load) up to the first populated one, a huge PMD is populated.
+        let mut populated = false;
+        let mut c = Cursor::ptes(start, end);
+        while let Some(q) = c.next(&mm.pt) {
+            match q.item {
+                // No PTE table (or a none PMD): nothing read.
+                PtItem::None { level: 2.. } => {}
+                // None PTEs (an empty table included): one load each.
+                PtItem::None { .. } => mm.pt.hw.add(HwEvent::PteLoad, q.segment().nr_pages()),
+                // A guard marker already there is not "populated".
+                PtItem::NonPresent(Entry::Marker(_)) => mm.pt.hw.one(HwEvent::PteLoad),
+                PtItem::Pte(_) | PtItem::NonPresent(_) => {
+                    mm.pt.hw.one(HwEvent::PteLoad);
+                    populated = true;
+                }
+                PtItem::Huge { .. } | PtItem::PteTable(_) => populated = true,
+            }
+            if populated {
+                break;
+            }
+        }
         if populated {
             let mut tlb = crate::core::tlb::MmuGather::new();
             zap_range(mm, phys, &mut tlb, start, end, false);

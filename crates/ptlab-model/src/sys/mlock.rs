@@ -14,6 +14,8 @@
 //! unevictable list are not visible in what ptlab observes).
 
 use crate::core::addr::PAGE_SIZE;
+use crate::core::arch::LeafFlags;
+use crate::core::pgtable::{Cursor, PtItem};
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS, VM_SPECIAL};
 use crate::mm::zap::split_huge_pmd;
 use crate::model::Model;
@@ -150,17 +152,12 @@ impl Model {
             let Model { procs, phys, .. } = self;
             let mm = &procs[&pid];
             let mut last = None;
-            for va in crate::mm::mm::pages(start, end) {
-                let pfn = match mm.pt.pmd(va) {
-                    crate::core::pgtable::PmdSlot::Leaf(l) => Some(l.pfn),
-                    _ => match mm.pt.pte_peek(va) {
-                        crate::core::arch::Entry::Leaf(l)
-                            if !l.flags.contains(crate::core::arch::LeafFlags::SPECIAL) =>
-                        {
-                            Some(l.pfn)
-                        }
-                        _ => None,
-                    },
+            let mut c = Cursor::ptes(start, end);
+            while let Some(q) = c.next(&mm.pt) {
+                let pfn = match q.item {
+                    PtItem::Huge { leaf, .. } => Some(leaf.pfn),
+                    PtItem::Pte(l) if !l.flags.contains(LeafFlags::SPECIAL) => Some(l.pfn),
+                    _ => None,
                 };
                 let Some(folio) = pfn.and_then(|p| phys.folio_of(p)) else {
                     continue;

@@ -31,7 +31,7 @@ use crate::core::addr::{page_align, PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
-use crate::core::pgtable::{pmd_segments, PageTables, PmdSlot};
+use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
 use crate::core::tlb::MmuGather;
 use crate::core::vma::vm_page_prot;
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS};
@@ -307,20 +307,21 @@ fn change_protection(
     cp: ChangeProt,
 ) {
     let mut tlb = MmuGather::new();
-    for (addr, next) in pmd_segments(start, end) {
-        match mm.pt.pmd(addr) {
-            PmdSlot::None => {}
-            PmdSlot::Leaf(leaf) => {
-                if next - addr == PMD_SIZE {
-                    change_huge_pmd(mm, phys, vma, addr, leaf, cp, &mut tlb);
+    let mut c = Cursor::pmds(start, end);
+    while let Some(q) = c.next(&mm.pt) {
+        match q.item {
+            PtItem::Huge { leaf, .. } => {
+                if q.whole_pmd() {
+                    change_huge_pmd(mm, phys, vma, q.va, leaf, cp, &mut tlb);
                 } else {
                     // A huge PMD only partly covered: split it, then go on at
                     // PTE level (__split_huge_pmd(), rule A4/P6).
-                    split_huge_pmd(mm, phys, addr & !(PMD_SIZE - 1));
-                    change_pte_range(mm, phys, vma, addr, next, cp, &mut tlb);
+                    split_huge_pmd(mm, phys, q.entry_start());
+                    change_pte_range(mm, phys, vma, q.segment(), cp, &mut tlb);
                 }
             }
-            PmdSlot::Table(_) => change_pte_range(mm, phys, vma, addr, next, cp, &mut tlb),
+            PtItem::PteTable(_) => change_pte_range(mm, phys, vma, q.segment(), cp, &mut tlb),
+            _ => {}
         }
     }
     // tlb_end_vma(): one flush over the gathered span, 4 KiB stride if any
@@ -368,14 +369,14 @@ fn change_pte_range(
     mm: &mut Mm,
     phys: &PhysMem,
     vma: &Vma,
-    start: u64,
-    end: u64,
+    seg: Segment,
     cp: ChangeProt,
     tlb: &mut MmuGather,
 ) {
+    let Segment { start, end } = seg;
     // pte_offset_map_lock(): the PMD read and the PTL;
     // flush_tlb_batched_pending() reads mm->tlb_flush_batched (no event).
-    let _ptl = mm.pt.pte_offset_map_lock(start);
+    let _ptl = seg.lock_pte_table(&mm.pt);
     if cp.batched {
         change_pte_range_batched(mm, phys, vma, start, end, cp, tlb);
     } else {
@@ -584,6 +585,7 @@ fn change_pte_range_per_pte(
 mod tests {
     use super::*;
     use crate::core::observe::PageState;
+    use crate::core::pgtable::PmdSlot;
     use crate::{Advice, ArchKind, MapFlags, ModelConfig, ThpKnob, ThpMode};
 
     const B: u64 = 0x7f00_0000_0000;

@@ -23,11 +23,11 @@
 //!   reclaim. Every exclusivity decision is taken before that drop, with the
 //!   cache reference counted, as the kernel takes it.
 
-use crate::core::addr::{PAGE_SIZE, PMD_ORDER, PMD_SIZE};
+use crate::core::addr::{PAGE_SIZE, PMD_ORDER};
 use crate::core::arch::{Entry, Leaf, LeafFlags, SwapPte};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
-use crate::core::pgtable::PmdSlot;
+use crate::core::pgtable::{Cursor, PmdSlot, PtItem, Segment};
 use crate::core::stats::{MthpStat, VmEvent};
 pub use crate::core::swapfile::MIN_SWAP_PAGES;
 use crate::core::vma::{VmFlags, Vma};
@@ -116,40 +116,35 @@ pub fn madvise_pageout(
     {
         return;
     }
-    let mut addr = start;
-    while addr < end {
-        let slot_end = ((addr & !(PMD_SIZE - 1)) + PMD_SIZE).min(end);
-        let pmd = procs[&pid].pt.pmd(addr);
-        if let PmdSlot::Leaf(leaf) = pmd {
-            if Some(leaf.pfn) == phys.huge_zero {
-                addr = slot_end;
-                continue;
+    // Linux: mm/madvise.c madvise_cold_or_pageout_pte_range(), one step
+    // per PMD slot.
+    let mut c = Cursor::pmds(start, end);
+    while let Some(q) = c.next(&procs[&pid].pt) {
+        match q.item {
+            PtItem::Huge { leaf, .. } => {
+                if Some(leaf.pfn) == phys.huge_zero {
+                    continue;
+                }
+                let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
+                if phys.mapped_by_other_mm(folio, pid) {
+                    continue;
+                }
+                let whole = q.whole_pmd();
+                if whole && cold {
+                    continue;
+                }
+                // Split (the whole PMD folio at reclaim, or the partly covered
+                // one right away); the stats of a reclaim-time split follow.
+                let _ = split_folio(procs, phys, folio, Some((pid, q.entry_start(), folio.head)));
+                if whole {
+                    phys.stats.mthp(PMD_ORDER, MthpStat::SwpoutFallback, 1);
+                    phys.stats.vm(VmEvent::ThpSwpoutFallback, 1);
+                }
+                pageout_ptes(procs, phys, pid, q.segment(), cold);
             }
-            let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
-            if phys.mapped_by_other_mm(folio, pid) {
-                addr = slot_end;
-                continue;
-            }
-            let whole = slot_end - addr == PMD_SIZE;
-            if whole && cold {
-                addr = slot_end;
-                continue;
-            }
-            // Split (the whole PMD folio at reclaim, or the partly covered
-            // one right away); the stats of a reclaim-time split follow.
-            let _ = split_folio(
-                procs,
-                phys,
-                folio,
-                Some((pid, addr & !(PMD_SIZE - 1), folio.head)),
-            );
-            if whole {
-                phys.stats.mthp(PMD_ORDER, MthpStat::SwpoutFallback, 1);
-                phys.stats.vm(VmEvent::ThpSwpoutFallback, 1);
-            }
+            PtItem::PteTable(_) => pageout_ptes(procs, phys, pid, q.segment(), cold),
+            _ => {}
         }
-        pageout_ptes(procs, phys, pid, addr, slot_end, cold);
-        addr = slot_end;
     }
 }
 
@@ -158,10 +153,10 @@ fn pageout_ptes(
     procs: &mut BTreeMap<Pid, Mm>,
     phys: &mut PhysMem,
     pid: Pid,
-    start: u64,
-    end: u64,
+    seg: Segment,
     cold: bool,
 ) {
+    let Segment { start, end } = seg;
     if !matches!(procs[&pid].pt.pmd(start), PmdSlot::Table(_)) {
         return;
     }
@@ -169,7 +164,7 @@ fn pageout_ptes(
     // entry ptep_get() and, for a normal page, vm_normal_folio() (the
     // page's struct page line). The young-bit clears
     // (clear_young_dirty_ptes(), tlb_remove_tlb_entries()) are not counted.
-    let _ptl = procs[&pid].pt.pte_offset_map_lock(start);
+    let _ptl = seg.lock_pte_table(&procs[&pid].pt);
     let mut addr = start;
     while addr < end {
         let Entry::Leaf(pte) = procs[&pid].pt.pte(addr) else {
