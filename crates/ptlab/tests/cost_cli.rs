@@ -62,7 +62,10 @@ fn cost_compare_text_and_json() {
         if p["features"]["contpte"] == false {
             // tensor-g1: an arm64 kernel before 6.9, no contpte: per entry both ways.
             assert_eq!(before, after, "no contpte: batch size 1 either way");
-            assert_eq!(p["before"]["calls"]["ptep_get"], p["after"]["calls"]["ptep_get"]);
+            assert_eq!(
+                p["before"]["calls"]["ptep_get"],
+                p["after"]["calls"]["ptep_get"]
+            );
         } else if p["arch"] == "arm64" {
             assert_eq!(p["before"]["calls"]["ptep_get"], 272);
             assert_eq!(p["after"]["calls"]["ptep_get"], 32);
