@@ -185,6 +185,11 @@ struct ProfileFile {
     clock_ghz: f64,
     clock_source: String,
     features: ProfileFeatures,
+    /// The extra cost of one kernel entry and exit under KPTI/PTI (the
+    /// page-table switch), added to every `syscall` and `page_fault` when
+    /// `features.kpti` is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kpti_entry_exit: Option<Price>,
     events: BTreeMap<String, Price>,
 }
 
@@ -197,6 +202,10 @@ pub struct Profile {
     pub clock_ghz: f64,
     pub clock_source: String,
     pub features: ProfileFeatures,
+    /// The page-table switch of one kernel entry and exit under KPTI (arm64
+    /// trampoline vectors' TTBR writes and ISBs; x86 PTI's CR3 writes),
+    /// charged to each `syscall` and `page_fault` when `features.kpti`.
+    pub kpti_entry_exit: Option<Price>,
     /// One price per event, in [`HwEvent::ALL`] order.
     pub prices: Vec<(HwEvent, Price)>,
 }
@@ -204,6 +213,21 @@ pub struct Profile {
 impl Profile {
     pub fn price_of(&self, e: HwEvent) -> &Price {
         &self.prices[e as usize].1
+    }
+
+    /// What one `e` costs on this profile, `(ns, low, high)`: its price,
+    /// plus the KPTI entry/exit surcharge for `syscall` and `page_fault`
+    /// when the profile's features have KPTI on.
+    pub fn unit(&self, e: HwEvent) -> (f64, f64, f64) {
+        let p = self.price_of(e);
+        let (lo, hi) = p.range();
+        match (&self.kpti_entry_exit, e) {
+            (Some(k), HwEvent::Syscall | HwEvent::PageFault) if self.features.kpti => {
+                let (klo, khi) = k.range();
+                (p.ns + k.ns, lo + klo, hi + khi)
+            }
+            _ => (p.ns, lo, hi),
+        }
     }
 
     /// The profile as TOML (the format [`parse_profile`] reads).
@@ -215,6 +239,7 @@ impl Profile {
             clock_ghz: self.clock_ghz,
             clock_source: self.clock_source.clone(),
             features: self.features.clone(),
+            kpti_entry_exit: self.kpti_entry_exit.clone(),
             events: self
                 .prices
                 .iter()
@@ -356,6 +381,21 @@ pub fn parse_profile(text: &str, origin: &str) -> Result<Profile, CostError> {
         }
         prices.push((e, p.clone()));
     }
+    if let Some(k) = &f.kpti_entry_exit {
+        let (lo, hi) = (k.low.unwrap_or(k.ns), k.high.unwrap_or(k.ns));
+        if !(k.ns.is_finite()
+            && 0.0 <= lo
+            && lo <= k.ns
+            && k.ns <= hi
+            && !k.source.trim().is_empty())
+            || (k.basis == Basis::Estimate && k.low.is_none())
+        {
+            return Err(err(
+                "kpti_entry_exit: needs ns, a source, and low <= ns <= high (required for an estimate)"
+                    .into(),
+            ));
+        }
+    }
     Ok(Profile {
         name: f.name,
         description: f.description,
@@ -363,6 +403,7 @@ pub fn parse_profile(text: &str, origin: &str) -> Result<Profile, CostError> {
         clock_ghz: f.clock_ghz,
         clock_source: f.clock_source,
         features: f.features,
+        kpti_entry_exit: f.kpti_entry_exit,
         prices,
     })
 }
@@ -389,7 +430,7 @@ pub fn price(events: &HwEvents, profile: &Profile) -> Cost {
     let mut ns = 0.0;
     let mut by_event = Vec::new();
     for (e, c) in events.nonzero() {
-        let v = c as f64 * profile.price_of(e).ns;
+        let v = c as f64 * profile.unit(e).0;
         ns += v;
         by_event.push(EventCost {
             event: e,
@@ -427,7 +468,7 @@ impl Interval {
 pub fn price_interval(events: &HwEvents, profile: &Profile) -> Interval {
     let (mut low, mut high) = (0.0, 0.0);
     for (e, c) in events.nonzero() {
-        let (lo, hi) = profile.price_of(e).range();
+        let (_, lo, hi) = profile.unit(e);
         low += c as f64 * lo;
         high += c as f64 * hi;
     }
@@ -453,7 +494,7 @@ pub fn ratio_interval(before: &HwEvents, after: &HwEvents, profile: &Profile) ->
             if b == 0.0 && a == 0.0 {
                 return None;
             }
-            let (lo, hi) = profile.price_of(e).range();
+            let (_, lo, hi) = profile.unit(e);
             Some((b, a, lo, hi))
         })
         .collect();
@@ -878,7 +919,7 @@ mod tests {
         for mask in 0u32..(1 << used.len()) {
             let (mut bn, mut an) = (0.0, 0.0);
             for (k, &e) in used.iter().enumerate() {
-                let (l, h) = p.price_of(e).range();
+                let (_, l, h) = p.unit(e);
                 let x = if mask & (1 << k) != 0 { h } else { l };
                 bn += b.get(e) as f64 * x;
                 an += a.get(e) as f64 * x;
@@ -939,5 +980,29 @@ mod tests {
         let z = ratio_interval(&before.events, &after.events, &pt).unwrap();
         assert!(z.width().abs() < 1e-12);
         assert_eq!(price_interval(&after.events, &pt).width(), 0.0);
+    }
+
+    /// KPTI's page-table switch is charged to every syscall and fault when
+    /// the feature is on, and to nothing else.
+    #[test]
+    fn kpti_surcharges_entries_only_when_on() {
+        let mut p = find_profile("neoverse-n1").unwrap();
+        let k = p
+            .kpti_entry_exit
+            .clone()
+            .expect("built-in profiles price KPTI");
+        let mut e = HwEvents::default();
+        e.add(HwEvent::Syscall, 3);
+        e.add(HwEvent::PageFault, 2);
+        e.add(HwEvent::PteLoad, 7);
+        let off = price(&e, &p).ns;
+        p.features.set("kpti", true).unwrap();
+        let on = price(&e, &p).ns;
+        assert!((on - off - 5.0 * k.ns).abs() < 1e-9, "{off} {on}");
+        let iv = price_interval(&e, &p);
+        assert!(iv.contains(on));
+        for b in builtin_profiles() {
+            assert!(b.kpti_entry_exit.is_some(), "{}", b.name);
+        }
     }
 }

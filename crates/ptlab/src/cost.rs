@@ -353,7 +353,7 @@ fn write_text(
                     t.add_row(vec![
                         e.event.name().to_string(),
                         e.count.to_string(),
-                        format!("{}", p.price_of(e.event).ns),
+                        format!("{}", p.unit(e.event).0),
                         fmt_ns(e.ns),
                     ]);
                 }
@@ -411,7 +411,7 @@ fn write_text(
                     if bc == 0 && ac == 0 {
                         continue;
                     }
-                    let each = p.price_of(e).ns;
+                    let each = p.unit(e).0;
                     t.add_row(vec![
                         e.name().to_string(),
                         bc.to_string(),
