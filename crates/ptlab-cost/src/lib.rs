@@ -107,6 +107,25 @@ pub struct Price {
     /// Half-width of a 95 % confidence interval, for calibrated prices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci95_ns: Option<f64>,
+    /// Lowest plausible price (ns); required for estimates, with the
+    /// reasoning for the range in `source`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub low: Option<f64>,
+    /// Highest plausible price (ns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub high: Option<f64>,
+}
+
+impl Price {
+    /// The price's range `(low, high)` in ns: a calibrated price is its 95 %
+    /// confidence interval (clamped at 0); otherwise the stated `low`/`high`,
+    /// or the point itself for a cited price without a range.
+    pub fn range(&self) -> (f64, f64) {
+        if let (Basis::Calibrated, Some(ci)) = (self.basis, self.ci95_ns) {
+            return ((self.ns - ci).max(0.0), self.ns + ci);
+        }
+        (self.low.unwrap_or(self.ns), self.high.unwrap_or(self.ns))
+    }
 }
 
 /// CPU features with the reason they are believed.
@@ -118,6 +137,10 @@ pub struct ProfileFeatures {
     pub bbml2_noabort: bool,
     #[serde(default)]
     pub kpti: bool,
+    /// arm64: the contpte layer (Linux 6.9+ with CONFIG_ARM64_CONTPTE=y);
+    /// absent means on. Ignored on x86-64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contpte: Option<bool>,
     pub source: String,
 }
 
@@ -127,7 +150,29 @@ impl ProfileFeatures {
             tlbi_range: self.tlbi_range,
             bbml2_noabort: self.bbml2_noabort,
             kpti: self.kpti,
+            contpte_off: self.contpte == Some(false),
         }
+    }
+
+    /// Set one feature by name (`tlbi_range`, `bbml2_noabort`, `kpti`,
+    /// `contpte`): the `--cpu-feature NAME=on|off` switch.
+    pub fn set(&mut self, name: &str, on: bool) -> Result<(), String> {
+        match name {
+            "tlbi_range" | "tlbi-range" => self.tlbi_range = on,
+            "bbml2_noabort" | "bbml2-noabort" | "bbml2" => self.bbml2_noabort = on,
+            "kpti" | "pti" => self.kpti = on,
+            "contpte" => self.contpte = Some(on),
+            _ => {
+                return Err(format!(
+                    "unknown CPU feature '{name}' (tlbi_range, bbml2_noabort, kpti, contpte)"
+                ))
+            }
+        }
+        self.source.push_str(&format!(
+            "; overridden on the command line: {name}={}",
+            if on { "on" } else { "off" }
+        ));
+        Ok(())
     }
 }
 
@@ -140,6 +185,11 @@ struct ProfileFile {
     clock_ghz: f64,
     clock_source: String,
     features: ProfileFeatures,
+    /// The extra cost of one kernel entry and exit under KPTI/PTI (the
+    /// page-table switch), added to every `syscall` and `page_fault` when
+    /// `features.kpti` is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kpti_entry_exit: Option<Price>,
     events: BTreeMap<String, Price>,
 }
 
@@ -152,6 +202,10 @@ pub struct Profile {
     pub clock_ghz: f64,
     pub clock_source: String,
     pub features: ProfileFeatures,
+    /// The page-table switch of one kernel entry and exit under KPTI (arm64
+    /// trampoline vectors' TTBR writes and ISBs; x86 PTI's CR3 writes),
+    /// charged to each `syscall` and `page_fault` when `features.kpti`.
+    pub kpti_entry_exit: Option<Price>,
     /// One price per event, in [`HwEvent::ALL`] order.
     pub prices: Vec<(HwEvent, Price)>,
 }
@@ -159,6 +213,21 @@ pub struct Profile {
 impl Profile {
     pub fn price_of(&self, e: HwEvent) -> &Price {
         &self.prices[e as usize].1
+    }
+
+    /// What one `e` costs on this profile, `(ns, low, high)`: its price,
+    /// plus the KPTI entry/exit surcharge for `syscall` and `page_fault`
+    /// when the profile's features have KPTI on.
+    pub fn unit(&self, e: HwEvent) -> (f64, f64, f64) {
+        let p = self.price_of(e);
+        let (lo, hi) = p.range();
+        match (&self.kpti_entry_exit, e) {
+            (Some(k), HwEvent::Syscall | HwEvent::PageFault) if self.features.kpti => {
+                let (klo, khi) = k.range();
+                (p.ns + k.ns, lo + klo, hi + khi)
+            }
+            _ => (p.ns, lo, hi),
+        }
     }
 
     /// The profile as TOML (the format [`parse_profile`] reads).
@@ -170,6 +239,7 @@ impl Profile {
             clock_ghz: self.clock_ghz,
             clock_source: self.clock_source.clone(),
             features: self.features.clone(),
+            kpti_entry_exit: self.kpti_entry_exit.clone(),
             events: self
                 .prices
                 .iter()
@@ -180,7 +250,7 @@ impl Profile {
     }
 }
 
-const BUILTIN: [(&str, &str); 3] = [
+const BUILTIN: [(&str, &str); 6] = [
     (
         "apple-m-vm",
         include_str!("../../../profiles/apple-m-vm.toml"),
@@ -190,10 +260,22 @@ const BUILTIN: [(&str, &str); 3] = [
         include_str!("../../../profiles/neoverse-n1.toml"),
     ),
     ("zen3", include_str!("../../../profiles/zen3.toml")),
+    (
+        "apple-m3-vm",
+        include_str!("../../../profiles/apple-m3-vm.toml"),
+    ),
+    (
+        "tensor-g1",
+        include_str!("../../../profiles/tensor-g1.toml"),
+    ),
+    ("xeon-spr", include_str!("../../../profiles/xeon-spr.toml")),
 ];
 
-/// The shipped profiles: `apple-m-vm` (Apple M2/M3 Linux VM, arm64),
-/// `neoverse-n1` (Ampere Altra, arm64), `zen3` (AMD EPYC Milan, x86-64).
+/// The shipped profiles: `apple-m-vm` (Apple M2 Linux VM, arm64),
+/// `neoverse-n1` (Ampere Altra Q80-30, arm64), `zen3` (AMD EPYC Milan,
+/// x86-64), `apple-m3-vm` (Apple M3 Linux VM, arm64), `tensor-g1` (Pixel 6,
+/// Cortex-X1 core, arm64, no contpte), `xeon-spr` (Intel Xeon Sapphire
+/// Rapids, x86-64).
 pub fn builtin_profiles() -> Vec<Profile> {
     BUILTIN
         .iter()
@@ -276,7 +358,43 @@ pub fn parse_profile(text: &str, origin: &str) -> Result<Profile, CostError> {
                 e.name()
             )));
         }
+        if p.low.is_some() != p.high.is_some() {
+            return Err(err(format!(
+                "events.{}: give both low and high, or neither",
+                e.name()
+            )));
+        }
+        if p.basis == Basis::Estimate && p.low.is_none() {
+            return Err(err(format!(
+                "events.{}: an estimate needs a range: low = .., high = .. (ns) with its reasoning in source",
+                e.name()
+            )));
+        }
+        if let (Some(lo), Some(hi)) = (p.low, p.high) {
+            if !(lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo <= p.ns && p.ns <= hi) {
+                return Err(err(format!(
+                    "events.{}: need 0 <= low <= ns <= high, not {lo} <= {} <= {hi}",
+                    e.name(),
+                    p.ns
+                )));
+            }
+        }
         prices.push((e, p.clone()));
+    }
+    if let Some(k) = &f.kpti_entry_exit {
+        let (lo, hi) = (k.low.unwrap_or(k.ns), k.high.unwrap_or(k.ns));
+        if !(k.ns.is_finite()
+            && 0.0 <= lo
+            && lo <= k.ns
+            && k.ns <= hi
+            && !k.source.trim().is_empty())
+            || (k.basis == Basis::Estimate && k.low.is_none())
+        {
+            return Err(err(
+                "kpti_entry_exit: needs ns, a source, and low <= ns <= high (required for an estimate)"
+                    .into(),
+            ));
+        }
     }
     Ok(Profile {
         name: f.name,
@@ -285,6 +403,7 @@ pub fn parse_profile(text: &str, origin: &str) -> Result<Profile, CostError> {
         clock_ghz: f.clock_ghz,
         clock_source: f.clock_source,
         features: f.features,
+        kpti_entry_exit: f.kpti_entry_exit,
         prices,
     })
 }
@@ -311,7 +430,7 @@ pub fn price(events: &HwEvents, profile: &Profile) -> Cost {
     let mut ns = 0.0;
     let mut by_event = Vec::new();
     for (e, c) in events.nonzero() {
-        let v = c as f64 * profile.price_of(e).ns;
+        let v = c as f64 * profile.unit(e).0;
         ns += v;
         by_event.push(EventCost {
             event: e,
@@ -324,6 +443,107 @@ pub fn price(events: &HwEvents, profile: &Profile) -> Cost {
         cycles: ns * profile.clock_ghz,
         by_event,
     }
+}
+
+/// A closed interval of nanoseconds (or of a ratio).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Interval {
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Interval {
+    pub fn contains(&self, x: f64) -> bool {
+        let eps = 1e-9 * x.abs().max(1.0);
+        self.low - eps <= x && x <= self.high + eps
+    }
+    pub fn width(&self) -> f64 {
+        self.high - self.low
+    }
+}
+
+/// The time `events` take when every price may lie anywhere in its
+/// [`Price::range`]. Counts are non-negative, so the sum is lowest with
+/// every price at its low end and highest at its high end: exact.
+pub fn price_interval(events: &HwEvents, profile: &Profile) -> Interval {
+    let (mut low, mut high) = (0.0, 0.0);
+    for (e, c) in events.nonzero() {
+        let (_, lo, hi) = profile.unit(e);
+        low += c as f64 * lo;
+        high += c as f64 * hi;
+    }
+    Interval { low, high }
+}
+
+/// The range of `after / before` (times) when every price varies within
+/// its [`Price::range`] and an event's price is the same in both arms (a
+/// price that is high for one arm is high for the other). The ratio of two
+/// linear functions of the prices is extreme at a corner of the price box;
+/// the corner is found exactly by Dinkelbach's iteration: for a candidate
+/// ratio r, the corner maximising `after(p) - r * before(p)` puts each price
+/// at its high end when its `after` count exceeds r times its `before`
+/// count, else at its low end; r is updated to that corner's ratio until it
+/// stops growing (the minimum mirrors it). `None` when the before arm costs
+/// nothing at its point; `high` is infinite when some corner prices the
+/// before arm at 0.
+pub fn ratio_interval(before: &HwEvents, after: &HwEvents, profile: &Profile) -> Option<Interval> {
+    let rows: Vec<(f64, f64, f64, f64)> = HwEvent::ALL
+        .iter()
+        .filter_map(|&e| {
+            let (b, a) = (before.get(e) as f64, after.get(e) as f64);
+            if b == 0.0 && a == 0.0 {
+                return None;
+            }
+            let (_, lo, hi) = profile.unit(e);
+            Some((b, a, lo, hi))
+        })
+        .collect();
+    let eval = |pick: &dyn Fn(f64, f64, f64, f64) -> f64| {
+        let (mut bn, mut an) = (0.0, 0.0);
+        for &(b, a, lo, hi) in &rows {
+            let p = pick(b, a, lo, hi);
+            bn += b * p;
+            an += a * p;
+        }
+        (bn, an)
+    };
+    let point_b = price(before, profile).ns;
+    if point_b <= 0.0 {
+        return None;
+    }
+    let r0 = price(after, profile).ns / point_b;
+    let solve = |maximise: bool| -> f64 {
+        let mut r = r0;
+        for _ in 0..100 {
+            let (bn, an) = eval(&|b, a, lo, hi| {
+                let up = a - r * b > 0.0;
+                if up == maximise {
+                    hi
+                } else {
+                    lo
+                }
+            });
+            if bn <= 0.0 {
+                return if maximise { f64::INFINITY } else { 0.0 };
+            }
+            let next = an / bn;
+            let better = if maximise {
+                next > r * (1.0 + 1e-12)
+            } else {
+                next < r * (1.0 - 1e-12)
+            };
+            if !better {
+                // r is attained: by the point (r0) or by an earlier corner.
+                return r;
+            }
+            r = next;
+        }
+        r
+    };
+    Some(Interval {
+        low: solve(false),
+        high: solve(true),
+    })
 }
 
 /// The events of one run, per line and in total.
@@ -403,6 +623,10 @@ pub struct OpCost {
     pub executions: u64,
     pub events: HwEvents,
     pub ns: f64,
+    /// `ns` with every price at its low and at its high end.
+    pub ns_range: Interval,
+    /// Kernel-function calls (never priced).
+    pub calls: BTreeMap<&'static str, u64>,
 }
 
 /// Cost of one source line.
@@ -414,6 +638,10 @@ pub struct LineCost {
     pub executions: u64,
     pub events: HwEvents,
     pub ns: f64,
+    /// `ns` with every price at its low and at its high end.
+    pub ns_range: Interval,
+    /// Kernel-function calls (never priced).
+    pub calls: BTreeMap<&'static str, u64>,
 }
 
 /// A priced run of a scenario on one profile.
@@ -424,7 +652,13 @@ pub struct Prediction {
     /// The `--before` switches in force, by name.
     pub before: Vec<&'static str>,
     pub events: HwEvents,
+    /// Kernel-function calls (ptep_get, set_ptes, flush_tlb_range, ...),
+    /// counted next to the events and never priced.
+    pub calls: BTreeMap<&'static str, u64>,
     pub ns: f64,
+    /// `ns` with every price at its low and at its high end
+    /// ([`price_interval`]).
+    pub ns_range: Interval,
     pub cycles: f64,
     pub by_event: Vec<EventCost>,
     /// Per operation, in order of first appearance.
@@ -455,6 +689,8 @@ pub fn price_run(run: &EventRun, arch: ArchKind, before: Before, profile: &Profi
             executions: l.executions,
             events: l.events,
             ns,
+            ns_range: price_interval(&l.events, profile),
+            calls: l.events.calls_map().into_iter().collect(),
         });
         match by_op.iter_mut().find(|o| o.op == l.op) {
             Some(o) => {
@@ -467,16 +703,27 @@ pub fn price_run(run: &EventRun, arch: ArchKind, before: Before, profile: &Profi
                 executions: l.executions,
                 events: l.events,
                 ns,
+                ns_range: Interval {
+                    low: 0.0,
+                    high: 0.0,
+                },
+                calls: BTreeMap::new(),
             }),
         }
     }
     by_op.retain(|o| !o.events.is_zero());
+    for o in &mut by_op {
+        o.ns_range = price_interval(&o.events, profile);
+        o.calls = o.events.calls_map().into_iter().collect();
+    }
     Prediction {
         profile: profile.name.clone(),
         arch: arch.name(),
         before: before_names(before),
         events: run.total,
+        calls: run.total.calls_map().into_iter().collect(),
         ns: total.ns,
+        ns_range: price_interval(&run.total, profile),
         cycles: total.cycles,
         by_event: total.by_event,
         by_op,
@@ -539,7 +786,7 @@ mod tests {
     #[test]
     fn builtin_profiles_price_every_event_with_a_source() {
         let ps = builtin_profiles();
-        assert_eq!(ps.len(), 3);
+        assert_eq!(ps.len(), 6);
         for p in &ps {
             assert_eq!(p.prices.len(), HwEvent::COUNT);
             for (e, pr) in &p.prices {
@@ -550,7 +797,17 @@ mod tests {
             assert_eq!(&again, p);
         }
         let names: Vec<_> = ps.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["apple-m-vm", "neoverse-n1", "zen3"]);
+        assert_eq!(
+            names,
+            [
+                "apple-m-vm",
+                "neoverse-n1",
+                "zen3",
+                "apple-m3-vm",
+                "tensor-g1",
+                "xeon-spr"
+            ]
+        );
     }
 
     #[test]
@@ -606,5 +863,146 @@ mod tests {
             &zen,
         );
         assert!(matches!(bad, Err(CostError::Run { .. })));
+    }
+
+    #[test]
+    fn every_price_has_a_range_or_a_citation_and_nothing_points_outside() {
+        for p in builtin_profiles() {
+            for (e, pr) in &p.prices {
+                let (lo, hi) = pr.range();
+                assert!(lo <= pr.ns && pr.ns <= hi, "{} {}", p.name, e.name());
+                assert!(
+                    pr.basis != Basis::Estimate || pr.low.is_some(),
+                    "{} {}: an estimate without a range",
+                    p.name,
+                    e.name()
+                );
+                // No citation of documents outside the repository.
+                for bad in ["spec §", "shared/", "[U]", "[E]"] {
+                    assert!(!pr.source.contains(bad), "{} {}: {bad}", p.name, e.name());
+                }
+            }
+            for bad in ["spec §", "shared/"] {
+                assert!(!p.features.source.contains(bad), "{}", p.name);
+                assert!(!p.clock_source.contains(bad), "{}", p.name);
+            }
+        }
+        // An estimate without a range is refused.
+        let text = builtin_profiles()[2].to_toml();
+        let i = text.find("[events.vma_lookup]").unwrap();
+        let j = i + text[i..].find("low = ").unwrap();
+        let k = j + text[j..].find('\n').unwrap();
+        let e = parse_profile(&format!("{}{}", &text[..j], &text[k + 1..]), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("low and high"), "{e}");
+    }
+
+    fn widen(p: &Profile, e: HwEvent, factor: f64) -> Profile {
+        let mut q = p.clone();
+        let pr = &mut q.prices[e as usize].1;
+        let (lo, hi) = pr.range();
+        pr.low = Some(lo / factor);
+        pr.high = Some(hi * factor);
+        pr.basis = Basis::Estimate;
+        q
+    }
+
+    /// All 2^n corners of the price box, for the events both arms use.
+    fn brute_ratio(b: &HwEvents, a: &HwEvents, p: &Profile) -> (f64, f64) {
+        let used: Vec<HwEvent> = HwEvent::ALL
+            .iter()
+            .copied()
+            .filter(|&e| b.get(e) + a.get(e) > 0)
+            .collect();
+        let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+        for mask in 0u32..(1 << used.len()) {
+            let (mut bn, mut an) = (0.0, 0.0);
+            for (k, &e) in used.iter().enumerate() {
+                let (_, l, h) = p.unit(e);
+                let x = if mask & (1 << k) != 0 { h } else { l };
+                bn += b.get(e) as f64 * x;
+                an += a.get(e) as f64 * x;
+            }
+            lo = lo.min(an / bn);
+            hi = hi.max(an / bn);
+        }
+        (lo, hi)
+    }
+
+    #[test]
+    fn intervals_contain_the_point_and_widen_with_a_price_range() {
+        let p = find_profile("neoverse-n1").unwrap();
+        let src = "thp 64K always\np = mmap 64K at 0x7f00_0000_0000 fixed\nwrite p 64K\nq = mremap p 64K 64K maymove fixed 0x7f00_0010_0000\n";
+        let after = predict(src, "t.ptl", ArchKind::Arm64, Before::empty(), &[], &p).unwrap();
+        let before = predict(
+            src,
+            "t.ptl",
+            ArchKind::Arm64,
+            Before::MREMAP_PTE_BATCH,
+            &[],
+            &p,
+        )
+        .unwrap();
+        for pr in [&after, &before] {
+            assert!(pr.ns_range.contains(pr.ns));
+            assert!(pr.ns_range.width() > 0.0);
+            for l in &pr.by_line {
+                assert!(l.ns_range.contains(l.ns));
+            }
+            for o in &pr.by_op {
+                assert!(o.ns_range.contains(o.ns));
+            }
+        }
+        let r = ratio_interval(&before.events, &after.events, &p).unwrap();
+        assert!(r.contains(after.ns / before.ns), "{r:?}");
+        // Dinkelbach's corner equals the brute-force extreme over all corners.
+        let (lo, hi) = brute_ratio(&before.events, &after.events, &p);
+        assert!(
+            (r.low - lo).abs() < 1e-9 * lo && (r.high - hi).abs() < 1e-9 * hi,
+            "{r:?} vs {lo} {hi}"
+        );
+        // Widening one price's range widens the time and the ratio intervals
+        // (dsb_ish: 35 before, 3 after here), and keeps the point inside.
+        let w = widen(&p, HwEvent::DsbIsh, 2.0);
+        let t0 = price_interval(&before.events, &p);
+        let t1 = price_interval(&before.events, &w);
+        assert!(t1.low < t0.low && t1.high > t0.high);
+        assert!(t1.contains(before.ns));
+        let r1 = ratio_interval(&before.events, &after.events, &w).unwrap();
+        assert!(r1.low < r.low && r1.high >= r.high, "{r:?} -> {r1:?}");
+        assert!(r1.contains(after.ns / before.ns));
+        // A point-priced profile gives a zero-width interval.
+        let mut pt = p.clone();
+        for (_, pr) in pt.prices.iter_mut() {
+            (pr.low, pr.high) = (Some(pr.ns), Some(pr.ns));
+        }
+        let z = ratio_interval(&before.events, &after.events, &pt).unwrap();
+        assert!(z.width().abs() < 1e-12);
+        assert_eq!(price_interval(&after.events, &pt).width(), 0.0);
+    }
+
+    /// KPTI's page-table switch is charged to every syscall and fault when
+    /// the feature is on, and to nothing else.
+    #[test]
+    fn kpti_surcharges_entries_only_when_on() {
+        let mut p = find_profile("neoverse-n1").unwrap();
+        let k = p
+            .kpti_entry_exit
+            .clone()
+            .expect("built-in profiles price KPTI");
+        let mut e = HwEvents::default();
+        e.add(HwEvent::Syscall, 3);
+        e.add(HwEvent::PageFault, 2);
+        e.add(HwEvent::PteLoad, 7);
+        let off = price(&e, &p).ns;
+        p.features.set("kpti", true).unwrap();
+        let on = price(&e, &p).ns;
+        assert!((on - off - 5.0 * k.ns).abs() < 1e-9, "{off} {on}");
+        let iv = price_interval(&e, &p);
+        assert!(iv.contains(on));
+        for b in builtin_profiles() {
+            assert!(b.kpti_entry_exit.is_some(), "{}", b.name);
+        }
     }
 }

@@ -1,6 +1,5 @@
-//! Hardware-event counts of small scenarios, worked out by hand from
-//! shared/spec/mprotect-contpte-cost.md §C–§E and the kernel functions the
-//! model cites, for each seed operation × architecture × before/after.
+//! Hardware-event counts of small scenarios, worked out by hand from the
+//! kernel functions the model cites, for each seed operation × architecture × before/after.
 //! Each test states the derivation; the counts are exact (events, never
 //! times, are asserted).
 //!
@@ -20,11 +19,13 @@ const N1: HwFeatures = HwFeatures {
     tlbi_range: false,
     bbml2_noabort: false,
     kpti: false,
+    contpte_off: false,
 };
 const RANGE: HwFeatures = HwFeatures {
     tlbi_range: true,
     bbml2_noabort: false,
     kpti: false,
+    contpte_off: false,
 };
 const X86: HwFeatures = N1;
 
@@ -79,7 +80,7 @@ fn mremap_64k_arm64_batched() {
     assert_eq!(got, want);
 }
 
-/// The same block per PTE (before 6.17), arm64 N1 (spec §C8, with 6.18's
+/// The same block per PTE (before 6.17), arm64 N1 (move_ptes() per entry, with 6.18's
 /// gather early exit). Entry 0: ptep_get 3 L; ptep_get_and_clear: unfold
 /// check 1 L, contpte_convert (16 X, flush of 16 pages = 1 DSB pair + 16
 /// TLBI, 16 S), then 1 X; set_pte_at at the (empty) destination: unfold
@@ -359,11 +360,11 @@ write p 64K
 mprotect p 64K r
 ";
 
-/// mprotect RW→R of one folded block (spec §C8 and §E5/§E6).
+/// mprotect RW→R of one folded block (mm/mprotect.c change_pte_range(), arm64 contpte.c).
 /// Batched arm64: 1 PMD read + PTL; ptep_get 3 L; page_folio 1 P +
 /// folio_nr_pages 1 P; modify_prot_start_ptes(16) 16 X (no unfold);
 /// modify_prot_commit_ptes = set_ptes(16) 16 S; the per-VMA flush of 16
-/// pages (16 TLBI VALE1IS + DSB pair). Per PTE (≤6.16) arm64: spec §C8's
+/// pages (16 TLBI VALE1IS + DSB pair). Per PTE (≤6.16) arm64: the per-entry path's
 /// per-block row with 6.18's early-exit gather: 66 L, 48 X, 48 S, 32 + 16
 /// TLBI, 3 DSB pairs, 2 P (the refold's folio check).
 #[test]
@@ -461,7 +462,7 @@ fn mprotect_64k_x86() {
 
 /// mprotect of order-0 pages: 6.17+ reads the page's folio for every PTE
 /// (1 P each), the per-PTE path (RW→R) none: the small-folio regression
-/// (spec §E4, §F note 4). Everything else is equal.
+/// (x86 pte_needs_flush()). Everything else is equal.
 #[test]
 fn mprotect_4k_small_folio_regression() {
     let src = "p = mmap 16K at 0x7f00_0000_0000 fixed

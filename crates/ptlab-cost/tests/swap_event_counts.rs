@@ -16,6 +16,7 @@ const N1: HwFeatures = HwFeatures {
     tlbi_range: false,
     bbml2_noabort: false,
     kpti: false,
+    contpte_off: false,
 };
 
 /// Events of the last line of `src` (6.18, no seed switch reverted).

@@ -33,7 +33,7 @@ pub use arch::ArchKind;
 pub use batch::Before;
 pub use call::{Call, CallError, UffdFds};
 pub use errno::Errno;
-pub use hw::{HwEvent, HwEvents, HwFeatures, HwMark};
+pub use hw::{HwEvent, HwEvents, HwFeatures, HwMark, KCall};
 pub use model::{AccessFault, Model, ModelConfig, Pid};
 pub use observe::{Observation, PageState, Sections};
 pub use rlimit::{Resource, Rlimits, RLIM_INFINITY};

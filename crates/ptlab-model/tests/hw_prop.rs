@@ -184,7 +184,7 @@ proptest! {
         let feature_sets = [
             HwFeatures::default(),
             HwFeatures { tlbi_range: true, ..Default::default() },
-            HwFeatures { tlbi_range: true, bbml2_noabort: true, kpti: true },
+            HwFeatures { tlbi_range: true, bbml2_noabort: true, kpti: true, contpte_off: false },
         ];
         for arch in ArchKind::ALL {
             let base = run(arch, feature_sets[0], &orders, &ops);

@@ -750,6 +750,7 @@ fn scale_targets(
                 .is_finite()
                 .then(|| (base * kci * 1000.0).round() / 1000.0);
             price.basis = Basis::Calibrated;
+            (price.low, price.high) = (None, None);
             price.source = format!(
                 "ptlab calibrate: {how}; scaled the base price {base} ns by {k:.3} (±{kci:.3}, 95 %)"
             );
@@ -766,6 +767,7 @@ fn set_direct(p: &mut Profile, e: HwEvent, s: &Summary, how: &str) {
             .is_finite()
             .then(|| (s.ci95 * 1000.0).round() / 1000.0);
         price.basis = Basis::Calibrated;
+        (price.low, price.high) = (None, None);
         price.source = format!(
             "ptlab calibrate: {how} (n = {}, median {:.1} ns)",
             s.n, s.median

@@ -4,8 +4,10 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
-use ptlab_cost::{pct_change, price_run, run_events, EventRun, Prediction, Profile};
-use ptlab_model::{ArchKind, Before, HwEvent};
+use ptlab_cost::{
+    pct_change, price_run, ratio_interval, run_events, EventRun, Interval, Prediction, Profile,
+};
+use ptlab_model::{ArchKind, Before, HwEvent, KCall};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io::Write;
@@ -74,6 +76,12 @@ pub struct CostArgs {
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = crate::parse_param)]
     params: Vec<(String, String)>,
 
+    /// Override a CPU/kernel feature of every profile (repeatable):
+    /// contpte=off (arm64 before Linux 6.9 or CONFIG_ARM64_CONTPTE=n),
+    /// tlbi_range, bbml2_noabort, kpti
+    #[arg(long = "cpu-feature", value_name = "NAME=on|off", value_parser = crate::parse_cpu_feature)]
+    cpu_features: Vec<(String, bool)>,
+
     /// Output format
     #[arg(long, value_enum, default_value_t = CostFormat::Text)]
     format: CostFormat,
@@ -115,6 +123,12 @@ fn select_profiles(args: &CostArgs) -> Result<Vec<Profile>> {
     }
     if ps.is_empty() {
         bail!("no profile to price with");
+    }
+    let mut ps = ps;
+    for p in &mut ps {
+        for (n, on) in &args.cpu_features {
+            p.features.set(n, *on).map_err(anyhow::Error::msg)?;
+        }
     }
     Ok(ps)
 }
@@ -193,6 +207,49 @@ fn fmt_pct(before: f64, after: f64) -> String {
     }
 }
 
+fn fmt_range(r: &Interval) -> String {
+    format!("{} – {}", fmt_ns(r.low), fmt_ns(r.high))
+}
+
+/// Kernel-function calls (not priced), one column per arm.
+fn write_calls(out: &mut dyn Write, before: Option<&Prediction>, after: &Prediction) -> Result<()> {
+    let get = |p: &Prediction, k: KCall| p.calls.get(k.name()).copied().unwrap_or(0);
+    let mut t = match before {
+        Some(_) => table(&["kernel call", "before", "after", "change (+ = fewer)"]),
+        None => table(&["kernel call", "calls"]),
+    };
+    let mut any = false;
+    for &k in KCall::ALL {
+        let ac = get(after, k);
+        match before {
+            Some(b) => {
+                let bc = get(b, k);
+                if bc == 0 && ac == 0 {
+                    continue;
+                }
+                t.add_row(vec![
+                    k.name().to_string(),
+                    bc.to_string(),
+                    ac.to_string(),
+                    fmt_pct(bc as f64, ac as f64),
+                ]);
+            }
+            None => {
+                if ac == 0 {
+                    continue;
+                }
+                t.add_row(vec![k.name().to_string(), ac.to_string()]);
+            }
+        }
+        any = true;
+    }
+    if any {
+        right(&mut t, 1);
+        writeln!(out, "Kernel calls (counted, not priced):\n{t}")?;
+    }
+    Ok(())
+}
+
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
@@ -257,13 +314,20 @@ fn write_text(
         )?;
         writeln!(
             out,
-            "   features: tlbi_range={} bbml2_noabort={} kpti={}",
-            f.tlbi_range, f.bbml2_noabort, f.kpti
+            "   features: tlbi_range={} bbml2_noabort={} kpti={}{}",
+            f.tlbi_range,
+            f.bbml2_noabort,
+            f.kpti,
+            if p.arch == ArchKind::Arm64 {
+                format!(" contpte={}", !f.hw().contpte_off)
+            } else {
+                String::new()
+            }
         )?;
         match &r.before {
             None => {
                 writeln!(out, "   algorithm: {}", before_label(&r.after))?;
-                let mut t = table(&["line", "statement", "runs", "time", "share"]);
+                let mut t = table(&["line", "statement", "runs", "time", "range", "share"]);
                 for l in &r.after.by_line {
                     if l.events.is_zero() {
                         continue;
@@ -278,6 +342,7 @@ fn write_text(
                         l.text.clone(),
                         l.executions.to_string(),
                         fmt_ns(l.ns),
+                        fmt_range(&l.ns_range),
                         format!("{share:.1} %"),
                     ]);
                 }
@@ -288,17 +353,19 @@ fn write_text(
                     t.add_row(vec![
                         e.event.name().to_string(),
                         e.count.to_string(),
-                        format!("{}", p.price_of(e.event).ns),
+                        format!("{}", p.unit(e.event).0),
                         fmt_ns(e.ns),
                     ]);
                 }
                 right(&mut t, 1);
                 writeln!(out, "Events:\n{t}")?;
+                write_calls(out, None, &r.after)?;
                 writeln!(
                     out,
-                    "Total: {} ({:.0} cycles)",
+                    "Total: {} ({:.0} cycles); with every price in its range: {}",
                     fmt_ns(r.after.ns),
-                    r.after.cycles
+                    r.after.cycles,
+                    fmt_range(&r.after.ns_range)
                 )?;
             }
             Some(b) => {
@@ -344,7 +411,7 @@ fn write_text(
                     if bc == 0 && ac == 0 {
                         continue;
                     }
-                    let each = p.price_of(e).ns;
+                    let each = p.unit(e).0;
                     t.add_row(vec![
                         e.name().to_string(),
                         bc.to_string(),
@@ -357,6 +424,7 @@ fn write_text(
                 }
                 right(&mut t, 1);
                 writeln!(out, "Events (counts, then time):\n{t}")?;
+                write_calls(out, Some(b), a)?;
                 writeln!(
                     out,
                     "Total: before {} -> after {} ({}); {:.0} -> {:.0} cycles",
@@ -366,6 +434,24 @@ fn write_text(
                     b.cycles,
                     a.cycles
                 )?;
+                writeln!(
+                    out,
+                    "Ranges (every price in its range): before {}, after {}",
+                    fmt_range(&b.ns_range),
+                    fmt_range(&a.ns_range)
+                )?;
+                if let Some(iv) = ratio_interval(&b.events, &a.events, p) {
+                    writeln!(
+                        out,
+                        "after/before: {:.3} [{:.3} – {:.3}] (prices shared by both arms move together); saved {} [{:+.1} % – {:+.1} %]",
+                        a.ns / b.ns,
+                        iv.low,
+                        iv.high,
+                        fmt_pct(b.ns, a.ns),
+                        (1.0 - iv.high) * 100.0,
+                        (1.0 - iv.low) * 100.0
+                    )?;
+                }
             }
         }
     }
@@ -404,6 +490,17 @@ fn write_json(
             if let Some(b) = &r.before {
                 v["before"] = json!(b);
                 v["change_pct"] = json!(pct_saved(b.ns, r.after.ns));
+                if let Some(iv) = ratio_interval(&b.events, &r.after.events, &r.profile) {
+                    v["ratio"] = json!({
+                        "after_over_before": r.after.ns / b.ns,
+                        "low": iv.low,
+                        "high": iv.high,
+                    });
+                    v["change_pct_range"] = json!({
+                        "low": (1.0 - iv.high) * 100.0,
+                        "high": (1.0 - iv.low) * 100.0,
+                    });
+                }
             }
             v
         })

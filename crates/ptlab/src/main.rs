@@ -255,6 +255,27 @@ struct FuzzArgs {
     limits: limits::LimitArgs,
 }
 
+/// `NAME=on|off` for `--cpu-feature`.
+pub(crate) fn parse_cpu_feature(s: &str) -> Result<(String, bool), String> {
+    let (n, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=on|off, not '{s}'"))?;
+    let on = match v {
+        "on" | "1" | "true" | "yes" => true,
+        "off" | "0" | "false" | "no" => false,
+        _ => return Err(format!("'{v}': expected on or off")),
+    };
+    let mut f = ptlab_cost::ProfileFeatures {
+        tlbi_range: false,
+        bbml2_noabort: false,
+        kpti: false,
+        contpte: None,
+        source: String::new(),
+    };
+    f.set(n, on)?;
+    Ok((n.to_string(), on))
+}
+
 pub(crate) fn parse_param(s: &str) -> std::result::Result<(String, String), String> {
     let (n, v) = s
         .split_once('=')
@@ -293,9 +314,32 @@ struct ScenarioArgs {
     /// scenario
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
     params: Vec<(String, String)>,
+
+    /// Switch a CPU/kernel feature the model's arch policy consults
+    /// (repeatable): contpte (arm64 contpte layer, Linux 6.9+ with
+    /// CONFIG_ARM64_CONTPTE), tlbi_range (FEAT_TLBIRANGE, used by Linux
+    /// 5.12+), bbml2_noabort (Linux 6.18 contpte_convert without a flush),
+    /// kpti (arm64 KPTI / x86 PTI). Default: all off except contpte
+    #[arg(long = "cpu-feature", value_name = "NAME=on|off", value_parser = parse_cpu_feature)]
+    cpu_features: Vec<(String, bool)>,
 }
 
 impl ScenarioArgs {
+    /// The model's CPU features: the defaults with `--cpu-feature` applied.
+    fn hw(&self) -> Result<ptlab_model::HwFeatures> {
+        let mut f = ptlab_cost::ProfileFeatures {
+            tlbi_range: false,
+            bbml2_noabort: false,
+            kpti: false,
+            contpte: None,
+            source: String::new(),
+        };
+        for (n, on) in &self.cpu_features {
+            f.set(n, *on).map_err(anyhow::Error::msg)?;
+        }
+        Ok(f.hw())
+    }
+
     fn before(&self) -> ptlab_model::Before {
         self.before
             .iter()
@@ -423,6 +467,14 @@ fn diff(args: &DiffArgs) -> Result<u8> {
         limits: args.limits.limits(),
         before: args.scenario.before(),
         params: args.scenario.params.clone(),
+        model_config: (!args.scenario.cpu_features.is_empty())
+            .then(|| -> Result<ModelConfig> {
+                let mut cfg = ptlab_live::diff::machine_model_config(args.arch.kind());
+                cfg.before = args.scenario.before();
+                cfg.hw = args.scenario.hw()?;
+                Ok(cfg)
+            })
+            .transpose()?,
         ..Default::default()
     };
     let report = ptlab_live::diff_source(&name, &source, &opts)?;
@@ -446,6 +498,7 @@ fn run(args: &RunArgs) -> Result<bool> {
     let (_, _, script) = scenario::load(&args.file, &args.scenario.params)?;
     let mut cfg = ModelConfig::for_arch(args.arch.kind());
     cfg.before = args.scenario.before();
+    cfg.hw = args.scenario.hw()?;
     let opts = RunOptions {
         params: args.scenario.params.clone(),
         ..RunOptions::default()

@@ -46,11 +46,29 @@ fn cost_compare_text_and_json() {
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
     let profiles = v["profiles"].as_array().unwrap();
-    assert_eq!(profiles.len(), 3, "all built-in profiles by default");
+    assert_eq!(profiles.len(), 6, "all built-in profiles by default");
     for p in profiles {
         let before = &p["before"]["events"];
         let after = &p["after"]["events"];
-        if p["arch"] == "arm64" {
+        // Intervals: each time's contains its point, the ratio's the ratio.
+        for arm in ["before", "after"] {
+            let (ns, r) = (p[arm]["ns"].as_f64().unwrap(), &p[arm]["ns_range"]);
+            assert!(r["low"].as_f64().unwrap() <= ns && ns <= r["high"].as_f64().unwrap());
+        }
+        let ratio = &p["ratio"];
+        let point = ratio["after_over_before"].as_f64().unwrap();
+        assert!(ratio["low"].as_f64().unwrap() <= point + 1e-12);
+        assert!(point <= ratio["high"].as_f64().unwrap() + 1e-12);
+        if p["features"]["contpte"] == false {
+            // tensor-g1: an arm64 kernel before 6.9, no contpte: per entry both ways.
+            assert_eq!(before, after, "no contpte: batch size 1 either way");
+            assert_eq!(
+                p["before"]["calls"]["ptep_get"],
+                p["after"]["calls"]["ptep_get"]
+            );
+        } else if p["arch"] == "arm64" {
+            assert_eq!(p["before"]["calls"]["ptep_get"], 272);
+            assert_eq!(p["after"]["calls"]["ptep_get"], 32);
             // 16 folded blocks: each unfolded at the source and refolded at
             // the destination per PTE; none with batching.
             assert_eq!(before["cont_unfold"], 16);
@@ -63,6 +81,52 @@ fn cost_compare_text_and_json() {
         }
     }
     assert_eq!(v["params"]["iterations"], "1");
+}
+
+/// `--cpu-feature contpte=off` models arm64 without the contpte layer:
+/// no fold/unfold, and the mremap batching changes nothing. Unknown
+/// features are usage errors; `run` takes the switch too.
+#[test]
+fn cpu_feature_switches() {
+    let (code, out, err) = ptlab(&[
+        "cost",
+        "scenarios/seeds/mremap-batch-64k.ptl",
+        "--param",
+        "iterations=1",
+        "--profile",
+        "neoverse-n1",
+        "--cpu-feature",
+        "contpte=off",
+        "--compare-before",
+        "mremap-pte-batch",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let p = &v["profiles"][0];
+    assert_eq!(p["features"]["contpte"], false);
+    assert!(p["before"]["events"].get("cont_unfold").is_none());
+    assert_eq!(p["before"]["events"], p["after"]["events"]);
+    let (code, _, err) = ptlab(&[
+        "cost",
+        "scenarios/seeds/mremap-batch-64k.ptl",
+        "--cpu-feature",
+        "warp=on",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown CPU feature 'warp'"), "{err}");
+    let (code, out, err) = ptlab(&[
+        "run",
+        "scenarios/seeds/mremap-batch-64k.ptl",
+        "--arch",
+        "arm64",
+        "--param",
+        "iterations=1",
+        "--cpu-feature",
+        "contpte=off",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
 }
 
 #[test]

@@ -138,21 +138,96 @@ impl HwEvent {
     }
 }
 
-/// A pure counter set: one count per [`HwEvent`].
+macro_rules! kcalls {
+    ($( $(#[doc = $doc:literal])* $v:ident = $name:literal ),* $(,)?) => {
+        /// A kernel function whose calls are counted (next to, not among,
+        /// the hardware events): the page-table hooks of include/linux/pgtable.h
+        /// and arch/arm64, the TLB flush entry points and mm batch helpers.
+        /// Each is counted once per call, where the model's hook runs
+        /// (docs/cost.md, "Kernel-call counts").
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+        pub enum KCall { $( $(#[doc = $doc])* $v, )* }
+
+        impl KCall {
+            pub const ALL: &'static [KCall] = &[ $( KCall::$v, )* ];
+            pub const COUNT: usize = [ $( KCall::$v, )* ].len();
+            /// The kernel function's name.
+            pub const fn name(self) -> &'static str {
+                match self { $( KCall::$v => $name, )* }
+            }
+            pub fn from_name(s: &str) -> Option<KCall> {
+                Self::ALL.iter().copied().find(|e| e.name() == s)
+            }
+        }
+    };
+}
+
+kcalls! {
+    /// ptep_get(): one PTE read through the arch hook (arm64: contpte_ptep_get on a folded block).
+    PtepGet = "ptep_get",
+    /// set_ptes() (set_pte_at() is set_ptes(.., 1)); non-present entries included.
+    SetPtes = "set_ptes",
+    /// ptep_get_and_clear() (get_and_clear_full_ptes with nr == 1 and non-present clears).
+    PtepGetAndClear = "ptep_get_and_clear",
+    /// get_and_clear_full_ptes() with nr > 1.
+    GetAndClearFullPtes = "get_and_clear_full_ptes",
+    /// wrprotect_ptes() (nr == 1 is ptep_set_wrprotect()).
+    WrprotectPtes = "wrprotect_ptes",
+    /// A single-entry change that is not set_pte_at(): ptep_set_wrprotect / ptep_set_access_flags.
+    PtepModify = "ptep_set_wrprotect/access_flags",
+    /// modify_prot_start_ptes().
+    ModifyProtStartPtes = "modify_prot_start_ptes",
+    /// modify_prot_commit_ptes().
+    ModifyProtCommitPtes = "modify_prot_commit_ptes",
+    /// folio_pte_batch() / folio_pte_batch_flags() (mm/internal.h).
+    FolioPteBatch = "folio_pte_batch",
+    /// flush_tlb_range() (and __flush_tlb_range from contpte_convert).
+    FlushTlbRange = "flush_tlb_range",
+    /// flush_tlb_mm().
+    FlushTlbMm = "flush_tlb_mm",
+    /// arm64 contpte_try_unfold(): the inline check before a single-entry change.
+    ContpteTryUnfold = "contpte_try_unfold",
+    /// arm64 __contpte_try_fold(): the fold attempt after contpte_try_fold()'s inline tests pass.
+    ContpteTryFold = "__contpte_try_fold",
+    /// arm64 contpte_convert(): a fold or an unfold actually done.
+    ContpteConvert = "contpte_convert",
+}
+
+/// A pure counter set: one count per [`HwEvent`], and beside them one
+/// count per [`KCall`] (kernel-function calls, kept apart: they are not
+/// hardware work and are never priced; [`Serialize`] writes the events only,
+/// [`HwEvents::calls_map`] the calls).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct HwEvents {
     counts: [u64; HwEvent::COUNT],
+    calls: [u64; KCall::COUNT],
 }
 
 impl Default for HwEvents {
     fn default() -> Self {
         HwEvents {
             counts: [0; HwEvent::COUNT],
+            calls: [0; KCall::COUNT],
         }
     }
 }
 
 impl HwEvents {
+    /// Calls of kernel function `k`.
+    pub fn calls(&self, k: KCall) -> u64 {
+        self.calls[k as usize]
+    }
+    pub fn add_calls(&mut self, k: KCall, n: u64) {
+        self.calls[k as usize] += n;
+    }
+    /// Non-zero call counts by function name, in [`KCall::ALL`] order.
+    pub fn calls_map(&self) -> Vec<(&'static str, u64)> {
+        KCall::ALL
+            .iter()
+            .map(|&k| (k.name(), self.calls(k)))
+            .filter(|&(_, c)| c != 0)
+            .collect()
+    }
     pub fn get(&self, e: HwEvent) -> u64 {
         self.counts[e as usize]
     }
@@ -167,6 +242,9 @@ impl HwEvents {
         for (a, b) in self.counts.iter_mut().zip(o.counts.iter()) {
             *a += b;
         }
+        for (a, b) in self.calls.iter_mut().zip(o.calls.iter()) {
+            *a += b;
+        }
     }
     /// Element-wise `self - earlier` (saturating: counters only grow).
     pub fn since(&self, earlier: &HwEvents) -> HwEvents {
@@ -174,12 +252,15 @@ impl HwEvents {
         for (a, b) in out.counts.iter_mut().zip(earlier.counts.iter()) {
             *a = a.saturating_sub(*b);
         }
+        for (a, b) in out.calls.iter_mut().zip(earlier.calls.iter()) {
+            *a = a.saturating_sub(*b);
+        }
         out
     }
     /// Multiply every count (extrapolating a repeated workload).
     pub fn scaled(&self, k: u64) -> HwEvents {
         let mut out = *self;
-        for a in out.counts.iter_mut() {
+        for a in out.counts.iter_mut().chain(out.calls.iter_mut()) {
             *a = a.saturating_mul(k);
         }
         out
@@ -243,6 +324,11 @@ pub struct HwFeatures {
     /// twice (arm64 KPTI __tlbi_user; x86 PTI INVPCID for the user PCID).
     #[serde(default)]
     pub kpti: bool,
+    /// arm64 without the contpte layer (Linux before 6.9, or
+    /// CONFIG_ARM64_CONTPTE=n): the PTE hooks are the generic per-entry
+    /// ones and PTE_CONT is never set on user mappings. No effect on x86-64.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub contpte_off: bool,
 }
 
 /// Where one batch or TLB invalidation happened, for pictures
@@ -296,6 +382,7 @@ impl HwObserver for HwTrace {
 /// retire into the machine's sink, never to decide what to do.
 pub struct HwSink {
     counts: [Cell<u64>; HwEvent::COUNT],
+    calls: [Cell<u64>; KCall::COUNT],
     /// The CPU features the arch's TLB recipe consults.
     pub features: HwFeatures,
     observer: RefCell<Option<Box<dyn HwObserver>>>,
@@ -305,6 +392,7 @@ impl Clone for HwSink {
     fn clone(&self) -> Self {
         HwSink {
             counts: self.counts.clone(),
+            calls: self.calls.clone(),
             features: self.features,
             observer: RefCell::new(self.observer.borrow().as_ref().map(|o| o.boxed_clone())),
         }
@@ -325,6 +413,7 @@ impl HwSink {
     pub fn new(features: HwFeatures) -> Self {
         HwSink {
             counts: std::array::from_fn(|_| Cell::new(0)),
+            calls: std::array::from_fn(|_| Cell::new(0)),
             features,
             observer: RefCell::new(None),
         }
@@ -374,17 +463,29 @@ impl HwSink {
     pub fn one(&self, e: HwEvent) {
         self.add(e, 1);
     }
+    /// Count one call of kernel function `k` (not a hardware event).
+    #[inline]
+    pub fn call(&self, k: KCall) {
+        let c = &self.calls[k as usize];
+        c.set(c.get() + 1);
+    }
     /// The counts, for reports (never for a decision of the model).
     pub fn snapshot(&self) -> HwEvents {
         let mut out = HwEvents::default();
         for (i, c) in self.counts.iter().enumerate() {
             out.counts[i] = c.get();
         }
+        for (i, c) in self.calls.iter().enumerate() {
+            out.calls[i] = c.get();
+        }
         out
     }
     /// Add every count of `o` (an exiting process's events retire here).
     pub fn absorb(&self, o: &HwEvents) {
         for (c, v) in self.counts.iter().zip(o.counts.iter()) {
+            c.set(c.get() + v);
+        }
+        for (c, v) in self.calls.iter().zip(o.calls.iter()) {
             c.set(c.get() + v);
         }
     }

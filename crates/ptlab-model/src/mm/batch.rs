@@ -64,6 +64,7 @@ pub fn folio_pte_batch(
     max_nr: u64,
     fpb: Fpb,
 ) -> Batch {
+    pt.hw.call(crate::core::hw::KCall::FolioPteBatch);
     let mut out = Batch {
         nr: 1,
         pte: first,

@@ -30,8 +30,18 @@ pub use pte_table::{FolioSpan, PteRef, PteTable};
 pub use x86_64::X86_64;
 
 use crate::core::addr::Pfn;
-use crate::core::hw::HwSink;
+use crate::core::hw::{HwSink, KCall};
 use bitflags::bitflags;
+
+/// The call a `get_and_clear_full_ptes(nr)` hook counts: `nr == 1` is
+/// `ptep_get_and_clear()`.
+pub(crate) fn clear_call(nr: usize) -> KCall {
+    if nr == 1 {
+        KCall::PtepGetAndClear
+    } else {
+        KCall::GetAndClearFullPtes
+    }
+}
 use serde::{Deserialize, Serialize};
 
 bitflags! {
@@ -223,6 +233,7 @@ pub trait Arch: Sync {
 
     /// `ptep_get()`: read entry `i`, counting its loads.
     fn ptep_get(&self, t: &PteRef<'_>, i: usize) -> Entry {
+        t.hw.call(KCall::PtepGet);
         generic::ptep_get(t, i)
     }
     /// `set_ptes()`: map `nr` consecutive pages from `leaf.pfn` at entries
@@ -237,15 +248,18 @@ pub trait Arch: Sync {
         folios: &dyn FolioSpan,
     ) {
         let _ = folios; // only arm64's fold test looks at folios
+        t.hw.call(KCall::SetPtes);
         generic::set_ptes(t, i, leaf, nr)
     }
     /// `set_pte_at()` of a non-present entry (`raw`: a swap entry or a
     /// marker, encoded by this arch) over a none entry: one store.
     fn set_pte_at_nonpresent(&self, t: &mut PteTable<'_>, i: usize, raw: u64) {
+        t.hw.call(KCall::SetPtes);
         generic::set_pte_at_nonpresent(t, i, raw)
     }
     /// `ptep_get_and_clear()` of a non-present entry: one atomic exchange.
     fn ptep_get_and_clear_nonpresent(&self, t: &mut PteTable<'_>, i: usize) {
+        t.hw.call(KCall::PtepGetAndClear);
         generic::ptep_get_and_clear_nonpresent(t, i)
     }
     /// `get_and_clear_full_ptes()`: clear `nr` entries from `i` as one
@@ -257,6 +271,7 @@ pub trait Arch: Sync {
         i: usize,
         nr: usize,
     ) -> Vec<(usize, Leaf)> {
+        t.hw.call(clear_call(nr));
         generic::get_and_clear_full_ptes(t, i, nr)
     }
     /// `ptep_get_and_clear()`: one entry.
@@ -267,15 +282,18 @@ pub trait Arch: Sync {
     /// `ptep_set_wrprotect()`, `ptep_set_access_flags()` with a write-bit
     /// change. Never folds.
     fn ptep_modify(&self, t: &mut PteTable<'_>, i: usize, leaf: Leaf) {
+        t.hw.call(KCall::PtepModify);
         generic::ptep_modify(t, i, leaf)
     }
     /// `wrprotect_ptes()`: write-protect `nr` present entries from `i`.
     fn wrprotect_ptes(&self, t: &mut PteTable<'_>, i: usize, nr: usize) {
+        t.hw.call(KCall::WrprotectPtes);
         generic::wrprotect_ptes(t, i, nr)
     }
     /// `modify_prot_start_ptes()`: clear `nr` entries of one batch and
     /// return the first with the young/dirty bits of all of them ORed in.
     fn modify_prot_start_ptes(&self, t: &mut PteTable<'_>, i: usize, nr: usize) -> Leaf {
+        t.hw.call(KCall::ModifyProtStartPtes);
         generic::modify_prot_start_ptes(self, t, i, nr)
     }
     /// `modify_prot_commit_ptes()`: write the batch back (`set_ptes()`).
@@ -287,6 +305,7 @@ pub trait Arch: Sync {
         nr: usize,
         folios: &dyn FolioSpan,
     ) {
+        t.hw.call(KCall::ModifyProtCommitPtes);
         self.set_ptes(t, i, leaf, nr, folios)
     }
     /// `pte_batch_hint()`: how many entries from `i` (holding `leaf`) are

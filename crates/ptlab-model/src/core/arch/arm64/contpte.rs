@@ -17,7 +17,7 @@
 use super::CONT_PTES;
 use crate::core::addr::{Pfn, PAGE_SIZE};
 use crate::core::arch::{generic, Arch, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable};
-use crate::core::hw::HwEvent;
+use crate::core::hw::{HwEvent, KCall};
 
 const N: usize = CONT_PTES;
 
@@ -86,6 +86,7 @@ pub fn ptep_get(t: &PteRef<'_>, i: usize) -> Entry {
 /// `contpte_convert()` cost: 16 atomic swap-to-zero (`__ptep_get_and_clear`),
 /// a 64 KiB range flush unless BBML2-noabort, 16 stores (`__set_ptes`).
 fn count_convert(arch: &dyn Arch, t: &PteTable<'_>, i: usize, fold: bool) {
+    t.hw.call(KCall::ContpteConvert);
     t.hw.one(if fold {
         HwEvent::ContFold
     } else {
@@ -126,6 +127,7 @@ fn unfold_block(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize) {
 /// `set_ptes(nr > 1)` paints CONT on PROT_NONE entries too, but the layer
 /// ignores them).
 fn try_unfold(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize) {
+    t.hw.call(KCall::ContpteTryUnfold);
     t.hw.one(HwEvent::PteLoad);
     if matches!(t.peek(i), Entry::Leaf(l) if l.valid_cont()) {
         unfold_block(arch, t, i);
@@ -167,6 +169,7 @@ fn try_fold(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, folios: &dyn FolioS
     {
         return;
     }
+    t.hw.call(KCall::ContpteTryFold);
     t.hw.add(HwEvent::StructPageLine, 2);
     let first_pfn = last.pfn.0 - (n - 1);
     match folios.folio_span(last.pfn) {

@@ -8,9 +8,11 @@
 pub mod contpte;
 pub mod tlbflush;
 
-use super::{Arch, ArchKind, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable, SwapPte};
+use super::{
+    generic, Arch, ArchKind, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable, SwapPte,
+};
 use crate::core::addr::Pfn;
-use crate::core::hw::HwSink;
+use crate::core::hw::{HwSink, KCall};
 
 const VALID: u64 = 1 << 0; // PTE_VALID
 const TYPE_PAGE: u64 = 1 << 1; // PTE_TYPE_PAGE (level 3) / table bit
@@ -151,6 +153,10 @@ impl Arch for Arm64 {
     }
 
     fn ptep_get(&self, t: &PteRef<'_>, i: usize) -> Entry {
+        t.hw.call(KCall::PtepGet);
+        if t.hw.features.contpte_off {
+            return generic::ptep_get(t, i);
+        }
         contpte::ptep_get(t, i)
     }
 
@@ -162,6 +168,10 @@ impl Arch for Arm64 {
         nr: usize,
         folios: &dyn FolioSpan,
     ) {
+        t.hw.call(KCall::SetPtes);
+        if t.hw.features.contpte_off {
+            return generic::set_ptes(t, i, leaf, nr);
+        }
         contpte::set_ptes(self, t, i, leaf, nr, folios)
     }
 
@@ -171,22 +181,42 @@ impl Arch for Arm64 {
         i: usize,
         nr: usize,
     ) -> Vec<(usize, Leaf)> {
+        t.hw.call(super::clear_call(nr));
+        if t.hw.features.contpte_off {
+            return generic::get_and_clear_full_ptes(t, i, nr);
+        }
         contpte::get_and_clear_full_ptes(self, t, i, nr)
     }
 
     fn ptep_modify(&self, t: &mut PteTable<'_>, i: usize, leaf: Leaf) {
+        t.hw.call(KCall::PtepModify);
+        if t.hw.features.contpte_off {
+            return generic::ptep_modify(t, i, leaf);
+        }
         contpte::ptep_modify(self, t, i, leaf)
     }
 
     fn wrprotect_ptes(&self, t: &mut PteTable<'_>, i: usize, nr: usize) {
+        t.hw.call(KCall::WrprotectPtes);
+        if t.hw.features.contpte_off {
+            return generic::wrprotect_ptes(t, i, nr);
+        }
         contpte::wrprotect_ptes(self, t, i, nr)
     }
 
     fn set_pte_at_nonpresent(&self, t: &mut PteTable<'_>, i: usize, raw: u64) {
+        t.hw.call(KCall::SetPtes);
+        if t.hw.features.contpte_off {
+            return generic::set_pte_at_nonpresent(t, i, raw);
+        }
         contpte::set_pte_at_nonpresent(t, i, raw)
     }
 
     fn ptep_get_and_clear_nonpresent(&self, t: &mut PteTable<'_>, i: usize) {
+        t.hw.call(KCall::PtepGetAndClear);
+        if t.hw.features.contpte_off {
+            return generic::ptep_get_and_clear_nonpresent(t, i);
+        }
         contpte::ptep_get_and_clear_nonpresent(t, i)
     }
 
@@ -195,10 +225,12 @@ impl Arch for Arm64 {
     }
 
     fn flush_tlb_range(&self, hw: &HwSink, start: u64, end: u64, stride: u64) {
+        hw.call(KCall::FlushTlbRange);
         tlbflush::flush_tlb_range(hw, start, end, stride)
     }
 
     fn flush_tlb_mm(&self, hw: &HwSink) {
+        hw.call(KCall::FlushTlbMm);
         tlbflush::flush_tlb_mm(hw)
     }
 

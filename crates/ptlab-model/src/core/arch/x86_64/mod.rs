@@ -118,10 +118,12 @@ impl Arch for X86_64 {
     }
 
     fn flush_tlb_range(&self, hw: &HwSink, start: u64, end: u64, stride: u64) {
+        hw.call(crate::core::hw::KCall::FlushTlbRange);
         tlb::flush_tlb_range(hw, start, end, stride)
     }
 
     fn flush_tlb_mm(&self, hw: &HwSink) {
+        hw.call(crate::core::hw::KCall::FlushTlbMm);
         tlb::flush_tlb_mm(hw)
     }
 

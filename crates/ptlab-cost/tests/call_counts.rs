@@ -1,0 +1,157 @@
+//! Kernel-call counts (ptep_get, set_ptes, flush_tlb_range, ...) of small
+//! scenarios, worked out by hand from the kernel functions the model
+//! mirrors (mm/mremap.c move_ptes(), arch/arm64/include/asm/pgtable.h and
+//! arch/arm64/mm/contpte.c). Calls are counted next to the hardware events
+//! and never priced; each hook counts itself once per call, and a hook the
+//! model implements through another counts both (docs/cost.md).
+//!
+//! The mremap change's description says it cuts `ptep_get()` calls 16-fold
+//! on contpte; `mremap_ptep_get_cut_16_fold_only_with_contpte` checks that
+//! claim both ways.
+
+use ptlab_cost::run_events;
+use ptlab_model::{ArchKind, Before, HwFeatures};
+use std::collections::BTreeMap;
+
+const N1: HwFeatures = HwFeatures {
+    tlbi_range: false,
+    bbml2_noabort: false,
+    kpti: false,
+    contpte_off: false,
+};
+const NO_CONTPTE: HwFeatures = HwFeatures {
+    contpte_off: true,
+    ..N1
+};
+
+/// Calls of the last line of `src` (the operation under test).
+fn calls(src: &str, arch: ArchKind, before: Before, f: HwFeatures) -> BTreeMap<String, u64> {
+    let run = run_events(src, "t.ptl", arch, before, &[], f).expect("scenario runs");
+    let last = run.lines.last().expect("a line");
+    last.events
+        .calls_map()
+        .into_iter()
+        .map(|(k, c)| (k.to_string(), c))
+        .collect()
+}
+
+fn m(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+const MREMAP_64K: &str = "thp 64K always
+p = mmap 64K at 0x7f00_0000_0000 fixed
+write p 64K
+q = mremap p 64K 64K maymove fixed 0x7f00_0010_0000
+";
+
+/// One folded 64 KiB block moved by 6.18's batched move_ptes(): one
+/// ptep_get() of the block's first entry, one folio_pte_batch() (through
+/// mremap_folio_pte_batch(); the hint covers the block), one
+/// get_and_clear_full_ptes(16) (whole block: no contpte_try_unfold), one
+/// set_ptes(16), one flush_tlb_range(). The source's zap afterwards reads
+/// its 16 (now empty) entries; the model counts those reads as PTE loads
+/// inside zap_pte_range()'s walk, not through the ptep_get() hook, so they
+/// are not among the calls (docs/cost.md, "Kernel-call counts").
+#[test]
+fn mremap_64k_arm64_batched_calls() {
+    let got = calls(MREMAP_64K, ArchKind::Arm64, Before::empty(), N1);
+    let want = m(&[
+        ("ptep_get", 1),
+        ("folio_pte_batch", 1),
+        ("get_and_clear_full_ptes", 1),
+        ("set_ptes", 1),
+        ("flush_tlb_range", 1),
+    ]);
+    assert_eq!(got, want);
+}
+
+/// The same block per PTE (before the change): per entry one ptep_get(),
+/// one ptep_get_and_clear() and one set_pte_at() (= set_ptes(.., 1)), each
+/// of the last two calling contpte_try_unfold() (32). The first clear
+/// unfolds the block (one contpte_convert); the write of entry 15 passes
+/// contpte_try_fold()'s inline tests, so __contpte_try_fold() runs once and
+/// folds the destination (a second contpte_convert). flush_tlb_range: one
+/// per convert plus move_ptes()' own.
+#[test]
+fn mremap_64k_arm64_per_pte_calls() {
+    let got = calls(MREMAP_64K, ArchKind::Arm64, Before::MREMAP_PTE_BATCH, N1);
+    let want = m(&[
+        ("ptep_get", 16),
+        ("ptep_get_and_clear", 16),
+        ("set_ptes", 16),
+        ("flush_tlb_range", 3),
+        ("contpte_try_unfold", 32),
+        ("__contpte_try_fold", 1),
+        ("contpte_convert", 2),
+    ]);
+    assert_eq!(got, want);
+}
+
+/// Without contpte (arm64 before 6.9, or CONFIG_ARM64_CONTPTE=n) the hooks
+/// are the generic per-entry ones: no CONT bit, pte_batch_hint() is 1, so
+/// mremap_folio_pte_batch() returns 1 before calling folio_pte_batch() and
+/// both algorithms move entry by entry: 16 ptep_get(), 16
+/// ptep_get_and_clear(), 16 set_ptes(.., 1), one flush; no contpte calls.
+#[test]
+fn mremap_64k_arm64_without_contpte_calls() {
+    let want = m(&[
+        ("ptep_get", 16),
+        ("ptep_get_and_clear", 16),
+        ("set_ptes", 16),
+        ("flush_tlb_range", 1),
+    ]);
+    for before in [Before::empty(), Before::MREMAP_PTE_BATCH] {
+        let got = calls(MREMAP_64K, ArchKind::Arm64, before, NO_CONTPTE);
+        assert_eq!(got, want, "{before:?}");
+    }
+}
+
+/// x86-64 has no contiguous hint: both algorithms move entry by entry.
+#[test]
+fn mremap_64k_x86_calls() {
+    let want = m(&[
+        ("ptep_get", 16),
+        ("ptep_get_and_clear", 16),
+        ("set_ptes", 16),
+        ("flush_tlb_range", 1),
+    ]);
+    for before in [Before::empty(), Before::MREMAP_PTE_BATCH] {
+        let got = calls(MREMAP_64K, ArchKind::X86_64, before, N1);
+        assert_eq!(got, want, "{before:?}");
+    }
+}
+
+/// The claim "ptep_get() calls cut 16-fold on contpte" checked on the
+/// seed scenario: through the hook, move_ptes() makes one call per 64 KiB
+/// block instead of one per entry, exactly 16-fold; without contpte (and on
+/// x86-64) there is no cut at all. (The zap of the source's emptied entries
+/// reads each entry in both arms; counted as calls, those reads would make
+/// the whole line's cut 32 -> 17.)
+#[test]
+fn mremap_ptep_get_cut_16_fold_only_with_contpte() {
+    let get = |b, f| calls(MREMAP_64K, ArchKind::Arm64, b, f)["ptep_get"];
+    let (before, after) = (get(Before::MREMAP_PTE_BATCH, N1), get(Before::empty(), N1));
+    assert_eq!((before, after), (16, 1));
+    assert_eq!(
+        get(Before::MREMAP_PTE_BATCH, NO_CONTPTE),
+        get(Before::empty(), NO_CONTPTE)
+    );
+}
+
+/// Calls are kept apart from the hardware events: switching contpte off
+/// changes the arm64 events (no fold/unfold), and x86 ignores the switch.
+#[test]
+fn contpte_off_changes_arm64_events_only() {
+    let ev = |arch, f| {
+        run_events(MREMAP_64K, "t.ptl", arch, Before::MREMAP_PTE_BATCH, &[], f)
+            .unwrap()
+            .total
+    };
+    let on = ev(ArchKind::Arm64, N1);
+    let off = ev(ArchKind::Arm64, NO_CONTPTE);
+    use ptlab_model::HwEvent::{ContFold, ContUnfold};
+    assert!(on.get(ContFold) + on.get(ContUnfold) > 0);
+    assert_eq!(off.get(ContFold) + off.get(ContUnfold), 0);
+    assert_eq!(ev(ArchKind::X86_64, N1), ev(ArchKind::X86_64, NO_CONTPTE));
+}
