@@ -1,7 +1,7 @@
 //! mremap's page-table paths, observed through the page tables themselves
 //! (`Model::mm(pid).pt`): whole PTE tables re-linked by move_normal_pmd(),
 //! the realigned first PMD, THPs moved whole or split, and arm64 contiguous
-//! blocks at the destination. Spec: shared/spec/mremap.md §9.
+//! blocks at the destination (rule tags §9.x, as in mm/move_pt.rs).
 
 use ptlab_model::arch::{Entry, LeafFlags};
 use ptlab_model::observe::PageState;

@@ -1,5 +1,5 @@
-//! Rule-level tests of the model against shared/spec/fork-fault.md §8 and
-//! shared/spec/mremap.md §1/§7/§8 (the parts within the foundation's scope).
+//! Rule-level tests of the model: fork and fault rules (tags §8) and
+//! mremap rules (tags §1/§7/§8), each test naming the kernel function.
 //! Every test runs the invariant checker after every step.
 
 use ptlab_model::observe::{AnonPage, PageState};

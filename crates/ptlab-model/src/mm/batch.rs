@@ -3,7 +3,7 @@
 //!
 //! Linux: mm/internal.h folio_pte_batch_flags() (6.17+),
 //! __pte_batch_clear_ignored(); arch/arm64/include/asm/pgtable.h
-//! pte_batch_hint(). Spec: shared/spec/mprotect-contpte-cost.md §B.
+//! pte_batch_hint().
 
 use crate::core::addr::PAGE_SIZE;
 use crate::core::arch::{Entry, Leaf, LeafFlags};

@@ -4,7 +4,7 @@
 //! do_anonymous_page(), alloc_anon_folio(), do_wp_page(), wp_page_copy(),
 //! wp_can_reuse_anon_folio(); mm/huge_memory.c do_huge_pmd_anonymous_page(),
 //! do_huge_pmd_wp_page(), do_huge_zero_wp_pmd(). Rule tags (F1, P3, W4...)
-//! refer to shared/spec/fork-fault.md.
+//! label the rules as stated beside them, each with its kernel function.
 
 use crate::core::addr::{Order, Pfn, PMD_ORDER, PMD_SIZE};
 use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};

@@ -4,7 +4,8 @@
 //! Linux: mm/mremap.c move_page_tables(), try_realign_addr(),
 //! can_align_down(), get_extent(), move_normal_pud(), move_normal_pmd(),
 //! move_ptes(), mremap_folio_pte_batch(); mm/huge_memory.c move_huge_pmd().
-//! Spec: shared/spec/mremap.md §9 (rule tags §9.x below).
+//! Rule tags (§9.x below) label the rules as stated beside them; the
+//! kernel function each one cites is the authority.
 //!
 //! Two seed-change switches select the algorithm ([`Before`]):
 //!

@@ -3,8 +3,8 @@
 //! Linux: kernel/fork.c / mm/mmap.c dup_mmap(), mm/rmap.c anon_vma_fork(),
 //! mm/memory.c copy_page_range(), vma_needs_copy(), copy_pte_range(),
 //! copy_present_ptes(), __copy_present_ptes(); mm/huge_memory.c
-//! copy_huge_pmd(); mm/mmap.c exit_mmap(). Rule tags (K1–K6) refer to
-//! shared/spec/fork-fault.md §3.
+//! copy_huge_pmd(); mm/mmap.c exit_mmap(). Rule tags (K1–K6) label the
+//! rules as stated beside them, each with its kernel function.
 //!
 //! Not modelled: FOLL_PIN pins (io_uring fixed buffers and the like), so
 //! MMF_HAS_PINNED is never set and the eager-copy rules K3.2/K4 (pinned

@@ -6,8 +6,8 @@
 //! modify_prot_start_ptes() / modify_prot_commit_ptes() and their arm64
 //! versions (get_and_clear_ptes() / set_ptes(), arch/arm64/mm/mmu.c).
 //!
-//! Rule tags: A1–A14 and B refer to shared/spec/mprotect-contpte-cost.md,
-//! §7/§8.1 to shared/spec/mremap.md, M6/P6/W3 to shared/spec/fork-fault.md.
+//! Rule tags (A1–A14, B, §7/§8.1, M6/P6/W3) label the rules as stated
+//! beside them, each with the kernel function it mirrors.
 //!
 //! Two PTE-level algorithms, selected by [`Before::MPROTECT_PTE_BATCH`]:
 //!

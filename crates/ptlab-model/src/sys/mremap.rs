@@ -9,8 +9,8 @@
 //! vma_multi_allowed(), move_vma(), prep_move_vma(), copy_vma_and_data(),
 //! dontunmap_complete(), unmap_source_vma(); mm/vma.c copy_vma(),
 //! vma_merge_copied_range(), vma_merge_extend(); mm/userfaultfd.c
-//! mremap_userfaultfd_prep(). Spec: shared/spec/mremap.md (§2–§9; rule
-//! tags below). Page tables move in [`crate::mm::move_pt`].
+//! mremap_userfaultfd_prep(). Rule tags (§2–§9) label the rules as
+//! stated beside them, each with its kernel function. Page tables move in [`crate::mm::move_pt`].
 //!
 //! Guard markers move with the PTEs ([`crate::mm::marker`], after the move).
 //! RLIMIT_MEMLOCK, RLIMIT_AS and RLIMIT_DATA are checked where the kernel

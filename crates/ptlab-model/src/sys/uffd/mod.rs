@@ -19,8 +19,8 @@
 //! _zeropage, _move), mm/userfaultfd.c (mfill_atomic, move_pages,
 //! move_pages_pte(s), move_present_pte(s), userfaultfd_register_range,
 //! userfaultfd_clear_vma), mm/huge_memory.c move_pages_huge_pmd(),
-//! include/linux/userfaultfd_k.h. Rule tags (§7.3 …) refer to
-//! shared/spec/userfaultfd.md.
+//! include/linux/userfaultfd_k.h. Rule tags (§7.3 …) label the
+//! rules as stated beside them, each with its kernel function.
 //!
 //! The seed change here is 6.18's TLB-flush batching of UFFDIO_MOVE
 //! (`Before::UFFD_MOVE_BATCH`): `move_pages.rs` move_present_ptes_batched()
