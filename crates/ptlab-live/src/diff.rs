@@ -574,13 +574,14 @@ fn maps_lines(o: &Observation) -> Vec<String> {
         .iter()
         .map(|m| {
             format!(
-                "{:x}-{:x} {} [{}] Rss:{} AnonHuge:{}",
+                "{:x}-{:x} {} [{}] Rss:{} AnonHuge:{} LazyFree:{}",
                 m.start,
                 m.end,
                 m.perms,
                 m.vm_flags.join(" "),
                 m.rss_kb,
-                m.anon_huge_kb
+                m.anon_huge_kb,
+                m.lazyfree_kb
             )
         })
         .chain(lck)

@@ -471,12 +471,14 @@ pub fn generate_calls(seed: u64, ops: usize, set: OpSet) -> Generated {
                         use Advice::*;
                         let advs = [
                             DontNeed, HugePage, NoHugePage, DontFork, DoFork, WipeOnFork,
-                            KeepOnFork, Collapse, PageOut, Cold,
+                            KeepOnFork, Collapse, Free, PageOut, Cold,
                         ];
+                        // PAGEOUT/COLD only with swap; MADV_FREE always
+                        // (its discard needs no swap).
                         let advice = if swap {
-                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5, 40, 5])]
+                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5, 15, 40, 5])]
                         } else {
-                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5])]
+                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5, 15])]
                         };
                         Call::Madvise {
                             addr: at,

@@ -54,6 +54,7 @@ pub struct SmapsVma {
     pub rest: String,
     pub rss_kb: u64,
     pub anon_huge_kb: u64,
+    pub lazyfree_kb: u64,
     pub vm_flags: Vec<String>,
 }
 
@@ -106,6 +107,7 @@ pub fn parse_smaps(text: &str) -> Vec<SmapsVma> {
                         rest,
                         rss_kb: 0,
                         anon_huge_kb: 0,
+                        lazyfree_kb: 0,
                         vm_flags: Vec::new(),
                     });
                     continue;
@@ -119,6 +121,8 @@ pub fn parse_smaps(text: &str) -> Vec<SmapsVma> {
             cur.rss_kb = kb(v);
         } else if let Some(v) = line.strip_prefix("AnonHugePages:") {
             cur.anon_huge_kb = kb(v);
+        } else if let Some(v) = line.strip_prefix("LazyFree:") {
+            cur.lazyfree_kb = kb(v);
         }
     }
     out

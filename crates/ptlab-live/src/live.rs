@@ -1477,6 +1477,9 @@ impl LiveBackend {
                 vm_flags: v.vm_flags.clone(),
                 anon_huge_kb,
                 rss_kb,
+                // Of a VMA the harness clips (merged with one of its own
+                // mappings) pagemap cannot tell LazyFree: 0.
+                lazyfree_kb: if whole { v.lazyfree_kb } else { 0 },
             });
             obs.pages.extend(pages);
         }

@@ -47,6 +47,7 @@ fn length() -> impl Strategy<Value = u64> {
 fn op() -> impl Strategy<Value = Op> {
     let advice = prop_oneof![
         Just(Advice::DontNeed),
+        Just(Advice::Free),
         Just(Advice::PageOut),
         Just(Advice::GuardInstall),
         Just(Advice::GuardRemove),

@@ -445,6 +445,8 @@ pub enum Expect {
     },
     /// `expect anonhuge ADDR == SIZE`
     AnonHuge { addr: Expr, size: Expr },
+    /// `expect lazyfree ADDR == SIZE`: smaps `LazyFree` of the VMA.
+    LazyFree { addr: Expr, size: Expr },
     /// `expect vmlck == SIZE`: the process's `VmLck` (locked_vm).
     VmLck { size: Expr },
     /// `expect value EXPR == EXPR` (`equal`) or `!= EXPR`.

@@ -1273,23 +1273,27 @@ impl<'a> Interp<'a> {
                     }
                 }
             }
-            Expect::AnonHuge { addr, size } => {
+            Expect::AnonHuge { addr, size } | Expect::LazyFree { addr, size } => {
                 let addr = self.eval(addr)?;
                 let want = self.eval(size)?;
                 let obs = self.observe_current(s.pos)?;
+                let (field, kb): (&str, fn(&ptlab_model::observe::MapsEntry) -> u64) = match e {
+                    Expect::AnonHuge { .. } => ("AnonHugePages", |m| m.anon_huge_kb),
+                    _ => ("LazyFree", |m| m.lazyfree_kb),
+                };
                 match obs.maps.iter().find(|m| m.start <= addr && addr < m.end) {
                     None => Err(format!("no VMA contains {}", fmt_num(addr))),
                     Some(m) => {
-                        let got = m.anon_huge_kb.saturating_mul(1024);
+                        let got = kb(m).saturating_mul(1024);
                         if got == want {
                             Ok(())
                         } else {
                             Err(format!(
-                                "AnonHugePages of VMA {:x}-{:x}: expected {} kB, found {} kB",
+                                "{field} of VMA {:x}-{:x}: expected {} kB, found {} kB",
                                 m.start,
                                 m.end,
                                 want / 1024,
-                                m.anon_huge_kb
+                                kb(m)
                             ))
                         }
                     }

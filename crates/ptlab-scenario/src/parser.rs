@@ -97,6 +97,7 @@ const UFFD_VIA: &[&str] = &["via"];
 const UFFD_API_OPTIONS: &[&str] = &["features", "via"];
 const ADVICE_NAMES: &[&str] = &[
     "dontneed",
+    "free",
     "dontfork",
     "dofork",
     "hugepage",
@@ -143,6 +144,7 @@ const EXPECT_KINDS: &[&str] = &[
     "stat",
     "vmflags",
     "anonhuge",
+    "lazyfree",
     "vmlck",
     "value",
     "invariants",
@@ -1235,7 +1237,7 @@ impl<'s> Parser<'s> {
     fn expect(&mut self, cur: &mut Cur<'s>, stmt_pos: Pos) -> Result<Expect, ParseError> {
         let (kind, _) = cur.word(
             EXPECT_KINDS,
-            "what to expect (maps, page, pfn, stat, vmflags, anonhuge, vmlck, value, invariants)",
+            "what to expect (maps, page, pfn, stat, vmflags, anonhuge, lazyfree, vmlck, value, invariants)",
         )?;
         let e = match kind.as_str() {
             k if CHECK_KINDS.contains(&k) => {
@@ -1326,13 +1328,18 @@ impl<'s> Parser<'s> {
                     flags,
                 }
             }
-            "anonhuge" => {
-                let addr = self.arg(cur, "an address after 'expect anonhuge'", NO_STOP)?;
+            "anonhuge" | "lazyfree" => {
+                let what = format!("an address after 'expect {kind}'");
+                let addr = self.arg(cur, &what, NO_STOP)?;
                 if !cur.eat_kind(&TokenKind::EqEq) {
                     return Err(cur.expected("'==' after the address"));
                 }
                 let size = self.arg(cur, "a size after '=='", NO_STOP)?;
-                Expect::AnonHuge { addr, size }
+                if kind == "anonhuge" {
+                    Expect::AnonHuge { addr, size }
+                } else {
+                    Expect::LazyFree { addr, size }
+                }
             }
             "vmlck" => {
                 if !cur.eat_kind(&TokenKind::EqEq) {

@@ -17,7 +17,12 @@ use crate::core::stats::{MthpStat, Stats, VmEvent};
 use crate::types::Pid;
 use std::collections::BTreeMap;
 
-const MAPCOUNT_MASK: u32 = (1 << 28) - 1;
+const MAPCOUNT_MASK: u32 = (1 << 26) - 1;
+/// Folio flag (head or small page): PG_swapbacked clear on an anon folio,
+/// i.e. lazyfree after MADV_FREE (folio_mark_lazyfree() → lru_lazyfree()).
+const F_LAZYFREE: u32 = 1 << 27;
+/// Folio flag (head or small page): PG_dirty.
+const F_DIRTY: u32 = 1 << 26;
 const F_ALLOCATED: u32 = 1 << 31;
 const F_ANON_EXCLUSIVE: u32 = 1 << 30;
 const F_LARGE: u32 = 1 << 29;
@@ -29,8 +34,9 @@ const F_PGTABLE: u32 = 1 << 28;
 pub struct PageMeta {
     tag: u64,
     refcount: u32,
-    /// Low 28 bits: PTE mappings of this page (`page->_mapcount + 1`).
-    /// Bits 28..31: PGTABLE, LARGE, ANON_EXCLUSIVE, ALLOCATED.
+    /// Low 26 bits: PTE mappings of this page (`page->_mapcount + 1`).
+    /// Bits 26..31: DIRTY, LAZYFREE (folio flags, kept on the head or
+    /// small page), PGTABLE, LARGE, ANON_EXCLUSIVE, ALLOCATED.
     bits: u32,
 }
 
@@ -338,6 +344,46 @@ impl PhysMem {
         }
     }
 
+    /// Whether the anon folio is lazyfree: PG_swapbacked cleared by
+    /// MADV_FREE (Linux: mm/swap.c folio_mark_lazyfree(), lru_lazyfree()).
+    /// Set here as soon as MADV_FREE queues the folio; the kernel clears
+    /// the flag when the lazyfree batch is drained, which
+    /// [`PhysMem::lazyfree_visible`] tells.
+    pub fn lazyfree(&self, folio: FolioRef) -> bool {
+        self.meta(folio.head).bits & F_LAZYFREE != 0
+    }
+
+    /// Mark lazyfree (true) or swap-backed again (false:
+    /// folio_set_swapbacked()).
+    pub fn set_lazyfree(&mut self, folio: FolioRef, on: bool) {
+        self.set_folio_flag(folio, F_LAZYFREE, on);
+    }
+
+    fn set_folio_flag(&mut self, folio: FolioRef, flag: u32, on: bool) {
+        let m = self.meta_mut(folio.head);
+        if on {
+            m.bits |= flag;
+        } else {
+            m.bits &= !flag;
+        }
+    }
+
+    /// Whether PG_swapbacked is clear as the kernel reports it: lazyfree
+    /// and no longer waiting in the lazyfree batch (smaps `LazyFree`).
+    pub fn lazyfree_visible(&self, folio: FolioRef) -> bool {
+        self.lazyfree(folio) && !self.folio_batches.lazyfree_pending(folio.head)
+    }
+
+    /// PG_dirty of the folio.
+    pub fn folio_dirty(&self, folio: FolioRef) -> bool {
+        self.meta(folio.head).bits & F_DIRTY != 0
+    }
+
+    /// folio_mark_dirty() (true) / folio_clear_dirty() (false).
+    pub fn set_folio_dirty(&mut self, folio: FolioRef, on: bool) {
+        self.set_folio_flag(folio, F_DIRTY, on);
+    }
+
     /// Whether any mm other than `mm` maps the folio. Linux: folio_maybe_mapped_shared().
     pub fn mapped_by_other_mm(&self, folio: FolioRef, mm: Pid) -> bool {
         match self.large.get(&folio.head.0) {
@@ -566,6 +612,9 @@ impl PhysMem {
         if order == PMD_ORDER {
             self.stats.vm(VmEvent::ThpSplitPage, 1);
         }
+        // __split_folio_to_order(): every new folio takes the head's
+        // PG_swapbacked and PG_dirty.
+        let folio_flags = self.meta(folio.head).bits & (F_LAZYFREE | F_DIRTY);
         self.stats.mthp(order, MthpStat::Split, 1);
         self.stats.mthp(order, MthpStat::NrAnon, -1);
         if l.partially_mapped {
@@ -574,7 +623,8 @@ impl PhysMem {
         for i in 0..folio.nr_pages() {
             let pfn = folio.head.add(i);
             let m = self.meta_mut(pfn);
-            m.bits &= !F_LARGE;
+            m.bits &= !(F_LARGE | F_LAZYFREE | F_DIRTY);
+            m.bits |= folio_flags;
             let mapped = m.mapcount();
             m.refcount = mapped;
             if mapped == 0 {
@@ -689,6 +739,10 @@ pub struct FolioBatches {
     entries: Vec<Option<(Pfn, bool)>>,
     /// The LRU-add batch (folios not yet on an LRU), `None` as above.
     lru_add: Vec<Option<Pfn>>,
+    /// The lazyfree batch (mm/swap.c `cpu_fbatches.lru_lazyfree`): folios
+    /// MADV_FREE marked, off their LRU and still PG_swapbacked until the
+    /// batch is moved; `None` as above.
+    lazyfree: Vec<Option<Pfn>>,
 }
 
 /// FOLIO_BATCH_SIZE (include/linux/pagevec.h).
@@ -723,15 +777,33 @@ impl FolioBatches {
         }
     }
 
-    /// `lru_add_drain()`: the LRU-add batch, then `mlock_drain_local()`.
+    /// folio_mark_lazyfree() → folio_batch_add_and_move(lru_lazyfree):
+    /// a large folio or the 31st entry moves the lazyfree batch.
+    pub fn lazyfree_add(&mut self, head: Pfn, large: bool) {
+        self.lazyfree.push(Some(head));
+        if large || self.lazyfree.len() >= FOLIO_BATCH_SIZE {
+            self.lazyfree.clear();
+        }
+    }
+
+    /// Whether the folio at `head` waits in the lazyfree batch.
+    pub fn lazyfree_pending(&self, head: Pfn) -> bool {
+        self.lazyfree.contains(&Some(head))
+    }
+
+    /// `lru_add_drain()`: the LRU-add batch (and the lazyfree batch,
+    /// lru_add_drain_cpu()), then `mlock_drain_local()`.
     pub fn drain(&mut self) {
         self.lru_add.clear();
+        self.lazyfree.clear();
         self.entries.clear();
     }
 
-    /// References the LRU-add batch holds on the folio at `head`.
+    /// References the LRU-add and lazyfree batches hold on the folio at
+    /// `head`.
     pub fn lru_add_refs(&self, head: Pfn) -> u32 {
-        self.lru_add.iter().filter(|e| **e == Some(head)).count() as u32
+        (self.lru_add.iter().filter(|e| **e == Some(head)).count()
+            + self.lazyfree.iter().filter(|e| **e == Some(head)).count()) as u32
     }
 
     /// Whether the folio at `head` is not on an LRU yet (queued new in
@@ -762,7 +834,7 @@ impl FolioBatches {
                 *e = None;
             }
         }
-        for e in &mut self.lru_add {
+        for e in self.lru_add.iter_mut().chain(self.lazyfree.iter_mut()) {
             if *e == Some(head) {
                 *e = None;
             }

@@ -23,6 +23,14 @@ pub struct MapsEntry {
     pub anon_huge_kb: u64,
     /// smaps `Rss` in kB.
     pub rss_kb: u64,
+    /// smaps `LazyFree` in kB: pages of MADV_FREE'd folios that reclaim
+    /// may discard (PG_swapbacked clear, folio and mapping clean).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lazyfree_kb: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl MapsEntry {
@@ -410,9 +418,14 @@ impl Observation {
         if sections.smaps {
             let _ = writeln!(out, "-- smaps");
             for m in &self.maps {
+                // LazyFree only when not zero (older outputs stay as they were).
+                let lazy = match m.lazyfree_kb {
+                    0 => String::new(),
+                    n => format!(" LazyFree:{n}kB"),
+                };
                 let _ = writeln!(
                     out,
-                    "{:08x}-{:08x} Rss:{}kB AnonHugePages:{}kB VmFlags: {}",
+                    "{:08x}-{:08x} Rss:{}kB AnonHugePages:{}kB{lazy} VmFlags: {}",
                     m.start,
                     m.end,
                     m.rss_kb,
@@ -716,6 +729,7 @@ mod tests {
             vm_flags: vec![],
             anon_huge_kb: 0,
             rss_kb: 0,
+            lazyfree_kb: 0,
         };
         assert_eq!(
             m.maps_line(),

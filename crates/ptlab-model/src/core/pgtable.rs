@@ -209,6 +209,74 @@ impl PageTables {
         ok.then_some(leaf.pfn)
     }
 
+    /// The hardware's dirty-bit update on a store through a writable leaf
+    /// (PTE or PMD) at `va` that is clean: the MMU sets the bit itself
+    /// (x86 D; arm64 DBM clears AP[2] on that one entry, a contiguous block
+    /// stays folded). No kernel code runs, so nothing is counted. Only
+    /// MADV_FREE's clear (clear_young_dirty_ptes(), pmd_mkclean()) and
+    /// read-fault mappings leave a writable leaf clean.
+    pub fn hw_mkdirty(&mut self, va: u64) {
+        let level = match self.pmd(va) {
+            PmdSlot::Leaf(_) => 2,
+            PmdSlot::Table(_) => 1,
+            PmdSlot::None => return,
+        };
+        let Some(t) = self.table_at(va, level) else {
+            return;
+        };
+        let i = index(level, va);
+        let raw = self.tables[&t.0].entries[i];
+        if let Entry::Leaf(mut l) = self.decode(level, raw) {
+            if l.write() && !l.flags.contains(LeafFlags::DIRTY) {
+                l.flags |= LeafFlags::DIRTY;
+                let new = self.arch.ops().encode_leaf(level, l);
+                self.tables.get_mut(&t.0).expect("table").entries[i] = new;
+            }
+        }
+    }
+
+    /// `clear_young_dirty_ptes(CYDP_CLEAR_YOUNG | CYDP_CLEAR_DIRTY)` on `nr`
+    /// present PTEs from `va` (one table): the generic version's
+    /// `ptep_get_and_clear()` + `set_pte_at()` per entry (one atomic clear
+    /// and one store each). arm64's contpte version clears the bits
+    /// without unfolding, so CONT is kept here on both.
+    /// Linux: include/linux/pgtable.h clear_young_dirty_ptes(),
+    /// arch/arm64/mm/contpte.c contpte_clear_young_dirty_ptes().
+    pub fn clear_young_dirty_ptes(&mut self, va: u64, nr: u64) {
+        let (t, i) = self.pte_slot(va);
+        for k in 0..nr as usize {
+            let raw = self.tables[&t.0].entries[i + k];
+            if let Entry::Leaf(mut l) = self.decode(1, raw) {
+                l.flags -= LeafFlags::YOUNG | LeafFlags::DIRTY;
+                let new = self.arch.ops().encode_leaf(1, l);
+                self.hw.one(HwEvent::PteAtomicClear);
+                self.hw.one(HwEvent::PteStore);
+                self.tables.get_mut(&t.0).expect("table").entries[i + k] = new;
+            }
+        }
+    }
+
+    /// `pmdp_invalidate()` + `pmd_mkold()` + `pmd_mkclean()` +
+    /// `set_pmd_at()` of the PMD leaf at `va` (MADV_FREE of a whole PMD
+    /// THP). Linux: mm/huge_memory.c madvise_free_huge_pmd().
+    pub fn pmd_mkold_mkclean(&mut self, va: u64) {
+        if let PmdSlot::Leaf(mut l) = self.pmd(va) {
+            self.arch.ops().pmdp_invalidate_ad(&self.hw, va);
+            l.flags -= LeafFlags::YOUNG | LeafFlags::DIRTY;
+            self.set_pmd(va, Entry::Leaf(l));
+        }
+    }
+
+    /// The PTE at `va` if it maps a normal page (present, not the zero
+    /// page), as `ptep_get()` + `vm_normal_folio()` find it in a PTE walk
+    /// of anonymous memory (the load counted).
+    pub fn normal_pte(&self, va: u64) -> Option<Leaf> {
+        match self.pte(va) {
+            Entry::Leaf(l) if !l.flags.contains(LeafFlags::SPECIAL) => Some(l),
+            _ => None,
+        }
+    }
+
     /// The raw PTE without contpte gathering, as the kernel's `__ptep_get()`
     /// / `pte_none(ptep_get())` checks read it: counts one PTE load.
     pub fn pte_raw(&self, va: u64) -> Entry {

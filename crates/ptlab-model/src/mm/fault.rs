@@ -579,6 +579,11 @@ pub fn do_swap_page(
         phys,
     );
     if count_left == 0 {
+        // Where the kernel keeps the folio in the swap cache (a read
+        // fault) or frees its swap (folio_free_swap() marks it dirty), the
+        // model marks it dirty: MADV_FREE treats both alike (skip unless
+        // exclusive: docs/ops/madvise.md F10).
+        phys.set_folio_dirty(folio, true);
         // The model drops an unreferenced slot's cache at once (see the
         // module comment): folio_free_swap() clears SWAP_HAS_CACHE under
         // the cluster lock and frees the slot (the kernel does it here on

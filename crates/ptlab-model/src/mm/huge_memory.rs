@@ -182,3 +182,71 @@ fn remap_unused_to_zeropage(
         phys.ref_sub(f, 1);
     }
 }
+
+/// What [`madvise_free_huge_pmd`] did with a PMD-mapped folio.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FreePmd {
+    /// Marked lazyfree (the range covers the whole PMD): nothing more to
+    /// do in this slot.
+    Done,
+    /// Left alone: the huge zero page, or a folio another mm maps.
+    Skipped,
+    /// Split (the range covers the PMD in part): walk the PTEs.
+    Split,
+}
+
+/// MADV_FREE of the PMD mapping at `addr` (slot range `[addr, next)`):
+/// the huge zero page and a folio another mm maps are left alone; a range
+/// not covering the whole PMD splits the folio (split_folio(), which
+/// remaps its untouched pages to the zero page) for the PTE walk; a whole
+/// one clears the folio's PG_dirty, makes the PMD old and clean
+/// (pmdp_invalidate(), tlb_remove_pmd_tlb_entry()) and marks the folio
+/// lazyfree. Linux: mm/huge_memory.c madvise_free_huge_pmd().
+pub fn madvise_free_huge_pmd(
+    procs: &mut BTreeMap<Pid, Mm>,
+    phys: &mut PhysMem,
+    tlb: &mut crate::core::tlb::MmuGather,
+    pid: Pid,
+    addr: u64,
+    next: u64,
+) -> FreePmd {
+    use crate::core::addr::PMD_SIZE;
+    use crate::core::arch::LeafFlags;
+    use crate::core::pgtable::PmdSlot;
+    let PmdSlot::Leaf(leaf) = procs[&pid].pt.pmd(addr) else {
+        return FreePmd::Skipped;
+    };
+    if Some(leaf.pfn) == phys.huge_zero {
+        return FreePmd::Skipped;
+    }
+    let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
+    if phys.mapped_by_other_mm(folio, pid) {
+        return FreePmd::Skipped;
+    }
+    if next - addr != PMD_SIZE {
+        let base = addr & !(PMD_SIZE - 1);
+        let _ = split_folio(procs, phys, folio, Some((pid, base, folio.head)));
+        return FreePmd::Split;
+    }
+    phys.set_folio_dirty(folio, false);
+    if leaf.flags.intersects(LeafFlags::YOUNG | LeafFlags::DIRTY) {
+        procs.get_mut(&pid).expect("pid").pt.pmd_mkold_mkclean(addr);
+        tlb.flush_pmd_range(addr, PMD_SIZE);
+    }
+    folio_mark_lazyfree(phys, folio);
+    FreePmd::Done
+}
+
+/// folio_mark_lazyfree(): an anon folio that is still swap-backed and not
+/// in the swap cache goes to the lazyfree batch (mm/swap.c
+/// folio_batch_add_and_move(lru_lazyfree), which clears PG_swapbacked when
+/// the batch is moved; a large folio moves it at once). A folio already
+/// queued or lazyfree is left alone.
+pub fn folio_mark_lazyfree(phys: &mut PhysMem, folio: FolioRef) {
+    if phys.lazyfree(folio) || (!folio.is_large() && phys.swap.slot_caching(folio.head).is_some()) {
+        return;
+    }
+    phys.set_lazyfree(folio, true);
+    phys.folio_batches
+        .lazyfree_add(folio.head, folio.is_large());
+}

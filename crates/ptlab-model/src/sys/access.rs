@@ -90,6 +90,14 @@ impl Model {
         r
     }
 
+    /// A store sets the dirty bit of the writable leaf it goes through
+    /// ([`crate::core::pgtable::PageTables::hw_mkdirty`]).
+    fn hw_mkdirty(&mut self, pid: Pid, addr: u64) {
+        if let Some(mm) = self.procs.get_mut(&pid) {
+            mm.pt.hw_mkdirty(addr);
+        }
+    }
+
     /// Read the tag of the page containing `addr`, faulting it in as a read.
     pub fn read(&mut self, pid: Pid, addr: u64) -> Result<u64, AccessFault> {
         self.read_as(pid, addr, true)
@@ -111,6 +119,7 @@ impl Model {
     /// Write `tag` into the page containing `addr`, faulting it in as a write.
     pub fn write(&mut self, pid: Pid, addr: u64, tag: u64) -> Result<(), AccessFault> {
         let pfn = self.touch(pid, addr, true)?;
+        self.hw_mkdirty(pid, addr);
         self.phys.set_tag(pfn, tag);
         Ok(())
     }
@@ -143,6 +152,7 @@ impl Model {
                 };
                 mm.pt.hw.one(crate::core::hw::HwEvent::UserPageAccess);
                 if write {
+                    self.hw_mkdirty(pid, addr);
                     self.phys.set_tag(pfn, tag.unwrap_or(addr));
                 }
                 addr += PAGE_SIZE;
@@ -151,6 +161,7 @@ impl Model {
                 // The page needs a fault (the fast path above found it unmapped).
                 let pfn = self.fault_as_user(pid, addr, write, true)?;
                 if write {
+                    self.hw_mkdirty(pid, addr);
                     self.phys.set_tag(pfn, tag.unwrap_or(addr));
                 }
                 addr += PAGE_SIZE;

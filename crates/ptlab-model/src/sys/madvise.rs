@@ -7,20 +7,117 @@
 //! madvise_vma_behavior(), madvise_update_vma().
 
 use crate::core::addr::{page_align, PAGE_SIZE};
+use crate::core::arch::LeafFlags;
+use crate::core::folio::PhysMem;
+use crate::core::pgtable::{Cursor, PmdSlot, PtItem};
 use crate::core::tlb::MmuGather;
 use crate::core::vma::{VmFlags, Vma};
+use crate::mm::batch::{folio_pte_batch, Fpb};
+use crate::mm::huge_memory::{folio_mark_lazyfree, madvise_free_huge_pmd, split_folio, FreePmd};
+use crate::mm::mm::Mm;
+use crate::mm::swap::zap_swap_range;
 use crate::mm::zap::{split_huge_pmd, zap_range};
 use crate::model::Model;
 use crate::types::errno::Errno;
 use crate::types::uapi::Advice;
 use crate::types::Pid;
+use std::collections::BTreeMap;
+
+/// MADV_FREE of `[start, end)`, inside one PMD slot of one anonymous VMA
+/// (docs/ops/madvise.md). Linux: mm/madvise.c madvise_free_pte_range():
+/// * a PMD mapping goes to madvise_free_huge_pmd(); unless it split the
+///   folio, the slot is done;
+/// * swap PTEs are freed and cleared (swap_pte_batch(),
+///   free_swap_and_cache_nr(), clear_not_present_full_ptes()); guard
+///   markers stay;
+/// * a large folio the range does not cover whole from this PTE on
+///   (madvise_folio_pte_batch() < nr_pages) is split to order 0 unless
+///   another mm maps it (folio_maybe_mapped_shared(): the batch is
+///   skipped), then its PTEs are examined again;
+/// * a folio in the swap cache or dirty is skipped unless this is its only
+///   mapping (folio_mapcount() == nr_pages) and its swap can be freed
+///   (the model keeps a swap-cache folio only while another swap PTE
+///   names its slot, so folio_free_swap() would fail: skipped); then its
+///   PG_dirty is cleared;
+/// * young/dirty PTE bits are cleared (clear_young_dirty_ptes(), TLB
+///   entries gathered) and the folio is marked lazyfree
+///   (folio_mark_lazyfree()).
+fn madvise_free_pte_range(
+    procs: &mut BTreeMap<Pid, Mm>,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    pid: Pid,
+    start: u64,
+    end: u64,
+) {
+    if let PmdSlot::Leaf(_) = procs[&pid].pt.pmd(start) {
+        if madvise_free_huge_pmd(procs, phys, tlb, pid, start, end) != FreePmd::Split {
+            return;
+        }
+    }
+    if !matches!(procs[&pid].pt.pmd(start), PmdSlot::Table(_)) {
+        return;
+    }
+    let _ptl = procs[&pid].pt.pte_offset_map_lock(start);
+    zap_swap_range(procs.get_mut(&pid).expect("pid"), phys, start, end);
+    let mut addr = start;
+    while addr < end {
+        let Some(pte) = procs[&pid].pt.normal_pte(addr) else {
+            addr += PAGE_SIZE;
+            continue;
+        };
+        let folio = phys.folio_of(pte.pfn).expect("PTE maps a folio");
+        let mut nr = 1;
+        let mut flags = pte.flags;
+        if folio.is_large() {
+            let max = (end - addr) / PAGE_SIZE;
+            let b = folio_pte_batch(
+                &procs[&pid].pt,
+                phys,
+                addr,
+                pte,
+                max,
+                Fpb::MERGE_YOUNG_DIRTY,
+            );
+            nr = b.nr;
+            if nr < folio.nr_pages() {
+                if phys.mapped_by_other_mm(folio, pid) {
+                    addr += nr * PAGE_SIZE;
+                    continue;
+                }
+                let _ = split_folio(procs, phys, folio, Some((pid, addr, pte.pfn)));
+                continue; // nr = 0: this PTE again, now a small folio
+            }
+            flags = b.pte.flags;
+        }
+        let swapcache = !folio.is_large() && phys.swap.slot_caching(folio.head).is_some();
+        if swapcache || phys.folio_dirty(folio) {
+            if u64::from(phys.folio_mapcount(folio)) != folio.nr_pages() || swapcache {
+                addr += nr * PAGE_SIZE;
+                continue;
+            }
+            phys.set_folio_dirty(folio, false);
+        }
+        if flags.intersects(LeafFlags::YOUNG | LeafFlags::DIRTY) {
+            let mm = procs.get_mut(&pid).expect("pid");
+            mm.pt.clear_young_dirty_ptes(addr, nr);
+            tlb.flush_pte_range(addr, nr * PAGE_SIZE);
+        }
+        folio_mark_lazyfree(phys, folio);
+        addr += nr * PAGE_SIZE;
+    }
+}
 
 /// Linux: mm/madvise.c is_discard(): the advices a sealed read-only
 /// anonymous VMA refuses (of those the model knows).
 pub fn is_discard(advice: Advice) -> bool {
     matches!(
         advice,
-        Advice::DontNeed | Advice::DontFork | Advice::WipeOnFork | Advice::GuardInstall
+        Advice::DontNeed
+            | Advice::Free
+            | Advice::DontFork
+            | Advice::WipeOnFork
+            | Advice::GuardInstall
     )
 }
 
@@ -112,6 +209,31 @@ impl Model {
                 tlb.finish(&mm.pt);
                 return Ok(());
             }
+            Advice::Free => {
+                // madvise_dontneed_free_valid_vma()
+                if vma
+                    .flags
+                    .intersects(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB)
+                {
+                    return Err(Errno::EINVAL);
+                }
+                // madvise_free_single_vma(): lru_add_drain(), one gather.
+                self.phys.folio_batches.drain();
+                let Model { procs, phys, .. } = self;
+                let mut tlb = MmuGather::new();
+                // walk_page_range(): one pmd_entry call per populated PMD
+                // slot (a none PMD is skipped).
+                let mut c = Cursor::pmds(start, end);
+                while let Some(q) = c.next(&procs[&pid].pt) {
+                    if matches!(q.item, PtItem::None { .. }) {
+                        continue;
+                    }
+                    let s = q.segment();
+                    madvise_free_pte_range(procs, phys, &mut tlb, pid, s.start, s.end);
+                }
+                tlb.finish(&procs[&pid].pt);
+                return Ok(());
+            }
             Advice::HugePage => {
                 new.remove(VmFlags::NOHUGEPAGE);
                 new.insert(VmFlags::HUGEPAGE);
@@ -171,4 +293,160 @@ impl Model {
         }
         mm.modify_range(vma_start, start, end, new);
     }
+}
+
+#[cfg(test)]
+mod tests {
+    //! MADV_FREE (docs/ops/madvise.md F1–F8; each rule was checked live by
+    //! tests/scenarios/free-*.ptl).
+    use crate::core::observe::PageState;
+    use crate::types::uapi::{Advice, MapFlags, Prot, ThpKnob, ThpMode};
+    use crate::{ArchKind, Model, ModelConfig};
+
+    const A: u64 = 0x7f00_0010_0000;
+    const RW: Prot = Prot::READ.union(Prot::WRITE);
+
+    fn model(arch: ArchKind) -> Model {
+        let mut m = Model::new(ModelConfig::for_arch(arch));
+        for order in 2..=9 {
+            m.set_thp(ThpKnob::Size(order), ThpMode::Never).unwrap();
+        }
+        m
+    }
+
+    fn map(m: &mut Model, addr: u64, len: u64) {
+        let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        m.mmap(1, addr, len, RW, f).unwrap();
+        m.access_range(1, addr, len, true, None).unwrap();
+    }
+
+    fn state(m: &Model, va: u64) -> PageState {
+        m.observe_pages(1, va, va + 4096)[0].state.clone()
+    }
+
+    fn lazyfree_kb(m: &Model, pid: crate::Pid, va: u64) -> u64 {
+        let o = m.observe(pid, "t");
+        o.maps
+            .iter()
+            .find(|v| v.start <= va && va < v.end)
+            .unwrap()
+            .lazyfree_kb
+    }
+
+    /// F2, F7, F8: without any swap, reclaim discards the clean pages and
+    /// keeps the written one; the small folios show in LazyFree only
+    /// once the lazyfree batch is drained.
+    #[test]
+    fn discard_without_swap_keeps_written_pages() {
+        for arch in ArchKind::ALL {
+            let mut m = model(arch);
+            map(&mut m, A, 0x8000);
+            m.madvise(1, A, 0x8000, Advice::Free).unwrap();
+            assert_eq!(lazyfree_kb(&m, 1, A), 0, "queued, still swap-backed");
+            m.phys.folio_batches.drain();
+            assert_eq!(lazyfree_kb(&m, 1, A), 32);
+            m.write(1, A + 0x1000, 7).unwrap();
+            assert_eq!(m.read(1, A + 0x2000), Ok(A + 0x2000));
+            assert_eq!(lazyfree_kb(&m, 1, A), 28);
+            m.check_invariants().unwrap();
+            m.madvise(1, A, 0x8000, Advice::PageOut).unwrap();
+            assert_eq!(state(&m, A), PageState::NotPresent);
+            assert_eq!(state(&m, A + 0x2000), PageState::NotPresent);
+            assert!(matches!(state(&m, A + 0x1000), PageState::Anon(_)));
+            assert_eq!(m.observe(1, "t").maps[0].rss_kb, 4);
+            assert_eq!(m.read(1, A), Ok(0));
+            assert_eq!(m.read(1, A + 0x1000), Ok(7));
+            m.check_invariants().unwrap();
+        }
+    }
+
+    /// F5, F8: a whole mTHP is marked and discarded whole (no split, no
+    /// swap); a partly covered one is split first.
+    #[test]
+    fn mthp_whole_discarded_partial_split() {
+        for arch in ArchKind::ALL {
+            let mut m = model(arch);
+            m.set_swap(64 << 20).unwrap();
+            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+            map(&mut m, A, 0x20000);
+            m.madvise(1, A, 0x10000, Advice::Free).unwrap();
+            assert_eq!(lazyfree_kb(&m, 1, A), 64, "a large folio moves the batch");
+            m.madvise(1, A + 0x10000, 0x4000, Advice::Free).unwrap();
+            assert!(matches!(state(&m, A + 0x10000), PageState::Anon(p) if p.order == 0));
+            m.madvise(1, A, 0x20000, Advice::PageOut).unwrap();
+            for k in 0..20 {
+                assert_eq!(state(&m, A + k * 0x1000), PageState::NotPresent, "page {k}");
+            }
+            assert!(matches!(state(&m, A + 0x14000), PageState::Swapped { .. }));
+            use crate::core::stats::MthpStat;
+            assert_eq!(m.phys.stats.get_mthp(4, MthpStat::SwpoutFallback), 0);
+            assert_eq!(m.phys.stats.get_mthp(4, MthpStat::Split), 1);
+            m.check_invariants().unwrap();
+        }
+    }
+
+    /// F3, F8: a whole PMD THP is discarded whole; written since, the PMD
+    /// is split at reclaim and the folio kept (and swap-backed again).
+    #[test]
+    fn pmd_thp_discarded_or_kept_split() {
+        for write in [false, true] {
+            let mut m = model(ArchKind::X86_64);
+            m.set_thp(ThpKnob::Size(9), ThpMode::Always).unwrap();
+            map(&mut m, A & !0x1f_ffff, 0x20_0000);
+            let a = A & !0x1f_ffff;
+            m.madvise(1, a, 0x20_0000, Advice::Free).unwrap();
+            assert_eq!(lazyfree_kb(&m, 1, a), 2048);
+            if write {
+                m.write(1, a + 0x3000, 3).unwrap();
+                assert_eq!(lazyfree_kb(&m, 1, a), 0);
+            }
+            m.madvise(1, a, 0x20_0000, Advice::PageOut).unwrap();
+            match state(&m, a + 0x3000) {
+                PageState::NotPresent => assert!(!write),
+                PageState::Anon(p) => {
+                    assert!(write && p.order == 9 && !p.pmd_mapped && p.tag == 3)
+                }
+                s => panic!("{s:?}"),
+            }
+            m.check_invariants().unwrap();
+        }
+    }
+
+    /// F1: mlocked → EINVAL; sealed read-only → EPERM.
+    #[test]
+    fn locked_and_sealed() {
+        let mut m = model(ArchKind::X86_64);
+        map(&mut m, A, 0x4000);
+        m.mlock(1, A, 0x4000, false).unwrap();
+        assert_eq!(m.madvise(1, A, 0x4000, Advice::Free), Err(Errno::EINVAL));
+        let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        m.mmap(1, A + 0x10_0000, 0x4000, Prot::READ, f).unwrap();
+        m.mseal(1, A + 0x10_0000, 0x4000, 0).unwrap();
+        assert_eq!(
+            m.madvise(1, A + 0x10_0000, 0x4000, Advice::Free),
+            Err(Errno::EPERM)
+        );
+    }
+
+    /// F6: after fork a clean shared small folio is marked (the caller's
+    /// PTEs cleaned), a dirty one (swapped in) is skipped, and reclaim
+    /// skips both.
+    #[test]
+    fn fork_shared_clean_marked_dirty_skipped() {
+        let mut m = model(ArchKind::X86_64);
+        m.set_swap(64 << 20).unwrap();
+        map(&mut m, A, 0x2000);
+        m.madvise(1, A + 0x1000, 0x1000, Advice::PageOut).unwrap();
+        m.read(1, A + 0x1000).unwrap();
+        let c = m.fork(1).unwrap();
+        m.madvise(1, A, 0x2000, Advice::Free).unwrap();
+        m.phys.folio_batches.drain();
+        assert_eq!(lazyfree_kb(&m, 1, A), 4);
+        assert_eq!(lazyfree_kb(&m, c, A), 0);
+        m.madvise(1, A, 0x2000, Advice::PageOut).unwrap();
+        assert!(matches!(state(&m, A), PageState::Anon(p) if p.mapcount == 2));
+        m.check_invariants().unwrap();
+    }
+
+    use crate::types::errno::Errno;
 }

@@ -149,6 +149,10 @@ impl Model {
         // munlock_folio() for each present folio (one step per large folio;
         // the zero page has no folio). Linux: mm/mlock.c mlock_pte_range().
         if (newflags ^ vma.flags).contains(VmFlags::LOCKED) {
+            let populate_write = newflags.contains(VmFlags::LOCKED)
+                && !newflags.contains(VmFlags::LOCKONFAULT)
+                && newflags.contains(VmFlags::WRITE)
+                && !newflags.contains(VmFlags::SHARED);
             let Model { procs, phys, .. } = self;
             let mm = &procs[&pid];
             let mut last = None;
@@ -166,6 +170,14 @@ impl Model {
                     continue;
                 }
                 last = Some(folio.head);
+                // The population after mlock (populate_vma_page_range())
+                // uses FOLL_WRITE on a private writable VMA: GUP's
+                // FOLL_TOUCH marks a present folio dirty (follow_page_pte()),
+                // which undoes MADV_FREE (found by `ptlab fuzz --seed
+                // 20261125`, case 451; docs/ops/madvise.md F9).
+                if populate_write {
+                    phys.set_folio_dirty(folio, true);
+                }
                 phys.folio_batches.add(folio.head, folio.is_large(), false);
             }
             // mlock_vma_pages_range() ends with lru_add_drain(): what the

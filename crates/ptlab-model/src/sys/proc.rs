@@ -44,6 +44,7 @@ impl Model {
                 vm_flags: v.flags.mnemonics(),
                 anon_huge_kb: anon_huge_pages * 4,
                 rss_kb: rss_pages * 4,
+                lazyfree_kb: self.lazyfree_pages(mm, v.start, v.end) * 4,
             });
         }
         obs
@@ -113,6 +114,29 @@ impl Model {
         }
         out.push_none(cur, end);
         (rss, huge)
+    }
+
+    /// smaps `LazyFree` of `[start, end)` in pages: every present page of
+    /// an anon folio whose PG_swapbacked is clear (drained from the
+    /// lazyfree batch) and that is clean, in its mapping and its folio.
+    /// Linux: fs/proc/task_mmu.c smaps_account().
+    fn lazyfree_pages(&self, mm: &Mm, start: u64, end: u64) -> u64 {
+        let mut n = 0;
+        for (_, level, leaf) in mm.pt.leaves(start, end) {
+            if leaf.flags.contains(LeafFlags::SPECIAL) || Some(leaf.pfn) == self.phys.huge_zero {
+                continue;
+            }
+            let Some(folio) = self.phys.folio_of(leaf.pfn) else {
+                continue;
+            };
+            if self.phys.lazyfree_visible(folio)
+                && !leaf.flags.contains(LeafFlags::DIRTY)
+                && !self.phys.folio_dirty(folio)
+            {
+                n += if level == 2 { PMD_SIZE / PAGE_SIZE } else { 1 };
+            }
+        }
+        n
     }
 
     /// pagemap + kpageflags + kpagecount for one page.

@@ -23,7 +23,7 @@
 //!   reclaim. Every exclusivity decision is taken before that drop, with the
 //!   cache reference counted, as the kernel takes it.
 
-use crate::core::addr::{PAGE_SIZE, PMD_ORDER};
+use crate::core::addr::{PAGE_SIZE, PMD_ORDER, PMD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags, SwapPte};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
@@ -133,6 +133,14 @@ pub fn madvise_pageout(
                 if whole && cold {
                     continue;
                 }
+                if whole && phys.lazyfree(folio) {
+                    // Not split (shrink_folio_list() splits swap-backed
+                    // folios only): discarded whole or kept.
+                    let dirty = leaf.flags.contains(LeafFlags::DIRTY);
+                    let mm = procs.get_mut(&pid).expect("pid");
+                    discard_lazyfree(mm, phys, folio, q.entry_start(), PMD_SIZE, dirty);
+                    continue;
+                }
                 // Split (the whole PMD folio at reclaim, or the partly covered
                 // one right away); the stats of a reclaim-time split follow.
                 let _ = split_folio(procs, phys, folio, Some((pid, q.entry_start(), folio.head)));
@@ -167,14 +175,10 @@ fn pageout_ptes(
     let _ptl = seg.lock_pte_table(&procs[&pid].pt);
     let mut addr = start;
     while addr < end {
-        let Entry::Leaf(pte) = procs[&pid].pt.pte(addr) else {
+        let Some(pte) = procs[&pid].pt.normal_pte(addr) else {
             addr += PAGE_SIZE;
             continue;
         };
-        if pte.flags.contains(LeafFlags::SPECIAL) {
-            addr += PAGE_SIZE;
-            continue;
-        }
         procs[&pid].pt.hw.one(HwEvent::StructPageLine);
         let folio = phys.folio_of(pte.pfn).expect("PTE maps a folio");
         if folio.is_large() {
@@ -201,6 +205,19 @@ fn pageout_ptes(
                 addr += nr * PAGE_SIZE;
                 continue;
             }
+            // folio_mapcount() == nr_pages: exclusive, all mapped here.
+            if covers_all && phys.lazyfree(folio) {
+                if u64::from(phys.folio_mapcount(folio)) == nr {
+                    let mm = procs.get_mut(&pid).expect("pid");
+                    let dirty = (0..nr).any(|k| {
+                        matches!(mm.pt.pte_peek(addr + k * PAGE_SIZE),
+                            Entry::Leaf(l) if l.flags.contains(LeafFlags::DIRTY))
+                    });
+                    discard_lazyfree(mm, phys, folio, addr, nr * PAGE_SIZE, dirty);
+                }
+                addr += nr * PAGE_SIZE;
+                continue;
+            }
             let _ = split_folio(procs, phys, folio, Some((pid, addr, pte.pfn)));
             if covers_all {
                 // Reclaimed whole: the large swap allocation fails, so
@@ -218,8 +235,58 @@ fn pageout_ptes(
             addr += PAGE_SIZE;
             continue;
         }
-        swap_out_page(procs.get_mut(&pid).expect("pid"), phys, addr, pte);
+        let mm = procs.get_mut(&pid).expect("pid");
+        let folio = phys.folio_of(pte.pfn).expect("folio");
+        if phys.lazyfree(folio) {
+            let dirty = pte.flags.contains(LeafFlags::DIRTY);
+            discard_lazyfree(mm, phys, folio, addr, PAGE_SIZE, dirty);
+        } else {
+            swap_out_page(mm, phys, addr, pte);
+        }
         addr += PAGE_SIZE;
+    }
+}
+
+/// Reclaim a lazyfree (MADV_FREE) folio mapped whole at `[addr, addr +
+/// len)` of `mm` (one PMD, or all its PTEs as one batch): no swap slot
+/// and no split (shrink_folio_list() skips add_to_swap() and the split
+/// for a folio without PG_swapbacked). try_to_unmap_one() clears the
+/// mapping, moves its dirty bit to the folio, and then discards the folio
+/// (the mapping stays cleared, RSS drops, the folio is freed: the next
+/// access faults in a zero-filled page) if only the mappings hold it
+/// (ref_count == 1 + mapcount with the isolation reference) and it is
+/// clean; otherwise it restores the mapping and sets PG_swapbacked again,
+/// so a later reclaim swaps it out like any anon folio. A whole large
+/// folio goes at once (6.15+: folio_unmap_pte_batch(); a PMD mapping:
+/// unmap_huge_pmd_locked() → __discard_anon_folio_pmd_locked()). Works
+/// without swap. Linux: mm/vmscan.c shrink_folio_list(), mm/rmap.c
+/// try_to_unmap_one().
+fn discard_lazyfree(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    folio: crate::core::folio::FolioRef,
+    addr: u64,
+    len: u64,
+    pte_dirty: bool,
+) {
+    let clean = !pte_dirty && !phys.folio_dirty(folio);
+    // The model holds no isolation reference: ref_count == mapcount.
+    let only_mapped = phys.refcount(folio) == phys.folio_mapcount(folio);
+    if clean && only_mapped {
+        let mut tlb = crate::core::tlb::MmuGather::new();
+        crate::mm::zap::zap_range(mm, phys, &mut tlb, addr, addr + len, false);
+        tlb.finish(&mm.pt);
+        return;
+    }
+    if pte_dirty {
+        phys.set_folio_dirty(folio, true);
+    }
+    phys.set_lazyfree(folio, false);
+    if len == PMD_SIZE && matches!(mm.pt.pmd(addr), PmdSlot::Leaf(_)) {
+        // The PMD stays split (TTU_SPLIT_HUGE_PMD → split_huge_pmd_locked()
+        // after unmap_huge_pmd_locked() failed): the folio is kept whole,
+        // mapped by PTEs (checked live: thp_split_pmd +1, AnonHugePages 0).
+        crate::mm::zap::split_huge_pmd(mm, phys, addr);
     }
 }
 

@@ -45,6 +45,9 @@ bitflags! {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum Advice {
     DontNeed,
+    /// MADV_FREE = 8: lazily free private anonymous pages (reclaim
+    /// discards them unless written again).
+    Free,
     DontFork,
     DoFork,
     HugePage,
@@ -67,6 +70,7 @@ impl Advice {
     pub const fn value(self) -> i32 {
         match self {
             Advice::DontNeed => 4,
+            Advice::Free => 8,
             Advice::DontFork => 10,
             Advice::DoFork => 11,
             Advice::HugePage => 14,
@@ -83,6 +87,7 @@ impl Advice {
     pub fn from_name(s: &str) -> Option<Advice> {
         Some(match s {
             "dontneed" => Advice::DontNeed,
+            "free" => Advice::Free,
             "dontfork" => Advice::DontFork,
             "dofork" => Advice::DoFork,
             "hugepage" => Advice::HugePage,
@@ -100,6 +105,7 @@ impl Advice {
     pub const fn name(self) -> &'static str {
         match self {
             Advice::DontNeed => "dontneed",
+            Advice::Free => "free",
             Advice::DontFork => "dontfork",
             Advice::DoFork => "dofork",
             Advice::HugePage => "hugepage",

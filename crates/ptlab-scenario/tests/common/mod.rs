@@ -325,6 +325,7 @@ impl FakeBackend {
                 vm_flags: vec!["rd".into(), "wr".into(), "mr".into()],
                 anon_huge_kb: 0,
                 rss_kb: 0,
+                lazyfree_kb: 0,
             });
             let mut a = start;
             while a < end {
