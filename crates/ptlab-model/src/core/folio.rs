@@ -740,8 +740,12 @@ pub struct FolioBatches {
     /// The LRU-add batch (folios not yet on an LRU), `None` as above.
     lru_add: Vec<Option<Pfn>>,
     /// The lazyfree batch (mm/swap.c `cpu_fbatches.lru_lazyfree`): folios
-    /// MADV_FREE marked, off their LRU and still PG_swapbacked until the
-    /// batch is moved; `None` as above.
+    /// MADV_FREE marked, still PG_swapbacked until the batch is moved, and
+    /// still on their LRU meanwhile (6.18's folio_batch_add_and_move() no
+    /// longer clears PG_lru; folio_mark_lazyfree() skips a folio not on an
+    /// LRU), so a copy-on-write fault does not drain for them (checked
+    /// live: tests/scenarios/free-08-shared-cow-keeps-batch.ptl); `None`
+    /// as above.
     lazyfree: Vec<Option<Pfn>>,
 }
 
@@ -806,10 +810,11 @@ impl FolioBatches {
             + self.lazyfree.iter().filter(|e| **e == Some(head)).count()) as u32
     }
 
-    /// Whether the folio at `head` is not on an LRU yet (queued new in
-    /// either batch).
+    /// Whether the folio at `head` is not on an LRU yet: queued new in the
+    /// mlock batch or in the LRU-add batch (a folio in the lazyfree batch
+    /// stays on its LRU).
     pub fn off_lru(&self, head: Pfn) -> bool {
-        self.queued_new(head) || self.lru_add_refs(head) > 0
+        self.queued_new(head) || self.lru_add.contains(&Some(head))
     }
 
     /// References the batch holds on the folio at `head`.

@@ -241,9 +241,13 @@ pub fn madvise_free_huge_pmd(
 /// in the swap cache goes to the lazyfree batch (mm/swap.c
 /// folio_batch_add_and_move(lru_lazyfree), which clears PG_swapbacked when
 /// the batch is moved; a large folio moves it at once). A folio already
-/// queued or lazyfree is left alone.
+/// queued or lazyfree, or not on an LRU (6.18: `!folio_test_lru()`, e.g.
+/// still in the LRU-add batch), is left alone.
 pub fn folio_mark_lazyfree(phys: &mut PhysMem, folio: FolioRef) {
-    if phys.lazyfree(folio) || (!folio.is_large() && phys.swap.slot_caching(folio.head).is_some()) {
+    if phys.lazyfree(folio)
+        || (!folio.is_large() && phys.swap.slot_caching(folio.head).is_some())
+        || phys.folio_batches.off_lru(folio.head)
+    {
         return;
     }
     phys.set_lazyfree(folio, true);
