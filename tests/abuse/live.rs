@@ -64,7 +64,9 @@ fn signal(child: &Child, sig: i32) {
     unsafe { libc::kill(child.id() as i32, sig) };
 }
 
-/// Wait for `child`, killing its group after `t`.
+/// Wait for `child`, killing its group after `t`. A failure says where
+/// each of ptlab's threads was waiting (wchan and state, read just before
+/// the kill), so a slow teardown can be told from a lost signal.
 fn wait_bounded(child: &mut Child, t: Duration) -> ExitStatus {
     let start = Instant::now();
     loop {
@@ -72,12 +74,37 @@ fn wait_bounded(child: &mut Child, t: Duration) -> ExitStatus {
             return s;
         }
         if start.elapsed() > t {
+            let threads = thread_states(child.id());
             // SAFETY: the group we created.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            panic!("ptlab did not end within {t:?} after the signal");
+            panic!("ptlab did not end within {t:?} after the signal; its threads: {threads}");
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// `TID:STATE:WCHAN` for every thread of process `pid`.
+fn thread_states(pid: u32) -> String {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return "(gone)".into();
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let p = e.path();
+        let wchan = read(&p.join("wchan"));
+        let stat = read(&p.join("stat"));
+        // The state is the field after the parenthesised command name.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .unwrap_or("?")
+            .to_string();
+        out.push(format!(
+            "{}:{state}:{wchan}",
+            e.file_name().to_string_lossy()
+        ));
+    }
+    out.join(" ")
 }
 
 /// Wait until some ptlab process's command line contains `needle` (and
@@ -604,7 +631,10 @@ fn signals_at_every_moment_leave_no_journal() {
             );
             std::thread::sleep(Duration::from_millis(ms));
             signal(&child, sig);
-            wait_bounded(&mut child, Duration::from_secs(20));
+            // Teardown includes swapoff(2), which must bring back whatever
+            // the system swapped into the scenario's swap file meanwhile:
+            // slow on a loaded machine, so a minute before calling it a hang.
+            wait_bounded(&mut child, Duration::from_secs(60));
             common::assert_no_ptlab_processes(
                 Duration::from_secs(5),
                 &format!("signal {sig} after {ms} ms"),
