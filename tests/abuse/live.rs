@@ -52,6 +52,13 @@ fn spawn(dir: &Path, args: &[&str], envs: &[(&str, String)]) -> Child {
     unsafe {
         c.pre_exec(|| {
             libc::setpgid(0, 0);
+            // A user at a terminal: the signals the test sends act even
+            // when the test itself runs with them ignored (a background
+            // job of a non-interactive shell ignores SIGINT, and ptlab
+            // keeps a signal ignored at its start ignored).
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
             Ok(())
         });
     }
@@ -572,6 +579,50 @@ fn reproduce_killed_early_leaves_nothing_running() {
 /// and makes a swap file (0, 3, 6, ... ms after the start, through and past
 /// the writes): never a journal or `.tmp` left, knobs, swap areas and swap
 /// files as before, no process left.
+/// A signal ignored when ptlab starts (nohup's SIGHUP, a background job's
+/// SIGINT) stays ignored after ptlab has written a knob: the run goes on,
+/// ends normally and puts the knob back.
+#[test]
+fn signals_ignored_at_start_stay_ignored() {
+    let Some((_s, lock)) = live_setup("signals_ignored_at_start_stay_ignored") else {
+        return;
+    };
+    let dir = common::scratch("ignored-signals");
+    let (m64, s64) = other_mode(64).expect("64 KiB knob");
+    let sc = common::scenario(
+        &dir,
+        "knob.ptl",
+        &format!("thp {s64} {m64}\np = mmap 64K\nrepeat 20000\n  read p\nend\n"),
+    );
+    let before = common::global_state();
+    let mut c = Command::new(common::bin());
+    c.args(["run", "--backend", "live", sc.to_str().unwrap()])
+        .env("PTLAB_LOCK_FD", lock.raw_fd().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: signal dispositions between fork and exec.
+    unsafe {
+        c.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = c.spawn().expect("spawn ptlab");
+    // Past the knob write (the scenario's first statement), then both.
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&child, libc::SIGHUP);
+    signal(&child, libc::SIGINT);
+    let st = wait_bounded(&mut child, Duration::from_secs(60));
+    assert_eq!(
+        st.code(),
+        Some(0),
+        "the ignored signals ended the run: {st:?}"
+    );
+    assert_same_state(&before, "after a run that ignored SIGHUP and SIGINT");
+}
+
 #[test]
 fn signals_at_every_moment_leave_no_journal() {
     let Some((_s, lock)) = live_setup("signals_at_every_moment_leave_no_journal") else {

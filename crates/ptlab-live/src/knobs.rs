@@ -695,13 +695,27 @@ fn arm_journal_paths() {
     }
 }
 
+/// Whether `sig` is ignored (SIG_IGN) in this process now.
+fn ignored(sig: libc::c_int) -> bool {
+    // SAFETY: sigaction(2) with a null new action only reads the current one.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
 fn install_handlers() {
     HANDLERS.call_once(|| {
-        // SAFETY: installing a plain handler.
-        unsafe {
-            libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-            libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-            libc::signal(libc::SIGHUP, on_signal as *const () as libc::sighandler_t);
+        // A signal ignored when ptlab started stays ignored, as the shell
+        // and `nohup` asked (a background job of a non-interactive shell
+        // ignores SIGINT; nohup ignores SIGHUP): catching it would make
+        // such a run die of a signal meant for someone else, and only once
+        // a knob had been written.
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            if !ignored(sig) {
+                // SAFETY: installing a plain handler.
+                unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+            }
         }
         let prev = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
