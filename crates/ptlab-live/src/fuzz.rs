@@ -471,14 +471,20 @@ pub fn generate_calls(seed: u64, ops: usize, set: OpSet) -> Generated {
                         use Advice::*;
                         let advs = [
                             DontNeed, HugePage, NoHugePage, DontFork, DoFork, WipeOnFork,
-                            KeepOnFork, Collapse, Free, PageOut, Cold,
+                            KeepOnFork, Collapse, PageOut, Cold,
                         ];
-                        // PAGEOUT/COLD only with swap; MADV_FREE always
-                        // (its discard needs no swap).
+                        // PAGEOUT/COLD only with swap. MADV_FREE is not
+                        // generated yet: what `LazyFree` shows depends on
+                        // when the per-CPU lazyfree batch is drained, and
+                        // background lru_add_drain_all() (khugepaged, other
+                        // CPUs) drains it at any moment, so a diff of it
+                        // is noise until the comparison accepts both the
+                        // drained and the undrained value. The shipped
+                        // free-*.ptl scenarios drain at known points.
                         let advice = if swap {
-                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5, 15, 40, 5])]
+                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5, 40, 5])]
                         } else {
-                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5, 15])]
+                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5])]
                         };
                         Call::Madvise {
                             addr: at,
