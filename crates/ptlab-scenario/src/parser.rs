@@ -95,21 +95,16 @@ const UFFD_MOVE_OPTIONS: &[&str] = &["allow_src_holes", "dontwake", "via"];
 const UFFD_MODES: &[&str] = &["missing", "wp"];
 const UFFD_VIA: &[&str] = &["via"];
 const UFFD_API_OPTIONS: &[&str] = &["features", "via"];
-const ADVICE_NAMES: &[&str] = &[
-    "dontneed",
-    "free",
-    "dontfork",
-    "dofork",
-    "hugepage",
-    "nohugepage",
-    "wipeonfork",
-    "keeponfork",
-    "pageout",
-    "cold",
-    "collapse",
-    "guard_install",
-    "guard_remove",
-];
+/// The advice words: [`Advice::ALL`]'s names.
+const ADVICE_NAMES: &[&str] = &{
+    let mut names = [""; Advice::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = Advice::ALL[i].name();
+        i += 1;
+    }
+    names
+};
 const PROT_WORDS: &[&str] = &["r", "w", "x", "rw", "rx", "wx", "rwx", "none"];
 const THP_MODES: &[&str] = &["always", "inherit", "madvise", "never"];
 const THP_KNOBS: &[&str] = &["enabled", "use_zero_page"];

@@ -291,9 +291,7 @@ impl Model {
                 let child = self.fork(pid)?;
                 // Linux: kernel/fork.c copy_files(): the child holds the
                 // parent's descriptors (not its registrations).
-                if let Some(fds) = self.uffd_fds.held.get(&pid).cloned() {
-                    self.uffd_fds.held.insert(child, fds);
-                }
+                self.uffd_fds.inherit(pid, child);
                 Ok(u64::from(child))
             }
             Call::Exit => {
@@ -316,7 +314,7 @@ impl Model {
                 Ok(self.fill_vmas(pid, *addr, headroom)?)
             }
             Call::UffdCreate { handle, api } => {
-                if self.uffd_fds.names.contains_key(handle) {
+                if self.uffd_fds.is_open(handle) {
                     return Err(Errno::EBUSY.into());
                 }
                 let id = self.uffd_open(pid)?;
@@ -326,12 +324,7 @@ impl Model {
                         return Err(e.into());
                     }
                 }
-                self.uffd_fds.names.insert(handle.clone(), id);
-                self.uffd_fds
-                    .held
-                    .entry(pid)
-                    .or_default()
-                    .insert(handle.clone());
+                self.uffd_fds.open(pid, handle.clone(), id);
                 Ok(0)
             }
             Call::UffdApi {

@@ -52,13 +52,13 @@ pub enum Advice {
     DoFork,
     HugePage,
     NoHugePage,
-    /// Reserved for the swap issue (MADV_PAGEOUT = 21).
+    /// MADV_PAGEOUT = 21.
     PageOut,
-    /// Reserved (MADV_COLD = 20).
+    /// MADV_COLD = 20.
     Cold,
     WipeOnFork,
     KeepOnFork,
-    /// Reserved (MADV_COLLAPSE = 25).
+    /// MADV_COLLAPSE = 25.
     Collapse,
     /// MADV_GUARD_INSTALL = 102: install guard markers (access → SIGSEGV).
     GuardInstall,
@@ -84,23 +84,24 @@ impl Advice {
             Advice::GuardRemove => 103,
         }
     }
+    /// Every advice the model knows, in the language's order.
+    pub const ALL: [Advice; 13] = [
+        Advice::DontNeed,
+        Advice::Free,
+        Advice::DontFork,
+        Advice::DoFork,
+        Advice::HugePage,
+        Advice::NoHugePage,
+        Advice::WipeOnFork,
+        Advice::KeepOnFork,
+        Advice::PageOut,
+        Advice::Cold,
+        Advice::Collapse,
+        Advice::GuardInstall,
+        Advice::GuardRemove,
+    ];
     pub fn from_name(s: &str) -> Option<Advice> {
-        Some(match s {
-            "dontneed" => Advice::DontNeed,
-            "free" => Advice::Free,
-            "dontfork" => Advice::DontFork,
-            "dofork" => Advice::DoFork,
-            "hugepage" => Advice::HugePage,
-            "nohugepage" => Advice::NoHugePage,
-            "pageout" => Advice::PageOut,
-            "cold" => Advice::Cold,
-            "wipeonfork" => Advice::WipeOnFork,
-            "keeponfork" => Advice::KeepOnFork,
-            "collapse" => Advice::Collapse,
-            "guard_install" => Advice::GuardInstall,
-            "guard_remove" => Advice::GuardRemove,
-            _ => return None,
-        })
+        Advice::ALL.into_iter().find(|a| a.name() == s)
     }
     pub const fn name(self) -> &'static str {
         match self {

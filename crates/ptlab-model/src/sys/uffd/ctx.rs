@@ -178,9 +178,9 @@ pub(crate) fn ioctl_result(done: u64, err: Option<Errno>, len: u64) -> Result<u6
 #[derive(Clone, Debug, Default)]
 pub struct UffdFds {
     /// Open contexts by handle name.
-    pub(crate) names: BTreeMap<String, UffdId>,
+    names: BTreeMap<String, UffdId>,
     /// The handles each process holds a descriptor for.
-    pub(crate) held: BTreeMap<Pid, BTreeSet<String>>,
+    held: BTreeMap<Pid, BTreeSet<String>>,
 }
 
 impl UffdFds {
@@ -193,6 +193,26 @@ impl UffdFds {
             .copied()
             .filter(|_| held)
             .ok_or(Errno::EBADF)
+    }
+
+    /// fork(): the child holds every descriptor the parent holds
+    /// (kernel/fork.c copy_files()).
+    pub(crate) fn inherit(&mut self, parent: Pid, child: Pid) {
+        if let Some(fds) = self.held.get(&parent).cloned() {
+            self.held.insert(child, fds);
+        }
+    }
+
+    /// Whether a context named `handle` is open.
+    pub(crate) fn is_open(&self, handle: &str) -> bool {
+        self.names.contains_key(handle)
+    }
+
+    /// userfaultfd(2) in `pid`: context `id` opened as `handle`, its
+    /// descriptor held by `pid`.
+    pub(crate) fn open(&mut self, pid: Pid, handle: String, id: UffdId) {
+        self.held.entry(pid).or_default().insert(handle.clone());
+        self.names.insert(handle, id);
     }
 
     /// The descriptors `pid` holds, closed (exit): the contexts whose last
