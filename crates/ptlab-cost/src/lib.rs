@@ -576,9 +576,34 @@ pub fn run_events(
     params: &[(String, String)],
     features: HwFeatures,
 ) -> Result<EventRun, CostError> {
+    run_events_on(
+        scenario_src,
+        file_name,
+        arch,
+        before,
+        params,
+        features,
+        None,
+    )
+}
+
+/// [`run_events`] on a machine with `memory` bytes of physical memory
+/// (`None`: the default machine).
+pub fn run_events_on(
+    scenario_src: &str,
+    file_name: &str,
+    arch: ArchKind,
+    before: Before,
+    params: &[(String, String)],
+    features: HwFeatures,
+    memory: Option<u64>,
+) -> Result<EventRun, CostError> {
     let script = ptlab_scenario::parse(file_name, scenario_src)
         .map_err(|e| CostError::Parse(e.to_string()))?;
     let mut cfg = ModelConfig::for_arch(arch);
+    if let Some(bytes) = memory {
+        cfg = cfg.with_memory(bytes);
+    }
     cfg.before = before;
     cfg.hw = features;
     let mut backend = ModelBackend::new(cfg);

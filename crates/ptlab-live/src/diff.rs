@@ -1240,6 +1240,9 @@ impl Backend for DiffBackend {
             }
             // The live kernel runs one algorithm; the model may run either.
             Call::SetBefore { .. } => self.model.call(proc, call),
+            // The model mirrors the live machine's memory in a diff: the
+            // statement is accepted and ignored on both sides.
+            Call::SetMemory { .. } => Ok(0),
             // Knobs and swap are not memory operations of the scenario's
             // processes (for the per-step comparison's bookkeeping).
             Call::SetThp { .. } | Call::SetSwap { .. } | Call::SetUseZeroPage { .. } => {
@@ -1261,6 +1264,13 @@ impl Backend for DiffBackend {
             self.compare_now();
         }
         self.model.observe(proc)
+    }
+
+    fn observe_summary(&mut self, proc: &str) -> Result<Observation, BackendError> {
+        if self.dirty {
+            self.compare_now();
+        }
+        self.model.observe_summary(proc)
     }
 
     fn observe_pages(

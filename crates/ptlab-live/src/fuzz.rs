@@ -1037,6 +1037,12 @@ mod tests {
         fn observe(&mut self, _: &str) -> Result<ptlab_model::Observation, BackendError> {
             Ok(Default::default())
         }
+        fn observe_summary(
+            &mut self,
+            _: &str,
+        ) -> Result<ptlab_model::Observation, BackendError> {
+            Ok(Default::default())
+        }
         fn observe_pages(
             &mut self,
             _: &str,

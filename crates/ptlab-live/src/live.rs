@@ -182,7 +182,8 @@ impl Planned {
             | Call::UffdMove { .. }
             | Call::SetThp { .. }
             | Call::SetUseZeroPage { .. }
-            | Call::SetBefore { .. } => return None,
+            | Call::SetBefore { .. }
+            | Call::SetMemory { .. } => return None,
         })
     }
 }
@@ -1832,10 +1833,16 @@ impl Backend for LiveBackend {
             },
             // One fixed kernel: observable results are the same either way.
             Call::SetBefore { .. } => Ok(0),
+            // The machine has the memory it has.
+            Call::SetMemory { .. } => Ok(0),
         }
     }
 
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
+        self.observe_live(proc)
+    }
+
+    fn observe_summary(&mut self, proc: &str) -> Result<Observation, BackendError> {
         self.observe_live(proc)
     }
 

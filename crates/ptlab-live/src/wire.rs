@@ -174,6 +174,7 @@ pub(crate) fn encode(call: &Call, at: &Resolved) -> Option<Req> {
         Call::SetThp { .. }
         | Call::SetUseZeroPage { .. }
         | Call::SetSwap { .. }
-        | Call::SetBefore { .. } => return None,
+        | Call::SetBefore { .. }
+        | Call::SetMemory { .. } => return None,
     })
 }

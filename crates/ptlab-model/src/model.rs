@@ -43,7 +43,27 @@ pub struct ModelConfig {
     pub hw: crate::core::hw::HwFeatures,
 }
 
+/// Smallest machine the model runs: 64 MiB.
+pub const MIN_MEMORY: u64 = 64 << 20;
+
+/// Most physical memory the architecture addresses with 4 KiB pages and
+/// four levels: x86-64 `MAX_PHYSMEM_BITS` = 46 (64 TiB), arm64
+/// `PHYS_MASK_SHIFT` = 48 (256 TiB). Linux: arch/x86/include/asm/sparsemem.h,
+/// arch/arm64/include/asm/pgtable-hwdef.h.
+pub fn max_memory(arch: ArchKind) -> u64 {
+    match arch {
+        ArchKind::X86_64 => 1 << 46,
+        ArchKind::Arm64 => 1 << 48,
+    }
+}
+
 impl ModelConfig {
+    /// The same configuration with `bytes` of physical memory.
+    pub fn with_memory(mut self, bytes: u64) -> Self {
+        self.frames = bytes / PAGE_SIZE;
+        self
+    }
+
     /// Defaults of the reference machine (Linux 6.18.44 x86-64 VM, 24 GiB).
     pub fn for_arch(arch: ArchKind) -> Self {
         ModelConfig {
@@ -226,6 +246,27 @@ impl Model {
 
     pub fn set_use_zero_page(&mut self, on: bool) {
         self.thp.use_zero_page = on;
+    }
+
+    /// `machine memory SIZE`: the modelled machine's physical memory. Grows
+    /// or shrinks the one memory zone; EINVAL below [`MIN_MEMORY`] or above
+    /// what the architecture's physical address space holds
+    /// ([`max_memory`]), EBUSY when frames above the new size were ever
+    /// handed out (set it before the scenario populates memory).
+    pub fn set_memory(&mut self, bytes: u64) -> Result<(), Errno> {
+        if !(MIN_MEMORY..=max_memory(self.cfg.arch)).contains(&bytes) {
+            return Err(Errno::EINVAL);
+        }
+        if !self.phys.set_frames(bytes / PAGE_SIZE) {
+            return Err(Errno::EBUSY);
+        }
+        self.cfg.frames = self.phys.frames();
+        Ok(())
+    }
+
+    /// Physical memory of the modelled machine, in bytes.
+    pub fn memory(&self) -> u64 {
+        self.phys.frames() * PAGE_SIZE
     }
 
     /// Select which seed changes run their previous algorithm.

@@ -123,6 +123,13 @@ proptest! {
                 let walk = m.observe(pid, "p");
                 let dense = m.observe_dense(pid, "p");
                 prop_assert_eq!(&walk, &dense, "after step {} ({:?}), pid {}", i, op, pid);
+                // The summary (counted by leaves) has the same maps, smaps
+                // and counters, without pages.
+                let summary = m.observe_summary(pid, "p");
+                prop_assert_eq!(&summary.maps, &walk.maps, "summary after step {}", i);
+                prop_assert_eq!(&summary.stats, &walk.stats);
+                prop_assert_eq!(summary.vm_lck_kb, walk.vm_lck_kb);
+                prop_assert!(summary.pages.is_empty());
                 // Canonical: no two adjacent not-present records, no
                 // multi-page record of a present state.
                 for w in walk.pages.windows(2) {

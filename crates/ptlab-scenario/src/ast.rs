@@ -172,6 +172,8 @@ pub enum Op {
     Thp(ThpSetting),
     /// `swap SIZE` (enable a swap device of SIZE bytes) or `swap off` (`None`).
     Swap(Option<Expr>),
+    /// `machine memory SIZE`: the modelled machine's physical memory.
+    Memory(Expr),
 }
 
 impl Op {
@@ -182,6 +184,7 @@ impl Op {
             Op::Access(a) => a.kind.name(),
             Op::Thp(_) => "thp",
             Op::Swap(_) => "swap",
+            Op::Memory(_) => "machine memory",
         }
     }
 }

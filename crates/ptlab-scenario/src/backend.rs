@@ -69,6 +69,10 @@ pub trait Backend {
     fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError>;
     /// Everything process `proc` shows (maps, smaps, pages, THP counters).
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError>;
+    /// [`Backend::observe`] without the per-page records (`pages` may be
+    /// empty): what the expectations on maps, smaps, `VmLck` and counters
+    /// read. A backend that has the pages anyway may return them.
+    fn observe_summary(&mut self, proc: &str) -> Result<Observation, BackendError>;
     /// The pages of `proc` in `[start, end)`, in address order, a run of
     /// not-present pages as one record. Pages outside every VMA may be
     /// omitted (they read as not present).

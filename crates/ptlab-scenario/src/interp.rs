@@ -23,9 +23,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-/// Most pages one `read`, `write` or `expect page` may cover (64 GiB).
-/// Larger ranges are a runtime error rather than a very long wait.
-pub const MAX_RANGE_PAGES: u64 = 1 << 24;
+/// Most pages one `read`, `write` or `expect page` may cover: the whole
+/// 47-bit user address space of four-level tables (128 TiB), so no range
+/// a modelled machine can hold is refused (`machine memory` goes up to the
+/// architecture's limit). A runaway scenario is bounded by
+/// `--max-statements` and by the machine's memory instead.
+pub const MAX_RANGE_PAGES: u64 = 1 << 35;
 
 /// Default of [`RunOptions::max_statements`]: ten million statements and
 /// `repeat` iterations. Far more than any test or seed scenario runs (the
@@ -579,6 +582,14 @@ impl<'a> Interp<'a> {
             .map_err(|e| rt(pos, format!("cannot observe: {e}")))
     }
 
+    /// The current process's maps, smaps, `VmLck` and counters (no
+    /// per-page records): what expectations read.
+    fn observe_summary(&mut self, pos: Pos) -> Result<Observation, RtError> {
+        self.backend
+            .observe_summary(&self.current)
+            .map_err(|e| rt(pos, format!("cannot observe: {e}")))
+    }
+
     /// Current THP counters minus the ones at the start of the run.
     fn stat_deltas(&self, stats: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
         let mut out: BTreeMap<String, i64> = stats
@@ -935,6 +946,9 @@ impl<'a> Interp<'a> {
             Op::Syscall(call) => self.syscall(call, None)?,
             Op::Access(access) => self.access(pos, access)?,
             Op::Thp(setting) => self.thp(pos, setting)?,
+            Op::Memory(size) => Call::SetMemory {
+                bytes: self.eval(size)?,
+            },
             Op::Swap(size) => Call::SetSwap {
                 bytes: match size {
                     Some(e) => self.eval(e)?,
@@ -1230,7 +1244,7 @@ impl<'a> Interp<'a> {
             }
             Expect::Stat { key, value } => {
                 let want = self.eval(value)?;
-                let obs = self.observe_current(s.pos)?;
+                let obs = self.observe_summary(s.pos)?;
                 let deltas = self.stat_deltas(&obs.stats);
                 let got = deltas.get(key).copied().unwrap_or(0);
                 if i128::from(got) == i128::from(want) {
@@ -1249,7 +1263,7 @@ impl<'a> Interp<'a> {
             }
             Expect::VmFlags { addr, has, flags } => {
                 let addr = self.eval(addr)?;
-                let obs = self.observe_current(s.pos)?;
+                let obs = self.observe_summary(s.pos)?;
                 match obs.maps.iter().find(|m| m.start <= addr && addr < m.end) {
                     None => Err(format!("no VMA contains {}", fmt_num(addr))),
                     Some(m) => {
@@ -1276,7 +1290,7 @@ impl<'a> Interp<'a> {
             Expect::AnonHuge { addr, size } | Expect::LazyFree { addr, size } => {
                 let addr = self.eval(addr)?;
                 let want = self.eval(size)?;
-                let obs = self.observe_current(s.pos)?;
+                let obs = self.observe_summary(s.pos)?;
                 let (field, kb): (&str, fn(&ptlab_model::observe::MapsEntry) -> u64) = match e {
                     Expect::AnonHuge { .. } => ("AnonHugePages", |m| m.anon_huge_kb),
                     _ => ("LazyFree", |m| m.lazyfree_kb),
@@ -1301,7 +1315,7 @@ impl<'a> Interp<'a> {
             }
             Expect::VmLck { size } => {
                 let want = self.eval(size)?;
-                let obs = self.observe_current(s.pos)?;
+                let obs = self.observe_summary(s.pos)?;
                 let got = obs.vm_lck_kb.saturating_mul(1024);
                 if got == want {
                     Ok(())
@@ -1354,7 +1368,7 @@ impl<'a> Interp<'a> {
         for l in lines {
             want.push((self.eval(&l.start)?, self.eval(&l.end)?, l.perms.as_str()));
         }
-        let obs = self.observe_current(s.pos)?;
+        let obs = self.observe_summary(s.pos)?;
         let got: Vec<(u64, u64, &str)> = obs
             .maps
             .iter()

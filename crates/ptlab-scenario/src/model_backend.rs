@@ -89,6 +89,11 @@ impl Backend for ModelBackend {
         Ok(self.model.observe(pid, proc))
     }
 
+    fn observe_summary(&mut self, proc: &str) -> Result<Observation, BackendError> {
+        let pid = self.pid(proc)?;
+        Ok(self.model.observe_summary(pid, proc))
+    }
+
     fn observe_pages(
         &mut self,
         proc: &str,

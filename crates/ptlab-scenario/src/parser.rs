@@ -51,6 +51,7 @@ const SYSCALLS: &[&str] = &[
 /// The other words that start a statement.
 const OTHER_STATEMENTS: &[&str] = &[
     "let", "read", "write", "thp", "swap", "repeat", "end", "expect", "observe", "before", "param",
+    "machine",
 ];
 
 /// Every word that starts a statement: the syscalls and the rest.
@@ -592,6 +593,25 @@ impl<'s> Parser<'s> {
                     check,
                 }
             }
+            "machine" => {
+                cur.bump();
+                if !cur.eat("memory") {
+                    return Err(cur.err("expected 'memory SIZE' after 'machine'"));
+                }
+                let size = self.arg(
+                    &mut cur,
+                    "a memory size such as 64G or 4T after 'machine memory'",
+                    NO_STOP,
+                )?;
+                cur.finish("the machine setting")?;
+                let op = Op::Memory(size);
+                let check = self.check_for(&op)?;
+                StmtKind::Op {
+                    bind: None,
+                    op,
+                    check,
+                }
+            }
             "swap" => {
                 cur.bump();
                 let size = if cur.eat("off") {
@@ -801,6 +821,7 @@ impl<'s> Parser<'s> {
             (Op::Access(_), CheckKind::Errno(_) | CheckKind::Ret(_)) => Some("read and write do not fail with an errno; use 'expect segv', 'expect uffd' or 'expect ok'"),
             (Op::Thp(_), CheckKind::Ret(_) | CheckKind::Segv) => Some("a thp line can only be followed by 'expect ok' or 'expect errno NAME'"),
             (Op::Swap(_), CheckKind::Ret(_) | CheckKind::Segv) => Some("a swap line can only be followed by 'expect ok' or 'expect errno NAME'"),
+            (Op::Memory(_), CheckKind::Ret(_) | CheckKind::Segv | CheckKind::Uffd) => Some("a machine line can only be followed by 'expect ok' or 'expect errno NAME'"),
             _ => None,
         };
         if let Some(msg) = allowed {

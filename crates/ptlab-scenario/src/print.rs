@@ -273,6 +273,7 @@ pub fn call_to_ptl(
             ),
         },
         Call::SetUseZeroPage { on } => format!("thp use_zero_page {}", u8::from(*on)),
+        Call::SetMemory { bytes } => format!("machine memory {}", size(*bytes)),
         Call::SetSwap { bytes: 0 } => "swap off".into(),
         Call::SetSwap { bytes } => format!("swap {}", size(*bytes)),
         Call::SetBefore { set } if set.is_empty() => "before none".into(),

@@ -307,10 +307,10 @@ fn arithmetic_errors_carry_columns() {
         failures(&r),
         ["t.ptl:1:9: runtime error: align_up: alignment 3 is not a power of two"]
     );
-    let (r, _) = run_src("read 0 1T");
+    let (r, _) = run_src("read 0 256T");
     assert_eq!(
         failures(&r),
-        ["t.ptl:1:1: runtime error: read: range of 268435456 pages is too large (limit 16777216 pages)"]
+        ["t.ptl:1:1: runtime error: read: range of 68719476736 pages is too large (limit 34359738368 pages)"]
     );
 }
 

@@ -245,6 +245,9 @@ impl<T: Target> Backend for Recorder<T> {
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
         self.target.backend().observe(proc)
     }
+    fn observe_summary(&mut self, proc: &str) -> Result<Observation, BackendError> {
+        self.target.backend().observe_summary(proc)
+    }
     fn check_invariants(&mut self) -> Result<(), Vec<String>> {
         self.target.backend().check_invariants()
     }

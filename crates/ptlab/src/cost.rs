@@ -4,9 +4,7 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
-use ptlab_cost::{
-    pct_change, price_run, ratio_interval, run_events, EventRun, Interval, Prediction, Profile,
-};
+use ptlab_cost::{pct_change, price_run, ratio_interval, EventRun, Interval, Prediction, Profile};
 use ptlab_model::{ArchKind, Before, HwEvent, KCall};
 use serde_json::json;
 use std::collections::HashMap;
@@ -87,6 +85,9 @@ pub struct CostArgs {
     format: CostFormat,
 
     #[command(flatten)]
+    memory: crate::MemoryArg,
+
+    #[command(flatten)]
     run_limits: crate::scenario::RunLimitArgs,
 }
 
@@ -152,7 +153,15 @@ pub fn cost(args: &CostArgs, out: &mut dyn Write) -> Result<u8> {
         if let Some(r) = cache.get(&key) {
             return Ok(r.clone());
         }
-        let r = run_events(&source, &name, arch, before, &args.params, p.features.hw())?;
+        let r = ptlab_cost::run_events_on(
+            &source,
+            &name,
+            arch,
+            before,
+            &args.params,
+            p.features.hw(),
+            args.memory.memory,
+        )?;
         cache.insert(key, r.clone());
         Ok(r)
     };

@@ -178,6 +178,9 @@ struct RunArgs {
     #[command(flatten)]
     scenario: ScenarioArgs,
 
+    #[command(flatten)]
+    memory: MemoryArg,
+
     /// Where to run: the model, or the live kernel (in worker processes; see docs/live.md)
     #[arg(long, value_enum, default_value_t = BackendKind::Model)]
     backend: BackendKind,
@@ -295,6 +298,47 @@ fn parse_before(name: &str) -> std::result::Result<ptlab_model::Before, String> 
             names.join(", ")
         )
     })
+}
+
+/// `--memory SIZE`: the modelled machine's physical memory (`run`, `cost`,
+/// `show`; `diff` and `fuzz` model the machine they run on).
+#[derive(Args, Clone, Copy, Default)]
+pub(crate) struct MemoryArg {
+    /// Physical memory of the modelled machine (default 24G, this project's
+    /// reference VM): 64M up to the architecture's limit (x86-64 64T,
+    /// arm64 256T). Same as a `machine memory SIZE` statement at the top of
+    /// the scenario. Example: --memory 2T to fork a 1 TiB process
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
+    pub(crate) memory: Option<u64>,
+}
+
+impl MemoryArg {
+    /// `cfg` with this memory, checked against `cfg`'s architecture.
+    pub(crate) fn apply(&self, cfg: ModelConfig) -> Result<ModelConfig> {
+        let Some(bytes) = self.memory else {
+            return Ok(cfg);
+        };
+        let max = ptlab_model::max_memory(cfg.arch);
+        if bytes > max {
+            anyhow::bail!(
+                "--memory {}T: {} addresses at most {}T of physical memory",
+                bytes >> 40,
+                cfg.arch.name(),
+                max >> 40
+            );
+        }
+        Ok(cfg.with_memory(bytes))
+    }
+}
+
+/// A memory size for `--memory`: 64M, 512G, 4T (at least 64 MiB).
+pub(crate) fn parse_memory(s: &str) -> std::result::Result<u64, String> {
+    let v = ptlab_scenario::lexer::parse_number(s.trim())
+        .map_err(|e| format!("'{s}' is not a size: {e}"))?;
+    if v < ptlab_model::MIN_MEMORY {
+        return Err(format!("'{s}' is below the model's minimum of 64M"));
+    }
+    Ok(v)
 }
 
 /// The options of every subcommand that runs a scenario on the model
@@ -496,9 +540,14 @@ fn diff(args: &DiffArgs) -> Result<u8> {
 fn run(args: &RunArgs) -> Result<bool> {
     scenario::apply(&args.run_limits);
     let (_, _, script) = scenario::load(&args.file, &args.scenario.params)?;
-    let mut cfg = ModelConfig::for_arch(args.arch.kind());
+    let mut cfg = args.memory.apply(ModelConfig::for_arch(args.arch.kind()))?;
     cfg.before = args.scenario.before();
     cfg.hw = args.scenario.hw()?;
+    if args.memory.memory.is_some() && args.backend == BackendKind::Live {
+        anyhow::bail!(
+            "--memory sets the modelled machine; the live kernel runs on this machine's memory"
+        );
+    }
     let opts = RunOptions {
         params: args.scenario.params.clone(),
         ..RunOptions::default()

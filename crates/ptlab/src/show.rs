@@ -96,6 +96,9 @@ pub struct ShowArgs {
     list_steps: bool,
 
     #[command(flatten)]
+    memory: crate::MemoryArg,
+
+    #[command(flatten)]
     run_limits: crate::scenario::RunLimitArgs,
     #[command(flatten)]
     limits: super::limits::LimitArgs,
@@ -208,7 +211,7 @@ pub fn show(args: &ShowArgs) -> Result<u8> {
         bail!("--before-after needs --step N (N >= 1) or --line L");
     }
     let sel = if args.list_steps { StepSel::End } else { sel };
-    let mut cfg = ModelConfig::for_arch(args.arch.kind());
+    let mut cfg = args.memory.apply(ModelConfig::for_arch(args.arch.kind()))?;
     cfg.before = args
         .before
         .iter()

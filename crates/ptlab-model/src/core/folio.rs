@@ -6,9 +6,20 @@
 //! mm/rmap.c (__folio_add_anon_rmap, __folio_remove_rmap),
 //! mm/huge_memory.c (deferred_split_folio).
 //!
-//! Storage: one 16-byte [`PageMeta`] per frame ever allocated (a dense
-//! array indexed by PFN, like the kernel's memmap), plus one [`LargeFolio`]
-//! record per folio of order ≥ 2.
+//! Storage (what the model keeps, not what the kernel keeps; every count
+//! and event is the same either way):
+//! * order-0 frames (small folios, page-table pages, the zero page): one
+//!   16-byte [`PageMeta`] each, in a sparse memmap of 512-frame sections
+//!   allocated when a frame of the section first becomes an order-0 page;
+//! * large folios (order ≥ 1): one [`LargeFolio`] record per folio that
+//!   holds the folio-wide counters and the per-page state as runs
+//!   ([`PerPage`]): one value for every page while all pages agree (a
+//!   whole-folio fault, fork, mprotect or zap keeps it so and updates it
+//!   in one step), one value per page after a partial operation. Page
+//!   contents are kept as an affine tag run (`base + i × step`: a zeroed
+//!   folio, a folio written by a range `write`) until a page is written
+//!   alone. A PMD THP therefore costs the model about 0.2 bytes per page
+//!   instead of 16.
 
 use crate::core::addr::{Order, Pfn, PMD_ORDER};
 use crate::core::hw::HwEvent;
@@ -25,24 +36,235 @@ const F_LAZYFREE: u32 = 1 << 27;
 const F_DIRTY: u32 = 1 << 26;
 const F_ALLOCATED: u32 = 1 << 31;
 const F_ANON_EXCLUSIVE: u32 = 1 << 30;
-const F_LARGE: u32 = 1 << 29;
 const F_PGTABLE: u32 = 1 << 28;
 
-/// One `struct page`: the tag the page holds, the folio refcount (head or
-/// small page only) and the per-page PTE mapcount with flag bits on top.
-#[derive(Clone, Copy, Default, Debug)]
+/// One `struct page` of an order-0 frame: the tag the page holds, the
+/// folio refcount and the PTE mapcount with flag bits on top.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct PageMeta {
     tag: u64,
     refcount: u32,
     /// Low 26 bits: PTE mappings of this page (`page->_mapcount + 1`).
-    /// Bits 26..31: DIRTY, LAZYFREE (folio flags, kept on the head or
-    /// small page), PGTABLE, LARGE, ANON_EXCLUSIVE, ALLOCATED.
+    /// Bits 26..31: DIRTY, LAZYFREE, PGTABLE, ANON_EXCLUSIVE, ALLOCATED.
     bits: u32,
 }
 
 impl PageMeta {
     fn mapcount(&self) -> u32 {
         self.bits & MAPCOUNT_MASK
+    }
+}
+
+/// Frames per memmap section.
+const SECTION_FRAMES: u64 = 512;
+
+/// The sparse memmap of order-0 frames: sections of 512 [`PageMeta`]s,
+/// allocated on first use and dropped when every frame in them is free
+/// again (or part of a large folio).
+#[derive(Clone, Debug, Default)]
+struct Memmap {
+    sections: Vec<Option<Box<Section>>>,
+    live: usize,
+}
+
+#[derive(Clone, Debug)]
+struct Section {
+    pages: [PageMeta; SECTION_FRAMES as usize],
+    /// Frames of the section whose meta is not the default.
+    used: u16,
+}
+
+impl Memmap {
+    fn split(pfn: Pfn) -> (usize, usize) {
+        let i = pfn.0 - FIRST_PFN;
+        ((i / SECTION_FRAMES) as usize, (i % SECTION_FRAMES) as usize)
+    }
+
+    fn get(&self, pfn: Pfn) -> PageMeta {
+        let (s, i) = Self::split(pfn);
+        match self.sections.get(s) {
+            Some(Some(sec)) => sec.pages[i],
+            _ => PageMeta::default(),
+        }
+    }
+
+    /// Change one frame's meta through `f`.
+    fn update<R>(&mut self, pfn: Pfn, f: impl FnOnce(&mut PageMeta) -> R) -> R {
+        let (s, i) = Self::split(pfn);
+        if s >= self.sections.len() {
+            self.sections.resize(s + 1, None);
+        }
+        let slot = &mut self.sections[s];
+        let sec = slot.get_or_insert_with(|| {
+            self.live += 1;
+            Box::new(Section {
+                pages: [PageMeta::default(); SECTION_FRAMES as usize],
+                used: 0,
+            })
+        });
+        let was = sec.pages[i] != PageMeta::default();
+        let r = f(&mut sec.pages[i]);
+        let now = sec.pages[i] != PageMeta::default();
+        match (was, now) {
+            (false, true) => sec.used += 1,
+            (true, false) => sec.used -= 1,
+            _ => {}
+        }
+        if sec.used == 0 {
+            *slot = None;
+            self.live -= 1;
+        }
+        r
+    }
+
+    fn set(&mut self, pfn: Pfn, m: PageMeta) {
+        self.update(pfn, |p| *p = m);
+    }
+
+    fn bytes(&self) -> usize {
+        self.sections.capacity() * std::mem::size_of::<Option<Box<Section>>>()
+            + self.live * std::mem::size_of::<Section>()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (Pfn, PageMeta)> + '_ {
+        self.sections.iter().enumerate().flat_map(|(s, sec)| {
+            sec.iter().flat_map(move |sec| {
+                sec.pages
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, m)| (Pfn(FIRST_PFN + s as u64 * SECTION_FRAMES + i as u64), *m))
+            })
+        })
+    }
+}
+
+/// Per-page state of a large folio: one value for all pages, or one per
+/// page. Whole-folio updates of a uniform value take one step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PerPage<T> {
+    All(T),
+    Each(Box<[T]>),
+}
+
+impl<T: Copy + PartialEq> PerPage<T> {
+    fn get(&self, i: usize) -> T {
+        match self {
+            PerPage::All(v) => *v,
+            PerPage::Each(v) => v[i],
+        }
+    }
+
+    /// Give every page its own slot (`n` pages).
+    fn each(&mut self, n: usize) -> &mut [T] {
+        if let PerPage::All(v) = *self {
+            *self = PerPage::Each(vec![v; n].into_boxed_slice());
+        }
+        match self {
+            PerPage::Each(v) => v,
+            PerPage::All(_) => unreachable!(),
+        }
+    }
+
+    /// Collapse back to one value when every page agrees.
+    fn compact(&mut self) {
+        if let PerPage::Each(v) = self {
+            if v.iter().all(|x| *x == v[0]) {
+                *self = PerPage::All(v[0]);
+            }
+        }
+    }
+
+    /// Apply `f` to pages `[lo, lo + nr)` of an `n`-page folio.
+    fn update(&mut self, lo: usize, nr: usize, n: usize, mut f: impl FnMut(&mut T)) {
+        if nr == 0 {
+            return;
+        }
+        if nr == n {
+            match self {
+                PerPage::All(v) => f(v),
+                PerPage::Each(v) => {
+                    v.iter_mut().for_each(&mut f);
+                    self.compact();
+                }
+            }
+            return;
+        }
+        self.each(n)[lo..lo + nr].iter_mut().for_each(f);
+    }
+
+    fn set(&mut self, i: usize, n: usize, val: T) {
+        if self.get(i) != val {
+            self.each(n)[i] = val;
+            if i + 1 == n {
+                self.compact();
+            }
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            PerPage::All(_) => 0,
+            PerPage::Each(v) => std::mem::size_of_val(&**v),
+        }
+    }
+}
+
+/// The contents of a large folio's pages: page `i` holds `base + i × step`
+/// (a zeroed folio: 0, 0; a range write at `va`: va, 4096), or one tag per
+/// page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Tags {
+    Affine { base: u64, step: u64 },
+    Each(Box<[u64]>),
+}
+
+impl Tags {
+    fn get(&self, i: usize) -> u64 {
+        match self {
+            Tags::Affine { base, step } => base.wrapping_add(step.wrapping_mul(i as u64)),
+            Tags::Each(v) => v[i],
+        }
+    }
+
+    /// Pages `[lo, lo + nr)` of an `n`-page folio take `base + k × step`
+    /// (k counted from `lo`).
+    fn set_run(&mut self, lo: usize, nr: usize, n: usize, base: u64, step: u64) {
+        if nr == n {
+            *self = Tags::Affine { base, step };
+            return;
+        }
+        let same =
+            (0..nr).all(|k| self.get(lo + k) == base.wrapping_add(step.wrapping_mul(k as u64)));
+        if same {
+            return;
+        }
+        if let Tags::Affine { .. } = self {
+            *self = Tags::Each((0..n).map(|i| self.get(i)).collect());
+        }
+        if let Tags::Each(v) = self {
+            for k in 0..nr {
+                v[lo + k] = base.wrapping_add(step.wrapping_mul(k as u64));
+            }
+            // A folio written page by page in address order becomes one
+            // run again when its last page is written.
+            if lo + nr == n && n > 1 {
+                let step = v[1].wrapping_sub(v[0]);
+                let affine = v
+                    .iter()
+                    .enumerate()
+                    .all(|(i, t)| *t == v[0].wrapping_add(step.wrapping_mul(i as u64)));
+                if affine {
+                    *self = Tags::Affine { base: v[0], step };
+                }
+            }
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Tags::Affine { .. } => 0,
+            Tags::Each(v) => std::mem::size_of_val(&**v),
+        }
     }
 }
 
@@ -54,7 +276,7 @@ pub enum FolioKind {
     HugeZero,
 }
 
-/// Folio-wide state of a large folio (order ≥ 2).
+/// A large folio (order ≥ 1): its folio-wide state and its pages' state.
 #[derive(Clone, Debug)]
 pub struct LargeFolio {
     pub order: Order,
@@ -71,10 +293,19 @@ pub struct LargeFolio {
     /// bit (CONFIG_MM_ID); the model keeps exact counts, which agree with
     /// the kernel whenever at most two mms map the folio (spec W4).
     pub mm_maps: Vec<(Pid, u32)>,
+    /// `_refcount` of the folio.
+    refcount: u32,
+    /// Folio flags (PG_dirty, !PG_swapbacked).
+    flags: u32,
+    /// Each page's PTE mapcount.
+    mapcount: PerPage<u32>,
+    /// Each page's PageAnonExclusive.
+    exclusive: PerPage<bool>,
+    tags: Tags,
 }
 
 impl LargeFolio {
-    /// A freshly allocated, unmapped folio.
+    /// A freshly allocated, unmapped, zeroed folio.
     pub fn new(order: Order, kind: FolioKind) -> Self {
         LargeFolio {
             order,
@@ -85,7 +316,25 @@ impl LargeFolio {
             partially_mapped: false,
             on_deferred_list: false,
             mm_maps: Vec::new(),
+            refcount: 0,
+            flags: 0,
+            mapcount: PerPage::All(0),
+            exclusive: PerPage::All(false),
+            tags: Tags::Affine { base: 0, step: 0 },
         }
+    }
+
+    fn nr(&self) -> usize {
+        self.order.pages() as usize
+    }
+
+    /// Bytes of model memory the record uses.
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.mm_maps.capacity() * std::mem::size_of::<(Pid, u32)>()
+            + self.mapcount.bytes()
+            + self.exclusive.bytes()
+            + self.tags.bytes()
     }
 }
 
@@ -112,8 +361,9 @@ impl FolioRef {
 #[derive(Clone, Debug)]
 pub struct PhysMem {
     alloc: FrameAllocator,
-    memmap: Vec<PageMeta>,
+    memmap: Memmap,
     large: BTreeMap<u64, LargeFolio>,
+    /// Bytes of per-page arrays the large-folio records hold.
     /// The 4 KiB shared zero page.
     pub zero_pfn: Pfn,
     /// The huge zero folio, allocated on first use.
@@ -142,7 +392,7 @@ impl PhysMem {
         let zero_pfn = alloc.alloc(Order::ZERO).expect("memory for the zero page");
         let mut pm = PhysMem {
             alloc,
-            memmap: Vec::new(),
+            memmap: Memmap::default(),
             large: BTreeMap::new(),
             zero_pfn,
             huge_zero: None,
@@ -152,31 +402,44 @@ impl PhysMem {
             swap: Default::default(),
             folio_batches: Default::default(),
         };
-        pm.meta_mut(zero_pfn).bits = F_ALLOCATED;
+        pm.memmap.set(
+            zero_pfn,
+            PageMeta {
+                bits: F_ALLOCATED,
+                ..Default::default()
+            },
+        );
         pm
     }
 
-    fn slot(pfn: Pfn) -> usize {
-        (pfn.0 - FIRST_PFN) as usize
+    /// The large folio holding `pfn`, with `pfn`'s index in it.
+    fn large_at(&self, pfn: Pfn) -> Option<(u64, &LargeFolio, usize)> {
+        let (&head, f) = self.large.range(..=pfn.0).next_back()?;
+        let i = pfn.0 - head;
+        (i < f.order.pages()).then_some((head, f, i as usize))
     }
 
-    fn meta(&self, pfn: Pfn) -> PageMeta {
-        self.memmap
-            .get(Self::slot(pfn))
-            .copied()
-            .unwrap_or_default()
+    fn large_at_mut(&mut self, pfn: Pfn) -> Option<(&mut LargeFolio, usize)> {
+        let (&head, f) = self.large.range_mut(..=pfn.0).next_back()?;
+        let i = pfn.0 - head;
+        (i < f.order.pages()).then_some((f, i as usize))
     }
 
-    fn meta_mut(&mut self, pfn: Pfn) -> &mut PageMeta {
-        let s = Self::slot(pfn);
-        if s >= self.memmap.len() {
-            // Grow by whole max-order blocks, exactly (no doubling slack).
-            let block = 1usize << crate::core::phys::MAX_ORDER;
-            let want = (s / block + 1) * block;
-            self.memmap.reserve_exact(want - self.memmap.len());
-            self.memmap.resize(want, PageMeta::default());
-        }
-        &mut self.memmap[s]
+    fn large_mut(&mut self, folio: FolioRef) -> &mut LargeFolio {
+        self.large
+            .get_mut(&folio.head.0)
+            .expect("large folio record")
+    }
+
+    /// Resize physical memory to `frames` frames; false when frames above
+    /// the new size were ever used.
+    pub fn set_frames(&mut self, frames: u64) -> bool {
+        self.alloc.set_frames(frames)
+    }
+
+    /// Frames of physical memory.
+    pub fn frames(&self) -> u64 {
+        self.alloc.frames()
     }
 
     /// Frames allocated (folios, page tables, zero pages).
@@ -184,10 +447,11 @@ impl PhysMem {
         self.alloc.allocated()
     }
 
-    /// Bytes of model memory spent on physical-memory metadata.
+    /// Bytes of model memory spent on physical-memory metadata: the
+    /// memmap sections in use and the large-folio records (a B-tree entry
+    /// each, counted as the record plus its key).
     pub fn metadata_bytes(&self) -> usize {
-        self.memmap.capacity() * std::mem::size_of::<PageMeta>()
-            + self.large.len() * (std::mem::size_of::<LargeFolio>() + 32)
+        self.memmap.bytes() + self.large.values().map(|l| l.bytes() + 8).sum::<usize>()
     }
 
     // ---- allocation -------------------------------------------------------
@@ -198,18 +462,18 @@ impl PhysMem {
     pub fn alloc_anon_folio(&mut self, order: Order) -> Option<FolioRef> {
         let head = self.alloc.alloc(order)?;
         self.hw.one(HwEvent::FolioAlloc);
-        for i in 0..order.pages() {
-            let large = if order.0 > 0 { F_LARGE } else { 0 };
-            *self.meta_mut(head.add(i)) = PageMeta {
-                tag: 0,
-                refcount: 0,
-                bits: F_ALLOCATED | large,
-            };
-        }
         if order.0 > 0 {
             self.large
                 .insert(head.0, LargeFolio::new(order, FolioKind::Anon));
             self.stats.mthp(order.0, MthpStat::NrAnon, 1);
+        } else {
+            self.memmap.set(
+                head,
+                PageMeta {
+                    bits: F_ALLOCATED,
+                    ..Default::default()
+                },
+            );
         }
         Some(FolioRef { head, order })
     }
@@ -218,18 +482,21 @@ impl PhysMem {
     pub fn alloc_pt_page(&mut self) -> Option<Pfn> {
         let pfn = self.alloc.alloc(Order::ZERO)?;
         self.hw.one(HwEvent::PtPageAlloc);
-        *self.meta_mut(pfn) = PageMeta {
-            tag: 0,
-            refcount: 1,
-            bits: F_ALLOCATED | F_PGTABLE,
-        };
+        self.memmap.set(
+            pfn,
+            PageMeta {
+                tag: 0,
+                refcount: 1,
+                bits: F_ALLOCATED | F_PGTABLE,
+            },
+        );
         self.pt_pages += 1;
         Some(pfn)
     }
 
     pub fn free_pt_page(&mut self, pfn: Pfn) {
         self.hw.one(HwEvent::PtPageFree);
-        *self.meta_mut(pfn) = PageMeta::default();
+        self.memmap.set(pfn, PageMeta::default());
         self.pt_pages -= 1;
         self.alloc.free(pfn, Order::ZERO);
     }
@@ -241,13 +508,6 @@ impl PhysMem {
             return Some(p);
         }
         let head = self.alloc.alloc(Order::PMD)?;
-        for i in 0..Order::PMD.pages() {
-            *self.meta_mut(head.add(i)) = PageMeta {
-                tag: 0,
-                refcount: 0,
-                bits: F_ALLOCATED | F_LARGE,
-            };
-        }
         self.large
             .insert(head.0, LargeFolio::new(Order::PMD, FolioKind::HugeZero));
         self.stats.vm(VmEvent::ThpZeroPageAlloc, 1);
@@ -259,18 +519,15 @@ impl PhysMem {
 
     /// The folio containing `pfn`, if `pfn` is an allocated data page.
     pub fn folio_of(&self, pfn: Pfn) -> Option<FolioRef> {
-        let m = self.meta(pfn);
-        if m.bits & F_ALLOCATED == 0 || m.bits & F_PGTABLE != 0 {
-            return None;
-        }
-        if m.bits & F_LARGE == 0 {
-            return Some(FolioRef {
+        let m = self.memmap.get(pfn);
+        if m.bits & F_ALLOCATED != 0 {
+            return (m.bits & F_PGTABLE == 0).then_some(FolioRef {
                 head: pfn,
                 order: Order::ZERO,
             });
         }
-        let (&head, f) = self.large.range(..=pfn.0).next_back()?;
-        (pfn.0 < head + f.order.pages()).then_some(FolioRef {
+        let (head, f, _) = self.large_at(pfn)?;
+        Some(FolioRef {
             head: Pfn(head),
             order: f.order,
         })
@@ -287,30 +544,34 @@ impl PhysMem {
 
     /// Every allocated small (order-0) data frame other than the zero page.
     pub fn small_folios(&self) -> impl Iterator<Item = Pfn> + '_ {
-        self.memmap.iter().enumerate().filter_map(move |(i, m)| {
-            let pfn = Pfn(FIRST_PFN + i as u64);
-            let small = m.bits & (F_ALLOCATED | F_LARGE | F_PGTABLE) == F_ALLOCATED;
+        self.memmap.iter().filter_map(move |(pfn, m)| {
+            let small = m.bits & (F_ALLOCATED | F_PGTABLE) == F_ALLOCATED;
             (small && pfn != self.zero_pfn).then_some(pfn)
         })
     }
 
     pub fn refcount(&self, folio: FolioRef) -> u32 {
-        self.meta(folio.head).refcount
+        match self.large.get(&folio.head.0) {
+            Some(l) => l.refcount,
+            None => self.memmap.get(folio.head).refcount,
+        }
     }
 
     /// PTE mappings of one page.
     pub fn page_mapcount(&self, pfn: Pfn) -> u32 {
-        self.meta(pfn).mapcount()
+        match self.large_at(pfn) {
+            Some((_, l, i)) => l.mapcount.get(i),
+            None => self.memmap.get(pfn).mapcount(),
+        }
     }
 
     /// The precise per-page mapcount kpagecount and pagemap bit 56 use:
     /// PTE mappings of the page plus PMD mappings of its folio.
     /// Linux: include/linux/rmap.h folio_precise_page_mapcount().
     pub fn precise_mapcount(&self, pfn: Pfn) -> u32 {
-        let base = self.page_mapcount(pfn);
-        match self.folio_of(pfn) {
-            Some(f) if f.is_large() => base + self.large[&f.head.0].entire_mapcount,
-            _ => base,
+        match self.large_at(pfn) {
+            Some((_, l, i)) => l.mapcount.get(i) + l.entire_mapcount,
+            None => self.memmap.get(pfn).mapcount(),
         }
     }
 
@@ -324,23 +585,68 @@ impl PhysMem {
     }
 
     pub fn tag(&self, pfn: Pfn) -> u64 {
-        self.meta(pfn).tag
+        match self.large_at(pfn) {
+            Some((_, l, i)) => l.tags.get(i),
+            None => self.memmap.get(pfn).tag,
+        }
     }
 
     pub fn set_tag(&mut self, pfn: Pfn, tag: u64) {
-        self.meta_mut(pfn).tag = tag;
+        self.set_tags(pfn, 1, tag, 0);
+    }
+
+    /// Store `base + k × step` into page `first + k` for `k < nr` (pages
+    /// of one folio): what a program writing a range does to each page.
+    pub fn set_tags(&mut self, first: Pfn, nr: u64, base: u64, step: u64) {
+        if let Some((l, i)) = self.large_at_mut(first) {
+            let n = l.nr();
+            debug_assert!(i + nr as usize <= n, "a tag run stays in its folio");
+            l.tags.set_run(i, nr as usize, n, base, step);
+            return;
+        }
+        for k in 0..nr {
+            let t = base.wrapping_add(step.wrapping_mul(k));
+            self.memmap.update(first.add(k), |m| m.tag = t);
+        }
     }
 
     pub fn anon_exclusive(&self, pfn: Pfn) -> bool {
-        self.meta(pfn).bits & F_ANON_EXCLUSIVE != 0
+        match self.large_at(pfn) {
+            Some((_, l, i)) => l.exclusive.get(i),
+            None => self.memmap.get(pfn).bits & F_ANON_EXCLUSIVE != 0,
+        }
     }
 
     pub fn set_anon_exclusive(&mut self, pfn: Pfn, on: bool) {
-        let m = self.meta_mut(pfn);
-        if on {
-            m.bits |= F_ANON_EXCLUSIVE;
-        } else {
-            m.bits &= !F_ANON_EXCLUSIVE;
+        self.set_anon_exclusive_range(pfn, 1, on);
+    }
+
+    /// PageAnonExclusive of `nr` consecutive pages of one folio.
+    pub fn set_anon_exclusive_range(&mut self, first: Pfn, nr: u64, on: bool) {
+        if let Some((l, i)) = self.large_at_mut(first) {
+            let n = l.nr();
+            if nr == 1 {
+                l.exclusive.set(i, n, on);
+            } else {
+                l.exclusive.update(i, nr as usize, n, |x| *x = on);
+            }
+            return;
+        }
+        for k in 0..nr {
+            self.memmap.update(first.add(k), |m| {
+                if on {
+                    m.bits |= F_ANON_EXCLUSIVE;
+                } else {
+                    m.bits &= !F_ANON_EXCLUSIVE;
+                }
+            });
+        }
+    }
+
+    fn folio_flags(&self, folio: FolioRef) -> u32 {
+        match self.large.get(&folio.head.0) {
+            Some(l) => l.flags,
+            None => self.memmap.get(folio.head).bits,
         }
     }
 
@@ -350,7 +656,7 @@ impl PhysMem {
     /// the flag when the lazyfree batch is drained, which
     /// [`PhysMem::lazyfree_visible`] tells.
     pub fn lazyfree(&self, folio: FolioRef) -> bool {
-        self.meta(folio.head).bits & F_LAZYFREE != 0
+        self.folio_flags(folio) & F_LAZYFREE != 0
     }
 
     /// Mark lazyfree (true) or swap-backed again (false:
@@ -360,11 +666,16 @@ impl PhysMem {
     }
 
     fn set_folio_flag(&mut self, folio: FolioRef, flag: u32, on: bool) {
-        let m = self.meta_mut(folio.head);
-        if on {
-            m.bits |= flag;
-        } else {
-            m.bits &= !flag;
+        let set = |bits: &mut u32| {
+            if on {
+                *bits |= flag;
+            } else {
+                *bits &= !flag;
+            }
+        };
+        match self.large.get_mut(&folio.head.0) {
+            Some(l) => set(&mut l.flags),
+            None => self.memmap.update(folio.head, |m| set(&mut m.bits)),
         }
     }
 
@@ -376,7 +687,7 @@ impl PhysMem {
 
     /// PG_dirty of the folio.
     pub fn folio_dirty(&self, folio: FolioRef) -> bool {
-        self.meta(folio.head).bits & F_DIRTY != 0
+        self.folio_flags(folio) & F_DIRTY != 0
     }
 
     /// folio_mark_dirty() (true) / folio_clear_dirty() (false).
@@ -394,10 +705,17 @@ impl PhysMem {
 
     // ---- references -------------------------------------------------------
 
+    fn refcount_mut<R>(&mut self, folio: FolioRef, f: impl FnOnce(&mut u32) -> R) -> R {
+        match self.large.get_mut(&folio.head.0) {
+            Some(l) => f(&mut l.refcount),
+            None => self.memmap.update(folio.head, |m| f(&mut m.refcount)),
+        }
+    }
+
     /// Take `n` references: one atomic (folio_get / folio_ref_add).
     pub fn ref_add(&mut self, folio: FolioRef, n: u32) {
         self.hw.one(HwEvent::FolioRefAtomic);
-        self.meta_mut(folio.head).refcount += n;
+        self.refcount_mut(folio, |r| *r += n);
     }
 
     /// Free a folio allocated but never mapped or referenced (a fault or
@@ -412,14 +730,12 @@ impl PhysMem {
     /// Linux: folio_put_refs() → __folio_put() → free_unref_folios().
     pub fn ref_sub(&mut self, folio: FolioRef, n: u32) {
         self.hw.one(HwEvent::FolioRefAtomic);
-        let m = self.meta_mut(folio.head);
-        assert!(
-            m.refcount >= n,
-            "refcount underflow on folio {:?}",
-            folio.head
-        );
-        m.refcount -= n;
-        if m.refcount == 0 {
+        let left = self.refcount_mut(folio, |r| {
+            assert!(*r >= n, "refcount underflow on folio {:?}", folio.head);
+            *r -= n;
+            *r
+        });
+        if left == 0 {
             self.free_folio(folio);
         }
     }
@@ -441,9 +757,8 @@ impl PhysMem {
                 self.stats
                     .mthp(folio.order.0, MthpStat::NrAnonPartiallyMapped, -1);
             }
-        }
-        for i in 0..folio.nr_pages() {
-            *self.meta_mut(folio.head.add(i)) = PageMeta::default();
+        } else {
+            self.memmap.set(folio.head, PageMeta::default());
         }
         self.alloc.free(folio.head, folio.order);
     }
@@ -483,25 +798,40 @@ impl PhysMem {
         // Linux: mm/rmap.c folio_add_new_anon_rmap(), __folio_add_rmap(),
         // include/linux/rmap.h __folio_try_dup_anon_rmap().
         self.hw.add(HwEvent::StructPageLine, nr as u64);
-        if !exclusive {
-            let large = u64::from(self.large.contains_key(&folio.head.0));
-            self.hw.add(HwEvent::MapcountAtomic, nr as u64 + large);
-        }
-        let mut newly_mapped = 0;
-        for i in 0..nr as u64 {
-            let m = self.meta_mut(first.add(i));
-            if m.mapcount() == 0 {
-                newly_mapped += 1;
-            }
-            m.bits += 1;
-            if exclusive {
-                m.bits |= F_ANON_EXCLUSIVE;
-            }
-        }
         if let Some(l) = self.large.get_mut(&folio.head.0) {
+            if !exclusive {
+                self.hw.add(HwEvent::MapcountAtomic, nr as u64 + 1);
+            }
+            let (lo, n) = ((first.0 - folio.head.0) as usize, l.nr());
+            let mut newly_mapped = 0;
+            let mut pages = 0;
+            l.mapcount.update(lo, nr as usize, n, |m| {
+                if *m == 0 {
+                    newly_mapped += 1;
+                }
+                pages += 1;
+                *m += 1;
+            });
+            // A uniform update visits the shared value once for all pages.
+            newly_mapped *= nr / pages.max(1);
+            if exclusive {
+                l.exclusive.update(lo, nr as usize, n, |x| *x = true);
+            }
             l.large_mapcount += nr;
             l.nr_pages_mapped += newly_mapped;
             Self::mm_map_delta(l, mm, nr as i64);
+            return;
+        }
+        if !exclusive {
+            self.hw.add(HwEvent::MapcountAtomic, nr as u64);
+        }
+        for i in 0..nr as u64 {
+            self.memmap.update(first.add(i), |m| {
+                m.bits += 1;
+                if exclusive {
+                    m.bits |= F_ANON_EXCLUSIVE;
+                }
+            });
         }
     }
 
@@ -515,10 +845,7 @@ impl PhysMem {
         if exclusive {
             self.set_anon_exclusive(folio.head, true);
         }
-        let l = self
-            .large
-            .get_mut(&folio.head.0)
-            .expect("PMD-mapped folio is large");
+        let l = self.large_mut(folio);
         l.entire_mapcount += 1;
         l.large_mapcount += 1;
         Self::mm_map_delta(l, mm, 1);
@@ -534,26 +861,32 @@ impl PhysMem {
         // _large_mapcount and _nr_pages_mapped once per call.
         // Linux: mm/rmap.c __folio_remove_rmap(RMAP_LEVEL_PTE).
         self.hw.add(HwEvent::StructPageLine, nr as u64);
-        let large = if self.large.contains_key(&folio.head.0) {
-            2
-        } else {
-            0
-        };
-        self.hw.add(HwEvent::MapcountAtomic, nr as u64 + large);
-        let mut went_unmapped = 0;
-        for i in 0..nr as u64 {
-            let m = self.meta_mut(first.add(i));
-            assert!(m.mapcount() > 0, "mapcount underflow at {:?}", first.add(i));
-            m.bits -= 1;
-            if m.mapcount() == 0 {
-                went_unmapped += 1;
-                // An unmapped page loses PageAnonExclusive only when freed or
-                // reused; the flag itself stays (it is per page in the folio).
-            }
-        }
         let Some(l) = self.large.get_mut(&folio.head.0) else {
+            self.hw.add(HwEvent::MapcountAtomic, nr as u64);
+            for i in 0..nr as u64 {
+                let pfn = first.add(i);
+                self.memmap.update(pfn, |m| {
+                    assert!(m.mapcount() > 0, "mapcount underflow at {pfn:?}");
+                    // An unmapped page loses PageAnonExclusive only when
+                    // freed or reused; the flag itself stays.
+                    m.bits -= 1;
+                });
+            }
             return;
         };
+        self.hw.add(HwEvent::MapcountAtomic, nr as u64 + 2);
+        let (lo, n) = ((first.0 - folio.head.0) as usize, l.nr());
+        let mut went_unmapped = 0;
+        let mut pages = 0;
+        l.mapcount.update(lo, nr as usize, n, |m| {
+            assert!(*m > 0, "mapcount underflow in folio {:?}", folio.head);
+            *m -= 1;
+            pages += 1;
+            if *m == 0 {
+                went_unmapped += 1;
+            }
+        });
+        went_unmapped *= nr / pages.max(1);
         l.large_mapcount -= nr;
         l.nr_pages_mapped -= went_unmapped;
         Self::mm_map_delta(l, mm, -(nr as i64));
@@ -573,10 +906,7 @@ impl PhysMem {
     pub fn remove_rmap_pmd(&mut self, folio: FolioRef, mm: Pid) {
         self.hw.one(HwEvent::StructPageLine);
         self.hw.add(HwEvent::MapcountAtomic, 2);
-        let l = self
-            .large
-            .get_mut(&folio.head.0)
-            .expect("PMD-mapped folio is large");
+        let l = self.large_mut(folio);
         l.entire_mapcount -= 1;
         l.large_mapcount -= 1;
         Self::mm_map_delta(l, mm, -1);
@@ -614,7 +944,7 @@ impl PhysMem {
         }
         // __split_folio_to_order(): every new folio takes the head's
         // PG_swapbacked and PG_dirty.
-        let folio_flags = self.meta(folio.head).bits & (F_LAZYFREE | F_DIRTY);
+        let folio_flags = l.flags & (F_LAZYFREE | F_DIRTY);
         self.stats.mthp(order, MthpStat::Split, 1);
         self.stats.mthp(order, MthpStat::NrAnon, -1);
         if l.partially_mapped {
@@ -622,22 +952,31 @@ impl PhysMem {
         }
         for i in 0..folio.nr_pages() {
             let pfn = folio.head.add(i);
-            let m = self.meta_mut(pfn);
-            m.bits &= !(F_LARGE | F_LAZYFREE | F_DIRTY);
-            m.bits |= folio_flags;
-            let mapped = m.mapcount();
-            m.refcount = mapped;
+            let mapped = l.mapcount.get(i as usize);
             if mapped == 0 {
-                *m = PageMeta::default();
                 self.alloc.free(pfn, Order::ZERO);
+                continue;
             }
+            let excl = if l.exclusive.get(i as usize) {
+                F_ANON_EXCLUSIVE
+            } else {
+                0
+            };
+            self.memmap.set(
+                pfn,
+                PageMeta {
+                    tag: l.tags.get(i as usize),
+                    refcount: mapped,
+                    bits: F_ALLOCATED | folio_flags | excl | mapped,
+                },
+            );
         }
     }
 
     /// Queue a folio for deferred split. Linux: mm/huge_memory.c deferred_split_folio().
     pub fn deferred_split_folio(&mut self, folio: FolioRef, partially_mapped: bool) {
         let order = folio.order.0;
-        let l = self.large.get_mut(&folio.head.0).expect("large folio");
+        let l = self.large_mut(folio);
         l.on_deferred_list = true;
         if partially_mapped && !l.partially_mapped {
             l.partially_mapped = true;
@@ -695,6 +1034,62 @@ mod tests {
     }
 
     #[test]
+    fn whole_folio_updates_keep_one_run() {
+        let mut pm = PhysMem::new(1 << 16);
+        let f = pm.alloc_anon_folio(Order::PMD).unwrap();
+        pm.add_rmap_ptes(f, f.head, 512, 1, true);
+        pm.add_rmap_ptes(f, f.head, 512, 2, false);
+        pm.set_tags(f.head, 512, 0x7f00_0000_0000, 4096);
+        pm.set_anon_exclusive_range(f.head, 512, false);
+        let l = pm.large(f.head).unwrap();
+        assert_eq!(l.mapcount, PerPage::All(2));
+        assert_eq!(l.exclusive, PerPage::All(false));
+        assert_eq!(pm.tag(f.head.add(3)), 0x7f00_0000_3000);
+        assert_eq!(l.bytes(), std::mem::size_of::<LargeFolio>() + l.mm_maps.capacity() * 8);
+        // One page on its own gives every page a slot; the same change
+        // undone on the whole folio makes it one run again.
+        pm.remove_rmap_ptes(f, f.head.add(7), 1, 2);
+        assert!(matches!(pm.large(f.head).unwrap().mapcount, PerPage::Each(_)));
+        assert_eq!(pm.page_mapcount(f.head.add(7)), 1);
+        assert_eq!(pm.page_mapcount(f.head.add(8)), 2);
+        pm.remove_rmap_ptes(f, f.head, 7, 2);
+        pm.remove_rmap_ptes(f, f.head.add(8), 504, 2);
+        pm.remove_rmap_ptes(f, f.head, 512, 1);
+        assert_eq!(pm.large(f.head).unwrap().mapcount, PerPage::All(0));
+    }
+
+    #[test]
+    fn page_by_page_writes_become_one_tag_run() {
+        let mut pm = PhysMem::new(1 << 16);
+        let f = pm.alloc_anon_folio(Order(4)).unwrap();
+        for i in 0..16 {
+            pm.set_tag(f.head.add(i), 0x1000 + i * 4096);
+            assert_eq!(pm.tag(f.head.add(i)), 0x1000 + i * 4096);
+        }
+        assert_eq!(
+            pm.large(f.head).unwrap().tags,
+            Tags::Affine {
+                base: 0x1000,
+                step: 4096
+            }
+        );
+    }
+
+    #[test]
+    fn memmap_sections_come_and_go() {
+        let mut pm = PhysMem::new(1 << 16);
+        let base = pm.metadata_bytes();
+        let pages: Vec<_> = (0..600).map(|_| pm.alloc_anon_folio(Order::ZERO).unwrap()).collect();
+        assert!(pm.metadata_bytes() >= base + std::mem::size_of::<Section>());
+        for p in pages {
+            pm.ref_add(p, 1);
+            pm.ref_sub(p, 1);
+        }
+        assert_eq!(pm.memmap.live, 1, "only the zero page's section stays");
+        assert_eq!(pm.small_folios().count(), 0);
+    }
+
+    #[test]
     fn precise_mapcount_includes_pmd_maps() {
         let mut pm = PhysMem::new(1 << 16);
         let f = pm.alloc_anon_folio(Order::PMD).unwrap();
@@ -705,6 +1100,164 @@ mod tests {
         assert_eq!(pm.precise_mapcount(f.head.add(7)), 2);
         assert_eq!(pm.folio_mapcount(f), 2);
         assert!(pm.mapped_by_other_mm(f, 1));
+    }
+}
+
+/// Run storage ≡ per-page storage: random rmap, tag, exclusivity, split
+/// and free operations on folios of every order give the same per-page
+/// answers as a plain per-page reference.
+#[cfg(test)]
+mod storage_prop {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Map { f: usize, lo: u64, nr: u64, mm: Pid, excl: bool },
+        Unmap { f: usize, lo: u64, nr: u64 },
+        Tags { f: usize, lo: u64, nr: u64, base: u64, step: u64 },
+        Excl { f: usize, lo: u64, nr: u64, on: bool },
+        Split { f: usize },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let f = 0usize..6;
+        prop_oneof![
+            (f.clone(), 0u64..600, 1u64..600, 1u32..3, any::<bool>())
+                .prop_map(|(f, lo, nr, mm, excl)| Op::Map { f, lo, nr, mm, excl }),
+            (f.clone(), 0u64..600, 1u64..600).prop_map(|(f, lo, nr)| Op::Unmap { f, lo, nr }),
+            (f.clone(), 0u64..600, 1u64..600, 0u64..1 << 20, prop_oneof![Just(0u64), Just(4096)])
+                .prop_map(|(f, lo, nr, base, step)| Op::Tags { f, lo, nr, base, step }),
+            (f.clone(), 0u64..600, 1u64..600, any::<bool>())
+                .prop_map(|(f, lo, nr, on)| Op::Excl { f, lo, nr, on }),
+            f.prop_map(|f| Op::Split { f }),
+        ]
+    }
+
+    /// The reference: one record per page.
+    #[derive(Default, Clone, Copy, PartialEq, Debug)]
+    struct Page {
+        map: u32,
+        tag: u64,
+        excl: bool,
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn runs_equal_per_page(ops in proptest::collection::vec(op(), 1..40)) {
+            let mut pm = PhysMem::new(1 << 16);
+            let orders = [0u8, 2, 4, 4, 9, 0];
+            let mut folios: Vec<FolioRef> = orders
+                .iter()
+                .map(|o| pm.alloc_anon_folio(Order(*o)).unwrap())
+                .collect();
+            let mut split = vec![false; folios.len()];
+            let mut reference: HashMap<u64, Page> = HashMap::new();
+            for op in ops {
+                // Clip a range to the folio (a split folio is left alone).
+                let clip = |f: FolioRef, lo: u64, nr: u64| {
+                    let n = f.nr_pages();
+                    let lo = lo % n;
+                    (lo, nr.min(n - lo))
+                };
+                match op {
+                    Op::Map { f, lo, nr, mm, excl } if !split[f] => {
+                        let fo = folios[f];
+                        let (lo, nr) = clip(fo, lo, nr);
+                        pm.add_rmap_ptes(fo, fo.head.add(lo), nr as u32, mm, excl);
+                        pm.ref_add(fo, nr as u32);
+                        for k in lo..lo + nr {
+                            let p = reference.entry(fo.head.0 + k).or_default();
+                            p.map += 1;
+                            p.excl |= excl;
+                        }
+                    }
+                    Op::Unmap { f, lo, nr } if !split[f] => {
+                        let fo = folios[f];
+                        let (lo, nr) = clip(fo, lo, nr);
+                        // Only pages that are mapped, and never the last
+                        // reference (a freed folio leaves the test).
+                        let ok = (lo..lo + nr)
+                            .all(|k| reference.get(&(fo.head.0 + k)).is_some_and(|p| p.map > 0));
+                        if ok && pm.refcount(fo) > nr as u32 {
+                            pm.remove_rmap_ptes(fo, fo.head.add(lo), nr as u32, 1);
+                            pm.ref_sub(fo, nr as u32);
+                            for k in lo..lo + nr {
+                                reference.get_mut(&(fo.head.0 + k)).unwrap().map -= 1;
+                            }
+                        }
+                    }
+                    Op::Tags { f, lo, nr, base, step } if !split[f] => {
+                        let fo = folios[f];
+                        let (lo, nr) = clip(fo, lo, nr);
+                        pm.set_tags(fo.head.add(lo), nr, base, step);
+                        for k in 0..nr {
+                            reference.entry(fo.head.0 + lo + k).or_default().tag = base + k * step;
+                        }
+                    }
+                    Op::Excl { f, lo, nr, on } if !split[f] => {
+                        let fo = folios[f];
+                        let (lo, nr) = clip(fo, lo, nr);
+                        pm.set_anon_exclusive_range(fo.head.add(lo), nr, on);
+                        for k in lo..lo + nr {
+                            reference.entry(fo.head.0 + k).or_default().excl = on;
+                        }
+                    }
+                    Op::Split { f } if !split[f] && folios[f].is_large() => {
+                        let fo = folios[f];
+                        // Only a folio whose every page is mapped (pages
+                        // nobody maps would be freed).
+                        let all = (0..fo.nr_pages())
+                            .all(|k| reference.get(&(fo.head.0 + k)).is_some_and(|p| p.map > 0));
+                        if all {
+                            pm.split_large_meta(fo);
+                            split[f] = true;
+                        }
+                    }
+                    _ => {}
+                }
+                for (i, fo) in folios.iter_mut().enumerate() {
+                    if split[i] {
+                        continue;
+                    }
+                    for k in 0..fo.nr_pages() {
+                        let pfn = fo.head.add(k);
+                        let want = reference.get(&pfn.0).copied().unwrap_or_default();
+                        let got = Page {
+                            map: pm.page_mapcount(pfn),
+                            tag: pm.tag(pfn),
+                            excl: pm.anon_exclusive(pfn),
+                        };
+                        prop_assert_eq!(got, want, "folio {} page {}", i, k);
+                    }
+                    if fo.is_large() {
+                        let l = pm.large(fo.head).unwrap();
+                        let mapped = (0..fo.nr_pages())
+                            .filter(|k| reference.get(&(fo.head.0 + k)).is_some_and(|p| p.map > 0))
+                            .count() as u32;
+                        prop_assert_eq!(l.nr_pages_mapped, mapped);
+                    }
+                }
+                // Split folios: every page is an order-0 folio with the
+                // same state.
+                for (i, fo) in folios.iter().enumerate() {
+                    if !split[i] {
+                        continue;
+                    }
+                    for k in 0..fo.nr_pages() {
+                        let pfn = fo.head.add(k);
+                        let want = reference[&pfn.0];
+                        prop_assert_eq!(pm.folio_of(pfn).map(|f| f.order.0), Some(0));
+                        prop_assert_eq!(pm.page_mapcount(pfn), want.map);
+                        prop_assert_eq!(pm.tag(pfn), want.tag);
+                        prop_assert_eq!(pm.anon_exclusive(pfn), want.excl);
+                        prop_assert_eq!(pm.refcount(FolioRef { head: pfn, order: Order::ZERO }), want.map);
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -17,7 +17,9 @@
 //! [`Segment::lock_pte_table`]), the one place a walk's PMD load and
 //! page-table lock are counted.
 
-use crate::core::addr::{Pfn, PAGE_SHIFT, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, TABLE_SHIFT};
+use crate::core::addr::{
+    Pfn, PAGE_SHIFT, PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, TABLE_SHIFT,
+};
 use crate::core::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags, PteRef, PteTable};
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, HwSink};
@@ -150,6 +152,19 @@ impl PageTables {
             }
         }
         Some(t)
+    }
+
+    /// The PTE table of `va`'s 2 MiB slot if the walk cache holds it.
+    fn cached_pte_table(&self, va: u64) -> Option<Pfn> {
+        match self.walk_cache.get() {
+            Some((s, p)) if s == va & !(PMD_SIZE - 1) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Remember that `va`'s slot holds PTE table `p` (a walk found it).
+    fn cache_pte_table(&self, va: u64, p: Pfn) {
+        self.walk_cache.set(Some((va & !(PMD_SIZE - 1), p)));
     }
 
     /// The PMD slot for `va`.
@@ -907,10 +922,41 @@ impl PageTables {
     /// Visit every non-present, non-none PTE (swap entries and markers) in
     /// `[start, end)`: a PTE-level [`Cursor`] walk (empty tables skipped).
     fn walk_nonpresent(&self, start: u64, end: u64, out: &mut dyn FnMut(u64, Entry)) {
-        self.for_each(Cursor::ptes(start, end), |q| {
-            if let PtItem::NonPresent(e) = q.item {
-                out(q.va, e)
+        self.for_each(Cursor::pmds(start, end), |q| {
+            if let PtItem::PteTable(_) = q.item {
+                self.for_each_pte(q.segment(), |va, e| {
+                    if let Entry::Swap(_) | Entry::Marker(_) = e {
+                        out(va, e)
+                    }
+                });
             }
         });
+    }
+
+    /// Visit the non-none PTEs of one segment (inside one PTE table) in
+    /// address order, decoded; none entries cost one comparison each. No
+    /// event is counted (the model's bookkeeping).
+    pub fn for_each_pte(&self, seg: Segment, mut f: impl FnMut(u64, Entry)) {
+        let PmdSlot::Table(t) = self.pmd(seg.start) else {
+            return;
+        };
+        let tbl = &self.tables[&t.0];
+        if tbl.used == 0 {
+            return;
+        }
+        let first = index(1, seg.start);
+        let n = seg.nr_pages() as usize;
+        for (k, &raw) in tbl.entries[first..first + n].iter().enumerate() {
+            if raw != 0 {
+                f(seg.start + k as u64 * PAGE_SIZE, self.decode(1, raw));
+            }
+        }
+    }
+
+    /// Whether a present PTE lies in the segment (no event counted).
+    pub fn any_present_pte(&self, seg: Segment) -> bool {
+        let mut any = false;
+        self.for_each_pte(seg, |_, e| any |= matches!(e, Entry::Leaf(_)));
+        any
     }
 }

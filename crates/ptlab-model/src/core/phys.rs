@@ -37,6 +37,23 @@ impl FrameAllocator {
         }
     }
 
+    /// Change the zone to `frames` frames (rounded down to max-order
+    /// blocks). Fails when frames above the new end were ever handed out.
+    pub fn set_frames(&mut self, frames: u64) -> bool {
+        let block = 1u64 << MAX_ORDER;
+        let limit = FIRST_PFN + frames / block * block;
+        if limit < self.fresh {
+            return false;
+        }
+        self.limit = limit;
+        true
+    }
+
+    /// Frames of the zone.
+    pub fn frames(&self) -> u64 {
+        self.limit - FIRST_PFN
+    }
+
     /// Frames currently allocated.
     pub fn allocated(&self) -> u64 {
         self.allocated

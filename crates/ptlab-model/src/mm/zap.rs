@@ -211,10 +211,7 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
     // (zap_present_ptes()): a segment without a present entry (empty, or
     // swap PTEs only, already cleared by zap_swap_range()) has no arm64
     // contpte_try_unfold_partial() end checks.
-    let mut c = Cursor::ptes(start, end);
-    let any_present =
-        std::iter::from_fn(|| c.next(&mm.pt)).any(|q| matches!(q.item, PtItem::Pte(_)));
-    if !any_present {
+    if !mm.pt.any_present_pte(seg) {
         return;
     }
     let cleared = mm.pt.clear_ptes(start, (end - start) / PAGE_SIZE);

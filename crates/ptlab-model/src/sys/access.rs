@@ -150,6 +150,22 @@ impl Model {
                 let Some(pfn) = mm.pt.mapped_for_access(addr, write) else {
                     break;
                 };
+                if let crate::core::pgtable::PmdSlot::Leaf(_) = mm.pt.pmd(addr) {
+                    // A PMD leaf maps the rest of the slot: one step for
+                    // all its pages (the same counts and tags as one page
+                    // at a time; the dirty bit is the PMD's).
+                    let n = (slot_end - addr) / PAGE_SIZE;
+                    mm.pt.hw.add(crate::core::hw::HwEvent::UserPageAccess, n);
+                    if write {
+                        self.hw_mkdirty(pid, addr);
+                        match tag {
+                            Some(t) => self.phys.set_tags(pfn, n, t, 0),
+                            None => self.phys.set_tags(pfn, n, addr, PAGE_SIZE),
+                        }
+                    }
+                    addr = slot_end;
+                    break;
+                }
                 mm.pt.hw.one(crate::core::hw::HwEvent::UserPageAccess);
                 if write {
                     self.hw_mkdirty(pid, addr);
@@ -160,6 +176,24 @@ impl Model {
             if addr < slot_end {
                 // The page needs a fault (the fast path above found it unmapped).
                 let pfn = self.fault_as_user(pid, addr, write, true)?;
+                let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
+                let pmd_leaf = matches!(mm.pt.pmd(addr), crate::core::pgtable::PmdSlot::Leaf(_));
+                if write && pmd_leaf {
+                    // The fault mapped a PMD THP: the rest of the slot is
+                    // written in the same step (its first page's access was
+                    // counted by the fault).
+                    let n = (slot_end - addr) / PAGE_SIZE;
+                    mm.pt
+                        .hw
+                        .add(crate::core::hw::HwEvent::UserPageAccess, n - 1);
+                    self.hw_mkdirty(pid, addr);
+                    match tag {
+                        Some(t) => self.phys.set_tags(pfn, n, t, 0),
+                        None => self.phys.set_tags(pfn, n, addr, PAGE_SIZE),
+                    }
+                    addr = slot_end;
+                    continue;
+                }
                 if write {
                     self.hw_mkdirty(pid, addr);
                     self.phys.set_tag(pfn, tag.unwrap_or(addr));

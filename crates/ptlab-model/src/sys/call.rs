@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 /// lengths exactly as a program passes them, unvalidated).
 ///
 /// The machine-wide settings (`SetThp`, `SetUseZeroPage`, `SetSwap`,
-/// `SetBefore`) ignore the process they are issued in
+/// `SetBefore`, `SetMemory`) ignore the process they are issued in
 /// ([`Call::acts_on_process`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Call {
@@ -141,6 +141,10 @@ pub enum Call {
     /// Machine-wide: which seed changes run their previous algorithm. A
     /// backend that runs one fixed kernel accepts and ignores it.
     SetBefore { set: crate::mm::batch::Before },
+    /// Machine-wide: the modelled machine's physical memory
+    /// (`machine memory SIZE`). A backend that runs on a real machine
+    /// accepts and ignores it.
+    SetMemory { bytes: u64 },
 }
 
 impl Call {
@@ -175,6 +179,7 @@ impl Call {
             Call::SetUseZeroPage { .. } => "thp use_zero_page",
             Call::SetSwap { .. } => "swap",
             Call::SetBefore { .. } => "before",
+            Call::SetMemory { .. } => "machine memory",
         }
     }
 
@@ -187,6 +192,7 @@ impl Call {
                 | Call::SetUseZeroPage { .. }
                 | Call::SetSwap { .. }
                 | Call::SetBefore { .. }
+                | Call::SetMemory { .. }
         )
     }
 }
@@ -386,6 +392,7 @@ impl Model {
                 self.set_before(*set);
                 Ok(0)
             }
+            Call::SetMemory { bytes } => unit(self.set_memory(*bytes)),
         }
     }
 }

@@ -50,6 +50,52 @@ impl Model {
         obs
     }
 
+    /// [`Model::observe`] without the per-page records (`pages` is empty):
+    /// maps, smaps counters, `VmLck` and the THP counters, at a cost in
+    /// proportion to the leaves mapped (a PMD leaf is one step), not to the
+    /// pages. What expectations on maps, smaps and counters read.
+    pub fn observe_summary(&self, pid: Pid, label: &str) -> Observation {
+        let mut obs = Observation {
+            process: label.to_string(),
+            stats: self.phys.stats.to_map(),
+            ..Default::default()
+        };
+        let Some(mm) = self.procs.get(&pid) else {
+            return obs;
+        };
+        obs.vm_lck_kb = mm.locked_vm() * (PAGE_SIZE / 1024);
+        for v in mm.vmas.iter() {
+            let (rss_pages, anon_huge_pages) = self.count_rss(mm, v.start, v.end);
+            obs.maps.push(MapsEntry {
+                start: v.start,
+                end: v.end,
+                perms: v.flags.perms(),
+                vm_flags: v.flags.mnemonics(),
+                anon_huge_kb: anon_huge_pages * 4,
+                rss_kb: rss_pages * 4,
+                lazyfree_kb: self.lazyfree_pages(mm, v.start, v.end) * 4,
+            });
+        }
+        obs
+    }
+
+    /// (present anon pages, of which PMD-mapped) in `[start, end)`, by
+    /// leaves: the pages [`Model::observe`] reports as `Anon` (not the zero
+    /// page, not the huge zero folio).
+    fn count_rss(&self, mm: &Mm, start: u64, end: u64) -> (u64, u64) {
+        let (mut rss, mut huge) = (0, 0);
+        for (va, level, leaf) in mm.pt.leaves(start, end) {
+            if level == 1 {
+                rss += u64::from(!leaf.flags.contains(LeafFlags::SPECIAL));
+            } else if Some(leaf.pfn) != self.phys.huge_zero {
+                let n = ((va + PMD_SIZE).min(end) - va.max(start)) / PAGE_SIZE;
+                rss += n;
+                huge += n;
+            }
+        }
+        (rss, huge)
+    }
+
     /// [`Model::observe`] the slow way: every virtual page of every VMA
     /// looked up on its own (time in proportion to the size of the VMAs;
     /// the result is the same). The reference the page-table walk is

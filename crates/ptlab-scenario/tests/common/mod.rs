@@ -119,7 +119,7 @@ impl Backend for FakeBackend {
             } => unit(self.access(proc, *start, *len, *write, *tag)),
             Call::SetThp { knob, mode } => unit(self.set_thp(*knob, *mode)),
             Call::SetUseZeroPage { on } => unit(self.set_use_zero_page(*on)),
-            Call::SetBefore { .. } => Ok(0),
+            Call::SetBefore { .. } | Call::SetMemory { .. } => Ok(0),
             Call::Fork { child } => unit(self.fork(proc, child)),
             Call::Exit => unit(self.exit(proc)),
             other => Err(BackendError::Unsupported(other.name())),
@@ -127,6 +127,10 @@ impl Backend for FakeBackend {
     }
 
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
+        self.observe_all(proc)
+    }
+
+    fn observe_summary(&mut self, proc: &str) -> Result<Observation, BackendError> {
         self.observe_all(proc)
     }
 

@@ -150,8 +150,21 @@ impl Cursor {
         if va >= end {
             return None;
         }
-        let mut t = pt.root;
-        let mut level = 4u8;
+        let (mut t, mut level) = (pt.root, 4u8);
+        if self.floor == 1 {
+            // The walk cache knows the PTE table of the last slot walked
+            // (it is cleared by every PMD-or-higher write).
+            if let Some(p) = pt.cached_pte_table(va) {
+                if pt.tables[&p.0].used == 0 {
+                    return Some(Query {
+                        va,
+                        end: pmd_end(va, end),
+                        item: PtItem::None { level: 1 },
+                    });
+                }
+                (t, level) = (p, 1);
+            }
+        }
         loop {
             let tbl = &pt.tables[&t.0];
             let span = entry_span(level);
@@ -160,6 +173,9 @@ impl Cursor {
             let i = index(level, va);
             match pt.decode(level, tbl.entries[i]) {
                 Entry::Table(next) if level > self.floor => {
+                    if level == 2 {
+                        pt.cache_pte_table(va, next);
+                    }
                     let child = &pt.tables[&next.0];
                     if child.used == 0 {
                         // An empty table maps nothing.
