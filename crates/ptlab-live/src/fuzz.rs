@@ -1037,10 +1037,7 @@ mod tests {
         fn observe(&mut self, _: &str) -> Result<ptlab_model::Observation, BackendError> {
             Ok(Default::default())
         }
-        fn observe_summary(
-            &mut self,
-            _: &str,
-        ) -> Result<ptlab_model::Observation, BackendError> {
+        fn observe_summary(&mut self, _: &str) -> Result<ptlab_model::Observation, BackendError> {
             Ok(Default::default())
         }
         fn observe_pages(

@@ -2,7 +2,10 @@
 //! model, on both architectures, with the invariant checker run after every
 //! statement. The seed workloads (scenarios/seeds/) are benchmarks sized
 //! for `ptlab cost`; they run with small parameters, invariants checked, in
-//! crates/ptlab-cost/tests/event_counts.rs.
+//! crates/ptlab-cost/tests/event_counts.rs. A shipped example sized for
+//! a big machine (a `param size` over 1 GiB, such as
+//! scenarios/examples/fork-1t.ptl) runs here with `size = 1G`; its full
+//! size runs in crates/ptlab/tests/scale.rs without the checker.
 
 use ptlab_model::{ArchKind, ModelConfig};
 use ptlab_scenario::{run_source, ModelBackend, RunOptions};
@@ -41,10 +44,24 @@ fn all_scenarios_pass_on_the_model() {
     for f in &files {
         let src = std::fs::read_to_string(f).unwrap();
         let name = f.strip_prefix(&root).unwrap_or(f).display().to_string();
+        let big = ptlab_scenario::parse(&name, &src).is_ok_and(|s| {
+            s.params().iter().any(|(n, _, default)| {
+                n == "size"
+                    && ptlab_scenario::lexer::parse_number(default).is_ok_and(|v| v > 1 << 30)
+            })
+        });
+        let opts = RunOptions {
+            params: if big {
+                vec![("size".to_string(), "1G".to_string())]
+            } else {
+                Vec::new()
+            },
+            ..RunOptions::default()
+        };
         for arch in ArchKind::ALL {
             let mut backend =
                 ModelBackend::new(ModelConfig::for_arch(arch)).check_every_statement(true);
-            match run_source(&name, &src, &mut backend, &RunOptions::default()) {
+            match run_source(&name, &src, &mut backend, &opts) {
                 Err(e) => failed.push(format!("{name} ({}): parse error: {e}", arch.name())),
                 Ok(report) if !report.passed() => {
                     let why: Vec<String> = report.failures.iter().map(|x| x.to_string()).collect();

@@ -138,11 +138,14 @@ impl Memmap {
     }
 }
 
-/// Per-page state of a large folio: one value for all pages, or one per
-/// page. Whole-folio updates of a uniform value take one step.
+/// Per-page state of a large folio: one value for all pages, one for the
+/// head and one for the rest (PageAnonExclusive of a PMD-mapped THP lives
+/// on the head page only), or one per page. Whole-folio updates of a
+/// uniform value take one step.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PerPage<T> {
     All(T),
+    Head(T, T),
     Each(Box<[T]>),
 }
 
@@ -150,60 +153,86 @@ impl<T: Copy + PartialEq> PerPage<T> {
     fn get(&self, i: usize) -> T {
         match self {
             PerPage::All(v) => *v,
+            PerPage::Head(h, r) => {
+                if i == 0 {
+                    *h
+                } else {
+                    *r
+                }
+            }
             PerPage::Each(v) => v[i],
         }
     }
 
     /// Give every page its own slot (`n` pages).
     fn each(&mut self, n: usize) -> &mut [T] {
-        if let PerPage::All(v) = *self {
-            *self = PerPage::Each(vec![v; n].into_boxed_slice());
+        match *self {
+            PerPage::All(v) => *self = PerPage::Each(vec![v; n].into_boxed_slice()),
+            PerPage::Head(h, r) => {
+                let mut v = vec![r; n];
+                v[0] = h;
+                *self = PerPage::Each(v.into_boxed_slice());
+            }
+            PerPage::Each(_) => {}
         }
         match self {
             PerPage::Each(v) => v,
-            PerPage::All(_) => unreachable!(),
+            _ => unreachable!(),
         }
     }
 
-    /// Collapse back to one value when every page agrees.
+    /// The shortest form that holds the same values.
     fn compact(&mut self) {
-        if let PerPage::Each(v) = self {
-            if v.iter().all(|x| *x == v[0]) {
-                *self = PerPage::All(v[0]);
+        match self {
+            PerPage::Each(v) if v.iter().all(|x| *x == v[0]) => *self = PerPage::All(v[0]),
+            PerPage::Each(v) if v.len() > 1 && v[1..].iter().all(|x| *x == v[1]) => {
+                *self = PerPage::Head(v[0], v[1])
             }
+            PerPage::Head(h, r) if h == r => *self = PerPage::All(*h),
+            _ => {}
         }
     }
 
-    /// Apply `f` to pages `[lo, lo + nr)` of an `n`-page folio.
+    /// Apply `f` to pages `[lo, lo + nr)` of an `n`-page folio; a uniform
+    /// value covered whole is changed once (`f` runs once).
     fn update(&mut self, lo: usize, nr: usize, n: usize, mut f: impl FnMut(&mut T)) {
         if nr == 0 {
             return;
         }
         if nr == n {
-            match self {
-                PerPage::All(v) => f(v),
-                PerPage::Each(v) => {
-                    v.iter_mut().for_each(&mut f);
-                    self.compact();
-                }
+            if let PerPage::All(v) = self {
+                f(v);
+                return;
             }
+            self.each(n).iter_mut().for_each(&mut f);
+            self.compact();
             return;
         }
         self.each(n)[lo..lo + nr].iter_mut().for_each(f);
     }
 
     fn set(&mut self, i: usize, n: usize, val: T) {
-        if self.get(i) != val {
-            self.each(n)[i] = val;
-            if i + 1 == n {
+        if self.get(i) == val {
+            return;
+        }
+        match self {
+            PerPage::All(r) if i == 0 && n > 1 => *self = PerPage::Head(val, *r),
+            PerPage::Head(h, _) if i == 0 => {
+                *h = val;
                 self.compact();
+            }
+            _ => {
+                self.each(n)[i] = val;
+                if i + 1 == n {
+                    self.compact();
+                }
             }
         }
     }
 
     fn bytes(&self) -> usize {
         match self {
-            PerPage::All(_) => 0,
+            PerPage::All(_) | PerPage::Head(..) => 0,
             PerPage::Each(v) => std::mem::size_of_val(&**v),
         }
     }
@@ -1045,11 +1074,17 @@ mod tests {
         assert_eq!(l.mapcount, PerPage::All(2));
         assert_eq!(l.exclusive, PerPage::All(false));
         assert_eq!(pm.tag(f.head.add(3)), 0x7f00_0000_3000);
-        assert_eq!(l.bytes(), std::mem::size_of::<LargeFolio>() + l.mm_maps.capacity() * 8);
+        assert_eq!(
+            l.bytes(),
+            std::mem::size_of::<LargeFolio>() + l.mm_maps.capacity() * 8
+        );
         // One page on its own gives every page a slot; the same change
         // undone on the whole folio makes it one run again.
         pm.remove_rmap_ptes(f, f.head.add(7), 1, 2);
-        assert!(matches!(pm.large(f.head).unwrap().mapcount, PerPage::Each(_)));
+        assert!(matches!(
+            pm.large(f.head).unwrap().mapcount,
+            PerPage::Each(_)
+        ));
         assert_eq!(pm.page_mapcount(f.head.add(7)), 1);
         assert_eq!(pm.page_mapcount(f.head.add(8)), 2);
         pm.remove_rmap_ptes(f, f.head, 7, 2);
@@ -1079,7 +1114,9 @@ mod tests {
     fn memmap_sections_come_and_go() {
         let mut pm = PhysMem::new(1 << 16);
         let base = pm.metadata_bytes();
-        let pages: Vec<_> = (0..600).map(|_| pm.alloc_anon_folio(Order::ZERO).unwrap()).collect();
+        let pages: Vec<_> = (0..600)
+            .map(|_| pm.alloc_anon_folio(Order::ZERO).unwrap())
+            .collect();
         assert!(pm.metadata_bytes() >= base + std::mem::size_of::<Section>());
         for p in pages {
             pm.ref_add(p, 1);
@@ -1114,23 +1151,73 @@ mod storage_prop {
 
     #[derive(Clone, Debug)]
     enum Op {
-        Map { f: usize, lo: u64, nr: u64, mm: Pid, excl: bool },
-        Unmap { f: usize, lo: u64, nr: u64 },
-        Tags { f: usize, lo: u64, nr: u64, base: u64, step: u64 },
-        Excl { f: usize, lo: u64, nr: u64, on: bool },
-        Split { f: usize },
+        Map {
+            f: usize,
+            lo: u64,
+            nr: u64,
+            mm: Pid,
+            excl: bool,
+        },
+        Unmap {
+            f: usize,
+            lo: u64,
+            nr: u64,
+        },
+        Tags {
+            f: usize,
+            lo: u64,
+            nr: u64,
+            base: u64,
+            step: u64,
+        },
+        Excl {
+            f: usize,
+            lo: u64,
+            nr: u64,
+            on: bool,
+        },
+        Split {
+            f: usize,
+        },
     }
 
     fn op() -> impl Strategy<Value = Op> {
         let f = 0usize..6;
         prop_oneof![
-            (f.clone(), 0u64..600, 1u64..600, 1u32..3, any::<bool>())
-                .prop_map(|(f, lo, nr, mm, excl)| Op::Map { f, lo, nr, mm, excl }),
+            (f.clone(), 0u64..600, 1u64..600, 1u32..3, any::<bool>()).prop_map(
+                |(f, lo, nr, mm, excl)| Op::Map {
+                    f,
+                    lo,
+                    nr,
+                    mm,
+                    excl
+                }
+            ),
             (f.clone(), 0u64..600, 1u64..600).prop_map(|(f, lo, nr)| Op::Unmap { f, lo, nr }),
-            (f.clone(), 0u64..600, 1u64..600, 0u64..1 << 20, prop_oneof![Just(0u64), Just(4096)])
-                .prop_map(|(f, lo, nr, base, step)| Op::Tags { f, lo, nr, base, step }),
-            (f.clone(), 0u64..600, 1u64..600, any::<bool>())
-                .prop_map(|(f, lo, nr, on)| Op::Excl { f, lo, nr, on }),
+            (
+                f.clone(),
+                0u64..600,
+                1u64..600,
+                0u64..1 << 20,
+                prop_oneof![Just(0u64), Just(4096)]
+            )
+                .prop_map(|(f, lo, nr, base, step)| Op::Tags {
+                    f,
+                    lo,
+                    nr,
+                    base,
+                    step
+                }),
+            (f.clone(), 0u64..600, 1u64..600, any::<bool>()).prop_map(|(f, lo, nr, on)| Op::Excl {
+                f,
+                lo,
+                nr,
+                on
+            }),
+            // One page, the head as often as not (PMD mappings set the
+            // head's flag alone).
+            (f.clone(), prop_oneof![Just(0u64), 0u64..600], any::<bool>())
+                .prop_map(|(f, lo, on)| Op::Excl { f, lo, nr: 1, on }),
             f.prop_map(|f| Op::Split { f }),
         ]
     }
