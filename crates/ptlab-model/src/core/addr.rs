@@ -101,6 +101,24 @@ pub fn page_align(len: u64) -> Option<u64> {
     len.checked_add(PAGE_SIZE - 1).map(|v| v & !(PAGE_SIZE - 1))
 }
 
+/// A tiny deterministic hasher for frame-number keys (FxHash's multiply).
+#[derive(Default)]
+pub struct PfnHasher(u64);
+impl std::hash::Hasher for PfnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ *b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+pub type PfnMap<V> = std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<PfnHasher>>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,7 +26,6 @@ use crate::core::hw::HwEvent;
 use crate::core::phys::{FrameAllocator, FIRST_PFN};
 use crate::core::stats::{MthpStat, Stats, VmEvent};
 use crate::types::Pid;
-use std::collections::BTreeMap;
 
 const MAPCOUNT_MASK: u32 = (1 << 26) - 1;
 /// Folio flag (head or small page): PG_swapbacked clear on an anon folio,
@@ -367,6 +366,64 @@ impl LargeFolio {
     }
 }
 
+/// The large-folio records by head frame, with the number of live folios
+/// per order so that the folio holding a frame is found by trying only the
+/// orders in use (a head is aligned to its order).
+#[derive(Clone, Debug, Default)]
+struct LargeFolios {
+    by_head: crate::core::addr::PfnMap<LargeFolio>,
+    per_order: [u32; 11],
+}
+
+impl LargeFolios {
+    fn get(&self, head: &u64) -> Option<&LargeFolio> {
+        self.by_head.get(head)
+    }
+    fn get_mut(&mut self, head: &u64) -> Option<&mut LargeFolio> {
+        self.by_head.get_mut(head)
+    }
+    fn insert(&mut self, head: u64, l: LargeFolio) {
+        self.per_order[l.order.0 as usize] += 1;
+        if let Some(old) = self.by_head.insert(head, l) {
+            self.per_order[old.order.0 as usize] -= 1;
+        }
+    }
+    fn remove(&mut self, head: &u64) -> Option<LargeFolio> {
+        let l = self.by_head.remove(head)?;
+        self.per_order[l.order.0 as usize] -= 1;
+        Some(l)
+    }
+    fn values(&self) -> impl Iterator<Item = &LargeFolio> {
+        self.by_head.values()
+    }
+    /// Every record in head order.
+    fn sorted(&self) -> Vec<(u64, &LargeFolio)> {
+        let mut v: Vec<(u64, &LargeFolio)> = self.by_head.iter().map(|(h, l)| (*h, l)).collect();
+        v.sort_unstable_by_key(|(h, _)| *h);
+        v
+    }
+    /// The head of the folio holding `pfn`, if a large folio does.
+    fn head_of(&self, pfn: u64) -> Option<u64> {
+        (1..self.per_order.len()).find_map(|o| {
+            if self.per_order[o] == 0 {
+                return None;
+            }
+            let head = pfn & !((1u64 << o) - 1);
+            self.by_head
+                .get(&head)
+                .is_some_and(|l| l.order.0 as usize == o)
+                .then_some(head)
+        })
+    }
+}
+
+impl std::ops::Index<&u64> for LargeFolios {
+    type Output = LargeFolio;
+    fn index(&self, head: &u64) -> &LargeFolio {
+        &self.by_head[head]
+    }
+}
+
 /// A reference to a folio: its head frame and order.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct FolioRef {
@@ -391,7 +448,7 @@ impl FolioRef {
 pub struct PhysMem {
     alloc: FrameAllocator,
     memmap: Memmap,
-    large: BTreeMap<u64, LargeFolio>,
+    large: LargeFolios,
     /// Bytes of per-page arrays the large-folio records hold.
     /// The 4 KiB shared zero page.
     pub zero_pfn: Pfn,
@@ -422,7 +479,7 @@ impl PhysMem {
         let mut pm = PhysMem {
             alloc,
             memmap: Memmap::default(),
-            large: BTreeMap::new(),
+            large: LargeFolios::default(),
             zero_pfn,
             huge_zero: None,
             stats: Stats::default(),
@@ -443,15 +500,14 @@ impl PhysMem {
 
     /// The large folio holding `pfn`, with `pfn`'s index in it.
     fn large_at(&self, pfn: Pfn) -> Option<(u64, &LargeFolio, usize)> {
-        let (&head, f) = self.large.range(..=pfn.0).next_back()?;
-        let i = pfn.0 - head;
-        (i < f.order.pages()).then_some((head, f, i as usize))
+        let head = self.large.head_of(pfn.0)?;
+        Some((head, &self.large[&head], (pfn.0 - head) as usize))
     }
 
     fn large_at_mut(&mut self, pfn: Pfn) -> Option<(&mut LargeFolio, usize)> {
-        let (&head, f) = self.large.range_mut(..=pfn.0).next_back()?;
-        let i = pfn.0 - head;
-        (i < f.order.pages()).then_some((f, i as usize))
+        let head = self.large.head_of(pfn.0)?;
+        let f = self.large.get_mut(&head)?;
+        Some((f, (pfn.0 - head) as usize))
     }
 
     fn large_mut(&mut self, folio: FolioRef) -> &mut LargeFolio {
@@ -568,7 +624,7 @@ impl PhysMem {
 
     /// Every large folio, by head frame.
     pub fn large_folios(&self) -> impl Iterator<Item = (Pfn, &LargeFolio)> {
-        self.large.iter().map(|(h, f)| (Pfn(*h), f))
+        self.large.sorted().into_iter().map(|(h, f)| (Pfn(h), f))
     }
 
     /// Every allocated small (order-0) data frame other than the zero page.

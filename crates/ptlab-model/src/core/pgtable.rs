@@ -24,26 +24,8 @@ use crate::core::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags, PteRef, PteTable
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, HwSink};
 use std::cell::Cell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
-/// A tiny deterministic hasher for frame-number keys (FxHash's multiply).
-#[derive(Default)]
-pub struct PfnHasher(u64);
-impl Hasher for PfnHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ *b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-type PfnMap<V> = HashMap<u64, V, BuildHasherDefault<PfnHasher>>;
+use crate::core::addr::PfnMap;
 
 pub mod cursor;
 pub use cursor::{Cursor, PtItem, Query, Segment};
@@ -248,6 +230,38 @@ impl PageTables {
                 self.tables.get_mut(&t.0).expect("table").entries[i] = new;
             }
         }
+    }
+
+    /// A user access to `max` consecutive pages from `va` (in one PTE
+    /// table) as far as they are mapped for it by present PTEs over
+    /// consecutive frames: how many are (0 when the first is not), with
+    /// the MMU's dirty-bit update of a store on each
+    /// ([`PageTables::hw_mkdirty`]; nothing is counted). One step for a
+    /// run of a large folio instead of a walk per page.
+    pub fn access_run(&mut self, va: u64, max: u64, write: bool) -> u64 {
+        let PmdSlot::Table(t) = self.pmd(va) else {
+            return 0;
+        };
+        let arch = self.arch.ops();
+        let i = index(1, va);
+        let max = max.min((PTRS_PER_TABLE - i) as u64) as usize;
+        let entries = &mut self.tables.get_mut(&t.0).expect("table").entries;
+        let mut next_pfn = None;
+        for k in 0..max {
+            let Entry::Leaf(mut l) = arch.decode(1, entries[i + k]) else {
+                return k as u64;
+            };
+            let ok = !l.flags.contains(LeafFlags::PROTNONE) && (!write || l.write());
+            if !ok || next_pfn.is_some_and(|p| p != l.pfn.0) {
+                return k as u64;
+            }
+            next_pfn = Some(l.pfn.0 + 1);
+            if write && !l.flags.contains(LeafFlags::DIRTY) {
+                l.flags |= LeafFlags::DIRTY;
+                entries[i + k] = arch.encode_leaf(1, l);
+            }
+        }
+        max as u64
     }
 
     /// `clear_young_dirty_ptes(CYDP_CLEAR_YOUNG | CYDP_CLEAR_DIRTY)` on `nr`

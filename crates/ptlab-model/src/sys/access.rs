@@ -166,6 +166,22 @@ impl Model {
                     addr = slot_end;
                     break;
                 }
+                if let Some(f) = self.phys.folio_of(pfn).filter(|f| f.is_large()) {
+                    // A run of PTEs over this large folio: one step.
+                    let left = (f.head.0 + f.nr_pages() - pfn.0).min((slot_end - addr) / PAGE_SIZE);
+                    let mm = self.procs.get_mut(&pid).ok_or(AccessFault::NoProcess)?;
+                    let n = mm.pt.access_run(addr, left, write);
+                    debug_assert!(n >= 1, "the page was found mapped for the access");
+                    mm.pt.hw.add(crate::core::hw::HwEvent::UserPageAccess, n);
+                    if write {
+                        match tag {
+                            Some(t) => self.phys.set_tags(pfn, n, t, 0),
+                            None => self.phys.set_tags(pfn, n, addr, PAGE_SIZE),
+                        }
+                    }
+                    addr += n * PAGE_SIZE;
+                    continue;
+                }
                 mm.pt.hw.one(crate::core::hw::HwEvent::UserPageAccess);
                 if write {
                     self.hw_mkdirty(pid, addr);
