@@ -205,7 +205,8 @@ fn fmt_ns(ns: f64) -> String {
 /// % saved from `before` to `after`: + = less after (faster, fewer
 /// events), the sign convention of `reproduce` and `compare`.
 fn pct_saved(before: f64, after: f64) -> Option<f64> {
-    pct_change(before, after).map(|p| -p)
+    // `+ 0.0` turns the -0.0 of an unchanged value into 0.0 ("+0.0 %").
+    pct_change(before, after).map(|p| -p + 0.0)
 }
 
 fn fmt_pct(before: f64, after: f64) -> String {
@@ -521,4 +522,16 @@ fn write_json(
     });
     writeln!(out, "{doc}")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unchanged_is_plus_zero() {
+        assert_eq!(fmt_pct(4.0, 4.0), "+0.0 %");
+        assert_eq!(fmt_pct(4.0, 2.0), "+50.0 %");
+        assert_eq!(fmt_pct(2.0, 4.0), "-100.0 %");
+    }
 }
