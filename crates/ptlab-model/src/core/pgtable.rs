@@ -30,6 +30,69 @@ use crate::core::addr::PfnMap;
 pub mod cursor;
 pub use cursor::{Cursor, PtItem, Query, Segment};
 
+/// The table pages of one tree: a slab of [`Table`]s and an index from
+/// frame number to slot. The walk cache keeps the slot of the last PTE
+/// table found, so a walk that stays in one table looks nothing up.
+#[derive(Clone, Debug, Default)]
+struct Tables {
+    slab: Vec<Option<Table>>,
+    free: Vec<u32>,
+    index: PfnMap<u32>,
+}
+
+impl Tables {
+    fn slot(&self, pfn: &u64) -> Option<u32> {
+        self.index.get(pfn).copied()
+    }
+    fn at(&self, slot: u32) -> &Table {
+        self.slab[slot as usize].as_ref().expect("live table slot")
+    }
+    fn at_mut(&mut self, slot: u32) -> &mut Table {
+        self.slab[slot as usize].as_mut().expect("live table slot")
+    }
+    fn get(&self, pfn: &u64) -> Option<&Table> {
+        self.slot(pfn).map(|s| self.at(s))
+    }
+    fn get_mut(&mut self, pfn: &u64) -> Option<&mut Table> {
+        let s = self.slot(pfn)?;
+        Some(self.at_mut(s))
+    }
+    fn insert(&mut self, pfn: u64, t: Table) {
+        let s = match self.free.pop() {
+            Some(s) => {
+                self.slab[s as usize] = Some(t);
+                s
+            }
+            None => {
+                self.slab.push(Some(t));
+                (self.slab.len() - 1) as u32
+            }
+        };
+        if let Some(old) = self.index.insert(pfn, s) {
+            self.slab[old as usize] = None;
+            self.free.push(old);
+        }
+    }
+    fn remove(&mut self, pfn: &u64) -> Option<Table> {
+        let s = self.index.remove(pfn)?;
+        self.free.push(s);
+        self.slab[s as usize].take()
+    }
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+    fn capacity(&self) -> usize {
+        self.slab.capacity()
+    }
+}
+
+impl std::ops::Index<&u64> for Tables {
+    type Output = Table;
+    fn index(&self, pfn: &u64) -> &Table {
+        self.get(pfn).expect("table exists")
+    }
+}
+
 /// One page-table page.
 #[derive(Clone, Debug)]
 pub struct Table {
@@ -65,10 +128,11 @@ pub enum PmdSlot {
 pub struct PageTables {
     arch: ArchKind,
     root: Pfn,
-    tables: PfnMap<Table>,
-    /// The last PTE table found by a walk, by 2 MiB slot (a walk cache:
-    /// it changes no result; any PMD-or-higher write clears it).
-    walk_cache: Cell<Option<(u64, Pfn)>>,
+    tables: Tables,
+    /// The last PTE table found by a walk, by 2 MiB slot, with its slab
+    /// slot (a walk cache: it changes no result; any PMD-or-higher write
+    /// and every table removal clears it).
+    walk_cache: Cell<Option<(u64, Pfn, u32)>>,
     /// Hardware events issued on behalf of this address space (counting
     /// changes no result). See [`crate::core::hw`].
     pub hw: HwSink,
@@ -78,7 +142,7 @@ impl PageTables {
     /// A tree with an empty PGD. Linux: mm_alloc_pgd().
     pub fn new(arch: ArchKind, phys: &mut PhysMem) -> Option<Self> {
         let root = phys.alloc_pt_page()?;
-        let mut tables = PfnMap::default();
+        let mut tables = Tables::default();
         tables.insert(
             root.0,
             Table {
@@ -115,8 +179,8 @@ impl PageTables {
 
     /// Bytes of model memory the tables use.
     pub fn memory_bytes(&self) -> usize {
-        self.tables.capacity() * (std::mem::size_of::<Table>() + 8)
-            + self.tables.len() * PTRS_PER_TABLE * 8
+        self.tables.capacity() * std::mem::size_of::<Option<Table>>()
+            + self.tables.len() * (PTRS_PER_TABLE * 8 + 16)
     }
 
     fn decode(&self, level: u8, raw: u64) -> Entry {
@@ -136,23 +200,60 @@ impl PageTables {
         Some(t)
     }
 
-    /// The PTE table of `va`'s 2 MiB slot if the walk cache holds it.
-    fn cached_pte_table(&self, va: u64) -> Option<Pfn> {
+    /// The PTE table of `va`'s 2 MiB slot if the walk cache holds it, with
+    /// its slab slot.
+    fn cached_pte_table(&self, va: u64) -> Option<(Pfn, u32)> {
         match self.walk_cache.get() {
-            Some((s, p)) if s == va & !(PMD_SIZE - 1) => Some(p),
+            Some((s, p, i)) if s == va & !(PMD_SIZE - 1) => Some((p, i)),
             _ => None,
         }
     }
 
     /// Remember that `va`'s slot holds PTE table `p` (a walk found it).
     fn cache_pte_table(&self, va: u64, p: Pfn) {
-        self.walk_cache.set(Some((va & !(PMD_SIZE - 1), p)));
+        if let Some(i) = self.tables.slot(&p.0) {
+            self.walk_cache.set(Some((va & !(PMD_SIZE - 1), p, i)));
+        }
+    }
+
+    /// The PTE table covering `va`, if there is one (through the walk
+    /// cache: no lookup while a walk stays in one table).
+    fn pte_tbl(&self, va: u64) -> Option<&Table> {
+        if let Some((_, i)) = self.cached_pte_table(va) {
+            return Some(self.tables.at(i));
+        }
+        match self.pmd(va) {
+            PmdSlot::Table(_) => {
+                let (_, i) = self.cached_pte_table(va)?;
+                Some(self.tables.at(i))
+            }
+            _ => None,
+        }
+    }
+
+    /// The slab slot of the PTE table covering `va` (through the walk
+    /// cache), for writers that borrow the table and the event sink apart.
+    fn pte_tbl_slot(&self, va: u64) -> Option<u32> {
+        match self.cached_pte_table(va) {
+            Some((_, i)) => Some(i),
+            None => match self.pmd(va) {
+                PmdSlot::Table(_) => self.cached_pte_table(va).map(|(_, i)| i),
+                _ => None,
+            },
+        }
+    }
+
+    /// Remove table `t` from the tree's store (its parent entry is cleared
+    /// by the caller).
+    fn remove_table(&mut self, t: Pfn) -> Option<Table> {
+        self.walk_cache.set(None);
+        self.tables.remove(&t.0)
     }
 
     /// The PMD slot for `va`.
     pub fn pmd(&self, va: u64) -> PmdSlot {
         let slot = va & !(PMD_SIZE - 1);
-        if let Some((s, p)) = self.walk_cache.get() {
+        if let Some((s, p, _)) = self.walk_cache.get() {
             if s == slot {
                 return PmdSlot::Table(p);
             }
@@ -163,7 +264,7 @@ impl PageTables {
         match self.decode(2, self.tables[&t.0].entries[index(2, va)]) {
             Entry::None | Entry::Swap(_) | Entry::Marker(_) => PmdSlot::None,
             Entry::Table(p) => {
-                self.walk_cache.set(Some((slot, p)));
+                self.cache_pte_table(slot, p);
                 PmdSlot::Table(p)
             }
             Entry::Leaf(l) => PmdSlot::Leaf(l),
@@ -174,10 +275,9 @@ impl PageTables {
     /// returns it, counting its loads (on arm64 a folded block reports the
     /// young/dirty bits gathered over the block: [`crate::core::arch::Arch::ptep_get`]).
     pub fn pte(&self, va: u64) -> Entry {
-        let PmdSlot::Table(t) = self.pmd(va) else {
+        let Some(tbl) = self.pte_tbl(va) else {
             return Entry::None;
         };
-        let tbl = &self.tables[&t.0];
         let view = PteRef {
             arch: self.arch.ops(),
             entries: &tbl.entries,
@@ -196,7 +296,7 @@ impl PageTables {
                 pfn: l.pfn.add((va & (PMD_SIZE - 1)) >> 12),
                 flags: l.flags,
             },
-            PmdSlot::Table(t) => match self.decode(1, self.tables[&t.0].entries[index(1, va)]) {
+            PmdSlot::Table(_) => match self.pte_peek(va) {
                 Entry::Leaf(l) => l,
                 _ => return None,
             },
@@ -213,21 +313,24 @@ impl PageTables {
     /// MADV_FREE's clear (clear_young_dirty_ptes(), pmd_mkclean()) and
     /// read-fault mappings leave a writable leaf clean.
     pub fn hw_mkdirty(&mut self, va: u64) {
-        let level = match self.pmd(va) {
-            PmdSlot::Leaf(_) => 2,
-            PmdSlot::Table(_) => 1,
+        let (slot, level) = match self.pmd(va) {
+            PmdSlot::Leaf(_) => match self.table_at(va, 2).and_then(|t| self.tables.slot(&t.0)) {
+                Some(s) => (s, 2),
+                None => return,
+            },
+            PmdSlot::Table(_) => match self.pte_tbl_slot(va) {
+                Some(s) => (s, 1),
+                None => return,
+            },
             PmdSlot::None => return,
         };
-        let Some(t) = self.table_at(va, level) else {
-            return;
-        };
+        let arch = self.arch.ops();
         let i = index(level, va);
-        let raw = self.tables[&t.0].entries[i];
-        if let Entry::Leaf(mut l) = self.decode(level, raw) {
+        let entry = &mut self.tables.at_mut(slot).entries[i];
+        if let Entry::Leaf(mut l) = arch.decode(level, *entry) {
             if l.write() && !l.flags.contains(LeafFlags::DIRTY) {
                 l.flags |= LeafFlags::DIRTY;
-                let new = self.arch.ops().encode_leaf(level, l);
-                self.tables.get_mut(&t.0).expect("table").entries[i] = new;
+                *entry = arch.encode_leaf(level, l);
             }
         }
     }
@@ -239,13 +342,14 @@ impl PageTables {
     /// ([`PageTables::hw_mkdirty`]; nothing is counted). One step for a
     /// run of a large folio instead of a walk per page.
     pub fn access_run(&mut self, va: u64, max: u64, write: bool) -> u64 {
-        let PmdSlot::Table(t) = self.pmd(va) else {
+        let arch = self.arch.ops();
+        let Some(slot) = self.pte_tbl_slot(va) else {
             return 0;
         };
-        let arch = self.arch.ops();
+        let tbl = self.tables.at_mut(slot);
         let i = index(1, va);
         let max = max.min((PTRS_PER_TABLE - i) as u64) as usize;
-        let entries = &mut self.tables.get_mut(&t.0).expect("table").entries;
+        let entries = &mut tbl.entries;
         let mut next_pfn = None;
         for k in 0..max {
             let Entry::Leaf(mut l) = arch.decode(1, entries[i + k]) else {
@@ -316,10 +420,10 @@ impl PageTables {
     /// The raw PTE, for the model's own bookkeeping and observation: no
     /// event is counted (the kernel does no such read).
     pub fn pte_peek(&self, va: u64) -> Entry {
-        let PmdSlot::Table(t) = self.pmd(va) else {
+        let Some(tbl) = self.pte_tbl(va) else {
             return Entry::None;
         };
-        self.decode(1, self.tables[&t.0].entries[index(1, va)])
+        self.decode(1, tbl.entries[index(1, va)])
     }
 
     fn new_table(&mut self, level: u8, phys: &mut PhysMem) -> Option<Pfn> {
@@ -473,7 +577,7 @@ impl PageTables {
         };
         debug_assert_eq!(self.tables[&p.0].used, 0, "detaching a non-empty PTE table");
         self.set_pmd(va, Entry::None);
-        self.tables.remove(&p.0);
+        self.remove_table(p);
         Some(p)
     }
 
@@ -482,7 +586,7 @@ impl PageTables {
         if let PmdSlot::Table(p) = self.pmd(va) {
             debug_assert_eq!(self.tables[&p.0].used, 0, "freeing a non-empty PTE table");
             self.set_pmd(va, Entry::None);
-            self.tables.remove(&p.0);
+            self.remove_table(p);
             phys.free_pt_page(p);
         }
     }
@@ -498,8 +602,11 @@ impl PageTables {
     /// index in it. Panics when there is no PTE table (callers allocate or
     /// check first, as the kernel's `pte_offset_map_lock()` callers do).
     fn pte_table(&mut self, va: u64) -> (PteTable<'_>, usize) {
-        let (t, i) = self.pte_slot(va);
-        let tbl = self.tables.get_mut(&t.0).expect("table exists");
+        let Some(slot) = self.pte_tbl_slot(va) else {
+            panic!("no PTE table at {va:#x}: {:?}", self.pmd(va));
+        };
+        let tbl = self.tables.at_mut(slot);
+        let i = index(1, va);
         let view = PteTable {
             arch: self.arch.ops(),
             entries: &mut tbl.entries,
@@ -744,7 +851,7 @@ impl PageTables {
                 self.free_subtree(c, level - 1, phys);
             }
         }
-        self.tables.remove(&t.0);
+        self.remove_table(t);
         phys.free_pt_page(t);
     }
 
@@ -765,7 +872,7 @@ impl PageTables {
             self.free_subtree(c, 3, phys);
             self.write_raw(root, 4, j, 0);
         }
-        self.tables.remove(&root.0);
+        self.remove_table(root);
         phys.free_pt_page(root);
     }
 }
@@ -951,10 +1058,9 @@ impl PageTables {
     /// address order, decoded; none entries cost one comparison each. No
     /// event is counted (the model's bookkeeping).
     pub fn for_each_pte(&self, seg: Segment, mut f: impl FnMut(u64, Entry)) {
-        let PmdSlot::Table(t) = self.pmd(seg.start) else {
+        let Some(tbl) = self.pte_tbl(seg.start) else {
             return;
         };
-        let tbl = &self.tables[&t.0];
         if tbl.used == 0 {
             return;
         }
