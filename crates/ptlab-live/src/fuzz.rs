@@ -941,6 +941,8 @@ pub struct FuzzSummary {
     pub ops: OpSet,
     /// The CPU each worker was pinned to (empty with one job: unpinned).
     pub cpus: Vec<usize>,
+    /// Cases that held the live gate exclusively (see [`needs_exclusive`]).
+    pub exclusive: u64,
 }
 
 impl FuzzSummary {
@@ -1489,6 +1491,7 @@ pub fn fuzz(
                 }
             }
             let case = r.record.case;
+            sum.exclusive += u64::from(r.record.exclusive);
             if let Some(e) = &r.error {
                 on_event(&FuzzEvent::Error { case, message: e });
                 sum.errors.push((case, e.clone()));
@@ -2106,7 +2109,7 @@ mod campaign_tests {
             rec(2, Verdict::Divergent, 101.0, 2.0),
             rec(4, Verdict::Partial, 103.0, 1.0),
         ];
-        let b = vec![
+        let b = [
             rec(1, Verdict::Agree, 100.5, 1.0),
             rec(3, Verdict::Flaky, 101.5, 1.0),
             // Case 2 again (a re-run of shard 0): counted once.

@@ -811,6 +811,14 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     })?;
     bar.finish_and_clear();
     let real = summary.divergences().count();
+    if jobs > 1 && summary.cases > 0 && summary.exclusive == summary.cases {
+        errln!(
+            "ptlab fuzz: note: every case changed global state (THP knobs, swap or THP \
+             counters) and ran alone, so the {jobs} jobs took turns on the kernel; to run \
+             more scenarios per hour, split the campaign over machines with --shard \
+             (docs/live.md, \"Parallel jobs and shards\")"
+        );
+    }
     if args.format == FuzzFormat::Json {
         let merged = ptlab_live::fuzz::merge_files(std::slice::from_ref(&results))?;
         outln!("{}", merged.to_json());
