@@ -534,9 +534,10 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
             .with_context(|| format!("--profile {}", p.display()))?;
         if let Some(a) = arch.filter(|a| *a != prof.arch) {
             bail!(
-                "--profile {} is a {} profile, and --arch {} keeps only {} predictions: drop \
-                 one of the two",
+                "--profile {}: profile '{}' is for {}, not --arch {} (which keeps only {} \
+                 predictions)",
                 p.display(),
+                prof.name,
                 prof.arch.name(),
                 a.name(),
                 a.name()
