@@ -1440,7 +1440,6 @@ pub fn fuzz(
     opts: &FuzzOptions,
     on_event: &mut dyn FnMut(&FuzzEvent),
 ) -> anyhow::Result<FuzzSummary> {
-    let start = Instant::now();
     let jobs = opts.jobs.max(1);
     let cpus = if jobs > 1 {
         cpus_for_jobs(jobs)?
@@ -1460,6 +1459,9 @@ pub fn fuzz(
         crate::knobs::acquire_or_wait("fuzz")
             .map_err(|e| anyhow::anyhow!("{}: {e}", crate::knobs::lock_path().display()))?,
     );
+    // The time budget and the rate count from here: waiting for another
+    // live run to end is not fuzzing.
+    let start = Instant::now();
     let camp = Campaign {
         opts,
         set,
