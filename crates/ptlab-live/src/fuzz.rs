@@ -23,6 +23,8 @@ use ptlab_model::{
     UffdMoveMode, UffdRegisterMode,
 };
 use ptlab_scenario::{Backend, BackendError, ModelBackend};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -94,7 +96,12 @@ impl OpSet {
     /// Probe the model: an operation is in the set unless the model answers
     /// "unsupported".
     pub fn probe() -> OpSet {
-        let mut m = ModelBackend::new(ptlab_model::ModelConfig::for_arch(ArchKind::X86_64));
+        Self::probe_arch(ArchKind::X86_64)
+    }
+
+    /// [`OpSet::probe`] on the model of `arch`.
+    pub fn probe_arch(arch: ArchKind) -> OpSet {
+        let mut m = ModelBackend::new(ptlab_model::ModelConfig::for_arch(arch));
         let mmap = Call::Mmap {
             addr: 0,
             len: 1 << 20,
@@ -776,7 +783,8 @@ pub fn shrink(src: &str, mut keep: impl FnMut(&str) -> bool, budget: Duration) -
 #[derive(Clone, Debug)]
 pub struct FuzzOptions {
     pub seed: u64,
-    /// Stop after this many cases.
+    /// Stop after this many cases of the whole campaign (case indices
+    /// `0..cases`; a shard runs its share of them).
     pub cases: Option<u64>,
     /// Stop after this long.
     pub time: Option<Duration>,
@@ -790,6 +798,16 @@ pub struct FuzzOptions {
     /// far below the defaults (at most ~52 MiB mapped, 64 MiB of swap, a
     /// few processes); a case that hits one anyway stops as partial.
     pub limits: crate::budget::LiveLimits,
+    /// Page-table format of the model (the live side is this machine).
+    pub arch: ArchKind,
+    /// Parallel workers. 1 runs every case in the calling thread, as
+    /// before; more start that many threads, each pinned to its own CPU
+    /// (see [`fuzz`] for how they share the machine's global state).
+    pub jobs: usize,
+    /// Which part of the campaign this process runs.
+    pub shard: Shard,
+    /// Where one JSON line per case goes ([`FuzzRecord`]), if anywhere.
+    pub results: Option<PathBuf>,
 }
 
 impl Default for FuzzOptions {
@@ -802,7 +820,76 @@ impl Default for FuzzOptions {
             out_dir: PathBuf::from("fuzz-failures"),
             shrink_budget: Duration::from_secs(60),
             limits: Default::default(),
+            arch: ArchKind::X86_64,
+            jobs: 1,
+            shard: Shard::WHOLE,
+            results: None,
         }
+    }
+}
+
+/// One part of a campaign split across machines (`--shard K/N`): shard
+/// `K` of `N` runs exactly the cases whose index is `K` modulo `N`, in
+/// increasing order, so the `N` shards of one seed together run the cases
+/// one unsharded run would, each exactly once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// `K`, in `0..count`.
+    pub index: u64,
+    /// `N` ≥ 1.
+    pub count: u64,
+}
+
+impl Shard {
+    /// The whole campaign (`0/1`).
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// `K/N` with `0 ≤ K < N`.
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let (k, n) = s
+            .split_once('/')
+            .ok_or_else(|| format!("'{s}': expected K/N, e.g. 0/4 (shard K of N, K from 0)"))?;
+        let k: u64 = k
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}': K must be a number"))?;
+        let n: u64 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}': N must be a number"))?;
+        if n == 0 {
+            return Err(format!("'{s}': N must be at least 1"));
+        }
+        if k >= n {
+            return Err(format!(
+                "'{s}': K must be below N (shards are numbered 0 to {})",
+                n - 1
+            ));
+        }
+        Ok(Shard { index: k, count: n })
+    }
+
+    /// Whether case `case` belongs to this shard.
+    pub fn owns(&self, case: u64) -> bool {
+        case % self.count == self.index
+    }
+
+    /// The `j`-th case of this shard (`None` past `u64::MAX`).
+    pub fn nth(&self, j: u64) -> Option<u64> {
+        j.checked_mul(self.count)?.checked_add(self.index)
+    }
+
+    /// The cases of this shard among `0..total`, in order.
+    pub fn cases(&self, total: u64) -> impl Iterator<Item = u64> + '_ {
+        (0..)
+            .map_while(|j| self.nth(j))
+            .take_while(move |&c| c < total)
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
     }
 }
 
@@ -831,6 +918,8 @@ pub enum FuzzEvent<'a> {
     Shrinking { case: u64 },
     /// A finding was saved.
     Found(&'a Finding),
+    /// A case could not run (the campaign stops after it).
+    Error { case: u64, message: &'a str },
 }
 
 /// What a fuzz run did.
@@ -844,14 +933,119 @@ pub struct FuzzSummary {
     /// often.
     pub partial_reasons: std::collections::BTreeMap<String, u64>,
     pub findings: Vec<Finding>,
+    /// Cases that could not run (case, message): the live backend failed
+    /// to start, a reproducer could not be saved, ... The campaign stops at
+    /// the first one.
+    pub errors: Vec<(u64, String)>,
     pub elapsed: Duration,
     pub ops: OpSet,
+    /// The CPU each worker was pinned to (empty with one job: unpinned).
+    pub cpus: Vec<usize>,
+    /// Cases that held the live gate exclusively (see [`needs_exclusive`]).
+    pub exclusive: u64,
 }
 
 impl FuzzSummary {
     /// Reproducible divergences (not flaky).
     pub fn divergences(&self) -> impl Iterator<Item = &Finding> {
         self.findings.iter().filter(|f| !f.flaky)
+    }
+
+    /// Cases per second.
+    pub fn rate(&self) -> f64 {
+        self.cases as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// A case's verdict in the results file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Model and kernel agreed at every comparison.
+    Agree,
+    /// Stopped early without a divergence (a live budget, a runtime error).
+    Partial,
+    /// A divergence that reproduced; shrunk and saved.
+    Divergent,
+    /// A divergence that did not reproduce on a second run; saved unshrunk.
+    Flaky,
+    /// The case could not run.
+    Error,
+}
+
+impl Verdict {
+    pub const ALL: [Verdict; 5] = [
+        Verdict::Agree,
+        Verdict::Partial,
+        Verdict::Divergent,
+        Verdict::Flaky,
+        Verdict::Error,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Agree => "agree",
+            Verdict::Partial => "partial",
+            Verdict::Divergent => "divergent",
+            Verdict::Flaky => "flaky",
+            Verdict::Error => "error",
+        }
+    }
+}
+
+/// One line of a results file (`ptlab fuzz -o DIR` writes
+/// `DIR/results-SEED[-shard-K-of-N].jsonl`; `ptlab fuzz --merge` reads them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FuzzRecord {
+    /// The campaign's seed and the case's index in it: the case is
+    /// `ptlab fuzz --seed SEED` case `case`, generated from `case_seed`.
+    pub seed: u64,
+    pub case: u64,
+    pub case_seed: u64,
+    /// `K/N` of the shard that ran it.
+    pub shard: String,
+    /// The model's architecture.
+    #[serde(default = "default_arch")]
+    pub arch: String,
+    /// Statements per generated scenario.
+    #[serde(default)]
+    pub ops: u64,
+    pub verdict: Verdict,
+    /// Unix time (seconds) the case started, and its wall time in seconds
+    /// (the first diff, and for a divergence the confirmation, shrinking
+    /// and saving), without the time spent waiting for other workers.
+    pub start: f64,
+    pub secs: f64,
+    /// Time spent waiting for the live gate (other workers' cases).
+    #[serde(default)]
+    pub wait_secs: f64,
+    /// Worker number and the CPU it was pinned to (`None`: not pinned).
+    #[serde(default)]
+    pub worker: u64,
+    #[serde(default)]
+    pub cpu: Option<u64>,
+    /// Whether the case ran alone (changes THP knobs or swap, or can move
+    /// THP counters) or beside other workers' cases.
+    #[serde(default)]
+    pub exclusive: bool,
+    /// Divergent, flaky: the first divergence; partial: why it stopped;
+    /// error: the error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Divergent, flaky: the saved reproducer and its text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reproducer: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<String>,
+}
+
+fn default_arch() -> String {
+    ArchKind::X86_64.name().to_string()
+}
+
+impl FuzzRecord {
+    /// The JSON line (without the newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).expect("a record serialises")
     }
 }
 
@@ -868,8 +1062,9 @@ fn same_finding(a: &DiffReport, b: &DiffReport) -> bool {
     }
 }
 
-fn opts_for_fuzz(limits: &crate::budget::LiveLimits) -> DiffOptions {
+fn opts_for_fuzz(limits: &crate::budget::LiveLimits, arch: ArchKind) -> DiffOptions {
     DiffOptions {
+        arch,
         max_divergences: 4,
         max_steps: Some(10_000),
         limits: limits.clone(),
@@ -877,111 +1072,695 @@ fn opts_for_fuzz(limits: &crate::budget::LiveLimits) -> DiffOptions {
     }
 }
 
+/// Whether the machine's THP policy (as it is when the campaign starts)
+/// lets some folio size be allocated for every process: then any fault
+/// anywhere moves the global THP counters.
+fn baseline_exposes_sizes() -> bool {
+    let top = crate::knobs::current_mode(ThpKnob::TopLevel).unwrap_or(ThpMode::Always);
+    (2u8..=9).any(|o| match crate::knobs::current_mode(ThpKnob::Size(o)) {
+        Ok(ThpMode::Always) => true,
+        Ok(ThpMode::Inherit) => top == ThpMode::Always,
+        Ok(_) => false,
+        Err(_) => false,
+    })
+}
+
+/// Whether a case must run alone: it writes a THP knob, makes a swap file
+/// (global state every other case depends on) or does something that can
+/// move the global THP counters or drain other CPUs' folio batches
+/// (`MADV_HUGEPAGE`, `MADV_COLLAPSE`, which calls `lru_add_drain_all()`,
+/// `MADV_PAGEOUT`/`COLD`), or the machine's own policy lets any fault
+/// allocate a large folio (`exposed`). Everything else only touches its
+/// own processes and may run beside other such cases.
+pub fn needs_exclusive(g: &Generated, exposed: bool) -> bool {
+    exposed
+        || g.lines.iter().any(|l| match l {
+            GenLine::Comment(_) => false,
+            GenLine::Call { call, .. } => matches!(
+                call,
+                Call::SetThp { .. }
+                    | Call::SetSwap { .. }
+                    | Call::SetUseZeroPage { .. }
+                    | Call::Madvise {
+                        advice: Advice::HugePage
+                            | Advice::Collapse
+                            | Advice::PageOut
+                            | Advice::Cold,
+                        ..
+                    }
+            ),
+        })
+}
+
+/// The CPUs this process may run on (its affinity mask), in order.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity fills the zeroed set we pass.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Pin the calling thread (and every process it forks from now on) to
+/// `cpu`.
+pub fn pin_this_thread(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: sched_setaffinity(0) on the calling thread with a set we built.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The CPU the calling thread runs on now.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu has no arguments.
+    let c = unsafe { libc::sched_getcpu() };
+    (c >= 0).then_some(c as usize)
+}
+
+/// The CPUs `jobs` workers are pinned to: the first `jobs` CPUs this
+/// process may run on. An error names what is available when there are
+/// fewer (two workers on one CPU would share its folio batches).
+pub fn cpus_for_jobs(jobs: usize) -> anyhow::Result<Vec<usize>> {
+    let cpus = allowed_cpus();
+    if jobs > cpus.len() {
+        anyhow::bail!(
+            "--jobs {jobs}: only {} CPU{} available to ptlab ({}); each job needs a CPU of \
+             its own (the kernel's per-CPU folio batches decide copy-on-write reuse and \
+             MADV_PAGEOUT, so two jobs must not share one)",
+            cpus.len(),
+            if cpus.len() == 1 { " is" } else { "s are" },
+            cpus.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
+    Ok(cpus[..jobs].to_vec())
+}
+
+/// What a worker reports to the thread that owns the campaign.
+enum Msg {
+    Shrinking(u64),
+    Done(Box<CaseResult>),
+}
+
+struct CaseResult {
+    record: FuzzRecord,
+    outcome: Option<DiffOutcome>,
+    partial_reason: Option<String>,
+    finding: Option<Finding>,
+    error: Option<String>,
+}
+
+/// What every worker shares.
+struct Campaign<'a> {
+    opts: &'a FuzzOptions,
+    set: OpSet,
+    dopts: DiffOptions,
+    start: Instant,
+    /// The next index into this shard's sequence of cases.
+    next: std::sync::atomic::AtomicU64,
+    /// Set at the first error: no worker takes another case.
+    stop: std::sync::atomic::AtomicBool,
+    /// Exclusive for cases that change global state, shared for the
+    /// others (see [`fuzz`]).
+    gate: std::sync::RwLock<()>,
+    exposed: bool,
+}
+
+impl Campaign<'_> {
+    /// The next case to run, if the campaign goes on.
+    fn take(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering;
+        if self.stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        if self.opts.time.is_some_and(|t| self.start.elapsed() >= t) {
+            return None;
+        }
+        let j = self.next.fetch_add(1, Ordering::SeqCst);
+        let case = self.opts.shard.nth(j)?;
+        if self.opts.cases.is_some_and(|c| case >= c) {
+            return None;
+        }
+        Some(case)
+    }
+
+    fn worker(&self, worker: u64, cpu: Option<usize>, send: &mut dyn FnMut(Msg)) {
+        while let Some(case) = self.take() {
+            let r = self.run_case(case, worker, cpu, send);
+            if r.error.is_some() {
+                self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            send(Msg::Done(Box::new(r)));
+        }
+    }
+
+    fn run_case(
+        &self,
+        case: u64,
+        worker: u64,
+        cpu: Option<usize>,
+        send: &mut dyn FnMut(Msg),
+    ) -> CaseResult {
+        let opts = self.opts;
+        let cs = case_seed(opts.seed, case);
+        let gen = generate_calls(cs, opts.ops, self.set);
+        let src = gen.to_ptl();
+        let exclusive = needs_exclusive(&gen, self.exposed);
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let t0 = Instant::now();
+        let mut waited = Duration::ZERO;
+        let mut record = FuzzRecord {
+            seed: opts.seed,
+            case,
+            case_seed: cs,
+            shard: opts.shard.to_string(),
+            arch: opts.arch.name().to_string(),
+            ops: opts.ops as u64,
+            verdict: Verdict::Error,
+            start: wall,
+            secs: 0.0,
+            wait_secs: 0.0,
+            worker,
+            // Where the case really runs (the pinned CPU, when pinned).
+            cpu: cpu.and_then(|_| current_cpu()).map(|c| c as u64),
+            exclusive,
+            summary: None,
+            reproducer: None,
+            scenario: None,
+        };
+        let mut res = CaseResult {
+            record: record.clone(),
+            outcome: None,
+            partial_reason: None,
+            finding: None,
+            error: None,
+        };
+        let body = (|| -> anyhow::Result<()> {
+            let name = format!("fuzz-{:x}-{case}.ptl", opts.seed);
+            let rep = {
+                let w = Instant::now();
+                let _g = if exclusive {
+                    Gate::Exclusive(self.gate.write().unwrap_or_else(|e| e.into_inner()))
+                } else {
+                    Gate::Shared(self.gate.read().unwrap_or_else(|e| e.into_inner()))
+                };
+                waited += w.elapsed();
+                diff_source(&name, &src, &self.dopts)?
+            };
+            let outcome = rep.outcome();
+            res.outcome = Some(outcome);
+            match outcome {
+                DiffOutcome::Agree => record.verdict = Verdict::Agree,
+                DiffOutcome::Partial => {
+                    record.verdict = Verdict::Partial;
+                    if let Some((_, msg)) = &rep.stopped {
+                        res.partial_reason = Some(mask_numbers(msg));
+                        record.summary = Some(msg.clone());
+                    }
+                }
+                DiffOutcome::Diverge => {
+                    send(Msg::Shrinking(case));
+                    // Confirmation and shrinking run alone, whatever the
+                    // first run shared: a divergence caused by another
+                    // worker's case does not reproduce, and is flaky.
+                    let w = Instant::now();
+                    let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+                    waited += w.elapsed();
+                    let f = self.confirm_and_shrink(case, cs, &name, &src, &rep)?;
+                    record.verdict = if f.flaky {
+                        Verdict::Flaky
+                    } else {
+                        Verdict::Divergent
+                    };
+                    record.summary = Some(f.summary.clone());
+                    record.reproducer = Some(f.path.clone());
+                    record.scenario = Some(f.scenario.clone());
+                    res.finding = Some(f);
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = body {
+            record.verdict = Verdict::Error;
+            record.summary = Some(format!("{e:#}"));
+            res.error = Some(format!("{e:#}"));
+        }
+        record.wait_secs = waited.as_secs_f64();
+        record.secs = (t0.elapsed().saturating_sub(waited)).as_secs_f64();
+        res.record = record;
+        res
+    }
+
+    /// A divergent case: confirm it with a second run, shrink it if it
+    /// reproduces, and save it.
+    fn confirm_and_shrink(
+        &self,
+        case: u64,
+        cs: u64,
+        name: &str,
+        src: &str,
+        rep: &DiffReport,
+    ) -> anyhow::Result<Finding> {
+        let opts = self.opts;
+        let dopts = &self.dopts;
+        let kind = first_kind(rep);
+        // Confirm: background activity (khugepaged, other processes
+        // moving the global counters) can make a single run diverge.
+        let again = diff_source(name, src, dopts)?;
+        let flaky = !same_finding(rep, &again);
+        let shrunk = if flaky {
+            src.to_string()
+        } else {
+            shrink(
+                src,
+                |cand| {
+                    diff_source(name, cand, dopts)
+                        .map(|r| r.outcome() == DiffOutcome::Diverge && first_kind(&r) == kind)
+                        .unwrap_or(false)
+                },
+                opts.shrink_budget,
+            )
+        };
+        let final_rep = diff_source(name, &shrunk, dopts)?;
+        let report = if final_rep.outcome() == DiffOutcome::Diverge {
+            final_rep.render_text()
+        } else {
+            rep.render_text()
+        };
+        let summary = rep
+            .first()
+            .map(|d| format!("{}: {}", d.kind, d.summary))
+            .unwrap_or_default();
+        std::fs::create_dir_all(&opts.out_dir)?;
+        let file = format!(
+            "{}fuzz-{:016x}-{case}.ptl",
+            if flaky { "flaky-" } else { "" },
+            opts.seed
+        );
+        let path = opts.out_dir.join(file);
+        let mut text = String::new();
+        let arch = if opts.arch == ArchKind::X86_64 {
+            String::new()
+        } else {
+            format!(" --arch {}", opts.arch.name())
+        };
+        let _ = writeln!(
+            text,
+            "# ptlab fuzz --seed {}{arch} (case {case}){}",
+            opts.seed,
+            if flaky {
+                " — FLAKY: did not reproduce on a second run"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(text, "# first divergence: {summary}");
+        let _ = writeln!(text, "# re-run with: ptlab diff{arch} {}", path.display());
+        text.push_str(&shrunk);
+        std::fs::write(&path, &text)
+            .map_err(|e| anyhow::anyhow!("cannot save {}: {e}", path.display()))?;
+        Ok(Finding {
+            case,
+            case_seed: cs,
+            path,
+            scenario: text,
+            report,
+            summary,
+            flaky,
+        })
+    }
+}
+
+/// A held gate (its guard only has to live).
+#[allow(dead_code)]
+enum Gate<'a> {
+    Exclusive(std::sync::RwLockWriteGuard<'a, ()>),
+    Shared(std::sync::RwLockReadGuard<'a, ()>),
+}
+
+/// The results file of a campaign in `out_dir`.
+pub fn results_file_name(seed: u64, shard: Shard) -> String {
+    if shard == Shard::WHOLE {
+        format!("results-{seed}.jsonl")
+    } else {
+        format!(
+            "results-{seed}-shard-{}-of-{}.jsonl",
+            shard.index, shard.count
+        )
+    }
+}
+
 /// Run the fuzzer.
+///
+/// With `jobs` > 1 the cases of this shard are handed out one at a time to
+/// `jobs` worker threads, each pinned to a CPU of its own (so the worker
+/// processes it forks, which inherit the affinity, fault and drain on one
+/// CPU, as with one job). The THP knobs, swap and the THP counters are
+/// global, so the live part of every case runs under a gate: cases that
+/// write a knob, make a swap file or can move the counters (see
+/// [`needs_exclusive`]) hold it exclusively, the others shared. The
+/// machine-wide knob lock is taken once for the whole campaign and shared
+/// by its workers. A divergence is always confirmed and shrunk alone.
 pub fn fuzz(
     opts: &FuzzOptions,
     on_event: &mut dyn FnMut(&FuzzEvent),
 ) -> anyhow::Result<FuzzSummary> {
+    let jobs = opts.jobs.max(1);
+    let cpus = if jobs > 1 {
+        cpus_for_jobs(jobs)?
+    } else {
+        Vec::new()
+    };
+    let set = OpSet::probe_arch(opts.arch);
+    let mut results = match &opts.results {
+        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
+            |e| anyhow::anyhow!("cannot create the results file {}: {e}", p.display()),
+        )?)),
+        None => None,
+    };
+    // One lock for the campaign: other live runs wait for all of it, and
+    // the workers' cases do not take it one by one.
+    let lock = std::sync::Arc::new(
+        crate::knobs::acquire_or_wait("fuzz")
+            .map_err(|e| anyhow::anyhow!("{}: {e}", crate::knobs::lock_path().display()))?,
+    );
+    // The time budget and the rate count from here: waiting for another
+    // live run to end is not fuzzing.
     let start = Instant::now();
-    let set = OpSet::probe();
+    let camp = Campaign {
+        opts,
+        set,
+        dopts: opts_for_fuzz(&opts.limits, opts.arch),
+        start,
+        next: Default::default(),
+        stop: Default::default(),
+        gate: Default::default(),
+        exposed: baseline_exposes_sizes(),
+    };
     let mut sum = FuzzSummary {
         seed: opts.seed,
         ops: set,
+        cpus: cpus.clone(),
         ..Default::default()
     };
-    let dopts = opts_for_fuzz(&opts.limits);
-    let mut case = 0u64;
-    loop {
-        if opts.cases.is_some_and(|c| case >= c) || opts.time.is_some_and(|t| start.elapsed() >= t)
-        {
-            break;
-        }
-        let cs = case_seed(opts.seed, case);
-        let src = generate(cs, opts.ops, set);
-        let name = format!("fuzz-{:x}-{case}.ptl", opts.seed);
-        let rep = diff_source(&name, &src, &dopts)?;
-        let outcome = rep.outcome();
-        sum.cases += 1;
-        match outcome {
-            DiffOutcome::Agree => sum.agree += 1,
-            DiffOutcome::Partial => {
-                sum.partial += 1;
-                if let Some((_, msg)) = &rep.stopped {
-                    *sum.partial_reasons.entry(mask_numbers(msg)).or_default() += 1;
+    let mut write_err: Option<anyhow::Error> = None;
+    let mut handle = |msg: Msg, sum: &mut FuzzSummary| match msg {
+        Msg::Shrinking(case) => on_event(&FuzzEvent::Shrinking { case }),
+        Msg::Done(r) => {
+            if let Some(w) = results.as_mut() {
+                use std::io::Write as _;
+                if let Err(e) = writeln!(w, "{}", r.record.to_line()).and_then(|()| w.flush()) {
+                    write_err.get_or_insert(anyhow::anyhow!(
+                        "cannot write the results file {}: {e}",
+                        opts.results.as_deref().unwrap_or(Path::new("")).display()
+                    ));
+                    camp.stop.store(true, std::sync::atomic::Ordering::SeqCst);
                 }
             }
-            DiffOutcome::Diverge => {
-                on_event(&FuzzEvent::Shrinking { case });
-                let kind = first_kind(&rep);
-                // Confirm: background activity (khugepaged, other processes
-                // moving the global counters) can make a single run diverge.
-                let again = diff_source(&name, &src, &dopts)?;
-                let flaky = !same_finding(&rep, &again);
-                let shrunk = if flaky {
-                    src.clone()
-                } else {
-                    shrink(
-                        &src,
-                        |cand| {
-                            diff_source(&name, cand, &dopts)
-                                .map(|r| {
-                                    r.outcome() == DiffOutcome::Diverge && first_kind(&r) == kind
-                                })
-                                .unwrap_or(false)
-                        },
-                        opts.shrink_budget,
-                    )
-                };
-                let final_rep = diff_source(&name, &shrunk, &dopts)?;
-                let report = if final_rep.outcome() == DiffOutcome::Diverge {
-                    final_rep.render_text()
-                } else {
-                    rep.render_text()
-                };
-                let summary = rep
-                    .first()
-                    .map(|d| format!("{}: {}", d.kind, d.summary))
-                    .unwrap_or_default();
-                std::fs::create_dir_all(&opts.out_dir)?;
-                let file = format!(
-                    "{}fuzz-{:016x}-{case}.ptl",
-                    if flaky { "flaky-" } else { "" },
-                    opts.seed
-                );
-                let path = opts.out_dir.join(file);
-                let mut text = String::new();
-                let _ = writeln!(
-                    text,
-                    "# ptlab fuzz --seed {} (case {case}){}",
-                    opts.seed,
-                    if flaky {
-                        " — FLAKY: did not reproduce on a second run"
-                    } else {
-                        ""
+            let case = r.record.case;
+            sum.exclusive += u64::from(r.record.exclusive);
+            if let Some(e) = &r.error {
+                on_event(&FuzzEvent::Error { case, message: e });
+                sum.errors.push((case, e.clone()));
+                return;
+            }
+            sum.cases += 1;
+            match r.outcome {
+                Some(DiffOutcome::Agree) => sum.agree += 1,
+                Some(DiffOutcome::Partial) => {
+                    sum.partial += 1;
+                    if let Some(why) = r.partial_reason {
+                        *sum.partial_reasons.entry(why).or_default() += 1;
                     }
-                );
-                let _ = writeln!(text, "# first divergence: {summary}");
-                let _ = writeln!(text, "# re-run with: ptlab diff {}", path.display());
-                text.push_str(&shrunk);
-                std::fs::write(&path, &text)?;
-                let f = Finding {
-                    case,
-                    case_seed: cs,
-                    path,
-                    scenario: text,
-                    report,
-                    summary,
-                    flaky,
-                };
+                }
+                _ => {}
+            }
+            if let Some(f) = r.finding {
                 on_event(&FuzzEvent::Found(&f));
                 sum.findings.push(f);
             }
+            if let Some(outcome) = r.outcome {
+                on_event(&FuzzEvent::Case { case, outcome });
+            }
         }
-        on_event(&FuzzEvent::Case { case, outcome });
-        case += 1;
+    };
+    if jobs == 1 {
+        let _shared = crate::knobs::share_lock_in_this_thread(lock.clone());
+        camp.worker(0, None, &mut |m| handle(m, &mut sum));
+    } else {
+        let (tx, rx) = std::sync::mpsc::channel::<Msg>();
+        std::thread::scope(|s| -> anyhow::Result<()> {
+            let mut started = Vec::new();
+            for (w, &cpu) in cpus.iter().enumerate() {
+                let tx = tx.clone();
+                let camp = &camp;
+                let lock = lock.clone();
+                let h = std::thread::Builder::new()
+                    .name(format!("fuzz-{w}"))
+                    .spawn_scoped(s, move || -> anyhow::Result<()> {
+                        pin_this_thread(cpu)
+                            .map_err(|e| anyhow::anyhow!("cannot pin job {w} to CPU {cpu}: {e}"))?;
+                        let _shared = crate::knobs::share_lock_in_this_thread(lock);
+                        camp.worker(w as u64, Some(cpu), &mut |m| {
+                            let _ = tx.send(m);
+                        });
+                        Ok(())
+                    })?;
+                started.push(h);
+            }
+            drop(tx);
+            for m in rx {
+                handle(m, &mut sum);
+            }
+            for h in started {
+                match h.join() {
+                    Ok(r) => r?,
+                    Err(p) => std::panic::resume_unwind(p),
+                }
+            }
+            Ok(())
+        })?;
     }
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    sum.findings.sort_by_key(|f| f.case);
     sum.elapsed = start.elapsed();
     Ok(sum)
+}
+
+/// The summary of one or more results files (`ptlab fuzz --merge`).
+#[derive(Clone, Debug, Default)]
+pub struct MergeSummary {
+    /// Files read, and the lines in them that were records.
+    pub files: Vec<PathBuf>,
+    pub lines: u64,
+    /// Distinct cases (by seed and case index).
+    pub cases: u64,
+    /// Records of a case seen before (another shard or file ran it too).
+    pub duplicates: u64,
+    /// Duplicates whose verdict differed from the first record's (kept).
+    pub conflicts: Vec<String>,
+    pub by_verdict: BTreeMap<Verdict, u64>,
+    /// Seeds seen (one campaign has one).
+    pub seeds: std::collections::BTreeSet<u64>,
+    /// Shards seen (`K/N`).
+    pub shards: std::collections::BTreeSet<String>,
+    /// First start to last end over every record, and the cases' own time.
+    pub wall_secs: f64,
+    pub case_secs: f64,
+    /// Divergent, flaky and error records, by seed and case.
+    pub notable: Vec<FuzzRecord>,
+}
+
+impl MergeSummary {
+    /// Distinct cases per second of wall time (first start to last end).
+    pub fn rate(&self) -> f64 {
+        if self.wall_secs > 0.0 {
+            self.cases as f64 / self.wall_secs
+        } else {
+            0.0
+        }
+    }
+
+    pub fn count(&self, v: Verdict) -> u64 {
+        self.by_verdict.get(&v).copied().unwrap_or(0)
+    }
+
+    /// Text form.
+    pub fn render_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "merged {} file{} ({} records, {} duplicate{}): {} scenarios of seed{} {}, shards {}",
+            self.files.len(),
+            if self.files.len() == 1 { "" } else { "s" },
+            self.lines,
+            self.duplicates,
+            if self.duplicates == 1 { "" } else { "s" },
+            self.cases,
+            if self.seeds.len() == 1 { "" } else { "s" },
+            self.seeds
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.shards.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+        let _ = writeln!(
+            s,
+            "verdicts: {}",
+            Verdict::ALL
+                .iter()
+                .map(|v| format!("{} {}", self.count(*v), v.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let _ = writeln!(
+            s,
+            "time: {:.1} s from the first start to the last end, {:.1} s in cases: {:.2} \
+             scenarios/s overall",
+            self.wall_secs,
+            self.case_secs,
+            self.rate()
+        );
+        for c in &self.conflicts {
+            let _ = writeln!(s, "note: {c}");
+        }
+        for r in &self.notable {
+            let _ = writeln!(
+                s,
+                "{} seed {} case {} (shard {}): {}",
+                r.verdict.name(),
+                r.seed,
+                r.case,
+                r.shard,
+                r.summary.as_deref().unwrap_or("")
+            );
+            if let Some(p) = &r.reproducer {
+                let _ = writeln!(s, "  reproducer: {}", p.display());
+            }
+        }
+        s
+    }
+
+    /// JSON form.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "fuzz-merge",
+            "files": self.files,
+            "records": self.lines,
+            "cases": self.cases,
+            "duplicates": self.duplicates,
+            "conflicts": self.conflicts,
+            "verdicts": Verdict::ALL.iter().map(|v| (v.name().to_string(), self.count(*v))).collect::<BTreeMap<_, _>>(),
+            "seeds": self.seeds,
+            "shards": self.shards,
+            "wall_secs": self.wall_secs,
+            "case_secs": self.case_secs,
+            "scenarios_per_second": self.rate(),
+            "divergences": self.notable,
+        })
+    }
+}
+
+/// The records of one results file's text (`name` for messages). Blank
+/// lines are skipped; anything else that is not a record is an error
+/// naming the file and line.
+pub fn parse_results(name: &str, text: &str) -> anyhow::Result<Vec<FuzzRecord>> {
+    let mut v = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r: FuzzRecord = serde_json::from_str(line).map_err(|e| {
+            let shown: String = line.chars().take(80).collect();
+            anyhow::anyhow!(
+                "{name}:{}: not a ptlab fuzz result line ({e}): {shown}{}",
+                i + 1,
+                if line.chars().count() > 80 { "..." } else { "" }
+            )
+        })?;
+        v.push(r);
+    }
+    Ok(v)
+}
+
+/// Merge records (from files in order): one per (seed, case), the first
+/// kept.
+pub fn merge_records(
+    files: Vec<PathBuf>,
+    records: impl IntoIterator<Item = FuzzRecord>,
+) -> MergeSummary {
+    let mut m = MergeSummary {
+        files,
+        ..Default::default()
+    };
+    let mut seen: BTreeMap<(u64, u64), Verdict> = BTreeMap::new();
+    let (mut first, mut last) = (f64::INFINITY, f64::NEG_INFINITY);
+    for r in records {
+        m.lines += 1;
+        if let Some(v) = seen.get(&(r.seed, r.case)) {
+            m.duplicates += 1;
+            if *v != r.verdict {
+                m.conflicts.push(format!(
+                    "seed {} case {} is {} in one record and {} in another (shard {}); the \
+                     first is counted",
+                    r.seed,
+                    r.case,
+                    v.name(),
+                    r.verdict.name(),
+                    r.shard
+                ));
+            }
+            continue;
+        }
+        seen.insert((r.seed, r.case), r.verdict);
+        m.cases += 1;
+        *m.by_verdict.entry(r.verdict).or_default() += 1;
+        m.seeds.insert(r.seed);
+        m.shards.insert(r.shard.clone());
+        m.case_secs += r.secs;
+        first = first.min(r.start);
+        last = last.max(r.start + r.secs + r.wait_secs);
+        if matches!(
+            r.verdict,
+            Verdict::Divergent | Verdict::Flaky | Verdict::Error
+        ) {
+            m.notable.push(r);
+        }
+    }
+    if m.cases > 0 {
+        m.wall_secs = (last - first).max(0.0);
+    }
+    m.notable.sort_by_key(|r| (r.seed, r.case));
+    m
+}
+
+/// Read and merge results files.
+pub fn merge_files(paths: &[PathBuf]) -> anyhow::Result<MergeSummary> {
+    let mut all = Vec::new();
+    for p in paths {
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+        all.extend(parse_results(&p.display().to_string(), &text)?);
+    }
+    Ok(merge_records(paths.to_vec(), all))
 }
 
 /// A seed from the clock (for runs without `--seed`).
@@ -1242,5 +2021,295 @@ mod mask_tests {
             super::mask_numbers("mmap 0x7f00ab+4096 touches 12"),
             "mmap N+N touches N"
         );
+    }
+}
+
+#[cfg(test)]
+mod campaign_tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn shards_split_a_campaign_exactly() {
+        for total in [0u64, 1, 7, 100, 1001] {
+            let whole: Vec<u64> = Shard::WHOLE.cases(total).collect();
+            assert_eq!(whole, (0..total).collect::<Vec<_>>());
+            for n in 1..=7u64 {
+                let mut union = BTreeSet::new();
+                let mut count = 0;
+                for k in 0..n {
+                    let sh = Shard::parse(&format!("{k}/{n}")).unwrap();
+                    let cases: Vec<u64> = sh.cases(total).collect();
+                    // Deterministic and in order.
+                    assert_eq!(cases, sh.cases(total).collect::<Vec<_>>());
+                    assert!(cases.windows(2).all(|w| w[0] < w[1]));
+                    for c in &cases {
+                        assert!(sh.owns(*c));
+                        assert_eq!(c % n, k);
+                        // Disjoint: no other shard owns it.
+                        assert!((0..n).filter(|&j| j != k).all(|j| c % n != j));
+                    }
+                    count += cases.len();
+                    union.extend(cases);
+                }
+                assert_eq!(count as u64, total, "{n} shards of {total}: each case once");
+                assert_eq!(union, (0..total).collect::<BTreeSet<_>>());
+            }
+        }
+        // The same case index is the same scenario in every shard.
+        let sh = Shard::parse("2/3").unwrap();
+        let c = sh.nth(4).unwrap();
+        assert_eq!(c, 14);
+        assert_eq!(
+            generate(case_seed(9, c), 24, ALL),
+            generate(case_seed(9, 14), 24, ALL)
+        );
+        assert_eq!(Shard::parse(" 0/1 ").ok(), Some(Shard::WHOLE));
+        for bad in ["", "3", "1/0", "4/4", "-1/4", "a/b", "1/4/2"] {
+            assert!(Shard::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(Shard::parse("1/4").unwrap().to_string(), "1/4");
+        assert_eq!(
+            results_file_name(42, Shard::parse("1/4").unwrap()),
+            "results-42-shard-1-of-4.jsonl"
+        );
+        assert_eq!(results_file_name(42, Shard::WHOLE), "results-42.jsonl");
+    }
+
+    const ALL: OpSet = OpSet {
+        fork: true,
+        mprotect: true,
+        mremap: true,
+        uffd: true,
+        guard_lock_seal: true,
+        swap: true,
+    };
+
+    fn rec(case: u64, verdict: Verdict, start: f64, secs: f64) -> FuzzRecord {
+        FuzzRecord {
+            seed: 42,
+            case,
+            case_seed: case_seed(42, case),
+            shard: format!("{}/2", case % 2),
+            arch: "x86_64".into(),
+            ops: 24,
+            verdict,
+            start,
+            secs,
+            wait_secs: 0.0,
+            worker: 0,
+            cpu: Some(case % 2),
+            exclusive: true,
+            summary: (verdict == Verdict::Divergent).then(|| "pages: differ".to_string()),
+            reproducer: (verdict == Verdict::Divergent)
+                .then(|| PathBuf::from(format!("out/fuzz-{case}.ptl"))),
+            scenario: None,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_merge_deduplicates() {
+        let a = vec![
+            rec(0, Verdict::Agree, 100.0, 1.0),
+            rec(2, Verdict::Divergent, 101.0, 2.0),
+            rec(4, Verdict::Partial, 103.0, 1.0),
+        ];
+        let b = [
+            rec(1, Verdict::Agree, 100.5, 1.0),
+            rec(3, Verdict::Flaky, 101.5, 1.0),
+            // Case 2 again (a re-run of shard 0): counted once.
+            rec(2, Verdict::Agree, 110.0, 1.0),
+        ];
+        let text_a: String = a.iter().map(|r| r.to_line() + "\n").collect();
+        let text_b: String = b.iter().map(|r| r.to_line() + "\n\n").collect();
+        let pa = parse_results("a.jsonl", &text_a).unwrap();
+        assert_eq!(pa, a);
+        let pb = parse_results("b.jsonl", &text_b).unwrap();
+        let m = merge_records(
+            vec!["a.jsonl".into(), "b.jsonl".into()],
+            pa.into_iter().chain(pb),
+        );
+        assert_eq!(m.lines, 6);
+        assert_eq!(m.cases, 5);
+        assert_eq!(m.duplicates, 1);
+        assert_eq!(m.conflicts.len(), 1, "{:?}", m.conflicts);
+        assert_eq!(m.count(Verdict::Agree), 2);
+        assert_eq!(m.count(Verdict::Divergent), 1);
+        assert_eq!(m.count(Verdict::Flaky), 1);
+        assert_eq!(m.count(Verdict::Partial), 1);
+        assert_eq!(m.count(Verdict::Error), 0);
+        // 100.0 .. 104.0 (the duplicate's later time is not counted).
+        assert!((m.wall_secs - 4.0).abs() < 1e-9, "{}", m.wall_secs);
+        assert!((m.rate() - 5.0 / 4.0).abs() < 1e-9);
+        let cases: Vec<u64> = m.notable.iter().map(|r| r.case).collect();
+        assert_eq!(cases, [2, 3]);
+        let text = m.render_text();
+        assert!(text.contains("out/fuzz-2.ptl"), "{text}");
+        assert!(text.contains("1 divergent"), "{text}");
+        let j = m.to_json();
+        assert_eq!(j["cases"], 5);
+        assert_eq!(j["verdicts"]["divergent"], 1);
+        assert_eq!(j["divergences"][0]["reproducer"], "out/fuzz-2.ptl");
+    }
+
+    #[test]
+    fn malformed_results_lines_are_errors_with_their_place() {
+        let good = rec(0, Verdict::Agree, 1.0, 1.0).to_line();
+        for (bad, why) in [
+            ("{not json", "key must be a string"),
+            ("{\"seed\": 1}", "missing field"),
+            (
+                &good.replace("\"agree\"", "\"maybe\"") as &str,
+                "unknown variant",
+            ),
+            (
+                &good.replace("\"case\":0", "\"case\":-3") as &str,
+                "invalid value",
+            ),
+        ] {
+            let text = format!("{good}\n\n{bad}\n");
+            let e = parse_results("r.jsonl", &text).unwrap_err().to_string();
+            assert!(
+                e.starts_with("r.jsonl:3: not a ptlab fuzz result line"),
+                "{e}"
+            );
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let dir = std::env::temp_dir().join(format!("ptlab-merge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("x.jsonl");
+        std::fs::write(&f, format!("{good}\ngarbage\n")).unwrap();
+        let e = merge_files(std::slice::from_ref(&f))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("x.jsonl:2:"), "{e}");
+        let e = merge_files(&[dir.join("missing.jsonl")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cannot read") && e.contains("missing.jsonl"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn knob_and_swap_cases_run_alone() {
+        let plain = Generated {
+            lines: vec![
+                GenLine::Comment("x".into()),
+                GenLine::Call {
+                    proc: "main".into(),
+                    bind: None,
+                    call: Call::Mmap {
+                        addr: ARENA,
+                        len: 1 << 20,
+                        prot: Prot::READ | Prot::WRITE,
+                        flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED,
+                    },
+                },
+                GenLine::Call {
+                    proc: "main".into(),
+                    bind: None,
+                    call: Call::Access {
+                        start: ARENA,
+                        len: 4096,
+                        write: true,
+                        tag: None,
+                    },
+                },
+            ],
+            bases: Vec::new(),
+        };
+        assert!(!needs_exclusive(&plain, false));
+        assert!(needs_exclusive(&plain, true), "the machine exposes sizes");
+        for call in [
+            Call::SetThp {
+                knob: ThpKnob::Size(4),
+                mode: ThpMode::Always,
+            },
+            Call::SetSwap { bytes: 1 << 20 },
+            Call::Madvise {
+                addr: ARENA,
+                len: 4096,
+                advice: Advice::Collapse,
+            },
+            Call::Madvise {
+                addr: ARENA,
+                len: 4096,
+                advice: Advice::HugePage,
+            },
+            Call::Madvise {
+                addr: ARENA,
+                len: 4096,
+                advice: Advice::PageOut,
+            },
+        ] {
+            let mut g = plain.clone();
+            g.lines.push(GenLine::Call {
+                proc: "main".into(),
+                bind: None,
+                call,
+            });
+            assert!(needs_exclusive(&g, false));
+        }
+        // Every generated scenario sets the THP policy first: all of them
+        // run alone with today's generator.
+        for n in 0..50 {
+            assert!(needs_exclusive(
+                &generate_calls(case_seed(3, n), 24, ALL),
+                false
+            ));
+        }
+    }
+
+    /// `--jobs 2`: two threads pinned to two distinct CPUs, each running
+    /// there (and what it forks inherits the mask).
+    #[test]
+    fn jobs_pin_to_distinct_cpus() {
+        let cpus = match cpus_for_jobs(2) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("SKIP: jobs_pin_to_distinct_cpus: fewer than 2 CPUs: {e}");
+                return;
+            }
+        };
+        assert!(cpus_for_jobs(allowed_cpus().len() + 1).is_err());
+        let seen: Vec<(usize, Vec<usize>, Vec<usize>)> = std::thread::scope(|s| {
+            let hs: Vec<_> = cpus
+                .iter()
+                .map(|&cpu| {
+                    s.spawn(move || {
+                        pin_this_thread(cpu).unwrap();
+                        let mut on = Vec::new();
+                        for _ in 0..20 {
+                            on.push(current_cpu().unwrap());
+                            std::thread::yield_now();
+                        }
+                        // A forked child inherits the thread's mask.
+                        let child = std::process::Command::new("grep")
+                            .args(["Cpus_allowed_list", "/proc/self/status"])
+                            .output()
+                            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+                            .unwrap_or_default();
+                        let child_cpus = child
+                            .split(':')
+                            .nth(1)
+                            .map(|l| l.trim().split(',').filter_map(|c| c.parse().ok()).collect())
+                            .unwrap_or_default();
+                        (cpu, on, child_cpus)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_ne!(seen[0].0, seen[1].0);
+        for (cpu, on, child) in &seen {
+            assert!(
+                on.iter().all(|c| c == cpu),
+                "pinned to {cpu}, ran on {on:?}"
+            );
+            assert_eq!(child, &vec![*cpu], "a child of the job pinned to {cpu}");
+        }
     }
 }

@@ -283,6 +283,13 @@ pub fn lock_holder() -> Option<LockHolder> {
 /// changes, and how long it waited once it has the lock. Every live path
 /// (run, diff, show, fuzz, bench, reproduce, restore) takes the lock here.
 pub fn acquire_or_wait(what: &str) -> std::io::Result<ThpLock> {
+    if let Some(l) = SHARED_LOCK.with(|c| c.borrow().clone()) {
+        // A campaign holds the lock for this thread: the same open file
+        // description, so the flock is already ours.
+        return Ok(ThpLock {
+            fd: l.fd.try_clone()?,
+        });
+    }
     if let Some(l) = ThpLock::try_acquire()? {
         return Ok(l);
     }
@@ -315,6 +322,33 @@ pub fn acquire_or_wait(what: &str) -> std::io::Result<ThpLock> {
             told = Some(pid);
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+thread_local! {
+    /// The lock a campaign (`ptlab fuzz`) holds for this thread's live runs.
+    static SHARED_LOCK: std::cell::RefCell<Option<std::sync::Arc<ThpLock>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// While the returned guard lives, live runs started in this thread use
+/// `lock` (which the caller already holds) instead of taking the knob lock
+/// themselves: a campaign takes it once and its worker threads share it,
+/// while every other thread and process still waits for it. The caller
+/// serialises what the lock protects among its threads (knob sessions are
+/// one per process at a time: `ptlab fuzz` runs every case that writes a
+/// knob or makes a swap file alone).
+pub fn share_lock_in_this_thread(lock: std::sync::Arc<ThpLock>) -> SharedLockGuard {
+    SHARED_LOCK.with(|c| *c.borrow_mut() = Some(lock));
+    SharedLockGuard(std::marker::PhantomData)
+}
+
+/// Ends [`share_lock_in_this_thread`] when dropped (in the same thread).
+pub struct SharedLockGuard(std::marker::PhantomData<*const ()>);
+
+impl Drop for SharedLockGuard {
+    fn drop(&mut self) {
+        SHARED_LOCK.with(|c| *c.borrow_mut() = None);
     }
 }
 

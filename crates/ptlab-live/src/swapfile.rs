@@ -20,6 +20,7 @@
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -89,7 +90,31 @@ pub fn create(path: &Path, bytes: u64) -> std::io::Result<()> {
             drop(f);
             return swapon(path);
         }
-        // Written out in full: a swap file must have no holes.
+        // A swap file must have no holes. Allocated (unwritten) extents
+        // are enough where the filesystem supports fallocate(2) (ext4,
+        // xfs: swapon(2) maps the extents, and swap I/O goes to the blocks
+        // directly); that takes milliseconds where writing 64 MiB of zeros
+        // and syncing them took ~70 ms per `swap 64M` here. Elsewhere, or
+        // if swapon(2) refuses the allocated file, it is written out.
+        let len = pages * PAGE;
+        // SAFETY: fallocate(2) on our descriptor.
+        let allocated = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len as libc::off_t) } == 0;
+        if allocated {
+            f.write_all(&header(pages))?;
+            f.sync_all()?;
+            drop(f);
+            match swapon(path) {
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    fs::remove_file(path)?;
+                    f = OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .mode(0o600)
+                        .open(path)?;
+                }
+                r => return r,
+            }
+        }
         f.write_all(&header(pages))?;
         let zeros = vec![0u8; 1 << 20];
         let mut left = (pages - 1) * PAGE;

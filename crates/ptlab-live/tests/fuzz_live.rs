@@ -43,7 +43,7 @@ fn bounded_fuzz_finds_no_new_divergence() {
             ops: 20,
             out_dir: out.clone(),
             shrink_budget: Duration::from_secs(8),
-            limits: Default::default(),
+            ..Default::default()
         };
         let sum = fuzz(&opts, &mut |_| {}).expect("fuzz runs");
         eprintln!(
@@ -80,4 +80,56 @@ fn bounded_fuzz_finds_no_new_divergence() {
         "new divergences (add them to docs/divergences.md or fix the model):\n{}",
         new.join("\n")
     );
+}
+
+/// `--jobs 2` on the live kernel: every case runs on its job's CPU, the
+/// two jobs on distinct CPUs, one results line per case, and the same
+/// cases (indices) as one job would run.
+#[test]
+fn two_jobs_run_pinned_on_distinct_cpus() {
+    if let Some(why) = ptlab_live::live_unavailable() {
+        eprintln!("SKIP: two_jobs_run_pinned_on_distinct_cpus: {why}");
+        return;
+    }
+    if !ptlab_live::is_root() {
+        eprintln!("SKIP: two_jobs_run_pinned_on_distinct_cpus: needs root (frames, knobs)");
+        return;
+    }
+    if ptlab_live::fuzz::allowed_cpus().len() < 2 {
+        eprintln!("SKIP: two_jobs_run_pinned_on_distinct_cpus: this machine has fewer than 2 CPUs");
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("ptlab-fuzz-jobs-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    let results = out.join("r.jsonl");
+    let opts = FuzzOptions {
+        seed: 7,
+        cases: Some(8),
+        time: None,
+        ops: 12,
+        out_dir: out.clone(),
+        shrink_budget: Duration::from_secs(5),
+        jobs: 2,
+        shard: ptlab_live::fuzz::Shard::parse("1/2").unwrap(),
+        results: Some(results.clone()),
+        ..Default::default()
+    };
+    let sum = fuzz(&opts, &mut |_| {}).expect("fuzz runs");
+    assert!(sum.errors.is_empty(), "{:?}", sum.errors);
+    assert_eq!(sum.cpus.len(), 2);
+    assert_ne!(sum.cpus[0], sum.cpus[1]);
+    let text = std::fs::read_to_string(&results).unwrap();
+    let recs = ptlab_live::fuzz::parse_results("r.jsonl", &text).unwrap();
+    let mut cases: Vec<u64> = recs.iter().map(|r| r.case).collect();
+    cases.sort();
+    assert_eq!(cases, [1, 3, 5, 7], "shard 1/2 of 8 cases");
+    for r in &recs {
+        let cpu = r.cpu.expect("a pinned job records its CPU") as usize;
+        assert_eq!(
+            cpu, sum.cpus[r.worker as usize],
+            "case {} ran off its CPU",
+            r.case
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
 }

@@ -287,7 +287,15 @@ Examples (ptlab = target/release/ptlab):
   ptlab reproduce                       # as root
   ptlab reproduce --quick -o /tmp/r
   ptlab reproduce --from reproduce-out/live.json -o again   # re-render, no measuring
-  ptlab reproduce --no-live --format json | jq '.headline'";
+  ptlab reproduce --no-live --format json | jq '.headline'
+  ptlab reproduce --no-live --arch arm64    # only the arm64 profiles' predictions
+
+--arch A keeps only the model predictions of cost profiles for A (the
+spellings of `ptlab run --arch`); by default every profile runs, each on its
+own architecture. The live side is always this machine: with an --arch
+other than this machine's, no local profile is calibrated (it would be
+this machine's architecture), so the local column and the live-vs-model
+verdict stay empty; a --profile of another architecture is an error.";
 
 #[derive(Args)]
 pub struct ReproduceArgs {
@@ -326,6 +334,20 @@ pub struct ReproduceArgs {
     /// built-in profiles and the calibrated local one are always included
     #[arg(long, value_name = "PROFILE.toml")]
     profile: Vec<PathBuf>,
+
+    /// Only the model predictions for this architecture's cost profiles
+    /// (default: every profile, each on its own architecture)
+    #[arg(long, value_enum)]
+    arch: Option<crate::Arch>,
+}
+
+/// The architecture of this machine (the live side).
+fn host_arch() -> ptlab_model::ArchKind {
+    if cfg!(target_arch = "aarch64") {
+        ptlab_model::ArchKind::Arm64
+    } else {
+        ptlab_model::ArchKind::X86_64
+    }
 }
 
 /// The model columns of `ptlab reproduce`: every change's arms run on the
@@ -420,7 +442,25 @@ impl ModelProvider for CostModel {
 /// this run calibrated nothing (`calibrated_now` false), the last local
 /// calibration (`profiles/local.toml`, from `ptlab calibrate`) is used if
 /// there is one.
-fn reproduce_profiles(extra: &[PathBuf], calibrated_now: bool) -> Result<Vec<ptlab_cost::Profile>> {
+fn reproduce_profiles(
+    extra: &[PathBuf],
+    calibrated_now: bool,
+    arch: Option<ptlab_model::ArchKind>,
+) -> Result<Vec<ptlab_cost::Profile>> {
+    let mut v = reproduce_profiles_all(extra, calibrated_now)?;
+    if let Some(a) = arch {
+        v.retain(|p| p.arch == a);
+        if v.is_empty() {
+            bail!("--arch {}: no cost profile for it", a.name());
+        }
+    }
+    Ok(v)
+}
+
+fn reproduce_profiles_all(
+    extra: &[PathBuf],
+    calibrated_now: bool,
+) -> Result<Vec<ptlab_cost::Profile>> {
     let mut v = ptlab_cost::builtin_profiles();
     let local = std::path::Path::new("profiles/local.toml");
     if !calibrated_now && local.exists() {
@@ -438,9 +478,10 @@ fn reproduce_profiles(extra: &[PathBuf], calibrated_now: bool) -> Result<Vec<ptl
 pub fn model_provider(
     extra_profiles: &[PathBuf],
     calibrated_now: bool,
+    arch: Option<ptlab_model::ArchKind>,
 ) -> Result<Option<Box<dyn ModelProvider>>> {
     Ok(Some(Box::new(CostModel {
-        profiles: reproduce_profiles(extra_profiles, calibrated_now)?,
+        profiles: reproduce_profiles(extra_profiles, calibrated_now, arch)?,
     })))
 }
 
@@ -487,9 +528,24 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
     // Inputs first, then every file this run writes: all checked before
     // anything is measured (the profiles are used after measuring), so a
     // typo costs nothing.
+    let arch = args.arch.map(crate::Arch::kind);
     for p in &args.profile {
-        crate::scenario::profile_file(p).with_context(|| format!("--profile {}", p.display()))?;
+        let prof = crate::scenario::profile_file(p)
+            .with_context(|| format!("--profile {}", p.display()))?;
+        if let Some(a) = arch.filter(|a| *a != prof.arch) {
+            bail!(
+                "--profile {}: profile '{}' is for {}, not --arch {} (which keeps only {} \
+                 predictions)",
+                p.display(),
+                prof.name,
+                prof.arch.name(),
+                a.name(),
+                a.name()
+            );
+        }
     }
+    // Calibrating makes a profile of this machine's architecture.
+    let calibrate = arch.is_none_or(|a| a == host_arch());
     let from = match &args.from {
         Some(f) => Some((f, crate::scenario::result_file(f)?)),
         None => None,
@@ -501,7 +557,7 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
         "live.json",
         "model.json",
     ];
-    if args.from.is_none() && !args.no_live {
+    if args.from.is_none() && !args.no_live && calibrate {
         files.extend(["local-profile.toml", "calibrate.txt"]);
     }
     crate::outpath::check_dir("--out", &args.out, &files)?;
@@ -529,7 +585,7 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
             .parent()
             .unwrap_or(std::path::Path::new("."))
             .join("local-profile.toml");
-        if beside.is_file() {
+        if beside.is_file() && calibrate {
             errln!(
                 "ptlab reproduce: using {} (calibrated with {})",
                 beside.display(),
@@ -570,11 +626,23 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
                 skipped.push(("live".to_string(), e));
             }
         }
-        match calibrate_here(&args.out, args.quick) {
-            Ok(p) => local_profile = Some(p),
-            Err(e) => {
-                errln!("ptlab reproduce: no local profile: {e:#}");
-                skipped.push(("calibration".to_string(), format!("{e:#}")));
+        if !calibrate {
+            let why = format!(
+                "--arch {}: the model columns are {} profiles; a profile calibrated on this {} \
+                 machine would not be among them",
+                arch.map_or("", |a| a.name()),
+                arch.map_or("", |a| a.name()),
+                host_arch().name()
+            );
+            errln!("ptlab reproduce: no local profile: {why}");
+            skipped.push(("calibration".to_string(), why));
+        } else {
+            match calibrate_here(&args.out, args.quick) {
+                Ok(p) => local_profile = Some(p),
+                Err(e) => {
+                    errln!("ptlab reproduce: no local profile: {e:#}");
+                    skipped.push(("calibration".to_string(), format!("{e:#}")));
+                }
             }
         }
     }
@@ -583,7 +651,7 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
     extra.extend(local_profile);
     extra.extend(args.profile.iter().cloned());
     let quick = args.quick || quick_from;
-    let model = match model_provider(&extra, local_profile_used)? {
+    let model = match model_provider(&extra, local_profile_used, arch)? {
         None => Model::Unavailable(report::NO_MODEL.into()),
         Some(p) => match p.rows(quick) {
             Ok(rows) => Model::Rows {

@@ -120,6 +120,9 @@ const FUZZ_HELP: &str = "\
 Examples:
   ptlab fuzz --time 60                 # a minute of random scenarios
   ptlab fuzz --seed 42 --steps 200     # 200 scenarios from seed 42 (reproducible)
+  ptlab fuzz --seed 42 --steps 2000 --jobs auto      # one job per CPU, each pinned
+  ptlab fuzz --seed 42 --steps 2000 --shard 1/4 -o r1  # this machine's quarter
+  ptlab fuzz --merge r0/results-42-shard-0-of-4.jsonl r1/results-42-shard-1-of-4.jsonl
 
 Each step generates one random scenario (mmap/munmap/madvise incl.
 MADV_COLLAPSE/read/write/thp, and fork/exit, mprotect, mremap, uffd, guard
@@ -128,9 +131,20 @@ capability drop where the model supports them, over 64 KiB, 2 MiB and 1 GiB
 alignments, partial folio ranges and VMA edges),
 diffs it against the live kernel, and on divergence shrinks it to a minimal
 .ptl file saved in --out. The seed is printed; the same seed gives the same
-scenarios.
+scenarios: case n of seed s is always the same scenario.
 
-Exit status: 0 = no divergence, 1 = divergences found, 2 = error.";
+--out DIR also receives results-SEED.jsonl (results-SEED-shard-K-of-N.jsonl
+with --shard): one JSON object per scenario (seed, case, verdict agree |
+partial | divergent | flaky | error, reproducer path and text, timings).
+--shard K/N runs the cases whose index is K modulo N, so N machines with the
+same --seed and --steps run exactly the scenarios one machine would;
+--merge reads such files and prints one summary (duplicates counted once).
+--jobs N runs N workers, each pinned to its own CPU; THP knobs, swap and THP
+counters are global, so a case that changes them runs alone (docs/live.md,
+\"Parallel jobs and shards\").
+
+Exit status: 0 = no divergence, 1 = divergences found (--merge: divergent or
+error records), 2 = error (a case could not run; a malformed --merge file).";
 
 const RUN_HELP: &str = "\
 Examples:
@@ -232,7 +246,9 @@ struct FuzzArgs {
     #[arg(long)]
     seed: Option<u64>,
 
-    /// Number of random scenarios to run (default: until --time runs out)
+    /// Number of random scenarios in the campaign (case indices 0..N; with
+    /// --shard, this machine runs its share of them; default: until --time
+    /// runs out)
     #[arg(long)]
     steps: Option<u64>,
 
@@ -245,10 +261,42 @@ struct FuzzArgs {
     #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     ops: u64,
 
-    /// Directory for shrunk divergent scenarios (checked, and created if
-    /// missing, before fuzzing starts)
+    /// Architecture whose page-table format the model uses (the live side
+    /// is always this machine, as in `ptlab diff`)
+    #[arg(long, value_enum, default_value_t = Arch::X86_64)]
+    arch: Arch,
+
+    /// Parallel jobs, each pinned to its own CPU; 0 or `auto` = one per CPU
+    /// ptlab may use. Cases that change THP knobs or swap run alone
+    #[arg(short, long, value_name = "N|auto", default_value = "1", value_parser = parse_jobs)]
+    jobs: Jobs,
+
+    /// Run only shard K of N (K from 0): the cases whose index is K modulo
+    /// N, so N machines with the same --seed together run one campaign
+    #[arg(long, value_name = "K/N", value_parser = parse_shard)]
+    shard: Option<ptlab_live::fuzz::Shard>,
+
+    /// Do not fuzz: read these results files (DIR/results-*.jsonl of
+    /// several shards or runs) and print one summary: counts per verdict,
+    /// scenarios per second, every divergence with its reproducer
+    #[arg(
+        long,
+        value_name = "FILE",
+        num_args = 1..,
+        conflicts_with_all = ["seed", "steps", "time", "ops", "arch", "jobs", "shard", "out", "quiet"]
+    )]
+    merge: Vec<PathBuf>,
+
+    /// Directory for shrunk divergent scenarios and the results file
+    /// results-SEED[-shard-K-of-N].jsonl (checked, and created if missing,
+    /// before fuzzing starts)
     #[arg(short, long, value_name = "DIR", default_value = "fuzz-failures")]
     out: PathBuf,
+
+    /// Output format of the summary on stdout: text, or one JSON object
+    /// (the merged results: counts, rate, divergences)
+    #[arg(long, value_enum, default_value_t = FuzzFormat::Text)]
+    format: FuzzFormat,
 
     /// Do not show a progress bar
     #[arg(short, long)]
@@ -256,6 +304,35 @@ struct FuzzArgs {
 
     #[command(flatten)]
     limits: limits::LimitArgs,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FuzzFormat {
+    /// Each divergence's report, partial reasons, then a summary line
+    Text,
+    /// One JSON object: the summary of the results (as `--merge` prints it)
+    Json,
+}
+
+/// `--jobs`: a number, or every CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Jobs {
+    Auto,
+    N(usize),
+}
+
+fn parse_jobs(s: &str) -> std::result::Result<Jobs, String> {
+    match s.trim() {
+        "auto" | "0" => Ok(Jobs::Auto),
+        t => t
+            .parse::<usize>()
+            .map(Jobs::N)
+            .map_err(|_| format!("'{s}': expected a number of jobs or `auto`")),
+    }
+}
+
+fn parse_shard(s: &str) -> std::result::Result<ptlab_live::fuzz::Shard, String> {
+    ptlab_live::fuzz::Shard::parse(s)
 }
 
 /// `NAME=on|off` for `--cpu-feature`.
@@ -650,25 +727,53 @@ fn print_json(out: &mut impl Write, report: &RunReport) -> io::Result<()> {
 }
 
 fn fuzz(args: &FuzzArgs) -> Result<u8> {
-    use ptlab_live::fuzz::{FuzzEvent, FuzzOptions};
+    use ptlab_live::fuzz::{FuzzEvent, FuzzOptions, Shard};
     use ptlab_live::DiffOutcome;
     use std::time::Duration;
+    if !args.merge.is_empty() {
+        return fuzz_merge(args);
+    }
     if let Some(why) = ptlab_live::live_unavailable() {
         anyhow::bail!("cannot run on the live kernel: {why}");
     }
-    outpath::check_dir("--out", &args.out, &[])?;
+    let seed = args.seed.unwrap_or_else(ptlab_live::fuzz::time_seed);
+    let shard = args.shard.unwrap_or(Shard::WHOLE);
+    let results_name = ptlab_live::fuzz::results_file_name(seed, shard);
+    let jobs = match args.jobs {
+        Jobs::Auto => ptlab_live::fuzz::allowed_cpus().len().max(1),
+        Jobs::N(n) => n,
+    };
+    // Checked before anything is created: too many jobs is a usage error.
+    if jobs > 1 {
+        ptlab_live::fuzz::cpus_for_jobs(jobs)?;
+    }
+    outpath::check_dir("--out", &args.out, &[&results_name])?;
     if !ptlab_live::is_root() {
         errln!(
             "ptlab: note: not root: knob changes fail and frames are not compared; \
              fuzzing is of little use without root"
         );
     }
-    let seed = args.seed.unwrap_or_else(ptlab_live::fuzz::time_seed);
+    let host = if cfg!(target_arch = "aarch64") {
+        ArchKind::Arm64
+    } else {
+        ArchKind::X86_64
+    };
+    if args.arch.kind() != host {
+        errln!(
+            "ptlab: note: the model is {} and the kernel {}: as in `ptlab diff --arch`, \
+             what is compared (VMAs, folios, counters) does not depend on the page-table \
+             format, so the cases run as usual",
+            args.arch.kind().name(),
+            host.name()
+        );
+    }
     let time = match (args.time, args.steps) {
         (Some(t), _) => Some(Duration::from_secs(t)),
         (None, Some(_)) => None,
         (None, None) => Some(Duration::from_secs(60)),
     };
+    let results = args.out.join(&results_name);
     let opts = FuzzOptions {
         seed,
         cases: args.steps,
@@ -676,17 +781,39 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         ops: args.ops as usize,
         out_dir: args.out.clone(),
         limits: args.limits.limits(),
+        arch: args.arch.kind(),
+        jobs,
+        shard,
+        results: Some(results.clone()),
         ..FuzzOptions::default()
     };
+    let mut again = format!("ptlab fuzz --seed {seed}");
+    if let Some(n) = args.steps {
+        again.push_str(&format!(" --steps {n}"));
+    }
+    if args.arch.kind() != ArchKind::X86_64 {
+        again.push_str(&format!(" --arch {}", args.arch.kind().name()));
+    }
+    if shard != Shard::WHOLE {
+        again.push_str(&format!(" --shard {shard}"));
+    }
     errln!(
-        "ptlab fuzz: seed {seed} (reproduce with: ptlab fuzz --seed {seed}{})",
-        args.steps
-            .map_or(String::new(), |n| format!(" --steps {n}"))
+        "ptlab fuzz: seed {seed} (reproduce with: {again}); {jobs} job{}{}; results in {}",
+        if jobs == 1 { "" } else { "s" },
+        if shard == Shard::WHOLE {
+            String::new()
+        } else {
+            format!(
+                ", shard {shard} (cases ≡ {} mod {})",
+                shard.index, shard.count
+            )
+        },
+        results.display()
     );
     let bar = if args.quiet {
         indicatif::ProgressBar::hidden()
     } else if let Some(n) = args.steps {
-        indicatif::ProgressBar::new(n)
+        indicatif::ProgressBar::new(shard.cases(n).count() as u64)
     } else {
         indicatif::ProgressBar::new(time.map_or(0, |t| t.as_secs()))
     };
@@ -727,48 +854,113 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
             f.summary,
             f.path.display()
         )),
+        FuzzEvent::Error { case, message } => {
+            bar.println(format!("case {case} could not run: {message}"))
+        }
     })?;
     bar.finish_and_clear();
-    for f in &summary.findings {
-        outln!("{}", f.report);
-    }
-    for (why, n) in &summary.partial_reasons {
-        outln!("partial ({n}×): stopped early: {why}");
-    }
     let real = summary.divergences().count();
-    outln!(
-        "fuzz seed {seed}: {} scenarios in {:.1} s: {} agree, {} partial, {} divergent ({} flaky) \
-         [operations: mmap munmap madvise(collapse) read write thp{}{}{}{}{}{}]",
-        summary.cases,
-        summary.elapsed.as_secs_f64(),
-        summary.agree,
-        summary.partial,
-        real,
-        summary.findings.len() - real,
-        if summary.ops.fork { " fork exit" } else { "" },
-        if summary.ops.mprotect {
-            " mprotect"
-        } else {
-            ""
-        },
-        if summary.ops.mremap { " mremap" } else { "" },
-        if summary.ops.uffd {
-            " uffd(create/api/open/register/copy/zeropage/move/unregister)"
-        } else {
-            ""
-        },
-        if summary.ops.guard_lock_seal {
-            " guard mlock munlock mseal prctl mmap-locked setrlimit capability"
-        } else {
-            ""
-        },
-        if summary.ops.swap {
-            " swap(pageout cold)"
-        } else {
-            ""
-        },
-    );
-    Ok(if real > 0 { 1 } else { 0 })
+    if jobs > 1 && summary.cases > 0 && summary.exclusive == summary.cases {
+        errln!(
+            "ptlab fuzz: note: every case changed global state (THP knobs, swap or THP \
+             counters) and ran alone, so the {jobs} jobs took turns on the kernel; to run \
+             more scenarios per hour, split the campaign over machines with --shard \
+             (docs/live.md, \"Parallel jobs and shards\")"
+        );
+    }
+    if args.format == FuzzFormat::Json {
+        let merged = ptlab_live::fuzz::merge_files(std::slice::from_ref(&results))?;
+        outln!("{}", merged.to_json());
+    } else {
+        for f in &summary.findings {
+            outln!("{}", f.report);
+        }
+        for (why, n) in &summary.partial_reasons {
+            outln!("partial ({n}×): stopped early: {why}");
+        }
+        for (case, e) in &summary.errors {
+            outln!("error in case {case}: {e}");
+        }
+        outln!(
+            "fuzz seed {seed}{}: {} scenarios in {:.1} s ({:.2}/s, {} job{}{}): {} agree, {} \
+             partial, {} divergent ({} flaky){} [operations: mmap munmap madvise(collapse) \
+             read write thp{}{}{}{}{}{}]",
+            if shard == Shard::WHOLE {
+                String::new()
+            } else {
+                format!(" shard {shard}")
+            },
+            summary.cases,
+            summary.elapsed.as_secs_f64(),
+            summary.rate(),
+            jobs,
+            if jobs == 1 { "" } else { "s" },
+            if summary.cpus.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " on CPUs {}",
+                    summary
+                        .cpus
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
+            },
+            summary.agree,
+            summary.partial,
+            real,
+            summary.findings.len() - real,
+            if summary.errors.is_empty() {
+                String::new()
+            } else {
+                format!(", {} error", summary.errors.len())
+            },
+            if summary.ops.fork { " fork exit" } else { "" },
+            if summary.ops.mprotect {
+                " mprotect"
+            } else {
+                ""
+            },
+            if summary.ops.mremap { " mremap" } else { "" },
+            if summary.ops.uffd {
+                " uffd(create/api/open/register/copy/zeropage/move/unregister)"
+            } else {
+                ""
+            },
+            if summary.ops.guard_lock_seal {
+                " guard mlock munlock mseal prctl mmap-locked setrlimit capability"
+            } else {
+                ""
+            },
+            if summary.ops.swap {
+                " swap(pageout cold)"
+            } else {
+                ""
+            },
+        );
+    }
+    Ok(if !summary.errors.is_empty() {
+        2
+    } else if real > 0 {
+        1
+    } else {
+        0
+    })
+}
+
+/// `ptlab fuzz --merge FILE...`: one summary of results files.
+fn fuzz_merge(args: &FuzzArgs) -> Result<u8> {
+    let m = ptlab_live::fuzz::merge_files(&args.merge)?;
+    match args.format {
+        FuzzFormat::Json => outln!("{}", m.to_json()),
+        FuzzFormat::Text => out!("{}", m.render_text()),
+    }
+    // A case that could not run hides whatever it would have found.
+    let bad =
+        m.count(ptlab_live::fuzz::Verdict::Divergent) + m.count(ptlab_live::fuzz::Verdict::Error);
+    Ok(if bad > 0 { 1 } else { 0 })
 }
 
 #[cfg(test)]
@@ -779,5 +971,65 @@ mod tests {
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
+    }
+
+    fn fuzz_args(args: &[&str]) -> Result<super::FuzzArgs, String> {
+        use clap::Parser;
+        let mut v = vec!["ptlab", "fuzz"];
+        v.extend_from_slice(args);
+        match super::Cli::try_parse_from(v) {
+            Ok(super::Cli {
+                command: super::Command::Fuzz(a),
+            }) => Ok(a),
+            Ok(_) => Err("not fuzz".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn fuzz_jobs_shard_merge_and_arch_parse() {
+        use super::Jobs;
+        let a = fuzz_args(&[]).unwrap();
+        assert_eq!(a.jobs, Jobs::N(1), "one job by default");
+        assert!(a.shard.is_none() && a.merge.is_empty());
+        assert_eq!(a.arch.kind(), ptlab_model::ArchKind::X86_64);
+        assert_eq!(fuzz_args(&["--jobs", "auto"]).unwrap().jobs, Jobs::Auto);
+        assert_eq!(fuzz_args(&["--jobs", "0"]).unwrap().jobs, Jobs::Auto);
+        assert_eq!(fuzz_args(&["-j", "2"]).unwrap().jobs, Jobs::N(2));
+        assert!(fuzz_args(&["--jobs", "two"])
+            .err()
+            .unwrap()
+            .contains("`auto`"));
+        let sh = fuzz_args(&["--shard", "3/8"]).unwrap().shard.unwrap();
+        assert_eq!((sh.index, sh.count), (3, 8));
+        for bad in ["8/8", "1", "x/2", "1/0"] {
+            assert!(fuzz_args(&["--shard", bad]).is_err(), "{bad}");
+        }
+        for (arch, want) in [
+            ("arm64", ptlab_model::ArchKind::Arm64),
+            ("aarch64", ptlab_model::ArchKind::Arm64),
+            ("x86-64", ptlab_model::ArchKind::X86_64),
+            ("amd64", ptlab_model::ArchKind::X86_64),
+        ] {
+            assert_eq!(fuzz_args(&["--arch", arch]).unwrap().arch.kind(), want);
+        }
+        assert!(fuzz_args(&["--arch", "sparc"]).is_err());
+        let m = fuzz_args(&["--merge", "a.jsonl", "b.jsonl", "--format", "json"]).unwrap();
+        assert_eq!(m.merge.len(), 2);
+        assert!(m.format == super::FuzzFormat::Json);
+        // Merging runs nothing: campaign options make no sense with it.
+        for extra in [
+            &["--seed", "1"][..],
+            &["--jobs", "2"],
+            &["--shard", "0/2"],
+            &["--arch", "arm64"],
+            &["--steps", "5"],
+            &["-o", "d"],
+        ] {
+            let mut v = vec!["--merge", "a.jsonl"];
+            v.extend_from_slice(extra);
+            let e = fuzz_args(&v).err().unwrap();
+            assert!(e.contains("cannot be used with"), "{extra:?}: {e}");
+        }
     }
 }

@@ -285,3 +285,55 @@ fn compare_and_reproduce_speak_json() {
     // "wrote ..." goes to stderr, so stdout stays one object.
     assert!(text(&out.stderr).contains("wrote"));
 }
+
+/// `reproduce --arch A` keeps only A's profiles in the model columns (the
+/// spellings of `run --arch`); a `--profile` of the other architecture is
+/// an error before anything runs.
+#[test]
+fn reproduce_arch_keeps_one_architectures_predictions() {
+    for (arch, want) in [("aarch64", "arm64"), ("x86_64", "x86_64")] {
+        let dir = tmp(&format!("repro-arch-{arch}"));
+        let out = ptlab(&[
+            "reproduce",
+            "--no-live",
+            "--arch",
+            arch,
+            "--format",
+            "json",
+            "-o",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        let mut archs = std::collections::BTreeSet::new();
+        for c in v["headline"].as_array().unwrap() {
+            for p in c["predicted"].as_array().unwrap() {
+                archs.insert(p["arch"].as_str().unwrap().to_string());
+            }
+        }
+        assert_eq!(
+            archs.into_iter().collect::<Vec<_>>(),
+            [want],
+            "--arch {arch}: {v}"
+        );
+    }
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tmp("repro-arch-bad");
+    let out = ptlab(&[
+        "reproduce",
+        "--no-live",
+        "--arch",
+        "x86_64",
+        "--profile",
+        repo.join("profiles/neoverse-n1.toml").to_str().unwrap(),
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("is for arm64, not --arch x86_64"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(ptlab(&["reproduce", "--arch", "sparc"]).status.code() == Some(2));
+}

@@ -186,3 +186,72 @@ fn scenario_options_are_the_same_everywhere() {
 fn ptlab_live_unavailable(out: &Output) -> bool {
     text(&out.stderr).contains("cannot run on the live kernel")
 }
+
+/// `ptlab fuzz --merge`: shards' results files become one summary (a case
+/// present twice counted once); a malformed line is an error naming the
+/// file and line (exit 2), never a panic. Needs no root: nothing runs.
+#[test]
+fn fuzz_merge_summarises_shards_and_rejects_malformed_lines() {
+    let line = |case: u64, verdict: &str, start: f64| {
+        let mut v = serde_json::json!({
+            "seed": 42, "case": case, "case_seed": case * 7, "shard": format!("{}/2", case % 2),
+            "arch": "x86_64", "ops": 24, "verdict": verdict, "start": start, "secs": 1.0,
+            "wait_secs": 0.0, "worker": 0, "cpu": null, "exclusive": true,
+        });
+        if verdict == "divergent" {
+            v["summary"] = "pages: the kernel replaced the page's frame".into();
+            v["reproducer"] = "fuzz-failures/fuzz-000000000000002a-3.ptl".into();
+        }
+        v.to_string() + "\n"
+    };
+    let a = scenario(
+        "results-42-shard-0-of-2.jsonl",
+        &(line(0, "agree", 10.0) + &line(2, "partial", 11.0)),
+    );
+    let b = scenario(
+        "results-42-shard-1-of-2.jsonl",
+        &(line(1, "agree", 10.5) + &line(3, "divergent", 11.5) + &line(3, "divergent", 20.0)),
+    );
+    let out = ptlab(&["fuzz", "--merge", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let so = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a divergence: {so}{}",
+        text(&out.stderr)
+    );
+    assert!(so.contains("4 scenarios of seed 42"), "{so}");
+    assert!(so.contains("1 duplicate"), "{so}");
+    assert!(
+        so.contains("2 agree, 1 partial, 1 divergent, 0 flaky, 0 error"),
+        "{so}"
+    );
+    assert!(so.contains("fuzz-000000000000002a-3.ptl"), "{so}");
+    // 10.0 .. 12.5: 4 cases in 2.5 s.
+    assert!(so.contains("1.60 scenarios/s overall"), "{so}");
+    let out = ptlab(&["fuzz", "--merge", a.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let j: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(j["cases"], 2);
+    assert_eq!(j["verdicts"]["partial"], 1);
+    let bad = scenario(
+        "bad.jsonl",
+        &(line(0, "agree", 1.0) + "{\"seed\": 1, \"case\": \"x\"}\n"),
+    );
+    let out = ptlab(&[
+        "fuzz",
+        "--merge",
+        a.to_str().unwrap(),
+        bad.to_str().unwrap(),
+    ]);
+    let se = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{se}");
+    assert!(
+        se.contains("bad.jsonl:2: not a ptlab fuzz result line"),
+        "{se}"
+    );
+    assert!(!se.contains("panicked"), "{se}");
+    let out = ptlab(&["fuzz", "--merge", "/nonexistent/r.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("cannot read /nonexistent/r.jsonl"));
+}
