@@ -255,3 +255,29 @@ fn fuzz_merge_summarises_shards_and_rejects_malformed_lines() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("cannot read /nonexistent/r.jsonl"));
 }
+
+#[test]
+fn memory_sets_the_modelled_machine() {
+    // 32 GiB of PMD THPs do not fit the default 24 GiB machine.
+    let f = scenario(
+        "memory.ptl",
+        "thp 2M always\np = mmap 32G\nwrite p 32G\nexpect anonhuge p == 32G\n",
+    );
+    let small = ptlab(&["run", f.to_str().unwrap()]);
+    assert_eq!(small.status.code(), Some(1), "{}", text(&small.stdout));
+    assert!(text(&small.stdout).contains("out of model memory"));
+    let big = ptlab(&["run", "--memory", "64G", f.to_str().unwrap()]);
+    assert_eq!(big.status.code(), Some(0), "{}", text(&big.stderr));
+    // cost and show take it too.
+    let cost = ptlab(&["cost", "--memory", "64G", "--profile", "zen3", f.to_str().unwrap()]);
+    assert_eq!(cost.status.code(), Some(0), "{}", text(&cost.stderr));
+    // Bad sizes are usage errors that say why.
+    let tiny = ptlab(&["run", "--memory", "8M", f.to_str().unwrap()]);
+    assert_eq!(tiny.status.code(), Some(2));
+    assert!(text(&tiny.stderr).contains("below the model's minimum of 64M"));
+    let huge = ptlab(&["run", "--memory", "100T", f.to_str().unwrap()]);
+    assert_eq!(huge.status.code(), Some(2), "{}", text(&huge.stderr));
+    assert!(text(&huge.stderr).contains("x86_64 addresses at most 64T"));
+    let arm = ptlab(&["run", "--arch", "arm64", "--memory", "100T", f.to_str().unwrap()]);
+    assert_eq!(arm.status.code(), Some(0), "{}", text(&arm.stderr));
+}
