@@ -417,6 +417,15 @@ impl PageTables {
         self.pte_peek(va)
     }
 
+    /// Whether the PTE at `va` is a swap entry or a marker (non-present,
+    /// not none), without decoding a present one; no event is counted.
+    pub fn pte_is_nonpresent(&self, va: u64) -> bool {
+        self.pte_tbl(va).is_some_and(|t| {
+            let raw = t.entries[index(1, va)];
+            raw != 0 && !self.arch.ops().pte_present_raw(raw)
+        })
+    }
+
     /// The raw PTE, for the model's own bookkeeping and observation: no
     /// event is counted (the kernel does no such read).
     pub fn pte_peek(&self, va: u64) -> Entry {
@@ -1043,13 +1052,21 @@ impl PageTables {
     /// Visit every non-present, non-none PTE (swap entries and markers) in
     /// `[start, end)`: a PTE-level [`Cursor`] walk (empty tables skipped).
     fn walk_nonpresent(&self, start: u64, end: u64, out: &mut dyn FnMut(u64, Entry)) {
+        let arch = self.arch.ops();
         self.for_each(Cursor::pmds(start, end), |q| {
-            if let PtItem::PteTable(_) = q.item {
-                self.for_each_pte(q.segment(), |va, e| {
-                    if let Entry::Swap(_) | Entry::Marker(_) = e {
-                        out(va, e)
-                    }
-                });
+            let PtItem::PteTable(_) = q.item else {
+                return;
+            };
+            let Some(tbl) = self.pte_tbl(q.va) else {
+                return;
+            };
+            let seg = q.segment();
+            let first = index(1, seg.start);
+            let n = seg.nr_pages() as usize;
+            for (k, &raw) in tbl.entries[first..first + n].iter().enumerate() {
+                if raw != 0 && !arch.pte_present_raw(raw) {
+                    out(seg.start + k as u64 * PAGE_SIZE, arch.decode(1, raw));
+                }
             }
         });
     }

@@ -213,31 +213,38 @@ fn copy_pte_range(
     let _dst_ptl = seg.lock_pte_table(&dst.pt);
     let mut addr = start;
     while addr < end {
-        if let Entry::Swap(s) = src.pt.pte_peek(addr) {
-            src.pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
-                                             // copy_nonpresent_pte()
-            crate::mm::swap::copy_swap_pte(src, dst, phys, addr, s, c);
-            addr += PAGE_SIZE;
-            continue;
+        // A swap entry goes to copy_nonpresent_pte() (a marker, copied
+        // with the VMA's markers, and present or none entries are read by
+        // the ptep_get() below).
+        if src.pt.pte_is_nonpresent(addr) {
+            if let Entry::Swap(s) = src.pt.pte_peek(addr) {
+                src.pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
+                crate::mm::swap::copy_swap_pte(src, dst, phys, addr, s, c);
+                addr += PAGE_SIZE;
+                continue;
+            }
         }
         let Entry::Leaf(pte) = src.pt.pte(addr) else {
             addr += PAGE_SIZE;
             continue;
         };
         let max_nr = (end - addr) / PAGE_SIZE;
-        if !pte.flags.contains(LeafFlags::SPECIAL) {
+        let folio = if pte.flags.contains(LeafFlags::SPECIAL) {
+            None
+        } else {
             // vm_normal_page() + page_folio(): the head's struct page line.
             src.pt.hw.one(HwEvent::StructPageLine);
-        }
+            Some(phys.folio_of(pte.pfn).expect("PTE maps a folio"))
+        };
         let nr = if pte.flags.contains(LeafFlags::SPECIAL) {
-            copy_present_ptes(src, dst, phys, addr, pte, 1, c);
+            copy_present_ptes(src, dst, phys, addr, pte, None, 1, c);
             1
         } else if batch {
             // 6.9+: one batch per run of a large folio (folio_pte_batch_flags
             // with FPB_MERGE_WRITE | FPB_RESPECT_DIRTY for a private VMA),
             // when the folio is large and max_nr != 1 (folio_nr_pages():
             // the folio's second struct page line).
-            if max_nr > 1 && phys.folio_of(pte.pfn).is_some_and(|f| f.is_large()) {
+            if max_nr > 1 && folio.is_some_and(|f| f.is_large()) {
                 src.pt.hw.one(HwEvent::StructPageLine);
             }
             let b = folio_pte_batch(
@@ -249,12 +256,12 @@ fn copy_pte_range(
                 Fpb::MERGE_WRITE | Fpb::RESPECT_DIRTY,
             );
             src.pt.hw.mark_batch(addr, b.nr, "copy");
-            copy_present_ptes(src, dst, phys, addr, b.pte, b.nr, c);
+            copy_present_ptes(src, dst, phys, addr, b.pte, folio, b.nr, c);
             b.nr
         } else {
             // Before 6.9: one PTE at a time.
             src.pt.hw.mark_batch(addr, 1, "copy");
-            copy_present_ptes(src, dst, phys, addr, pte, 1, c);
+            copy_present_ptes(src, dst, phys, addr, pte, folio, 1, c);
             1
         };
         addr += nr * PAGE_SIZE;
@@ -264,19 +271,20 @@ fn copy_pte_range(
 }
 
 /// K3.1/K3.3: share `nr` PTEs starting at `addr` (`pte` is the first, with
-/// the batch's write bit merged in). Linux: copy_present_ptes() +
-/// __copy_present_ptes().
+/// the batch's write bit merged in) of `folio` (`None`: the zero page).
+/// Linux: copy_present_ptes() + __copy_present_ptes().
+#[allow(clippy::too_many_arguments)]
 fn copy_present_ptes(
     src: &mut Mm,
     dst: &mut Mm,
     phys: &mut PhysMem,
     addr: u64,
     pte: Leaf,
+    folio: Option<crate::core::folio::FolioRef>,
     nr: u64,
     c: &Vma,
 ) {
-    if !pte.flags.contains(LeafFlags::SPECIAL) {
-        let folio = phys.folio_of(pte.pfn).expect("PTE maps a folio");
+    if let Some(folio) = folio {
         // folio_try_dup_anon_rmap_ptes(): every page in the batch loses
         // AnonExclusive and gains a mapping; one reference per PTE.
         for k in 0..nr {

@@ -214,6 +214,11 @@ pub trait Arch: Sync {
     fn encode_table(&self, level: u8, table: Pfn) -> u64;
     /// Decode a raw descriptor at `level`. A zero descriptor decodes as `Entry::None`.
     fn decode(&self, level: u8, raw: u64) -> Entry;
+    /// `pte_present()` of a raw level-1 descriptor (a leaf, PROT_NONE
+    /// included), without decoding it: what `decode(1, raw)` would return
+    /// as `Entry::Leaf`. A walker looking for swap entries and markers
+    /// skips present entries with it.
+    fn pte_present_raw(&self, raw: u64) -> bool;
     /// Entries per contiguous-PTE block (16 on arm64 with 4 KiB pages), or
     /// `None` if the architecture has no contiguous hint the kernel manages.
     /// Linux: arch/arm64/include/asm/pgtable-hwdef.h CONT_PTES.
@@ -397,6 +402,9 @@ mod tests {
                         Entry::Leaf(leaf),
                         "{arch:?} l{level} {f:?} raw={raw:#x}"
                     );
+                    if level == 1 {
+                        assert!(ops.pte_present_raw(raw), "{arch:?} {f:?}");
+                    }
                 }
             }
             for level in 2..=4u8 {
@@ -422,6 +430,7 @@ mod tests {
                     };
                     let raw = ops.encode_swap(s);
                     assert_ne!(raw, 0);
+                    assert!(!ops.pte_present_raw(raw), "{arch:?} {s:?}");
                     assert_eq!(
                         ops.decode(1, raw),
                         Entry::Swap(s),
@@ -659,6 +668,7 @@ mod marker_tests {
                 let raw = ops.encode_marker(m);
                 assert_ne!(raw, 0);
                 assert_eq!(ops.decode(1, raw), Entry::Marker(m), "{arch:?} {m:?}");
+                assert!(!ops.pte_present_raw(raw), "{arch:?} {m:?}");
                 assert_eq!(ops.decode_swap(raw).ty, SWP_PTE_MARKER);
             }
         }

@@ -105,6 +105,11 @@ impl Arch for Arm64 {
         (table.0 << 12) & ADDR_MASK | TABLE
     }
 
+    fn pte_present_raw(&self, raw: u64) -> bool {
+        // Valid, or PTE_PRESENT_INVALID (nG without valid): decode()'s test.
+        raw & VALID != 0 || raw & NG != 0
+    }
+
     fn decode(&self, level: u8, raw: u64) -> Entry {
         let valid = raw & VALID != 0;
         let present_invalid = !valid && raw & NG != 0;

@@ -117,6 +117,10 @@ impl Arch for X86_64 {
         None
     }
 
+    fn pte_present_raw(&self, raw: u64) -> bool {
+        raw & (PRESENT | PROTNONE) != 0
+    }
+
     fn flush_tlb_range(&self, hw: &HwSink, start: u64, end: u64, stride: u64) {
         hw.call(crate::core::hw::KCall::FlushTlbRange);
         tlb::flush_tlb_range(hw, start, end, stride)
