@@ -41,7 +41,8 @@ one ptlab process:
            path of `ptlab run`, no invariant checks, nothing printed), at the
            same region size and iteration count, once per --runs;
 and prints mean ± stdev (seconds) of each and the speed-up native / model
-(> 1× = the model is faster than the kernel doing the work). Then, per folio
+(> 1× = the model is faster than the kernel doing the work); --warmup N
+discards N runs of each side first. Then, per folio
 layout (4 KiB pages, 64 KiB mTHP, PMD-mapped 2 MiB THP, PTE-mapped 2 MiB
 THP), the model's memory per populated 4 KiB page (Model::memory_bytes()
 after populating the region, minus an empty model's), with the process's
@@ -57,7 +58,7 @@ is printed with the results).
 Examples (ptlab = target/release/ptlab; as root for the native column):
   ptlab speed                                   # every seed, default sizes, 3 runs (a few minutes)
   ptlab speed --quick                           # smaller regions and loops (about 20 s)
-  ptlab speed fork-4k fork-thp-pte --runs 5
+  ptlab speed fork-4k fork-thp-pte --runs 5 --warmup 1
   ptlab speed mprotect-64k --param size=256M --param iterations=4
   ptlab speed --no-live --arch arm64 --format json | jq '.rows[].model'
   ptlab speed --quick -o speed.json
@@ -79,6 +80,11 @@ pub struct SpeedArgs {
     /// Repetitions of each side (native, each model arch); mean ± stdev over them
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
     runs: u64,
+
+    /// Discarded runs of each side before the measured ones (default 0:
+    /// every run counts, the first one included)
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100))]
+    warmup: u64,
 
     /// The workloads' --quick sizes and loop counts (as `ptlab bench --quick`)
     #[arg(long)]
@@ -225,6 +231,8 @@ pub struct SpeedReport {
     /// /proc/loadavg at the end.
     pub load_avg_end: String,
     pub runs: u64,
+    /// Discarded runs per side before the measured ones.
+    pub warmup: u64,
     pub quick: bool,
     pub params: Vec<(String, String)>,
     /// Why the native side did not run (`null`: it ran).
@@ -368,7 +376,12 @@ fn progress(quiet: bool, msg: std::fmt::Arguments<'_>) {
 /// check, and (mprotect) the mean explicit_bzero seconds per run.
 type Native = (Timing, String, Option<f64>);
 
-fn run_native(p: &Plan, quick: bool, runs: u64) -> std::result::Result<Native, String> {
+fn run_native(
+    p: &Plan,
+    quick: bool,
+    runs: u64,
+    warmup: u64,
+) -> std::result::Result<Native, String> {
     let w = p.native.ok_or("no native workload")?;
     let opts = BenchOptions {
         quick,
@@ -378,14 +391,14 @@ fn run_native(p: &Plan, quick: bool, runs: u64) -> std::result::Result<Native, S
         warmup: Some(0),
         label: "speed".into(),
     };
-    let ws: Vec<&'static Workload> = (0..runs).map(|_| w).collect();
+    let ws: Vec<&'static Workload> = (0..warmup + runs).map(|_| w).collect();
     let out = bench::run(&ws, &opts, &mut |_, _| {})?;
     if let Some((_, why)) = out.failed.first() {
         return Err(why.clone());
     }
     let mut samples = Vec::new();
     let mut bzero = Vec::new();
-    for c in &out.result.cases {
+    for c in out.result.cases.iter().skip(warmup as usize) {
         if let Some(per_loop) = c.extra.get("explicit_bzero ns per loop") {
             bzero.push(per_loop.iter().sum::<f64>() * c.iterations as f64 / 1e9);
         }
@@ -427,14 +440,20 @@ fn failure(report: &ptlab_scenario::RunReport) -> Option<String> {
 }
 
 /// `runs` timed model runs of the plan's scenario on `arch`.
-fn run_model(p: &Plan, arch: ArchKind, runs: u64, quiet: bool) -> Result<Timing, String> {
+fn run_model(
+    p: &Plan,
+    arch: ArchKind,
+    runs: u64,
+    warmup: u64,
+    quiet: bool,
+) -> Result<Timing, String> {
     let script = parse_script(p.seed).map_err(|e| format!("{e:#}"))?;
     let opts = RunOptions {
         params: p.model_params.clone(),
         ..RunOptions::default()
     };
     let mut samples = Vec::new();
-    for r in 0..runs {
+    for r in 0..warmup + runs {
         let cfg = model_cfg(arch).map_err(|e| format!("{e:#}"))?;
         let t0 = Instant::now();
         let (report, backend) = crate::run_on_model(&script, cfg, &opts, false);
@@ -445,16 +464,18 @@ fn run_model(p: &Plan, arch: ArchKind, runs: u64, quiet: bool) -> Result<Timing,
         if let Some(why) = failure(&report) {
             return Err(format!("the scenario failed on the model: {why}"));
         }
+        let what = if r < warmup {
+            format!("warm-up {}/{warmup}", r + 1)
+        } else {
+            format!("run {}/{runs}", r - warmup + 1)
+        };
         progress(
             quiet,
-            format_args!(
-                "{}: model {} run {}/{runs}: {t:.3} s",
-                p.seed.name,
-                arch.name(),
-                r + 1
-            ),
+            format_args!("{}: model {} {what}: {t:.3} s", p.seed.name, arch.name()),
         );
-        samples.push(t);
+        if r >= warmup {
+            samples.push(t);
+        }
     }
     Timing::of(&samples).ok_or_else(|| "no model samples".into())
 }
@@ -710,7 +731,7 @@ pub fn render_text(r: &SpeedReport) -> String {
     let archs = archs_of(r);
     let mut s = String::new();
     s.push_str(&format!(
-        "ptlab speed (ptlab {}{}) on Linux {} ({} CPUs), {} run(s) per side{}; load average {} at the start, {} at the end\n",
+        "ptlab speed (ptlab {}{}) on Linux {} ({} CPUs), {} run(s) per side{}{}; load average {} at the start, {} at the end\n",
         r.environment.ptlab_version,
         r.environment
             .git_commit
@@ -719,14 +740,19 @@ pub fn render_text(r: &SpeedReport) -> String {
         r.environment.kernel,
         r.environment.cpus,
         r.runs,
+        if r.warmup > 0 {
+            format!(" after {} discarded warm-up run(s)", r.warmup)
+        } else {
+            String::new()
+        },
         if r.quick { ", --quick sizes" } else { "" },
         r.environment.load_avg.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
         r.load_avg_end.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
     ));
     match &r.native_unavailable {
         None => s.push_str(
-            "native = ptlab bench's workload in a forked child: setup and every operation, no \
-             warm-up, layout checks excluded; model = the seed scenario in-process (ptlab run's \
+            "native = ptlab bench's workload, each run in a fresh forked child: its setup and \
+             every operation, layout checks excluded; model = the seed scenario in-process (ptlab run's \
              model path, no invariant checks); speed-up = native / model (mean ± stdev)\n",
         ),
         Some(why) => s.push_str(&format!("native: not measured: {why} (model only)\n")),
@@ -893,9 +919,12 @@ pub fn speed(args: &SpeedArgs) -> Result<u8> {
             (Ok(()), Some(_)) => {
                 progress(
                     args.quiet,
-                    format_args!("{}: native, {} run(s) ...", p.seed.name, args.runs),
+                    format_args!(
+                        "{}: native, {} run(s) after {} warm-up ...",
+                        p.seed.name, args.runs, args.warmup
+                    ),
                 );
-                match run_native(p, args.quick, args.runs) {
+                match run_native(p, args.quick, args.runs, args.warmup) {
                     Ok((t, check, bzero)) => {
                         row.native_bzero_s = bzero;
                         progress(
@@ -916,7 +945,7 @@ pub fn speed(args: &SpeedArgs) -> Result<u8> {
             (Ok(()), None) => row.native_note = "no native workload".into(),
         }
         for &a in &archs {
-            let m = match run_model(p, a, args.runs, args.quiet) {
+            let m = match run_model(p, a, args.runs, args.warmup, args.quiet) {
                 Ok(t) => ModelTiming {
                     arch: a.name().to_string(),
                     speed_up: row.native.as_ref().and_then(|n| speed_up(n, &t)),
@@ -947,6 +976,7 @@ pub fn speed(args: &SpeedArgs) -> Result<u8> {
         environment,
         load_avg_end: load_avg(),
         runs: args.runs,
+        warmup: args.warmup,
         quick: args.quick,
         params: args.params.clone(),
         native_unavailable: native.err(),

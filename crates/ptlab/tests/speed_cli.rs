@@ -92,6 +92,27 @@ fn model_only_json_has_every_arch_and_layout() {
         assert!(t.contains(needle), "{needle} not in\n{t}");
     }
     assert!(!t.contains("x86_64"), "{t}");
+    // --warmup: discarded runs are not among the samples.
+    let out = ptlab(&[
+        "speed",
+        "uffd-copy",
+        "--no-live",
+        "--no-memory",
+        "--runs",
+        "1",
+        "--warmup",
+        "2",
+        "--param",
+        "size=1M",
+        "--format",
+        "json",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["warmup"], 2);
+    assert_eq!(v["rows"][0]["model"][0]["time"]["n"], 1);
+    assert_eq!(v["rows"][0]["iterations"], 128);
 }
 
 #[test]
