@@ -34,15 +34,16 @@ For each seed workload (scenarios/seeds/*.ptl; docs/seeds.md) this runs, in
 one ptlab process:
   native   the workload as `ptlab bench` runs it, on the live kernel (a forked
            child at fixed addresses, layout verified, THP knobs set and
-           restored), once per --runs, without a warm-up; the time is the
-           child's whole workload: setup (mmap, populate) and every measured
+           restored), each run in a fresh child; the time is the child's
+           whole workload: setup (mmap, populate) and every measured
            operation, without the pauses for layout checks;
   model    the seed scenario on the model, for x86-64 and for arm64 (the code
            path of `ptlab run`, no invariant checks, nothing printed), at the
            same region size and iteration count, once per --runs;
 and prints mean ± stdev (seconds) of each and the speed-up native / model
-(> 1× = the model is faster than the kernel doing the work); --warmup N
-discards N runs of each side first. Then, per folio
+(> 1× = the model is faster than the kernel doing the work). --warmup N
+discards N runs of each side first (--warmup 1 gave steadier numbers on
+this VM: a first native run was sometimes 2-5× slower). Then, per folio
 layout (4 KiB pages, 64 KiB mTHP, PMD-mapped 2 MiB THP, PTE-mapped 2 MiB
 THP), the model's memory per populated 4 KiB page (Model::memory_bytes()
 after populating the region, minus an empty model's), with the process's
@@ -57,7 +58,7 @@ is printed with the results).
 
 Examples (ptlab = target/release/ptlab; as root for the native column):
   ptlab speed                                   # every seed, default sizes, 3 runs (a few minutes)
-  ptlab speed --quick                           # smaller regions and loops (about 20 s)
+  ptlab speed --quick                           # smaller regions and loops (about half a minute)
   ptlab speed fork-4k fork-thp-pte --runs 5 --warmup 1
   ptlab speed mprotect-64k --param size=256M --param iterations=4
   ptlab speed --no-live --arch arm64 --format json | jq '.rows[].model'
