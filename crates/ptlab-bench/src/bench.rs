@@ -12,6 +12,9 @@ pub struct BenchOptions {
     pub iterations: Option<u64>,
     /// Region size override in bytes (tests use tiny sizes).
     pub size: Option<u64>,
+    /// Warm-up runs override (default: the workload's, 1). `ptlab speed`
+    /// uses 0: one execution of the workload per case.
+    pub warmup: Option<u64>,
     pub label: String,
 }
 
@@ -73,7 +76,15 @@ pub fn run(
 ) -> Result<Outcome, String> {
     let params: Vec<_> = workloads
         .iter()
-        .map(|w| w.params(opts.quick, opts.runs, opts.iterations, opts.size))
+        .map(|w| {
+            w.params(opts.quick, opts.runs, opts.iterations, opts.size)
+                .map(|mut p| {
+                    if let Some(n) = opts.warmup {
+                        p.warmup = n;
+                    }
+                    p
+                })
+        })
         .collect::<Result<_, _>>()?;
     if let Some(why) = unavailable() {
         return Err(why);

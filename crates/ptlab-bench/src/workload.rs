@@ -321,7 +321,15 @@ mod msg {
     pub const ERR: u64 = 5; // step errno aux
     pub const DONE: u64 = 6;
     pub const EXTRA_BZERO_NS: u64 = 1;
+    pub const EXTRA_WALL_NS: u64 = 2;
 }
+
+/// Key in [`Case::extra`] of the whole workload's wall-clock time in the
+/// child, in ns: from the start of its setup (the first mmap) to the end of
+/// the last run, warm-up included, without the time it spent stopped at
+/// checkpoints (layout verification, counter reads). One value per case.
+/// `ptlab speed` compares it with the same scenario on the model.
+pub const WALL_NS_KEY: &str = "workload wall ns";
 
 /// A child's message: `[kind, a, b, c]`.
 type Msg = [u64; 4];
@@ -365,6 +373,8 @@ mod step {
 struct Child {
     r: libc::c_int,
     w: libc::c_int,
+    /// Nanoseconds spent stopped in [`Child::ask`] (waiting for the parent).
+    paused: core::cell::Cell<u64>,
 }
 
 fn errno() -> u64 {
@@ -404,6 +414,7 @@ impl Child {
 
     /// Send and block until the parent answers; exit unless it says go.
     fn ask(&self, m: Msg) {
+        let t0 = now_ns();
         self.send(m);
         let mut b = [0u8; 1];
         loop {
@@ -415,6 +426,7 @@ impl Child {
             if n != 1 || b[0] != 1 {
                 exit(4);
             }
+            self.paused.set(self.paused.get() + (now_ns() - t0));
             return;
         }
     }
@@ -563,6 +575,7 @@ fn child_main(c: Child, w: &Workload, p: Params, parent: libc::pid_t) -> ! {
         }
         libc::munmap(r, ARENA_LEN as usize);
     }
+    let start = now_ns();
     let total_runs = p.warmup + p.runs;
     let begin = |run: u64| {
         if run == p.warmup {
@@ -657,6 +670,8 @@ fn child_main(c: Child, w: &Workload, p: Params, parent: libc::pid_t) -> ! {
         }
         Kind::Uffd { moves } => uffd_compaction(&c, p, moves, begin),
     }
+    let wall = now_ns() - start - c.paused.get();
+    c.send([msg::EXTRA, total_runs, msg::EXTRA_WALL_NS, wall]);
     c.ask([msg::SYNC, 1, 0, 0]);
     c.send([msg::DONE, 0, 0, 0]);
     exit(0)
@@ -856,6 +871,7 @@ pub fn run_case(
     let child = Child {
         r: c_r.as_raw_fd(),
         w: c_w.as_raw_fd(),
+        paused: core::cell::Cell::new(0),
     };
     let parent = ptlab_live::lifeline::my_pid();
     // SAFETY: the child runs only raw system calls (child_main never returns).
@@ -944,6 +960,9 @@ pub fn run_case(
                     done: m[1] + 1,
                     total,
                 });
+            }
+            msg::EXTRA if m[2] == msg::EXTRA_WALL_NS => {
+                case.extra.insert(WALL_NS_KEY.into(), vec![m[3] as f64]);
             }
             msg::EXTRA => {
                 if m[1] >= p.warmup && m[2] == msg::EXTRA_BZERO_NS {

@@ -34,6 +34,7 @@ fn every_workload_runs_tiny_and_knobs_come_back() {
         iterations: Some(4),
         size: Some(4 << 20),
         quick: true,
+        warmup: None,
         label: "smoke".into(),
     };
     let mut verified = 0;
@@ -73,6 +74,11 @@ fn every_workload_runs_tiny_and_knobs_come_back() {
         assert!(c.samples.iter().all(|s| *s > 0.0), "{}", c.name);
         assert!(!c.layout_check.is_empty(), "{}", c.name);
         assert_eq!(c.warmup, 1);
+        // The whole workload's wall time (ptlab speed): one positive value,
+        // at least the measured samples' share of it.
+        let wall = &c.extra[workload::WALL_NS_KEY];
+        assert_eq!(wall.len(), 1, "{}", c.name);
+        assert!(wall[0] > 0.0, "{}", c.name);
         if !ptlab_bench::perf::unavailable()
             .iter()
             .any(|(n, _)| n == "page-faults")

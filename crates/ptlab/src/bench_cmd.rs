@@ -197,6 +197,7 @@ pub fn bench(args: &BenchArgs) -> Result<u8> {
         runs: args.runs,
         iterations: args.iterations,
         size: args.size,
+        warmup: None,
         label: args.label.clone(),
     };
     for w in &ws {

@@ -23,6 +23,7 @@ mod limits;
 mod outpath;
 mod scenario;
 mod show;
+mod speed;
 
 #[derive(Parser)]
 #[command(
@@ -70,6 +71,9 @@ enum Command {
     /// The main job: the five seed changes measured live and predicted by the model, as a report
     #[command(after_help = bench_cmd::REPRODUCE_HELP)]
     Reproduce(bench_cmd::ReproduceArgs),
+    /// Time each seed workload natively and on the model (x86-64, arm64): speed-up and model memory per page
+    #[command(after_help = speed::SPEED_HELP)]
+    Speed(speed::SpeedArgs),
     /// Count a scenario's hardware events on the model and estimate its time per cost profile
     #[command(after_help = cost::COST_HELP)]
     Cost(cost::CostArgs),
@@ -445,20 +449,53 @@ struct ScenarioArgs {
     cpu_features: Vec<(String, bool)>,
 }
 
+/// The model's CPU features: the defaults with `--cpu-feature` settings
+/// applied.
+pub(crate) fn hw_features(cpu_features: &[(String, bool)]) -> Result<ptlab_model::HwFeatures> {
+    let mut f = ptlab_cost::ProfileFeatures {
+        tlbi_range: false,
+        bbml2_noabort: false,
+        kpti: false,
+        contpte: None,
+        source: String::new(),
+    };
+    for (n, on) in cpu_features {
+        f.set(n, *on).map_err(anyhow::Error::msg)?;
+    }
+    Ok(f.hw())
+}
+
+/// The machine `ptlab run` models: `arch`'s defaults, the `--before`
+/// switches and the CPU features (`--cpu-feature`).
+pub(crate) fn model_config(
+    arch: ArchKind,
+    before: ptlab_model::Before,
+    cpu_features: &[(String, bool)],
+) -> Result<ModelConfig> {
+    let mut cfg = ModelConfig::for_arch(arch);
+    cfg.before = before;
+    cfg.hw = hw_features(cpu_features)?;
+    Ok(cfg)
+}
+
+/// Run a parsed scenario on a fresh model, as `ptlab run` does; the
+/// backend is returned so that callers can read the model afterwards
+/// (`ptlab speed` measures its memory).
+pub(crate) fn run_on_model(
+    script: &ptlab_scenario::Script,
+    cfg: ModelConfig,
+    opts: &RunOptions,
+    check_invariants: bool,
+) -> (RunReport, ModelBackend) {
+    let mut backend = ModelBackend::new(cfg).check_every_statement(check_invariants);
+    let report = ptlab_scenario::run(script, &mut backend, opts);
+    (report, backend)
+}
+
 impl ScenarioArgs {
     /// The model's CPU features: the defaults with `--cpu-feature` applied.
     fn hw(&self) -> Result<ptlab_model::HwFeatures> {
-        let mut f = ptlab_cost::ProfileFeatures {
-            tlbi_range: false,
-            bbml2_noabort: false,
-            kpti: false,
-            contpte: None,
-            source: String::new(),
-        };
-        for (n, on) in &self.cpu_features {
-            f.set(n, *on).map_err(anyhow::Error::msg)?;
-        }
-        Ok(f.hw())
+        hw_features(&self.cpu_features)
     }
 
     fn before(&self) -> ptlab_model::Before {
@@ -548,6 +585,7 @@ fn dispatch(cli: &Cli) -> Result<u8> {
         Command::Bench(args) => bench_cmd::bench(args),
         Command::Compare(args) => bench_cmd::compare(args),
         Command::Reproduce(args) => bench_cmd::reproduce(args),
+        Command::Speed(args) => speed::speed(args),
         Command::Calibrate(args) => calibrate::calibrate(args, &mut out::stdout()),
         Command::CalibrateWorker(args) => calibrate::worker(args),
         Command::Cost(args) => {
@@ -617,9 +655,11 @@ fn diff(args: &DiffArgs) -> Result<u8> {
 fn run(args: &RunArgs) -> Result<bool> {
     scenario::apply(&args.run_limits);
     let (_, _, script) = scenario::load(&args.file, &args.scenario.params)?;
-    let mut cfg = args.memory.apply(ModelConfig::for_arch(args.arch.kind()))?;
-    cfg.before = args.scenario.before();
-    cfg.hw = args.scenario.hw()?;
+    let cfg = args.memory.apply(model_config(
+        args.arch.kind(),
+        args.scenario.before(),
+        &args.scenario.cpu_features,
+    )?)?;
     if args.memory.memory.is_some() && args.backend == BackendKind::Live {
         anyhow::bail!(
             "--memory sets the modelled machine; the live kernel runs on this machine's memory"
@@ -630,10 +670,7 @@ fn run(args: &RunArgs) -> Result<bool> {
         ..RunOptions::default()
     };
     let report = match args.backend {
-        BackendKind::Model => {
-            let mut backend = ModelBackend::new(cfg).check_every_statement(args.check_invariants);
-            ptlab_scenario::run(&script, &mut backend, &opts)
-        }
+        BackendKind::Model => run_on_model(&script, cfg, &opts, args.check_invariants).0,
         BackendKind::Live => run_live(&script, &opts, args.limits.limits())?,
     };
     let mut out = BufWriter::new(out::stdout());

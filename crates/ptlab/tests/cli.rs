@@ -269,7 +269,14 @@ fn memory_sets_the_modelled_machine() {
     let big = ptlab(&["run", "--memory", "64G", f.to_str().unwrap()]);
     assert_eq!(big.status.code(), Some(0), "{}", text(&big.stderr));
     // cost and show take it too.
-    let cost = ptlab(&["cost", "--memory", "64G", "--profile", "zen3", f.to_str().unwrap()]);
+    let cost = ptlab(&[
+        "cost",
+        "--memory",
+        "64G",
+        "--profile",
+        "zen3",
+        f.to_str().unwrap(),
+    ]);
     assert_eq!(cost.status.code(), Some(0), "{}", text(&cost.stderr));
     // Bad sizes are usage errors that say why.
     let tiny = ptlab(&["run", "--memory", "8M", f.to_str().unwrap()]);
@@ -278,6 +285,13 @@ fn memory_sets_the_modelled_machine() {
     let huge = ptlab(&["run", "--memory", "100T", f.to_str().unwrap()]);
     assert_eq!(huge.status.code(), Some(2), "{}", text(&huge.stderr));
     assert!(text(&huge.stderr).contains("x86_64 addresses at most 64T"));
-    let arm = ptlab(&["run", "--arch", "arm64", "--memory", "100T", f.to_str().unwrap()]);
+    let arm = ptlab(&[
+        "run",
+        "--arch",
+        "arm64",
+        "--memory",
+        "100T",
+        f.to_str().unwrap(),
+    ]);
     assert_eq!(arm.status.code(), Some(0), "{}", text(&arm.stderr));
 }

@@ -47,6 +47,7 @@ const LONG_RUNNING: &[&str] = &[
     "show",
     "bench",
     "reproduce",
+    "speed",
     "cost",
     "calibrate",
 ];
@@ -56,6 +57,7 @@ const PRINTS_A_RESULT: &[&str] = &[
     "bench",
     "compare",
     "reproduce",
+    "speed",
     "cost",
     "calibrate",
 ];

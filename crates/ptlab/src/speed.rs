@@ -1,0 +1,1184 @@
+//! `ptlab speed`: how fast the model runs a seed workload compared with the
+//! live kernel doing the same work natively, and how much memory the model
+//! needs per populated page in each folio layout.
+//!
+//! * Native: `ptlab bench`'s own workload code (`ptlab_bench::bench::run`:
+//!   the knob lock, the journaled knobs, restoration, layout verification),
+//!   one case per repetition with no warm-up, timed by the child from the
+//!   start of its setup to the end of its work with the checkpoints taken
+//!   out ([`ptlab_bench::workload::WALL_NS_KEY`]).
+//! * Model: the seed scenario (`scenarios/seeds/NAME.ptl`, compiled into
+//!   ptlab-cost) run in-process exactly as `ptlab run` runs it on the model
+//!   ([`crate::run_on_model`]), without invariant checks and without
+//!   printing anything, at the native workload's size and iteration count.
+//! * Memory: `Model::memory_bytes()` after populating a region in each
+//!   layout, per populated 4 KiB page; the process's peak RSS (VmHWM,
+//!   reset through /proc/self/clear_refs) as a cross-check.
+
+use crate::bench_cmd::OutFormat;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use ptlab_bench::bench::{self, BenchOptions};
+use ptlab_bench::stats::Summary;
+use ptlab_bench::workload::{self, Kind, Workload};
+use ptlab_cost::seeds::{Seed, SEEDS};
+use ptlab_model::{ArchKind, Before};
+use ptlab_scenario::{RunOptions, Script};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+pub const SPEED_HELP: &str = "\
+For each seed workload (scenarios/seeds/*.ptl; docs/seeds.md) this runs, in
+one ptlab process:
+  native   the workload as `ptlab bench` runs it, on the live kernel (a forked
+           child at fixed addresses, layout verified, THP knobs set and
+           restored), each run in a fresh child; the time is the child's
+           whole workload: setup (mmap, populate) and every measured
+           operation, without the pauses for layout checks;
+  model    the seed scenario on the model, for x86-64 and for arm64 (the code
+           path of `ptlab run`, no invariant checks, nothing printed), at the
+           same region size and iteration count, once per --runs;
+and prints mean ± stdev (seconds) of each and the speed-up native / model
+(> 1× = the model is faster than the kernel doing the work). --warmup N
+discards N runs of each side first (--warmup 1 gave steadier numbers on
+this VM: a first native run was sometimes 2-5× slower). Then, per folio
+layout (4 KiB pages, 64 KiB mTHP, PMD-mapped 2 MiB THP, PTE-mapped 2 MiB
+THP), the model's memory per populated 4 KiB page (Model::memory_bytes()
+after populating the region, minus an empty model's), with the process's
+peak RSS growth (VmHWM) per page as a cross-check.
+
+The native side needs root and THP in sysfs; without them (or with
+--no-live) only the model runs and the output says why. Where the native
+workload and the scenario differ in work (native memsets or bzeroes whole
+pages, the model touches each page once) is listed in docs/model.md, \"Speed
+and memory\". Timing is wall-clock: run on a quiet machine (the load average
+is printed with the results).
+
+Examples (ptlab = target/release/ptlab; as root for the native column):
+  ptlab speed                                   # every seed, default sizes, 3 runs (a few minutes)
+  ptlab speed --quick                           # smaller regions and loops (about half a minute)
+  ptlab speed fork-4k fork-thp-pte --runs 5 --warmup 1
+  ptlab speed mprotect-64k --param size=256M --param iterations=4
+  ptlab speed --no-live --arch arm64 --format json | jq '.rows[].model'
+  ptlab speed --quick -o speed.json
+
+--param NAME=VALUE sets a scenario parameter of every selected workload that
+declares it; size and iterations set the native workload too (so both sides
+still do the same work). Any other parameter (chunk, stride, src, ...) exists
+only in the scenario, so it needs --no-live.
+
+Exit status: 0 = every row measured, 1 = a row failed (named on stderr and in
+the table), 2 = usage error (unknown workload or parameter, bad --out).";
+
+#[derive(Args)]
+pub struct SpeedArgs {
+    /// Seed workloads to run (names as in `ptlab bench`), or `all`
+    /// (default: all)
+    workloads: Vec<String>,
+
+    /// Repetitions of each side (native, each model arch); mean ± stdev over them
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    runs: u64,
+
+    /// Discarded runs of each side before the measured ones (default 0:
+    /// every run counts, the first one included)
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100))]
+    warmup: u64,
+
+    /// The workloads' --quick sizes and loop counts (as `ptlab bench --quick`)
+    #[arg(long)]
+    quick: bool,
+
+    /// Set a scenario parameter (repeatable), e.g. size=64M, iterations=10;
+    /// size and iterations apply to the native workload too
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = crate::parse_param)]
+    params: Vec<(String, String)>,
+
+    /// Model only: do not run the native workloads on the live kernel
+    #[arg(long)]
+    no_live: bool,
+
+    /// Run the model for this architecture only (default: x86_64 and arm64)
+    #[arg(long, value_enum)]
+    arch: Option<crate::Arch>,
+
+    /// Skip the model-memory table
+    #[arg(long)]
+    no_memory: bool,
+
+    /// Output format on stdout: the tables, or one JSON object (the same as --out)
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    format: OutFormat,
+
+    /// Write the results as JSON to FILE (checked before measuring; missing
+    /// directories are created)
+    #[arg(short, long, value_name = "FILE")]
+    out: Option<PathBuf>,
+
+    /// No progress lines on stderr
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// Mean ± stdev of one side's repetitions, in seconds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Timing {
+    pub n: usize,
+    pub mean_s: f64,
+    pub stdev_s: f64,
+    pub samples_s: Vec<f64>,
+}
+
+impl Timing {
+    pub fn of(samples_s: &[f64]) -> Option<Timing> {
+        let s = Summary::of(samples_s)?;
+        Some(Timing {
+            n: s.n,
+            mean_s: s.mean,
+            stdev_s: s.stdev,
+            samples_s: samples_s.to_vec(),
+        })
+    }
+}
+
+/// native / model: how many times faster the model is.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct SpeedUp {
+    /// Ratio of the means.
+    pub ratio: f64,
+    /// Its standard deviation by first-order error propagation:
+    /// ratio · sqrt((sd_native/mean_native)² + (sd_model/mean_model)²).
+    pub stdev: f64,
+}
+
+/// The speed-up native / model, `None` when either mean is not positive.
+pub fn speed_up(native: &Timing, model: &Timing) -> Option<SpeedUp> {
+    if !(native.mean_s > 0.0 && model.mean_s > 0.0) {
+        return None;
+    }
+    let ratio = native.mean_s / model.mean_s;
+    let rel =
+        ((native.stdev_s / native.mean_s).powi(2) + (model.stdev_s / model.mean_s).powi(2)).sqrt();
+    Some(SpeedUp {
+        ratio,
+        stdev: ratio * rel,
+    })
+}
+
+/// One architecture's model timing of a workload.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelTiming {
+    pub arch: String,
+    pub time: Option<Timing>,
+    /// native / model, when both were measured.
+    pub speed_up: Option<SpeedUp>,
+    /// Why there is no time (the scenario failed on the model).
+    pub error: Option<String>,
+}
+
+/// One workload's row.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    pub workload: String,
+    pub layout: String,
+    pub size_bytes: u64,
+    /// Repetitions of the measured operation (live pages for uffd).
+    pub iterations: u64,
+    /// The scenario parameters the model ran with.
+    pub model_params: Vec<(String, String)>,
+    pub native: Option<Timing>,
+    /// The layout check of the first native run, or why there is no native time.
+    pub native_note: String,
+    /// Whether `native_note` is a failure.
+    pub native_failed: bool,
+    /// mprotect workloads: seconds per native run spent in explicit_bzero
+    /// of the region (timed separately by the child; the model writes
+    /// each page once instead of zeroing its 4 KiB).
+    pub native_bzero_s: Option<f64>,
+    pub model: Vec<ModelTiming>,
+}
+
+impl Row {
+    fn failed(&self) -> bool {
+        self.native_failed || self.model.iter().any(|m| m.error.is_some())
+    }
+}
+
+/// Model memory of one layout on one architecture.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MemRow {
+    pub layout: String,
+    pub arch: String,
+    pub region_bytes: u64,
+    pub pages: u64,
+    /// `Model::memory_bytes()` after populating, minus an empty model's.
+    pub model_bytes: u64,
+    pub model_bytes_per_page: f64,
+    /// Growth of the process's peak RSS (VmHWM) over the populate, when
+    /// /proc/self/clear_refs could reset it.
+    pub peak_rss_bytes: Option<u64>,
+    pub peak_rss_bytes_per_page: Option<f64>,
+    pub error: Option<String>,
+}
+
+/// Everything `ptlab speed` measured (`--format json`, `--out`).
+#[derive(Debug, Serialize)]
+pub struct SpeedReport {
+    pub schema: u32,
+    pub started: String,
+    pub environment: ptlab_bench::result::Environment,
+    /// /proc/loadavg at the end.
+    pub load_avg_end: String,
+    pub runs: u64,
+    /// Discarded runs per side before the measured ones.
+    pub warmup: u64,
+    pub quick: bool,
+    pub params: Vec<(String, String)>,
+    /// Why the native side did not run (`null`: it ran).
+    pub native_unavailable: Option<String>,
+    pub rows: Vec<Row>,
+    /// Seed scenarios with no native workload in ptlab-bench (and why).
+    pub no_native_counterpart: Vec<(String, String)>,
+    pub memory: Vec<MemRow>,
+}
+
+// ===== planning: the same work on both sides ================================
+
+/// What one workload runs with on each side.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub seed: &'static Seed,
+    pub native: Option<&'static Workload>,
+    /// Native region size and operation count (uffd: live pages).
+    pub size: u64,
+    pub iterations: u64,
+    /// The scenario's parameters: size and iterations as the native side,
+    /// plus any scenario-only `--param`.
+    pub model_params: Vec<(String, String)>,
+    /// `--param` names the native workload has no counterpart for.
+    pub model_only: Vec<String>,
+}
+
+fn parse_script(seed: &Seed) -> Result<Script> {
+    Ok(ptlab_scenario::parse(
+        &format!("scenarios/seeds/{}.ptl", seed.name),
+        seed.source,
+    )?)
+}
+
+/// Parameters for `seed` with the native workload's defaults (`quick`) and
+/// the user's overrides (only those the scenario declares).
+pub fn plan(seed: &'static Seed, quick: bool, user: &[(String, String)]) -> Result<Plan> {
+    let script = parse_script(seed)?;
+    let declared: Vec<String> = script.params().into_iter().map(|(n, _, _)| n).collect();
+    let mine: Vec<&(String, String)> = user.iter().filter(|(n, _)| declared.contains(n)).collect();
+    let value = |name: &str| -> Result<Option<u64>> {
+        mine.iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| ptlab_scenario::parse_param_value(v).map_err(anyhow::Error::msg))
+            .transpose()
+    };
+    let it_name = seed.iterations_param;
+    let native = workload::find(seed.name);
+    let (size, iterations) = match native {
+        Some(w) => {
+            let it = match (w.kind, it_name) {
+                (Kind::Uffd { .. }, _) | (_, None) => None,
+                (_, Some(n)) => value(n)?,
+            };
+            let p = w
+                .params(quick, Some(1), it, value("size")?)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            (p.size, p.iterations)
+        }
+        None => (value("size")?.unwrap_or(0), 0),
+    };
+    let mut model_params = Vec::new();
+    if native.is_some() {
+        model_params.push(("size".to_string(), size.to_string()));
+        if let Some(n) = it_name {
+            model_params.push((n.to_string(), iterations.to_string()));
+        }
+    }
+    let mut model_only = Vec::new();
+    for (n, v) in &mine {
+        let shared = n == "size" || Some(n.as_str()) == it_name;
+        if native.is_some() && shared {
+            continue;
+        }
+        model_params.retain(|(m, _)| m != n);
+        model_params.push((n.clone(), v.clone()));
+        if !shared && !model_only.contains(n) {
+            model_only.push(n.clone());
+        }
+    }
+    script
+        .check_params(&model_params)
+        .map_err(anyhow::Error::msg)?;
+    Ok(Plan {
+        seed,
+        native,
+        size,
+        iterations,
+        model_params,
+        model_only,
+    })
+}
+
+/// The seeds to run for the names given (empty or `all` = every seed).
+pub fn select(names: &[String]) -> Result<Vec<&'static Seed>> {
+    if names.is_empty() || names.iter().any(|n| n == "all") {
+        return Ok(SEEDS.iter().collect());
+    }
+    let mut out: Vec<&'static Seed> = Vec::new();
+    for n in names {
+        match ptlab_cost::seeds::seed(n) {
+            Some(s) if !out.iter().any(|o| o.name == s.name) => out.push(s),
+            Some(_) => {}
+            None => {
+                let all: Vec<&str> = SEEDS.iter().map(|s| s.name).collect();
+                bail!(
+                    "unknown workload '{n}'; expected one of: all, {}",
+                    all.join(", ")
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Seed scenarios with no native workload, and why.
+pub fn no_native_counterpart() -> Vec<(String, String)> {
+    SEEDS
+        .iter()
+        .filter(|s| workload::find(s.name).is_none())
+        .map(|s| {
+            (
+                s.name.to_string(),
+                "ptlab-bench has no native workload of this name".to_string(),
+            )
+        })
+        .collect()
+}
+
+// ===== measuring ============================================================
+
+fn progress(quiet: bool, msg: std::fmt::Arguments<'_>) {
+    if !quiet {
+        errln!("ptlab speed: {msg}");
+    }
+}
+
+/// One native repetition per case, under one knob lock.
+/// What the native side measured: the timing, the first run's layout
+/// check, and (mprotect) the mean explicit_bzero seconds per run.
+type Native = (Timing, String, Option<f64>);
+
+fn run_native(
+    p: &Plan,
+    quick: bool,
+    runs: u64,
+    warmup: u64,
+) -> std::result::Result<Native, String> {
+    let w = p.native.ok_or("no native workload")?;
+    let opts = BenchOptions {
+        quick,
+        runs: Some(1),
+        iterations: (!matches!(w.kind, Kind::Uffd { .. })).then_some(p.iterations),
+        size: Some(p.size),
+        warmup: Some(0),
+        label: "speed".into(),
+    };
+    let ws: Vec<&'static Workload> = (0..warmup + runs).map(|_| w).collect();
+    let out = bench::run(&ws, &opts, &mut |_, _| {})?;
+    if let Some((_, why)) = out.failed.first() {
+        return Err(why.clone());
+    }
+    let mut samples = Vec::new();
+    let mut bzero = Vec::new();
+    for c in out.result.cases.iter().skip(warmup as usize) {
+        if let Some(per_loop) = c.extra.get("explicit_bzero ns per loop") {
+            bzero.push(per_loop.iter().sum::<f64>() * c.iterations as f64 / 1e9);
+        }
+        if c.size_bytes != p.size || c.iterations != p.iterations {
+            return Err(format!(
+                "the native case ran {} bytes × {} instead of {} × {}",
+                c.size_bytes, c.iterations, p.size, p.iterations
+            ));
+        }
+        let ns = c
+            .extra
+            .get(workload::WALL_NS_KEY)
+            .and_then(|v| v.first())
+            .ok_or("the native case reported no wall time")?;
+        samples.push(ns / 1e9);
+    }
+    let check = out
+        .result
+        .cases
+        .first()
+        .map(|c| c.layout_check.clone())
+        .unwrap_or_default();
+    let bzero = ptlab_bench::stats::mean(&bzero);
+    Timing::of(&samples)
+        .map(|t| (t, check, bzero))
+        .ok_or_else(|| "no native samples".into())
+}
+
+fn model_cfg(arch: ArchKind) -> Result<ptlab_model::ModelConfig> {
+    crate::model_config(arch, Before::empty(), &[])
+}
+
+/// A model run that failed: its first failure, or why it stopped.
+fn failure(report: &ptlab_scenario::RunReport) -> Option<String> {
+    if let Some(f) = report.failures.first() {
+        return Some(f.to_string());
+    }
+    (report.aborted || !report.passed()).then(|| report.summary())
+}
+
+/// `runs` timed model runs of the plan's scenario on `arch`.
+fn run_model(
+    p: &Plan,
+    arch: ArchKind,
+    runs: u64,
+    warmup: u64,
+    quiet: bool,
+) -> Result<Timing, String> {
+    let script = parse_script(p.seed).map_err(|e| format!("{e:#}"))?;
+    let opts = RunOptions {
+        params: p.model_params.clone(),
+        ..RunOptions::default()
+    };
+    let mut samples = Vec::new();
+    for r in 0..warmup + runs {
+        let cfg = model_cfg(arch).map_err(|e| format!("{e:#}"))?;
+        let t0 = Instant::now();
+        let (report, backend) = crate::run_on_model(&script, cfg, &opts, false);
+        let t = t0.elapsed().as_secs_f64();
+        // The model is freed outside the timing (the native child's
+        // teardown is not timed either).
+        drop(backend);
+        if let Some(why) = failure(&report) {
+            return Err(format!("the scenario failed on the model: {why}"));
+        }
+        let what = if r < warmup {
+            format!("warm-up {}/{warmup}", r + 1)
+        } else {
+            format!("run {}/{runs}", r - warmup + 1)
+        };
+        progress(
+            quiet,
+            format_args!("{}: model {} {what}: {t:.3} s", p.seed.name, arch.name()),
+        );
+        if r >= warmup {
+            samples.push(t);
+        }
+    }
+    Timing::of(&samples).ok_or_else(|| "no model samples".into())
+}
+
+// ===== model memory =========================================================
+
+/// The four layouts: name and the scenario that populates `size` bytes at
+/// `base` in it (the seeds' own setup, with a check of the layout).
+pub const MEM_LAYOUTS: &[(&str, &str)] = &[
+    (
+        "order-0 (4 KiB pages)",
+        "thp 2M never\np = mmap size at base fixed\nwrite p size\n\
+         expect page p 4K anon order=0 pte\nexpect page p + size - 4K 4K anon order=0 pte\n",
+    ),
+    (
+        "64 KiB mTHP",
+        "thp 2M never\nthp 64K always\np = mmap size at base fixed\nwrite p size\n\
+         expect page p 4K anon order=4 pte\nexpect page p + size - 4K 4K anon order=4 pte\n",
+    ),
+    (
+        "PMD-mapped 2 MiB THP",
+        "thp enabled madvise\nthp 2M inherit\np = mmap size at base fixed\n\
+         madvise p size hugepage\nwrite p size\n\
+         expect page p 4K anon order=9 pmd\nexpect page p + size - 4K 4K anon order=9 pmd\n",
+    ),
+    (
+        "PTE-mapped 2 MiB THP",
+        "thp enabled madvise\nthp 2M inherit\np = mmap size at base fixed\n\
+         madvise p size hugepage\nwrite p size\nrepeat size / PMD as i\n  \
+         madvise p + i * PMD 4K dontfork\n  madvise p + i * PMD 4K dofork\nend\n\
+         expect page p 4K anon order=9 pte\nexpect page p + size - 4K 4K anon order=9 pte\n",
+    ),
+];
+
+/// The memory scenario of one layout.
+pub fn mem_source(body: &str) -> String {
+    format!("param size = 1G\nparam base = 0x7f00_0000_0000\n{body}")
+}
+
+fn status_kb(field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Reset VmHWM to the current RSS (after giving freed heap back, so that
+/// the growth is the model's); false when the kernel refuses.
+fn reset_peak_rss() -> bool {
+    // SAFETY: malloc_trim only returns free heap memory to the kernel.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+fn measure_memory(layout: &str, body: &str, arch: ArchKind, size: u64) -> Result<MemRow, String> {
+    let src = mem_source(body);
+    let script =
+        ptlab_scenario::parse(&format!("memory {layout}"), &src).map_err(|e| e.to_string())?;
+    let opts = RunOptions {
+        params: vec![("size".into(), size.to_string())],
+        ..RunOptions::default()
+    };
+    let cfg = model_cfg(arch).map_err(|e| format!("{e:#}"))?;
+    let empty = ptlab_scenario::ModelBackend::new(cfg.clone())
+        .model()
+        .memory_bytes() as u64;
+    let hwm = reset_peak_rss();
+    let rss0 = status_kb("VmRSS");
+    let (report, backend) = crate::run_on_model(&script, cfg, &opts, false);
+    let peak = status_kb("VmHWM");
+    if let Some(why) = failure(&report) {
+        return Err(why);
+    }
+    let model_bytes = (backend.model().memory_bytes() as u64).saturating_sub(empty);
+    drop(backend);
+    let pages = size / 4096;
+    let peak_rss_bytes = match (hwm, rss0, peak) {
+        (true, Some(a), Some(b)) => Some(b.saturating_sub(a) * 1024),
+        _ => None,
+    };
+    Ok(MemRow {
+        layout: layout.to_string(),
+        arch: arch.name().to_string(),
+        region_bytes: size,
+        pages,
+        model_bytes,
+        model_bytes_per_page: model_bytes as f64 / pages as f64,
+        peak_rss_bytes,
+        peak_rss_bytes_per_page: peak_rss_bytes.map(|b| b as f64 / pages as f64),
+        error: None,
+    })
+}
+
+// ===== output ===============================================================
+
+fn fmt_s(t: &Timing) -> String {
+    // The stdev with the mean's precision: 9.01 ± 0.19, 0.7467 ± 0.0326.
+    let d = if t.mean_s >= 100.0 {
+        0
+    } else if t.mean_s >= 1.0 {
+        2
+    } else {
+        4
+    };
+    format!("{:.d$} ± {:.d$}", t.mean_s, t.stdev_s)
+}
+
+fn fmt_x(s: &SpeedUp) -> String {
+    if s.ratio >= 10.0 {
+        format!("{:.0}× ± {:.0}", s.ratio, s.stdev)
+    } else {
+        format!("{:.2}× ± {:.2}", s.ratio, s.stdev)
+    }
+}
+
+pub fn fmt_bytes(b: u64) -> String {
+    const U: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut i = 0;
+    let mut v = b as f64;
+    while v >= 1024.0 && i + 1 < U.len() && b.is_multiple_of(1024u64.pow(i as u32 + 1)) {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{v:.0} {}", U[i])
+}
+
+fn new_table(header: Vec<String>) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(header);
+    t
+}
+
+/// The speed table: workload, work, native s, model s per arch, speed-up per arch.
+pub fn speed_table(rows: &[Row], archs: &[ArchKind]) -> Table {
+    let mut h = vec![
+        "workload".to_string(),
+        "region, ops".to_string(),
+        "native s".to_string(),
+    ];
+    for a in archs {
+        h.push(format!("model {} s", a.name()));
+    }
+    for a in archs {
+        h.push(format!("speed-up {}", a.name()));
+    }
+    let mut t = new_table(h);
+    for r in rows {
+        let mut cells = vec![
+            Cell::new(&r.workload),
+            Cell::new(format!("{}, {}", fmt_bytes(r.size_bytes), r.iterations)),
+            Cell::new(match &r.native {
+                Some(n) => fmt_s(n),
+                None if r.native_failed => "FAILED".to_string(),
+                None => "—".to_string(),
+            })
+            .set_alignment(CellAlignment::Right),
+        ];
+        for a in archs {
+            let m = r.model.iter().find(|m| m.arch == a.name());
+            cells.push(
+                Cell::new(match m {
+                    Some(ModelTiming { time: Some(t), .. }) => fmt_s(t),
+                    Some(ModelTiming { error: Some(_), .. }) => "FAILED".to_string(),
+                    _ => "—".to_string(),
+                })
+                .set_alignment(CellAlignment::Right),
+            );
+        }
+        for a in archs {
+            let m = r.model.iter().find(|m| m.arch == a.name());
+            cells.push(
+                Cell::new(
+                    m.and_then(|m| m.speed_up)
+                        .map_or("—".to_string(), |s| fmt_x(&s)),
+                )
+                .set_alignment(CellAlignment::Right),
+            );
+        }
+        t.add_row(cells);
+    }
+    t
+}
+
+/// The memory table: per layout, B/page per arch, and the VmHWM cross-check.
+pub fn memory_table(rows: &[MemRow], archs: &[ArchKind]) -> Table {
+    let mut h = vec!["layout".to_string(), "region".to_string()];
+    for a in archs {
+        h.push(format!("model {} B/page", a.name()));
+    }
+    for a in archs {
+        h.push(format!("peak RSS {} B/page", a.name()));
+    }
+    let mut t = new_table(h);
+    let mut layouts: Vec<&str> = Vec::new();
+    for r in rows {
+        if !layouts.contains(&r.layout.as_str()) {
+            layouts.push(&r.layout);
+        }
+    }
+    for l in layouts {
+        let of = |a: &ArchKind| rows.iter().find(|r| r.layout == l && r.arch == a.name());
+        let region = rows
+            .iter()
+            .find(|r| r.layout == l)
+            .map_or(String::new(), |r| fmt_bytes(r.region_bytes));
+        let mut cells = vec![Cell::new(l), Cell::new(region)];
+        for a in archs {
+            cells.push(
+                Cell::new(match of(a) {
+                    Some(MemRow { error: Some(_), .. }) => "FAILED".to_string(),
+                    Some(r) => format!("{:.2}", r.model_bytes_per_page),
+                    None => "—".to_string(),
+                })
+                .set_alignment(CellAlignment::Right),
+            );
+        }
+        for a in archs {
+            cells.push(
+                Cell::new(
+                    of(a)
+                        .and_then(|r| r.peak_rss_bytes_per_page)
+                        .map_or("—".to_string(), |b| format!("{b:.1}")),
+                )
+                .set_alignment(CellAlignment::Right),
+            );
+        }
+        t.add_row(cells);
+    }
+    t
+}
+
+fn archs_of(r: &SpeedReport) -> Vec<ArchKind> {
+    let mut v = Vec::new();
+    for a in [ArchKind::X86_64, ArchKind::Arm64] {
+        let used = r
+            .rows
+            .iter()
+            .any(|x| x.model.iter().any(|m| m.arch == a.name()))
+            || r.memory.iter().any(|m| m.arch == a.name());
+        if used {
+            v.push(a);
+        }
+    }
+    v
+}
+
+/// The terminal rendering.
+pub fn render_text(r: &SpeedReport) -> String {
+    let archs = archs_of(r);
+    let mut s = String::new();
+    s.push_str(&format!(
+        "ptlab speed (ptlab {}{}) on Linux {} ({} CPUs), {} run(s) per side{}{}; load average {} at the start, {} at the end\n",
+        r.environment.ptlab_version,
+        r.environment
+            .git_commit
+            .as_deref()
+            .map_or(String::new(), |c| format!(", commit {c}")),
+        r.environment.kernel,
+        r.environment.cpus,
+        r.runs,
+        if r.warmup > 0 {
+            format!(" after {} discarded warm-up run(s)", r.warmup)
+        } else {
+            String::new()
+        },
+        if r.quick { ", --quick sizes" } else { "" },
+        r.environment.load_avg.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        r.load_avg_end.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    ));
+    match &r.native_unavailable {
+        None => s.push_str(
+            "native = ptlab bench's workload, each run in a fresh forked child: its setup and \
+             every operation, layout checks excluded; model = the seed scenario in-process (ptlab run's \
+             model path, no invariant checks); speed-up = native / model (mean ± stdev)\n",
+        ),
+        Some(why) => s.push_str(&format!("native: not measured: {why} (model only)\n")),
+    }
+    if !r.rows.is_empty() {
+        s.push_str(&format!("{}\n", speed_table(&r.rows, &archs)));
+    }
+    for row in &r.rows {
+        if let (Some(b), Some(n)) = (row.native_bzero_s, &row.native) {
+            s.push_str(&format!(
+                "{}: {b:.3} s of the native {:.3} s is explicit_bzero of the region ({} times; \
+                 the model writes each page once)\n",
+                row.workload, n.mean_s, row.iterations
+            ));
+        }
+        if row.native_failed {
+            s.push_str(&format!(
+                "FAILED {} native: {}\n",
+                row.workload, row.native_note
+            ));
+        }
+        for m in &row.model {
+            if let Some(e) = &m.error {
+                s.push_str(&format!("FAILED {} model {}: {e}\n", row.workload, m.arch));
+            }
+        }
+    }
+    for (n, why) in &r.no_native_counterpart {
+        s.push_str(&format!("{n}: model only: {why}\n"));
+    }
+    if !r.memory.is_empty() {
+        s.push_str(
+            "\nModel memory per populated 4 KiB page (Model::memory_bytes() after populating the \
+             region, minus an empty model's); peak RSS = growth of this process's VmHWM over the \
+             same run (allocator and transient memory included), a cross-check\n",
+        );
+        s.push_str(&format!("{}\n", memory_table(&r.memory, &archs)));
+        for m in &r.memory {
+            if let Some(e) = &m.error {
+                s.push_str(&format!("FAILED memory {} {}: {e}\n", m.layout, m.arch));
+            }
+        }
+    }
+    s
+}
+
+fn load_avg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+pub fn speed(args: &SpeedArgs) -> Result<u8> {
+    if let Some(path) = &args.out {
+        crate::outpath::check_file("--out", path)?;
+    }
+    let seeds = select(&args.workloads)?;
+    // Every --param must mean something to some selected scenario.
+    for (n, _) in &args.params {
+        let known = seeds.iter().any(|s| {
+            parse_script(s)
+                .map(|sc| sc.params().iter().any(|(d, _, _)| d == n))
+                .unwrap_or(false)
+        });
+        if !known {
+            bail!(
+                "--param {n}: none of the selected workloads' scenarios declares it (see \
+                 scenarios/seeds/*.ptl)"
+            );
+        }
+    }
+    let mut plans = Vec::new();
+    for s in &seeds {
+        plans.push(plan(s, args.quick, &args.params).with_context(|| s.name.to_string())?);
+    }
+    let native: Result<(), String> = if args.no_live {
+        Err("--no-live given".into())
+    } else if let Some(why) = bench::unavailable() {
+        Err(why)
+    } else {
+        Ok(())
+    };
+    if native.is_ok() {
+        if let Some(p) = plans.iter().find(|p| !p.model_only.is_empty()) {
+            bail!(
+                "--param {}: the native workload {} has no such setting, so both sides would not \
+                 do the same work; only size and iterations apply to both (add --no-live to run \
+                 the model alone)",
+                p.model_only.join(", --param "),
+                p.seed.name
+            );
+        }
+    }
+    if let Err(why) = &native {
+        errln!("ptlab speed: model only: the native workloads do not run: {why}");
+    }
+    let archs: Vec<ArchKind> = match args.arch {
+        Some(a) => vec![a.kind()],
+        None => vec![ArchKind::X86_64, ArchKind::Arm64],
+    };
+    let started = ptlab_bench::env::now_rfc3339();
+    let environment = ptlab_bench::env::collect();
+
+    // Memory first, while the process is small.
+    let mut memory = Vec::new();
+    if !args.no_memory {
+        let user_size = args
+            .params
+            .iter()
+            .rev()
+            .find(|(n, _)| n == "size")
+            .map(|(_, v)| ptlab_scenario::parse_param_value(v))
+            .transpose()
+            .map_err(anyhow::Error::msg)?;
+        let size = user_size.unwrap_or(if args.quick { 256 << 20 } else { 1 << 30 });
+        if size == 0 || !size.is_multiple_of(2 << 20) {
+            bail!(
+                "--param size={size}: the memory table needs a multiple of 2 MiB (add --no-memory)"
+            );
+        }
+        for (layout, body) in MEM_LAYOUTS {
+            for &a in &archs {
+                let row = measure_memory(layout, body, a, size).unwrap_or_else(|e| MemRow {
+                    layout: layout.to_string(),
+                    arch: a.name().to_string(),
+                    region_bytes: size,
+                    pages: size / 4096,
+                    model_bytes: 0,
+                    model_bytes_per_page: 0.0,
+                    peak_rss_bytes: None,
+                    peak_rss_bytes_per_page: None,
+                    error: Some(e),
+                });
+                progress(
+                    args.quiet,
+                    format_args!(
+                        "memory {layout} {}: {:.2} B/page",
+                        a.name(),
+                        row.model_bytes_per_page
+                    ),
+                );
+                memory.push(row);
+            }
+        }
+    }
+
+    let mut rows = Vec::new();
+    for p in &plans {
+        let mut row = Row {
+            workload: p.seed.name.to_string(),
+            layout: p
+                .native
+                .map_or(String::new(), |w| w.layout.name().to_string()),
+            size_bytes: p.size,
+            iterations: p.iterations,
+            model_params: p.model_params.clone(),
+            native: None,
+            native_note: String::new(),
+            native_failed: false,
+            native_bzero_s: None,
+            model: Vec::new(),
+        };
+        match (&native, p.native) {
+            (Ok(()), Some(_)) => {
+                progress(
+                    args.quiet,
+                    format_args!(
+                        "{}: native, {} run(s) after {} warm-up ...",
+                        p.seed.name, args.runs, args.warmup
+                    ),
+                );
+                match run_native(p, args.quick, args.runs, args.warmup) {
+                    Ok((t, check, bzero)) => {
+                        row.native_bzero_s = bzero;
+                        progress(
+                            args.quiet,
+                            format_args!("{}: native {} s ({check})", p.seed.name, fmt_s(&t)),
+                        );
+                        row.native = Some(t);
+                        row.native_note = check;
+                    }
+                    Err(e) => {
+                        errln!("ptlab speed: FAILED {} native: {e}", p.seed.name);
+                        row.native_note = e;
+                        row.native_failed = true;
+                    }
+                }
+            }
+            (Err(why), _) => row.native_note = why.clone(),
+            (Ok(()), None) => row.native_note = "no native workload".into(),
+        }
+        for &a in &archs {
+            let m = match run_model(p, a, args.runs, args.warmup, args.quiet) {
+                Ok(t) => ModelTiming {
+                    arch: a.name().to_string(),
+                    speed_up: row.native.as_ref().and_then(|n| speed_up(n, &t)),
+                    time: Some(t),
+                    error: None,
+                },
+                Err(e) => {
+                    errln!(
+                        "ptlab speed: FAILED {} model {}: {e}",
+                        p.seed.name,
+                        a.name()
+                    );
+                    ModelTiming {
+                        arch: a.name().to_string(),
+                        time: None,
+                        speed_up: None,
+                        error: Some(e),
+                    }
+                }
+            };
+            row.model.push(m);
+        }
+        rows.push(row);
+    }
+    let report = SpeedReport {
+        schema: 1,
+        started,
+        environment,
+        load_avg_end: load_avg(),
+        runs: args.runs,
+        warmup: args.warmup,
+        quick: args.quick,
+        params: args.params.clone(),
+        native_unavailable: native.err(),
+        no_native_counterpart: no_native_counterpart(),
+        rows,
+        memory,
+    };
+    let json = serde_json::to_string_pretty(&report).context("cannot encode the results")?;
+    match args.format {
+        OutFormat::Text => out!("{}", render_text(&report)),
+        OutFormat::Json => outln!("{json}"),
+    }
+    if let Some(path) = &args.out {
+        std::fs::write(path, &json).with_context(|| format!("cannot write {}", path.display()))?;
+        errln!("ptlab speed: results written to {}", path.display());
+    }
+    let failed =
+        report.rows.iter().any(Row::failed) || report.memory.iter().any(|m| m.error.is_some());
+    Ok(if failed { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(mean: f64, stdev: f64) -> Timing {
+        Timing {
+            n: 3,
+            mean_s: mean,
+            stdev_s: stdev,
+            samples_s: vec![],
+        }
+    }
+
+    #[test]
+    fn speed_up_is_the_ratio_of_means_with_propagated_stdev() {
+        let s = speed_up(&t(10.0, 1.0), &t(2.0, 0.2)).unwrap();
+        assert!((s.ratio - 5.0).abs() < 1e-12);
+        // 5 · sqrt(0.1² + 0.1²)
+        assert!((s.stdev - 5.0 * 0.02f64.sqrt()).abs() < 1e-12, "{s:?}");
+        // A model slower than the kernel: below 1×.
+        assert!((speed_up(&t(1.0, 0.0), &t(4.0, 0.0)).unwrap().ratio - 0.25).abs() < 1e-12);
+        assert!(speed_up(&t(1.0, 0.0), &t(0.0, 0.0)).is_none());
+        assert!(speed_up(&t(0.0, 0.0), &t(1.0, 0.0)).is_none());
+        let m = Timing::of(&[1.0, 2.0, 3.0]).unwrap();
+        assert_eq!((m.n, m.mean_s, m.stdev_s), (3, 2.0, 1.0));
+        assert_eq!(m.samples_s, [1.0, 2.0, 3.0]);
+        assert!(Timing::of(&[]).is_none());
+    }
+
+    fn param<'a>(p: &'a Plan, n: &str) -> Option<&'a str> {
+        p.model_params
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The model runs each scenario at the native workload's size and
+    /// repetition count, with or without --quick and --param.
+    #[test]
+    fn plans_give_both_sides_the_same_work() {
+        let fork = ptlab_cost::seeds::seed("fork-4k").unwrap();
+        let p = plan(fork, false, &[]).unwrap();
+        assert_eq!((p.size, p.iterations), (1 << 30, 100));
+        assert_eq!(param(&p, "size"), Some("1073741824"));
+        assert_eq!(param(&p, "iterations"), Some("100"));
+        let q = plan(fork, true, &[]).unwrap();
+        assert_eq!((q.size, q.iterations), (256 << 20, 20));
+        let o = plan(
+            fork,
+            false,
+            &[
+                ("size".into(), "8M".into()),
+                ("iterations".into(), "3".into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!((o.size, o.iterations), (8 << 20, 3));
+        assert_eq!(param(&o, "size"), Some("8388608"));
+        assert!(o.model_only.is_empty());
+        // uffd: the operations are the live pages (every other page).
+        let uffd = ptlab_cost::seeds::seed("uffd-move").unwrap();
+        let u = plan(uffd, false, &[("chunk".into(), "4K".into())]).unwrap();
+        assert_eq!((u.size, u.iterations), (256 << 20, (256 << 20) / 8192));
+        assert_eq!(param(&u, "size"), Some("268435456"));
+        assert_eq!(u.model_only, ["chunk"]);
+        // A parameter the scenario does not declare is not applied to it.
+        let table = ptlab_cost::seeds::seed("mremap-table-aligned").unwrap();
+        let m = plan(table, false, &[("iterations".into(), "5".into())]).unwrap();
+        assert_eq!((m.size, m.iterations), (1 << 30, 1));
+        assert_eq!(
+            m.model_params,
+            [("size".to_string(), "1073741824".to_string())]
+        );
+        // A size the native workload cannot use is refused for both.
+        let thp = ptlab_cost::seeds::seed("fork-thp-pte").unwrap();
+        assert!(plan(thp, false, &[("size".into(), "1M".into())]).is_err());
+    }
+
+    /// Every seed scenario has a native workload of the same name whose
+    /// measured loop the scenario's parameters drive.
+    #[test]
+    fn every_seed_scenario_has_a_native_counterpart() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/seeds");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()?
+                    .strip_suffix(".ptl")
+                    .map(String::from)
+            })
+            .collect();
+        files.sort();
+        let mut seeds: Vec<String> = SEEDS.iter().map(|s| s.name.to_string()).collect();
+        seeds.sort();
+        assert_eq!(files, seeds, "scenarios/seeds/*.ptl vs ptlab-cost's SEEDS");
+        assert!(no_native_counterpart().is_empty());
+        for s in SEEDS {
+            let w = workload::find(s.name).unwrap();
+            let loops = matches!(w.kind, Kind::MremapBatch | Kind::Fork | Kind::Mprotect);
+            assert_eq!(s.iterations_param.is_some(), loops, "{}", s.name);
+            let p = plan(s, true, &[]).unwrap();
+            assert_eq!(param(&p, "size"), Some(w.quick.size.to_string().as_str()));
+        }
+        assert_eq!(select(&[]).unwrap().len(), SEEDS.len());
+        assert_eq!(
+            select(&["fork-4k".into(), "fork-4k".into()]).unwrap().len(),
+            1
+        );
+        assert!(select(&["fork-5k".into()]).is_err());
+    }
+
+    #[test]
+    fn memory_layouts_populate_what_they_say() {
+        for (layout, body) in MEM_LAYOUTS {
+            for arch in [ArchKind::X86_64, ArchKind::Arm64] {
+                let r = measure_memory(layout, body, arch, 8 << 20).unwrap();
+                assert_eq!(r.pages, 2048);
+                assert!(r.model_bytes > 0, "{layout}: {r:?}");
+                // Whatever the layout, less than a page of metadata per page.
+                assert!(r.model_bytes_per_page < 4096.0, "{layout}: {r:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn tables_show_means_speed_ups_and_gaps() {
+        let row = |w: &str, native: Option<Timing>| Row {
+            workload: w.into(),
+            layout: "4 KiB pages".into(),
+            size_bytes: 1 << 30,
+            iterations: 100,
+            model_params: vec![],
+            native_failed: false,
+            native_bzero_s: None,
+            native_note: String::new(),
+            model: vec![ModelTiming {
+                arch: "x86_64".into(),
+                speed_up: native.as_ref().and_then(|n| speed_up(n, &t(2.0, 0.2))),
+                time: Some(t(2.0, 0.2)),
+                error: None,
+            }],
+            native,
+        };
+        let rows = vec![
+            row("fork-4k", Some(t(10.0, 1.0))),
+            row("fork-thp-pte", None),
+        ];
+        let s = speed_table(&rows, &[ArchKind::X86_64]).to_string();
+        for needle in [
+            "workload",
+            "native s",
+            "model x86_64 s",
+            "speed-up x86_64",
+            "1 GiB, 100",
+            "10.00 ± 1.00",
+            "2.00 ± 0.20",
+            "5.00× ± 0.71",
+        ] {
+            assert!(s.contains(needle), "{needle} not in\n{s}");
+        }
+        let thp = s.lines().find(|l| l.contains("fork-thp-pte")).unwrap();
+        assert_eq!(thp.matches('—').count(), 2, "{thp}");
+        let mem = vec![MemRow {
+            layout: "64 KiB mTHP".into(),
+            arch: "x86_64".into(),
+            region_bytes: 1 << 30,
+            pages: 262_144,
+            model_bytes: 262_144 * 28,
+            model_bytes_per_page: 28.0,
+            peak_rss_bytes: Some(262_144 * 30),
+            peak_rss_bytes_per_page: Some(30.0),
+            error: None,
+        }];
+        let m = memory_table(&mem, &[ArchKind::X86_64, ArchKind::Arm64]).to_string();
+        let line = m.lines().find(|l| l.contains("64 KiB mTHP")).unwrap();
+        assert!(line.contains("28.00") && line.contains("30.0") && line.contains("1 GiB"));
+        assert_eq!(line.matches('—').count(), 2, "{line}");
+        assert_eq!(fmt_bytes(256 << 20), "256 MiB");
+        assert_eq!(fmt_bytes(5000), "5000 B");
+    }
+}
