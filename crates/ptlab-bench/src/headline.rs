@@ -96,6 +96,8 @@ pub struct Predicted {
     pub arch: String,
     /// + = faster.
     pub pct: f64,
+    /// `pct` with every price in its range (low, high), when known.
+    pub range: Option<(f64, f64)>,
 }
 
 /// Live against predicted.
@@ -224,11 +226,16 @@ pub fn contrasts(r: &Reproduction) -> Vec<Contrast> {
                         a.after_ns,
                         crate::result::Better::Lower,
                     ),
+                    // + = faster: a ratio r of arm to base is (1 - r) × 100 %.
+                    range: a
+                        .vs_base
+                        .map(|(lo, hi)| ((1.0 - hi) * 100.0, (1.0 - lo) * 100.0)),
                 });
                 change_effect.push(Predicted {
                     profile: p.to_string(),
                     arch: arch.to_string(),
                     pct: a.pct_better(),
+                    range: None,
                 });
             }
             out.push(Contrast {
@@ -282,10 +289,15 @@ fn all_profiles(r: &Reproduction) -> Vec<String> {
     v
 }
 
+/// `+12.3% [+9.0, +15.1]`: the prediction and, when known, its interval
+/// over the profile's price ranges.
 fn pred_cell(ps: &[Predicted], profile: &str) -> String {
     ps.iter()
         .find(|p| p.profile == profile)
-        .map_or("—".into(), |p| format!("{:+.1}%", p.pct))
+        .map_or("—".into(), |p| match p.range {
+            Some((lo, hi)) => format!("{:+.1}% [{lo:+.1}, {hi:+.1}]", p.pct),
+            None => format!("{:+.1}%", p.pct),
+        })
 }
 
 /// The live cell of a contrast: `+26.2% [+12.0, +40.3] significant`.
@@ -477,7 +489,14 @@ pub fn noise_summary(r: &Reproduction) -> String {
 fn contrast_json(c: &Contrast) -> serde_json::Value {
     let preds = |ps: &[Predicted]| {
         ps.iter()
-            .map(|p| serde_json::json!({"profile": p.profile, "arch": p.arch, "pct": p.pct}))
+            .map(|p| {
+                serde_json::json!({
+                    "profile": p.profile,
+                    "arch": p.arch,
+                    "pct": p.pct,
+                    "range": p.range.map(|(a, b)| [a, b]),
+                })
+            })
             .collect::<Vec<_>>()
     };
     serde_json::json!({

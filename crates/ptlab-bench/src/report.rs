@@ -103,6 +103,12 @@ pub struct ModelRow {
     pub before_events: BTreeMap<String, u64>,
     #[serde(default)]
     pub after_events: BTreeMap<String, u64>,
+    /// This workload's `after_ns` over its change's baseline workload's on
+    /// the same profile, as an interval: every price of the profile moved
+    /// within its range, prices the two share moving together (`None` for
+    /// the baseline itself, and in results saved before intervals existed).
+    #[serde(default)]
+    pub vs_base: Option<(f64, f64)>,
 }
 
 impl ModelRow {
@@ -1155,6 +1161,7 @@ mod tests {
                                     if base { 16u64 } else { 1 },
                                 )]
                                 .into(),
+                                vs_base: (!base).then_some((0.4, 0.6)),
                             }
                         })
                 })
@@ -1309,8 +1316,11 @@ mod tests {
         assert_eq!(md.matches("indicative only (n = 3 < 5").count(), 4, "{md}");
         assert!(md.contains("target/release/ptlab reproduce   (as root, without --quick"));
         assert!(md.contains(crate::headline::QUICK_TRADE));
-        // mremap-batch: live ≈ 0 (n.s.), the local profile predicts +50%.
+        // mremap-batch: live ≈ 0 (n.s.), the local profile predicts +50%,
+        // with the interval the price ranges give (arm/base 0.4–0.6).
         assert!(rows[0].contains(&"DISAGREE".to_string()), "{:?}", rows[0]);
+        assert_eq!(rows[0][4], "+50.0% [+40.0, +60.0]");
+        assert!(md.contains("+50.0% [+40.0, +60.0]"));
         // mremap-table: live +99% (significant), predicted +50%.
         assert!(
             rows[1].contains(&"same direction".to_string()),

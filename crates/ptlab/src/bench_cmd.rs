@@ -404,6 +404,9 @@ impl ModelProvider for CostModel {
         let mut runner = ptlab_cost::seeds::SeedRunner::new();
         let mut rows = Vec::new();
         for ch in report::CHANGES {
+            // The baseline arm's events per profile, for the intervals of
+            // the other arms against it.
+            let mut base_events: Vec<ptlab_model::HwEvents> = Vec::new();
             for arm in ch.arms {
                 let seed = ptlab_cost::seeds::seed(arm)
                     .ok_or_else(|| format!("no model scenario for workload {arm}"))?;
@@ -414,13 +417,20 @@ impl ModelProvider for CostModel {
                     ));
                 }
                 let params = Self::params(arm, seed, quick);
-                for prof in &self.profiles {
+                for (i, prof) in self.profiles.iter().enumerate() {
                     let b = runner
                         .unit_cost(seed, &params, prof, true)
                         .map_err(|e| e.to_string())?;
                     let a = runner
                         .unit_cost(seed, &params, prof, false)
                         .map_err(|e| e.to_string())?;
+                    let vs_base = if *arm == ch.arms[0] {
+                        base_events.push(a.events.clone());
+                        None
+                    } else {
+                        ptlab_cost::ratio_interval(&base_events[i], &a.events, prof)
+                            .map(|r| (r.low, r.high))
+                    };
                     rows.push(report::ModelRow {
                         change: ch.switch.to_string(),
                         workload: arm.to_string(),
@@ -430,6 +440,7 @@ impl ModelProvider for CostModel {
                         after_ns: a.ns,
                         before_events: event_map(&b.events),
                         after_events: event_map(&a.events),
+                        vs_base,
                     });
                 }
             }
