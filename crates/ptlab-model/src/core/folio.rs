@@ -373,6 +373,10 @@ impl LargeFolio {
 struct LargeFolios {
     by_head: crate::core::addr::PfnMap<LargeFolio>,
     per_order: [u32; 11],
+    /// The last folio found by [`LargeFolios::head_of`] (head, order): a
+    /// walk over one folio's pages finds it without hashing. Cleared by
+    /// every insert and removal.
+    last: std::cell::Cell<Option<(u64, u8)>>,
 }
 
 impl LargeFolios {
@@ -383,12 +387,14 @@ impl LargeFolios {
         self.by_head.get_mut(head)
     }
     fn insert(&mut self, head: u64, l: LargeFolio) {
+        self.last.set(None);
         self.per_order[l.order.0 as usize] += 1;
         if let Some(old) = self.by_head.insert(head, l) {
             self.per_order[old.order.0 as usize] -= 1;
         }
     }
     fn remove(&mut self, head: &u64) -> Option<LargeFolio> {
+        self.last.set(None);
         let l = self.by_head.remove(head)?;
         self.per_order[l.order.0 as usize] -= 1;
         Some(l)
@@ -404,7 +410,12 @@ impl LargeFolios {
     }
     /// The head of the folio holding `pfn`, if a large folio does.
     fn head_of(&self, pfn: u64) -> Option<u64> {
-        (1..self.per_order.len()).find_map(|o| {
+        if let Some((head, order)) = self.last.get() {
+            if (head..head + (1 << order)).contains(&pfn) {
+                return Some(head);
+            }
+        }
+        let found = (1..self.per_order.len()).find_map(|o| {
             if self.per_order[o] == 0 {
                 return None;
             }
@@ -412,8 +423,10 @@ impl LargeFolios {
             self.by_head
                 .get(&head)
                 .is_some_and(|l| l.order.0 as usize == o)
-                .then_some(head)
-        })
+                .then_some((head, o as u8))
+        });
+        self.last.set(found);
+        found.map(|(h, _)| h)
     }
 }
 
