@@ -20,7 +20,7 @@
 use crate::diff::{diff_source, DiffOptions, DiffOutcome, DiffReport};
 use ptlab_model::{
     Advice, ArchKind, Call, MapFlags, MremapFlags, PrctlThp, Prot, Resource, ThpKnob, ThpMode,
-    UffdMoveMode, UffdRegisterMode,
+    UffdCopyMode, UffdMoveMode, UffdRegisterMode, UffdZeropageMode,
 };
 use ptlab_scenario::{Backend, BackendError, ModelBackend};
 use std::fmt::Write as _;
@@ -153,6 +153,7 @@ impl OpSet {
                     handle: handle(),
                     dst: p,
                     len: 4096,
+                    mode: Default::default(),
                 },
             ) && sup_in(
                 "main",
@@ -605,11 +606,13 @@ pub fn generate_calls(seed: u64, ops: usize, set: OpSet) -> Generated {
                             src: 0,
                             len,
                             tag: Some(r.below(1000)),
+                            mode: Default::default(),
                         },
                         2 => Call::UffdZeropage {
                             handle,
                             dst: sym(k, off),
                             len,
+                            mode: Default::default(),
                         },
                         3 => {
                             let (off2, _) = subrange(&mut r, m.len, true);
@@ -1131,6 +1134,181 @@ mod tests {
                     src: 0x9000,
                     len: 8192,
                     tag: None,
+                    mode: UffdCopyMode::empty(),
+                },
+            ),
+            // Raw values: known bits as words, the rest as numbers.
+            (
+                "main",
+                Call::UffdCopy {
+                    handle: h(),
+                    dst: 0x2000,
+                    src: 0x9000,
+                    len: 8192,
+                    tag: Some(7),
+                    mode: UffdCopyMode::WP | UffdCopyMode::DONTWAKE,
+                },
+            ),
+            (
+                "main",
+                Call::UffdCopy {
+                    handle: "main".into(),
+                    dst: 0x2000,
+                    src: 0x9000,
+                    len: 4096,
+                    tag: None,
+                    mode: UffdCopyMode::from_bits_retain(0x8001),
+                },
+            ),
+            (
+                "main",
+                Call::UffdZeropage {
+                    handle: h(),
+                    dst: 0x2000,
+                    len: 4096,
+                    mode: UffdZeropageMode::from_bits_retain(1 << 63 | 1),
+                },
+            ),
+            (
+                "main",
+                Call::UffdZeropage {
+                    handle: h(),
+                    dst: 0x2000,
+                    len: 4096,
+                    mode: UffdZeropageMode::from_bits_retain(2),
+                },
+            ),
+            (
+                "main",
+                Call::UffdMove {
+                    handle: h(),
+                    dst: 0x2000,
+                    src: 0x9000,
+                    len: 4096,
+                    mode: UffdMoveMode::from_bits_retain(4 | 1),
+                },
+            ),
+            (
+                "main",
+                Call::UffdRegister {
+                    handle: h(),
+                    addr: 0x2000,
+                    len: 4096,
+                    mode: UffdRegisterMode::empty(),
+                },
+            ),
+            (
+                "main",
+                Call::UffdRegister {
+                    handle: h(),
+                    addr: 0x2000,
+                    len: 4096,
+                    mode: UffdRegisterMode::MINOR | UffdRegisterMode::MISSING,
+                },
+            ),
+            (
+                "main",
+                Call::UffdRegister {
+                    handle: h(),
+                    addr: 0x2000,
+                    len: 4096,
+                    mode: UffdRegisterMode::from_bits_retain(0x18 | 2),
+                },
+            ),
+            (
+                "main",
+                Call::UffdRegister {
+                    handle: h(),
+                    addr: 0x2000,
+                    len: 4096,
+                    mode: UffdRegisterMode::from_bits_retain(0x10),
+                },
+            ),
+            (
+                "main",
+                Call::Madvise {
+                    addr: 0x2000,
+                    len: 4096,
+                    advice: Advice::Other(7),
+                },
+            ),
+            (
+                "main",
+                Call::Madvise {
+                    addr: 0x2000,
+                    len: 4096,
+                    advice: Advice::Other(-3),
+                },
+            ),
+            (
+                "main",
+                Call::Madvise {
+                    addr: 0x2000,
+                    len: 4096,
+                    advice: Advice::Other(i32::MIN),
+                },
+            ),
+            (
+                "main",
+                Call::Mremap {
+                    addr: 0x2000,
+                    old_len: 4096,
+                    new_len: 8192,
+                    flags: MremapFlags::from_bits_retain(0x10 | 1),
+                    new_addr: 0,
+                },
+            ),
+            (
+                "main",
+                Call::Mremap {
+                    addr: 0x2000,
+                    old_len: 4096,
+                    new_len: 8192,
+                    flags: MremapFlags::from_bits_retain(1 << 40 | 2),
+                    new_addr: 0x40_0000,
+                },
+            ),
+            (
+                "main",
+                Call::Mprotect {
+                    addr: 0x2000,
+                    len: 4096,
+                    prot: Prot::from_bits_retain(0x8 | 1),
+                },
+            ),
+            (
+                "main",
+                Call::Mprotect {
+                    addr: 0x2000,
+                    len: 4096,
+                    prot: Prot::from_bits_retain(0x0100_0000),
+                },
+            ),
+            (
+                "main",
+                Call::Mmap {
+                    addr: 0,
+                    len: 4096,
+                    prot: Prot::from_bits_retain(0x10 | 3),
+                    flags: MapFlags::from_bits_retain(0x22 | 0x20000),
+                },
+            ),
+            (
+                "main",
+                Call::Mmap {
+                    addr: 0x7000,
+                    len: 4096,
+                    prot: Prot::READ,
+                    flags: MapFlags::from_bits_retain(0x21 | 0x10 | 0x100000 | 0x8000),
+                },
+            ),
+            (
+                "main",
+                Call::Mmap {
+                    addr: 0,
+                    len: 4096,
+                    prot: Prot::empty(),
+                    flags: MapFlags::from_bits_retain(0),
                 },
             ),
             (

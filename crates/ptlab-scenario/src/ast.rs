@@ -202,6 +202,7 @@ pub enum Placement {
 pub struct UffdMode {
     pub missing: bool,
     pub wp: bool,
+    pub minor: bool,
 }
 
 /// A system call statement.
@@ -212,10 +213,15 @@ pub enum Syscall {
         addr: Option<Expr>,
         placement: Placement,
         prot: Prot,
+        /// `prot EXPR`: the raw prot value instead of `prot`.
+        prot_raw: Option<Expr>,
         noreserve: bool,
         populate: bool,
         /// MAP_LOCKED
         locked: bool,
+        /// `flags EXPR`: the flags the option words add to, instead of
+        /// MAP_PRIVATE | MAP_ANONYMOUS.
+        flags: Option<Expr>,
     },
     Munmap {
         addr: Expr,
@@ -225,6 +231,8 @@ pub enum Syscall {
         addr: Expr,
         len: Expr,
         advice: Advice,
+        /// `advice EXPR`: the raw advice value instead of `advice`.
+        advice_raw: Option<Expr>,
     },
     Mremap {
         addr: Expr,
@@ -233,11 +241,15 @@ pub enum Syscall {
         maymove: bool,
         fixed: Option<Expr>,
         dontunmap: bool,
+        /// `flags EXPR`: more flag bits, or'ed in.
+        flags: Option<Expr>,
     },
     Mprotect {
         addr: Expr,
         len: Expr,
         prot: Prot,
+        /// A raw prot value instead of `prot`.
+        prot_raw: Option<Expr>,
     },
     /// `mlock ADDR LEN [onfault]` (mlock2 with MLOCK_ONFAULT).
     Mlock {
@@ -303,6 +315,8 @@ pub enum Syscall {
         addr: Expr,
         len: Expr,
         mode: UffdMode,
+        /// `mode EXPR`: more mode bits, or'ed in.
+        raw: Option<Expr>,
     },
     UffdUnregister {
         addr: Expr,
@@ -313,10 +327,18 @@ pub enum Syscall {
         src: Expr,
         len: Expr,
         tag: Option<Expr>,
+        /// UFFDIO_COPY_MODE_WP
+        wp: bool,
+        dontwake: bool,
+        /// `mode EXPR`: more mode bits, or'ed in.
+        raw: Option<Expr>,
     },
     UffdZeropage {
         dst: Expr,
         len: Expr,
+        dontwake: bool,
+        /// `mode EXPR`: more mode bits, or'ed in.
+        raw: Option<Expr>,
     },
     UffdMove {
         dst: Expr,
@@ -324,6 +346,8 @@ pub enum Syscall {
         len: Expr,
         allow_src_holes: bool,
         dontwake: bool,
+        /// `mode EXPR`: more mode bits, or'ed in.
+        raw: Option<Expr>,
     },
 }
 

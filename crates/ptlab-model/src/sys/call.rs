@@ -26,7 +26,8 @@ pub use crate::sys::uffd::ctx::UffdFds;
 use crate::sys::uffd::ctx::{CopySource, UffdError, UFFD_API, UFFD_FEATURE_SIGBUS};
 use crate::types::errno::Errno;
 use crate::types::uapi::{
-    Advice, MapFlags, MremapFlags, PrctlThp, Prot, ThpKnob, ThpMode, UffdMoveMode, UffdRegisterMode,
+    Advice, MapFlags, MremapFlags, PrctlThp, Prot, ThpKnob, ThpMode, UffdCopyMode, UffdMoveMode,
+    UffdRegisterMode, UffdZeropageMode,
 };
 use crate::types::{AccessFault, Pid};
 use serde::{Deserialize, Serialize};
@@ -114,16 +115,26 @@ pub enum Call {
     /// UFFDIO_UNREGISTER on `handle`.
     UffdUnregister { handle: String, addr: u64, len: u64 },
     /// UFFDIO_COPY on `handle` from `src` (or, with `tag`, from a buffer
-    /// holding that tag in every page); returns the bytes copied.
+    /// holding that tag in every page) with `mode` (undefined bits passed
+    /// through); returns the bytes copied.
     UffdCopy {
         handle: String,
         dst: u64,
         src: u64,
         len: u64,
         tag: Option<u64>,
+        #[serde(default)]
+        mode: UffdCopyMode,
     },
-    /// UFFDIO_ZEROPAGE on `handle`; returns the bytes mapped.
-    UffdZeropage { handle: String, dst: u64, len: u64 },
+    /// UFFDIO_ZEROPAGE on `handle` with `mode` (undefined bits passed
+    /// through); returns the bytes mapped.
+    UffdZeropage {
+        handle: String,
+        dst: u64,
+        len: u64,
+        #[serde(default)]
+        mode: UffdZeropageMode,
+    },
     /// UFFDIO_MOVE on `handle`; returns the bytes moved.
     UffdMove {
         handle: String,
@@ -198,7 +209,8 @@ pub enum CallError {
     Errno(Errno),
     /// The system call failed with `errno` and still reported `result`
     /// through its argument struct (the `copy`/`zeropage`/`move` field of
-    /// the uffd ioctls: bytes done, `-errno`, or 0 if untouched).
+    /// the uffd ioctls: bytes done, or `-errno`). A uffd ioctl that failed
+    /// before writing the field is a plain [`CallError::Errno`].
     ErrnoWithResult { errno: Errno, result: i64 },
     /// The access raised SIGSEGV at `addr`.
     Segv { addr: u64 },
@@ -244,11 +256,18 @@ impl From<AccessFault> for CallError {
 
 impl From<UffdError> for CallError {
     /// A failed COPY/ZEROPAGE/MOVE: the errno with the struct's output
-    /// field (0 when the kernel left it untouched).
+    /// field, or the errno alone when the kernel left the field untouched
+    /// (it pre-sets nothing: fs/userfaultfd.c userfaultfd_copy() and
+    /// friends put_user() the field only after mfill_atomic_*() /
+    /// move_pages() ran, so a validation error or ESRCH leaves whatever
+    /// the caller had there).
     fn from(e: UffdError) -> Self {
-        CallError::ErrnoWithResult {
-            errno: e.errno,
-            result: e.field.unwrap_or(0),
+        match e.field {
+            Some(result) => CallError::ErrnoWithResult {
+                errno: e.errno,
+                result,
+            },
+            None => CallError::Errno(e.errno),
         }
     }
 }
@@ -357,14 +376,20 @@ impl Model {
                 src,
                 len,
                 tag,
+                mode,
             } => {
                 let id = self.uffd_fds.get(pid, handle)?;
                 let src = tag.map_or(CopySource::Addr(*src), CopySource::Tag);
-                Ok(self.uffd_copy(pid, id, *dst, src, *len, 0)?)
+                Ok(self.uffd_copy(pid, id, *dst, src, *len, mode.bits())?)
             }
-            Call::UffdZeropage { handle, dst, len } => {
+            Call::UffdZeropage {
+                handle,
+                dst,
+                len,
+                mode,
+            } => {
                 let id = self.uffd_fds.get(pid, handle)?;
-                Ok(self.uffd_zeropage(id, *dst, *len, 0)?)
+                Ok(self.uffd_zeropage(id, *dst, *len, mode.bits())?)
             }
             Call::UffdMove {
                 handle,

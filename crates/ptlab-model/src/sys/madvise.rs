@@ -141,6 +141,13 @@ impl Model {
         if !Self::supports_advice(advice) {
             return Err(Errno::ENOSYS);
         }
+        // Linux: mm/madvise.c madvise_should_skip() → is_valid_madvise():
+        // madvise_behavior_valid() fails before anything else is looked at
+        // (the other checks there are EINVAL too), so even a zero length
+        // with an unknown advice is EINVAL.
+        if let Advice::Other(_) = advice {
+            return Err(Errno::EINVAL);
+        }
         if !addr.is_multiple_of(PAGE_SIZE) {
             return Err(Errno::EINVAL);
         }
@@ -271,6 +278,7 @@ impl Model {
                 return Ok(());
             }
             Advice::Collapse => return self.madvise_collapse(pid, vma, start, end),
+            Advice::Other(_) => return Err(Errno::ENOSYS), // refused in madvise()
         }
         if new == vma.flags {
             return Ok(());

@@ -256,6 +256,8 @@ fn mmap_defaults_and_options() {
                     noreserve,
                     populate,
                     locked: false,
+                    prot_raw: None,
+                    flags: None,
                 }),
             ..
         } => {
