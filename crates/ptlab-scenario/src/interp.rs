@@ -987,9 +987,15 @@ impl<'a> Interp<'a> {
                     Placement::Fixed => flags |= MapFlags::FIXED,
                     Placement::NoReplace => flags |= MapFlags::FIXED_NOREPLACE,
                 }
-                flags.set(MapFlags::NORESERVE, *noreserve);
-                flags.set(MapFlags::POPULATE, *populate);
-                flags.set(MapFlags::LOCKED, *locked);
+                if *noreserve {
+                    flags.insert(MapFlags::NORESERVE);
+                }
+                if *populate {
+                    flags.insert(MapFlags::POPULATE);
+                }
+                if *locked {
+                    flags.insert(MapFlags::LOCKED);
+                }
                 Call::Mmap {
                     addr,
                     len,
@@ -1028,9 +1034,15 @@ impl<'a> Interp<'a> {
                     (self.eval(addr)?, self.eval(old_len)?, self.eval(new_len)?);
                 let fixed = fixed.as_ref().map(|e| self.eval(e)).transpose()?;
                 let mut flags = MremapFlags::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
-                flags.set(MremapFlags::MAYMOVE, *maymove);
-                flags.set(MremapFlags::FIXED, fixed.is_some());
-                flags.set(MremapFlags::DONTUNMAP, *dontunmap);
+                if *maymove {
+                    flags.insert(MremapFlags::MAYMOVE);
+                }
+                if fixed.is_some() {
+                    flags.insert(MremapFlags::FIXED);
+                }
+                if *dontunmap {
+                    flags.insert(MremapFlags::DONTUNMAP);
+                }
                 // new_addr is 0 unless `fixed NEWADDR` gives it (the
                 // scenario language has no DONTUNMAP hint).
                 Call::Mremap {
@@ -1113,9 +1125,15 @@ impl<'a> Interp<'a> {
                 raw,
             } => {
                 let mut bits = UffdRegisterMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
-                bits.set(UffdRegisterMode::MISSING, mode.missing);
-                bits.set(UffdRegisterMode::WP, mode.wp);
-                bits.set(UffdRegisterMode::MINOR, mode.minor);
+                if mode.missing {
+                    bits.insert(UffdRegisterMode::MISSING);
+                }
+                if mode.wp {
+                    bits.insert(UffdRegisterMode::WP);
+                }
+                if mode.minor {
+                    bits.insert(UffdRegisterMode::MINOR);
+                }
                 Call::UffdRegister {
                     handle: handle(),
                     addr: self.eval(addr)?,
@@ -1140,8 +1158,12 @@ impl<'a> Interp<'a> {
                 let (dst, src, len) = (self.eval(dst)?, self.eval(src)?, self.eval(len)?);
                 let tag = tag.as_ref().map(|e| self.eval(e)).transpose()?;
                 let mut mode = UffdCopyMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
-                mode.set(UffdCopyMode::WP, *wp);
-                mode.set(UffdCopyMode::DONTWAKE, *dontwake);
+                if *wp {
+                    mode.insert(UffdCopyMode::WP);
+                }
+                if *dontwake {
+                    mode.insert(UffdCopyMode::DONTWAKE);
+                }
                 Call::UffdCopy {
                     handle: handle(),
                     dst,
@@ -1159,7 +1181,9 @@ impl<'a> Interp<'a> {
             } => {
                 let (dst, len) = (self.eval(dst)?, self.eval(len)?);
                 let mut mode = UffdZeropageMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
-                mode.set(UffdZeropageMode::DONTWAKE, *dontwake);
+                if *dontwake {
+                    mode.insert(UffdZeropageMode::DONTWAKE);
+                }
                 Call::UffdZeropage {
                     handle: handle(),
                     dst,
@@ -1176,8 +1200,12 @@ impl<'a> Interp<'a> {
                 raw,
             } => {
                 let mut mode = UffdMoveMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
-                mode.set(UffdMoveMode::ALLOW_SRC_HOLES, *allow_src_holes);
-                mode.set(UffdMoveMode::DONTWAKE, *dontwake);
+                if *allow_src_holes {
+                    mode.insert(UffdMoveMode::ALLOW_SRC_HOLES);
+                }
+                if *dontwake {
+                    mode.insert(UffdMoveMode::DONTWAKE);
+                }
                 Call::UffdMove {
                     handle: handle(),
                     dst: self.eval(dst)?,
