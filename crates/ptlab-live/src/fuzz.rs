@@ -275,6 +275,13 @@ pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
 
 /// Generate one scenario of about `ops` statements.
 pub fn generate_calls(seed: u64, ops: usize, set: OpSet) -> Generated {
+    let mut out = generate_plain(seed, ops, set);
+    raw_values(&mut out, seed);
+    out
+}
+
+/// [`generate_calls`] without raw values.
+fn generate_plain(seed: u64, ops: usize, set: OpSet) -> Generated {
     let mut r = Rng::new(seed);
     let mut out = Generated {
         lines: vec![GenLine::Comment(format!(
@@ -692,6 +699,108 @@ pub fn generate_calls(seed: u64, ops: usize, set: OpSet) -> Generated {
         n += 1;
     }
     out
+}
+
+/// How often (percent) [`raw_values`] changes a call it can change.
+const RAW_PCT: u64 = 3;
+
+/// Now and then give a call a raw flag, mode, prot or advice value the
+/// option words do not say: undefined bits (EINVAL, or ignored where the
+/// kernel ignores them), an unknown advice number, the valid uffd modes
+/// the generator does not otherwise make (DONTWAKE, UFFDIO_COPY_MODE_WP,
+/// MINOR, mode 0). The choices come from a stream of their own, applied
+/// after generation, so every other line is what it was before raw values
+/// existed. Nothing here makes a call the model answers "unsupported"
+/// (a valid advice it does not implement, MAP_SHARED, MAP_GROWSDOWN ...),
+/// and an mmap whose address a later line names (a bound variable) only
+/// gets bits the kernel ignores, so it still succeeds.
+fn raw_values(out: &mut Generated, seed: u64) {
+    let mut r = Rng::new(seed ^ 0x5a5a_00ab);
+    for l in &mut out.lines {
+        let GenLine::Call { call, bind, .. } = l else {
+            continue;
+        };
+        let eligible = matches!(
+            call,
+            Call::Mmap { .. }
+                | Call::Mprotect { .. }
+                | Call::Madvise { .. }
+                | Call::Mremap { .. }
+                | Call::UffdRegister { .. }
+                | Call::UffdCopy { .. }
+                | Call::UffdZeropage { .. }
+                | Call::UffdMove { .. }
+        );
+        if !eligible || !r.chance(RAW_PCT) {
+            continue;
+        }
+        match call {
+            Call::Mmap { prot, flags, .. } => match r.weighted(&[35, 25, 15, 25]) {
+                // MAP_DENYWRITE, MAP_EXECUTABLE, MAP_UNINITIALIZED and bits
+                // no flag has: ignored.
+                0 => {
+                    let bit = *r.pick(&[0x800, 0x1000, 0x400_0000, 0x200, 0x40_0000, 1 << 31]);
+                    *flags = MapFlags::from_bits_retain(flags.bits() | bit);
+                }
+                // PROT_SEM, undefined and PROT_GROWSDOWN bits: mmap ignores them.
+                1 => {
+                    let bit = *r.pick(&[0x8, 0x10, 0x100_0000, 1 << 31]);
+                    *prot = Prot::from_bits_retain(prot.bits() | bit);
+                }
+                // MAP_STACK: VM_NOHUGEPAGE.
+                2 => *flags = MapFlags::from_bits_retain(flags.bits() | 0x2_0000),
+                // No MAP_TYPE (EINVAL), where no later line names the address.
+                _ if bind.is_none() => {
+                    *flags = MapFlags::from_bits_retain(flags.bits() & !0xf);
+                }
+                _ => {}
+            },
+            Call::Mprotect { prot, .. } => {
+                // PROT_SEM is valid; the others are EINVAL (PROT_GROWSDOWN:
+                // no VMA grows down).
+                let bit = *r.pick(&[0x8, 0x10, 0x20, 0x100_0000, 0x200_0000, 0x300_0000, 1 << 31]);
+                *prot = Prot::from_bits_retain(prot.bits() | bit);
+            }
+            Call::Madvise { advice, .. } => {
+                *advice = Advice::Other(*r.pick(&[5, 6, 7, 26, 42, 99, 104, 1000, -1]));
+            }
+            Call::Mremap { flags, .. } => {
+                let bit = *r.pick(&[8, 0x10, 0x80, 1 << 32, 1 << 63]);
+                *flags = MremapFlags::from_bits_retain(flags.bits() | bit);
+            }
+            Call::UffdRegister { mode, .. } => {
+                *mode = match r.weighted(&[25, 25, 25, 25]) {
+                    0 => UffdRegisterMode::empty(),
+                    1 => *mode | UffdRegisterMode::MINOR,
+                    2 => UffdRegisterMode::from_bits_retain(mode.bits() | 8),
+                    _ => UffdRegisterMode::from_bits_retain(mode.bits() | 1 << 63),
+                };
+            }
+            Call::UffdCopy { mode, .. } => {
+                *mode = match r.weighted(&[30, 30, 20, 20]) {
+                    0 => UffdCopyMode::DONTWAKE,
+                    1 => UffdCopyMode::WP,
+                    2 => UffdCopyMode::from_bits_retain(4),
+                    _ => UffdCopyMode::from_bits_retain(1 << 63 | 1),
+                };
+            }
+            Call::UffdZeropage { mode, .. } => {
+                *mode = match r.weighted(&[50, 25, 25]) {
+                    0 => UffdZeropageMode::DONTWAKE,
+                    1 => UffdZeropageMode::from_bits_retain(2),
+                    _ => UffdZeropageMode::from_bits_retain(1 << 40),
+                };
+            }
+            Call::UffdMove { mode, .. } => {
+                *mode = match r.weighted(&[50, 25, 25]) {
+                    0 => *mode | UffdMoveMode::DONTWAKE,
+                    1 => UffdMoveMode::from_bits_retain(mode.bits() | 4),
+                    _ => UffdMoveMode::from_bits_retain(mode.bits() | 1 << 63),
+                };
+            }
+            _ => {}
+        }
+    }
 }
 
 /// An interesting sub-range `(offset, len)` of a mapping of `len` bytes.
@@ -1371,6 +1480,33 @@ mod tests {
         ] {
             round_trip(proc, &call);
         }
+    }
+
+    /// Raw values change a few calls in place and nothing else: the other
+    /// lines are what the generator made before raw values existed.
+    #[test]
+    fn raw_values_change_only_their_own_lines() {
+        let mut changed = 0;
+        let mut total = 0;
+        let mut kinds = std::collections::BTreeSet::new();
+        for n in 0..400 {
+            let seed = case_seed(7, n);
+            let plain = generate_plain(seed, 40, ALL_OPS);
+            let raw = generate_calls(seed, 40, ALL_OPS);
+            assert_eq!(plain.lines.len(), raw.lines.len());
+            for (a, b) in plain.lines.iter().zip(&raw.lines) {
+                total += 1;
+                if let (GenLine::Call { call: x, .. }, GenLine::Call { call: y, .. }) = (a, b) {
+                    if x != y {
+                        assert_eq!(x.name(), y.name(), "{x:?} -> {y:?}");
+                        changed += 1;
+                        kinds.insert(y.name());
+                    }
+                }
+            }
+        }
+        assert!(changed > 0 && changed * 100 < total * 3, "{changed} of {total}");
+        assert!(kinds.len() >= 6, "{kinds:?}");
     }
 
     #[test]
