@@ -1482,6 +1482,133 @@ mod tests {
         }
     }
 
+    /// The call one line of `.ptl` makes (in `main`).
+    fn call_of(line: &str) -> Call {
+        let script = ptlab_scenario::parse("t.ptl", line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let mut rec = Recorder::default();
+        let report = ptlab_scenario::run(&script, &mut rec, &Default::default());
+        assert!(report.passed(), "{line}: {:?}", report.failures);
+        rec.0.last().expect("a call").1.clone()
+    }
+
+    /// The raw forms: words and raw values or'ed, a raw value alone, and
+    /// the base of `mmap ... flags`.
+    #[test]
+    fn raw_values_parse_to_the_bits_written() {
+        let h = || "main".to_string();
+        let cases = [
+            (
+                "uffd register 0x2000 4K mode 3",
+                Call::UffdRegister {
+                    handle: h(),
+                    addr: 0x2000,
+                    len: 4096,
+                    mode: UffdRegisterMode::MISSING | UffdRegisterMode::WP,
+                },
+            ),
+            (
+                "uffd register 0x2000 4K wp+minor mode 1 << 40",
+                Call::UffdRegister {
+                    handle: h(),
+                    addr: 0x2000,
+                    len: 4096,
+                    mode: UffdRegisterMode::from_bits_retain(2 | 4 | 1 << 40),
+                },
+            ),
+            (
+                "uffd copy 0x2000 0x9000 4K mode 1 dontwake tag=3 wp",
+                Call::UffdCopy {
+                    handle: h(),
+                    dst: 0x2000,
+                    src: 0x9000,
+                    len: 4096,
+                    tag: Some(3),
+                    mode: UffdCopyMode::DONTWAKE | UffdCopyMode::WP,
+                },
+            ),
+            (
+                "uffd zeropage 0x2000 4K mode 6",
+                Call::UffdZeropage {
+                    handle: h(),
+                    dst: 0x2000,
+                    len: 4096,
+                    mode: UffdZeropageMode::from_bits_retain(6),
+                },
+            ),
+            (
+                "uffd move 0x2000 0x9000 4K mode 2 allow_src_holes",
+                Call::UffdMove {
+                    handle: h(),
+                    dst: 0x2000,
+                    src: 0x9000,
+                    len: 4096,
+                    mode: UffdMoveMode::ALLOW_SRC_HOLES,
+                },
+            ),
+            (
+                "madvise 0x2000 4K advice 0x1_0000_0004",
+                Call::Madvise {
+                    addr: 0x2000,
+                    len: 4096,
+                    advice: Advice::DontNeed,
+                },
+            ),
+            (
+                "madvise 0x2000 4K advice -2",
+                Call::Madvise {
+                    addr: 0x2000,
+                    len: 4096,
+                    advice: Advice::Other(-2),
+                },
+            ),
+            (
+                "mremap 0x2000 4K 8K maymove flags 1 | 0x10",
+                Call::Mremap {
+                    addr: 0x2000,
+                    old_len: 4096,
+                    new_len: 8192,
+                    flags: MremapFlags::from_bits_retain(0x11),
+                    new_addr: 0,
+                },
+            ),
+            (
+                "mprotect 0x2000 4K (1 << 24) | 1",
+                Call::Mprotect {
+                    addr: 0x2000,
+                    len: 4096,
+                    prot: Prot::from_bits_retain(0x100_0001),
+                },
+            ),
+            (
+                "mmap 4K at 0x7000 noreplace populate flags 0x21 prot 0x8 | 1",
+                Call::Mmap {
+                    addr: 0x7000,
+                    len: 4096,
+                    prot: Prot::from_bits_retain(9),
+                    flags: MapFlags::from_bits_retain(0x21 | 0x10_0000 | 0x8000),
+                },
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(call_of(line), want, "{line}");
+        }
+        for bad in [
+            "uffd register 0x2000 4K mode 1 mode 2",
+            "uffd copy 0x2000 0x9000 4K wp wp",
+            "uffd move 0x2000 0x9000 4K mode 1 mode 1",
+            "mremap 0x2000 4K 8K flags 1 flags 2",
+            "madvise 0x2000 4K advice",
+            "mmap 4K flags 1 flags 2",
+        ] {
+            assert!(ptlab_scenario::parse("t.ptl", bad).is_err(), "{bad}");
+        }
+        // A prot value that does not fit the 32-bit argument type is a
+        // runtime error, not a silent cut.
+        let script = ptlab_scenario::parse("t.ptl", "mprotect 0x2000 4K 1 << 32").unwrap();
+        let report = ptlab_scenario::run(&script, &mut Recorder::default(), &Default::default());
+        assert!(!report.passed());
+    }
+
     /// Raw values change a few calls in place and nothing else: the other
     /// lines are what the generator made before raw values existed.
     #[test]
@@ -1505,7 +1632,10 @@ mod tests {
                 }
             }
         }
-        assert!(changed > 0 && changed * 100 < total * 3, "{changed} of {total}");
+        assert!(
+            changed > 0 && changed * 100 < total * 3,
+            "{changed} of {total}"
+        );
         assert!(kinds.len() >= 6, "{kinds:?}");
     }
 

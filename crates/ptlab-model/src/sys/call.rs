@@ -414,3 +414,152 @@ impl Model {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Raw values through [`Model::call`] (each rule checked live on 6.18 by
+    //! tests/scenarios/uffd-26-raw-modes.ptl, args-01-raw-mmap-mprotect.ptl
+    //! and args-02-raw-madvise-mremap.ptl).
+    use super::*;
+    use crate::ModelConfig;
+
+    const A: u64 = 0x7f00_0010_0000;
+
+    fn mmap(flags: u32, prot: u32) -> Call {
+        Call::Mmap {
+            addr: A,
+            len: 0x1_0000,
+            prot: Prot::from_bits_retain(prot),
+            flags: MapFlags::from_bits_retain(flags),
+        }
+    }
+
+    fn errno(e: Errno) -> Result<u64, CallError> {
+        Err(CallError::Errno(e))
+    }
+
+    #[test]
+    fn mmap_flags_and_prot() {
+        let mut m = Model::new(ModelConfig::default());
+        assert_eq!(m.call(1, &mmap(0x02 | 0x10, 3)), errno(Errno::EBADF));
+        assert_eq!(m.call(1, &mmap(0x20 | 0x10, 3)), errno(Errno::EINVAL));
+        assert_eq!(m.call(1, &mmap(0x23 | 0x10, 3)), errno(Errno::EINVAL));
+        assert_eq!(m.call(1, &mmap(0x21 | 0x10, 3)), errno(Errno::ENOSYS));
+        assert_eq!(m.call(1, &mmap(0x28 | 0x10, 3)), errno(Errno::ENOSYS));
+        assert_eq!(m.call(1, &mmap(0x32 | 0x100, 3)), errno(Errno::ENOSYS));
+        assert!(!Model::supports_mmap_flags(MapFlags::from_bits_retain(
+            0x22 | 0x80000
+        )));
+        // Ignored bits; MAP_STACK; MAP_NONBLOCK with MAP_POPULATE; prot
+        // bits other than R/W/X.
+        let flags = 0x32 | 0x800 | 0x1000 | 0x400_0000 | 0x2_0000 | 0x1_0000 | 0x8000;
+        assert_eq!(m.call(1, &mmap(flags, 3 | 0x8 | 0x100_0000)), Ok(A));
+        let obs = m.observe(1, "t");
+        assert_eq!(obs.maps[0].perms, "rw-p");
+        assert!(obs.maps[0].vm_flags.iter().any(|f| f == "nh"));
+        assert_eq!(m.mm(1).unwrap().rss_anon, 0, "MAP_NONBLOCK: not populated");
+    }
+
+    #[test]
+    fn madvise_advice_values() {
+        let mut m = Model::new(ModelConfig::default());
+        m.call(1, &mmap(0x32, 3)).unwrap();
+        let madv = |addr, len, v| Call::Madvise {
+            addr,
+            len,
+            advice: Advice::from_value(v),
+        };
+        for v in [5, 6, 7, 26, 99, 104, -1] {
+            assert_eq!(m.call(1, &madv(A, 4096, v)), errno(Errno::EINVAL), "{v}");
+            assert_eq!(m.call(1, &madv(A, 0, v)), errno(Errno::EINVAL), "{v}");
+        }
+        assert_eq!(Advice::from_value(4), Advice::DontNeed);
+        // MADV_NORMAL: the generic checks, then ENOSYS (not modelled).
+        assert_eq!(m.call(1, &madv(A + 1, 4096, 0)), errno(Errno::EINVAL));
+        assert_eq!(m.call(1, &madv(A, 0, 0)), Ok(0));
+        assert!(!Model::madvise_is_unmodelled(A, 0, Advice::Other(0)));
+        assert!(Model::madvise_is_unmodelled(A, 4096, Advice::Other(0)));
+        assert_eq!(m.call(1, &madv(A, 4096, 0)), errno(Errno::ENOSYS));
+    }
+
+    #[test]
+    fn uffd_modes_and_the_untouched_field() {
+        let mut m = Model::new(ModelConfig::default());
+        m.call(1, &mmap(0x32, 3)).unwrap();
+        let h = || "main".to_string();
+        m.call(
+            1,
+            &Call::UffdCreate {
+                handle: h(),
+                api: true,
+            },
+        )
+        .unwrap();
+        let reg = |mode| Call::UffdRegister {
+            handle: h(),
+            addr: A,
+            len: 0x8000,
+            mode: UffdRegisterMode::from_bits_retain(mode),
+        };
+        for mode in [0, 4, 5, 8, 1 << 63] {
+            assert_eq!(m.call(1, &reg(mode)), errno(Errno::EINVAL), "{mode:#x}");
+        }
+        assert_eq!(m.call(1, &reg(1)), Ok(0));
+        let copy = |dst, mode| Call::UffdCopy {
+            handle: h(),
+            dst,
+            src: 0,
+            len: 4096,
+            tag: Some(5),
+            mode: UffdCopyMode::from_bits_retain(mode),
+        };
+        // An unknown bit: EINVAL before anything ran, field untouched.
+        assert_eq!(m.call(1, &copy(A, 4)), errno(Errno::EINVAL));
+        // MODE_WP on a range not registered WP: mfill_atomic() ran, -22.
+        assert_eq!(
+            m.call(1, &copy(A, 2)),
+            Err(CallError::ErrnoWithResult {
+                errno: Errno::EINVAL,
+                result: -22
+            })
+        );
+        assert_eq!(m.call(1, &copy(A, 1)), Ok(4096));
+        let zp = |mode| Call::UffdZeropage {
+            handle: h(),
+            dst: A + 4096,
+            len: 4096,
+            mode: UffdZeropageMode::from_bits_retain(mode),
+        };
+        assert_eq!(m.call(1, &zp(2)), errno(Errno::EINVAL));
+        assert_eq!(m.call(1, &zp(1)), Ok(4096));
+        let mv = |mode| Call::UffdMove {
+            handle: h(),
+            dst: A + 0x2000,
+            src: A + 0x9000,
+            len: 4096,
+            mode: UffdMoveMode::from_bits_retain(mode),
+        };
+        assert_eq!(m.call(1, &mv(4)), errno(Errno::EINVAL));
+        // A WP range: MODE_WP maps the page write-protected.
+        assert_eq!(
+            m.call(
+                1,
+                &Call::UffdRegister {
+                    handle: h(),
+                    addr: A + 0x8000,
+                    len: 0x8000,
+                    mode: UffdRegisterMode::MISSING | UffdRegisterMode::WP,
+                }
+            ),
+            Ok(0)
+        );
+        assert_eq!(m.call(1, &copy(A + 0x8000, 2)), Ok(4096));
+        let write = Call::Access {
+            start: A + 0x8000,
+            len: 4096,
+            write: true,
+            tag: None,
+        };
+        assert_eq!(m.call(1, &write), Err(CallError::Uffd { addr: A + 0x8000 }));
+    }
+}
