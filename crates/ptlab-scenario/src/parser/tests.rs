@@ -279,7 +279,7 @@ fn mmap_defaults_and_options() {
     );
     assert_eq!(
         err("mmap 4K populat"),
-        "t.ptl:1:9: expected an mmap option (at, fixed, noreplace, prot, noreserve, populate, locked), found 'populat' (did you mean 'populate'?)"
+        "t.ptl:1:9: expected an mmap option (at, fixed, noreplace, prot, noreserve, populate, locked, flags), found 'populat' (did you mean 'populate'?)"
     );
     assert_eq!(
         err("mmap 4K prot rwz"),
@@ -395,7 +395,7 @@ fn error_positions_and_suggestions() {
     );
     assert_eq!(
         err("madvise 0 4K dontneeed"),
-        "t.ptl:1:14: expected an advice (dontneed, hugepage, nohugepage, ...), found 'dontneeed' (did you mean 'dontneed'?)"
+        "t.ptl:1:14: expected an advice (dontneed, hugepage, nohugepage, ..., or 'advice VALUE'), found 'dontneeed' (did you mean 'dontneed'?)"
     );
     assert_eq!(
         err("read 0 tag=1"),
