@@ -139,8 +139,16 @@ impl OpSet {
                     addr: p,
                     len: 4096,
                     onfault: false,
+                    flags: 0,
                 },
-            ) && sup_in("main", Call::Mseal { addr: p, len: 4096 }),
+            ) && sup_in(
+                "main",
+                Call::Mseal {
+                    addr: p,
+                    len: 4096,
+                    flags: 0,
+                },
+            ),
             uffd: sup_in(
                 "main",
                 Call::UffdCreate {
@@ -666,9 +674,14 @@ fn generate_plain(seed: u64, ops: usize, set: OpSet) -> Generated {
                         addr: at,
                         len,
                         onfault: r.chance(30),
+                        flags: 0,
                     },
                     3 => Call::Munlock { addr: at, len },
-                    4 => Call::Mseal { addr: at, len },
+                    4 => Call::Mseal {
+                        addr: at,
+                        len,
+                        flags: 0,
+                    },
                     // Resource limits: a budget near what is mapped, so
                     // the next calls land on both sides of it.
                     5 => {
@@ -730,6 +743,9 @@ fn raw_values(out: &mut Generated, seed: u64) {
                 | Call::UffdCopy { .. }
                 | Call::UffdZeropage { .. }
                 | Call::UffdMove { .. }
+                | Call::Mlock { .. }
+                | Call::Mseal { .. }
+                | Call::PrctlThp(PrctlThp::Set { .. })
         );
         if !eligible || !r.chance(RAW_PCT) {
             continue;
@@ -797,6 +813,13 @@ fn raw_values(out: &mut Generated, seed: u64) {
                     1 => UffdMoveMode::from_bits_retain(mode.bits() | 4),
                     _ => UffdMoveMode::from_bits_retain(mode.bits() | 1 << 63),
                 };
+            }
+            // mlock2 flags: undefined bits (EINVAL); bit 32 is cut off by
+            // the `int` argument, so that call locks.
+            Call::Mlock { flags, .. } => *flags = *r.pick(&[2, 4, 1 << 31, 1 << 32]),
+            Call::Mseal { flags, .. } => *flags = *r.pick(&[1, 2, 1 << 40]),
+            Call::PrctlThp(PrctlThp::Set { flags, .. }) => {
+                *flags |= *r.pick(&[1 << 2, 1 << 3, 1 << 40]);
             }
             _ => {}
         }
@@ -1462,6 +1485,46 @@ mod tests {
                         | MapFlags::POPULATE
                         | MapFlags::LOCKED,
                 },
+            ),
+            (
+                "main",
+                Call::Mlock {
+                    addr: 0x2000,
+                    len: 4096,
+                    onfault: true,
+                    flags: 6,
+                },
+            ),
+            (
+                "main",
+                Call::Mlock {
+                    addr: 0x2000,
+                    len: 4096,
+                    onfault: false,
+                    flags: 1 << 32,
+                },
+            ),
+            (
+                "main",
+                Call::Mseal {
+                    addr: 0x2000,
+                    len: 4096,
+                    flags: 3,
+                },
+            ),
+            (
+                "main",
+                Call::PrctlThp(PrctlThp::Set {
+                    disable: 1,
+                    flags: 2 | 1 << 5,
+                }),
+            ),
+            (
+                "main",
+                Call::PrctlThp(PrctlThp::Set {
+                    disable: 0,
+                    flags: 1 << 5,
+                }),
             ),
             ("main", Call::SetUseZeroPage { on: false }),
             ("main", Call::SetSwap { bytes: 0 }),

@@ -140,7 +140,9 @@ impl Planned {
                 len: *len,
                 advice: *advice,
             },
-            Call::Mlock { addr, len, onfault } => Planned::Mlock {
+            Call::Mlock {
+                addr, len, onfault, ..
+            } => Planned::Mlock {
                 addr: *addr,
                 len: *len,
                 onfault: *onfault,

@@ -109,18 +109,25 @@ pub(crate) fn encode(call: &Call, at: &Resolved) -> Option<Req> {
         Call::Mlock {
             addr,
             len,
-            onfault: true,
-        } => req(
-            op::SYSCALL3,
-            &[libc::SYS_mlock2 as u64, *addr, *len, MLOCK_ONFAULT],
-        ),
+            onfault: false,
+            flags: 0,
+        } => req(op::SYSCALL3, &[libc::SYS_mlock as u64, *addr, *len]),
         Call::Mlock {
             addr,
             len,
-            onfault: false,
-        } => req(op::SYSCALL3, &[libc::SYS_mlock as u64, *addr, *len]),
+            onfault,
+            flags,
+        } => req(
+            op::SYSCALL3,
+            &[
+                libc::SYS_mlock2 as u64,
+                *addr,
+                *len,
+                flags | if *onfault { MLOCK_ONFAULT } else { 0 },
+            ],
+        ),
         Call::Munlock { addr, len } => req(op::SYSCALL3, &[libc::SYS_munlock as u64, *addr, *len]),
-        Call::Mseal { addr, len } => req(op::SYSCALL3, &[SYS_MSEAL, *addr, *len]),
+        Call::Mseal { addr, len, flags } => req(op::SYSCALL3, &[SYS_MSEAL, *addr, *len, *flags]),
         Call::Access {
             start,
             len,

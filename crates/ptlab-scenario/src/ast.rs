@@ -256,6 +256,8 @@ pub enum Syscall {
         addr: Expr,
         len: Expr,
         onfault: bool,
+        /// `flags EXPR`: mlock2 flag bits, or'ed in.
+        flags: Option<Expr>,
     },
     /// `munlock ADDR LEN`
     Munlock {
@@ -266,6 +268,8 @@ pub enum Syscall {
     Mseal {
         addr: Expr,
         len: Expr,
+        /// `flags EXPR`: mseal's flags argument (0 without it).
+        flags: Option<Expr>,
     },
     Fork {
         child: String,
@@ -275,6 +279,8 @@ pub enum Syscall {
     PrctlSetThpDisable {
         disable: Expr,
         except_advised: bool,
+        /// `flags EXPR`: more flag bits (arg3), or'ed in.
+        flags: Option<Expr>,
     },
     /// `prctl get_thp_disable`
     PrctlGetThpDisable,

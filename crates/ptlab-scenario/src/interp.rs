@@ -17,6 +17,9 @@ use ptlab_model::{
     ThpKnob, UffdCopyMode, UffdMoveMode, UffdRegisterMode, UffdZeropageMode, PAGE_SIZE,
 };
 use serde_json::json;
+
+/// `MLOCK_ONFAULT` (include/uapi/asm-generic/mman-common.h).
+const MLOCK_ONFAULT: u64 = 1;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -1063,18 +1066,30 @@ impl<'a> Interp<'a> {
                 len: self.eval(len)?,
                 prot: self.eval_prot(pos, *prot, prot_raw.as_ref())?,
             },
-            Syscall::Mlock { addr, len, onfault } => Call::Mlock {
-                addr: self.eval(addr)?,
-                len: self.eval(len)?,
-                onfault: *onfault,
-            },
+            Syscall::Mlock {
+                addr,
+                len,
+                onfault,
+                flags,
+            } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                // MLOCK_ONFAULT is `onfault` however it is written.
+                let raw = self.eval_opt(flags.as_ref(), 0)?;
+                Call::Mlock {
+                    addr,
+                    len,
+                    onfault: *onfault || raw & MLOCK_ONFAULT != 0,
+                    flags: raw & !MLOCK_ONFAULT,
+                }
+            }
             Syscall::Munlock { addr, len } => Call::Munlock {
                 addr: self.eval(addr)?,
                 len: self.eval(len)?,
             },
-            Syscall::Mseal { addr, len } => Call::Mseal {
+            Syscall::Mseal { addr, len, flags } => Call::Mseal {
                 addr: self.eval(addr)?,
                 len: self.eval(len)?,
+                flags: self.eval_opt(flags.as_ref(), 0)?,
             },
             Syscall::Fork { child } => Call::Fork {
                 child: child.clone(),
@@ -1083,13 +1098,15 @@ impl<'a> Interp<'a> {
             Syscall::PrctlSetThpDisable {
                 disable,
                 except_advised,
+                flags,
             } => Call::PrctlThp(PrctlThp::Set {
                 disable: self.eval(disable)?,
-                flags: if *except_advised {
-                    ptlab_model::thp::PR_THP_DISABLE_EXCEPT_ADVISED
-                } else {
-                    0
-                },
+                flags: self.eval_opt(flags.as_ref(), 0)?
+                    | if *except_advised {
+                        ptlab_model::thp::PR_THP_DISABLE_EXCEPT_ADVISED
+                    } else {
+                        0
+                    },
             }),
             Syscall::PrctlGetThpDisable => Call::PrctlThp(PrctlThp::Get),
             Syscall::Setrlimit { resource, bytes } => Call::Setrlimit {

@@ -91,7 +91,7 @@ const UFFD_SUBCOMMANDS: &[&str] = &[
     "move",
 ];
 const PRCTL_OPTIONS: &[&str] = &["thp_disable", "get_thp_disable"];
-const PRCTL_THP_FLAGS: &[&str] = &["except_advised"];
+const PRCTL_THP_FLAGS: &[&str] = &["except_advised", "flags"];
 const UFFD_MOVE_OPTIONS: &[&str] = &["allow_src_holes", "dontwake", "mode", "via"];
 const UFFD_COPY_OPTIONS: &[&str] = &["tag", "wp", "dontwake", "mode", "via"];
 const UFFD_ZEROPAGE_OPTIONS: &[&str] = &["dontwake", "mode", "via"];
@@ -917,14 +917,30 @@ impl<'s> Parser<'s> {
                 }
             }
             "mlock" => {
-                let addr = self.arg(cur, "an address after 'mlock'", &["onfault"])?;
-                let len = self.arg(cur, "a length after the address", &["onfault"])?;
-                let mut onfault = false;
-                if !cur.at_end() {
-                    cur.word(&["onfault"], "'onfault' or the end of the line")?;
-                    onfault = true;
+                let stops = &["onfault", "flags"];
+                let addr = self.arg(cur, "an address after 'mlock'", stops)?;
+                let len = self.arg(cur, "a length after the address", stops)?;
+                let (mut onfault, mut flags) = (false, None);
+                while !cur.at_end() {
+                    let (word, pos) =
+                        cur.word(stops, "'onfault', 'flags VALUE' or the end of the line")?;
+                    let dup = if word == "flags" {
+                        flags
+                            .replace(self.arg(cur, "a flags value after 'flags'", stops)?)
+                            .is_some()
+                    } else {
+                        std::mem::replace(&mut onfault, true)
+                    };
+                    if dup {
+                        return Err(cur.err_at(pos, format!("duplicate option '{word}'")));
+                    }
                 }
-                Syscall::Mlock { addr, len, onfault }
+                Syscall::Mlock {
+                    addr,
+                    len,
+                    onfault,
+                    flags,
+                }
             }
             "munlock" => {
                 let addr = self.arg(cur, "an address after 'munlock'", NO_STOP)?;
@@ -938,9 +954,15 @@ impl<'s> Parser<'s> {
                 Syscall::Fill { addr, headroom }
             }
             "mseal" => {
-                let addr = self.arg(cur, "an address after 'mseal'", NO_STOP)?;
-                let len = self.arg(cur, "a length after the address", NO_STOP)?;
-                Syscall::Mseal { addr, len }
+                let addr = self.arg(cur, "an address after 'mseal'", &["flags"])?;
+                let len = self.arg(cur, "a length after the address", &["flags"])?;
+                let flags = if cur.at_end() {
+                    None
+                } else {
+                    cur.word(&["flags"], "'flags VALUE' or the end of the line")?;
+                    Some(self.arg(cur, "a flags value after 'flags'", NO_STOP)?)
+                };
+                Syscall::Mseal { addr, len, flags }
             }
             "fork" => {
                 let (child, pos) = cur.ident("a name for the child process after 'fork'")?;
@@ -966,14 +988,31 @@ impl<'s> Parser<'s> {
                 } else {
                     let disable =
                         self.arg(cur, "a value (0 or 1) after 'thp_disable'", PRCTL_THP_FLAGS)?;
-                    let mut except_advised = false;
-                    if !cur.at_end() {
-                        cur.word(PRCTL_THP_FLAGS, "'except_advised' or the end of the line")?;
-                        except_advised = true;
+                    let (mut except_advised, mut flags) = (false, None);
+                    while !cur.at_end() {
+                        let (word, pos) = cur.word(
+                            PRCTL_THP_FLAGS,
+                            "'except_advised', 'flags VALUE' or the end of the line",
+                        )?;
+                        let dup = if word == "flags" {
+                            flags
+                                .replace(self.arg(
+                                    cur,
+                                    "a flags value after 'flags'",
+                                    PRCTL_THP_FLAGS,
+                                )?)
+                                .is_some()
+                        } else {
+                            std::mem::replace(&mut except_advised, true)
+                        };
+                        if dup {
+                            return Err(cur.err_at(pos, format!("duplicate option '{word}'")));
+                        }
                     }
                     Syscall::PrctlSetThpDisable {
                         disable,
                         except_advised,
+                        flags,
                     }
                 }
             }

@@ -154,14 +154,29 @@ pub fn call_to_ptl(
             addr: a,
             len,
             onfault,
+            flags,
         } => format!(
-            "mlock {} {}{}",
+            "mlock {} {}{}{}",
             addr(*a),
             size(*len),
-            if *onfault { " onfault" } else { "" }
+            if *onfault { " onfault" } else { "" },
+            if *flags == 0 {
+                String::new()
+            } else {
+                format!(" flags {flags:#x}")
+            }
         ),
         Call::Munlock { addr: a, len } => format!("munlock {} {}", addr(*a), size(*len)),
-        Call::Mseal { addr: a, len } => format!("mseal {} {}", addr(*a), size(*len)),
+        Call::Mseal {
+            addr: a,
+            len,
+            flags: 0,
+        } => format!("mseal {} {}", addr(*a), size(*len)),
+        Call::Mseal {
+            addr: a,
+            len,
+            flags,
+        } => format!("mseal {} {} flags {flags:#x}", addr(*a), size(*len)),
         Call::Access {
             start,
             len,
@@ -176,14 +191,22 @@ pub fn call_to_ptl(
         ),
         Call::Fork { child } => format!("fork {child}"),
         Call::Exit => "exit".into(),
-        Call::PrctlThp(PrctlThp::Set { disable, flags }) => format!(
-            "prctl thp_disable {disable}{}",
-            if *flags == ptlab_model::thp::PR_THP_DISABLE_EXCEPT_ADVISED {
-                " except_advised"
-            } else {
-                ""
-            }
-        ),
+        Call::PrctlThp(PrctlThp::Set { disable, flags }) => {
+            let except = ptlab_model::thp::PR_THP_DISABLE_EXCEPT_ADVISED;
+            format!(
+                "prctl thp_disable {disable}{}{}",
+                if flags & except != 0 {
+                    " except_advised"
+                } else {
+                    ""
+                },
+                if flags & !except != 0 {
+                    format!(" flags {:#x}", flags & !except)
+                } else {
+                    String::new()
+                }
+            )
+        }
         Call::PrctlThp(PrctlThp::Get) => "prctl get_thp_disable".into(),
         Call::Setrlimit { resource, bytes } => format!(
             "setrlimit {} {}",

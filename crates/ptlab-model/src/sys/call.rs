@@ -62,12 +62,25 @@ pub enum Call {
     },
     /// `mprotect(addr, len, prot)`.
     Mprotect { addr: u64, len: u64, prot: Prot },
-    /// `mlock(addr, len)`, or `mlock2(addr, len, MLOCK_ONFAULT)`.
-    Mlock { addr: u64, len: u64, onfault: bool },
+    /// `mlock(addr, len)`, or `mlock2(addr, len, MLOCK_ONFAULT | flags)`
+    /// when `onfault` or `flags` (further mlock2 flag bits, passed as is:
+    /// the kernel takes an `int`, so bits above 31 do not count).
+    Mlock {
+        addr: u64,
+        len: u64,
+        onfault: bool,
+        #[serde(default)]
+        flags: u64,
+    },
     /// `munlock(addr, len)`.
     Munlock { addr: u64, len: u64 },
-    /// `mseal(addr, len, 0)`.
-    Mseal { addr: u64, len: u64 },
+    /// `mseal(addr, len, flags)`.
+    Mseal {
+        addr: u64,
+        len: u64,
+        #[serde(default)]
+        flags: u64,
+    },
     /// Touch every page of `[start & !(PAGE_SIZE - 1), that + len)` in
     /// address order, stopping at the first fault: a load, or a store of
     /// `tag` (`None`: each page's own address) into the first 8 bytes.
@@ -294,9 +307,24 @@ impl Model {
                 new_addr,
             } => Ok(self.mremap(pid, *addr, *old_len, *new_len, *flags, *new_addr)?),
             Call::Mprotect { addr, len, prot } => unit(self.mprotect(pid, *addr, *len, *prot)),
-            Call::Mlock { addr, len, onfault } => unit(self.mlock(pid, *addr, *len, *onfault)),
+            Call::Mlock {
+                addr,
+                len,
+                onfault: false,
+                flags: 0,
+            } => unit(self.mlock(pid, *addr, *len, false)),
+            // Linux: mm/mlock.c SYSCALL_DEFINE3(mlock2, ..., int, flags).
+            Call::Mlock {
+                addr,
+                len,
+                onfault,
+                flags,
+            } => {
+                let flags = u64::from(*flags as u32) | u64::from(*onfault);
+                unit(self.mlock2(pid, *addr, *len, flags))
+            }
             Call::Munlock { addr, len } => unit(self.munlock(pid, *addr, *len)),
-            Call::Mseal { addr, len } => unit(self.mseal(pid, *addr, *len, 0)),
+            Call::Mseal { addr, len, flags } => unit(self.mseal(pid, *addr, *len, *flags)),
             Call::Access {
                 start,
                 len,
