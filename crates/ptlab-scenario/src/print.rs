@@ -58,9 +58,10 @@ fn prot_word(p: Prot) -> String {
 /// Flag, mode, prot and advice values the words do not cover print as
 /// raw values (`flags 0x...`, `mode 0x...`, `prot 0x...`, `advice N`),
 /// so parsing the line gives the same call. Left out, so such a call prints
-/// as the nearest statement the language can say: PR_SET_THP_DISABLE flags
-/// other than `except_advised` and MREMAP_DONTUNMAP's hint address (a
-/// `new_addr` without MREMAP_FIXED).
+/// as the nearest statement the language can say: MREMAP_DONTUNMAP's hint
+/// address (a `new_addr` without MREMAP_FIXED), and an `Mlock` whose
+/// `flags` hold MLOCK_ONFAULT (the interpreter puts that bit in
+/// `onfault`).
 pub fn call_to_ptl(
     proc: &str,
     bind: Option<&str>,
