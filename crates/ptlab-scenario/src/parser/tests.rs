@@ -718,7 +718,7 @@ fn mlock_mseal_and_guard_statements() {
     ));
     assert_eq!(
         err("mlock 0x1000 4K onfaul"),
-        "t.ptl:1:17: expected 'onfault' or the end of the line, found 'onfaul' (did you mean 'onfault'?)"
+        "t.ptl:1:17: expected 'onfault', 'flags VALUE' or the end of the line, found 'onfaul' (did you mean 'onfault'?)"
     );
 }
 
