@@ -154,6 +154,7 @@ impl OpSet {
                 Call::UffdCreate {
                     handle: handle(),
                     api: true,
+                    flags: None,
                 },
             ) && sup_in(
                 "main",
@@ -597,7 +598,11 @@ fn generate_plain(seed: u64, ops: usize, set: OpSet) -> Generated {
             9 => {
                 let handle = who.clone();
                 if !uffd_open.contains(&who) {
-                    let call = Call::UffdCreate { handle, api: true };
+                    let call = Call::UffdCreate {
+                        handle,
+                        api: true,
+                        flags: None,
+                    };
                     emit(&mut out.lines, &who, None, call);
                     uffd_open.push(who);
                 } else {
@@ -1248,6 +1253,23 @@ mod tests {
                 Call::UffdCreate {
                     handle: h(),
                     api: false,
+                    flags: None,
+                },
+            ),
+            (
+                "main",
+                Call::UffdCreate {
+                    handle: "main".into(),
+                    api: true,
+                    flags: Some(0x80801),
+                },
+            ),
+            (
+                "c1",
+                Call::UffdCreate {
+                    handle: h(),
+                    api: false,
+                    flags: Some(0),
                 },
             ),
             (

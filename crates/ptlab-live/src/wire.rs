@@ -31,7 +31,7 @@ pub(crate) mod op {
     pub const READ_TAGS: u64 = 7; // start npages -> npages tags + fault count
     pub const FORK: u64 = 8; // -> val = child pid, fd via SCM_RIGHTS
     pub const EXIT: u64 = 9; // no answer: the channel reaches EOF
-    pub const UFFD_OPEN: u64 = 10; // slot api
+    pub const UFFD_OPEN: u64 = 10; // slot api has_flags flags
     pub const UFFD_REGISTER: u64 = 11; // addr len mode
     pub const UFFD_UNREGISTER: u64 = 12; // addr len
     pub const UFFD_COPY: u64 = 13; // dst src len has_tag tag mode
@@ -162,7 +162,15 @@ pub(crate) fn encode(call: &Call, at: &Resolved) -> Option<Req> {
         }
         Call::DropCapIpcLock => req(op::CAP_DROP, &[CAP_IPC_LOCK]),
         Call::FillVmas { addr, .. } => req(op::FILL, &[*addr, at.count]),
-        Call::UffdCreate { api, .. } => req(op::UFFD_OPEN, &[at.slot, u64::from(*api)]),
+        Call::UffdCreate { api, flags, .. } => req(
+            op::UFFD_OPEN,
+            &[
+                at.slot,
+                u64::from(*api),
+                u64::from(flags.is_some()),
+                flags.unwrap_or(0),
+            ],
+        ),
         // UFFD_FEATURE_SIGBUS always: nothing would wake a blocked fault.
         Call::UffdApi { api, features, .. } => {
             req(op::UFFD_API, &[*api, features | UFFD_FEATURE_SIGBUS])

@@ -540,7 +540,7 @@ fn handle_op(r: &Req) {
             op::READ_TAGS => read_tags(a[0], a[1]),
             op::FORK => fork_child(),
             op::EXIT => die(),
-            op::UFFD_OPEN => uffd_open(a[0] as usize, a[1] != 0),
+            op::UFFD_OPEN => uffd_open(a[0] as usize, a[1] != 0, (a[2] != 0).then_some(a[3])),
             op::UFFD_API => {
                 let mut api: [u64; 3] = [a[0], a[1], 0];
                 uffd_ioctl(0xC018_AA3F, api.as_mut_ptr(), Some(1));
@@ -771,8 +771,9 @@ fn send_with_fd(data: &[u8], fd: libc::c_int) -> bool {
     }
 }
 
-/// userfaultfd(2) into `slot`, then (with `api`) UFFDIO_API.
-fn uffd_open(slot: usize, api: bool) {
+/// userfaultfd(2) into `slot` (with `flags`, else O_CLOEXEC | O_NONBLOCK),
+/// then (with `api`) UFFDIO_API.
+fn uffd_open(slot: usize, api: bool, flags: Option<u64>) {
     if slot >= UFFD_SLOTS {
         reply(-i64::from(libc::EINVAL), 0, 0);
         return;
@@ -783,11 +784,17 @@ fn uffd_open(slot: usize, api: bool) {
     }
     // SAFETY: userfaultfd(2) and UFFDIO_API on our own buffer.
     unsafe {
-        let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
-        let mut fd = libc::syscall(libc::SYS_userfaultfd, flags) as libc::c_int;
-        if fd < 0 {
-            // Unprivileged: user-mode faults only.
-            fd = libc::syscall(libc::SYS_userfaultfd, flags | 1) as libc::c_int;
+        let mut fd;
+        if let Some(raw) = flags {
+            // The scenario's flags, as they are (an int).
+            fd = libc::syscall(libc::SYS_userfaultfd, raw as libc::c_int) as libc::c_int;
+        } else {
+            let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+            fd = libc::syscall(libc::SYS_userfaultfd, flags) as libc::c_int;
+            if fd < 0 {
+                // Unprivileged: user-mode faults only.
+                fd = libc::syscall(libc::SYS_userfaultfd, flags | 1) as libc::c_int;
+            }
         }
         if fd < 0 {
             reply(-errno(), 0, 0);

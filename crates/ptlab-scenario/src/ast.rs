@@ -305,6 +305,8 @@ pub enum Syscall {
     UffdCreate {
         name: Option<String>,
         api: bool,
+        /// `flags EXPR`: userfaultfd(2)'s flags.
+        flags: Option<Expr>,
     },
     /// `uffd api VALUE [features VALUE]`: UFFDIO_API; binds the features
     /// the kernel reports.

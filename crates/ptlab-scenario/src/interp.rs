@@ -1124,10 +1124,12 @@ impl<'a> Interp<'a> {
             Syscall::UffdOpen => Call::UffdCreate {
                 handle: handle(),
                 api: true,
+                flags: None,
             },
-            Syscall::UffdCreate { name, api } => Call::UffdCreate {
+            Syscall::UffdCreate { name, api, flags } => Call::UffdCreate {
                 handle: name.clone().unwrap_or_else(handle),
                 api: *api,
+                flags: flags.as_ref().map(|e| self.eval(e)).transpose()?,
             },
             Syscall::UffdApi { api, features } => Call::UffdApi {
                 handle: handle(),

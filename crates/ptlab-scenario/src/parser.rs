@@ -1133,16 +1133,26 @@ impl<'s> Parser<'s> {
             "a uffd operation (open, create, api, register, unregister, copy, zeropage, move)",
         )?;
         if sub == "open" || sub == "create" {
-            let name = if cur.at_end() {
+            let name = if cur.at_end() || cur.peek_ident() == Some("flags") {
                 None
             } else {
-                Some(cur.ident("a handle name or the end of the line")?.0)
+                Some(
+                    cur.ident("a handle name, 'flags VALUE' or the end of the line")?
+                        .0,
+                )
             };
-            return Ok(match (sub.as_str(), name) {
-                ("open", None) => Syscall::UffdOpen,
-                (s, name) => Syscall::UffdCreate {
+            let flags = if cur.at_end() {
+                None
+            } else {
+                cur.word(&["flags"], "'flags VALUE' or the end of the line")?;
+                Some(self.arg(cur, "a flags value after 'flags'", NO_STOP)?)
+            };
+            return Ok(match (sub.as_str(), name, flags) {
+                ("open", None, None) => Syscall::UffdOpen,
+                (s, name, flags) => Syscall::UffdCreate {
                     name,
                     api: s == "open",
+                    flags,
                 },
             });
         }

@@ -222,14 +222,15 @@ pub fn call_to_ptl(
         Call::FillVmas { addr: a, headroom } => {
             format!("fill {} headroom {headroom}", addr(*a))
         }
-        Call::UffdCreate { handle, api } => format!(
-            "uffd {}{}",
+        Call::UffdCreate { handle, api, flags } => format!(
+            "uffd {}{}{}",
             if *api { "open" } else { "create" },
             if handle == proc {
                 String::new()
             } else {
                 format!(" {handle}")
-            }
+            },
+            flags.map_or(String::new(), |f| format!(" flags {f:#x}"))
         ),
         Call::UffdApi {
             handle,

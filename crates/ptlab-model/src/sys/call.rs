@@ -108,8 +108,14 @@ pub enum Call {
     /// many (a test device made of ordinary mmap calls).
     FillVmas { addr: u64, headroom: u64 },
     /// userfaultfd(2) as handle `handle`, then (with `api`) UFFDIO_API with
-    /// UFFD_FEATURE_SIGBUS. A handle name in use is EBUSY.
-    UffdCreate { handle: String, api: bool },
+    /// UFFD_FEATURE_SIGBUS. A handle name in use is EBUSY. `flags` is
+    /// userfaultfd(2)'s argument (an `int`); `None`: O_CLOEXEC | O_NONBLOCK.
+    UffdCreate {
+        handle: String,
+        api: bool,
+        #[serde(default)]
+        flags: Option<u64>,
+    },
     /// UFFDIO_API on `handle`; returns the features reported.
     /// UFFD_FEATURE_SIGBUS is always requested in addition (no handler
     /// thread resolves faults).
@@ -360,9 +366,18 @@ impl Model {
                 let headroom = usize::try_from(*headroom).map_err(|_| Errno::EINVAL)?;
                 Ok(self.fill_vmas(pid, *addr, headroom)?)
             }
-            Call::UffdCreate { handle, api } => {
+            Call::UffdCreate { handle, api, flags } => {
                 if self.uffd_fds.is_open(handle) {
                     return Err(Errno::EBUSY.into());
+                }
+                // Linux: fs/userfaultfd.c new_userfaultfd(): flags other than
+                // O_CLOEXEC, O_NONBLOCK and UFFD_USER_MODE_ONLY are EINVAL
+                // (the caller is root: userfaultfd_syscall_allowed()).
+                // USER_MODE_ONLY changes nothing observable here: a kernel
+                // access to a missing page is EFAULT in SIGBUS mode anyway.
+                const ALLOWED: u64 = 0x8_0000 | 0x800 | 1;
+                if flags.is_some_and(|f| u64::from(f as u32) & !ALLOWED != 0) {
+                    return Err(Errno::EINVAL.into());
                 }
                 let id = self.uffd_open(pid)?;
                 if *api {
@@ -520,6 +535,7 @@ mod tests {
             &Call::UffdCreate {
                 handle: h(),
                 api: true,
+                flags: None,
             },
         )
         .unwrap();

@@ -731,14 +731,15 @@ fn uffd_handles_and_api() {
         StmtKind::Op {
             op: Op::Syscall(Syscall::UffdCreate {
                 name: None,
-                api: false
+                api: false,
+                flags: None
             }),
             ..
         }
     ));
     assert!(matches!(
         k[2],
-        StmtKind::Op { op: Op::Syscall(Syscall::UffdCreate { name: Some(n), api: true }), .. } if n == "w"
+        StmtKind::Op { op: Op::Syscall(Syscall::UffdCreate { name: Some(n), api: true, flags: None }), .. } if n == "w"
     ));
     match k[3] {
         StmtKind::Op {
