@@ -1195,6 +1195,10 @@ impl DiffBackend {
 /// How a divergence names the call (`madvise dontneed`, `uffd copy`).
 fn what(call: &Call) -> String {
     match call {
+        Call::Madvise {
+            advice: ptlab_model::Advice::Other(v),
+            ..
+        } => format!("madvise advice {v}"),
         Call::Madvise { advice, .. } => format!("madvise {}", advice.name()),
         other => other.name().to_string(),
     }
@@ -1202,12 +1206,23 @@ fn what(call: &Call) -> String {
 
 impl Backend for DiffBackend {
     fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
-        if let Call::Madvise { advice, .. } = call {
-            if !Model::supports_advice(*advice) {
+        if let Call::Madvise { addr, len, advice } = call {
+            if Model::madvise_is_unmodelled(*addr, *len, *advice) {
                 self.unsupported = true;
                 return Err(BackendError::Other(format!(
-                    "madvise {} is unsupported by the model",
-                    advice.name()
+                    "madvise advice {} is unsupported by the model",
+                    advice.value()
+                )));
+            }
+        }
+        if let Call::Mmap { flags, .. } = call {
+            // Without MAP_ANONYMOUS it is EBADF before anything else.
+            if flags.contains(MapFlags::ANONYMOUS) && !Model::supports_mmap_flags(*flags) {
+                self.unsupported = true;
+                return Err(BackendError::Other(format!(
+                    "mmap flags {:#x} are unsupported by the model (MAP_SHARED, \
+                     MAP_DROPPABLE, MAP_32BIT, MAP_ABOVE4G, MAP_GROWSDOWN, MAP_HUGETLB, MAP_SYNC)",
+                    flags.bits()
                 )));
             }
         }

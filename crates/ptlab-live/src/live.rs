@@ -140,7 +140,9 @@ impl Planned {
                 len: *len,
                 advice: *advice,
             },
-            Call::Mlock { addr, len, onfault } => Planned::Mlock {
+            Call::Mlock {
+                addr, len, onfault, ..
+            } => Planned::Mlock {
                 addr: *addr,
                 len: *len,
                 onfault: *onfault,
@@ -976,14 +978,18 @@ impl LiveBackend {
     }
 
     /// Outcome of a uffd ioctl that reports a result through its struct
-    /// (COPY, ZEROPAGE, MOVE): on failure the field (bytes done, `-errno`,
-    /// or 0 if untouched) comes with the errno.
+    /// (COPY, ZEROPAGE, MOVE): on failure the field (bytes done or
+    /// `-errno`) comes with the errno; a field the kernel left untouched
+    /// (still [`crate::wire::FIELD_UNTOUCHED`]) gives the errno alone.
     fn uffd_result(resp: Resp) -> Result<u64, BackendError> {
         let st = resp[0] as i64;
         if st >= 0 {
             return Ok(resp[1]);
         }
         match errno_err(st) {
+            BackendError::Errno(errno) if resp[1] == crate::wire::FIELD_UNTOUCHED => {
+                Err(BackendError::Errno(errno))
+            }
             BackendError::Errno(errno) => Err(BackendError::ErrnoWithResult {
                 errno,
                 result: resp[1] as i64,
@@ -1580,7 +1586,16 @@ impl Backend for LiveBackend {
                 let r = self.send(proc, call, none)?;
                 Self::unit(r).map(|_| 0)
             }
-            Call::Madvise { addr, len, .. } => {
+            Call::Madvise { addr, len, advice } => {
+                // MADV_HWPOISON / MADV_SOFT_OFFLINE would take a frame of
+                // this machine out of service for good: refused.
+                if matches!(advice.value(), 100 | 101) {
+                    return Err(BackendError::Other(format!(
+                        "madvise advice {} (MADV_HWPOISON/MADV_SOFT_OFFLINE) is refused by \
+                         the live backend: it poisons or offlines a real page",
+                        advice.value()
+                    )));
+                }
                 self.check_range("madvise", *addr, *len)?;
                 self.check_budget(proc, call)?;
                 let r = self.send(proc, call, none)?;
@@ -1782,6 +1797,7 @@ impl Backend for LiveBackend {
                 src,
                 len,
                 tag,
+                ..
             } => {
                 self.check_range("uffd copy", *dst, *len)?;
                 self.check_budget(proc, call)?;
@@ -1792,7 +1808,9 @@ impl Backend for LiveBackend {
                 let r = self.send(proc, call, none)?;
                 Self::uffd_result(r)
             }
-            Call::UffdZeropage { handle, dst, len } => {
+            Call::UffdZeropage {
+                handle, dst, len, ..
+            } => {
                 self.check_range("uffd zeropage", *dst, *len)?;
                 self.uffd_prepare(proc, handle)?;
                 let r = self.send(proc, call, none)?;

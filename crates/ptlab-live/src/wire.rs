@@ -14,6 +14,13 @@ pub(crate) type Resp = [u64; 4];
 
 pub(crate) const ST_FAULT: i64 = -100_000;
 
+/// What the worker puts in the output field of UFFDIO_COPY / ZEROPAGE /
+/// MOVE before the ioctl: the kernel writes the field only once the
+/// operation ran (bytes done or `-errno`), so finding this value there
+/// afterwards means the kernel left it untouched. No byte count or errno
+/// is this large.
+pub(crate) const FIELD_UNTOUCHED: u64 = 0x8000_0000_0000_0000;
+
 pub(crate) mod op {
     pub const MMAP: u64 = 1; // addr len prot flags
     pub const MUNMAP: u64 = 2; // addr len
@@ -24,11 +31,11 @@ pub(crate) mod op {
     pub const READ_TAGS: u64 = 7; // start npages -> npages tags + fault count
     pub const FORK: u64 = 8; // -> val = child pid, fd via SCM_RIGHTS
     pub const EXIT: u64 = 9; // no answer: the channel reaches EOF
-    pub const UFFD_OPEN: u64 = 10; // slot api
+    pub const UFFD_OPEN: u64 = 10; // slot api has_flags flags
     pub const UFFD_REGISTER: u64 = 11; // addr len mode
     pub const UFFD_UNREGISTER: u64 = 12; // addr len
-    pub const UFFD_COPY: u64 = 13; // dst src len has_tag tag
-    pub const UFFD_ZEROPAGE: u64 = 14; // dst len
+    pub const UFFD_COPY: u64 = 13; // dst src len has_tag tag mode
+    pub const UFFD_ZEROPAGE: u64 = 14; // dst len mode
     pub const UFFD_MOVE: u64 = 15; // dst src len mode
     pub const PING: u64 = 16; // -> val = getpid()
     pub const SYSCALL3: u64 = 17; // nr a b c -> syscall(nr, a, b, c)
@@ -102,18 +109,25 @@ pub(crate) fn encode(call: &Call, at: &Resolved) -> Option<Req> {
         Call::Mlock {
             addr,
             len,
-            onfault: true,
-        } => req(
-            op::SYSCALL3,
-            &[libc::SYS_mlock2 as u64, *addr, *len, MLOCK_ONFAULT],
-        ),
+            onfault: false,
+            flags: 0,
+        } => req(op::SYSCALL3, &[libc::SYS_mlock as u64, *addr, *len]),
         Call::Mlock {
             addr,
             len,
-            onfault: false,
-        } => req(op::SYSCALL3, &[libc::SYS_mlock as u64, *addr, *len]),
+            onfault,
+            flags,
+        } => req(
+            op::SYSCALL3,
+            &[
+                libc::SYS_mlock2 as u64,
+                *addr,
+                *len,
+                flags | if *onfault { MLOCK_ONFAULT } else { 0 },
+            ],
+        ),
         Call::Munlock { addr, len } => req(op::SYSCALL3, &[libc::SYS_munlock as u64, *addr, *len]),
-        Call::Mseal { addr, len } => req(op::SYSCALL3, &[SYS_MSEAL, *addr, *len]),
+        Call::Mseal { addr, len, flags } => req(op::SYSCALL3, &[SYS_MSEAL, *addr, *len, *flags]),
         Call::Access {
             start,
             len,
@@ -148,7 +162,15 @@ pub(crate) fn encode(call: &Call, at: &Resolved) -> Option<Req> {
         }
         Call::DropCapIpcLock => req(op::CAP_DROP, &[CAP_IPC_LOCK]),
         Call::FillVmas { addr, .. } => req(op::FILL, &[*addr, at.count]),
-        Call::UffdCreate { api, .. } => req(op::UFFD_OPEN, &[at.slot, u64::from(*api)]),
+        Call::UffdCreate { api, flags, .. } => req(
+            op::UFFD_OPEN,
+            &[
+                at.slot,
+                u64::from(*api),
+                u64::from(flags.is_some()),
+                flags.unwrap_or(0),
+            ],
+        ),
         // UFFD_FEATURE_SIGBUS always: nothing would wake a blocked fault.
         Call::UffdApi { api, features, .. } => {
             req(op::UFFD_API, &[*api, features | UFFD_FEATURE_SIGBUS])
@@ -158,12 +180,26 @@ pub(crate) fn encode(call: &Call, at: &Resolved) -> Option<Req> {
         } => req(op::UFFD_REGISTER, &[*addr, *len, mode.bits()]),
         Call::UffdUnregister { addr, len, .. } => req(op::UFFD_UNREGISTER, &[*addr, *len]),
         Call::UffdCopy {
-            dst, src, len, tag, ..
+            dst,
+            src,
+            len,
+            tag,
+            mode,
+            ..
         } => req(
             op::UFFD_COPY,
-            &[*dst, *src, *len, u64::from(tag.is_some()), tag.unwrap_or(0)],
+            &[
+                *dst,
+                *src,
+                *len,
+                u64::from(tag.is_some()),
+                tag.unwrap_or(0),
+                mode.bits(),
+            ],
         ),
-        Call::UffdZeropage { dst, len, .. } => req(op::UFFD_ZEROPAGE, &[*dst, *len]),
+        Call::UffdZeropage { dst, len, mode, .. } => {
+            req(op::UFFD_ZEROPAGE, &[*dst, *len, mode.bits()])
+        }
         Call::UffdMove {
             dst,
             src,

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 /// The fd number the worker's channel lives at.
 pub(crate) const CHAN_FD: libc::c_int = 3;
 
-use crate::wire::{op, Req, Resp, ST_FAULT};
+use crate::wire::{op, Req, Resp, FIELD_UNTOUCHED, ST_FAULT};
 
 /// Soft limits the scenario set for RLIMIT_AS and RLIMIT_DATA, applied
 /// only while the worker makes a scenario's mmap/mprotect/mremap call (the
@@ -540,7 +540,7 @@ fn handle_op(r: &Req) {
             op::READ_TAGS => read_tags(a[0], a[1]),
             op::FORK => fork_child(),
             op::EXIT => die(),
-            op::UFFD_OPEN => uffd_open(a[0] as usize, a[1] != 0),
+            op::UFFD_OPEN => uffd_open(a[0] as usize, a[1] != 0, (a[2] != 0).then_some(a[3])),
             op::UFFD_API => {
                 let mut api: [u64; 3] = [a[0], a[1], 0];
                 uffd_ioctl(0xC018_AA3F, api.as_mut_ptr(), Some(1));
@@ -561,13 +561,13 @@ fn handle_op(r: &Req) {
                 let mut range: [u64; 2] = [a[0], a[1]];
                 uffd_ioctl(0x8010_AA01, range.as_mut_ptr(), None);
             }
-            op::UFFD_COPY => uffd_copy(a[0], a[1], a[2], a[3] != 0, a[4]),
+            op::UFFD_COPY => uffd_copy(a[0], a[1], a[2], a[3] != 0, a[4], a[5]),
             op::UFFD_ZEROPAGE => {
-                let mut z: [u64; 4] = [a[0], a[1], 0, 0];
+                let mut z: [u64; 4] = [a[0], a[1], a[2], FIELD_UNTOUCHED];
                 uffd_ioctl(0xC020_AA04, z.as_mut_ptr(), Some(3));
             }
             op::UFFD_MOVE => {
-                let mut m: [u64; 5] = [a[0], a[1], a[2], a[3], 0];
+                let mut m: [u64; 5] = [a[0], a[1], a[2], a[3], FIELD_UNTOUCHED];
                 uffd_ioctl(0xC028_AA05, m.as_mut_ptr(), Some(4));
             }
             op::PING => reply(0, libc::getpid() as u64, 0),
@@ -771,8 +771,9 @@ fn send_with_fd(data: &[u8], fd: libc::c_int) -> bool {
     }
 }
 
-/// userfaultfd(2) into `slot`, then (with `api`) UFFDIO_API.
-fn uffd_open(slot: usize, api: bool) {
+/// userfaultfd(2) into `slot` (with `flags`, else O_CLOEXEC | O_NONBLOCK),
+/// then (with `api`) UFFDIO_API.
+fn uffd_open(slot: usize, api: bool, flags: Option<u64>) {
     if slot >= UFFD_SLOTS {
         reply(-i64::from(libc::EINVAL), 0, 0);
         return;
@@ -783,11 +784,17 @@ fn uffd_open(slot: usize, api: bool) {
     }
     // SAFETY: userfaultfd(2) and UFFDIO_API on our own buffer.
     unsafe {
-        let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
-        let mut fd = libc::syscall(libc::SYS_userfaultfd, flags) as libc::c_int;
-        if fd < 0 {
-            // Unprivileged: user-mode faults only.
-            fd = libc::syscall(libc::SYS_userfaultfd, flags | 1) as libc::c_int;
+        let mut fd;
+        if let Some(raw) = flags {
+            // The scenario's flags, as they are (an int).
+            fd = libc::syscall(libc::SYS_userfaultfd, raw as libc::c_int) as libc::c_int;
+        } else {
+            let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+            fd = libc::syscall(libc::SYS_userfaultfd, flags) as libc::c_int;
+            if fd < 0 {
+                // Unprivileged: user-mode faults only.
+                fd = libc::syscall(libc::SYS_userfaultfd, flags | 1) as libc::c_int;
+            }
         }
         if fd < 0 {
             reply(-errno(), 0, 0);
@@ -815,11 +822,11 @@ fn uffd_ioctl(req: u64, arg: *mut u64, out: Option<usize>) {
 }
 
 /// Issue a userfaultfd ioctl on the selected descriptor: (0 or −errno, the
-/// output field).
+/// output field, [`FIELD_UNTOUCHED`] if the kernel did not write it).
 fn uffd_ioctl_raw(req: u64, arg: *mut u64, out: Option<usize>) -> (i64, u64) {
     let fd = UFFDS[UFFD_CUR.load(Ordering::Relaxed)].load(Ordering::Relaxed);
     if fd < 0 {
-        return (-i64::from(libc::EBADF), 0);
+        return (-i64::from(libc::EBADF), FIELD_UNTOUCHED);
     }
     // SAFETY: arg points to a buffer of the ioctl's size.
     unsafe {
@@ -833,9 +840,9 @@ fn uffd_ioctl_raw(req: u64, arg: *mut u64, out: Option<usize>) -> (i64, u64) {
     }
 }
 
-fn uffd_copy(dst: u64, src: u64, len: u64, has_tag: bool, tag: u64) {
+fn uffd_copy(dst: u64, src: u64, len: u64, has_tag: bool, tag: u64, mode: u64) {
     if !has_tag {
-        let mut c: [u64; 5] = [dst, src, len, 0, 0];
+        let mut c: [u64; 5] = [dst, src, len, mode, FIELD_UNTOUCHED];
         uffd_ioctl(0xC028_AA03, c.as_mut_ptr(), Some(4));
         return;
     }
@@ -855,7 +862,7 @@ fn uffd_copy(dst: u64, src: u64, len: u64, has_tag: bool, tag: u64) {
             0,
         );
         if p == libc::MAP_FAILED {
-            reply(-errno(), 0, 0);
+            reply(-errno(), FIELD_UNTOUCHED, 0);
             return;
         }
         let buf = p as u64 + 4096;
@@ -872,7 +879,7 @@ fn uffd_copy(dst: u64, src: u64, len: u64, has_tag: bool, tag: u64) {
         for i in 0..pages {
             let _ = probe_write(buf + i * 4096, tag);
         }
-        let mut c: [u64; 5] = [dst, buf, len, 0, 0];
+        let mut c: [u64; 5] = [dst, buf, len, mode, FIELD_UNTOUCHED];
         let (r, field) = uffd_ioctl_raw(0xC028_AA03, c.as_mut_ptr(), Some(4));
         // Unmap before replying: the observer reads the maps as soon as it
         // has the reply, and must not see this buffer (it may sit inside a

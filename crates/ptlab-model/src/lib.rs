@@ -39,6 +39,7 @@ pub use observe::{Observation, PageState, Sections};
 pub use rlimit::{Resource, Rlimits, RLIM_INFINITY};
 pub use thp::{ThpDisable, ThpSettings};
 pub use uapi::{
-    Advice, MapFlags, MremapFlags, PrctlThp, Prot, ThpKnob, ThpMode, UffdMoveMode, UffdRegisterMode,
+    Advice, MapFlags, MremapFlags, PrctlThp, Prot, ThpKnob, ThpMode, UffdCopyMode, UffdMoveMode,
+    UffdRegisterMode, UffdZeropageMode,
 };
 pub use uffd::{CopySource, UffdError, UffdId};

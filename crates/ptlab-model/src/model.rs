@@ -155,10 +155,12 @@ impl Model {
         self.procs.keys().copied()
     }
 
-    /// Whether the model implements `advice` (all the advice values the
-    /// language has).
-    pub fn supports_advice(_advice: Advice) -> bool {
-        true
+    /// Whether the model implements `advice`: every named advice, and every
+    /// value the kernel rejects (EINVAL, as there). A value 6.18 accepts
+    /// but the model does not implement (MADV_NORMAL, MADV_WILLNEED,
+    /// MADV_HWPOISON, ...) is not: the model answers ENOSYS.
+    pub fn supports_advice(advice: Advice) -> bool {
+        !matches!(advice, Advice::Other(_)) || !advice.is_kernel_valid()
     }
 
     /// The swap device (slots, counts and swap cache).

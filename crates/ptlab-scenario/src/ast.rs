@@ -205,6 +205,7 @@ pub enum Placement {
 pub struct UffdMode {
     pub missing: bool,
     pub wp: bool,
+    pub minor: bool,
 }
 
 /// A system call statement.
@@ -215,10 +216,15 @@ pub enum Syscall {
         addr: Option<Expr>,
         placement: Placement,
         prot: Prot,
+        /// `prot EXPR`: the raw prot value instead of `prot`.
+        prot_raw: Option<Expr>,
         noreserve: bool,
         populate: bool,
         /// MAP_LOCKED
         locked: bool,
+        /// `flags EXPR`: the flags the option words add to, instead of
+        /// MAP_PRIVATE | MAP_ANONYMOUS.
+        flags: Option<Expr>,
     },
     Munmap {
         addr: Expr,
@@ -228,6 +234,8 @@ pub enum Syscall {
         addr: Expr,
         len: Expr,
         advice: Advice,
+        /// `advice EXPR`: the raw advice value instead of `advice`.
+        advice_raw: Option<Expr>,
     },
     Mremap {
         addr: Expr,
@@ -236,17 +244,23 @@ pub enum Syscall {
         maymove: bool,
         fixed: Option<Expr>,
         dontunmap: bool,
+        /// `flags EXPR`: more flag bits, or'ed in.
+        flags: Option<Expr>,
     },
     Mprotect {
         addr: Expr,
         len: Expr,
         prot: Prot,
+        /// A raw prot value instead of `prot`.
+        prot_raw: Option<Expr>,
     },
     /// `mlock ADDR LEN [onfault]` (mlock2 with MLOCK_ONFAULT).
     Mlock {
         addr: Expr,
         len: Expr,
         onfault: bool,
+        /// `flags EXPR`: mlock2 flag bits, or'ed in.
+        flags: Option<Expr>,
     },
     /// `munlock ADDR LEN`
     Munlock {
@@ -257,6 +271,8 @@ pub enum Syscall {
     Mseal {
         addr: Expr,
         len: Expr,
+        /// `flags EXPR`: mseal's flags argument (0 without it).
+        flags: Option<Expr>,
     },
     Fork {
         child: String,
@@ -266,6 +282,8 @@ pub enum Syscall {
     PrctlSetThpDisable {
         disable: Expr,
         except_advised: bool,
+        /// `flags EXPR`: more flag bits (arg3), or'ed in.
+        flags: Option<Expr>,
     },
     /// `prctl get_thp_disable`
     PrctlGetThpDisable,
@@ -290,6 +308,8 @@ pub enum Syscall {
     UffdCreate {
         name: Option<String>,
         api: bool,
+        /// `flags EXPR`: userfaultfd(2)'s flags.
+        flags: Option<Expr>,
     },
     /// `uffd api VALUE [features VALUE]`: UFFDIO_API; binds the features
     /// the kernel reports.
@@ -306,6 +326,8 @@ pub enum Syscall {
         addr: Expr,
         len: Expr,
         mode: UffdMode,
+        /// `mode EXPR`: more mode bits, or'ed in.
+        raw: Option<Expr>,
     },
     UffdUnregister {
         addr: Expr,
@@ -316,10 +338,18 @@ pub enum Syscall {
         src: Expr,
         len: Expr,
         tag: Option<Expr>,
+        /// UFFDIO_COPY_MODE_WP
+        wp: bool,
+        dontwake: bool,
+        /// `mode EXPR`: more mode bits, or'ed in.
+        raw: Option<Expr>,
     },
     UffdZeropage {
         dst: Expr,
         len: Expr,
+        dontwake: bool,
+        /// `mode EXPR`: more mode bits, or'ed in.
+        raw: Option<Expr>,
     },
     UffdMove {
         dst: Expr,
@@ -327,6 +357,8 @@ pub enum Syscall {
         len: Expr,
         allow_src_holes: bool,
         dontwake: bool,
+        /// `mode EXPR`: more mode bits, or'ed in.
+        raw: Option<Expr>,
     },
 }
 

@@ -13,10 +13,13 @@ use crate::backend::{Backend, BackendError};
 use crate::expr::{self, fmt_num, Env, EvalError};
 use ptlab_model::observe::PageRuns;
 use ptlab_model::{
-    Call, MapFlags, MremapFlags, Observation, Order, PageState, PrctlThp, Sections, ThpKnob,
-    UffdMoveMode, UffdRegisterMode, PAGE_SIZE,
+    Advice, Call, MapFlags, MremapFlags, Observation, Order, PageState, PrctlThp, Prot, Sections,
+    ThpKnob, UffdCopyMode, UffdMoveMode, UffdRegisterMode, UffdZeropageMode, PAGE_SIZE,
 };
 use serde_json::json;
+
+/// `MLOCK_ONFAULT` (include/uapi/asm-generic/mman-common.h).
+const MLOCK_ONFAULT: u64 = 1;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -570,6 +573,21 @@ impl<'a> Interp<'a> {
         e.map_or(Ok(default), |e| self.eval(e))
     }
 
+    /// A raw value the model keeps in 32 bits (`mmap` flags, `prot`): a
+    /// larger one is a runtime error rather than silently cut.
+    fn eval_u32(&self, pos: Pos, e: &Expr, what: &str) -> Result<u32, RtError> {
+        let v = self.eval(e)?;
+        u32::try_from(v).map_err(|_| rt(pos, format!("{what} {v:#x} does not fit in 32 bits")))
+    }
+
+    /// `prot`, or the raw `prot EXPR` value.
+    fn eval_prot(&self, pos: Pos, prot: Prot, raw: Option<&Expr>) -> Result<Prot, RtError> {
+        match raw {
+            Some(e) => Ok(Prot::from_bits_retain(self.eval_u32(pos, e, "prot")?)),
+            None => Ok(prot),
+        }
+    }
+
     fn set(&mut self, id: NameId, value: Slot) {
         if let Some(slot) = self.slots.get_mut(id.index()) {
             *slot = value;
@@ -943,7 +961,7 @@ impl<'a> Interp<'a> {
     /// The [`Call`] an operation statement makes, its arguments evaluated.
     fn evaluate(&self, pos: Pos, op: &Op) -> Result<Call, RtError> {
         Ok(match op {
-            Op::Syscall(call) => self.syscall(call, None)?,
+            Op::Syscall(call) => self.syscall(pos, call, None)?,
             Op::Access(access) => self.access(pos, access)?,
             Op::Thp(setting) => self.thp(pos, setting)?,
             Op::Memory(size) => Call::SetMemory {
@@ -961,7 +979,7 @@ impl<'a> Interp<'a> {
     /// The call of a syscall statement; `via` is the handle a `uffd ... via
     /// NAME` names (a uffd ioctl otherwise uses the process's own handle,
     /// named after the process).
-    fn syscall(&self, call: &Syscall, via: Option<&str>) -> Result<Call, RtError> {
+    fn syscall(&self, pos: Pos, call: &Syscall, via: Option<&str>) -> Result<Call, RtError> {
         let handle = || via.unwrap_or(&self.current).to_string();
         Ok(match call {
             Syscall::Mmap {
@@ -972,22 +990,33 @@ impl<'a> Interp<'a> {
                 noreserve,
                 populate,
                 locked,
+                prot_raw,
+                flags: raw_flags,
             } => {
                 let len = self.eval(len)?;
                 let addr = self.eval_opt(addr.as_ref(), 0)?;
-                let mut flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+                let mut flags = match raw_flags {
+                    Some(e) => MapFlags::from_bits_retain(self.eval_u32(pos, e, "mmap flags")?),
+                    None => MapFlags::PRIVATE | MapFlags::ANONYMOUS,
+                };
                 match placement {
                     Placement::Hint => {}
                     Placement::Fixed => flags |= MapFlags::FIXED,
                     Placement::NoReplace => flags |= MapFlags::FIXED_NOREPLACE,
                 }
-                flags.set(MapFlags::NORESERVE, *noreserve);
-                flags.set(MapFlags::POPULATE, *populate);
-                flags.set(MapFlags::LOCKED, *locked);
+                if *noreserve {
+                    flags.insert(MapFlags::NORESERVE);
+                }
+                if *populate {
+                    flags.insert(MapFlags::POPULATE);
+                }
+                if *locked {
+                    flags.insert(MapFlags::LOCKED);
+                }
                 Call::Mmap {
                     addr,
                     len,
-                    prot: *prot,
+                    prot: self.eval_prot(pos, *prot, prot_raw.as_ref())?,
                     flags,
                 }
             }
@@ -995,10 +1024,19 @@ impl<'a> Interp<'a> {
                 addr: self.eval(addr)?,
                 len: self.eval(len)?,
             },
-            Syscall::Madvise { addr, len, advice } => Call::Madvise {
+            Syscall::Madvise {
+                addr,
+                len,
+                advice,
+                advice_raw,
+            } => Call::Madvise {
                 addr: self.eval(addr)?,
                 len: self.eval(len)?,
-                advice: *advice,
+                // The `int behavior` argument: the low 32 bits.
+                advice: match advice_raw {
+                    Some(e) => Advice::from_value(self.eval(e)? as u32 as i32),
+                    None => *advice,
+                },
             },
             Syscall::Mremap {
                 addr,
@@ -1007,14 +1045,21 @@ impl<'a> Interp<'a> {
                 maymove,
                 fixed,
                 dontunmap,
+                flags: raw,
             } => {
                 let (addr, old_len, new_len) =
                     (self.eval(addr)?, self.eval(old_len)?, self.eval(new_len)?);
                 let fixed = fixed.as_ref().map(|e| self.eval(e)).transpose()?;
-                let mut flags = MremapFlags::empty();
-                flags.set(MremapFlags::MAYMOVE, *maymove);
-                flags.set(MremapFlags::FIXED, fixed.is_some());
-                flags.set(MremapFlags::DONTUNMAP, *dontunmap);
+                let mut flags = MremapFlags::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
+                if *maymove {
+                    flags.insert(MremapFlags::MAYMOVE);
+                }
+                if fixed.is_some() {
+                    flags.insert(MremapFlags::FIXED);
+                }
+                if *dontunmap {
+                    flags.insert(MremapFlags::DONTUNMAP);
+                }
                 // new_addr is 0 unless `fixed NEWADDR` gives it (the
                 // scenario language has no DONTUNMAP hint).
                 Call::Mremap {
@@ -1025,23 +1070,40 @@ impl<'a> Interp<'a> {
                     new_addr: fixed.unwrap_or(0),
                 }
             }
-            Syscall::Mprotect { addr, len, prot } => Call::Mprotect {
+            Syscall::Mprotect {
+                addr,
+                len,
+                prot,
+                prot_raw,
+            } => Call::Mprotect {
                 addr: self.eval(addr)?,
                 len: self.eval(len)?,
-                prot: *prot,
+                prot: self.eval_prot(pos, *prot, prot_raw.as_ref())?,
             },
-            Syscall::Mlock { addr, len, onfault } => Call::Mlock {
-                addr: self.eval(addr)?,
-                len: self.eval(len)?,
-                onfault: *onfault,
-            },
+            Syscall::Mlock {
+                addr,
+                len,
+                onfault,
+                flags,
+            } => {
+                let (addr, len) = (self.eval(addr)?, self.eval(len)?);
+                // MLOCK_ONFAULT is `onfault` however it is written.
+                let raw = self.eval_opt(flags.as_ref(), 0)?;
+                Call::Mlock {
+                    addr,
+                    len,
+                    onfault: *onfault || raw & MLOCK_ONFAULT != 0,
+                    flags: raw & !MLOCK_ONFAULT,
+                }
+            }
             Syscall::Munlock { addr, len } => Call::Munlock {
                 addr: self.eval(addr)?,
                 len: self.eval(len)?,
             },
-            Syscall::Mseal { addr, len } => Call::Mseal {
+            Syscall::Mseal { addr, len, flags } => Call::Mseal {
                 addr: self.eval(addr)?,
                 len: self.eval(len)?,
+                flags: self.eval_opt(flags.as_ref(), 0)?,
             },
             Syscall::Fork { child } => Call::Fork {
                 child: child.clone(),
@@ -1050,13 +1112,15 @@ impl<'a> Interp<'a> {
             Syscall::PrctlSetThpDisable {
                 disable,
                 except_advised,
+                flags,
             } => Call::PrctlThp(PrctlThp::Set {
                 disable: self.eval(disable)?,
-                flags: if *except_advised {
-                    ptlab_model::thp::PR_THP_DISABLE_EXCEPT_ADVISED
-                } else {
-                    0
-                },
+                flags: self.eval_opt(flags.as_ref(), 0)?
+                    | if *except_advised {
+                        ptlab_model::thp::PR_THP_DISABLE_EXCEPT_ADVISED
+                    } else {
+                        0
+                    },
             }),
             Syscall::PrctlGetThpDisable => Call::PrctlThp(PrctlThp::Get),
             Syscall::Setrlimit { resource, bytes } => Call::Setrlimit {
@@ -1074,21 +1138,35 @@ impl<'a> Interp<'a> {
             Syscall::UffdOpen => Call::UffdCreate {
                 handle: handle(),
                 api: true,
+                flags: None,
             },
-            Syscall::UffdCreate { name, api } => Call::UffdCreate {
+            Syscall::UffdCreate { name, api, flags } => Call::UffdCreate {
                 handle: name.clone().unwrap_or_else(handle),
                 api: *api,
+                flags: flags.as_ref().map(|e| self.eval(e)).transpose()?,
             },
             Syscall::UffdApi { api, features } => Call::UffdApi {
                 handle: handle(),
                 api: self.eval(api)?,
                 features: self.eval_opt(features.as_ref(), 0)?,
             },
-            Syscall::UffdVia { handle, call } => self.syscall(call, Some(handle))?,
-            Syscall::UffdRegister { addr, len, mode } => {
-                let mut bits = UffdRegisterMode::empty();
-                bits.set(UffdRegisterMode::MISSING, mode.missing);
-                bits.set(UffdRegisterMode::WP, mode.wp);
+            Syscall::UffdVia { handle, call } => self.syscall(pos, call, Some(handle))?,
+            Syscall::UffdRegister {
+                addr,
+                len,
+                mode,
+                raw,
+            } => {
+                let mut bits = UffdRegisterMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
+                if mode.missing {
+                    bits.insert(UffdRegisterMode::MISSING);
+                }
+                if mode.wp {
+                    bits.insert(UffdRegisterMode::WP);
+                }
+                if mode.minor {
+                    bits.insert(UffdRegisterMode::MINOR);
+                }
                 Call::UffdRegister {
                     handle: handle(),
                     addr: self.eval(addr)?,
@@ -1101,28 +1179,66 @@ impl<'a> Interp<'a> {
                 addr: self.eval(addr)?,
                 len: self.eval(len)?,
             },
-            Syscall::UffdCopy { dst, src, len, tag } => Call::UffdCopy {
-                handle: handle(),
-                dst: self.eval(dst)?,
-                src: self.eval(src)?,
-                len: self.eval(len)?,
-                tag: tag.as_ref().map(|e| self.eval(e)).transpose()?,
-            },
-            Syscall::UffdZeropage { dst, len } => Call::UffdZeropage {
-                handle: handle(),
-                dst: self.eval(dst)?,
-                len: self.eval(len)?,
-            },
+            Syscall::UffdCopy {
+                dst,
+                src,
+                len,
+                tag,
+                wp,
+                dontwake,
+                raw,
+            } => {
+                let (dst, src, len) = (self.eval(dst)?, self.eval(src)?, self.eval(len)?);
+                let tag = tag.as_ref().map(|e| self.eval(e)).transpose()?;
+                let mut mode = UffdCopyMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
+                if *wp {
+                    mode.insert(UffdCopyMode::WP);
+                }
+                if *dontwake {
+                    mode.insert(UffdCopyMode::DONTWAKE);
+                }
+                Call::UffdCopy {
+                    handle: handle(),
+                    dst,
+                    src,
+                    len,
+                    tag,
+                    mode,
+                }
+            }
+            Syscall::UffdZeropage {
+                dst,
+                len,
+                dontwake,
+                raw,
+            } => {
+                let (dst, len) = (self.eval(dst)?, self.eval(len)?);
+                let mut mode = UffdZeropageMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
+                if *dontwake {
+                    mode.insert(UffdZeropageMode::DONTWAKE);
+                }
+                Call::UffdZeropage {
+                    handle: handle(),
+                    dst,
+                    len,
+                    mode,
+                }
+            }
             Syscall::UffdMove {
                 dst,
                 src,
                 len,
                 allow_src_holes,
                 dontwake,
+                raw,
             } => {
-                let mut mode = UffdMoveMode::empty();
-                mode.set(UffdMoveMode::ALLOW_SRC_HOLES, *allow_src_holes);
-                mode.set(UffdMoveMode::DONTWAKE, *dontwake);
+                let mut mode = UffdMoveMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
+                if *allow_src_holes {
+                    mode.insert(UffdMoveMode::ALLOW_SRC_HOLES);
+                }
+                if *dontwake {
+                    mode.insert(UffdMoveMode::DONTWAKE);
+                }
                 Call::UffdMove {
                     handle: handle(),
                     dst: self.eval(dst)?,

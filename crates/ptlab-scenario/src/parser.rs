@@ -73,13 +73,14 @@ const MMAP_OPTIONS: &[&str] = &[
     "noreserve",
     "populate",
     "locked",
+    "flags",
 ];
 const RLIMIT_NAMES: &[&str] = &["as", "data", "memlock"];
 const RLIMIT_UNLIMITED: &[&str] = &["unlimited"];
 const CAPABILITY_OPS: &[&str] = &["drop"];
 const CAPABILITY_NAMES: &[&str] = &["ipc_lock"];
 const FILL_WORDS: &[&str] = &["headroom"];
-const MREMAP_OPTIONS: &[&str] = &["maymove", "fixed", "dontunmap"];
+const MREMAP_OPTIONS: &[&str] = &["maymove", "fixed", "dontunmap", "flags"];
 const UFFD_SUBCOMMANDS: &[&str] = &[
     "open",
     "create",
@@ -91,9 +92,11 @@ const UFFD_SUBCOMMANDS: &[&str] = &[
     "move",
 ];
 const PRCTL_OPTIONS: &[&str] = &["thp_disable", "get_thp_disable"];
-const PRCTL_THP_FLAGS: &[&str] = &["except_advised"];
-const UFFD_MOVE_OPTIONS: &[&str] = &["allow_src_holes", "dontwake", "via"];
-const UFFD_MODES: &[&str] = &["missing", "wp"];
+const PRCTL_THP_FLAGS: &[&str] = &["except_advised", "flags"];
+const UFFD_MOVE_OPTIONS: &[&str] = &["allow_src_holes", "dontwake", "mode", "via"];
+const UFFD_COPY_OPTIONS: &[&str] = &["tag", "wp", "dontwake", "mode", "via"];
+const UFFD_ZEROPAGE_OPTIONS: &[&str] = &["dontwake", "mode", "via"];
+const UFFD_MODES: &[&str] = &["missing", "wp", "minor", "mode"];
 const UFFD_VIA: &[&str] = &["via"];
 const UFFD_API_OPTIONS: &[&str] = &["features", "via"];
 /// The advice words: [`Advice::ALL`]'s names.
@@ -850,15 +853,30 @@ impl<'s> Parser<'s> {
             }
             "madvise" => {
                 let addr = self.arg(cur, "an address after 'madvise'", NO_STOP)?;
-                let len = self.arg(cur, "a length after the address", NO_STOP)?;
-                let (word, pos) = cur.word(
-                    ADVICE_NAMES,
-                    "an advice (dontneed, hugepage, nohugepage, ...)",
-                )?;
-                let advice = Advice::from_name(&word).ok_or_else(|| {
-                    cur.err_at(pos, format!("advice '{word}' is not known to the model"))
-                })?;
-                Syscall::Madvise { addr, len, advice }
+                let len = self.arg(cur, "a length after the address", &["advice"])?;
+                if cur.eat("advice") {
+                    let raw = self.arg(cur, "an advice value after 'advice'", NO_STOP)?;
+                    Syscall::Madvise {
+                        addr,
+                        len,
+                        advice: Advice::DontNeed,
+                        advice_raw: Some(raw),
+                    }
+                } else {
+                    let (word, pos) = cur.word(
+                        ADVICE_NAMES,
+                        "an advice (dontneed, hugepage, nohugepage, ..., or 'advice VALUE')",
+                    )?;
+                    let advice = Advice::from_name(&word).ok_or_else(|| {
+                        cur.err_at(pos, format!("advice '{word}' is not known to the model"))
+                    })?;
+                    Syscall::Madvise {
+                        addr,
+                        len,
+                        advice,
+                        advice_raw: None,
+                    }
+                }
             }
             "mremap" => {
                 let addr = self.arg(cur, "an address after 'mremap'", MREMAP_OPTIONS)?;
@@ -866,14 +884,24 @@ impl<'s> Parser<'s> {
                 let new_len =
                     self.arg(cur, "the new length after the old length", MREMAP_OPTIONS)?;
                 let (mut maymove, mut fixed, mut dontunmap) = (false, None, false);
+                let mut flags = None;
                 while !cur.at_end() {
                     let (word, pos) = cur.word(
                         MREMAP_OPTIONS,
-                        "an mremap option (maymove, fixed NEWADDR, dontunmap)",
+                        "an mremap option (maymove, fixed NEWADDR, dontunmap, flags VALUE)",
                     )?;
                     let dup = match word.as_str() {
                         "maymove" => std::mem::replace(&mut maymove, true),
                         "dontunmap" => std::mem::replace(&mut dontunmap, true),
+                        "flags" => {
+                            let was = flags.is_some();
+                            flags = Some(self.arg(
+                                cur,
+                                "a flags value after 'flags'",
+                                MREMAP_OPTIONS,
+                            )?);
+                            was
+                        }
                         _ => {
                             let was = fixed.is_some();
                             fixed = Some(self.arg(
@@ -895,23 +923,45 @@ impl<'s> Parser<'s> {
                     maymove,
                     fixed,
                     dontunmap,
+                    flags,
                 }
             }
             "mprotect" => {
                 let addr = self.arg(cur, "an address after 'mprotect'", NO_STOP)?;
                 let len = self.arg(cur, "a length after the address", NO_STOP)?;
-                let prot = prot(cur)?;
-                Syscall::Mprotect { addr, len, prot }
+                let (prot, prot_raw) = self.prot_arg(cur, NO_STOP)?;
+                Syscall::Mprotect {
+                    addr,
+                    len,
+                    prot,
+                    prot_raw,
+                }
             }
             "mlock" => {
-                let addr = self.arg(cur, "an address after 'mlock'", &["onfault"])?;
-                let len = self.arg(cur, "a length after the address", &["onfault"])?;
-                let mut onfault = false;
-                if !cur.at_end() {
-                    cur.word(&["onfault"], "'onfault' or the end of the line")?;
-                    onfault = true;
+                let stops = &["onfault", "flags"];
+                let addr = self.arg(cur, "an address after 'mlock'", stops)?;
+                let len = self.arg(cur, "a length after the address", stops)?;
+                let (mut onfault, mut flags) = (false, None);
+                while !cur.at_end() {
+                    let (word, pos) =
+                        cur.word(stops, "'onfault', 'flags VALUE' or the end of the line")?;
+                    let dup = if word == "flags" {
+                        flags
+                            .replace(self.arg(cur, "a flags value after 'flags'", stops)?)
+                            .is_some()
+                    } else {
+                        std::mem::replace(&mut onfault, true)
+                    };
+                    if dup {
+                        return Err(cur.err_at(pos, format!("duplicate option '{word}'")));
+                    }
                 }
-                Syscall::Mlock { addr, len, onfault }
+                Syscall::Mlock {
+                    addr,
+                    len,
+                    onfault,
+                    flags,
+                }
             }
             "munlock" => {
                 let addr = self.arg(cur, "an address after 'munlock'", NO_STOP)?;
@@ -925,9 +975,15 @@ impl<'s> Parser<'s> {
                 Syscall::Fill { addr, headroom }
             }
             "mseal" => {
-                let addr = self.arg(cur, "an address after 'mseal'", NO_STOP)?;
-                let len = self.arg(cur, "a length after the address", NO_STOP)?;
-                Syscall::Mseal { addr, len }
+                let addr = self.arg(cur, "an address after 'mseal'", &["flags"])?;
+                let len = self.arg(cur, "a length after the address", &["flags"])?;
+                let flags = if cur.at_end() {
+                    None
+                } else {
+                    cur.word(&["flags"], "'flags VALUE' or the end of the line")?;
+                    Some(self.arg(cur, "a flags value after 'flags'", NO_STOP)?)
+                };
+                Syscall::Mseal { addr, len, flags }
             }
             "fork" => {
                 let (child, pos) = cur.ident("a name for the child process after 'fork'")?;
@@ -953,14 +1009,31 @@ impl<'s> Parser<'s> {
                 } else {
                     let disable =
                         self.arg(cur, "a value (0 or 1) after 'thp_disable'", PRCTL_THP_FLAGS)?;
-                    let mut except_advised = false;
-                    if !cur.at_end() {
-                        cur.word(PRCTL_THP_FLAGS, "'except_advised' or the end of the line")?;
-                        except_advised = true;
+                    let (mut except_advised, mut flags) = (false, None);
+                    while !cur.at_end() {
+                        let (word, pos) = cur.word(
+                            PRCTL_THP_FLAGS,
+                            "'except_advised', 'flags VALUE' or the end of the line",
+                        )?;
+                        let dup = if word == "flags" {
+                            flags
+                                .replace(self.arg(
+                                    cur,
+                                    "a flags value after 'flags'",
+                                    PRCTL_THP_FLAGS,
+                                )?)
+                                .is_some()
+                        } else {
+                            std::mem::replace(&mut except_advised, true)
+                        };
+                        if dup {
+                            return Err(cur.err_at(pos, format!("duplicate option '{word}'")));
+                        }
                     }
                     Syscall::PrctlSetThpDisable {
                         disable,
                         except_advised,
+                        flags,
                     }
                 }
             }
@@ -1000,11 +1073,13 @@ impl<'s> Parser<'s> {
         let mut addr = None;
         let mut placement = Placement::Hint;
         let mut prot_bits = None;
+        let mut prot_raw = None;
+        let mut flags = None;
         let (mut noreserve, mut populate, mut locked) = (false, false, false);
         while !cur.at_end() {
             let (word, pos) = cur.word(
                 MMAP_OPTIONS,
-                "an mmap option (at, fixed, noreplace, prot, noreserve, populate, locked)",
+                "an mmap option (at, fixed, noreplace, prot, noreserve, populate, locked, flags)",
             )?;
             let dup = match word.as_str() {
                 "at" => {
@@ -1025,7 +1100,14 @@ impl<'s> Parser<'s> {
                 }
                 "prot" => {
                     let was = prot_bits.is_some();
-                    prot_bits = Some(prot(cur)?);
+                    let (p, raw) = self.prot_arg(cur, MMAP_OPTIONS)?;
+                    prot_bits = Some(p);
+                    prot_raw = raw;
+                    was
+                }
+                "flags" => {
+                    let was = flags.is_some();
+                    flags = Some(self.arg(cur, "a flags value after 'flags'", MMAP_OPTIONS)?);
                     was
                 }
                 "noreserve" => std::mem::replace(&mut noreserve, true),
@@ -1042,10 +1124,28 @@ impl<'s> Parser<'s> {
             addr,
             placement,
             prot,
+            prot_raw,
             noreserve,
             populate,
             locked,
+            flags,
         })
+    }
+
+    /// A protection word (`rw`, `none`, ...) or a raw value: a number or an
+    /// expression that does not start with a protection word.
+    fn prot_arg(
+        &self,
+        cur: &mut Cur<'s>,
+        stop: &[&str],
+    ) -> Result<(Prot, Option<Expr>), ParseError> {
+        if cur.peek_ident().is_some_and(|w| PROT_WORDS.contains(&w))
+            || !self.starts_value(cur, stop)
+        {
+            return Ok((prot(cur)?, None));
+        }
+        let raw = self.arg(cur, "a protection value", stop)?;
+        Ok((Prot::empty(), Some(raw)))
     }
 
     fn uffd(&mut self, cur: &mut Cur<'s>) -> Result<Syscall, ParseError> {
@@ -1054,16 +1154,26 @@ impl<'s> Parser<'s> {
             "a uffd operation (open, create, api, register, unregister, copy, zeropage, move)",
         )?;
         if sub == "open" || sub == "create" {
-            let name = if cur.at_end() {
+            let name = if cur.at_end() || cur.peek_ident() == Some("flags") {
                 None
             } else {
-                Some(cur.ident("a handle name or the end of the line")?.0)
+                Some(
+                    cur.ident("a handle name, 'flags VALUE' or the end of the line")?
+                        .0,
+                )
             };
-            return Ok(match (sub.as_str(), name) {
-                ("open", None) => Syscall::UffdOpen,
-                (s, name) => Syscall::UffdCreate {
+            let flags = if cur.at_end() {
+                None
+            } else {
+                cur.word(&["flags"], "'flags VALUE' or the end of the line")?;
+                Some(self.arg(cur, "a flags value after 'flags'", NO_STOP)?)
+            };
+            return Ok(match (sub.as_str(), name, flags) {
+                ("open", None, None) => Syscall::UffdOpen,
+                (s, name, flags) => Syscall::UffdCreate {
                     name,
                     api: s == "open",
+                    flags,
                 },
             });
         }
@@ -1097,22 +1207,41 @@ impl<'s> Parser<'s> {
                 let addr = self.arg(cur, "an address after 'uffd register'", UFFD_MODES)?;
                 let len = self.arg(cur, "a length after the address", UFFD_MODES)?;
                 let mut mode = UffdMode::default();
-                loop {
-                    let (word, pos) =
-                        cur.word(UFFD_MODES, "a register mode (missing, wp or missing+wp)")?;
-                    let flag = if word == "missing" {
-                        &mut mode.missing
-                    } else {
-                        &mut mode.wp
-                    };
-                    if std::mem::replace(flag, true) {
-                        return Err(cur.err_at(pos, format!("mode '{word}' given twice")));
+                let mut raw = None;
+                if !cur.eat("mode") {
+                    loop {
+                        let (word, pos) = cur.word(
+                            &UFFD_MODES[..3],
+                            "a register mode (missing, wp, minor, joined by '+'; or 'mode VALUE')",
+                        )?;
+                        let flag = match word.as_str() {
+                            "missing" => &mut mode.missing,
+                            "wp" => &mut mode.wp,
+                            _ => &mut mode.minor,
+                        };
+                        if std::mem::replace(flag, true) {
+                            return Err(cur.err_at(pos, format!("mode '{word}' given twice")));
+                        }
+                        if !cur.eat_kind(&TokenKind::Plus) {
+                            break;
+                        }
                     }
-                    if !cur.eat_kind(&TokenKind::Plus) {
-                        break;
+                    if !cur.eat("mode") {
+                        return Ok(Syscall::UffdRegister {
+                            addr,
+                            len,
+                            mode,
+                            raw,
+                        });
                     }
                 }
-                Syscall::UffdRegister { addr, len, mode }
+                raw = Some(self.arg(cur, "a mode value after 'mode'", UFFD_VIA)?);
+                Syscall::UffdRegister {
+                    addr,
+                    len,
+                    mode,
+                    raw,
+                }
             }
             "unregister" => {
                 let addr = self.arg(cur, "an address after 'uffd unregister'", UFFD_VIA)?;
@@ -1120,22 +1249,62 @@ impl<'s> Parser<'s> {
                 Syscall::UffdUnregister { addr, len }
             }
             "copy" => {
-                let stops = &["tag", "via"];
+                let stops = UFFD_COPY_OPTIONS;
                 let dst = self.arg(cur, "a destination address after 'uffd copy'", stops)?;
                 let src = self.arg(cur, "a source address after the destination", stops)?;
                 let len = self.arg(cur, "a length after the source address", stops)?;
-                let tag = if at_via(cur) {
-                    None
-                } else {
-                    cur.word(&["tag"], "'tag=EXPR' or end of line")?;
-                    Some(self.assigned(cur, "tag", UFFD_VIA)?)
-                };
-                Syscall::UffdCopy { dst, src, len, tag }
+                let (mut tag, mut wp, mut dontwake, mut raw) = (None, false, false, None);
+                while !at_via(cur) {
+                    let (word, pos) = cur.word(
+                        stops,
+                        "a uffd copy option (tag=EXPR, wp, dontwake, mode VALUE)",
+                    )?;
+                    let dup = match word.as_str() {
+                        "tag" => tag.replace(self.assigned(cur, "tag", stops)?).is_some(),
+                        "mode" => raw
+                            .replace(self.arg(cur, "a mode value after 'mode'", stops)?)
+                            .is_some(),
+                        "wp" => std::mem::replace(&mut wp, true),
+                        _ => std::mem::replace(&mut dontwake, true),
+                    };
+                    if dup {
+                        return Err(cur.err_at(pos, format!("duplicate option '{word}'")));
+                    }
+                }
+                Syscall::UffdCopy {
+                    dst,
+                    src,
+                    len,
+                    tag,
+                    wp,
+                    dontwake,
+                    raw,
+                }
             }
             "zeropage" => {
-                let dst = self.arg(cur, "a destination address after 'uffd zeropage'", UFFD_VIA)?;
-                let len = self.arg(cur, "a length after the address", UFFD_VIA)?;
-                Syscall::UffdZeropage { dst, len }
+                let stops = UFFD_ZEROPAGE_OPTIONS;
+                let dst = self.arg(cur, "a destination address after 'uffd zeropage'", stops)?;
+                let len = self.arg(cur, "a length after the address", stops)?;
+                let (mut dontwake, mut raw) = (false, None);
+                while !at_via(cur) {
+                    let (word, pos) =
+                        cur.word(stops, "a uffd zeropage option (dontwake, mode VALUE)")?;
+                    let dup = match word.as_str() {
+                        "mode" => raw
+                            .replace(self.arg(cur, "a mode value after 'mode'", stops)?)
+                            .is_some(),
+                        _ => std::mem::replace(&mut dontwake, true),
+                    };
+                    if dup {
+                        return Err(cur.err_at(pos, format!("duplicate option '{word}'")));
+                    }
+                }
+                Syscall::UffdZeropage {
+                    dst,
+                    len,
+                    dontwake,
+                    raw,
+                }
             }
             _ => {
                 let dst = self.arg(
@@ -1149,18 +1318,24 @@ impl<'s> Parser<'s> {
                     UFFD_MOVE_OPTIONS,
                 )?;
                 let len = self.arg(cur, "a length after the source address", UFFD_MOVE_OPTIONS)?;
-                let (mut allow_src_holes, mut dontwake) = (false, false);
+                let (mut allow_src_holes, mut dontwake, mut raw) = (false, false, None);
                 while !at_via(cur) {
                     let (word, pos) = cur.word(
                         UFFD_MOVE_OPTIONS,
-                        "a uffd move option (allow_src_holes, dontwake)",
+                        "a uffd move option (allow_src_holes, dontwake, mode VALUE)",
                     )?;
-                    let flag = if word == "dontwake" {
-                        &mut dontwake
-                    } else {
-                        &mut allow_src_holes
+                    let dup = match word.as_str() {
+                        "dontwake" => std::mem::replace(&mut dontwake, true),
+                        "mode" => raw
+                            .replace(self.arg(
+                                cur,
+                                "a mode value after 'mode'",
+                                UFFD_MOVE_OPTIONS,
+                            )?)
+                            .is_some(),
+                        _ => std::mem::replace(&mut allow_src_holes, true),
                     };
-                    if std::mem::replace(flag, true) {
+                    if dup {
                         return Err(cur.err_at(pos, format!("duplicate option '{word}'")));
                     }
                 }
@@ -1170,6 +1345,7 @@ impl<'s> Parser<'s> {
                     len,
                     allow_src_holes,
                     dontwake,
+                    raw,
                 }
             }
         })

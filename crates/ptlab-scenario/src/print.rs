@@ -3,7 +3,8 @@
 //! parsing and running the printed line issues the same call).
 
 use ptlab_model::{
-    Call, MapFlags, MremapFlags, PrctlThp, Prot, ThpKnob, UffdMoveMode, UffdRegisterMode, PAGE_SIZE,
+    Advice, Call, MapFlags, MremapFlags, PrctlThp, Prot, ThpKnob, UffdCopyMode, UffdMoveMode,
+    UffdRegisterMode, UffdZeropageMode, PAGE_SIZE,
 };
 
 const KB: u64 = 1024;
@@ -32,8 +33,11 @@ pub fn fmt_addr(a: u64) -> String {
     }
 }
 
-/// `r`, `rw`, `rwx`, ... or `none`.
+/// `r`, `rw`, `rwx`, ... or `none`; a value with other bits as a number.
 fn prot_word(p: Prot) -> String {
+    if !(p - Prot::all()).is_empty() {
+        return format!("{:#x}", p.bits());
+    }
     if p.is_empty() {
         return "none".into();
     }
@@ -51,10 +55,13 @@ fn prot_word(p: Prot) -> String {
 /// [`fmt_size`]. A uffd ioctl on a handle other than the process's own
 /// (named after it) gets `via HANDLE`.
 ///
-/// Arguments the language has no words for (MAP_SHARED, undefined flag
-/// bits, PR_SET_THP_DISABLE flags other than `except_advised`, an empty
-/// register mode, MREMAP_DONTUNMAP's hint address) are left out, so such
-/// a call prints as the nearest statement the language can say.
+/// Flag, mode, prot and advice values the words do not cover print as
+/// raw values (`flags 0x...`, `mode 0x...`, `prot 0x...`, `advice N`),
+/// so parsing the line gives the same call. Left out, so such a call prints
+/// as the nearest statement the language can say: MREMAP_DONTUNMAP's hint
+/// address (a `new_addr` without MREMAP_FIXED), and an `Mlock` whose
+/// `flags` hold MLOCK_ONFAULT (the interpreter puts that bit in
+/// `onfault`).
 pub fn call_to_ptl(
     proc: &str,
     bind: Option<&str>,
@@ -80,10 +87,15 @@ pub fn call_to_ptl(
             if *a != 0 {
                 s += &format!(" at {}", addr(*a));
             }
+            // The bits the words stand for; the rest (MAP_PRIVATE |
+            // MAP_ANONYMOUS unless `flags` says otherwise) is the base.
+            let mut words = MapFlags::empty();
             if flags.contains(MapFlags::FIXED_NOREPLACE) {
                 s += " noreplace";
+                words |= MapFlags::FIXED_NOREPLACE;
             } else if flags.contains(MapFlags::FIXED) {
                 s += " fixed";
+                words |= MapFlags::FIXED;
             }
             if *prot != Prot::READ | Prot::WRITE {
                 s += &format!(" prot {}", prot_word(*prot));
@@ -95,7 +107,12 @@ pub fn call_to_ptl(
             ] {
                 if flags.contains(f) {
                     s += w;
+                    words |= f;
                 }
+            }
+            let base = flags.bits() & !words.bits();
+            if base != (MapFlags::PRIVATE | MapFlags::ANONYMOUS).bits() {
+                s += &format!(" flags {base:#x}");
             }
             s
         }
@@ -104,7 +121,10 @@ pub fn call_to_ptl(
             addr: a,
             len,
             advice,
-        } => format!("madvise {} {} {}", addr(*a), size(*len), advice.name()),
+        } => match advice {
+            Advice::Other(v) => format!("madvise {} {} advice {v}", addr(*a), size(*len)),
+            _ => format!("madvise {} {} {}", addr(*a), size(*len), advice.name()),
+        },
         Call::Mremap {
             addr: a,
             old_len,
@@ -122,6 +142,10 @@ pub fn call_to_ptl(
             if flags.contains(MremapFlags::DONTUNMAP) {
                 s += " dontunmap";
             }
+            let rest = flags.bits() & !MremapFlags::all().bits();
+            if rest != 0 {
+                s += &format!(" flags {rest:#x}");
+            }
             s
         }
         Call::Mprotect { addr: a, len, prot } => {
@@ -131,14 +155,29 @@ pub fn call_to_ptl(
             addr: a,
             len,
             onfault,
+            flags,
         } => format!(
-            "mlock {} {}{}",
+            "mlock {} {}{}{}",
             addr(*a),
             size(*len),
-            if *onfault { " onfault" } else { "" }
+            if *onfault { " onfault" } else { "" },
+            if *flags == 0 {
+                String::new()
+            } else {
+                format!(" flags {flags:#x}")
+            }
         ),
         Call::Munlock { addr: a, len } => format!("munlock {} {}", addr(*a), size(*len)),
-        Call::Mseal { addr: a, len } => format!("mseal {} {}", addr(*a), size(*len)),
+        Call::Mseal {
+            addr: a,
+            len,
+            flags: 0,
+        } => format!("mseal {} {}", addr(*a), size(*len)),
+        Call::Mseal {
+            addr: a,
+            len,
+            flags,
+        } => format!("mseal {} {} flags {flags:#x}", addr(*a), size(*len)),
         Call::Access {
             start,
             len,
@@ -153,14 +192,22 @@ pub fn call_to_ptl(
         ),
         Call::Fork { child } => format!("fork {child}"),
         Call::Exit => "exit".into(),
-        Call::PrctlThp(PrctlThp::Set { disable, flags }) => format!(
-            "prctl thp_disable {disable}{}",
-            if *flags == ptlab_model::thp::PR_THP_DISABLE_EXCEPT_ADVISED {
-                " except_advised"
-            } else {
-                ""
-            }
-        ),
+        Call::PrctlThp(PrctlThp::Set { disable, flags }) => {
+            let except = ptlab_model::thp::PR_THP_DISABLE_EXCEPT_ADVISED;
+            format!(
+                "prctl thp_disable {disable}{}{}",
+                if flags & except != 0 {
+                    " except_advised"
+                } else {
+                    ""
+                },
+                if flags & !except != 0 {
+                    format!(" flags {:#x}", flags & !except)
+                } else {
+                    String::new()
+                }
+            )
+        }
         Call::PrctlThp(PrctlThp::Get) => "prctl get_thp_disable".into(),
         Call::Setrlimit { resource, bytes } => format!(
             "setrlimit {} {}",
@@ -175,14 +222,15 @@ pub fn call_to_ptl(
         Call::FillVmas { addr: a, headroom } => {
             format!("fill {} headroom {headroom}", addr(*a))
         }
-        Call::UffdCreate { handle, api } => format!(
-            "uffd {}{}",
+        Call::UffdCreate { handle, api, flags } => format!(
+            "uffd {}{}{}",
             if *api { "open" } else { "create" },
             if handle == proc {
                 String::new()
             } else {
                 format!(" {handle}")
-            }
+            },
+            flags.map_or(String::new(), |f| format!(" flags {f:#x}"))
         ),
         Call::UffdApi {
             handle,
@@ -206,16 +254,22 @@ pub fn call_to_ptl(
             let words: Vec<&str> = [
                 (UffdRegisterMode::MISSING, "missing"),
                 (UffdRegisterMode::WP, "wp"),
+                (UffdRegisterMode::MINOR, "minor"),
             ]
             .iter()
             .filter(|(f, _)| mode.contains(*f))
             .map(|(_, w)| *w)
             .collect();
+            let rest = (*mode - UffdRegisterMode::all()).bits();
+            let mode = match (words.is_empty(), rest) {
+                (false, 0) => words.join("+"),
+                (false, r) => format!("{} mode {r:#x}", words.join("+")),
+                (true, r) => format!("mode {r:#x}"),
+            };
             format!(
-                "uffd register {} {} {}{}",
+                "uffd register {} {} {mode}{}",
                 addr(*a),
                 size(*len),
-                words.join("+"),
                 via(handle)
             )
         }
@@ -230,17 +284,37 @@ pub fn call_to_ptl(
             src,
             len,
             tag,
+            mode,
         } => format!(
-            "uffd copy {} {} {}{}{}",
+            "uffd copy {} {} {}{}{}{}",
             addr(*dst),
             addr(*src),
             size(*len),
             tag.map_or(String::new(), |t| format!(" tag={t}")),
+            mode_words(
+                mode.bits(),
+                &[
+                    (UffdCopyMode::WP.bits(), "wp"),
+                    (UffdCopyMode::DONTWAKE.bits(), "dontwake")
+                ]
+            ),
             via(handle)
         ),
-        Call::UffdZeropage { handle, dst, len } => {
-            format!("uffd zeropage {} {}{}", addr(*dst), size(*len), via(handle))
-        }
+        Call::UffdZeropage {
+            handle,
+            dst,
+            len,
+            mode,
+        } => format!(
+            "uffd zeropage {} {}{}{}",
+            addr(*dst),
+            size(*len),
+            mode_words(
+                mode.bits(),
+                &[(UffdZeropageMode::DONTWAKE.bits(), "dontwake")]
+            ),
+            via(handle)
+        ),
         Call::UffdMove {
             handle,
             dst,
@@ -248,20 +322,17 @@ pub fn call_to_ptl(
             len,
             mode,
         } => format!(
-            "uffd move {} {} {}{}{}{}",
+            "uffd move {} {} {}{}{}",
             addr(*dst),
             addr(*src),
             size(*len),
-            if mode.contains(UffdMoveMode::ALLOW_SRC_HOLES) {
-                " allow_src_holes"
-            } else {
-                ""
-            },
-            if mode.contains(UffdMoveMode::DONTWAKE) {
-                " dontwake"
-            } else {
-                ""
-            },
+            mode_words(
+                mode.bits(),
+                &[
+                    (UffdMoveMode::ALLOW_SRC_HOLES.bits(), "allow_src_holes"),
+                    (UffdMoveMode::DONTWAKE.bits(), "dontwake")
+                ]
+            ),
             via(handle)
         ),
         Call::SetThp { knob, mode } => match knob {
@@ -288,4 +359,22 @@ pub fn call_to_ptl(
         Some(name) => format!("{at}{name} = {text}"),
         None => format!("{at}{text}"),
     }
+}
+
+/// ` word word mode 0x..`: the option words of the bits set in `mode`, then
+/// the bits no word stands for as a raw `mode` value.
+fn mode_words(mode: u64, words: &[(u64, &str)]) -> String {
+    let mut s = String::new();
+    let mut rest = mode;
+    for (bit, w) in words {
+        if mode & bit != 0 {
+            s += " ";
+            s += w;
+            rest &= !bit;
+        }
+    }
+    if rest != 0 {
+        s += &format!(" mode {rest:#x}");
+    }
+    s
 }

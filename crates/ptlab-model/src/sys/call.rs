@@ -26,7 +26,8 @@ pub use crate::sys::uffd::ctx::UffdFds;
 use crate::sys::uffd::ctx::{CopySource, UffdError, UFFD_API, UFFD_FEATURE_SIGBUS};
 use crate::types::errno::Errno;
 use crate::types::uapi::{
-    Advice, MapFlags, MremapFlags, PrctlThp, Prot, ThpKnob, ThpMode, UffdMoveMode, UffdRegisterMode,
+    Advice, MapFlags, MremapFlags, PrctlThp, Prot, ThpKnob, ThpMode, UffdCopyMode, UffdMoveMode,
+    UffdRegisterMode, UffdZeropageMode,
 };
 use crate::types::{AccessFault, Pid};
 use serde::{Deserialize, Serialize};
@@ -61,12 +62,25 @@ pub enum Call {
     },
     /// `mprotect(addr, len, prot)`.
     Mprotect { addr: u64, len: u64, prot: Prot },
-    /// `mlock(addr, len)`, or `mlock2(addr, len, MLOCK_ONFAULT)`.
-    Mlock { addr: u64, len: u64, onfault: bool },
+    /// `mlock(addr, len)`, or `mlock2(addr, len, MLOCK_ONFAULT | flags)`
+    /// when `onfault` or `flags` (further mlock2 flag bits, passed as is:
+    /// the kernel takes an `int`, so bits above 31 do not count).
+    Mlock {
+        addr: u64,
+        len: u64,
+        onfault: bool,
+        #[serde(default)]
+        flags: u64,
+    },
     /// `munlock(addr, len)`.
     Munlock { addr: u64, len: u64 },
-    /// `mseal(addr, len, 0)`.
-    Mseal { addr: u64, len: u64 },
+    /// `mseal(addr, len, flags)`.
+    Mseal {
+        addr: u64,
+        len: u64,
+        #[serde(default)]
+        flags: u64,
+    },
     /// Touch every page of `[start & !(PAGE_SIZE - 1), that + len)` in
     /// address order, stopping at the first fault: a load, or a store of
     /// `tag` (`None`: each page's own address) into the first 8 bytes.
@@ -94,8 +108,14 @@ pub enum Call {
     /// many (a test device made of ordinary mmap calls).
     FillVmas { addr: u64, headroom: u64 },
     /// userfaultfd(2) as handle `handle`, then (with `api`) UFFDIO_API with
-    /// UFFD_FEATURE_SIGBUS. A handle name in use is EBUSY.
-    UffdCreate { handle: String, api: bool },
+    /// UFFD_FEATURE_SIGBUS. A handle name in use is EBUSY. `flags` is
+    /// userfaultfd(2)'s argument (an `int`); `None`: O_CLOEXEC | O_NONBLOCK.
+    UffdCreate {
+        handle: String,
+        api: bool,
+        #[serde(default)]
+        flags: Option<u64>,
+    },
     /// UFFDIO_API on `handle`; returns the features reported.
     /// UFFD_FEATURE_SIGBUS is always requested in addition (no handler
     /// thread resolves faults).
@@ -114,16 +134,26 @@ pub enum Call {
     /// UFFDIO_UNREGISTER on `handle`.
     UffdUnregister { handle: String, addr: u64, len: u64 },
     /// UFFDIO_COPY on `handle` from `src` (or, with `tag`, from a buffer
-    /// holding that tag in every page); returns the bytes copied.
+    /// holding that tag in every page) with `mode` (undefined bits passed
+    /// through); returns the bytes copied.
     UffdCopy {
         handle: String,
         dst: u64,
         src: u64,
         len: u64,
         tag: Option<u64>,
+        #[serde(default)]
+        mode: UffdCopyMode,
     },
-    /// UFFDIO_ZEROPAGE on `handle`; returns the bytes mapped.
-    UffdZeropage { handle: String, dst: u64, len: u64 },
+    /// UFFDIO_ZEROPAGE on `handle` with `mode` (undefined bits passed
+    /// through); returns the bytes mapped.
+    UffdZeropage {
+        handle: String,
+        dst: u64,
+        len: u64,
+        #[serde(default)]
+        mode: UffdZeropageMode,
+    },
     /// UFFDIO_MOVE on `handle`; returns the bytes moved.
     UffdMove {
         handle: String,
@@ -204,7 +234,8 @@ pub enum CallError {
     Errno(Errno),
     /// The system call failed with `errno` and still reported `result`
     /// through its argument struct (the `copy`/`zeropage`/`move` field of
-    /// the uffd ioctls: bytes done, `-errno`, or 0 if untouched).
+    /// the uffd ioctls: bytes done, or `-errno`). A uffd ioctl that failed
+    /// before writing the field is a plain [`CallError::Errno`].
     ErrnoWithResult { errno: Errno, result: i64 },
     /// The access raised SIGSEGV at `addr`.
     Segv { addr: u64 },
@@ -250,11 +281,18 @@ impl From<AccessFault> for CallError {
 
 impl From<UffdError> for CallError {
     /// A failed COPY/ZEROPAGE/MOVE: the errno with the struct's output
-    /// field (0 when the kernel left it untouched).
+    /// field, or the errno alone when the kernel left the field untouched
+    /// (it pre-sets nothing: fs/userfaultfd.c userfaultfd_copy() and
+    /// friends put_user() the field only after mfill_atomic_*() /
+    /// move_pages() ran, so a validation error or ESRCH leaves whatever
+    /// the caller had there).
     fn from(e: UffdError) -> Self {
-        CallError::ErrnoWithResult {
-            errno: e.errno,
-            result: e.field.unwrap_or(0),
+        match e.field {
+            Some(result) => CallError::ErrnoWithResult {
+                errno: e.errno,
+                result,
+            },
+            None => CallError::Errno(e.errno),
         }
     }
 }
@@ -281,9 +319,24 @@ impl Model {
                 new_addr,
             } => Ok(self.mremap(pid, *addr, *old_len, *new_len, *flags, *new_addr)?),
             Call::Mprotect { addr, len, prot } => unit(self.mprotect(pid, *addr, *len, *prot)),
-            Call::Mlock { addr, len, onfault } => unit(self.mlock(pid, *addr, *len, *onfault)),
+            Call::Mlock {
+                addr,
+                len,
+                onfault: false,
+                flags: 0,
+            } => unit(self.mlock(pid, *addr, *len, false)),
+            // Linux: mm/mlock.c SYSCALL_DEFINE3(mlock2, ..., int, flags).
+            Call::Mlock {
+                addr,
+                len,
+                onfault,
+                flags,
+            } => {
+                let flags = u64::from(*flags as u32) | u64::from(*onfault);
+                unit(self.mlock2(pid, *addr, *len, flags))
+            }
             Call::Munlock { addr, len } => unit(self.munlock(pid, *addr, *len)),
-            Call::Mseal { addr, len } => unit(self.mseal(pid, *addr, *len, 0)),
+            Call::Mseal { addr, len, flags } => unit(self.mseal(pid, *addr, *len, *flags)),
             Call::Access {
                 start,
                 len,
@@ -319,9 +372,18 @@ impl Model {
                 let headroom = usize::try_from(*headroom).map_err(|_| Errno::EINVAL)?;
                 Ok(self.fill_vmas(pid, *addr, headroom)?)
             }
-            Call::UffdCreate { handle, api } => {
+            Call::UffdCreate { handle, api, flags } => {
                 if self.uffd_fds.is_open(handle) {
                     return Err(Errno::EBUSY.into());
+                }
+                // Linux: fs/userfaultfd.c new_userfaultfd(): flags other than
+                // O_CLOEXEC, O_NONBLOCK and UFFD_USER_MODE_ONLY are EINVAL
+                // (the caller is root: userfaultfd_syscall_allowed()).
+                // USER_MODE_ONLY changes nothing observable here: a kernel
+                // access to a missing page is EFAULT in SIGBUS mode anyway.
+                const ALLOWED: u64 = 0x8_0000 | 0x800 | 1;
+                if flags.is_some_and(|f| u64::from(f as u32) & !ALLOWED != 0) {
+                    return Err(Errno::EINVAL.into());
                 }
                 let id = self.uffd_open(pid)?;
                 if *api {
@@ -363,14 +425,20 @@ impl Model {
                 src,
                 len,
                 tag,
+                mode,
             } => {
                 let id = self.uffd_fds.get(pid, handle)?;
                 let src = tag.map_or(CopySource::Addr(*src), CopySource::Tag);
-                Ok(self.uffd_copy(pid, id, *dst, src, *len, 0)?)
+                Ok(self.uffd_copy(pid, id, *dst, src, *len, mode.bits())?)
             }
-            Call::UffdZeropage { handle, dst, len } => {
+            Call::UffdZeropage {
+                handle,
+                dst,
+                len,
+                mode,
+            } => {
                 let id = self.uffd_fds.get(pid, handle)?;
-                Ok(self.uffd_zeropage(id, *dst, *len, 0)?)
+                Ok(self.uffd_zeropage(id, *dst, *len, mode.bits())?)
             }
             Call::UffdMove {
                 handle,
@@ -394,5 +462,155 @@ impl Model {
             }
             Call::SetMemory { bytes } => unit(self.set_memory(*bytes)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Raw values through [`Model::call`] (each rule checked live on 6.18 by
+    //! tests/scenarios/uffd-26-raw-modes.ptl, args-01-raw-mmap-mprotect.ptl
+    //! and args-02-raw-madvise-mremap.ptl).
+    use super::*;
+    use crate::ModelConfig;
+
+    const A: u64 = 0x7f00_0010_0000;
+
+    fn mmap(flags: u32, prot: u32) -> Call {
+        Call::Mmap {
+            addr: A,
+            len: 0x1_0000,
+            prot: Prot::from_bits_retain(prot),
+            flags: MapFlags::from_bits_retain(flags),
+        }
+    }
+
+    fn errno(e: Errno) -> Result<u64, CallError> {
+        Err(CallError::Errno(e))
+    }
+
+    #[test]
+    fn mmap_flags_and_prot() {
+        let mut m = Model::new(ModelConfig::default());
+        assert_eq!(m.call(1, &mmap(0x02 | 0x10, 3)), errno(Errno::EBADF));
+        assert_eq!(m.call(1, &mmap(0x20 | 0x10, 3)), errno(Errno::EINVAL));
+        assert_eq!(m.call(1, &mmap(0x23 | 0x10, 3)), errno(Errno::EINVAL));
+        assert_eq!(m.call(1, &mmap(0x21 | 0x10, 3)), errno(Errno::ENOSYS));
+        assert_eq!(m.call(1, &mmap(0x28 | 0x10, 3)), errno(Errno::ENOSYS));
+        assert_eq!(m.call(1, &mmap(0x32 | 0x100, 3)), errno(Errno::ENOSYS));
+        assert!(!Model::supports_mmap_flags(MapFlags::from_bits_retain(
+            0x22 | 0x80000
+        )));
+        // Ignored bits; MAP_STACK; MAP_NONBLOCK with MAP_POPULATE; prot
+        // bits other than R/W/X.
+        let flags = 0x32 | 0x800 | 0x1000 | 0x400_0000 | 0x2_0000 | 0x1_0000 | 0x8000;
+        assert_eq!(m.call(1, &mmap(flags, 3 | 0x8 | 0x100_0000)), Ok(A));
+        let obs = m.observe(1, "t");
+        assert_eq!(obs.maps[0].perms, "rw-p");
+        assert!(obs.maps[0].vm_flags.iter().any(|f| f == "nh"));
+        assert_eq!(m.mm(1).unwrap().rss_anon, 0, "MAP_NONBLOCK: not populated");
+    }
+
+    #[test]
+    fn madvise_advice_values() {
+        let mut m = Model::new(ModelConfig::default());
+        m.call(1, &mmap(0x32, 3)).unwrap();
+        let madv = |addr, len, v| Call::Madvise {
+            addr,
+            len,
+            advice: Advice::from_value(v),
+        };
+        for v in [5, 6, 7, 26, 99, 104, -1] {
+            assert_eq!(m.call(1, &madv(A, 4096, v)), errno(Errno::EINVAL), "{v}");
+            assert_eq!(m.call(1, &madv(A, 0, v)), errno(Errno::EINVAL), "{v}");
+        }
+        assert_eq!(Advice::from_value(4), Advice::DontNeed);
+        // MADV_NORMAL: the generic checks, then ENOSYS (not modelled).
+        assert_eq!(m.call(1, &madv(A + 1, 4096, 0)), errno(Errno::EINVAL));
+        assert_eq!(m.call(1, &madv(A, 0, 0)), Ok(0));
+        assert!(!Model::madvise_is_unmodelled(A, 0, Advice::Other(0)));
+        assert!(Model::madvise_is_unmodelled(A, 4096, Advice::Other(0)));
+        assert_eq!(m.call(1, &madv(A, 4096, 0)), errno(Errno::ENOSYS));
+    }
+
+    #[test]
+    fn uffd_modes_and_the_untouched_field() {
+        let mut m = Model::new(ModelConfig::default());
+        m.call(1, &mmap(0x32, 3)).unwrap();
+        let h = || "main".to_string();
+        m.call(
+            1,
+            &Call::UffdCreate {
+                handle: h(),
+                api: true,
+                flags: None,
+            },
+        )
+        .unwrap();
+        let reg = |mode| Call::UffdRegister {
+            handle: h(),
+            addr: A,
+            len: 0x8000,
+            mode: UffdRegisterMode::from_bits_retain(mode),
+        };
+        for mode in [0, 4, 5, 8, 1 << 63] {
+            assert_eq!(m.call(1, &reg(mode)), errno(Errno::EINVAL), "{mode:#x}");
+        }
+        assert_eq!(m.call(1, &reg(1)), Ok(0));
+        let copy = |dst, mode| Call::UffdCopy {
+            handle: h(),
+            dst,
+            src: 0,
+            len: 4096,
+            tag: Some(5),
+            mode: UffdCopyMode::from_bits_retain(mode),
+        };
+        // An unknown bit: EINVAL before anything ran, field untouched.
+        assert_eq!(m.call(1, &copy(A, 4)), errno(Errno::EINVAL));
+        // MODE_WP on a range not registered WP: mfill_atomic() ran, -22.
+        assert_eq!(
+            m.call(1, &copy(A, 2)),
+            Err(CallError::ErrnoWithResult {
+                errno: Errno::EINVAL,
+                result: -22
+            })
+        );
+        assert_eq!(m.call(1, &copy(A, 1)), Ok(4096));
+        let zp = |mode| Call::UffdZeropage {
+            handle: h(),
+            dst: A + 4096,
+            len: 4096,
+            mode: UffdZeropageMode::from_bits_retain(mode),
+        };
+        assert_eq!(m.call(1, &zp(2)), errno(Errno::EINVAL));
+        assert_eq!(m.call(1, &zp(1)), Ok(4096));
+        let mv = |mode| Call::UffdMove {
+            handle: h(),
+            dst: A + 0x2000,
+            src: A + 0x9000,
+            len: 4096,
+            mode: UffdMoveMode::from_bits_retain(mode),
+        };
+        assert_eq!(m.call(1, &mv(4)), errno(Errno::EINVAL));
+        // A WP range: MODE_WP maps the page write-protected.
+        assert_eq!(
+            m.call(
+                1,
+                &Call::UffdRegister {
+                    handle: h(),
+                    addr: A + 0x8000,
+                    len: 0x8000,
+                    mode: UffdRegisterMode::MISSING | UffdRegisterMode::WP,
+                }
+            ),
+            Ok(0)
+        );
+        assert_eq!(m.call(1, &copy(A + 0x8000, 2)), Ok(4096));
+        let write = Call::Access {
+            start: A + 0x8000,
+            len: 4096,
+            write: true,
+            tag: None,
+        };
+        assert_eq!(m.call(1, &write), Err(CallError::Uffd { addr: A + 0x8000 }));
     }
 }

@@ -110,6 +110,24 @@ fn madvise_free_pte_range(
 
 /// Linux: mm/madvise.c is_discard(): the advices a sealed read-only
 /// anonymous VMA refuses (of those the model knows).
+/// The checks every advice passes first: `Ok(None)` when the call succeeds
+/// at once (zero length), else the end of the range.
+/// Linux: mm/madvise.c madvise_should_skip() → is_valid_madvise():
+/// madvise_behavior_valid(), the alignment, the length (every one EINVAL,
+/// so their order does not show; an unknown advice is EINVAL even with a
+/// zero length). Then a zero length succeeds whatever the (valid) advice.
+fn madvise_should_skip(addr: u64, len: u64, advice: Advice) -> Result<Option<u64>, Errno> {
+    if !advice.is_kernel_valid() || !addr.is_multiple_of(PAGE_SIZE) {
+        return Err(Errno::EINVAL);
+    }
+    let alen = page_align(len).unwrap_or(0);
+    if len != 0 && alen == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let end = addr.checked_add(alen).ok_or(Errno::EINVAL)?;
+    Ok((end != addr).then_some(end))
+}
+
 pub fn is_discard(advice: Advice) -> bool {
     matches!(
         advice,
@@ -138,19 +156,13 @@ impl Model {
         if !self.procs.contains_key(&pid) {
             return Err(Errno::EINVAL);
         }
+        let Some(end) = madvise_should_skip(addr, len, advice)? else {
+            return Ok(());
+        };
+        // A valid advice the model does not implement (MADV_NORMAL,
+        // MADV_WILLNEED, ...): ENOSYS once the generic checks passed.
         if !Self::supports_advice(advice) {
             return Err(Errno::ENOSYS);
-        }
-        if !addr.is_multiple_of(PAGE_SIZE) {
-            return Err(Errno::EINVAL);
-        }
-        let alen = page_align(len).unwrap_or(0);
-        if len != 0 && alen == 0 {
-            return Err(Errno::EINVAL);
-        }
-        let end = addr.checked_add(alen).ok_or(Errno::EINVAL)?;
-        if end == addr {
-            return Ok(());
         }
         let mut unmapped_error = Ok(());
         let mut start = addr;
@@ -173,6 +185,13 @@ impl Model {
             }
         }
         unmapped_error
+    }
+
+    /// Whether `madvise(addr, len, advice)` gets past the generic checks
+    /// to an advice the model does not implement (its ENOSYS).
+    pub fn madvise_is_unmodelled(addr: u64, len: u64, advice: Advice) -> bool {
+        !Self::supports_advice(advice)
+            && matches!(madvise_should_skip(addr, len, advice), Ok(Some(_)))
     }
 
     fn madvise_vma(
@@ -271,6 +290,7 @@ impl Model {
                 return Ok(());
             }
             Advice::Collapse => return self.madvise_collapse(pid, vma, start, end),
+            Advice::Other(_) => return Err(Errno::ENOSYS), // refused in madvise()
         }
         if new == vma.flags {
             return Ok(());

@@ -17,7 +17,31 @@ use crate::types::errno::Errno;
 use crate::types::uapi::{MapFlags, Prot};
 use crate::types::Pid;
 
+/// `MAP_*` bits (x86-64 values) the model does not implement for private
+/// anonymous memory: MAP_32BIT (0x40) and MAP_ABOVE4G (0x80) change the
+/// placement, MAP_GROWSDOWN (0x100) makes a stack VMA (`gd`), MAP_HUGETLB
+/// (0x40000) a hugetlbfs mapping, MAP_SYNC (0x80000) sets VM_SYNC (`sf`,
+/// checked live on 6.18: also without MAP_SHARED_VALIDATE). mmap with one
+/// of them is ENOSYS in the model, before any other check.
+pub const MAP_UNMODELLED: u32 = 0x40 | 0x80 | 0x100 | 0x40000 | 0x80000;
+/// MAP_NONBLOCK: MAP_POPULATE does not populate.
+const MAP_NONBLOCK: u32 = 0x10000;
+/// MAP_STACK: VM_NOHUGEPAGE (calc_vm_flag_bits(), since 6.7).
+const MAP_STACK: u32 = 0x20000;
+/// The MAP_TYPE bits and MAP_DROPPABLE, a type of its own.
+const MAP_TYPE: u32 = 0x0f;
+const MAP_DROPPABLE: u32 = 0x08;
+
 impl Model {
+    /// Whether the model implements mmap with `flags`: MAP_PRIVATE (or an
+    /// invalid type, EINVAL as in the kernel) without a
+    /// [`MAP_UNMODELLED`] bit. MAP_SHARED (shmem) and MAP_DROPPABLE are
+    /// answered ENOSYS.
+    pub fn supports_mmap_flags(flags: MapFlags) -> bool {
+        let ty = flags.bits() & MAP_TYPE;
+        flags.bits() & MAP_UNMODELLED == 0 && ty != 0x01 && ty != MAP_DROPPABLE
+    }
+
     // ---- mmap -------------------------------------------------------------
 
     /// mmap(2) of private anonymous memory.
@@ -37,6 +61,9 @@ impl Model {
         // ksys_mmap_pgoff(): without MAP_ANONYMOUS the fd (-1) is looked up.
         if !flags.contains(MapFlags::ANONYMOUS) {
             return Err(Errno::EBADF);
+        }
+        if flags.bits() & MAP_UNMODELLED != 0 {
+            return Err(Errno::ENOSYS);
         }
         if len == 0 {
             return Err(Errno::EINVAL);
@@ -75,10 +102,13 @@ impl Model {
                 return Err(Errno::EAGAIN);
             }
         }
-        // The MAP_TYPE switch: only MAP_PRIVATE anonymous memory is modelled.
-        match flags.bits() & 0x0f {
+        // The MAP_TYPE switch of an anonymous mapping (no file): only
+        // MAP_PRIVATE is modelled. MAP_SHARED_VALIDATE (0x03) is not a case
+        // there: EINVAL (checked live on 6.18, with and without MAP_SYNC).
+        match flags.bits() & MAP_TYPE {
             0x02 => {}
-            0x01 | 0x03 => return Err(Errno::ENOSYS), // shared anon is shmem: not modelled
+            0x01 => return Err(Errno::ENOSYS), // shared anon is shmem: not modelled
+            MAP_DROPPABLE => return Err(Errno::ENOSYS), // VM_DROPPABLE: not modelled
             _ => return Err(Errno::EINVAL),
         }
         let mut vm = VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC;
@@ -97,13 +127,18 @@ impl Model {
         if flags.contains(MapFlags::LOCKED) {
             vm |= VmFlags::LOCKED; // calc_vm_flag_bits()
         }
+        if flags.bits() & MAP_STACK != 0 {
+            vm |= VmFlags::NOHUGEPAGE; // calc_vm_flag_bits() (checked live: `nh`)
+        }
         // accountable_mapping(): private writable without NORESERVE.
         if vm.contains(VmFlags::WRITE) && !vm.contains(VmFlags::NORESERVE) {
             vm |= VmFlags::ACCOUNT;
         }
         self.mmap_region(pid, addr, len, vm, flags.contains(MapFlags::FIXED))?;
-        // do_mmap() asks for population of a VM_LOCKED mapping too.
-        if flags.intersects(MapFlags::POPULATE | MapFlags::LOCKED) {
+        // do_mmap() asks for population of a VM_LOCKED mapping too, and of
+        // a MAP_POPULATE one unless MAP_NONBLOCK (checked live: Rss 0).
+        let populate = flags.contains(MapFlags::POPULATE) && flags.bits() & MAP_NONBLOCK == 0;
+        if populate || flags.contains(MapFlags::LOCKED) {
             // mm_populate(): write faults for private writable VMAs, else read.
             let write = vm.contains(VmFlags::WRITE);
             for a in crate::mm::mm::pages(addr, addr + len) {

@@ -64,6 +64,11 @@ pub enum Advice {
     GuardInstall,
     /// MADV_GUARD_REMOVE = 103: remove guard markers.
     GuardRemove,
+    /// Any other advice value, as the `int behavior` argument passes it:
+    /// one the kernel rejects (EINVAL) or one it accepts and the model
+    /// does not implement ([`Advice::is_kernel_valid`]). A value that has
+    /// a name above is never `Other` ([`Advice::from_value`]).
+    Other(i32),
 }
 
 impl Advice {
@@ -82,7 +87,29 @@ impl Advice {
             Advice::Collapse => 25,
             Advice::GuardInstall => 102,
             Advice::GuardRemove => 103,
+            Advice::Other(v) => v,
         }
+    }
+    /// The advice a program passing `value` gives: the named variant when
+    /// there is one, else [`Advice::Other`].
+    pub fn from_value(value: i32) -> Advice {
+        Advice::ALL
+            .into_iter()
+            .find(|a| a.value() == value)
+            .unwrap_or(Advice::Other(value))
+    }
+    /// Whether Linux 6.18 accepts the value at all (x86-64 and arm64 with
+    /// KSM, THP and MEMORY_FAILURE configured).
+    /// Linux: mm/madvise.c madvise_behavior_valid().
+    pub const fn is_kernel_valid(self) -> bool {
+        matches!(
+            self.value(),
+            0..=4 // NORMAL, RANDOM, SEQUENTIAL, WILLNEED, DONTNEED
+                | 8..=25 // FREE, REMOVE, DONTFORK, DOFORK, MERGEABLE, UNMERGEABLE,
+                // HUGEPAGE, NOHUGEPAGE, DONTDUMP, DODUMP, WIPEONFORK, KEEPONFORK,
+                // COLD, PAGEOUT, POPULATE_READ/WRITE, DONTNEED_LOCKED, COLLAPSE
+                | 100..=103 // HWPOISON, SOFT_OFFLINE, GUARD_INSTALL, GUARD_REMOVE
+        )
     }
     /// Every advice the model knows, in the language's order.
     pub const ALL: [Advice; 13] = [
@@ -118,6 +145,7 @@ impl Advice {
             Advice::Collapse => "collapse",
             Advice::GuardInstall => "guard_install",
             Advice::GuardRemove => "guard_remove",
+            Advice::Other(_) => "advice",
         }
     }
 }
@@ -169,6 +197,26 @@ bitflags! {
     pub struct UffdRegisterMode: u64 {
         const MISSING = 1;
         const WP = 2;
+        /// Needs shmem or hugetlbfs: EINVAL on private anonymous memory.
+        const MINOR = 4;
+    }
+}
+
+bitflags! {
+    /// `UFFDIO_COPY_MODE_*` bits (include/uapi/linux/userfaultfd.h).
+    /// [`UffdCopyMode::from_bits_retain`] passes undefined bits through.
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+    pub struct UffdCopyMode: u64 {
+        const DONTWAKE = 1;
+        const WP = 2;
+    }
+}
+
+bitflags! {
+    /// `UFFDIO_ZEROPAGE_MODE_*` bits (include/uapi/linux/userfaultfd.h).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+    pub struct UffdZeropageMode: u64 {
+        const DONTWAKE = 1;
     }
 }
 

@@ -256,6 +256,8 @@ fn mmap_defaults_and_options() {
                     noreserve,
                     populate,
                     locked: false,
+                    prot_raw: None,
+                    flags: None,
                 }),
             ..
         } => {
@@ -277,7 +279,7 @@ fn mmap_defaults_and_options() {
     );
     assert_eq!(
         err("mmap 4K populat"),
-        "t.ptl:1:9: expected an mmap option (at, fixed, noreplace, prot, noreserve, populate, locked), found 'populat' (did you mean 'populate'?)"
+        "t.ptl:1:9: expected an mmap option (at, fixed, noreplace, prot, noreserve, populate, locked, flags), found 'populat' (did you mean 'populate'?)"
     );
     assert_eq!(
         err("mmap 4K prot rwz"),
@@ -393,7 +395,7 @@ fn error_positions_and_suggestions() {
     );
     assert_eq!(
         err("madvise 0 4K dontneeed"),
-        "t.ptl:1:14: expected an advice (dontneed, hugepage, nohugepage, ...), found 'dontneeed' (did you mean 'dontneed'?)"
+        "t.ptl:1:14: expected an advice (dontneed, hugepage, nohugepage, ..., or 'advice VALUE'), found 'dontneeed' (did you mean 'dontneed'?)"
     );
     assert_eq!(
         err("read 0 tag=1"),
@@ -716,7 +718,7 @@ fn mlock_mseal_and_guard_statements() {
     ));
     assert_eq!(
         err("mlock 0x1000 4K onfaul"),
-        "t.ptl:1:17: expected 'onfault' or the end of the line, found 'onfaul' (did you mean 'onfault'?)"
+        "t.ptl:1:17: expected 'onfault', 'flags VALUE' or the end of the line, found 'onfaul' (did you mean 'onfault'?)"
     );
 }
 
@@ -729,14 +731,15 @@ fn uffd_handles_and_api() {
         StmtKind::Op {
             op: Op::Syscall(Syscall::UffdCreate {
                 name: None,
-                api: false
+                api: false,
+                flags: None
             }),
             ..
         }
     ));
     assert!(matches!(
         k[2],
-        StmtKind::Op { op: Op::Syscall(Syscall::UffdCreate { name: Some(n), api: true }), .. } if n == "w"
+        StmtKind::Op { op: Op::Syscall(Syscall::UffdCreate { name: Some(n), api: true, flags: None }), .. } if n == "w"
     ));
     match k[3] {
         StmtKind::Op {
