@@ -630,12 +630,14 @@ fn a_runaway_repeat_is_bounded() {
 #[test]
 fn a_long_run_reports_progress_on_stderr() {
     abuse("progress", |d| {
-        // 50 million statements and iterations, about 4 s of model work
-        // here: past the 2 s after which a run reports progress.
+        // 250 million statements and iterations, about 7 s of model work
+        // here (50 million took about 4 s before the model's speed-ups of
+        // 2026-11 and 1.5 s after): well past the 2 s after which a run
+        // reports progress.
         let f = common::scenario(
             d,
             "long.ptl",
-            "p = mmap 4K\nrepeat 25000000\n  write p\nend\n",
+            "p = mmap 4K\nrepeat 125000000\n  write p\nend\n",
         );
         let o = run_file(&f, &["--max-statements", "0"]);
         assert_eq!(o.code(), Some(0), "{}", o.describe());
@@ -643,7 +645,7 @@ fn a_long_run_reports_progress_on_stderr() {
             o.stderr.contains("ptlab: still running")
                 && o.stderr
                     .contains("statements and iterations executed (no limit)")
-                && o.stderr.contains("done after 50000002 statements"),
+                && o.stderr.contains("done after 250000002 statements"),
             "{}",
             o.describe()
         );
