@@ -178,6 +178,32 @@ impl LiveLimits {
     }
 }
 
+/// `MemTotal` from /proc/meminfo, in bytes.
+pub fn mem_total() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    text.lines().find_map(|l| {
+        let v = l.strip_prefix("MemTotal:")?;
+        v.trim().strip_suffix("kB")?.trim().parse::<u64>().ok().map(|k| k * 1024)
+    })
+}
+
+/// `machine memory SIZE` on the live kernel: a scenario written for a
+/// machine with more memory than this one cannot run here; stop it before
+/// anything happens, saying so (a smaller or equal size is accepted and
+/// ignored: the kernel has the memory it has).
+pub fn check_machine_memory(bytes: u64) -> Result<(), String> {
+    match mem_total() {
+        Some(total) if bytes > total => Err(format!(
+            "the scenario models a machine with {} of memory (`machine memory`), and this one \
+             has {}: the live kernel cannot run it. Run it on the model (`ptlab run`, \
+             `ptlab cost`)",
+            fmt_bytes(bytes),
+            fmt_bytes(total)
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// `MemAvailable` from /proc/meminfo, in bytes.
 pub fn mem_available() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;

@@ -1256,8 +1256,10 @@ impl Backend for DiffBackend {
             // The live kernel runs one algorithm; the model may run either.
             Call::SetBefore { .. } => self.model.call(proc, call),
             // The model mirrors the live machine's memory in a diff: the
-            // statement is accepted and ignored on both sides.
-            Call::SetMemory { .. } => Ok(0),
+            // statement is accepted and ignored on both sides, unless it
+            // asks for more memory than this machine has (the diff stops
+            // there, as a partial run).
+            Call::SetMemory { .. } => self.live.call(proc, call),
             // Knobs and swap are not memory operations of the scenario's
             // processes (for the per-step comparison's bookkeeping).
             Call::SetThp { .. } | Call::SetSwap { .. } | Call::SetUseZeroPage { .. } => {

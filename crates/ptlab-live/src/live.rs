@@ -1851,8 +1851,11 @@ impl Backend for LiveBackend {
             },
             // One fixed kernel: observable results are the same either way.
             Call::SetBefore { .. } => Ok(0),
-            // The machine has the memory it has.
-            Call::SetMemory { .. } => Ok(0),
+            // The machine has the memory it has: a scenario for a bigger
+            // one stops here.
+            Call::SetMemory { bytes } => crate::budget::check_machine_memory(*bytes)
+                .map(|()| 0)
+                .map_err(BackendError::Other),
         }
     }
 
