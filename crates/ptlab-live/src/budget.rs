@@ -183,7 +183,12 @@ pub fn mem_total() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     text.lines().find_map(|l| {
         let v = l.strip_prefix("MemTotal:")?;
-        v.trim().strip_suffix("kB")?.trim().parse::<u64>().ok().map(|k| k * 1024)
+        v.trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map(|k| k * 1024)
     })
 }
 
@@ -297,6 +302,21 @@ pub fn fmt_size_arg(b: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_machine_bigger_than_this_one_is_refused_with_the_reason() {
+        let Some(total) = mem_total() else {
+            eprintln!("SKIP: no MemTotal in /proc/meminfo");
+            return;
+        };
+        assert_eq!(check_machine_memory(64 << 20), Ok(()));
+        assert_eq!(check_machine_memory(total), Ok(()));
+        let err = check_machine_memory(total * 2).unwrap_err();
+        assert!(
+            err.contains(&fmt_bytes(total * 2)) && err.contains("cannot run it"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn amounts_parse() {
