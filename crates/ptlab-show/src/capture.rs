@@ -86,6 +86,10 @@ pub struct HwWork {
     pub singles: std::collections::BTreeMap<(String, String), u64>,
 }
 
+/// Most mapped pages (all processes) a model snapshot is taken of: 16 GiB
+/// of 4 KiB pages, about 4 s and 200 MB of drawing state.
+pub const MAX_PICTURE_PAGES: u64 = 4 << 20;
+
 /// The model as a [`Target`]: snapshots carry the page-table tree.
 pub struct ModelTarget {
     backend: ModelBackend,
@@ -132,7 +136,25 @@ impl Target for ModelTarget {
         self.procs.retain(|(n, _)| n != proc);
     }
     fn snapshot(&mut self) -> Result<Snapshot, String> {
-        Ok(Snapshot::from_model(self.backend.model(), &self.procs))
+        // A picture holds every mapped page: refuse one too big to draw
+        // before building it (the model holds far bigger processes).
+        let model = self.backend.model();
+        let pages: u64 = self
+            .procs
+            .iter()
+            .flat_map(|(name, pid)| model.observe_summary(*pid, name).maps)
+            .map(|m| m.rss_kb / 4)
+            .sum();
+        if pages > MAX_PICTURE_PAGES {
+            return Err(format!(
+                "the processes map {pages} pages ({} GiB) at this step; a picture draws every \
+                 page and stops above {} GiB: picture a smaller run (e.g. --param size=1G), or \
+                 use `ptlab run` / `ptlab cost` at full size",
+                pages >> 18,
+                MAX_PICTURE_PAGES >> 18
+            ));
+        }
+        Ok(Snapshot::from_model(model, &self.procs))
     }
     fn hw_trace_begin(&mut self) {
         self.backend.model_mut().set_hw_tracing(true);

@@ -60,3 +60,27 @@ fn the_legend_lists_the_contiguous_block_only_on_arm64() {
     assert!(!x86.contains("arm64 contiguous block"));
     assert!(arm.contains("arm64 contiguous block (CONT)"));
 }
+
+/// A picture draws every page: the 1 TiB example is refused at once, with
+/// what to do instead, and the same scenario at 4 GiB is drawn.
+#[test]
+fn a_state_too_big_to_draw_is_refused_with_the_way_out() {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("show-cli-1t.html");
+    let o = Command::new(env!("CARGO_BIN_EXE_ptlab"))
+        .args(["show", "scenarios/examples/fork-1t.ptl", "-o"])
+        .arg(&out)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("268435456 pages (1024 GiB)") && err.contains("--param size=1G"),
+        "{err}"
+    );
+    let page = show(
+        &["scenarios/examples/fork-1t.ptl", "--param", "size=4G"],
+        "4g",
+    );
+    assert!(page.contains("<svg"), "the smaller run is drawn");
+}
