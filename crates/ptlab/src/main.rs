@@ -339,6 +339,18 @@ fn parse_shard(s: &str) -> std::result::Result<ptlab_live::fuzz::Shard, String> 
     ptlab_live::fuzz::Shard::parse(s)
 }
 
+/// The model's CPU features before any `--cpu-feature`: all off, contpte
+/// left to the architecture's default.
+fn default_features() -> ptlab_cost::ProfileFeatures {
+    ptlab_cost::ProfileFeatures {
+        tlbi_range: false,
+        bbml2_noabort: false,
+        kpti: false,
+        contpte: None,
+        source: String::new(),
+    }
+}
+
 /// `NAME=on|off` for `--cpu-feature`.
 pub(crate) fn parse_cpu_feature(s: &str) -> Result<(String, bool), String> {
     let (n, v) = s
@@ -349,14 +361,7 @@ pub(crate) fn parse_cpu_feature(s: &str) -> Result<(String, bool), String> {
         "off" | "0" | "false" | "no" => false,
         _ => return Err(format!("'{v}': expected on or off")),
     };
-    let mut f = ptlab_cost::ProfileFeatures {
-        tlbi_range: false,
-        bbml2_noabort: false,
-        kpti: false,
-        contpte: None,
-        source: String::new(),
-    };
-    f.set(n, on)?;
+    default_features().set(n, on)?;
     Ok((n.to_string(), on))
 }
 
@@ -452,13 +457,7 @@ struct ScenarioArgs {
 /// The model's CPU features: the defaults with `--cpu-feature` settings
 /// applied.
 pub(crate) fn hw_features(cpu_features: &[(String, bool)]) -> Result<ptlab_model::HwFeatures> {
-    let mut f = ptlab_cost::ProfileFeatures {
-        tlbi_range: false,
-        bbml2_noabort: false,
-        kpti: false,
-        contpte: None,
-        source: String::new(),
-    };
+    let mut f = default_features();
     for (n, on) in cpu_features {
         f.set(n, *on).map_err(anyhow::Error::msg)?;
     }

@@ -192,22 +192,23 @@ impl<T: Copy + PartialEq> PerPage<T> {
         }
     }
 
-    /// Apply `f` to pages `[lo, lo + nr)` of an `n`-page folio; a uniform
-    /// value covered whole is changed once (`f` runs once).
-    fn update(&mut self, lo: usize, nr: usize, n: usize, mut f: impl FnMut(&mut T)) {
+    /// Apply `f` to pages `[lo, lo + nr)` of an `n`-page folio. `f` gets
+    /// a value and how many pages it stands for: a uniform value covered
+    /// whole is changed once, for all `n` pages.
+    fn update(&mut self, lo: usize, nr: usize, n: usize, mut f: impl FnMut(&mut T, u32)) {
         if nr == 0 {
             return;
         }
         if nr == n {
             if let PerPage::All(v) = self {
-                f(v);
+                f(v, n as u32);
                 return;
             }
-            self.each(n).iter_mut().for_each(&mut f);
+            self.each(n).iter_mut().for_each(|v| f(v, 1));
             self.compact();
             return;
         }
-        self.each(n)[lo..lo + nr].iter_mut().for_each(f);
+        self.each(n)[lo..lo + nr].iter_mut().for_each(|v| f(v, 1));
     }
 
     fn set(&mut self, i: usize, n: usize, val: T) {
@@ -726,7 +727,7 @@ impl PhysMem {
             if nr == 1 {
                 l.exclusive.set(i, n, on);
             } else {
-                l.exclusive.update(i, nr as usize, n, |x| *x = on);
+                l.exclusive.update(i, nr as usize, n, |x, _| *x = on);
             }
             return;
         }
@@ -902,18 +903,14 @@ impl PhysMem {
             }
             let (lo, n) = ((first.0 - folio.head.0) as usize, l.nr());
             let mut newly_mapped = 0;
-            let mut pages = 0;
-            l.mapcount.update(lo, nr as usize, n, |m| {
+            l.mapcount.update(lo, nr as usize, n, |m, pages| {
                 if *m == 0 {
-                    newly_mapped += 1;
+                    newly_mapped += pages;
                 }
-                pages += 1;
                 *m += 1;
             });
-            // A uniform update visits the shared value once for all pages.
-            newly_mapped *= nr / pages.max(1);
             if exclusive {
-                l.exclusive.update(lo, nr as usize, n, |x| *x = true);
+                l.exclusive.update(lo, nr as usize, n, |x, _| *x = true);
             }
             l.large_mapcount += nr;
             l.nr_pages_mapped += newly_mapped;
@@ -975,16 +972,13 @@ impl PhysMem {
         self.hw.add(HwEvent::MapcountAtomic, nr as u64 + 2);
         let (lo, n) = ((first.0 - folio.head.0) as usize, l.nr());
         let mut went_unmapped = 0;
-        let mut pages = 0;
-        l.mapcount.update(lo, nr as usize, n, |m| {
+        l.mapcount.update(lo, nr as usize, n, |m, pages| {
             assert!(*m > 0, "mapcount underflow in folio {:?}", folio.head);
             *m -= 1;
-            pages += 1;
             if *m == 0 {
-                went_unmapped += 1;
+                went_unmapped += pages;
             }
         });
-        went_unmapped *= nr / pages.max(1);
         l.large_mapcount -= nr;
         l.nr_pages_mapped -= went_unmapped;
         Self::mm_map_delta(l, mm, -(nr as i64));

@@ -1050,50 +1050,38 @@ impl PageTables {
     }
 
     /// Visit every non-present, non-none PTE (swap entries and markers) in
-    /// `[start, end)`: a PTE-level [`Cursor`] walk (empty tables skipped).
+    /// `[start, end)`: the PTE tables a PMD-level [`Cursor`] finds, present
+    /// entries skipped without decoding.
     fn walk_nonpresent(&self, start: u64, end: u64, out: &mut dyn FnMut(u64, Entry)) {
         let arch = self.arch.ops();
         self.for_each(Cursor::pmds(start, end), |q| {
-            let PtItem::PteTable(_) = q.item else {
-                return;
-            };
-            let Some(tbl) = self.pte_tbl(q.va) else {
-                return;
-            };
-            let seg = q.segment();
-            let first = index(1, seg.start);
-            let n = seg.nr_pages() as usize;
-            for (k, &raw) in tbl.entries[first..first + n].iter().enumerate() {
-                if raw != 0 && !arch.pte_present_raw(raw) {
-                    out(seg.start + k as u64 * PAGE_SIZE, arch.decode(1, raw));
+            if let PtItem::PteTable(_) = q.item {
+                for (k, &raw) in self.segment_entries(q.segment()).iter().enumerate() {
+                    if raw != 0 && !arch.pte_present_raw(raw) {
+                        out(q.va + k as u64 * PAGE_SIZE, arch.decode(1, raw));
+                    }
                 }
             }
         });
     }
 
-    /// Visit the non-none PTEs of one segment (inside one PTE table) in
-    /// address order, decoded; none entries cost one comparison each. No
-    /// event is counted (the model's bookkeeping).
-    pub fn for_each_pte(&self, seg: Segment, mut f: impl FnMut(u64, Entry)) {
-        let Some(tbl) = self.pte_tbl(seg.start) else {
-            return;
-        };
-        if tbl.used == 0 {
-            return;
-        }
-        let first = index(1, seg.start);
-        let n = seg.nr_pages() as usize;
-        for (k, &raw) in tbl.entries[first..first + n].iter().enumerate() {
-            if raw != 0 {
-                f(seg.start + k as u64 * PAGE_SIZE, self.decode(1, raw));
+    /// The raw entries of one segment (inside one PTE table); empty when
+    /// there is no PTE table. No event is counted (the model's bookkeeping).
+    fn segment_entries(&self, seg: Segment) -> &[u64] {
+        match self.pte_tbl(seg.start) {
+            Some(tbl) => {
+                let first = index(1, seg.start);
+                &tbl.entries[first..first + seg.nr_pages() as usize]
             }
+            None => &[],
         }
     }
 
     /// Whether a present PTE lies in the segment (no event counted).
     pub fn any_present_pte(&self, seg: Segment) -> bool {
-        let mut any = false;
-        self.for_each_pte(seg, |_, e| any |= matches!(e, Entry::Leaf(_)));
-        any
+        let arch = self.arch.ops();
+        self.segment_entries(seg)
+            .iter()
+            .any(|&raw| raw != 0 && arch.pte_present_raw(raw))
     }
 }

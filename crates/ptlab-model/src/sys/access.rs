@@ -124,6 +124,15 @@ impl Model {
         Ok(())
     }
 
+    /// The stores of a range write to `n` pages of one folio from `pfn`
+    /// (mapped at `addr`): `tag` in each, or each page's own address.
+    fn store_tags(&mut self, pfn: crate::core::addr::Pfn, n: u64, addr: u64, tag: Option<u64>) {
+        match tag {
+            Some(t) => self.phys.set_tags(pfn, n, t, 0),
+            None => self.phys.set_tags(pfn, n, addr, PAGE_SIZE),
+        }
+    }
+
     /// Access every page of `[start, start + len)` in address order, as a
     /// program touching each page once would: `write` stores `tag` (or, when
     /// `None`, each page's own address). Pages already mapped with the needed
@@ -158,10 +167,7 @@ impl Model {
                     mm.pt.hw.add(crate::core::hw::HwEvent::UserPageAccess, n);
                     if write {
                         self.hw_mkdirty(pid, addr);
-                        match tag {
-                            Some(t) => self.phys.set_tags(pfn, n, t, 0),
-                            None => self.phys.set_tags(pfn, n, addr, PAGE_SIZE),
-                        }
+                        self.store_tags(pfn, n, addr, tag);
                     }
                     addr = slot_end;
                     break;
@@ -174,10 +180,7 @@ impl Model {
                     debug_assert!(n >= 1, "the page was found mapped for the access");
                     mm.pt.hw.add(crate::core::hw::HwEvent::UserPageAccess, n);
                     if write {
-                        match tag {
-                            Some(t) => self.phys.set_tags(pfn, n, t, 0),
-                            None => self.phys.set_tags(pfn, n, addr, PAGE_SIZE),
-                        }
+                        self.store_tags(pfn, n, addr, tag);
                     }
                     addr += n * PAGE_SIZE;
                     continue;
@@ -203,10 +206,7 @@ impl Model {
                         .hw
                         .add(crate::core::hw::HwEvent::UserPageAccess, n - 1);
                     self.hw_mkdirty(pid, addr);
-                    match tag {
-                        Some(t) => self.phys.set_tags(pfn, n, t, 0),
-                        None => self.phys.set_tags(pfn, n, addr, PAGE_SIZE),
-                    }
+                    self.store_tags(pfn, n, addr, tag);
                     addr = slot_end;
                     continue;
                 }

@@ -25,29 +25,7 @@ impl Model {
     /// [`PageRuns`]). Linux: fs/proc/task_mmu.c pagemap_read() walks the
     /// same way (walk_page_range(), pagemap_pte_hole() for the holes).
     pub fn observe(&self, pid: Pid, label: &str) -> Observation {
-        let mut obs = Observation {
-            process: label.to_string(),
-            stats: self.phys.stats.to_map(),
-            ..Default::default()
-        };
-        let Some(mm) = self.procs.get(&pid) else {
-            return obs;
-        };
-        obs.vm_lck_kb = mm.locked_vm() * (PAGE_SIZE / 1024);
-        for v in mm.vmas.iter() {
-            let (rss_pages, anon_huge_pages) =
-                self.observe_range(mm, v.start, v.end, &mut obs.pages);
-            obs.maps.push(MapsEntry {
-                start: v.start,
-                end: v.end,
-                perms: v.flags.perms(),
-                vm_flags: v.flags.mnemonics(),
-                anon_huge_kb: anon_huge_pages * 4,
-                rss_kb: rss_pages * 4,
-                lazyfree_kb: self.lazyfree_pages(mm, v.start, v.end) * 4,
-            });
-        }
-        obs
+        self.observe_with(pid, label, true)
     }
 
     /// [`Model::observe`] without the per-page records (`pages` is empty):
@@ -55,6 +33,12 @@ impl Model {
     /// proportion to the leaves mapped (a PMD leaf is one step), not to the
     /// pages. What expectations on maps, smaps and counters read.
     pub fn observe_summary(&self, pid: Pid, label: &str) -> Observation {
+        self.observe_with(pid, label, false)
+    }
+
+    /// The observation, with the per-page records when `pages` (the smaps
+    /// counters then come from the same walk), else counted by leaves.
+    fn observe_with(&self, pid: Pid, label: &str, pages: bool) -> Observation {
         let mut obs = Observation {
             process: label.to_string(),
             stats: self.phys.stats.to_map(),
@@ -65,7 +49,11 @@ impl Model {
         };
         obs.vm_lck_kb = mm.locked_vm() * (PAGE_SIZE / 1024);
         for v in mm.vmas.iter() {
-            let (rss_pages, anon_huge_pages) = self.count_rss(mm, v.start, v.end);
+            let (rss_pages, anon_huge_pages) = if pages {
+                self.observe_range(mm, v.start, v.end, &mut obs.pages)
+            } else {
+                self.count_rss(mm, v.start, v.end)
+            };
             obs.maps.push(MapsEntry {
                 start: v.start,
                 end: v.end,

@@ -154,8 +154,8 @@ impl Cursor {
         if self.floor == 1 {
             // The walk cache knows the PTE table of the last slot walked
             // (it is cleared by every PMD-or-higher write).
-            if let Some((p, _)) = pt.cached_pte_table(va) {
-                if pt.tables[&p.0].used == 0 {
+            if let Some((p, slot)) = pt.cached_pte_table(va) {
+                if pt.tables.at(slot).used == 0 {
                     return Some(Query {
                         va,
                         end: pmd_end(va, end),
