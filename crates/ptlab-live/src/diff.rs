@@ -1254,7 +1254,7 @@ impl Backend for DiffBackend {
                 self.both(proc, call)
             }
             // The live kernel runs one algorithm; the model may run either.
-            Call::SetBefore { .. } => self.model.call(proc, call),
+            Call::SetBefore { .. } | Call::SetAfter { .. } => self.model.call(proc, call),
             // The model mirrors the live machine's memory in a diff: the
             // statement is accepted and ignored on both sides, unless it
             // asks for more memory than this machine has (the diff stops

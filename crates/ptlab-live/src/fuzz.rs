@@ -181,15 +181,20 @@ impl OpSet {
                     mode: UffdMoveMode::empty(),
                 },
             ),
-            swap: sup_in("main", Call::SetSwap { bytes: 1 << 20 })
-                && sup_in(
-                    "main",
-                    Call::Madvise {
-                        addr: p,
-                        len: 4096,
-                        advice: Advice::PageOut,
-                    },
-                ),
+            swap: sup_in(
+                "main",
+                Call::SetSwap {
+                    bytes: 1 << 20,
+                    kind: Default::default(),
+                },
+            ) && sup_in(
+                "main",
+                Call::Madvise {
+                    addr: p,
+                    len: 4096,
+                    advice: Advice::PageOut,
+                },
+            ),
         }
     }
 }
@@ -348,7 +353,10 @@ fn generate_plain(seed: u64, ops: usize, set: OpSet) -> Generated {
             &mut out.lines,
             "main",
             None,
-            Call::SetSwap { bytes: 64 * MB },
+            Call::SetSwap {
+                bytes: 64 * MB,
+                kind: Default::default(),
+            },
         );
     }
     let mut maps: Vec<Mapping> = Vec::new();
@@ -2331,7 +2339,13 @@ mod tests {
                 }),
             ),
             ("main", Call::SetUseZeroPage { on: false }),
-            ("main", Call::SetSwap { bytes: 0 }),
+            (
+                "main",
+                Call::SetSwap {
+                    bytes: 0,
+                    kind: Default::default(),
+                },
+            ),
             (
                 "main",
                 Call::SetBefore {
@@ -2757,7 +2771,10 @@ mod campaign_tests {
                 knob: ThpKnob::Size(4),
                 mode: ThpMode::Always,
             },
-            Call::SetSwap { bytes: 1 << 20 },
+            Call::SetSwap {
+                bytes: 1 << 20,
+                kind: Default::default(),
+            },
             Call::Madvise {
                 addr: ARENA,
                 len: 4096,

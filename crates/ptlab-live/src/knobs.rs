@@ -656,6 +656,24 @@ fn fill(slot: &Slot, path: &[u8], value: &[u8]) -> bool {
     true
 }
 
+/// Record the loop device of this run's swap area for the signal handlers
+/// (the slot's value, NUL-terminated; the caller is in a critical
+/// section, and the slot is in use).
+fn set_swap_device(dev: &Path) {
+    let b = dev.as_os_str().as_encoded_bytes();
+    if b.len() + 1 > VAL_MAX {
+        return;
+    }
+    // SAFETY: written only by the session owner inside a critical section,
+    // so no handler reads it meanwhile.
+    unsafe {
+        let v = &mut *SWAP_CPATH.value.get();
+        v.fill(0);
+        v[..b.len()].copy_from_slice(b);
+    }
+    SWAP_CPATH.value_len.store(b.len(), Ordering::SeqCst);
+}
+
 /// Async-signal-safe: write back every recorded original value and unlink
 /// the journal. Uses only open/write/close/unlink on static buffers.
 fn emergency_restore() {
@@ -674,9 +692,13 @@ fn emergency_restore() {
         }
     }
     if SWAP_CPATH.used.swap(false, Ordering::SeqCst) {
-        // SAFETY: NUL-terminated static path; swapoff(2) and unlink(2) are
-        // plain syscalls.
+        // SAFETY: NUL-terminated static paths; swapoff(2) and unlink(2) are
+        // plain syscalls. A block-device swap area is the loop device named
+        // in the slot's value (it detaches itself once released: autoclear).
         unsafe {
+            if SWAP_CPATH.value_len.load(Ordering::SeqCst) > 0 {
+                libc::swapoff((*SWAP_CPATH.value.get()).as_ptr().cast());
+            }
             let p = (*SWAP_CPATH.path.get()).as_ptr().cast();
             libc::swapoff(p);
             libc::unlink(p);
@@ -855,7 +877,11 @@ impl KnobSession {
     /// journaling its path; `bytes == 0` disables and deletes it. A second
     /// size replaces the file, unless pages are swapped out to it (EBUSY,
     /// as the model answers). Errors carry swapon(2)'s errno.
-    pub fn set_swap(&mut self, bytes: u64) -> Result<(), KnobError> {
+    pub fn set_swap(
+        &mut self,
+        bytes: u64,
+        kind: crate::swapfile::SwapKind,
+    ) -> Result<(), KnobError> {
         let path = crate::swapfile::swap_path(std::process::id());
         let key = path.display().to_string();
         if self.journal.swapfiles.contains(&key) {
@@ -890,7 +916,11 @@ impl KnobSession {
         }
         // Outside the critical section (writing a large file takes time): a
         // signal now swaps off and deletes whatever exists of the file.
-        crate::swapfile::create(&path, bytes).map_err(|e| {
+        let mut on_device = |dev: &Path| {
+            let _critical = Critical::enter();
+            set_swap_device(dev);
+        };
+        crate::swapfile::create(&path, bytes, kind, &mut on_device).map_err(|e| {
             SWAP_CPATH.used.store(false, Ordering::SeqCst);
             match e.raw_os_error().and_then(Errno::from_code) {
                 Some(errno) => KnobError::Errno(errno),

@@ -167,7 +167,7 @@ impl Planned {
                 tagged: tag.is_some(),
             },
             Call::Fork { .. } => Planned::Fork,
-            Call::SetSwap { bytes } => Planned::Swap { bytes: *bytes },
+            Call::SetSwap { bytes, .. } => Planned::Swap { bytes: *bytes },
             Call::Munmap { .. }
             | Call::Munlock { .. }
             | Call::Mseal { .. }
@@ -185,6 +185,7 @@ impl Planned {
             | Call::SetThp { .. }
             | Call::SetUseZeroPage { .. }
             | Call::SetBefore { .. }
+            | Call::SetAfter { .. }
             | Call::SetMemory { .. } => return None,
         })
     }
@@ -1833,9 +1834,9 @@ impl Backend for LiveBackend {
                 self.knobs.set(*knob, *mode).map_err(knob_error)?;
                 Ok(0)
             }
-            Call::SetSwap { bytes } => {
+            Call::SetSwap { bytes, kind } => {
                 self.check_budget("main", call)?;
-                self.knobs.set_swap(*bytes).map_err(knob_error)?;
+                self.knobs.set_swap(*bytes, *kind).map_err(knob_error)?;
                 Ok(0)
             }
             Call::SetUseZeroPage { on } => match knobs::use_zero_page() {
@@ -1850,7 +1851,7 @@ impl Backend for LiveBackend {
                 )),
             },
             // One fixed kernel: observable results are the same either way.
-            Call::SetBefore { .. } => Ok(0),
+            Call::SetBefore { .. } | Call::SetAfter { .. } => Ok(0),
             // The machine has the memory it has: a scenario for a bigger
             // one stops here.
             Call::SetMemory { bytes } => crate::budget::check_machine_memory(*bytes)

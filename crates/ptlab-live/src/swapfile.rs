@@ -16,6 +16,14 @@
 //! must support swap files (ext4, xfs, btrfs without COW...; not tmpfs or
 //! overlayfs): swapon(2) says EINVAL otherwise, and the scenario fails with
 //! that errno.
+//!
+//! `swap SIZE blockdev` puts the same file behind a loop device and swaps
+//! on the device instead (`SWP_BLKDEV`: large folios go out whole). The
+//! loop device is attached with `LO_FLAGS_AUTOCLEAR`, so it detaches by
+//! itself once nothing holds it: when swapoff(2) releases it, or when the
+//! process that attached it dies before swapon(2). The journal names the
+//! file; the device is found again from the file through
+//! `/sys/block/loop*/loop/backing_file`.
 
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
@@ -23,6 +31,8 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+pub use ptlab_model::swap::SwapKind;
 
 const PAGE: u64 = 4096;
 /// `SWAP_FLAG_PREFER | 32767`: the highest priority, so pages go to our
@@ -72,7 +82,23 @@ fn cpath(p: &Path) -> std::io::Result<CString> {
 /// swap-file" / "Unable to find swap-space signature"), which is the rule
 /// the model mirrors (ptlab_model::swap::MIN_SWAP_PAGES). mkswap(8)'s own
 /// floor of 10 pages is not the kernel's and is not applied.
-pub fn create(path: &Path, bytes: u64) -> std::io::Result<()> {
+///
+/// With [`SwapKind::BlockDev`], `on_device` is told the loop device's path
+/// once it is attached and before swapon(2), so that a signal handler can
+/// swap it off (crate::knobs).
+pub fn create(
+    path: &Path,
+    bytes: u64,
+    kind: SwapKind,
+    on_device: &mut dyn FnMut(&Path),
+) -> std::io::Result<()> {
+    match kind {
+        SwapKind::File => create_file(path, bytes),
+        SwapKind::BlockDev => create_blockdev(path, bytes, on_device),
+    }
+}
+
+fn create_file(path: &Path, bytes: u64) -> std::io::Result<()> {
     let pages = bytes / PAGE;
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir)?;
@@ -133,6 +159,160 @@ pub fn create(path: &Path, bytes: u64) -> std::io::Result<()> {
     res
 }
 
+/// The block-device kind: the file (allocated, with the header; a size
+/// under one page gets what fits of the header, as for a swap file), a
+/// loop device over it, swapon(2) on the device. On failure nothing is
+/// left behind.
+fn create_blockdev(
+    path: &Path,
+    bytes: u64,
+    on_device: &mut dyn FnMut(&Path),
+) -> std::io::Result<()> {
+    let pages = bytes / PAGE;
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    let res = (|| {
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)?;
+        if pages == 0 {
+            f.write_all(&header(1)[..bytes as usize])?;
+        } else {
+            let len = pages * PAGE;
+            // SAFETY: fallocate(2) on our descriptor.
+            if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len as libc::off_t) } != 0 {
+                f.set_len(len)?;
+            }
+            f.write_all(&header(pages))?;
+        }
+        f.sync_all()?;
+        let dev = attach_loop(&f)?;
+        drop(f);
+        on_device(&dev.path);
+        // The device stays attached while `dev` is open; swapon(2) opens it
+        // itself, and from then on holds it.
+        let r = swapon(&dev.path);
+        drop(dev);
+        r
+    })();
+    if res.is_err() {
+        let _ = fs::remove_file(path);
+    }
+    res
+}
+
+/// An attached loop device, open (closing it detaches an autoclear device
+/// nobody else holds).
+struct LoopDev {
+    path: PathBuf,
+    _fd: File,
+}
+
+/// `struct loop_info64` (include/uapi/linux/loop.h).
+#[repr(C)]
+struct LoopInfo64 {
+    lo_device: u64,
+    lo_inode: u64,
+    lo_rdevice: u64,
+    lo_offset: u64,
+    lo_sizelimit: u64,
+    lo_number: u32,
+    lo_encrypt_type: u32,
+    lo_encrypt_key_size: u32,
+    lo_flags: u32,
+    lo_file_name: [u8; 64],
+    lo_crypt_name: [u8; 64],
+    lo_encrypt_key: [u8; 32],
+    lo_init: [u64; 2],
+}
+
+/// `struct loop_config` (include/uapi/linux/loop.h).
+#[repr(C)]
+struct LoopConfig {
+    fd: u32,
+    block_size: u32,
+    info: LoopInfo64,
+    reserved: [u64; 8],
+}
+
+const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+const LO_FLAGS_AUTOCLEAR: u32 = 4;
+
+/// Attach a free loop device to `backing` with LOOP_CONFIGURE
+/// (autoclear). A device another process takes between LOOP_CTL_GET_FREE
+/// and LOOP_CONFIGURE answers EBUSY; the next free one is tried.
+fn attach_loop(backing: &File) -> std::io::Result<LoopDev> {
+    let ctl = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/loop-control")
+        .map_err(|e| std::io::Error::new(e.kind(), format!("/dev/loop-control: {e}")))?;
+    let mut last = std::io::Error::other("no free loop device");
+    for _ in 0..8 {
+        // SAFETY: an ioctl without arguments on our descriptor.
+        let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE as _) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let path = PathBuf::from(format!("/dev/loop{n}"));
+        let dev = OpenOptions::new().read(true).write(true).open(&path)?;
+        // SAFETY: an all-zero loop_config is valid (no offset, no limit).
+        let mut cfg: LoopConfig = unsafe { std::mem::zeroed() };
+        cfg.fd = backing.as_raw_fd() as u32;
+        cfg.block_size = PAGE as u32;
+        cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        // SAFETY: LOOP_CONFIGURE reads one loop_config.
+        if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CONFIGURE as _, &cfg) } == 0 {
+            return Ok(LoopDev { path, _fd: dev });
+        }
+        last = std::io::Error::last_os_error();
+        if last.raw_os_error() != Some(libc::EBUSY) {
+            return Err(last);
+        }
+    }
+    Err(last)
+}
+
+/// The loop device whose backing file is `path`, if one is attached
+/// (`/sys/block/loop*/loop/backing_file`).
+pub fn loop_device_of(path: &Path) -> Option<PathBuf> {
+    let want = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    for e in fs::read_dir("/sys/block").ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        let Ok(b) = fs::read_to_string(e.path().join("loop/backing_file")) else {
+            continue;
+        };
+        if Path::new(b.trim_end()) == want {
+            return Some(PathBuf::from("/dev").join(name));
+        }
+    }
+    None
+}
+
+/// The swap area /proc/swaps lists for the ptlab file at `path`: the file
+/// itself, or the loop device over it.
+fn swap_area(path: &Path) -> Option<PathBuf> {
+    let text = fs::read_to_string("/proc/swaps").ok()?;
+    let listed = |p: &Path| {
+        let want = p.to_string_lossy();
+        text.lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().next() == Some(want.as_ref()))
+    };
+    if listed(path) {
+        return Some(path.to_path_buf());
+    }
+    loop_device_of(path).filter(|d| listed(d))
+}
+
 /// swapon(2) at the highest priority.
 fn swapon(path: &Path) -> std::io::Result<()> {
     let c = cpath(path)?;
@@ -185,21 +365,18 @@ pub fn is_ours(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether `path` is an active swap area (listed in /proc/swaps).
+/// Whether the ptlab file at `path` is an active swap area (listed in
+/// /proc/swaps, itself or the loop device over it).
 pub fn is_active(path: &Path) -> bool {
-    let Ok(text) = fs::read_to_string("/proc/swaps") else {
-        return false;
-    };
-    let want = path.to_string_lossy();
-    text.lines()
-        .skip(1)
-        .any(|l| l.split_whitespace().next() == Some(want.as_ref()))
+    swap_area(path).is_some()
 }
 
-/// Pages in use in the swap area at `path` (/proc/swaps `Used`, KiB / 4).
+/// Pages in use in the swap area of the ptlab file at `path` (/proc/swaps
+/// `Used`, KiB / 4).
 pub fn used_pages(path: &Path) -> Option<u64> {
+    let area = swap_area(path)?;
     let text = fs::read_to_string("/proc/swaps").ok()?;
-    let want = path.to_string_lossy();
+    let want = area.to_string_lossy();
     text.lines().skip(1).find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
         (f.first() == Some(&want.as_ref()))
@@ -218,17 +395,46 @@ pub fn remove(path: &Path) -> Result<(), String> {
         return Ok(());
     }
     is_ours(path)?;
-    if is_active(path) {
-        let c = cpath(path).map_err(|e| e.to_string())?;
+    if let Some(area) = swap_area(path) {
+        let c = cpath(&area).map_err(|e| e.to_string())?;
         // SAFETY: a NUL-terminated path.
         if unsafe { libc::swapoff(c.as_ptr()) } != 0 {
-            return Err(format!("swapoff: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "swapoff {}: {}",
+                area.display(),
+                std::io::Error::last_os_error()
+            ));
         }
+    }
+    // An autoclear loop device detaches once swapoff(2) released it; one
+    // still attached (its attacher alive somewhere, or not autoclear) is
+    // detached here so that the file goes with it.
+    if let Some(dev) = loop_device_of(path) {
+        detach_loop(&dev)?;
     }
     fs::remove_file(path).map_err(|e| e.to_string())?;
     if let Some(dir) = path.parent() {
         // Only succeeds when the directory is empty (we created it).
         let _ = fs::remove_dir(dir);
+    }
+    Ok(())
+}
+
+/// LOOP_CLR_FD on `dev` (EBUSY-free: with autoclear the kernel may have
+/// detached it already, which ENXIO reports).
+fn detach_loop(dev: &Path) -> Result<(), String> {
+    const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+    let f = match OpenOptions::new().read(true).open(dev) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", dev.display())),
+    };
+    // SAFETY: an ioctl without arguments on our descriptor.
+    if unsafe { libc::ioctl(f.as_raw_fd(), LOOP_CLR_FD as _) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ENXIO) {
+            return Err(format!("detach {}: {e}", dev.display()));
+        }
     }
     Ok(())
 }

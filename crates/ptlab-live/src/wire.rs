@@ -211,6 +211,7 @@ pub(crate) fn encode(call: &Call, at: &Resolved) -> Option<Req> {
         | Call::SetUseZeroPage { .. }
         | Call::SetSwap { .. }
         | Call::SetBefore { .. }
+        | Call::SetAfter { .. }
         | Call::SetMemory { .. } => return None,
     })
 }

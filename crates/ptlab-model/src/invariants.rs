@@ -176,6 +176,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
     }
     // Swap slots, counts and the swap cache.
     crate::sys::swap::check(&model.procs, phys, &mut errs);
+    // Order-0 swap-cache folios (a large one knows its own slots).
     let swap_cached: std::collections::BTreeSet<u64> = phys
         .swap
         .slots
@@ -185,8 +186,13 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
     // Compare with the counters.
     for (&head, seen) in &folios {
         let f = phys.folio_of(Pfn(head)).expect("checked above");
-        // The swap cache holds one reference (crate::sys::swap).
-        let rc = phys.refcount(f) - u32::from(swap_cached.contains(&head));
+        // The swap cache holds one reference per page (crate::sys::swap).
+        let cache_refs = if f.is_large() {
+            phys.swapcache_refs(f)
+        } else {
+            u32::from(swap_cached.contains(&head))
+        };
+        let rc = phys.refcount(f) - cache_refs;
         if rc != seen.total {
             errs.push(format!(
                 "folio {head:#x}: refcount {rc}, mappings {}",
@@ -246,7 +252,10 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
     }
     // No leaks: every allocated anon folio is mapped somewhere.
     for (head, l) in phys.large_folios() {
-        if l.kind == crate::core::folio::FolioKind::Anon && !folios.contains_key(&head.0) {
+        if l.kind == crate::core::folio::FolioKind::Anon
+            && !folios.contains_key(&head.0)
+            && l.swap.is_none()
+        {
             errs.push(format!(
                 "large folio {head} (order {}) is allocated but unmapped",
                 l.order.0

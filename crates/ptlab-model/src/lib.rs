@@ -30,7 +30,7 @@ pub use crate::types::{errno, uapi};
 
 pub use addr::{Order, PageSize, Pfn, PAGE_SIZE, PMD_SIZE, PUD_SIZE};
 pub use arch::ArchKind;
-pub use batch::Before;
+pub use batch::{After, Before};
 pub use call::{Call, CallError, UffdFds};
 pub use errno::Errno;
 pub use hw::{HwEvent, HwEvents, HwFeatures, HwMark, KCall};

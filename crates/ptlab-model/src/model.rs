@@ -38,6 +38,9 @@ pub struct ModelConfig {
     pub frames: u64,
     /// Seed changes that run their previous algorithm (`--before NAME`).
     pub before: crate::mm::batch::Before,
+    /// Proposed changes newer than 6.18 that run instead of 6.18's
+    /// algorithm (`--after NAME`).
+    pub after: crate::mm::batch::After,
     /// CPU features that change which TLB-maintenance instructions the
     /// kernel issues (hardware-event accounting only; no observable effect).
     pub hw: crate::core::hw::HwFeatures,
@@ -75,6 +78,7 @@ impl ModelConfig {
             cap_sys_rawio: true,
             frames: 24 << 18,
             before: crate::mm::batch::Before::empty(),
+            after: crate::mm::batch::After::empty(),
             hw: crate::core::hw::HwFeatures::default(),
         }
     }
@@ -277,6 +281,14 @@ impl Model {
     }
     pub fn before(&self) -> crate::mm::batch::Before {
         self.cfg.before
+    }
+
+    /// Select which proposed (post-6.18) changes run.
+    pub fn set_after(&mut self, after: crate::mm::batch::After) {
+        self.cfg.after = after;
+    }
+    pub fn after(&self) -> crate::mm::batch::After {
+        self.cfg.after
     }
 
     /// Count a system call's fixed entry work in process `pid`: the

@@ -144,6 +144,9 @@ pub enum StmtKind {
     /// `before NAME...` / `before none`: which seed changes run their
     /// previous algorithm from here on.
     Before(ptlab_model::Before),
+    /// `after NAME...` / `after none`: which proposed (post-6.18) changes
+    /// run from here on.
+    After(ptlab_model::After),
 }
 
 /// Which sections `observe` prints.
@@ -170,8 +173,9 @@ pub enum Op {
     Syscall(Syscall),
     Access(Access),
     Thp(ThpSetting),
-    /// `swap SIZE` (enable a swap device of SIZE bytes) or `swap off` (`None`).
-    Swap(Option<Expr>),
+    /// `swap SIZE [file|blockdev]` (enable a swap area of SIZE bytes) or
+    /// `swap off` (`None`).
+    Swap(Option<Expr>, ptlab_model::swap::SwapKind),
     /// `machine memory SIZE`: the modelled machine's physical memory.
     Memory(Expr),
 }
@@ -183,7 +187,7 @@ impl Op {
             Op::Syscall(s) => s.name(),
             Op::Access(a) => a.kind.name(),
             Op::Thp(_) => "thp",
-            Op::Swap(_) => "swap",
+            Op::Swap(..) => "swap",
             Op::Memory(_) => "machine memory",
         }
     }

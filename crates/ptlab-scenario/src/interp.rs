@@ -794,6 +794,11 @@ impl<'a> Interp<'a> {
                     .call(&self.current, &Call::SetBefore { set: *set })
                     .map_err(|e| rt(s.pos, format!("before: {e}")))?;
             }
+            StmtKind::After(set) => {
+                self.backend
+                    .call(&self.current, &Call::SetAfter { set: *set })
+                    .map_err(|e| rt(s.pos, format!("after: {e}")))?;
+            }
             StmtKind::Observe(sections) => {
                 let mut observation = self.observe_current(s.pos)?;
                 observation.stats = self.stat_deltas(&observation.stats);
@@ -967,11 +972,12 @@ impl<'a> Interp<'a> {
             Op::Memory(size) => Call::SetMemory {
                 bytes: self.eval(size)?,
             },
-            Op::Swap(size) => Call::SetSwap {
+            Op::Swap(size, kind) => Call::SetSwap {
                 bytes: match size {
                     Some(e) => self.eval(e)?,
                     None => 0,
                 },
+                kind: *kind,
             },
         })
     }

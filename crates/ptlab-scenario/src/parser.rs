@@ -50,8 +50,8 @@ const SYSCALLS: &[&str] = &[
 ];
 /// The other words that start a statement.
 const OTHER_STATEMENTS: &[&str] = &[
-    "let", "read", "write", "thp", "swap", "repeat", "end", "expect", "observe", "before", "param",
-    "machine",
+    "let", "read", "write", "thp", "swap", "repeat", "end", "expect", "observe", "before", "after",
+    "param", "machine",
 ];
 
 /// Every word that starts a statement: the syscalls and the rest.
@@ -617,17 +617,24 @@ impl<'s> Parser<'s> {
             }
             "swap" => {
                 cur.bump();
+                let mut kind = ptlab_model::swap::SwapKind::File;
                 let size = if cur.eat("off") {
                     None
                 } else {
-                    Some(self.arg(
+                    let size = self.arg(
                         &mut cur,
                         "a swap size such as 64M, or 'off', after 'swap'",
-                        NO_STOP,
-                    )?)
+                        &["file", "blockdev"],
+                    )?;
+                    if cur.eat("blockdev") {
+                        kind = ptlab_model::swap::SwapKind::BlockDev;
+                    } else {
+                        cur.eat("file");
+                    }
+                    Some(size)
                 };
-                cur.finish("the swap setting")?;
-                let op = Op::Swap(size);
+                cur.finish("the swap setting ('swap SIZE [file|blockdev]' or 'swap off')")?;
+                let op = Op::Swap(size, kind);
                 let check = self.check_for(&op)?;
                 StmtKind::Op {
                     bind: None,
@@ -675,6 +682,10 @@ impl<'s> Parser<'s> {
             "before" => {
                 cur.bump();
                 StmtKind::Before(before_switches(&mut cur)?)
+            }
+            "after" => {
+                cur.bump();
+                StmtKind::After(after_switches(&mut cur)?)
             }
             "pfn" => {
                 return Err(cur.err(
@@ -820,10 +831,10 @@ impl<'s> Parser<'s> {
         cur.finish(&format!("'expect {word}'"))?;
         let allowed = match (op, &kind) {
             (Op::Syscall(_), CheckKind::Segv) => Some("'expect segv' only follows read or write; a syscall reports errors with 'expect errno NAME'"),
-            (Op::Syscall(_) | Op::Thp(_) | Op::Swap(_), CheckKind::Uffd) => Some("'expect uffd' only follows read or write (an access that faults to userfaultfd)"),
+            (Op::Syscall(_) | Op::Thp(_) | Op::Swap(..), CheckKind::Uffd) => Some("'expect uffd' only follows read or write (an access that faults to userfaultfd)"),
             (Op::Access(_), CheckKind::Errno(_) | CheckKind::Ret(_)) => Some("read and write do not fail with an errno; use 'expect segv', 'expect uffd' or 'expect ok'"),
             (Op::Thp(_), CheckKind::Ret(_) | CheckKind::Segv) => Some("a thp line can only be followed by 'expect ok' or 'expect errno NAME'"),
-            (Op::Swap(_), CheckKind::Ret(_) | CheckKind::Segv) => Some("a swap line can only be followed by 'expect ok' or 'expect errno NAME'"),
+            (Op::Swap(..), CheckKind::Ret(_) | CheckKind::Segv) => Some("a swap line can only be followed by 'expect ok' or 'expect errno NAME'"),
             (Op::Memory(_), CheckKind::Ret(_) | CheckKind::Segv | CheckKind::Uffd) => Some("a machine line can only be followed by 'expect ok' or 'expect errno NAME'"),
             _ => None,
         };
@@ -2011,6 +2022,28 @@ fn vm_flag(cur: &mut Cur<'_>) -> Result<String, ParseError> {
 
 #[cfg(test)]
 mod tests;
+
+/// `after NAME...` or `after none`.
+fn after_switches(cur: &mut Cur<'_>) -> Result<ptlab_model::After, ParseError> {
+    let mut names: Vec<&str> = ptlab_model::After::NAMES.iter().map(|(n, _)| *n).collect();
+    names.push("none");
+    let mut set = ptlab_model::After::empty();
+    let mut any = false;
+    while !cur.at_end() {
+        let (word, _) = cur.switch_name(
+            &names,
+            "a proposed-change switch (swapout-unmap-batch) or 'none'",
+        )?;
+        any = true;
+        if word != "none" {
+            set |= ptlab_model::After::from_switch(&word).unwrap_or_default();
+        }
+    }
+    if !any {
+        return Err(cur.expected("a proposed-change switch name or 'none' after 'after'"));
+    }
+    Ok(set)
+}
 
 /// `before NAME...` or `before none`.
 fn before_switches(cur: &mut Cur<'_>) -> Result<ptlab_model::Before, ParseError> {

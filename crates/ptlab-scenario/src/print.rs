@@ -345,8 +345,14 @@ pub fn call_to_ptl(
         },
         Call::SetUseZeroPage { on } => format!("thp use_zero_page {}", u8::from(*on)),
         Call::SetMemory { bytes } => format!("machine memory {}", size(*bytes)),
-        Call::SetSwap { bytes: 0 } => "swap off".into(),
-        Call::SetSwap { bytes } => format!("swap {}", size(*bytes)),
+        Call::SetSwap { bytes: 0, .. } => "swap off".into(),
+        Call::SetSwap {
+            bytes,
+            kind: ptlab_model::swap::SwapKind::File,
+        } => format!("swap {}", size(*bytes)),
+        Call::SetSwap { bytes, kind } => format!("swap {} {}", size(*bytes), kind.name()),
+        Call::SetAfter { set } if set.is_empty() => "after none".into(),
+        Call::SetAfter { set } => format!("after {}", set.names().join(" ")),
         Call::SetBefore { set } if set.is_empty() => "before none".into(),
         Call::SetBefore { set } => format!("before {}", set.names().join(" ")),
     };

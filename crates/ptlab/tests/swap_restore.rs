@@ -84,7 +84,7 @@ fn swap_file_is_removed_on_every_exit_path() {
     let _safety = Safety(swap_dir.clone());
     // Can this filesystem hold a swap file at all?
     let probe = swap_dir.join("ptlab-probe.swap");
-    if let Err(e) = swapfile::create(&probe, 1 << 20) {
+    if let Err(e) = swapfile::create(&probe, 1 << 20, swapfile::SwapKind::File, &mut |_| {}) {
         eprintln!(
             "SKIP: swap_file_is_removed_on_every_exit_path: cannot enable a swap file in {}: {e}",
             swap_dir.display()

@@ -322,6 +322,10 @@ pub struct LargeFolio {
     /// bit (CONFIG_MM_ID); the model keeps exact counts, which agree with
     /// the kernel whenever at most two mms map the folio (spec W4).
     pub mm_maps: Vec<(Pid, u32)>,
+    /// `folio->swap` while the folio is in the swap cache: the first of its
+    /// run of swap slots (block-device swap only; order-0 swap-cache folios
+    /// are found from their slot, crate::core::swapfile).
+    pub swap: Option<u64>,
     /// `_refcount` of the folio.
     refcount: u32,
     /// Folio flags (PG_dirty, !PG_swapbacked).
@@ -345,6 +349,7 @@ impl LargeFolio {
             partially_mapped: false,
             on_deferred_list: false,
             mm_maps: Vec::new(),
+            swap: None,
             refcount: 0,
             flags: 0,
             mapcount: PerPage::All(0),
@@ -1045,7 +1050,24 @@ impl PhysMem {
         for i in 0..folio.nr_pages() {
             let pfn = folio.head.add(i);
             let mapped = l.mapcount.get(i as usize);
-            if mapped == 0 {
+            // A folio in the swap cache splits into small swap-cache folios,
+            // each holding its own slot (__split_unmapped_folio() gives
+            // every new folio its swap entry). A slot left without a swap
+            // count is dropped with its cache entry, as the model does for
+            // every order-0 swap-cache folio (crate::sys::swap).
+            let mut cached = false;
+            if let Some(base) = l.swap {
+                if let Some(slot) = self.swap.slots.get_mut(&(base + i)) {
+                    debug_assert_eq!(slot.cache, Some(folio.head));
+                    if slot.count > 0 {
+                        slot.cache = Some(pfn);
+                        cached = true;
+                    } else {
+                        self.swap.slots.remove(&(base + i));
+                    }
+                }
+            }
+            if mapped == 0 && !cached {
                 self.alloc.free(pfn, Order::ZERO);
                 continue;
             }
@@ -1058,17 +1080,55 @@ impl PhysMem {
                 pfn,
                 PageMeta {
                     tag: l.tags.get(i as usize),
-                    refcount: mapped,
+                    refcount: mapped + u32::from(cached),
                     bits: F_ALLOCATED | folio_flags | excl | mapped,
                 },
             );
         }
     }
 
-    /// Queue a folio for deferred split. Linux: mm/huge_memory.c deferred_split_folio().
+    /// Whether the folio is in the swap cache (`folio_test_swapcache()`).
+    pub fn in_swapcache(&self, folio: FolioRef) -> bool {
+        self.swapcache_refs(folio) > 0
+    }
+
+    /// The references the swap cache holds on the folio: one per page
+    /// (Linux: mm/swap_state.c swap_cache_add_folio() takes
+    /// folio_nr_pages()), 0 when it is not cached.
+    pub fn swapcache_refs(&self, folio: FolioRef) -> u32 {
+        if folio.is_large() {
+            match self.folio_swap(folio) {
+                Some(_) => folio.nr_pages() as u32,
+                None => 0,
+            }
+        } else {
+            u32::from(self.swap.slot_caching(folio.head).is_some())
+        }
+    }
+
+    /// `folio->swap` of a large folio in the swap cache.
+    pub fn folio_swap(&self, folio: FolioRef) -> Option<u64> {
+        self.large.get(&folio.head.0).and_then(|l| l.swap)
+    }
+
+    /// Put a large folio into the swap cache at `swap` (its first slot), or
+    /// take it out (`None`).
+    pub(crate) fn set_folio_swap(&mut self, folio: FolioRef, swap: Option<u64>) {
+        self.large_mut(folio).swap = swap;
+    }
+
+    /// Queue a folio for deferred split. A folio in the swap cache is not
+    /// queued (reclaim is already handling it): try_to_unmap_one() unmapping
+    /// a large folio PTE by PTE leaves it partially mapped for a while, and
+    /// that moves no `split_deferred`.
+    /// Linux: mm/huge_memory.c deferred_split_folio() (the
+    /// folio_test_swapcache() exclusion).
     pub fn deferred_split_folio(&mut self, folio: FolioRef, partially_mapped: bool) {
         let order = folio.order.0;
         let l = self.large_mut(folio);
+        if l.swap.is_some() {
+            return;
+        }
         l.on_deferred_list = true;
         if partially_mapped && !l.partially_mapped {
             l.partially_mapped = true;

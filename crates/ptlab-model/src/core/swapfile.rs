@@ -6,7 +6,41 @@
 //! mm/swap_state.c (the swap cache).
 
 use crate::core::addr::Pfn;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// What the swap area sits on. It decides whether a large folio can be
+/// swapped out whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SwapKind {
+    /// A swap file on a filesystem (not `SWP_BLKDEV`): every large folio is
+    /// split before it goes out (docs/ops/swap.md S2).
+    #[default]
+    File,
+    /// A block device that is not `SWP_SYNCHRONOUS_IO` (a disk, or a loop
+    /// device as the live backend uses): large folios go out whole into
+    /// naturally aligned runs of slots, and stay in the swap cache
+    /// (docs/ops/swap.md S14).
+    BlockDev,
+}
+
+impl SwapKind {
+    /// The word of the `swap SIZE [file|blockdev]` statement.
+    pub fn name(self) -> &'static str {
+        match self {
+            SwapKind::File => "file",
+            SwapKind::BlockDev => "blockdev",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<SwapKind> {
+        match s {
+            "file" => Some(SwapKind::File),
+            "blockdev" => Some(SwapKind::BlockDev),
+            _ => None,
+        }
+    }
+}
 
 /// One swap slot (`swap_map[offset]` plus what the slot stores).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,7 +49,12 @@ pub struct SwapSlot {
     pub count: u32,
     /// The page's data (the tag the page held).
     pub tag: u64,
-    /// The swap-cache folio (order 0), holding one reference.
+    /// The swap-cache folio holding this slot (its head), if any. An order-0
+    /// folio holds one reference for its slot; a large folio (block device
+    /// only) holds one per page and names one run of slots, `folio->swap`
+    /// onwards. Only a slot of a large folio may stay with count 0 while
+    /// cached (`SWAP_HAS_CACHE` alone): the folio leaves the cache when none
+    /// of its slots has a count left (`swap_only_has_cache()`).
     pub cache: Option<Pfn>,
 }
 
@@ -24,6 +63,8 @@ pub struct SwapSlot {
 pub struct SwapDevice {
     /// Usable slots (swapon'ed size in pages, header included); 0 = no swap.
     pub pages: u64,
+    /// What the area sits on.
+    pub kind: SwapKind,
     /// Allocated slots by offset.
     pub slots: BTreeMap<u64, SwapSlot>,
     /// Pages swapped out (vmstat pswpout as the model counts it: every page).
@@ -70,6 +111,48 @@ impl SwapDevice {
             },
         );
         Some(off)
+    }
+
+    /// Allocate `nr` slots (a power of two > 1) for a large folio, each
+    /// holding its page's tag with swap count 0 and the cache set to `head`,
+    /// at the lowest naturally aligned run of free slots; `None` when no
+    /// run is free (the caller splits the folio). Only a block device takes
+    /// large folios.
+    ///
+    /// Linux: mm/swapfile.c folio_alloc_swap() → cluster_alloc_swap_entry():
+    /// a large order is refused unless `SWP_BLKDEV`; the cluster allocator
+    /// gives each 512-slot cluster to one order and places a folio of `nr`
+    /// pages at an offset that is a multiple of `nr` in it. The model keeps
+    /// the natural alignment but not the per-order clusters: near a full
+    /// device the kernel can refuse a large allocation (free slots spread
+    /// over clusters of other orders) where the model still finds a run.
+    /// Offsets are compared as a bijection, never by value, so where the
+    /// run lands is not observable.
+    pub(crate) fn alloc_run(&mut self, nr: u64, head: Pfn, tags: &[u64]) -> Option<u64> {
+        debug_assert!(nr > 1 && nr.is_power_of_two() && tags.len() as u64 == nr);
+        if self.kind != SwapKind::BlockDev {
+            return None;
+        }
+        let mut base = nr; // slot 0 is the header
+        while base + nr <= self.pages {
+            match self.slots.range(base..base + nr).next_back() {
+                None => {
+                    for (i, &tag) in tags.iter().enumerate() {
+                        self.slots.insert(
+                            base + i as u64,
+                            SwapSlot {
+                                count: 0,
+                                tag,
+                                cache: Some(head),
+                            },
+                        );
+                    }
+                    return Some(base);
+                }
+                Some((&used, _)) => base = (used / nr + 1) * nr,
+            }
+        }
+        None
     }
 
     /// Slots in use.

@@ -145,6 +145,46 @@ impl Before {
     }
 }
 
+bitflags! {
+    /// Proposed changes newer than the modelled kernel, each switched on by
+    /// name (`--after NAME`, the `after` statement). Empty = Linux 6.18 as
+    /// shipped. A switch here changes how the kernel works, never what a
+    /// program can observe: the same scenario gives the same observation
+    /// with and without it (a property test holds each one to that).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+    pub struct After: u8 {
+        /// Swap-out unmaps a large folio in one batch: try_to_unmap_one()
+        /// clears all its PTEs with one get_and_clear_full_ptes() (no
+        /// contpte unfold), flushes the range once, takes the swap counts
+        /// for the whole run of slots under one cluster lock and writes
+        /// the swap PTEs in one pass, with one rmap update and one
+        /// reference drop for the folio (proposed on linux-mm in 2026;
+        /// 6.18 does each of these once per PTE). docs/prototyping.md.
+        const SWAPOUT_UNMAP_BATCH = 1 << 0;
+    }
+}
+
+impl After {
+    /// The switch names accepted by `--after` and the `after` statement.
+    pub const NAMES: [(&'static str, After); 1] =
+        [("swapout-unmap-batch", After::SWAPOUT_UNMAP_BATCH)];
+
+    pub fn from_switch(name: &str) -> Option<After> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, b)| *b)
+    }
+
+    pub fn names(self) -> Vec<&'static str> {
+        Self::NAMES
+            .iter()
+            .filter(|(_, b)| self.contains(*b))
+            .map(|(n, _)| *n)
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

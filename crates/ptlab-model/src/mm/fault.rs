@@ -527,6 +527,9 @@ pub fn do_swap_page(
             f
         }
     };
+    if folio.is_large() {
+        return swapin_large(mm, env, vma, addr, write, s, folio);
+    }
     mm.anon_vma_prepare(addr, env.ids);
     let phys = &mut *env.phys;
     // folio_lock_or_retry() and the folio_unlock() at the end (counted as
@@ -595,6 +598,108 @@ pub fn do_swap_page(
             let f = phys.folio_of(pfn).expect("cache folio");
             phys.ref_sub(f, 1);
         }
+    }
+    Ok(())
+}
+
+/// do_swap_page() on a slot whose swap-cache folio is large (block-device
+/// swap: the folio went out whole and stayed cached). If every PTE of the
+/// folio's range is still its swap entry (consecutive offsets from
+/// `folio->swap`, equal bits) and the range lies inside the VMA and this
+/// PMD slot, the whole folio is mapped back with one set_ptes() — a 64 KiB
+/// folio returns as one folio (checked live on 6.18.44 with a loop device:
+/// a read of one page mapped all 16, `swpin` unchanged, since nothing is
+/// read). Otherwise only the faulting page is mapped, from the large folio.
+/// Exclusivity, writability and the swap-cache drop follow the order-0
+/// rules of [`do_swap_page`], for all the pages at once: the folio is freed
+/// from the swap cache on a write when the cache and this fault hold the
+/// only references (`folio_ref_count() == 1 + folio_nr_pages()`) and none
+/// of its slots has a count left.
+/// Linux: mm/memory.c do_swap_page() (the folio_test_large() &&
+/// folio_test_swapcache() block, swap_pte_batch()), should_try_to_free_swap().
+fn swapin_large(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    vma: &Vma,
+    addr: u64,
+    write: bool,
+    s: SwapPte,
+    folio: FolioRef,
+) -> Result<(), AccessFault> {
+    mm.anon_vma_prepare(addr, env.ids);
+    let phys = &mut *env.phys;
+    let nr_folio = folio.nr_pages();
+    let base = phys.folio_swap(folio).expect("a large swap-cache folio");
+    let idx = s.offset - base;
+    phys.hw.add(HwEvent::FolioRefAtomic, 2);
+    let _ptl = mm.pt.pte_offset_map_lock(addr);
+    mm.pt.hw.one(HwEvent::PteLoad);
+    // The whole folio, if its range is all here.
+    let whole = addr.checked_sub(idx * PAGE_SIZE).filter(|&start| {
+        let end = start + nr_folio * PAGE_SIZE;
+        let pmd_start = addr & !(PMD_SIZE - 1);
+        start >= pmd_start.max(vma.start) && end <= (pmd_start + PMD_SIZE).min(vma.end) && {
+            // ptep_get() of the folio's first PTE, then swap_pte_batch()
+            // over the rest.
+            mm.pt.hw.add(HwEvent::PteLoad, nr_folio);
+            (0..nr_folio).all(|k| {
+                mm.pt.pte_peek(start + k * PAGE_SIZE)
+                    == Entry::Swap(SwapPte {
+                        offset: base + k,
+                        ..s
+                    })
+            })
+        }
+    });
+    let (start, first, nr) = match whole {
+        Some(start) => (start, 0, nr_folio),
+        None => (addr, idx, 1),
+    };
+    // swap_free_nr(): these PTEs' swap counts (one cluster lock).
+    count_swap_map(&phys.hw, nr);
+    for k in first..first + nr {
+        phys.swap.slots.get_mut(&(base + k)).expect("slot").count -= 1;
+    }
+    let left = phys
+        .swap
+        .slots
+        .range(base..base + nr_folio)
+        .any(|(_, x)| x.count > 0);
+    let freed = write && phys.refcount(folio) == nr_folio as u32 && !left;
+    let exclusive = s.exclusive || freed;
+    let mut flags = LeafFlags::YOUNG;
+    if vma.flags.contains(VmFlags::EXEC) {
+        flags |= LeafFlags::EXEC;
+    }
+    if s.soft_dirty {
+        flags |= LeafFlags::SOFT_DIRTY;
+    }
+    if s.uffd_wp {
+        flags |= LeafFlags::UFFD_WP;
+    }
+    let uffd_wp = s.uffd_wp && vma.flags.contains(VmFlags::UFFD_WP);
+    if exclusive && vma.flags.contains(VmFlags::WRITE) && !uffd_wp {
+        flags |= LeafFlags::WRITE;
+        if write {
+            flags |= LeafFlags::DIRTY;
+        }
+    }
+    let page = folio.head.add(first);
+    if phys.folio_mapcount(folio) == 0 {
+        phys.set_anon_exclusive_range(folio.head, nr_folio, false);
+    }
+    phys.add_rmap_ptes(folio, page, nr as u32, mm.pid, exclusive);
+    phys.ref_add(folio, nr as u32);
+    mm.rss_anon += nr;
+    mm.pt.set_ptes(start, Leaf { pfn: page, flags }, nr, phys);
+    if !left {
+        // As for order-0 folios, the model drops the cache once no swap
+        // PTE names the slots (folio_free_swap(): one cluster lock, the
+        // slots' SWAP_HAS_CACHE, the slot frees) and marks the folio dirty.
+        count_swap_map(&phys.hw, nr_folio);
+        phys.hw.add(HwEvent::SwapSlotFree, nr_folio);
+        crate::mm::swap::drop_large_swapcache(phys, folio);
+        phys.set_folio_dirty(folio, true);
     }
     Ok(())
 }

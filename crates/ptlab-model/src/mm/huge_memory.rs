@@ -244,10 +244,7 @@ pub fn madvise_free_huge_pmd(
 /// queued or lazyfree, or not on an LRU (6.18: `!folio_test_lru()`, e.g.
 /// still in the LRU-add batch), is left alone.
 pub fn folio_mark_lazyfree(phys: &mut PhysMem, folio: FolioRef) {
-    if phys.lazyfree(folio)
-        || (!folio.is_large() && phys.swap.slot_caching(folio.head).is_some())
-        || phys.folio_batches.off_lru(folio.head)
-    {
+    if phys.lazyfree(folio) || phys.in_swapcache(folio) || phys.folio_batches.off_lru(folio.head) {
         return;
     }
     phys.set_lazyfree(folio, true);

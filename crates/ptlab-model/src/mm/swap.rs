@@ -20,17 +20,60 @@ use crate::types::errno::Errno;
 /// swap-cache folio loses the cache's reference and the slot is freed.
 /// Linux: mm/swapfile.c swap_free_nr() / free_swap_and_cache_nr() →
 /// __try_to_reclaim_swap(), folio_free_swap().
+/// A slot of a large swap-cache folio keeps `SWAP_HAS_CACHE` at count 0
+/// until none of the folio's slots has a count (see
+/// [`drop_large_swapcache`]).
 pub(crate) fn put_slot(phys: &mut PhysMem, offset: u64) {
     let slot = phys.swap.slots.get_mut(&offset).expect("swap slot in use");
     assert!(slot.count > 0, "swap count underflow at slot {offset}");
     slot.count -= 1;
     if slot.count == 0 {
-        let slot = phys.swap.slots.remove(&offset).expect("slot");
-        if let Some(pfn) = slot.cache {
-            let folio = phys.folio_of(pfn).expect("swap-cache folio");
-            phys.ref_sub(folio, 1);
+        let cache = slot
+            .cache
+            .map(|pfn| phys.folio_of(pfn).expect("swap-cache folio"));
+        match cache {
+            Some(folio) if folio.is_large() => {
+                drop_large_swapcache(phys, folio);
+            }
+            _ => {
+                phys.swap.slots.remove(&offset);
+                if let Some(folio) = cache {
+                    phys.ref_sub(folio, 1);
+                }
+            }
         }
     }
+}
+
+/// Delete a large folio from the swap cache once none of its slots has a
+/// swap count left: every slot is freed and the cache's references (one
+/// per page) go; returns whether it did. As for order-0 folios, the model
+/// drops the cache as soon as nothing refers to the slots, where the
+/// kernel keeps a folio that is still mapped until reclaim or
+/// folio_free_swap() (crate::sys::swap, module comment).
+/// Linux: mm/swapfile.c __try_to_reclaim_swap() (swap_only_has_cache()
+/// over the whole folio), folio_free_swap(), mm/swap_state.c
+/// swap_cache_del_folio().
+pub(crate) fn drop_large_swapcache(
+    phys: &mut PhysMem,
+    folio: crate::core::folio::FolioRef,
+) -> bool {
+    let base = phys.folio_swap(folio).expect("a large swap-cache folio");
+    let nr = folio.nr_pages();
+    if phys
+        .swap
+        .slots
+        .range(base..base + nr)
+        .any(|(_, s)| s.count > 0)
+    {
+        return false;
+    }
+    for off in base..base + nr {
+        phys.swap.slots.remove(&off);
+    }
+    phys.set_folio_swap(folio, None);
+    phys.ref_sub(folio, nr as u32);
+    true
 }
 
 // ---- hardware events ---------------------------------------------------------
@@ -97,11 +140,32 @@ pub fn zap_swap_range(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64) {
         for &(va, s) in &ptes[i..i + n] {
             mm.pt.clear_swap_pte_counted(va);
             let slot = &phys.swap.slots[&s.offset];
+            let large = slot
+                .cache
+                .and_then(|pfn| phys.folio_of(pfn))
+                .filter(|f| f.is_large());
             if slot.count == 1 {
-                if slot.cache.is_some() {
-                    count_cache_reclaim(&phys.hw);
-                } else {
-                    phys.hw.one(HwEvent::SwapSlotFree);
+                match (slot.cache, large) {
+                    // __try_to_reclaim_swap() looks the folio up; it goes
+                    // only with the last count of all its slots, then
+                    // folio_free_swap() clears SWAP_HAS_CACHE of every slot
+                    // under one cluster lock and frees them.
+                    (_, Some(f)) => {
+                        phys.hw.one(HwEvent::SwapCacheLookup);
+                        let base = phys.folio_swap(f).expect("cached");
+                        let others = phys
+                            .swap
+                            .slots
+                            .range(base..base + f.nr_pages())
+                            .filter(|(_, x)| x.count > 0)
+                            .count();
+                        if others == 1 {
+                            count_swap_map(&phys.hw, f.nr_pages());
+                            phys.hw.add(HwEvent::SwapSlotFree, f.nr_pages());
+                        }
+                    }
+                    (Some(_), None) => count_cache_reclaim(&phys.hw),
+                    (None, None) => phys.hw.one(HwEvent::SwapSlotFree),
                 }
             }
             put_slot(phys, s.offset);
@@ -176,8 +240,7 @@ pub fn move_swap_pte(
 
 /// UFFDIO_MOVE of a swap PTE (the source PTE is `s`, the destination PTE
 /// is none and its table exists). Not exclusive → EBUSY; no swap device →
-/// EAGAIN; a large swap-cache folio → EBUSY (never happens in the model:
-/// the cache holds order-0 folios only). The entry moves unchanged (the
+/// EAGAIN; a large swap-cache folio (block-device swap) → EBUSY. The entry moves unchanged (the
 /// soft-dirty bit would be set with CONFIG_MEM_SOFT_DIRTY), without a
 /// swap-in; a small swap-cache folio has its rmap index updated, which is
 /// not observable. Linux: mm/userfaultfd.c move_pages_pte() (the
@@ -206,7 +269,18 @@ pub fn uffd_move_swap_pte(
     // its flags line read (folio_test_large), locked (folio_trylock), and
     // at the end unlocked and put.
     hw.one(HwEvent::SwapCacheLookup);
-    let cached = phys.swap.slots[&s.offset].cache.is_some();
+    let cache = phys.swap.slots[&s.offset].cache;
+    let cached = cache.is_some();
+    // A large swap-cache folio (block-device swap) is not moved:
+    // move_pages_pte() → EBUSY after the lookup, before any lock.
+    if cache
+        .and_then(|pfn| phys.folio_of(pfn))
+        .is_some_and(|f| f.is_large())
+    {
+        hw.one(HwEvent::StructPageLine);
+        hw.add(HwEvent::FolioRefAtomic, 2);
+        return Err(Errno::EBUSY);
+    }
     if cached {
         hw.one(HwEvent::StructPageLine);
         hw.add(HwEvent::FolioRefAtomic, 4);

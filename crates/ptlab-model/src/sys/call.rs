@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 /// lengths exactly as a program passes them, unvalidated).
 ///
 /// The machine-wide settings (`SetThp`, `SetUseZeroPage`, `SetSwap`,
-/// `SetBefore`, `SetMemory`) ignore the process they are issued in
+/// `SetBefore`, `SetAfter`, `SetMemory`) ignore the process they are issued in
 /// ([`Call::acts_on_process`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Call {
@@ -166,8 +166,16 @@ pub enum Call {
     SetThp { knob: ThpKnob, mode: ThpMode },
     /// Machine-wide: write `transparent_hugepage/use_zero_page`.
     SetUseZeroPage { on: bool },
-    /// Machine-wide: enable a swap device of `bytes`, or disable swap (0).
-    SetSwap { bytes: u64 },
+    /// Machine-wide: enable a swap device of `bytes` (a swap file, or a
+    /// block device), or disable swap (0).
+    SetSwap {
+        bytes: u64,
+        #[serde(default)]
+        kind: crate::core::swapfile::SwapKind,
+    },
+    /// Machine-wide: which proposed (post-6.18) changes run. A backend that
+    /// runs one fixed kernel accepts and ignores it.
+    SetAfter { set: crate::mm::batch::After },
     /// Machine-wide: which seed changes run their previous algorithm. A
     /// backend that runs one fixed kernel accepts and ignores it.
     SetBefore { set: crate::mm::batch::Before },
@@ -209,6 +217,7 @@ impl Call {
             Call::SetUseZeroPage { .. } => "thp use_zero_page",
             Call::SetSwap { .. } => "swap",
             Call::SetBefore { .. } => "before",
+            Call::SetAfter { .. } => "after",
             Call::SetMemory { .. } => "machine memory",
         }
     }
@@ -222,6 +231,7 @@ impl Call {
                 | Call::SetUseZeroPage { .. }
                 | Call::SetSwap { .. }
                 | Call::SetBefore { .. }
+                | Call::SetAfter { .. }
                 | Call::SetMemory { .. }
         )
     }
@@ -455,7 +465,11 @@ impl Model {
                 self.set_use_zero_page(*on);
                 Ok(0)
             }
-            Call::SetSwap { bytes } => unit(self.set_swap(*bytes)),
+            Call::SetSwap { bytes, kind } => unit(self.set_swap_on(*bytes, *kind)),
+            Call::SetAfter { set } => {
+                self.set_after(*set);
+                Ok(0)
+            }
             Call::SetBefore { set } => {
                 self.set_before(*set);
                 Ok(0)

@@ -173,8 +173,7 @@ impl Model {
                     };
                     // is_refcount_suitable(): only the mappings (and the
                     // swap cache) hold the folio.
-                    let cached = phys.swap.slot_caching(folio.head).is_some();
-                    let expected = phys.folio_mapcount(folio) + u32::from(cached);
+                    let expected = phys.folio_mapcount(folio) + phys.swapcache_refs(folio);
                     if phys.refcount(folio) != expected {
                         return Scan::PageCount;
                     }

@@ -90,7 +90,7 @@ fn madvise_free_pte_range(
             }
             flags = b.pte.flags;
         }
-        let swapcache = !folio.is_large() && phys.swap.slot_caching(folio.head).is_some();
+        let swapcache = phys.in_swapcache(folio);
         if swapcache || phys.folio_dirty(folio) {
             if u64::from(phys.folio_mapcount(folio)) != folio.nr_pages() || swapcache {
                 addr += nr * PAGE_SIZE;
@@ -284,9 +284,16 @@ impl Model {
                 }
                 // lru_add_drain() (checked live: drains the mlock batch).
                 self.phys.folio_batches.drain();
+                let unmap_batch = self
+                    .cfg
+                    .after
+                    .contains(crate::mm::batch::After::SWAPOUT_UNMAP_BATCH);
                 let Model { procs, phys, .. } = self;
-                let cold = advice == Advice::Cold;
-                crate::sys::swap::madvise_pageout(procs, phys, pid, vma, start, end, cold);
+                let how = crate::sys::swap::Pageout {
+                    cold: advice == Advice::Cold,
+                    unmap_batch,
+                };
+                crate::sys::swap::madvise_pageout(procs, phys, pid, vma, start, end, how);
                 return Ok(());
             }
             Advice::Collapse => return self.madvise_collapse(pid, vma, start, end),

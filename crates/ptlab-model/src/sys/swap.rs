@@ -29,7 +29,7 @@ use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PmdSlot, PtItem, Segment};
 use crate::core::stats::{MthpStat, VmEvent};
-pub use crate::core::swapfile::MIN_SWAP_PAGES;
+pub use crate::core::swapfile::{SwapKind, MIN_SWAP_PAGES};
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::huge_memory::split_folio;
 use crate::mm::mm::Mm;
@@ -44,7 +44,7 @@ use std::collections::BTreeMap;
 /// the model does not do). A size below [`MIN_SWAP_PAGES`] pages is EINVAL
 /// and leaves no swap area: `swap SIZE` replaces the area (swapoff of the
 /// old one, then swapon of the new one, which the kernel refuses).
-pub fn set_swap(phys: &mut PhysMem, bytes: u64) -> Result<(), Errno> {
+pub fn set_swap(phys: &mut PhysMem, bytes: u64, kind: SwapKind) -> Result<(), Errno> {
     if !phys.swap.slots.is_empty() {
         return Err(Errno::EBUSY);
     }
@@ -54,6 +54,7 @@ pub fn set_swap(phys: &mut PhysMem, bytes: u64) -> Result<(), Errno> {
         return Err(Errno::EINVAL);
     }
     phys.swap.pages = pages;
+    phys.swap.kind = kind;
     Ok(())
 }
 
@@ -63,13 +64,29 @@ impl Model {
     /// Fewer than [`crate::core::swapfile::MIN_SWAP_PAGES`] pages is EINVAL, as
     /// swapon(2) answers.
     pub fn set_swap(&mut self, bytes: u64) -> Result<(), Errno> {
-        set_swap(&mut self.phys, bytes)
+        set_swap(&mut self.phys, bytes, SwapKind::File)
+    }
+
+    /// [`Model::set_swap`] on a swap area of the given kind (`swap SIZE
+    /// blockdev`: large folios go out whole).
+    pub fn set_swap_on(&mut self, bytes: u64, kind: SwapKind) -> Result<(), Errno> {
+        set_swap(&mut self.phys, bytes, kind)
     }
 }
 
 // ---- MADV_PAGEOUT / MADV_COLD --------------------------------------------------
 
-/// MADV_PAGEOUT (`cold == false`) or MADV_COLD on `[start, end)` of one
+/// Which advice, and how reclaim unmaps a large folio.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pageout {
+    /// MADV_COLD (deactivate only) instead of MADV_PAGEOUT.
+    pub cold: bool,
+    /// The proposed batched unmap of a large folio at swap-out
+    /// (`--after swapout-unmap-batch`); 6.18 unmaps PTE by PTE.
+    pub unmap_batch: bool,
+}
+
+/// MADV_PAGEOUT or MADV_COLD (`how.cold`) on `[start, end)` of one
 /// anonymous VMA.
 ///
 /// MADV_COLD walks the range the same way and splits the large folios it
@@ -90,12 +107,14 @@ impl Model {
 ///   skipped; otherwise it is reclaimed whole;
 /// * small folios mapped more than once are skipped; the zero page and
 ///   swap PTEs are skipped;
-/// * reclaim of a large folio: the swap allocation of a large folio fails
-///   on this machine (a swap file: no large swap clusters), and also when
-///   there is no swap at all, so the folio is split
-///   (`swpout_fallback`, `thp_swpout_fallback` for PMD size) and every
-///   page goes out on its own. Checked live on 6.18.44: with no swap at
-///   all, a 64 KiB folio is split and stays mapped;
+/// * reclaim of a large folio: on a block device the folio gets a
+///   naturally aligned run of slots and goes out whole, PMD-mapped ones
+///   after their PMD is split into PTEs (CONFIG_THP_SWAP), and stays in
+///   the swap cache ([`swap_out_large`]); on a swap file, or when no run is
+///   free, or with no swap at all, the allocation fails, so the folio is
+///   split (`swpout_fallback`, `thp_swpout_fallback` for PMD size) and
+///   every page goes out on its own. Checked live on 6.18.44: with no swap
+///   at all, a 64 KiB folio is split and stays mapped;
 /// * reclaim of a small folio: allocate a slot (none: the page stays), and
 ///   try_to_unmap_one() replaces the PTE by a swap PTE carrying
 ///   exclusive (PageAnonExclusive), soft-dirty and uffd-wp; RSS −1; the
@@ -107,8 +126,9 @@ pub fn madvise_pageout(
     vma: &Vma,
     start: u64,
     end: u64,
-    cold: bool,
+    how: Pageout,
 ) {
+    let cold = how.cold;
     // can_madv_lru_vma()
     if vma
         .flags
@@ -141,6 +161,18 @@ pub fn madvise_pageout(
                     discard_lazyfree(mm, phys, folio, q.entry_start(), PMD_SIZE, dirty);
                     continue;
                 }
+                if whole {
+                    // shrink_folio_list(): folio_alloc_swap() of the whole
+                    // folio first; try_to_unmap(TTU_SPLIT_HUGE_PMD) then
+                    // splits the PMD (the folio stays whole) and unmaps the
+                    // 512 PTEs.
+                    if let Some(slots) = folio_alloc_swap(phys, folio) {
+                        let mm = procs.get_mut(&pid).expect("pid");
+                        crate::mm::zap::split_huge_pmd(mm, phys, q.entry_start());
+                        swap_out_large(mm, phys, q.entry_start(), folio, slots, how.unmap_batch);
+                        continue;
+                    }
+                }
                 // Split (the whole PMD folio at reclaim, or the partly covered
                 // one right away); the stats of a reclaim-time split follow.
                 let _ = split_folio(procs, phys, folio, Some((pid, q.entry_start(), folio.head)));
@@ -148,9 +180,9 @@ pub fn madvise_pageout(
                     phys.stats.mthp(PMD_ORDER, MthpStat::SwpoutFallback, 1);
                     phys.stats.vm(VmEvent::ThpSwpoutFallback, 1);
                 }
-                pageout_ptes(procs, phys, pid, q.segment(), cold);
+                pageout_ptes(procs, phys, pid, q.segment(), how);
             }
-            PtItem::PteTable(_) => pageout_ptes(procs, phys, pid, q.segment(), cold),
+            PtItem::PteTable(_) => pageout_ptes(procs, phys, pid, q.segment(), how),
             _ => {}
         }
     }
@@ -162,8 +194,9 @@ fn pageout_ptes(
     phys: &mut PhysMem,
     pid: Pid,
     seg: Segment,
-    cold: bool,
+    how: Pageout,
 ) {
+    let cold = how.cold;
     let Segment { start, end } = seg;
     if !matches!(procs[&pid].pt.pmd(start), PmdSlot::Table(_)) {
         return;
@@ -217,6 +250,14 @@ fn pageout_ptes(
                 }
                 addr += nr * PAGE_SIZE;
                 continue;
+            }
+            if covers_all {
+                if let Some(slots) = folio_alloc_swap(phys, folio) {
+                    let mm = procs.get_mut(&pid).expect("pid");
+                    swap_out_large(mm, phys, addr, folio, slots, how.unmap_batch);
+                    addr += nr * PAGE_SIZE;
+                    continue;
+                }
             }
             let _ = split_folio(procs, phys, folio, Some((pid, addr, pte.pfn)));
             if covers_all {
@@ -287,6 +328,177 @@ fn discard_lazyfree(
         // after unmap_huge_pmd_locked() failed): the folio is kept whole,
         // mapped by PTEs (checked live: thp_split_pmd +1, AnonHugePages 0).
         crate::mm::zap::split_huge_pmd(mm, phys, addr);
+    }
+}
+
+/// The swap slots of a large folio going to reclaim: the run it already
+/// holds if it is in the swap cache (`fresh == false`), else a new run from
+/// the block device with `SWAP_HAS_CACHE` set on every slot and the swap
+/// cache's references (one per page); `None` when the device is not a
+/// block device or has no free run (the caller splits the folio).
+/// Linux: mm/vmscan.c shrink_folio_list() (folio_test_swapcache(), then
+/// folio_alloc_swap()), mm/swapfile.c folio_alloc_swap(),
+/// mm/swap_state.c swap_cache_add_folio().
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FolioSlots {
+    base: u64,
+    fresh: bool,
+}
+
+pub(crate) fn folio_alloc_swap(
+    phys: &mut PhysMem,
+    folio: crate::core::folio::FolioRef,
+) -> Option<FolioSlots> {
+    if let Some(base) = phys.folio_swap(folio) {
+        return Some(FolioSlots { base, fresh: false });
+    }
+    if !phys.swap.enabled() {
+        return None;
+    }
+    let nr = folio.nr_pages();
+    let tags: Vec<u64> = (0..nr).map(|i| phys.tag(folio.head.add(i))).collect();
+    let base = phys.swap.alloc_run(nr, folio.head, &tags)?;
+    // One cluster lock, SWAP_HAS_CACHE in `nr` swap_map bytes.
+    count_swap_map(&phys.hw, nr);
+    phys.set_folio_swap(folio, Some(base));
+    phys.ref_add(folio, nr as u32);
+    Some(FolioSlots { base, fresh: true })
+}
+
+/// Reclaim a large folio whole (block-device swap): every PTE of the folio
+/// (`[addr, addr + nr pages)` in `mm`, mapping the folio's pages in order)
+/// becomes a swap PTE for slot `base + i`, carrying the page's
+/// PageAnonExclusive as the exclusive bit and the PTE's soft-dirty and
+/// uffd-wp bits; RSS −nr. The folio stays in the swap cache, unmapped,
+/// holding its slots: writeback to a block device completes later, and
+/// reclaim frees only a folio whose writeback finished (checked live on
+/// 6.18.44 with a loop device: after MADV_PAGEOUT of 64 MiB of 64 KiB
+/// folios all 1,024 folios were still in the swap cache, and a read fault
+/// mapped each whole again). It is written (`swpout` +1 for its size,
+/// `thp_swpout` +1 for PMD size) when its slots are new or it was dirtied.
+///
+/// Linux 6.18, mm/rmap.c try_to_unmap_one(), one PTE per
+/// page_vma_mapped_walk() step: the PTE read, the clear with its TLB flush
+/// (ptep_clear_flush(); arm64 defers the flush and its first clear of a
+/// contpte block unfolds the block), folio_dup_swap() for one slot (one
+/// cluster lock), set_pte_at() of the swap PTE, folio_remove_rmap_pte(),
+/// folio_put(). With `batched` (`--after swapout-unmap-batch`, the
+/// proposal): folio_pte_batch() finds the whole folio, one
+/// get_and_clear_full_ptes() (no unfold), one flush of the range, one
+/// folio_dup_swap() for all slots, the swap PTEs written in one pass,
+/// folio_remove_rmap_ptes() and folio_put_refs() once. Both leave the same
+/// page tables, counts and folio state.
+/// Also mm/vmscan.c pageout() → mm/page_io.c swap_writeout() →
+/// count_swpout_vm_event().
+pub(crate) fn swap_out_large(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    addr: u64,
+    folio: crate::core::folio::FolioRef,
+    slots: FolioSlots,
+    batched: bool,
+) {
+    let nr = folio.nr_pages();
+    let leaves: Vec<Leaf> = (0..nr)
+        .map(|i| match mm.pt.pte_peek(addr + i * PAGE_SIZE) {
+            Entry::Leaf(l) => l,
+            e => unreachable!("swap_out_large over {e:?}"),
+        })
+        .collect();
+    let dirty =
+        phys.folio_dirty(folio) || leaves.iter().any(|l| l.flags.contains(LeafFlags::DIRTY));
+    let swp = |phys: &PhysMem, i: u64| SwapPte {
+        ty: 0,
+        offset: slots.base + i,
+        exclusive: phys.anon_exclusive(folio.head.add(i)),
+        soft_dirty: leaves[i as usize].flags.contains(LeafFlags::SOFT_DIRTY),
+        uffd_wp: leaves[i as usize].flags.contains(LeafFlags::UFFD_WP),
+    };
+    // page_vma_mapped_walk() maps the PTE table and takes its lock once.
+    let _ptl = mm.pt.pte_offset_map_lock(addr);
+    if batched {
+        // check_pte() on the first PTE, folio_unmap_pte_batch() over the
+        // rest of the folio.
+        mm.pt.hw.one(HwEvent::PteLoad);
+        let b = crate::mm::batch::folio_pte_batch(
+            &mm.pt,
+            phys,
+            addr,
+            leaves[0],
+            nr,
+            crate::mm::batch::Fpb::empty(),
+        );
+        debug_assert_eq!(b.nr, nr, "a folio mapped whole is one batch");
+        mm.pt.hw.mark_batch(addr, nr, "swapout");
+        mm.pt.clear_ptes(addr, nr);
+        mm.pt
+            .flush_tlb_range(addr, addr + nr * PAGE_SIZE, PAGE_SIZE);
+        count_swap_map(&phys.hw, nr);
+        for i in 0..nr {
+            let s = swp(phys, i);
+            mm.pt.set_swap_pte_counted(addr + i * PAGE_SIZE, s);
+        }
+        phys.remove_rmap_ptes(folio, folio.head, nr as u32, mm.pid);
+        phys.set_anon_exclusive_range(folio.head, nr, false);
+        phys.ref_sub(folio, nr as u32);
+    } else {
+        for i in 0..nr {
+            let va = addr + i * PAGE_SIZE;
+            let pfn = folio.head.add(i);
+            mm.pt.hw.one(HwEvent::PteLoad);
+            mm.pt.hw.mark_batch(va, 1, "swapout");
+            mm.pt.clear_ptes(va, 1);
+            mm.pt.flush_tlb_range(va, va + PAGE_SIZE, PAGE_SIZE);
+            count_swap_map(&phys.hw, 1);
+            let s = swp(phys, i);
+            mm.pt.set_swap_pte_counted(va, s);
+            phys.remove_rmap_ptes(folio, pfn, 1, mm.pid);
+            phys.set_anon_exclusive(pfn, false);
+            phys.ref_sub(folio, 1);
+        }
+    }
+    mm.rss_anon -= nr;
+    for i in 0..nr {
+        let slot = phys.swap.slots.get_mut(&(slots.base + i)).expect("slot");
+        slot.count += 1;
+    }
+    // pageout(): a new run, or a folio dirtied since it was last written.
+    if slots.fresh || dirty {
+        let mut zero = true;
+        for i in 0..nr {
+            let tag = phys.tag(folio.head.add(i));
+            zero &= tag == 0;
+            phys.swap
+                .slots
+                .get_mut(&(slots.base + i))
+                .expect("slot")
+                .tag = tag;
+        }
+        phys.set_folio_dirty(folio, false);
+        if zero {
+            // A zero-filled folio is not written: swap_writeout() marks its
+            // slots in the swap zeromap (SWPOUT_ZERO, no `swpout`), no
+            // writeback starts, and shrink_folio_list() frees the folio at
+            // once (__remove_mapping()); a later fault reads zeros into an
+            // order-0 folio. Linux: mm/page_io.c swap_writeout(),
+            // swap_zeromap_folio_set().
+            for i in 0..nr {
+                phys.swap
+                    .slots
+                    .get_mut(&(slots.base + i))
+                    .expect("slot")
+                    .cache = None;
+            }
+            count_swap_map(&phys.hw, nr);
+            phys.set_folio_swap(folio, None);
+            phys.ref_sub(folio, nr as u32);
+            return;
+        }
+        phys.swap.pswpout += nr;
+        phys.stats.mthp(folio.order.0, MthpStat::Swpout, 1);
+        if folio.order.0 == PMD_ORDER {
+            phys.stats.vm(VmEvent::ThpSwpout, 1);
+        }
     }
 }
 
@@ -395,8 +607,59 @@ pub fn check(procs: &BTreeMap<Pid, Mm>, phys: &PhysMem, errs: &mut Vec<String>) 
                 slot.count
             ));
         }
-        if slot.count == 0 {
+        let large_cache = slot
+            .cache
+            .and_then(|pfn| phys.folio_of(pfn))
+            .filter(|f| f.is_large());
+        if slot.count == 0 && large_cache.is_none() {
             errs.push(format!("swap slot {off} in use with count 0"));
+        }
+        if let Some(f) = large_cache {
+            // A run of slots, one per page, from folio->swap; kept while any
+            // of them has a count.
+            let nr = f.nr_pages();
+            match phys.folio_swap(f) {
+                Some(base) if (base..base + nr).contains(off) && base % nr == 0 => {
+                    let idx = off - base;
+                    if slot.cache != Some(f.head) {
+                        errs.push(format!("swap slot {off}: cache names a tail page"));
+                    }
+                    if idx == 0 {
+                        let live = phys.swap.slots.range(base..base + nr).count() as u64;
+                        let counted = phys
+                            .swap
+                            .slots
+                            .range(base..base + nr)
+                            .filter(|(_, s)| s.count > 0)
+                            .count();
+                        if live != nr {
+                            errs.push(format!(
+                                "large swap-cache folio {}: {live} of its {nr} slots in use",
+                                f.head
+                            ));
+                        }
+                        if counted == 0 {
+                            errs.push(format!(
+                                "large swap-cache folio {} kept with no swap count left",
+                                f.head
+                            ));
+                        }
+                        if phys.refcount(f) < phys.folio_mapcount(f) + nr as u32 {
+                            errs.push(format!(
+                                "large swap-cache folio {}: refcount {} < mapcount {} + {nr}",
+                                f.head,
+                                phys.refcount(f),
+                                phys.folio_mapcount(f)
+                            ));
+                        }
+                    }
+                }
+                other => errs.push(format!(
+                    "swap slot {off}: cached by large folio {} whose swap is {other:?}",
+                    f.head
+                )),
+            }
+            continue;
         }
         if let Some(pfn) = slot.cache {
             match phys.folio_of(pfn) {
