@@ -598,6 +598,29 @@ pub fn run_events_on(
     features: HwFeatures,
     memory: Option<u64>,
 ) -> Result<EventRun, CostError> {
+    run_events_with(
+        scenario_src,
+        file_name,
+        arch,
+        (before, ptlab_model::After::empty()),
+        params,
+        features,
+        memory,
+    )
+}
+
+/// [`run_events_on`] with proposed (post-6.18) changes switched on too
+/// (`--after NAME`): `switches` is (before, after).
+pub fn run_events_with(
+    scenario_src: &str,
+    file_name: &str,
+    arch: ArchKind,
+    switches: (Before, ptlab_model::After),
+    params: &[(String, String)],
+    features: HwFeatures,
+    memory: Option<u64>,
+) -> Result<EventRun, CostError> {
+    let (before, after) = switches;
     let script = ptlab_scenario::parse(file_name, scenario_src)
         .map_err(|e| CostError::Parse(e.to_string()))?;
     let mut cfg = ModelConfig::for_arch(arch);
@@ -605,6 +628,7 @@ pub fn run_events_on(
         cfg = cfg.with_memory(bytes);
     }
     cfg.before = before;
+    cfg.after = after;
     cfg.hw = features;
     let mut backend = ModelBackend::new(cfg);
     let opts = RunOptions {
@@ -676,6 +700,8 @@ pub struct Prediction {
     pub arch: &'static str,
     /// The `--before` switches in force, by name.
     pub before: Vec<&'static str>,
+    /// The `--after` (proposed change) switches in force, by name.
+    pub after: Vec<&'static str>,
     pub events: HwEvents,
     /// Kernel-function calls (ptep_get, set_ptes, flush_tlb_range, ...),
     /// counted next to the events and never priced.
@@ -745,6 +771,7 @@ pub fn price_run(run: &EventRun, arch: ArchKind, before: Before, profile: &Profi
         profile: profile.name.clone(),
         arch: arch.name(),
         before: before_names(before),
+        after: Vec::new(),
         events: run.total,
         calls: run.total.calls_map().into_iter().collect(),
         ns: total.ns,

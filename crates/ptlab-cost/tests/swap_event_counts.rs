@@ -378,3 +378,260 @@ fn swapin_read_fault() {
     assert_eq!(last_line(SWAPIN, ArchKind::X86_64), want);
     assert_eq!(last_line(SWAPIN, ArchKind::Arm64), plus_loads(want, 1));
 }
+
+// ---- block-device swap: a 64 KiB folio goes out whole ------------------------
+
+const PAGEOUT_64K_BLOCKDEV: &str = "swap 64M blockdev
+thp 64K always
+p = mmap 64K at 0x7f00_0000_0000 fixed
+write p 64K
+madvise p 64K pageout
+";
+
+/// Events of the last line with the proposed `swapout-unmap-batch` on or off.
+fn last_line_after(src: &str, arch: ArchKind, batched: bool) -> BTreeMap<String, u64> {
+    let after = if batched {
+        ptlab_model::After::SWAPOUT_UNMAP_BATCH
+    } else {
+        ptlab_model::After::empty()
+    };
+    let run =
+        ptlab_cost::run_events_with(src, "t.ptl", arch, (Before::empty(), after), &[], N1, None)
+            .expect("scenario runs");
+    let last = run.lines.last().expect("a line");
+    last.events
+        .nonzero()
+        .map(|(e, c)| (e.name().to_string(), c))
+        .collect()
+}
+
+/// MADV_PAGEOUT of one exclusive, PTE-mapped 64 KiB folio (16 pages, one
+/// contpte block on arm64) to a block device, Linux 6.18
+/// (docs/ops/swap.md S14, docs/prototyping.md).
+///
+/// Common to both arches and both algorithms:
+/// * syscall 1, vma_lookup 1;
+/// * the madvise walk (madvise_cold_or_pageout_pte_range()): 1 PMD read +
+///   1 PTL, ptep_get of the first PTE, its struct page line (1),
+///   madvise_folio_pte_batch() reads the other 15 PTEs (15 L); x86 16 L;
+///   arm64 the first ptep_get gathers over the contpte block (3 L: the entry,
+///   then contpte_ptep_get() stops at the first dirty entry and re-reads it
+///   for young) → 18 L;
+/// * folio_alloc_swap() of 16 slots: 1 cluster lock, 16 swap_map bytes
+///   (SWAP_HAS_CACHE); the swap cache's references (folio_ref_add: 1
+///   atomic);
+/// * try_to_unmap_one(): page_vma_mapped_walk() maps the table once
+///   (1 PMD read + 1 PTL).
+///
+/// 6.18, per PTE (16 ×): the walk's PTE read (1 L); get_and_clear_ptes(1)
+/// (1 X; arm64 +1 L for the contpte_try_unfold() check); the flush —
+/// x86 flush_tlb_range() of one page (1 call + 1 INVLPG: one CPU in
+/// mm_cpumask, no deferral), arm64 arch_tlbbatch_add_pending() (1 call,
+/// DSB ISHST + TLBI VALE1IS); swap_duplicate() (1 lock + 1 byte);
+/// set_pte_at() of the swap PTE (1 S; arm64 +1 L unfold check);
+/// folio_remove_rmap_pte() (1 struct page line, 3 mapcount atomics: the
+/// page's, _large_mapcount, _nr_pages_mapped); folio_put() (1 atomic).
+/// arm64 also unfolds the block at the first clear (contpte_convert():
+/// 16 X + 16 S, flush_tlb_range of 64 KiB: 1 call, DSB ISHST, 16 TLBI
+/// without FEAT_TLBIRANGE, DSB ISH) and completes the deferred flushes
+/// once (arch_tlbbatch_flush(): DSB ISH).
+///
+/// Totals 6.18, x86: L 16+16 = 32, X 16, S 16, PMD 2, PTL 2, 16 calls +
+/// 16 INVLPG, locks 1+16 = 17, bytes 16+16 = 32, struct page 1+16 = 17,
+/// mapcount 48, refs 1+16 = 17. arm64: L 18 + 16×3 = 66, X 16+16 = 32,
+/// S 16+16 = 32, calls 1+16 = 17, DSB ISHST 17, TLBI 16+16 = 32,
+/// DSB ISH 2, one unfold; the rest as x86.
+#[test]
+fn pageout_64k_folio_to_blockdev_per_pte() {
+    let common = [
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pmd_load", 2),
+        ("ptl_lock", 2),
+        ("swap_cluster_lock", 17),
+        ("swap_map_update", 32),
+        ("struct_page_line", 17),
+        ("mapcount_atomic", 48),
+        ("folio_ref_atomic", 17),
+    ];
+    let mut x86 = m(&common);
+    x86.extend(m(&[
+        ("pte_load", 32),
+        ("pte_atomic_clear", 16),
+        ("pte_store", 16),
+        ("tlb_flush_call", 16),
+        ("tlbi_page", 16),
+    ]));
+    assert_eq!(
+        last_line_after(PAGEOUT_64K_BLOCKDEV, ArchKind::X86_64, false),
+        x86
+    );
+    let mut arm = m(&common);
+    arm.extend(m(&[
+        ("pte_load", 66),
+        ("pte_atomic_clear", 32),
+        ("pte_store", 32),
+        ("cont_unfold", 1),
+        ("tlb_flush_call", 17),
+        ("dsb_ishst", 17),
+        ("tlbi_page", 32),
+        ("dsb_ish", 2),
+    ]));
+    assert_eq!(
+        last_line_after(PAGEOUT_64K_BLOCKDEV, ArchKind::Arm64, false),
+        arm
+    );
+}
+
+/// The same with the proposed batched unmap (`--after swapout-unmap-batch`):
+/// one page_vma_mapped_walk() step for the folio: its PTE read (1 L),
+/// folio_pte_batch() over the rest (x86 15 ptep_get = 15 L; arm64
+/// pte_batch_hint() covers the whole valid contpte block: no read);
+/// get_and_clear_full_ptes(16) (16 X; arm64 clears the whole aligned block
+/// without unfolding it); one flush of the 64 KiB range (x86 1 call + 16
+/// INVLPG; arm64 1 arch_tlbbatch_add_pending(): DSB ISHST + 16 TLBI); one
+/// run of equally exclusive pages: folio_dup_swap() of 16 slots (1 lock +
+/// 16 bytes), the 16 swap PTEs (16 S; arm64 +16 L unfold checks),
+/// folio_remove_rmap_ptes(16) (16 struct page lines, 16+2 mapcount
+/// atomics), folio_put_refs(16) (1 atomic); arm64 arch_tlbbatch_flush()
+/// (DSB ISH).
+///
+/// Totals, x86: L 16+1+15 = 32, X 16, S 16, 1 call + 16 INVLPG, locks 2,
+/// bytes 32, struct page 17, mapcount 18, refs 2. arm64: L 18+1+16 = 35,
+/// X 16, S 16, 1 call, DSB ISHST 1, TLBI 16, DSB ISH 1, no unfold.
+#[test]
+fn pageout_64k_folio_to_blockdev_batched() {
+    let common = [
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("pmd_load", 2),
+        ("ptl_lock", 2),
+        ("swap_cluster_lock", 2),
+        ("swap_map_update", 32),
+        ("struct_page_line", 17),
+        ("mapcount_atomic", 18),
+        ("folio_ref_atomic", 2),
+        ("pte_atomic_clear", 16),
+        ("pte_store", 16),
+        ("tlb_flush_call", 1),
+    ];
+    let mut x86 = m(&common);
+    x86.extend(m(&[("pte_load", 32), ("tlbi_page", 16)]));
+    assert_eq!(
+        last_line_after(PAGEOUT_64K_BLOCKDEV, ArchKind::X86_64, true),
+        x86
+    );
+    let mut arm = m(&common);
+    arm.extend(m(&[
+        ("pte_load", 35),
+        ("dsb_ishst", 1),
+        ("tlbi_page", 16),
+        ("dsb_ish", 1),
+    ]));
+    assert_eq!(
+        last_line_after(PAGEOUT_64K_BLOCKDEV, ArchKind::Arm64, true),
+        arm
+    );
+}
+
+/// Order-0 pages are untouched by the proposal: the same events both ways,
+/// on a block device as on a swap file.
+#[test]
+fn pageout_small_pages_unchanged_by_the_proposal() {
+    for dev in ["", " blockdev"] {
+        let src = format!(
+            "swap 64M{dev}
+p = mmap 64K at 0x7f00_0000_0000 fixed
+write p 64K
+madvise p 64K pageout
+"
+        );
+        for arch in [ArchKind::X86_64, ArchKind::Arm64] {
+            assert_eq!(
+                last_line_after(&src, arch, false),
+                last_line_after(&src, arch, true),
+                "{arch:?}{dev}"
+            );
+        }
+    }
+}
+
+/// Kernel calls of the same MADV_PAGEOUT (counted, never priced): the
+/// proposal replaces 16 single-entry clears and 16 flushes by one batched
+/// clear and one flush, and arm64 loses its contpte unfold (the 16
+/// contpte_try_unfold() checks and the one contpte_convert()).
+#[test]
+fn pageout_64k_folio_kernel_calls() {
+    let calls = |arch: ArchKind, batched: bool| -> BTreeMap<String, u64> {
+        let after = if batched {
+            ptlab_model::After::SWAPOUT_UNMAP_BATCH
+        } else {
+            ptlab_model::After::empty()
+        };
+        let run = ptlab_cost::run_events_with(
+            PAGEOUT_64K_BLOCKDEV,
+            "t.ptl",
+            arch,
+            (Before::empty(), after),
+            &[],
+            N1,
+            None,
+        )
+        .expect("scenario runs");
+        run.lines
+            .last()
+            .expect("a line")
+            .events
+            .calls_map()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    };
+    // x86: the walk's ptep_get (1); per PTE ptep_get_and_clear,
+    // flush_tlb_range, set_pte_at; batched: folio_pte_batch() reads 15 PTEs
+    // with ptep_get.
+    assert_eq!(
+        calls(ArchKind::X86_64, false),
+        m(&[
+            ("ptep_get", 1),
+            ("ptep_get_and_clear", 16),
+            ("flush_tlb_range", 16),
+            ("set_ptes", 16)
+        ])
+    );
+    assert_eq!(
+        calls(ArchKind::X86_64, true),
+        m(&[
+            ("ptep_get", 16),
+            ("folio_pte_batch", 1),
+            ("get_and_clear_full_ptes", 1),
+            ("flush_tlb_range", 1),
+            ("set_ptes", 16)
+        ])
+    );
+    // arm64: the unfold's own flush_tlb_range (1).
+    assert_eq!(
+        calls(ArchKind::Arm64, false),
+        m(&[
+            ("ptep_get", 1),
+            ("ptep_get_and_clear", 16),
+            ("contpte_try_unfold", 16),
+            ("contpte_convert", 1),
+            ("flush_tlb_range", 1),
+            ("arch_tlbbatch_add_pending", 16),
+            ("arch_tlbbatch_flush", 1),
+            ("set_ptes", 16)
+        ])
+    );
+    assert_eq!(
+        calls(ArchKind::Arm64, true),
+        m(&[
+            ("ptep_get", 1),
+            ("folio_pte_batch", 1),
+            ("get_and_clear_full_ptes", 1),
+            ("arch_tlbbatch_add_pending", 1),
+            ("arch_tlbbatch_flush", 1),
+            ("set_ptes", 16)
+        ])
+    );
+}

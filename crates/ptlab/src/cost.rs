@@ -5,7 +5,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use ptlab_cost::{pct_change, price_run, ratio_interval, EventRun, Interval, Prediction, Profile};
-use ptlab_model::{ArchKind, Before, HwEvent, KCall};
+use ptlab_model::{After, ArchKind, Before, HwEvent, KCall};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io::Write;
@@ -37,6 +37,9 @@ change NAME (mremap-pte-batch, mremap-table-move, fork-pte-batch,
 mprotect-pte-batch, uffd-move-batch), and prints both side by side with the
 change in percent, + = less after (the change saves time or events): the
 sign convention of every ptlab table (reproduce, compare: + = faster).
+--compare-after NAME does the same for a proposed change newer than the
+kernel ptlab models (swapout-unmap-batch, docs/prototyping.md): 6.18 as
+shipped is the 'before' side, 6.18 with the proposal the 'after' side.
 
 Reading the output: 'Per operation' sums the lines running each operation
 (mremap, write, ...); 'Events' lists every non-zero event with its count and
@@ -69,6 +72,16 @@ pub struct CostArgs {
     /// Compare with the seed change NAME reverted: before/after side by side
     #[arg(long, value_name = "NAME", value_parser = crate::parse_before)]
     compare_before: Option<Before>,
+
+    /// Run a proposed change newer than Linux 6.18 (repeatable):
+    /// swapout-unmap-batch. Applies to both sides of a comparison
+    #[arg(long = "after", value_name = "NAME", value_parser = crate::parse_after)]
+    after: Vec<After>,
+
+    /// Compare Linux 6.18 with the proposed change NAME applied
+    /// (swapout-unmap-batch): 6.18 as "before", the proposal as "after"
+    #[arg(long, value_name = "NAME", value_parser = crate::parse_after, conflicts_with = "compare_before")]
+    compare_after: Option<After>,
 
     /// Set a `param NAME = DEFAULT` of the scenario (repeatable)
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = crate::parse_param)]
@@ -147,35 +160,54 @@ pub fn cost(args: &CostArgs, out: &mut dyn Write) -> Result<u8> {
     let declared = script.params();
     let profiles = select_profiles(args)?;
     let base = args.before.iter().fold(Before::empty(), |a, b| a | *b);
-    let mut cache: HashMap<(ArchKind, ptlab_model::HwFeatures, Before), EventRun> = HashMap::new();
-    let mut runs = |arch: ArchKind, p: &Profile, before: Before| -> Result<EventRun> {
-        let key = (arch, p.features.hw(), before);
-        if let Some(r) = cache.get(&key) {
-            return Ok(r.clone());
-        }
-        let r = ptlab_cost::run_events_on(
-            &source,
-            &name,
-            arch,
-            before,
-            &args.params,
-            p.features.hw(),
-            args.memory.memory,
-        )?;
-        cache.insert(key, r.clone());
-        Ok(r)
+    let base_after = args.after.iter().fold(After::empty(), |a, b| a | *b);
+    type Key = (ArchKind, ptlab_model::HwFeatures, Before, After);
+    let mut cache: HashMap<Key, EventRun> = HashMap::new();
+    let mut runs =
+        |arch: ArchKind, p: &Profile, before: Before, after: After| -> Result<EventRun> {
+            let key = (arch, p.features.hw(), before, after);
+            if let Some(r) = cache.get(&key) {
+                return Ok(r.clone());
+            }
+            let r = ptlab_cost::run_events_with(
+                &source,
+                &name,
+                arch,
+                (before, after),
+                &args.params,
+                p.features.hw(),
+                args.memory.memory,
+            )?;
+            cache.insert(key, r.clone());
+            Ok(r)
+        };
+    let priced = |run: &EventRun, arch: ArchKind, before: Before, after: After, p: &Profile| {
+        let mut pred = price_run(run, arch, before, p);
+        pred.after = after.names();
+        pred
     };
     let mut rows = Vec::new();
     for p in profiles {
         let arch = p.arch;
-        let after = price_run(&runs(arch, &p, base)?, arch, base, &p);
-        let before = match args.compare_before {
-            Some(b) => {
+        let (this, before) = match (args.compare_before, args.compare_after) {
+            (Some(b), _) => {
                 let set = base | b;
-                Some(price_run(&runs(arch, &p, set)?, arch, set, &p))
+                let before = priced(&runs(arch, &p, set, base_after)?, arch, set, base_after, &p);
+                (base_after, Some(before))
             }
-            None => None,
+            (None, Some(a)) => {
+                let before = priced(
+                    &runs(arch, &p, base, base_after)?,
+                    arch,
+                    base,
+                    base_after,
+                    &p,
+                );
+                (base_after | a, Some(before))
+            }
+            (None, None) => (base_after, None),
         };
+        let after = priced(&runs(arch, &p, base, this)?, arch, base, this, &p);
         rows.push(Row {
             profile: p,
             after,
@@ -292,10 +324,17 @@ fn params_line(args: &CostArgs, declared: &[(String, u32, String)]) -> String {
 }
 
 fn before_label(p: &Prediction) -> String {
-    if p.before.is_empty() {
+    let mut parts = Vec::new();
+    if !p.before.is_empty() {
+        parts.push(format!("before {}", p.before.join(",")));
+    }
+    if !p.after.is_empty() {
+        parts.push(format!("proposed {} (not in 6.18)", p.after.join(",")));
+    }
+    if parts.is_empty() {
         "Linux 6.18 as shipped".to_string()
     } else {
-        format!("before {}", p.before.join(","))
+        parts.join(" + ")
     }
 }
 

@@ -376,6 +376,16 @@ pub(crate) fn parse_param(s: &str) -> std::result::Result<(String, String), Stri
     Ok((n.trim().to_string(), v.trim().to_string()))
 }
 
+fn parse_after(name: &str) -> std::result::Result<ptlab_model::After, String> {
+    ptlab_model::After::from_switch(name).ok_or_else(|| {
+        let names: Vec<&str> = ptlab_model::After::NAMES.iter().map(|(n, _)| *n).collect();
+        format!(
+            "unknown proposed-change switch '{name}'; known: {}",
+            names.join(", ")
+        )
+    })
+}
+
 fn parse_before(name: &str) -> std::result::Result<ptlab_model::Before, String> {
     ptlab_model::Before::from_switch(name).ok_or_else(|| {
         let names: Vec<&str> = ptlab_model::Before::NAMES.iter().map(|(n, _)| *n).collect();
@@ -439,6 +449,13 @@ struct ScenarioArgs {
     #[arg(long = "before", value_name = "NAME", value_parser = parse_before)]
     before: Vec<ptlab_model::Before>,
 
+    /// Run a proposed change newer than Linux 6.18 (repeatable):
+    /// swapout-unmap-batch (docs/prototyping.md). Observable results are the
+    /// same as 6.18's (in `diff` they must still agree with the kernel);
+    /// hardware work differs. An `after` statement replaces this set.
+    #[arg(long = "after", value_name = "NAME", value_parser = parse_after)]
+    after: Vec<ptlab_model::After>,
+
     /// Set a `param NAME = DEFAULT` of the scenario (repeatable); VALUE is a
     /// number or size: 42, 0x10, 64K, 1G. NAME must be declared by the
     /// scenario
@@ -501,6 +518,12 @@ impl ScenarioArgs {
         self.before
             .iter()
             .fold(ptlab_model::Before::empty(), |a, b| a | *b)
+    }
+
+    fn after(&self) -> ptlab_model::After {
+        self.after
+            .iter()
+            .fold(ptlab_model::After::empty(), |a, b| a | *b)
     }
 }
 
@@ -625,10 +648,11 @@ fn diff(args: &DiffArgs) -> Result<u8> {
         limits: args.limits.limits(),
         before: args.scenario.before(),
         params: args.scenario.params.clone(),
-        model_config: (!args.scenario.cpu_features.is_empty())
+        model_config: (!args.scenario.cpu_features.is_empty() || !args.scenario.after.is_empty())
             .then(|| -> Result<ModelConfig> {
                 let mut cfg = ptlab_live::diff::machine_model_config(args.arch.kind());
                 cfg.before = args.scenario.before();
+                cfg.after = args.scenario.after();
                 cfg.hw = args.scenario.hw()?;
                 Ok(cfg)
             })
@@ -654,11 +678,12 @@ fn diff(args: &DiffArgs) -> Result<u8> {
 fn run(args: &RunArgs) -> Result<bool> {
     scenario::apply(&args.run_limits);
     let (_, _, script) = scenario::load(&args.file, &args.scenario.params)?;
-    let cfg = args.memory.apply(model_config(
+    let mut cfg = args.memory.apply(model_config(
         args.arch.kind(),
         args.scenario.before(),
         &args.scenario.cpu_features,
     )?)?;
+    cfg.after = args.scenario.after();
     if args.memory.memory.is_some() && args.backend == BackendKind::Live {
         anyhow::bail!(
             "--memory sets the modelled machine; the live kernel runs on this machine's memory"

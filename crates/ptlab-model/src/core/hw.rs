@@ -185,6 +185,11 @@ kcalls! {
     FlushTlbRange = "flush_tlb_range",
     /// flush_tlb_mm().
     FlushTlbMm = "flush_tlb_mm",
+    /// arch_tlbbatch_add_pending(): reclaim's deferred flush of unmapped PTEs (arm64;
+    /// x86 with one CPU in mm_cpumask flushes at once with flush_tlb_range()).
+    TlbbatchAddPending = "arch_tlbbatch_add_pending",
+    /// arch_tlbbatch_flush(): completes the deferred flushes (try_to_unmap_flush[_dirty]()).
+    TlbbatchFlush = "arch_tlbbatch_flush",
     /// arm64 contpte_try_unfold(): the inline check before a single-entry change.
     ContpteTryUnfold = "contpte_try_unfold",
     /// arm64 __contpte_try_fold(): the fold attempt after contpte_try_fold()'s inline tests pass.

@@ -694,6 +694,18 @@ impl PageTables {
             .flush_tlb_range(&self.hw, start, end, stride);
     }
 
+    /// Reclaim's flush of the PTEs just cleared in `[start, end)`
+    /// ([`crate::core::arch::Arch::tlbbatch_add_pending`]).
+    pub fn tlbbatch_add_pending(&self, start: u64, end: u64) {
+        self.arch.ops().tlbbatch_add_pending(&self.hw, start, end);
+    }
+
+    /// Complete reclaim's deferred flushes
+    /// ([`crate::core::arch::Arch::tlbbatch_flush`]).
+    pub fn tlbbatch_flush(&self) {
+        self.arch.ops().tlbbatch_flush(&self.hw);
+    }
+
     /// `flush_tlb_page()`: one page. arm64: DSB ISHST; TLBI VALE1IS; DSB
     /// ISH; x86: `flush_tlb_mm_range()` of one page.
     pub fn flush_tlb_page(&self, va: u64) {

@@ -417,30 +417,48 @@ pub(crate) fn swap_out_large(
     // page_vma_mapped_walk() maps the PTE table and takes its lock once.
     let _ptl = mm.pt.pte_offset_map_lock(addr);
     if batched {
-        // check_pte() on the first PTE, folio_unmap_pte_batch() over the
-        // rest of the folio.
-        mm.pt.hw.one(HwEvent::PteLoad);
-        let b = crate::mm::batch::folio_pte_batch(
-            &mm.pt,
-            phys,
-            addr,
-            leaves[0],
-            nr,
-            crate::mm::batch::Fpb::empty(),
-        );
-        debug_assert_eq!(b.nr, nr, "a folio mapped whole is one batch");
-        mm.pt.hw.mark_batch(addr, nr, "swapout");
-        mm.pt.clear_ptes(addr, nr);
-        mm.pt
-            .flush_tlb_range(addr, addr + nr * PAGE_SIZE, PAGE_SIZE);
-        count_swap_map(&phys.hw, nr);
-        for i in 0..nr {
-            let s = swp(phys, i);
-            mm.pt.set_swap_pte_counted(addr + i * PAGE_SIZE, s);
+        // Per page_vma_mapped_walk() step: check_pte() on the first PTE,
+        // folio_unmap_pte_batch() over the rest of the folio (PTEs whose
+        // bits differ, e.g. uffd-wp on some, end a batch); one clear and one
+        // flush per batch; then per run of pages with equal
+        // PageAnonExclusive (the swap PTEs' exclusive bit): the swap counts
+        // under one cluster lock, the swap PTEs, the rmap and the
+        // references.
+        let mut i = 0;
+        while i < nr {
+            let va = addr + i * PAGE_SIZE;
+            mm.pt.hw.one(HwEvent::PteLoad);
+            let b = crate::mm::batch::folio_pte_batch(
+                &mm.pt,
+                phys,
+                va,
+                leaves[i as usize],
+                nr - i,
+                crate::mm::batch::Fpb::empty(),
+            );
+            mm.pt.hw.mark_batch(va, b.nr, "swapout");
+            mm.pt.clear_ptes(va, b.nr);
+            mm.pt.tlbbatch_add_pending(va, va + b.nr * PAGE_SIZE);
+            let mut j = i;
+            while j < i + b.nr {
+                let excl = phys.anon_exclusive(folio.head.add(j));
+                let mut k = j + 1;
+                while k < i + b.nr && phys.anon_exclusive(folio.head.add(k)) == excl {
+                    k += 1;
+                }
+                count_swap_map(&phys.hw, k - j);
+                for p in j..k {
+                    let s = swp(phys, p);
+                    mm.pt.set_swap_pte_counted(addr + p * PAGE_SIZE, s);
+                }
+                let first = folio.head.add(j);
+                phys.remove_rmap_ptes(folio, first, (k - j) as u32, mm.pid);
+                phys.set_anon_exclusive_range(first, k - j, false);
+                phys.ref_sub(folio, (k - j) as u32);
+                j = k;
+            }
+            i += b.nr;
         }
-        phys.remove_rmap_ptes(folio, folio.head, nr as u32, mm.pid);
-        phys.set_anon_exclusive_range(folio.head, nr, false);
-        phys.ref_sub(folio, nr as u32);
     } else {
         for i in 0..nr {
             let va = addr + i * PAGE_SIZE;
@@ -448,7 +466,7 @@ pub(crate) fn swap_out_large(
             mm.pt.hw.one(HwEvent::PteLoad);
             mm.pt.hw.mark_batch(va, 1, "swapout");
             mm.pt.clear_ptes(va, 1);
-            mm.pt.flush_tlb_range(va, va + PAGE_SIZE, PAGE_SIZE);
+            mm.pt.tlbbatch_add_pending(va, va + PAGE_SIZE);
             count_swap_map(&phys.hw, 1);
             let s = swp(phys, i);
             mm.pt.set_swap_pte_counted(va, s);
@@ -457,6 +475,10 @@ pub(crate) fn swap_out_large(
             phys.ref_sub(folio, 1);
         }
     }
+    // try_to_unmap_flush_dirty() before pageout(): the folio is dirty
+    // (folio_alloc_swap() marked it), and a folio already in the swap cache
+    // is flushed by try_to_unmap_flush() at the end of the reclaim pass.
+    mm.pt.tlbbatch_flush();
     mm.rss_anon -= nr;
     for i in 0..nr {
         let slot = phys.swap.slots.get_mut(&(slots.base + i)).expect("slot");
@@ -550,7 +572,10 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
     let _ptl = mm.pt.pte_offset_map_lock(addr);
     mm.pt.hw.one(HwEvent::PteLoad);
     mm.pt.clear_ptes(addr, 1);
-    mm.pt.flush_tlb_range(addr, addr + PAGE_SIZE, PAGE_SIZE);
+    mm.pt.tlbbatch_add_pending(addr, addr + PAGE_SIZE);
+    // try_to_unmap_flush_dirty() before pageout() (the folio is dirty:
+    // folio_alloc_swap() marked it).
+    mm.pt.tlbbatch_flush();
     count_swap_map(&phys.hw, 1);
     mm.pt.set_swap_pte_counted(
         addr,

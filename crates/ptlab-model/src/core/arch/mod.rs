@@ -327,6 +327,22 @@ pub trait Arch: Sync {
     fn flush_tlb_range(&self, hw: &HwSink, start: u64, end: u64, stride: u64);
     /// Flush the whole address space (`flush_tlb_mm()`).
     fn flush_tlb_mm(&self, hw: &HwSink);
+    /// Reclaim's flush of PTEs `try_to_unmap_one()` just cleared in
+    /// `[start, end)` (`TTU_BATCH_FLUSH`). The default is the x86 case on
+    /// our machines: should_defer_flush() is false while one CPU is in
+    /// mm_cpumask (arch_tlbbatch_should_defer()), so the range is flushed
+    /// at once. Linux: mm/rmap.c should_defer_flush(),
+    /// set_tlb_ubc_flush_pending().
+    fn tlbbatch_add_pending(&self, hw: &HwSink, start: u64, end: u64) {
+        self.flush_tlb_range(hw, start, end, crate::core::addr::PAGE_SIZE);
+    }
+    /// Complete the flushes [`Arch::tlbbatch_add_pending`] deferred
+    /// (`try_to_unmap_flush_dirty()` before pageout(), or
+    /// `try_to_unmap_flush()`); nothing by default. Linux: mm/rmap.c
+    /// try_to_unmap_flush(), arch_tlbbatch_flush().
+    fn tlbbatch_flush(&self, hw: &HwSink) {
+        let _ = hw;
+    }
     /// `pmdp_invalidate_ad()`: an atomic exchange to an invalid PMD; the
     /// generic version (`pmdp_invalidate()`) flushes the PMD's range at once
     /// (`flush_pmd_tlb_range()`). Linux: mm/pgtable-generic.c.

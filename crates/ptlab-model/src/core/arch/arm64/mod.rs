@@ -239,6 +239,21 @@ impl Arch for Arm64 {
         tlbflush::flush_tlb_mm(hw)
     }
 
+    /// arm64 always defers reclaim's flush (arch_tlbbatch_should_defer()
+    /// is true but for a TLBI erratum): arch_tlbbatch_add_pending() →
+    /// __flush_tlb_range_nosync() issues DSB ISHST and the TLBIs at once and
+    /// leaves the completing DSB ISH to arch_tlbbatch_flush().
+    /// Linux: arch/arm64/include/asm/tlbflush.h.
+    fn tlbbatch_add_pending(&self, hw: &HwSink, start: u64, end: u64) {
+        hw.call(KCall::TlbbatchAddPending);
+        tlbflush::flush_tlb_range_nosync(hw, start, end, crate::core::addr::PAGE_SIZE);
+    }
+
+    fn tlbbatch_flush(&self, hw: &HwSink) {
+        hw.call(KCall::TlbbatchFlush);
+        hw.one(crate::core::hw::HwEvent::DsbIsh);
+    }
+
     fn encode_swap(&self, s: SwapPte) -> u64 {
         let mut raw = ((s.ty as u64 & 31) << SWP_TYPE_SHIFT)
             | ((s.offset & SWP_OFFSET_MASK) << SWP_OFFSET_SHIFT);

@@ -20,8 +20,19 @@ fn tlbi(hw: &HwSink, e: HwEvent) {
 /// `__flush_tlb_range_op()` instructions (range ops from scale 3 down, LPA2
 /// off for 48-bit VAs with 4 KiB pages), DSB ISH.
 pub fn flush_tlb_range(hw: &HwSink, start: u64, end: u64, stride: u64) {
+    if flush_tlb_range_nosync(hw, start, end, stride) {
+        hw.one(HwEvent::DsbIsh);
+    }
+}
+
+/// `__flush_tlb_range_nosync()`: flush_tlb_range() without its completing
+/// DSB ISH (reclaim's deferred flush waits for it in
+/// arch_tlbbatch_flush()). Returns whether a DSB ISH is still owed (false
+/// when the range was too large and flush_tlb_mm() ran, which completes
+/// itself, or when the range is empty).
+pub fn flush_tlb_range_nosync(hw: &HwSink, start: u64, end: u64, stride: u64) -> bool {
     if end <= start {
-        return;
+        return false;
     }
     let start = start & !(stride - 1);
     let end = (end + stride - 1) & !(stride - 1);
@@ -34,7 +45,8 @@ pub fn flush_tlb_range(hw: &HwSink, start: u64, end: u64, stride: u64) {
         whole: excess,
     });
     if excess {
-        return count_flush_tlb_mm(hw);
+        count_flush_tlb_mm(hw);
+        return false;
     }
     hw.one(HwEvent::TlbFlushCall);
     hw.one(HwEvent::DsbIshst);
@@ -58,7 +70,7 @@ pub fn flush_tlb_range(hw: &HwSink, start: u64, end: u64, stride: u64) {
         }
         scale -= 1;
     }
-    hw.one(HwEvent::DsbIsh);
+    true
 }
 
 /// `flush_tlb_mm()`: DSB ISHST; TLBI ASIDE1IS; DSB ISH.
