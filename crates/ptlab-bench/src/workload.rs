@@ -56,6 +56,10 @@ pub enum Kind {
     Mprotect,
     /// Seed 5: emulated heap compaction with UFFDIO_COPY (+ release) or UFFDIO_MOVE.
     Uffd { moves: bool },
+    /// The proposed change (docs/prototyping.md, not in the running
+    /// kernel): populate, one MADV_PAGEOUT of the whole region to a
+    /// block-device swap area (a loop device), munmap; time the MADV_PAGEOUT.
+    Pageout,
 }
 
 /// The folio layout of the measured memory.
@@ -235,7 +239,30 @@ pub const WORKLOADS: &[Workload] = &[
         full: p(256 * MIB, 0, 8),
         quick: p(32 * MIB, 0, 3),
     },
+    Workload {
+        name: "pageout-64k",
+        seed: 6,
+        kind: Kind::Pageout,
+        layout: Layout::Mthp64k,
+        unit: "ns per MADV_PAGEOUT of the region",
+        full: p(256 * MIB, 1, 8),
+        quick: p(32 * MIB, 1, 3),
+    },
+    Workload {
+        name: "pageout-4k",
+        seed: 6,
+        kind: Kind::Pageout,
+        layout: Layout::Small,
+        unit: "ns per MADV_PAGEOUT of the region",
+        full: p(256 * MIB, 1, 8),
+        quick: p(32 * MIB, 1, 3),
+    },
 ];
+
+/// Seed number of the proposed (post-6.18) change's workloads: not a seed
+/// of the running kernel; `reproduce` reports it apart
+/// (docs/prototyping.md).
+pub const PROPOSED_SEED: u8 = 6;
 
 /// Look a workload up by name.
 pub fn find(name: &str) -> Option<&'static Workload> {
@@ -669,6 +696,21 @@ fn child_main(c: Child, w: &Workload, p: Params, parent: libc::pid_t) -> ! {
             }
         }
         Kind::Uffd { moves } => uffd_compaction(&c, p, moves, begin),
+        Kind::Pageout => {
+            for run in 0..total_runs {
+                begin(run);
+                c.populate(SRC, p.size, w.layout);
+                if run == 0 {
+                    c.verify(SRC, p.size, w.layout);
+                }
+                let t0 = now_ns();
+                c.madvise(SRC, p.size, MADV_PAGEOUT);
+                let t1 = now_ns();
+                // Frees the slots (and the swap-cache folios) for the next run.
+                c.munmap(SRC, p.size);
+                c.sample(run, t1 - t0, 1);
+            }
+        }
     }
     let wall = now_ns() - start - c.paused.get();
     c.send([msg::EXTRA, total_runs, msg::EXTRA_WALL_NS, wall]);
@@ -676,6 +718,9 @@ fn child_main(c: Child, w: &Workload, p: Params, parent: libc::pid_t) -> ! {
     c.send([msg::DONE, 0, 0, 0]);
     exit(0)
 }
+
+/// MADV_PAGEOUT (include/uapi/asm-generic/mman-common.h).
+const MADV_PAGEOUT: libc::c_int = 21;
 
 const UFFDIO_API: u64 = 0xC018_AA3F;
 const UFFDIO_REGISTER: u64 = 0xC020_AA00;
@@ -864,6 +909,31 @@ pub fn run_case(
             err,
         })?;
     }
+    if w.kind == Kind::Pageout {
+        // A block-device swap area (loop device) that holds the region
+        // with room to spare, journaled and removed like every knob; gone
+        // again when the case ends.
+        let bytes = p.size + 64 * MIB;
+        knobs
+            .set_swap(bytes, ptlab_live::swapfile::SwapKind::BlockDev)
+            .map_err(|err| BenchError::Knob {
+                workload: w.name.into(),
+                knob: format!("swap {} MiB blockdev", bytes / MIB),
+                err,
+            })?;
+    }
+    let case = run_case_inner(w, p, progress);
+    if w.kind == Kind::Pageout {
+        let _ = knobs.set_swap(0, ptlab_live::swapfile::SwapKind::BlockDev);
+    }
+    case
+}
+
+fn run_case_inner(
+    w: &Workload,
+    p: Params,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Case, BenchError> {
     let io = |e: std::io::Error| BenchError::Other(format!("{}: {e}", w.name));
     let (p_r, c_w) = pipe().map_err(io)?;
     let (c_r, p_w) = pipe().map_err(io)?;

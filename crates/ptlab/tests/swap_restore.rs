@@ -1,7 +1,8 @@
 //! A swap file created by a live run (`swap SIZE`) is swapped off and
 //! deleted on every exit path: normal end, a failed expectation, SIGTERM
 //! and SIGINT (the signal handler), and SIGKILL (the journal is restored by
-//! the next ptlab start or by `ptlab restore`). Runs the real binary while
+//! the next ptlab start or by `ptlab restore`). The same for `swap SIZE
+//! blockdev`, whose loop device must be gone too. Runs the real binary while
 //! holding the knob lock, which the children share through PTLAB_LOCK_FD.
 
 use ptlab_live::knobs::{self, ThpLock};
@@ -63,42 +64,89 @@ fn wait_for_swap(child: &mut Child, path: &Path) {
     }
 }
 
+/// No swap area left for the file at `path`, no file, and no loop device
+/// over any file of the test's swap directory.
 fn gone(path: &Path) -> bool {
-    !path.exists() && !swapfile::is_active(path)
+    let dir = path.parent().expect("dir").to_string_lossy().into_owned();
+    let loops = std::fs::read_dir("/sys/block")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| std::fs::read_to_string(e.path().join("loop/backing_file")).ok())
+                .any(|b| b.contains(&dir))
+        })
+        .unwrap_or(false);
+    !path.exists() && !swapfile::is_active(path) && !loops
 }
 
 #[test]
 fn swap_file_is_removed_on_every_exit_path() {
+    exit_paths(
+        "swap_file_is_removed_on_every_exit_path",
+        swapfile::SwapKind::File,
+    );
+}
+
+#[test]
+fn blockdev_swap_is_removed_on_every_exit_path() {
+    if !Path::new("/dev/loop-control").exists() {
+        eprintln!(
+            "SKIP: blockdev_swap_is_removed_on_every_exit_path: no /dev/loop-control (loop driver)"
+        );
+        return;
+    }
+    exit_paths(
+        "blockdev_swap_is_removed_on_every_exit_path",
+        swapfile::SwapKind::BlockDev,
+    );
+}
+
+fn exit_paths(test: &str, kind: swapfile::SwapKind) {
     if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: swap_file_is_removed_on_every_exit_path: {why}");
+        eprintln!("SKIP: {test}: {why}");
         return;
     }
     if !ptlab_live::is_root() {
-        eprintln!("SKIP: swap_file_is_removed_on_every_exit_path: swapon needs root");
+        eprintln!("SKIP: {test}: swapon needs root");
         return;
     }
     let lock = ThpLock::acquire().expect("knob lock");
     // SAFETY: clearing FD_CLOEXEC on our own descriptor.
     unsafe { libc::fcntl(lock.raw_fd(), libc::F_SETFD, 0) };
-    let swap_dir = PathBuf::from(format!("/var/tmp/ptlab-swap-test-{}", std::process::id()));
+    let swap_dir = PathBuf::from(format!(
+        "/var/tmp/ptlab-swap-test-{}-{}",
+        std::process::id(),
+        kind.name()
+    ));
     let _safety = Safety(swap_dir.clone());
-    // Can this filesystem hold a swap file at all?
+    // Can this filesystem hold a swap area of this kind at all?
     let probe = swap_dir.join("ptlab-probe.swap");
-    if let Err(e) = swapfile::create(&probe, 1 << 20, swapfile::SwapKind::File, &mut |_| {}) {
+    if let Err(e) = swapfile::create(&probe, 1 << 20, kind, &mut |_| {}) {
         eprintln!(
-            "SKIP: swap_file_is_removed_on_every_exit_path: cannot enable a swap file in {}: {e}",
+            "SKIP: {test}: cannot enable a {} swap area in {}: {e}",
+            kind.name(),
             swap_dir.display()
         );
         return;
     }
     swapfile::remove(&probe).expect("remove probe swap file");
-    let tmp = std::env::temp_dir().join(format!("ptlab-swap-test-{}", std::process::id()));
+    assert!(gone(&probe), "probe left behind");
+    let tmp = std::env::temp_dir().join(format!(
+        "ptlab-swap-test-{}-{}",
+        std::process::id(),
+        kind.name()
+    ));
     std::fs::create_dir_all(&tmp).expect("temp dir");
+    let word = match kind {
+        swapfile::SwapKind::File => "",
+        swapfile::SwapKind::BlockDev => " blockdev",
+    };
     let busy = scenario(
         &tmp,
         "busy.ptl",
-        "swap 16M\np = mmap 64K at 0x100000000000 noreplace\nwrite p 64K\n\
-         madvise p 64K pageout\nexpect page p 64K swapped\nrepeat 20000000\n  read p + 4K\nend\n",
+        &format!(
+            "swap 16M{word}\np = mmap 64K at 0x100000000000 noreplace\nwrite p 64K\n\
+             madvise p 64K pageout\nexpect page p 64K swapped\nrepeat 20000000\n  read p + 4K\nend\n"
+        ),
     );
     let spawn = |lock: &ThpLock| -> (Child, PathBuf) {
         let child = ptlab(lock, &swap_dir, &["run", "--backend", "live", &busy])
@@ -168,14 +216,27 @@ fn swap_file_is_removed_on_every_exit_path() {
 
     // 4. A normal end and a failed expectation both clean up.
     for (name, body, ok) in [
-        ("ok.ptl", "swap 8M\np = mmap 16K\nwrite p 16K\nmadvise p 16K pageout\nexpect page p 16K swapped\n", true),
-        ("fail.ptl", "swap 8M\np = mmap 16K\nwrite p 16K\nmadvise p 16K pageout\nexpect page p none\n", false),
+        (
+            "ok.ptl",
+            "p = mmap 16K\nwrite p 16K\nmadvise p 16K pageout\nexpect page p 16K swapped\n",
+            true,
+        ),
+        (
+            "fail.ptl",
+            "p = mmap 16K\nwrite p 16K\nmadvise p 16K pageout\nexpect page p none\n",
+            false,
+        ),
     ] {
-        let f = scenario(&tmp, name, body);
+        let f = scenario(&tmp, name, &format!("swap 8M{word}\n{body}"));
         let out = ptlab(&lock, &swap_dir, &["run", "--backend", "live", &f])
             .output()
             .expect("run");
-        assert_eq!(out.status.success(), ok, "{name}: {}", String::from_utf8_lossy(&out.stdout));
+        assert_eq!(
+            out.status.success(),
+            ok,
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         let left: Vec<_> = std::fs::read_dir(&swap_dir)
             .map(|rd| rd.flatten().map(|e| e.path()).collect())
             .unwrap_or_default();
