@@ -222,8 +222,8 @@ pub fn contrasts(r: &Reproduction) -> Vec<Contrast> {
                     profile: p.to_string(),
                     arch: arch.to_string(),
                     pct: crate::compare::pct_better(
-                        b.after_ns,
-                        a.after_ns,
+                        ch.current_ns(b),
+                        ch.current_ns(a),
                         crate::result::Better::Lower,
                     ),
                     // + = faster: a ratio r of arm to base is (1 - r) × 100 %.
@@ -391,7 +391,13 @@ pub fn headline_table(r: &Reproduction) -> (Vec<String>, Vec<Vec<String>>) {
                 c.change.seed.to_string(),
                 format!(
                     "{} `{}` ({})",
-                    c.change.short, c.change.switch, c.change.kernel
+                    c.change.short,
+                    c.change.switch,
+                    if c.change.proposed {
+                        "proposed"
+                    } else {
+                        c.change.kernel
+                    }
                 ),
                 c.name(),
                 live_cell(c),

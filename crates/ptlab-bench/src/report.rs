@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// One of the five seed changes (docs/seeds.md).
+/// One of the five seed changes (docs/seeds.md), or a proposed change
+/// newer than the running kernel (docs/prototyping.md).
 #[derive(Clone, Copy, Debug)]
 pub struct ChangeDef {
     /// The model's switch for it (`ptlab run --before NAME`), which also
@@ -31,9 +32,34 @@ pub struct ChangeDef {
     pub arms: &'static [&'static str],
     /// What the live contrast shows on this machine's kernel.
     pub reading: &'static str,
+    /// A proposed change newer than the running kernel (an `--after`
+    /// switch): the live side can only show the kernel's algorithm, which
+    /// is the model's *before* side here.
+    pub proposed: bool,
 }
 
-/// The five changes, in docs/seeds.md order.
+impl ChangeDef {
+    /// `Linux 6.17`, or what a proposed change is.
+    pub fn release(&self) -> String {
+        if self.proposed {
+            format!("{}, not in the running kernel", self.kernel)
+        } else {
+            format!("Linux {}", self.kernel)
+        }
+    }
+
+    /// The model's prediction for the algorithm the running kernel has:
+    /// the after side of a seed change, the before side of a proposed one.
+    pub fn current_ns(&self, m: &ModelRow) -> f64 {
+        if self.proposed {
+            m.before_ns
+        } else {
+            m.after_ns
+        }
+    }
+}
+
+/// The five changes, in docs/seeds.md order, then the proposed one.
 pub const CHANGES: &[ChangeDef] = &[
     ChangeDef {
         switch: "mremap-pte-batch",
@@ -43,6 +69,7 @@ pub const CHANGES: &[ChangeDef] = &[
         kernel: "6.17",
         arms: &["mremap-batch-4k", "mremap-batch-64k"],
         reading: "On x86-64 the batch is 1 PTE (pte_batch_hint), so 64 KiB folios should not be slower than 4 KiB pages; the gain is arm64 contpte's.",
+        proposed: false,
     },
     ChangeDef {
         switch: "mremap-table-move",
@@ -52,6 +79,7 @@ pub const CHANGES: &[ChangeDef] = &[
         kernel: "4.20",
         arms: &["mremap-table-unaligned", "mremap-table-aligned"],
         reading: "Unaligned = the per-PTE path (what every move cost before); aligned = PMD entries re-pointed at the existing PTE tables.",
+        proposed: false,
     },
     ChangeDef {
         switch: "fork-pte-batch",
@@ -61,6 +89,7 @@ pub const CHANGES: &[ChangeDef] = &[
         kernel: "6.9",
         arms: &["fork-4k", "fork-thp-pte"],
         reading: "PTE-mapped THPs are copied a folio batch at a time (one refcount/mapcount update per batch); order-0 pages must not get slower.",
+        proposed: false,
     },
     ChangeDef {
         switch: "mprotect-pte-batch",
@@ -70,6 +99,7 @@ pub const CHANGES: &[ChangeDef] = &[
         kernel: "6.17",
         arms: &["mprotect-4k", "mprotect-64k", "mprotect-thp-pte"],
         reading: "Large folios are changed in batches found by folio_pte_batch(); small folios pay an extra folio lookup per PTE.",
+        proposed: false,
     },
     ChangeDef {
         switch: "uffd-move-batch",
@@ -79,6 +109,17 @@ pub const CHANGES: &[ChangeDef] = &[
         kernel: "6.8",
         arms: &["uffd-copy", "uffd-move"],
         reading: "UFFDIO_COPY allocates and copies each page and the source must be released; UFFDIO_MOVE re-maps the page. The contrast is COPY vs MOVE (both measured live, both on the model). The model's switch uffd-move-batch selects 6.8-6.17's per-page MOVE instead of 6.18's batched one: with one page per ioctl its before -> after changes little.",
+        proposed: false,
+    },
+    ChangeDef {
+        switch: "swapout-unmap-batch",
+        seed: 6,
+        title: "reclaim: unmap a large folio at swap-out as one batch",
+        short: "swap-out unmap batching",
+        kernel: "proposed on linux-mm in 2026",
+        arms: &["pageout-4k", "pageout-64k"],
+        reading: "Proposed, not in the running kernel: the live arms show 6.18 (one MADV_PAGEOUT of the region to a loop-device swap area), so the live contrast is compared with the model's 6.18 side; the model's before -> after is the proposal's predicted effect (docs/prototyping.md). Only the page-table work is priced: the rest of reclaim and the I/O submission are not.",
+        proposed: true,
     },
 ];
 
@@ -308,7 +349,11 @@ pub fn contrast_text(ch: &ChangeDef, rows: &[&ModelRow], m: &ModelRow) -> String
     match model_row(rows, ch.arms[0], &m.profile) {
         Some(b) => format!(
             "{:+.1}%",
-            crate::compare::pct_better(b.after_ns, m.after_ns, crate::result::Better::Lower)
+            crate::compare::pct_better(
+                ch.current_ns(b),
+                ch.current_ns(m),
+                crate::result::Better::Lower
+            )
         ),
         None => "—".into(),
     }
@@ -345,8 +390,11 @@ pub fn terminal(r: &Reproduction) -> String {
     for ch in CHANGES {
         let _ = writeln!(
             s,
-            "== {}. {} (Linux {}) [{}] ==",
-            ch.seed, ch.title, ch.kernel, ch.switch
+            "== {}. {} ({}) [{}] ==",
+            ch.seed,
+            ch.title,
+            ch.release(),
+            ch.switch
         );
         let arms = r.arm_rows(ch);
         let unit = arm_unit(ch);
@@ -980,11 +1028,11 @@ pub fn html(r: &Reproduction) -> String {
     for ch in CHANGES {
         let _ = write!(
             s,
-            "<section class=\"change\" id=\"{}\"><h2>{}. {} (Linux {}) <code>{}</code></h2>\n<p class=\"note\">{}</p>\n",
+            "<section class=\"change\" id=\"{}\"><h2>{}. {} ({}) <code>{}</code></h2>\n<p class=\"note\">{}</p>\n",
             ch.switch,
             ch.seed,
             esc(ch.title),
-            ch.kernel,
+            esc(&ch.release()),
             ch.switch,
             esc(ch.reading)
         );
@@ -1148,12 +1196,15 @@ mod tests {
                             // The baseline arm is unaffected by its change;
                             // the others halve their time.
                             let base = *w == c.arms[0];
+                            // A proposed change's before side is the
+                            // running kernel's: its arms differ there too.
+                            let before_ns = if c.proposed && !base { 150.0 } else { 200.0 };
                             ModelRow {
                                 change: c.switch.into(),
                                 workload: (*w).into(),
                                 profile: p.into(),
                                 arch: arch.into(),
-                                before_ns: 200.0,
+                                before_ns,
                                 after_ns: if base { 200.0 } else { 100.0 },
                                 before_events: [("ptep_get".to_string(), 16u64)].into(),
                                 after_events: [(
@@ -1228,7 +1279,9 @@ mod tests {
         }
         assert_eq!(with.matches("unaffected").count(), 2 * CHANGES.len());
         // Events once per (workload, arch), not once per profile.
-        assert_eq!(with.matches("ptep_get=16").count(), 11 * 2);
+        let workloads: usize = CHANGES.iter().map(|c| c.arms.len()).sum();
+        assert_eq!(workloads, 13);
+        assert_eq!(with.matches("ptep_get=16").count(), workloads * 2);
     }
 
     #[test]
@@ -1257,22 +1310,24 @@ mod tests {
                         .count()
                 })
                 .collect::<Vec<_>>();
-            assert_eq!(live_rows, vec![2, 2, 2, 3, 1]);
+            // The proposed change's arms were not measured here.
+            assert_eq!(live_rows, vec![2, 2, 2, 3, 1, 0]);
             // One counters table per change with a measured arm, and one of
             // model events per change when there is a model.
             assert_eq!(
                 h.matches("<details class=\"counters\">").count(),
-                if model { 10 } else { 5 }
+                // 5 changes measured live; model events for all 6.
+                if model { 5 + CHANGES.len() } else { 5 }
             );
             // Live bars: one per measured case; model bars: 2 profiles ×
-            // (2+2+2+3+2) workloads, before (pale) and after (solid).
+            // (2+2+2+3+2+2) workloads, before (pale) and after (solid).
             assert_eq!(h.matches("<rect class=\"bar live\"").count(), 10);
             let bars = h.matches("<rect class=\"bar model\"").count();
             if model {
                 let model_rows = h.matches("<table class=\"model\">").count();
-                assert_eq!(model_rows, 5);
-                assert_eq!(bars, 44);
-                assert_eq!(h.matches("fill-opacity=\"0.4\"><title>").count(), 22);
+                assert_eq!(model_rows, CHANGES.len());
+                assert_eq!(bars, 2 * 2 * 13);
+                assert_eq!(h.matches("fill-opacity=\"0.4\"><title>").count(), 2 * 13);
             } else {
                 assert_eq!(bars, 0);
                 assert_eq!(h.matches(NO_MODEL).count(), 2 * CHANGES.len());
@@ -1379,11 +1434,12 @@ mod tests {
     #[test]
     fn model_switches_exist_in_the_model() {
         for ch in CHANGES {
-            assert!(
-                ptlab_model::Before::from_switch(ch.switch).is_some(),
-                "{}",
-                ch.switch
-            );
+            let known = if ch.proposed {
+                ptlab_model::After::from_switch(ch.switch).is_some()
+            } else {
+                ptlab_model::Before::from_switch(ch.switch).is_some()
+            };
+            assert!(known, "{}", ch.switch);
         }
     }
 

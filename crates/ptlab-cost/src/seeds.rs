@@ -144,9 +144,60 @@ pub const SEEDS: &[Seed] = &[
     },
 ];
 
-/// The seed called `name`.
+/// Workloads of proposed changes newer than the modelled kernel
+/// (`--after` switches; `scenarios/examples/*.ptl`, docs/prototyping.md).
+/// Their "before" side is Linux 6.18 as shipped, their "after" side the
+/// proposal.
+pub const PROPOSED: &[Seed] = &[
+    // One MADV_PAGEOUT of the whole region.
+    Seed {
+        name: "pageout-4k",
+        switch: "swapout-unmap-batch",
+        timed: &["madvise"],
+        unit_op: "madvise",
+        ops_per_unit: 1,
+        iterations_param: None,
+        source: include_str!("../../../scenarios/examples/pageout-4k.ptl"),
+    },
+    Seed {
+        name: "pageout-64k",
+        switch: "swapout-unmap-batch",
+        timed: &["madvise"],
+        unit_op: "madvise",
+        ops_per_unit: 1,
+        iterations_param: None,
+        source: include_str!("../../../scenarios/examples/pageout-64k.ptl"),
+    },
+];
+
+/// The seed (or proposed-change workload) called `name`.
 pub fn seed(name: &str) -> Option<&'static Seed> {
-    SEEDS.iter().find(|s| s.name == name)
+    SEEDS.iter().chain(PROPOSED).find(|s| s.name == name)
+}
+
+/// The switches of `seed`'s two sides: a seed change reverted on the
+/// before side, a proposed change applied on the after side.
+fn switches(seed: &Seed, before: bool) -> Result<(Before, ptlab_model::After), CostError> {
+    if let Some(b) = Before::from_switch(seed.switch) {
+        return Ok((
+            if before { b } else { Before::empty() },
+            ptlab_model::After::empty(),
+        ));
+    }
+    if let Some(a) = ptlab_model::After::from_switch(seed.switch) {
+        return Ok((
+            Before::empty(),
+            if before {
+                ptlab_model::After::empty()
+            } else {
+                a
+            },
+        ));
+    }
+    Err(CostError::Run {
+        file: seed.name.to_string(),
+        message: format!("unknown switch {}", seed.switch),
+    })
 }
 
 /// A prediction per measured unit.
@@ -198,21 +249,20 @@ impl SeedRunner {
         );
         let k = format!("{key:?}");
         if !self.cache.contains_key(&k) {
-            let sw = if before {
-                Before::from_switch(seed.switch).ok_or_else(|| CostError::Run {
-                    file: seed.name.to_string(),
-                    message: format!("unknown switch {}", seed.switch),
-                })?
+            let sw = switches(seed, before)?;
+            let dir = if PROPOSED.iter().any(|p| p.name == seed.name) {
+                "examples"
             } else {
-                Before::empty()
+                "seeds"
             };
-            let run = crate::run_events(
+            let run = crate::run_events_with(
                 seed.source,
-                &format!("scenarios/seeds/{}.ptl", seed.name),
+                &format!("scenarios/{dir}/{}.ptl", seed.name),
                 arch,
                 sw,
                 params,
                 features,
+                None,
             )?;
             self.cache.insert(k.clone(), run);
         }
@@ -231,12 +281,9 @@ impl SeedRunner {
         let features = profile.features.hw();
         let arch = profile.arch;
         let run = self.run(seed, arch, features, before, params)?.clone();
-        let sw = if before {
-            Before::from_switch(seed.switch).unwrap_or_default()
-        } else {
-            Before::empty()
-        };
-        let pred = price_run(&run, arch, sw, profile);
+        let (sw, after) = switches(seed, before)?;
+        let mut pred = price_run(&run, arch, sw, profile);
+        pred.after = after.names();
         let execs: u64 = pred
             .by_op
             .iter()
@@ -297,6 +344,24 @@ mod tests {
             assert!(Before::from_switch(s.switch).is_some(), "{}", s.name);
             let after = r.unit_cost(s, &small(s), &zen3, false).unwrap();
             assert!(after.units > 0 && after.ns > 0.0, "{}: {after:?}", s.name);
+        }
+        // Proposed changes: 6.18 before, the proposal after; order-0 pages
+        // are untouched by the swap-out batching, 64 KiB folios gain.
+        for s in PROPOSED {
+            assert!(
+                ptlab_model::After::from_switch(s.switch).is_some(),
+                "{}",
+                s.name
+            );
+            let p = [("size".to_string(), "2M".to_string())];
+            let b = r.unit_cost(s, &p, &zen3, true).unwrap();
+            let a = r.unit_cost(s, &p, &zen3, false).unwrap();
+            assert_eq!(b.units, 1, "{}", s.name);
+            if s.name.ends_with("-4k") {
+                assert_eq!(a.ns, b.ns, "{}", s.name);
+            } else {
+                assert!(a.ns < b.ns, "{}: {a:?} vs {b:?}", s.name);
+            }
         }
     }
 

@@ -352,9 +352,10 @@ fn host_arch() -> ptlab_model::ArchKind {
 }
 
 /// The model columns of `ptlab reproduce`: every change's arms run on the
-/// model (`scenarios/seeds/*.ptl`, compiled into ptlab-cost) with the
-/// change's `--before` switch on and off, at the region sizes the live run
-/// uses, priced per measured unit on every profile.
+/// model (`scenarios/seeds/*.ptl`, and `scenarios/examples/pageout-*.ptl`
+/// for the proposed change, compiled into ptlab-cost) with the change's
+/// switch on and off, at the region sizes the live run uses, priced per
+/// measured unit on every profile.
 struct CostModel {
     profiles: Vec<ptlab_cost::Profile>,
 }
@@ -424,11 +425,14 @@ impl ModelProvider for CostModel {
                     let a = runner
                         .unit_cost(seed, &params, prof, false)
                         .map_err(|e| e.to_string())?;
+                    // The algorithm the running kernel has: the after side
+                    // of a seed change, the before side of a proposed one.
+                    let cur = if ch.proposed { &b } else { &a };
                     let vs_base = if *arm == ch.arms[0] {
-                        base_events.push(a.events.clone());
+                        base_events.push(cur.events.clone());
                         None
                     } else {
-                        ptlab_cost::ratio_interval(&base_events[i], &a.events, prof)
+                        ptlab_cost::ratio_interval(&base_events[i], &cur.events, prof)
                             .map(|r| (r.low, r.high))
                     };
                     rows.push(report::ModelRow {
