@@ -99,12 +99,12 @@ fn reproduce_without_live_writes_the_report_and_says_what_is_missing() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let t = text(&out.stdout);
     assert!(t.contains("live: SKIPPED: --no-live given"), "{t}");
-    // The model columns: one section per change, one row per arm and
-    // built-in profile (11 arms x 3 profiles; no local calibration without
-    // a live run).
+    // The model columns: one section per change (the five seed changes and
+    // the proposed one), one row per arm and built-in profile (13 arms;
+    // no local calibration without a live run).
     assert_eq!(
         t.matches("model (predicted ns per operation").count(),
-        5,
+        6,
         "{t}"
     );
     for p in ["apple-m-vm", "neoverse-n1", "zen3"] {
@@ -112,7 +112,7 @@ fn reproduce_without_live_writes_the_report_and_says_what_is_missing() {
             .lines()
             .filter(|l| l.starts_with("  ") && l.split_whitespace().nth(1) == Some(p))
             .count();
-        assert_eq!(rows, 11, "{p}: {t}");
+        assert_eq!(rows, 13, "{p}: {t}");
     }
     // The headline names every change and says the local profile is missing.
     assert!(t.starts_with("# ptlab reproduce"), "{t}");
@@ -122,7 +122,7 @@ fn reproduce_without_live_writes_the_report_and_says_what_is_missing() {
     );
     assert!(dir.join("report.md").exists());
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
-    assert_eq!(html.matches("<svg class=\"chart\"").count(), 5);
+    assert_eq!(html.matches("<svg class=\"chart\"").count(), 6);
     assert!(dir.join("report.txt").exists());
     assert!(dir.join("model.json").exists());
     assert!(!dir.join("live.json").exists());
@@ -213,8 +213,8 @@ fn reproduce_report_renders_in_chromium() {
         eprintln!("SKIP: reproduce_report_renders_in_chromium: chromium not installed; run scripts/setup.sh");
         return;
     };
-    assert_eq!(dom.matches("<svg class=\"chart\"").count(), 5, "{dom}");
-    assert_eq!(dom.matches("<section class=\"change\"").count(), 5);
+    assert_eq!(dom.matches("<svg class=\"chart\"").count(), 6, "{dom}");
+    assert_eq!(dom.matches("<section class=\"change\"").count(), 6);
     assert!(dom.contains("</html>"));
     let png = dir.join("report.png");
     chromium(&[
@@ -243,7 +243,7 @@ fn reproduce_from_a_result_file_renders_without_measuring() {
     assert!(t.contains("fork-thp-pte: SKIPPED: not in"), "{t}");
     assert!(t.contains("  uffd-move "), "{t}");
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
-    assert_eq!(html.matches("<svg class=\"chart\"").count(), 5);
+    assert_eq!(html.matches("<svg class=\"chart\"").count(), 6);
     assert_eq!(html.matches("class=\"bar live\"").count(), 2);
     let live = std::fs::read_to_string(dir.join("live.json")).unwrap();
     assert!(live.contains("\"fork-4k\""));
@@ -280,8 +280,9 @@ fn compare_and_reproduce_speak_json() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
-    assert_eq!(v["headline"].as_array().unwrap().len(), 5);
+    assert_eq!(v["headline"].as_array().unwrap().len(), 6);
     assert_eq!(v["headline"][4]["switch"], "uffd-move-batch");
+    assert_eq!(v["headline"][5]["switch"], "swapout-unmap-batch");
     // "wrote ..." goes to stderr, so stdout stays one object.
     assert!(text(&out.stderr).contains("wrote"));
 }

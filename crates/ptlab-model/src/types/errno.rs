@@ -35,6 +35,7 @@ errnos! {
     ENOENT = 2, "No such file or directory";
     ESRCH = 3, "No such process";
     EINTR = 4, "Interrupted system call";
+    EIO = 5, "Input/output error";
     EBADF = 9, "Bad file descriptor";
     EAGAIN = 11, "Resource temporarily unavailable";
     ENOMEM = 12, "Cannot allocate memory";
