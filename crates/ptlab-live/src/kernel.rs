@@ -136,6 +136,52 @@ fn kb(v: &str) -> u64 {
 }
 
 /// `/proc/PID/smaps`.
+/// `/proc/PID/numa_maps` by VMA start: the policy, `anon=`, `mapmax=` and
+/// the `N<node>=` counts (the fields the model keeps; `dirty=`, `active=`,
+/// `file=`, `heap`, … are dropped).
+pub fn read_numa_maps(pid: i32) -> std::io::Result<BTreeMap<u64, ptlab_model::NumaMapsEntry>> {
+    Ok(parse_numa_maps(&std::fs::read_to_string(format!(
+        "/proc/{pid}/numa_maps"
+    ))?))
+}
+
+/// The lines of a numa_maps file (see [`read_numa_maps`]); a malformed line
+/// is skipped.
+pub fn parse_numa_maps(text: &str) -> BTreeMap<u64, ptlab_model::NumaMapsEntry> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let (Some(start), Some(policy)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let Ok(start) = u64::from_str_radix(start, 16) else {
+            continue;
+        };
+        let mut e = ptlab_model::NumaMapsEntry {
+            start,
+            policy: policy.to_string(),
+            ..Default::default()
+        };
+        for tok in it {
+            let Some((k, v)) = tok.split_once('=') else {
+                continue;
+            };
+            let Ok(v) = v.parse::<u64>() else { continue };
+            match k {
+                "anon" => e.anon = v,
+                "mapmax" => e.mapmax = v,
+                _ => {
+                    if let Some(n) = k.strip_prefix('N').and_then(|n| n.parse::<u32>().ok()) {
+                        e.nodes.push((n, v));
+                    }
+                }
+            }
+        }
+        out.insert(start, e);
+    }
+    out
+}
+
 pub fn read_smaps(pid: i32) -> std::io::Result<Vec<SmapsVma>> {
     Ok(parse_smaps(&std::fs::read_to_string(format!(
         "/proc/{pid}/smaps"
@@ -931,7 +977,7 @@ impl ThpCounters {
             for line in String::from_utf8_lossy(&self.buf[..len]).lines() {
                 let mut it = line.split_whitespace();
                 if let (Some(k), Some(v)) = (it.next(), it.next()) {
-                    if k.starts_with("thp_") {
+                    if k.starts_with("thp_") || k.starts_with("numa_") {
                         if let Ok(v) = v.parse::<i64>() {
                             m.insert(format!("vmstat/{k}"), v);
                         }

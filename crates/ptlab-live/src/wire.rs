@@ -211,6 +211,9 @@ pub(crate) fn encode(call: &Call, at: &Resolved) -> Option<Req> {
         | Call::SetUseZeroPage { .. }
         | Call::SetSwap { .. }
         | Call::SetBefore { .. }
-        | Call::SetMemory { .. } => return None,
+        | Call::SetMemory { .. }
+        | Call::SetNodes { .. }
+        | Call::NumaRunOn { .. }
+        | Call::NumaScan { .. } => return None,
     })
 }

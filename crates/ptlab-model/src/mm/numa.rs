@@ -39,7 +39,8 @@ use crate::mm::protect::{can_change_pte_writable, maybe_change_pte_writable, pte
 /// Linux: mm/memory.c handle_pte_fault(): `pte_protnone(vmf->orig_pte) &&
 /// vma_is_accessible(vma)`.
 pub fn is_hinting(vma: &Vma, leaf: Leaf) -> bool {
-    leaf.flags.contains(LeafFlags::PROTNONE) && vma.flags.intersects(crate::core::vma::VM_ACCESS_FLAGS)
+    leaf.flags.contains(LeafFlags::PROTNONE)
+        && vma.flags.intersects(crate::core::vma::VM_ACCESS_FLAGS)
 }
 
 /// numa_migrate_check() + mpol_misplaced(): count the hinting fault (and
@@ -247,7 +248,10 @@ fn migrate_misplaced_folio(
     tlb.finish(&mm.pt);
     // Remap to the new folio, one PTE at a time (remove_migration_pte()).
     for &(va, k, old, exclusive) in &old_ptes {
-        let prot = mm.vmas.find(va).map_or(LeafFlags::empty(), |v| vm_page_prot(v.flags));
+        let prot = mm
+            .vmas
+            .find(va)
+            .map_or(LeafFlags::empty(), |v| vm_page_prot(v.flags));
         let kept = LeafFlags::YOUNG | LeafFlags::DIRTY | LeafFlags::SOFT_DIRTY | LeafFlags::UFFD_WP;
         let mut flags = (old.flags & kept) | prot;
         if old.write() {
@@ -291,7 +295,8 @@ pub fn do_huge_pmd_numa_page(mm: &mut Mm, phys: &mut PhysMem, vma: &Vma, slot: u
             if migrate_prepare(mm, phys, f, target) {
                 if let Some(new) = phys.alloc_anon_folio_on(target, f.order) {
                     migrate_pmd(mm, phys, vma, slot, orig, f, new);
-                    phys.stats.vm(VmEvent::NumaPagesMigrated, HPAGE_PMD_NR as i64);
+                    phys.stats
+                        .vm(VmEvent::NumaPagesMigrated, HPAGE_PMD_NR as i64);
                     return;
                 }
                 writable = false;

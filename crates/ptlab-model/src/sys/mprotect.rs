@@ -31,8 +31,8 @@ use crate::core::addr::{page_align, PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
-use crate::core::stats::VmEvent;
 use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
+use crate::core::stats::VmEvent;
 use crate::core::tlb::MmuGather;
 use crate::core::vma::vm_page_prot;
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS};
@@ -50,7 +50,6 @@ const PROT_SEM: u32 = 0x8;
 /// PROT_GROWSDOWN / PROT_GROWSUP (include/uapi/asm-generic/mman-common.h).
 const PROT_GROWSDOWN: u32 = 0x0100_0000;
 const PROT_GROWSUP: u32 = 0x0200_0000;
-
 
 impl Model {
     /// mprotect(2). The errno checks run in do_mprotect_pkey()'s order; a
@@ -464,15 +463,8 @@ fn change_pte_range_batched(
         // skip tests depend on the folio, not on the PTE bits).
         if let Some(numa) = cp.prot_numa {
             if prot_numa_skip(&mm.pt, phys, vma, old, folio, numa) {
-                let nr = mprotect_folio_pte_batch(
-                    &mm.pt,
-                    phys,
-                    folio,
-                    addr,
-                    old,
-                    max_nr,
-                    Fpb::empty(),
-                );
+                let nr =
+                    mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr, Fpb::empty());
                 mm.pt.hw.mark_batch(addr, nr, "numa skip");
                 addr += nr * PAGE_SIZE;
                 continue;

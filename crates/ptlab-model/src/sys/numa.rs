@@ -221,7 +221,11 @@ mod tests {
             m.numa_run_on(1, 0).unwrap();
             assert_eq!(m.read(1, B + 3 * P), Ok(B + 3 * P));
             let l = leaf(&m, B + 3 * P);
-            assert!(!l.flags.contains(LeafFlags::PROTNONE) && l.write() && l.flags.contains(LeafFlags::YOUNG));
+            assert!(
+                !l.flags.contains(LeafFlags::PROTNONE)
+                    && l.write()
+                    && l.flags.contains(LeafFlags::YOUNG)
+            );
             assert_eq!(stat(&m, "numa_hint_faults"), 1);
             assert_eq!(stat(&m, "numa_hint_faults_local"), 1);
             assert_eq!(stat(&m, "numa_pages_migrated"), 0);
