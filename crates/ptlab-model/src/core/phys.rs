@@ -271,8 +271,12 @@ mod tests {
         let p = n.alloc(Order(4)).unwrap();
         assert_eq!((p.0, n.node_of(p)), (second, 1));
         // THISNODE fails when the node is full; the default falls back.
-        while n.alloc_on(1, Order(10)).is_some() {}
-        assert_eq!(n.alloc_on(1, Order(4)).map(|p| n.node_of(p)), None);
+        let mut taken = 1;
+        while n.alloc_on(1, Order(4)).is_some() {
+            taken += 1;
+        }
+        assert_eq!(taken * 16, 4 << 10, "node 1 handed out all its frames");
+        assert_eq!(n.alloc_on(1, Order(0)), None);
         let q = n.alloc(Order(4)).unwrap();
         assert_eq!(n.node_of(q), 0);
         // Another node was used: the layout cannot change any more.
