@@ -993,6 +993,46 @@ impl ThpCounters {
 mod tests {
 
     #[test]
+    fn numa_maps_lines() {
+        let t = "55f6bf335000 default file=/usr/bin/cat mapped=2 N0=2 kernelpagesize_kB=4
+7f0000000000 default anon=48 dirty=48 active=0 mapmax=2 N0=32 N1=16 kernelpagesize_kB=4
+7f0000100000 bind:1 anon=1 dirty=1 N1=1 kernelpagesize_kB=4
+7f0000200000 default
+garbage
+";
+        let m = super::parse_numa_maps(t);
+        assert_eq!(m.len(), 4);
+        let e = &m[&0x7f00_0000_0000];
+        assert_eq!((e.anon, e.mapmax), (48, 2));
+        assert_eq!(e.nodes, vec![(0, 32), (1, 16)]);
+        assert_eq!(
+            e.line(),
+            "7f0000000000 default anon=48 mapmax=2 N0=32 N1=16 kernelpagesize_kB=4"
+        );
+        assert_eq!(m[&0x7f00_0010_0000].policy, "bind:1");
+        assert_eq!(m[&0x7f00_0020_0000].line(), "7f0000200000 default");
+        assert_eq!(m[&0x55f6_bf33_5000].anon, 0);
+    }
+
+    /// The live kernel prints numa_maps for this process, every page on a
+    /// node this machine has.
+    #[test]
+    fn own_numa_maps_parse() {
+        let pid = std::process::id() as i32;
+        let Ok(m) = super::read_numa_maps(pid) else {
+            eprintln!(
+                "SKIP: own_numa_maps_parse: no /proc/self/numa_maps (kernel without CONFIG_NUMA)"
+            );
+            return;
+        };
+        assert!(!m.is_empty());
+        let nodes = crate::budget::memory_nodes();
+        for e in m.values() {
+            assert!(e.nodes.iter().all(|(n, _)| *n < nodes), "{e:?}");
+        }
+    }
+
+    #[test]
     fn status_kb_fields() {
         let t = "Name:\tptlab\nVmSize:\t  2492 kB\nVmLck:\t       8 kB\nThreads:\t1\n";
         let m = super::parse_status(t);
