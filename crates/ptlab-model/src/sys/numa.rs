@@ -233,6 +233,37 @@ mod tests {
         });
     }
 
+    /// A hinting entry's descriptor: x86-64 `_PAGE_PROTNONE` (bit 8) with
+    /// `_PAGE_PRESENT` (bit 0) and `_PAGE_RW` clear; arm64 `PTE_PROT_NONE` =
+    /// `PTE_PRESENT_INVALID` (bit 11, nG's position) with `PTE_VALID` (bit 0)
+    /// clear, the frame kept. Linux: arch/x86/include/asm/pgtable_types.h,
+    /// arch/arm64/include/asm/pgtable-prot.h, pte_protnone().
+    #[test]
+    fn hinting_entries_are_encoded_per_arch() {
+        for arch in ArchKind::ALL {
+            let mut m = model(arch, 2);
+            map(&mut m, B, P);
+            m.write(1, B, 1).unwrap();
+            let before = leaf(&m, B);
+            m.numa_run_on(1, 1).unwrap();
+            assert_eq!(m.numa_scan(1, B, P), Ok(1));
+            let l = leaf(&m, B);
+            assert_eq!(l.pfn, before.pfn);
+            let raw = m.mm(1).unwrap().pt.arch().encode_leaf(1, l);
+            assert_eq!(raw & 1, 0, "{arch:?}: not valid/present");
+            match arch {
+                ArchKind::X86_64 => {
+                    assert_ne!(raw & (1 << 8), 0, "_PAGE_PROTNONE");
+                    assert_eq!(raw & (1 << 1), 0, "_PAGE_RW");
+                }
+                ArchKind::Arm64 => assert_ne!(raw & (1 << 11), 0, "PTE_PRESENT_INVALID"),
+            }
+            // pte_present(): still a mapped page in the observation.
+            let obs = m.observe(1, "t");
+            assert_eq!(obs.numa_maps[0].nodes, vec![(0, 1)]);
+        }
+    }
+
     #[test]
     fn remote_fault_migrates_to_the_task_node() {
         both(|arch, before| {
@@ -291,6 +322,34 @@ mod tests {
         // A migrated page comes back read-only (remove_migration_pte()).
         assert!(leaf(&m, B + 63 * P).write());
         assert!(!leaf(&m, B).write());
+        m.check_invariants().unwrap();
+    }
+
+    /// A target node without room for the folio (migrate_balanced_pgdat())
+    /// refuses the migration: the fault maps the entries back, writable as
+    /// decided before, and counts no migration.
+    #[test]
+    fn full_target_node_keeps_the_folio() {
+        let mut cfg = ModelConfig::for_arch(ArchKind::X86_64).with_memory(128 << 20);
+        cfg.nodes = 2;
+        let mut m = Model::new(cfg);
+        m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+        map(&mut m, B, 16 * P);
+        m.write(1, B, 1).unwrap(); // a 64K folio on node 0
+                                   // Fill node 1 from a second mapping (its faults fall back to node 0
+                                   // once node 1 is full).
+        m.numa_run_on(1, 1).unwrap();
+        let big = 80 << 20;
+        map(&mut m, B + (1 << 30), big);
+        m.access_range(1, B + (1 << 30), big, true, None).unwrap();
+        assert!(m.phys.node_free(1) < 16);
+        assert_eq!(m.numa_scan(1, B, 16 * P), Ok(16));
+        let pfn = leaf(&m, B).pfn;
+        m.read(1, B).unwrap();
+        assert_eq!(leaf(&m, B).pfn, pfn);
+        assert!(leaf(&m, B + 15 * P).write());
+        assert_eq!(stat(&m, "numa_hint_faults"), 1);
+        assert_eq!(stat(&m, "numa_pages_migrated"), 0);
         m.check_invariants().unwrap();
     }
 
