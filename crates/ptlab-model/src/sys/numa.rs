@@ -353,6 +353,47 @@ mod tests {
         m.check_invariants().unwrap();
     }
 
+    /// Room on the target node but no free block of the folio's order: the
+    /// large folio is not split to retry (MR_NUMA_MISPLACED), the migration
+    /// fails after isolation, and the entries come back without the write
+    /// upgrade (`ignore_writable`); a write then faults once more.
+    #[test]
+    fn fragmented_target_node_fails_the_large_migration() {
+        let mut cfg = ModelConfig::for_arch(ArchKind::X86_64).with_memory(128 << 20);
+        cfg.nodes = 2;
+        let mut m = Model::new(cfg);
+        // Fill node 1 with small pages, then free every other one of 256.
+        m.numa_run_on(1, 1).unwrap();
+        let fill = B + (1 << 30);
+        map(&mut m, fill, 80 << 20);
+        m.access_range(1, fill, 80 << 20, true, None).unwrap();
+        for k in 0..256 {
+            m.madvise(1, fill + 2 * k * P, P, crate::Advice::DontNeed)
+                .unwrap();
+        }
+        assert!(m.phys.node_free(1) >= 16);
+        // A 64K folio on node 0, made hinting entries from node 1.
+        m.numa_run_on(1, 0).unwrap();
+        m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+        map(&mut m, B, 16 * P);
+        m.write(1, B, 1).unwrap();
+        let pfn = leaf(&m, B).pfn;
+        m.numa_run_on(1, 1).unwrap();
+        assert_eq!(m.numa_scan(1, B, 16 * P), Ok(16));
+        assert_eq!(m.read(1, B), Ok(1));
+        assert_eq!(leaf(&m, B).pfn, pfn);
+        assert_eq!(m.node_of(pfn), 0);
+        for k in 0..16 {
+            let l = leaf(&m, B + k * P);
+            assert!(!l.flags.contains(LeafFlags::PROTNONE) && !l.write(), "{k}");
+        }
+        assert_eq!(stat(&m, "numa_pages_migrated"), 0);
+        m.write(1, B, 2).unwrap();
+        assert!(leaf(&m, B).write());
+        assert_eq!(leaf(&m, B).pfn, pfn);
+        m.check_invariants().unwrap();
+    }
+
     #[test]
     fn skip_rules_zero_page_shared_and_prot_none_vma() {
         both(|arch, before| {
