@@ -155,6 +155,7 @@ Examples:
   ptlab run scenarios/examples/basic.ptl
   ptlab run --arch arm64 scenarios/examples/basic.ptl
   ptlab run --format json --check-invariants my.ptl | jq .
+  ptlab run tests/scenarios/numa-06-fault-migrate-64k.ptl   # NUMA scan, hinting fault, migration
 
 A tiny scenario (save as demo.ptl):
   thp 64K always                  # allow 64 KiB mTHP everywhere
