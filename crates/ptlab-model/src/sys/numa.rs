@@ -73,6 +73,28 @@ impl Model {
         Ok(())
     }
 
+    /// Whether `addr` of process `pid` is mapped by a NUMA-hinting entry
+    /// (PTE or PMD; see crate::mm::numa::is_hinting()).
+    pub(crate) fn is_hinting_at(&self, pid: Pid, addr: u64) -> bool {
+        use crate::core::arch::Entry;
+        use crate::core::pgtable::PmdSlot;
+        let Some(mm) = self.procs.get(&pid) else {
+            return false;
+        };
+        let Some(vma) = mm.vmas.find(addr) else {
+            return false;
+        };
+        let leaf = match mm.pt.pmd(addr) {
+            PmdSlot::Leaf(l) => l,
+            PmdSlot::Table(_) => match mm.pt.pte_peek(addr) {
+                Entry::Leaf(l) => l,
+                _ => return false,
+            },
+            PmdSlot::None => return false,
+        };
+        crate::mm::numa::is_hinting(vma, leaf)
+    }
+
     /// The node process `pid` runs on.
     pub fn numa_node_of(&self, pid: Pid) -> Option<u32> {
         self.procs.get(&pid).map(|mm| mm.numa_node)
@@ -392,6 +414,29 @@ mod tests {
         assert!(leaf(&m, B).write());
         assert_eq!(leaf(&m, B).pfn, pfn);
         m.check_invariants().unwrap();
+    }
+
+    /// mlock's population reads through hinting entries of a read-only VMA
+    /// without a hinting fault; in a writable VMA its write faults do take
+    /// one (and then the write fault).
+    #[test]
+    fn mlock_population_follows_hinting_entries_for_reads() {
+        for writable in [false, true] {
+            let mut m = model(ArchKind::X86_64, 2);
+            map(&mut m, B, 64 * P);
+            m.access_range(1, B, 64 * P, true, None).unwrap();
+            if !writable {
+                m.mprotect(1, B, 64 * P, Prot::READ).unwrap();
+            }
+            m.numa_run_on(1, 1).unwrap();
+            assert_eq!(m.numa_scan(1, B, 64 * P), Ok(64));
+            m.mlock(1, B, 64 * P, false).unwrap();
+            let hinted = leaf(&m, B + 5 * P).flags.contains(LeafFlags::PROTNONE);
+            assert_eq!(hinted, !writable);
+            let faults = stat(&m, "numa_hint_faults");
+            assert_eq!(faults, if writable { 64 } else { 0 });
+            m.check_invariants().unwrap();
+        }
     }
 
     #[test]
