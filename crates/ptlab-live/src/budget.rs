@@ -209,6 +209,58 @@ pub fn check_machine_memory(bytes: u64) -> Result<(), String> {
     }
 }
 
+/// NUMA nodes with memory on this machine
+/// (`/sys/devices/system/node/has_memory`, a list such as `0` or `0-1`);
+/// 1 when the file cannot be read (a kernel without CONFIG_NUMA).
+pub fn memory_nodes() -> u32 {
+    std::fs::read_to_string("/sys/devices/system/node/has_memory")
+        .ok()
+        .and_then(|t| count_node_list(t.trim()))
+        .unwrap_or(1)
+}
+
+/// Nodes in a kernel node list (`0`, `0-3`, `0,2-3`).
+fn count_node_list(list: &str) -> Option<u32> {
+    let mut n = 0;
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        n += match part.split_once('-') {
+            Some((a, b)) => b.parse::<u32>().ok()?.checked_sub(a.parse::<u32>().ok()?)? + 1,
+            None => {
+                part.parse::<u32>().ok()?;
+                1
+            }
+        };
+    }
+    Some(n)
+}
+
+/// `machine nodes N` (and `numa node N-1`) on the live kernel: a scenario
+/// for a machine with more NUMA nodes than this one stops here, saying so.
+pub fn check_machine_nodes(nodes: u32) -> Result<(), String> {
+    let have = memory_nodes();
+    if nodes <= have {
+        return Ok(());
+    }
+    Err(format!(
+        "the scenario models a machine with {nodes} NUMA nodes, and this one has {have}: the \
+         live kernel cannot run it. Run it on the model (`ptlab run --nodes {nodes}`, \
+         `ptlab cost`)"
+    ))
+}
+
+/// Why `numa scan` cannot run live: automatic NUMA balancing scans on its
+/// own timer (task_numa_work() from the scheduler tick, every
+/// numa_balancing_scan_period) and only on a machine with more than one
+/// node; no system call asks for a pass.
+pub fn numa_scan_refusal() -> String {
+    format!(
+        "`numa scan` asks for one pass of automatic NUMA balancing, which the kernel runs only \
+         on its own schedule (task_numa_work()) and only with more than one NUMA node; this \
+         machine has {}. Run it on the model (`ptlab run`, `ptlab cost`)",
+        memory_nodes()
+    )
+}
+
 /// `MemAvailable` from /proc/meminfo, in bytes.
 pub fn mem_available() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -309,6 +361,15 @@ mod tests {
             eprintln!("SKIP: no MemTotal in /proc/meminfo");
             return;
         };
+        assert_eq!(count_node_list("0"), Some(1));
+        assert_eq!(count_node_list("0-3"), Some(4));
+        assert_eq!(count_node_list("0,2-3"), Some(3));
+        assert_eq!(count_node_list("x"), None);
+        let have = memory_nodes();
+        assert_eq!(check_machine_nodes(have), Ok(()));
+        let err = check_machine_nodes(have + 1).unwrap_err();
+        assert!(err.contains(&format!("{} NUMA nodes", have + 1)), "{err}");
+        assert!(numa_scan_refusal().contains("task_numa_work"));
         assert_eq!(check_machine_memory(64 << 20), Ok(()));
         assert_eq!(check_machine_memory(total), Ok(()));
         let err = check_machine_memory(total * 2).unwrap_err();

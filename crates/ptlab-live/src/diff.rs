@@ -842,6 +842,7 @@ impl DiffBackend {
                 }
             };
             self.compare_maps(&name, &live, &model);
+            self.compare_numa_maps(&name, &live, &model);
             self.compare_pages(&name, &live, &model, &mut frames, &mut seen);
             if !stats_done {
                 stats_done = true;
@@ -883,6 +884,16 @@ impl DiffBackend {
                 l,
                 m,
             );
+        }
+    }
+
+    /// numa_maps, line by line (the fields both sides keep).
+    fn compare_numa_maps(&mut self, proc: &str, live: &Observation, model: &Observation) {
+        let lines =
+            |o: &Observation| -> Vec<String> { o.numa_maps.iter().map(|n| n.line()).collect() };
+        let (l, m) = (lines(live), lines(model));
+        if l != m {
+            self.record(proc, "numa_maps", "numa_maps differ".to_string(), l, m);
         }
     }
 
@@ -1260,6 +1271,10 @@ impl Backend for DiffBackend {
             // asks for more memory than this machine has (the diff stops
             // there, as a partial run).
             Call::SetMemory { .. } => self.live.call(proc, call),
+            // Likewise the nodes (the model keeps the machine's one node),
+            // and a NUMA scan, which the live kernel cannot be asked for:
+            // the diff stops there as a partial run, with the reason.
+            Call::SetNodes { .. } | Call::NumaScan { .. } => self.live.call(proc, call),
             // Knobs and swap are not memory operations of the scenario's
             // processes (for the per-step comparison's bookkeeping).
             Call::SetThp { .. } | Call::SetSwap { .. } | Call::SetUseZeroPage { .. } => {

@@ -136,6 +136,52 @@ fn kb(v: &str) -> u64 {
 }
 
 /// `/proc/PID/smaps`.
+/// `/proc/PID/numa_maps` by VMA start: the policy, `anon=`, `mapmax=` and
+/// the `N<node>=` counts (the fields the model keeps; `dirty=`, `active=`,
+/// `file=`, `heap`, … are dropped).
+pub fn read_numa_maps(pid: i32) -> std::io::Result<BTreeMap<u64, ptlab_model::NumaMapsEntry>> {
+    Ok(parse_numa_maps(&std::fs::read_to_string(format!(
+        "/proc/{pid}/numa_maps"
+    ))?))
+}
+
+/// The lines of a numa_maps file (see [`read_numa_maps`]); a malformed line
+/// is skipped.
+pub fn parse_numa_maps(text: &str) -> BTreeMap<u64, ptlab_model::NumaMapsEntry> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let (Some(start), Some(policy)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let Ok(start) = u64::from_str_radix(start, 16) else {
+            continue;
+        };
+        let mut e = ptlab_model::NumaMapsEntry {
+            start,
+            policy: policy.to_string(),
+            ..Default::default()
+        };
+        for tok in it {
+            let Some((k, v)) = tok.split_once('=') else {
+                continue;
+            };
+            let Ok(v) = v.parse::<u64>() else { continue };
+            match k {
+                "anon" => e.anon = v,
+                "mapmax" => e.mapmax = v,
+                _ => {
+                    if let Some(n) = k.strip_prefix('N').and_then(|n| n.parse::<u32>().ok()) {
+                        e.nodes.push((n, v));
+                    }
+                }
+            }
+        }
+        out.insert(start, e);
+    }
+    out
+}
+
 pub fn read_smaps(pid: i32) -> std::io::Result<Vec<SmapsVma>> {
     Ok(parse_smaps(&std::fs::read_to_string(format!(
         "/proc/{pid}/smaps"
@@ -931,7 +977,7 @@ impl ThpCounters {
             for line in String::from_utf8_lossy(&self.buf[..len]).lines() {
                 let mut it = line.split_whitespace();
                 if let (Some(k), Some(v)) = (it.next(), it.next()) {
-                    if k.starts_with("thp_") {
+                    if k.starts_with("thp_") || k.starts_with("numa_") {
                         if let Ok(v) = v.parse::<i64>() {
                             m.insert(format!("vmstat/{k}"), v);
                         }
@@ -945,6 +991,46 @@ impl ThpCounters {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn numa_maps_lines() {
+        let t = "55f6bf335000 default file=/usr/bin/cat mapped=2 N0=2 kernelpagesize_kB=4
+7f0000000000 default anon=48 dirty=48 active=0 mapmax=2 N0=32 N1=16 kernelpagesize_kB=4
+7f0000100000 bind:1 anon=1 dirty=1 N1=1 kernelpagesize_kB=4
+7f0000200000 default
+garbage
+";
+        let m = super::parse_numa_maps(t);
+        assert_eq!(m.len(), 4);
+        let e = &m[&0x7f00_0000_0000];
+        assert_eq!((e.anon, e.mapmax), (48, 2));
+        assert_eq!(e.nodes, vec![(0, 32), (1, 16)]);
+        assert_eq!(
+            e.line(),
+            "7f0000000000 default anon=48 mapmax=2 N0=32 N1=16 kernelpagesize_kB=4"
+        );
+        assert_eq!(m[&0x7f00_0010_0000].policy, "bind:1");
+        assert_eq!(m[&0x7f00_0020_0000].line(), "7f0000200000 default");
+        assert_eq!(m[&0x55f6_bf33_5000].anon, 0);
+    }
+
+    /// The live kernel prints numa_maps for this process, every page on a
+    /// node this machine has.
+    #[test]
+    fn own_numa_maps_parse() {
+        let pid = std::process::id() as i32;
+        let Ok(m) = super::read_numa_maps(pid) else {
+            eprintln!(
+                "SKIP: own_numa_maps_parse: no /proc/self/numa_maps (kernel without CONFIG_NUMA)"
+            );
+            return;
+        };
+        assert!(!m.is_empty());
+        let nodes = crate::budget::memory_nodes();
+        for e in m.values() {
+            assert!(e.nodes.iter().all(|(n, _)| *n < nodes), "{e:?}");
+        }
+    }
 
     #[test]
     fn status_kb_fields() {

@@ -186,7 +186,10 @@ impl Planned {
             | Call::SetUseZeroPage { .. }
             | Call::SetBefore { .. }
             | Call::SetAfter { .. }
-            | Call::SetMemory { .. } => return None,
+            | Call::SetMemory { .. }
+            | Call::SetNodes { .. }
+            | Call::NumaRunOn { .. }
+            | Call::NumaScan { .. } => return None,
         })
     }
 }
@@ -1459,10 +1462,19 @@ impl LiveBackend {
             .get("VmLck")
             .copied()
             .unwrap_or(0);
+        let numa_maps = kernel::read_numa_maps(pid)
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/numa_maps: {e}")))?;
         for (i, s, e) in self.clipped(&smaps) {
             let v = &smaps[i];
             let pages = self.page_states(proc, pid, s, e)?;
             let whole = v.start == s && v.end == e;
+            obs.numa_maps.push(match numa_maps.get(&s) {
+                Some(n) if whole => n.clone(),
+                // A VMA the harness clips: its line covers the harness's
+                // part too; count the scenario's part from pagemap (one
+                // node: every page on node 0).
+                _ => numa_from_pages(s, &pages),
+            });
             let (rss_kb, anon_huge_kb) = if whole {
                 (v.rss_kb, v.anon_huge_kb)
             } else {
@@ -1495,7 +1507,7 @@ impl LiveBackend {
         Ok(obs)
     }
 
-    /// THP counters since the backend started.
+    /// THP and NUMA-balancing counters since the backend started.
     pub fn stats(&self) -> BTreeMap<String, i64> {
         self.thp_counters
             .borrow_mut()
@@ -1857,6 +1869,16 @@ impl Backend for LiveBackend {
             Call::SetMemory { bytes } => crate::budget::check_machine_memory(*bytes)
                 .map(|()| 0)
                 .map_err(BackendError::Other),
+            // The machine has the nodes it has: a scenario for more stops.
+            Call::SetNodes { nodes } => crate::budget::check_machine_nodes(*nodes)
+                .map(|()| 0)
+                .map_err(BackendError::Other),
+            // Every CPU of a one-node machine is on node 0: running there
+            // is what the worker already does; another node cannot be had.
+            Call::NumaRunOn { node } => crate::budget::check_machine_nodes(node + 1)
+                .map(|()| 0)
+                .map_err(BackendError::Other),
+            Call::NumaScan { .. } => Err(BackendError::Other(crate::budget::numa_scan_refusal())),
         }
     }
 
@@ -1953,4 +1975,24 @@ fn read_max_map_count() -> Result<u64, BackendError> {
         .trim()
         .parse()
         .map_err(|e| BackendError::Other(format!("bad /proc/sys/vm/max_map_count: {e}")))
+}
+
+/// The numa_maps entry of `[start, …)` from its pages, on a machine whose
+/// memory is all on node 0 (a clipped VMA; see [`LiveBackend::observe_live`]).
+fn numa_from_pages(start: u64, pages: &[PageObs]) -> ptlab_model::NumaMapsEntry {
+    let mut e = ptlab_model::NumaMapsEntry {
+        start,
+        policy: "default".into(),
+        ..Default::default()
+    };
+    for p in pages {
+        if let PageState::Anon(a) = &p.state {
+            e.anon += 1;
+            e.mapmax = e.mapmax.max(u64::from(a.mapcount));
+        }
+    }
+    if e.anon > 0 {
+        e.nodes.push((0, e.anon));
+    }
+    e
 }

@@ -212,6 +212,9 @@ pub(crate) fn encode(call: &Call, at: &Resolved) -> Option<Req> {
         | Call::SetSwap { .. }
         | Call::SetBefore { .. }
         | Call::SetAfter { .. }
-        | Call::SetMemory { .. } => return None,
+        | Call::SetMemory { .. }
+        | Call::SetNodes { .. }
+        | Call::NumaRunOn { .. }
+        | Call::NumaScan { .. } => return None,
     })
 }

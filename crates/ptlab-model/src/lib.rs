@@ -35,7 +35,7 @@ pub use call::{Call, CallError, UffdFds};
 pub use errno::Errno;
 pub use hw::{HwEvent, HwEvents, HwFeatures, HwMark, KCall};
 pub use model::{max_memory, AccessFault, Model, ModelConfig, Pid, MIN_MEMORY};
-pub use observe::{Observation, PageState, Sections};
+pub use observe::{NumaMapsEntry, Observation, PageState, Sections};
 pub use rlimit::{Resource, Rlimits, RLIM_INFINITY};
 pub use thp::{ThpDisable, ThpSettings};
 pub use uapi::{

@@ -36,6 +36,9 @@ pub struct ModelConfig {
     pub cap_sys_rawio: bool,
     /// Physical memory in 4 KiB frames.
     pub frames: u64,
+    /// NUMA nodes (`--nodes N`, `machine nodes N`): memory is split into
+    /// equal contiguous slices, node 0 lowest (docs/ops/numa.md).
+    pub nodes: u32,
     /// Seed changes that run their previous algorithm (`--before NAME`).
     pub before: crate::mm::batch::Before,
     /// Proposed changes newer than 6.18 that run instead of 6.18's
@@ -77,6 +80,7 @@ impl ModelConfig {
             mmap_min_addr: PAGE_SIZE,
             cap_sys_rawio: true,
             frames: 24 << 18,
+            nodes: 1,
             before: crate::mm::batch::Before::empty(),
             after: crate::mm::batch::After::empty(),
             hw: crate::core::hw::HwFeatures::default(),
@@ -109,6 +113,11 @@ pub struct Model {
 impl Model {
     pub fn new(cfg: ModelConfig) -> Model {
         let mut phys = PhysMem::new(cfg.frames);
+        if cfg.nodes > 1 {
+            // Only the zero page is in use yet: any layout fits.
+            let ok = phys.set_nodes(cfg.nodes);
+            debug_assert!(ok, "a fresh machine takes any node layout");
+        }
         let mut pt = PageTables::new(cfg.arch, &mut phys).expect("memory for the first page table");
         pt.hw.features = cfg.hw;
         let mut procs = BTreeMap::new();
@@ -123,6 +132,7 @@ impl Model {
                 thp_disable: Default::default(),
                 rlimits: Default::default(),
                 locked_vm_stale: 0,
+                numa_node: 0,
             },
         );
         Model {

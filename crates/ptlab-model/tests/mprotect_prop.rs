@@ -12,6 +12,12 @@
 //!   modify_prot_start_ptes()) and the arm64 contiguous bit;
 //! * every invariant after every step.
 //!
+//! The same switch selects the NUMA-hinting scan's batch skip (6.17,
+//! `prot_numa_skip()` + `folio_pte_batch()`) or its per-PTE skip, so the
+//! runs also move processes between the two nodes of the machine
+//! (`numa_run_on`) and scan ranges (`numa_scan`); the hinting faults and
+//! migrations follow from the accesses, and numa_maps is compared too.
+//!
 //! Soft-dirty and uffd-wp bits are not reachable yet (CONFIG_MEM_SOFT_DIRTY
 //! is off and the model has no UFFDIO_WRITEPROTECT).
 
@@ -69,6 +75,17 @@ enum Op {
         len: u64,
         advice: Advice,
     },
+    /// The process moves to node `node` (0 or 1).
+    NumaNode {
+        proc: usize,
+        node: u32,
+    },
+    /// One NUMA-balancing scan pass over the range.
+    NumaScan {
+        proc: usize,
+        off: u64,
+        len: u64,
+    },
 }
 
 fn off() -> impl Strategy<Value = u64> {
@@ -102,6 +119,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (1..3usize).prop_map(|proc| Op::Exit { proc }),
         1 => (off(), len(), prop_oneof![Just(Advice::DontFork), Just(Advice::DoFork), Just(Advice::HugePage), Just(Advice::NoHugePage)])
             .prop_map(|(off, len, advice)| Op::Advise { off, len, advice }),
+        2 => (0..3usize, 0..2u32).prop_map(|(proc, node)| Op::NumaNode { proc, node }),
+        4 => (0..3usize, off(), len()).prop_map(|(proc, off, len)| Op::NumaScan { proc, off, len }),
     ]
 }
 
@@ -121,6 +140,7 @@ fn prot(bits: u8) -> Prot {
 fn run(arch: ArchKind, before: Before, orders: &[u8], ops: &[Op]) -> (String, String, String) {
     let mut cfg = ModelConfig::for_arch(arch);
     cfg.before = before;
+    cfg.nodes = 2;
     let mut m = Model::new(cfg);
     for &o in orders {
         let mode = if o == 9 {
@@ -176,6 +196,12 @@ fn run(arch: ArchKind, before: Before, orders: &[u8], ops: &[Op]) -> (String, St
             Op::Advise { off, len, advice } => {
                 Some(format!("{:?}", m.madvise(1, BASE + off, len, advice)))
             }
+            Op::NumaNode { proc, node } => procs
+                .get(proc)
+                .map(|&p| format!("{:?}", m.numa_run_on(p, node))),
+            Op::NumaScan { proc, off, len } => procs
+                .get(proc)
+                .map(|&p| format!("{:?}", m.numa_scan(p, BASE + off, len))),
         };
         results.push_str(&format!("{op:?} -> {r:?}\n"));
         if let Err(e) = m.check_invariants() {
@@ -184,7 +210,13 @@ fn run(arch: ArchKind, before: Before, orders: &[u8], ops: &[Op]) -> (String, St
     }
     let text: String = procs
         .iter()
-        .map(|&p| m.observe(p, &format!("p{p}")).render(Sections::ALL))
+        .map(|&p| {
+            let all = Sections {
+                numa: true,
+                ..Sections::ALL
+            };
+            m.observe(p, &format!("p{p}")).render(all)
+        })
         .collect();
     let mut leaves = String::new();
     for &p in &procs {

@@ -139,7 +139,7 @@ pub enum StmtKind {
     BindPfn { name: NameId, addr: Expr },
     /// Any `expect` that is not about the previous statement.
     Expect(Expect),
-    /// `observe [maps] [smaps] [pages] [stats]`
+    /// `observe [maps] [smaps] [pages] [stats] [numa]`
     Observe(ObserveSections),
     /// `before NAME...` / `before none`: which seed changes run their
     /// previous algorithm from here on.
@@ -156,14 +156,18 @@ pub struct ObserveSections {
     pub smaps: bool,
     pub pages: bool,
     pub stats: bool,
+    /// `numa`: /proc/PID/numa_maps (printed only when named).
+    pub numa: bool,
 }
 
 impl ObserveSections {
+    /// A bare `observe`: maps, smaps, pages and stats.
     pub const ALL: ObserveSections = ObserveSections {
         maps: true,
         smaps: true,
         pages: true,
         stats: true,
+        numa: false,
     };
 }
 
@@ -178,6 +182,20 @@ pub enum Op {
     Swap(Option<Expr>, ptlab_model::swap::SwapKind),
     /// `machine memory SIZE`: the modelled machine's physical memory.
     Memory(Expr),
+    /// `machine nodes N`: the modelled machine's NUMA nodes.
+    Nodes(Expr),
+    /// `numa node N` / `numa scan ADDR LEN` (automatic NUMA balancing).
+    Numa(NumaOp),
+}
+
+/// The `numa` statements.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NumaOp {
+    /// `numa node N`: the process runs on a CPU of node N from here on.
+    Node(Expr),
+    /// `numa scan ADDR LEN`: one NUMA-balancing scan pass over the range;
+    /// returns the PTEs made NUMA-hinting.
+    Scan { addr: Expr, len: Expr },
 }
 
 impl Op {
@@ -189,6 +207,9 @@ impl Op {
             Op::Thp(_) => "thp",
             Op::Swap(..) => "swap",
             Op::Memory(_) => "machine memory",
+            Op::Nodes(_) => "machine nodes",
+            Op::Numa(NumaOp::Node(_)) => "numa node",
+            Op::Numa(NumaOp::Scan { .. }) => "numa scan",
         }
     }
 }

@@ -200,6 +200,7 @@ impl ObserveOutput {
             smaps: s.smaps,
             pages: s.pages,
             stats: s.stats,
+            numa: s.numa,
         })
     }
 
@@ -971,6 +972,16 @@ impl<'a> Interp<'a> {
             Op::Thp(setting) => self.thp(pos, setting)?,
             Op::Memory(size) => Call::SetMemory {
                 bytes: self.eval(size)?,
+            },
+            Op::Nodes(n) => Call::SetNodes {
+                nodes: self.eval_u32(pos, n, "machine nodes")?,
+            },
+            Op::Numa(NumaOp::Node(n)) => Call::NumaRunOn {
+                node: self.eval_u32(pos, n, "numa node")?,
+            },
+            Op::Numa(NumaOp::Scan { addr, len }) => Call::NumaScan {
+                addr: self.eval(addr)?,
+                len: self.eval(len)?,
             },
             Op::Swap(size, kind) => Call::SetSwap {
                 bytes: match size {

@@ -51,7 +51,7 @@ const SYSCALLS: &[&str] = &[
 /// The other words that start a statement.
 const OTHER_STATEMENTS: &[&str] = &[
     "let", "read", "write", "thp", "swap", "repeat", "end", "expect", "observe", "before", "after",
-    "param", "machine",
+    "param", "machine", "numa",
 ];
 
 /// Every word that starts a statement: the syscalls and the rest.
@@ -148,7 +148,9 @@ const EXPECT_KINDS: &[&str] = &[
     "value",
     "invariants",
 ];
-const OBSERVE_SECTIONS: &[&str] = &["maps", "smaps", "pages", "stats"];
+const OBSERVE_SECTIONS: &[&str] = &["maps", "smaps", "pages", "stats", "numa"];
+const MACHINE_SETTINGS: &[&str] = &["memory", "nodes"];
+const NUMA_OPS: &[&str] = &["node", "scan"];
 const NO_STOP: &[&str] = &[];
 
 /// Parse a whole scenario. `file` names the source in messages.
@@ -598,16 +600,47 @@ impl<'s> Parser<'s> {
             }
             "machine" => {
                 cur.bump();
-                if !cur.eat("memory") {
-                    return Err(cur.err("expected 'memory SIZE' after 'machine'"));
-                }
-                let size = self.arg(
-                    &mut cur,
-                    "a memory size such as 64G or 4T after 'machine memory'",
-                    NO_STOP,
+                let (what, _) = cur.word(
+                    MACHINE_SETTINGS,
+                    "'memory SIZE' or 'nodes N' after 'machine'",
                 )?;
+                let op = if what == "memory" {
+                    Op::Memory(self.arg(
+                        &mut cur,
+                        "a memory size such as 64G or 4T after 'machine memory'",
+                        NO_STOP,
+                    )?)
+                } else {
+                    Op::Nodes(self.arg(
+                        &mut cur,
+                        "a number of NUMA nodes (1 to 64) after 'machine nodes'",
+                        NO_STOP,
+                    )?)
+                };
                 cur.finish("the machine setting")?;
-                let op = Op::Memory(size);
+                let check = self.check_for(&op)?;
+                StmtKind::Op {
+                    bind: None,
+                    op,
+                    check,
+                }
+            }
+            "numa" => {
+                cur.bump();
+                let (what, _) = cur.word(NUMA_OPS, "'node N' or 'scan ADDR LEN' after 'numa'")?;
+                let op = if what == "node" {
+                    Op::Numa(NumaOp::Node(self.arg(
+                        &mut cur,
+                        "the node the process runs on after 'numa node'",
+                        NO_STOP,
+                    )?))
+                } else {
+                    let addr =
+                        self.arg(&mut cur, "the start address after 'numa scan'", NO_STOP)?;
+                    let len = self.arg(&mut cur, "the length after 'numa scan ADDR'", NO_STOP)?;
+                    Op::Numa(NumaOp::Scan { addr, len })
+                };
+                cur.finish("the numa statement")?;
                 let check = self.check_for(&op)?;
                 StmtKind::Op {
                     bind: None,
@@ -835,7 +868,9 @@ impl<'s> Parser<'s> {
             (Op::Access(_), CheckKind::Errno(_) | CheckKind::Ret(_)) => Some("read and write do not fail with an errno; use 'expect segv', 'expect uffd' or 'expect ok'"),
             (Op::Thp(_), CheckKind::Ret(_) | CheckKind::Segv) => Some("a thp line can only be followed by 'expect ok' or 'expect errno NAME'"),
             (Op::Swap(..), CheckKind::Ret(_) | CheckKind::Segv) => Some("a swap line can only be followed by 'expect ok' or 'expect errno NAME'"),
-            (Op::Memory(_), CheckKind::Ret(_) | CheckKind::Segv | CheckKind::Uffd) => Some("a machine line can only be followed by 'expect ok' or 'expect errno NAME'"),
+            (Op::Memory(_) | Op::Nodes(_), CheckKind::Ret(_) | CheckKind::Segv | CheckKind::Uffd) => Some("a machine line can only be followed by 'expect ok' or 'expect errno NAME'"),
+            (Op::Numa(NumaOp::Node(_)), CheckKind::Ret(_) | CheckKind::Segv | CheckKind::Uffd) => Some("'numa node' can only be followed by 'expect ok' or 'expect errno NAME'"),
+            (Op::Numa(NumaOp::Scan { .. }), CheckKind::Segv | CheckKind::Uffd) => Some("'numa scan' can only be followed by 'expect ok', 'expect errno NAME' or 'expect ret == N' (the PTEs it changed)"),
             _ => None,
         };
         if let Some(msg) = allowed {
@@ -1934,7 +1969,8 @@ fn thp_mode(cur: &mut Cur<'_>) -> Result<ThpMode, ParseError> {
     ThpMode::from_name(&word).ok_or_else(|| cur.err_at(pos, format!("unknown THP mode '{word}'")))
 }
 
-/// `maps`, `smaps`, `pages`, `stats` in any combination; none means all.
+/// `maps`, `smaps`, `pages`, `stats`, `numa` in any combination; none means
+/// the first four.
 fn observe_sections(cur: &mut Cur<'_>) -> Result<ObserveSections, ParseError> {
     if cur.at_end() {
         return Ok(ObserveSections::ALL);
@@ -1944,16 +1980,18 @@ fn observe_sections(cur: &mut Cur<'_>) -> Result<ObserveSections, ParseError> {
         smaps: false,
         pages: false,
         stats: false,
+        numa: false,
     };
     while !cur.at_end() {
         let (word, _) = cur.word(
             OBSERVE_SECTIONS,
-            "a section to observe (maps, smaps, pages or stats)",
+            "a section to observe (maps, smaps, pages, stats or numa)",
         )?;
         match word.as_str() {
             "maps" => s.maps = true,
             "smaps" => s.smaps = true,
             "pages" => s.pages = true,
+            "numa" => s.numa = true,
             _ => s.stats = true,
         }
     }

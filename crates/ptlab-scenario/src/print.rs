@@ -345,6 +345,9 @@ pub fn call_to_ptl(
         },
         Call::SetUseZeroPage { on } => format!("thp use_zero_page {}", u8::from(*on)),
         Call::SetMemory { bytes } => format!("machine memory {}", size(*bytes)),
+        Call::SetNodes { nodes } => format!("machine nodes {nodes}"),
+        Call::NumaRunOn { node } => format!("numa node {node}"),
+        Call::NumaScan { addr: a, len } => format!("numa scan {} {}", addr(*a), size(*len)),
         Call::SetSwap { bytes: 0, .. } => "swap off".into(),
         Call::SetSwap {
             bytes,

@@ -86,7 +86,7 @@ fn mmap_flags_reach_the_backend() {
 
 #[test]
 fn uncovered_syscall_failure_is_a_failure() {
-    let (r, _) = run_src("mmap 0\nlet after = 1");
+    let (r, _) = run_src("mmap 0\nlet later = 1");
     assert_eq!(
         failures(&r),
         ["t.ptl:1: mmap failed with EINVAL (Invalid argument) and no expect line covers it"]

@@ -17,6 +17,8 @@ Examples:
         --compare-before mremap-pte-batch
   ptlab cost scenarios/seeds/mprotect-64k.ptl --arch arm64 --profile neoverse-n1 \\
         --param iterations=1 --compare-before mprotect-pte-batch
+  ptlab cost scenarios/examples/numa-scan-64k.ptl --compare-before mprotect-pte-batch
+        (NUMA-hinting scans of 1 GiB of 64 KiB folios: 6.17's batch skip)
   ptlab cost my.ptl --profile ./my-machine.toml --format json | jq .
 
 What it does: runs the scenario on the model (no kernel needed), counts the

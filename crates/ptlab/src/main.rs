@@ -155,6 +155,7 @@ Examples:
   ptlab run scenarios/examples/basic.ptl
   ptlab run --arch arm64 scenarios/examples/basic.ptl
   ptlab run --format json --check-invariants my.ptl | jq .
+  ptlab run tests/scenarios/numa-06-fault-migrate-64k.ptl   # NUMA scan, hinting fault, migration
 
 A tiny scenario (save as demo.ptl):
   thp 64K always                  # allow 64 KiB mTHP everywhere
@@ -396,8 +397,9 @@ fn parse_before(name: &str) -> std::result::Result<ptlab_model::Before, String> 
     })
 }
 
-/// `--memory SIZE`: the modelled machine's physical memory (`run`, `cost`,
-/// `show`; `diff` and `fuzz` model the machine they run on).
+/// `--memory SIZE` and `--nodes N`: the modelled machine's physical memory
+/// and NUMA nodes (`run`, `cost`, `show`; `diff` and `fuzz` model the
+/// machine they run on).
 #[derive(Args, Clone, Copy, Default)]
 pub(crate) struct MemoryArg {
     /// Physical memory of the modelled machine (default 24G, this project's
@@ -406,11 +408,22 @@ pub(crate) struct MemoryArg {
     /// the scenario. Example: --memory 2T to fork a 1 TiB process
     #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
     pub(crate) memory: Option<u64>,
+    /// NUMA nodes of the modelled machine (default 1): memory is split into
+    /// N equal slices, node 0 lowest; a process's faults allocate on the node
+    /// it runs on (`numa node N`), and `numa scan` / hinting faults move
+    /// misplaced folios there (docs/ops/numa.md). Same as a `machine nodes
+    /// N` statement. Example: --nodes 2
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) nodes: Option<u32>,
 }
 
 impl MemoryArg {
     /// `cfg` with this memory, checked against `cfg`'s architecture.
     pub(crate) fn apply(&self, cfg: ModelConfig) -> Result<ModelConfig> {
+        let mut cfg = cfg;
+        if let Some(n) = self.nodes {
+            cfg.nodes = n;
+        }
         let Some(bytes) = self.memory else {
             return Ok(cfg);
         };
@@ -687,6 +700,11 @@ fn run(args: &RunArgs) -> Result<bool> {
     if args.memory.memory.is_some() && args.backend == BackendKind::Live {
         anyhow::bail!(
             "--memory sets the modelled machine; the live kernel runs on this machine's memory"
+        );
+    }
+    if args.memory.nodes.is_some() && args.backend == BackendKind::Live {
+        anyhow::bail!(
+            "--nodes sets the modelled machine; the live kernel runs on this machine's NUMA nodes"
         );
     }
     let opts = RunOptions {

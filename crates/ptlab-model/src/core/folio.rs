@@ -23,7 +23,7 @@
 
 use crate::core::addr::{Order, Pfn, PMD_ORDER};
 use crate::core::hw::HwEvent;
-use crate::core::phys::{FrameAllocator, FIRST_PFN};
+use crate::core::phys::{Nodes, FIRST_PFN};
 use crate::core::stats::{MthpStat, Stats, VmEvent};
 use crate::types::Pid;
 
@@ -465,7 +465,7 @@ impl FolioRef {
 /// Physical memory, its folios and the global THP counters.
 #[derive(Clone, Debug)]
 pub struct PhysMem {
-    alloc: FrameAllocator,
+    pub(crate) alloc: Nodes,
     memmap: Memmap,
     large: LargeFolios,
     /// Bytes of per-page arrays the large-folio records hold.
@@ -493,7 +493,7 @@ impl crate::core::arch::FolioSpan for PhysMem {
 
 impl PhysMem {
     pub fn new(frames: u64) -> Self {
-        let mut alloc = FrameAllocator::new(frames);
+        let mut alloc = Nodes::new(frames);
         let zero_pfn = alloc.alloc(Order::ZERO).expect("memory for the zero page");
         let mut pm = PhysMem {
             alloc,
@@ -551,6 +551,40 @@ impl PhysMem {
         self.alloc.allocated()
     }
 
+    // ---- NUMA nodes ---------------------------------------------------------
+
+    /// Number of NUMA nodes.
+    pub fn nodes(&self) -> u32 {
+        self.alloc.count()
+    }
+
+    /// Split memory into `nodes` nodes of equal size; false when a frame
+    /// already in use would change node (see [`Nodes::set_layout`]).
+    pub fn set_nodes(&mut self, nodes: u32) -> bool {
+        let frames = self.alloc.frames();
+        self.alloc.set_layout(frames, nodes)
+    }
+
+    /// The node a frame belongs to. Linux: page_to_nid() / folio_nid().
+    pub fn node_of(&self, pfn: Pfn) -> u32 {
+        self.alloc.node_of(pfn)
+    }
+
+    /// The node allocations without a node of their own go to first
+    /// (`numa_node_id()` of the running task).
+    pub fn local_node(&self) -> u32 {
+        self.alloc.local
+    }
+
+    pub fn set_local_node(&mut self, node: u32) {
+        self.alloc.local = node.min(self.nodes() - 1);
+    }
+
+    /// Free frames of `node`.
+    pub fn node_free(&self, node: u32) -> u64 {
+        self.alloc.node_free(node)
+    }
+
     /// Bytes of model memory spent on physical-memory metadata: the
     /// memmap sections in use and the large-folio records (a B-tree entry
     /// each, counted as the record plus its key).
@@ -565,6 +599,18 @@ impl PhysMem {
     /// Linux: mm/memory.c alloc_anon_folio(), folio_prealloc().
     pub fn alloc_anon_folio(&mut self, order: Order) -> Option<FolioRef> {
         let head = self.alloc.alloc(order)?;
+        Some(self.init_anon_folio(head, order))
+    }
+
+    /// [`PhysMem::alloc_anon_folio`] on `node` only (`__GFP_THISNODE`), as
+    /// migration allocates its destination.
+    /// Linux: mm/migrate.c alloc_misplaced_dst_folio().
+    pub fn alloc_anon_folio_on(&mut self, node: u32, order: Order) -> Option<FolioRef> {
+        let head = self.alloc.alloc_on(node, order)?;
+        Some(self.init_anon_folio(head, order))
+    }
+
+    fn init_anon_folio(&mut self, head: Pfn, order: Order) -> FolioRef {
         self.hw.one(HwEvent::FolioAlloc);
         if order.0 > 0 {
             self.large
@@ -579,7 +625,7 @@ impl PhysMem {
                 },
             );
         }
-        Some(FolioRef { head, order })
+        FolioRef { head, order }
     }
 
     /// Allocate a page-table page.
@@ -800,6 +846,18 @@ impl PhysMem {
     }
 
     /// Whether any mm other than `mm` maps the folio. Linux: folio_maybe_mapped_shared().
+    /// Whether the folio may be mapped by more than one process: a small
+    /// folio mapped more than once; a large one mapped by two or more mms
+    /// (the model's exact per-mm counts; the kernel's two mm ids agree
+    /// while at most two mms map it).
+    /// Linux: include/linux/mm.h folio_maybe_mapped_shared().
+    pub fn maybe_mapped_shared(&self, folio: FolioRef) -> bool {
+        match self.large.get(&folio.head.0) {
+            Some(l) => l.mm_maps.iter().filter(|&&(_, n)| n > 0).count() > 1,
+            None => self.page_mapcount(folio.head) > 1,
+        }
+    }
+
     pub fn mapped_by_other_mm(&self, folio: FolioRef, mm: Pid) -> bool {
         match self.large.get(&folio.head.0) {
             Some(l) => l.mm_maps.iter().any(|&(p, n)| p != mm && n > 0),

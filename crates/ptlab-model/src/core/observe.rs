@@ -375,6 +375,47 @@ impl<'a> Iterator for Aligned<'a> {
     }
 }
 
+/// One line of `/proc/PID/numa_maps` for a VMA: its start, memory policy
+/// (`default` in the model), `anon=` pages, `mapmax=` (the highest
+/// per-page mapcount, shown when above 1) and the pages on each node
+/// (`N0=…`), counted over present entries with a normal page (not the zero
+/// page or the huge zero folio; NUMA-hinting entries count, they are
+/// present). The kernel's `dirty=`, `active=`, `swapcache=` and
+/// `writeback=` fields depend on LRU and writeback state the model does not
+/// keep and are not part of it. Linux: fs/proc/task_mmu.c show_numa_map(),
+/// gather_pte_stats(), can_gather_numa_stats().
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumaMapsEntry {
+    pub start: u64,
+    pub policy: String,
+    pub anon: u64,
+    pub mapmax: u64,
+    /// `(node, pages)` for every node with pages, in node order.
+    pub nodes: Vec<(u32, u64)>,
+}
+
+impl NumaMapsEntry {
+    /// The line as the kernel prints it, less the fields the model does not
+    /// keep (`7f0000000000 default anon=16 N0=8 N1=8 kernelpagesize_kB=4`).
+    pub fn line(&self) -> String {
+        let mut s = format!("{:08x} {}", self.start, self.policy);
+        if self.anon == 0 && self.nodes.is_empty() {
+            return s;
+        }
+        if self.anon > 0 {
+            let _ = write!(s, " anon={}", self.anon);
+        }
+        if self.mapmax > 1 {
+            let _ = write!(s, " mapmax={}", self.mapmax);
+        }
+        for (n, p) in &self.nodes {
+            let _ = write!(s, " N{n}={p}");
+        }
+        s.push_str(" kernelpagesize_kB=4");
+        s
+    }
+}
+
 /// Everything one process shows, plus global THP counter deltas.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Observation {
@@ -390,6 +431,9 @@ pub struct Observation {
     /// `/proc/PID/status` VmLck in kB (mm->locked_vm).
     #[serde(default)]
     pub vm_lck_kb: u64,
+    /// `/proc/PID/numa_maps`, one entry per VMA of `maps`.
+    #[serde(default)]
+    pub numa_maps: Vec<NumaMapsEntry>,
 }
 
 impl Observation {
@@ -443,6 +487,12 @@ impl Observation {
                 let _ = writeln!(out, "{line}");
             }
         }
+        if sections.numa {
+            let _ = writeln!(out, "-- numa_maps");
+            for n in &self.numa_maps {
+                let _ = writeln!(out, "{}", n.line());
+            }
+        }
         if sections.stats {
             let _ = writeln!(out, "-- stats");
             for (k, v) in &self.stats {
@@ -462,14 +512,18 @@ pub struct Sections {
     pub smaps: bool,
     pub pages: bool,
     pub stats: bool,
+    /// `/proc/PID/numa_maps` (only when asked for: `observe numa`).
+    pub numa: bool,
 }
 
 impl Sections {
+    /// Maps, smaps, pages and stats: what a bare `observe` prints.
     pub const ALL: Sections = Sections {
         maps: true,
         smaps: true,
         pages: true,
         stats: true,
+        numa: false,
     };
 }
 

@@ -6,6 +6,13 @@
 //! same frame numbers on every run. Linux: mm/page_alloc.c (__rmqueue_smallest,
 //! __free_one_page) — the model keeps the buddy splitting and merging, not the
 //! per-CPU lists or migrate types.
+//!
+//! A machine with several NUMA nodes ([`Nodes`]) gives each node one
+//! contiguous range of frames, node 0 lowest, like a real machine's memblock
+//! layout: a frame's node follows from its number, so no page carries one.
+//! Linux: include/linux/mm.h page_to_nid() (the node of a PFN range),
+//! mm/page_alloc.c get_page_from_freelist() (the local node first, then the
+//! zonelist's fallback order).
 
 use crate::core::addr::{Order, Pfn};
 use std::collections::BTreeSet;
@@ -22,17 +29,26 @@ pub struct FrameAllocator {
     fresh: u64,
     /// Upper bound on frames (exclusive).
     limit: u64,
+    /// First frame of the zone (max-order aligned).
+    base: u64,
     allocated: u64,
 }
 
 impl FrameAllocator {
     /// An allocator over `frames` frames (rounded down to max-order blocks).
     pub fn new(frames: u64) -> Self {
+        Self::new_at(FIRST_PFN, frames)
+    }
+
+    /// An allocator over `frames` frames from frame `base` (max-order aligned).
+    pub fn new_at(base: u64, frames: u64) -> Self {
         let block = 1u64 << MAX_ORDER;
+        debug_assert!(base.is_multiple_of(block));
         FrameAllocator {
             free: (0..=MAX_ORDER).map(|_| BTreeSet::new()).collect(),
-            fresh: FIRST_PFN,
-            limit: FIRST_PFN + frames / block * block,
+            fresh: base,
+            limit: base + frames / block * block,
+            base,
             allocated: 0,
         }
     }
@@ -41,7 +57,7 @@ impl FrameAllocator {
     /// blocks). Fails when frames above the new end were ever handed out.
     pub fn set_frames(&mut self, frames: u64) -> bool {
         let block = 1u64 << MAX_ORDER;
-        let limit = FIRST_PFN + frames / block * block;
+        let limit = self.base + frames / block * block;
         if limit < self.fresh {
             return false;
         }
@@ -51,7 +67,12 @@ impl FrameAllocator {
 
     /// Frames of the zone.
     pub fn frames(&self) -> u64 {
-        self.limit - FIRST_PFN
+        self.limit - self.base
+    }
+
+    /// Never handed out a frame.
+    fn untouched(&self) -> bool {
+        self.fresh == self.base
     }
 
     /// Frames currently allocated.
@@ -102,7 +123,7 @@ impl FrameAllocator {
         let mut o = order.0;
         self.allocated -= order.pages();
         while o < MAX_ORDER {
-            let buddy = FIRST_PFN + ((p - FIRST_PFN) ^ (1 << o));
+            let buddy = self.base + ((p - self.base) ^ (1 << o));
             if !self.free[o as usize].remove(&buddy) {
                 break;
             }
@@ -113,9 +134,169 @@ impl FrameAllocator {
     }
 }
 
+/// Most NUMA nodes a modelled machine may have (x86-64 and arm64 distribution
+/// kernels: CONFIG_NODES_SHIFT = 10 on x86-64; the model stops at 64).
+pub const MAX_NODES: u32 = 64;
+
+/// The frames of every NUMA node: node `k` owns the `k`-th equal slice of
+/// memory (`frames / nodes`, rounded down to max-order blocks).
+/// Allocation takes the local node first and falls back to the others in
+/// node order (the default policy; `__GFP_THISNODE` allocations use
+/// [`Nodes::alloc_on`]).
+#[derive(Clone, Debug)]
+pub struct Nodes {
+    nodes: Vec<FrameAllocator>,
+    /// Frames per node (every node the same size).
+    per_node: u64,
+    /// The node of the CPU the current task runs on (`numa_node_id()`).
+    pub local: u32,
+}
+
+impl Nodes {
+    /// One node of `frames` frames.
+    pub fn new(frames: u64) -> Self {
+        let a = FrameAllocator::new(frames);
+        Nodes {
+            per_node: a.frames(),
+            nodes: vec![a],
+            local: 0,
+        }
+    }
+
+    /// Re-slice memory into `nodes` nodes of `frames / nodes` frames each.
+    /// Node 0 keeps what it handed out; fails (nothing changed) when node 0
+    /// used frames beyond its new end or another node was ever used, or when
+    /// a node would be smaller than one max-order block.
+    pub fn set_layout(&mut self, frames: u64, nodes: u32) -> bool {
+        let block = 1u64 << MAX_ORDER;
+        let n = u64::from(nodes.clamp(1, MAX_NODES));
+        let per = frames / n / block * block;
+        if per == 0 || self.nodes.iter().skip(1).any(|a| !a.untouched()) {
+            return false;
+        }
+        let mut first = self.nodes[0].clone();
+        if !first.set_frames(per) {
+            return false;
+        }
+        let mut v = vec![first];
+        for k in 1..n {
+            v.push(FrameAllocator::new_at(FIRST_PFN + k * per, per));
+        }
+        self.nodes = v;
+        self.per_node = per;
+        self.local = self.local.min(nodes - 1);
+        true
+    }
+
+    /// Number of nodes.
+    pub fn count(&self) -> u32 {
+        self.nodes.len() as u32
+    }
+
+    /// The node holding `pfn` (frames below the first node, the "firmware"
+    /// range, count as node 0). Linux: page_to_nid() / pfn_to_nid().
+    pub fn node_of(&self, pfn: Pfn) -> u32 {
+        let k = pfn.0.saturating_sub(FIRST_PFN) / self.per_node.max(1);
+        (k as u32).min(self.count() - 1)
+    }
+
+    /// Allocate on the local node, else on the others in node order.
+    pub fn alloc(&mut self, order: Order) -> Option<Pfn> {
+        let local = self.local as usize;
+        if let Some(p) = self.nodes[local].alloc(order) {
+            return Some(p);
+        }
+        let n = self.nodes.len();
+        (0..n)
+            .filter(|&k| k != local)
+            .find_map(|k| self.nodes[k].alloc(order))
+    }
+
+    /// Allocate on `node` only (`__GFP_THISNODE`).
+    pub fn alloc_on(&mut self, node: u32, order: Order) -> Option<Pfn> {
+        self.nodes.get_mut(node as usize)?.alloc(order)
+    }
+
+    pub fn free(&mut self, pfn: Pfn, order: Order) {
+        let k = self.node_of(pfn) as usize;
+        self.nodes[k].free(pfn, order);
+    }
+
+    /// Frames of every node together.
+    pub fn frames(&self) -> u64 {
+        self.nodes.iter().map(FrameAllocator::frames).sum()
+    }
+
+    /// Frames allocated on every node together.
+    pub fn allocated(&self) -> u64 {
+        self.nodes.iter().map(FrameAllocator::allocated).sum()
+    }
+
+    /// Free frames of `node`.
+    pub fn node_free(&self, node: u32) -> u64 {
+        self.nodes
+            .get(node as usize)
+            .map_or(0, |a| a.frames() - a.allocated())
+    }
+
+    /// Resize memory keeping the node count (see [`Nodes::set_layout`]).
+    pub fn set_frames(&mut self, frames: u64) -> bool {
+        if self.nodes.len() == 1 {
+            let ok = self.nodes[0].set_frames(frames);
+            if ok {
+                self.per_node = self.nodes[0].frames();
+            }
+            return ok;
+        }
+        self.set_layout(frames, self.count())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nodes_slice_memory_and_fall_back() {
+        let mut n = Nodes::new(8 << 10);
+        n.alloc(Order(0)).unwrap();
+        assert!(n.set_layout(8 << 10, 2));
+        assert_eq!(n.count(), 2);
+        assert_eq!(n.frames(), 8 << 10);
+        let second = FIRST_PFN + (4 << 10);
+        assert_eq!(n.node_of(Pfn(FIRST_PFN)), 0);
+        assert_eq!(n.node_of(Pfn(second - 1)), 0);
+        assert_eq!(n.node_of(Pfn(second)), 1);
+        n.local = 1;
+        let p = n.alloc(Order(4)).unwrap();
+        assert_eq!((p.0, n.node_of(p)), (second, 1));
+        // THISNODE fails when the node is full; the default falls back.
+        let mut taken = 1;
+        while n.alloc_on(1, Order(4)).is_some() {
+            taken += 1;
+        }
+        assert_eq!(taken * 16, 4 << 10, "node 1 handed out all its frames");
+        assert_eq!(n.alloc_on(1, Order(0)), None);
+        let q = n.alloc(Order(4)).unwrap();
+        assert_eq!(n.node_of(q), 0);
+        // Another node was used: the layout cannot change any more.
+        assert!(!n.set_layout(8 << 10, 4));
+        n.free(q, Order(4));
+        n.free(p, Order(4));
+        assert_eq!(n.node_free(0), (4 << 10) - 1);
+    }
+
+    #[test]
+    fn one_node_is_the_plain_allocator() {
+        let mut n = Nodes::new(1 << 20);
+        let mut a = FrameAllocator::new(1 << 20);
+        for o in [0u8, 4, 9, 0, 2] {
+            assert_eq!(n.alloc(Order(o)), a.alloc(Order(o)));
+        }
+        assert!(n.set_frames(1 << 21));
+        assert_eq!(n.frames(), 1 << 21);
+        assert_eq!(n.node_of(Pfn(FIRST_PFN + (1 << 20) + 5)), 0);
+    }
 
     #[test]
     fn deterministic_and_aligned() {

@@ -1,5 +1,6 @@
 //! THP counters as the kernel keeps them: per-size `hugepages-<N>kB/stats/*`
-//! and the PMD-only `/proc/vmstat` `thp_*` events.
+//! and the PMD-only `/proc/vmstat` `thp_*` events, and the NUMA-balancing
+//! `numa_*` events.
 //!
 //! Linux: include/linux/huge_mm.h enum mthp_stat_item, include/linux/vm_event_item.h.
 
@@ -76,10 +77,22 @@ pub enum VmEvent {
     ThpSwpout,
     /// A PMD-sized folio split because its swap allocation failed.
     ThpSwpoutFallback,
+    /// PTEs a NUMA-hinting scan changed (change_prot_numa(); a huge PMD
+    /// counts its 512 pages).
+    NumaPteUpdates,
+    /// Huge PMDs change_pmd_range() changed — by mprotect as well as by
+    /// NUMA-hinting scans.
+    NumaHugePteUpdates,
+    /// NUMA-hinting faults (do_numa_page(), do_huge_pmd_numa_page()).
+    NumaHintFaults,
+    /// Hinting faults on a folio already on the faulting task's node.
+    NumaHintFaultsLocal,
+    /// Base pages migrated by hinting faults (migrate_misplaced_folio()).
+    NumaPagesMigrated,
 }
 
 impl VmEvent {
-    pub const ALL: [VmEvent; 9] = [
+    pub const ALL: [VmEvent; 14] = [
         VmEvent::ThpFaultAlloc,
         VmEvent::ThpFaultFallback,
         VmEvent::ThpSplitPmd,
@@ -89,6 +102,11 @@ impl VmEvent {
         VmEvent::ThpSplitPage,
         VmEvent::ThpSwpout,
         VmEvent::ThpSwpoutFallback,
+        VmEvent::NumaPteUpdates,
+        VmEvent::NumaHugePteUpdates,
+        VmEvent::NumaHintFaults,
+        VmEvent::NumaHintFaultsLocal,
+        VmEvent::NumaPagesMigrated,
     ];
     pub const fn name(self) -> &'static str {
         match self {
@@ -101,6 +119,11 @@ impl VmEvent {
             VmEvent::ThpSplitPage => "thp_split_page",
             VmEvent::ThpSwpout => "thp_swpout",
             VmEvent::ThpSwpoutFallback => "thp_swpout_fallback",
+            VmEvent::NumaPteUpdates => "numa_pte_updates",
+            VmEvent::NumaHugePteUpdates => "numa_huge_pte_updates",
+            VmEvent::NumaHintFaults => "numa_hint_faults",
+            VmEvent::NumaHintFaultsLocal => "numa_hint_faults_local",
+            VmEvent::NumaPagesMigrated => "numa_pages_migrated",
         }
     }
 }

@@ -57,6 +57,20 @@ pub fn handle_fault(
         return Err(AccessFault::Segv { addr });
     }
     let slot = addr & !(PMD_SIZE - 1);
+    // A NUMA-hinting entry: do_numa_page() / do_huge_pmd_numa_page(). The
+    // access then retries; a write the restored entry does not allow takes
+    // a second fault, which goes on below (do_wp_page()).
+    if numa_hinting_fault(mm, env, &vma, addr) {
+        if !write || mm.pt.mapped_for_access(addr, true).is_some() {
+            if let Some(pfn) = mm.pt.mapped_for_access(addr, write) {
+                return Ok(pfn);
+            }
+        }
+        let hw = &mm.pt.hw;
+        hw.one(HwEvent::PageFault);
+        hw.one(HwEvent::VmaLookup);
+        let _ptl = mm.pt.pte_offset_map_lock(addr);
+    }
     // F1: an empty PMD slot where PMD order is allowed tries a PMD THP first.
     if mm.pt.pmd(addr) == PmdSlot::None && pmd_thp_allowed(mm, env.thp, &vma, addr) {
         if let Some(pfn) = do_huge_pmd_anonymous_page(mm, env, &vma, addr, write)? {
@@ -99,6 +113,33 @@ pub fn handle_fault(
                 _ => unreachable!("do_swap_page() maps the page"),
             }
         }
+    }
+}
+
+/// A fault on a NUMA-hinting entry (PROT_NONE in an accessible VMA) at PMD
+/// or PTE level is handled by crate::mm::numa; true when it was one.
+/// Linux: mm/memory.c __handle_mm_fault() (`pmd_protnone()` →
+/// do_huge_pmd_numa_page()), handle_pte_fault() (`pte_protnone()` →
+/// do_numa_page()).
+fn numa_hinting_fault(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, addr: u64) -> bool {
+    use crate::mm::numa::{do_huge_pmd_numa_page, do_numa_page, is_hinting};
+    match mm.pt.pmd(addr) {
+        PmdSlot::Leaf(l) if is_hinting(vma, l) => {
+            do_huge_pmd_numa_page(mm, env.phys, vma, addr & !(PMD_SIZE - 1), l);
+            true
+        }
+        PmdSlot::Table(_) => match mm.pt.pte_peek(addr) {
+            Entry::Leaf(l) if is_hinting(vma, l) => {
+                // vmf->orig_pte: the fault's ptep_get().
+                let Entry::Leaf(orig) = mm.pt.pte(addr) else {
+                    unreachable!("peeked a leaf")
+                };
+                do_numa_page(mm, env.phys, vma, addr, orig);
+                true
+            }
+            _ => false,
+        },
+        _ => false,
     }
 }
 

@@ -31,6 +31,9 @@ pub struct Mm {
     /// `locked_vm` pages no VMA accounts for any more: what MREMAP_DONTUNMAP
     /// left charged (see [`crate::mm::rlimit`]).
     pub locked_vm_stale: u64,
+    /// The node of the CPU this (single-threaded) process runs on:
+    /// `numa_node_id()` in its faults and NUMA scans (crate::sys::numa).
+    pub numa_node: u32,
 }
 
 /// Allocator of anon_vma identities (machine-wide).

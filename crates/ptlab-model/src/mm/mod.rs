@@ -8,6 +8,8 @@ pub mod huge_memory;
 pub mod marker;
 pub mod mm;
 pub mod move_pt;
+pub mod numa;
+pub mod protect;
 pub mod rlimit;
 pub mod swap;
 pub mod zap;

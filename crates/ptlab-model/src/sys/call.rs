@@ -183,6 +183,16 @@ pub enum Call {
     /// (`machine memory SIZE`). A backend that runs on a real machine
     /// accepts and ignores it.
     SetMemory { bytes: u64 },
+    /// Machine-wide: the modelled machine's NUMA nodes (`machine nodes N`).
+    /// A backend on a real machine accepts only the nodes it has.
+    SetNodes { nodes: u32 },
+    /// The process moves to a CPU of `node` (`numa run-on NODE`:
+    /// sched_setaffinity() to that node's CPUs); its faults allocate there.
+    NumaRunOn { node: u32 },
+    /// One automatic NUMA balancing scan pass of the process over
+    /// `[addr, addr + len)` (`numa scan ADDR LEN`: task_numa_work() →
+    /// change_prot_numa()); returns the PTEs it made NUMA-hinting.
+    NumaScan { addr: u64, len: u64 },
 }
 
 impl Call {
@@ -219,6 +229,9 @@ impl Call {
             Call::SetBefore { .. } => "before",
             Call::SetAfter { .. } => "after",
             Call::SetMemory { .. } => "machine memory",
+            Call::SetNodes { .. } => "machine nodes",
+            Call::NumaRunOn { .. } => "numa run-on",
+            Call::NumaScan { .. } => "numa scan",
         }
     }
 
@@ -233,6 +246,7 @@ impl Call {
                 | Call::SetBefore { .. }
                 | Call::SetAfter { .. }
                 | Call::SetMemory { .. }
+                | Call::SetNodes { .. }
         )
     }
 }
@@ -311,6 +325,8 @@ impl Model {
     /// Run `call` in process `pid`. See the module docs for the return
     /// value; machine-wide settings ignore `pid`.
     pub fn call(&mut self, pid: Pid, call: &Call) -> Result<u64, CallError> {
+        // The calling process runs now: its node is numa_node_id().
+        self.enter(pid);
         let unit = |r: Result<(), Errno>| r.map(|()| 0).map_err(CallError::Errno);
         match call {
             Call::Mmap {
@@ -475,6 +491,9 @@ impl Model {
                 Ok(0)
             }
             Call::SetMemory { bytes } => unit(self.set_memory(*bytes)),
+            Call::SetNodes { nodes } => unit(self.set_nodes(*nodes)),
+            Call::NumaRunOn { node } => unit(self.numa_run_on(pid, *node)),
+            Call::NumaScan { addr, len } => Ok(self.numa_scan(pid, *addr, *len)?),
         }
     }
 }

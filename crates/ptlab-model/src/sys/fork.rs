@@ -59,6 +59,8 @@ impl Model {
             // and the child's VMAs lose VM_LOCKED (dup_mmap()).
             rlimits: src.rlimits,
             locked_vm_stale: 0,
+            // The child starts on its parent's CPU (sched_fork()).
+            numa_node: src.numa_node,
         };
         src.pt.hw.one(HwEvent::Syscall);
         src.pt.hw.one(HwEvent::ProcessCreate);

@@ -256,6 +256,13 @@ impl Model {
         }
         let write = v.flags.contains(VmFlags::WRITE) && !v.flags.contains(VmFlags::SHARED);
         for page in crate::mm::mm::pages(s, e) {
+            // Population is an internal GUP user without
+            // FOLL_HONOR_NUMA_FAULT: a read follows a NUMA-hinting entry as
+            // it is (gup_can_follow_protnone()); a write still faults (the
+            // entry is not writable). Linux: mm/gup.c follow_page_pte().
+            if !write && self.is_hinting_at(pid, page) {
+                continue;
+            }
             match self.fault(pid, page, write) {
                 Ok(_) => {}
                 Err(AccessFault::Oom { .. }) => return Err(Errno::ENOMEM),

@@ -12,6 +12,7 @@ pub mod mlock;
 pub mod mmap;
 pub mod mprotect;
 pub mod mremap;
+pub mod numa;
 pub mod proc;
 pub mod swap;
 pub mod uffd;

@@ -32,11 +32,13 @@ use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
+use crate::core::stats::VmEvent;
 use crate::core::tlb::MmuGather;
 use crate::core::vma::vm_page_prot;
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS};
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
 use crate::mm::mm::Mm;
+use crate::mm::protect::{can_change_pte_writable, maybe_change_pte_writable, pte_modify};
 use crate::mm::zap::split_huge_pmd;
 use crate::model::Model;
 use crate::types::errno::Errno;
@@ -48,10 +50,6 @@ const PROT_SEM: u32 = 0x8;
 /// PROT_GROWSDOWN / PROT_GROWSUP (include/uapi/asm-generic/mman-common.h).
 const PROT_GROWSDOWN: u32 = 0x0100_0000;
 const PROT_GROWSUP: u32 = 0x0200_0000;
-
-/// CONFIG_MEM_SOFT_DIRTY is off on the modelled machines, so no VMA tracks
-/// soft-dirty and pte_needs_soft_dirty_wp() is always false.
-const MEM_SOFT_DIRTY: bool = false;
 
 impl Model {
     /// mprotect(2). The errno checks run in do_mprotect_pkey()'s order; a
@@ -216,6 +214,7 @@ impl Model {
             prot: vm_page_prot(vma.flags),
             try_writable: vma.flags.contains(VmFlags::WRITE),
             batched,
+            prot_numa: None,
         };
         change_protection(mm, phys, &vma, start, end, cp);
         // "Private VM_LOCKED VMA becoming writable: trigger COW to avoid
@@ -243,96 +242,83 @@ impl Model {
 /// may become writable without a fault (MM_CP_TRY_CHANGE_WRITABLE), and
 /// which PTE-level algorithm runs.
 #[derive(Clone, Copy, Debug)]
-struct ChangeProt {
-    prot: LeafFlags,
-    try_writable: bool,
-    batched: bool,
+pub(crate) struct ChangeProt {
+    pub(crate) prot: LeafFlags,
+    pub(crate) try_writable: bool,
+    pub(crate) batched: bool,
+    /// MM_CP_PROT_NUMA: a NUMA-hinting scan (crate::sys::numa), with the
+    /// node of a single-threaded private VMA's task (`target_node`).
+    pub(crate) prot_numa: Option<NumaTarget>,
 }
 
-/// Keep the frame and the bits pte_modify() preserves (x86 _PAGE_CHG_MASK:
-/// accessed, dirty, special, soft-dirty, uffd-wp; arm64 likewise, hardware
-/// dirtiness kept as software dirty), take the permission bits from `prot`.
-/// The arm64 contiguous bit is left to the contpte layer, which repaints it.
-/// Linux: arch/*/include/asm/pgtable.h pte_modify() / pmd_modify().
-fn pte_modify(old: Leaf, prot: LeafFlags) -> Leaf {
-    let kept = LeafFlags::YOUNG
-        | LeafFlags::DIRTY
-        | LeafFlags::SPECIAL
-        | LeafFlags::SOFT_DIRTY
-        | LeafFlags::UFFD_WP;
-    Leaf {
-        pfn: old.pfn,
-        flags: (old.flags & kept) | prot,
-    }
-}
-
-/// The page-independent half of the write-upgrade decision: the VMA is
-/// writable (the caller checks), the entry is accessible, and neither
-/// soft-dirty nor uffd-wp tracking needs a write fault.
-/// Linux: mm/mprotect.c maybe_change_pte_writable() (6.17+).
-fn maybe_change_pte_writable(vma: &Vma, pte: Leaf) -> bool {
-    if pte.flags.contains(LeafFlags::PROTNONE) {
-        return false;
-    }
-    // pte_needs_soft_dirty_wp(): vma_soft_dirty_enabled() && !pte_soft_dirty().
-    let soft_dirty_enabled = MEM_SOFT_DIRTY && !vma.flags.contains(VmFlags::SOFTDIRTY);
-    if soft_dirty_enabled && !pte.flags.contains(LeafFlags::SOFT_DIRTY) {
-        return false;
-    }
-    // userfaultfd_pte_wp(): a uffd-wp VMA and a write-protected entry.
-    !(vma.flags.contains(VmFlags::UFFD_WP) && pte.flags.contains(LeafFlags::UFFD_WP))
-}
-
-/// Writable without a fault: only exclusive anonymous pages of a private
-/// VMA (rule M6, A7). The zero page has no normal page (vm_normal_page()
-/// returns NULL), so it stays read-only.
-/// Linux: mm/mprotect.c can_change_private_pte_writable(); before 6.17
-/// can_change_pte_writable() with the same private-mapping rule.
-fn can_change_pte_writable(vma: &Vma, pte: Leaf, phys: &PhysMem) -> bool {
-    maybe_change_pte_writable(vma, pte)
-        && !pte.flags.contains(LeafFlags::SPECIAL)
-        && phys.folio_of(pte.pfn).is_some()
-        && phys.anon_exclusive(pte.pfn)
+/// What change_pte_range() knows for MM_CP_PROT_NUMA.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NumaTarget {
+    /// `numa_node_id()` when the VMA is private and the mm has one user
+    /// (always in the model: a process is one thread), else NUMA_NO_NODE.
+    pub(crate) target_node: Option<u32>,
 }
 
 /// Walk `[start, end)` of `vma` one PMD slot at a time.
 /// Linux: change_protection() → change_protection_range() → … →
 /// change_pmd_range().
-fn change_protection(
+/// Returns the pages changed (PTEs rewritten, 512 per huge PMD), what
+/// change_prot_numa() adds to `numa_pte_updates`. Every huge PMD changed
+/// counts `numa_huge_pte_updates` — for mprotect too: change_pmd_range()
+/// counts it whatever the caller (seen live: the counter moves on a
+/// one-node machine with NUMA balancing off).
+pub(crate) fn change_protection(
     mm: &mut Mm,
     phys: &mut PhysMem,
     vma: &Vma,
     start: u64,
     end: u64,
     cp: ChangeProt,
-) {
+) -> u64 {
     let mut tlb = MmuGather::new();
     let mut c = Cursor::pmds(start, end);
+    let mut pages = 0;
+    let mut nr_huge_updates = 0;
     while let Some(q) = c.next(&mm.pt) {
         match q.item {
             PtItem::Huge { leaf, .. } => {
                 if q.whole_pmd() {
-                    change_huge_pmd(mm, phys, vma, q.va, leaf, cp, &mut tlb);
+                    if change_huge_pmd(mm, phys, vma, q.va, leaf, cp, &mut tlb) {
+                        pages += crate::core::addr::HPAGE_PMD_NR;
+                        nr_huge_updates += 1;
+                    }
                 } else {
                     // A huge PMD only partly covered: split it, then go on at
                     // PTE level (__split_huge_pmd(), rule A4/P6).
                     split_huge_pmd(mm, phys, q.entry_start());
-                    change_pte_range(mm, phys, vma, q.segment(), cp, &mut tlb);
+                    pages += change_pte_range(mm, phys, vma, q.segment(), cp, &mut tlb);
                 }
             }
-            PtItem::PteTable(_) => change_pte_range(mm, phys, vma, q.segment(), cp, &mut tlb),
+            PtItem::PteTable(_) => {
+                pages += change_pte_range(mm, phys, vma, q.segment(), cp, &mut tlb);
+            }
             _ => {}
         }
+    }
+    if nr_huge_updates > 0 {
+        phys.stats
+            .vm(VmEvent::NumaHugePteUpdates, nr_huge_updates as i64);
     }
     // tlb_end_vma(): one flush over the gathered span, 4 KiB stride if any
     // PTE was recorded, else PMD stride (tlb_get_unmap_size()). Holes
     // inside the span are flushed too. Nothing more at tlb_finish_mmu().
     tlb.end_vma(&mm.pt);
     tlb.finish(&mm.pt);
+    pages
 }
 
 /// A PMD mapping wholly inside the range changes as one entry (rule A12);
 /// the huge zero PMD stays read-only (vm_normal_page_pmd() gives no page).
+/// A NUMA-hinting scan leaves the huge zero PMD and a PMD already
+/// PROT_NONE alone (the PMD path has no shared-folio or target-node test;
+/// the top-tier test never fires: every modelled node is top tier and
+/// balancing is in NUMA_BALANCING_NORMAL mode). Returns whether the entry
+/// was changed (the kernel's HPAGE_PMD_NR).
 /// Linux: mm/huge_memory.c change_huge_pmd(), can_change_pmd_writable().
 fn change_huge_pmd(
     mm: &mut Mm,
@@ -342,9 +328,17 @@ fn change_huge_pmd(
     old: Leaf,
     cp: ChangeProt,
     tlb: &mut MmuGather,
-) {
-    // pmd_lock(); pmdp_invalidate_ad().
+) -> bool {
+    // pmd_lock()
     mm.pt.lock();
+    if cp.prot_numa.is_some() {
+        if Some(old.pfn) == phys.huge_zero || old.flags.contains(LeafFlags::PROTNONE) {
+            return false;
+        }
+        // pmd_folio(), folio_nid(): the head page's line.
+        mm.pt.hw.one(HwEvent::StructPageLine);
+    }
+    // pmdp_invalidate_ad().
     mm.pt.pmdp_invalidate_ad(slot);
     // pmd_modify().
     let mut entry = pte_modify(old, cp.prot);
@@ -361,6 +355,7 @@ fn change_huge_pmd(
     if mm.pt.pte_needs_flush(&old, &entry) {
         tlb.flush_pmd_range(slot, PMD_SIZE);
     }
+    true
 }
 
 /// One PTE table's part of the range, by the algorithm `cp` selects.
@@ -372,16 +367,55 @@ fn change_pte_range(
     seg: Segment,
     cp: ChangeProt,
     tlb: &mut MmuGather,
-) {
+) -> u64 {
     let Segment { start, end } = seg;
     // pte_offset_map_lock(): the PMD read and the PTL;
     // flush_tlb_batched_pending() reads mm->tlb_flush_batched (no event).
     let _ptl = seg.lock_pte_table(&mm.pt);
     if cp.batched {
-        change_pte_range_batched(mm, phys, vma, start, end, cp, tlb);
+        change_pte_range_batched(mm, phys, vma, start, end, cp, tlb)
     } else {
-        change_pte_range_per_pte(mm, phys, vma, start, end, cp, tlb);
+        change_pte_range_per_pte(mm, phys, vma, start, end, cp, tlb)
     }
+}
+
+/// MM_CP_PROT_NUMA: whether a present PTE is left as it is, tested in the
+/// kernel's order: already PROT_NONE (a hinting entry, or nothing to gain);
+/// no normal page (the zero page); KSM or zone-device folios (the model has
+/// none); a copy-on-write mapping whose folio may be DMA-pinned (never in
+/// the model) or mapped by another process; a dirty file folio (the model
+/// has no file folios); a folio already on the node of a single-threaded
+/// private VMA's task; a top-tier node while NUMA_BALANCING_NORMAL is off
+/// (never: every modelled node is top tier and the mode is NORMAL).
+/// `large_line` counts the read of a large folio's second struct page
+/// (`_large_mapcount`, `_pincount`), made once the test gets that far.
+/// Linux: mm/mprotect.c prot_numa_skip() (6.17+; the same tests inline in
+/// change_pte_range() before).
+fn prot_numa_skip(
+    pt: &PageTables,
+    phys: &PhysMem,
+    vma: &Vma,
+    oldpte: Leaf,
+    folio: Option<FolioRef>,
+    numa: NumaTarget,
+) -> bool {
+    if oldpte.flags.contains(LeafFlags::PROTNONE) {
+        return true; // "Avoid TLB flush if possible"
+    }
+    let Some(folio) = folio else {
+        return true;
+    };
+    // is_cow_mapping(): private and VM_MAYWRITE (every private anon VMA).
+    let cow = !vma.flags.contains(VmFlags::SHARED) && vma.flags.contains(VmFlags::MAYWRITE);
+    if cow {
+        if folio.is_large() {
+            pt.hw.one(HwEvent::StructPageLine);
+        }
+        if phys.maybe_mapped_shared(folio) {
+            return true;
+        }
+    }
+    numa.target_node == Some(phys.node_of(folio.head))
 }
 
 /// Linux 6.17+: batches of PTEs mapping consecutive pages of one large
@@ -402,9 +436,10 @@ fn change_pte_range_batched(
     end: u64,
     cp: ChangeProt,
     tlb: &mut MmuGather,
-) {
+) -> u64 {
     let arch = mm.pt.arch();
     let mut addr = start;
+    let mut pages = 0;
     while addr < end {
         // oldpte = ptep_get(pte): arm64 gathers young/dirty over a block.
         let Entry::Leaf(old) = mm.pt.pte(addr) else {
@@ -423,7 +458,21 @@ fn change_pte_range_batched(
         if !old.flags.contains(LeafFlags::SPECIAL) {
             mm.pt.hw.one(HwEvent::StructPageLine);
         }
-        let nr = mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr);
+        // MM_CP_PROT_NUMA: a folio the scan leaves alone is skipped a
+        // whole batch at a time (folio_pte_batch() with no FPB flags: the
+        // skip tests depend on the folio, not on the PTE bits).
+        if let Some(numa) = cp.prot_numa {
+            if prot_numa_skip(&mm.pt, phys, vma, old, folio, numa) {
+                let nr =
+                    mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr, Fpb::empty());
+                mm.pt.hw.mark_batch(addr, nr, "numa skip");
+                addr += nr * PAGE_SIZE;
+                continue;
+            }
+        }
+        let fpb = Fpb::RESPECT_SOFT_DIRTY | Fpb::RESPECT_WRITE;
+        let nr = mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr, fpb);
+        pages += nr;
         mm.pt.hw.mark_batch(addr, nr, "protect");
         let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, nr);
         let ptent = pte_modify(oldpte, cp.prot);
@@ -448,10 +497,12 @@ fn change_pte_range_batched(
         }
         addr += nr * PAGE_SIZE;
     }
+    pages
 }
 
 /// 1 for the zero page and small folios, else a folio_pte_batch() run with
-/// FPB_RESPECT_SOFT_DIRTY | FPB_RESPECT_WRITE (rule B7).
+/// `fpb`: FPB_RESPECT_SOFT_DIRTY | FPB_RESPECT_WRITE to change (rule B7),
+/// none to skip (MM_CP_PROT_NUMA).
 /// Linux: mm/mprotect.c mprotect_folio_pte_batch().
 fn mprotect_folio_pte_batch(
     pt: &PageTables,
@@ -460,12 +511,12 @@ fn mprotect_folio_pte_batch(
     addr: u64,
     pte: Leaf,
     max_nr: u64,
+    fpb: Fpb,
 ) -> u64 {
     match folio {
         Some(f) if f.is_large() => {
             // folio_pte_batch_flags() reads folio_nr_pages() (second line).
             pt.hw.one(HwEvent::StructPageLine);
-            let fpb = Fpb::RESPECT_SOFT_DIRTY | Fpb::RESPECT_WRITE;
             folio_pte_batch(pt, phys, addr, pte, max_nr, fpb).nr
         }
         _ => 1,
@@ -554,13 +605,32 @@ fn change_pte_range_per_pte(
     end: u64,
     cp: ChangeProt,
     tlb: &mut MmuGather,
-) {
+) -> u64 {
     let arch = mm.pt.arch();
+    let mut pages = 0;
     for addr in crate::mm::mm::pages(start, end) {
         // oldpte = ptep_get(pte); pte_present(oldpte)
-        if !matches!(mm.pt.pte(addr), Entry::Leaf(_)) {
+        let Entry::Leaf(first) = mm.pt.pte(addr) else {
             continue;
+        };
+        // MM_CP_PROT_NUMA (≤ 6.16): the skip tests for every PTE, each
+        // skipping that one entry; vm_normal_folio() (the compound_head
+        // line) only once the entry is not PROT_NONE.
+        if let Some(numa) = cp.prot_numa {
+            let folio = if first.flags.contains(LeafFlags::PROTNONE) {
+                None
+            } else if first.flags.contains(LeafFlags::SPECIAL) {
+                None
+            } else {
+                mm.pt.hw.one(HwEvent::StructPageLine);
+                phys.folio_of(first.pfn)
+            };
+            if prot_numa_skip(&mm.pt, phys, vma, first, folio, numa) {
+                mm.pt.hw.mark_batch(addr, 1, "numa skip");
+                continue;
+            }
         }
+        pages += 1;
         mm.pt.hw.mark_batch(addr, 1, "protect");
         let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, 1); // ptep_modify_prot_start()
         let mut ptent = pte_modify(oldpte, cp.prot);
@@ -579,6 +649,7 @@ fn change_pte_range_per_pte(
             tlb.flush_pte_range(addr, PAGE_SIZE);
         }
     }
+    pages
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 
 use crate::core::addr::{PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, LeafFlags};
-use crate::core::observe::{AnonPage, MapsEntry, Observation, PageRuns, PageState};
+use crate::core::observe::{AnonPage, MapsEntry, NumaMapsEntry, Observation, PageRuns, PageState};
 use crate::core::pgtable::PmdSlot;
 use crate::mm::mm::Mm;
 use crate::model::Model;
@@ -63,8 +63,41 @@ impl Model {
                 rss_kb: rss_pages * 4,
                 lazyfree_kb: self.lazyfree_pages(mm, v.start, v.end) * 4,
             });
+            obs.numa_maps.push(self.numa_maps_entry(mm, v.start, v.end));
         }
         obs
+    }
+
+    /// The numa_maps line of the VMA `[start, end)`: per present entry with
+    /// a normal page, its node and precise mapcount (a PMD leaf: 512 pages
+    /// and the head page's count). Linux: fs/proc/task_mmu.c
+    /// gather_pte_stats(), gather_stats().
+    fn numa_maps_entry(&self, mm: &Mm, start: u64, end: u64) -> NumaMapsEntry {
+        let mut per_node = std::collections::BTreeMap::<u32, u64>::new();
+        let (mut anon, mut mapmax) = (0, 0);
+        for (va, level, leaf) in mm.pt.leaves(start, end) {
+            let n = if level == 1 {
+                if leaf.flags.contains(LeafFlags::SPECIAL) {
+                    continue;
+                }
+                1
+            } else {
+                if Some(leaf.pfn) == self.phys.huge_zero {
+                    continue;
+                }
+                ((va + PMD_SIZE).min(end) - va.max(start)) / PAGE_SIZE
+            };
+            anon += n;
+            mapmax = mapmax.max(u64::from(self.phys.precise_mapcount(leaf.pfn)));
+            *per_node.entry(self.phys.node_of(leaf.pfn)).or_default() += n;
+        }
+        NumaMapsEntry {
+            start,
+            policy: "default".into(),
+            anon,
+            mapmax,
+            nodes: per_node.into_iter().collect(),
+        }
     }
 
     /// (present anon pages, of which PMD-mapped) in `[start, end)`, by

@@ -495,7 +495,7 @@ fn expect_errors() {
     );
     assert_eq!(
         err("observe map"),
-        "t.ptl:1:9: expected a section to observe (maps, smaps, pages or stats), found 'map' (did you mean 'maps'?)"
+        "t.ptl:1:9: expected a section to observe (maps, smaps, pages, stats or numa), found 'map' (did you mean 'maps'?)"
     );
 }
 
