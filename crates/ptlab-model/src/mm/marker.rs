@@ -67,6 +67,7 @@ pub fn copy_markers(
     end: u64,
 ) -> Result<(), Errno> {
     for a in guards(src, start, end) {
+        crate::rule!(dst.pt.hw, ForkCopyGuardMarker);
         if !set_marker(dst, phys, a) {
             return Err(Errno::ENOMEM);
         }

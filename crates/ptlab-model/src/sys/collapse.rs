@@ -86,6 +86,7 @@ impl Model {
             || !fits
             || vma.anon_vma.is_none()
         {
+            crate::rule!(self.phys.hw, CollapseEinvalVma);
             return Err(Errno::EINVAL);
         }
         // lru_add_drain_all(): every folio is on an LRU for the scan.
@@ -99,6 +100,17 @@ impl Model {
             let mut r = self.collapse_scan_pmd(pid, vma, slot);
             if r == Scan::Succeed {
                 r = self.collapse_huge_page(pid, slot);
+            }
+            // Linux: mm/khugepaged.c madvise_collapse(): each PMD's scan result.
+            match r {
+                Scan::Succeed => crate::rule!(self.phys.hw, CollapseSucceed),
+                Scan::PmdMapped => crate::rule!(self.phys.hw, CollapsePmdMapped),
+                Scan::PmdNull | Scan::PmdNone => crate::rule!(self.phys.hw, CollapsePmdNone),
+                Scan::PageCount => crate::rule!(self.phys.hw, CollapsePageCount),
+                Scan::PteUffdWp => crate::rule!(self.phys.hw, CollapsePteUffdWp),
+                Scan::ExceedNonePte => crate::rule!(self.phys.hw, CollapseExceedNonePte),
+                Scan::AllocFail => crate::rule!(self.phys.hw, CollapseAllocFail),
+                Scan::Fail => crate::rule!(self.phys.hw, CollapseFail),
             }
             match r {
                 Scan::Succeed | Scan::PmdMapped => thps += 1,

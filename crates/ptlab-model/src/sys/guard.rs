@@ -51,6 +51,7 @@ impl Model {
         end: u64,
     ) -> Result<(), Errno> {
         if !is_valid_guard_vma(vma, false) {
+            crate::rule!(self.phys.hw, GuardInstallInvalidVma);
             return Err(Errno::EINVAL);
         }
         let Model {
@@ -89,11 +90,13 @@ impl Model {
         }
         if populated {
             let mut tlb = crate::core::tlb::MmuGather::new();
+            crate::rule!(mm.pt.hw, GuardInstallZapsPopulated);
             zap_range(mm, phys, &mut tlb, start, end, false);
             tlb.finish(&mm.pt);
         }
         for a in crate::mm::mm::pages(start, end) {
             if !set_marker(mm, phys, a) {
+                crate::rule!(mm.pt.hw, GuardInstallNoTable);
                 return Err(Errno::ENOMEM);
             }
         }
@@ -111,9 +114,11 @@ impl Model {
         end: u64,
     ) -> Result<(), Errno> {
         if !is_valid_guard_vma(vma, true) {
+            crate::rule!(self.phys.hw, GuardRemoveInvalidVma);
             return Err(Errno::EINVAL);
         }
         let mm = self.procs.get_mut(&pid).ok_or(Errno::EINVAL)?;
+        crate::rule!(mm.pt.hw, GuardRemove);
         drop_markers(mm, start, end);
         Ok(())
     }
@@ -138,6 +143,7 @@ impl Model {
             mm.pt.clear_marker(old_addr + off);
         }
         for &off in snap.iter().filter(|&&o| o < moved) {
+            crate::rule!(mm.pt.hw, GuardMovedByMremap);
             set_marker(mm, phys, new_addr + off);
         }
     }
