@@ -19,6 +19,7 @@ mod out;
 mod bench_cmd;
 mod calibrate;
 mod cost;
+mod coverage;
 mod limits;
 mod outpath;
 mod scenario;
@@ -77,6 +78,9 @@ enum Command {
     /// Count a scenario's hardware events on the model and estimate its time per cost profile
     #[command(after_help = cost::COST_HELP)]
     Cost(cost::CostArgs),
+    /// Which of the model's kernel rules the shipped (or given) scenarios exercise, and which none does
+    #[command(after_help = coverage::COVERAGE_HELP)]
+    Coverage(coverage::CoverageArgs),
     /// Fit a cost profile for this machine from live microbenchmarks (or --check one)
     #[command(after_help = calibrate::CALIBRATE_HELP)]
     Calibrate(calibrate::CalibrateArgs),
@@ -585,6 +589,7 @@ fn dispatch(cli: &Cli) -> Result<u8> {
         Command::Compare(args) => bench_cmd::compare(args),
         Command::Reproduce(args) => bench_cmd::reproduce(args),
         Command::Speed(args) => speed::speed(args),
+        Command::Coverage(args) => coverage::coverage(args),
         Command::Calibrate(args) => calibrate::calibrate(args, &mut out::stdout()),
         Command::CalibrateWorker(args) => calibrate::worker(args),
         Command::Cost(args) => {
