@@ -310,8 +310,30 @@ struct FuzzArgs {
     #[arg(short, long)]
     quiet: bool,
 
+    /// Run the cases on the model only, with its invariant checker after
+    /// every statement (no live kernel, no root; a violated invariant or a
+    /// model panic is a finding): fast rule coverage and model bugs
+    #[arg(long)]
+    model_only: bool,
+
+    /// Change one generator weight, NAME=N (repeatable), e.g. --weight
+    /// mremap=20 --weight uffd_move_large=80; the names and defaults are
+    /// listed below
+    #[arg(long, value_name = "NAME=N", value_parser = parse_weight)]
+    weight: Vec<String>,
+
+    /// Do not bias generation toward the rule families earlier cases left
+    /// unexercised (case n then depends on the seed and n alone)
+    #[arg(long)]
+    no_guide: bool,
+
     #[command(flatten)]
     limits: limits::LimitArgs,
+}
+
+fn parse_weight(s: &str) -> std::result::Result<String, String> {
+    ptlab_live::fuzz::GenWeights::default().set_from(s)?;
+    Ok(s.to_string())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -774,8 +796,16 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     if !args.merge.is_empty() {
         return fuzz_merge(args);
     }
-    if let Some(why) = ptlab_live::live_unavailable() {
-        anyhow::bail!("cannot run on the live kernel: {why}");
+    if !args.model_only {
+        if let Some(why) = ptlab_live::live_unavailable() {
+            anyhow::bail!(
+                "cannot run on the live kernel: {why} (--model-only fuzzes the model alone)"
+            );
+        }
+    }
+    let mut weights = ptlab_live::fuzz::GenWeights::default();
+    for w in &args.weight {
+        weights.set_from(w).map_err(anyhow::Error::msg)?;
     }
     let seed = args.seed.unwrap_or_else(ptlab_live::fuzz::time_seed);
     let shard = args.shard.unwrap_or(Shard::WHOLE);
@@ -789,7 +819,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         ptlab_live::fuzz::cpus_for_jobs(jobs)?;
     }
     outpath::check_dir("--out", &args.out, &[&results_name])?;
-    if !ptlab_live::is_root() {
+    if !ptlab_live::is_root() && !args.model_only {
         errln!(
             "ptlab: note: not root: knob changes fail and frames are not compared; \
              fuzzing is of little use without root"
@@ -800,7 +830,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     } else {
         ArchKind::X86_64
     };
-    if args.arch.kind() != host {
+    if args.arch.kind() != host && !args.model_only {
         errln!(
             "ptlab: note: the model is {} and the kernel {}: as in `ptlab diff --arch`, \
              what is compared (VMAs, folios, counters) does not depend on the page-table \
@@ -826,9 +856,21 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         jobs,
         shard,
         results: Some(results.clone()),
+        weights: weights.clone(),
+        guide: !args.no_guide,
+        model_only: args.model_only,
         ..FuzzOptions::default()
     };
     let mut again = format!("ptlab fuzz --seed {seed}");
+    if args.model_only {
+        again.push_str(" --model-only");
+    }
+    for w in &args.weight {
+        again.push_str(&format!(" --weight {w}"));
+    }
+    if args.no_guide {
+        again.push_str(" --no-guide");
+    }
     if let Some(n) = args.steps {
         again.push_str(&format!(" --steps {n}"));
     }
@@ -869,8 +911,9 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     );
     let start = std::time::Instant::now();
     let (mut agree, mut diverge, mut partial) = (0u64, 0u64, 0u64);
+    let rules_total = ptlab_model::core::rules::Rule::COUNT;
     let summary = ptlab_live::fuzz::fuzz(&opts, &mut |ev| match ev {
-        FuzzEvent::Case { outcome, .. } => {
+        FuzzEvent::Case { outcome, rules, .. } => {
             match outcome {
                 DiffOutcome::Agree => agree += 1,
                 DiffOutcome::Diverge => diverge += 1,
@@ -882,7 +925,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
                 bar.inc(1);
             }
             bar.set_message(format!(
-                "{agree} agree, {diverge} diverge, {partial} partial"
+                "{agree} agree, {diverge} diverge, {partial} partial; rules {rules}/{rules_total}"
             ));
         }
         FuzzEvent::Shrinking { case } => {
@@ -909,9 +952,17 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
              (docs/live.md, \"Parallel jobs and shards\")"
         );
     }
+    let cov = &summary.coverage;
+    let missed: Vec<&str> = cov.missed().map(|r| r.name()).collect();
     if args.format == FuzzFormat::Json {
         let merged = ptlab_live::fuzz::merge_files(std::slice::from_ref(&results))?;
-        outln!("{}", merged.to_json());
+        let mut j = merged.to_json();
+        j["coverage"] = serde_json::json!({
+            "rules": rules_total,
+            "exercised": cov.hit(),
+            "missed": missed,
+        });
+        outln!("{j}");
     } else {
         for f in &summary.findings {
             outln!("{}", f.report);
@@ -922,6 +973,18 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         for (case, e) in &summary.errors {
             outln!("error in case {case}: {e}");
         }
+        outln!(
+            "rule coverage: {} of {} rules ({:.0}%) exercised by these cases on the model{}{}",
+            cov.hit(),
+            rules_total,
+            100.0 * cov.hit() as f64 / rules_total as f64,
+            if missed.is_empty() {
+                ""
+            } else {
+                "; not exercised: "
+            },
+            missed.join(", ")
+        );
         outln!(
             "fuzz seed {seed}{}: {} scenarios in {:.1} s ({:.2}/s, {} job{}{}): {} agree, {} \
              partial, {} divergent ({} flaky){} [operations: mmap munmap madvise(collapse) \
