@@ -375,7 +375,9 @@ impl GenWeights {
             &[F::Fault],
             &[F::Madvise, F::Swap, F::Collapse],
             &[F::Munmap, F::Zap],
-            &[F::Thp],
+            // THP knobs: no rule of their own (the policy shows in the
+            // fault rules).
+            &[],
             &[F::Fork],
             &[F::Mprotect],
             &[F::Mremap],
@@ -3202,7 +3204,7 @@ mod tests {
         let mut kinds = std::collections::BTreeSet::new();
         for n in 0..400 {
             let seed = case_seed(7, n);
-            let plain = generate_plain(seed, 40, ALL_OPS);
+            let plain = generate_plain(seed, 40, ALL_OPS, &GenWeights::default());
             let raw = generate_calls(seed, 40, ALL_OPS);
             assert_eq!(plain.lines.len(), raw.lines.len());
             for (a, b) in plain.lines.iter().zip(&raw.lines) {
@@ -3350,6 +3352,12 @@ mod campaign_tests {
             reproducer: (verdict == Verdict::Divergent)
                 .then(|| PathBuf::from(format!("out/fuzz-{case}.ptl"))),
             scenario: None,
+            weights: (case == 0).then(|| "mremap=18".to_string()),
+            new_rules: if case == 0 {
+                vec!["mremap.move_normal_pmd".to_string()]
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -3557,5 +3565,250 @@ mod campaign_tests {
             );
             assert_eq!(child, &vec![*cpu], "a child of the job pinned to {cpu}");
         }
+    }
+}
+
+#[cfg(test)]
+mod weight_tests {
+    //! Generator weights, coverage guidance and the case planner.
+    use super::*;
+
+    const ALL: OpSet = OpSet {
+        fork: true,
+        mprotect: true,
+        mremap: true,
+        uffd: true,
+        guard_lock_seal: true,
+        swap: true,
+    };
+
+    #[test]
+    fn weights_are_set_by_name_and_bad_ones_refused() {
+        let mut w = GenWeights::default();
+        w.set_from("mremap=40").unwrap();
+        assert_eq!(w.ops[8], 40);
+        w.set_from(" uffd_move_large = 90 ").unwrap();
+        assert_eq!(w.uffd_move_large, 90);
+        let e = w.set_from("nonsense=3").unwrap_err();
+        assert!(
+            e.contains("unknown weight") && e.contains("mremap_multi_vma"),
+            "{e}"
+        );
+        assert!(w.set_from("large_folio_ranges=101").is_err());
+        assert!(w.set_from("mremap").is_err());
+        assert!(w.set_from("mremap=-1").is_err());
+        let mut z = GenWeights::default();
+        for n in GenWeights::OPS.iter().skip(1) {
+            z.set(n, 0).unwrap();
+        }
+        assert!(z.set("mmap", 0).is_err(), "all operation weights 0");
+        let names: Vec<String> = GenWeights::default()
+            .entries()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        for n in &names {
+            assert!(GenWeights::default().set(n, 1).is_ok(), "{n}");
+        }
+    }
+
+    #[test]
+    fn guidance_triples_what_nothing_exercised_and_keeps_the_rest() {
+        let base = GenWeights::default();
+        let none = base.guided(&Coverage::default());
+        for (i, (g, b)) in none.ops.iter().zip(base.ops).enumerate() {
+            let thp = GenWeights::OPS[i] == "thp"; // no rule family
+            assert_eq!(*g, if thp { b } else { 3 * b }, "{}", GenWeights::OPS[i]);
+        }
+        assert_eq!(none.mseal, 3 * base.mseal);
+        assert_eq!(
+            none.uffd_move_large, base.uffd_move_large,
+            "percentages stay"
+        );
+        let mut all = Coverage::default();
+        for &r in Rule::ALL {
+            all.0[r as usize] = 1;
+        }
+        assert_eq!(base.guided(&all), base);
+        // Everything but mremap exercised: only mremap is boosted.
+        let mut most = all.clone();
+        for &r in Rule::ALL {
+            if r.info().family == ptlab_model::core::rules::Family::Mremap {
+                most.0[r as usize] = 0;
+            }
+        }
+        let g = base.guided(&most);
+        assert_eq!(g.ops[8], 3 * base.ops[8]);
+        assert_eq!(g.ops[7], base.ops[7]);
+        assert_eq!(g.diff_from(&base), format!("mremap={}", 3 * base.ops[8]));
+    }
+
+    /// How many of `cases` generated cases contain each new-code shape.
+    fn shapes(w: &GenWeights, cases: u64) -> [u64; 4] {
+        let mut n = [0; 4];
+        for c in 0..cases {
+            let g = generate_weighted(case_seed(5, c), 40, ALL, w);
+            let calls: Vec<&Call> = g
+                .lines
+                .iter()
+                .filter_map(|l| match l {
+                    GenLine::Call { call, .. } => Some(call),
+                    _ => None,
+                })
+                .collect();
+            // UFFDIO_MOVE of a whole 64 KiB or 2 MiB block right after the
+            // range was registered.
+            let large_move = calls.windows(2).any(|w| {
+                matches!(w[0], Call::UffdRegister { .. })
+                    && matches!(w[1], Call::UffdMove { len, .. } if *len == 64 * KB || *len == 2 * MB)
+            });
+            // A same-length FIXED mremap right after a split of its range.
+            let multi = calls.windows(2).any(|w| {
+                matches!(
+                    w[0],
+                    Call::Mprotect { .. }
+                        | Call::Madvise {
+                            advice: Advice::NoHugePage,
+                            ..
+                        }
+                ) && matches!(w[1], Call::Mremap { old_len, new_len, flags, .. }
+                        if old_len == new_len && flags.contains(MremapFlags::FIXED))
+            });
+            // An aligned write right before an mprotect of the same range.
+            let aligned = calls.windows(2).any(|w| match (w[0], w[1]) {
+                (
+                    Call::Access {
+                        start,
+                        len,
+                        write: true,
+                        ..
+                    },
+                    Call::Mprotect { addr, len: l2, .. },
+                ) => start == addr && len == l2 && len % (64 * KB) == 0,
+                _ => false,
+            });
+            let seal = calls.iter().any(|c| matches!(c, Call::Mseal { .. }));
+            for (k, hit) in [large_move, multi, aligned, seal].into_iter().enumerate() {
+                n[k] += u64::from(hit);
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn the_new_code_weights_make_their_shapes_and_zero_turns_them_off() {
+        let on = shapes(&GenWeights::default(), 300);
+        for (k, what) in [
+            "large UFFDIO_MOVE",
+            "multi-VMA mremap",
+            "aligned mprotect",
+            "mseal",
+        ]
+        .iter()
+        .enumerate()
+        {
+            assert!(on[k] >= 5, "{what}: only {} of 300 cases", on[k]);
+        }
+        let mut off = GenWeights::default();
+        for n in [
+            "uffd_move_large",
+            "mremap_multi_vma",
+            "large_folio_ranges",
+            "mseal",
+        ] {
+            off.set(n, 0).unwrap();
+        }
+        let none = shapes(&off, 300);
+        assert_eq!(none[0], 0);
+        assert_eq!(none[3], 0);
+        assert!(
+            none[1] < on[1] / 3 && none[2] < on[2] / 3,
+            "{none:?} vs {on:?}"
+        );
+    }
+
+    fn opts(shard: Shard) -> FuzzOptions {
+        FuzzOptions {
+            seed: 77,
+            ops: 20,
+            shard,
+            ..FuzzOptions::default()
+        }
+    }
+
+    #[test]
+    fn planned_cases_are_the_same_in_a_shard_as_in_the_whole_run() {
+        let mut whole = Planner::new(&opts(Shard::WHOLE), ALL);
+        let mut half = Planner::new(&opts(Shard { index: 1, count: 2 }), ALL);
+        let mut unguided = Planner::new(
+            &FuzzOptions {
+                guide: false,
+                ..opts(Shard::WHOLE)
+            },
+            ALL,
+        );
+        let mut guided_differs = false;
+        for c in 0..30u64 {
+            let w = whole.take(c);
+            let u = unguided.take(c);
+            assert_eq!(
+                u.gen.to_ptl(),
+                generate_weighted(case_seed(77, c), 20, ALL, &GenWeights::default()).to_ptl(),
+                "without guidance case {c} depends on the seed and its index alone"
+            );
+            guided_differs |= w.gen.to_ptl() != u.gen.to_ptl();
+            if c % 2 == 1 {
+                let h = half.take(c);
+                assert_eq!(w.gen.to_ptl(), h.gen.to_ptl(), "case {c}");
+                assert_eq!(w.weights, h.weights);
+                assert_eq!(w.coverage, h.coverage);
+            }
+        }
+        assert!(guided_differs, "guidance changed no case");
+        // Coverage grows monotonically and first hits are recorded once.
+        let mut p = Planner::new(&opts(Shard::WHOLE), ALL);
+        let mut seen = std::collections::BTreeSet::new();
+        for c in 0..30u64 {
+            for r in p.take(c).new_rules {
+                assert!(seen.insert(r), "{} first hit twice", r.name());
+            }
+        }
+        assert_eq!(seen.len(), p.global.hit());
+    }
+
+    #[test]
+    fn a_model_only_campaign_reports_coverage_without_the_live_kernel() {
+        let dir = std::env::temp_dir().join(format!("ptlab-cover-{}", std::process::id()));
+        let o = FuzzOptions {
+            seed: 3,
+            cases: Some(30),
+            time: None,
+            ops: 20,
+            out_dir: dir.clone(),
+            model_only: true,
+            results: Some(dir.join("r.jsonl")),
+            ..FuzzOptions::default()
+        };
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut last = 0;
+        let s = fuzz(&o, &mut |e| {
+            if let FuzzEvent::Case { rules, .. } = e {
+                assert!(*rules >= last, "coverage never shrinks");
+                last = *rules;
+            }
+        })
+        .unwrap();
+        assert_eq!(s.cases, 30);
+        assert!(s.findings.is_empty(), "{:?}", s.findings);
+        assert_eq!(s.coverage.hit(), last);
+        assert!(last > 60, "{last} rules");
+        // Both architectures run: arm64's contpte rules are hit.
+        assert!(s.coverage.get(Rule::ContpteFold) > 0);
+        let text = std::fs::read_to_string(dir.join("r.jsonl")).unwrap();
+        let recs = parse_results("r.jsonl", &text).unwrap();
+        assert_eq!(recs.len(), 30);
+        let firsts: usize = recs.iter().map(|r| r.new_rules.len()).sum();
+        assert_eq!(firsts, last, "every first hit is in one record");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

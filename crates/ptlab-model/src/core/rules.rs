@@ -37,7 +37,6 @@ pub enum Family {
     Mseal,
     Swap,
     Collapse,
-    Thp,
     Zap,
     Contpte,
 }
@@ -57,7 +56,6 @@ impl Family {
         Family::Mseal,
         Family::Swap,
         Family::Collapse,
-        Family::Thp,
         Family::Zap,
         Family::Contpte,
     ];
@@ -76,7 +74,6 @@ impl Family {
             Family::Mseal => "mseal",
             Family::Swap => "swap",
             Family::Collapse => "collapse",
-            Family::Thp => "thp",
             Family::Zap => "zap",
             Family::Contpte => "contpte",
         }
@@ -85,7 +82,7 @@ impl Family {
     pub const fn doc(self) -> &'static str {
         match self {
             Family::Mmap | Family::Munmap => "docs/ops/mmap.md",
-            Family::Fault | Family::Thp => "docs/model.md",
+            Family::Fault => "docs/model.md",
             Family::Madvise => "docs/ops/madvise.md",
             Family::Mprotect => "docs/ops/mprotect.md",
             Family::Mremap => "docs/ops/mremap.md",
