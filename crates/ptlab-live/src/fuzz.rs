@@ -1900,6 +1900,33 @@ impl Planner {
     }
 }
 
+/// The text of case `case` of the campaign `opts` describes, as the
+/// campaign generates it (with guidance: after planning every case before
+/// it on the model). Needs no live kernel.
+pub fn case_text(opts: &FuzzOptions, case: u64) -> String {
+    let set = OpSet::probe_arch(opts.arch);
+    let mut p = Planner::new(
+        &FuzzOptions {
+            shard: Shard::WHOLE,
+            ..opts.clone()
+        },
+        set,
+    );
+    let planned = p.take(case);
+    let mut text = format!(
+        "# ptlab fuzz --seed {}{} case {case}{}\n",
+        opts.seed,
+        if opts.model_only { " --model-only" } else { "" },
+        if planned.weights.is_empty() {
+            String::new()
+        } else {
+            format!(" (guided weights: {})", planned.weights)
+        }
+    );
+    text.push_str(&planned.gen.to_ptl());
+    text
+}
+
 /// Run a generated scenario on the model of `arch` (the invariant checker
 /// after every statement with `check`): its rule coverage, and `Err` with
 /// the message for a violated invariant or a panic, `Ok(Some(reason))`

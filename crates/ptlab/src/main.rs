@@ -348,6 +348,12 @@ struct FuzzArgs {
     #[arg(long)]
     no_guide: bool,
 
+    /// Do not fuzz: print the scenario of case N of this campaign (the same
+    /// --seed, --ops, --weight, --no-guide and --model-only) and exit;
+    /// with guidance the cases before it are planned on the model first
+    #[arg(long, value_name = "N")]
+    show_case: Option<u64>,
+
     #[command(flatten)]
     limits: limits::LimitArgs,
 }
@@ -817,7 +823,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     if !args.merge.is_empty() {
         return fuzz_merge(args);
     }
-    if !args.model_only {
+    if !args.model_only && args.show_case.is_none() {
         if let Some(why) = ptlab_live::live_unavailable() {
             anyhow::bail!(
                 "cannot run on the live kernel: {why} (--model-only fuzzes the model alone)"
@@ -827,6 +833,22 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     let mut weights = ptlab_live::fuzz::GenWeights::default();
     for w in &args.weight {
         weights.set_from(w).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(case) = args.show_case {
+        let Some(seed) = args.seed else {
+            anyhow::bail!("--show-case needs the campaign's --seed");
+        };
+        let opts = FuzzOptions {
+            seed,
+            ops: args.ops as usize,
+            arch: args.arch.kind(),
+            weights,
+            guide: !args.no_guide,
+            model_only: args.model_only,
+            ..FuzzOptions::default()
+        };
+        out!("{}", ptlab_live::fuzz::case_text(&opts, case));
+        return Ok(0);
     }
     let seed = args.seed.unwrap_or_else(ptlab_live::fuzz::time_seed);
     let shard = args.shard.unwrap_or(Shard::WHOLE);
