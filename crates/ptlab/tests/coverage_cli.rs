@@ -218,3 +218,41 @@ fn model_only_fuzz_prints_coverage() {
     assert_eq!(j["coverage"]["rules"], Rule::COUNT);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn show_case_prints_the_planned_case_and_needs_a_seed() {
+    let args = [
+        "fuzz",
+        "--model-only",
+        "--seed",
+        "20261128",
+        "--show-case",
+        "7",
+    ];
+    let (code, a, err) = ptlab(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        a.starts_with("# ptlab fuzz --seed 20261128 --model-only case 7"),
+        "{a}"
+    );
+    assert!(
+        a.contains("guided weights:"),
+        "case 7 follows six cases' coverage: {a}"
+    );
+    let (_, b, _) = ptlab(&args);
+    assert_eq!(a, b, "the same case every time");
+    let (_, plain, _) = ptlab(&[
+        "fuzz",
+        "--model-only",
+        "--seed",
+        "20261128",
+        "--show-case",
+        "7",
+        "--no-guide",
+    ]);
+    assert!(!plain.contains("guided weights:"));
+    assert_ne!(plain, a);
+    let (code, _, err) = ptlab(&["fuzz", "--show-case", "7"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--seed"), "{err}");
+}
