@@ -16,6 +16,14 @@
 //! Everything derives from one seed (SplitMix64): case `n` of seed `s`
 //! uses the generator seeded with `mix(s, n)`, so `--seed s` reproduces a
 //! whole run.
+//!
+//! The draws are weighted by [`GenWeights`], whose defaults favour the
+//! newest kernel code (docs/live.md, "Generator weights"). The campaign's
+//! planner runs every case on the model first, in index order, and adds up
+//! its rule coverage: case `n`'s weights are boosted toward the rule
+//! families cases `0..n` left unexercised ([`GenWeights::guided`];
+//! docs/coverage.md), which keeps case `n` the same for any number of jobs
+//! and in any shard.
 
 use crate::diff::{diff_source, DiffOptions, DiffOutcome, DiffReport};
 use ptlab_model::core::rules::{Coverage, Rule};
