@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 pub const COVERAGE_HELP: &str = "\
 Examples:
   ptlab coverage                                   # the shipped scenarios
-  ptlab coverage tests/scenarios/uffd-move-01-pmd.ptl
+  ptlab coverage tests/scenarios/cov-05-uffd-move-huge-zero-shared.ptl
   ptlab coverage --arch arm64 --before shipped tests/scenarios
   ptlab coverage --missed                          # only what nothing exercises
   ptlab coverage --format json | jq '.missed'

@@ -133,10 +133,6 @@ macro_rules! rules {
                     seed_switch: rules!(@seed $($seed)?),
                 }, )* }
             }
-            /// The Rust identifier (what a `rule!` site names).
-            pub const fn ident(self) -> &'static str {
-                match self { $( Rule::$v => stringify!($v), )* }
-            }
         }
     };
     (@seed) => { false };
@@ -144,13 +140,14 @@ macro_rules! rules {
 }
 
 /// Count one hit of rule `$r` (an identifier of [`Rule`]) in `$sink`
-/// (an [`crate::core::hw::HwSink`]): one `Cell` increment.
-#[macro_export]
+/// (an [`crate::core::hw::HwSink`]): one `Cell` increment. A site imports
+/// it with `use crate::core::rules::rule;`.
 macro_rules! rule {
     ($sink:expr, $r:ident) => {
         $sink.rule($crate::core::rules::Rule::$r)
     };
 }
+pub(crate) use rule;
 
 rules! {
     MmapNotAnonymous = ("mmap.ebadf_not_anonymous", Mmap, "mm/mmap.c ksys_mmap_pgoff()"),

@@ -13,6 +13,7 @@ use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::PmdSlot;
+use crate::core::rules::rule;
 use crate::core::stats::{MthpStat, VmEvent};
 use crate::core::thp::{orders_desc, ThpSettings};
 use crate::core::vma::{VmFlags, Vma};
@@ -45,18 +46,18 @@ pub fn handle_fault(
     // handle_pte_marker(): a guard marker is VM_FAULT_SIGSEGV whatever the
     // access (checked before any uffd or THP path: the PTE is not none).
     if crate::mm::marker::is_guard(mm, addr) {
-        crate::rule!(mm.pt.hw, FaultGuardSegv);
+        rule!(mm.pt.hw, FaultGuardSegv);
         return Err(AccessFault::Segv { addr });
     }
     if write && !vma.flags.contains(VmFlags::WRITE) {
-        crate::rule!(mm.pt.hw, FaultWriteReadonly);
+        rule!(mm.pt.hw, FaultWriteReadonly);
         return Err(AccessFault::Segv { addr });
     }
     if !vma
         .flags
         .intersects(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC)
     {
-        crate::rule!(mm.pt.hw, FaultNoAccess);
+        rule!(mm.pt.hw, FaultNoAccess);
         return Err(AccessFault::Segv { addr });
     }
     let slot = addr & !(PMD_SIZE - 1);
@@ -73,7 +74,7 @@ pub fn handle_fault(
         }
         // userfaultfd_huge_pmd_wp(): a write to a uffd-wp PMD in a WP range.
         if uffd_wp_fault(&vma, leaf) {
-            crate::rule!(mm.pt.hw, FaultUffdWpHugePmd);
+            rule!(mm.pt.hw, FaultUffdWpHugePmd);
             return Err(AccessFault::Uffd { addr });
         }
         if let Some(pfn) = do_huge_pmd_wp_page(mm, env, &vma, addr, leaf) {
@@ -166,13 +167,13 @@ fn do_huge_pmd_anonymous_page(
         // The huge zero folio is taken before the userfaultfd_missing()
         // check, which then hands the fault to userfaultfd.
         if missing {
-            crate::rule!(mm.pt.hw, FaultUffdMissingHugeZero);
+            rule!(mm.pt.hw, FaultUffdMissingHugeZero);
             return Err(AccessFault::Uffd { addr });
         }
         let Some(pgtable) = env.phys.alloc_pt_page() else {
             return Ok(None);
         };
-        crate::rule!(mm.pt.hw, FaultHugeZeroPmd);
+        rule!(mm.pt.hw, FaultHugeZeroPmd);
         mm.deposited.insert(slot, pgtable);
         let mut flags = LeafFlags::YOUNG | LeafFlags::SPECIAL;
         if vma.flags.contains(VmFlags::EXEC) {
@@ -186,10 +187,10 @@ fn do_huge_pmd_anonymous_page(
     // observable; an allocation failure would count thp_fault_fallback
     // first, which the model, never short of memory here, skips).
     if missing {
-        crate::rule!(mm.pt.hw, FaultUffdMissingPmd);
+        rule!(mm.pt.hw, FaultUffdMissingPmd);
         return Err(AccessFault::Uffd { addr });
     }
-    crate::rule!(mm.pt.hw, FaultPmdThp);
+    rule!(mm.pt.hw, FaultPmdThp);
     Ok(map_new_pmd_folio(mm, env, vma, slot).map(|folio| folio.head.add((addr - slot) >> 12)))
 }
 
@@ -246,7 +247,7 @@ fn do_huge_pmd_wp_page(
         // P4: replace the huge zero PMD with a fresh THP (do_huge_zero_wp_pmd).
         mm.anon_vma_prepare(addr, env.ids);
         if let Some(folio) = map_new_pmd_folio(mm, env, vma, slot) {
-            crate::rule!(mm.pt.hw, FaultHugeZeroWpThp);
+            rule!(mm.pt.hw, FaultHugeZeroWpThp);
             return Some(folio.head.add((addr - slot) >> 12));
         }
         // Allocation failed (fallback counted): split into zero-page PTEs.
@@ -257,14 +258,14 @@ fn do_huge_pmd_wp_page(
     // P5: exclusive, or the only reference → reuse the whole PMD.
     let reuse = env.phys.anon_exclusive(folio.head) || env.phys.refcount(folio) == 1;
     if reuse {
-        crate::rule!(mm.pt.hw, FaultHugePmdReuse);
+        rule!(mm.pt.hw, FaultHugePmdReuse);
         env.phys.set_anon_exclusive(folio.head, true);
         let mut l = leaf;
         l.flags |= LeafFlags::WRITE | LeafFlags::DIRTY | LeafFlags::YOUNG;
         mm.pt.set_pmd(slot, Entry::Leaf(l));
         return Some(folio.head.add((addr - slot) >> 12));
     }
-    crate::rule!(mm.pt.hw, FaultHugePmdCowSplit);
+    rule!(mm.pt.hw, FaultHugePmdCowSplit);
     crate::mm::zap::split_huge_pmd(mm, env.phys, slot);
     None
 }
@@ -296,7 +297,7 @@ fn choose_order(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> Order {
         if base >= vma.start && base + size <= vma.end {
             break;
         }
-        crate::rule!(mm.pt.hw, FaultOrderOutsideVma);
+        rule!(mm.pt.hw, FaultOrderOutsideVma);
         mask &= !(1 << o.0);
     }
     // F5.4: drop orders whose block holds any non-none PTE, stopping at the
@@ -307,7 +308,7 @@ fn choose_order(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> Order {
         let all_none =
             (0..o.pages()).all(|k| matches!(mm.pt.pte_raw(base + k * PAGE_SIZE), Entry::None));
         if all_none {
-            crate::rule!(mm.pt.hw, FaultLargeOrder);
+            rule!(mm.pt.hw, FaultLargeOrder);
             return o;
         }
     }
@@ -328,7 +329,7 @@ fn do_anonymous_page(
     let missing = vma.flags.contains(VmFlags::UFFD_MISSING);
     if !write {
         if missing {
-            crate::rule!(mm.pt.hw, FaultUffdMissingRead);
+            rule!(mm.pt.hw, FaultUffdMissingRead);
             return Err(AccessFault::Uffd { addr });
         }
         // F4.1: the shared zero page, read-only and special; no anon_vma.
@@ -336,14 +337,14 @@ fn do_anonymous_page(
         if vma.flags.contains(VmFlags::EXEC) {
             flags |= LeafFlags::EXEC;
         }
-        crate::rule!(mm.pt.hw, FaultZeroPage);
+        rule!(mm.pt.hw, FaultZeroPage);
         let zero = env.phys.zero_pfn;
         mm.pt.set_ptes(addr, Leaf { pfn: zero, flags }, 1, env.phys);
         return Ok(zero);
     }
     mm.anon_vma_prepare(addr, env.ids);
     if missing {
-        crate::rule!(mm.pt.hw, FaultUffdMissingWrite);
+        rule!(mm.pt.hw, FaultUffdMissingWrite);
         return Err(AccessFault::Uffd { addr });
     }
     let mut order = choose_order(mm, env.thp, vma, addr);
@@ -354,7 +355,7 @@ fn do_anonymous_page(
         if order.0 == 0 {
             return Err(AccessFault::Oom { addr });
         }
-        crate::rule!(mm.pt.hw, FaultMthpFallback);
+        rule!(mm.pt.hw, FaultMthpFallback);
         env.phys.stats.mthp(order.0, MthpStat::AnonFaultFallback, 1);
         order = Order::ZERO;
     };
@@ -373,7 +374,7 @@ fn do_anonymous_page(
         .set_ptes(base, leaf_for_new_folio(vma, folio.head), nr, env.phys);
     if vma.flags.contains(VmFlags::LOCKED) {
         // folio_add_lru_vma() → mlock_new_folio().
-        crate::rule!(mm.pt.hw, FaultLockedNewFolio);
+        rule!(mm.pt.hw, FaultLockedNewFolio);
         env.phys
             .folio_batches
             .add(folio.head, folio.is_large(), true);
@@ -394,12 +395,12 @@ fn do_wp_page(
 ) -> Result<Pfn, AccessFault> {
     // W1 userfaultfd_pte_wp(): a uffd-wp entry in a WP-registered range.
     if uffd_wp_fault(vma, old) {
-        crate::rule!(mm.pt.hw, FaultUffdWpPte);
+        rule!(mm.pt.hw, FaultUffdWpPte);
         return Err(AccessFault::Uffd { addr });
     }
     if old.flags.contains(LeafFlags::SPECIAL) {
         // W2: copy the zero page into a fresh order-0 page.
-        crate::rule!(mm.pt.hw, FaultCowZeroPage);
+        rule!(mm.pt.hw, FaultCowZeroPage);
         return wp_page_copy(mm, env, vma, addr, None);
     }
     let page = old.pfn;
@@ -419,7 +420,7 @@ fn do_wp_page(
             false
         } else {
             if env.phys.folio_batches.off_lru(folio.head) {
-                crate::rule!(mm.pt.hw, FaultWpDrainsLru);
+                rule!(mm.pt.hw, FaultWpDrainsLru);
                 env.phys.folio_batches.drain();
             }
             refs(env.phys) == 1
@@ -432,7 +433,7 @@ fn do_wp_page(
             && mapcount == env.phys.refcount(folio)
     };
     if reuse {
-        crate::rule!(mm.pt.hw, FaultWpReuse);
+        rule!(mm.pt.hw, FaultWpReuse);
         env.phys.set_anon_exclusive(page, true);
         let mut l = old;
         l.flags |= LeafFlags::WRITE | LeafFlags::DIRTY | LeafFlags::YOUNG;
@@ -440,7 +441,7 @@ fn do_wp_page(
         mm.pt.modify_pte(addr, l);
         return Ok(page);
     }
-    crate::rule!(mm.pt.hw, FaultWpCopy);
+    rule!(mm.pt.hw, FaultWpCopy);
     wp_page_copy(mm, env, vma, addr, Some((folio, page)))
 }
 
@@ -538,7 +539,7 @@ pub fn do_swap_page(
             // insert and its reference; swap_read_folio() reads the page
             // (the I/O is not priced). Readahead of neighbouring slots is
             // not modelled.
-            crate::rule!(phys.hw, FaultSwapInRead);
+            rule!(phys.hw, FaultSwapInRead);
             let f = phys
                 .alloc_anon_folio(Order::ZERO)
                 .ok_or(AccessFault::Oom { addr })?;
@@ -580,7 +581,7 @@ pub fn do_swap_page(
     }
     let uffd_wp = s.uffd_wp && vma.flags.contains(VmFlags::UFFD_WP);
     if exclusive && vma.flags.contains(VmFlags::WRITE) && !uffd_wp {
-        crate::rule!(phys.hw, FaultSwapInWritable);
+        rule!(phys.hw, FaultSwapInWritable);
         flags |= LeafFlags::WRITE;
         if write {
             flags |= LeafFlags::DIRTY;
@@ -608,7 +609,7 @@ pub fn do_swap_page(
         // fault) or frees its swap (folio_free_swap() marks it dirty), the
         // model marks it dirty: MADV_FREE treats both alike (skip unless
         // exclusive: docs/ops/madvise.md F10).
-        crate::rule!(phys.hw, FaultSwapFreesSlot);
+        rule!(phys.hw, FaultSwapFreesSlot);
         phys.set_folio_dirty(folio, true);
         // The model drops an unreferenced slot's cache at once (see the
         // module comment): folio_free_swap() clears SWAP_HAS_CACHE under

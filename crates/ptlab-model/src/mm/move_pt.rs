@@ -28,6 +28,7 @@ use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{PageTables, PmdSlot};
+use crate::core::rules::rule;
 use crate::core::vma::Vma;
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
 use crate::mm::mm::Mm;
@@ -79,7 +80,7 @@ pub fn move_page_tables(
     let tables_ok =
         table_moves && !uffd_without_event_remap(&pmc.old) && !uffd_without_event_remap(&pmc.new);
     if table_moves && !tables_ok {
-        crate::rule!(mm.pt.hw, MremapUffdRefusesTableMove);
+        rule!(mm.pt.hw, MremapUffdRefusesTableMove);
     }
     while old_addr < old_end {
         // §9.3/§9.4.1–4: the PUD level.
@@ -118,7 +119,7 @@ pub fn move_page_tables(
                     new_addr += extent;
                     continue;
                 }
-                crate::rule!(mm.pt.hw, MremapSplitHugePmd);
+                rule!(mm.pt.hw, MremapSplitHugePmd);
                 split_huge_pmd(mm, phys, old_addr & !(PMD_SIZE - 1));
             }
             PmdSlot::Table(_) => {
@@ -170,7 +171,7 @@ fn try_realign_addr(mm: &Mm, pmc: &PageTableMove, old_addr: &mut u64, new_addr: 
     if !can_align_down(mm, &pmc.old, *old_addr) || !can_align_down(mm, &pmc.new, *new_addr) {
         return;
     }
-    crate::rule!(mm.pt.hw, MremapRealign);
+    rule!(mm.pt.hw, MremapRealign);
     *old_addr &= !off;
     *new_addr &= !off;
 }
@@ -209,7 +210,7 @@ fn move_normal_pud(mm: &mut Mm, old_addr: u64, new_addr: u64) -> bool {
         let t = mm.deposited.remove(&slot).expect("deposited");
         mm.deposited.insert(slot - old_addr + new_addr, t);
     }
-    crate::rule!(mm.pt.hw, MremapMovePud);
+    rule!(mm.pt.hw, MremapMovePud);
     true
 }
 
@@ -232,7 +233,7 @@ fn move_normal_pmd(mm: &mut Mm, old_addr: u64, new_addr: u64) -> bool {
     mm.pt.set_pmd(new_addr, Entry::Table(pte_table));
     mm.pt
         .flush_tlb_range(old_addr, old_addr + PMD_SIZE, PAGE_SIZE);
-    crate::rule!(mm.pt.hw, MremapMovePmd);
+    rule!(mm.pt.hw, MremapMovePmd);
     true
 }
 
@@ -260,7 +261,7 @@ fn move_huge_pmd(mm: &mut Mm, old_vma: &Vma, old_addr: u64, new_addr: u64) -> bo
         pmd.flags.remove(LeafFlags::UFFD_WP);
     }
     mm.pt.set_pmd(new_addr, Entry::Leaf(pmd));
-    crate::rule!(mm.pt.hw, MremapMoveHugePmd);
+    rule!(mm.pt.hw, MremapMoveHugePmd);
     true
 }
 
@@ -302,7 +303,7 @@ pub fn move_ptes_per_pte(
             continue; // none: nothing to move
         }
         force_flush = true;
-        crate::rule!(pt.hw, MremapMovePtesPerPte);
+        rule!(pt.hw, MremapMovePtesPerPte);
         pt.hw.mark_batch(old_addr + off, 1, "move");
         let (_, old) = pt.clear_ptes(old_addr + off, 1)[0];
         pt.set_ptes(new_addr + off, moved_pte(old_vma, old), 1, phys);
@@ -364,7 +365,7 @@ pub fn move_ptes_batched(
         }
         pt.set_ptes(new_addr + off, moved_pte(old_vma, first), nr, phys);
         if nr > 1 {
-            crate::rule!(pt.hw, MremapMovePtesBatch);
+            rule!(pt.hw, MremapMovePtesBatch);
         }
         off += nr * PAGE_SIZE;
     }

@@ -18,6 +18,7 @@ use crate::core::addr::HPAGE_PMD_NR;
 use crate::core::addr::{PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, LeafFlags};
 use crate::core::pgtable::{Cursor, PmdSlot, PtItem};
+use crate::core::rules::rule;
 use crate::core::stats::VmEvent;
 use crate::core::vma::{VmFlags, Vma};
 use crate::model::Model;
@@ -86,7 +87,7 @@ impl Model {
             || !fits
             || vma.anon_vma.is_none()
         {
-            crate::rule!(self.phys.hw, CollapseEinvalVma);
+            rule!(self.phys.hw, CollapseEinvalVma);
             return Err(Errno::EINVAL);
         }
         // lru_add_drain_all(): every folio is on an LRU for the scan.
@@ -103,14 +104,14 @@ impl Model {
             }
             // Linux: mm/khugepaged.c madvise_collapse(): each PMD's scan result.
             match r {
-                Scan::Succeed => crate::rule!(self.phys.hw, CollapseSucceed),
-                Scan::PmdMapped => crate::rule!(self.phys.hw, CollapsePmdMapped),
-                Scan::PmdNull | Scan::PmdNone => crate::rule!(self.phys.hw, CollapsePmdNone),
-                Scan::PageCount => crate::rule!(self.phys.hw, CollapsePageCount),
-                Scan::PteUffdWp => crate::rule!(self.phys.hw, CollapsePteUffdWp),
-                Scan::ExceedNonePte => crate::rule!(self.phys.hw, CollapseExceedNonePte),
-                Scan::AllocFail => crate::rule!(self.phys.hw, CollapseAllocFail),
-                Scan::Fail => crate::rule!(self.phys.hw, CollapseFail),
+                Scan::Succeed => rule!(self.phys.hw, CollapseSucceed),
+                Scan::PmdMapped => rule!(self.phys.hw, CollapsePmdMapped),
+                Scan::PmdNull | Scan::PmdNone => rule!(self.phys.hw, CollapsePmdNone),
+                Scan::PageCount => rule!(self.phys.hw, CollapsePageCount),
+                Scan::PteUffdWp => rule!(self.phys.hw, CollapsePteUffdWp),
+                Scan::ExceedNonePte => rule!(self.phys.hw, CollapseExceedNonePte),
+                Scan::AllocFail => rule!(self.phys.hw, CollapseAllocFail),
+                Scan::Fail => rule!(self.phys.hw, CollapseFail),
             }
             match r {
                 Scan::Succeed | Scan::PmdMapped => thps += 1,

@@ -16,6 +16,7 @@ use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
+use crate::core::rules::rule;
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
 use crate::mm::mm::Mm;
@@ -66,7 +67,7 @@ impl Model {
         for v in parent_vmas {
             // K1: VM_DONTCOPY VMAs do not exist in the child.
             if v.flags.contains(VmFlags::DONTCOPY) {
-                crate::rule!(src.pt.hw, ForkDontcopy);
+                rule!(src.pt.hw, ForkDontcopy);
                 continue;
             }
             src.pt.hw.one(HwEvent::VmaCopy);
@@ -76,7 +77,7 @@ impl Model {
                 VmFlags::LOCKED | VmFlags::LOCKONFAULT | VmFlags::UFFD_MISSING | VmFlags::UFFD_WP;
             if v.flags.contains(VmFlags::WIPEONFORK) {
                 // A clean slate: no anon_vma until the child faults, no page tables.
-                crate::rule!(src.pt.hw, ForkWipeonfork);
+                rule!(src.pt.hw, ForkWipeonfork);
                 c.anon_vma = None;
                 c.fork_child = false;
                 dst.vmas.insert(c);
@@ -176,13 +177,13 @@ fn copy_huge_pmd(
     let pgtable = phys.alloc_pt_page().ok_or(Errno::ENOMEM)?;
     dst.deposited.insert(slot, pgtable);
     if Some(leaf.pfn) == phys.huge_zero {
-        crate::rule!(src.pt.hw, ForkHugeZeroPmd);
+        rule!(src.pt.hw, ForkHugeZeroPmd);
         dst.pt.set_pmd(slot, Entry::Leaf(leaf));
         return Ok(());
     }
     let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
     // folio_try_dup_anon_rmap_pmd(): the head loses AnonExclusive.
-    crate::rule!(src.pt.hw, ForkCopyHugePmd);
+    rule!(src.pt.hw, ForkCopyHugePmd);
     phys.set_anon_exclusive(folio.head, false);
     phys.add_rmap_pmd(folio, dst.pid, false);
     phys.ref_add(folio, 1);
@@ -242,7 +243,7 @@ fn copy_pte_range(
             Some(phys.folio_of(pte.pfn).expect("PTE maps a folio"))
         };
         let nr = if pte.flags.contains(LeafFlags::SPECIAL) {
-            crate::rule!(src.pt.hw, ForkZeroPagePte);
+            rule!(src.pt.hw, ForkZeroPagePte);
             copy_present_ptes(src, dst, phys, addr, pte, None, 1, c);
             1
         } else if batch {
@@ -262,14 +263,14 @@ fn copy_pte_range(
                 Fpb::MERGE_WRITE | Fpb::RESPECT_DIRTY,
             );
             if b.nr > 1 {
-                crate::rule!(src.pt.hw, ForkPteBatch);
+                rule!(src.pt.hw, ForkPteBatch);
             }
             src.pt.hw.mark_batch(addr, b.nr, "copy");
             copy_present_ptes(src, dst, phys, addr, b.pte, folio, b.nr, c);
             b.nr
         } else {
             // Before 6.9: one PTE at a time.
-            crate::rule!(src.pt.hw, ForkPtePerEntry);
+            rule!(src.pt.hw, ForkPtePerEntry);
             src.pt.hw.mark_batch(addr, 1, "copy");
             copy_present_ptes(src, dst, phys, addr, pte, folio, 1, c);
             1
@@ -307,7 +308,7 @@ fn copy_present_ptes(
     // A private (COW) mapping write-protects the parent's entries.
     let mut child = pte;
     if pte.write() {
-        crate::rule!(src.pt.hw, ForkWrprotectParent);
+        rule!(src.pt.hw, ForkWrprotectParent);
         src.pt.wrprotect_ptes(addr, nr);
         child.flags.remove(LeafFlags::WRITE);
     }

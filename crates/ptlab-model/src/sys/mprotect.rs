@@ -32,6 +32,7 @@ use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
+use crate::core::rules::rule;
 use crate::core::tlb::MmuGather;
 use crate::core::vma::vm_page_prot;
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS};
@@ -66,15 +67,15 @@ impl Model {
         let grows = prot.bits() & (PROT_GROWSDOWN | PROT_GROWSUP);
         let bits = prot.bits() & !grows;
         if grows == PROT_GROWSDOWN | PROT_GROWSUP {
-            crate::rule!(self.phys.hw, MprotectGrowsBoth);
+            rule!(self.phys.hw, MprotectGrowsBoth);
             return Err(Errno::EINVAL); // can't be both
         }
         if !addr.is_multiple_of(PAGE_SIZE) {
-            crate::rule!(self.phys.hw, MprotectAddrUnaligned);
+            rule!(self.phys.hw, MprotectAddrUnaligned);
             return Err(Errno::EINVAL);
         }
         if len == 0 {
-            crate::rule!(self.phys.hw, MprotectLenZero);
+            rule!(self.phys.hw, MprotectLenZero);
             return Ok(()); // before the prot check: mprotect(p, 0, junk) succeeds
         }
         // PAGE_ALIGN(len) may wrap to 0 and start + len may wrap: end <= start.
@@ -86,7 +87,7 @@ impl Model {
         // arch_validate_prot() (generic and arm64 without BTI/MTE).
         let known = Prot::READ.bits() | Prot::WRITE.bits() | Prot::EXEC.bits() | PROT_SEM;
         if bits & !known != 0 {
-            crate::rule!(self.phys.hw, MprotectProtInvalid);
+            rule!(self.phys.hw, MprotectProtInvalid);
             return Err(Errno::EINVAL);
         }
         // vma_find(): the first VMA ending above start and starting below end.
@@ -99,18 +100,18 @@ impl Model {
         if grows & PROT_GROWSDOWN != 0 {
             start = first.start;
             if !first.flags.contains(VmFlags::GROWSDOWN) {
-                crate::rule!(self.phys.hw, MprotectGrowsdownNotStack);
+                rule!(self.phys.hw, MprotectGrowsdownNotStack);
                 return Err(Errno::EINVAL);
             }
         } else {
             if first.start > start {
-                crate::rule!(self.phys.hw, MprotectUnmappedStart);
+                rule!(self.phys.hw, MprotectUnmappedStart);
                 return Err(Errno::ENOMEM);
             }
             if grows & PROT_GROWSUP != 0 {
                 // The kernel extends the range to the VMA's end, then needs
                 // VM_GROWSUP, which is VM_NONE on x86-64 and arm64.
-                crate::rule!(self.phys.hw, MprotectGrowsup);
+                rule!(self.phys.hw, MprotectGrowsup);
                 return Err(Errno::EINVAL);
             }
         }
@@ -135,7 +136,7 @@ impl Model {
             .cloned()
         {
             if vma.start != tmp {
-                crate::rule!(self.phys.hw, MprotectHole);
+                rule!(self.phys.hw, MprotectHole);
                 return Err(Errno::ENOMEM); // a hole: earlier VMAs stay changed
             }
             // Each call passes all of r/w/x: those not given are cleared.
@@ -143,7 +144,7 @@ impl Model {
             // newflags >> 4 puts VM_MAY* where VM_* are.
             let may = VmFlags::from_bits_retain(newflags.bits() >> 4);
             if !(newflags - may).intersection(VM_ACCESS_FLAGS).is_empty() {
-                crate::rule!(self.phys.hw, MprotectBeyondMay);
+                rule!(self.phys.hw, MprotectBeyondMay);
                 return Err(Errno::EACCES);
             }
             tmp = vma.end.min(end);
@@ -157,7 +158,7 @@ impl Model {
             nstart = tmp;
         }
         if tmp < end {
-            crate::rule!(self.phys.hw, MprotectPastLastVma);
+            rule!(self.phys.hw, MprotectPastLastVma);
             return Err(Errno::ENOMEM); // the range runs past the last VMA
         }
         Ok(())
@@ -174,7 +175,7 @@ impl Model {
         newflags: VmFlags,
     ) -> Result<(), Errno> {
         if vma.flags.contains(VmFlags::SEALED) {
-            crate::rule!(self.phys.hw, MprotectSealed);
+            rule!(self.phys.hw, MprotectSealed);
             return Err(Errno::EPERM);
         }
         let old = vma.flags;
@@ -192,7 +193,7 @@ impl Model {
             let mm = &self.procs[&pid];
             let nrpages = (end - start) / crate::core::addr::PAGE_SIZE;
             if !mm.may_expand_vm(newflags, nrpages) && mm.may_expand_vm(old, nrpages) {
-                crate::rule!(self.phys.hw, MprotectRlimitData);
+                rule!(self.phys.hw, MprotectRlimitData);
                 return Err(Errno::ENOMEM);
             }
             let charged = VmFlags::ACCOUNT
@@ -215,11 +216,11 @@ impl Model {
         // (vma_adjust_trans_huge(), rule M6/P6).
         mm.modify_range_with(vma.start, start, end, newflags, &mut |mm, b, split| {
             if split && mm.map_count() >= max {
-                crate::rule!(mm.pt.hw, MprotectSplitMapCount);
+                rule!(mm.pt.hw, MprotectSplitMapCount);
                 return Err(Errno::ENOMEM);
             }
             if let Some(slot) = mm.pmd_cut_by(b) {
-                crate::rule!(mm.pt.hw, MprotectSplitHugePmdAtBoundary);
+                rule!(mm.pt.hw, MprotectSplitHugePmdAtBoundary);
                 split_huge_pmd(mm, phys, slot);
             }
             Ok(())
@@ -241,7 +242,7 @@ impl Model {
             && newflags.contains(VmFlags::WRITE)
             && !newflags.contains(VmFlags::LOCKONFAULT)
         {
-            crate::rule!(self.phys.hw, MprotectLockedWritablePopulates);
+            rule!(self.phys.hw, MprotectLockedWritablePopulates);
             for page in crate::mm::mm::pages(start, end) {
                 if self.fault(pid, page, true).is_err() {
                     break;
@@ -331,7 +332,7 @@ fn change_protection(
                 } else {
                     // A huge PMD only partly covered: split it, then go on at
                     // PTE level (__split_huge_pmd(), rule A4/P6).
-                    crate::rule!(mm.pt.hw, MprotectSplitHugePmdPartial);
+                    rule!(mm.pt.hw, MprotectSplitHugePmdPartial);
                     split_huge_pmd(mm, phys, q.entry_start());
                     change_pte_range(mm, phys, vma, q.segment(), cp, &mut tlb);
                 }
@@ -360,7 +361,7 @@ fn change_huge_pmd(
     tlb: &mut MmuGather,
 ) {
     // pmd_lock(); pmdp_invalidate_ad().
-    crate::rule!(mm.pt.hw, MprotectChangeHugePmd);
+    rule!(mm.pt.hw, MprotectChangeHugePmd);
     mm.pt.lock();
     mm.pt.pmdp_invalidate_ad(slot);
     // pmd_modify().
@@ -371,7 +372,7 @@ fn change_huge_pmd(
                 .folio_of(old.pfn)
                 .is_some_and(|f| phys.anon_exclusive(f.head));
         if maybe_change_pte_writable(vma, entry) && exclusive_anon {
-            crate::rule!(mm.pt.hw, MprotectHugePmdMkwrite);
+            rule!(mm.pt.hw, MprotectHugePmdMkwrite);
             entry.flags |= LeafFlags::WRITE; // pmd_mkwrite()
         }
     }
@@ -443,7 +444,7 @@ fn change_pte_range_batched(
         }
         let nr = mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr);
         if nr > 1 {
-            crate::rule!(mm.pt.hw, MprotectPtesBatch);
+            rule!(mm.pt.hw, MprotectPtesBatch);
         }
         mm.pt.hw.mark_batch(addr, nr, "protect");
         let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, nr);
@@ -522,11 +523,11 @@ fn set_write_prot_commit_flush_ptes(
             len += 1;
         }
         if exclusive {
-            crate::rule!(pt.hw, MprotectBatchWriteUpgrade);
+            rule!(pt.hw, MprotectBatchWriteUpgrade);
         }
         prot_commit_flush_ptes(pt, phys, addr, ptent, len, idx, exclusive);
         if len < nr {
-            crate::rule!(pt.hw, MprotectBatchMixedExclusive);
+            rule!(pt.hw, MprotectBatchMixedExclusive);
         }
         idx += len;
     }
@@ -588,7 +589,7 @@ fn change_pte_range_per_pte(
         if !matches!(mm.pt.pte(addr), Entry::Leaf(_)) {
             continue;
         }
-        crate::rule!(mm.pt.hw, MprotectPtePerEntry);
+        rule!(mm.pt.hw, MprotectPtePerEntry);
         mm.pt.hw.mark_batch(addr, 1, "protect");
         let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, 1); // ptep_modify_prot_start()
         let mut ptent = pte_modify(oldpte, cp.prot);
@@ -599,7 +600,7 @@ fn change_pte_range_per_pte(
                 mm.pt.hw.add(HwEvent::StructPageLine, 2);
             }
             if can_change_pte_writable(vma, ptent, phys) {
-                crate::rule!(mm.pt.hw, MprotectPteWriteUpgrade);
+                rule!(mm.pt.hw, MprotectPteWriteUpgrade);
                 ptent.flags |= LeafFlags::WRITE;
             }
         }

@@ -28,6 +28,7 @@ use crate::core::arch::{Entry, Leaf, LeafFlags, SwapPte};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PmdSlot, PtItem, Segment};
+use crate::core::rules::rule;
 use crate::core::stats::{MthpStat, VmEvent};
 pub use crate::core::swapfile::MIN_SWAP_PAGES;
 use crate::core::vma::{VmFlags, Vma};
@@ -127,12 +128,12 @@ pub fn madvise_pageout(
                 }
                 let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
                 if phys.mapped_by_other_mm(folio, pid) {
-                    crate::rule!(phys.hw, SwapPageoutSkipsSharedThp);
+                    rule!(phys.hw, SwapPageoutSkipsSharedThp);
                     continue;
                 }
                 let whole = q.whole_pmd();
                 if whole && cold {
-                    crate::rule!(phys.hw, SwapColdKeepsWholeThp);
+                    rule!(phys.hw, SwapColdKeepsWholeThp);
                     continue;
                 }
                 if whole && phys.lazyfree(folio) {
@@ -147,7 +148,7 @@ pub fn madvise_pageout(
                 // one right away); the stats of a reclaim-time split follow.
                 let _ = split_folio(procs, phys, folio, Some((pid, q.entry_start(), folio.head)));
                 if whole {
-                    crate::rule!(phys.hw, SwapPageoutSplitsPmdThp);
+                    rule!(phys.hw, SwapPageoutSplitsPmdThp);
                     phys.stats.mthp(PMD_ORDER, MthpStat::SwpoutFallback, 1);
                     phys.stats.vm(VmEvent::ThpSwpoutFallback, 1);
                 }
@@ -200,7 +201,7 @@ fn pageout_ptes(
                 }
             }
             if phys.mapped_by_other_mm(folio, pid) {
-                crate::rule!(phys.hw, SwapPageoutSkipsSharedLarge);
+                rule!(phys.hw, SwapPageoutSkipsSharedLarge);
                 addr += nr * PAGE_SIZE;
                 continue;
             }
@@ -226,7 +227,7 @@ fn pageout_ptes(
             if covers_all {
                 // Reclaimed whole: the large swap allocation fails, so
                 // shrink_folio_list() splits it and counts the fallback.
-                crate::rule!(phys.hw, SwapPageoutSplitsLarge);
+                rule!(phys.hw, SwapPageoutSplitsLarge);
                 phys.stats.mthp(folio.order.0, MthpStat::SwpoutFallback, 1);
                 if folio.order.0 == PMD_ORDER {
                     phys.stats.vm(VmEvent::ThpSwpoutFallback, 1);
@@ -237,7 +238,7 @@ fn pageout_ptes(
         }
         // folio_maybe_mapped_shared() on a small folio: mapcount > 1.
         if cold || phys.page_mapcount(pte.pfn) > 1 {
-            crate::rule!(phys.hw, SwapPageoutSkipsSharedSmall);
+            rule!(phys.hw, SwapPageoutSkipsSharedSmall);
             addr += PAGE_SIZE;
             continue;
         }
@@ -279,14 +280,14 @@ fn discard_lazyfree(
     // The model holds no isolation reference: ref_count == mapcount.
     let only_mapped = phys.refcount(folio) == phys.folio_mapcount(folio);
     if clean && only_mapped {
-        crate::rule!(phys.hw, SwapLazyfreeDiscarded);
+        rule!(phys.hw, SwapLazyfreeDiscarded);
         let mut tlb = crate::core::tlb::MmuGather::new();
         crate::mm::zap::zap_range(mm, phys, &mut tlb, addr, addr + len, false);
         tlb.finish(&mm.pt);
         return;
     }
     if pte_dirty {
-        crate::rule!(phys.hw, SwapLazyfreeRedirtied);
+        rule!(phys.hw, SwapLazyfreeRedirtied);
         phys.set_folio_dirty(folio, true);
     }
     phys.set_lazyfree(folio, false);
@@ -294,7 +295,7 @@ fn discard_lazyfree(
         // The PMD stays split (TTU_SPLIT_HUGE_PMD → split_huge_pmd_locked()
         // after unmap_huge_pmd_locked() failed): the folio is kept whole,
         // mapped by PTEs (checked live: thp_split_pmd +1, AnonHugePages 0).
-        crate::rule!(phys.hw, SwapLazyfreePmdSplitKept);
+        rule!(phys.hw, SwapLazyfreePmdSplitKept);
         crate::mm::zap::split_huge_pmd(mm, phys, addr);
     }
 }
@@ -336,7 +337,7 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
         Some(off) => off,
         None => {
             let Some(off) = phys.swap.alloc(tag) else {
-                crate::rule!(phys.hw, SwapOutNoSlot);
+                rule!(phys.hw, SwapOutNoSlot);
                 return;
             };
             count_swap_map(&phys.hw, 1);
@@ -366,7 +367,7 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
     count_swap_map(&phys.hw, 1);
     phys.ref_sub(folio, 1);
     if cached.is_some() {
-        crate::rule!(phys.hw, SwapOutCachedSlot);
+        rule!(phys.hw, SwapOutCachedSlot);
         let slot = phys.swap.slots.get_mut(&offset).expect("slot");
         slot.count += 1;
         // A dirty PTE dirtied the folio (try_to_unmap_one()): pageout()
@@ -379,7 +380,7 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
         slot.cache = None;
         phys.ref_sub(folio, 1);
     } else {
-        crate::rule!(phys.hw, SwapOutWrite);
+        rule!(phys.hw, SwapOutWrite);
         phys.swap.pswpout += 1;
     }
 }

@@ -16,6 +16,7 @@ use crate::types::errno::Errno;
 use crate::types::Pid;
 
 use super::ctx::*;
+use crate::core::rules::rule;
 
 impl Model {
     // ---- the descriptor ---------------------------------------------------
@@ -173,7 +174,7 @@ impl Model {
         self.count_syscall(ctx.mm);
         let mode = RegisterMode::from_bits_retain(mode);
         if mode.is_empty() || !(mode - RegisterMode::all()).is_empty() {
-            crate::rule!(self.phys.hw, UffdRegisterModeInvalid);
+            rule!(self.phys.hw, UffdRegisterModeInvalid);
             return Err(Errno::EINVAL);
         }
         let mut vm_flags = VmFlags::empty();
@@ -197,22 +198,22 @@ impl Model {
             .map(|s| mm.vmas.get(s).expect("vma").clone())
             .collect();
         if vmas.is_empty() {
-            crate::rule!(self.phys.hw, UffdRegisterNoVma);
+            rule!(self.phys.hw, UffdRegisterNoVma);
             return Err(Errno::EINVAL);
         }
         for v in &vmas {
             // vma_can_userfault(): MINOR needs shmem or hugetlb (§3.3);
             // private anonymous memory allows MISSING and WP.
             if mode.contains(RegisterMode::MINOR) {
-                crate::rule!(self.phys.hw, UffdRegisterMinorAnon);
+                rule!(self.phys.hw, UffdRegisterMinorAnon);
                 return Err(Errno::EINVAL);
             }
             if !v.flags.contains(VmFlags::MAYWRITE) {
-                crate::rule!(self.phys.hw, UffdRegisterNotMaywrite);
+                rule!(self.phys.hw, UffdRegisterNotMaywrite);
                 return Err(Errno::EPERM);
             }
             if v.uffd_ctx().is_some_and(|c| c != id) {
-                crate::rule!(self.phys.hw, UffdRegisterOtherCtx);
+                rule!(self.phys.hw, UffdRegisterOtherCtx);
                 return Err(Errno::EBUSY);
             }
         }
@@ -225,7 +226,7 @@ impl Model {
             .cloned()
         {
             if v.uffd_ctx() == Some(id) && v.flags.contains(vm_flags) {
-                crate::rule!(self.phys.hw, UffdRegisterAlready);
+                rule!(self.phys.hw, UffdRegisterAlready);
                 nstart = v.end; // already registered in this mode
                 continue;
             }
@@ -325,7 +326,7 @@ impl Model {
                 && phys.folio_of(l.pfn).is_some()
                 && phys.anon_exclusive(l.pfn);
             if writable {
-                crate::rule!(mm.pt.hw, UffdWpResolveWritable);
+                rule!(mm.pt.hw, UffdWpResolveWritable);
                 l.flags.insert(LeafFlags::WRITE);
             }
             mm.pt.modify_pte(va, l);
