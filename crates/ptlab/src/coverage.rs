@@ -345,6 +345,7 @@ fn print_text(rep: &Report, missed_only: bool) {
                 if i.seed_switch { "  (seed switch)" } else { "" }
             );
         }
+        outln!("(docs/coverage.md says why each rule the shipped scenarios miss is out of reach)");
     }
     outln!();
     outln!(

@@ -333,7 +333,8 @@ struct FuzzArgs {
 
     /// Run the cases on the model only, with its invariant checker after
     /// every statement (no live kernel, no root; a violated invariant or a
-    /// model panic is a finding): fast rule coverage and model bugs
+    /// model panic is a finding): fast rule coverage and model bugs. One
+    /// job (--jobs is ignored)
     #[arg(long)]
     model_only: bool,
 
@@ -854,6 +855,8 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     let shard = args.shard.unwrap_or(Shard::WHOLE);
     let results_name = ptlab_live::fuzz::results_file_name(seed, shard);
     let jobs = match args.jobs {
+        // The model's cases are planned one after the other anyway.
+        _ if args.model_only => 1,
         Jobs::Auto => ptlab_live::fuzz::allowed_cpus().len().max(1),
         Jobs::N(n) => n,
     };
