@@ -354,11 +354,12 @@ impl GenWeights {
         self.set(n.trim(), v)
     }
 
-    /// The weights biased toward the rule families `cov` has not
-    /// exercised: each weight is multiplied by 1 + 2 × (the fraction of
-    /// its families' rules with no hit), so an operation whose rules are
-    /// all hit keeps its weight and one whose rules are all missed gets
-    /// three times it. Percentages are left as they are. Deterministic.
+    /// The weights biased toward the rules `cov` has not exercised: each
+    /// relative weight is multiplied by 1 + 2 × (the fraction of its
+    /// families' rules with no hit), so an operation whose rules are all
+    /// hit keeps its weight and one whose rules are all missed gets three
+    /// times it; each new-code percentage by 1 + (the fraction of the
+    /// rules its shape aims at with no hit), at most 100. Deterministic.
     pub fn guided(&self, cov: &Coverage) -> GenWeights {
         use ptlab_model::core::rules::Family as F;
         let mut missed: BTreeMap<F, (u64, u64)> = BTreeMap::new();
@@ -403,6 +404,39 @@ impl GenWeights {
         g.mlock = scale(g.mlock, f(&[F::Mlock]));
         g.munlock = scale(g.munlock, f(&[F::Mlock]));
         g.mseal = scale(g.mseal, f(&[F::Mseal]));
+        // The new-code shapes, by the rules each aims at.
+        let aim = |pct: u64, rules: &[Rule]| -> u64 {
+            let missed = rules.iter().filter(|&&r| cov.get(r) == 0).count() as u64;
+            (pct * (100 + 100 * missed / rules.len() as u64))
+                .div_ceil(100)
+                .min(100)
+        };
+        g.mremap_multi_vma = aim(
+            g.mremap_multi_vma,
+            &[
+                Rule::MremapMultiPiece,
+                Rule::MremapMultiGapAtStart,
+                Rule::MremapMultiUffdArmed,
+            ],
+        );
+        g.uffd_move_large = aim(
+            g.uffd_move_large,
+            &[
+                Rule::UffdMovePmd,
+                Rule::UffdMoveSplitSrcPmd,
+                Rule::UffdMoveSplitLargeFolio,
+                Rule::UffdMoveBatch,
+            ],
+        );
+        g.large_folio_ranges = aim(
+            g.large_folio_ranges,
+            &[
+                Rule::MprotectPtesBatch,
+                Rule::MprotectBatchWriteUpgrade,
+                Rule::MremapMovePtesBatch,
+                Rule::ContpteWrprotectBatch,
+            ],
+        );
         g
     }
 
@@ -3657,8 +3691,16 @@ mod weight_tests {
         }
         assert_eq!(none.mseal, 3 * base.mseal);
         assert_eq!(
-            none.uffd_move_large, base.uffd_move_large,
-            "percentages stay"
+            none.uffd_move_large,
+            2 * base.uffd_move_large,
+            "the rules it aims at all missed"
+        );
+        let mut big = base.clone();
+        big.set("mremap_multi_vma", 70).unwrap();
+        assert_eq!(
+            big.guided(&Coverage::default()).mremap_multi_vma,
+            100,
+            "at most 100"
         );
         let mut all = Coverage::default();
         for &r in Rule::ALL {
@@ -3675,7 +3717,17 @@ mod weight_tests {
         let g = base.guided(&most);
         assert_eq!(g.ops[8], 3 * base.ops[8]);
         assert_eq!(g.ops[7], base.ops[7]);
-        assert_eq!(g.diff_from(&base), format!("mremap={}", 3 * base.ops[8]));
+        // The multi-VMA shape aims at mremap rules only, the large-folio
+        // ranges at one mremap rule of four.
+        assert_eq!(
+            g.diff_from(&base),
+            format!(
+                "mremap={},mremap_multi_vma={},large_folio_ranges={}",
+                3 * base.ops[8],
+                2 * base.mremap_multi_vma,
+                (base.large_folio_ranges * 125).div_ceil(100)
+            )
+        );
     }
 
     /// How many of `cases` generated cases contain each new-code shape.

@@ -155,7 +155,8 @@ Coverage: every case is also run on the model, and the kernel rules it takes
 are counted (docs/coverage.md); the progress line shows `rules N/226` and the
 summary the rules still missing. Each case is generated with the weights
 below multiplied, per operation, by up to 3 for the rule families the cases
-before it left unexercised (--no-guide: plain weights). The cases are planned
+before it left unexercised, and the new-code percentages by up to 2 for the
+rules they aim at (--no-guide: plain weights). The cases are planned
 in index order, so case n of a seed is the same with any --jobs and --shard.
 --model-only runs the cases on the model alone (both architectures, with
 and without the seed changes; invariants checked after every statement; no
