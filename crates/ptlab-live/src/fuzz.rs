@@ -16,8 +16,17 @@
 //! Everything derives from one seed (SplitMix64): case `n` of seed `s`
 //! uses the generator seeded with `mix(s, n)`, so `--seed s` reproduces a
 //! whole run.
+//!
+//! The draws are weighted by [`GenWeights`], whose defaults favour the
+//! newest kernel code (docs/live.md, "Generator weights"). The campaign's
+//! planner runs every case on the model first, in index order, and adds up
+//! its rule coverage: case `n`'s weights are boosted toward the rule
+//! families cases `0..n` left unexercised ([`GenWeights::guided`];
+//! docs/coverage.md), which keeps case `n` the same for any number of jobs
+//! and in any shard.
 
 use crate::diff::{diff_source, DiffOptions, DiffOutcome, DiffReport};
+use ptlab_model::core::rules::{Coverage, Rule};
 use ptlab_model::{
     Advice, ArchKind, Call, MapFlags, MremapFlags, PrctlThp, Prot, Resource, ThpKnob, ThpMode,
     UffdCopyMode, UffdMoveMode, UffdRegisterMode, UffdZeropageMode,
@@ -199,6 +208,283 @@ impl OpSet {
     }
 }
 
+/// The generator's weights: how often each kind of operation is drawn
+/// (relative weights) and how often an operation takes the shape that
+/// reaches the kernel's newest code (percentages). `ptlab fuzz --weight
+/// NAME=N` changes one; docs/live.md ("Generator weights") lists them.
+/// The defaults favour the code most likely to hold kernel bugs, the
+/// newest: multi-VMA mremap (6.17), guard markers (6.13+), mseal,
+/// UFFDIO_MOVE of large folios and PMDs, and mprotect/mremap batched over
+/// large folios (6.17).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenWeights {
+    /// Relative weight of each operation kind ([`GenWeights::OPS`] order).
+    pub ops: [u64; 11],
+    /// Relative weights among `madvise` advices: MADV_COLLAPSE,
+    /// MADV_PAGEOUT (with swap), MADV_COLD (with swap).
+    pub madv_collapse: u64,
+    pub madv_pageout: u64,
+    pub madv_cold: u64,
+    /// Relative weights in the guard/mlock/mseal group.
+    pub guard_install: u64,
+    pub guard_remove: u64,
+    pub mlock: u64,
+    pub munlock: u64,
+    pub mseal: u64,
+    /// Relative weights among userfaultfd ioctls.
+    pub uffd_register: u64,
+    pub uffd_copy: u64,
+    pub uffd_zeropage: u64,
+    pub uffd_move: u64,
+    pub uffd_unregister: u64,
+    /// Percent of mremaps that move a whole mapping split into several
+    /// VMAs with MREMAP_FIXED and old_len == new_len (6.17's multi-VMA
+    /// move; a split is made first).
+    pub mremap_multi_vma: u64,
+    /// Percent of UFFDIO_MOVEs over large folios or a PMD: the range
+    /// registered, written first (a large folio or THP) and 64 KiB- or
+    /// 2 MiB-aligned.
+    pub uffd_move_large: u64,
+    /// Percent of mprotects and mremaps over a written range aligned to
+    /// 64 KiB or 2 MiB (the batched large-folio paths of 6.17).
+    pub large_folio_ranges: u64,
+}
+
+impl GenWeights {
+    /// Operation kinds, in the order of [`GenWeights::ops`].
+    pub const OPS: [&'static str; 11] = [
+        "mmap",
+        "write",
+        "read",
+        "madvise",
+        "munmap",
+        "thp",
+        "fork",
+        "mprotect",
+        "mremap",
+        "uffd",
+        "guard_lock_seal",
+    ];
+
+    /// Every weight's name and value (`--weight NAME=N` names).
+    pub fn entries(&self) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = Self::OPS
+            .iter()
+            .zip(self.ops)
+            .map(|(n, w)| (n.to_string(), w))
+            .collect();
+        for (n, w) in [
+            ("madv_collapse", self.madv_collapse),
+            ("madv_pageout", self.madv_pageout),
+            ("madv_cold", self.madv_cold),
+            ("guard_install", self.guard_install),
+            ("guard_remove", self.guard_remove),
+            ("mlock", self.mlock),
+            ("munlock", self.munlock),
+            ("mseal", self.mseal),
+            ("uffd_register", self.uffd_register),
+            ("uffd_copy", self.uffd_copy),
+            ("uffd_zeropage", self.uffd_zeropage),
+            ("uffd_move", self.uffd_move),
+            ("uffd_unregister", self.uffd_unregister),
+            ("mremap_multi_vma", self.mremap_multi_vma),
+            ("uffd_move_large", self.uffd_move_large),
+            ("large_folio_ranges", self.large_folio_ranges),
+        ] {
+            v.push((n.to_string(), w));
+        }
+        v
+    }
+
+    fn field(&mut self, name: &str) -> Option<&mut u64> {
+        if let Some(i) = Self::OPS.iter().position(|n| *n == name) {
+            return Some(&mut self.ops[i]);
+        }
+        Some(match name {
+            "madv_collapse" => &mut self.madv_collapse,
+            "madv_pageout" => &mut self.madv_pageout,
+            "madv_cold" => &mut self.madv_cold,
+            "guard_install" => &mut self.guard_install,
+            "guard_remove" => &mut self.guard_remove,
+            "mlock" => &mut self.mlock,
+            "munlock" => &mut self.munlock,
+            "mseal" => &mut self.mseal,
+            "uffd_register" => &mut self.uffd_register,
+            "uffd_copy" => &mut self.uffd_copy,
+            "uffd_zeropage" => &mut self.uffd_zeropage,
+            "uffd_move" => &mut self.uffd_move,
+            "uffd_unregister" => &mut self.uffd_unregister,
+            "mremap_multi_vma" => &mut self.mremap_multi_vma,
+            "uffd_move_large" => &mut self.uffd_move_large,
+            "large_folio_ranges" => &mut self.large_folio_ranges,
+            _ => return None,
+        })
+    }
+
+    /// Set weight `name` to `value` (a percentage must be at most 100).
+    pub fn set(&mut self, name: &str, value: u64) -> Result<(), String> {
+        let pct = matches!(
+            name,
+            "mremap_multi_vma" | "uffd_move_large" | "large_folio_ranges"
+        );
+        if pct && value > 100 {
+            return Err(format!("{name} is a percentage: {value} is above 100"));
+        }
+        if value > 1_000_000 {
+            return Err(format!("{name}={value}: weights go up to 1000000"));
+        }
+        let names: Vec<String> = self.entries().into_iter().map(|(n, _)| n).collect();
+        let f = self.field(name).ok_or_else(|| {
+            format!(
+                "unknown weight '{name}'; expected one of: {}",
+                names.join(", ")
+            )
+        })?;
+        *f = value;
+        if self.ops.iter().all(|&w| w == 0) {
+            return Err("every operation weight is 0: nothing to generate".to_string());
+        }
+        Ok(())
+    }
+
+    /// Parse `NAME=N` and set it.
+    pub fn set_from(&mut self, s: &str) -> Result<(), String> {
+        let (n, v) = s
+            .split_once('=')
+            .ok_or_else(|| format!("'{s}': expected NAME=N, e.g. mremap=10"))?;
+        let v: u64 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}': N must be a whole number"))?;
+        self.set(n.trim(), v)
+    }
+
+    /// The weights biased toward the rules `cov` has not exercised: each
+    /// relative weight is multiplied by 1 + 2 × (the fraction of its
+    /// families' rules with no hit), so an operation whose rules are all
+    /// hit keeps its weight and one whose rules are all missed gets three
+    /// times it; each new-code percentage by 1 + (the fraction of the
+    /// rules its shape aims at with no hit), at most 100. Deterministic.
+    pub fn guided(&self, cov: &Coverage) -> GenWeights {
+        use ptlab_model::core::rules::Family as F;
+        let mut missed: BTreeMap<F, (u64, u64)> = BTreeMap::new();
+        for &r in Rule::ALL {
+            let e = missed.entry(r.info().family).or_default();
+            e.1 += 1;
+            e.0 += u64::from(cov.get(r) == 0);
+        }
+        // Percent factor of a set of families: 100..=300.
+        let f = |fams: &[F]| -> u64 {
+            let (m, t) = fams.iter().fold((0, 0), |(m, t), fam| {
+                let (a, b) = missed.get(fam).copied().unwrap_or_default();
+                (m + a, t + b)
+            });
+            100 + if t == 0 { 0 } else { 200 * m / t }
+        };
+        let scale = |w: u64, pct: u64| (w * pct).div_ceil(100);
+        let mut g = self.clone();
+        let per_op: [&[F]; 11] = [
+            &[F::Mmap],
+            &[F::Fault, F::Contpte],
+            &[F::Fault],
+            &[F::Madvise, F::Swap, F::Collapse],
+            &[F::Munmap, F::Zap],
+            // THP knobs: no rule of their own (the policy shows in the
+            // fault rules).
+            &[],
+            &[F::Fork],
+            &[F::Mprotect],
+            &[F::Mremap],
+            &[F::Uffd],
+            &[F::Guard, F::Mlock, F::Mseal],
+        ];
+        for (w, fams) in g.ops.iter_mut().zip(per_op) {
+            *w = scale(*w, f(fams));
+        }
+        g.madv_collapse = scale(g.madv_collapse, f(&[F::Collapse]));
+        g.madv_pageout = scale(g.madv_pageout, f(&[F::Swap]));
+        g.madv_cold = scale(g.madv_cold, f(&[F::Swap]));
+        g.guard_install = scale(g.guard_install, f(&[F::Guard]));
+        g.guard_remove = scale(g.guard_remove, f(&[F::Guard]));
+        g.mlock = scale(g.mlock, f(&[F::Mlock]));
+        g.munlock = scale(g.munlock, f(&[F::Mlock]));
+        g.mseal = scale(g.mseal, f(&[F::Mseal]));
+        // The new-code shapes, by the rules each aims at.
+        let aim = |pct: u64, rules: &[Rule]| -> u64 {
+            let missed = rules.iter().filter(|&&r| cov.get(r) == 0).count() as u64;
+            (pct * (100 + 100 * missed / rules.len() as u64))
+                .div_ceil(100)
+                .min(100)
+        };
+        g.mremap_multi_vma = aim(
+            g.mremap_multi_vma,
+            &[
+                Rule::MremapMultiPiece,
+                Rule::MremapMultiGapAtStart,
+                Rule::MremapMultiUffdArmed,
+            ],
+        );
+        g.uffd_move_large = aim(
+            g.uffd_move_large,
+            &[
+                Rule::UffdMovePmd,
+                Rule::UffdMoveSplitSrcPmd,
+                Rule::UffdMoveSplitLargeFolio,
+                Rule::UffdMoveBatch,
+            ],
+        );
+        g.large_folio_ranges = aim(
+            g.large_folio_ranges,
+            &[
+                Rule::MprotectPtesBatch,
+                Rule::MprotectBatchWriteUpgrade,
+                Rule::MremapMovePtesBatch,
+                Rule::ContpteWrprotectBatch,
+            ],
+        );
+        g
+    }
+
+    /// The weights that differ from `base`, as `name=value` (for records
+    /// and progress).
+    pub fn diff_from(&self, base: &GenWeights) -> String {
+        self.entries()
+            .into_iter()
+            .zip(base.entries())
+            .filter(|(a, b)| a.1 != b.1)
+            .map(|((n, v), _)| format!("{n}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+impl Default for GenWeights {
+    fn default() -> Self {
+        GenWeights {
+            // mmap, write, read, madvise, munmap, thp, fork, mprotect,
+            // mremap, uffd, guard_lock_seal. Before the new-code weights
+            // (issue 16) mremap was 3, uffd 6 and guard_lock_seal 5.
+            ops: [22, 26, 12, 20, 7, 6, 5, 6, 6, 8, 7],
+            madv_collapse: 5,
+            madv_pageout: 40,
+            madv_cold: 5,
+            guard_install: 35,
+            guard_remove: 15,
+            mlock: 25,
+            munlock: 20,
+            mseal: 10,
+            uffd_register: 35,
+            uffd_copy: 20,
+            uffd_zeropage: 10,
+            uffd_move: 35,
+            uffd_unregister: 10,
+            mremap_multi_vma: 30,
+            uffd_move_large: 40,
+            large_folio_ranges: 40,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Mapping {
     /// Expression for the start (a literal or a variable).
@@ -207,6 +493,10 @@ struct Mapping {
     /// its neighbours may be the harness's own mappings.
     floating: bool,
     len: u64,
+    /// The largest power of two (at most 2 MiB) its start is known to be
+    /// aligned to: a fixed address's own, a placed mapping's 2 MiB when its
+    /// length is a 2 MiB multiple (thp_get_unmapped_area()), else 4 KiB.
+    align: u64,
     /// Whether the generated process still has it (roughly).
     live: bool,
 }
@@ -289,20 +579,25 @@ impl Generated {
     }
 }
 
-/// Generate one scenario of about `ops` statements, as text.
+/// Generate one scenario of about `ops` statements, as text (default weights).
 pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
     generate_calls(seed, ops, set).to_ptl()
 }
 
-/// Generate one scenario of about `ops` statements.
+/// Generate one scenario of about `ops` statements (default weights).
 pub fn generate_calls(seed: u64, ops: usize, set: OpSet) -> Generated {
-    let mut out = generate_plain(seed, ops, set);
+    generate_weighted(seed, ops, set, &GenWeights::default())
+}
+
+/// Generate one scenario of about `ops` statements with weights `w`.
+pub fn generate_weighted(seed: u64, ops: usize, set: OpSet, w: &GenWeights) -> Generated {
+    let mut out = generate_plain(seed, ops, set, w);
     raw_values(&mut out, seed);
     out
 }
 
-/// [`generate_calls`] without raw values.
-fn generate_plain(seed: u64, ops: usize, set: OpSet) -> Generated {
+/// [`generate_weighted`] without raw values.
+fn generate_plain(seed: u64, ops: usize, set: OpSet, w: &GenWeights) -> Generated {
     let mut r = Rng::new(seed);
     let mut out = Generated {
         lines: vec![GenLine::Comment(format!(
@@ -406,19 +701,25 @@ fn generate_plain(seed: u64, ops: usize, set: OpSet) -> Generated {
         let choice = if live_maps.is_empty() {
             0
         } else {
-            r.weighted(&[
-                22,
-                26,
-                12,
-                20,
-                7,
-                6,
-                if set.fork { 5 } else { 0 },
-                if set.mprotect { 5 } else { 0 },
-                if set.mremap { 3 } else { 0 },
-                if set.uffd { 6 } else { 0 },
-                if set.guard_lock_seal { 5 } else { 0 },
-            ])
+            let o = &w.ops;
+            let only = |ok: bool, w: u64| if ok { w } else { 0 };
+            let ws = [
+                o[0],
+                o[1],
+                o[2],
+                o[3],
+                o[4],
+                o[5],
+                only(set.fork, o[6]),
+                only(set.mprotect, o[7]),
+                only(set.mremap, o[8]),
+                only(set.uffd, o[9]),
+                only(set.guard_lock_seal, o[10]),
+            ];
+            if ws.iter().all(|&x| x == 0) {
+                break;
+            }
+            r.weighted(&ws)
         };
         match choice {
             0 => {
@@ -474,17 +775,77 @@ fn generate_plain(seed: u64, ops: usize, set: OpSet) -> Generated {
                 emit(&mut out.lines, "main", bind, call);
                 total += len;
                 out.bases.push(base.clone());
+                let align = if floating && addr == 0 {
+                    if len % (2 * MB) == 0 {
+                        2 * MB
+                    } else {
+                        4 * KB
+                    }
+                } else if floating {
+                    4 * KB // a hint the kernel may not take
+                } else {
+                    (1 << addr.trailing_zeros()).min(2 * MB)
+                };
                 maps.push(Mapping {
                     base,
                     floating,
                     len,
+                    align,
                     live: true,
                 });
             }
             1..=4 | 7 | 8 => {
                 let k = *r.pick(&live_maps);
                 let m = maps[k].clone();
-                let (off, len) = subrange(&mut r, m.len, m.floating);
+                let (mut off, mut len) = subrange(&mut r, m.len, m.floating);
+                // New kernel code: a range over written large folios
+                // (mprotect and mremap batch over them since 6.17), and
+                // the multi-VMA mremap (6.17).
+                let multi = choice == 8 && r.chance(w.mremap_multi_vma) && m.len >= 16 * KB;
+                if multi {
+                    // Split the mapping (a middle part read-only or
+                    // NOHUGEPAGE), then move all of it with FIXED and the
+                    // same length: one mremap over several VMAs.
+                    let mid = (m.len / 2) & !(4 * KB - 1);
+                    let part = (m.len / 4).max(4 * KB) & !(4 * KB - 1);
+                    let split = if r.chance(50) && set.mprotect {
+                        Call::Mprotect {
+                            addr: sym(k, mid),
+                            len: part,
+                            prot: Prot::READ,
+                        }
+                    } else {
+                        Call::Madvise {
+                            addr: sym(k, mid),
+                            len: part,
+                            advice: Advice::NoHugePage,
+                        }
+                    };
+                    emit(&mut out.lines, &who, None, split);
+                    off = 0;
+                    len = m.len;
+                } else if matches!(choice, 7 | 8) && r.chance(w.large_folio_ranges) {
+                    let a = if m.align >= 2 * MB && m.len >= 2 * MB && r.chance(40) {
+                        2 * MB
+                    } else {
+                        64 * KB
+                    };
+                    if m.len >= a && m.align >= 64 * KB {
+                        off = (r.below(m.len / a)) * a;
+                        len = (a * (1 + r.below(2))).min(m.len - off);
+                        emit(
+                            &mut out.lines,
+                            &who,
+                            None,
+                            Call::Access {
+                                start: sym(k, off),
+                                len,
+                                write: true,
+                                tag: None,
+                            },
+                        );
+                    }
+                }
                 let at = sym(k, off);
                 let call = match choice {
                     1 => Call::Access {
@@ -513,10 +874,11 @@ fn generate_plain(seed: u64, ops: usize, set: OpSet) -> Generated {
                         // is noise until the comparison accepts both the
                         // drained and the undrained value. The shipped
                         // free-*.ptl scenarios drain at known points.
+                        let (c, p, d) = (w.madv_collapse, w.madv_pageout, w.madv_cold);
                         let advice = if swap {
-                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5, 40, 5])]
+                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, c, p, d])]
                         } else {
-                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, 5])]
+                            advs[r.weighted(&[35, 20, 10, 9, 7, 12, 7, c])]
                         };
                         Call::Madvise {
                             addr: at,
@@ -544,12 +906,13 @@ fn generate_plain(seed: u64, ops: usize, set: OpSet) -> Generated {
                             + r.below(4) * 2 * MB
                             + if r.chance(50) { 0 } else { 64 * KB };
                         let new_len = match r.weighted(&[40, 20, 20, 20]) {
+                            _ if multi => len,
                             0 => len,
                             1 => len * 2,
                             2 => (len / 2).max(4 * KB) & !(4 * KB - 1),
                             _ => len + 64 * KB,
                         };
-                        let fixed = r.chance(70);
+                        let fixed = multi || r.chance(70);
                         Call::Mremap {
                             addr: at,
                             old_len: len,
@@ -624,7 +987,65 @@ fn generate_plain(seed: u64, ops: usize, set: OpSet) -> Generated {
                     let k = *r.pick(&live_maps);
                     let m = maps[k].clone();
                     let (off, len) = subrange(&mut r, m.len, true);
-                    let call = match r.weighted(&[35, 20, 10, 25, 10]) {
+                    let uw = [
+                        w.uffd_register,
+                        w.uffd_copy,
+                        w.uffd_zeropage,
+                        w.uffd_move,
+                        w.uffd_unregister,
+                    ];
+                    if uw.iter().all(|&x| x == 0) {
+                        continue;
+                    }
+                    let pick = r.weighted(&uw);
+                    // New kernel code: UFFDIO_MOVE of a large folio or a
+                    // PMD (both halves of an aligned block: the source
+                    // written first, the whole range registered).
+                    if pick == 3 && r.chance(w.uffd_move_large) && m.align >= 64 * KB {
+                        let a = if m.align >= 2 * MB && m.len >= 4 * MB {
+                            2 * MB
+                        } else {
+                            64 * KB
+                        };
+                        if m.len >= 2 * a {
+                            let blocks = m.len / a;
+                            let s = r.below(blocks);
+                            let d = (s + 1 + r.below(blocks - 1)) % blocks;
+                            emit(
+                                &mut out.lines,
+                                &who,
+                                None,
+                                Call::Access {
+                                    start: sym(k, s * a),
+                                    len: a,
+                                    write: true,
+                                    tag: Some(r.below(1000)),
+                                },
+                            );
+                            emit(
+                                &mut out.lines,
+                                &who,
+                                None,
+                                Call::UffdRegister {
+                                    handle: handle.clone(),
+                                    addr: sym(k, 0),
+                                    len: m.len,
+                                    mode: UffdRegisterMode::MISSING,
+                                },
+                            );
+                            let call = Call::UffdMove {
+                                handle,
+                                dst: sym(k, d * a),
+                                src: sym(k, s * a),
+                                len: a,
+                                mode: UffdMoveMode::empty(),
+                            };
+                            emit(&mut out.lines, &who, None, call);
+                            n += 1;
+                            continue;
+                        }
+                    }
+                    let call = match pick {
                         0 => Call::UffdRegister {
                             handle,
                             addr: sym(k, off),
@@ -679,7 +1100,16 @@ fn generate_plain(seed: u64, ops: usize, set: OpSet) -> Generated {
                 let m = maps[k].clone();
                 let (off, len) = subrange(&mut r, m.len, m.floating);
                 let at = sym(k, off);
-                let call = match r.weighted(&[35, 15, 25, 20, 5, 6, 2]) {
+                let gw = [
+                    w.guard_install,
+                    w.guard_remove,
+                    w.mlock,
+                    w.munlock,
+                    w.mseal,
+                    6,
+                    2,
+                ];
+                let call = match r.weighted(&gw) {
                     0 => Call::Madvise {
                         addr: at,
                         len,
@@ -956,6 +1386,16 @@ pub struct FuzzOptions {
     pub shard: Shard,
     /// Where one JSON line per case goes ([`FuzzRecord`]), if anywhere.
     pub results: Option<PathBuf>,
+    /// The generator's weights (before guidance).
+    pub weights: GenWeights,
+    /// Bias each case toward the rule families the cases before it left
+    /// unexercised ([`GenWeights::guided`]); off, case `n` depends on the
+    /// seed and `n` alone.
+    pub guide: bool,
+    /// Run the cases on the model only (no live kernel, no root needed):
+    /// each case runs with the invariant checker after every statement;
+    /// a violated invariant or a model panic is a finding.
+    pub model_only: bool,
 }
 
 impl Default for FuzzOptions {
@@ -972,6 +1412,9 @@ impl Default for FuzzOptions {
             jobs: 1,
             shard: Shard::WHOLE,
             results: None,
+            weights: GenWeights::default(),
+            guide: true,
+            model_only: false,
         }
     }
 }
@@ -1060,8 +1503,13 @@ pub struct Finding {
 
 /// Progress events.
 pub enum FuzzEvent<'a> {
-    /// A case finished.
-    Case { case: u64, outcome: DiffOutcome },
+    /// A case finished; `rules` of [`Rule::COUNT`] rules are exercised by
+    /// this run's cases so far.
+    Case {
+        case: u64,
+        outcome: DiffOutcome,
+        rules: usize,
+    },
     /// Shrinking a divergent case.
     Shrinking { case: u64 },
     /// A finding was saved.
@@ -1091,6 +1539,8 @@ pub struct FuzzSummary {
     pub cpus: Vec<usize>,
     /// Cases that held the live gate exclusively (see [`needs_exclusive`]).
     pub exclusive: u64,
+    /// Rule coverage of this run's cases on the model.
+    pub coverage: Coverage,
 }
 
 impl FuzzSummary {
@@ -1184,6 +1634,13 @@ pub struct FuzzRecord {
     pub reproducer: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scenario: Option<String>,
+    /// The weights the case was generated with, where they differ from
+    /// the campaign's (coverage guidance), as `name=value,...`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<String>,
+    /// Rules this case exercised that no earlier case of the campaign had.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub new_rules: Vec<String>,
 }
 
 fn default_arch() -> String {
@@ -1328,12 +1785,13 @@ struct CaseResult {
     partial_reason: Option<String>,
     finding: Option<Finding>,
     error: Option<String>,
+    /// The case's rule coverage on the model.
+    coverage: Coverage,
 }
 
 /// What every worker shares.
 struct Campaign<'a> {
     opts: &'a FuzzOptions,
-    set: OpSet,
     dopts: DiffOptions,
     start: Instant,
     /// The next index into this shard's sequence of cases.
@@ -1344,6 +1802,233 @@ struct Campaign<'a> {
     /// others (see [`fuzz`]).
     gate: std::sync::RwLock<()>,
     exposed: bool,
+    /// Generates the cases in order, each on the model, for coverage.
+    planner: std::sync::Mutex<Planner>,
+}
+
+/// One generated case, run on the model.
+struct Planned {
+    gen: Generated,
+    /// The weights it was generated with, where they differ from the base.
+    weights: String,
+    /// Its rule coverage on the model.
+    coverage: Coverage,
+    /// Rules no earlier case had hit.
+    new_rules: Vec<Rule>,
+    /// The model run: `Err` for a violated invariant or a panic (a model
+    /// bug), `Ok(Some(reason))` when it stopped early.
+    model: Result<Option<String>, String>,
+}
+
+/// Generates the campaign's cases in index order (all of them, whatever
+/// the shard), runs each on the model and keeps the coverage, so that case
+/// `n`'s weights depend only on the seed and the cases before it: the same
+/// with any number of jobs, and the same in a shard as in a whole run.
+struct Planner {
+    seed: u64,
+    ops: usize,
+    set: OpSet,
+    /// The model configurations each case runs on: the campaign's
+    /// architecture; with `--model-only` both architectures, each with the
+    /// 6.18 algorithms and with every seed change switched back.
+    configs: Vec<(ArchKind, ptlab_model::Before)>,
+    base: GenWeights,
+    guide: bool,
+    check: bool,
+    shard: Shard,
+    /// The next case index to plan.
+    next: u64,
+    /// Coverage of cases `0..next`.
+    global: Coverage,
+    /// Planned cases of this shard not taken yet.
+    pending: BTreeMap<u64, Planned>,
+}
+
+impl Planner {
+    fn new(opts: &FuzzOptions, set: OpSet) -> Planner {
+        Planner {
+            seed: opts.seed,
+            ops: opts.ops,
+            set,
+            configs: if opts.model_only {
+                ArchKind::ALL
+                    .iter()
+                    .flat_map(|&a| {
+                        [
+                            (a, ptlab_model::Before::empty()),
+                            (a, ptlab_model::Before::all()),
+                        ]
+                    })
+                    .collect()
+            } else {
+                vec![(opts.arch, ptlab_model::Before::empty())]
+            },
+            base: opts.weights.clone(),
+            guide: opts.guide,
+            check: opts.model_only,
+            shard: opts.shard,
+            next: 0,
+            global: Coverage::default(),
+            pending: BTreeMap::new(),
+        }
+    }
+
+    /// Case `case` (of this shard), planning every case before it first.
+    fn take(&mut self, case: u64) -> Planned {
+        while self.next <= case {
+            let n = self.next;
+            let p = self.plan_one(n);
+            if self.shard.owns(n) {
+                self.pending.insert(n, p);
+            }
+            self.next += 1;
+        }
+        self.pending
+            .remove(&case)
+            .unwrap_or_else(|| self.plan_one_detached(case))
+    }
+
+    fn plan_one(&mut self, n: u64) -> Planned {
+        let w = if self.guide {
+            self.base.guided(&self.global)
+        } else {
+            self.base.clone()
+        };
+        let gen = generate_weighted(case_seed(self.seed, n), self.ops, self.set, &w);
+        let (coverage, model) = self.run(&gen);
+        let new_rules: Vec<Rule> = coverage.new_over(&self.global).collect();
+        self.global.add(&coverage);
+        Planned {
+            gen,
+            weights: w.diff_from(&self.base),
+            coverage,
+            new_rules,
+            model,
+        }
+    }
+
+    /// Run `gen` on every configuration: the summed coverage, and the
+    /// first configuration's bug or early stop (named when there are
+    /// several configurations).
+    fn run(&self, gen: &Generated) -> (Coverage, Result<Option<String>, String>) {
+        let src = gen.to_ptl();
+        let mut total = Coverage::default();
+        let mut verdict = Ok(None);
+        for &(arch, before) in &self.configs {
+            let (c, v) = run_on_model(&src, arch, before, self.check);
+            total.add(&c);
+            let name = || {
+                if self.configs.len() == 1 {
+                    String::new()
+                } else if before.is_empty() {
+                    format!(" [{}]", arch.name())
+                } else {
+                    format!(" [{}, every seed change switched back]", arch.name())
+                }
+            };
+            match (&verdict, v) {
+                (Err(_), _) => {}
+                (_, Err(e)) => verdict = Err(format!("{e}{}", name())),
+                (Ok(None), Ok(Some(why))) => verdict = Ok(Some(why)),
+                _ => {}
+            }
+        }
+        (total, verdict)
+    }
+
+    /// A case already planned and taken (never asked twice; kept total).
+    fn plan_one_detached(&self, n: u64) -> Planned {
+        let gen = generate_weighted(case_seed(self.seed, n), self.ops, self.set, &self.base);
+        let (coverage, model) = self.run(&gen);
+        Planned {
+            gen,
+            weights: String::new(),
+            coverage,
+            new_rules: Vec::new(),
+            model,
+        }
+    }
+}
+
+/// The text of case `case` of the campaign `opts` describes, as the
+/// campaign generates it (with guidance: after planning every case before
+/// it on the model). Needs no live kernel.
+pub fn case_text(opts: &FuzzOptions, case: u64) -> String {
+    let set = OpSet::probe_arch(opts.arch);
+    let mut p = Planner::new(
+        &FuzzOptions {
+            shard: Shard::WHOLE,
+            ..opts.clone()
+        },
+        set,
+    );
+    let planned = p.take(case);
+    let mut text = format!(
+        "# ptlab fuzz --seed {}{} case {case}{}\n",
+        opts.seed,
+        if opts.model_only { " --model-only" } else { "" },
+        if planned.weights.is_empty() {
+            String::new()
+        } else {
+            format!(" (guided weights: {})", planned.weights)
+        }
+    );
+    text.push_str(&planned.gen.to_ptl());
+    text
+}
+
+/// Run a generated scenario on the model of `arch` (the invariant checker
+/// after every statement with `check`): its rule coverage, and `Err` with
+/// the message for a violated invariant or a panic, `Ok(Some(reason))`
+/// for a run that stopped early.
+fn run_on_model(
+    src: &str,
+    arch: ArchKind,
+    before: ptlab_model::Before,
+    check: bool,
+) -> (Coverage, Result<Option<String>, String>) {
+    let script = match ptlab_scenario::parse("fuzz.ptl", src) {
+        Ok(s) => s,
+        Err(e) => {
+            return (
+                Coverage::default(),
+                Err(format!("generated scenario does not parse: {e}")),
+            )
+        }
+    };
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut cfg = ptlab_model::ModelConfig::for_arch(arch);
+        cfg.before = before;
+        let mut backend = ModelBackend::new(cfg).check_every_statement(check);
+        let report = ptlab_scenario::run(&script, &mut backend, &Default::default());
+        (backend.model().coverage(), report)
+    }));
+    match run {
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic".to_string());
+            (Coverage::default(), Err(format!("model panic: {msg}")))
+        }
+        Ok((cov, report)) => {
+            use ptlab_scenario::FailureKind;
+            if let Some(f) = report
+                .failures
+                .iter()
+                .find(|f| f.kind == FailureKind::Invariant)
+            {
+                return (cov, Err(format!("model invariant: {f}")));
+            }
+            let stopped = report
+                .failures
+                .iter()
+                .find(|f| f.kind == FailureKind::Runtime)
+                .map(|f| f.message.clone());
+            (cov, Ok(stopped))
+        }
+    }
 }
 
 impl Campaign<'_> {
@@ -1383,9 +2068,15 @@ impl Campaign<'_> {
     ) -> CaseResult {
         let opts = self.opts;
         let cs = case_seed(opts.seed, case);
-        let gen = generate_calls(cs, opts.ops, self.set);
+        let tp = Instant::now();
+        let planned = self
+            .planner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take(case);
+        let gen = &planned.gen;
         let src = gen.to_ptl();
-        let exclusive = needs_exclusive(&gen, self.exposed);
+        let exclusive = needs_exclusive(gen, self.exposed);
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -1410,6 +2101,12 @@ impl Campaign<'_> {
             summary: None,
             reproducer: None,
             scenario: None,
+            weights: (!planned.weights.is_empty()).then(|| planned.weights.clone()),
+            new_rules: planned
+                .new_rules
+                .iter()
+                .map(|r| r.name().to_string())
+                .collect(),
         };
         let mut res = CaseResult {
             record: record.clone(),
@@ -1417,7 +2114,12 @@ impl Campaign<'_> {
             partial_reason: None,
             finding: None,
             error: None,
+            coverage: planned.coverage.clone(),
         };
+        if opts.model_only {
+            record.exclusive = false;
+            return self.model_only_case(case, cs, &src, &planned, record, res, tp);
+        }
         let body = (|| -> anyhow::Result<()> {
             let name = format!("fuzz-{:x}-{case}.ptl", opts.seed);
             let rep = {
@@ -1470,6 +2172,79 @@ impl Campaign<'_> {
         }
         record.wait_secs = waited.as_secs_f64();
         record.secs = (t0.elapsed().saturating_sub(waited)).as_secs_f64();
+        res.record = record;
+        res
+    }
+
+    /// `--model-only`: the planner's model run is the case. A violated
+    /// invariant or a panic is a finding (saved, not shrunk); a run that
+    /// stopped early is partial; otherwise the case agrees.
+    #[allow(clippy::too_many_arguments)]
+    fn model_only_case(
+        &self,
+        case: u64,
+        cs: u64,
+        src: &str,
+        planned: &Planned,
+        mut record: FuzzRecord,
+        mut res: CaseResult,
+        t0: Instant,
+    ) -> CaseResult {
+        match &planned.model {
+            Ok(None) => {
+                record.verdict = Verdict::Agree;
+                res.outcome = Some(DiffOutcome::Agree);
+            }
+            Ok(Some(why)) => {
+                record.verdict = Verdict::Partial;
+                record.summary = Some(why.clone());
+                res.partial_reason = Some(mask_numbers(why));
+                res.outcome = Some(DiffOutcome::Partial);
+            }
+            Err(bug) => {
+                let opts = self.opts;
+                let file = format!("model-fuzz-{:016x}-{case}.ptl", opts.seed);
+                let path = opts.out_dir.join(file);
+                let text = format!(
+                    "# ptlab fuzz --model-only --seed {} (case {case})\n# {bug}\n# re-run with: \
+                     ptlab run --check-invariants{} {}\n{src}",
+                    opts.seed,
+                    if opts.arch == ArchKind::X86_64 {
+                        String::new()
+                    } else {
+                        format!(" --arch {}", opts.arch.name())
+                    },
+                    path.display()
+                );
+                match std::fs::create_dir_all(&opts.out_dir)
+                    .and_then(|()| std::fs::write(&path, &text))
+                {
+                    Ok(()) => {
+                        record.verdict = Verdict::Divergent;
+                        record.summary = Some(bug.clone());
+                        record.reproducer = Some(path.clone());
+                        record.scenario = Some(text.clone());
+                        res.outcome = Some(DiffOutcome::Diverge);
+                        res.finding = Some(Finding {
+                            case,
+                            case_seed: cs,
+                            path,
+                            scenario: text,
+                            report: bug.clone(),
+                            summary: bug.clone(),
+                            flaky: false,
+                        });
+                    }
+                    Err(e) => {
+                        let msg = format!("cannot save {}: {e}", path.display());
+                        record.verdict = Verdict::Error;
+                        record.summary = Some(msg.clone());
+                        res.error = Some(msg);
+                    }
+                }
+            }
+        }
+        record.secs = t0.elapsed().as_secs_f64();
         res.record = record;
         res
     }
@@ -1588,7 +2363,9 @@ pub fn fuzz(
     opts: &FuzzOptions,
     on_event: &mut dyn FnMut(&FuzzEvent),
 ) -> anyhow::Result<FuzzSummary> {
-    let jobs = opts.jobs.max(1);
+    // The model alone runs in this thread: its cases are planned one after
+    // the other anyway.
+    let jobs = if opts.model_only { 1 } else { opts.jobs.max(1) };
     let cpus = if jobs > 1 {
         cpus_for_jobs(jobs)?
     } else {
@@ -1602,23 +2379,28 @@ pub fn fuzz(
         None => None,
     };
     // One lock for the campaign: other live runs wait for all of it, and
-    // the workers' cases do not take it one by one.
-    let lock = std::sync::Arc::new(
-        crate::knobs::acquire_or_wait("fuzz")
-            .map_err(|e| anyhow::anyhow!("{}: {e}", crate::knobs::lock_path().display()))?,
-    );
+    // the workers' cases do not take it one by one. A model-only run
+    // touches no knob.
+    let lock = if opts.model_only {
+        None
+    } else {
+        Some(std::sync::Arc::new(
+            crate::knobs::acquire_or_wait("fuzz")
+                .map_err(|e| anyhow::anyhow!("{}: {e}", crate::knobs::lock_path().display()))?,
+        ))
+    };
     // The time budget and the rate count from here: waiting for another
     // live run to end is not fuzzing.
     let start = Instant::now();
     let camp = Campaign {
         opts,
-        set,
         dopts: opts_for_fuzz(&opts.limits, opts.arch),
         start,
         next: Default::default(),
         stop: Default::default(),
         gate: Default::default(),
-        exposed: baseline_exposes_sizes(),
+        exposed: !opts.model_only && baseline_exposes_sizes(),
+        planner: std::sync::Mutex::new(Planner::new(opts, set)),
     };
     let mut sum = FuzzSummary {
         seed: opts.seed,
@@ -1642,6 +2424,7 @@ pub fn fuzz(
             }
             let case = r.record.case;
             sum.exclusive += u64::from(r.record.exclusive);
+            sum.coverage.add(&r.coverage);
             if let Some(e) = &r.error {
                 on_event(&FuzzEvent::Error { case, message: e });
                 sum.errors.push((case, e.clone()));
@@ -1663,12 +2446,17 @@ pub fn fuzz(
                 sum.findings.push(f);
             }
             if let Some(outcome) = r.outcome {
-                on_event(&FuzzEvent::Case { case, outcome });
+                let rules = sum.coverage.hit();
+                on_event(&FuzzEvent::Case {
+                    case,
+                    outcome,
+                    rules,
+                });
             }
         }
     };
     if jobs == 1 {
-        let _shared = crate::knobs::share_lock_in_this_thread(lock.clone());
+        let _shared = lock.clone().map(crate::knobs::share_lock_in_this_thread);
         camp.worker(0, None, &mut |m| handle(m, &mut sum));
     } else {
         let (tx, rx) = std::sync::mpsc::channel::<Msg>();
@@ -1683,7 +2471,7 @@ pub fn fuzz(
                     .spawn_scoped(s, move || -> anyhow::Result<()> {
                         pin_this_thread(cpu)
                             .map_err(|e| anyhow::anyhow!("cannot pin job {w} to CPU {cpu}: {e}"))?;
-                        let _shared = crate::knobs::share_lock_in_this_thread(lock);
+                        let _shared = lock.map(crate::knobs::share_lock_in_this_thread);
                         camp.worker(w as u64, Some(cpu), &mut |m| {
                             let _ = tx.send(m);
                         });
@@ -2499,7 +3287,7 @@ mod tests {
         let mut kinds = std::collections::BTreeSet::new();
         for n in 0..400 {
             let seed = case_seed(7, n);
-            let plain = generate_plain(seed, 40, ALL_OPS);
+            let plain = generate_plain(seed, 40, ALL_OPS, &GenWeights::default());
             let raw = generate_calls(seed, 40, ALL_OPS);
             assert_eq!(plain.lines.len(), raw.lines.len());
             for (a, b) in plain.lines.iter().zip(&raw.lines) {
@@ -2647,6 +3435,12 @@ mod campaign_tests {
             reproducer: (verdict == Verdict::Divergent)
                 .then(|| PathBuf::from(format!("out/fuzz-{case}.ptl"))),
             scenario: None,
+            weights: (case == 0).then(|| "mremap=18".to_string()),
+            new_rules: if case == 0 {
+                vec!["mremap.move_normal_pmd".to_string()]
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -2857,5 +3651,268 @@ mod campaign_tests {
             );
             assert_eq!(child, &vec![*cpu], "a child of the job pinned to {cpu}");
         }
+    }
+}
+
+#[cfg(test)]
+mod weight_tests {
+    //! Generator weights, coverage guidance and the case planner.
+    use super::*;
+
+    const ALL: OpSet = OpSet {
+        fork: true,
+        mprotect: true,
+        mremap: true,
+        uffd: true,
+        guard_lock_seal: true,
+        swap: true,
+    };
+
+    #[test]
+    fn weights_are_set_by_name_and_bad_ones_refused() {
+        let mut w = GenWeights::default();
+        w.set_from("mremap=40").unwrap();
+        assert_eq!(w.ops[8], 40);
+        w.set_from(" uffd_move_large = 90 ").unwrap();
+        assert_eq!(w.uffd_move_large, 90);
+        let e = w.set_from("nonsense=3").unwrap_err();
+        assert!(
+            e.contains("unknown weight") && e.contains("mremap_multi_vma"),
+            "{e}"
+        );
+        assert!(w.set_from("large_folio_ranges=101").is_err());
+        assert!(w.set_from("mremap").is_err());
+        assert!(w.set_from("mremap=-1").is_err());
+        let mut z = GenWeights::default();
+        for n in GenWeights::OPS.iter().skip(1) {
+            z.set(n, 0).unwrap();
+        }
+        assert!(z.set("mmap", 0).is_err(), "all operation weights 0");
+        let names: Vec<String> = GenWeights::default()
+            .entries()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        for n in &names {
+            assert!(GenWeights::default().set(n, 1).is_ok(), "{n}");
+        }
+    }
+
+    #[test]
+    fn guidance_triples_what_nothing_exercised_and_keeps_the_rest() {
+        let base = GenWeights::default();
+        let none = base.guided(&Coverage::default());
+        for (i, (g, b)) in none.ops.iter().zip(base.ops).enumerate() {
+            let thp = GenWeights::OPS[i] == "thp"; // no rule family
+            assert_eq!(*g, if thp { b } else { 3 * b }, "{}", GenWeights::OPS[i]);
+        }
+        assert_eq!(none.mseal, 3 * base.mseal);
+        assert_eq!(
+            none.uffd_move_large,
+            2 * base.uffd_move_large,
+            "the rules it aims at all missed"
+        );
+        let mut big = base.clone();
+        big.set("mremap_multi_vma", 70).unwrap();
+        assert_eq!(
+            big.guided(&Coverage::default()).mremap_multi_vma,
+            100,
+            "at most 100"
+        );
+        let mut all = Coverage::default();
+        for &r in Rule::ALL {
+            all.0[r as usize] = 1;
+        }
+        assert_eq!(base.guided(&all), base);
+        // Everything but mremap exercised: only mremap is boosted.
+        let mut most = all.clone();
+        for &r in Rule::ALL {
+            if r.info().family == ptlab_model::core::rules::Family::Mremap {
+                most.0[r as usize] = 0;
+            }
+        }
+        let g = base.guided(&most);
+        assert_eq!(g.ops[8], 3 * base.ops[8]);
+        assert_eq!(g.ops[7], base.ops[7]);
+        // The multi-VMA shape aims at mremap rules only, the large-folio
+        // ranges at one mremap rule of four.
+        assert_eq!(
+            g.diff_from(&base),
+            format!(
+                "mremap={},mremap_multi_vma={},large_folio_ranges={}",
+                3 * base.ops[8],
+                2 * base.mremap_multi_vma,
+                (base.large_folio_ranges * 125).div_ceil(100)
+            )
+        );
+    }
+
+    /// How many of `cases` generated cases contain each new-code shape.
+    fn shapes(w: &GenWeights, cases: u64) -> [u64; 4] {
+        let mut n = [0; 4];
+        for c in 0..cases {
+            let g = generate_weighted(case_seed(5, c), 40, ALL, w);
+            let calls: Vec<&Call> = g
+                .lines
+                .iter()
+                .filter_map(|l| match l {
+                    GenLine::Call { call, .. } => Some(call),
+                    _ => None,
+                })
+                .collect();
+            // UFFDIO_MOVE of a whole 64 KiB or 2 MiB block right after the
+            // range was registered.
+            let large_move = calls.windows(2).any(|w| {
+                matches!(w[0], Call::UffdRegister { .. })
+                    && matches!(w[1], Call::UffdMove { len, .. } if *len == 64 * KB || *len == 2 * MB)
+            });
+            // A same-length FIXED mremap right after a split of its range.
+            let multi = calls.windows(2).any(|w| {
+                matches!(
+                    w[0],
+                    Call::Mprotect { .. }
+                        | Call::Madvise {
+                            advice: Advice::NoHugePage,
+                            ..
+                        }
+                ) && matches!(w[1], Call::Mremap { old_len, new_len, flags, .. }
+                        if old_len == new_len && flags.contains(MremapFlags::FIXED))
+            });
+            // An aligned write right before an mprotect of the same range.
+            let aligned = calls.windows(2).any(|w| match (w[0], w[1]) {
+                (
+                    Call::Access {
+                        start,
+                        len,
+                        write: true,
+                        ..
+                    },
+                    Call::Mprotect { addr, len: l2, .. },
+                ) => start == addr && len == l2 && len % (64 * KB) == 0,
+                _ => false,
+            });
+            let seal = calls.iter().any(|c| matches!(c, Call::Mseal { .. }));
+            for (k, hit) in [large_move, multi, aligned, seal].into_iter().enumerate() {
+                n[k] += u64::from(hit);
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn the_new_code_weights_make_their_shapes_and_zero_turns_them_off() {
+        let on = shapes(&GenWeights::default(), 300);
+        for (k, what) in [
+            "large UFFDIO_MOVE",
+            "multi-VMA mremap",
+            "aligned mprotect",
+            "mseal",
+        ]
+        .iter()
+        .enumerate()
+        {
+            assert!(on[k] >= 5, "{what}: only {} of 300 cases", on[k]);
+        }
+        let mut off = GenWeights::default();
+        for n in [
+            "uffd_move_large",
+            "mremap_multi_vma",
+            "large_folio_ranges",
+            "mseal",
+        ] {
+            off.set(n, 0).unwrap();
+        }
+        let none = shapes(&off, 300);
+        assert_eq!(none[0], 0);
+        assert_eq!(none[3], 0);
+        assert!(
+            none[1] < on[1] / 3 && none[2] < on[2] / 3,
+            "{none:?} vs {on:?}"
+        );
+    }
+
+    fn opts(shard: Shard) -> FuzzOptions {
+        FuzzOptions {
+            seed: 77,
+            ops: 20,
+            shard,
+            ..FuzzOptions::default()
+        }
+    }
+
+    #[test]
+    fn planned_cases_are_the_same_in_a_shard_as_in_the_whole_run() {
+        let mut whole = Planner::new(&opts(Shard::WHOLE), ALL);
+        let mut half = Planner::new(&opts(Shard { index: 1, count: 2 }), ALL);
+        let mut unguided = Planner::new(
+            &FuzzOptions {
+                guide: false,
+                ..opts(Shard::WHOLE)
+            },
+            ALL,
+        );
+        let mut guided_differs = false;
+        for c in 0..30u64 {
+            let w = whole.take(c);
+            let u = unguided.take(c);
+            assert_eq!(
+                u.gen.to_ptl(),
+                generate_weighted(case_seed(77, c), 20, ALL, &GenWeights::default()).to_ptl(),
+                "without guidance case {c} depends on the seed and its index alone"
+            );
+            guided_differs |= w.gen.to_ptl() != u.gen.to_ptl();
+            if c % 2 == 1 {
+                let h = half.take(c);
+                assert_eq!(w.gen.to_ptl(), h.gen.to_ptl(), "case {c}");
+                assert_eq!(w.weights, h.weights);
+                assert_eq!(w.coverage, h.coverage);
+            }
+        }
+        assert!(guided_differs, "guidance changed no case");
+        // Coverage grows monotonically and first hits are recorded once.
+        let mut p = Planner::new(&opts(Shard::WHOLE), ALL);
+        let mut seen = std::collections::BTreeSet::new();
+        for c in 0..30u64 {
+            for r in p.take(c).new_rules {
+                assert!(seen.insert(r), "{} first hit twice", r.name());
+            }
+        }
+        assert_eq!(seen.len(), p.global.hit());
+    }
+
+    #[test]
+    fn a_model_only_campaign_reports_coverage_without_the_live_kernel() {
+        let dir = std::env::temp_dir().join(format!("ptlab-cover-{}", std::process::id()));
+        let o = FuzzOptions {
+            seed: 3,
+            cases: Some(30),
+            time: None,
+            ops: 20,
+            out_dir: dir.clone(),
+            model_only: true,
+            results: Some(dir.join("r.jsonl")),
+            ..FuzzOptions::default()
+        };
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut last = 0;
+        let s = fuzz(&o, &mut |e| {
+            if let FuzzEvent::Case { rules, .. } = e {
+                assert!(*rules >= last, "coverage never shrinks");
+                last = *rules;
+            }
+        })
+        .unwrap();
+        assert_eq!(s.cases, 30);
+        assert!(s.findings.is_empty(), "{:?}", s.findings);
+        assert_eq!(s.coverage.hit(), last);
+        assert!(last > 60, "{last} rules");
+        // Both architectures run: arm64's contpte rules are hit.
+        assert!(s.coverage.get(Rule::ContpteFold) > 0);
+        let text = std::fs::read_to_string(dir.join("r.jsonl")).unwrap();
+        let recs = parse_results("r.jsonl", &text).unwrap();
+        assert_eq!(recs.len(), 30);
+        let firsts: usize = recs.iter().map(|r| r.new_rules.len()).sum();
+        assert_eq!(firsts, last, "every first hit is in one record");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

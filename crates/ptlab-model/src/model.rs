@@ -340,6 +340,16 @@ impl Model {
         e
     }
 
+    /// Rule coverage since the model started: hits per kernel rule
+    /// ([`crate::core::rules`]), every process (exited ones included).
+    pub fn coverage(&self) -> crate::core::rules::Coverage {
+        let mut c = self.phys.hw.rules.coverage();
+        for mm in self.procs.values() {
+            c.add(&mm.pt.hw.rules.coverage());
+        }
+        c
+    }
+
     /// Select the CPU features the TLB-maintenance accounting assumes.
     pub fn set_hw_features(&mut self, f: crate::core::hw::HwFeatures) {
         self.cfg.hw = f;

@@ -19,6 +19,7 @@ mod out;
 mod bench_cmd;
 mod calibrate;
 mod cost;
+mod coverage;
 mod limits;
 mod outpath;
 mod scenario;
@@ -77,6 +78,9 @@ enum Command {
     /// Count a scenario's hardware events on the model and estimate its time per cost profile
     #[command(after_help = cost::COST_HELP)]
     Cost(cost::CostArgs),
+    /// Which of the model's kernel rules the shipped (or given) scenarios exercise, and which none does
+    #[command(after_help = coverage::COVERAGE_HELP)]
+    Coverage(coverage::CoverageArgs),
     /// Fit a cost profile for this machine from live microbenchmarks (or --check one)
     #[command(after_help = calibrate::CALIBRATE_HELP)]
     Calibrate(calibrate::CalibrateArgs),
@@ -147,8 +151,30 @@ same --seed and --steps run exactly the scenarios one machine would;
 counters are global, so a case that changes them runs alone (docs/live.md,
 \"Parallel jobs and shards\").
 
+Coverage: every case is also run on the model, and the kernel rules it takes
+are counted (docs/coverage.md); the progress line shows `rules N/234` and the
+summary the rules still missing. Each case is generated with the weights
+below multiplied, per operation, by up to 3 for the rule families the cases
+before it left unexercised, and the new-code percentages by up to 2 for the
+rules they aim at (--no-guide: plain weights). The cases are planned
+in index order, so case n of a seed is the same with any --jobs and --shard.
+--model-only runs the cases on the model alone (both architectures, with
+and without the seed changes; invariants checked after every statement; no
+root): a violated invariant or a model panic is a finding.
+
+Generator weights (--weight NAME=N; docs/live.md, \"Generator weights\"):
+  operations (relative): mmap=22 write=26 read=12 madvise=20 munmap=7 thp=6
+    fork=5 mprotect=6 mremap=6 uffd=8 guard_lock_seal=7
+  madvise: madv_collapse=5 madv_pageout=40 madv_cold=5
+  guard/mlock/mseal: guard_install=35 guard_remove=15 mlock=25 munlock=20 mseal=10
+  uffd: uffd_register=35 uffd_copy=20 uffd_zeropage=10 uffd_move=35 uffd_unregister=10
+  new kernel code (percent): mremap_multi_vma=30 (6.17 multi-VMA move),
+    uffd_move_large=40 (UFFDIO_MOVE of large folios and PMDs),
+    large_folio_ranges=40 (mprotect/mremap batched over large folios)
+
 Exit status: 0 = no divergence, 1 = divergences found (--merge: divergent or
-error records), 2 = error (a case could not run; a malformed --merge file).";
+error records; --model-only: invariant violations or panics), 2 = error (a
+case could not run; a malformed --merge file).";
 
 const RUN_HELP: &str = "\
 Examples:
@@ -307,8 +333,37 @@ struct FuzzArgs {
     #[arg(short, long)]
     quiet: bool,
 
+    /// Run the cases on the model only, with its invariant checker after
+    /// every statement (no live kernel, no root; a violated invariant or a
+    /// model panic is a finding): fast rule coverage and model bugs. One
+    /// job (--jobs is ignored)
+    #[arg(long)]
+    model_only: bool,
+
+    /// Change one generator weight, NAME=N (repeatable), e.g. --weight
+    /// mremap=20 --weight uffd_move_large=80; the names and defaults are
+    /// listed below
+    #[arg(long, value_name = "NAME=N", value_parser = parse_weight)]
+    weight: Vec<String>,
+
+    /// Do not bias generation toward the rule families earlier cases left
+    /// unexercised (case n then depends on the seed and n alone)
+    #[arg(long)]
+    no_guide: bool,
+
+    /// Do not fuzz: print the scenario of case N of this campaign (the same
+    /// --seed, --ops, --weight, --no-guide and --model-only) and exit;
+    /// with guidance the cases before it are planned on the model first
+    #[arg(long, value_name = "N")]
+    show_case: Option<u64>,
+
     #[command(flatten)]
     limits: limits::LimitArgs,
+}
+
+fn parse_weight(s: &str) -> std::result::Result<String, String> {
+    ptlab_live::fuzz::GenWeights::default().set_from(s)?;
+    Ok(s.to_string())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -621,6 +676,7 @@ fn dispatch(cli: &Cli) -> Result<u8> {
         Command::Compare(args) => bench_cmd::compare(args),
         Command::Reproduce(args) => bench_cmd::reproduce(args),
         Command::Speed(args) => speed::speed(args),
+        Command::Coverage(args) => coverage::coverage(args),
         Command::Calibrate(args) => calibrate::calibrate(args, &mut out::stdout()),
         Command::CalibrateWorker(args) => calibrate::worker(args),
         Command::Cost(args) => {
@@ -812,13 +868,39 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     if !args.merge.is_empty() {
         return fuzz_merge(args);
     }
-    if let Some(why) = ptlab_live::live_unavailable() {
-        anyhow::bail!("cannot run on the live kernel: {why}");
+    if !args.model_only && args.show_case.is_none() {
+        if let Some(why) = ptlab_live::live_unavailable() {
+            anyhow::bail!(
+                "cannot run on the live kernel: {why} (--model-only fuzzes the model alone)"
+            );
+        }
+    }
+    let mut weights = ptlab_live::fuzz::GenWeights::default();
+    for w in &args.weight {
+        weights.set_from(w).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(case) = args.show_case {
+        let Some(seed) = args.seed else {
+            anyhow::bail!("--show-case needs the campaign's --seed");
+        };
+        let opts = FuzzOptions {
+            seed,
+            ops: args.ops as usize,
+            arch: args.arch.kind(),
+            weights,
+            guide: !args.no_guide,
+            model_only: args.model_only,
+            ..FuzzOptions::default()
+        };
+        out!("{}", ptlab_live::fuzz::case_text(&opts, case));
+        return Ok(0);
     }
     let seed = args.seed.unwrap_or_else(ptlab_live::fuzz::time_seed);
     let shard = args.shard.unwrap_or(Shard::WHOLE);
     let results_name = ptlab_live::fuzz::results_file_name(seed, shard);
     let jobs = match args.jobs {
+        // The model's cases are planned one after the other anyway.
+        _ if args.model_only => 1,
         Jobs::Auto => ptlab_live::fuzz::allowed_cpus().len().max(1),
         Jobs::N(n) => n,
     };
@@ -827,7 +909,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         ptlab_live::fuzz::cpus_for_jobs(jobs)?;
     }
     outpath::check_dir("--out", &args.out, &[&results_name])?;
-    if !ptlab_live::is_root() {
+    if !ptlab_live::is_root() && !args.model_only {
         errln!(
             "ptlab: note: not root: knob changes fail and frames are not compared; \
              fuzzing is of little use without root"
@@ -838,7 +920,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     } else {
         ArchKind::X86_64
     };
-    if args.arch.kind() != host {
+    if args.arch.kind() != host && !args.model_only {
         errln!(
             "ptlab: note: the model is {} and the kernel {}: as in `ptlab diff --arch`, \
              what is compared (VMAs, folios, counters) does not depend on the page-table \
@@ -864,9 +946,21 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         jobs,
         shard,
         results: Some(results.clone()),
+        weights: weights.clone(),
+        guide: !args.no_guide,
+        model_only: args.model_only,
         ..FuzzOptions::default()
     };
     let mut again = format!("ptlab fuzz --seed {seed}");
+    if args.model_only {
+        again.push_str(" --model-only");
+    }
+    for w in &args.weight {
+        again.push_str(&format!(" --weight {w}"));
+    }
+    if args.no_guide {
+        again.push_str(" --no-guide");
+    }
     if let Some(n) = args.steps {
         again.push_str(&format!(" --steps {n}"));
     }
@@ -907,8 +1001,9 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     );
     let start = std::time::Instant::now();
     let (mut agree, mut diverge, mut partial) = (0u64, 0u64, 0u64);
+    let rules_total = ptlab_model::core::rules::Rule::COUNT;
     let summary = ptlab_live::fuzz::fuzz(&opts, &mut |ev| match ev {
-        FuzzEvent::Case { outcome, .. } => {
+        FuzzEvent::Case { outcome, rules, .. } => {
             match outcome {
                 DiffOutcome::Agree => agree += 1,
                 DiffOutcome::Diverge => diverge += 1,
@@ -920,7 +1015,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
                 bar.inc(1);
             }
             bar.set_message(format!(
-                "{agree} agree, {diverge} diverge, {partial} partial"
+                "{agree} agree, {diverge} diverge, {partial} partial; rules {rules}/{rules_total}"
             ));
         }
         FuzzEvent::Shrinking { case } => {
@@ -947,9 +1042,17 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
              (docs/live.md, \"Parallel jobs and shards\")"
         );
     }
+    let cov = &summary.coverage;
+    let missed: Vec<&str> = cov.missed().map(|r| r.name()).collect();
     if args.format == FuzzFormat::Json {
         let merged = ptlab_live::fuzz::merge_files(std::slice::from_ref(&results))?;
-        outln!("{}", merged.to_json());
+        let mut j = merged.to_json();
+        j["coverage"] = serde_json::json!({
+            "rules": rules_total,
+            "exercised": cov.hit(),
+            "missed": missed,
+        });
+        outln!("{j}");
     } else {
         for f in &summary.findings {
             outln!("{}", f.report);
@@ -960,6 +1063,18 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         for (case, e) in &summary.errors {
             outln!("error in case {case}: {e}");
         }
+        outln!(
+            "rule coverage: {} of {} rules ({:.0}%) exercised by these cases on the model{}{}",
+            cov.hit(),
+            rules_total,
+            100.0 * cov.hit() as f64 / rules_total as f64,
+            if missed.is_empty() {
+                ""
+            } else {
+                "; not exercised: "
+            },
+            missed.join(", ")
+        );
         outln!(
             "fuzz seed {seed}{}: {} scenarios in {:.1} s ({:.2}/s, {} job{}{}): {} agree, {} \
              partial, {} divergent ({} flaky){} [operations: mmap munmap madvise(collapse) \

@@ -50,6 +50,7 @@ const LONG_RUNNING: &[&str] = &[
     "speed",
     "cost",
     "calibrate",
+    "coverage",
 ];
 const PRINTS_A_RESULT: &[&str] = &[
     "run",
@@ -60,6 +61,7 @@ const PRINTS_A_RESULT: &[&str] = &[
     "speed",
     "cost",
     "calibrate",
+    "coverage",
 ];
 
 #[test]

@@ -388,6 +388,9 @@ impl HwObserver for HwTrace {
 pub struct HwSink {
     counts: [Cell<u64>; HwEvent::COUNT],
     calls: [Cell<u64>; KCall::COUNT],
+    /// Rule hits (coverage: [`crate::core::rules`]), kept beside the
+    /// events because every rule site has a sink at hand.
+    pub rules: crate::core::rules::RuleCounts,
     /// The CPU features the arch's TLB recipe consults.
     pub features: HwFeatures,
     observer: RefCell<Option<Box<dyn HwObserver>>>,
@@ -398,6 +401,7 @@ impl Clone for HwSink {
         HwSink {
             counts: self.counts.clone(),
             calls: self.calls.clone(),
+            rules: self.rules.clone(),
             features: self.features,
             observer: RefCell::new(self.observer.borrow().as_ref().map(|o| o.boxed_clone())),
         }
@@ -419,6 +423,7 @@ impl HwSink {
         HwSink {
             counts: std::array::from_fn(|_| Cell::new(0)),
             calls: std::array::from_fn(|_| Cell::new(0)),
+            rules: Default::default(),
             features,
             observer: RefCell::new(None),
         }
@@ -473,6 +478,11 @@ impl HwSink {
     pub fn call(&self, k: KCall) {
         let c = &self.calls[k as usize];
         c.set(c.get() + 1);
+    }
+    /// Count one hit of kernel rule `r` ([`crate::rule!`] writes this).
+    #[inline]
+    pub fn rule(&self, r: crate::core::rules::Rule) {
+        self.rules.hit(r);
     }
     /// The counts, for reports (never for a decision of the model).
     pub fn snapshot(&self) -> HwEvents {

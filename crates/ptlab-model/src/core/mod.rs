@@ -10,6 +10,7 @@ pub mod observe;
 pub mod pgtable;
 pub mod phys;
 pub mod resource;
+pub mod rules;
 pub mod stats;
 pub mod swapfile;
 pub mod thp;

@@ -13,6 +13,7 @@ use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::PmdSlot;
+use crate::core::rules::rule;
 use crate::core::stats::{MthpStat, VmEvent};
 use crate::core::thp::{orders_desc, ThpSettings};
 use crate::core::vma::{VmFlags, Vma};
@@ -45,15 +46,18 @@ pub fn handle_fault(
     // handle_pte_marker(): a guard marker is VM_FAULT_SIGSEGV whatever the
     // access (checked before any uffd or THP path: the PTE is not none).
     if crate::mm::marker::is_guard(mm, addr) {
+        rule!(mm.pt.hw, FaultGuardSegv);
         return Err(AccessFault::Segv { addr });
     }
     if write && !vma.flags.contains(VmFlags::WRITE) {
+        rule!(mm.pt.hw, FaultWriteReadonly);
         return Err(AccessFault::Segv { addr });
     }
     if !vma
         .flags
         .intersects(VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC)
     {
+        rule!(mm.pt.hw, FaultNoAccess);
         return Err(AccessFault::Segv { addr });
     }
     let slot = addr & !(PMD_SIZE - 1);
@@ -84,6 +88,7 @@ pub fn handle_fault(
         }
         // userfaultfd_huge_pmd_wp(): a write to a uffd-wp PMD in a WP range.
         if uffd_wp_fault(&vma, leaf) {
+            rule!(mm.pt.hw, FaultUffdWpHugePmd);
             return Err(AccessFault::Uffd { addr });
         }
         if let Some(pfn) = do_huge_pmd_wp_page(mm, env, &vma, addr, leaf) {
@@ -203,11 +208,13 @@ fn do_huge_pmd_anonymous_page(
         // The huge zero folio is taken before the userfaultfd_missing()
         // check, which then hands the fault to userfaultfd.
         if missing {
+            rule!(mm.pt.hw, FaultUffdMissingHugeZero);
             return Err(AccessFault::Uffd { addr });
         }
         let Some(pgtable) = env.phys.alloc_pt_page() else {
             return Ok(None);
         };
+        rule!(mm.pt.hw, FaultHugeZeroPmd);
         mm.deposited.insert(slot, pgtable);
         let mut flags = LeafFlags::YOUNG | LeafFlags::SPECIAL;
         if vma.flags.contains(VmFlags::EXEC) {
@@ -221,8 +228,10 @@ fn do_huge_pmd_anonymous_page(
     // observable; an allocation failure would count thp_fault_fallback
     // first, which the model, never short of memory here, skips).
     if missing {
+        rule!(mm.pt.hw, FaultUffdMissingPmd);
         return Err(AccessFault::Uffd { addr });
     }
+    rule!(mm.pt.hw, FaultPmdThp);
     Ok(map_new_pmd_folio(mm, env, vma, slot).map(|folio| folio.head.add((addr - slot) >> 12)))
 }
 
@@ -279,6 +288,7 @@ fn do_huge_pmd_wp_page(
         // P4: replace the huge zero PMD with a fresh THP (do_huge_zero_wp_pmd).
         mm.anon_vma_prepare(addr, env.ids);
         if let Some(folio) = map_new_pmd_folio(mm, env, vma, slot) {
+            rule!(mm.pt.hw, FaultHugeZeroWpThp);
             return Some(folio.head.add((addr - slot) >> 12));
         }
         // Allocation failed (fallback counted): split into zero-page PTEs.
@@ -289,12 +299,14 @@ fn do_huge_pmd_wp_page(
     // P5: exclusive, or the only reference → reuse the whole PMD.
     let reuse = env.phys.anon_exclusive(folio.head) || env.phys.refcount(folio) == 1;
     if reuse {
+        rule!(mm.pt.hw, FaultHugePmdReuse);
         env.phys.set_anon_exclusive(folio.head, true);
         let mut l = leaf;
         l.flags |= LeafFlags::WRITE | LeafFlags::DIRTY | LeafFlags::YOUNG;
         mm.pt.set_pmd(slot, Entry::Leaf(l));
         return Some(folio.head.add((addr - slot) >> 12));
     }
+    rule!(mm.pt.hw, FaultHugePmdCowSplit);
     crate::mm::zap::split_huge_pmd(mm, env.phys, slot);
     None
 }
@@ -326,6 +338,7 @@ fn choose_order(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> Order {
         if base >= vma.start && base + size <= vma.end {
             break;
         }
+        rule!(mm.pt.hw, FaultOrderOutsideVma);
         mask &= !(1 << o.0);
     }
     // F5.4: drop orders whose block holds any non-none PTE, stopping at the
@@ -336,6 +349,7 @@ fn choose_order(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> Order {
         let all_none =
             (0..o.pages()).all(|k| matches!(mm.pt.pte_raw(base + k * PAGE_SIZE), Entry::None));
         if all_none {
+            rule!(mm.pt.hw, FaultLargeOrder);
             return o;
         }
     }
@@ -356,6 +370,7 @@ fn do_anonymous_page(
     let missing = vma.flags.contains(VmFlags::UFFD_MISSING);
     if !write {
         if missing {
+            rule!(mm.pt.hw, FaultUffdMissingRead);
             return Err(AccessFault::Uffd { addr });
         }
         // F4.1: the shared zero page, read-only and special; no anon_vma.
@@ -363,12 +378,14 @@ fn do_anonymous_page(
         if vma.flags.contains(VmFlags::EXEC) {
             flags |= LeafFlags::EXEC;
         }
+        rule!(mm.pt.hw, FaultZeroPage);
         let zero = env.phys.zero_pfn;
         mm.pt.set_ptes(addr, Leaf { pfn: zero, flags }, 1, env.phys);
         return Ok(zero);
     }
     mm.anon_vma_prepare(addr, env.ids);
     if missing {
+        rule!(mm.pt.hw, FaultUffdMissingWrite);
         return Err(AccessFault::Uffd { addr });
     }
     let mut order = choose_order(mm, env.thp, vma, addr);
@@ -379,6 +396,7 @@ fn do_anonymous_page(
         if order.0 == 0 {
             return Err(AccessFault::Oom { addr });
         }
+        rule!(mm.pt.hw, FaultMthpFallback);
         env.phys.stats.mthp(order.0, MthpStat::AnonFaultFallback, 1);
         order = Order::ZERO;
     };
@@ -397,6 +415,7 @@ fn do_anonymous_page(
         .set_ptes(base, leaf_for_new_folio(vma, folio.head), nr, env.phys);
     if vma.flags.contains(VmFlags::LOCKED) {
         // folio_add_lru_vma() → mlock_new_folio().
+        rule!(mm.pt.hw, FaultLockedNewFolio);
         env.phys
             .folio_batches
             .add(folio.head, folio.is_large(), true);
@@ -417,10 +436,12 @@ fn do_wp_page(
 ) -> Result<Pfn, AccessFault> {
     // W1 userfaultfd_pte_wp(): a uffd-wp entry in a WP-registered range.
     if uffd_wp_fault(vma, old) {
+        rule!(mm.pt.hw, FaultUffdWpPte);
         return Err(AccessFault::Uffd { addr });
     }
     if old.flags.contains(LeafFlags::SPECIAL) {
         // W2: copy the zero page into a fresh order-0 page.
+        rule!(mm.pt.hw, FaultCowZeroPage);
         return wp_page_copy(mm, env, vma, addr, None);
     }
     let page = old.pfn;
@@ -440,6 +461,7 @@ fn do_wp_page(
             false
         } else {
             if env.phys.folio_batches.off_lru(folio.head) {
+                rule!(mm.pt.hw, FaultWpDrainsLru);
                 env.phys.folio_batches.drain();
             }
             refs(env.phys) == 1
@@ -452,6 +474,7 @@ fn do_wp_page(
             && mapcount == env.phys.refcount(folio)
     };
     if reuse {
+        rule!(mm.pt.hw, FaultWpReuse);
         env.phys.set_anon_exclusive(page, true);
         let mut l = old;
         l.flags |= LeafFlags::WRITE | LeafFlags::DIRTY | LeafFlags::YOUNG;
@@ -459,6 +482,7 @@ fn do_wp_page(
         mm.pt.modify_pte(addr, l);
         return Ok(page);
     }
+    rule!(mm.pt.hw, FaultWpCopy);
     wp_page_copy(mm, env, vma, addr, Some((folio, page)))
 }
 
@@ -556,6 +580,7 @@ pub fn do_swap_page(
             // insert and its reference; swap_read_folio() reads the page
             // (the I/O is not priced). Readahead of neighbouring slots is
             // not modelled.
+            rule!(phys.hw, FaultSwapInRead);
             let f = phys
                 .alloc_anon_folio(Order::ZERO)
                 .ok_or(AccessFault::Oom { addr })?;
@@ -600,6 +625,7 @@ pub fn do_swap_page(
     }
     let uffd_wp = s.uffd_wp && vma.flags.contains(VmFlags::UFFD_WP);
     if exclusive && vma.flags.contains(VmFlags::WRITE) && !uffd_wp {
+        rule!(phys.hw, FaultSwapInWritable);
         flags |= LeafFlags::WRITE;
         if write {
             flags |= LeafFlags::DIRTY;
@@ -627,6 +653,7 @@ pub fn do_swap_page(
         // fault) or frees its swap (folio_free_swap() marks it dirty), the
         // model marks it dirty: MADV_FREE treats both alike (skip unless
         // exclusive: docs/ops/madvise.md F10).
+        rule!(phys.hw, FaultSwapFreesSlot);
         phys.set_folio_dirty(folio, true);
         // The model drops an unreferenced slot's cache at once (see the
         // module comment): folio_free_swap() clears SWAP_HAS_CACHE under
@@ -692,9 +719,16 @@ fn swapin_large(
             })
         }
     });
+    // Linux: mm/memory.c do_swap_page() (the folio_test_large() block).
     let (start, first, nr) = match whole {
-        Some(start) => (start, 0, nr_folio),
-        None => (addr, idx, 1),
+        Some(start) => {
+            rule!(mm.pt.hw, FaultSwapInLargeWhole);
+            (start, 0, nr_folio)
+        }
+        None => {
+            rule!(mm.pt.hw, FaultSwapInLargeOnePage);
+            (addr, idx, 1)
+        }
     };
     // swap_free_nr(): these PTEs' swap counts (one cluster lock).
     count_swap_map(&phys.hw, nr);

@@ -8,6 +8,7 @@
 
 use crate::core::addr::{Pfn, HPAGE_PMD_NR, PAGE_SIZE};
 use crate::core::folio::{FolioKind, FolioRef, PhysMem};
+use crate::core::rules::rule;
 use crate::mm::mm::Mm;
 use crate::types::errno::Errno;
 use crate::types::Pid;
@@ -39,6 +40,7 @@ pub fn split_folio(
     if l.kind != FolioKind::Anon {
         return Err(Errno::EBUSY);
     }
+    rule!(phys.hw, SplitLargeFolio);
     let nr = folio.nr_pages();
     let in_folio = |pfn: Pfn| pfn.0 >= folio.head.0 && pfn.0 < folio.head.0 + nr;
     let mm_maps = l.mm_maps.clone();
@@ -224,10 +226,12 @@ pub fn madvise_free_huge_pmd(
         return FreePmd::Skipped;
     }
     if next - addr != PMD_SIZE {
+        rule!(phys.hw, MadviseFreeSplitsPmdThp);
         let base = addr & !(PMD_SIZE - 1);
         let _ = split_folio(procs, phys, folio, Some((pid, base, folio.head)));
         return FreePmd::Split;
     }
+    rule!(phys.hw, MadviseFreeHugePmd);
     phys.set_folio_dirty(folio, false);
     if leaf.flags.intersects(LeafFlags::YOUNG | LeafFlags::DIRTY) {
         procs.get_mut(&pid).expect("pid").pt.pmd_mkold_mkclean(addr);

@@ -10,6 +10,7 @@
 use crate::core::addr::PAGE_SIZE;
 use crate::core::arch::PteMarker;
 use crate::core::folio::PhysMem;
+use crate::core::rules::rule;
 use crate::core::vma::VmFlags;
 use crate::mm::mm::Mm;
 use crate::types::errno::Errno;
@@ -67,6 +68,7 @@ pub fn copy_markers(
     end: u64,
 ) -> Result<(), Errno> {
     for a in guards(src, start, end) {
+        rule!(dst.pt.hw, ForkCopyGuardMarker);
         if !set_marker(dst, phys, a) {
             return Err(Errno::ENOMEM);
         }

@@ -28,6 +28,7 @@ use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{PageTables, PmdSlot};
+use crate::core::rules::rule;
 use crate::core::vma::Vma;
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
 use crate::mm::mm::Mm;
@@ -78,6 +79,9 @@ pub fn move_page_tables(
     // Linux: uffd_supports_page_table_move().
     let tables_ok =
         table_moves && !uffd_without_event_remap(&pmc.old) && !uffd_without_event_remap(&pmc.new);
+    if table_moves && !tables_ok {
+        rule!(mm.pt.hw, MremapUffdRefusesTableMove);
+    }
     while old_addr < old_end {
         // §9.3/§9.4.1–4: the PUD level.
         let mut extent = get_extent(PUD_SIZE, old_addr, old_end, new_addr);
@@ -115,6 +119,7 @@ pub fn move_page_tables(
                     new_addr += extent;
                     continue;
                 }
+                rule!(mm.pt.hw, MremapSplitHugePmd);
                 split_huge_pmd(mm, phys, old_addr & !(PMD_SIZE - 1));
             }
             PmdSlot::Table(_) => {
@@ -166,6 +171,7 @@ fn try_realign_addr(mm: &Mm, pmc: &PageTableMove, old_addr: &mut u64, new_addr: 
     if !can_align_down(mm, &pmc.old, *old_addr) || !can_align_down(mm, &pmc.new, *new_addr) {
         return;
     }
+    rule!(mm.pt.hw, MremapRealign);
     *old_addr &= !off;
     *new_addr &= !off;
 }
@@ -204,6 +210,7 @@ fn move_normal_pud(mm: &mut Mm, old_addr: u64, new_addr: u64) -> bool {
         let t = mm.deposited.remove(&slot).expect("deposited");
         mm.deposited.insert(slot - old_addr + new_addr, t);
     }
+    rule!(mm.pt.hw, MremapMovePud);
     true
 }
 
@@ -226,6 +233,7 @@ fn move_normal_pmd(mm: &mut Mm, old_addr: u64, new_addr: u64) -> bool {
     mm.pt.set_pmd(new_addr, Entry::Table(pte_table));
     mm.pt
         .flush_tlb_range(old_addr, old_addr + PMD_SIZE, PAGE_SIZE);
+    rule!(mm.pt.hw, MremapMovePmd);
     true
 }
 
@@ -253,6 +261,7 @@ fn move_huge_pmd(mm: &mut Mm, old_vma: &Vma, old_addr: u64, new_addr: u64) -> bo
         pmd.flags.remove(LeafFlags::UFFD_WP);
     }
     mm.pt.set_pmd(new_addr, Entry::Leaf(pmd));
+    rule!(mm.pt.hw, MremapMoveHugePmd);
     true
 }
 
@@ -294,6 +303,7 @@ pub fn move_ptes_per_pte(
             continue; // none: nothing to move
         }
         force_flush = true;
+        rule!(pt.hw, MremapMovePtesPerPte);
         pt.hw.mark_batch(old_addr + off, 1, "move");
         let (_, old) = pt.clear_ptes(old_addr + off, 1)[0];
         pt.set_ptes(new_addr + off, moved_pte(old_vma, old), 1, phys);
@@ -354,6 +364,9 @@ pub fn move_ptes_batched(
             first.flags |= l.flags & (LeafFlags::DIRTY | LeafFlags::YOUNG);
         }
         pt.set_ptes(new_addr + off, moved_pte(old_vma, first), nr, phys);
+        if nr > 1 {
+            rule!(pt.hw, MremapMovePtesBatch);
+        }
         off += nr * PAGE_SIZE;
     }
     // if (force_flush) flush_tlb_range(vma, old_end - len, old_end);

@@ -12,6 +12,7 @@ use crate::core::addr::{PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::SwapPte;
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, HwSink};
+use crate::core::rules::rule;
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::mm::Mm;
 use crate::types::errno::Errno;
@@ -194,6 +195,7 @@ pub fn copy_swap_pte(
     // No folio reference or mapcount (there is no folio), no TLB flush (a
     // swap PTE is never cached in a TLB). Not counted: the once-per-child
     // mmlist_lock to put the child on swapoff's mmlist.
+    rule!(src.pt.hw, ForkCopySwapPte);
     src.pt.hw.one(HwEvent::PteLoad);
     count_swap_map(&phys.hw, 1);
     phys.swap
@@ -229,6 +231,7 @@ pub fn move_swap_pte(
     // get_and_clear_ptes(nr = 1) and set_ptes(nr = 1). A swap PTE does not
     // set force_flush (only pte_present() does), so it adds no TLB flush,
     // and there is no folio to batch over or to reference.
+    rule!(pt.hw, MremapMoveSwapPte);
     pt.hw.mark_batch(old, 1, "move");
     pt.get_and_clear_swap_pte(old);
     let mut m = s;
@@ -260,6 +263,7 @@ pub fn uffd_move_swap_pte(
     let _dst_ptl = mm.pt.pte_offset_map_lock(dst);
     let hw = &mm.pt.hw;
     if !s.exclusive {
+        rule!(mm.pt.hw, UffdMoveSwapNotExclusive);
         return Err(Errno::EBUSY);
     }
     if !phys.swap.enabled() {
@@ -277,6 +281,8 @@ pub fn uffd_move_swap_pte(
         .and_then(|pfn| phys.folio_of(pfn))
         .is_some_and(|f| f.is_large())
     {
+        // Linux: mm/userfaultfd.c move_pages_pte().
+        rule!(hw, UffdMoveSwapLargeCache);
         hw.one(HwEvent::StructPageLine);
         hw.add(HwEvent::FolioRefAtomic, 2);
         return Err(Errno::EBUSY);

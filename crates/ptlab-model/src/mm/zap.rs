@@ -11,6 +11,7 @@ use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PmdSlot, PtItem, Segment};
+use crate::core::rules::rule;
 use crate::core::stats::VmEvent;
 use crate::core::tlb::MmuGather;
 use crate::core::vma::Vma;
@@ -38,6 +39,7 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
         // Linux: __split_huge_zero_page_pmd(): 512 zero-page PTEs, each set
         // alone, with the VMA's protection (the PMD's: exec, PROT_NONE) and
         // the PMD's uffd-wp bit.
+        rule!(mm.pt.hw, ZapSplitHugeZeroPmd);
         let keep = LeafFlags::YOUNG | LeafFlags::EXEC | LeafFlags::PROTNONE | LeafFlags::UFFD_WP;
         let zero = Leaf {
             pfn: phys.zero_pfn,
@@ -48,6 +50,7 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
         }
         return;
     }
+    rule!(mm.pt.hw, ZapSplitHugePmd);
     let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
     let exclusive = phys.anon_exclusive(folio.head);
     // PTEs inherit write, young, dirty, soft-dirty and uffd-wp from the PMD.
@@ -150,10 +153,13 @@ fn zap_pmds(
                     if locked && Some(leaf.pfn) != phys.huge_zero {
                         // munlock_vma_folio() of a large folio: the batch
                         // is drained at once.
+                        rule!(mm.pt.hw, ZapLockedThpDrains);
                         phys.folio_batches.drain();
                     }
+                    rule!(mm.pt.hw, ZapHugePmd);
                     zap_huge_pmd(mm, phys, tlb, q.va, leaf);
                 } else {
+                    rule!(mm.pt.hw, ZapSplitPartialHugePmd);
                     split_huge_pmd(mm, phys, q.entry_start());
                     zap_ptes(mm, phys, tlb, q.segment(), locked);
                 }
@@ -164,6 +170,7 @@ fn zap_pmds(
                     // Linux: mm/pt_reclaim.c try_to_free_pte(): free the table if all entries are none.
                     if let PmdSlot::Table(t) = mm.pt.pmd(q.va) {
                         if mm.pt.table(t).is_some_and(|tb| tb.used == 0) {
+                            rule!(mm.pt.hw, ZapPtReclaim);
                             mm.pt.free_pte_table(q.va, phys);
                             tlb.pte_free(q.va);
                         }
@@ -186,6 +193,7 @@ fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, slot: u64,
         phys.free_pt_page(t);
     }
     if Some(leaf.pfn) == phys.huge_zero {
+        rule!(mm.pt.hw, ZapHugeZeroPmd);
         return;
     }
     let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
@@ -242,7 +250,11 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
         }
         if locked {
             // folio_remove_rmap_ptes() → munlock_vma_folio() (mm/rmap.c).
+            rule!(mm.pt.hw, ZapMunlocksFolio);
             phys.folio_batches.add(folio.head, folio.is_large(), false);
+        }
+        if n > 1 {
+            rule!(mm.pt.hw, ZapPteBatch);
         }
         unmap_batch(mm, phys, folio, leaf.pfn, n as u32);
         i += n;
@@ -285,6 +297,9 @@ pub fn free_pgtables(mm: &mut Mm, phys: &mut PhysMem, removed: &[Vma], floor: u6
         };
         mm.pt
             .free_pgd_range(addr, removed[j].end, floor, next_start, phys);
+        if j > i {
+            rule!(mm.pt.hw, ZapFreePgtablesGathered);
+        }
         i = j + 1;
     }
 }

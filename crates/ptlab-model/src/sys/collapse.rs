@@ -18,6 +18,7 @@ use crate::core::addr::HPAGE_PMD_NR;
 use crate::core::addr::{PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, LeafFlags};
 use crate::core::pgtable::{Cursor, PmdSlot, PtItem};
+use crate::core::rules::rule;
 use crate::core::stats::VmEvent;
 use crate::core::vma::{VmFlags, Vma};
 use crate::model::Model;
@@ -86,6 +87,7 @@ impl Model {
             || !fits
             || vma.anon_vma.is_none()
         {
+            rule!(self.phys.hw, CollapseEinvalVma);
             return Err(Errno::EINVAL);
         }
         // lru_add_drain_all(): every folio is on an LRU for the scan.
@@ -99,6 +101,17 @@ impl Model {
             let mut r = self.collapse_scan_pmd(pid, vma, slot);
             if r == Scan::Succeed {
                 r = self.collapse_huge_page(pid, slot);
+            }
+            // Linux: mm/khugepaged.c madvise_collapse(): each PMD's scan result.
+            match r {
+                Scan::Succeed => rule!(self.phys.hw, CollapseSucceed),
+                Scan::PmdMapped => rule!(self.phys.hw, CollapsePmdMapped),
+                Scan::PmdNull | Scan::PmdNone => rule!(self.phys.hw, CollapsePmdNone),
+                Scan::PageCount => rule!(self.phys.hw, CollapsePageCount),
+                Scan::PteUffdWp => rule!(self.phys.hw, CollapsePteUffdWp),
+                Scan::ExceedNonePte => rule!(self.phys.hw, CollapseExceedNonePte),
+                Scan::AllocFail => rule!(self.phys.hw, CollapseAllocFail),
+                Scan::Fail => rule!(self.phys.hw, CollapseFail),
             }
             match r {
                 Scan::Succeed | Scan::PmdMapped => thps += 1,

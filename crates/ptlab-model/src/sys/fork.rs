@@ -16,6 +16,7 @@ use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
+use crate::core::rules::rule;
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
 use crate::mm::mm::Mm;
@@ -68,6 +69,7 @@ impl Model {
         for v in parent_vmas {
             // K1: VM_DONTCOPY VMAs do not exist in the child.
             if v.flags.contains(VmFlags::DONTCOPY) {
+                rule!(src.pt.hw, ForkDontcopy);
                 continue;
             }
             src.pt.hw.one(HwEvent::VmaCopy);
@@ -77,6 +79,7 @@ impl Model {
                 VmFlags::LOCKED | VmFlags::LOCKONFAULT | VmFlags::UFFD_MISSING | VmFlags::UFFD_WP;
             if v.flags.contains(VmFlags::WIPEONFORK) {
                 // A clean slate: no anon_vma until the child faults, no page tables.
+                rule!(src.pt.hw, ForkWipeonfork);
                 c.anon_vma = None;
                 c.fork_child = false;
                 dst.vmas.insert(c);
@@ -134,6 +137,7 @@ impl Model {
         mm.pt.free_all(phys);
         // The process's events retire into the machine-wide sink.
         phys.hw.absorb(&mm.pt.hw.snapshot());
+        phys.hw.rules.retire(&mm.pt.hw.rules);
         Ok(())
     }
 }
@@ -175,11 +179,13 @@ fn copy_huge_pmd(
     let pgtable = phys.alloc_pt_page().ok_or(Errno::ENOMEM)?;
     dst.deposited.insert(slot, pgtable);
     if Some(leaf.pfn) == phys.huge_zero {
+        rule!(src.pt.hw, ForkHugeZeroPmd);
         dst.pt.set_pmd(slot, Entry::Leaf(leaf));
         return Ok(());
     }
     let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
     // folio_try_dup_anon_rmap_pmd(): the head loses AnonExclusive.
+    rule!(src.pt.hw, ForkCopyHugePmd);
     phys.set_anon_exclusive(folio.head, false);
     phys.add_rmap_pmd(folio, dst.pid, false);
     phys.ref_add(folio, 1);
@@ -239,6 +245,7 @@ fn copy_pte_range(
             Some(phys.folio_of(pte.pfn).expect("PTE maps a folio"))
         };
         let nr = if pte.flags.contains(LeafFlags::SPECIAL) {
+            rule!(src.pt.hw, ForkZeroPagePte);
             copy_present_ptes(src, dst, phys, addr, pte, None, 1, c);
             1
         } else if batch {
@@ -257,11 +264,15 @@ fn copy_pte_range(
                 max_nr,
                 Fpb::MERGE_WRITE | Fpb::RESPECT_DIRTY,
             );
+            if b.nr > 1 {
+                rule!(src.pt.hw, ForkPteBatch);
+            }
             src.pt.hw.mark_batch(addr, b.nr, "copy");
             copy_present_ptes(src, dst, phys, addr, b.pte, folio, b.nr, c);
             b.nr
         } else {
             // Before 6.9: one PTE at a time.
+            rule!(src.pt.hw, ForkPtePerEntry);
             src.pt.hw.mark_batch(addr, 1, "copy");
             copy_present_ptes(src, dst, phys, addr, pte, folio, 1, c);
             1
@@ -299,6 +310,7 @@ fn copy_present_ptes(
     // A private (COW) mapping write-protects the parent's entries.
     let mut child = pte;
     if pte.write() {
+        rule!(src.pt.hw, ForkWrprotectParent);
         src.pt.wrprotect_ptes(addr, nr);
         child.flags.remove(LeafFlags::WRITE);
     }

@@ -22,6 +22,7 @@
 use crate::core::arch::Entry;
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PtItem};
+use crate::core::rules::rule;
 use crate::core::vma::{VmFlags, Vma, VM_SPECIAL};
 use crate::mm::marker::{drop_markers, set_marker};
 use crate::mm::zap::zap_range;
@@ -51,6 +52,7 @@ impl Model {
         end: u64,
     ) -> Result<(), Errno> {
         if !is_valid_guard_vma(vma, false) {
+            rule!(self.phys.hw, GuardInstallInvalidVma);
             return Err(Errno::EINVAL);
         }
         let Model {
@@ -89,11 +91,13 @@ impl Model {
         }
         if populated {
             let mut tlb = crate::core::tlb::MmuGather::new();
+            rule!(mm.pt.hw, GuardInstallZapsPopulated);
             zap_range(mm, phys, &mut tlb, start, end, false);
             tlb.finish(&mm.pt);
         }
         for a in crate::mm::mm::pages(start, end) {
             if !set_marker(mm, phys, a) {
+                rule!(mm.pt.hw, GuardInstallNoTable);
                 return Err(Errno::ENOMEM);
             }
         }
@@ -111,9 +115,11 @@ impl Model {
         end: u64,
     ) -> Result<(), Errno> {
         if !is_valid_guard_vma(vma, true) {
+            rule!(self.phys.hw, GuardRemoveInvalidVma);
             return Err(Errno::EINVAL);
         }
         let mm = self.procs.get_mut(&pid).ok_or(Errno::EINVAL)?;
+        rule!(mm.pt.hw, GuardRemove);
         drop_markers(mm, start, end);
         Ok(())
     }
@@ -138,6 +144,7 @@ impl Model {
             mm.pt.clear_marker(old_addr + off);
         }
         for &off in snap.iter().filter(|&&o| o < moved) {
+            rule!(mm.pt.hw, GuardMovedByMremap);
             set_marker(mm, phys, new_addr + off);
         }
     }

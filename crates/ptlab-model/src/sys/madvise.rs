@@ -10,6 +10,7 @@ use crate::core::addr::{page_align, PAGE_SIZE};
 use crate::core::arch::LeafFlags;
 use crate::core::folio::PhysMem;
 use crate::core::pgtable::{Cursor, PmdSlot, PtItem};
+use crate::core::rules::rule;
 use crate::core::tlb::MmuGather;
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::batch::{folio_pte_batch, Fpb};
@@ -82,9 +83,11 @@ fn madvise_free_pte_range(
             nr = b.nr;
             if nr < folio.nr_pages() {
                 if phys.mapped_by_other_mm(folio, pid) {
+                    rule!(phys.hw, MadviseFreeSkipSharedLarge);
                     addr += nr * PAGE_SIZE;
                     continue;
                 }
+                rule!(phys.hw, MadviseFreeSplitLarge);
                 let _ = split_folio(procs, phys, folio, Some((pid, addr, pte.pfn)));
                 continue; // nr = 0: this PTE again, now a small folio
             }
@@ -93,6 +96,7 @@ fn madvise_free_pte_range(
         let swapcache = phys.in_swapcache(folio);
         if swapcache || phys.folio_dirty(folio) {
             if u64::from(phys.folio_mapcount(folio)) != folio.nr_pages() || swapcache {
+                rule!(phys.hw, MadviseFreeKeepsDirtyShared);
                 addr += nr * PAGE_SIZE;
                 continue;
             }
@@ -100,6 +104,7 @@ fn madvise_free_pte_range(
         }
         if flags.intersects(LeafFlags::YOUNG | LeafFlags::DIRTY) {
             let mm = procs.get_mut(&pid).expect("pid");
+            rule!(mm.pt.hw, MadviseFreeClearYoungDirty);
             mm.pt.clear_young_dirty_ptes(addr, nr);
             tlb.flush_pte_range(addr, nr * PAGE_SIZE);
         }
@@ -157,6 +162,7 @@ impl Model {
             return Err(Errno::EINVAL);
         }
         let Some(end) = madvise_should_skip(addr, len, advice)? else {
+            rule!(self.phys.hw, MadviseLenZero);
             return Ok(());
         };
         // A valid advice the model does not implement (MADV_NORMAL,
@@ -168,9 +174,11 @@ impl Model {
         let mut start = addr;
         loop {
             let Some(vma) = self.procs[&pid].vmas.find_vma(start).cloned() else {
+                rule!(self.phys.hw, MadviseNoVma);
                 return Err(Errno::ENOMEM);
             };
             if start < vma.start {
+                rule!(self.phys.hw, MadviseHole);
                 unmapped_error = Err(Errno::ENOMEM);
                 start = vma.start;
                 if start >= end {
@@ -204,6 +212,7 @@ impl Model {
     ) -> Result<(), Errno> {
         // madvise_vma_behavior() → can_madvise_modify() (mseal).
         if !can_madvise_modify(vma, advice) {
+            rule!(self.phys.hw, MadviseSealed);
             return Err(Errno::EPERM);
         }
         let mut new = vma.flags;
@@ -216,6 +225,7 @@ impl Model {
                     .flags
                     .intersects(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB)
                 {
+                    rule!(self.phys.hw, MadviseDontneedLocked);
                     return Err(Errno::EINVAL);
                 }
                 let Model { procs, phys, .. } = self;
@@ -224,6 +234,7 @@ impl Model {
                 // PT_RECLAIM keeps it (try_to_free_pte() needs all none).
                 // zap_page_range_single_batched(): one gather.
                 let mut tlb = MmuGather::new();
+                rule!(phys.hw, MadviseDontneed);
                 zap_range(mm, phys, &mut tlb, start, end, true);
                 tlb.finish(&mm.pt);
                 return Ok(());
@@ -234,6 +245,7 @@ impl Model {
                     .flags
                     .intersects(VmFlags::LOCKED | VmFlags::PFNMAP | VmFlags::HUGETLB)
                 {
+                    rule!(self.phys.hw, MadviseFreeLocked);
                     return Err(Errno::EINVAL);
                 }
                 // madvise_free_single_vma(): lru_add_drain(), one gather.
@@ -264,6 +276,7 @@ impl Model {
             Advice::DontFork => new.insert(VmFlags::DONTCOPY),
             Advice::DoFork => {
                 if vma.flags.contains(VmFlags::IO) {
+                    rule!(self.phys.hw, MadviseDoforkIo);
                     return Err(Errno::EINVAL);
                 }
                 new.remove(VmFlags::DONTCOPY);
@@ -280,6 +293,7 @@ impl Model {
                 // (VM_LOCKED, VM_PFNMAP, VM_HUGETLB) → EINVAL (found by
                 // `ptlab fuzz --seed 31337`, case 98: mlock then pageout).
                 if vma.flags.contains(VmFlags::LOCKED) {
+                    rule!(self.phys.hw, MadvisePageoutLocked);
                     return Err(Errno::EINVAL);
                 }
                 // lru_add_drain() (checked live: drains the mlock batch).
@@ -315,6 +329,7 @@ impl Model {
         let vma_end = mm.vmas.get(vma_start).expect("vma").end;
         for (b, cut) in [(start, start != vma_start), (end, end != vma_end)] {
             if let Some(slot) = mm.pmd_cut_by(b).filter(|_| cut) {
+                rule!(phys.hw, MadviseSplitHugePmdAtBoundary);
                 split_huge_pmd(mm, phys, slot);
             }
         }

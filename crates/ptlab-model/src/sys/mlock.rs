@@ -16,6 +16,7 @@
 use crate::core::addr::PAGE_SIZE;
 use crate::core::arch::LeafFlags;
 use crate::core::pgtable::{Cursor, PtItem};
+use crate::core::rules::rule;
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS, VM_SPECIAL};
 use crate::mm::zap::split_huge_pmd;
 use crate::model::Model;
@@ -43,6 +44,7 @@ impl Model {
     /// Linux: SYSCALL_DEFINE3(mlock2).
     pub fn mlock2(&mut self, pid: Pid, addr: u64, len: u64, flags: u64) -> Result<(), Errno> {
         if flags & !MLOCK_ONFAULT != 0 {
+            rule!(self.phys.hw, Mlock2FlagsInvalid);
             return Err(Errno::EINVAL);
         }
         self.mlock(pid, addr, len, flags & MLOCK_ONFAULT != 0)
@@ -67,10 +69,12 @@ impl Model {
             return Err(Errno::EINVAL);
         };
         if !mm.can_do_mlock() {
+            rule!(self.phys.hw, MlockCannot);
             return Err(Errno::EPERM);
         }
         let (start, len) = mlock_range(addr, len);
         if !mm.mlock_within_limit(start, len) {
+            rule!(self.phys.hw, MlockOverLimit);
             return Err(Errno::ENOMEM);
         }
         self.apply_vma_lock_flags(pid, start, len, flags)?;
@@ -94,12 +98,14 @@ impl Model {
     ) -> Result<(), Errno> {
         let end = start.wrapping_add(len);
         if end < start {
+            rule!(self.phys.hw, MlockRangeWraps);
             return Err(Errno::EINVAL);
         }
         if end == start {
             return Ok(());
         }
         let Some(first) = self.procs[&pid].vmas.find(start).cloned() else {
+            rule!(self.phys.hw, MlockNoVma);
             return Err(Errno::ENOMEM);
         };
         let mut nstart = start;
@@ -111,6 +117,7 @@ impl Model {
             .cloned()
         {
             if vma.start != tmp {
+                rule!(self.phys.hw, MlockHole);
                 return Err(Errno::ENOMEM);
             }
             let newflags = (vma.flags - VM_LOCKED_MASK) | flags;
@@ -124,6 +131,7 @@ impl Model {
             nstart = tmp;
         }
         if tmp < end {
+            rule!(self.phys.hw, MlockPastLastVma);
             return Err(Errno::ENOMEM);
         }
         Ok(())
@@ -149,6 +157,7 @@ impl Model {
         // munlock_folio() for each present folio (one step per large folio;
         // the zero page has no folio). Linux: mm/mlock.c mlock_pte_range().
         if (newflags ^ vma.flags).contains(VmFlags::LOCKED) {
+            rule!(self.phys.hw, MlockFolioWalk);
             let populate_write = newflags.contains(VmFlags::LOCKED)
                 && !newflags.contains(VmFlags::LOCKONFAULT)
                 && newflags.contains(VmFlags::WRITE)
@@ -176,6 +185,7 @@ impl Model {
                 // which undoes MADV_FREE (found by `ptlab fuzz --seed
                 // 20261125`, case 451; docs/ops/madvise.md F9).
                 if populate_write {
+                    rule!(phys.hw, MlockWriteMarksDirty);
                     phys.set_folio_dirty(folio, true);
                 }
                 phys.folio_batches.add(folio.head, folio.is_large(), false);
@@ -205,6 +215,7 @@ impl Model {
         let mm = procs.get_mut(&pid).expect("pid");
         mm.modify_range_with(vma_start, start, end, newflags, &mut |mm, b, split| {
             if split && mm.map_count() >= max {
+                rule!(mm.pt.hw, MlockSplitMapCount);
                 return Err(Errno::ENOMEM);
             }
             if let Some(slot) = mm.pmd_cut_by(b) {
@@ -252,6 +263,7 @@ impl Model {
     /// writable VMA, read faults otherwise; a VMA without access is EFAULT.
     fn populate_vma_pages(&mut self, pid: Pid, v: &Vma, s: u64, e: u64) -> Result<(), Errno> {
         if !v.flags.intersects(VM_ACCESS_FLAGS) {
+            rule!(self.phys.hw, MlockPopulateNoAccess);
             return Err(Errno::EFAULT);
         }
         let write = v.flags.contains(VmFlags::WRITE) && !v.flags.contains(VmFlags::SHARED);
@@ -280,6 +292,7 @@ impl Model {
             return Err(Errno::EINVAL);
         }
         if flags != 0 || !addr.is_multiple_of(PAGE_SIZE) {
+            rule!(self.phys.hw, MsealFlagsOrAddr);
             return Err(Errno::EINVAL);
         }
         let alen = len.wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
@@ -288,9 +301,11 @@ impl Model {
         }
         let end = addr.wrapping_add(alen);
         if end < addr {
+            rule!(self.phys.hw, MsealWraps);
             return Err(Errno::EINVAL);
         }
         if end == addr {
+            rule!(self.phys.hw, MsealLenZero);
             return Ok(());
         }
         // range_contains_unmapped(): no change at all if a hole is found.
@@ -298,11 +313,13 @@ impl Model {
         for s in self.procs[&pid].vmas.starts_in(addr, end) {
             let v = self.procs[&pid].vmas.get(s).expect("vma");
             if v.start > prev_end {
+                rule!(self.phys.hw, MsealHole);
                 return Err(Errno::ENOMEM);
             }
             prev_end = v.end;
         }
         if prev_end < end {
+            rule!(self.phys.hw, MsealPastLastVma);
             return Err(Errno::ENOMEM);
         }
         // mseal_apply()
@@ -311,6 +328,7 @@ impl Model {
             let v = self.procs[&pid].vmas.find(cur).cloned().expect("no holes");
             let curr_end = v.end.min(end);
             if !v.flags.contains(VmFlags::SEALED) {
+                rule!(self.phys.hw, MsealApply);
                 self.modify_flags_checked(pid, v.start, cur, curr_end, v.flags | VmFlags::SEALED)?;
             }
             cur = curr_end;

@@ -8,6 +8,7 @@
 //! vms_complete_munmap_vmas().
 
 use crate::core::addr::{page_align, PAGE_SIZE, PMD_SIZE, TASK_SIZE};
+use crate::core::rules::rule;
 use crate::core::tlb::MmuGather;
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::mm::Mm;
@@ -60,12 +61,14 @@ impl Model {
         self.count_syscall(pid);
         // ksys_mmap_pgoff(): without MAP_ANONYMOUS the fd (-1) is looked up.
         if !flags.contains(MapFlags::ANONYMOUS) {
+            rule!(self.phys.hw, MmapNotAnonymous);
             return Err(Errno::EBADF);
         }
         if flags.bits() & MAP_UNMODELLED != 0 {
             return Err(Errno::ENOSYS);
         }
         if len == 0 {
+            rule!(self.phys.hw, MmapLenZero);
             return Err(Errno::EINVAL);
         }
         let mut flags = flags;
@@ -82,12 +85,14 @@ impl Model {
         }
         let len = page_align(len).ok_or(Errno::ENOMEM)?;
         if self.procs[&pid].map_count() > self.cfg.max_map_count {
+            rule!(self.phys.hw, MmapMapCount);
             return Err(Errno::ENOMEM);
         }
         let addr = self.get_unmapped_area(pid, addr, len, flags)?;
         if flags.contains(MapFlags::FIXED_NOREPLACE)
             && self.procs[&pid].vmas.intersects(addr, addr + len)
         {
+            rule!(self.phys.hw, MmapFixedNoreplaceExists);
             return Err(Errno::EEXIST);
         }
         // MAP_LOCKED: can_do_mlock() (EPERM), then mlock_future_ok()
@@ -96,9 +101,11 @@ impl Model {
         if flags.contains(MapFlags::LOCKED) {
             let mm = &self.procs[&pid];
             if !mm.can_do_mlock() {
+                rule!(self.phys.hw, MmapLockedCannotMlock);
                 return Err(Errno::EPERM);
             }
             if !mm.mlock_future_ok(VmFlags::LOCKED, len) {
+                rule!(self.phys.hw, MmapLockedMemlock);
                 return Err(Errno::EAGAIN);
             }
         }
@@ -141,6 +148,7 @@ impl Model {
         if populate || flags.contains(MapFlags::LOCKED) {
             // mm_populate(): write faults for private writable VMAs, else read.
             let write = vm.contains(VmFlags::WRITE);
+            rule!(self.phys.hw, MmapPopulate);
             for a in crate::mm::mm::pages(addr, addr + len) {
                 if self.fault(pid, a, write).is_err() {
                     break;
@@ -162,6 +170,7 @@ impl Model {
     ) -> Result<u64, Errno> {
         let min = self.cfg.mmap_min_addr.max(PAGE_SIZE);
         if len > TASK_SIZE - self.cfg.mmap_min_addr {
+            rule!(self.phys.hw, MmapLenTooBig);
             return Err(Errno::ENOMEM);
         }
         let mm = &self.procs[&pid];
@@ -169,6 +178,7 @@ impl Model {
             hint
         } else if hint == 0 && len.is_multiple_of(PMD_SIZE) {
             // thp_get_unmapped_area_vmflags(): search len + 2 MiB, align up.
+            rule!(self.phys.hw, MmapThpAligned);
             let padded = len.checked_add(PMD_SIZE).ok_or(Errno::ENOMEM)?;
             let ret = self.topdown_search(mm, padded, min)?;
             let off_sub = ret.wrapping_neg() & (PMD_SIZE - 1);
@@ -188,12 +198,14 @@ impl Model {
             }
         };
         if addr > TASK_SIZE - len {
+            rule!(self.phys.hw, MmapAddrBeyondTask);
             return Err(Errno::ENOMEM);
         }
         if addr % PAGE_SIZE != 0 {
             return Err(Errno::EINVAL);
         }
         if addr < self.cfg.mmap_min_addr && !self.cfg.cap_sys_rawio {
+            rule!(self.phys.hw, MmapBelowMinAddr);
             return Err(Errno::EPERM); // security_mmap_addr()
         }
         Ok(addr)
@@ -236,6 +248,7 @@ impl Model {
             // __mmap_setup(): vms_gather_munmap_vmas() splits the VMAs
             // MAP_FIXED replaces before the RLIMIT_AS test, and a failure
             // then leaves the splits in place (vms_abort_munmap_vmas()).
+            rule!(self.phys.hw, MmapFixedReplaces);
             self.munmap_gather(pid, addr, end)?;
             let mm = &self.procs[&pid];
             replaced = mm
@@ -247,6 +260,7 @@ impl Model {
                 .sum::<u64>();
         }
         if !self.procs[&pid].may_expand_vm(vm, len / PAGE_SIZE - replaced) {
+            rule!(self.phys.hw, MmapRlimitAs);
             return Err(Errno::ENOMEM);
         }
         if replaced > 0 {
@@ -264,6 +278,7 @@ impl Model {
             uffd_ctx: None,
         };
         if mm.merge_new_range(&new).is_none() {
+            rule!(mm.pt.hw, MmapNewVma);
             mm.vmas.insert(new);
         }
         Ok(())
@@ -283,10 +298,12 @@ impl Model {
             return Err(Errno::EINVAL);
         }
         if !addr.is_multiple_of(PAGE_SIZE) || addr > TASK_SIZE || len > TASK_SIZE - addr {
+            rule!(self.phys.hw, MunmapArgsInvalid);
             return Err(Errno::EINVAL);
         }
         let end = addr + page_align(len).ok_or(Errno::EINVAL)?;
         if end == addr {
+            rule!(self.phys.hw, MunmapLenZero);
             return Err(Errno::EINVAL);
         }
         self.do_munmap(pid, addr, end)
@@ -317,15 +334,18 @@ impl Model {
         };
         let first_vma = mm.vmas.get(first).expect("vma").clone();
         if first_vma.start < start && end < first_vma.end && mm.map_count() >= max {
+            rule!(phys.hw, MunmapSplitMapCount);
             return Err(Errno::ENOMEM);
         }
         // vms_gather_munmap_vmas(): a sealed first VMA refuses before it is
         // split; a sealed later one after the first split was made.
         if first_vma.start < start && first_vma.flags.contains(VmFlags::SEALED) {
+            rule!(phys.hw, MunmapSealedFirst);
             return Err(Errno::EPERM);
         }
         if first_vma.start < start {
             if let Some(slot) = mm.pmd_cut_by(start) {
+                rule!(phys.hw, MunmapSplitHugePmdStart);
                 split_huge_pmd(mm, phys, slot);
             }
             mm.vmas.split_at(start);
@@ -335,11 +355,13 @@ impl Model {
                 .get(s)
                 .is_some_and(|v| v.flags.contains(VmFlags::SEALED))
         }) {
+            rule!(phys.hw, MunmapSealed);
             return Err(Errno::EPERM);
         }
         if let Some(last) = mm.vmas.find(end - 1).cloned() {
             if last.end > end {
                 if let Some(slot) = mm.pmd_cut_by(end) {
+                    rule!(phys.hw, MunmapSplitHugePmdEnd);
                     split_huge_pmd(mm, phys, slot);
                 }
                 mm.vmas.split_at(end);
@@ -378,6 +400,7 @@ impl Model {
             let lo = removed.first().map_or(start, |v| v.start) & !(PMD_SIZE - 1);
             let hi = removed.last().map_or(end, |v| v.end);
             let hi = hi.div_ceil(PMD_SIZE).saturating_mul(PMD_SIZE);
+            rule!(phys.hw, MunmapFreeTables);
             tlb.free_tables_span(lo, hi);
         }
         // tlb_finish_mmu(): flushes the freed tables at PMD stride

@@ -32,6 +32,7 @@ use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
+use crate::core::rules::rule;
 use crate::core::stats::VmEvent;
 use crate::core::tlb::MmuGather;
 use crate::core::vma::vm_page_prot;
@@ -64,12 +65,15 @@ impl Model {
         let grows = prot.bits() & (PROT_GROWSDOWN | PROT_GROWSUP);
         let bits = prot.bits() & !grows;
         if grows == PROT_GROWSDOWN | PROT_GROWSUP {
+            rule!(self.phys.hw, MprotectGrowsBoth);
             return Err(Errno::EINVAL); // can't be both
         }
         if !addr.is_multiple_of(PAGE_SIZE) {
+            rule!(self.phys.hw, MprotectAddrUnaligned);
             return Err(Errno::EINVAL);
         }
         if len == 0 {
+            rule!(self.phys.hw, MprotectLenZero);
             return Ok(()); // before the prot check: mprotect(p, 0, junk) succeeds
         }
         // PAGE_ALIGN(len) may wrap to 0 and start + len may wrap: end <= start.
@@ -81,6 +85,7 @@ impl Model {
         // arch_validate_prot() (generic and arm64 without BTI/MTE).
         let known = Prot::READ.bits() | Prot::WRITE.bits() | Prot::EXEC.bits() | PROT_SEM;
         if bits & !known != 0 {
+            rule!(self.phys.hw, MprotectProtInvalid);
             return Err(Errno::EINVAL);
         }
         // vma_find(): the first VMA ending above start and starting below end.
@@ -93,15 +98,18 @@ impl Model {
         if grows & PROT_GROWSDOWN != 0 {
             start = first.start;
             if !first.flags.contains(VmFlags::GROWSDOWN) {
+                rule!(self.phys.hw, MprotectGrowsdownNotStack);
                 return Err(Errno::EINVAL);
             }
         } else {
             if first.start > start {
+                rule!(self.phys.hw, MprotectUnmappedStart);
                 return Err(Errno::ENOMEM);
             }
             if grows & PROT_GROWSUP != 0 {
                 // The kernel extends the range to the VMA's end, then needs
                 // VM_GROWSUP, which is VM_NONE on x86-64 and arm64.
+                rule!(self.phys.hw, MprotectGrowsup);
                 return Err(Errno::EINVAL);
             }
         }
@@ -126,6 +134,7 @@ impl Model {
             .cloned()
         {
             if vma.start != tmp {
+                rule!(self.phys.hw, MprotectHole);
                 return Err(Errno::ENOMEM); // a hole: earlier VMAs stay changed
             }
             // Each call passes all of r/w/x: those not given are cleared.
@@ -133,6 +142,7 @@ impl Model {
             // newflags >> 4 puts VM_MAY* where VM_* are.
             let may = VmFlags::from_bits_retain(newflags.bits() >> 4);
             if !(newflags - may).intersection(VM_ACCESS_FLAGS).is_empty() {
+                rule!(self.phys.hw, MprotectBeyondMay);
                 return Err(Errno::EACCES);
             }
             tmp = vma.end.min(end);
@@ -146,6 +156,7 @@ impl Model {
             nstart = tmp;
         }
         if tmp < end {
+            rule!(self.phys.hw, MprotectPastLastVma);
             return Err(Errno::ENOMEM); // the range runs past the last VMA
         }
         Ok(())
@@ -162,6 +173,7 @@ impl Model {
         newflags: VmFlags,
     ) -> Result<(), Errno> {
         if vma.flags.contains(VmFlags::SEALED) {
+            rule!(self.phys.hw, MprotectSealed);
             return Err(Errno::EPERM);
         }
         let old = vma.flags;
@@ -179,6 +191,7 @@ impl Model {
             let mm = &self.procs[&pid];
             let nrpages = (end - start) / crate::core::addr::PAGE_SIZE;
             if !mm.may_expand_vm(newflags, nrpages) && mm.may_expand_vm(old, nrpages) {
+                rule!(self.phys.hw, MprotectRlimitData);
                 return Err(Errno::ENOMEM);
             }
             let charged = VmFlags::ACCOUNT
@@ -201,9 +214,11 @@ impl Model {
         // (vma_adjust_trans_huge(), rule M6/P6).
         mm.modify_range_with(vma.start, start, end, newflags, &mut |mm, b, split| {
             if split && mm.map_count() >= max {
+                rule!(mm.pt.hw, MprotectSplitMapCount);
                 return Err(Errno::ENOMEM);
             }
             if let Some(slot) = mm.pmd_cut_by(b) {
+                rule!(mm.pt.hw, MprotectSplitHugePmdAtBoundary);
                 split_huge_pmd(mm, phys, slot);
             }
             Ok(())
@@ -226,6 +241,7 @@ impl Model {
             && newflags.contains(VmFlags::WRITE)
             && !newflags.contains(VmFlags::LOCKONFAULT)
         {
+            rule!(self.phys.hw, MprotectLockedWritablePopulates);
             for page in crate::mm::mm::pages(start, end) {
                 if self.fault(pid, page, true).is_err() {
                     break;
@@ -290,6 +306,7 @@ pub(crate) fn change_protection(
                 } else {
                     // A huge PMD only partly covered: split it, then go on at
                     // PTE level (__split_huge_pmd(), rule A4/P6).
+                    rule!(mm.pt.hw, MprotectSplitHugePmdPartial);
                     split_huge_pmd(mm, phys, q.entry_start());
                     pages += change_pte_range(mm, phys, vma, q.segment(), cp, &mut tlb);
                 }
@@ -330,6 +347,7 @@ fn change_huge_pmd(
     tlb: &mut MmuGather,
 ) -> bool {
     // pmd_lock()
+    rule!(mm.pt.hw, MprotectChangeHugePmd);
     mm.pt.lock();
     if cp.prot_numa.is_some() {
         if Some(old.pfn) == phys.huge_zero || old.flags.contains(LeafFlags::PROTNONE) {
@@ -348,6 +366,7 @@ fn change_huge_pmd(
                 .folio_of(old.pfn)
                 .is_some_and(|f| phys.anon_exclusive(f.head));
         if maybe_change_pte_writable(vma, entry) && exclusive_anon {
+            rule!(mm.pt.hw, MprotectHugePmdMkwrite);
             entry.flags |= LeafFlags::WRITE; // pmd_mkwrite()
         }
     }
@@ -473,6 +492,9 @@ fn change_pte_range_batched(
         let fpb = Fpb::RESPECT_SOFT_DIRTY | Fpb::RESPECT_WRITE;
         let nr = mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr, fpb);
         pages += nr;
+        if nr > 1 {
+            rule!(mm.pt.hw, MprotectPtesBatch);
+        }
         mm.pt.hw.mark_batch(addr, nr, "protect");
         let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, nr);
         let ptent = pte_modify(oldpte, cp.prot);
@@ -551,7 +573,13 @@ fn set_write_prot_commit_flush_ptes(
         while idx + len < nr && phys.anon_exclusive(ptent.pfn.add(idx + len)) == exclusive {
             len += 1;
         }
+        if exclusive {
+            rule!(pt.hw, MprotectBatchWriteUpgrade);
+        }
         prot_commit_flush_ptes(pt, phys, addr, ptent, len, idx, exclusive);
+        if len < nr {
+            rule!(pt.hw, MprotectBatchMixedExclusive);
+        }
         idx += len;
     }
 }
@@ -631,6 +659,7 @@ fn change_pte_range_per_pte(
             }
         }
         pages += 1;
+        rule!(mm.pt.hw, MprotectPtePerEntry);
         mm.pt.hw.mark_batch(addr, 1, "protect");
         let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, 1); // ptep_modify_prot_start()
         let mut ptent = pte_modify(oldpte, cp.prot);
@@ -641,6 +670,7 @@ fn change_pte_range_per_pte(
                 mm.pt.hw.add(HwEvent::StructPageLine, 2);
             }
             if can_change_pte_writable(vma, ptent, phys) {
+                rule!(mm.pt.hw, MprotectPteWriteUpgrade);
                 ptent.flags |= LeafFlags::WRITE;
             }
         }

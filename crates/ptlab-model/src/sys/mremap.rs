@@ -20,6 +20,7 @@
 //! events (no UFFD_FEATURE_EVENT_REMAP: a move drops the registration).
 
 use crate::core::addr::{PAGE_SIZE, TASK_SIZE};
+use crate::core::rules::rule;
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS, VM_UFFD_FLAGS};
 use crate::mm::move_pt::{move_page_tables, PageTableMove};
 use crate::model::Model;
@@ -154,13 +155,16 @@ impl Model {
     /// §2.1–§2.10, before the mmap lock. Linux: check_mremap_params() (6.18).
     fn check_mremap_params(&self, pid: Pid, vrm: &Vrm) -> Result<(), Errno> {
         if vrm.flags.bits() & !MremapFlags::all().bits() != 0 {
+            rule!(self.phys.hw, MremapFlagsInvalid);
             return Err(Errno::EINVAL);
         }
         if !vrm.addr.is_multiple_of(PAGE_SIZE) {
+            rule!(self.phys.hw, MremapAddrUnaligned);
             return Err(Errno::EINVAL);
         }
         // A zero new length is nonsensical; old_len == 0 is checked later.
         if vrm.new_len == 0 || vrm.new_len > TASK_SIZE {
+            rule!(self.phys.hw, MremapNewLenInvalid);
             return Err(Errno::EINVAL);
         }
         // §2.4: without FIXED or DONTUNMAP, new_addr is ignored.
@@ -168,22 +172,27 @@ impl Model {
             return Ok(());
         }
         if vrm.new_addr > TASK_SIZE - vrm.new_len || !vrm.new_addr.is_multiple_of(PAGE_SIZE) {
+            rule!(self.phys.hw, MremapNewAddrInvalid);
             return Err(Errno::EINVAL);
         }
         if !vrm.flags.contains(MremapFlags::MAYMOVE) {
+            rule!(self.phys.hw, MremapFixedWithoutMaymove);
             return Err(Errno::EINVAL);
         }
         if vrm.flags.contains(MremapFlags::DONTUNMAP) && vrm.old_len != vrm.new_len {
+            rule!(self.phys.hw, MremapDontunmapResize);
             return Err(Errno::EINVAL);
         }
         // §2.9: uses the unshrunk old_len.
         if vrm.overlaps() {
+            rule!(self.phys.hw, MremapOverlap);
             return Err(Errno::EINVAL);
         }
         // §2.10: both the source and the destination may split in three
         // before move_vma() wants 4 maps of headroom.
         let map_count = self.procs[&pid].map_count() as i64;
         if map_count + 2 >= self.cfg.max_map_count as i64 - 3 {
+            rule!(self.phys.hw, MremapMapCountEarly);
             return Err(Errno::ENOMEM);
         }
         Ok(())
@@ -193,9 +202,13 @@ impl Model {
     fn mremap_at(&mut self, pid: Pid, vrm: &mut Vrm) -> Result<u64, Errno> {
         match vrm.remap_type {
             // §3.1
-            RemapType::NoResize => Ok(vrm.addr),
+            RemapType::NoResize => {
+                rule!(self.phys.hw, MremapNoResize);
+                Ok(vrm.addr)
+            }
             // §3.2: munmap of the tail; never merges.
             RemapType::Shrink => {
+                rule!(self.phys.hw, MremapShrinkInPlace);
                 self.munmap_inner(pid, vrm.addr + vrm.new_len, vrm.delta)?;
                 Ok(vrm.addr)
             }
@@ -216,6 +229,7 @@ impl Model {
             // the VMA, proposed with its own attributes (so it always merges
             // left with the VMA itself) and possibly absorbing `next`.
             // There is no copied-from VMA, so no fork-child check.
+            rule!(self.phys.hw, MremapExpandInPlace);
             let mm = self.procs.get_mut(&pid).expect("pid");
             let extension = Vma {
                 start: vma.end,
@@ -232,6 +246,7 @@ impl Model {
         }
         // §3.3.2
         if !vrm.flags.contains(MremapFlags::MAYMOVE) {
+            rule!(self.phys.hw, MremapExpandNoMaymove);
             return Err(Errno::ENOMEM);
         }
         // §3.3.3
@@ -259,6 +274,7 @@ impl Model {
             // whatever fails later.
             self.munmap_inner(pid, vrm.new_addr, vrm.new_len)?;
             if self.procs[&pid].vmas.find(vrm.addr).is_none() {
+                rule!(self.phys.hw, MremapFixedUnmappedSource);
                 return Err(Errno::EFAULT);
             }
         }
@@ -277,6 +293,7 @@ impl Model {
             let mm = &self.procs[&pid];
             let flags = mm.vmas.find(vrm.addr).expect("source VMA").flags;
             if !mm.may_expand_vm(flags, vrm.old_len / PAGE_SIZE) {
+                rule!(self.phys.hw, MremapDontunmapRlimitAs);
                 return Err(Errno::ENOMEM);
             }
         }
@@ -309,6 +326,7 @@ impl Model {
         // §4.4 prep_move_vma(): room for copy + split (6.18's check).
         let map_count = self.procs[&pid].map_count() as i64;
         if map_count >= self.cfg.max_map_count as i64 - 3 {
+            rule!(self.phys.hw, MremapMapCountMove);
             return Err(Errno::ENOMEM);
         }
         // §4.5 vrm_calc_charge(): the model has no overcommit limit.
@@ -334,6 +352,7 @@ impl Model {
             // §4.7: a destination table could not be allocated. Move what
             // moved back (the tables exist, so this succeeds), then unmap
             // the destination instead of the source.
+            rule!(mm.pt.hw, MremapMoveFailedRevert);
             let revert = PageTableMove {
                 old: new_vma,
                 new: old_vma,
@@ -358,6 +377,7 @@ impl Model {
             v.uffd_ctx = None;
         }
         if !failed && vrm.flags.contains(MremapFlags::DONTUNMAP) {
+            rule!(mm.pt.hw, MremapDontunmapComplete);
             dontunmap_complete(mm, vrm);
         } else {
             // §4.9 unmap_source_vma(): VM_ACCOUNT is hidden during the unmap
@@ -380,6 +400,7 @@ impl Model {
         let start = vrm.addr;
         // An end past 2^64 finds no VMA in the kernel's walk.
         let Some(end) = start.checked_add(vrm.old_len) else {
+            rule!(self.phys.hw, MremapMultiEndWraps);
             return Err(Errno::EFAULT);
         };
         let mut target = vrm.new_addr;
@@ -398,6 +419,7 @@ impl Model {
             };
             // §6.2: no gap at the start of the range.
             if !seen && start < vma.start {
+                rule!(self.phys.hw, MremapMultiGapAtStart);
                 return Err(Errno::EFAULT);
             }
             let addr = vma.start.max(start);
@@ -410,10 +432,12 @@ impl Model {
             vrm.new_len = len;
             // §6.4 vma_multi_allowed(): a uffd-armed VMA only alone.
             if uffd_armed(&vma) && (seen || vma.end < end) {
+                rule!(self.phys.hw, MremapMultiUffdArmed);
                 return Err(Errno::EFAULT);
             }
             check_prep_vma(&self.procs[&pid], vrm, Some(&vma))?;
             let res_vma = self.mremap_to(pid, vrm)?;
+            rule!(self.phys.hw, MremapMultiPiece);
             if !seen {
                 res = Ok(res_vma);
             }
@@ -466,9 +490,11 @@ impl Model {
 /// Linux: check_prep_vma().
 fn check_prep_vma(mm: &crate::mm::mm::Mm, vrm: &mut Vrm, vma: Option<&Vma>) -> Result<(), Errno> {
     let Some(vma) = vma else {
+        rule!(mm.pt.hw, MremapNoVma);
         return Err(Errno::EFAULT);
     };
     if vma.flags.contains(VmFlags::SEALED) {
+        rule!(mm.pt.hw, MremapSealed);
         return Err(Errno::EPERM);
     }
     vrm.set_delta();
@@ -482,6 +508,7 @@ fn check_prep_vma(mm: &crate::mm::mm::Mm, vrm: &mut Vrm, vma: Option<&Vma>) -> R
     }
     // §2.12.4: "duplicating" a private mapping (kernel: pr_warn_once).
     if vrm.old_len == 0 && !vma.flags.intersects(VmFlags::SHARED | VmFlags::MAYSHARE) {
+        rule!(mm.pt.hw, MremapDuplicatePrivate);
         return Err(Errno::EINVAL);
     }
     if vrm.flags.contains(MremapFlags::DONTUNMAP)
@@ -496,6 +523,7 @@ fn check_prep_vma(mm: &crate::mm::mm::Mm, vrm: &mut Vrm, vma: Option<&Vma>) -> R
         vrm.old_len
     };
     if eff > vma.end - vrm.addr {
+        rule!(mm.pt.hw, MremapRangeBeyondVma);
         return Err(Errno::EFAULT);
     }
     if vrm.new_len == eff {
@@ -503,6 +531,7 @@ fn check_prep_vma(mm: &crate::mm::mm::Mm, vrm: &mut Vrm, vma: Option<&Vma>) -> R
     }
     // §2.12.8: growing.
     if vma.flags.contains(VmFlags::LOCKED) {
+        rule!(mm.pt.hw, MremapGrowLocked);
         vrm.populate_expand = true;
     }
     let pgoff = vma.pgoff_at(vrm.addr);
@@ -515,9 +544,11 @@ fn check_prep_vma(mm: &crate::mm::mm::Mm, vrm: &mut Vrm, vma: Option<&Vma>) -> R
     // §2.12.8: RLIMIT_MEMLOCK for a VM_LOCKED VMA without CAP_IPC_LOCK,
     // then RLIMIT_AS (and RLIMIT_DATA for a data mapping) for the growth.
     if !mm.mlock_future_ok(vma.flags, vrm.delta) {
+        rule!(mm.pt.hw, MremapGrowMemlock);
         return Err(Errno::EAGAIN);
     }
     if !mm.may_expand_vm(vma.flags, vrm.delta / PAGE_SIZE) {
+        rule!(mm.pt.hw, MremapGrowRlimitAs);
         return Err(Errno::ENOMEM);
     }
     Ok(())

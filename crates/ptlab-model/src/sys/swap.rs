@@ -28,6 +28,7 @@ use crate::core::arch::{Entry, Leaf, LeafFlags, SwapPte};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PmdSlot, PtItem, Segment};
+use crate::core::rules::rule;
 use crate::core::stats::{MthpStat, VmEvent};
 pub use crate::core::swapfile::{SwapKind, MIN_SWAP_PAGES};
 use crate::core::vma::{VmFlags, Vma};
@@ -57,6 +58,7 @@ pub fn set_swap(phys: &mut PhysMem, bytes: u64, kind: SwapKind) -> Result<(), Er
         // EIO, one over 6000 bytes EINVAL, as a swap file of either size
         // gives EINVAL). Linux: mm/swapfile.c SYSCALL_DEFINE2(swapon).
         return Err(if kind == SwapKind::BlockDev && bytes < PAGE_SIZE {
+            rule!(phys.hw, SwapOnBlockdevNoHeaderPage);
             Errno::EIO
         } else {
             Errno::EINVAL
@@ -156,10 +158,12 @@ pub fn madvise_pageout(
                 }
                 let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
                 if phys.mapped_by_other_mm(folio, pid) {
+                    rule!(phys.hw, SwapPageoutSkipsSharedThp);
                     continue;
                 }
                 let whole = q.whole_pmd();
                 if whole && cold {
+                    rule!(phys.hw, SwapColdKeepsWholeThp);
                     continue;
                 }
                 if whole && phys.lazyfree(folio) {
@@ -186,6 +190,7 @@ pub fn madvise_pageout(
                 // one right away); the stats of a reclaim-time split follow.
                 let _ = split_folio(procs, phys, folio, Some((pid, q.entry_start(), folio.head)));
                 if whole {
+                    rule!(phys.hw, SwapPageoutSplitsPmdThp);
                     phys.stats.mthp(PMD_ORDER, MthpStat::SwpoutFallback, 1);
                     phys.stats.vm(VmEvent::ThpSwpoutFallback, 1);
                 }
@@ -239,6 +244,7 @@ fn pageout_ptes(
                 }
             }
             if phys.mapped_by_other_mm(folio, pid) {
+                rule!(phys.hw, SwapPageoutSkipsSharedLarge);
                 addr += nr * PAGE_SIZE;
                 continue;
             }
@@ -272,6 +278,7 @@ fn pageout_ptes(
             if covers_all {
                 // Reclaimed whole: the large swap allocation fails, so
                 // shrink_folio_list() splits it and counts the fallback.
+                rule!(phys.hw, SwapPageoutSplitsLarge);
                 phys.stats.mthp(folio.order.0, MthpStat::SwpoutFallback, 1);
                 if folio.order.0 == PMD_ORDER {
                     phys.stats.vm(VmEvent::ThpSwpoutFallback, 1);
@@ -282,6 +289,7 @@ fn pageout_ptes(
         }
         // folio_maybe_mapped_shared() on a small folio: mapcount > 1.
         if cold || phys.page_mapcount(pte.pfn) > 1 {
+            rule!(phys.hw, SwapPageoutSkipsSharedSmall);
             addr += PAGE_SIZE;
             continue;
         }
@@ -323,12 +331,14 @@ fn discard_lazyfree(
     // The model holds no isolation reference: ref_count == mapcount.
     let only_mapped = phys.refcount(folio) == phys.folio_mapcount(folio);
     if clean && only_mapped {
+        rule!(phys.hw, SwapLazyfreeDiscarded);
         let mut tlb = crate::core::tlb::MmuGather::new();
         crate::mm::zap::zap_range(mm, phys, &mut tlb, addr, addr + len, false);
         tlb.finish(&mm.pt);
         return;
     }
     if pte_dirty {
+        rule!(phys.hw, SwapLazyfreeRedirtied);
         phys.set_folio_dirty(folio, true);
     }
     phys.set_lazyfree(folio, false);
@@ -336,6 +346,7 @@ fn discard_lazyfree(
         // The PMD stays split (TTU_SPLIT_HUGE_PMD → split_huge_pmd_locked()
         // after unmap_huge_pmd_locked() failed): the folio is kept whole,
         // mapped by PTEs (checked live: thp_split_pmd +1, AnonHugePages 0).
+        rule!(phys.hw, SwapLazyfreePmdSplitKept);
         crate::mm::zap::split_huge_pmd(mm, phys, addr);
     }
 }
@@ -407,6 +418,7 @@ pub(crate) fn swap_out_large(
     slots: FolioSlots,
     batched: bool,
 ) {
+    rule!(phys.hw, SwapOutLargeWhole);
     let nr = folio.nr_pages();
     let leaves: Vec<Leaf> = (0..nr)
         .map(|i| match mm.pt.pte_peek(addr + i * PAGE_SIZE) {
@@ -433,6 +445,7 @@ pub(crate) fn swap_out_large(
         // PageAnonExclusive (the swap PTEs' exclusive bit): the swap counts
         // under one cluster lock, the swap PTEs, the rmap and the
         // references.
+        rule!(phys.hw, SwapUnmapLargeBatched);
         let mut i = 0;
         while i < nr {
             let va = addr + i * PAGE_SIZE;
@@ -469,6 +482,7 @@ pub(crate) fn swap_out_large(
             i += b.nr;
         }
     } else {
+        rule!(phys.hw, SwapUnmapLargePerPte);
         for i in 0..nr {
             let va = addr + i * PAGE_SIZE;
             let pfn = folio.head.add(i);
@@ -513,6 +527,7 @@ pub(crate) fn swap_out_large(
             // once (__remove_mapping()); a later fault reads zeros into an
             // order-0 folio. Linux: mm/page_io.c swap_writeout(),
             // swap_zeromap_folio_set().
+            rule!(phys.hw, SwapOutZeroFolio);
             for i in 0..nr {
                 phys.swap
                     .slots
@@ -570,6 +585,7 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
         Some(off) => off,
         None => {
             let Some(off) = phys.swap.alloc(tag) else {
+                rule!(phys.hw, SwapOutNoSlot);
                 return;
             };
             count_swap_map(&phys.hw, 1);
@@ -602,6 +618,7 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
     count_swap_map(&phys.hw, 1);
     phys.ref_sub(folio, 1);
     if cached.is_some() {
+        rule!(phys.hw, SwapOutCachedSlot);
         let slot = phys.swap.slots.get_mut(&offset).expect("slot");
         slot.count += 1;
         // A dirty PTE dirtied the folio (try_to_unmap_one()): pageout()
@@ -614,6 +631,7 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
         slot.cache = None;
         phys.ref_sub(folio, 1);
     } else {
+        rule!(phys.hw, SwapOutWrite);
         phys.swap.pswpout += 1;
     }
 }

@@ -16,6 +16,7 @@ use crate::types::errno::Errno;
 use crate::types::{AccessFault, Pid};
 
 use super::ctx::*;
+use crate::core::rules::rule;
 
 /// The 8 bytes a 4 KiB copy from `src` leaves at offset 0 of its
 /// destination, when a page holds its tag in its first 8 bytes and zeros
@@ -130,6 +131,7 @@ impl Model {
         // per-VMA-lock path falls back to find_vma_and_prepare_anon() when
         // there is none yet) before checking that it is registered.
         let Some(dst_vma) = self.procs[&pid].vmas.find(dst_start).cloned() else {
+            rule!(self.phys.hw, UffdMfillNoVma);
             return (0, Some(Errno::ENOENT));
         };
         {
@@ -141,10 +143,12 @@ impl Model {
         }
         // validate_dst_vma(): inside one VMA registered with any context.
         if dst_start + len > dst_vma.end || dst_vma.uffd_ctx().is_none() {
+            rule!(self.phys.hw, UffdMfillNotRegistered);
             return (0, Some(Errno::ENOENT));
         }
         if let Mfill::Copy { wp: true, .. } = op {
             if !dst_vma.flags.contains(VmFlags::UFFD_WP) {
+                rule!(self.phys.hw, UffdCopyWpNotWpRange);
                 return (0, Some(Errno::EINVAL));
             }
         }
@@ -227,6 +231,7 @@ impl Model {
         let mm = procs.get_mut(&pid).expect("pid");
         // pte_none_mostly(): an empty PTE or a PTE marker.
         if !matches!(mm.pt.pte_raw(dst), Entry::None | Entry::Marker(_)) {
+            rule!(mm.pt.hw, UffdCopyExists);
             return Err(Errno::EEXIST);
         }
         // pte_offset_map_lock(): PMD read and PTL (the pte_none check above
@@ -275,6 +280,7 @@ impl Model {
         let mm = procs.get_mut(&pid).expect("pid");
         // Strictly pte_none(): a guard marker is EEXIST (checked live).
         if !matches!(mm.pt.pte_raw(dst), Entry::None) || crate::mm::marker::is_guard(mm, dst) {
+            rule!(mm.pt.hw, UffdZeropageExists);
             return Err(Errno::EEXIST);
         }
         let pte = zero_pte(dst_vma, phys.zero_pfn);

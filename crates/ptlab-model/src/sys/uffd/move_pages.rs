@@ -22,6 +22,7 @@ use crate::types::Pid;
 
 use super::ctx::*;
 use super::mfill::zero_pte;
+use crate::core::rules::rule;
 
 /// The destination PTE of a moved page: the destination VMA's protection,
 /// young (folio_mk_pte() with vm_page_prot), dirty if the source was,
@@ -59,6 +60,7 @@ impl Model {
         // §7.1, in order; these leave the field untouched.
         let ctx = self.uffd_ready(id).map_err(UffdError::untouched)?;
         if caller != ctx.mm {
+            rule!(self.phys.hw, UffdMoveWrongMm);
             return Err(UffdError::untouched(Errno::EINVAL));
         }
         self.validate_range(dst, len)
@@ -67,6 +69,7 @@ impl Model {
             .map_err(UffdError::untouched)?;
         let mode = MoveMode::from_bits_retain(mode);
         if !(mode - MoveMode::all()).is_empty() {
+            rule!(self.phys.hw, UffdMoveModeInvalid);
             return Err(UffdError::untouched(Errno::EINVAL));
         }
         if !self.procs.contains_key(&ctx.mm) {
@@ -92,6 +95,7 @@ impl Model {
         // uffd_move_lock(): the destination VMA (anon_vma prepared), then
         // the source VMA unless src lies in the destination VMA.
         if self.procs[&pid].vmas.find(dst_start).is_none() {
+            rule!(self.phys.hw, UffdMoveNoDstVma);
             return (0, Some(Errno::ENOENT));
         }
         let dst_vma = {
@@ -109,6 +113,7 @@ impl Model {
             }
         };
         if let Err(e) = validate_move_vmas(id, &src_vma, &dst_vma, src_start, dst_start, len) {
+            rule!(self.phys.hw, UffdMoveVmasInvalid);
             return (0, Some(e));
         }
         let holes = mode.contains(MoveMode::ALLOW_SRC_HOLES);
@@ -149,14 +154,17 @@ impl Model {
         // §7.3.1 mm_find_pmd(): no PMD table for src.
         if mm.pt.table_at(src_addr, 2).is_none() {
             if !holes {
+                rule!(mm.pt.hw, UffdMoveNoSrcPmdTable);
                 return Err(Errno::ENOENT);
             }
+            rule!(mm.pt.hw, UffdMoveHolesAllocSrc);
             mm.pt.pmd_alloc(src_addr, phys).ok_or(Errno::ENOMEM)?;
         }
         // §7.3.2 mm_alloc_pmd(dst); a huge destination PMD is EEXIST.
         mm.pt.pmd_alloc(dst_addr, phys).ok_or(Errno::ENOMEM)?;
         let dst_pmd = mm.pt.pmd(dst_addr);
         if let PmdSlot::Leaf(_) = dst_pmd {
+            rule!(mm.pt.hw, UffdMoveDstHugePmd);
             return Err(Errno::EEXIST);
         }
         match mm.pt.pmd(src_addr) {
@@ -167,8 +175,10 @@ impl Model {
                     || src_end - src_addr < PMD_SIZE;
                 if splits || dst_pmd != PmdSlot::None {
                     if Some(leaf.pfn) != phys.huge_zero && !phys.anon_exclusive(leaf.pfn) {
+                        rule!(mm.pt.hw, UffdMoveThpNotExclusive);
                         return Err(Errno::EBUSY);
                     }
+                    rule!(mm.pt.hw, UffdMoveSplitSrcPmd);
                     split_huge_pmd(mm, phys, src_addr & !(PMD_SIZE - 1));
                     return Ok(None); // the folio is split by move_pages_ptes()
                 }
@@ -179,6 +189,7 @@ impl Model {
                 // §7.3.4.
                 if src_pmd == PmdSlot::None {
                     if !holes {
+                        rule!(mm.pt.hw, UffdMoveNoSrcPmd);
                         return Err(Errno::ENOENT);
                     }
                     mm.pt.pte_alloc(src_addr, phys).ok_or(Errno::ENOMEM)?;
@@ -214,11 +225,13 @@ impl Model {
             if !matches!(mm.pt.pte_raw(dst_addr), Entry::None)
                 || crate::mm::marker::is_guard(mm, dst_addr)
             {
+                rule!(mm.pt.hw, UffdMoveDstNotEmpty);
                 return Err(Errno::EEXIST);
             }
             // §7.4.7: a swap PTE moves as a swap PTE, without swap-in.
             if let Entry::Swap(s) = mm.pt.pte_peek(src_addr) {
                 mm.pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
+                rule!(mm.pt.hw, UffdMoveSwapPte);
                 crate::mm::swap::uffd_move_swap_pte(mm, phys, src_addr, dst_addr, s)?;
                 return Ok(PAGE_SIZE);
             }
@@ -233,6 +246,7 @@ impl Model {
             };
             // §7.4.4: the zero page moves as the zero page.
             if src_pte.flags.contains(LeafFlags::SPECIAL) {
+                rule!(mm.pt.hw, UffdMoveZeroPage);
                 move_zeropage_pte(mm, phys, dst_vma, dst_addr, src_addr);
                 return Ok(PAGE_SIZE);
             }
@@ -247,11 +261,13 @@ impl Model {
             // the folio's first page decides (for a large folio, the head).
             let folio = phys.folio_of(src_pte.pfn).ok_or(Errno::EBUSY)?;
             if !phys.anon_exclusive(folio.head) {
+                rule!(mm.pt.hw, UffdMoveNotExclusive);
                 return Err(Errno::EBUSY);
             }
             if folio.is_large() {
                 // Split the whole folio, then look again (split_folio()
                 // under the folio lock; "goto retry").
+                rule!(mm.pt.hw, UffdMoveSplitLargeFolio);
                 split_folio(procs, phys, folio, Some((pid, src_addr, src_pte.pfn)))?;
                 continue;
             }
@@ -323,6 +339,7 @@ fn move_pages_huge_pmd(
     huge_zero: Option<Pfn>,
 ) -> Result<(), Errno> {
     let dst_pmd = if Some(leaf.pfn) == huge_zero {
+        rule!(mm.pt.hw, UffdMoveHugeZeroPmd);
         let mut l = leaf;
         l.flags.remove(LeafFlags::UFFD_WP);
         l
@@ -339,6 +356,7 @@ fn move_pages_huge_pmd(
     // pmdp_huge_clear_flush(); folio_move_anon_rmap() and folio->index
     // (not observable: the same mm maps the same folio once); set_pmd_at();
     // pgtable_trans_huge_withdraw() + deposit at the destination.
+    rule!(mm.pt.hw, UffdMovePmd);
     mm.pt.set_pmd(src_addr, Entry::None);
     mm.pt.set_pmd(dst_addr, Entry::Leaf(dst_pmd));
     if let Some(t) = mm.deposited.remove(&src_addr) {
@@ -381,6 +399,7 @@ fn move_present_pte_per_page(
     if !phys.anon_exclusive(src_pte.pfn) {
         return Err(Errno::EBUSY);
     }
+    rule!(mm.pt.hw, UffdMovePerPage);
     mm.pt.hw.mark_batch(src_addr, 1, "uffd move");
     // Under both PTLs: pte_same() re-check of the destination (one load).
     mm.pt.hw.one(HwEvent::PteLoad);
@@ -438,6 +457,9 @@ fn move_present_ptes_batched(
         // the move (no reference is taken for batched pages).
         mm.pt.hw.one(HwEvent::StructPageLine);
         mm.pt.hw.add(HwEvent::FolioRefAtomic, 2);
+    }
+    if src - src_addr > PAGE_SIZE {
+        rule!(mm.pt.hw, UffdMoveBatch);
     }
     mm.pt
         .hw

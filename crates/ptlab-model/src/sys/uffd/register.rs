@@ -16,6 +16,7 @@ use crate::types::errno::Errno;
 use crate::types::Pid;
 
 use super::ctx::*;
+use crate::core::rules::rule;
 
 impl Model {
     // ---- the descriptor ---------------------------------------------------
@@ -173,6 +174,7 @@ impl Model {
         self.count_syscall(ctx.mm);
         let mode = RegisterMode::from_bits_retain(mode);
         if mode.is_empty() || !(mode - RegisterMode::all()).is_empty() {
+            rule!(self.phys.hw, UffdRegisterModeInvalid);
             return Err(Errno::EINVAL);
         }
         let mut vm_flags = VmFlags::empty();
@@ -196,18 +198,22 @@ impl Model {
             .map(|s| mm.vmas.get(s).expect("vma").clone())
             .collect();
         if vmas.is_empty() {
+            rule!(self.phys.hw, UffdRegisterNoVma);
             return Err(Errno::EINVAL);
         }
         for v in &vmas {
             // vma_can_userfault(): MINOR needs shmem or hugetlb (§3.3);
             // private anonymous memory allows MISSING and WP.
             if mode.contains(RegisterMode::MINOR) {
+                rule!(self.phys.hw, UffdRegisterMinorAnon);
                 return Err(Errno::EINVAL);
             }
             if !v.flags.contains(VmFlags::MAYWRITE) {
+                rule!(self.phys.hw, UffdRegisterNotMaywrite);
                 return Err(Errno::EPERM);
             }
             if v.uffd_ctx().is_some_and(|c| c != id) {
+                rule!(self.phys.hw, UffdRegisterOtherCtx);
                 return Err(Errno::EBUSY);
             }
         }
@@ -220,6 +226,7 @@ impl Model {
             .cloned()
         {
             if v.uffd_ctx() == Some(id) && v.flags.contains(vm_flags) {
+                rule!(self.phys.hw, UffdRegisterAlready);
                 nstart = v.end; // already registered in this mode
                 continue;
             }
@@ -319,6 +326,7 @@ impl Model {
                 && phys.folio_of(l.pfn).is_some()
                 && phys.anon_exclusive(l.pfn);
             if writable {
+                rule!(mm.pt.hw, UffdWpResolveWritable);
                 l.flags.insert(LeafFlags::WRITE);
             }
             mm.pt.modify_pte(va, l);

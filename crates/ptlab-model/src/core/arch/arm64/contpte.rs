@@ -18,6 +18,7 @@ use super::CONT_PTES;
 use crate::core::addr::{Pfn, PAGE_SIZE};
 use crate::core::arch::{generic, Arch, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable};
 use crate::core::hw::{HwEvent, KCall};
+use crate::core::rules::rule;
 
 const N: usize = CONT_PTES;
 
@@ -130,6 +131,7 @@ fn try_unfold(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize) {
     t.hw.call(KCall::ContpteTryUnfold);
     t.hw.one(HwEvent::PteLoad);
     if matches!(t.peek(i), Entry::Leaf(l) if l.valid_cont()) {
+        rule!(t.hw, ContpteUnfold);
         unfold_block(arch, t, i);
     }
 }
@@ -142,6 +144,7 @@ pub fn unfold_partial(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, nr: usize
         try_unfold(arch, t, i);
     }
     if !(i + nr).is_multiple_of(N) {
+        rule!(t.hw, ContpteUnfoldPartialEnd);
         try_unfold(arch, t, i + nr - 1);
     }
 }
@@ -187,6 +190,7 @@ fn try_fold(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, folios: &dyn FolioS
             _ => return,
         }
     }
+    rule!(t.hw, ContpteFold);
     count_convert(arch, t, i, true);
     for (k, j) in (start..start + N).enumerate() {
         let l = Leaf {
@@ -224,6 +228,7 @@ pub fn set_ptes(
             let covered = block >= i && block + N <= i + nr;
             let pa_aligned = (l.pfn.0 - (j - block) as u64).is_multiple_of(N as u64);
             if covered && pa_aligned {
+                rule!(t.hw, ContptePaint);
                 l.flags |= LeafFlags::CONT;
             }
         }
@@ -260,6 +265,7 @@ pub fn wrprotect_ptes(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, nr: usize
     unfold_partial(arch, t, i, nr);
     t.hw.add(HwEvent::PteLoad, nr as u64);
     t.hw.add(HwEvent::PteAtomicRmw, nr as u64);
+    rule!(t.hw, ContpteWrprotectBatch);
     generic::clear_write(t, i, nr);
 }
 
