@@ -644,13 +644,21 @@ fn generate_plain(seed: u64, ops: usize, set: OpSet, w: &GenWeights) -> Generate
     // that cases without swap stay what they were.
     let swap = set.swap && Rng::new(seed ^ 0x5a5a_0008).chance(35);
     if swap {
+        // Half of them on a block device (a loop device live), where large
+        // folios go out whole and stay in the swap cache: the newest swap
+        // code (docs/ops/swap.md S14). Its own stream too.
+        let kind = if Rng::new(seed ^ 0x5a5a_0009).chance(50) {
+            ptlab_model::swap::SwapKind::BlockDev
+        } else {
+            ptlab_model::swap::SwapKind::File
+        };
         emit(
             &mut out.lines,
             "main",
             None,
             Call::SetSwap {
                 bytes: 64 * MB,
-                kind: Default::default(),
+                kind,
             },
         );
     }
