@@ -1256,7 +1256,8 @@ impl DiffBackend {
         if self.last_reused {
             self.recheck_in_full();
         }
-        let stale = self.live.incremental_stats().stale_pages;
+        let st = self.live.incremental_stats();
+        let stale = st.stale_pages + st.stale_maps;
         if stale > 0 {
             let examples: Vec<String> = self
                 .live
@@ -1266,8 +1267,10 @@ impl DiffBackend {
                 .map(|(p, a, old, new)| format!("{p}:{a:#x}: re-used {old}, read {new}"))
                 .collect();
             self.notes.push(format!(
-                "verification: {stale} re-used page reads differed from a full read of the same \
-                 moment (first: {})",
+                "verification: {} re-used page reads and {} re-used smaps reads differed from a \
+                 full read of the same moment (first: {})",
+                st.stale_pages,
+                st.stale_maps,
                 examples.join("; ")
             ));
         }
@@ -1592,6 +1595,11 @@ fn truncate(rep: &mut DiffReport, max: usize) {
 
 fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport, DiffError> {
     let script = ptlab_scenario::parse(file, source)?;
+    let mut opts = opts.clone();
+    // PTLAB_DIFF_VERIFY=1: check the incremental observer against full
+    // reads (docs/live.md, "How fast a diff is").
+    opts.verify_incremental |= std::env::var_os("PTLAB_DIFF_VERIFY").is_some_and(|v| v == "1");
+    let opts = &opts;
     let mut backend = DiffBackend::new(opts.clone())?;
     let started = std::time::Instant::now();
     let caps = backend.live.caps();
@@ -1662,4 +1670,208 @@ pub fn diff_file(path: &std::path::Path, opts: &DiffOptions) -> anyhow::Result<D
     let source = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("cannot read scenario '{}': {e}", path.display()))?;
     Ok(diff_source(&path.display().to_string(), &source, opts)?)
+}
+
+/// The incremental observer inside a diff, on the live kernel: a wrong
+/// model outside what a statement names is caught at that statement, a
+/// kernel change that moves a pagemap word (as reclaim or migration do)
+/// too, and a change no rule could see (a write behind the diff's back,
+/// which the kernel never makes by itself) at the next full read at the
+/// latest — and verification flags it. Needs root; skips otherwise.
+#[cfg(test)]
+mod incremental_tests {
+    use super::*;
+    use ptlab_model::Advice;
+    use ptlab_scenario::{Backend, BackendError};
+
+    const BASE: u64 = 0x7f10_0000_0000;
+    /// Line 4 names one page per iteration; nothing else is touched.
+    const SCRIPT: &str = "p = mmap 4M at 0x7f10_0000_0000 fixed\n\
+                          write p 4M\n\
+                          repeat 8 as i\n\
+                          \x20 write p + i * 4K 4K\n\
+                          end\n";
+
+    fn skip(name: &str) -> bool {
+        if let Some(why) = crate::live_unavailable() {
+            eprintln!("SKIP: {name}: {why}");
+            return true;
+        }
+        if !crate::is_root() {
+            eprintln!("SKIP: {name}: needs root (frame numbers, kpageflags and kpagecount)");
+            return true;
+        }
+        false
+    }
+
+    /// Forwards to a DiffBackend, calling `inject` on it before the third
+    /// time the statement at line 4 runs (iteration 2).
+    struct Inject<'a, F: FnMut(&mut DiffBackend)> {
+        d: &'a mut DiffBackend,
+        f: F,
+        seen: u32,
+    }
+
+    impl<F: FnMut(&mut DiffBackend)> Backend for Inject<'_, F> {
+        fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+            self.d.call(proc, call)
+        }
+        fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
+            self.d.observe(proc)
+        }
+        fn observe_summary(&mut self, proc: &str) -> Result<Observation, BackendError> {
+            self.d.observe_summary(proc)
+        }
+        fn observe_pages(
+            &mut self,
+            proc: &str,
+            start: u64,
+            end: u64,
+        ) -> Result<PageRuns, BackendError> {
+            self.d.observe_pages(proc, start, end)
+        }
+        fn check_invariants(&mut self) -> Result<(), Vec<String>> {
+            self.d.check_invariants()
+        }
+        fn before_statement(&mut self, line: u32, text: &str, loops: &[(u32, u64)]) {
+            self.d.before_statement(line, text, loops);
+            if line == 4 {
+                self.seen += 1;
+                if self.seen == 3 {
+                    (self.f)(self.d);
+                }
+            }
+        }
+        fn after_statement(&mut self) -> Result<(), Vec<String>> {
+            self.d.after_statement()
+        }
+        fn hw_events(&self) -> Option<ptlab_model::HwEvents> {
+            None
+        }
+    }
+
+    /// Run SCRIPT with `inject`; the divergences and the observer's counts.
+    fn run(
+        verify: bool,
+        inject: impl FnMut(&mut DiffBackend),
+    ) -> (Vec<Divergence>, crate::incremental::IncrementalStats) {
+        let script = ptlab_scenario::parse("inject.ptl", SCRIPT).expect("parses");
+        let mut d = DiffBackend::new(DiffOptions {
+            verify_incremental: verify,
+            ..Default::default()
+        })
+        .expect("live backend starts");
+        let mut b = Inject {
+            d: &mut d,
+            f: inject,
+            seen: 0,
+        };
+        let rep = ptlab_scenario::run(&script, &mut b, &RunOptions::default());
+        assert!(!rep.aborted, "{:?}", rep.failures);
+        d.finish();
+        let stats = d.live.incremental_stats();
+        (std::mem::take(&mut d.divergences), stats)
+    }
+
+    #[test]
+    fn without_injection_the_diff_agrees_and_reuses() {
+        if skip("without_injection_the_diff_agrees_and_reuses") {
+            return;
+        }
+        let (div, st) = run(true, |_| {});
+        assert!(div.is_empty(), "{div:?}");
+        assert!(st.incremental > 0 && st.pages_reused > 0, "{st:?}");
+        assert_eq!((st.stale_pages, st.stale_maps), (0, 0), "{st:?}");
+    }
+
+    #[test]
+    fn a_wrong_model_outside_the_statement_is_caught_at_that_statement() {
+        if skip("a_wrong_model_outside_the_statement_is_caught_at_that_statement") {
+            return;
+        }
+        // The model alone writes another tag into a page 2 MiB away from
+        // the one the statement names.
+        let (div, st) = run(false, |d| {
+            let r = d.model.call(
+                "main",
+                &Call::Access {
+                    start: BASE + (2 << 20),
+                    len: 4096,
+                    write: true,
+                    tag: Some(0xbad),
+                },
+            );
+            assert!(r.is_ok(), "{r:?}");
+        });
+        assert!(st.incremental > 0, "{st:?}");
+        let first = div.first().expect("the wrong model is caught");
+        assert_eq!((first.line, first.kind.as_str()), (4, "pages"), "{first:?}");
+        assert_eq!(first.loops, vec![(3, 2)], "{first:?}");
+        assert!(first.summary.contains("0xbad"), "{first:?}");
+    }
+
+    #[test]
+    fn a_kernel_change_that_moves_a_pagemap_word_is_caught_at_that_statement() {
+        if skip("a_kernel_change_that_moves_a_pagemap_word_is_caught_at_that_statement") {
+            return;
+        }
+        // The kernel alone drops a page 3 MiB away, and the diff is not
+        // told (as when reclaim or migration moves a page).
+        let (div, st) = run(true, |d| {
+            let call = Call::Madvise {
+                addr: BASE + (3 << 20),
+                len: 4096,
+                advice: Advice::DontNeed,
+            };
+            let r = d.live.send("main", &call, Default::default());
+            assert!(r.is_ok_and(|r| r[0] == 0), "dontneed");
+        });
+        // Rss (counted from the pages: smaps was not read again) and the
+        // page itself, both at the statement.
+        for kind in ["maps", "pages"] {
+            let d = div.iter().find(|d| d.kind == kind);
+            let d = d.unwrap_or_else(|| panic!("no {kind} divergence: {div:?}"));
+            assert_eq!((d.line, d.loops.clone()), (4, vec![(3, 2)]), "{d:?}");
+        }
+        // Found by the pagemap rule, not by verification's full read.
+        assert_eq!(st.stale_pages, 0, "{st:?}");
+    }
+
+    #[test]
+    fn a_change_no_rule_sees_is_caught_by_the_full_read() {
+        if skip("a_change_no_rule_sees_is_caught_by_the_full_read") {
+            return;
+        }
+        // Behind the diff's back, the worker writes a page 3 MiB away in
+        // place: same frame, same pagemap word, new contents.
+        let write = |d: &mut DiffBackend| {
+            let call = Call::Access {
+                start: BASE + (3 << 20),
+                len: 4096,
+                write: true,
+                tag: Some(0xfeed),
+            };
+            let r = d.live.send("main", &call, Default::default());
+            assert!(r.is_ok_and(|r| r[0] == 0), "write");
+        };
+        let (div, st) = run(false, write);
+        let d = div.first().expect("the full read at the end catches it");
+        assert_eq!(d.kind, "pages", "{d:?}");
+        assert!(d.summary.contains("0xfeed"), "{d:?}");
+        assert!(d.loops.first().is_some_and(|l| l.1 >= 2), "{d:?}");
+        // Verification compares every re-used read with a full one: the
+        // stale tag is counted, and the full read's divergence is at the
+        // statement itself.
+        let (div, st_v) = run(true, write);
+        assert!(
+            st_v.stale_pages >= 1,
+            "{st_v:?} (without verification: {st:?})"
+        );
+        let first = div.first().expect("caught");
+        assert_eq!(
+            (first.line, first.loops.clone()),
+            (4, vec![(3, 2)]),
+            "{first:?}"
+        );
+    }
 }

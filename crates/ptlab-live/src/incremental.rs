@@ -37,6 +37,18 @@
 //! and once more at the end, and the THP split counters show such a split
 //! in the step it happens.
 //!
+//! smaps (and `VmLck` from status) are read again only when a call since
+//! may have changed a VMA ([`keeps_vmas`] is false for it) or the last
+//! read showed a `LazyFree` page. Otherwise the VMAs, their permissions and
+//! `VmFlags` are those read last time, and `Rss` and `AnonHugePages` are
+//! counted from the pages read now: smaps counts exactly the present pages
+//! that are not a zero page (Linux: fs/proc/task_mmu.c smaps_pte_entry()
+//! and smaps_pmd_entry() skip what vm_normal_page() and
+//! vm_normal_page_pmd() do not return, the zero pages), PMD-mapped anon
+//! ones also as AnonHugePages. `LazyFree` stays 0: a page becomes lazily
+//! freeable only through MADV_FREE (mm/madvise.c
+//! madvise_free_pte_range()), which is a call that changes what smaps shows.
+//!
 //! A page read again because its frame moved (UFFDIO_MOVE) may take its
 //! tag from the frame's record at its old address: when no call since the
 //! previous observation can write a page or allocate one
@@ -181,6 +193,44 @@ pub fn keeps_contents(call: &Call) -> bool {
     )
 }
 
+/// Whether `call` leaves every VMA of its process as it was (bounds,
+/// permissions, `VmFlags`, `VmLck`) and makes no page lazily freeable.
+/// Faults and the uffd ioctls fill, move or copy pages within existing
+/// VMAs; the others change no VMA.
+pub fn keeps_vmas(call: &Call) -> bool {
+    matches!(
+        call,
+        Call::Access { .. }
+            | Call::UffdCopy { .. }
+            | Call::UffdZeropage { .. }
+            | Call::UffdMove { .. }
+            | Call::UffdCreate { .. }
+            | Call::UffdApi { .. }
+            | Call::Setrlimit { .. }
+            | Call::DropCapIpcLock
+            | Call::SetThp { .. }
+            | Call::SetUseZeroPage { .. }
+            | Call::SetSwap { .. }
+            | Call::SetBefore { .. }
+            | Call::SetMemory { .. }
+    )
+}
+
+/// What smaps and status showed of one process's VMAs.
+#[derive(Clone, Debug, Default)]
+pub struct VmaRecord {
+    pub smaps: Vec<crate::kernel::SmapsVma>,
+    pub vm_lck_kb: u64,
+}
+
+impl VmaRecord {
+    /// This record may stand for a fresh read when nothing changed a VMA:
+    /// no page was lazily freeable.
+    pub fn reusable(&self) -> bool {
+        self.smaps.iter().all(|v| v.lazyfree_kb == 0)
+    }
+}
+
 /// Add `[start, end)` to the sorted, disjoint `set`, joining ranges that
 /// overlap or touch.
 pub fn merge_range(set: &mut Vec<(u64, u64)>, start: u64, end: u64) {
@@ -248,6 +298,10 @@ pub struct ProcPass<'a> {
     pub contents_kept: bool,
     /// The VMA being read is readable (the worker can load its pages).
     pub readable: bool,
+    /// The previous smaps read, when it may stand for a fresh one.
+    pub vmas: Option<&'a VmaRecord>,
+    /// This observation's smaps read (or the one re-used).
+    pub vmas_out: Option<VmaRecord>,
     /// This observation's pages, by address.
     pub new: Vec<CachedPage>,
     /// Blocks of the frames of re-used pages.
@@ -275,6 +329,8 @@ impl<'a> ProcPass<'a> {
             frame_tags,
             contents_kept: false,
             readable: false,
+            vmas: None,
+            vmas_out: None,
             new: Vec::new(),
             reused_blocks: Vec::new(),
             reused: 0,
@@ -411,6 +467,9 @@ pub struct IncrementalStats {
     /// full read of the same moment (0 unless the rules above are wrong
     /// or the kernel split a folio in the background).
     pub stale_pages: u64,
+    /// With verification on: process observations whose VMAs (re-used
+    /// smaps, counted Rss) differed from a full read of the same moment.
+    pub stale_maps: u64,
 }
 
 /// The incremental observer's state between comparisons.
@@ -431,6 +490,11 @@ pub struct Incremental {
     /// A call since the previous observation may have written or
     /// allocated a page (not [`keeps_contents`]).
     pub contents_changed: bool,
+    /// The previous smaps read, per process (with its pid).
+    pub vmas: HashMap<String, (i32, VmaRecord)>,
+    /// Processes a call since the previous observation of which may have
+    /// changed a VMA (not [`keeps_vmas`]).
+    pub vmas_changed: HashSet<String>,
     pub stats: IncrementalStats,
     /// The first pages verification found stale: (process, address,
     /// re-used, read).
@@ -445,6 +509,9 @@ impl Incremental {
         }
         if !keeps_contents(call) {
             self.contents_changed = true;
+        }
+        if !keeps_vmas(call) {
+            self.vmas_changed.insert(proc.to_string());
         }
         match footprint(call) {
             Footprint::Nothing => {}
@@ -506,9 +573,23 @@ impl Incremental {
         }
     }
 
+    /// The previous smaps read of `proc` (pid `pid`), if it may stand for
+    /// a fresh read now.
+    pub fn vmas_of(&self, proc: &str, pid: i32) -> Option<&VmaRecord> {
+        if self.everything || self.vmas_changed.contains(proc) {
+            return None;
+        }
+        match self.vmas.get(proc) {
+            Some((p, v)) if *p == pid && v.reusable() => Some(v),
+            _ => None,
+        }
+    }
+
     /// Forget everything (the next observation reads everything).
     pub fn reset(&mut self) {
         self.caches.clear();
+        self.vmas.clear();
+        self.vmas_changed.clear();
         self.footprints.clear();
         self.everything = false;
         self.contents_changed = false;
@@ -749,6 +830,69 @@ mod tests {
         pass.contents_kept = false;
         assert_eq!(pass.tag_of_frame(0x9000, &raw), None);
         assert_eq!(pass.tag_of_frame(0x5000, &own), None);
+    }
+
+    #[test]
+    fn vma_records_stand_only_while_no_call_changed_a_vma() {
+        let mut inc = Incremental {
+            on: true,
+            ..Default::default()
+        };
+        let vma = |lazy: u64| crate::kernel::SmapsVma {
+            start: 0x1000,
+            end: 0x2000,
+            perms: "rw-p".into(),
+            rest: String::new(),
+            rss_kb: 4,
+            anon_huge_kb: 0,
+            lazyfree_kb: lazy,
+            vm_flags: vec![],
+        };
+        inc.vmas.insert(
+            "main".into(),
+            (
+                7,
+                VmaRecord {
+                    smaps: vec![vma(0)],
+                    vm_lck_kb: 0,
+                },
+            ),
+        );
+        let mv = Call::UffdMove {
+            handle: "u".into(),
+            dst: 0,
+            src: 0x1000,
+            len: 0x1000,
+            mode: Default::default(),
+        };
+        inc.note("main", &mv);
+        assert!(inc.vmas_of("main", 7).is_some());
+        // Another process of the same name.
+        assert!(inc.vmas_of("main", 8).is_none());
+        inc.note(
+            "main",
+            &Call::Madvise {
+                addr: 0x1000,
+                len: 0x1000,
+                advice: Advice::Free,
+            },
+        );
+        assert!(inc.vmas_of("main", 7).is_none());
+        // A lazily freeable page: read again whatever the calls.
+        inc.vmas_changed.clear();
+        inc.vmas.get_mut("main").unwrap().1.smaps[0] = vma(4);
+        assert!(inc.vmas_of("main", 7).is_none());
+        assert!(!keeps_vmas(&Call::Mprotect {
+            addr: 0,
+            len: 0,
+            prot: Prot::READ
+        }));
+        assert!(keeps_vmas(&Call::Access {
+            start: 0,
+            len: 1,
+            write: true,
+            tag: None
+        }));
     }
 
     #[test]

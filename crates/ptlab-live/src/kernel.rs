@@ -1029,6 +1029,57 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// The observed frames are read in sorted runs: frames fewer than
+    /// FRAME_GAP apart share a run, others start a new one.
+    #[test]
+    fn coalesce_joins_frames_closer_than_the_gap() {
+        assert_eq!(coalesce(&[]), vec![]);
+        assert_eq!(coalesce(&[5]), vec![(5, 6)]);
+        // 1..=3 consecutive, 10 within the gap of 3, 10 + FRAME_GAP not.
+        let g = FRAME_GAP;
+        assert_eq!(
+            coalesce(&[1, 2, 3, 3 + g - 1, 3 + 2 * g, 3 + 2 * g + 1]),
+            vec![(1, 3 + g), (3 + 2 * g, 3 + 2 * g + 2)]
+        );
+        // Every frame asked for lies in exactly one run; runs are sorted,
+        // disjoint and at least FRAME_GAP apart.
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        for _ in 0..100 {
+            let mut pfns: Vec<u64> = (0..64)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed % 4096
+                })
+                .collect();
+            pfns.sort_unstable();
+            pfns.dedup();
+            let runs = coalesce(&pfns);
+            assert!(runs.windows(2).all(|w| w[1].0 >= w[0].1 + g), "{runs:?}");
+            for p in &pfns {
+                assert_eq!(runs.iter().filter(|r| r.0 <= *p && *p < r.1).count(), 1);
+            }
+            // No run reads more than the gap beyond what was asked for.
+            for r in &runs {
+                assert!(pfns.contains(&r.0) && pfns.contains(&(r.1 - 1)), "{r:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn normalise_sorts_and_joins_ranges() {
+        let g = FRAME_GAP;
+        assert_eq!(
+            normalise(vec![(100, 110), (0, 4), (2, 8), (8 + g - 1, 20)]),
+            vec![(0, 20), (100, 110)]
+        );
+        assert_eq!(
+            normalise(vec![(0, 1), (1 + g, 2 + g)]),
+            vec![(0, 1), (1 + g, 2 + g)]
+        );
+    }
+
     #[test]
     fn smaps_parses() {
         let t = "\

@@ -665,6 +665,7 @@ impl LiveBackend {
         let mut results: Vec<Option<Result<Observation, BackendError>>> =
             (0..names.len()).map(|_| None).collect();
         let mut records: Vec<Option<(Vec<CachedPage>, Vec<u64>)>> = vec![None; names.len()];
+        let mut vma_records: Vec<Option<incremental::VmaRecord>> = vec![None; names.len()];
         let mut todo: Vec<usize> = (0..names.len()).collect();
         let mut round = 0;
         loop {
@@ -678,6 +679,9 @@ impl LiveBackend {
                     &frame_tags,
                 );
                 pass.contents_kept = !inc.contents_changed;
+                if reuse {
+                    pass.vmas = inc.vmas_of(&names[i], pids[i]);
+                }
                 // Without the incremental observer nothing is recorded
                 // (an observation's memory stays bounded by its chunk).
                 let r = self.observe_proc(&names[i], inc.on.then_some(&mut pass));
@@ -686,8 +690,10 @@ impl LiveBackend {
                     mut reused_blocks,
                     reused,
                     read,
+                    vmas_out,
                     ..
                 } = pass;
+                vma_records[i] = vmas_out;
                 inc.stats.pages_reused += reused;
                 inc.stats.pages_read += read;
                 reused_blocks.sort_unstable();
@@ -737,22 +743,34 @@ impl LiveBackend {
                 let mut pass = ProcPass::new(false, &[], &[], &empty, &no_tags);
                 let full = self.observe_proc(&names[i], Some(&mut pass));
                 let fresh = pass.new;
-                if let (Some((new, _)), Ok(_)) = (&records[i], &full) {
-                    for c in new {
-                        let Ok(k) = fresh.binary_search_by_key(&c.addr, |f| f.addr) else {
+                vma_records[i] = pass.vmas_out;
+                if let (Some(Ok(a)), Ok(b)) = (&results[i], &full) {
+                    if (&a.maps, a.vm_lck_kb) != (&b.maps, b.vm_lck_kb) {
+                        inc.stats.stale_maps += 1;
+                        if inc.stale_examples.len() < 20 {
+                            inc.stale_examples.push((
+                                names[i].clone(),
+                                0,
+                                format!("maps {:?} VmLck {}", a.maps, a.vm_lck_kb),
+                                format!("maps {:?} VmLck {}", b.maps, b.vm_lck_kb),
+                            ));
+                        }
+                    }
+                }
+                // What the diff sees: every page's state.
+                if let (Some(Ok(a)), Ok(b)) = (&results[i], &full) {
+                    for piece in PageRuns::aligned(&a.pages, &b.pages) {
+                        if piece.a == piece.b {
                             continue;
-                        };
-                        let f = &fresh[k];
-                        if (c.pagemap, c.facts, c.tag) != (f.pagemap, f.facts, f.tag) {
-                            inc.stats.stale_pages += 1;
-                            if inc.stale_examples.len() < 20 {
-                                inc.stale_examples.push((
-                                    names[i].clone(),
-                                    c.addr,
-                                    format!("{c:?}"),
-                                    format!("{f:?}"),
-                                ));
-                            }
+                        }
+                        inc.stats.stale_pages += piece.npages;
+                        if inc.stale_examples.len() < 20 {
+                            inc.stale_examples.push((
+                                names[i].clone(),
+                                piece.addr,
+                                format!("{:?}", piece.a),
+                                format!("{:?}", piece.b),
+                            ));
                         }
                     }
                 }
@@ -762,12 +780,17 @@ impl LiveBackend {
         }
         if inc.on {
             inc.caches.clear();
-            for (i, rec) in records.into_iter().enumerate() {
+            inc.vmas.clear();
+            for (i, (rec, vmas)) in records.into_iter().zip(vma_records).enumerate() {
                 if let Some((new, _)) = rec {
                     inc.caches.insert(names[i].clone(), (pids[i], new));
                 }
+                if let Some(v) = vmas {
+                    inc.vmas.insert(names[i].clone(), (pids[i], v));
+                }
             }
         }
+        inc.vmas_changed.clear();
         inc.footprints.clear();
         inc.everything = false;
         inc.contents_changed = false;
@@ -1113,7 +1136,12 @@ impl LiveBackend {
     }
 
     /// Send `call` to the worker of `proc` (encoded by [`wire::encode`]).
-    fn send(&mut self, proc: &str, call: &Call, at: Resolved) -> Result<Resp, BackendError> {
+    pub(crate) fn send(
+        &mut self,
+        proc: &str,
+        call: &Call,
+        at: Resolved,
+    ) -> Result<Resp, BackendError> {
         let req = wire::encode(call, &at).ok_or_else(|| {
             BackendError::Other(format!("{} is not a worker request", call.name()))
         })?;
@@ -1751,28 +1779,43 @@ impl LiveBackend {
     ) -> Result<Observation, BackendError> {
         let pid = self.procs[self.proc_index(proc)?].pid;
         let t0 = std::time::Instant::now();
-        let smaps = kernel::read_smaps(pid)
-            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}")))?;
+        // smaps and VmLck: the previous read when no call since changed a
+        // VMA (crate::incremental; Rss and AnonHugePages are then counted
+        // from the pages, below).
+        let kept = pass.as_deref().and_then(|p| p.vmas).cloned();
+        let derive_rss = kept.is_some();
+        let vmas = match kept {
+            Some(v) => v,
+            None => incremental::VmaRecord {
+                smaps: kernel::read_smaps(pid).map_err(|e| {
+                    BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}"))
+                })?,
+                // The harness never locks memory: VmLck is the scenario's.
+                vm_lck_kb: kernel::read_status(pid)
+                    .map_err(|e| {
+                        BackendError::Other(format!("cannot read /proc/{pid}/status: {e}"))
+                    })?
+                    .get("VmLck")
+                    .copied()
+                    .unwrap_or(0),
+            },
+        };
         self.unknown_tags.retain(|(p, _)| p != proc);
         let mut obs = Observation {
             process: proc.to_string(),
+            vm_lck_kb: vmas.vm_lck_kb,
             ..Default::default()
         };
-        // The harness never locks memory: VmLck is the scenario's.
-        obs.vm_lck_kb = kernel::read_status(pid)
-            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/status: {e}")))?
-            .get("VmLck")
-            .copied()
-            .unwrap_or(0);
         self.timing.smaps += t0.elapsed();
-        for (i, s, e) in self.clipped(&smaps) {
+        let smaps = &vmas.smaps;
+        for (i, s, e) in self.clipped(smaps) {
             let v = &smaps[i];
             if let Some(p) = pass.as_deref_mut() {
                 p.readable = v.perms.starts_with('r');
             }
             let pages = self.page_states(proc, pid, s, e, pass.as_deref_mut())?;
             let whole = v.start == s && v.end == e;
-            let (rss_kb, anon_huge_kb) = if whole {
+            let (rss_kb, anon_huge_kb) = if whole && !derive_rss {
                 (v.rss_kb, v.anon_huge_kb)
             } else {
                 let anon: Vec<&AnonPage> = pages
@@ -1799,6 +1842,9 @@ impl LiveBackend {
                 lazyfree_kb: if whole { v.lazyfree_kb } else { 0 },
             });
             obs.pages.extend(pages);
+        }
+        if let Some(p) = pass {
+            p.vmas_out = Some(vmas);
         }
         let t0 = std::time::Instant::now();
         obs.stats = self.stats();
