@@ -247,7 +247,7 @@ pub struct ObserveTiming {
     pub pagemap: Duration,
     /// kpageflags and kpagecount (`kernel::Reader::frame_facts`).
     pub frames: Duration,
-    /// Page contents (`READ_TAGS` requests to the worker).
+    /// Page contents (`READ_TAG_LIST` requests to the worker).
     pub tags: Duration,
     /// THP counters.
     pub counters: Duration,
