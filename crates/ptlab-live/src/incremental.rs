@@ -92,9 +92,7 @@ pub enum Footprint {
 fn pages_of(addr: u64, len: u64) -> (u64, u64) {
     let a = addr & !(PAGE - 1);
     let b = addr.saturating_add(len);
-    let b = b
-        .checked_next_multiple_of(PAGE)
-        .unwrap_or(u64::MAX & !(PAGE - 1));
+    let b = b.checked_next_multiple_of(PAGE).unwrap_or(!(PAGE - 1));
     (a, b.max(a))
 }
 
@@ -715,7 +713,7 @@ mod tests {
                 addr: u64::MAX - 0x1fff,
                 len: 0x10000
             }),
-            Footprint::Ranges(vec![(u64::MAX - 0x1fff, u64::MAX & !(PAGE - 1))])
+            Footprint::Ranges(vec![(u64::MAX - 0x1fff, !(PAGE - 1))])
         );
     }
 

@@ -1580,7 +1580,7 @@ impl LiveBackend {
             .collect();
         let tags = self.fill_tags(proc, &mut out, &known)?;
         self.timing.tags += t0.elapsed();
-        if let Some(p) = pass.as_deref_mut() {
+        if let Some(p) = &mut pass {
             for (n, (&(va, ref r), obs)) in raw.iter().zip(&out).enumerate() {
                 if r.pagemap & kernel::PM_PRESENT == 0 || r.pagemap & kernel::PM_PFN_MASK == 0 {
                     continue;
