@@ -699,7 +699,13 @@ impl DiffBackend {
             .clone()
             .unwrap_or_else(|| machine_model_config(opts.arch));
         cfg.before |= opts.before;
-        let model = ModelBackend::new(cfg);
+        let mut model = ModelBackend::new(cfg);
+        // Only the counters the model keeps are compared (compare_stats):
+        // the others need not be read.
+        if let Ok(o) = model.observe("main") {
+            let keys: BTreeSet<String> = o.stats.into_keys().collect();
+            live.keep_counters(|k| keys.contains(k));
+        }
         Ok(DiffBackend {
             model,
             live,

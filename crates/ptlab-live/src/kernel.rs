@@ -501,6 +501,9 @@ fn pagemap_scan(
     use std::os::fd::AsRawFd;
     let mut out: Vec<(u64, u64, u64)> = Vec::new();
     let mut cur = start;
+    // Room for many regions per call: each call walks again from where
+    // the last one stopped (a range of scattered single pages is
+    // thousands of regions).
     let mut regions = vec![[0u64; 3]; 256];
     while cur < end {
         let mut arg = PmScanArg {
@@ -902,6 +905,12 @@ impl ThpCounters {
             vmstat: File::open("/proc/vmstat").ok(),
             buf: vec![0; 64 << 10],
         }
+    }
+
+    /// Read from now on only the per-size counters whose key `keep`
+    /// accepts (`/proc/vmstat` is one file: always read whole).
+    pub fn keep_only(&mut self, keep: impl Fn(&str) -> bool) {
+        self.files.retain(|(key, _)| keep(key));
     }
 
     /// The counters now (a file that cannot be read or parsed is left out).

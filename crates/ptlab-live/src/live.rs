@@ -608,6 +608,13 @@ impl LiveBackend {
         self.reader.counters
     }
 
+    /// Read from now on only the per-size THP counters whose key `keep`
+    /// accepts (`ptlab diff` compares only those the model keeps: 96 of
+    /// the ~144 sysfs files, each a system call per observation).
+    pub fn keep_counters(&mut self, keep: impl Fn(&str) -> bool) {
+        self.thp_counters.borrow_mut().keep_only(keep);
+    }
+
     /// Where observation time went so far.
     pub fn observe_timing(&self) -> ObserveTiming {
         self.timing
