@@ -53,6 +53,17 @@ pub struct DiffOptions {
     pub before: ptlab_model::Before,
     /// Values for the scenario's `param` statements (`--param`).
     pub params: Vec<(String, String)>,
+    /// At a per-statement comparison, re-use the kpageflags, kpagecount
+    /// and tag reads of pages that no call since the previous comparison
+    /// can have changed (crate::incremental; docs/live.md, "How fast a
+    /// diff is"), reading everything every
+    /// [`crate::incremental::FULL_EVERY`] comparisons and once more at the
+    /// end. Off (`--read-everything`): every comparison reads everything.
+    pub incremental: bool,
+    /// Check every comparison that re-uses reads against a full read of
+    /// the same moment; pages whose re-used reads were stale are reported
+    /// in a note (tests of the re-use rules).
+    pub verify_incremental: bool,
 }
 
 impl Default for DiffOptions {
@@ -67,6 +78,8 @@ impl Default for DiffOptions {
             before: ptlab_model::Before::empty(),
             params: Vec::new(),
             limits: Default::default(),
+            incremental: true,
+            verify_incremental: false,
         }
     }
 }
@@ -193,26 +206,81 @@ pub struct DiffTiming {
     pub compare_max: std::time::Duration,
     /// Of that, observing the live side.
     pub observe_live: std::time::Duration,
+    /// Of that, observing the model.
+    pub observe_model: std::time::Duration,
+    /// The live side's time by source.
+    pub live: crate::live::ObserveTiming,
     pub reads: crate::kernel::ReadCounters,
+    /// What the incremental observer re-used.
+    pub incremental: crate::incremental::IncrementalStats,
+    /// Comparisons that re-used reads: their time and number.
+    pub reusing: (std::time::Duration, u64),
+    /// Comparisons that read everything: their time and number.
+    pub reading_all: (std::time::Duration, u64),
+    /// The whole run, from when the backend held the knob lock.
+    pub run: std::time::Duration,
+    /// CPU time of ptlab's thread in comparisons that re-used reads and in
+    /// those that read everything (user and system: the kernel's work for
+    /// the /proc reads counts, the worker's tag loads do not): less
+    /// affected by other load on the machine than the wall times.
+    pub reusing_cpu: std::time::Duration,
+    pub reading_all_cpu: std::time::Duration,
+}
+
+/// CPU time of the calling thread (user and system).
+fn thread_cpu() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime into a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 impl DiffTiming {
     /// One line for `PTLAB_DIFF_TIMING=1`.
     pub fn render(&self, comparisons: u64) -> String {
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let avg = |d: std::time::Duration| ms(d) / comparisons.max(1) as f64;
         let r = &self.reads;
+        let l = &self.live;
+        let each = |(d, n): (std::time::Duration, u64)| ms(d) / n.max(1) as f64;
         format!(
-            "timing: {comparisons} comparisons, {:.1} ms in all, {:.3} ms each on average \
-             (longest {:.3} ms; observing the kernel {:.3} ms on average); kpageflags {} reads \
-             of {} frames, kpagecount {} reads of {} frames",
+            "timing: run {:.2} s after the knob lock; {comparisons} comparisons, {:.1} ms in all, \
+             {:.3} ms each on average ({} re-using reads: {:.3} ms each, {:.3} ms of CPU; {} \
+             reading everything: {:.3} ms each, {:.3} ms of CPU; longest {:.3} ms; observing the kernel {:.3} ms on average: smaps {:.3}, pagemap \
+             {:.3}, frames {:.3}, tags {:.3} ({} requests, {} pages), counters {:.3}; observing \
+             the model {:.3}); \
+             kpageflags {} reads of {} frames, kpagecount {} reads of {} frames; {} observations \
+             re-used reads ({} pages re-used, {} read), {} read everything",
+            self.run.as_secs_f64(),
             ms(self.compare),
-            ms(self.compare) / comparisons.max(1) as f64,
+            avg(self.compare),
+            self.reusing.1,
+            each(self.reusing),
+            each((self.reusing_cpu, self.reusing.1)),
+            self.reading_all.1,
+            each(self.reading_all),
+            each((self.reading_all_cpu, self.reading_all.1)),
             ms(self.compare_max),
-            ms(self.observe_live) / comparisons.max(1) as f64,
+            avg(self.observe_live),
+            avg(l.smaps),
+            avg(l.pagemap),
+            avg(l.frames),
+            avg(l.tags),
+            l.tag_requests,
+            l.tags_loaded,
+            avg(l.counters),
+            avg(self.observe_model),
             r.kpageflags_reads,
             r.kpageflags_frames,
             r.kpagecount_reads,
-            r.kpagecount_frames
+            r.kpagecount_frames,
+            self.incremental.incremental,
+            self.incremental.pages_reused,
+            self.incremental.pages_read,
+            self.incremental.full,
         )
     }
 }
@@ -371,19 +439,33 @@ pub enum DiffError {
 /// A swap slot as pagemap reports it: (type, offset).
 type SwapSlot = (u8, u64);
 
+/// A map keyed by frame numbers or swap slots, with a cheap hash (the
+/// frame bijection takes two lookups and two inserts per present page).
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ptlab_model::addr::PfnHasher>>;
+
 /// Live frame ↔ model frame, first seen at (process, address); a
 /// process is its index in `procs` (no string per page).
 #[derive(Default)]
 struct FrameMatcher {
     procs: Vec<String>,
-    l2m: HashMap<u64, (u64, usize, u64)>,
-    m2l: HashMap<u64, (u64, usize, u64)>,
+    l2m: FastMap<u64, (u64, usize, u64)>,
+    m2l: FastMap<u64, (u64, usize, u64)>,
     /// Swap slots `(type, offset)`, live ↔ model, also as a bijection.
-    slots_l2m: HashMap<SwapSlot, (SwapSlot, usize, u64)>,
-    slots_m2l: HashMap<SwapSlot, (SwapSlot, usize, u64)>,
+    slots_l2m: FastMap<SwapSlot, (SwapSlot, usize, u64)>,
+    slots_m2l: FastMap<SwapSlot, (SwapSlot, usize, u64)>,
 }
 
 impl FrameMatcher {
+    /// Empty, keeping the maps' room (the next comparison has about as
+    /// many frames).
+    fn clear(&mut self) {
+        self.procs.clear();
+        self.l2m.clear();
+        self.m2l.clear();
+        self.slots_l2m.clear();
+        self.slots_m2l.clear();
+    }
+
     /// The index of process `proc`.
     fn proc_id(&mut self, proc: &str) -> usize {
         match self.procs.iter().position(|p| p == proc) {
@@ -396,24 +478,36 @@ impl FrameMatcher {
     }
 
     fn check(&mut self, lp: u64, mp: u64, proc: usize, addr: u64) -> Option<String> {
-        if let Some(&(m0, p0, a0)) = self.l2m.get(&lp) {
-            let p0 = &self.procs[p0];
+        use std::collections::hash_map::Entry;
+        // One lookup per map (this runs for every present page): a frame
+        // seen before must pair with the same frame; a new pair is
+        // recorded only when both checks pass.
+        let l = self.l2m.entry(lp);
+        if let Entry::Occupied(o) = &l {
+            let (m0, p0, a0) = *o.get();
             if m0 != mp {
+                let p0 = &self.procs[p0];
                 return Some(format!(
                     "live: same frame as {p0}:{a0:#x}; model: a different frame"
                 ));
             }
         }
-        if let Some(&(l0, p0, a0)) = self.m2l.get(&mp) {
-            let p0 = &self.procs[p0];
+        let m = self.m2l.entry(mp);
+        if let Entry::Occupied(o) = &m {
+            let (l0, p0, a0) = *o.get();
             if l0 != lp {
+                let p0 = &self.procs[p0];
                 return Some(format!(
                     "model: same frame as {p0}:{a0:#x}; live: a different frame"
                 ));
             }
         }
-        self.l2m.entry(lp).or_insert((mp, proc, addr));
-        self.m2l.entry(mp).or_insert((lp, proc, addr));
+        if let Entry::Vacant(v) = l {
+            v.insert((mp, proc, addr));
+        }
+        if let Entry::Vacant(v) = m {
+            v.insert((lp, proc, addr));
+        }
         None
     }
 
@@ -480,6 +574,12 @@ pub struct DiffBackend {
     /// processes' faults then move the same global counters.
     exposed: u16,
     timing: DiffTiming,
+    /// The frame bijection, kept between comparisons for its room.
+    frames: FrameMatcher,
+    /// Comparisons since the last one that read everything.
+    since_full: u64,
+    /// The last comparison re-used reads (so the end reads everything).
+    last_reused: bool,
 }
 
 /// The model configuration matching this machine: its THP knobs,
@@ -599,7 +699,13 @@ impl DiffBackend {
             .clone()
             .unwrap_or_else(|| machine_model_config(opts.arch));
         cfg.before |= opts.before;
-        let model = ModelBackend::new(cfg);
+        let mut model = ModelBackend::new(cfg);
+        // Only the counters the model keeps are compared (compare_stats):
+        // the others need not be read.
+        if let Ok(o) = model.observe("main") {
+            let keys: BTreeSet<String> = o.stats.into_keys().collect();
+            live.keep_counters(|k| keys.contains(k));
+        }
         Ok(DiffBackend {
             model,
             live,
@@ -620,9 +726,15 @@ impl DiffBackend {
             prev_stats: Default::default(),
             mem_op: false,
             timing: DiffTiming::default(),
+            frames: FrameMatcher::default(),
+            since_full: 0,
+            last_reused: false,
         })
         .map(|mut d| {
             d.update_exposed();
+            let every_step = d.opts.every_step;
+            d.live.set_incremental(every_step && d.opts.incremental);
+            d.live.set_verify_incremental(d.opts.verify_incremental);
             d
         })
     }
@@ -799,25 +911,49 @@ impl DiffBackend {
             return;
         }
         let t0 = std::time::Instant::now();
-        self.compare_now_untimed();
+        let c0 = thread_cpu();
+        let reuse = self.since_full + 1 < crate::incremental::FULL_EVERY;
+        self.compare_now_untimed(reuse);
         let t = t0.elapsed();
+        let cpu = thread_cpu().saturating_sub(c0);
         self.timing.compare += t;
         self.timing.compare_max = self.timing.compare_max.max(t);
+        let (kind, kind_cpu) = if self.last_reused {
+            (&mut self.timing.reusing, &mut self.timing.reusing_cpu)
+        } else {
+            (
+                &mut self.timing.reading_all,
+                &mut self.timing.reading_all_cpu,
+            )
+        };
+        kind.0 += t;
+        kind.1 += 1;
+        *kind_cpu += cpu;
     }
 
-    fn compare_now_untimed(&mut self) {
+    /// One comparison of every process; `reuse`: the live side may re-use
+    /// reads of pages that cannot have changed (crate::incremental).
+    fn compare_now_untimed(&mut self, reuse: bool) {
         self.dirty = false;
         self.comparisons += 1;
-        let mut frames = FrameMatcher::default();
-        let names = self.live.process_names();
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
         let mut stats_done = false;
         let mut seen = HashMap::new();
         let first_new = self.divergences.len();
         let mut collapsed = 0;
-        for name in names {
-            let t0 = std::time::Instant::now();
-            let live = self.live.observe_live(&name);
-            self.timing.observe_live += t0.elapsed();
+        let t0 = std::time::Instant::now();
+        let before = self.live.incremental_stats();
+        let observed = self.live.observe_all(reuse);
+        let after = self.live.incremental_stats();
+        self.last_reused = after.incremental > before.incremental;
+        if self.last_reused {
+            self.since_full += 1;
+        } else {
+            self.since_full = 0;
+        }
+        self.timing.observe_live += t0.elapsed();
+        for (name, live) in observed {
             let live = match live {
                 Ok(o) => o,
                 Err(e) => {
@@ -828,7 +964,10 @@ impl DiffBackend {
                     continue;
                 }
             };
-            let model = match self.model.observe(&name) {
+            let t0 = std::time::Instant::now();
+            let model = self.model.observe(&name);
+            self.timing.observe_model += t0.elapsed();
+            let model = match model {
                 Ok(o) => o,
                 Err(e) => {
                     self.record(
@@ -857,6 +996,7 @@ impl DiffBackend {
             }
         }
         self.last_frames = seen;
+        self.frames = frames;
         self.mem_op = false;
         // khugepaged works in the background (and wakes at once when a THP
         // knob is set to `always`): say so on whatever differs in a step
@@ -1103,10 +1243,53 @@ impl DiffBackend {
         self.record("", "stats", summary, l_lines, m_lines);
     }
 
+    /// Compare the same moment again reading everything, after a last
+    /// comparison that re-used reads: whatever the re-use rules missed (a
+    /// folio the kernel split in the background) shows here, at the last
+    /// statement. Not counted as a comparison of its own; a divergence it
+    /// finds that the last comparison reported already is not repeated.
+    fn recheck_in_full(&mut self) {
+        let first_new = self.divergences.len();
+        let (count, dirty, mem_op) = (self.comparisons, self.dirty, self.mem_op);
+        // The counters were compared for this step already.
+        self.mem_op = false;
+        let t0 = std::time::Instant::now();
+        self.compare_now_untimed(false);
+        self.timing.compare += t0.elapsed();
+        self.comparisons = count;
+        self.dirty = dirty;
+        self.mem_op = mem_op;
+        let (old, new) = self.divergences.split_at(first_new);
+        let fresh: Vec<Divergence> = new.iter().filter(|d| !old.contains(d)).cloned().collect();
+        self.divergences.truncate(first_new);
+        self.divergences.extend(fresh);
+    }
+
     /// Final comparison; returns the run's divergences and notes.
     fn finish(&mut self) {
         if self.dirty {
             self.compare_now();
+        }
+        if self.last_reused {
+            self.recheck_in_full();
+        }
+        let st = self.live.incremental_stats();
+        let stale = st.stale_pages + st.stale_maps;
+        if stale > 0 {
+            let examples: Vec<String> = self
+                .live
+                .stale_examples()
+                .iter()
+                .take(3)
+                .map(|(p, a, old, new)| format!("{p}:{a:#x}: re-used {old}, read {new}"))
+                .collect();
+            self.notes.push(format!(
+                "verification: {} re-used page reads and {} re-used smaps reads differed from a \
+                 full read of the same moment (first: {})",
+                st.stale_pages,
+                st.stale_maps,
+                examples.join("; ")
+            ));
         }
         let mut notes = self.live.notes().to_vec();
         notes.append(&mut self.notes);
@@ -1333,6 +1516,9 @@ impl Backend for DiffBackend {
             if self.territory_pages() > self.opts.page_budget {
                 if !self.budget_noted {
                     self.budget_noted = true;
+                    // Comparisons are far apart from here on: nothing to re-use.
+                    self.live.set_incremental(false);
+                    self.last_reused = false;
                     self.notes.push(format!(
                         "line {}: the scenario maps more than {} pages; comparing only at observe/expect lines and at the end from here on",
                         self.line, self.opts.page_budget
@@ -1430,7 +1616,13 @@ fn truncate(rep: &mut DiffReport, max: usize) {
 
 fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport, DiffError> {
     let script = ptlab_scenario::parse(file, source)?;
+    let mut opts = opts.clone();
+    // PTLAB_DIFF_VERIFY=1: check the incremental observer against full
+    // reads (docs/live.md, "How fast a diff is").
+    opts.verify_incremental |= std::env::var_os("PTLAB_DIFF_VERIFY").is_some_and(|v| v == "1");
+    let opts = &opts;
     let mut backend = DiffBackend::new(opts.clone())?;
+    let started = std::time::Instant::now();
     let caps = backend.live.caps();
     let run_opts = RunOptions {
         max_steps: opts.max_steps,
@@ -1439,11 +1631,14 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
     };
     let run = ptlab_scenario::run(&script, &mut backend, &run_opts);
     backend.finish();
+    backend.timing.run = started.elapsed();
     if std::env::var_os("PTLAB_DIFF_TIMING").is_some() {
         eprintln!(
             "ptlab: {file}: {}",
             DiffTiming {
                 reads: backend.live.read_counters(),
+                live: backend.live.observe_timing(),
+                incremental: backend.live.incremental_stats(),
                 ..backend.timing
             }
             .render(backend.comparisons)
@@ -1484,6 +1679,8 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
         caps: Some(caps),
         timing: DiffTiming {
             reads: backend.live.read_counters(),
+            live: backend.live.observe_timing(),
+            incremental: backend.live.incremental_stats(),
             ..backend.timing
         },
     })
@@ -1494,4 +1691,208 @@ pub fn diff_file(path: &std::path::Path, opts: &DiffOptions) -> anyhow::Result<D
     let source = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("cannot read scenario '{}': {e}", path.display()))?;
     Ok(diff_source(&path.display().to_string(), &source, opts)?)
+}
+
+/// The incremental observer inside a diff, on the live kernel: a wrong
+/// model outside what a statement names is caught at that statement, a
+/// kernel change that moves a pagemap word (as reclaim or migration do)
+/// too, and a change no rule could see (a write behind the diff's back,
+/// which the kernel never makes by itself) at the next full read at the
+/// latest — and verification flags it. Needs root; skips otherwise.
+#[cfg(test)]
+mod incremental_tests {
+    use super::*;
+    use ptlab_model::Advice;
+    use ptlab_scenario::{Backend, BackendError};
+
+    const BASE: u64 = 0x7f10_0000_0000;
+    /// Line 4 names one page per iteration; nothing else is touched.
+    const SCRIPT: &str = "p = mmap 4M at 0x7f10_0000_0000 fixed\n\
+                          write p 4M\n\
+                          repeat 8 as i\n\
+                          \x20 write p + i * 4K 4K\n\
+                          end\n";
+
+    fn skip(name: &str) -> bool {
+        if let Some(why) = crate::live_unavailable() {
+            eprintln!("SKIP: {name}: {why}");
+            return true;
+        }
+        if !crate::is_root() {
+            eprintln!("SKIP: {name}: needs root (frame numbers, kpageflags and kpagecount)");
+            return true;
+        }
+        false
+    }
+
+    /// Forwards to a DiffBackend, calling `inject` on it before the third
+    /// time the statement at line 4 runs (iteration 2).
+    struct Inject<'a, F: FnMut(&mut DiffBackend)> {
+        d: &'a mut DiffBackend,
+        f: F,
+        seen: u32,
+    }
+
+    impl<F: FnMut(&mut DiffBackend)> Backend for Inject<'_, F> {
+        fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+            self.d.call(proc, call)
+        }
+        fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
+            self.d.observe(proc)
+        }
+        fn observe_summary(&mut self, proc: &str) -> Result<Observation, BackendError> {
+            self.d.observe_summary(proc)
+        }
+        fn observe_pages(
+            &mut self,
+            proc: &str,
+            start: u64,
+            end: u64,
+        ) -> Result<PageRuns, BackendError> {
+            self.d.observe_pages(proc, start, end)
+        }
+        fn check_invariants(&mut self) -> Result<(), Vec<String>> {
+            self.d.check_invariants()
+        }
+        fn before_statement(&mut self, line: u32, text: &str, loops: &[(u32, u64)]) {
+            self.d.before_statement(line, text, loops);
+            if line == 4 {
+                self.seen += 1;
+                if self.seen == 3 {
+                    (self.f)(self.d);
+                }
+            }
+        }
+        fn after_statement(&mut self) -> Result<(), Vec<String>> {
+            self.d.after_statement()
+        }
+        fn hw_events(&self) -> Option<ptlab_model::HwEvents> {
+            None
+        }
+    }
+
+    /// Run SCRIPT with `inject`; the divergences and the observer's counts.
+    fn run(
+        verify: bool,
+        inject: impl FnMut(&mut DiffBackend),
+    ) -> (Vec<Divergence>, crate::incremental::IncrementalStats) {
+        let script = ptlab_scenario::parse("inject.ptl", SCRIPT).expect("parses");
+        let mut d = DiffBackend::new(DiffOptions {
+            verify_incremental: verify,
+            ..Default::default()
+        })
+        .expect("live backend starts");
+        let mut b = Inject {
+            d: &mut d,
+            f: inject,
+            seen: 0,
+        };
+        let rep = ptlab_scenario::run(&script, &mut b, &RunOptions::default());
+        assert!(!rep.aborted, "{:?}", rep.failures);
+        d.finish();
+        let stats = d.live.incremental_stats();
+        (std::mem::take(&mut d.divergences), stats)
+    }
+
+    #[test]
+    fn without_injection_the_diff_agrees_and_reuses() {
+        if skip("without_injection_the_diff_agrees_and_reuses") {
+            return;
+        }
+        let (div, st) = run(true, |_| {});
+        assert!(div.is_empty(), "{div:?}");
+        assert!(st.incremental > 0 && st.pages_reused > 0, "{st:?}");
+        assert_eq!((st.stale_pages, st.stale_maps), (0, 0), "{st:?}");
+    }
+
+    #[test]
+    fn a_wrong_model_outside_the_statement_is_caught_at_that_statement() {
+        if skip("a_wrong_model_outside_the_statement_is_caught_at_that_statement") {
+            return;
+        }
+        // The model alone writes another tag into a page 2 MiB away from
+        // the one the statement names.
+        let (div, st) = run(false, |d| {
+            let r = d.model.call(
+                "main",
+                &Call::Access {
+                    start: BASE + (2 << 20),
+                    len: 4096,
+                    write: true,
+                    tag: Some(0xbad),
+                },
+            );
+            assert!(r.is_ok(), "{r:?}");
+        });
+        assert!(st.incremental > 0, "{st:?}");
+        let first = div.first().expect("the wrong model is caught");
+        assert_eq!((first.line, first.kind.as_str()), (4, "pages"), "{first:?}");
+        assert_eq!(first.loops, vec![(3, 2)], "{first:?}");
+        assert!(first.summary.contains("0xbad"), "{first:?}");
+    }
+
+    #[test]
+    fn a_kernel_change_that_moves_a_pagemap_word_is_caught_at_that_statement() {
+        if skip("a_kernel_change_that_moves_a_pagemap_word_is_caught_at_that_statement") {
+            return;
+        }
+        // The kernel alone drops a page 3 MiB away, and the diff is not
+        // told (as when reclaim or migration moves a page).
+        let (div, st) = run(true, |d| {
+            let call = Call::Madvise {
+                addr: BASE + (3 << 20),
+                len: 4096,
+                advice: Advice::DontNeed,
+            };
+            let r = d.live.send("main", &call, Default::default());
+            assert!(r.is_ok_and(|r| r[0] == 0), "dontneed");
+        });
+        // Rss (counted from the pages: smaps was not read again) and the
+        // page itself, both at the statement.
+        for kind in ["maps", "pages"] {
+            let d = div.iter().find(|d| d.kind == kind);
+            let d = d.unwrap_or_else(|| panic!("no {kind} divergence: {div:?}"));
+            assert_eq!((d.line, d.loops.clone()), (4, vec![(3, 2)]), "{d:?}");
+        }
+        // Found by the pagemap rule, not by verification's full read.
+        assert_eq!(st.stale_pages, 0, "{st:?}");
+    }
+
+    #[test]
+    fn a_change_no_rule_sees_is_caught_by_the_full_read() {
+        if skip("a_change_no_rule_sees_is_caught_by_the_full_read") {
+            return;
+        }
+        // Behind the diff's back, the worker writes a page 3 MiB away in
+        // place: same frame, same pagemap word, new contents.
+        let write = |d: &mut DiffBackend| {
+            let call = Call::Access {
+                start: BASE + (3 << 20),
+                len: 4096,
+                write: true,
+                tag: Some(0xfeed),
+            };
+            let r = d.live.send("main", &call, Default::default());
+            assert!(r.is_ok_and(|r| r[0] == 0), "write");
+        };
+        let (div, st) = run(false, write);
+        let d = div.first().expect("the full read at the end catches it");
+        assert_eq!(d.kind, "pages", "{d:?}");
+        assert!(d.summary.contains("0xfeed"), "{d:?}");
+        assert!(d.loops.first().is_some_and(|l| l.1 >= 2), "{d:?}");
+        // Verification compares every re-used read with a full one: the
+        // stale tag is counted, and the full read's divergence is at the
+        // statement itself.
+        let (div, st_v) = run(true, write);
+        assert!(
+            st_v.stale_pages >= 1,
+            "{st_v:?} (without verification: {st:?})"
+        );
+        let first = div.first().expect("caught");
+        assert_eq!(
+            (first.line, first.loops.clone()),
+            (4, vec![(3, 2)]),
+            "{first:?}"
+        );
+    }
 }

@@ -12,6 +12,7 @@
 pub mod budget;
 pub mod diff;
 pub mod fuzz;
+pub mod incremental;
 pub mod kernel;
 pub mod knobs;
 pub mod lifeline;
@@ -25,7 +26,7 @@ pub use diff::{
     diff_file, diff_source, DiffBackend, DiffOptions, DiffOutcome, DiffReport, DiffTiming,
     Divergence,
 };
-pub use live::{LiveBackend, LiveCaps, LiveError, Planned};
+pub use live::{LiveBackend, LiveCaps, LiveError, ObserveTiming, Planned};
 
 /// Why live runs cannot happen on this machine, if they cannot: a reason
 /// suitable for a `SKIP:` line.

@@ -16,6 +16,7 @@
 //! own code or stack). See docs/live.md.
 
 use crate::budget::{self, fmt_bytes, LiveLimits, MemoryBudget};
+use crate::incremental::{self, CachedPage, Incremental, IncrementalStats, ProcPass};
 use crate::kernel::{self, Caps, Reader, SmapsVma, PAGE};
 use crate::knobs::{self, KnobError, KnobSession, ThpLock};
 use crate::wire::{self, op, Req, Resolved, Resp, ST_FAULT};
@@ -234,7 +235,30 @@ pub struct LiveBackend {
     /// runs ([`LiveBackend::admit`]; `ptlab diff` does, for both sides), so
     /// the operations do not check again.
     admitted_by_caller: bool,
+    /// Where observation time went (`PTLAB_DIFF_TIMING=1`).
+    timing: ObserveTiming,
+    /// What [`LiveBackend::observe_all`] may re-use (crate::incremental).
+    incr: Incremental,
     _lock: ThpLock,
+}
+
+/// Time the live observer spent, by source (summed over observations).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ObserveTiming {
+    /// `/proc/PID/smaps` and `/proc/PID/status`.
+    pub smaps: Duration,
+    /// `PAGEMAP_SCAN` and pagemap reads.
+    pub pagemap: Duration,
+    /// kpageflags and kpagecount (`kernel::Reader::frame_facts`).
+    pub frames: Duration,
+    /// Page contents (`READ_TAG_LIST` requests to the worker).
+    pub tags: Duration,
+    /// THP counters.
+    pub counters: Duration,
+    /// `READ_TAG_LIST` requests (round trips to a worker) and the pages
+    /// they loaded.
+    pub tag_requests: u64,
+    pub tags_loaded: u64,
 }
 
 fn is_root() -> bool {
@@ -357,10 +381,6 @@ fn write_words(fd: i32, w: &[u64]) -> Result<(), BackendError> {
     }
     Ok(())
 }
-
-/// Most `READ_TAGS` requests sent before their answers are read
-/// ([`LiveBackend::read_tag_runs`]): 8 KiB of requests.
-const TAG_BATCH: usize = 128;
 
 /// Reads the answers of pipelined requests from a worker channel through
 /// one buffer, so that many small answers cost few `read` calls. Reads
@@ -531,6 +551,8 @@ impl LiveBackend {
             mem_added: 0,
             dense_observation: false,
             admitted_by_caller: false,
+            timing: ObserveTiming::default(),
+            incr: Incremental::default(),
             _lock: lock,
         };
         // Wait until the worker is serving, then record its own VMAs.
@@ -588,6 +610,210 @@ impl LiveBackend {
     /// The kpageflags and kpagecount reads made so far.
     pub fn read_counters(&self) -> kernel::ReadCounters {
         self.reader.counters
+    }
+
+    /// Read from now on only the per-size THP counters whose key `keep`
+    /// accepts (`ptlab diff` compares only those the model keeps: 96 of
+    /// the ~144 sysfs files, each a system call per observation).
+    pub fn keep_counters(&mut self, keep: impl Fn(&str) -> bool) {
+        self.thp_counters.borrow_mut().keep_only(keep);
+    }
+
+    /// Where observation time went so far.
+    pub fn observe_timing(&self) -> ObserveTiming {
+        self.timing
+    }
+
+    /// Record every call's footprint so that [`LiveBackend::observe_all`]
+    /// can re-use what cannot have changed (crate::incremental). Off: every
+    /// observation reads everything, and nothing is kept.
+    pub fn set_incremental(&mut self, on: bool) {
+        self.incr.on = on;
+        self.incr.reset();
+    }
+
+    /// Check every observation that re-uses records against a full read of
+    /// the same moment, counting the pages that differ
+    /// ([`IncrementalStats::stale_pages`]); the full read is what
+    /// [`LiveBackend::observe_all`] returns.
+    pub fn set_verify_incremental(&mut self, on: bool) {
+        self.incr.verify = on;
+    }
+
+    /// What the incremental observer did so far.
+    pub fn incremental_stats(&self) -> IncrementalStats {
+        self.incr.stats
+    }
+
+    /// The first pages verification found stale: (process, address, the
+    /// re-used record, the fresh one).
+    pub fn stale_examples(&self) -> &[(String, u64, String, String)] {
+        &self.incr.stale_examples
+    }
+
+    /// Observe every process (in [`LiveBackend::process_names`] order).
+    ///
+    /// With the incremental observer on ([`LiveBackend::set_incremental`])
+    /// and `reuse`, the frame facts and tags of pages that cannot have
+    /// changed since the previous `observe_all` are taken from it, by the
+    /// rules of crate::incremental. Those rules need every process's
+    /// pagemap changes, which are known only once every process is read:
+    /// so after one pass, a process that re-used a page whose frame block
+    /// another process's changes touched is read again (rarely: the
+    /// touched frames are normally the footprint's own), up to three
+    /// times, then everything is read.
+    pub fn observe_all(&mut self, reuse: bool) -> Vec<(String, Result<Observation, BackendError>)> {
+        let names = self.process_names();
+        let mut inc = std::mem::take(&mut self.incr);
+        let pfns_visible = self.reader.caps.pfn && self.reader.caps.kpage;
+        let mut reuse = reuse && inc.on && !inc.everything && pfns_visible;
+        let (mut touched, frame_tags) = if reuse {
+            inc.touched_by_footprints()
+        } else {
+            Default::default()
+        };
+        let pids: Vec<i32> = self.procs.iter().map(|p| p.pid).collect();
+        let mut results: Vec<Option<Result<Observation, BackendError>>> =
+            (0..names.len()).map(|_| None).collect();
+        let mut records: Vec<Option<(Vec<CachedPage>, Vec<u64>)>> = vec![None; names.len()];
+        let mut vma_records: Vec<Option<incremental::VmaRecord>> = vec![None; names.len()];
+        let mut todo: Vec<usize> = (0..names.len()).collect();
+        let mut round = 0;
+        loop {
+            for &i in &todo {
+                let fp: &[(u64, u64)] = inc.footprints.get(&names[i]).map_or(&[], Vec::as_slice);
+                let mut pass = ProcPass::new(
+                    reuse,
+                    inc.previous(&names[i], pids[i]),
+                    fp,
+                    &touched,
+                    &frame_tags,
+                );
+                pass.contents_kept = !inc.contents_changed;
+                if reuse {
+                    pass.vmas = inc.vmas_of(&names[i], pids[i]);
+                }
+                // Without the incremental observer nothing is recorded
+                // (an observation's memory stays bounded by its chunk).
+                let r = self.observe_proc(&names[i], inc.on.then_some(&mut pass));
+                let ProcPass {
+                    new,
+                    mut reused_blocks,
+                    reused,
+                    read,
+                    vmas_out,
+                    ..
+                } = pass;
+                vma_records[i] = vmas_out;
+                inc.stats.pages_reused += reused;
+                inc.stats.pages_read += read;
+                reused_blocks.sort_unstable();
+                reused_blocks.dedup();
+                records[i] = r.is_ok().then_some((new, reused_blocks));
+                results[i] = Some(r);
+            }
+            if !reuse {
+                break;
+            }
+            for &i in &todo {
+                if let Some((new, _)) = &records[i] {
+                    incremental::changed_blocks(
+                        inc.previous(&names[i], pids[i]),
+                        new,
+                        &mut touched,
+                    );
+                }
+            }
+            todo = (0..names.len())
+                .filter(|&i| {
+                    records[i]
+                        .as_ref()
+                        .is_some_and(|(_, b)| b.iter().any(|b| touched.contains(b)))
+                })
+                .collect();
+            if todo.is_empty() {
+                break;
+            }
+            inc.stats.redone += todo.len() as u64;
+            round += 1;
+            if round == 3 {
+                reuse = false;
+                todo = (0..names.len()).collect();
+            }
+        }
+        if reuse {
+            inc.stats.incremental += 1;
+        } else {
+            inc.stats.full += 1;
+        }
+        if reuse && inc.verify {
+            // The same moment read in full: what is returned, and what
+            // the re-used records are checked against.
+            let (empty, no_tags) = Default::default();
+            for i in 0..names.len() {
+                let mut pass = ProcPass::new(false, &[], &[], &empty, &no_tags);
+                let full = self.observe_proc(&names[i], Some(&mut pass));
+                let fresh = pass.new;
+                vma_records[i] = pass.vmas_out;
+                if let (Some(Ok(a)), Ok(b)) = (&results[i], &full) {
+                    if (&a.maps, a.vm_lck_kb) != (&b.maps, b.vm_lck_kb) {
+                        inc.stats.stale_maps += 1;
+                        if inc.stale_examples.len() < 20 {
+                            inc.stale_examples.push((
+                                names[i].clone(),
+                                0,
+                                format!("maps {:?} VmLck {}", a.maps, a.vm_lck_kb),
+                                format!("maps {:?} VmLck {}", b.maps, b.vm_lck_kb),
+                            ));
+                        }
+                    }
+                }
+                // What the diff sees: every page's state.
+                if let (Some(Ok(a)), Ok(b)) = (&results[i], &full) {
+                    for piece in PageRuns::aligned(&a.pages, &b.pages) {
+                        if piece.a == piece.b {
+                            continue;
+                        }
+                        inc.stats.stale_pages += piece.npages;
+                        if inc.stale_examples.len() < 20 {
+                            inc.stale_examples.push((
+                                names[i].clone(),
+                                piece.addr,
+                                format!("{:?}", piece.a),
+                                format!("{:?}", piece.b),
+                            ));
+                        }
+                    }
+                }
+                records[i] = full.is_ok().then(|| (fresh, Vec::new()));
+                results[i] = Some(full);
+            }
+        }
+        if inc.on {
+            inc.caches.clear();
+            inc.vmas.clear();
+            for (i, (rec, vmas)) in records.into_iter().zip(vma_records).enumerate() {
+                if let Some((new, _)) = rec {
+                    inc.caches.insert(names[i].clone(), (pids[i], new));
+                }
+                if let Some(v) = vmas {
+                    inc.vmas.insert(names[i].clone(), (pids[i], v));
+                }
+            }
+        }
+        inc.vmas_changed.clear();
+        inc.footprints.clear();
+        inc.everything = false;
+        inc.contents_changed = false;
+        self.incr = inc;
+        names
+            .into_iter()
+            .zip(results)
+            .map(|(n, r)| {
+                let r = r.unwrap_or_else(|| Err(BackendError::Other("not observed".into())));
+                (n, r)
+            })
+            .collect()
     }
 
     /// Raw reader capabilities (after at least one observation).
@@ -921,7 +1147,12 @@ impl LiveBackend {
     }
 
     /// Send `call` to the worker of `proc` (encoded by [`wire::encode`]).
-    fn send(&mut self, proc: &str, call: &Call, at: Resolved) -> Result<Resp, BackendError> {
+    pub(crate) fn send(
+        &mut self,
+        proc: &str,
+        call: &Call,
+        at: Resolved,
+    ) -> Result<Resp, BackendError> {
         let req = wire::encode(call, &at).ok_or_else(|| {
             BackendError::Other(format!("{} is not a worker request", call.name()))
         })?;
@@ -1034,6 +1265,7 @@ impl LiveBackend {
                 "mmap at {addr:#x}+{len:#x} merged with a VMA of the harness's own; re-placed \
                  behind a PROT_NONE guard page"
             ));
+            self.incr.note_range(proc, addr, end);
             let r = self.send(proc, &Call::Munmap { addr, len }, Resolved::default())?;
             Self::unit(r)?;
             let guard = if above.is_some() { end - PAGE } else { addr };
@@ -1093,16 +1325,19 @@ impl LiveBackend {
         pid: i32,
         start: u64,
         end: u64,
+        mut pass: Option<&mut ProcPass<'_>>,
     ) -> Result<PageRuns, BackendError> {
         let err = |e: std::io::Error| {
             BackendError::Other(format!("cannot read /proc/{pid}/pagemap: {e}"))
         };
+        let t0 = std::time::Instant::now();
         let f = std::fs::File::open(format!("/proc/{pid}/pagemap")).map_err(err)?;
         let populated = if self.dense_observation {
             None
         } else {
             self.reader.populated(&f, start, end).map_err(err)?
         };
+        self.timing.pagemap += t0.elapsed();
         let spans: Vec<(u64, u64)> = match &populated {
             Some(regions) => {
                 let mut spans: Vec<(u64, u64)> = Vec::new();
@@ -1171,7 +1406,9 @@ impl LiveBackend {
                     dense.as_deref().unwrap_or(&[])
                 }
             };
-            for p in self.chunk_states(proc, pid, &f, &ranges[i..j], regions)? {
+            for p in
+                self.chunk_states(proc, pid, &f, &ranges[i..j], regions, pass.as_deref_mut())?
+            {
                 out.push_none(cur, p.addr);
                 cur = p.addr + PAGE;
                 out.push_run(p);
@@ -1194,7 +1431,9 @@ impl LiveBackend {
         f: &std::fs::File,
         ranges: &[(u64, u64)],
         regions: &[(u64, u64, u64)],
+        mut pass: Option<&mut ProcPass<'_>>,
     ) -> Result<Vec<PageObs>, BackendError> {
+        let t0 = std::time::Instant::now();
         let mut raw: Vec<(u64, kernel::RawPage)> = Vec::new();
         for &(start, end) in ranges {
             // Only the regions that overlap (the list is sorted).
@@ -1223,19 +1462,31 @@ impl LiveBackend {
                 && pfn != 0
                 && !(caps.scan && r.scan & kernel::PAGE_IS_PFNZERO != 0)
         };
+        // Pages whose previous record stands (crate::incremental): their
+        // frames and tags are not read again.
+        let reused: Vec<Option<CachedPage>> = match pass.as_deref_mut() {
+            Some(p) => raw.iter().map(|(va, r)| p.reusable(*va, r)).collect(),
+            None => vec![None; raw.len()],
+        };
         let mut pfns: Vec<u64> = if caps.kpage {
             raw.iter()
-                .filter(|(_, r)| needs_frame(r))
-                .map(|(_, r)| r.pagemap & kernel::PM_PFN_MASK)
+                .zip(&reused)
+                .filter(|((_, r), old)| old.is_none() && needs_frame(r))
+                .map(|((_, r), _)| r.pagemap & kernel::PM_PFN_MASK)
                 .collect()
         } else {
             Vec::new()
         };
         pfns.sort_unstable();
         pfns.dedup();
+        let t1 = std::time::Instant::now();
+        self.timing.pagemap += t1 - t0;
         let facts = self.reader.frame_facts(&pfns);
+        self.timing.frames += t1.elapsed();
         let mut out = Vec::with_capacity(raw.len());
-        for &(va, ref r) in &raw {
+        // The facts of each page (for its record).
+        let mut page_facts: Vec<Option<kernel::FrameFacts>> = vec![None; raw.len()];
+        for (n, &(va, ref r)) in raw.iter().enumerate() {
             let pm = r.pagemap;
             if pm & kernel::PM_PRESENT == 0
                 && pm & kernel::PM_SWAP != 0
@@ -1267,18 +1518,20 @@ impl LiveBackend {
             let pfn = pm & kernel::PM_PFN_MASK;
             // (order, index, anon-exclusive, kpagecount, flags of this page)
             let kp = if caps.kpage && needs_frame(r) {
-                pfns.binary_search(&pfn)
-                    .ok()
-                    .and_then(|k| facts[k])
-                    .map(|k| {
-                        (
-                            k.order,
-                            k.index,
-                            k.flags & kernel::KPF_ANON_EXCLUSIVE != 0,
-                            k.count,
-                            k.flags,
-                        )
-                    })
+                let f = match &reused[n] {
+                    Some(old) => old.facts,
+                    None => pfns.binary_search(&pfn).ok().and_then(|k| facts[k]),
+                };
+                page_facts[n] = f;
+                f.map(|k| {
+                    (
+                        k.order,
+                        k.index,
+                        k.flags & kernel::KPF_ANON_EXCLUSIVE != 0,
+                        k.count,
+                        k.flags,
+                    )
+                })
             } else {
                 None
             };
@@ -1322,26 +1575,74 @@ impl LiveBackend {
                 }),
             ));
         }
-        self.fill_tags(proc, &mut out)?;
+        let t0 = std::time::Instant::now();
+        // A tag known already: the page's own record, or (a page whose
+        // frame moved here) the frame's record at its old address.
+        let known: Vec<Option<(u64, bool)>> = reused
+            .iter()
+            .zip(&raw)
+            .map(|(o, (va, r))| match o {
+                Some(c) => c.tag,
+                None => pass
+                    .as_deref()
+                    .and_then(|p| p.tag_of_frame(*va, r))
+                    .map(|t| (t, true)),
+            })
+            .collect();
+        let tags = self.fill_tags(proc, &mut out, &known)?;
+        self.timing.tags += t0.elapsed();
+        if let Some(p) = &mut pass {
+            for (n, (&(va, ref r), obs)) in raw.iter().zip(&out).enumerate() {
+                if r.pagemap & kernel::PM_PRESENT == 0 || r.pagemap & kernel::PM_PFN_MASK == 0 {
+                    continue;
+                }
+                let anon = matches!(obs.state, PageState::Anon(_));
+                let tag = tags[n];
+                let facts = page_facts[n];
+                let complete =
+                    (!caps.kpage || !needs_frame(r) || facts.is_some()) && (!anon || tag.is_some());
+                p.record(
+                    CachedPage {
+                        addr: va,
+                        pagemap: r.pagemap,
+                        scan: r.scan,
+                        facts,
+                        tag,
+                        complete,
+                    },
+                    reused[n].is_some(),
+                );
+            }
+        }
         Ok(out)
     }
 
-    /// Ask the worker to load the tag of every present anon page: one
-    /// `READ_TAGS` request per run of consecutive anon pages, pipelined
-    /// ([`LiveBackend::read_tag_runs`]).
-    fn fill_tags(&mut self, proc: &str, pages: &mut [PageObs]) -> Result<(), BackendError> {
+    /// Load the tag of every present anon page of `pages` whose tag is not
+    /// `known` already (`known[i]`: the tag of `pages[i]` and whether it
+    /// could be loaded, from the previous observation): one run per stretch
+    /// of consecutive such pages, all runs in few requests
+    /// ([`LiveBackend::read_tag_runs`]). Returns each page's `(tag,
+    /// loaded)` (`None` for a page that is not anon); a page whose tag
+    /// cannot be loaded is recorded in `unknown_tags`.
+    fn fill_tags(
+        &mut self,
+        proc: &str,
+        pages: &mut [PageObs],
+        known: &[Option<(u64, bool)>],
+    ) -> Result<Vec<Option<(u64, bool)>>, BackendError> {
+        let is_anon = |p: &PageObs| matches!(p.state, PageState::Anon(_));
+        let wanted = |i: usize, pages: &[PageObs]| {
+            is_anon(&pages[i]) && known.get(i).is_none_or(|k| k.is_none())
+        };
         let mut runs: Vec<(usize, usize)> = Vec::new();
         let mut i = 0;
         while i < pages.len() {
-            if !matches!(pages[i].state, PageState::Anon(_)) {
+            if !wanted(i, pages) {
                 i += 1;
                 continue;
             }
             let mut j = i + 1;
-            while j < pages.len()
-                && matches!(pages[j].state, PageState::Anon(_))
-                && pages[j].addr == pages[j - 1].addr + PAGE
-            {
+            while j < pages.len() && wanted(j, pages) && pages[j].addr == pages[j - 1].addr + PAGE {
                 j += 1;
             }
             runs.push((i, j));
@@ -1352,65 +1653,94 @@ impl LiveBackend {
             .map(|&(i, j)| (pages[i].addr, (j - i) as u64))
             .collect();
         let answers = self.read_tag_runs(proc, &asks)?;
-        for (&(i, _), tags) in runs.iter().zip(answers) {
-            for (k, (tag, ok)) in tags.into_iter().enumerate() {
-                if let PageState::Anon(a) = &mut pages[i + k].state {
-                    a.tag = tag;
+        let mut got: Vec<Option<(u64, bool)>> = pages
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                if is_anon(p) {
+                    known.get(i).copied().flatten()
+                } else {
+                    None
                 }
-                if !ok {
-                    self.unknown_tags
-                        .insert((proc.to_string(), pages[i + k].addr));
-                }
+            })
+            .collect();
+        let mut next = answers.into_iter();
+        for &(i, j) in &runs {
+            for g in &mut got[i..j] {
+                *g = Some(next.next().unwrap_or((0, false)));
             }
         }
-        Ok(())
+        for (page, g) in pages.iter_mut().zip(&got) {
+            let Some((tag, ok)) = *g else { continue };
+            if let PageState::Anon(a) = &mut page.state {
+                a.tag = tag;
+            }
+            if !ok {
+                self.unknown_tags.insert((proc.to_string(), page.addr));
+            }
+        }
+        Ok(got)
     }
 
-    /// Tags of the pages of each run `(start, npages)`, as
-    /// [`LiveBackend::read_tags`] gives them for one run. The `READ_TAGS`
-    /// requests go out [`TAG_BATCH`] at a time in one write and the answers
-    /// are read back through one buffer: the worker serves the requests
-    /// back to back instead of waiting for ptlab between them, which for a
-    /// range of scattered single pages (every other page of uffd-move's
-    /// from-space) was most of an observation. A request batch is at most
-    /// 16 KiB, far below the socket's buffer, so writing it never waits for
-    /// the worker (which may wait for ptlab to read its answers).
+    /// Tags of the pages of each run `(start, npages)`, concatenated in
+    /// run order, each `(tag, loaded)` as [`LiveBackend::read_tags`] gives
+    /// them for one run. The runs go to the worker [`wire::TAG_LIST_MAX`]
+    /// at a time, each group as one `READ_TAG_LIST` request (one write of
+    /// at most 16 KiB, far below the socket's buffer, so writing it never
+    /// waits for the worker, which may wait for ptlab to read its answer),
+    /// and the answer, one stream of tags and fault counts, is read back
+    /// through one buffer. So a range of scattered single pages (every
+    /// other page of uffd-move's from-space: thousands of runs) costs a
+    /// few system calls on each side, not several per run.
     fn read_tag_runs(
         &mut self,
         proc: &str,
         runs: &[(u64, u64)],
-    ) -> Result<Vec<Vec<(u64, bool)>>, BackendError> {
+    ) -> Result<Vec<(u64, bool)>, BackendError> {
         let idx = self.proc_index(proc)?;
         let fd = self.procs[idx].chan.as_raw_fd();
         let died = || BackendError::Other(format!("worker for '{proc}' died"));
-        let mut out = Vec::with_capacity(runs.len());
+        let total: u64 = runs.iter().map(|r| r.1).sum();
+        let mut out: Vec<(u64, bool)> = Vec::with_capacity(total as usize);
         let mut answers = AnswerReader::new(fd);
+        // (run index, where its tags start in `out`) of runs with a fault.
         let mut refault = Vec::new();
-        for batch in runs.chunks(TAG_BATCH) {
-            let mut req = Vec::with_capacity(batch.len() * 8);
-            for &(start, n) in batch {
-                req.extend_from_slice(&[op::READ_TAGS, start, n, 0, 0, 0, 0, 0]);
+        let mut base = 0usize;
+        for group in runs.chunks(wire::TAG_LIST_MAX) {
+            let pages: u64 = group.iter().map(|r| r.1).sum();
+            let mut req = Vec::with_capacity(8 + 2 * group.len());
+            req.extend_from_slice(&[op::READ_TAG_LIST, group.len() as u64, pages, 0, 0, 0, 0, 0]);
+            for &(start, n) in group {
+                req.extend_from_slice(&[start, n]);
             }
             write_words(fd, &req)?;
-            for &(_, n) in batch {
-                let mut hdr: Resp = [0; 4];
-                let mut tags = vec![0u64; n as usize + 1];
-                if !answers.words(&mut hdr)? || !answers.words(&mut tags)? {
+            self.timing.tag_requests += 1;
+            self.timing.tags_loaded += pages;
+            let mut hdr: Resp = [0; 4];
+            if !answers.words(&mut hdr)? {
+                return Err(died());
+            }
+            let mut tags = Vec::new();
+            for (k, &(_, n)) in group.iter().enumerate() {
+                tags.resize(n as usize + 1, 0);
+                if !answers.words(&mut tags)? {
                     return Err(died());
                 }
                 let faults = tags.pop().unwrap_or(0);
                 if faults != 0 {
-                    refault.push(out.len());
+                    refault.push((base + k, out.len()));
                 }
-                out.push(tags.into_iter().map(|t| (t, true)).collect::<Vec<_>>());
+                out.extend(tags.iter().map(|&t| (t, true)));
             }
+            base += group.len();
         }
         debug_assert!(answers.is_empty());
         // Some page of these runs is not readable (PROT_NONE, exec-only):
         // find which, one page at a time.
-        for k in refault {
+        for (k, at) in refault {
             let (start, n) = runs[k];
-            out[k] = self.read_tags(proc, start, n)?;
+            let one = self.read_tags(proc, start, n)?;
+            out[at..at + n as usize].copy_from_slice(&one);
         }
         Ok(out)
     }
@@ -1448,34 +1778,74 @@ impl LiveBackend {
 
     /// Everything `proc` shows inside the territory.
     pub fn observe_live(&mut self, proc: &str) -> Result<Observation, BackendError> {
+        self.observe_proc(proc, None)
+    }
+
+    /// Everything `proc` shows inside the territory; with `pass`, taking
+    /// what it allows from the previous observation and recording this one.
+    fn observe_proc(
+        &mut self,
+        proc: &str,
+        mut pass: Option<&mut ProcPass<'_>>,
+    ) -> Result<Observation, BackendError> {
         let pid = self.procs[self.proc_index(proc)?].pid;
-        let smaps = kernel::read_smaps(pid)
-            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}")))?;
+        let t0 = std::time::Instant::now();
+        // smaps and VmLck: the previous read when no call since changed a
+        // VMA (crate::incremental; Rss and AnonHugePages are then counted
+        // from the pages, below).
+        let kept = pass.as_deref().and_then(|p| p.vmas).cloned();
+        let derive_rss = kept.is_some();
+        let vmas = match kept {
+            Some(v) => v,
+            None => incremental::VmaRecord {
+                smaps: kernel::read_smaps(pid).map_err(|e| {
+                    BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}"))
+                })?,
+                // The harness never locks memory: VmLck is the scenario's.
+                vm_lck_kb: kernel::read_status(pid)
+                    .map_err(|e| {
+                        BackendError::Other(format!("cannot read /proc/{pid}/status: {e}"))
+                    })?
+                    .get("VmLck")
+                    .copied()
+                    .unwrap_or(0),
+            },
+        };
         self.unknown_tags.retain(|(p, _)| p != proc);
         let mut obs = Observation {
             process: proc.to_string(),
+            vm_lck_kb: vmas.vm_lck_kb,
             ..Default::default()
         };
-        // The harness never locks memory: VmLck is the scenario's.
-        obs.vm_lck_kb = kernel::read_status(pid)
-            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/status: {e}")))?
-            .get("VmLck")
-            .copied()
-            .unwrap_or(0);
-        let numa_maps = kernel::read_numa_maps(pid)
-            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/numa_maps: {e}")))?;
-        for (i, s, e) in self.clipped(&smaps) {
+        // numa_maps walks the page tables: read it with smaps (a full
+        // read); a comparison that re-uses smaps derives it from the pages
+        // (one node here: every page on node 0), and the periodic and
+        // final full reads check the kernel's own lines.
+        let numa_maps = if derive_rss {
+            None
+        } else {
+            Some(kernel::read_numa_maps(pid).map_err(|e| {
+                BackendError::Other(format!("cannot read /proc/{pid}/numa_maps: {e}"))
+            })?)
+        };
+        self.timing.smaps += t0.elapsed();
+        let smaps = &vmas.smaps;
+        for (i, s, e) in self.clipped(smaps) {
             let v = &smaps[i];
-            let pages = self.page_states(proc, pid, s, e)?;
+            if let Some(p) = pass.as_deref_mut() {
+                p.readable = v.perms.starts_with('r');
+            }
+            let pages = self.page_states(proc, pid, s, e, pass.as_deref_mut())?;
             let whole = v.start == s && v.end == e;
-            obs.numa_maps.push(match numa_maps.get(&s) {
-                Some(n) if whole => n.clone(),
-                // A VMA the harness clips: its line covers the harness's
-                // part too; count the scenario's part from pagemap (one
-                // node: every page on node 0).
-                _ => numa_from_pages(s, &pages),
-            });
-            let (rss_kb, anon_huge_kb) = if whole {
+            obs.numa_maps
+                .push(match numa_maps.as_ref().and_then(|m| m.get(&s)) {
+                    Some(n) if whole => n.clone(),
+                    // A VMA the harness clips: its line covers the harness's
+                    // part too; count the scenario's part from pagemap (one
+                    // node: every page on node 0).
+                    _ => numa_from_pages(s, &pages),
+                });
+            let (rss_kb, anon_huge_kb) = if whole && !derive_rss {
                 (v.rss_kb, v.anon_huge_kb)
             } else {
                 let anon: Vec<&AnonPage> = pages
@@ -1503,7 +1873,12 @@ impl LiveBackend {
             });
             obs.pages.extend(pages);
         }
+        if let Some(p) = pass {
+            p.vmas_out = Some(vmas);
+        }
+        let t0 = std::time::Instant::now();
         obs.stats = self.stats();
+        self.timing.counters += t0.elapsed();
         Ok(obs)
     }
 
@@ -1572,6 +1947,9 @@ impl Drop for LiveBackend {
 impl Backend for LiveBackend {
     fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
         let none = Resolved::default();
+        // What the call may change, before it runs (a call that fails may
+        // still have changed something).
+        self.incr.note(proc, call);
         match call {
             Call::Mmap {
                 addr,
@@ -1591,6 +1969,7 @@ impl Backend for LiveBackend {
                 if !flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) {
                     got = self.unmerge_foreign(proc, got, plen, prot, flags)?;
                 }
+                self.incr.note_range(proc, got, got.saturating_add(plen));
                 merge_into(&mut self.territory, got, got.saturating_add(plen));
                 Ok(got)
             }
@@ -1649,6 +2028,8 @@ impl Backend for LiveBackend {
                     merge_into(&mut self.territory, n, n.saturating_add(page_len(*new_len)));
                 }
                 let got = Self::unit(r)?;
+                self.incr
+                    .note_range(proc, got, got.saturating_add(page_len(*new_len)));
                 merge_into(
                     &mut self.territory,
                     got,
@@ -1904,7 +2285,7 @@ impl Backend for LiveBackend {
             let (a, b) = (s.max(start & !(PAGE - 1)), e.min(end));
             if a < b {
                 let b = (b + PAGE - 1) & !(PAGE - 1);
-                out.extend(self.page_states(proc, pid, a, b)?);
+                out.extend(self.page_states(proc, pid, a, b, None)?);
             }
         }
         Ok(out)

@@ -21,6 +21,10 @@ pub(crate) const ST_FAULT: i64 = -100_000;
 /// is this large.
 pub(crate) const FIELD_UNTOUCHED: u64 = 0x8000_0000_0000_0000;
 
+/// Most runs one `READ_TAG_LIST` request names: 16 KiB of pairs, far below
+/// a socket's buffer, so writing a request never waits for the worker.
+pub(crate) const TAG_LIST_MAX: usize = 1024;
+
 pub(crate) mod op {
     pub const MMAP: u64 = 1; // addr len prot flags
     pub const MUNMAP: u64 = 2; // addr len
@@ -48,6 +52,10 @@ pub(crate) mod op {
     pub const SETRLIMIT: u64 = 21;
     pub const CAP_DROP: u64 = 22; // capability number: drop from the effective set
     pub const FILL: u64 = 23; // addr count: count one-page PROT_READ VMAs a page apart -> val = done
+    /// nruns npages, then `nruns` pairs (start, pages) as 2 * nruns more
+    /// words (at most [`super::TAG_LIST_MAX`] runs) -> header with `n_extra` =
+    /// npages + nruns, then per run its tags and its fault count.
+    pub const READ_TAG_LIST: u64 = 24;
 }
 
 /// What [`encode`] needs besides the call: what the backend resolved

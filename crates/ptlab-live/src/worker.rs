@@ -538,6 +538,7 @@ fn handle_op(r: &Req) {
             )),
             op::ACCESS => access(a[0], a[1], a[2] != 0, a[3] != 0, a[4]),
             op::READ_TAGS => read_tags(a[0], a[1]),
+            op::READ_TAG_LIST => read_tag_list(a[0], a[1]),
             op::FORK => fork_child(),
             op::EXIT => die(),
             op::UFFD_OPEN => uffd_open(a[0] as usize, a[1] != 0, (a[2] != 0).then_some(a[3])),
@@ -706,6 +707,67 @@ fn read_tags(start: u64, npages: u64) {
         die_if_orphaned();
     }
     if !write_all(CHAN_FD, words_bytes(&[faults])) {
+        die();
+    }
+}
+
+/// `READ_TAG_LIST`: the tags of `nruns` runs whose `(start, pages)`
+/// pairs follow the request on the channel (`npages` pages in all, as
+/// ptlab counted them), answered as one stream: a header, then per run
+/// its tags and its fault count, written through one buffer. The pairs
+/// are read a few at a time (the worker allocates nothing); ptlab has
+/// written them all before it reads the answer, so neither side waits
+/// for the other.
+fn read_tag_list(nruns: u64, npages: u64) {
+    use crate::wire::TAG_LIST_MAX;
+    let nruns = nruns.min(TAG_LIST_MAX as u64);
+    let hdr: Resp = [0, 0, 0, npages.saturating_add(nruns)];
+    let mut out = [0u64; 512];
+    let mut used = 0usize;
+    let push = |w: u64, out: &mut [u64; 512], used: &mut usize| {
+        out[*used] = w;
+        *used += 1;
+        if *used == out.len() {
+            if !write_all(CHAN_FD, words_bytes(&out[..])) {
+                die();
+            }
+            *used = 0;
+        }
+    };
+    if !write_all(CHAN_FD, words_bytes(&hdr)) {
+        die();
+    }
+    let mut pairs = [0u64; 128];
+    let mut left = nruns;
+    let mut since_check = 0u64;
+    while left > 0 {
+        let k = left.min(pairs.len() as u64 / 2) as usize;
+        if !read_exact(CHAN_FD, words_bytes_mut(&mut pairs[..2 * k])) {
+            die();
+        }
+        for r in 0..k {
+            let (start, n) = (pairs[2 * r], pairs[2 * r + 1]);
+            let mut faults = 0u64;
+            for i in 0..n {
+                let v = match probe_read(start.wrapping_add(i * 4096)) {
+                    Ok(v) => v,
+                    Err(()) => {
+                        faults += 1;
+                        0
+                    }
+                };
+                push(v, &mut out, &mut used);
+            }
+            push(faults, &mut out, &mut used);
+            since_check += n + 1;
+            if since_check >= ORPHAN_CHECK_PAGES {
+                since_check = 0;
+                die_if_orphaned();
+            }
+        }
+        left -= k as u64;
+    }
+    if used > 0 && !write_all(CHAN_FD, words_bytes(&out[..used])) {
         die();
     }
 }

@@ -262,6 +262,16 @@ struct DiffArgs {
     #[arg(long)]
     checkpoints_only: bool,
 
+    /// Read every page's kpageflags, kpagecount and contents, and every
+    /// process's smaps, at every comparison. By default a per-statement
+    /// comparison re-uses those reads for pages and VMAs no statement since
+    /// the last comparison can have changed (by what each statement names
+    /// and which pagemap entries changed), and reads everything every 64
+    /// comparisons and once more at the end (docs/live.md, "How fast a diff
+    /// is"). Slower; for checking that re-use
+    #[arg(long)]
+    read_everything: bool,
+
     #[command(flatten)]
     scenario: ScenarioArgs,
 
@@ -714,6 +724,7 @@ fn diff(args: &DiffArgs) -> Result<u8> {
     let opts = ptlab_live::DiffOptions {
         arch: args.arch.kind(),
         every_step: !args.checkpoints_only,
+        incremental: !args.read_everything,
         limits: args.limits.limits(),
         before: args.scenario.before(),
         params: args.scenario.params.clone(),
