@@ -62,11 +62,22 @@ pub(crate) struct Resolved {
 }
 
 /// `__NR_mseal` (the same number on x86-64 and arm64).
-const SYS_MSEAL: u64 = 462;
+pub(crate) const SYS_MSEAL: u64 = 462;
 /// `CAP_IPC_LOCK` (include/uapi/linux/capability.h).
-const CAP_IPC_LOCK: u64 = 14;
+pub(crate) const CAP_IPC_LOCK: u64 = 14;
 /// `MLOCK_ONFAULT` (include/uapi/asm-generic/mman-common.h).
-const MLOCK_ONFAULT: u64 = 1;
+pub(crate) const MLOCK_ONFAULT: u64 = 1;
+
+/// The userfaultfd ioctl numbers (include/uapi/linux/userfaultfd.h, x86-64
+/// `_IOWR(0xAA, nr, struct)`), used by the worker and by `export-c`.
+pub(crate) mod ioctl {
+    pub const UFFDIO_API: u64 = 0xC018_AA3F;
+    pub const UFFDIO_REGISTER: u64 = 0xC020_AA00;
+    pub const UFFDIO_UNREGISTER: u64 = 0x8010_AA01;
+    pub const UFFDIO_COPY: u64 = 0xC028_AA03;
+    pub const UFFDIO_ZEROPAGE: u64 = 0xC020_AA04;
+    pub const UFFDIO_MOVE: u64 = 0xC028_AA05;
+}
 
 /// The worker request that makes `call` in the calling process; `None` for
 /// the machine-wide settings, which the backend makes itself (sysfs,

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 /// The fd number the worker's channel lives at.
 pub(crate) const CHAN_FD: libc::c_int = 3;
 
-use crate::wire::{op, Req, Resp, FIELD_UNTOUCHED, ST_FAULT};
+use crate::wire::{ioctl, op, Req, Resp, FIELD_UNTOUCHED, ST_FAULT};
 
 /// Soft limits the scenario set for RLIMIT_AS and RLIMIT_DATA, applied
 /// only while the worker makes a scenario's mmap/mprotect/mremap call (the
@@ -543,7 +543,7 @@ fn handle_op(r: &Req) {
             op::UFFD_OPEN => uffd_open(a[0] as usize, a[1] != 0, (a[2] != 0).then_some(a[3])),
             op::UFFD_API => {
                 let mut api: [u64; 3] = [a[0], a[1], 0];
-                uffd_ioctl(0xC018_AA3F, api.as_mut_ptr(), Some(1));
+                uffd_ioctl(ioctl::UFFDIO_API, api.as_mut_ptr(), Some(1));
             }
             op::UFFD_SELECT => {
                 if (a[0] as usize) < UFFD_SLOTS {
@@ -555,20 +555,20 @@ fn handle_op(r: &Req) {
             }
             op::UFFD_REGISTER => {
                 let mut reg: [u64; 4] = [a[0], a[1], a[2], 0];
-                uffd_ioctl(0xC020_AA00, reg.as_mut_ptr(), None);
+                uffd_ioctl(ioctl::UFFDIO_REGISTER, reg.as_mut_ptr(), None);
             }
             op::UFFD_UNREGISTER => {
                 let mut range: [u64; 2] = [a[0], a[1]];
-                uffd_ioctl(0x8010_AA01, range.as_mut_ptr(), None);
+                uffd_ioctl(ioctl::UFFDIO_UNREGISTER, range.as_mut_ptr(), None);
             }
             op::UFFD_COPY => uffd_copy(a[0], a[1], a[2], a[3] != 0, a[4], a[5]),
             op::UFFD_ZEROPAGE => {
                 let mut z: [u64; 4] = [a[0], a[1], a[2], FIELD_UNTOUCHED];
-                uffd_ioctl(0xC020_AA04, z.as_mut_ptr(), Some(3));
+                uffd_ioctl(ioctl::UFFDIO_ZEROPAGE, z.as_mut_ptr(), Some(3));
             }
             op::UFFD_MOVE => {
                 let mut m: [u64; 5] = [a[0], a[1], a[2], a[3], FIELD_UNTOUCHED];
-                uffd_ioctl(0xC028_AA05, m.as_mut_ptr(), Some(4));
+                uffd_ioctl(ioctl::UFFDIO_MOVE, m.as_mut_ptr(), Some(4));
             }
             op::PING => reply(0, libc::getpid() as u64, 0),
             op::SETRLIMIT => {
@@ -803,7 +803,7 @@ fn uffd_open(slot: usize, api: bool, flags: Option<u64>) {
         // UFFD_FEATURE_SIGBUS: a missing fault raises SIGBUS instead of
         // blocking the worker forever (there is no fault-handling thread).
         let mut req: [u64; 3] = [0xAA, 1 << 7, 0];
-        if api && libc::ioctl(fd, 0xC018_AA3F, req.as_mut_ptr()) < 0 {
+        if api && libc::ioctl(fd, ioctl::UFFDIO_API, req.as_mut_ptr()) < 0 {
             let e = errno();
             libc::close(fd);
             reply(-e, 0, 0);
@@ -843,7 +843,7 @@ fn uffd_ioctl_raw(req: u64, arg: *mut u64, out: Option<usize>) -> (i64, u64) {
 fn uffd_copy(dst: u64, src: u64, len: u64, has_tag: bool, tag: u64, mode: u64) {
     if !has_tag {
         let mut c: [u64; 5] = [dst, src, len, mode, FIELD_UNTOUCHED];
-        uffd_ioctl(0xC028_AA03, c.as_mut_ptr(), Some(4));
+        uffd_ioctl(ioctl::UFFDIO_COPY, c.as_mut_ptr(), Some(4));
         return;
     }
     // A source buffer holding the tag in every page, fenced by PROT_NONE
@@ -880,7 +880,7 @@ fn uffd_copy(dst: u64, src: u64, len: u64, has_tag: bool, tag: u64, mode: u64) {
             let _ = probe_write(buf + i * 4096, tag);
         }
         let mut c: [u64; 5] = [dst, buf, len, mode, FIELD_UNTOUCHED];
-        let (r, field) = uffd_ioctl_raw(0xC028_AA03, c.as_mut_ptr(), Some(4));
+        let (r, field) = uffd_ioctl_raw(ioctl::UFFDIO_COPY, c.as_mut_ptr(), Some(4));
         // Unmap before replying: the observer reads the maps as soon as it
         // has the reply, and must not see this buffer (it may sit inside a
         // range the scenario unmapped earlier).
