@@ -938,6 +938,12 @@ impl<'a> Gen<'a> {
             o.push_str("\tstat_base[0] = 0;\n");
         }
         o.push_str(&self.body);
+        let mut vars: Vec<&String> = self.script.names.iter().collect();
+        vars.sort();
+        vars.dedup();
+        for v in vars {
+            let _ = writeln!(o, "\t(void)v_{v}; (void)s_{v};");
+        }
         o.push_str("\t(void)stat_base;\n\treturn done();\n}\n");
         o
     }

@@ -169,6 +169,20 @@ static void __attribute__((noinline)) prefault_stack(void)
 		buf[i] = 1;
 }
 
+/* Write every global the worker uses, so that its first use during the
+ * scenario takes no fault (which could allocate a THP of the program's own
+ * .bss and move the THP counters the scenario checks). */
+static void touch_worker_globals(void)
+{
+	memset(&fault_jb, 0, sizeof(fault_jb));
+	fault_addr = fault_addr;
+	fault_sig = fault_sig;
+	chan = chan;
+	for (int i = 0; i < NUFFD; i++)
+		((volatile int *)uffds)[i] = uffds[i];
+	errno = 0;
+}
+
 /* After a fork, in parent and child: the worker's own copy-on-write faults
  * now, then drain this CPU's folio batches (MADV_COLD of a stack page:
  * madvise_cold() starts with lru_add_drain()), as ptlab's worker does. */
@@ -176,9 +190,7 @@ static void settle_after_fork(void)
 {
 	volatile char here = 1;
 	prefault_stack();
-	fault_addr = fault_addr;
-	for (int i = 0; i < NUFFD; i++)
-		((volatile int *)uffds)[i] = uffds[i];
+	touch_worker_globals();
 	madvise((void *)((uintptr_t)&here & ~(uintptr_t)4095), 4096, MADV_COLD);
 	errno = 0;
 }
@@ -400,6 +412,9 @@ static void worker_start(int me)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGSEGV, &sa, NULL);
 	sigaction(SIGBUS, &sa, NULL);
+	/* The coordinator runs without THP (its own memory must not move the
+	 * global THP counters); the scenario sees the machine's policy. */
+	prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
 	/* Pin to one CPU: copy-on-write reuse and MADV_PAGEOUT/COLD drain only
 	 * the local CPU's LRU-add batch (docs/divergences.md H7, H9). */
 	if (cpu >= 0) {
@@ -411,6 +426,7 @@ static void worker_start(int me)
 	 * scenario's first mapping cannot merge with one of them. */
 	mmap(NULL, 4096, PROT_NONE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	prefault_stack();
+	touch_worker_globals();
 	serve();
 }
 
@@ -583,6 +599,16 @@ static struct res do_uffd(int p, int line, int slot, u64 nr, int field, int tagg
 
 /* ---- THP knobs and swap -------------------------------------------------- */
 
+/* Copy a string, cutting it to fit. */
+static void copy_str(char *dst, size_t n, const char *src)
+{
+	size_t k = strlen(src);
+	if (k >= n)
+		k = n - 1;
+	memcpy(dst, src, k);
+	dst[k] = 0;
+}
+
 static int read_choice(const char *path, char *out, size_t n)
 {
 	char buf[256];
@@ -599,10 +625,10 @@ static int read_choice(const char *path, char *out, size_t n)
 		char *nl = strchr(buf, '\n');
 		if (nl)
 			*nl = 0;
-		snprintf(out, n, "%s", buf);
+		copy_str(out, n, buf);
 	} else {
 		*b = 0;
-		snprintf(out, n, "%s", a + 1);
+		copy_str(out, n, a + 1);
 	}
 	return 0;
 }
@@ -623,8 +649,8 @@ static int knob_set(int line, const char *path, const char *mode)
 	if (i == nknobs) {
 		if (nknobs == 16)
 			rt_error(line, "too many knobs");
-		snprintf(knobs[i].path, sizeof(knobs[i].path), "%s", path);
-		snprintf(knobs[i].old, sizeof(knobs[i].old), "%s", old);
+		copy_str(knobs[i].path, sizeof(knobs[i].path), path);
+		copy_str(knobs[i].old, sizeof(knobs[i].old), old);
 		nknobs++;
 	}
 	int fd = open(path, O_WRONLY);
@@ -849,14 +875,14 @@ static int read_smaps(int p, struct vma *v, int max)
 			memset(&v[n], 0, sizeof(v[n]));
 			v[n].start = a;
 			v[n].end = b;
-			snprintf(v[n].perms, sizeof(v[n].perms), "%s", perms);
+			copy_str(v[n].perms, sizeof(v[n].perms), perms);
 			n++;
 		} else if (n && sscanf(line, "AnonHugePages: %llu kB", &kb) == 1) {
 			v[n - 1].anon_huge_kb = kb;
 		} else if (n && sscanf(line, "LazyFree: %llu kB", &kb) == 1) {
 			v[n - 1].lazyfree_kb = kb;
 		} else if (n && !strncmp(line, "VmFlags:", 8)) {
-			snprintf(v[n - 1].flags, sizeof(v[n - 1].flags), "%s", line + 8);
+			copy_str(v[n - 1].flags, sizeof(v[n - 1].flags), line + 8);
 		}
 	}
 	fclose(f);
@@ -1259,6 +1285,10 @@ static void expect_page(int p, int line, const char *text, u64 addr, u64 len, co
 static void start(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* No THP for the coordinator: its own faults (stdio, the tables it
+	 * reads /proc into) must not move the global THP counters a scenario
+	 * checks. The workers switch it back on (ptlab does the same). */
+	prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
 	atexit(restore_all);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -1286,6 +1316,9 @@ static void start(void)
 	P[0].pid = pid;
 	P[0].alive = 1;
 	P[0].direct = 1;
+	/* Wait until the worker has taken its own start-up faults, before any
+	 * knob the scenario writes applies to them. */
+	call(0, 0, OP_SYSCALL, SYS_getpid, 0, 0, 0, 0, 0, 0);
 }
 
 static int done(void)
