@@ -948,3 +948,86 @@ impl<'a> Gen<'a> {
         o
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn export(src: &str) -> Result<String, ExportError> {
+        let script = ptlab_scenario::parse("t.ptl", src).expect("parses");
+        export_c(&script, &[])
+    }
+
+    #[test]
+    fn strings_are_escaped_for_c() {
+        assert_eq!(c_str(r#"a"b\c?"#), r#""a\"b\\c\?""#);
+        assert_eq!(c_str("é"), "\"\\303\\251\"");
+        assert_eq!(c_comment("x */ y /* z"), "x * / y / * z");
+    }
+
+    #[test]
+    fn flags_come_from_the_shared_types() {
+        let c = export("p = mmap 64K at 0x7f0000000000 noreplace prot r populate\n").unwrap();
+        let flags = (MapFlags::PRIVATE | MapFlags::ANONYMOUS).bits();
+        let add = (MapFlags::FIXED_NOREPLACE | MapFlags::POPULATE).bits();
+        let prot = Prot::READ.bits();
+        assert!(
+            c.contains(&format!(
+                "do_mmap(cur, 1, 0x7f0000000000ULL, 0x10000ULL, {prot:#x}ULL, {flags:#x}ULL | {add:#x}ULL)"
+            )),
+            "{c}"
+        );
+        let c = export("p = mmap 8K\nmadvise p 4K guard_install\n").unwrap();
+        assert!(
+            c.contains(&format!(
+                "(u64)(int){}",
+                Advice::from_name("guard_install").unwrap().value()
+            )),
+            "{c}"
+        );
+        assert!(c.contains(&format!(
+            "#define UFFDIO_MOVE {:#x}ULL",
+            wire::ioctl::UFFDIO_MOVE
+        )));
+    }
+
+    #[test]
+    fn expressions_keep_checked_arithmetic_and_bindings() {
+        let c = export("let a = 4K\nlet b = align_up(a + 1, 2M) - a * 2 | 1\n").unwrap();
+        assert!(
+            c.contains(
+                "v_b = (x_sub(x_align_up(x_add(var(s_a, v_a, \"a\", 2), 0x1ULL, 2), 0x200000ULL, 2), \
+                 x_mul(var(s_a, v_a, \"a\", 2), 0x2ULL, 2), 2) | 0x1ULL); s_b = 1;"
+            ),
+            "{c}"
+        );
+    }
+
+    #[test]
+    fn processes_and_handles_get_slots() {
+        let c = export(
+            "p = mmap 4K\nuffd open\nfork child\n@child uffd open v\n@child uffd register p 4K missing via main\n",
+        )
+        .unwrap();
+        assert!(c.contains("#define NPROC 2"), "{c}");
+        assert!(c.contains("static const char *const PROC_NAMES[] = { \"main\", \"child\" };"));
+        // handles: main, child (own), then v
+        assert!(c.contains("#define NUFFD 3"), "{c}");
+        assert!(c.contains("OP_UFFD_OPEN, 2, 1,"), "{c}");
+        assert!(c.contains("do_uffd(cur, 5, 0, "), "{c}");
+        assert!(c.contains("{ int pc = cur; cur = 1;"), "{c}");
+    }
+
+    #[test]
+    fn refusals_name_the_line() {
+        let e = export("p = mmap 4K\nfill p headroom 3\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("t.ptl:2: 'fill p headroom 3' cannot be exported"),
+            "{e}"
+        );
+        let e = export("let s = 64K\nthp s always\n").unwrap_err();
+        assert!(e.to_string().contains("t.ptl:2:"), "{e}");
+        assert!(export("thp 64K always\nthp 2M inherit\n").is_ok());
+    }
+}
