@@ -47,7 +47,7 @@ pub enum ExportError {
 
 /// Which `expect` kinds the C program checks (the rest become comments).
 pub const EXPORTED_CHECKS: &str = "expect ok, errno, ret, segv, uffd; expect maps, page \
-    (every attribute), pfn, stat, vmflags, anonhuge, lazyfree, vmlck, value";
+    (every attribute), pfn, stat, vmflags, anonhuge, lazyfree, vmlck, bytes, value";
 /// What the C program leaves as comments.
 pub const COMMENT_ONLY: &str = "observe, expect invariants (model-only), before (one kernel)";
 
@@ -367,6 +367,18 @@ impl<'a> Gen<'a> {
         let l = s.pos.line;
         Ok(match op {
             Op::Syscall(sc) => self.syscall(s, sc, None)?,
+            Op::Access(Access {
+                addr,
+                len,
+                fill: Some(f),
+                ..
+            }) => format!(
+                "do_fill(cur, {l}, {}, {}, {}, {})",
+                self.expr(addr),
+                u8::from(len.is_some()),
+                self.opt(len.as_ref(), 0),
+                self.expr(f)
+            ),
             Op::Access(a) => {
                 let addr = self.expr(&a.addr);
                 let len = self.opt(a.len.as_ref(), 4096);
@@ -830,6 +842,20 @@ impl<'a> Gen<'a> {
                     self.expr(addr),
                     u8::from(lazy),
                     self.expr(size)
+                ));
+            }
+            Expect::Bytes {
+                addr,
+                len,
+                fill,
+                value,
+            } => {
+                self.line(&format!(
+                    "expect_bytes(cur, {l}, {text}, {}, {}, {}, {});",
+                    self.expr(addr),
+                    self.expr(len),
+                    u8::from(*fill),
+                    self.expr(value)
                 ));
             }
             Expect::VmLck { size } => {

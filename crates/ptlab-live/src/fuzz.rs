@@ -1967,6 +1967,14 @@ mod tests {
         ) -> Result<ptlab_model::observe::PageRuns, BackendError> {
             Ok(Default::default())
         }
+        fn read_bytes(
+            &mut self,
+            _: &str,
+            _: u64,
+            len: u64,
+        ) -> Result<Vec<Option<u8>>, BackendError> {
+            Ok(vec![None; len as usize])
+        }
         fn check_invariants(&mut self) -> Result<(), Vec<String>> {
             Ok(())
         }

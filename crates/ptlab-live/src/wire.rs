@@ -28,7 +28,7 @@ pub(crate) mod op {
     pub const MPROTECT: u64 = 4; // addr len prot
     pub const MREMAP: u64 = 5; // addr old new flags new_addr
     pub const ACCESS: u64 = 6; // start len write has_tag tag
-    pub const READ_TAGS: u64 = 7; // start npages -> npages tags + fault count
+    pub const READ_TAGS: u64 = 7; // start n [stride] -> n words (stride 0: a page) + fault count
     pub const FORK: u64 = 8; // -> val = child pid, fd via SCM_RIGHTS
     pub const EXIT: u64 = 9; // no answer: the channel reaches EOF
     pub const UFFD_OPEN: u64 = 10; // slot api has_flags flags
@@ -48,6 +48,7 @@ pub(crate) mod op {
     pub const SETRLIMIT: u64 = 21;
     pub const CAP_DROP: u64 = 22; // capability number: drop from the effective set
     pub const FILL: u64 = 23; // addr count: count one-page PROT_READ VMAs a page apart -> val = done
+    pub const FILL_BYTES: u64 = 24; // addr len byte: memset, page by page; a fault stops it
 }
 
 /// What [`encode`] needs besides the call: what the backend resolved
@@ -154,6 +155,9 @@ pub(crate) fn encode(call: &Call, at: &Resolved) -> Option<Req> {
                 tag.unwrap_or(0),
             ],
         ),
+        Call::FillBytes { addr, len, byte } => {
+            req(op::FILL_BYTES, &[*addr, *len, u64::from(*byte)])
+        }
         Call::Fork { .. } => req(op::FORK, &[]),
         Call::Exit => req(op::EXIT, &[]),
         Call::PrctlThp(PrctlThp::Set { disable, flags }) => {

@@ -138,6 +138,16 @@ core::arch::global_asm!(
     "    mov qword ptr [rdi], rsi",
     "    ret",
     ".p2align 4",
+    ".globl ptlab_live_probe_write_byte",
+    ".hidden ptlab_live_probe_write_byte",
+    "ptlab_live_probe_write_byte:",
+    "    xor eax, eax",
+    ".globl ptlab_live_probe_write_byte_insn",
+    ".hidden ptlab_live_probe_write_byte_insn",
+    "ptlab_live_probe_write_byte_insn:",
+    "    mov byte ptr [rdi], sil",
+    "    ret",
+    ".p2align 4",
     ".globl ptlab_live_probe_fixup",
     ".hidden ptlab_live_probe_fixup",
     "ptlab_live_probe_fixup:",
@@ -150,6 +160,8 @@ core::arch::global_asm!(
 extern "C" {
     fn ptlab_live_probe_read(addr: u64, out: *mut u64) -> u32;
     fn ptlab_live_probe_write(addr: u64, val: u64) -> u32;
+    fn ptlab_live_probe_write_byte(addr: u64, val: u64) -> u32;
+    static ptlab_live_probe_write_byte_insn: [u8; 0];
     static ptlab_live_probe_read_insn: [u8; 0];
     static ptlab_live_probe_write_insn: [u8; 0];
     static ptlab_live_probe_fixup: [u8; 0];
@@ -177,7 +189,8 @@ extern "C" fn fault_handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *
         let rip = &mut (*uc).uc_mcontext.gregs[libc::REG_RIP as usize];
         let read = core::ptr::addr_of!(ptlab_live_probe_read_insn) as i64;
         let write = core::ptr::addr_of!(ptlab_live_probe_write_insn) as i64;
-        if *rip == read || *rip == write {
+        let write_byte = core::ptr::addr_of!(ptlab_live_probe_write_byte_insn) as i64;
+        if *rip == read || *rip == write || *rip == write_byte {
             FAULT_ADDR.store((*info).si_addr() as u64, Ordering::Relaxed);
             FAULT_SIG.store(sig as u64, Ordering::Relaxed);
             *rip = core::ptr::addr_of!(ptlab_live_probe_fixup) as i64;
@@ -209,6 +222,22 @@ fn probe_write(addr: u64, val: u64) -> Result<(), ()> {
     } else {
         Err(())
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn probe_write_byte(addr: u64, val: u8) -> Result<(), ()> {
+    // SAFETY: the probe is a single byte store; a fault is turned into a return of 1.
+    let r = unsafe { ptlab_live_probe_write_byte(addr, u64::from(val)) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn probe_write_byte(_addr: u64, _val: u8) -> Result<(), ()> {
+    Err(())
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -537,7 +566,8 @@ fn handle_op(r: &Req) {
                 a[4],
             )),
             op::ACCESS => access(a[0], a[1], a[2] != 0, a[3] != 0, a[4]),
-            op::READ_TAGS => read_tags(a[0], a[1]),
+            op::READ_TAGS => read_tags(a[0], a[1], if a[2] == 0 { 4096 } else { a[2] }),
+            op::FILL_BYTES => fill_bytes(a[0], a[1], a[2] as u8),
             op::FORK => fork_child(),
             op::EXIT => die(),
             op::UFFD_OPEN => uffd_open(a[0] as usize, a[1] != 0, (a[2] != 0).then_some(a[3])),
@@ -677,9 +707,55 @@ fn access(start: u64, len: u64, write: bool, has_tag: bool, tag: u64) {
     reply(0, 0, 0);
 }
 
-/// Loads offset 0 of `npages` pages from `start`; the caller only asks for
-/// pages pagemap showed present, so no load faults a page in.
-fn read_tags(start: u64, npages: u64) {
+/// memset(addr, byte, len), page by page in address order: each page's
+/// first store is a byte store at the range's first byte in it (the write
+/// fault a program's memset takes), the aligned words inside the range are
+/// stored whole, the edges byte by byte. A fault stops it and is answered
+/// like an access's.
+fn fill_bytes(addr: u64, len: u64, byte: u8) {
+    let Some(end) = addr.checked_add(len) else {
+        reply(ST_FAULT, addr, libc::SIGSEGV as u64);
+        return;
+    };
+    let word = u64::from_ne_bytes([byte; 8]);
+    let mut at = addr;
+    let mut pages = 0u64;
+    while at < end {
+        let page_end = (at & !4095).saturating_add(4096).min(end);
+        let mut ok = probe_write_byte(at, byte).is_ok();
+        let mut a = at + 1;
+        while ok && a < page_end {
+            ok = if a.is_multiple_of(8) && a + 8 <= page_end {
+                let r = probe_write(a, word);
+                a += 8;
+                r.is_ok()
+            } else {
+                let r = probe_write_byte(a, byte);
+                a += 1;
+                r.is_ok()
+            };
+        }
+        if !ok {
+            reply(
+                ST_FAULT,
+                FAULT_ADDR.load(Ordering::Relaxed),
+                FAULT_SIG.load(Ordering::Relaxed),
+            );
+            return;
+        }
+        at = page_end;
+        pages += 1;
+        if pages.is_multiple_of(ORPHAN_CHECK_PAGES) {
+            die_if_orphaned();
+        }
+    }
+    reply(0, 0, 0);
+}
+
+/// Loads the word at `start + k * stride` for `k < n` (offset 0 of `n`
+/// pages with the page stride); the caller only asks for pages pagemap
+/// showed present, so no load faults a page in.
+fn read_tags(start: u64, npages: u64, stride: u64) {
     let hdr: Resp = [0, 0, 0, npages.saturating_add(1)];
     if !write_all(CHAN_FD, words_bytes(&hdr)) {
         die();
@@ -690,7 +766,7 @@ fn read_tags(start: u64, npages: u64) {
     while done < npages {
         let n = (npages - done).min(buf.len() as u64) as usize;
         for (i, slot) in buf.iter_mut().enumerate().take(n) {
-            let addr = start.wrapping_add((done + i as u64) * 4096);
+            let addr = start.wrapping_add((done + i as u64) * stride);
             *slot = match probe_read(addr) {
                 Ok(v) => v,
                 Err(()) => {

@@ -13,8 +13,10 @@ use std::collections::BTreeMap;
 pub struct SwapSlot {
     /// Swap PTEs referring to the slot (`swap_count()`).
     pub count: u32,
-    /// The page's data (the tag the page held).
+    /// The page's data: the tag the page held, and the rest of its bytes
+    /// when it was not a tag page ([`crate::core::content`]).
     pub tag: u64,
+    pub rest: Option<crate::core::content::PageRest>,
     /// The swap-cache folio (order 0), holding one reference.
     pub cache: Option<Pfn>,
 }
@@ -50,7 +52,11 @@ impl SwapDevice {
             .map(|(&off, _)| off)
     }
 
-    pub(crate) fn alloc(&mut self, tag: u64) -> Option<u64> {
+    pub(crate) fn alloc(
+        &mut self,
+        tag: u64,
+        rest: Option<crate::core::content::PageRest>,
+    ) -> Option<u64> {
         let mut off = 1;
         for &k in self.slots.keys() {
             if k != off {
@@ -66,6 +72,7 @@ impl SwapDevice {
             SwapSlot {
                 count: 1,
                 tag,
+                rest,
                 cache: None,
             },
         );

@@ -326,7 +326,8 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
         // folio_dup_swap() below adds this PTE's count.
         Some(off) => off,
         None => {
-            let Some(off) = phys.swap.alloc(tag) else {
+            let rest = phys.contents.get(pte.pfn.0).cloned();
+            let Some(off) = phys.swap.alloc(tag, rest) else {
                 return;
             };
             count_swap_map(&phys.hw, 1);
