@@ -2033,6 +2033,22 @@ mod tests {
             ("main", Call::PrctlThp(PrctlThp::Get)),
             (
                 "main",
+                Call::FillBytes {
+                    addr: 0x7f00_0000_0064,
+                    len: 4000,
+                    byte: 0xaa,
+                },
+            ),
+            (
+                "c1",
+                Call::FillBytes {
+                    addr: 0x7f00_0000_1000,
+                    len: 8192,
+                    byte: 0,
+                },
+            ),
+            (
+                "main",
                 Call::FillVmas {
                     addr: 0x1000_0000,
                     headroom: 3,

@@ -147,6 +147,11 @@ impl Contents {
         }
     }
 
+    /// The frames that have a rest, in order.
+    pub fn frames(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.keys().copied()
+    }
+
     /// How many pages have a rest.
     pub fn len(&self) -> usize {
         self.0.len()

@@ -1078,6 +1078,7 @@ impl PhysMem {
             let pfn = folio.head.add(i);
             let mapped = l.mapcount.get(i as usize);
             if mapped == 0 {
+                self.contents.forget(pfn.0, 1);
                 self.alloc.free(pfn, Order::ZERO);
                 continue;
             }
