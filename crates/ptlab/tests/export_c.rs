@@ -86,7 +86,8 @@ fn knob_lock(limit: Duration) -> Option<ThpLock> {
 }
 
 /// Shipped scenarios covering mmap, mremap, mprotect, madvise, fork,
-/// userfaultfd, guard markers, mseal, mlock, THP knobs and swap.
+/// userfaultfd, guard markers, mseal, mlock, THP knobs, swap and page
+/// contents (`write ... fill`, `expect bytes`).
 const SCENARIOS: &[&str] = &[
     "mmap-errors-and-placement",
     "vma-merge-mmap",
@@ -130,6 +131,8 @@ const SCENARIOS: &[&str] = &[
     "mlock-04-munlock-batch-cow",
     "swap-01-pageout-small",
     "swap-07-fork-write-parent",
+    "swap-19-fill-bytes",
+    "uffd-27-fill-unaligned-copy",
 ];
 
 #[test]
