@@ -8,7 +8,7 @@
  *
  * Exit status: 0 every check held, 1 a check failed, 2 a runtime error.
  * It needs root (pagemap frame numbers, kpageflags, THP knobs, swapon);
- * THP knobs it writes are put back on exit. Checked: expect ok, errno, ret, segv, uffd; expect maps, page (every attribute), pfn, stat, vmflags, anonhuge, lazyfree, vmlck, value.
+ * THP knobs it writes are put back on exit. Checked: expect ok, errno, ret, segv, uffd; expect maps, page (every attribute), pfn, stat, vmflags, anonhuge, lazyfree, vmlck, bytes, value.
  * Left as comments: observe, expect invariants (model-only), before (one kernel).
  */
 #define SCENARIO "k1-mlock-cow-no-reuse.ptl"
@@ -81,7 +81,7 @@ typedef int64_t s64;
 
 enum { OP_MMAP = 1, OP_MUNMAP, OP_MADVISE, OP_MPROTECT, OP_MREMAP, OP_ACCESS,
        OP_READ_TAG, OP_FORK, OP_EXIT, OP_UFFD_OPEN, OP_UFFD_IOCTL, OP_SYSCALL,
-       OP_PRCTL, OP_SETRLIMIT, OP_CAP_DROP };
+       OP_PRCTL, OP_SETRLIMIT, OP_CAP_DROP, OP_FILL_BYTES };
 
 struct req { u64 op, a[7]; };
 struct resp { s64 st; u64 val, aux, field; };
@@ -256,6 +256,19 @@ static void access_range(u64 start, u64 len, int wr, int has_tag, u64 tag)
 	wreply(0, 0, 0, 0);
 }
 
+/* memset(addr, byte, len) with byte stores, page by page: a fault stops it. */
+static void fill_bytes(u64 addr, u64 len, u64 byte)
+{
+	volatile u64 a;
+	if (sigsetjmp(fault_jb, 1)) {
+		wreply(ST_FAULT, fault_addr, fault_sig, 0);
+		return;
+	}
+	for (a = addr; a - addr < len; a++)
+		*(volatile unsigned char *)(uintptr_t)a = (unsigned char)byte;
+	wreply(0, 0, 0, 0);
+}
+
 static void read_tag(u64 addr)
 {
 	if (sigsetjmp(fault_jb, 1)) {
@@ -398,6 +411,7 @@ static void serve(void)
 		case OP_MREMAP: wsys(syscall(SYS_mremap, a[0], a[1], a[2], a[3], a[4])); break;
 		case OP_ACCESS: access_range(a[0], a[1], (int)a[2], (int)a[3], a[4]); break;
 		case OP_READ_TAG: read_tag(a[0]); break;
+		case OP_FILL_BYTES: fill_bytes(a[0], a[1], a[2]); break;
 		case OP_FORK: worker_fork((int)a[0]); break;
 		case OP_EXIT: _exit(0);
 		case OP_UFFD_OPEN: uffd_open((int)a[0], (int)a[1], (int)a[2], a[3]); break;
@@ -587,6 +601,18 @@ static struct res do_access(int p, int line, const char *what, u64 addr, u64 len
 	if ((len + 4095) / 4096 > MAX_RANGE_PAGES)
 		rt_error(line, "%s: range too large", what);
 	return call(p, line, OP_ACCESS, start, len, wr, has_tag, tag, 0, 0);
+}
+
+/* `write ADDR [LEN] fill BYTE`: LEN defaults to the rest of ADDR's page. */
+static struct res do_fill(int p, int line, u64 addr, int has_len, u64 len, u64 byte)
+{
+	if (!has_len)
+		len = 4096 - (addr & 4095);
+	if (byte > 255)
+		rt_error(line, "fill %#llx: not a byte (0..=255)", (unsigned long long)byte);
+	if (addr + len < addr)
+		rt_error(line, "write: range overflows");
+	return call(p, line, OP_FILL_BYTES, addr, len, byte, 0, 0, 0, 0);
 }
 
 static struct res do_fork(int p, int child, int line)
@@ -1320,6 +1346,63 @@ static void expect_page(int p, int line, const char *text, u64 addr, u64 len, co
 	     (unsigned long long)total, (unsigned long long)start, (unsigned long long)(start + len));
 	for (int i = 0; i < shown; i++)
 		printf("    %s\n", ex[i]);
+}
+
+/* `expect bytes ADDR LEN == VALUE` (1..8 bytes, little-endian) or
+ * `expect bytes ADDR LEN fill BYTE`: read without touching a page (a page
+ * that is not present fails the check). */
+static void expect_bytes(int p, int line, const char *text, u64 addr, u64 len, int fill, u64 want)
+{
+	u64 value = 0, bad = 0, first_bad = 0, page = ~0ULL, word_at = ~0ULL, word = 0;
+	int first_byte = -1;
+	struct pg g = { 0 };
+	if (!fill && (len < 1 || len > 8))
+		rt_error(line, "expect bytes ... == VALUE compares 1 to 8 bytes, not %llu", (unsigned long long)len);
+	if (fill && want > 255)
+		rt_error(line, "fill %#llx: not a byte (0..=255)", (unsigned long long)want);
+	for (u64 a = addr; a - addr < len; a++) {
+		if ((a & ~4095ULL) != page) {
+			page = a & ~4095ULL;
+			page_state(p, page, &g);
+			if (g.kind != PG_ANON && g.kind != PG_ZERO && g.kind != PG_HUGEZERO) {
+				fail(line, text, "expected bytes, observed byte %#llx in a page that is not present",
+				     (unsigned long long)a);
+				return;
+			}
+		}
+		unsigned char b = 0;
+		if (g.kind == PG_ANON) {
+			if ((a & ~7ULL) != word_at) {
+				struct res r = call(p, line, OP_READ_TAG, a & ~7ULL, 0, 0, 0, 0, 0, 0);
+				if (r.fault) {
+					fail(line, text, "expected bytes, observed byte %#llx unreadable", (unsigned long long)a);
+					return;
+				}
+				word_at = a & ~7ULL;
+				word = r.val;
+			}
+			b = (unsigned char)(word >> (8 * (a & 7)));
+		}
+		if (fill && b != want) {
+			if (!bad++) {
+				first_bad = a;
+				first_byte = b;
+			}
+		}
+		if (!fill)
+			value |= (u64)b << (8 * (a - addr));
+	}
+	if (fill && !bad)
+		pass(line, text);
+	else if (fill)
+		fail(line, text, "expected every byte %#04llx, observed %llu of %llu differ, the first at %#llx is %#04x",
+		     (unsigned long long)want, (unsigned long long)bad, (unsigned long long)len,
+		     (unsigned long long)first_bad, first_byte);
+	else if (value == want)
+		pass(line, text);
+	else
+		fail(line, text, "expected %llu bytes == %#llx, observed %#llx", (unsigned long long)len,
+		     (unsigned long long)want, (unsigned long long)value);
 }
 
 /* ---- start ---------------------------------------------------------------- */

@@ -176,6 +176,8 @@ fn exported_scenarios_pass_on_this_kernel() {
         // a run that fails is tried again, twice, as `ptlab diff` does.
         let mut last = String::new();
         let mut passed = false;
+        // The FAIL lines of each failing run.
+        let mut fails: Vec<Vec<String>> = Vec::new();
         for _ in 0..3 {
             let o = Command::new(bin).output().unwrap();
             let out = String::from_utf8_lossy(&o.stdout).to_string();
@@ -187,6 +189,12 @@ fn exported_scenarios_pass_on_this_kernel() {
                 passed = true;
                 break;
             }
+            fails.push(
+                out.lines()
+                    .filter(|l| l.starts_with("FAIL line "))
+                    .map(str::to_string)
+                    .collect(),
+            );
             last = format!(
                 "exit {:?}\n{out}{}",
                 o.status.code(),
@@ -195,6 +203,18 @@ fn exported_scenarios_pass_on_this_kernel() {
         }
         drop(lock);
         if passed {
+            continue;
+        }
+        // Only `expect stat` lines failed, and not the same way every
+        // time: other processes moved the global THP counters (docs/
+        // divergences.md H1; `ptlab diff` applies the same rule).
+        let stat_only = fails
+            .iter()
+            .all(|f| !f.is_empty() && f.iter().all(|l| l.contains(": expect stat ")));
+        if stat_only && fails.windows(2).any(|w| w[0] != w[1]) {
+            eprintln!(
+                "NOTE {name}: only THP counters differed, differently in each run (H1):\n{last}"
+            );
             continue;
         }
         // Failing three times is a bug of the export only where the
