@@ -102,7 +102,8 @@ madvise, mlock/mlock2, munlock, mseal, prctl, setrlimit memlock, capset,
 userfaultfd and its ioctls, THP knob writes put back on exit, a swap file
 for `swap SIZE`), and checks every expect line the way the live backend
 observes it: results and errnos, maps lines, pagemap/kpageflags/kpagecount
-page attributes and tags, smaps fields, VmLck and THP counter deltas. Each
+page attributes and tags, page bytes (`expect bytes`; `write ... fill` is a
+memset), smaps fields, VmLck and THP counter deltas. Each
 check prints `ok line N: ...` or `FAIL line N: ...: expected ... observed ...`.
 `observe`, `expect invariants` and `before` become comments. Lines it cannot
 reproduce faithfully (setrlimit as/data, fill ... headroom) are refused with
