@@ -1374,10 +1374,11 @@ impl<'s> Parser<'s> {
             if kind == AccessKind::Read {
                 return Err(cur.err_at(
                     pos,
-                    format!(
-                        "'{w}' only applies to write; read checks contents with 'expect page ... \
-                         tag=N' or 'expect bytes'"
-                    ),
+                    if w == "fill" {
+                        "'fill' only applies to write; read checks bytes with 'expect bytes'"
+                    } else {
+                        "'tag=' only applies to write; read checks tags with 'expect page ... tag=N'"
+                    },
                 ));
             }
             if w == "fill" {
