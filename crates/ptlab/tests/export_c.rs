@@ -131,7 +131,7 @@ const SCENARIOS: &[&str] = &[
     "mlock-04-munlock-batch-cow",
     "swap-01-pageout-small",
     "swap-07-fork-write-parent",
-    "swap-19-fill-bytes",
+    "swap-24-fill-bytes",
     "uffd-27-fill-unaligned-copy",
 ];
 
