@@ -1434,7 +1434,7 @@ impl Backend for DiffBackend {
             {
                 self.mremap_floating(proc, call)
             }
-            Call::Access { .. } => {
+            Call::Access { .. } | Call::FillBytes { .. } => {
                 self.in_access = true;
                 self.both(proc, call)
             }
@@ -1498,6 +1498,38 @@ impl Backend for DiffBackend {
             self.compare_now();
         }
         self.model.observe_pages(proc, start, end)
+    }
+
+    /// Both sides' bytes; a difference is a divergence of kind `bytes`
+    /// (page observations compare tags only). The model's bytes are what
+    /// the expectation checks, as for every other observation.
+    fn read_bytes(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+    ) -> Result<Vec<Option<u8>>, BackendError> {
+        if self.dirty {
+            self.compare_now();
+        }
+        let live = self.live.read_bytes(proc, addr, len)?;
+        let model = self.model.read_bytes(proc, addr, len)?;
+        if let Some(k) = live.iter().zip(&model).position(|(l, m)| l != m) {
+            let show =
+                |v: &Option<u8>| v.map_or("not present".to_string(), |b| format!("{b:#04x}"));
+            let n = live.iter().zip(&model).filter(|(l, m)| l != m).count();
+            self.record(
+                proc,
+                "bytes",
+                format!(
+                    "{n} of {len} bytes from {addr:#x} differ; the first at {:#x}",
+                    addr + k as u64
+                ),
+                vec![show(&live[k])],
+                vec![show(&model[k])],
+            );
+        }
+        Ok(model)
     }
 
     fn check_invariants(&mut self) -> Result<(), Vec<String>> {

@@ -2771,6 +2771,14 @@ mod tests {
         ) -> Result<ptlab_model::observe::PageRuns, BackendError> {
             Ok(Default::default())
         }
+        fn read_bytes(
+            &mut self,
+            _: &str,
+            _: u64,
+            len: u64,
+        ) -> Result<Vec<Option<u8>>, BackendError> {
+            Ok(vec![None; len as usize])
+        }
         fn check_invariants(&mut self) -> Result<(), Vec<String>> {
             Ok(())
         }
@@ -2827,6 +2835,22 @@ mod tests {
         let h = || "h".to_string();
         for (proc, call) in [
             ("main", Call::PrctlThp(PrctlThp::Get)),
+            (
+                "main",
+                Call::FillBytes {
+                    addr: 0x7f00_0000_0064,
+                    len: 4000,
+                    byte: 0xaa,
+                },
+            ),
+            (
+                "c1",
+                Call::FillBytes {
+                    addr: 0x7f00_0000_1000,
+                    len: 8192,
+                    byte: 0,
+                },
+            ),
             (
                 "main",
                 Call::FillVmas {

@@ -123,6 +123,7 @@ pub fn footprint(call: &Call) -> Footprint {
         | Call::UffdRegister { addr, len, .. }
         | Call::UffdUnregister { addr, len, .. } => r(vec![pages_of(*addr, *len)]),
         Call::Access { start, len, .. } => r(vec![pages_of(*start, *len)]),
+        Call::FillBytes { addr, len, .. } => r(vec![pages_of(*addr, *len)]),
         Call::Mremap {
             addr,
             old_len,

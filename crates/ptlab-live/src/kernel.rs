@@ -42,7 +42,7 @@ pub const PAGE_IS_HUGE: u64 = 1 << 6;
 /// A guard marker (MADV_GUARD_INSTALL); Linux 6.15+ (older kernels reject
 /// the bit with EINVAL).
 pub const PAGE_IS_GUARD: u64 = 1 << 8;
-const PAGEMAP_SCAN: u64 = 0xC060_6610;
+pub const PAGEMAP_SCAN: u64 = 0xC060_6610;
 
 /// One VMA as smaps shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -40,15 +40,22 @@ use std::time::{Duration, Instant};
 /// Where the THP knobs live.
 pub const THP_DIR: &str = "/sys/kernel/mm/transparent_hugepage";
 
+/// The sysfs file of `knob` on Linux 6.18 x86-64 (`None`: no such knob),
+/// whether or not this machine has it.
+pub fn knob_sysfs_path(knob: ThpKnob) -> Option<PathBuf> {
+    match knob {
+        ThpKnob::TopLevel => Some(PathBuf::from(format!("{THP_DIR}/enabled"))),
+        ThpKnob::Size(order) if (2..=9).contains(&order) => Some(PathBuf::from(format!(
+            "{THP_DIR}/hugepages-{}kB/enabled",
+            4u64 << order
+        ))),
+        ThpKnob::Size(_) => None,
+    }
+}
+
 /// The sysfs file of `knob`, if the kernel has it.
 pub fn knob_path(knob: ThpKnob) -> Result<PathBuf, Errno> {
-    let p = match knob {
-        ThpKnob::TopLevel => PathBuf::from(format!("{THP_DIR}/enabled")),
-        ThpKnob::Size(order) if (2..=9).contains(&order) => {
-            PathBuf::from(format!("{THP_DIR}/hugepages-{}kB/enabled", 4u64 << order))
-        }
-        ThpKnob::Size(_) => return Err(Errno::ENOENT),
-    };
+    let p = knob_sysfs_path(knob).ok_or(Errno::ENOENT)?;
     if p.exists() {
         Ok(p)
     } else {

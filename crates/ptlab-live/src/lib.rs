@@ -8,9 +8,11 @@
 //! * [`diff`] runs the model and the kernel in lockstep and compares their
 //!   observations structurally.
 //! * [`fuzz`] generates random scenarios, diffs them and shrinks failures.
+//! * [`export_c`] turns a scenario into a standalone C reproducer.
 
 pub mod budget;
 pub mod diff;
+pub mod export_c;
 pub mod fuzz;
 pub mod incremental;
 pub mod kernel;
@@ -26,6 +28,7 @@ pub use diff::{
     diff_file, diff_source, DiffBackend, DiffOptions, DiffOutcome, DiffReport, DiffTiming,
     Divergence,
 };
+pub use export_c::{export_c, ExportError};
 pub use live::{LiveBackend, LiveCaps, LiveError, ObserveTiming, Planned};
 
 /// Why live runs cannot happen on this machine, if they cannot: a reason

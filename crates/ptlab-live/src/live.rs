@@ -132,6 +132,10 @@ impl Planned {
                 start: *start,
                 len: *len,
             },
+            Call::FillBytes { addr, len, .. } => Planned::Access {
+                start: *addr & !(PAGE - 1),
+                len: len.saturating_add(*addr % PAGE),
+            },
             Call::Mmap { len, flags, .. } => Planned::Mmap {
                 len: *len,
                 flags: *flags,
@@ -1739,7 +1743,7 @@ impl LiveBackend {
         // find which, one page at a time.
         for (k, at) in refault {
             let (start, n) = runs[k];
-            let one = self.read_tags(proc, start, n)?;
+            let one = self.read_tags(proc, start, n, PAGE)?;
             out[at..at + n as usize].copy_from_slice(&one);
         }
         Ok(out)
@@ -1750,10 +1754,11 @@ impl LiveBackend {
         proc: &str,
         start: u64,
         n: u64,
+        stride: u64,
     ) -> Result<Vec<(u64, bool)>, BackendError> {
         let idx = self.proc_index(proc)?;
         let fd = self.procs[idx].chan.as_raw_fd();
-        write_words(fd, &[op::READ_TAGS, start, n, 0, 0, 0, 0, 0])?;
+        write_words(fd, &[op::READ_TAGS, start, n, stride, 0, 0, 0, 0])?;
         let mut hdr: Resp = [0; 4];
         let mut tags = vec![0u64; n as usize + 1];
         if !read_words(fd, &mut hdr)? || !read_words(fd, &mut tags)? {
@@ -1766,7 +1771,10 @@ impl LiveBackend {
         // Some page is not readable (PROT_NONE, exec-only): find which.
         let mut out = Vec::with_capacity(n as usize);
         for k in 0..n {
-            write_words(fd, &[op::READ_TAGS, start + k * PAGE, 1, 0, 0, 0, 0, 0])?;
+            write_words(
+                fd,
+                &[op::READ_TAGS, start + k * stride, 1, stride, 0, 0, 0, 0],
+            )?;
             let mut one = [0u64; 2];
             if !read_words(fd, &mut hdr)? || !read_words(fd, &mut one)? {
                 return Err(BackendError::Other(format!("worker for '{proc}' died")));
@@ -1991,6 +1999,15 @@ impl Backend for LiveBackend {
                 self.check_range("madvise", *addr, *len)?;
                 self.check_budget(proc, call)?;
                 let r = self.send(proc, call, none)?;
+                Self::unit(r).map(|_| 0)
+            }
+            Call::FillBytes { addr, len, .. } => {
+                self.check_range("write", *addr, *len)?;
+                self.check_budget(proc, call)?;
+                let r = self.send(proc, call, none)?;
+                if r[0] as i64 == ST_FAULT {
+                    return Err(Self::fault_err(r));
+                }
                 Self::unit(r).map(|_| 0)
             }
             Call::Access {
@@ -2269,6 +2286,49 @@ impl Backend for LiveBackend {
 
     fn observe_summary(&mut self, proc: &str) -> Result<Observation, BackendError> {
         self.observe_live(proc)
+    }
+
+    /// Present pages are read by the worker, 8 bytes at a time (one
+    /// `READ_TAGS` request with a word stride per page); the zero pages
+    /// read as zeros without a load; anything else is `None`.
+    fn read_bytes(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+    ) -> Result<Vec<Option<u8>>, BackendError> {
+        let mut out = Vec::with_capacity(len as usize);
+        let end = addr.saturating_add(len);
+        let mut at = addr;
+        while at < end {
+            let page = at & !(PAGE - 1);
+            let stop = end.min(page.saturating_add(PAGE));
+            let runs = self.observe_pages(proc, page, page.saturating_add(PAGE))?;
+            let state = runs
+                .records()
+                .iter()
+                .find(|r| r.addr <= page && page < r.end())
+                .map(|r| r.state.clone());
+            match state {
+                Some(PageState::Anon(_)) => {
+                    let w0 = at & !7;
+                    let words = self.read_tags(proc, w0, (stop - w0).div_ceil(8), 8)?;
+                    for a in at..stop {
+                        let (w, ok) = words[((a - w0) / 8) as usize];
+                        out.push(ok.then(|| w.to_le_bytes()[((a - w0) % 8) as usize]));
+                    }
+                }
+                Some(PageState::Zero | PageState::HugeZero { .. }) => {
+                    out.extend(std::iter::repeat_n(Some(0), (stop - at) as usize));
+                }
+                _ => out.extend(std::iter::repeat_n(None, (stop - at) as usize)),
+            }
+            if stop <= at {
+                break;
+            }
+            at = stop;
+        }
+        Ok(out)
     }
 
     fn observe_pages(

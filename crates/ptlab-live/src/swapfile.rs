@@ -41,11 +41,14 @@ const SWAP_FLAGS: libc::c_int = 0x8000 | 0x7fff;
 /// The volume label written into (and required in) every ptlab swap header.
 pub const LABEL: &[u8] = b"ptlab";
 
+/// Where swap files go without `$PTLAB_SWAP_DIR`.
+pub const DEFAULT_SWAP_DIR: &str = "/var/tmp/ptlab-swap";
+
 /// Directory for swap files.
 pub fn swap_dir() -> PathBuf {
     std::env::var_os("PTLAB_SWAP_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/tmp/ptlab-swap"))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SWAP_DIR))
 }
 
 /// The swap file path of process `pid`.

@@ -32,7 +32,7 @@ pub(crate) mod op {
     pub const MPROTECT: u64 = 4; // addr len prot
     pub const MREMAP: u64 = 5; // addr old new flags new_addr
     pub const ACCESS: u64 = 6; // start len write has_tag tag
-    pub const READ_TAGS: u64 = 7; // start npages -> npages tags + fault count
+    pub const READ_TAGS: u64 = 7; // start n [stride] -> n words (stride 0: a page) + fault count
     pub const FORK: u64 = 8; // -> val = child pid, fd via SCM_RIGHTS
     pub const EXIT: u64 = 9; // no answer: the channel reaches EOF
     pub const UFFD_OPEN: u64 = 10; // slot api has_flags flags
@@ -56,6 +56,7 @@ pub(crate) mod op {
     /// words (at most [`super::TAG_LIST_MAX`] runs) -> header with `n_extra` =
     /// npages + nruns, then per run its tags and its fault count.
     pub const READ_TAG_LIST: u64 = 24;
+    pub const FILL_BYTES: u64 = 25; // addr len byte: memset, page by page; a fault stops it
 }
 
 /// What [`encode`] needs besides the call: what the backend resolved
@@ -70,11 +71,22 @@ pub(crate) struct Resolved {
 }
 
 /// `__NR_mseal` (the same number on x86-64 and arm64).
-const SYS_MSEAL: u64 = 462;
+pub(crate) const SYS_MSEAL: u64 = 462;
 /// `CAP_IPC_LOCK` (include/uapi/linux/capability.h).
-const CAP_IPC_LOCK: u64 = 14;
+pub(crate) const CAP_IPC_LOCK: u64 = 14;
 /// `MLOCK_ONFAULT` (include/uapi/asm-generic/mman-common.h).
-const MLOCK_ONFAULT: u64 = 1;
+pub(crate) const MLOCK_ONFAULT: u64 = 1;
+
+/// The userfaultfd ioctl numbers (include/uapi/linux/userfaultfd.h, x86-64
+/// `_IOWR(0xAA, nr, struct)`), used by the worker and by `export-c`.
+pub(crate) mod ioctl {
+    pub const UFFDIO_API: u64 = 0xC018_AA3F;
+    pub const UFFDIO_REGISTER: u64 = 0xC020_AA00;
+    pub const UFFDIO_UNREGISTER: u64 = 0x8010_AA01;
+    pub const UFFDIO_COPY: u64 = 0xC028_AA03;
+    pub const UFFDIO_ZEROPAGE: u64 = 0xC020_AA04;
+    pub const UFFDIO_MOVE: u64 = 0xC028_AA05;
+}
 
 /// The worker request that makes `call` in the calling process; `None` for
 /// the machine-wide settings, which the backend makes itself (sysfs,
@@ -151,6 +163,9 @@ pub(crate) fn encode(call: &Call, at: &Resolved) -> Option<Req> {
                 tag.unwrap_or(0),
             ],
         ),
+        Call::FillBytes { addr, len, byte } => {
+            req(op::FILL_BYTES, &[*addr, *len, u64::from(*byte)])
+        }
         Call::Fork { .. } => req(op::FORK, &[]),
         Call::Exit => req(op::EXIT, &[]),
         Call::PrctlThp(PrctlThp::Set { disable, flags }) => {

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 /// The fd number the worker's channel lives at.
 pub(crate) const CHAN_FD: libc::c_int = 3;
 
-use crate::wire::{op, Req, Resp, FIELD_UNTOUCHED, ST_FAULT};
+use crate::wire::{ioctl, op, Req, Resp, FIELD_UNTOUCHED, ST_FAULT};
 
 /// Soft limits the scenario set for RLIMIT_AS and RLIMIT_DATA, applied
 /// only while the worker makes a scenario's mmap/mprotect/mremap call (the
@@ -138,6 +138,16 @@ core::arch::global_asm!(
     "    mov qword ptr [rdi], rsi",
     "    ret",
     ".p2align 4",
+    ".globl ptlab_live_probe_write_byte",
+    ".hidden ptlab_live_probe_write_byte",
+    "ptlab_live_probe_write_byte:",
+    "    xor eax, eax",
+    ".globl ptlab_live_probe_write_byte_insn",
+    ".hidden ptlab_live_probe_write_byte_insn",
+    "ptlab_live_probe_write_byte_insn:",
+    "    mov byte ptr [rdi], sil",
+    "    ret",
+    ".p2align 4",
     ".globl ptlab_live_probe_fixup",
     ".hidden ptlab_live_probe_fixup",
     "ptlab_live_probe_fixup:",
@@ -150,6 +160,8 @@ core::arch::global_asm!(
 extern "C" {
     fn ptlab_live_probe_read(addr: u64, out: *mut u64) -> u32;
     fn ptlab_live_probe_write(addr: u64, val: u64) -> u32;
+    fn ptlab_live_probe_write_byte(addr: u64, val: u64) -> u32;
+    static ptlab_live_probe_write_byte_insn: [u8; 0];
     static ptlab_live_probe_read_insn: [u8; 0];
     static ptlab_live_probe_write_insn: [u8; 0];
     static ptlab_live_probe_fixup: [u8; 0];
@@ -177,7 +189,8 @@ extern "C" fn fault_handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *
         let rip = &mut (*uc).uc_mcontext.gregs[libc::REG_RIP as usize];
         let read = core::ptr::addr_of!(ptlab_live_probe_read_insn) as i64;
         let write = core::ptr::addr_of!(ptlab_live_probe_write_insn) as i64;
-        if *rip == read || *rip == write {
+        let write_byte = core::ptr::addr_of!(ptlab_live_probe_write_byte_insn) as i64;
+        if *rip == read || *rip == write || *rip == write_byte {
             FAULT_ADDR.store((*info).si_addr() as u64, Ordering::Relaxed);
             FAULT_SIG.store(sig as u64, Ordering::Relaxed);
             *rip = core::ptr::addr_of!(ptlab_live_probe_fixup) as i64;
@@ -209,6 +222,22 @@ fn probe_write(addr: u64, val: u64) -> Result<(), ()> {
     } else {
         Err(())
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn probe_write_byte(addr: u64, val: u8) -> Result<(), ()> {
+    // SAFETY: the probe is a single byte store; a fault is turned into a return of 1.
+    let r = unsafe { ptlab_live_probe_write_byte(addr, u64::from(val)) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn probe_write_byte(_addr: u64, _val: u8) -> Result<(), ()> {
+    Err(())
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -537,14 +566,15 @@ fn handle_op(r: &Req) {
                 a[4],
             )),
             op::ACCESS => access(a[0], a[1], a[2] != 0, a[3] != 0, a[4]),
-            op::READ_TAGS => read_tags(a[0], a[1]),
+            op::READ_TAGS => read_tags(a[0], a[1], if a[2] == 0 { 4096 } else { a[2] }),
             op::READ_TAG_LIST => read_tag_list(a[0], a[1]),
+            op::FILL_BYTES => fill_bytes(a[0], a[1], a[2] as u8),
             op::FORK => fork_child(),
             op::EXIT => die(),
             op::UFFD_OPEN => uffd_open(a[0] as usize, a[1] != 0, (a[2] != 0).then_some(a[3])),
             op::UFFD_API => {
                 let mut api: [u64; 3] = [a[0], a[1], 0];
-                uffd_ioctl(0xC018_AA3F, api.as_mut_ptr(), Some(1));
+                uffd_ioctl(ioctl::UFFDIO_API, api.as_mut_ptr(), Some(1));
             }
             op::UFFD_SELECT => {
                 if (a[0] as usize) < UFFD_SLOTS {
@@ -556,20 +586,20 @@ fn handle_op(r: &Req) {
             }
             op::UFFD_REGISTER => {
                 let mut reg: [u64; 4] = [a[0], a[1], a[2], 0];
-                uffd_ioctl(0xC020_AA00, reg.as_mut_ptr(), None);
+                uffd_ioctl(ioctl::UFFDIO_REGISTER, reg.as_mut_ptr(), None);
             }
             op::UFFD_UNREGISTER => {
                 let mut range: [u64; 2] = [a[0], a[1]];
-                uffd_ioctl(0x8010_AA01, range.as_mut_ptr(), None);
+                uffd_ioctl(ioctl::UFFDIO_UNREGISTER, range.as_mut_ptr(), None);
             }
             op::UFFD_COPY => uffd_copy(a[0], a[1], a[2], a[3] != 0, a[4], a[5]),
             op::UFFD_ZEROPAGE => {
                 let mut z: [u64; 4] = [a[0], a[1], a[2], FIELD_UNTOUCHED];
-                uffd_ioctl(0xC020_AA04, z.as_mut_ptr(), Some(3));
+                uffd_ioctl(ioctl::UFFDIO_ZEROPAGE, z.as_mut_ptr(), Some(3));
             }
             op::UFFD_MOVE => {
                 let mut m: [u64; 5] = [a[0], a[1], a[2], a[3], FIELD_UNTOUCHED];
-                uffd_ioctl(0xC028_AA05, m.as_mut_ptr(), Some(4));
+                uffd_ioctl(ioctl::UFFDIO_MOVE, m.as_mut_ptr(), Some(4));
             }
             op::PING => reply(0, libc::getpid() as u64, 0),
             op::SETRLIMIT => {
@@ -678,9 +708,55 @@ fn access(start: u64, len: u64, write: bool, has_tag: bool, tag: u64) {
     reply(0, 0, 0);
 }
 
-/// Loads offset 0 of `npages` pages from `start`; the caller only asks for
-/// pages pagemap showed present, so no load faults a page in.
-fn read_tags(start: u64, npages: u64) {
+/// memset(addr, byte, len), page by page in address order: each page's
+/// first store is a byte store at the range's first byte in it (the write
+/// fault a program's memset takes), the aligned words inside the range are
+/// stored whole, the edges byte by byte. A fault stops it and is answered
+/// like an access's.
+fn fill_bytes(addr: u64, len: u64, byte: u8) {
+    let Some(end) = addr.checked_add(len) else {
+        reply(ST_FAULT, addr, libc::SIGSEGV as u64);
+        return;
+    };
+    let word = u64::from_ne_bytes([byte; 8]);
+    let mut at = addr;
+    let mut pages = 0u64;
+    while at < end {
+        let page_end = (at & !4095).saturating_add(4096).min(end);
+        let mut ok = probe_write_byte(at, byte).is_ok();
+        let mut a = at + 1;
+        while ok && a < page_end {
+            ok = if a.is_multiple_of(8) && a + 8 <= page_end {
+                let r = probe_write(a, word);
+                a += 8;
+                r.is_ok()
+            } else {
+                let r = probe_write_byte(a, byte);
+                a += 1;
+                r.is_ok()
+            };
+        }
+        if !ok {
+            reply(
+                ST_FAULT,
+                FAULT_ADDR.load(Ordering::Relaxed),
+                FAULT_SIG.load(Ordering::Relaxed),
+            );
+            return;
+        }
+        at = page_end;
+        pages += 1;
+        if pages.is_multiple_of(ORPHAN_CHECK_PAGES) {
+            die_if_orphaned();
+        }
+    }
+    reply(0, 0, 0);
+}
+
+/// Loads the word at `start + k * stride` for `k < n` (offset 0 of `n`
+/// pages with the page stride); the caller only asks for pages pagemap
+/// showed present, so no load faults a page in.
+fn read_tags(start: u64, npages: u64, stride: u64) {
     let hdr: Resp = [0, 0, 0, npages.saturating_add(1)];
     if !write_all(CHAN_FD, words_bytes(&hdr)) {
         die();
@@ -691,7 +767,7 @@ fn read_tags(start: u64, npages: u64) {
     while done < npages {
         let n = (npages - done).min(buf.len() as u64) as usize;
         for (i, slot) in buf.iter_mut().enumerate().take(n) {
-            let addr = start.wrapping_add((done + i as u64) * 4096);
+            let addr = start.wrapping_add((done + i as u64) * stride);
             *slot = match probe_read(addr) {
                 Ok(v) => v,
                 Err(()) => {
@@ -865,7 +941,7 @@ fn uffd_open(slot: usize, api: bool, flags: Option<u64>) {
         // UFFD_FEATURE_SIGBUS: a missing fault raises SIGBUS instead of
         // blocking the worker forever (there is no fault-handling thread).
         let mut req: [u64; 3] = [0xAA, 1 << 7, 0];
-        if api && libc::ioctl(fd, 0xC018_AA3F, req.as_mut_ptr()) < 0 {
+        if api && libc::ioctl(fd, ioctl::UFFDIO_API, req.as_mut_ptr()) < 0 {
             let e = errno();
             libc::close(fd);
             reply(-e, 0, 0);
@@ -905,7 +981,7 @@ fn uffd_ioctl_raw(req: u64, arg: *mut u64, out: Option<usize>) -> (i64, u64) {
 fn uffd_copy(dst: u64, src: u64, len: u64, has_tag: bool, tag: u64, mode: u64) {
     if !has_tag {
         let mut c: [u64; 5] = [dst, src, len, mode, FIELD_UNTOUCHED];
-        uffd_ioctl(0xC028_AA03, c.as_mut_ptr(), Some(4));
+        uffd_ioctl(ioctl::UFFDIO_COPY, c.as_mut_ptr(), Some(4));
         return;
     }
     // A source buffer holding the tag in every page, fenced by PROT_NONE
@@ -942,7 +1018,7 @@ fn uffd_copy(dst: u64, src: u64, len: u64, has_tag: bool, tag: u64, mode: u64) {
             let _ = probe_write(buf + i * 4096, tag);
         }
         let mut c: [u64; 5] = [dst, buf, len, mode, FIELD_UNTOUCHED];
-        let (r, field) = uffd_ioctl_raw(0xC028_AA03, c.as_mut_ptr(), Some(4));
+        let (r, field) = uffd_ioctl_raw(ioctl::UFFDIO_COPY, c.as_mut_ptr(), Some(4));
         // Unmap before replying: the observer reads the maps as soon as it
         // has the reply, and must not see this buffer (it may sit inside a
         // range the scenario unmapped earlier).

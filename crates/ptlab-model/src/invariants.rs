@@ -267,6 +267,25 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
             errs.push(format!("small folio {pfn} is allocated but unmapped"));
         }
     }
+    // Page contents beyond the tag belong to allocated anon pages only
+    // (a freed frame's bytes are forgotten, the zero pages hold none).
+    for pfn in phys.contents.frames() {
+        let f = phys.folio_of(Pfn(pfn));
+        let zero = Pfn(pfn) == phys.zero_pfn
+            || phys
+                .huge_zero
+                .is_some_and(|h| (h.0..h.0 + 512).contains(&pfn));
+        if f.is_none() || zero {
+            errs.push(format!(
+                "frame {pfn:#x} has page contents but is {}",
+                if zero {
+                    "a zero page"
+                } else {
+                    "not an allocated folio page"
+                }
+            ));
+        }
+    }
     if errs.is_empty() {
         Ok(())
     } else {

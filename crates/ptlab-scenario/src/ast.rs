@@ -443,6 +443,9 @@ pub struct Access {
     pub len: Option<Expr>,
     /// Write only; defaults to each page's own address.
     pub tag: Option<Expr>,
+    /// `write ADDR [LEN] fill BYTE`: memset of exactly `[ADDR, ADDR + LEN)`
+    /// (LEN defaults to the rest of ADDR's page).
+    pub fill: Option<Expr>,
 }
 
 /// A `thp ...` line.
@@ -509,6 +512,15 @@ pub enum Expect {
     LazyFree { addr: Expr, size: Expr },
     /// `expect vmlck == SIZE`: the process's `VmLck` (locked_vm).
     VmLck { size: Expr },
+    /// `expect bytes ADDR LEN == VALUE` (LEN 1..=8: the little-endian
+    /// value of the bytes) or `expect bytes ADDR LEN fill BYTE` (every
+    /// byte is BYTE).
+    Bytes {
+        addr: Expr,
+        len: Expr,
+        fill: bool,
+        value: Expr,
+    },
     /// `expect value EXPR == EXPR` (`equal`) or `!= EXPR`.
     Value {
         left: Expr,

@@ -78,6 +78,15 @@ pub trait Backend {
     /// omitted (they read as not present).
     fn observe_pages(&mut self, proc: &str, start: u64, end: u64)
         -> Result<PageRuns, BackendError>;
+    /// The bytes of `[addr, addr + len)` in process `proc` without
+    /// touching any page: `None` for a byte whose page is not present (or
+    /// cannot be read). What `expect bytes` reads.
+    fn read_bytes(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+    ) -> Result<Vec<Option<u8>>, BackendError>;
     /// Check the backend's internal invariants; `Err` lists every violation.
     fn check_invariants(&mut self) -> Result<(), Vec<String>>;
     /// Called by the interpreter before every executed statement (except a

@@ -1271,6 +1271,16 @@ impl<'a> Interp<'a> {
     /// first fault.
     fn access(&self, pos: Pos, a: &Access) -> Result<Call, RtError> {
         let addr = self.eval(&a.addr)?;
+        if let Some(f) = &a.fill {
+            // memset(ADDR, BYTE, LEN): exactly these bytes; LEN defaults
+            // to the rest of ADDR's page.
+            let len = self.eval_opt(a.len.as_ref(), PAGE_SIZE - addr % PAGE_SIZE)?;
+            let byte = self.eval(f)?;
+            let byte = u8::try_from(byte)
+                .map_err(|_| rt(pos, format!("fill {}: not a byte (0..=255)", fmt_num(byte))))?;
+            page_range(pos, a.kind.name(), addr, len)?;
+            return Ok(Call::FillBytes { addr, len, byte });
+        }
         let len = self.eval_opt(a.len.as_ref(), PAGE_SIZE)?;
         let tag = a.tag.as_ref().map(|e| self.eval(e)).transpose()?;
         let (start, end) = page_range(pos, a.kind.name(), addr, len)?;
@@ -1445,6 +1455,35 @@ impl<'a> Interp<'a> {
                         }
                     }
                 }
+            }
+            Expect::Bytes {
+                addr,
+                len,
+                fill,
+                value,
+            } => {
+                let (addr, len, want) = (self.eval(addr)?, self.eval(len)?, self.eval(value)?);
+                if !*fill && !(1..=8).contains(&len) {
+                    return Err(rt(
+                        s.pos,
+                        format!(
+                            "expect bytes ... == VALUE compares 1 to 8 bytes, not {}; use 'fill BYTE' for more",
+                            fmt_num(len)
+                        ),
+                    ));
+                }
+                if *fill && want > 0xff {
+                    return Err(rt(
+                        s.pos,
+                        format!("fill {}: not a byte (0..=255)", fmt_num(want)),
+                    ));
+                }
+                page_range(s.pos, "expect bytes", addr, len)?;
+                let got = self
+                    .backend
+                    .read_bytes(&self.current, addr, len)
+                    .map_err(|e| rt(s.pos, format!("expect bytes: {e}")))?;
+                check_bytes(addr, &got, *fill, want)
             }
             Expect::VmLck { size } => {
                 let want = self.eval(size)?;
@@ -1768,6 +1807,49 @@ impl PageCheck {
             PageCheck::SameFolio => "samefolio".to_string(),
             PageCheck::Guard => "guard".to_string(),
         })
+    }
+}
+
+/// The verdict of `expect bytes` on the bytes read from `addr`: every byte
+/// is `want` (`fill`), or the bytes are `want` little-endian.
+fn check_bytes(addr: u64, got: &[Option<u8>], fill: bool, want: u64) -> Result<(), String> {
+    if let Some(k) = got.iter().position(Option::is_none) {
+        return Err(format!(
+            "byte {:#x} is in a page that is not present (or not readable)",
+            addr + k as u64
+        ));
+    }
+    let got: Vec<u8> = got.iter().map(|b| b.unwrap_or(0)).collect();
+    if fill {
+        match got.iter().position(|&b| u64::from(b) != want) {
+            None => Ok(()),
+            Some(k) => {
+                let bad = got.iter().filter(|&&b| u64::from(b) != want).count();
+                Err(format!(
+                    "expected every byte {want:#04x}; {bad} of {} differ, the first at {:#x} is {:#04x}",
+                    got.len(),
+                    addr + k as u64,
+                    got[k]
+                ))
+            }
+        }
+    } else {
+        let mut v = [0u8; 8];
+        v[..got.len()].copy_from_slice(&got);
+        let value = u64::from_le_bytes(v);
+        let mask = if got.len() == 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * got.len())) - 1
+        };
+        if value == want & mask && want <= mask {
+            Ok(())
+        } else {
+            Err(format!(
+                "expected {} bytes == {want:#x}, found {value:#x}",
+                got.len()
+            ))
+        }
     }
 }
 

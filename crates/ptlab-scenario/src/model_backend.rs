@@ -104,6 +104,16 @@ impl Backend for ModelBackend {
         Ok(self.model.observe_pages(pid, start, end))
     }
 
+    fn read_bytes(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+    ) -> Result<Vec<Option<u8>>, BackendError> {
+        let pid = self.pid(proc)?;
+        Ok(self.model.peek_bytes(pid, addr, len))
+    }
+
     fn check_invariants(&mut self) -> Result<(), Vec<String>> {
         self.model.check_invariants()
     }

@@ -145,6 +145,7 @@ const EXPECT_KINDS: &[&str] = &[
     "anonhuge",
     "lazyfree",
     "vmlck",
+    "bytes",
     "value",
     "invariants",
 ];
@@ -1405,23 +1406,32 @@ impl<'s> Parser<'s> {
         } else {
             AccessKind::Write
         };
-        let addr = self.arg(cur, &format!("an address after '{kw}'"), &["tag"])?;
-        let len = if !self.starts_value(cur, &["tag"]) {
+        let stops: &[&str] = &["tag", "fill"];
+        let addr = self.arg(cur, &format!("an address after '{kw}'"), stops)?;
+        let len = if !self.starts_value(cur, stops) {
             None
         } else {
-            Some(self.arg(cur, "a length after the address", &["tag"])?)
+            Some(self.arg(cur, "a length after the address", stops)?)
         };
-        let mut tag = None;
+        let (mut tag, mut fill) = (None, None);
         if !cur.at_end() {
             let pos = cur.pos();
-            cur.word(&["tag"], "'tag=EXPR' or end of line")?;
+            let (w, _) = cur.word(stops, "'tag=EXPR', 'fill BYTE' or end of line")?;
             if kind == AccessKind::Read {
                 return Err(cur.err_at(
                     pos,
-                    "'tag=' only applies to write; read checks tags with 'expect page ... tag=N'",
+                    if w == "fill" {
+                        "'fill' only applies to write; read checks bytes with 'expect bytes'"
+                    } else {
+                        "'tag=' only applies to write; read checks tags with 'expect page ... tag=N'"
+                    },
                 ));
             }
-            tag = Some(self.assigned(cur, "tag", NO_STOP)?);
+            if w == "fill" {
+                fill = Some(self.arg(cur, "a byte value after 'fill'", NO_STOP)?);
+            } else {
+                tag = Some(self.assigned(cur, "tag", NO_STOP)?);
+            }
         }
         cur.finish(&format!("the {kw} arguments"))?;
         Ok(Access {
@@ -1429,6 +1439,7 @@ impl<'s> Parser<'s> {
             addr,
             len,
             tag,
+            fill,
         })
     }
 
@@ -1475,7 +1486,7 @@ impl<'s> Parser<'s> {
     fn expect(&mut self, cur: &mut Cur<'s>, stmt_pos: Pos) -> Result<Expect, ParseError> {
         let (kind, _) = cur.word(
             EXPECT_KINDS,
-            "what to expect (maps, page, pfn, stat, vmflags, anonhuge, lazyfree, vmlck, value, invariants)",
+            "what to expect (maps, page, pfn, stat, vmflags, anonhuge, lazyfree, vmlck, bytes, value, invariants)",
         )?;
         let e = match kind.as_str() {
             k if CHECK_KINDS.contains(&k) => {
@@ -1585,6 +1596,24 @@ impl<'s> Parser<'s> {
                 }
                 let size = self.arg(cur, "a size after '=='", NO_STOP)?;
                 Expect::VmLck { size }
+            }
+            "bytes" => {
+                let addr = self.arg(cur, "an address after 'expect bytes'", &["fill"])?;
+                let len = self.arg(cur, "a length after the address", &["fill"])?;
+                let fill = if cur.eat_kind(&TokenKind::EqEq) {
+                    false
+                } else if cur.eat("fill") {
+                    true
+                } else {
+                    return Err(cur.expected("'== VALUE' or 'fill BYTE' after the length"));
+                };
+                let value = self.arg(cur, "a value", NO_STOP)?;
+                Expect::Bytes {
+                    addr,
+                    len,
+                    fill,
+                    value,
+                }
             }
             "value" => {
                 let left = self.arg(cur, "an expression after 'expect value'", NO_STOP)?;

@@ -190,6 +190,9 @@ pub fn call_to_ptl(
             size(*len),
             tag.map_or(String::new(), |t| format!(" tag={t}"))
         ),
+        Call::FillBytes { addr: a, len, byte } => {
+            format!("write {} {} fill {byte:#04x}", addr(*a), size(*len))
+        }
         Call::Fork { child } => format!("fork {child}"),
         Call::Exit => "exit".into(),
         Call::PrctlThp(PrctlThp::Set { disable, flags }) => {

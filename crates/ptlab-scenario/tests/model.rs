@@ -178,3 +178,74 @@ expect ok",
         ]
     );
 }
+
+#[test]
+fn fill_and_expect_bytes() {
+    assert_passes_on_both(
+        "p = mmap 16K
+write p + 4090 12 fill 0x7e
+expect bytes p 4090 fill 0
+expect bytes p + 4090 12 fill 0x7e
+expect bytes p + 4094 4 == 0x7e7e7e7e
+expect page p tag=0
+expect page p + 4K tag=0x7e7e7e7e7e7e
+write p + 4K tag=0x0102
+expect bytes p + 4K 3 == 0x000102
+expect bytes p + 4K + 8 2 fill 0
+write p + 8K fill 0x01
+expect bytes p + 8K 4K fill 1
+expect page p + 12K none
+",
+    );
+}
+
+#[test]
+fn expect_bytes_failures_name_the_byte() {
+    let r = run_model(
+        ArchKind::X86_64,
+        "p = mmap 8K
+write p fill 0x11
+expect bytes p 4K fill 0x12
+expect bytes p 2 == 0x1112
+expect bytes p + 4K 1 == 0
+",
+    );
+    let f: Vec<String> = r.failures.iter().map(ToString::to_string).collect();
+    assert_eq!(f.len(), 3, "{f:#?}");
+    assert!(
+        f[0].contains("m.ptl:3:") && f[0].contains("4096 of 4096 differ"),
+        "{}",
+        f[0]
+    );
+    assert!(
+        f[1].contains("m.ptl:4:") && f[1].contains("found 0x1111"),
+        "{}",
+        f[1]
+    );
+    assert!(
+        f[2].contains("m.ptl:5:") && f[2].contains("not present"),
+        "{}",
+        f[2]
+    );
+}
+
+#[test]
+fn bad_fill_and_bytes_lines_are_errors() {
+    let r = run_model(ArchKind::X86_64, "p = mmap 4K\nwrite p fill 256\n");
+    assert!(r
+        .failures
+        .iter()
+        .any(|f| f.to_string().contains("m.ptl:2:") && f.to_string().contains("not a byte")));
+    let r = run_model(
+        ArchKind::X86_64,
+        "p = mmap 4K\nwrite p\nexpect bytes p 9 == 1\n",
+    );
+    assert!(r
+        .failures
+        .iter()
+        .any(|f| f.to_string().contains("1 to 8 bytes")));
+    let e = ptlab_scenario::parse("m.ptl", "p = mmap 4K\nread p fill 1\n").unwrap_err();
+    assert!(e.to_string().contains("only applies to write"), "{e}");
+    let e = ptlab_scenario::parse("m.ptl", "p = mmap 4K\nexpect bytes p 4 1\n").unwrap_err();
+    assert!(e.to_string().contains("'== VALUE' or 'fill BYTE'"), "{e}");
+}

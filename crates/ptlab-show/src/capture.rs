@@ -273,6 +273,14 @@ impl<T: Target> Backend for Recorder<T> {
     fn check_invariants(&mut self) -> Result<(), Vec<String>> {
         self.target.backend().check_invariants()
     }
+    fn read_bytes(
+        &mut self,
+        proc: &str,
+        addr: u64,
+        len: u64,
+    ) -> Result<Vec<Option<u8>>, BackendError> {
+        self.target.backend().read_bytes(proc, addr, len)
+    }
     fn observe_pages(
         &mut self,
         proc: &str,

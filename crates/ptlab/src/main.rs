@@ -84,10 +84,39 @@ enum Command {
     /// Fit a cost profile for this machine from live microbenchmarks (or --check one)
     #[command(after_help = calibrate::CALIBRATE_HELP)]
     Calibrate(calibrate::CalibrateArgs),
+    /// Write a scenario as a standalone C program that makes its system calls and checks its expectations
+    #[command(after_help = EXPORT_C_HELP)]
+    ExportC(ExportCArgs),
     /// Internal: the measuring child process of `ptlab calibrate`
     #[command(hide = true)]
     CalibrateWorker(calibrate::WorkerArgs),
 }
+
+const EXPORT_C_HELP: &str = "\
+Examples:
+  ptlab export-c tests/scenarios/uffd-07-move-one-page.ptl -o repro.c
+  cc -O2 -Wall -Werror -o repro repro.c && sudo ./repro
+  ptlab export-c scenarios/seeds/fork-thp-pte.ptl --param iterations=2 > fork.c
+
+The program is what a kernel report attaches: plain C for x86-64 Linux, no
+ptlab needed. It runs each scenario process as a process of its own (fork
+children as the language defines them), makes the scenario's system calls
+with the values ptlab's live backend passes (mmap, munmap, mremap, mprotect,
+madvise, mlock/mlock2, munlock, mseal, prctl, setrlimit memlock, capset,
+userfaultfd and its ioctls, THP knob writes put back on exit, a swap file
+for `swap SIZE`), and checks every expect line the way the live backend
+observes it: results and errnos, maps lines, pagemap/kpageflags/kpagecount
+page attributes and tags, page bytes (`expect bytes`; `write ... fill` is a
+memset), smaps fields, VmLck and THP counter deltas. Each
+check prints `ok line N: ...` or `FAIL line N: ...: expected ... observed ...`.
+`observe`, `expect invariants` and `before` become comments. Lines it cannot
+reproduce faithfully (setrlimit as/data, fill ... headroom) are refused with
+their line number (exit 2).
+
+The program exits 0 when every check held, 1 when one failed, 2 on a runtime
+error. Run it as root (frame numbers, kpageflags, knobs, swapon) and not
+while another ptlab live run is changing THP knobs. See docs/live.md
+\"Reporting a kernel finding\".";
 
 const RESTORE_HELP: &str = "\
 Examples:
@@ -242,6 +271,25 @@ enum BackendKind {
     Model,
     /// The running kernel
     Live,
+}
+
+#[derive(Args)]
+struct ExportCArgs {
+    /// The scenario file to export (.ptl)
+    file: PathBuf,
+
+    /// Write the C program here instead of to stdout
+    #[arg(short, long, value_name = "FILE")]
+    out: Option<PathBuf>,
+
+    /// Set a `param NAME = DEFAULT` of the scenario (repeatable); VALUE is a
+    /// number or size: 42, 0x10, 64K, 1G. The value is written into the program
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    params: Vec<(String, String)>,
+
+    /// No note on stderr about what was written
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -689,6 +737,7 @@ fn dispatch(cli: &Cli) -> Result<u8> {
         Command::Coverage(args) => coverage::coverage(args),
         Command::Calibrate(args) => calibrate::calibrate(args, &mut out::stdout()),
         Command::CalibrateWorker(args) => calibrate::worker(args),
+        Command::ExportC(args) => export_c(args),
         Command::Cost(args) => {
             let mut w = BufWriter::new(out::stdout());
             cost::cost(args, &mut w).and_then(|c| {
@@ -697,6 +746,34 @@ fn dispatch(cli: &Cli) -> Result<u8> {
             })
         }
     }
+}
+
+fn export_c(args: &ExportCArgs) -> Result<u8> {
+    if let Some(out) = &args.out {
+        outpath::check_file("--out", out)?;
+    }
+    let (_, _, script) = scenario::load(&args.file, &args.params)?;
+    let c = ptlab_live::export_c(&script, &args.params)?;
+    match &args.out {
+        Some(out) => {
+            std::fs::write(out, &c).with_context(|| format!("cannot write '{}'", out.display()))?;
+            if !args.quiet {
+                errln!(
+                    "ptlab: wrote {} ({} lines); build and run it with: cc -O2 -Wall -Werror -o repro {} && sudo ./repro",
+                    out.display(),
+                    c.lines().count(),
+                    out.display()
+                );
+            }
+        }
+        None => {
+            let mut w = BufWriter::new(out::stdout());
+            w.write_all(c.as_bytes())
+                .and_then(|()| w.flush())
+                .context("cannot write the program to stdout")?;
+        }
+    }
+    Ok(0)
 }
 
 fn restore() -> Result<u8> {

@@ -483,6 +483,9 @@ pub struct PhysMem {
     pub swap: crate::core::swapfile::SwapDevice,
     /// The per-CPU LRU-add and mlock folio batches ([`FolioBatches`]).
     pub folio_batches: FolioBatches,
+    /// Bytes 8..4096 of the pages that are not tag pages
+    /// ([`crate::core::content`]).
+    pub contents: crate::core::content::Contents,
 }
 
 impl crate::core::arch::FolioSpan for PhysMem {
@@ -506,6 +509,7 @@ impl PhysMem {
             hw: crate::core::hw::HwSink::new(Default::default()),
             swap: Default::default(),
             folio_batches: Default::default(),
+            contents: Default::default(),
         };
         pm.memmap.set(
             zero_pfn,
@@ -741,6 +745,31 @@ impl PhysMem {
         }
     }
 
+    /// The 4096 bytes page `pfn` holds: its tag, then its rest.
+    pub fn page_bytes(&self, pfn: Pfn) -> Box<[u8; 4096]> {
+        crate::core::content::page_bytes(self.tag(pfn), self.contents.get(pfn.0))
+    }
+
+    /// Store 4096 bytes into page `pfn`.
+    pub fn set_page_bytes(&mut self, pfn: Pfn, bytes: &[u8; 4096]) {
+        let (tag, rest) = crate::core::content::split_page(bytes);
+        self.set_tag(pfn, tag);
+        self.contents.set(pfn.0, rest);
+    }
+
+    /// Whether page `pfn` holds anything but zeros.
+    pub fn page_is_zero(&self, pfn: Pfn) -> bool {
+        self.tag(pfn) == 0 && self.contents.get(pfn.0).is_none()
+    }
+
+    /// Copy page `src`'s content into page `dst` (its tag and its rest).
+    pub fn copy_page(&mut self, src: Pfn, dst: Pfn) {
+        let tag = self.tag(src);
+        self.set_tag(dst, tag);
+        let rest = self.contents.get(src.0).cloned();
+        self.contents.set(dst.0, rest);
+    }
+
     pub fn set_tag(&mut self, pfn: Pfn, tag: u64) {
         self.set_tags(pfn, 1, tag, 0);
     }
@@ -904,6 +933,9 @@ impl PhysMem {
 
     fn free_folio(&mut self, folio: FolioRef) {
         self.folio_batches.forget(folio.head);
+        if Some(folio.head) != self.huge_zero {
+            self.contents.forget(folio.head.0, folio.nr_pages());
+        }
         if Some(folio.head) != self.huge_zero {
             self.hw.one(HwEvent::FolioFree);
         }
@@ -1126,6 +1158,7 @@ impl PhysMem {
                 }
             }
             if mapped == 0 && !cached {
+                self.contents.forget(pfn.0, 1);
                 self.alloc.free(pfn, Order::ZERO);
                 continue;
             }

@@ -4,6 +4,7 @@
 
 pub mod addr;
 pub mod arch;
+pub mod content;
 pub mod folio;
 pub mod hw;
 pub mod observe;

@@ -47,8 +47,10 @@ impl SwapKind {
 pub struct SwapSlot {
     /// Swap PTEs referring to the slot (`swap_count()`).
     pub count: u32,
-    /// The page's data (the tag the page held).
+    /// The page's data: the tag the page held, and the rest of its bytes
+    /// when it was not a tag page ([`crate::core::content`]).
     pub tag: u64,
+    pub rest: Option<crate::core::content::PageRest>,
     /// The swap-cache folio holding this slot (its head), if any. An order-0
     /// folio holds one reference for its slot; a large folio (block device
     /// only) holds one per page and names one run of slots, `folio->swap`
@@ -91,7 +93,11 @@ impl SwapDevice {
             .map(|(&off, _)| off)
     }
 
-    pub(crate) fn alloc(&mut self, tag: u64) -> Option<u64> {
+    pub(crate) fn alloc(
+        &mut self,
+        tag: u64,
+        rest: Option<crate::core::content::PageRest>,
+    ) -> Option<u64> {
         let mut off = 1;
         for &k in self.slots.keys() {
             if k != off {
@@ -107,6 +113,7 @@ impl SwapDevice {
             SwapSlot {
                 count: 1,
                 tag,
+                rest,
                 cache: None,
             },
         );
@@ -128,8 +135,13 @@ impl SwapDevice {
     /// over clusters of other orders) where the model still finds a run.
     /// Offsets are compared as a bijection, never by value, so where the
     /// run lands is not observable.
-    pub(crate) fn alloc_run(&mut self, nr: u64, head: Pfn, tags: &[u64]) -> Option<u64> {
-        debug_assert!(nr > 1 && nr.is_power_of_two() && tags.len() as u64 == nr);
+    pub(crate) fn alloc_run(
+        &mut self,
+        nr: u64,
+        head: Pfn,
+        data: &[(u64, Option<crate::core::content::PageRest>)],
+    ) -> Option<u64> {
+        debug_assert!(nr > 1 && nr.is_power_of_two() && data.len() as u64 == nr);
         if self.kind != SwapKind::BlockDev {
             return None;
         }
@@ -137,12 +149,13 @@ impl SwapDevice {
         while base + nr <= self.pages {
             match self.slots.range(base..base + nr).next_back() {
                 None => {
-                    for (i, &tag) in tags.iter().enumerate() {
+                    for (i, (tag, rest)) in data.iter().enumerate() {
                         self.slots.insert(
                             base + i as u64,
                             SwapSlot {
                                 count: 0,
-                                tag,
+                                tag: *tag,
+                                rest: rest.clone(),
                                 cache: Some(head),
                             },
                         );

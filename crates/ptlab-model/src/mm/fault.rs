@@ -500,8 +500,7 @@ fn wp_page_copy(
         .alloc_anon_folio(Order::ZERO)
         .ok_or(AccessFault::Oom { addr })?;
     if let Some((_, src)) = old {
-        let tag = env.phys.tag(src);
-        env.phys.set_tag(new.head, tag);
+        env.phys.copy_page(src, new.head);
         env.phys.hw.one(HwEvent::PageCopy); // __wp_page_copy_user()
     } else {
         env.phys.hw.one(HwEvent::PageZero); // vma_alloc_zeroed_movable_folio()
@@ -574,6 +573,7 @@ pub fn do_swap_page(
         Some(pfn) => phys.folio_of(pfn).expect("swap-cache folio"),
         None => {
             let tag = phys.swap.slots[&s.offset].tag;
+            let rest = phys.swap.slots[&s.offset].rest.clone();
             // swapin_readahead() → __read_swap_cache_async(): a folio
             // (counted by the allocator), swapcache_prepare() sets
             // SWAP_HAS_CACHE (cluster lock, one swap_map byte), the cache
@@ -586,6 +586,7 @@ pub fn do_swap_page(
                 .ok_or(AccessFault::Oom { addr })?;
             count_swap_map(&phys.hw, 1);
             phys.set_tag(f.head, tag);
+            phys.contents.set(f.head.0, rest);
             // add_to_swap_cache(): the cache's reference.
             phys.ref_add(f, 1);
             phys.swap.slots.get_mut(&s.offset).expect("slot").cache = Some(f.head);

@@ -151,7 +151,7 @@ fn remap_unused_to_zeropage(
         let Entry::Leaf(old) = mm.pt.pte_raw(va) else {
             continue;
         };
-        if old.flags.contains(LeafFlags::SPECIAL) || phys.tag(old.pfn) != 0 {
+        if old.flags.contains(LeafFlags::SPECIAL) || !phys.page_is_zero(old.pfn) {
             continue;
         }
         let Some(vma) = mm.vmas.find(va) else {

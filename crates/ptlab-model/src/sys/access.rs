@@ -116,6 +116,93 @@ impl Model {
         Ok(self.phys.tag(pfn))
     }
 
+    /// The 4096 bytes of the page containing `addr`, faulting it in as a
+    /// read (as [`Model::read_as`]): zeros for the zero pages.
+    pub(crate) fn read_page_as(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        user: bool,
+    ) -> Result<Box<[u8; 4096]>, AccessFault> {
+        let pfn = self.touch_as(pid, addr, false, user)?;
+        if self.is_zero_frame(pfn) {
+            return Ok(Box::new([0u8; 4096]));
+        }
+        Ok(self.phys.page_bytes(pfn))
+    }
+
+    /// Whether `pfn` is the shared zero page or a page of the huge zero folio.
+    fn is_zero_frame(&self, pfn: crate::core::addr::Pfn) -> bool {
+        let in_huge_zero = self
+            .phys
+            .huge_zero
+            .is_some_and(|h| (h.0..h.0 + HPAGE_PMD_NR).contains(&pfn.0));
+        pfn == self.phys.zero_pfn || in_huge_zero
+    }
+
+    /// memset(): store `byte` into every byte of `[addr, addr + len)`,
+    /// page by page in address order, each page faulted in as a write
+    /// first (a store to it). Stops at the first page that faults.
+    pub fn fill_bytes(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        len: u64,
+        byte: u8,
+    ) -> Result<(), AccessFault> {
+        let end = addr.checked_add(len).ok_or(AccessFault::Segv { addr })?;
+        let mut at = addr;
+        while at < end {
+            let page = at & !(PAGE_SIZE - 1);
+            let stop = end.min(page.saturating_add(PAGE_SIZE));
+            let pfn = self.touch(pid, page, true)?;
+            self.hw_mkdirty(pid, page);
+            let mut bytes = self.phys.page_bytes(pfn);
+            bytes[(at - page) as usize..(stop - page) as usize].fill(byte);
+            self.phys.set_page_bytes(pfn, &bytes);
+            if stop == page.saturating_add(PAGE_SIZE) && stop == u64::MAX {
+                break;
+            }
+            at = stop;
+        }
+        Ok(())
+    }
+
+    /// The bytes of `[addr, addr + len)` in process `pid` without touching
+    /// anything: `None` for a byte whose page is not present.
+    pub fn peek_bytes(&self, pid: Pid, addr: u64, len: u64) -> Vec<Option<u8>> {
+        let mut out = Vec::with_capacity(len as usize);
+        let mut at = addr;
+        let end = addr.saturating_add(len);
+        while at < end {
+            let page = at & !(PAGE_SIZE - 1);
+            let stop = end.min(page.saturating_add(PAGE_SIZE));
+            let state = self
+                .observe_pages(pid, page, page + PAGE_SIZE)
+                .records()
+                .first()
+                .map(|r| r.state.clone());
+            let bytes = match state {
+                Some(crate::core::observe::PageState::Anon(a)) => {
+                    Some(self.phys.page_bytes(crate::core::addr::Pfn(a.pfn)))
+                }
+                Some(
+                    crate::core::observe::PageState::Zero
+                    | crate::core::observe::PageState::HugeZero { .. },
+                ) => Some(Box::new([0u8; 4096])),
+                _ => None,
+            };
+            for a in at..stop {
+                out.push(bytes.as_ref().map(|b| b[(a - page) as usize]));
+            }
+            at = stop;
+            if stop == page.saturating_add(PAGE_SIZE) && stop == u64::MAX {
+                break;
+            }
+        }
+        out
+    }
+
     /// Write `tag` into the page containing `addr`, faulting it in as a write.
     pub fn write(&mut self, pid: Pid, addr: u64, tag: u64) -> Result<(), AccessFault> {
         let pfn = self.touch(pid, addr, true)?;

@@ -91,6 +91,10 @@ pub enum Call {
         write: bool,
         tag: Option<u64>,
     },
+    /// memset(addr, byte, len): every byte of `[addr, addr + len)`, page
+    /// by page in address order, each page written (faulted in as a write)
+    /// first; stops at the first fault. Returns 0.
+    FillBytes { addr: u64, len: u64, byte: u8 },
     /// `fork()`; the child is called `child` (a backend's name for it).
     Fork { child: String },
     /// The process exits.
@@ -209,6 +213,7 @@ impl Call {
             Call::Mseal { .. } => "mseal",
             Call::Access { write: false, .. } => "read",
             Call::Access { write: true, .. } => "write",
+            Call::FillBytes { .. } => "write",
             Call::Fork { .. } => "fork",
             Call::Exit => "exit",
             Call::PrctlThp(_) => "prctl",
@@ -370,6 +375,10 @@ impl Model {
                 tag,
             } => {
                 self.access_range(pid, *start, *len, *write, *tag)?;
+                Ok(0)
+            }
+            Call::FillBytes { addr, len, byte } => {
+                self.fill_bytes(pid, *addr, *len, *byte)?;
                 Ok(0)
             }
             Call::Fork { .. } => {

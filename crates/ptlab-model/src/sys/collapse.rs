@@ -245,12 +245,16 @@ impl Model {
         // none, zero-page and non-present entries give zeros.
         let mut c = Cursor::ptes(slot, slot + PMD_SIZE);
         while let Some(q) = c.next(&mm.pt) {
-            let tag = match q.item {
-                PtItem::Pte(l) if l.pfn != phys.zero_pfn => phys.tag(l.pfn),
-                _ => 0,
+            let src = match q.item {
+                PtItem::Pte(l) if l.pfn != phys.zero_pfn => Some(l.pfn),
+                _ => None,
             };
             for va in crate::mm::mm::pages(q.va, q.end) {
-                phys.set_tag(new.head.add((va - slot) / PAGE_SIZE), tag);
+                let dst = new.head.add((va - slot) / PAGE_SIZE);
+                match src {
+                    Some(s) => phys.copy_page(s, dst),
+                    None => phys.set_tag(dst, 0),
+                }
             }
         }
         // Drop the old mappings: rmap, references, deferred split and the

@@ -376,8 +376,13 @@ pub(crate) fn folio_alloc_swap(
         return None;
     }
     let nr = folio.nr_pages();
-    let tags: Vec<u64> = (0..nr).map(|i| phys.tag(folio.head.add(i))).collect();
-    let base = phys.swap.alloc_run(nr, folio.head, &tags)?;
+    let data: Vec<(u64, Option<crate::core::content::PageRest>)> = (0..nr)
+        .map(|i| {
+            let pfn = folio.head.add(i);
+            (phys.tag(pfn), phys.contents.get(pfn.0).cloned())
+        })
+        .collect();
+    let base = phys.swap.alloc_run(nr, folio.head, &data)?;
     // One cluster lock, SWAP_HAS_CACHE in `nr` swap_map bytes.
     count_swap_map(&phys.hw, nr);
     phys.set_folio_swap(folio, Some(base));
@@ -511,13 +516,13 @@ pub(crate) fn swap_out_large(
     if slots.fresh || dirty {
         let mut zero = true;
         for i in 0..nr {
-            let tag = phys.tag(folio.head.add(i));
-            zero &= tag == 0;
-            phys.swap
-                .slots
-                .get_mut(&(slots.base + i))
-                .expect("slot")
-                .tag = tag;
+            let pfn = folio.head.add(i);
+            let tag = phys.tag(pfn);
+            let rest = phys.contents.get(pfn.0).cloned();
+            zero &= tag == 0 && rest.is_none();
+            let slot = phys.swap.slots.get_mut(&(slots.base + i)).expect("slot");
+            slot.tag = tag;
+            slot.rest = rest;
         }
         phys.set_folio_dirty(folio, false);
         if zero {
@@ -584,7 +589,8 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
         // folio_dup_swap() below adds this PTE's count.
         Some(off) => off,
         None => {
-            let Some(off) = phys.swap.alloc(tag) else {
+            let rest = phys.contents.get(pte.pfn.0).cloned();
+            let Some(off) = phys.swap.alloc(tag, rest) else {
                 rule!(phys.hw, SwapOutNoSlot);
                 return;
             };

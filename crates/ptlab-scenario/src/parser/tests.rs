@@ -403,7 +403,7 @@ fn error_positions_and_suggestions() {
     );
     assert_eq!(
         err("write 0 tga=1"),
-        "t.ptl:1:9: expected 'tag=EXPR' or end of line, found 'tga' (did you mean 'tag'?)"
+        "t.ptl:1:9: expected 'tag=EXPR', 'fill BYTE' or end of line, found 'tga' (did you mean 'tag'?)"
     );
     assert_eq!(
         err("write 0 tag 1"),
@@ -433,7 +433,7 @@ fn error_positions_and_suggestions() {
 fn expect_errors() {
     assert_eq!(
         err("expect mpas"),
-        "t.ptl:1:8: expected what to expect (maps, page, pfn, stat, vmflags, anonhuge, lazyfree, vmlck, value, invariants), found 'mpas' (did you mean 'maps'?)"
+        "t.ptl:1:8: expected what to expect (maps, page, pfn, stat, vmflags, anonhuge, lazyfree, vmlck, bytes, value, invariants), found 'mpas' (did you mean 'maps'?)"
     );
     assert_eq!(err("expect page 0"), "t.ptl:1:14: expected a length or page attributes (none, zero, anon, order=N, ...), found end of line");
     assert_eq!(err("expect page 0 4K"), "t.ptl:1:17: expected at least one page attribute (none, zero, anon, order=N, ...), found end of line");

@@ -134,6 +134,15 @@ impl Backend for FakeBackend {
         self.observe_all(proc)
     }
 
+    fn read_bytes(
+        &mut self,
+        _proc: &str,
+        _addr: u64,
+        _len: u64,
+    ) -> Result<Vec<Option<u8>>, BackendError> {
+        Err(BackendError::Unsupported("expect bytes"))
+    }
+
     fn observe_pages(
         &mut self,
         proc: &str,

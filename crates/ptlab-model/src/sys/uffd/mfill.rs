@@ -18,22 +18,17 @@ use crate::types::{AccessFault, Pid};
 use super::ctx::*;
 use crate::core::rules::rule;
 
-/// The 8 bytes a 4 KiB copy from `src` leaves at offset 0 of its
-/// destination, when a page holds its tag in its first 8 bytes and zeros
-/// elsewhere (the model's page content): `first` and `second` are the tags of
-/// the page holding `src` and of the next page (read only when `src` is
-/// unaligned). Little-endian, as on both architectures.
-pub(crate) fn copied_tag(src: u64, first: u64, second: u64) -> u64 {
-    let off = src % PAGE_SIZE;
-    if off == 0 {
-        first
-    } else if off < 8 {
-        first >> (8 * off)
-    } else if off > PAGE_SIZE - 8 {
-        second << (8 * (PAGE_SIZE - off))
-    } else {
-        0
-    }
+/// The 4096 bytes a copy from `src` leaves in its destination, from the
+/// tag and rest of the page holding `src` (`first`) and of the next page
+/// (`second`, read only when `src` is unaligned): `first[off..]` then
+/// `second[..off]`. Linux: mm/userfaultfd.c mfill_atomic_pte_copy() →
+/// copy_mc_user_highpage()/copy_from_user() of PAGE_SIZE bytes from `src`.
+pub(crate) fn copied_page(
+    src: u64,
+    first: &[u8; PAGE_SIZE as usize],
+    second: Option<&[u8; PAGE_SIZE as usize]>,
+) -> Box<[u8; PAGE_SIZE as usize]> {
+    crate::core::content::shifted(first, second, (src % PAGE_SIZE) as usize)
 }
 
 /// A zero-page PTE for `vma`: pte_mkspecial(pfn_pte(zero, vm_page_prot)).
@@ -192,20 +187,24 @@ impl Model {
     /// faulting the pages in as reads. An access that would SIGSEGV, or
     /// that would itself fault to userfaultfd (SIGBUS mode, or a kernel
     /// access of a USER_MODE_ONLY context), is EFAULT.
-    fn copy_from_user(&mut self, caller: Pid, src: u64) -> Result<u64, Errno> {
+    fn copy_from_user(
+        &mut self,
+        caller: Pid,
+        src: u64,
+    ) -> Result<Box<[u8; PAGE_SIZE as usize]>, Errno> {
         let to_errno = |f: AccessFault| match f {
             AccessFault::NoProcess => Errno::ESRCH,
             _ => Errno::EFAULT,
         };
-        let first = self.read_as(caller, src, false).map_err(to_errno)?;
+        let first = self.read_page_as(caller, src, false).map_err(to_errno)?;
         let second = if src.is_multiple_of(PAGE_SIZE) {
-            0
+            None
         } else {
             let next = (src & !(PAGE_SIZE - 1)).checked_add(PAGE_SIZE);
             let next = next.ok_or(Errno::EFAULT)?;
-            self.read_as(caller, next, false).map_err(to_errno)?
+            Some(self.read_page_as(caller, next, false).map_err(to_errno)?)
         };
-        Ok(copied_tag(src, first, second))
+        Ok(copied_page(src, &first, second.as_deref()))
     }
 
     /// One page of UFFDIO_COPY: allocate an order-0 page, copy into it, then
@@ -223,9 +222,9 @@ impl Model {
         wp: bool,
     ) -> Result<(), Errno> {
         self.mfill_dst_pmd(pid, dst)?;
-        let tag = match src {
+        let bytes = match src {
             CopySource::Addr(s) => self.copy_from_user(caller, s)?,
-            CopySource::Tag(t) => t,
+            CopySource::Tag(t) => crate::core::content::page_bytes(t, None),
         };
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
@@ -245,7 +244,7 @@ impl Model {
             .ok_or(Errno::ENOMEM)?;
         // copy_from_user() into the new page (no zeroing: the copy fills it).
         phys.hw.one(HwEvent::PageCopy);
-        phys.set_tag(folio.head, tag);
+        phys.set_page_bytes(folio.head, &bytes);
         // folio_add_new_anon_rmap(RMAP_EXCLUSIVE); inc_mm_counter().
         phys.add_rmap_ptes(folio, folio.head, 1, pid, true);
         phys.ref_add(folio, 1);

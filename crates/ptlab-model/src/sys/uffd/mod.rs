@@ -47,7 +47,7 @@ pub use ctx::*;
 
 #[cfg(test)]
 mod tests {
-    use super::mfill::copied_tag;
+    use super::mfill::copied_page;
     use super::*;
     use crate::core::arch::{Entry, LeafFlags};
     use crate::core::observe::PageState;
@@ -625,11 +625,31 @@ mod tests {
 
     #[test]
     fn copied_tag_bytes() {
+        // The tag (first 8 bytes) a copy from `src` leaves, from two tag pages.
+        let copied_tag = |src: u64, first: u64, second: u64| {
+            let (a, b) = (
+                crate::core::content::page_bytes(first, None),
+                crate::core::content::page_bytes(second, None),
+            );
+            let p = copied_page(src, &a, Some(&b));
+            u64::from_le_bytes(p[..8].try_into().unwrap())
+        };
         assert_eq!(copied_tag(0x1000, 7, 9), 7);
         assert_eq!(copied_tag(0x1001, 0x1122, 9), 0x11);
         assert_eq!(copied_tag(0x1100, 0x1122, 9), 0);
         assert_eq!(copied_tag(0x1fff, 0x1122, 0xab), 0xab00);
         assert_eq!(copied_tag(0x1ffd, 0x1122, 0xab), 0xab00_0000);
         assert_eq!(copied_tag(0x1ff9, 0x1122, 0xabcd), 0xcd00_0000_0000_0000);
+    }
+
+    #[test]
+    fn an_unaligned_copy_of_filled_pages_keeps_every_byte() {
+        let mut a = [0xaau8; 4096];
+        a[..8].copy_from_slice(&0x1122u64.to_le_bytes());
+        let b = [0xbbu8; 4096];
+        let p = copied_page(0x1004, &a, Some(&b));
+        assert_eq!(&p[..4], &[0, 0, 0, 0]);
+        assert!(p[4..4092].iter().all(|&x| x == 0xaa));
+        assert!(p[4092..].iter().all(|&x| x == 0xbb));
     }
 }
