@@ -890,9 +890,27 @@ impl KnobSession {
         kind: crate::swapfile::SwapKind,
     ) -> Result<(), KnobError> {
         let path = crate::swapfile::swap_path(std::process::id());
+        self.set_swap_unless(bytes, kind, || {
+            crate::swapfile::used_pages(&path).unwrap_or(0) > 0
+        })
+    }
+
+    /// [`KnobSession::set_swap`], with the caller deciding whether pages
+    /// are still swapped out to the area (`busy`: then EBUSY, as the model
+    /// answers). The live backend asks whether any scenario process still
+    /// has a swap PTE (`VmSwap`): slots that only the swap cache holds
+    /// (`/proc/swaps` Used counts them) do not stop a swapoff, which drops
+    /// them, as the model does not keep such slots.
+    pub fn set_swap_unless(
+        &mut self,
+        bytes: u64,
+        kind: crate::swapfile::SwapKind,
+        busy: impl FnOnce() -> bool,
+    ) -> Result<(), KnobError> {
+        let path = crate::swapfile::swap_path(std::process::id());
         let key = path.display().to_string();
         if self.journal.swapfiles.contains(&key) {
-            if crate::swapfile::used_pages(&path).unwrap_or(0) > 0 {
+            if busy() {
                 return Err(KnobError::Errno(Errno::EBUSY));
             }
             let _critical = Critical::enter();

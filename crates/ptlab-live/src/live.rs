@@ -2246,7 +2246,20 @@ impl Backend for LiveBackend {
             }
             Call::SetSwap { bytes, kind } => {
                 self.check_budget("main", call)?;
-                self.knobs.set_swap(*bytes, *kind).map_err(knob_error)?;
+                // Swap PTEs left in any scenario process: VmSwap
+                // (MM_SWAPENTS). A process whose status cannot be read
+                // counts as having some.
+                let pids: Vec<i32> = self.procs.iter().map(|p| p.pid).collect();
+                let busy = || {
+                    pids.iter().any(|&pid| {
+                        kernel::read_status(pid)
+                            .map(|s| s.get("VmSwap").copied().unwrap_or(0) > 0)
+                            .unwrap_or(true)
+                    })
+                };
+                self.knobs
+                    .set_swap_unless(*bytes, *kind, busy)
+                    .map_err(knob_error)?;
                 Ok(0)
             }
             Call::SetUseZeroPage { on } => match knobs::use_zero_page() {
