@@ -1783,6 +1783,14 @@ mod incremental_tests {
         ) -> Result<PageRuns, BackendError> {
             self.d.observe_pages(proc, start, end)
         }
+        fn read_bytes(
+            &mut self,
+            proc: &str,
+            addr: u64,
+            len: u64,
+        ) -> Result<Vec<Option<u8>>, BackendError> {
+            self.d.read_bytes(proc, addr, len)
+        }
         fn check_invariants(&mut self) -> Result<(), Vec<String>> {
             self.d.check_invariants()
         }
