@@ -1825,17 +1825,15 @@ impl LiveBackend {
             vm_lck_kb: vmas.vm_lck_kb,
             ..Default::default()
         };
-        // numa_maps walks the page tables: read it with smaps (a full
-        // read); a comparison that re-uses smaps derives it from the pages
-        // (one node here: every page on node 0), and the periodic and
-        // final full reads check the kernel's own lines.
-        let numa_maps = if derive_rss {
-            None
-        } else {
+        // numa_maps is read every time, even when smaps is re-used: its
+        // `mapmax` does not follow from the pages' mapcounts as the diff
+        // observes them (after fork and a write that split a shared PMD
+        // THP in the parent, the kernel prints no mapmax for the child
+        // while its pages show mapcount 2: tests/scenarios/ff-s13).
+        let numa_maps =
             Some(kernel::read_numa_maps(pid).map_err(|e| {
                 BackendError::Other(format!("cannot read /proc/{pid}/numa_maps: {e}"))
-            })?)
-        };
+            })?);
         self.timing.smaps += t0.elapsed();
         let smaps = &vmas.smaps;
         for (i, s, e) in self.clipped(smaps) {
