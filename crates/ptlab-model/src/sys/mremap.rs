@@ -48,6 +48,11 @@ struct Vrm {
     remap_type: RemapType,
     /// An mlock()ed mapping grew: populate the new part afterwards.
     populate_expand: bool,
+    /// Multi-VMA move: how much of the call's range, from its start, has
+    /// moved, and where its first piece went (a later piece can fail after
+    /// earlier ones moved for good).
+    moved_prefix: u64,
+    moved_to: u64,
 }
 
 impl Vrm {
@@ -117,6 +122,8 @@ impl Model {
             delta: 0,
             remap_type: RemapType::NoResize,
             populate_expand: false,
+            moved_prefix: 0,
+            moved_to: 0,
         };
         self.check_mremap_params(pid, &vrm)?;
         let guards = crate::mm::marker::snapshot(&self.procs[&pid], vrm.addr, vrm.old_len);
@@ -145,6 +152,18 @@ impl Model {
                 let moved = orig_old.min(orig_new);
                 self.guard_after_move(pid, &guards, orig_addr, to, moved);
             }
+        } else if vrm.moved_prefix > 0 && !guards.is_empty() {
+            // A multi-VMA move that failed at a later VMA: the VMAs before it
+            // moved with their markers, the rest stayed with theirs (found
+            // by the CI's time-seeded `ptlab fuzz`, seed
+            // 18102605311165482399 case 261: the third VMA's destination
+            // held a sealed page, EPERM; tests/scenarios/guard-07-multi-vma-move-partial.ptl).
+            let moved: Vec<u64> = guards
+                .iter()
+                .copied()
+                .filter(|&o| o < vrm.moved_prefix)
+                .collect();
+            self.guard_after_move(pid, &moved, orig_addr, vrm.moved_to, vrm.moved_prefix);
         }
         if res.is_ok() && vrm.populate_expand {
             self.mm_populate(pid, vrm.new_addr + vrm.old_len, vrm.delta);
@@ -440,7 +459,9 @@ impl Model {
             rule!(self.phys.hw, MremapMultiPiece);
             if !seen {
                 res = Ok(res_vma);
+                vrm.moved_to = res_vma;
             }
+            vrm.moved_prefix = addr + len - start;
             seen = true;
             target = res_vma + vrm.new_len;
             // The walk resumes after the VMA as it was found.
