@@ -1464,67 +1464,67 @@ int main(void)
 	s64 stat_base[1];
 	start();
 	stat_base[0] = 0;
-	/* line 9: p = mmap 4K at 0x100040010000 noreplace */
-	{ struct res r = do_mmap(cur, 9, 0x100040010000ULL, 0x1000ULL, 0x3ULL, 0x22ULL | 0x100000ULL);
+	/* line 11: p = mmap 4K at 0x100040010000 noreplace */
+	{ struct res r = do_mmap(cur, 11, 0x100040010000ULL, 0x1000ULL, 0x3ULL, 0x22ULL | 0x100000ULL);
 		if (!r.err && !r.fault) { v_p = r.val; s_p = 1; } else if (r.has_field) { v_p = r.field; s_p = 1; } else s_p = 0;
-		uncovered(9, "p = mmap 4K at 0x100040010000 noreplace", r);
+		uncovered(11, "p = mmap 4K at 0x100040010000 noreplace", r);
 	}
-	/* line 10: q = mmap 4K at 0x100040100000 noreplace */
-	{ struct res r = do_mmap(cur, 10, 0x100040100000ULL, 0x1000ULL, 0x3ULL, 0x22ULL | 0x100000ULL);
+	/* line 12: q = mmap 4K at 0x100040100000 noreplace */
+	{ struct res r = do_mmap(cur, 12, 0x100040100000ULL, 0x1000ULL, 0x3ULL, 0x22ULL | 0x100000ULL);
 		if (!r.err && !r.fault) { v_q = r.val; s_q = 1; } else if (r.has_field) { v_q = r.field; s_q = 1; } else s_q = 0;
-		uncovered(10, "q = mmap 4K at 0x100040100000 noreplace", r);
+		uncovered(12, "q = mmap 4K at 0x100040100000 noreplace", r);
 	}
-	/* line 11: mlock p 4K */
-	{ struct res r = ((0x0ULL | 0ULL) ? call(cur, 11, OP_SYSCALL, 325, var(s_p, v_p, "p", 11), 0x1000ULL, (0x0ULL | 0ULL), 0, 0, 0) : call(cur, 11, OP_SYSCALL, 149, var(s_p, v_p, "p", 11), 0x1000ULL, 0, 0, 0, 0));
-		uncovered(11, "mlock p 4K", r);
+	/* line 13: mlock p 4K */
+	{ struct res r = ((0x0ULL | 0ULL) ? call(cur, 13, OP_SYSCALL, 325, var(s_p, v_p, "p", 13), 0x1000ULL, (0x0ULL | 0ULL), 0, 0, 0) : call(cur, 13, OP_SYSCALL, 149, var(s_p, v_p, "p", 13), 0x1000ULL, 0, 0, 0, 0));
+		uncovered(13, "mlock p 4K", r);
 	}
-	/* line 12: write p 4K */
-	{ struct res r = do_access(cur, 12, "write", var(s_p, v_p, "p", 12), 0x1000ULL, 1, 0, 0);
-		uncovered(12, "write p 4K", r);
+	/* line 14: write p 4K */
+	{ struct res r = do_access(cur, 14, "write", var(s_p, v_p, "p", 14), 0x1000ULL, 1, 0, 0);
+		uncovered(14, "write p 4K", r);
 	}
-	/* line 13: write q 4K */
-	{ struct res r = do_access(cur, 13, "write", var(s_q, v_q, "q", 13), 0x1000ULL, 1, 0, 0);
-		uncovered(13, "write q 4K", r);
+	/* line 15: write q 4K */
+	{ struct res r = do_access(cur, 15, "write", var(s_q, v_q, "q", 15), 0x1000ULL, 1, 0, 0);
+		uncovered(15, "write q 4K", r);
 	}
-	/* line 14: fork c1 */
-	{ struct res r = do_fork(cur, 1, 14);
-		uncovered(14, "fork c1", r);
+	/* line 16: fork c1 */
+	{ struct res r = do_fork(cur, 1, 16);
+		uncovered(16, "fork c1", r);
 	}
-	/* line 15: write p 4K */
-	{ struct res r = do_access(cur, 15, "write", var(s_p, v_p, "p", 15), 0x1000ULL, 1, 0, 0);
-		uncovered(15, "write p 4K", r);
+	/* line 17: write p 4K */
+	{ struct res r = do_access(cur, 17, "write", var(s_p, v_p, "p", 17), 0x1000ULL, 1, 0, 0);
+		uncovered(17, "write p 4K", r);
 	}
-	/* line 16: write q 4K */
-	{ struct res r = do_access(cur, 16, "write", var(s_q, v_q, "q", 16), 0x1000ULL, 1, 0, 0);
-		uncovered(16, "write q 4K", r);
+	/* line 18: write q 4K */
+	{ struct res r = do_access(cur, 18, "write", var(s_q, v_q, "q", 18), 0x1000ULL, 1, 0, 0);
+		uncovered(18, "write q 4K", r);
 	}
-	/* line 17: @c1 f = pfn p */
+	/* line 19: @c1 f = pfn p */
 	{ int pc = cur; cur = 1;
-		v_f = bind_pfn(cur, 17, var(s_p, v_p, "p", 17)); s_f = 1;
+		v_f = bind_pfn(cur, 19, var(s_p, v_p, "p", 19)); s_f = 1;
 	cur = pc; }
-	/* line 18: @c1 g = pfn q */
+	/* line 20: @c1 g = pfn q */
 	{ int pc = cur; cur = 1;
-		v_g = bind_pfn(cur, 18, var(s_q, v_q, "q", 18)); s_g = 1;
+		v_g = bind_pfn(cur, 20, var(s_q, v_q, "q", 20)); s_g = 1;
 	cur = pc; }
-	/* line 19: @c1 write q 4K */
+	/* line 21: @c1 write q 4K */
 	{ int pc = cur; cur = 1;
-		{ struct res r = do_access(cur, 19, "write", var(s_q, v_q, "q", 19), 0x1000ULL, 1, 0, 0);
-			uncovered(19, "@c1 write q 4K", r);
+		{ struct res r = do_access(cur, 21, "write", var(s_q, v_q, "q", 21), 0x1000ULL, 1, 0, 0);
+			uncovered(21, "@c1 write q 4K", r);
 		}
 	cur = pc; }
-	/* line 20: @c1 expect pfn q == g */
+	/* line 22: @c1 expect pfn q == g */
 	{ int pc = cur; cur = 1;
-		expect_pfn(cur, 20, "@c1 expect pfn q == g", var(s_q, v_q, "q", 20), 1, var(s_g, v_g, "g", 20));
+		expect_pfn(cur, 22, "@c1 expect pfn q == g", var(s_q, v_q, "q", 22), 1, var(s_g, v_g, "g", 22));
 	cur = pc; }
-	/* line 21: @c1 write p 4K */
+	/* line 23: @c1 write p 4K */
 	{ int pc = cur; cur = 1;
-		{ struct res r = do_access(cur, 21, "write", var(s_p, v_p, "p", 21), 0x1000ULL, 1, 0, 0);
-			uncovered(21, "@c1 write p 4K", r);
+		{ struct res r = do_access(cur, 23, "write", var(s_p, v_p, "p", 23), 0x1000ULL, 1, 0, 0);
+			uncovered(23, "@c1 write p 4K", r);
 		}
 	cur = pc; }
-	/* line 22: @c1 expect pfn p == f */
+	/* line 24: @c1 expect pfn p != f */
 	{ int pc = cur; cur = 1;
-		expect_pfn(cur, 22, "@c1 expect pfn p == f", var(s_p, v_p, "p", 22), 1, var(s_f, v_f, "f", 22));
+		expect_pfn(cur, 24, "@c1 expect pfn p != f", var(s_p, v_p, "p", 24), 0, var(s_f, v_f, "f", 24));
 	cur = pc; }
 	(void)v_f; (void)s_f;
 	(void)v_g; (void)s_g;

@@ -61,31 +61,8 @@ fn all_scenarios_pass_on_the_model() {
         for arch in ArchKind::ALL {
             let mut backend =
                 ModelBackend::new(ModelConfig::for_arch(arch)).check_every_statement(true);
-            // A kernel finding (docs/divergences.md "Kernel findings")
-            // states the behaviour it expects, which Linux 6.18 does not
-            // show: its `# fails on Linux 6.18 at line N` lines name the
-            // expectations that fail, on the kernel and on the model that
-            // follows it. Exactly those fail; every other one holds.
-            let fails_at: Vec<u32> = src
-                .lines()
-                .filter_map(|l| l.strip_prefix("# fails on Linux 6.18 at line "))
-                .filter_map(|n| n.trim().parse().ok())
-                .collect();
             match run_source(&name, &src, &mut backend, &opts) {
                 Err(e) => failed.push(format!("{name} ({}): parse error: {e}", arch.name())),
-                Ok(report) if !fails_at.is_empty() => {
-                    let mut got: Vec<u32> = report.failures.iter().map(|f| f.line).collect();
-                    got.sort_unstable();
-                    if got != fails_at {
-                        let why: Vec<String> =
-                            report.failures.iter().map(|x| x.to_string()).collect();
-                        failed.push(format!(
-                            "{name} ({}): a kernel finding must fail at lines {fails_at:?}, failed at {got:?}:\n  {}",
-                            arch.name(),
-                            why.join("\n  ")
-                        ));
-                    }
-                }
                 Ok(report) if !report.passed() => {
                     let why: Vec<String> = report.failures.iter().map(|x| x.to_string()).collect();
                     failed.push(format!("{name} ({}):\n  {}", arch.name(), why.join("\n  ")));
