@@ -1830,10 +1830,8 @@ impl LiveBackend {
         // observes them (after fork and a write that split a shared PMD
         // THP in the parent, the kernel prints no mapmax for the child
         // while its pages show mapcount 2: tests/scenarios/ff-s13).
-        let numa_maps =
-            Some(kernel::read_numa_maps(pid).map_err(|e| {
-                BackendError::Other(format!("cannot read /proc/{pid}/numa_maps: {e}"))
-            })?);
+        let numa_maps = kernel::read_numa_maps(pid)
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/numa_maps: {e}")))?;
         self.timing.smaps += t0.elapsed();
         let smaps = &vmas.smaps;
         for (i, s, e) in self.clipped(smaps) {
@@ -1843,14 +1841,13 @@ impl LiveBackend {
             }
             let pages = self.page_states(proc, pid, s, e, pass.as_deref_mut())?;
             let whole = v.start == s && v.end == e;
-            obs.numa_maps
-                .push(match numa_maps.as_ref().and_then(|m| m.get(&s)) {
-                    Some(n) if whole => n.clone(),
-                    // A VMA the harness clips: its line covers the harness's
-                    // part too; count the scenario's part from pagemap (one
-                    // node: every page on node 0).
-                    _ => numa_from_pages(s, &pages),
-                });
+            obs.numa_maps.push(match numa_maps.get(&s) {
+                Some(n) if whole => n.clone(),
+                // A VMA the harness clips: its line covers the harness's
+                // part too; count the scenario's part from pagemap (one
+                // node: every page on node 0).
+                _ => numa_from_pages(s, &pages),
+            });
             let (rss_kb, anon_huge_kb) = if whole && !derive_rss {
                 (v.rss_kb, v.anon_huge_kb)
             } else {

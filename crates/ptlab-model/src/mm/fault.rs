@@ -614,23 +614,9 @@ pub fn do_swap_page(
     // this fault hold the folio, and no swap PTE is left.
     let freed = write && phys.refcount(folio) == 1 && count_left == 0;
     let exclusive = s.exclusive || freed;
-    let mut flags = LeafFlags::YOUNG;
-    if vma.flags.contains(VmFlags::EXEC) {
-        flags |= LeafFlags::EXEC;
-    }
-    if s.soft_dirty {
-        flags |= LeafFlags::SOFT_DIRTY;
-    }
-    if s.uffd_wp {
-        flags |= LeafFlags::UFFD_WP;
-    }
-    let uffd_wp = s.uffd_wp && vma.flags.contains(VmFlags::UFFD_WP);
-    if exclusive && vma.flags.contains(VmFlags::WRITE) && !uffd_wp {
+    let flags = swapin_pte_flags(vma, s, exclusive, write);
+    if flags.contains(LeafFlags::WRITE) {
         rule!(phys.hw, FaultSwapInWritable);
-        flags |= LeafFlags::WRITE;
-        if write {
-            flags |= LeafFlags::DIRTY;
-        }
     }
     if phys.page_mapcount(folio.head) == 0 {
         // folio_add_new_anon_rmap() / a cached folio nobody maps: the
@@ -669,6 +655,32 @@ pub fn do_swap_page(
         }
     }
     Ok(())
+}
+
+/// The PTE a swap-in maps: young; the swap PTE's soft-dirty and uffd-wp
+/// carried over; writable (and dirty for a write fault) only when the page
+/// is certainly exclusive and the VMA is writable and not uffd-wp armed
+/// for it. Linux: mm/memory.c do_swap_page() (pte_mksoft_dirty(),
+/// pte_mkuffd_wp(), the `exclusive || folio_ref_count() == 1` block).
+fn swapin_pte_flags(vma: &Vma, s: SwapPte, exclusive: bool, write: bool) -> LeafFlags {
+    let mut flags = LeafFlags::YOUNG;
+    if vma.flags.contains(VmFlags::EXEC) {
+        flags |= LeafFlags::EXEC;
+    }
+    if s.soft_dirty {
+        flags |= LeafFlags::SOFT_DIRTY;
+    }
+    if s.uffd_wp {
+        flags |= LeafFlags::UFFD_WP;
+    }
+    let uffd_wp = s.uffd_wp && vma.flags.contains(VmFlags::UFFD_WP);
+    if exclusive && vma.flags.contains(VmFlags::WRITE) && !uffd_wp {
+        flags |= LeafFlags::WRITE;
+        if write {
+            flags |= LeafFlags::DIRTY;
+        }
+    }
+    flags
 }
 
 /// do_swap_page() on a slot whose swap-cache folio is large (block-device
@@ -743,23 +755,7 @@ fn swapin_large(
         .any(|(_, x)| x.count > 0);
     let freed = write && phys.refcount(folio) == nr_folio as u32 && !left;
     let exclusive = s.exclusive || freed;
-    let mut flags = LeafFlags::YOUNG;
-    if vma.flags.contains(VmFlags::EXEC) {
-        flags |= LeafFlags::EXEC;
-    }
-    if s.soft_dirty {
-        flags |= LeafFlags::SOFT_DIRTY;
-    }
-    if s.uffd_wp {
-        flags |= LeafFlags::UFFD_WP;
-    }
-    let uffd_wp = s.uffd_wp && vma.flags.contains(VmFlags::UFFD_WP);
-    if exclusive && vma.flags.contains(VmFlags::WRITE) && !uffd_wp {
-        flags |= LeafFlags::WRITE;
-        if write {
-            flags |= LeafFlags::DIRTY;
-        }
-    }
+    let flags = swapin_pte_flags(vma, s, exclusive, write);
     let page = folio.head.add(first);
     if phys.folio_mapcount(folio) == 0 {
         phys.set_anon_exclusive_range(folio.head, nr_folio, false);

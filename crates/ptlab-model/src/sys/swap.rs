@@ -372,7 +372,9 @@ pub(crate) fn folio_alloc_swap(
     if let Some(base) = phys.folio_swap(folio) {
         return Some(FolioSlots { base, fresh: false });
     }
-    if !phys.swap.enabled() {
+    // Only a block device takes a large folio (alloc_run() says why):
+    // decided before the pages' data is gathered.
+    if !phys.swap.enabled() || phys.swap.kind != SwapKind::BlockDev {
         return None;
     }
     let nr = folio.nr_pages();
