@@ -172,6 +172,17 @@ impl SwapDevice {
     pub fn used(&self) -> u64 {
         self.slots.len() as u64
     }
+
+    /// More than half the area is in use: `nr_swap_pages * 2 <
+    /// total_swap_pages`, with the header page not counted. Swap-ins then
+    /// drop the swap cache even on a read fault.
+    /// Linux: include/linux/swap.h vm_swap_full() (reached through
+    /// mem_cgroup_swap_full()).
+    pub fn full(&self) -> bool {
+        let total = self.pages.saturating_sub(1);
+        let free = total.saturating_sub(self.used());
+        free * 2 < total
+    }
 }
 
 /// The smallest swap area swapon(2) accepts, in pages: the header page

@@ -610,10 +610,10 @@ pub fn do_swap_page(
     let slot = phys.swap.slots.get_mut(&s.offset).expect("slot");
     slot.count -= 1;
     let count_left = slot.count;
-    // should_try_to_free_swap() → folio_free_swap(): only the cache and
-    // this fault hold the folio, and no swap PTE is left.
-    let freed = write && phys.refcount(folio) == 1 && count_left == 0;
-    let exclusive = s.exclusive || freed;
+    // should_try_to_free_swap() → folio_free_swap() (no swap PTE left),
+    // then `folio_ref_count() == 1`: only the cache held the folio.
+    let freed = try_free_swap(phys, vma, write, folio) && count_left == 0;
+    let exclusive = s.exclusive || (freed && phys.refcount(folio) == 1);
     let flags = swapin_pte_flags(vma, s, exclusive, write);
     if flags.contains(LeafFlags::WRITE) {
         rule!(phys.hw, FaultSwapInWritable);
@@ -655,6 +655,23 @@ pub fn do_swap_page(
         }
     }
     Ok(())
+}
+
+/// Whether a swap-in tries to drop the folio's swap cache (it succeeds
+/// when no swap PTE names the folio's slots): always when more than half
+/// the swap area is used or the VMA is mlocked, otherwise only on a write
+/// fault when the cache and this fault hold the only references. A
+/// cache-only folio freed this way is exclusive, so even a read fault in an
+/// mlocked VMA maps it writable with the exclusive flag (checked live on
+/// 6.18 with a block-device swap: a child's read fault after the parent
+/// copied the page on write; found by the CI fuzz run, seed
+/// 16237206160759859863 case 17). `folio_test_mlocked()` is not modelled
+/// on its own: a folio mlocked through another mapping is not exclusive
+/// anyway. Linux: mm/memory.c should_try_to_free_swap().
+fn try_free_swap(phys: &PhysMem, vma: &Vma, write: bool, folio: FolioRef) -> bool {
+    phys.swap.full()
+        || vma.flags.contains(VmFlags::LOCKED)
+        || (write && phys.refcount(folio) == folio.nr_pages() as u32)
 }
 
 /// The PTE a swap-in maps: young; the swap PTE's soft-dirty and uffd-wp
@@ -753,8 +770,8 @@ fn swapin_large(
         .slots
         .range(base..base + nr_folio)
         .any(|(_, x)| x.count > 0);
-    let freed = write && phys.refcount(folio) == nr_folio as u32 && !left;
-    let exclusive = s.exclusive || freed;
+    let freed = try_free_swap(phys, vma, write, folio) && !left;
+    let exclusive = s.exclusive || (freed && phys.refcount(folio) == nr_folio as u32);
     let flags = swapin_pte_flags(vma, s, exclusive, write);
     let page = folio.head.add(first);
     if phys.folio_mapcount(folio) == 0 {
