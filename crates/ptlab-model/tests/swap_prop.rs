@@ -147,11 +147,22 @@ fn apply(m: &mut Model, op: &Op) {
                 // what reclaim discarded: clean pages of MADV_FREE'd folios,
                 // which are left not present (nothing else leaves an anon
                 // page not present here).
-                for (va, tag) in before {
-                    let gone = matches!(
-                        m.observe_pages(pid, va, va + 4096)[0].state,
-                        PageState::NotPresent
-                    );
+                // Which pages reclaim discarded is read before any read
+                // below faults one in: a read of a discarded page of a
+                // PMD-sized range maps the huge zero page over its
+                // neighbours too, which would hide that they were
+                // discarded as well.
+                let after: Vec<(u64, u64, bool)> = before
+                    .into_iter()
+                    .map(|(va, tag)| {
+                        let gone = matches!(
+                            m.observe_pages(pid, va, va + 4096)[0].state,
+                            PageState::NotPresent
+                        );
+                        (va, tag, gone)
+                    })
+                    .collect();
+                for (va, tag, gone) in after {
                     if gone && advice == Advice::PageOut {
                         assert_eq!(m.read(pid, va), Ok(0), "discarded {va:#x}");
                         continue;
