@@ -69,6 +69,7 @@ static const char *const PROC_NAMES[] = { "main", "c1" };
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/swap.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -584,11 +585,42 @@ static struct res do_mremap(int p, int line, u64 addr, u64 old, u64 new_len, u64
 	return r;
 }
 
+/* MADV_PAGEOUT only starts the writes to swap; a folio under writeback
+ * cannot leave the swap cache (folio_free_swap()), so a later
+ * copy-on-write would copy a page it otherwise reuses. As ptlab's live
+ * harness does, wait (at most 2 s) until the device holding the swap file
+ * has no request in flight. */
+static void wait_swap_writeback(void)
+{
+	struct stat st;
+	char path[96], buf[64];
+	if (!swap_path[0] || stat(swap_path, &st))
+		return;
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/inflight", major(st.st_dev), minor(st.st_dev));
+	for (int i = 0; i < 10000; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return;
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			return;
+		buf[n] = 0;
+		unsigned long r = 1, w = 1;
+		if (sscanf(buf, "%lu %lu", &r, &w) != 2 || (r == 0 && w == 0))
+			return;
+		usleep(200);
+	}
+}
+
 static struct res do_madvise(int p, int line, u64 addr, u64 len, u64 advice)
 {
 	if ((int)advice == 100 || (int)advice == 101)
 		rt_error(line, "madvise advice %d (MADV_HWPOISON/MADV_SOFT_OFFLINE) is refused: it poisons or offlines a real page", (int)advice);
-	return call(p, line, OP_MADVISE, addr, len, advice, 0, 0, 0, 0);
+	struct res r = call(p, line, OP_MADVISE, addr, len, advice, 0, 0, 0, 0);
+	if ((int)advice == 21) /* MADV_PAGEOUT */
+		wait_swap_writeback();
+	return r;
 }
 
 #define MAX_RANGE_PAGES (1ULL << 24)

@@ -1994,6 +1994,11 @@ impl Backend for LiveBackend {
                 self.check_range("madvise", *addr, *len)?;
                 self.check_budget(proc, call)?;
                 let r = self.send(proc, call, none)?;
+                if *advice == Advice::PageOut {
+                    // The model's writes to swap complete at once.
+                    let path = crate::swapfile::swap_path(std::process::id());
+                    crate::swapfile::wait_writeback(&path, std::time::Duration::from_secs(2));
+                }
                 Self::unit(r).map(|_| 0)
             }
             Call::FillBytes { addr, len, .. } => {

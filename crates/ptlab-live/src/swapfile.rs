@@ -481,3 +481,46 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// Wait (at most `limit`) until the block device under the swap area of
+/// the ptlab file at `path` has no request in flight: the loop device over
+/// it, or the device holding the file. MADV_PAGEOUT only starts the
+/// writes; until a folio's write completes it stays under writeback, and
+/// then `folio_free_swap()` refuses to drop it from the swap cache, so a
+/// later copy-on-write copies a page it would otherwise reuse (Linux:
+/// mm/swapfile.c folio_free_swap(), mm/memory.c wp_can_reuse_anon_folio()).
+/// The model completes a write at once, so the live side waits for the
+/// same state. `inflight` counts a request until after its bios ended
+/// (blk_mq_end_request(): blk_update_request() runs the bio completions,
+/// which end the folios' writeback, before the accounting drops the
+/// request). Returns whether the device drained in time (a device shared
+/// with other I/O may not).
+pub fn wait_writeback(path: &Path, limit: std::time::Duration) -> bool {
+    let inflight = match loop_device_of(path) {
+        Some(dev) => PathBuf::from("/sys/block")
+            .join(dev.file_name().unwrap_or_default())
+            .join("inflight"),
+        None => {
+            use std::os::unix::fs::MetadataExt;
+            let Ok(m) = fs::metadata(path) else {
+                return true;
+            };
+            let dev = m.dev();
+            let (maj, min) = (libc::major(dev), libc::minor(dev));
+            PathBuf::from(format!("/sys/dev/block/{maj}:{min}/inflight"))
+        }
+    };
+    let start = std::time::Instant::now();
+    loop {
+        let Ok(text) = fs::read_to_string(&inflight) else {
+            return true;
+        };
+        if text.split_whitespace().all(|n| n == "0") {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}

@@ -84,6 +84,10 @@ fn reproduce_calibration_dies_with_reproduce() {
     }
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
+    // Seen late on a loaded machine, the calibration may have finished
+    // (and written its profile) before the kill: then only the orphan
+    // check below says something.
+    let written_before_kill = dir.join("local-profile.toml").exists();
     // The calibration and its worker go at once (a calibration that
     // outlived its parent would finish and write the profile in ~1 s).
     let t = Instant::now();
@@ -102,10 +106,17 @@ fn reproduce_calibration_dies_with_reproduce() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_secs(3));
-    assert!(
-        !dir.join("local-profile.toml").exists(),
-        "a profile was written after reproduce died"
-    );
+    if written_before_kill {
+        eprintln!(
+            "note: reproduce_calibration_dies_with_reproduce: the calibration had written its \
+             profile before reproduce was killed; only the orphan check applied"
+        );
+    } else {
+        assert!(
+            !dir.join("local-profile.toml").exists(),
+            "a profile was written after reproduce died"
+        );
+    }
     // The SIGKILL left the bench's journal (if it changed knobs): the next
     // start puts it back.
     let out = Command::new(env!("CARGO_BIN_EXE_ptlab"))
