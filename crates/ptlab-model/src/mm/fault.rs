@@ -71,7 +71,7 @@ pub fn handle_fault(
             }
         }
         let hw = &mm.pt.hw;
-        hw.one(HwEvent::PageFault);
+        hw.page_fault();
         hw.one(HwEvent::VmaLookup);
         let _ptl = mm.pt.pte_offset_map_lock(addr);
     }
@@ -255,7 +255,7 @@ fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> O
         e.insert(pgtable);
     }
     // folio_zero_user(): 512 pages cleared; map under the PMD lock.
-    env.phys.hw.add(HwEvent::PageZero, HPAGE_PMD_NR);
+    env.phys.hw.page_zero(HPAGE_PMD_NR, PMD_ORDER);
     env.phys.add_rmap_pmd(folio, mm.pid, true);
     env.phys.ref_add(folio, 1);
     mm.rss_anon += HPAGE_PMD_NR;
@@ -403,7 +403,7 @@ fn do_anonymous_page(
     let base = addr & !(order.bytes() - 1);
     let nr = order.pages();
     // alloc_anon_folio() → folio_zero_user() / __GFP_ZERO: every page cleared.
-    env.phys.hw.add(HwEvent::PageZero, nr);
+    env.phys.hw.page_zero(nr, order.0);
     env.phys
         .add_rmap_ptes(folio, folio.head, nr as u32, mm.pid, true);
     env.phys.ref_add(folio, nr as u32);
@@ -503,7 +503,7 @@ fn wp_page_copy(
         env.phys.copy_page(src, new.head);
         env.phys.hw.one(HwEvent::PageCopy); // __wp_page_copy_user()
     } else {
-        env.phys.hw.one(HwEvent::PageZero); // vma_alloc_zeroed_movable_folio()
+        env.phys.hw.page_zero(1, 0); // vma_alloc_zeroed_movable_folio()
     }
     env.phys.add_rmap_ptes(new, new.head, 1, mm.pid, true);
     env.phys.ref_add(new, 1);
