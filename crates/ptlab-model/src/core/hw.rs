@@ -651,6 +651,18 @@ impl HwSink {
         self.one(HwEvent::MemcgCharge);
         self.one(HwEvent::LruAdd);
     }
+    /// `n` PTE reads that an mm walk makes through `ptep_get()` without the
+    /// model's arch hook (zap_pte_range()'s per-entry read, the swap walks'
+    /// and page_vma_mapped_walk()'s reads, copy/move of a swap entry, the
+    /// guard-marker walks, the `pte_same()` re-checks under the PTL): `n`
+    /// 8-byte loads and `n` `ptep_get` calls (no arm64 contpte gather is
+    /// added: these walks are the same before and after every seed switch).
+    #[inline]
+    pub fn ptep_get_reads(&self, n: u64) {
+        self.add(HwEvent::PteLoad, n);
+        let c = &self.calls[KCall::PtepGet as usize];
+        c.set(c.get() + n);
+    }
     /// Count one call of kernel function `k` (not a hardware event).
     #[inline]
     pub fn call(&self, k: KCall) {

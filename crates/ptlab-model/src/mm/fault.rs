@@ -604,7 +604,7 @@ pub fn do_swap_page(
     // pte_same(ptep_get()) re-check under the PTL.
     phys.hw.add(HwEvent::FolioRefAtomic, 2);
     let _ptl = mm.pt.pte_offset_map_lock(addr);
-    mm.pt.hw.one(HwEvent::PteLoad);
+    mm.pt.hw.ptep_get_reads(1);
     // swap_free_nr(): this PTE's swap count goes (cluster lock, one byte).
     count_swap_map(&phys.hw, 1);
     let slot = phys.swap.slots.get_mut(&s.offset).expect("slot");
@@ -731,7 +731,7 @@ fn swapin_large(
     let idx = s.offset - base;
     phys.hw.add(HwEvent::FolioRefAtomic, 2);
     let _ptl = mm.pt.pte_offset_map_lock(addr);
-    mm.pt.hw.one(HwEvent::PteLoad);
+    mm.pt.hw.ptep_get_reads(1);
     // The whole folio, if its range is all here.
     let whole = addr.checked_sub(idx * PAGE_SIZE).filter(|&start| {
         let end = start + nr_folio * PAGE_SIZE;
@@ -739,7 +739,7 @@ fn swapin_large(
         start >= pmd_start.max(vma.start) && end <= (pmd_start + PMD_SIZE).min(vma.end) && {
             // ptep_get() of the folio's first PTE, then swap_pte_batch()
             // over the rest.
-            mm.pt.hw.add(HwEvent::PteLoad, nr_folio);
+            mm.pt.hw.ptep_get_reads(nr_folio);
             (0..nr_folio).all(|k| {
                 mm.pt.pte_peek(start + k * PAGE_SIZE)
                     == Entry::Swap(SwapPte {
