@@ -32,6 +32,14 @@ profiles. Each profile is for one architecture and also fixes the CPU
 features that change which instructions the kernel issues (FEAT_TLBIRANGE,
 BBML2, KPTI), so the model runs once per distinct (arch, features) pair.
 
+Two figures: the totals (Total:, the per-line and per-operation tables)
+are the page-table figure, the one `ptlab reproduce` uses; the
+\"Whole program\" tables that follow add the fault path (exception
+entry/exit, allocation by order, memcg charge, LRU add, zeroing by size),
+the program's own stores and loads at the core's memory bandwidth, and
+syscall entry/exit, one column per phase (page table, syscall, fault path,
+user), with their own total, interval and before/after ratio.
+
 Profiles: built-in apple-m-vm (arm64), neoverse-n1 (arm64), zen3 (x86_64), or
 a path to a TOML file (see profiles/ and docs/cost.md). Without --profile:
 every built-in profile of --arch, or all built-ins when --arch is not given.
