@@ -342,14 +342,39 @@ pub fn parse_profile(text: &str, origin: &str) -> Result<Profile, CostError> {
         }
     }
     let mut prices = Vec::with_capacity(HwEvent::COUNT);
+    // A profile written before the whole-program events existed (an older
+    // `ptlab calibrate` output) takes them from the built-in profile its
+    // calibration starts from (zen3 / neoverse-n1), sources and ranges
+    // included; they do not enter the page-table figure it was fitted for.
+    let base_events = |e: HwEvent| -> Option<Price> {
+        let base = match arch {
+            ArchKind::X86_64 => "zen3",
+            _ => "neoverse-n1",
+        };
+        let (_, text) = BUILTIN.iter().find(|(n, _)| *n == base)?;
+        let b: ProfileFile = toml::from_str(text).ok()?;
+        let mut p = b.events.get(e.name())?.clone();
+        p.source = format!(
+            "not in this profile (written before whole-program events): the built-in {base} profile's price; {}",
+            p.source
+        );
+        Some(p)
+    };
     for &e in HwEvent::ALL {
-        let p = f.events.get(e.name()).ok_or_else(|| {
-            err(format!(
-                "no price for event '{}' ([events.{}])",
-                e.name(),
-                e.name()
-            ))
-        })?;
+        let inherited = (e.is_fine() && !f.events.contains_key(e.name()))
+            .then(|| base_events(e))
+            .flatten();
+        let p = f
+            .events
+            .get(e.name())
+            .or(inherited.as_ref())
+            .ok_or_else(|| {
+                err(format!(
+                    "no price for event '{}' ([events.{}])",
+                    e.name(),
+                    e.name()
+                ))
+            })?;
         if !(p.ns.is_finite() && p.ns >= 0.0) {
             return Err(err(format!(
                 "events.{}: ns must be finite and >= 0",
@@ -1276,5 +1301,31 @@ mod tests {
             ratio_interval(&before.events, &after.events, &w),
             ratio_interval(&before.events, &after.events, &p)
         );
+    }
+
+    /// A profile without the whole-program events (written by an older
+    /// `ptlab calibrate`) still loads: it takes them from the built-in
+    /// profile of its architecture, saying so; its page-table figure is
+    /// what it was. A missing page-table event is still refused.
+    #[test]
+    fn older_profiles_take_whole_program_prices_from_the_base() {
+        let zen = find_profile("zen3").unwrap();
+        let mut text = zen.to_toml();
+        for &e in HwEvent::ALL.iter().filter(|e| e.is_fine()) {
+            let head = format!("[events.{}]", e.name());
+            let i = text.find(&head).unwrap();
+            let j = text[i + 1..]
+                .find("\n[")
+                .map_or(text.len(), |k| i + 1 + k + 1);
+            text.replace_range(i..j, "");
+        }
+        assert!(!text.contains("fault_entry"));
+        let old = parse_profile(&text, "old").unwrap();
+        for &e in HwEvent::ALL.iter().filter(|e| e.is_fine()) {
+            assert_eq!(old.price_of(e).ns, zen.price_of(e).ns, "{}", e.name());
+            assert!(old.price_of(e).source.contains("built-in zen3"));
+        }
+        let missing = text.replace("[events.pte_load]", "[events.pte_load_typo]");
+        assert!(parse_profile(&missing, "t").is_err());
     }
 }
