@@ -144,6 +144,14 @@ pub struct ModelRow {
     pub before_events: BTreeMap<String, u64>,
     #[serde(default)]
     pub after_events: BTreeMap<String, u64>,
+    /// Kernel-call counts per measured operation before/after (function
+    /// name → calls: ptep_get, set_ptes, folio_pte_batch, flush_tlb_range,
+    /// ...; counted by the model, never priced; empty in results saved
+    /// before calls were recorded).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub before_calls: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub after_calls: BTreeMap<String, u64>,
     /// This workload's `after_ns` over its change's baseline workload's on
     /// the same profile, as an interval: every price of the profile moved
     /// within its range, prices the two share moving together (`None` for
@@ -383,6 +391,121 @@ fn event_lines(rows: &[&ModelRow]) -> Vec<(String, String, String)> {
     out
 }
 
+/// The kernel calls every call table shows (others appear when they change).
+const MAIN_CALLS: [&str; 4] = ["ptep_get", "set_ptes", "folio_pte_batch", "flush_tlb_range"];
+
+/// One row of a change's kernel-call table: a workload on the profiles
+/// that count alike (calls depend on the architecture and CPU features,
+/// not on prices), each main call `before → after`, then the other calls
+/// that change.
+pub struct CallRow {
+    pub workload: String,
+    /// `arm64 (apple-m-vm, neoverse-n1)`.
+    pub machines: String,
+    pub main: Vec<String>,
+    pub other: String,
+}
+
+fn before_after(b: u64, a: u64) -> String {
+    if b == a {
+        format!("{b} (=)")
+    } else {
+        format!("{b} → {a}")
+    }
+}
+
+/// The kernel-call rows of a change's model rows (none without calls).
+pub fn call_rows(rows: &[&ModelRow]) -> Vec<CallRow> {
+    let mut groups: Vec<(String, String, &ModelRow, Vec<&str>)> = Vec::new();
+    for m in rows {
+        if m.before_calls.is_empty() && m.after_calls.is_empty() {
+            continue;
+        }
+        match groups.iter_mut().find(|(w, a, g, _)| {
+            *w == m.workload
+                && *a == m.arch
+                && g.before_calls == m.before_calls
+                && g.after_calls == m.after_calls
+        }) {
+            Some(g) => g.3.push(&m.profile),
+            None => groups.push((m.workload.clone(), m.arch.clone(), m, vec![&m.profile])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(workload, arch, m, profiles)| {
+            let get = |map: &BTreeMap<String, u64>, k: &str| map.get(k).copied().unwrap_or(0);
+            let main = MAIN_CALLS
+                .iter()
+                .map(|k| before_after(get(&m.before_calls, k), get(&m.after_calls, k)))
+                .collect();
+            let mut names: Vec<&String> =
+                m.before_calls.keys().chain(m.after_calls.keys()).collect();
+            names.sort();
+            names.dedup();
+            let other = names
+                .into_iter()
+                .filter(|k| !MAIN_CALLS.contains(&k.as_str()))
+                .filter(|k| get(&m.before_calls, k) != get(&m.after_calls, k))
+                .map(|k| {
+                    format!(
+                        "{k} {} → {}",
+                        get(&m.before_calls, k),
+                        get(&m.after_calls, k)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            CallRow {
+                workload,
+                machines: format!("{arch} ({})", profiles.join(", ")),
+                main,
+                other: if other.is_empty() {
+                    "—".to_string()
+                } else {
+                    other
+                },
+            }
+        })
+        .collect()
+}
+
+/// report.md's kernel-call section: per change, a table of the calls per
+/// measured operation before → after the change, on the model.
+pub fn calls_markdown(r: &Reproduction) -> String {
+    let Model::Rows { .. } = &r.model else {
+        return String::new();
+    };
+    let mut s = String::new();
+    for ch in CHANGES {
+        let rows = call_rows(&r.model_rows(ch));
+        if rows.is_empty() {
+            continue;
+        }
+        if s.is_empty() {
+            s.push_str("\n## Kernel calls per operation (model)\n\nCounted by the model per measured operation, never priced (docs/cost.md, \"Kernel-call counts\"); `before → after` the change, `(=)` unchanged.\n");
+        }
+        let _ = writeln!(s, "\n**{}** (`{}`)\n", ch.title, ch.switch);
+        let _ = writeln!(
+            s,
+            "| workload | machines | {} | other calls that change |",
+            MAIN_CALLS.join(" | ")
+        );
+        let _ = writeln!(s, "|---|---|{}---|", "---:|".repeat(MAIN_CALLS.len()));
+        for c in rows {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} |",
+                c.workload,
+                c.machines,
+                c.main.join(" | "),
+                c.other
+            );
+        }
+    }
+    s
+}
+
 /// The terminal report: the headline (as in report.md), then each change.
 pub fn terminal(r: &Reproduction) -> String {
     let mut s = crate::headline::markdown(r);
@@ -481,6 +604,24 @@ pub fn terminal(r: &Reproduction) -> String {
                 );
                 for (w, b, a) in event_lines(&rows) {
                     let _ = writeln!(s, "    {w:<32} before: {b}; after: {a}");
+                }
+                let calls = call_rows(&rows);
+                if !calls.is_empty() {
+                    let _ = writeln!(
+                        s,
+                        "  kernel calls per operation, before -> after ({}):",
+                        MAIN_CALLS.join(", ")
+                    );
+                    for c in calls {
+                        let _ = writeln!(
+                            s,
+                            "    {:<24} {:<40} {}; other: {}",
+                            c.workload,
+                            c.machines,
+                            c.main.join(", "),
+                            c.other
+                        );
+                    }
                 }
             }
         }
@@ -1115,6 +1256,23 @@ pub fn html(r: &Reproduction) -> String {
                     );
                 }
                 s.push_str("</table></details>\n");
+                let calls = call_rows(&rows);
+                if !calls.is_empty() {
+                    let mut head = vec!["workload".to_string(), "machines".to_string()];
+                    head.extend(MAIN_CALLS.iter().map(|c| c.to_string()));
+                    head.push("other calls that change".to_string());
+                    let body: Vec<Vec<String>> = calls
+                        .into_iter()
+                        .map(|c| {
+                            let mut row = vec![c.workload, c.machines];
+                            row.extend(c.main);
+                            row.push(c.other);
+                            row
+                        })
+                        .collect();
+                    s.push_str("<h3>Kernel calls per operation (model, before → after)</h3>\n");
+                    s.push_str(&html_table("calls", &head, &body));
+                }
             }
         }
         s.push_str(&chart(r, ch));
@@ -1149,7 +1307,7 @@ pub fn write(dir: &std::path::Path, r: &Reproduction) -> std::io::Result<Vec<std
     std::fs::write(&p, terminal(r))?;
     written.push(p);
     let p = dir.join("report.md");
-    std::fs::write(&p, crate::headline::markdown(r))?;
+    std::fs::write(&p, crate::headline::markdown(r) + &calls_markdown(r))?;
     written.push(p);
     Ok(written)
 }
@@ -1211,6 +1369,12 @@ mod tests {
                                     "ptep_get".to_string(),
                                     if base { 16u64 } else { 1 },
                                 )]
+                                .into(),
+                                before_calls: [("ptep_get".to_string(), 16u64)].into(),
+                                after_calls: [
+                                    ("ptep_get".to_string(), if base { 16u64 } else { 1 }),
+                                    ("folio_pte_batch".to_string(), u64::from(!base)),
+                                ]
                                 .into(),
                                 vs_base: (!base).then_some((0.4, 0.6)),
                             }
@@ -1454,5 +1618,43 @@ mod tests {
             CHANGES.iter().map(|c| c.arms.len()).sum::<usize>(),
             crate::workload::WORKLOADS.len()
         );
+    }
+
+    /// Each change gets a kernel-call table in report.md, report.txt and
+    /// the HTML: one row per workload and machine group, the main calls
+    /// `before → after`, other changed calls listed; none without model
+    /// rows or without recorded calls (results saved before calls were).
+    #[test]
+    fn call_tables_per_change() {
+        let r = synthetic(true);
+        let ch = &CHANGES[0];
+        let rows = call_rows(&r.model_rows(ch));
+        assert_eq!(rows.len(), 2 * ch.arms.len(), "one per workload and arch");
+        let base = &rows[0];
+        assert_eq!(base.workload, ch.arms[0]);
+        assert_eq!(base.main[0], "16 (=)");
+        assert_eq!(base.other, "—");
+        let other = rows.iter().find(|c| c.workload == ch.arms[1]).unwrap();
+        assert_eq!(other.main[0], "16 → 1");
+        assert_eq!(other.main[2], "0 → 1", "folio_pte_batch");
+        assert_eq!(other.machines, "x86_64 (local)");
+        let md = calls_markdown(&r);
+        assert!(md.contains("## Kernel calls per operation (model)"));
+        assert_eq!(
+            md.matches("| workload | machines | ptep_get |").count(),
+            CHANGES.len()
+        );
+        assert!(terminal(&r).contains("kernel calls per operation, before -> after"));
+        assert!(html(&r).contains("Kernel calls per operation (model, before → after)"));
+        // Rows without calls (older model.json files) give no table.
+        let mut old = synthetic(true);
+        if let Model::Rows { rows, .. } = &mut old.model {
+            for m in rows.iter_mut() {
+                m.before_calls.clear();
+                m.after_calls.clear();
+            }
+        }
+        assert!(calls_markdown(&old).is_empty());
+        assert!(calls_markdown(&synthetic(false)).is_empty());
     }
 }

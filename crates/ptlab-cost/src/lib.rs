@@ -39,7 +39,7 @@
 //! and per source line. Predictions are linear in the counts: a workload
 //! repeated `k` times costs `k` times one repetition.
 
-use ptlab_model::{ArchKind, Before, HwEvent, HwEvents, HwFeatures, ModelConfig};
+use ptlab_model::{ArchKind, Before, Figure, HwEvent, HwEvents, HwFeatures, ModelConfig, Phase};
 use ptlab_scenario::{ModelBackend, RunOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -216,13 +216,17 @@ impl Profile {
     }
 
     /// What one `e` costs on this profile, `(ns, low, high)`: its price,
-    /// plus the KPTI entry/exit surcharge for `syscall` and `page_fault`
-    /// when the profile's features have KPTI on.
+    /// plus the KPTI entry/exit surcharge for `syscall`, `page_fault` and
+    /// `fault_entry` (the kernel entries; `page_fault` in the page-table
+    /// figure, `fault_entry` in the whole-program one, so each fault pays
+    /// it once per figure) when the profile's features have KPTI on.
     pub fn unit(&self, e: HwEvent) -> (f64, f64, f64) {
         let p = self.price_of(e);
         let (lo, hi) = p.range();
         match (&self.kpti_entry_exit, e) {
-            (Some(k), HwEvent::Syscall | HwEvent::PageFault) if self.features.kpti => {
+            (Some(k), HwEvent::Syscall | HwEvent::PageFault | HwEvent::FaultEntry)
+                if self.features.kpti =>
+            {
                 let (klo, khi) = k.range();
                 (p.ns + k.ns, lo + klo, hi + khi)
             }
@@ -338,14 +342,39 @@ pub fn parse_profile(text: &str, origin: &str) -> Result<Profile, CostError> {
         }
     }
     let mut prices = Vec::with_capacity(HwEvent::COUNT);
+    // A profile written before the whole-program events existed (an older
+    // `ptlab calibrate` output) takes them from the built-in profile its
+    // calibration starts from (zen3 / neoverse-n1), sources and ranges
+    // included; they do not enter the page-table figure it was fitted for.
+    let base_events = |e: HwEvent| -> Option<Price> {
+        let base = match arch {
+            ArchKind::X86_64 => "zen3",
+            _ => "neoverse-n1",
+        };
+        let (_, text) = BUILTIN.iter().find(|(n, _)| *n == base)?;
+        let b: ProfileFile = toml::from_str(text).ok()?;
+        let mut p = b.events.get(e.name())?.clone();
+        p.source = format!(
+            "not in this profile (written before whole-program events): the built-in {base} profile's price; {}",
+            p.source
+        );
+        Some(p)
+    };
     for &e in HwEvent::ALL {
-        let p = f.events.get(e.name()).ok_or_else(|| {
-            err(format!(
-                "no price for event '{}' ([events.{}])",
-                e.name(),
-                e.name()
-            ))
-        })?;
+        let inherited = (e.is_fine() && !f.events.contains_key(e.name()))
+            .then(|| base_events(e))
+            .flatten();
+        let p = f
+            .events
+            .get(e.name())
+            .or(inherited.as_ref())
+            .ok_or_else(|| {
+                err(format!(
+                    "no price for event '{}' ([events.{}])",
+                    e.name(),
+                    e.name()
+                ))
+            })?;
         if !(p.ns.is_finite() && p.ns >= 0.0) {
             return Err(err(format!(
                 "events.{}: ns must be finite and >= 0",
@@ -425,11 +454,17 @@ pub struct Cost {
     pub by_event: Vec<EventCost>,
 }
 
-/// Price `events` with `profile`.
+/// Price `events` with `profile`: the page-table figure
+/// ([`Figure::PageTable`], the figure `reproduce` and its report use).
 pub fn price(events: &HwEvents, profile: &Profile) -> Cost {
+    price_in(events, profile, Figure::PageTable)
+}
+
+/// Price the events of `figure` in `events` with `profile`.
+pub fn price_in(events: &HwEvents, profile: &Profile, figure: Figure) -> Cost {
     let mut ns = 0.0;
     let mut by_event = Vec::new();
-    for (e, c) in events.nonzero() {
+    for (e, c) in events.nonzero().filter(|(e, _)| e.in_figure(figure)) {
         let v = c as f64 * profile.unit(e).0;
         ns += v;
         by_event.push(EventCost {
@@ -466,8 +501,13 @@ impl Interval {
 /// [`Price::range`]. Counts are non-negative, so the sum is lowest with
 /// every price at its low end and highest at its high end: exact.
 pub fn price_interval(events: &HwEvents, profile: &Profile) -> Interval {
+    price_interval_in(events, profile, Figure::PageTable)
+}
+
+/// [`price_interval`] of `figure`.
+pub fn price_interval_in(events: &HwEvents, profile: &Profile, figure: Figure) -> Interval {
     let (mut low, mut high) = (0.0, 0.0);
-    for (e, c) in events.nonzero() {
+    for (e, c) in events.nonzero().filter(|(e, _)| e.in_figure(figure)) {
         let (_, lo, hi) = profile.unit(e);
         low += c as f64 * lo;
         high += c as f64 * hi;
@@ -487,8 +527,20 @@ pub fn price_interval(events: &HwEvents, profile: &Profile) -> Interval {
 /// nothing at its point; `high` is infinite when some corner prices the
 /// before arm at 0.
 pub fn ratio_interval(before: &HwEvents, after: &HwEvents, profile: &Profile) -> Option<Interval> {
+    ratio_interval_in(before, after, profile, Figure::PageTable)
+}
+
+/// [`ratio_interval`] of `figure` (the whole-program ratio includes the
+/// fault-path, user-access and syscall prices, each shared by both arms).
+pub fn ratio_interval_in(
+    before: &HwEvents,
+    after: &HwEvents,
+    profile: &Profile,
+    figure: Figure,
+) -> Option<Interval> {
     let rows: Vec<(f64, f64, f64, f64)> = HwEvent::ALL
         .iter()
+        .filter(|e| e.in_figure(figure))
         .filter_map(|&e| {
             let (b, a) = (before.get(e) as f64, after.get(e) as f64);
             if b == 0.0 && a == 0.0 {
@@ -507,11 +559,11 @@ pub fn ratio_interval(before: &HwEvents, after: &HwEvents, profile: &Profile) ->
         }
         (bn, an)
     };
-    let point_b = price(before, profile).ns;
+    let point_b = price_in(before, profile, figure).ns;
     if point_b <= 0.0 {
         return None;
     }
-    let r0 = price(after, profile).ns / point_b;
+    let r0 = price_in(after, profile, figure).ns / point_b;
     let solve = |maximise: bool| -> f64 {
         let mut r = r0;
         for _ in 0..100 {
@@ -665,6 +717,68 @@ pub fn run_events_with(
     })
 }
 
+/// The time of one phase of a whole program.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseCost {
+    pub phase: Phase,
+    pub ns: f64,
+    /// `ns` with every price at its low and at its high end.
+    pub ns_range: Interval,
+}
+
+/// The whole-program figure ([`Figure::Program`]) of some events, split by
+/// [`Phase`] (page-table work, syscalls, the fault path, user loads and
+/// stores).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProgramCost {
+    pub ns: f64,
+    pub ns_range: Interval,
+    /// One row per phase, in [`Phase::ALL`] order (zeros included).
+    pub phases: Vec<PhaseCost>,
+}
+
+impl ProgramCost {
+    /// The phase's time (0 when absent).
+    pub fn phase(&self, ph: Phase) -> f64 {
+        self.phases
+            .iter()
+            .find(|p| p.phase == ph)
+            .map_or(0.0, |p| p.ns)
+    }
+}
+
+/// Price `events` as a whole program: every event of [`Figure::Program`],
+/// summed per phase; each phase's interval is exact as for
+/// [`price_interval`] (the phases' intervals add up to the total's).
+pub fn price_program(events: &HwEvents, profile: &Profile) -> ProgramCost {
+    let mut phases: Vec<PhaseCost> = Phase::ALL
+        .iter()
+        .map(|&phase| PhaseCost {
+            phase,
+            ns: 0.0,
+            ns_range: Interval {
+                low: 0.0,
+                high: 0.0,
+            },
+        })
+        .collect();
+    for (e, c) in events
+        .nonzero()
+        .filter(|(e, _)| e.in_figure(Figure::Program))
+    {
+        let (ns, lo, hi) = profile.unit(e);
+        let row = &mut phases[e.phase() as usize];
+        row.ns += c as f64 * ns;
+        row.ns_range.low += c as f64 * lo;
+        row.ns_range.high += c as f64 * hi;
+    }
+    ProgramCost {
+        ns: phases.iter().map(|p| p.ns).sum(),
+        ns_range: price_interval_in(events, profile, Figure::Program),
+        phases,
+    }
+}
+
 /// Cost of one operation kind (all lines running it).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct OpCost {
@@ -676,6 +790,8 @@ pub struct OpCost {
     pub ns_range: Interval,
     /// Kernel-function calls (never priced).
     pub calls: BTreeMap<&'static str, u64>,
+    /// The whole-program figure, per phase.
+    pub program: ProgramCost,
 }
 
 /// Cost of one source line.
@@ -691,6 +807,8 @@ pub struct LineCost {
     pub ns_range: Interval,
     /// Kernel-function calls (never priced).
     pub calls: BTreeMap<&'static str, u64>,
+    /// The whole-program figure, per phase.
+    pub program: ProgramCost,
 }
 
 /// A priced run of a scenario on one profile.
@@ -711,6 +829,11 @@ pub struct Prediction {
     /// ([`price_interval`]).
     pub ns_range: Interval,
     pub cycles: f64,
+    /// The whole-program figure (page-table work + syscalls + fault path +
+    /// user loads and stores), per phase; `ns` above is the page-table
+    /// figure.
+    pub program: ProgramCost,
+    /// Events of both figures (the page-table figure's and the fine ones).
     pub by_event: Vec<EventCost>,
     /// Per operation, in order of first appearance.
     pub by_op: Vec<OpCost>,
@@ -742,6 +865,7 @@ pub fn price_run(run: &EventRun, arch: ArchKind, before: Before, profile: &Profi
             ns,
             ns_range: price_interval(&l.events, profile),
             calls: l.events.calls_map().into_iter().collect(),
+            program: price_program(&l.events, profile),
         });
         match by_op.iter_mut().find(|o| o.op == l.op) {
             Some(o) => {
@@ -759,6 +883,7 @@ pub fn price_run(run: &EventRun, arch: ArchKind, before: Before, profile: &Profi
                     high: 0.0,
                 },
                 calls: BTreeMap::new(),
+                program: price_program(&HwEvents::default(), profile),
             }),
         }
     }
@@ -766,7 +891,15 @@ pub fn price_run(run: &EventRun, arch: ArchKind, before: Before, profile: &Profi
     for o in &mut by_op {
         o.ns_range = price_interval(&o.events, profile);
         o.calls = o.events.calls_map().into_iter().collect();
+        o.program = price_program(&o.events, profile);
     }
+    let mut by_event = total.by_event;
+    by_event.extend(
+        price_in(&run.total, profile, Figure::Program)
+            .by_event
+            .into_iter()
+            .filter(|c| c.event.is_fine()),
+    );
     Prediction {
         profile: profile.name.clone(),
         arch: arch.name(),
@@ -777,7 +910,8 @@ pub fn price_run(run: &EventRun, arch: ArchKind, before: Before, profile: &Profi
         ns: total.ns,
         ns_range: price_interval(&run.total, profile),
         cycles: total.cycles,
-        by_event: total.by_event,
+        program: price_program(&run.total, profile),
+        by_event,
         by_op,
         by_line,
     }
@@ -962,10 +1096,14 @@ mod tests {
 
     /// All 2^n corners of the price box, for the events both arms use.
     fn brute_ratio(b: &HwEvents, a: &HwEvents, p: &Profile) -> (f64, f64) {
+        brute_ratio_in(b, a, p, Figure::PageTable)
+    }
+
+    fn brute_ratio_in(b: &HwEvents, a: &HwEvents, p: &Profile, fig: Figure) -> (f64, f64) {
         let used: Vec<HwEvent> = HwEvent::ALL
             .iter()
             .copied()
-            .filter(|&e| b.get(e) + a.get(e) > 0)
+            .filter(|&e| e.in_figure(fig) && b.get(e) + a.get(e) > 0)
             .collect();
         let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
         for mask in 0u32..(1 << used.len()) {
@@ -1056,5 +1194,138 @@ mod tests {
         for b in builtin_profiles() {
             assert!(b.kpti_entry_exit.is_some(), "{}", b.name);
         }
+    }
+
+    /// The whole-program figure: its phases add up to it, it prices the
+    /// fine events instead of the coarse ones (so the page-table figure is
+    /// what it was without them), and KPTI's switch is charged per fault
+    /// entry once in each figure.
+    #[test]
+    fn program_figure_prices_fine_events_per_phase() {
+        let p = find_profile("neoverse-n1").unwrap();
+        let src = "thp 64K always\np = mmap 128K at 0x7f00_0000_0000 fixed\nwrite p 128K\nread p 128K\nmunmap p 128K\n";
+        let pr = predict(src, "t.ptl", ArchKind::Arm64, Before::empty(), &[], &p).unwrap();
+        let prog = &pr.program;
+        let sum: f64 = prog.phases.iter().map(|x| x.ns).sum();
+        assert!((sum - prog.ns).abs() < 1e-6 * prog.ns);
+        assert!(prog.ns_range.contains(prog.ns));
+        let (lo, hi): (f64, f64) = prog.phases.iter().fold((0.0, 0.0), |(l, h), x| {
+            (l + x.ns_range.low, h + x.ns_range.high)
+        });
+        assert!((lo - prog.ns_range.low).abs() < 1e-6 && (hi - prog.ns_range.high).abs() < 1e-6);
+        for ph in Phase::ALL {
+            assert!(prog.phase(ph) > 0.0, "{ph:?}");
+        }
+        // By hand: 2 faults (64 KiB folios, buddy), 32 pages zeroed, 32 stored, 32 loaded.
+        let u = |e| p.unit(e).0;
+        let fault = 2.0 * (u(HwEvent::FaultEntry) + u(HwEvent::FaultHandle))
+            + 2.0 * (u(HwEvent::FolioAllocBuddy) + u(HwEvent::MemcgCharge) + u(HwEvent::LruAdd))
+            + 32.0 * u(HwEvent::ClearPage4k);
+        let free = pr.events.get(HwEvent::FolioFree) as f64 * u(HwEvent::FolioFree);
+        assert!((prog.phase(Phase::Fault) - fault).abs() < 1e-6, "{prog:?}");
+        assert_eq!(
+            free,
+            2.0 * u(HwEvent::FolioFree),
+            "freed at munmap, page-table phase"
+        );
+        let user = 32.0 * (u(HwEvent::UserStore4k) + u(HwEvent::UserLoad4k));
+        assert!((prog.phase(Phase::User) - user).abs() < 1e-6);
+        let sys = pr.events.get(HwEvent::Syscall) as f64 * u(HwEvent::Syscall);
+        assert!((prog.phase(Phase::Syscall) - sys).abs() < 1e-6);
+        // The page-table figure ignores the fine events.
+        let mut coarse_only = HwEvents::default();
+        for (e, c) in pr.events.nonzero().filter(|(e, _)| !e.is_fine()) {
+            coarse_only.add(e, c);
+        }
+        assert_eq!(price(&coarse_only, &p).ns, pr.ns);
+        assert_eq!(price_interval(&coarse_only, &p), pr.ns_range);
+        // Lines carry both figures.
+        let w = pr.by_line.iter().find(|l| l.op == "write").unwrap();
+        assert!(w.program.phase(Phase::User) > 0.0 && w.program.phase(Phase::Fault) > 0.0);
+        // KPTI: + one switch per syscall and per fault in each figure.
+        let mut k = p.clone();
+        k.features.set("kpti", true).unwrap();
+        let sw = k.kpti_entry_exit.clone().unwrap().ns;
+        let (nsys, nflt) = (
+            pr.events.get(HwEvent::Syscall),
+            pr.events.get(HwEvent::PageFault),
+        );
+        let pk = price_program(&pr.events, &k);
+        assert!((pk.ns - prog.ns - (nsys + nflt) as f64 * sw).abs() < 1e-6);
+        assert!((price(&pr.events, &k).ns - pr.ns - (nsys + nflt) as f64 * sw).abs() < 1e-6);
+    }
+
+    /// The whole-program ratio interval is Dinkelbach's exact corner over
+    /// the program figure's prices (the fine ones included).
+    #[test]
+    fn program_ratio_interval_matches_brute_force() {
+        let p = find_profile("apple-m-vm").unwrap();
+        let src = "thp 64K always\np = mmap 64K at 0x7f00_0000_0000 fixed\nwrite p 64K\nq = mremap p 64K 64K maymove fixed 0x7f00_0010_0000\nread q 64K\n";
+        let after = predict(src, "t.ptl", ArchKind::Arm64, Before::empty(), &[], &p).unwrap();
+        let before = predict(
+            src,
+            "t.ptl",
+            ArchKind::Arm64,
+            Before::MREMAP_PTE_BATCH,
+            &[],
+            &p,
+        )
+        .unwrap();
+        let r = ratio_interval_in(&before.events, &after.events, &p, Figure::Program).unwrap();
+        assert!(r.contains(after.program.ns / before.program.ns), "{r:?}");
+        let (lo, hi) = brute_ratio_in(&before.events, &after.events, &p, Figure::Program);
+        assert!(
+            (r.low - lo).abs() < 1e-9 * lo && (r.high - hi).abs() < 1e-9 * hi,
+            "{r:?} vs {lo} {hi}"
+        );
+        // The fault path and the user's accesses are the same in both
+        // arms, so both figures save the same nanoseconds.
+        for e in [
+            HwEvent::FaultEntry,
+            HwEvent::ClearPage4k,
+            HwEvent::UserLoad4k,
+        ] {
+            assert_eq!(before.events.get(e), after.events.get(e));
+        }
+        let saved_pt = before.ns - after.ns;
+        let saved_pg = before.program.ns - after.program.ns;
+        assert!(
+            saved_pt > 0.0 && (saved_pt - saved_pg).abs() < 1e-6,
+            "{saved_pt} {saved_pg}"
+        );
+        // Widening a fine price widens the program interval, not the page-table one.
+        let w = widen(&p, HwEvent::UserStore4k, 2.0);
+        let r1 = ratio_interval_in(&before.events, &after.events, &w, Figure::Program).unwrap();
+        assert!(r1.width() > r.width());
+        assert_eq!(
+            ratio_interval(&before.events, &after.events, &w),
+            ratio_interval(&before.events, &after.events, &p)
+        );
+    }
+
+    /// A profile without the whole-program events (written by an older
+    /// `ptlab calibrate`) still loads: it takes them from the built-in
+    /// profile of its architecture, saying so; its page-table figure is
+    /// what it was. A missing page-table event is still refused.
+    #[test]
+    fn older_profiles_take_whole_program_prices_from_the_base() {
+        let zen = find_profile("zen3").unwrap();
+        let mut text = zen.to_toml();
+        for &e in HwEvent::ALL.iter().filter(|e| e.is_fine()) {
+            let head = format!("[events.{}]", e.name());
+            let i = text.find(&head).unwrap();
+            let j = text[i + 1..]
+                .find("\n[")
+                .map_or(text.len(), |k| i + 1 + k + 1);
+            text.replace_range(i..j, "");
+        }
+        assert!(!text.contains("fault_entry"));
+        let old = parse_profile(&text, "old").unwrap();
+        for &e in HwEvent::ALL.iter().filter(|e| e.is_fine()) {
+            assert_eq!(old.price_of(e).ns, zen.price_of(e).ns, "{}", e.name());
+            assert!(old.price_of(e).source.contains("built-in zen3"));
+        }
+        let missing = text.replace("[events.pte_load]", "[events.pte_load_typo]");
+        assert!(parse_profile(&missing, "t").is_err());
     }
 }

@@ -311,6 +311,9 @@ impl SeedRunner {
         for (e, c) in events.nonzero() {
             per.add(e, c / units);
         }
+        for &k in ptlab_model::KCall::ALL {
+            per.add_calls(k, events.calls(k) / units);
+        }
         Ok(UnitCost {
             units,
             ns: ns / units as f64,

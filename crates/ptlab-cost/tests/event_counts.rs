@@ -35,6 +35,9 @@ fn last_line(src: &str, arch: ArchKind, before: Before, f: HwFeatures) -> BTreeM
     let last = run.lines.last().expect("a line");
     last.events
         .nonzero()
+        // The page-table figure's events (the whole-program refinements
+        // are pinned by their own tests).
+        .filter(|(e, _)| !e.is_fine())
         .map(|(e, c)| (e.name().to_string(), c))
         .collect()
 }
@@ -674,4 +677,208 @@ madvise p 1M dontneed
         ("tlbi_page", 17),
     ]);
     assert_eq!(got, want);
+}
+
+// ---- Whole-program events: the fault path and the user's own accesses ----
+//
+// Each fault counts, besides the page-table figure's coarse `page_fault`,
+// `folio_alloc`, `page_zero` and `user_page_access`, their refinements
+// (docs/cost.md "Two figures"): fault_entry + fault_handle per fault
+// (exc_page_fault / do_page_fault), one allocator path per new folio by
+// order (rmqueue(): pcp_allowed_order() is order <= 3 or the PMD order →
+// folio_alloc_pcp, orders 4-8 → folio_alloc_buddy) with memcg_charge and
+// lru_add (alloc_anon_folio → mem_cgroup_charge; folio_add_lru_vma), the
+// zeroing by size (clear_page_4k below the PMD order, clear_huge_4k for a
+// 2 MiB folio; folio_zero_user clears every 4 KiB page) and the user's
+// stores or loads per 4 KiB page.
+
+/// The whole-program (fine) events of the last line of `src`.
+fn fine(src: &str, arch: ArchKind) -> BTreeMap<String, u64> {
+    let run = run_events(src, "t.ptl", arch, Before::empty(), &[], N1).expect("scenario runs");
+    let last = run.lines.last().expect("a line");
+    last.events
+        .nonzero()
+        .filter(|(e, _)| e.is_fine())
+        .map(|(e, c)| (e.name().to_string(), c))
+        .collect()
+}
+
+/// The coarse event of the last line.
+fn coarse(src: &str, arch: ArchKind, e: &str) -> u64 {
+    last_line(src, arch, Before::empty(), N1)
+        .get(e)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// One 4 KiB write fault: do_anonymous_page() allocates an order-0 folio
+/// (pcp), charges it, zeroes 4 KiB (clear_page), adds it to the LRU; the
+/// store then writes the page (1 user_store_4k).
+#[test]
+fn fault_path_4k_write() {
+    let src = "p = mmap 4K at 0x7f00_0000_0000 fixed\nwrite p 4K\n";
+    for arch in ArchKind::ALL {
+        assert_eq!(
+            fine(src, arch),
+            m(&[
+                ("fault_entry", 1),
+                ("fault_handle", 1),
+                ("folio_alloc_pcp", 1),
+                ("memcg_charge", 1),
+                ("lru_add", 1),
+                ("clear_page_4k", 1),
+                ("user_store_4k", 1),
+            ]),
+            "{arch:?}"
+        );
+        // The coarse events are unchanged: 1 fault, 1 folio, 1 page zeroed,
+        // 1 page accessed.
+        for e in ["page_fault", "folio_alloc", "page_zero", "user_page_access"] {
+            assert_eq!(coarse(src, arch, e), 1, "{arch:?} {e}");
+        }
+    }
+}
+
+/// One 64 KiB mTHP write fault: one fault maps the whole order-4 folio
+/// (buddy: pcp_allowed_order(4) is false), zeroes 16 × 4 KiB below the PMD
+/// order (clear_page_4k), and the write stores 16 pages (the first through
+/// the fault, 15 over the mapped run).
+#[test]
+fn fault_path_64k_mthp_write() {
+    let src = "thp 64K always\np = mmap 64K at 0x7f00_0000_0000 fixed\nwrite p 64K\n";
+    for arch in ArchKind::ALL {
+        assert_eq!(
+            fine(src, arch),
+            m(&[
+                ("fault_entry", 1),
+                ("fault_handle", 1),
+                ("folio_alloc_buddy", 1),
+                ("memcg_charge", 1),
+                ("lru_add", 1),
+                ("clear_page_4k", 16),
+                ("user_store_4k", 16),
+            ]),
+            "{arch:?}"
+        );
+        assert_eq!(coarse(src, arch, "page_zero"), 16);
+        assert_eq!(coarse(src, arch, "folio_alloc"), 1);
+    }
+}
+
+/// One 2 MiB THP write fault: do_huge_pmd_anonymous_page() takes an
+/// order-9 folio (the pageblock order: pcp), zeroes 512 × 4 KiB of a
+/// PMD-size folio (clear_huge_4k), and the write stores 512 pages. The
+/// deposited page table is a page-table page (pt_page_alloc), not a folio,
+/// so it has no fine events.
+#[test]
+fn fault_path_2m_thp_write() {
+    let src = "thp 2M always\np = mmap 2M at 0x7f00_0000_0000 fixed\nwrite p 2M\n";
+    for arch in ArchKind::ALL {
+        assert_eq!(
+            fine(src, arch),
+            m(&[
+                ("fault_entry", 1),
+                ("fault_handle", 1),
+                ("folio_alloc_pcp", 1),
+                ("memcg_charge", 1),
+                ("lru_add", 1),
+                ("clear_huge_4k", 512),
+                ("user_store_4k", 512),
+            ]),
+            "{arch:?}"
+        );
+        assert_eq!(coarse(src, arch, "page_zero"), 512);
+        // The first fault in an empty mm allocates the PUD and the PMD
+        // table, and the PTE table deposited with the PMD mapping.
+        assert_eq!(coarse(src, arch, "pt_page_alloc"), 3);
+    }
+}
+
+/// A read fault maps the shared zero page: no folio, no zeroing; the read
+/// loads one page. A second read of the mapped page takes no fault.
+#[test]
+fn fault_path_read_zero_page_and_mapped_reads() {
+    let src = "p = mmap 8K at 0x7f00_0000_0000 fixed\nread p 4K\n";
+    for arch in ArchKind::ALL {
+        assert_eq!(
+            fine(src, arch),
+            m(&[("fault_entry", 1), ("fault_handle", 1), ("user_load_4k", 1)]),
+            "{arch:?}"
+        );
+    }
+    let again = "p = mmap 8K at 0x7f00_0000_0000 fixed\nwrite p 8K\nread p 8K\n";
+    assert_eq!(fine(again, ArchKind::X86_64), m(&[("user_load_4k", 2)]));
+}
+
+/// A CoW write fault after fork: wp_page_copy() allocates an order-0 folio
+/// (pcp, charged, LRU) and copies the page (page_copy, priced in both
+/// figures) instead of zeroing it.
+#[test]
+fn fault_path_cow_copy() {
+    let src = "p = mmap 4K at 0x7f00_0000_0000 fixed\nwrite p 4K\nfork child\nwrite p 4K\n";
+    assert_eq!(
+        fine(src, ArchKind::X86_64),
+        m(&[
+            ("fault_entry", 1),
+            ("fault_handle", 1),
+            ("folio_alloc_pcp", 1),
+            ("memcg_charge", 1),
+            ("lru_add", 1),
+            ("user_store_4k", 1),
+        ])
+    );
+    assert_eq!(coarse(src, ArchKind::X86_64, "page_copy"), 1);
+}
+
+/// The refinement invariant over every seed workload (small sizes), both
+/// arms, both architectures: each coarse event's count equals the sum of
+/// its refinements', line by line, so the two figures price the same work.
+#[test]
+fn fine_events_refine_the_coarse_ones_exactly() {
+    use ptlab_model::HwEvent as E;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/seeds");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "ptl") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&path).unwrap();
+        let script = ptlab_scenario::parse(&path.display().to_string(), &src).unwrap();
+        let mut params = Vec::new();
+        for (p, _, _) in script.params() {
+            match p.as_str() {
+                "iterations" => params.push((p, "2".to_string())),
+                "size" => params.push((p, "4M".to_string())),
+                _ => {}
+            }
+        }
+        for arch in ArchKind::ALL {
+            for b in [Before::empty(), Before::all()] {
+                let run = run_events(&src, "t.ptl", arch, b, &params, N1).unwrap();
+                for l in &run.lines {
+                    let g = |e| l.events.get(e);
+                    let what = format!("{} {arch:?} line {}", path.display(), l.line);
+                    assert_eq!(g(E::PageFault), g(E::FaultEntry), "{what}");
+                    assert_eq!(g(E::PageFault), g(E::FaultHandle), "{what}");
+                    assert_eq!(
+                        g(E::FolioAlloc),
+                        g(E::FolioAllocPcp) + g(E::FolioAllocBuddy),
+                        "{what}"
+                    );
+                    assert_eq!(g(E::FolioAlloc), g(E::MemcgCharge), "{what}");
+                    assert_eq!(g(E::FolioAlloc), g(E::LruAdd), "{what}");
+                    assert_eq!(
+                        g(E::PageZero),
+                        g(E::ClearPage4k) + g(E::ClearHuge4k),
+                        "{what}"
+                    );
+                    assert_eq!(
+                        g(E::UserPageAccess),
+                        g(E::UserStore4k) + g(E::UserLoad4k),
+                        "{what}"
+                    );
+                }
+            }
+        }
+    }
 }

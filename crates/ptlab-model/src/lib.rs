@@ -33,7 +33,7 @@ pub use arch::ArchKind;
 pub use batch::{After, Before};
 pub use call::{Call, CallError, UffdFds};
 pub use errno::Errno;
-pub use hw::{HwEvent, HwEvents, HwFeatures, HwMark, KCall};
+pub use hw::{Figure, HwEvent, HwEvents, HwFeatures, HwMark, KCall, Phase};
 pub use model::{max_memory, AccessFault, Model, ModelConfig, Pid, MIN_MEMORY};
 pub use observe::{NumaMapsEntry, Observation, PageState, Sections};
 pub use rlimit::{Resource, Rlimits, RLIM_INFINITY};

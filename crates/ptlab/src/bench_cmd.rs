@@ -385,9 +385,19 @@ impl CostModel {
     }
 }
 
+/// The page-table figure's events (the report's figure; the whole-program
+/// refinements are left out).
 fn event_map(e: &ptlab_model::HwEvents) -> std::collections::BTreeMap<String, u64> {
     e.nonzero()
+        .filter(|(k, _)| !k.is_fine())
         .map(|(k, v)| (k.name().to_string(), v))
+        .collect()
+}
+
+fn call_map(e: &ptlab_model::HwEvents) -> std::collections::BTreeMap<String, u64> {
+    e.calls_map()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
         .collect()
 }
 
@@ -444,6 +454,8 @@ impl ModelProvider for CostModel {
                         after_ns: a.ns,
                         before_events: event_map(&b.events),
                         after_events: event_map(&a.events),
+                        before_calls: call_map(&b.events),
+                        after_calls: call_map(&a.events),
                         vs_base,
                     });
                 }

@@ -710,8 +710,12 @@ fn model_events(src: &str, arch: ArchKind, lines: usize, drop_user: bool) -> Res
 }
 
 fn diff(a: &HwEvents, b: &HwEvents) -> Vec<(HwEvent, f64)> {
+    // Calibration fits the page-table figure's prices: the whole-program
+    // events (fault_entry, clear_*, user_*, ...) refine counted ones and
+    // would count the same work twice.
     HwEvent::ALL
         .iter()
+        .filter(|e| !e.is_fine())
         .map(|&e| (e, a.get(e) as f64 - b.get(e) as f64))
         .filter(|&(_, d)| d != 0.0)
         .collect()

@@ -4,8 +4,11 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
-use ptlab_cost::{pct_change, price_run, ratio_interval, EventRun, Interval, Prediction, Profile};
-use ptlab_model::{After, ArchKind, Before, HwEvent, KCall};
+use ptlab_cost::{
+    pct_change, price_run, ratio_interval, ratio_interval_in, EventRun, Interval, Prediction,
+    Profile, ProgramCost,
+};
+use ptlab_model::{After, ArchKind, Before, Figure, HwEvent, KCall, Phase};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io::Write;
@@ -28,6 +31,14 @@ page zeroing and copying, faults, syscalls, ...), and prices it with cost
 profiles. Each profile is for one architecture and also fixes the CPU
 features that change which instructions the kernel issues (FEAT_TLBIRANGE,
 BBML2, KPTI), so the model runs once per distinct (arch, features) pair.
+
+Two figures: the totals (Total:, the per-line and per-operation tables)
+are the page-table figure, the one `ptlab reproduce` uses; the
+\"Whole program\" tables that follow add the fault path (exception
+entry/exit, allocation by order, memcg charge, LRU add, zeroing by size),
+the program's own stores and loads at the core's memory bandwidth, and
+syscall entry/exit, one column per phase (page table, syscall, fault path,
+user), with their own total, interval and before/after ratio.
 
 Profiles: built-in apple-m-vm (arm64), neoverse-n1 (arm64), zen3 (x86_64), or
 a path to a TOML file (see profiles/ and docs/cost.md). Without --profile:
@@ -400,7 +411,7 @@ fn write_text(
                 right(&mut t, 2);
                 writeln!(out, "Per line:\n{t}")?;
                 let mut t = table(&["event", "count", "ns each", "time"]);
-                for e in &r.after.by_event {
+                for e in r.after.by_event.iter().filter(|e| !e.event.is_fine()) {
                     t.add_row(vec![
                         e.event.name().to_string(),
                         e.count.to_string(),
@@ -418,6 +429,7 @@ fn write_text(
                     r.after.cycles,
                     fmt_range(&r.after.ns_range)
                 )?;
+                write_program(out, p, None, &r.after)?;
             }
             Some(b) => {
                 let a = &r.after;
@@ -457,7 +469,7 @@ fn write_text(
                     "before",
                     "after",
                 ]);
-                for &e in HwEvent::ALL {
+                for &e in HwEvent::ALL.iter().filter(|e| !e.is_fine()) {
                     let (bc, ac) = (b.events.get(e), a.events.get(e));
                     if bc == 0 && ac == 0 {
                         continue;
@@ -503,6 +515,129 @@ fn write_text(
                         (1.0 - iv.low) * 100.0
                     )?;
                 }
+                write_program(out, p, Some(b), a)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The phase columns of the whole-program tables.
+const PHASE_HEADS: [&str; 4] = ["page table", "syscall", "fault path", "user"];
+
+fn phase_cells(c: &ProgramCost) -> Vec<String> {
+    Phase::ALL.iter().map(|&ph| fmt_ns(c.phase(ph))).collect()
+}
+
+/// The whole-program figure (docs/cost.md "Two figures"): per line and
+/// phase, its fine events, its total and (comparing) its ratio interval.
+fn write_program(
+    out: &mut dyn Write,
+    p: &Profile,
+    before: Option<&Prediction>,
+    a: &Prediction,
+) -> Result<()> {
+    writeln!(
+        out,
+        "Whole program (page-table work + syscalls + fault path + user loads/stores; the totals above are the page-table figure):"
+    )?;
+    match before {
+        None => {
+            let mut head = vec!["line", "statement"];
+            head.extend(PHASE_HEADS);
+            head.extend(["total", "range"]);
+            let mut t = table(&head);
+            for l in a.by_line.iter().filter(|l| !l.events.is_zero()) {
+                let mut row = vec![l.line.to_string(), l.text.clone()];
+                row.extend(phase_cells(&l.program));
+                row.push(fmt_ns(l.program.ns));
+                row.push(fmt_range(&l.program.ns_range));
+                t.add_row(row);
+            }
+            let mut row = vec![String::new(), "total".to_string()];
+            row.extend(phase_cells(&a.program));
+            row.push(fmt_ns(a.program.ns));
+            row.push(fmt_range(&a.program.ns_range));
+            t.add_row(row);
+            right(&mut t, 2);
+            writeln!(out, "{t}")?;
+        }
+        Some(b) => {
+            let mut t = table(&["phase", "before", "after", "change (+ = less)"]);
+            for (i, &ph) in Phase::ALL.iter().enumerate() {
+                let (bn, an) = (b.program.phase(ph), a.program.phase(ph));
+                if bn == 0.0 && an == 0.0 {
+                    continue;
+                }
+                t.add_row(vec![
+                    PHASE_HEADS[i].to_string(),
+                    fmt_ns(bn),
+                    fmt_ns(an),
+                    fmt_pct(bn, an),
+                ]);
+            }
+            t.add_row(vec![
+                "total".to_string(),
+                fmt_ns(b.program.ns),
+                fmt_ns(a.program.ns),
+                fmt_pct(b.program.ns, a.program.ns),
+            ]);
+            right(&mut t, 1);
+            writeln!(out, "{t}")?;
+        }
+    }
+    let mut t = table(&["whole-program event", "count", "ns each", "time"]);
+    let mut any = false;
+    for &e in HwEvent::ALL.iter().filter(|e| e.is_fine()) {
+        let c = a.events.get(e);
+        if c == 0 {
+            continue;
+        }
+        any = true;
+        let each = p.unit(e).0;
+        t.add_row(vec![
+            e.name().to_string(),
+            c.to_string(),
+            format!("{each}"),
+            fmt_ns(c as f64 * each),
+        ]);
+    }
+    if any {
+        right(&mut t, 1);
+        writeln!(
+            out,
+            "Whole-program events{} (they refine page_fault, folio_alloc, page_zero and user_page_access):\n{t}",
+            if before.is_some() { " (after)" } else { "" }
+        )?;
+    }
+    match before {
+        None => writeln!(
+            out,
+            "Whole program: {}; with every price in its range: {}",
+            fmt_ns(a.program.ns),
+            fmt_range(&a.program.ns_range)
+        )?,
+        Some(b) => {
+            writeln!(
+                out,
+                "Whole program: before {} -> after {} ({}); ranges: before {}, after {}",
+                fmt_ns(b.program.ns),
+                fmt_ns(a.program.ns),
+                fmt_pct(b.program.ns, a.program.ns),
+                fmt_range(&b.program.ns_range),
+                fmt_range(&a.program.ns_range)
+            )?;
+            if let Some(iv) = ratio_interval_in(&b.events, &a.events, p, Figure::Program) {
+                writeln!(
+                    out,
+                    "whole program after/before: {:.3} [{:.3} – {:.3}]; saved {} [{:+.1} % – {:+.1} %]",
+                    a.program.ns / b.program.ns,
+                    iv.low,
+                    iv.high,
+                    fmt_pct(b.program.ns, a.program.ns),
+                    (1.0 - iv.high) * 100.0,
+                    (1.0 - iv.low) * 100.0
+                )?;
             }
         }
     }
@@ -550,6 +685,16 @@ fn write_json(
                     v["change_pct_range"] = json!({
                         "low": (1.0 - iv.high) * 100.0,
                         "high": (1.0 - iv.low) * 100.0,
+                    });
+                }
+                v["program_change_pct"] = json!(pct_saved(b.program.ns, r.after.program.ns));
+                if let Some(iv) =
+                    ratio_interval_in(&b.events, &r.after.events, &r.profile, Figure::Program)
+                {
+                    v["program_ratio"] = json!({
+                        "after_over_before": r.after.program.ns / b.program.ns,
+                        "low": iv.low,
+                        "high": iv.high,
                     });
                 }
             }

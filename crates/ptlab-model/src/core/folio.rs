@@ -615,7 +615,7 @@ impl PhysMem {
     }
 
     fn init_anon_folio(&mut self, head: Pfn, order: Order) -> FolioRef {
-        self.hw.one(HwEvent::FolioAlloc);
+        self.hw.folio_alloc(order.0);
         if order.0 > 0 {
             self.large
                 .insert(head.0, LargeFolio::new(order, FolioKind::Anon));

@@ -130,11 +130,133 @@ hw_events! {
     SwapSlotFree = "swap_slot_free",
     /// A swap-cache lookup of one entry (swap_cache_get_folio / swap_cache_has_folio: the cluster's swap-table slot read under RCU).
     SwapCacheLookup = "swap_cache_lookup",
+    /// Whole-program: a user fault's exception entry and exit (x86 asm_exc_page_fault/irqentry, arm64 el0_da/el0_ia vectors: registers saved and restored, the return to user), one per fault; the KPTI page-table switch is added when kpti is on.
+    FaultEntry = "fault_entry",
+    /// Whole-program: a user fault's handling without entry/exit, allocation and zeroing (do_user_addr_fault / do_page_fault: lock_vma_under_rcu, handle_mm_fault's walk and bookkeeping, count_vm_event), one per fault.
+    FaultHandle = "fault_handle",
+    /// Whole-program: a folio from the per-cpu free lists (rmqueue_pcplist: order <= PAGE_ALLOC_COSTLY_ORDER or the pageblock (PMD) order).
+    FolioAllocPcp = "folio_alloc_pcp",
+    /// Whole-program: a folio from the buddy free lists under zone->lock (rmqueue_buddy: orders 4-8, e.g. a 64 KiB mTHP).
+    FolioAllocBuddy = "folio_alloc_buddy",
+    /// Whole-program: a new anonymous folio charged to its memory cgroup (mem_cgroup_charge / the swap-in charge).
+    MemcgCharge = "memcg_charge",
+    /// Whole-program: a new anonymous folio added to the LRU (folio_add_lru_vma: a per-cpu folio batch slot, drained in batches).
+    LruAdd = "lru_add",
+    /// Whole-program: 4 KiB of a small or mTHP folio (order < PMD order) zeroed by the kernel (clear_page / folio_zero_user), at the core's cache-resident store bandwidth.
+    ClearPage4k = "clear_page_4k",
+    /// Whole-program: 4 KiB of a PMD-size (2 MiB) folio zeroed (folio_zero_user → clear_user_highpages / process_huge_page), at the core's streaming store bandwidth.
+    ClearHuge4k = "clear_huge_4k",
+    /// Whole-program: the user program stores over one mapped 4 KiB page (a `write`: memset), at the core's store bandwidth.
+    UserStore4k = "user_store_4k",
+    /// Whole-program: the user program loads one mapped 4 KiB page (a `read`), at the core's load bandwidth.
+    UserLoad4k = "user_load_4k",
+}
+
+/// Which part of a whole program an event belongs to (the columns of
+/// `ptlab cost`'s per-phase breakdown).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The kernel's page-table and mm work (PTEs, TLB, folio metadata, VMAs, fork/exit, swap).
+    PageTable,
+    /// System-call entry and exit.
+    Syscall,
+    /// The fault path outside the page table: entry/exit, handling, allocation, charge, LRU, zeroing, copying.
+    Fault,
+    /// The user program's own loads and stores.
+    User,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 4] = [Phase::PageTable, Phase::Syscall, Phase::Fault, Phase::User];
+    pub const fn name(self) -> &'static str {
+        match self {
+            Phase::PageTable => "page_table",
+            Phase::Syscall => "syscall",
+            Phase::Fault => "fault",
+            Phase::User => "user",
+        }
+    }
+}
+
+/// Which priced figure an event belongs to (docs/cost.md, "Two figures").
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Figure {
+    /// The page-table figure: every event ptlab priced before whole-program
+    /// pricing (page-table work plus one coarse price each for syscalls,
+    /// faults, allocation, zeroing and user accesses). `reproduce`, its
+    /// report and headline use it, so it stays exactly as it was.
+    PageTable,
+    /// The whole-program figure: page-table work plus the fine fault-path,
+    /// user-access and syscall events, with the coarse events they refine
+    /// left out (each piece of work is priced once).
+    Program,
 }
 
 impl HwEvent {
     pub fn from_name(s: &str) -> Option<HwEvent> {
         Self::ALL.iter().copied().find(|e| e.name() == s)
+    }
+
+    /// A whole-program event: counted beside the page-table events,
+    /// priced only in [`Figure::Program`].
+    pub const fn is_fine(self) -> bool {
+        matches!(
+            self,
+            HwEvent::FaultEntry
+                | HwEvent::FaultHandle
+                | HwEvent::FolioAllocPcp
+                | HwEvent::FolioAllocBuddy
+                | HwEvent::MemcgCharge
+                | HwEvent::LruAdd
+                | HwEvent::ClearPage4k
+                | HwEvent::ClearHuge4k
+                | HwEvent::UserStore4k
+                | HwEvent::UserLoad4k
+        )
+    }
+
+    /// A coarse event the fine ones refine (priced only in
+    /// [`Figure::PageTable`]): `page_fault` (→ `fault_entry` +
+    /// `fault_handle`), `folio_alloc` (→ `folio_alloc_pcp`/`_buddy` +
+    /// `memcg_charge` + `lru_add`), `page_zero` (→ `clear_page_4k` /
+    /// `clear_huge_4k`), `user_page_access` (→ `user_store_4k` /
+    /// `user_load_4k`). Their counts equal the sums of their refinements'.
+    pub const fn is_coarse(self) -> bool {
+        matches!(
+            self,
+            HwEvent::PageFault | HwEvent::FolioAlloc | HwEvent::PageZero | HwEvent::UserPageAccess
+        )
+    }
+
+    /// Whether the event is priced in `figure`.
+    pub const fn in_figure(self, figure: Figure) -> bool {
+        match figure {
+            Figure::PageTable => !self.is_fine(),
+            Figure::Program => !self.is_coarse(),
+        }
+    }
+
+    /// The phase of a whole program the event's work belongs to.
+    pub const fn phase(self) -> Phase {
+        match self {
+            HwEvent::Syscall => Phase::Syscall,
+            HwEvent::PageFault
+            | HwEvent::FaultEntry
+            | HwEvent::FaultHandle
+            | HwEvent::FolioAlloc
+            | HwEvent::FolioAllocPcp
+            | HwEvent::FolioAllocBuddy
+            | HwEvent::MemcgCharge
+            | HwEvent::LruAdd
+            | HwEvent::PageZero
+            | HwEvent::ClearPage4k
+            | HwEvent::ClearHuge4k
+            | HwEvent::PageCopy => Phase::Fault,
+            HwEvent::UserPageAccess | HwEvent::UserStore4k | HwEvent::UserLoad4k => Phase::User,
+            _ => Phase::PageTable,
+        }
     }
 }
 
@@ -472,6 +594,74 @@ impl HwSink {
     #[inline]
     pub fn one(&self, e: HwEvent) {
         self.add(e, 1);
+    }
+    /// A user fault taken: the coarse `page_fault` and its refinement
+    /// (`fault_entry`, `fault_handle`).
+    /// Linux: arch/x86/mm/fault.c exc_page_fault() → do_user_addr_fault(),
+    /// arch/arm64/mm/fault.c do_page_fault().
+    #[inline]
+    pub fn page_fault(&self) {
+        self.one(HwEvent::PageFault);
+        self.one(HwEvent::FaultEntry);
+        self.one(HwEvent::FaultHandle);
+    }
+    /// `n` user accesses of mapped 4 KiB pages: the coarse
+    /// `user_page_access` and its refinement by direction.
+    #[inline]
+    pub fn user_access(&self, n: u64, write: bool) {
+        self.add(HwEvent::UserPageAccess, n);
+        let e = if write {
+            HwEvent::UserStore4k
+        } else {
+            HwEvent::UserLoad4k
+        };
+        self.add(e, n);
+    }
+    /// `nr` 4 KiB pages of a folio of `order` zeroed: the coarse
+    /// `page_zero` and its refinement by size (a PMD-size folio streams
+    /// past the caches).
+    /// Linux: mm/memory.c folio_zero_user(), clear_page().
+    #[inline]
+    pub fn page_zero(&self, nr: u64, order: u8) {
+        self.add(HwEvent::PageZero, nr);
+        let e = if order >= crate::core::addr::PMD_ORDER {
+            HwEvent::ClearHuge4k
+        } else {
+            HwEvent::ClearPage4k
+        };
+        self.add(e, nr);
+    }
+    /// A new anonymous folio of `order`: the coarse `folio_alloc` and its
+    /// refinement — the allocator path by order, the memcg charge and the
+    /// LRU add.
+    /// Linux: mm/page_alloc.c rmqueue(): pcp_allowed_order() (order <=
+    /// PAGE_ALLOC_COSTLY_ORDER or pageblock_order) takes rmqueue_pcplist(),
+    /// other orders rmqueue_buddy() under zone->lock; mm/memory.c
+    /// alloc_anon_folio() → mem_cgroup_charge(); folio_add_lru_vma() when
+    /// the folio is mapped.
+    #[inline]
+    pub fn folio_alloc(&self, order: u8) {
+        self.one(HwEvent::FolioAlloc);
+        let pcp = order <= 3 || order == crate::core::addr::PMD_ORDER;
+        self.one(if pcp {
+            HwEvent::FolioAllocPcp
+        } else {
+            HwEvent::FolioAllocBuddy
+        });
+        self.one(HwEvent::MemcgCharge);
+        self.one(HwEvent::LruAdd);
+    }
+    /// `n` PTE reads that an mm walk makes through `ptep_get()` without the
+    /// model's arch hook (zap_pte_range()'s per-entry read, the swap walks'
+    /// and page_vma_mapped_walk()'s reads, copy/move of a swap entry, the
+    /// guard-marker walks, the `pte_same()` re-checks under the PTL): `n`
+    /// 8-byte loads and `n` `ptep_get` calls (no arm64 contpte gather is
+    /// added: these walks are the same before and after every seed switch).
+    #[inline]
+    pub fn ptep_get_reads(&self, n: u64) {
+        self.add(HwEvent::PteLoad, n);
+        let c = &self.calls[KCall::PtepGet as usize];
+        c.set(c.get() + n);
     }
     /// Count one call of kernel function `k` (not a hardware event).
     #[inline]

@@ -71,7 +71,7 @@ pub fn handle_fault(
             }
         }
         let hw = &mm.pt.hw;
-        hw.one(HwEvent::PageFault);
+        hw.page_fault();
         hw.one(HwEvent::VmaLookup);
         let _ptl = mm.pt.pte_offset_map_lock(addr);
     }
@@ -255,7 +255,7 @@ fn map_new_pmd_folio(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, slot: u64) -> O
         e.insert(pgtable);
     }
     // folio_zero_user(): 512 pages cleared; map under the PMD lock.
-    env.phys.hw.add(HwEvent::PageZero, HPAGE_PMD_NR);
+    env.phys.hw.page_zero(HPAGE_PMD_NR, PMD_ORDER);
     env.phys.add_rmap_pmd(folio, mm.pid, true);
     env.phys.ref_add(folio, 1);
     mm.rss_anon += HPAGE_PMD_NR;
@@ -403,7 +403,7 @@ fn do_anonymous_page(
     let base = addr & !(order.bytes() - 1);
     let nr = order.pages();
     // alloc_anon_folio() → folio_zero_user() / __GFP_ZERO: every page cleared.
-    env.phys.hw.add(HwEvent::PageZero, nr);
+    env.phys.hw.page_zero(nr, order.0);
     env.phys
         .add_rmap_ptes(folio, folio.head, nr as u32, mm.pid, true);
     env.phys.ref_add(folio, nr as u32);
@@ -503,7 +503,7 @@ fn wp_page_copy(
         env.phys.copy_page(src, new.head);
         env.phys.hw.one(HwEvent::PageCopy); // __wp_page_copy_user()
     } else {
-        env.phys.hw.one(HwEvent::PageZero); // vma_alloc_zeroed_movable_folio()
+        env.phys.hw.page_zero(1, 0); // vma_alloc_zeroed_movable_folio()
     }
     env.phys.add_rmap_ptes(new, new.head, 1, mm.pid, true);
     env.phys.ref_add(new, 1);
@@ -604,7 +604,7 @@ pub fn do_swap_page(
     // pte_same(ptep_get()) re-check under the PTL.
     phys.hw.add(HwEvent::FolioRefAtomic, 2);
     let _ptl = mm.pt.pte_offset_map_lock(addr);
-    mm.pt.hw.one(HwEvent::PteLoad);
+    mm.pt.hw.ptep_get_reads(1);
     // swap_free_nr(): this PTE's swap count goes (cluster lock, one byte).
     count_swap_map(&phys.hw, 1);
     let slot = phys.swap.slots.get_mut(&s.offset).expect("slot");
@@ -731,7 +731,7 @@ fn swapin_large(
     let idx = s.offset - base;
     phys.hw.add(HwEvent::FolioRefAtomic, 2);
     let _ptl = mm.pt.pte_offset_map_lock(addr);
-    mm.pt.hw.one(HwEvent::PteLoad);
+    mm.pt.hw.ptep_get_reads(1);
     // The whole folio, if its range is all here.
     let whole = addr.checked_sub(idx * PAGE_SIZE).filter(|&start| {
         let end = start + nr_folio * PAGE_SIZE;
@@ -739,7 +739,7 @@ fn swapin_large(
         start >= pmd_start.max(vma.start) && end <= (pmd_start + PMD_SIZE).min(vma.end) && {
             // ptep_get() of the folio's first PTE, then swap_pte_batch()
             // over the rest.
-            mm.pt.hw.add(HwEvent::PteLoad, nr_folio);
+            mm.pt.hw.ptep_get_reads(nr_folio);
             (0..nr_folio).all(|k| {
                 mm.pt.pte_peek(start + k * PAGE_SIZE)
                     == Entry::Swap(SwapPte {

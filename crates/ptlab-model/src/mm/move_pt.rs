@@ -293,7 +293,7 @@ pub fn move_ptes_per_pte(
     let mut force_flush = false;
     for off in (0..extent).step_by(PAGE_SIZE as usize) {
         if let Entry::Swap(s) = pt.pte_peek(old_addr + off) {
-            pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
+            pt.hw.ptep_get_reads(1); // the ptep_get() that found it
             let clear = uffd_without_event_remap(old_vma);
             crate::mm::swap::move_swap_pte(pt, clear, old_addr + off, new_addr + off, s);
             continue;
@@ -344,7 +344,7 @@ pub fn move_ptes_batched(
     while off < extent {
         let va = old_addr + off;
         if let Entry::Swap(s) = pt.pte_peek(va) {
-            pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
+            pt.hw.ptep_get_reads(1); // the ptep_get() that found it
             let clear = uffd_without_event_remap(old_vma);
             crate::mm::swap::move_swap_pte(pt, clear, va, new_addr + off, s);
             off += PAGE_SIZE;

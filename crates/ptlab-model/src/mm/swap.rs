@@ -196,7 +196,7 @@ pub fn copy_swap_pte(
     // swap PTE is never cached in a TLB). Not counted: the once-per-child
     // mmlist_lock to put the child on swapoff's mmlist.
     rule!(src.pt.hw, ForkCopySwapPte);
-    src.pt.hw.one(HwEvent::PteLoad);
+    src.pt.hw.ptep_get_reads(1);
     count_swap_map(&phys.hw, 1);
     phys.swap
         .slots
@@ -300,7 +300,7 @@ pub fn uffd_move_swap_pte(
         mm.pt.lock();
     }
     let hw = &mm.pt.hw;
-    hw.add(HwEvent::PteLoad, 2);
+    hw.ptep_get_reads(2);
     let _ = mm.pt.pmd_reload(dst);
     if cached {
         // folio_move_anon_rmap() and folio->index.

@@ -214,7 +214,7 @@ fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, slot: u64,
 fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, locked: bool) {
     let Segment { start, end } = seg;
     let _ptl = seg.lock_pte_table(&mm.pt);
-    mm.pt.hw.add(HwEvent::PteLoad, (end - start) / PAGE_SIZE);
+    mm.pt.hw.ptep_get_reads((end - start) / PAGE_SIZE);
     // get_and_clear_full_ptes() runs only for present batches
     // (zap_present_ptes()): a segment without a present entry (empty, or
     // swap PTEs only, already cleared by zap_swap_range()) has no arm64

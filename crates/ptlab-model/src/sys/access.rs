@@ -54,11 +54,10 @@ impl Model {
         write: bool,
         user: bool,
     ) -> Result<crate::core::addr::Pfn, AccessFault> {
-        use crate::core::hw::HwEvent;
         let n = u64::from(user);
         let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
         if let Some(pfn) = mm.pt.mapped_for_access(addr, write) {
-            mm.pt.hw.add(HwEvent::UserPageAccess, n);
+            mm.pt.hw.user_access(n, write);
             return Ok(pfn);
         }
         self.fault_as_user(pid, addr, write, user)
@@ -80,12 +79,12 @@ impl Model {
         // lock_vma_under_rcu(), handle_mm_fault() → __handle_mm_fault()
         // (pmd read), handle_pte_fault() (PTL taken to install or update).
         let hw = &mm.pt.hw;
-        hw.one(HwEvent::PageFault);
+        hw.page_fault();
         hw.one(HwEvent::VmaLookup);
         let _ptl = mm.pt.pte_offset_map_lock(addr);
         let r = self.fault(pid, addr, write);
         if let Some(mm) = self.procs.get(&pid) {
-            mm.pt.hw.add(HwEvent::UserPageAccess, n);
+            mm.pt.hw.user_access(n, write);
         }
         r
     }
@@ -251,7 +250,7 @@ impl Model {
                     // all its pages (the same counts and tags as one page
                     // at a time; the dirty bit is the PMD's).
                     let n = (slot_end - addr) / PAGE_SIZE;
-                    mm.pt.hw.add(crate::core::hw::HwEvent::UserPageAccess, n);
+                    mm.pt.hw.user_access(n, write);
                     if write {
                         self.hw_mkdirty(pid, addr);
                         self.store_tags(pfn, n, addr, tag);
@@ -265,14 +264,14 @@ impl Model {
                     let mm = self.procs.get_mut(&pid).ok_or(AccessFault::NoProcess)?;
                     let n = mm.pt.access_run(addr, left, write);
                     debug_assert!(n >= 1, "the page was found mapped for the access");
-                    mm.pt.hw.add(crate::core::hw::HwEvent::UserPageAccess, n);
+                    mm.pt.hw.user_access(n, write);
                     if write {
                         self.store_tags(pfn, n, addr, tag);
                     }
                     addr += n * PAGE_SIZE;
                     continue;
                 }
-                mm.pt.hw.one(crate::core::hw::HwEvent::UserPageAccess);
+                mm.pt.hw.user_access(1, write);
                 if write {
                     self.hw_mkdirty(pid, addr);
                     self.phys.set_tag(pfn, tag.unwrap_or(addr));
@@ -289,9 +288,7 @@ impl Model {
                     // written in the same step (its first page's access was
                     // counted by the fault).
                     let n = (slot_end - addr) / PAGE_SIZE;
-                    mm.pt
-                        .hw
-                        .add(crate::core::hw::HwEvent::UserPageAccess, n - 1);
+                    mm.pt.hw.user_access(n - 1, write);
                     self.hw_mkdirty(pid, addr);
                     self.store_tags(pfn, n, addr, tag);
                     addr = slot_end;

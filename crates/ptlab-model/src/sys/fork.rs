@@ -226,7 +226,7 @@ fn copy_pte_range(
         // the ptep_get() below).
         if src.pt.pte_is_nonpresent(addr) {
             if let Entry::Swap(s) = src.pt.pte_peek(addr) {
-                src.pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
+                src.pt.hw.ptep_get_reads(1); // the ptep_get() that found it
                 crate::mm::swap::copy_swap_pte(src, dst, phys, addr, s, c);
                 addr += PAGE_SIZE;
                 continue;

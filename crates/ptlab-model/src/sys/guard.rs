@@ -20,7 +20,6 @@
 //! docs/ops/guard-mlock-mseal.md.
 
 use crate::core::arch::Entry;
-use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PtItem};
 use crate::core::rules::rule;
 use crate::core::vma::{VmFlags, Vma, VM_SPECIAL};
@@ -76,11 +75,11 @@ impl Model {
                 // No PTE table (or a none PMD): nothing read.
                 PtItem::None { level: 2.. } => {}
                 // None PTEs (an empty table included): one load each.
-                PtItem::None { .. } => mm.pt.hw.add(HwEvent::PteLoad, q.segment().nr_pages()),
+                PtItem::None { .. } => mm.pt.hw.ptep_get_reads(q.segment().nr_pages()),
                 // A guard marker already there is not "populated".
-                PtItem::NonPresent(Entry::Marker(_)) => mm.pt.hw.one(HwEvent::PteLoad),
+                PtItem::NonPresent(Entry::Marker(_)) => mm.pt.hw.ptep_get_reads(1),
                 PtItem::Pte(_) | PtItem::NonPresent(_) => {
-                    mm.pt.hw.one(HwEvent::PteLoad);
+                    mm.pt.hw.ptep_get_reads(1);
                     populated = true;
                 }
                 PtItem::Huge { .. } | PtItem::PteTable(_) => populated = true,

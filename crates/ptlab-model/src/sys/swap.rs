@@ -456,7 +456,7 @@ pub(crate) fn swap_out_large(
         let mut i = 0;
         while i < nr {
             let va = addr + i * PAGE_SIZE;
-            mm.pt.hw.one(HwEvent::PteLoad);
+            mm.pt.hw.ptep_get_reads(1);
             let b = crate::mm::batch::folio_pte_batch(
                 &mm.pt,
                 phys,
@@ -493,7 +493,7 @@ pub(crate) fn swap_out_large(
         for i in 0..nr {
             let va = addr + i * PAGE_SIZE;
             let pfn = folio.head.add(i);
-            mm.pt.hw.one(HwEvent::PteLoad);
+            mm.pt.hw.ptep_get_reads(1);
             mm.pt.hw.mark_batch(va, 1, "swapout");
             mm.pt.clear_ptes(va, 1);
             mm.pt.tlbbatch_add_pending(va, va + PAGE_SIZE);
@@ -603,7 +603,7 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
     let folio = phys.folio_of(pte.pfn).expect("folio");
     let exclusive = phys.anon_exclusive(pte.pfn);
     let _ptl = mm.pt.pte_offset_map_lock(addr);
-    mm.pt.hw.one(HwEvent::PteLoad);
+    mm.pt.hw.ptep_get_reads(1);
     mm.pt.clear_ptes(addr, 1);
     mm.pt.tlbbatch_add_pending(addr, addr + PAGE_SIZE);
     // try_to_unmap_flush_dirty() before pageout() (the folio is dirty:

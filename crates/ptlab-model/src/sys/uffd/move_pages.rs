@@ -230,7 +230,7 @@ impl Model {
             }
             // §7.4.7: a swap PTE moves as a swap PTE, without swap-in.
             if let Entry::Swap(s) = mm.pt.pte_peek(src_addr) {
-                mm.pt.hw.one(HwEvent::PteLoad); // the ptep_get() that found it
+                mm.pt.hw.ptep_get_reads(1); // the ptep_get() that found it
                 rule!(mm.pt.hw, UffdMoveSwapPte);
                 crate::mm::swap::uffd_move_swap_pte(mm, phys, src_addr, dst_addr, s)?;
                 return Ok(PAGE_SIZE);
@@ -402,7 +402,7 @@ fn move_present_pte_per_page(
     rule!(mm.pt.hw, UffdMovePerPage);
     mm.pt.hw.mark_batch(src_addr, 1, "uffd move");
     // Under both PTLs: pte_same() re-check of the destination (one load).
-    mm.pt.hw.one(HwEvent::PteLoad);
+    mm.pt.hw.ptep_get_reads(1);
     // ptep_clear_flush(): the clear and a one-page flush, per page.
     let (_, old) = mm.pt.clear_ptes(src_addr, 1)[0];
     mm.pt.flush_tlb_page(src_addr);
