@@ -435,7 +435,21 @@ impl ModelProvider for CostModel {
                         ptlab_cost::ratio_interval(&base_events[i], &cur.events, prof)
                             .map(|r| (r.low, r.high))
                     };
+                    // The current algorithm's range over the profile's
+                    // prices (its per-unit events are rounded down, so the
+                    // interval is scaled to the unrounded point).
+                    let point = ptlab_cost::price(&cur.events, prof);
+                    let iv = ptlab_cost::price_interval(&cur.events, prof);
+                    let cur_range = (point.ns > 0.0)
+                        .then(|| (cur.ns * iv.low / point.ns, cur.ns * iv.high / point.ns));
+                    let by_event: Vec<(String, f64)> = point
+                        .by_event
+                        .iter()
+                        .map(|c| (c.event.name().to_string(), c.ns))
+                        .collect();
                     rows.push(report::ModelRow {
+                        cur_range,
+                        priced: ptlab_bench::accuracy::shares(&by_event),
                         change: ch.switch.to_string(),
                         workload: arm.to_string(),
                         profile: prof.name.clone(),
@@ -489,6 +503,15 @@ fn reproduce_profiles_all(
         );
     }
     Ok(v)
+}
+
+/// The model rows of every change's arms on `profiles` (at the quick or
+/// the full live sizes), as `ptlab reproduce` computes them.
+pub fn model_rows(
+    profiles: Vec<ptlab_cost::Profile>,
+    quick: bool,
+) -> std::result::Result<Vec<report::ModelRow>, String> {
+    CostModel { profiles }.rows(quick)
 }
 
 pub fn model_provider(
