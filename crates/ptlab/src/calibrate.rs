@@ -57,8 +57,20 @@ calibrated keep the built-in profile's price for this architecture
 --check runs small native versions of the seed workloads that need no THP
 knob (all but the 64 KiB mTHP layouts: the PTE-mapped THP layouts use
 MADV_HUGEPAGE under the default knobs) on the live kernel and prints the measured time next
-to the prediction of `ptlab cost` with the same parameters. It is a
-benchmark, not a test: the machine's load changes the numbers.";
+to the prediction of `ptlab cost` with the same parameters. Then (as root)
+it measures every contrast `ptlab bench` measures of changes 1-5 as `ptlab
+bench --quick` does (64 KiB arms included; THP knobs set under the knob
+lock and restored): per contrast the predicted time ratio arm/baseline
+[interval over the profile's price ranges] against the live ratio (target:
+within 25 %), per arm the predicted time against live (target: within
+1.5x) and what the prediction prices (page tables + TLB, struct page/folio,
+syscall/fault entry, VMAs, page data, swap). The proposed change's pageout
+arms need a swap area: `ptlab reproduce` measures them. It is a
+benchmark, not a test: the machine's load changes the numbers.
+
+Runs on x86-64 and arm64 Linux with 4 KiB base pages; the timer is
+clock_gettime(CLOCK_MONOTONIC) (TSC on x86-64, CNTVCT_EL0 on arm64: the
+header shows the counter's tick there).";
 
 #[derive(Args)]
 pub struct CalibrateArgs {
