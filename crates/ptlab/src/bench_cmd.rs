@@ -276,7 +276,12 @@ DIR/model.json. Every table opens with the headline: per change, the live
 effect with its 95% interval, the model's prediction of the same contrast on
 this machine's calibrated profile and on each arm64 profile, and whether
 they agree. % changes: + = faster. Rows from fewer than 5 runs or with a
-coefficient of variation above 10% are flagged 'indicative only'.
+coefficient of variation above 10% are flagged 'indicative only'. The
+terminal and report.html then check the local profile against the accuracy
+targets (docs/cost.md): per contrast the predicted time ratio [interval]
+against the live ratio (within 25%?), per arm the predicted time [interval]
+against live (within 1.5x?) and what the prediction prices (page tables +
+TLB, struct page/folio, syscall/fault entry, VMAs, page data, swap).
 
 Live parts need root; without it they are skipped (and said so) and the
 model parts still run. A full run takes about 3 minutes on 2 CPUs; --quick
