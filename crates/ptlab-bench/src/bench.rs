@@ -26,9 +26,32 @@ pub struct Outcome {
     pub failed: Vec<(String, String)>,
 }
 
+/// Why this kernel's base page size rules out live measurements: the
+/// workloads, the calibration and the model all use 4 KiB pages (x86-64,
+/// and arm64 built with CONFIG_ARM64_4K_PAGES; 16 KiB and 64 KiB arm64
+/// kernels are not modelled).
+pub fn page_size_problem() -> Option<String> {
+    // SAFETY: sysconf has no side effects.
+    let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    page_size_problem_of(ps as i64)
+}
+
+fn page_size_problem_of(ps: i64) -> Option<String> {
+    (ps != 4096).then(|| {
+        format!(
+            "this kernel uses {} KiB base pages; ptlab's workloads and model assume 4 KiB pages \
+             (on arm64: a kernel built with CONFIG_ARM64_4K_PAGES)",
+            ps / 1024
+        )
+    })
+}
+
 /// Why live benchmarks cannot run here at all, if they cannot.
 pub fn unavailable() -> Option<String> {
     if let Some(why) = ptlab_live::live_unavailable() {
+        return Some(why);
+    }
+    if let Some(why) = page_size_problem() {
         return Some(why);
     }
     if !ptlab_live::is_root() {
@@ -133,4 +156,21 @@ pub fn run(
         },
         failed,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_4k_base_pages_are_measured() {
+        assert_eq!(page_size_problem_of(4096), None);
+        let why = page_size_problem_of(65536).unwrap();
+        assert!(why.contains("64 KiB base pages"), "{why}");
+        assert!(page_size_problem_of(16384).unwrap().contains("16 KiB"));
+        // This machine (x86-64 or a 4 KiB arm64 kernel) has none.
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(page_size_problem(), None);
+        }
+    }
 }

@@ -148,17 +148,56 @@ pub fn git_commit() -> Option<String> {
     Some(if dirty { format!("{head}-dirty") } else { head })
 }
 
+/// The CPU's name from /proc/cpuinfo: x86's `model name` (the cpuid
+/// brand string); arm64 has none, so its `CPU implementer` and `CPU part`
+/// (the MIDR_EL1 fields) are named where ptlab knows them and shown in hex
+/// otherwise.
+pub fn cpu_name(cpuinfo: &str) -> String {
+    let field = |name: &str| {
+        cpuinfo.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == name).then(|| v.trim().to_string())
+        })
+    };
+    if let Some(m) = field("model name") {
+        return m;
+    }
+    let (Some(imp), Some(part)) = (field("CPU implementer"), field("CPU part")) else {
+        return "unknown".into();
+    };
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+    let vendor = match hex(&imp) {
+        Some(0x41) => "Arm",
+        Some(0x48) => "HiSilicon",
+        Some(0x51) => "Qualcomm",
+        Some(0x61) => "Apple",
+        Some(0xc0) => "Ampere",
+        _ => "",
+    };
+    // Arm Ltd's part numbers (MIDR_EL1.PartNum) of common server and
+    // phone cores.
+    let core = match (hex(&imp), hex(&part)) {
+        (Some(0x41), Some(0xd0b)) => "Cortex-A76",
+        (Some(0x41), Some(0xd0c)) => "Neoverse-N1",
+        (Some(0x41), Some(0xd40)) => "Neoverse-V1",
+        (Some(0x41), Some(0xd41)) => "Cortex-A78",
+        (Some(0x41), Some(0xd44)) => "Cortex-X1",
+        (Some(0x41), Some(0xd49)) => "Neoverse-N2",
+        (Some(0x41), Some(0xd4f)) => "Neoverse-V2",
+        _ => "",
+    };
+    match (vendor, core) {
+        (v, "") if !v.is_empty() => format!("{v} (arm64 implementer {imp}, part {part})"),
+        (v, c) if !v.is_empty() => format!("{v} {c} (arm64 implementer {imp}, part {part})"),
+        _ => format!("arm64 implementer {imp}, part {part}"),
+    }
+}
+
 /// Collect the environment now.
 pub fn collect() -> Environment {
     let kernel = read_trim("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into());
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k.trim() == "model name").then(|| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
+    let cpu = cpu_name(&cpuinfo);
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let memory_kb = std::fs::read_to_string("/proc/meminfo")
         .ok()
@@ -250,6 +289,25 @@ mod tests {
         assert_eq!(m["CONFIG_MEM_SOFT_DIRTY"], "n");
         assert_eq!(m["CONFIG_HZ"], "250");
         assert!(!m.contains_key("CONFIG_OTHER"));
+    }
+
+    #[test]
+    fn cpu_names_on_x86_and_arm64() {
+        let x86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu\n";
+        assert_eq!(cpu_name(x86), "AMD EPYC 7B13");
+        let n1 = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: 0xd0c\n";
+        assert_eq!(
+            cpu_name(n1),
+            "Arm Neoverse-N1 (arm64 implementer 0x41, part 0xd0c)"
+        );
+        let apple = "CPU implementer\t: 0x61\nCPU part\t: 0x039\n";
+        assert_eq!(
+            cpu_name(apple),
+            "Apple (arm64 implementer 0x61, part 0x039)"
+        );
+        let odd = "CPU implementer\t: 0x99\nCPU part\t: 0x001\n";
+        assert_eq!(cpu_name(odd), "arm64 implementer 0x99, part 0x001");
+        assert_eq!(cpu_name(""), "unknown");
     }
 
     #[test]

@@ -356,7 +356,7 @@ for uffd) and fewer operations per run, and a quick calibration of the local pro
 everything works, not how large the effects are";
 
 /// A Markdown table, also readable on a terminal.
-fn table(head: &[String], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(head: &[String], rows: &[Vec<String>]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "| {} |", head.join(" | "));
     let _ = writeln!(s, "|{}", "---|".repeat(head.len()));

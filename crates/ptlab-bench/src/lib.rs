@@ -8,6 +8,7 @@
 //! significance marked when a Welch two-sample t-test rejects equal means
 //! at the 5% level, arithmetic mean for times (lower is better).
 
+pub mod accuracy;
 pub mod bench;
 pub mod compare;
 pub mod env;
@@ -16,4 +17,5 @@ pub mod perf;
 pub mod report;
 pub mod result;
 pub mod stats;
+pub mod timer;
 pub mod workload;

@@ -158,6 +158,16 @@ pub struct ModelRow {
     /// the baseline itself, and in results saved before intervals existed).
     #[serde(default)]
     pub vs_base: Option<(f64, f64)>,
+    /// The kernel's current algorithm's ns per operation with every price
+    /// of the profile anywhere in its range (`None` in results saved
+    /// before it existed).
+    #[serde(default)]
+    pub cur_range: Option<(f64, f64)>,
+    /// What the predicted time of the current algorithm is made of: (part
+    /// of the kernel, share of the predicted ns), largest first; the parts
+    /// are [`crate::accuracy::PARTS`].
+    #[serde(default)]
+    pub priced: Vec<(String, f64)>,
 }
 
 impl ModelRow {
@@ -509,6 +519,11 @@ pub fn calls_markdown(r: &Reproduction) -> String {
 /// The terminal report: the headline (as in report.md), then each change.
 pub fn terminal(r: &Reproduction) -> String {
     let mut s = crate::headline::markdown(r);
+    let acc = crate::accuracy::markdown(r, crate::headline::LOCAL);
+    if !acc.is_empty() {
+        s.push_str(ACCURACY_TITLE_MD);
+        s.push_str(&acc);
+    }
     s.push('\n');
     for ch in CHANGES {
         let _ = writeln!(
@@ -1093,6 +1108,10 @@ fn counters_details(s: &mut String, r: &Reproduction, ch: &ChangeDef) {
     s.push_str("</table></details>\n");
 }
 
+const ACCURACY_TITLE: &str =
+    "How well the local profile predicts this run (targets: ratios within 25%, times within 1.5×)";
+const ACCURACY_TITLE_MD: &str = "\n## How well the local profile predicts this run (targets: ratios within 25%, times within 1.5×)\n\n";
+
 /// The headline section of the HTML report (report.md's content).
 fn html_headline(s: &mut String, r: &Reproduction) {
     use crate::headline as hl;
@@ -1113,6 +1132,16 @@ fn html_headline(s: &mut String, r: &Reproduction) {
     s.push_str("<h3>Every live contrast next to the model's prediction of it</h3>\n");
     let (h, rows) = hl::contrast_table(r);
     s.push_str(&html_table("contrasts", &h, &rows));
+    let local = crate::headline::LOCAL;
+    let (s1, h1, r1) = crate::accuracy::ratio_table(r, local);
+    let (s2, h2, r2) = crate::accuracy::abs_table(r, local);
+    if !r1.is_empty() || !r2.is_empty() {
+        let _ = writeln!(s, "<h3>{}</h3>", esc(ACCURACY_TITLE));
+        let _ = writeln!(s, "<p class=\"note\">{}</p>", esc(&s1));
+        s.push_str(&html_table("accuracy", &h1, &r1));
+        let _ = writeln!(s, "<p class=\"note\">{}</p>", esc(&s2));
+        s.push_str(&html_table("accuracy", &h2, &r2));
+    }
     s.push_str("<h3>What each change buys, per the model</h3>\n<p class=\"note\">The switch's before → after on the headline arm, + = faster after.</p>\n");
     let (h, rows) = hl::effect_table(r);
     s.push_str(&html_table("effects", &h, &rows));
@@ -1377,6 +1406,9 @@ mod tests {
                                 ]
                                 .into(),
                                 vs_base: (!base).then_some((0.4, 0.6)),
+                                cur_range: Some((80.0, 120.0)),
+                                priced: vec![("page tables + TLB".into(), 1.0)],
+                                ..Default::default()
                             }
                         })
                 })
@@ -1430,8 +1462,27 @@ mod tests {
         assert!(t.contains("mremap-table-aligned"));
         assert!(t.contains("*+99.0%* (0.01x)"), "{t}");
         assert!(t.contains("uffd-move: SKIPPED: no /dev/userfaultfd"));
+        // Without a model nothing is predicted: no accuracy section.
+        assert!(!t.contains(ACCURACY_TITLE));
         let with = terminal(&synthetic(true));
         assert!(!with.contains(NO_MODEL));
+        // The local profile's accuracy: a ratio row per contrast with both
+        // arms live (uffd-move is not), an absolute row per live arm.
+        assert!(with.contains(ACCURACY_TITLE), "{with}");
+        assert!(
+            with.contains("| mremap-batch-64k vs mremap-batch-4k | 0.500 [0.400, 0.600] |"),
+            "{with}"
+        );
+        assert!(
+            with.contains("predicted ratios within 25% of live"),
+            "{with}"
+        );
+        assert!(
+            with.contains(
+                "| fork-thp-pte | op | 100 ns [80.0 ns, 120 ns] | 100 ns ± 12.4 ns | 1.00 | yes |"
+            ),
+            "{with}"
+        );
         assert!(with.contains("off -> on"));
         assert!(with.contains("+50.0%"), "{with}");
         // No +0.0% filler: the baseline arm's model rows say what they are.

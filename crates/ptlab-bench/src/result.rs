@@ -87,7 +87,7 @@ pub struct Environment {
 }
 
 /// A whole result file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BenchResult {
     pub schema: u32,
     /// A label for this run (`baseline`, a kernel name, ...).

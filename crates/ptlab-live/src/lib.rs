@@ -35,7 +35,7 @@ pub use live::{LiveBackend, LiveCaps, LiveError, ObserveTiming, Planned};
 /// suitable for a `SKIP:` line.
 pub fn live_unavailable() -> Option<String> {
     if !worker::SUPPORTED {
-        return Some("the live backend needs an x86-64 host".into());
+        return Some("the live backend needs an x86-64 or arm64 host".into());
     }
     if !std::path::Path::new("/proc/self/pagemap").exists() {
         return Some("/proc/self/pagemap is missing".into());

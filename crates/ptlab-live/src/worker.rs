@@ -111,7 +111,14 @@ fn cap_drop(cap: u64) -> i64 {
     0
 }
 
-// ----- fault-tolerant probes (x86-64) -------------------------------------
+// ----- fault-tolerant probes (x86-64 and arm64) ----------------------------
+//
+// Each probe is one load or store at a labelled instruction. The SIGSEGV /
+// SIGBUS handler recognises a fault at one of those labels and resumes at
+// `ptlab_live_probe_fixup`, which returns 1; otherwise the probe returns 0.
+// The arm64 version is the same scheme with the AArch64 calling convention
+// (arguments in x0/x1, result in x0, return address in x30, which the fault
+// leaves untouched) and the saved PC in `uc_mcontext.pc`.
 
 #[cfg(target_arch = "x86_64")]
 core::arch::global_asm!(
@@ -156,7 +163,50 @@ core::arch::global_asm!(
     ".popsection",
 );
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(target_arch = "aarch64")]
+core::arch::global_asm!(
+    ".pushsection .text.ptlab_live_probe,\"ax\",%progbits",
+    ".p2align 4",
+    ".globl ptlab_live_probe_read",
+    ".hidden ptlab_live_probe_read",
+    "ptlab_live_probe_read:",
+    ".globl ptlab_live_probe_read_insn",
+    ".hidden ptlab_live_probe_read_insn",
+    "ptlab_live_probe_read_insn:",
+    "    ldr x2, [x0]",
+    "    str x2, [x1]",
+    "    mov x0, xzr",
+    "    ret",
+    ".p2align 4",
+    ".globl ptlab_live_probe_write",
+    ".hidden ptlab_live_probe_write",
+    "ptlab_live_probe_write:",
+    ".globl ptlab_live_probe_write_insn",
+    ".hidden ptlab_live_probe_write_insn",
+    "ptlab_live_probe_write_insn:",
+    "    str x1, [x0]",
+    "    mov x0, xzr",
+    "    ret",
+    ".p2align 4",
+    ".globl ptlab_live_probe_write_byte",
+    ".hidden ptlab_live_probe_write_byte",
+    "ptlab_live_probe_write_byte:",
+    ".globl ptlab_live_probe_write_byte_insn",
+    ".hidden ptlab_live_probe_write_byte_insn",
+    "ptlab_live_probe_write_byte_insn:",
+    "    strb w1, [x0]",
+    "    mov x0, xzr",
+    "    ret",
+    ".p2align 4",
+    ".globl ptlab_live_probe_fixup",
+    ".hidden ptlab_live_probe_fixup",
+    "ptlab_live_probe_fixup:",
+    "    mov x0, #1",
+    "    ret",
+    ".popsection",
+);
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 extern "C" {
     fn ptlab_live_probe_read(addr: u64, out: *mut u64) -> u32;
     fn ptlab_live_probe_write(addr: u64, val: u64) -> u32;
@@ -167,8 +217,9 @@ extern "C" {
     static ptlab_live_probe_fixup: [u8; 0];
 }
 
-/// Whether this build can run the worker (the probes are x86-64 only).
-pub const SUPPORTED: bool = cfg!(target_arch = "x86_64");
+/// Whether this build can run the worker (the probes exist for x86-64 and
+/// arm64).
+pub const SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
 
 static FAULT_ADDR: AtomicU64 = AtomicU64::new(0);
 static FAULT_SIG: AtomicU64 = AtomicU64::new(0);
@@ -180,13 +231,17 @@ static UFFDS: [AtomicI32; UFFD_SLOTS] = [const { AtomicI32::new(-1) }; UFFD_SLOT
 /// The slot the uffd ioctls act on.
 static UFFD_CUR: AtomicUsize = AtomicUsize::new(0);
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 extern "C" fn fault_handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo and ucontext to an
     // SA_SIGINFO handler.
     unsafe {
         let uc = ctx as *mut libc::ucontext_t;
+        #[cfg(target_arch = "x86_64")]
         let rip = &mut (*uc).uc_mcontext.gregs[libc::REG_RIP as usize];
+        // The saved PC, as an i64 like x86's greg (same bits).
+        #[cfg(target_arch = "aarch64")]
+        let rip = &mut *(core::ptr::addr_of_mut!((*uc).uc_mcontext.pc) as *mut i64);
         let read = core::ptr::addr_of!(ptlab_live_probe_read_insn) as i64;
         let write = core::ptr::addr_of!(ptlab_live_probe_write_insn) as i64;
         let write_byte = core::ptr::addr_of!(ptlab_live_probe_write_byte_insn) as i64;
@@ -201,7 +256,7 @@ extern "C" fn fault_handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *
     }
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn probe_read(addr: u64) -> Result<u64, ()> {
     let mut v = 0u64;
     // SAFETY: the probe is a single load; a fault is turned into a return of 1.
@@ -213,7 +268,7 @@ fn probe_read(addr: u64) -> Result<u64, ()> {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn probe_write(addr: u64, val: u64) -> Result<(), ()> {
     // SAFETY: the probe is a single store; a fault is turned into a return of 1.
     let r = unsafe { ptlab_live_probe_write(addr, val) };
@@ -224,7 +279,7 @@ fn probe_write(addr: u64, val: u64) -> Result<(), ()> {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn probe_write_byte(addr: u64, val: u8) -> Result<(), ()> {
     // SAFETY: the probe is a single byte store; a fault is turned into a return of 1.
     let r = unsafe { ptlab_live_probe_write_byte(addr, u64::from(val)) };
@@ -235,16 +290,16 @@ fn probe_write_byte(addr: u64, val: u8) -> Result<(), ()> {
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn probe_write_byte(_addr: u64, _val: u8) -> Result<(), ()> {
     Err(())
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn probe_read(_addr: u64) -> Result<u64, ()> {
     Err(())
 }
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn probe_write(_addr: u64, _val: u64) -> Result<(), ()> {
     Err(())
 }
@@ -457,7 +512,7 @@ fn install_handlers() {
         // Children of a worker are reaped automatically; their exit is
         // observed as EOF on their channel.
         libc::signal(libc::SIGCHLD, libc::SIG_IGN);
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
         for sig in [libc::SIGSEGV, libc::SIGBUS] {
             let mut sa: libc::sigaction = core::mem::zeroed();
             sa.sa_sigaction = fault_handler as *const () as usize;

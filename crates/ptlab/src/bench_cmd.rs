@@ -276,7 +276,12 @@ DIR/model.json. Every table opens with the headline: per change, the live
 effect with its 95% interval, the model's prediction of the same contrast on
 this machine's calibrated profile and on each arm64 profile, and whether
 they agree. % changes: + = faster. Rows from fewer than 5 runs or with a
-coefficient of variation above 10% are flagged 'indicative only'.
+coefficient of variation above 10% are flagged 'indicative only'. The
+terminal and report.html then check the local profile against the accuracy
+targets (docs/cost.md): per contrast the predicted time ratio [interval]
+against the live ratio (within 25%?), per arm the predicted time [interval]
+against live (within 1.5x?) and what the prediction prices (page tables +
+TLB, struct page/folio, syscall/fault entry, VMAs, page data, swap).
 
 Live parts need root; without it they are skipped (and said so) and the
 model parts still run. A full run takes about 3 minutes on 2 CPUs; --quick
@@ -445,7 +450,21 @@ impl ModelProvider for CostModel {
                         ptlab_cost::ratio_interval(&base_events[i], &cur.events, prof)
                             .map(|r| (r.low, r.high))
                     };
+                    // The current algorithm's range over the profile's
+                    // prices (its per-unit events are rounded down, so the
+                    // interval is scaled to the unrounded point).
+                    let point = ptlab_cost::price(&cur.events, prof);
+                    let iv = ptlab_cost::price_interval(&cur.events, prof);
+                    let cur_range = (point.ns > 0.0)
+                        .then(|| (cur.ns * iv.low / point.ns, cur.ns * iv.high / point.ns));
+                    let by_event: Vec<(String, f64)> = point
+                        .by_event
+                        .iter()
+                        .map(|c| (c.event.name().to_string(), c.ns))
+                        .collect();
                     rows.push(report::ModelRow {
+                        cur_range,
+                        priced: ptlab_bench::accuracy::shares(&by_event),
                         change: ch.switch.to_string(),
                         workload: arm.to_string(),
                         profile: prof.name.clone(),
@@ -501,6 +520,15 @@ fn reproduce_profiles_all(
         );
     }
     Ok(v)
+}
+
+/// The model rows of every change's arms on `profiles` (at the quick or
+/// the full live sizes), as `ptlab reproduce` computes them.
+pub fn model_rows(
+    profiles: Vec<ptlab_cost::Profile>,
+    quick: bool,
+) -> std::result::Result<Vec<report::ModelRow>, String> {
+    CostModel { profiles }.rows(quick)
 }
 
 pub fn model_provider(

@@ -57,8 +57,20 @@ calibrated keep the built-in profile's price for this architecture
 --check runs small native versions of the seed workloads that need no THP
 knob (all but the 64 KiB mTHP layouts: the PTE-mapped THP layouts use
 MADV_HUGEPAGE under the default knobs) on the live kernel and prints the measured time next
-to the prediction of `ptlab cost` with the same parameters. It is a
-benchmark, not a test: the machine's load changes the numbers.";
+to the prediction of `ptlab cost` with the same parameters. Then (as root)
+it measures every contrast `ptlab bench` measures of changes 1-5 as `ptlab
+bench --quick` does (64 KiB arms included; THP knobs set under the knob
+lock and restored): per contrast the predicted time ratio arm/baseline
+[interval over the profile's price ranges] against the live ratio (target:
+within 25 %), per arm the predicted time against live (target: within
+1.5x) and what the prediction prices (page tables + TLB, struct page/folio,
+syscall/fault entry, VMAs, page data, swap). The proposed change's pageout
+arms need a swap area: `ptlab reproduce` measures them. It is a
+benchmark, not a test: the machine's load changes the numbers.
+
+Runs on x86-64 and arm64 Linux with 4 KiB base pages; the timer is
+clock_gettime(CLOCK_MONOTONIC) (TSC on x86-64, CNTVCT_EL0 on arm64: the
+header shows the counter's tick there).";
 
 #[derive(Args)]
 pub struct CalibrateArgs {
@@ -793,7 +805,14 @@ fn ys(s: &Samples, k: &str) -> Vec<f64> {
         .map_or(Vec::new(), |v| v.iter().map(|p| p.1).collect())
 }
 
+/// The shortest span the worker times (50 mprotect pairs of one page, or
+/// one 64 MiB mremap of PMD tables): ≥ 10 µs on any machine.
+const SHORTEST_SPAN_NS: f64 = 10_000.0;
+
 pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
+    if let Some(why) = ptlab_bench::bench::page_size_problem() {
+        bail!("cannot calibrate here: {why}");
+    }
     if let Some(p) = &args.check {
         return check(p, args.quick, out);
     }
@@ -806,11 +825,16 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     let mut p = ptlab_cost::find_profile(base_name)?;
     let reps = if args.quick { 4 } else { 20 };
     if !args.quiet && args.format == crate::bench_cmd::OutFormat::Text {
+        let timer = ptlab_bench::timer::info();
         writeln!(
             out,
-            "ptlab calibrate: {reps} repetitions in a worker process (arch {})",
-            arch.name()
+            "ptlab calibrate: {reps} repetitions in a worker process (arch {}; timer: {})",
+            arch.name(),
+            timer.source
         )?;
+        if let Some(note) = ptlab_bench::timer::resolution_note(&timer, SHORTEST_SPAN_NS) {
+            writeln!(out, "{note}")?;
+        }
         out.flush()?;
     }
     let s = run_worker("micro", reps)?;
@@ -1178,7 +1202,88 @@ fn check(profile: &str, quick: bool, out: &mut dyn Write) -> Result<u8> {
         ]);
     }
     writeln!(out, "{t}")?;
+    check_contrasts(&p, reps as u64, out)?;
     Ok(0)
+}
+
+/// The changes whose contrasts `--check` measures: every seed change of
+/// the running kernel (1-5). The proposed change's arms (pageout-4k,
+/// pageout-64k) need a swap area on a loop device; `ptlab reproduce`
+/// measures them.
+fn checked_changes() -> Vec<&'static ptlab_bench::report::ChangeDef> {
+    ptlab_bench::report::CHANGES
+        .iter()
+        .filter(|c| !c.proposed)
+        .collect()
+}
+
+/// Every contrast of [`checked_changes`] as `ptlab bench` measures it
+/// (the `--quick` region sizes, `runs` runs per arm, layouts verified, THP
+/// knobs set under the knob lock and restored), next to `p`'s prediction
+/// of the same ratio and of each arm's time.
+fn check_contrasts(p: &Profile, runs: u64, out: &mut dyn Write) -> Result<()> {
+    let changes = checked_changes();
+    let arms: Vec<&'static ptlab_bench::workload::Workload> = changes
+        .iter()
+        .flat_map(|c| c.arms.iter())
+        .filter_map(|a| ptlab_bench::workload::find(a))
+        .collect();
+    writeln!(
+        out,
+        "\nContrasts `ptlab bench` measures (changes {}; {} arms: {}), at the --quick region sizes, {runs} runs per arm:",
+        changes
+            .iter()
+            .map(|c| c.seed.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        arms.len(),
+        arms.iter().map(|w| w.name).collect::<Vec<_>>().join(", ")
+    )?;
+    writeln!(
+        out,
+        "(the proposed change's pageout-4k/pageout-64k need a swap area on a loop device: `ptlab reproduce` measures them)"
+    )?;
+    out.flush()?;
+    if let Some(why) = ptlab_bench::bench::unavailable() {
+        writeln!(out, "contrasts: SKIPPED: {why}")?;
+        return Ok(());
+    }
+    let opts = ptlab_bench::bench::BenchOptions {
+        quick: true,
+        runs: Some(runs),
+        ..Default::default()
+    };
+    let outcome = ptlab_bench::bench::run(&arms, &opts, &mut |_, _| {})
+        .map_err(|e| anyhow::anyhow!("the live contrasts failed: {e}"))?;
+    for (w, why) in &outcome.failed {
+        writeln!(out, "  {w}: not measured: {why}")?;
+    }
+    let rows = crate::bench_cmd::model_rows(vec![p.clone()], true)
+        .map_err(|e| anyhow::anyhow!("model predictions failed: {e}"))?;
+    let r = ptlab_bench::report::Reproduction {
+        environment: outcome.result.environment.clone(),
+        live: Some(outcome.result),
+        skipped: outcome.failed,
+        model: ptlab_bench::report::Model::Rows {
+            source: p.name.clone(),
+            rows,
+        },
+        quick: true,
+    };
+    for (say, head, rows) in [
+        ptlab_bench::accuracy::ratio_table(&r, &p.name),
+        ptlab_bench::accuracy::abs_table(&r, &p.name),
+    ] {
+        writeln!(out, "{say}")?;
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.set_header(head);
+        for row in rows {
+            t.add_row(row);
+        }
+        writeln!(out, "{t}")?;
+    }
+    Ok(())
 }
 
 fn fmt_ns(ns: f64) -> String {
@@ -1251,6 +1356,24 @@ mod tests {
         assert_eq!(p.price_of(HwEvent::VmaLookup).ns, lookup);
         // The result is a valid profile.
         ptlab_cost::parse_profile(&p.to_toml(), "t").unwrap();
+    }
+
+    /// `--check` measures every contrast `ptlab bench` measures of the
+    /// running kernel's changes, the 64 KiB arms included.
+    #[test]
+    fn check_covers_every_seed_contrast_of_the_running_kernel() {
+        let arms: Vec<&str> = checked_changes()
+            .iter()
+            .flat_map(|c| c.arms.iter().copied())
+            .collect();
+        for w in ptlab_bench::workload::WORKLOADS {
+            let proposed = w.seed == ptlab_bench::workload::PROPOSED_SEED;
+            assert_eq!(arms.contains(&w.name), !proposed, "{}", w.name);
+        }
+        assert!(arms.contains(&"mremap-batch-64k") && arms.contains(&"mprotect-64k"));
+        for a in &arms {
+            assert!(ptlab_bench::workload::find(a).is_some(), "{a}");
+        }
     }
 
     #[test]

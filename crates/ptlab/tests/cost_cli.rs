@@ -247,5 +247,36 @@ fn calibrate_writes_a_valid_profile() {
     let (code, stdout, err) = ptlab(&["calibrate", "--quick", "--check", &out_s]);
     assert_eq!(code, 0, "{stdout}{err}");
     assert!(stdout.contains("mremap-table-aligned"), "{stdout}");
+    // Every contrast ptlab bench measures of changes 1-5, the 64 KiB arms
+    // included, with its predicted and live ratio (as root).
+    match ptlab_bench::bench::unavailable() {
+        None => {
+            for c in [
+                "mremap-batch-64k vs mremap-batch-4k",
+                "mremap-table-aligned vs mremap-table-unaligned",
+                "fork-thp-pte vs fork-4k",
+                "mprotect-64k vs mprotect-4k",
+                "mprotect-thp-pte vs mprotect-4k",
+                "uffd-move vs uffd-copy",
+            ] {
+                // An arm that could not run here (no userfaultfd, no 64 KiB
+                // mTHP) is reported instead of its contrast.
+                let arms: Vec<&str> = c.split(" vs ").collect();
+                if arms
+                    .iter()
+                    .any(|a| stdout.contains(&format!("{a}: not measured")))
+                {
+                    continue;
+                }
+                assert!(stdout.contains(c), "{c}: {stdout}");
+            }
+            assert!(stdout.contains("predicted ratios within 25% of live"));
+            assert!(stdout.contains("predictions within 1.5× of live"));
+        }
+        Some(why) => assert!(
+            stdout.contains(&format!("contrasts: SKIPPED: {why}")),
+            "{stdout}"
+        ),
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
