@@ -886,6 +886,34 @@ impl DiffBackend {
         }
     }
 
+    /// A grow the model would do in place (`[addr + old_len, addr +
+    /// new_len)` after the VMA) that the kernel moved to `live`: fine when
+    /// that range touches one of the worker's own VMAs (the model's
+    /// address space lacks them), else a divergence.
+    fn check_in_place(&mut self, proc: &str, addr: u64, old_len: u64, new_len: u64, live: u64) {
+        let (start, end) = (addr.saturating_add(old_len), addr.saturating_add(new_len));
+        let blocked = self
+            .live
+            .foreign()
+            .iter()
+            .any(|&(s, e)| s < end && start < e);
+        if blocked {
+            self.notes.push(format!(
+                "line {}: mremap {addr:#x} grew in place on the model but moved to {live:#x} live: \
+                 {start:#x}-{end:#x} touches a mapping of the live harness's own",
+                self.line
+            ));
+            return;
+        }
+        self.record(
+            proc,
+            "placement",
+            "mremap: the kernel moved a mapping the model grows in place".to_string(),
+            vec![format!("moved to {live:#x}")],
+            vec![format!("grown in place at {addr:#x}")],
+        );
+    }
+
     fn territory_pages(&self) -> u64 {
         self.live
             .territory()
@@ -1351,7 +1379,7 @@ impl DiffBackend {
             old_len,
             new_len,
             flags,
-            ..
+            new_addr,
         } = *call
         else {
             return self.both(proc, call);
@@ -1364,8 +1392,23 @@ impl DiffBackend {
         let m = match &l {
             Ok(a) if *a != addr => {
                 let a = *a;
-                let rule = new_len.is_multiple_of(PMD_SIZE);
-                self.check_placement(proc, "mremap move", new_len, a, own, rule);
+                if own == Some(addr) {
+                    // The kernel moved what the model would have grown in
+                    // place (expand_vma_in_place()). The model's address
+                    // space has no worker VMAs, and a non-fixed mmap lands
+                    // right below one of them (top-down): a growth into one
+                    // is refused live (vma_expandable()) and the move is
+                    // placed by the layout, so there is nothing to compare
+                    // (D2 in docs/divergences.md was this). Grown into
+                    // scenario address space alone, it is a divergence.
+                    self.check_in_place(proc, addr, old_len, new_len, a);
+                } else {
+                    // get_unmapped_area() takes the THP path only without a
+                    // hint: MREMAP_DONTUNMAP passes `new_addr` as one.
+                    let hint = flags.contains(MremapFlags::DONTUNMAP) && new_addr != 0;
+                    let rule = new_len.is_multiple_of(PMD_SIZE) && !hint;
+                    self.check_placement(proc, "mremap move", new_len, a, own, rule);
+                }
                 let there = Call::Mremap {
                     addr,
                     old_len,
