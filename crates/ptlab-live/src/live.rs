@@ -1749,6 +1749,21 @@ impl LiveBackend {
         Ok(out)
     }
 
+    /// The 4096 bytes of the page at `page` of `proc`, which the caller
+    /// knows is a present anonymous page (one READ_TAGS request of 512
+    /// words); `None` for a word the worker could not load.
+    pub fn present_page_bytes(
+        &mut self,
+        proc: &str,
+        page: u64,
+    ) -> Result<Vec<Option<u8>>, BackendError> {
+        let words = self.read_tags(proc, page, PAGE / 8, 8)?;
+        Ok(words
+            .iter()
+            .flat_map(|&(w, ok)| w.to_le_bytes().map(|b| ok.then_some(b)))
+            .collect())
+    }
+
     fn read_tags(
         &mut self,
         proc: &str,

@@ -168,6 +168,12 @@ impl Model {
         Ok(())
     }
 
+    /// Whether frame `pfn` holds bytes beyond its tag (bytes 8..4096 not
+    /// all zero: a `fill` wrote it, or it was copied from such a page).
+    pub fn page_has_bytes(&self, pfn: u64) -> bool {
+        self.phys.contents.get(pfn).is_some()
+    }
+
     /// The bytes of `[addr, addr + len)` in process `pid` without touching
     /// anything: `None` for a byte whose page is not present.
     pub fn peek_bytes(&self, pid: Pid, addr: u64, len: u64) -> Vec<Option<u8>> {
