@@ -18,7 +18,7 @@ use crate::live::{LiveBackend, LiveCaps, LiveError};
 use ptlab_model::observe::{render_page_runs, PageRuns};
 use ptlab_model::{
     ArchKind, Call, MapFlags, Model, ModelConfig, MremapFlags, Observation, PageState, ThpKnob,
-    ThpMode, PMD_SIZE,
+    ThpMode, PAGE_SIZE, PMD_SIZE,
 };
 use ptlab_scenario::{
     Backend, BackendError, FailureKind, ModelBackend, ParseError, RunOptions, RunReport,
@@ -580,7 +580,16 @@ pub struct DiffBackend {
     since_full: u64,
     /// The last comparison re-used reads (so the end reads everything).
     last_reused: bool,
+    /// Pages (addresses, any process) a `fill` wrote, a UFFDIO_COPY from
+    /// memory filled, or a UFFDIO_MOVE moved such a page to: their bytes
+    /// are compared whole at every comparison, as are the pages the model
+    /// holds bytes beyond the tag for ([`Self::compare_page_bytes`]).
+    filled: BTreeSet<u64>,
 }
+
+/// At most this many pages are remembered as filled ([`DiffBackend`]'s
+/// `filled`): each is read whole at every comparison.
+const FILLED_MAX: usize = 4096;
 
 /// The model configuration matching this machine: its THP knobs,
 /// `vm.max_map_count`, `vm.mmap_min_addr` and whether we are root.
@@ -729,6 +738,7 @@ impl DiffBackend {
             frames: FrameMatcher::default(),
             since_full: 0,
             last_reused: false,
+            filled: BTreeSet::new(),
         })
         .map(|mut d| {
             d.update_exposed();
@@ -884,6 +894,116 @@ impl DiffBackend {
                 vec![side(m, ma)],
             );
         }
+    }
+
+    /// A grow the model would do in place (`[addr + old_len, addr +
+    /// new_len)` after the VMA) that the kernel moved to `live`: fine when
+    /// that range touches one of the worker's own VMAs (the model's
+    /// address space lacks them), else a divergence.
+    fn check_in_place(&mut self, proc: &str, addr: u64, old_len: u64, new_len: u64, live: u64) {
+        let (start, end) = (addr.saturating_add(old_len), addr.saturating_add(new_len));
+        let blocked = self
+            .live
+            .foreign()
+            .iter()
+            .any(|&(s, e)| s < end && start < e);
+        if blocked {
+            self.notes.push(format!(
+                "line {}: mremap {addr:#x} grew in place on the model but moved to {live:#x} live: \
+                 {start:#x}-{end:#x} touches a mapping of the live harness's own",
+                self.line
+            ));
+            return;
+        }
+        self.record(
+            proc,
+            "placement",
+            "mremap: the kernel moved a mapping the model grows in place".to_string(),
+            vec![format!("moved to {live:#x}")],
+            vec![format!("grown in place at {addr:#x}")],
+        );
+    }
+
+    /// Remember the pages whose bytes beyond the tag a call may set: a
+    /// `fill`, a UFFDIO_COPY from memory (the bytes of a filled source
+    /// page), a UFFDIO_MOVE from a remembered page.
+    fn note_filled(&mut self, call: &Call) {
+        let pages = |a: u64, len: u64| {
+            let first = a & !(PAGE_SIZE - 1);
+            let end = a.saturating_add(len).min(first.saturating_add(64 << 20));
+            (first..end).step_by(PAGE_SIZE as usize)
+        };
+        let new: Vec<u64> = match *call {
+            Call::FillBytes { addr, len, .. } => pages(addr, len).collect(),
+            Call::UffdCopy {
+                dst,
+                src,
+                len,
+                tag: None,
+                ..
+            } if src != 0 => pages(dst, len).collect(),
+            Call::UffdMove { dst, src, len, .. } => pages(src, len)
+                .zip(pages(dst, len))
+                .filter(|(s, _)| self.filled.contains(s))
+                .map(|(_, d)| d)
+                .collect(),
+            _ => Vec::new(),
+        };
+        for p in new {
+            if self.filled.len() >= FILLED_MAX {
+                break;
+            }
+            self.filled.insert(p);
+        }
+    }
+
+    /// Compare the 4096 bytes of each page in `pages` (present on both
+    /// sides, same tag) of `proc`: the page observation compares the tag,
+    /// the first 8 bytes, only. A difference is a divergence of kind
+    /// `bytes`, as an `expect bytes` line's.
+    fn compare_page_bytes(&mut self, proc: &str, pages: &[u64]) {
+        let mut differ: Vec<(u64, usize, Option<u8>, Option<u8>)> = Vec::new();
+        for &a in pages {
+            let Ok(live) = self.live.present_page_bytes(proc, a) else {
+                continue;
+            };
+            let Ok(model) = self.model.read_bytes(proc, a, PAGE_SIZE) else {
+                continue;
+            };
+            // A byte the live side could not load is not compared.
+            let k = live
+                .iter()
+                .zip(&model)
+                .position(|(l, m)| l.is_some() && l != m);
+            if let Some(k) = k {
+                let n = live
+                    .iter()
+                    .zip(&model)
+                    .filter(|(l, m)| l.is_some() && l != m)
+                    .count();
+                differ.push((a + k as u64, n, live[k], model[k]));
+            }
+        }
+        let Some(&(at, n, l, m)) = differ.first() else {
+            return;
+        };
+        let show = |v: Option<u8>| v.map_or("not present".to_string(), |b| format!("{b:#04x}"));
+        self.record(
+            proc,
+            "bytes",
+            format!(
+                "{n} of the 4096 bytes of the page at {:#x} differ (the page's tag agrees); \
+                 the first at {at:#x}{}",
+                at & !(PAGE_SIZE - 1),
+                if differ.len() > 1 {
+                    format!("; {} more pages differ", differ.len() - 1)
+                } else {
+                    String::new()
+                }
+            ),
+            vec![show(l)],
+            vec![show(m)],
+        );
     }
 
     fn territory_pages(&self) -> u64 {
@@ -1054,6 +1174,8 @@ impl DiffBackend {
             .filter(|_| self.in_access && self.opts.every_step);
         let none = PageState::NotPresent;
         let mut bad: Vec<(u64, String)> = Vec::new();
+        // Present pages on both sides whose bytes are compared whole.
+        let mut whole: Vec<u64> = Vec::new();
         // Pages either side shows (a not-present run counted in full).
         let mut total = 0u64;
         // Both lists side by side: a present page is one piece, a run of
@@ -1110,6 +1232,10 @@ impl DiffBackend {
                     }
                     if l.tag != m.tag && !self.live.tag_unknown(proc, a) {
                         why.push(format!("tag {:#x} vs {:#x}", l.tag, m.tag));
+                    } else if !self.live.tag_unknown(proc, a)
+                        && (self.filled.contains(&a) || self.model.model().page_has_bytes(m.pfn))
+                    {
+                        whole.push(a);
                     }
                 }
                 (PageState::HugeZero { index: x }, PageState::HugeZero { index: y }) if x != y => {
@@ -1135,6 +1261,7 @@ impl DiffBackend {
         }
         seen.insert(proc.to_string(), mine);
         if bad.is_empty() {
+            self.compare_page_bytes(proc, &whole);
             return;
         }
         let first = bad[0].0;
@@ -1351,7 +1478,7 @@ impl DiffBackend {
             old_len,
             new_len,
             flags,
-            ..
+            new_addr,
         } = *call
         else {
             return self.both(proc, call);
@@ -1364,8 +1491,23 @@ impl DiffBackend {
         let m = match &l {
             Ok(a) if *a != addr => {
                 let a = *a;
-                let rule = new_len.is_multiple_of(PMD_SIZE);
-                self.check_placement(proc, "mremap move", new_len, a, own, rule);
+                if own == Some(addr) {
+                    // The kernel moved what the model would have grown in
+                    // place (expand_vma_in_place()). The model's address
+                    // space has no worker VMAs, and a non-fixed mmap lands
+                    // right below one of them (top-down): a growth into one
+                    // is refused live (vma_expandable()) and the move is
+                    // placed by the layout, so there is nothing to compare
+                    // (D2 in docs/divergences.md was this). Grown into
+                    // scenario address space alone, it is a divergence.
+                    self.check_in_place(proc, addr, old_len, new_len, a);
+                } else {
+                    // get_unmapped_area() takes the THP path only without a
+                    // hint: MREMAP_DONTUNMAP passes `new_addr` as one.
+                    let hint = flags.contains(MremapFlags::DONTUNMAP) && new_addr != 0;
+                    let rule = new_len.is_multiple_of(PMD_SIZE) && !hint;
+                    self.check_placement(proc, "mremap move", new_len, a, own, rule);
+                }
                 let there = Call::Mremap {
                     addr,
                     old_len,
@@ -1436,6 +1578,11 @@ impl Backend for DiffBackend {
             }
             Call::Access { .. } | Call::FillBytes { .. } => {
                 self.in_access = true;
+                self.note_filled(call);
+                self.both(proc, call)
+            }
+            Call::UffdCopy { .. } | Call::UffdMove { .. } => {
+                self.note_filled(call);
                 self.both(proc, call)
             }
             Call::FillVmas { .. } => {
@@ -1816,7 +1963,15 @@ mod incremental_tests {
         verify: bool,
         inject: impl FnMut(&mut DiffBackend),
     ) -> (Vec<Divergence>, crate::incremental::IncrementalStats) {
-        let script = ptlab_scenario::parse("inject.ptl", SCRIPT).expect("parses");
+        run_script(SCRIPT, verify, inject)
+    }
+
+    fn run_script(
+        script: &str,
+        verify: bool,
+        inject: impl FnMut(&mut DiffBackend),
+    ) -> (Vec<Divergence>, crate::incremental::IncrementalStats) {
+        let script = ptlab_scenario::parse("inject.ptl", script).expect("parses");
         let mut d = DiffBackend::new(DiffOptions {
             verify_incremental: verify,
             ..Default::default()
@@ -1934,5 +2089,72 @@ mod incremental_tests {
             (4, vec![(3, 2)]),
             "{first:?}"
         );
+    }
+
+    /// Line 2 fills zeros into a page (no bytes beyond the tag for the
+    /// model to keep), line 4 names other pages, line 6 fills bytes over
+    /// three pages.
+    const FILL_SCRIPT: &str = "p = mmap 4M at 0x7f10_0000_0000 fixed\n\
+                               write p + 2M + 64 16 fill 0\n\
+                               repeat 8 as i\n\
+                               \x20 write p + 1M + i * 4K 4K\n\
+                               end\n\
+                               write p + 100 8K fill 0x11\n";
+
+    #[test]
+    fn a_wrong_model_byte_beyond_the_tag_is_caught() {
+        if skip("a_wrong_model_byte_beyond_the_tag_is_caught") {
+            return;
+        }
+        // The model alone memsets 50 bytes in the middle of a page 2 MiB
+        // away: its tag (bytes 0..8) stays, so only the whole-page byte
+        // comparison can see it.
+        let (div, _) = run(false, |d| {
+            let r = d.model.call(
+                "main",
+                &Call::FillBytes {
+                    addr: BASE + (2 << 20) + 100,
+                    len: 50,
+                    byte: 0xab,
+                },
+            );
+            assert!(r.is_ok(), "{r:?}");
+        });
+        let first = div.first().expect("the wrong byte is caught");
+        assert_eq!((first.line, first.kind.as_str()), (4, "bytes"), "{first:?}");
+        assert!(
+            first
+                .summary
+                .contains(&format!("{:#x}", BASE + (2 << 20) + 100)),
+            "{first:?}"
+        );
+        assert_eq!(first.model, vec!["0xab".to_string()], "{first:?}");
+        assert_eq!(first.live, vec!["0x00".to_string()], "{first:?}");
+    }
+
+    #[test]
+    fn bytes_of_filled_pages_are_compared_whole() {
+        if skip("bytes_of_filled_pages_are_compared_whole") {
+            return;
+        }
+        // Without injection, the filled pages agree.
+        let (div, _) = run_script(FILL_SCRIPT, false, |_| {});
+        assert!(div.is_empty(), "{div:?}");
+        // The kernel alone gets one wrong byte in the page line 2 filled
+        // with zeros: the model holds no bytes for it, the diff remembers
+        // the fill.
+        let (div, _) = run_script(FILL_SCRIPT, false, |d| {
+            let call = Call::FillBytes {
+                addr: BASE + (2 << 20) + 300,
+                len: 1,
+                byte: 0x22,
+            };
+            let r = d.live.send("main", &call, Default::default());
+            assert!(r.is_ok_and(|r| r[0] == 0), "fill");
+        });
+        let first = div.first().expect("caught");
+        assert_eq!((first.line, first.kind.as_str()), (4, "bytes"), "{first:?}");
+        assert_eq!(first.live, vec!["0x22".to_string()], "{first:?}");
+        assert_eq!(first.model, vec!["0x00".to_string()], "{first:?}");
     }
 }

@@ -593,6 +593,7 @@ pub fn generate_calls(seed: u64, ops: usize, set: OpSet) -> Generated {
 pub fn generate_weighted(seed: u64, ops: usize, set: OpSet, w: &GenWeights) -> Generated {
     let mut out = generate_plain(seed, ops, set, w);
     raw_values(&mut out, seed);
+    fill_bytes(&mut out, seed);
     out
 }
 
@@ -1282,6 +1283,128 @@ fn raw_values(out: &mut Generated, seed: u64) {
             _ => {}
         }
     }
+}
+
+/// In how many cases (percent) [`fill_bytes`] adds byte patterns.
+const FILL_CASE_PCT: u64 = 50;
+/// In those cases, how often (percent) a write is followed by a fill, a
+/// UFFDIO_COPY takes its source from filled memory, a UFFDIO_MOVE's
+/// source is filled first.
+const FILL_PCT: u64 = 30;
+const COPY_FILLED_PCT: u64 = 40;
+const MOVE_FILLED_PCT: u64 = 40;
+
+/// Byte patterns (docs/language.md, "Page contents"): in about half the
+/// cases, now and then a `write ADDR LEN fill BYTE` (memset) after a
+/// write, inside the range written, at an unaligned byte address and
+/// length — often a few bytes before a page, 64 KiB or 2 MiB boundary
+/// and across it, or a whole page and some; a UFFDIO_COPY that copies from
+/// an unaligned address in the last filled memory (the uffd selftests'
+/// pattern: each copied page gets the end of one source page and the start
+/// of the next) instead of a tag page; a fill in a UFFDIO_MOVE's source
+/// range before the move. The choices come from a stream of their own,
+/// applied after [`raw_values`]: the lines the generator made before are
+/// all still there, in order, the same, except the source of the copies
+/// chosen here; a case without fills (about half) is what it was.
+fn fill_bytes(out: &mut Generated, seed: u64) {
+    let mut r = Rng::new(seed ^ 0x5a5a_00f1);
+    if !r.chance(FILL_CASE_PCT) {
+        return;
+    }
+    // Where a fill of `len` bytes starts in `[0, range)` (None: too short).
+    let place = |r: &mut Rng, range: u64| -> Option<(u64, u64)> {
+        if range < 2 {
+            return None;
+        }
+        let d = 1 + r.below(64);
+        let mut bounds: Vec<u64> = Vec::new();
+        for b in [4 * KB, 64 * KB, 2 * MB] {
+            if range > b {
+                bounds.push(b * (1 + r.below((range - 1) / b)));
+            }
+        }
+        let off = match r.weighted(&[40, 60]) {
+            0 => r.below(range),
+            _ if !bounds.is_empty() => r.pick(&bounds).saturating_sub(d),
+            _ => r.below(range),
+        };
+        let len = *r.pick(&[
+            1,
+            7,
+            13,
+            100,
+            2 * d,
+            4 * KB - 9,
+            4 * KB,
+            4 * KB + 9,
+            3 * 4 * KB + 5,
+        ]);
+        let len = len.min(range - off).max(1);
+        Some((off, len))
+    };
+    let byte = |r: &mut Rng| -> u8 {
+        match r.weighted(&[10, 10, 80]) {
+            0 => 0,
+            1 => 0xff,
+            _ => 1 + r.below(255) as u8,
+        }
+    };
+    let mut lines = Vec::with_capacity(out.lines.len() + 8);
+    // The last fill: (process, address, length).
+    let mut last: Option<(String, u64, u64)> = None;
+    for mut l in std::mem::take(&mut out.lines) {
+        let mut after = None;
+        if let GenLine::Call { proc, call, .. } = &mut l {
+            match call {
+                Call::Access {
+                    start,
+                    len,
+                    write: true,
+                    ..
+                } if r.chance(FILL_PCT) => {
+                    if let Some((off, n)) = place(&mut r, *len) {
+                        let addr = *start + off;
+                        after = Some(GenLine::Call {
+                            proc: proc.clone(),
+                            bind: None,
+                            call: Call::FillBytes {
+                                addr,
+                                len: n,
+                                byte: byte(&mut r),
+                            },
+                        });
+                        last = Some((proc.clone(), addr, n));
+                    }
+                }
+                Call::UffdCopy { src, tag, .. } if r.chance(COPY_FILLED_PCT) => {
+                    if let Some((_, addr, _)) = &last {
+                        // An unaligned source inside the filled bytes' first page.
+                        *src = (addr & !(4 * KB - 1)) + 1 + r.below(4 * KB - 1);
+                        *tag = None;
+                    }
+                }
+                Call::UffdMove { src, len, .. } if r.chance(MOVE_FILLED_PCT) => {
+                    if let Some((off, n)) = place(&mut r, *len) {
+                        let addr = *src + off;
+                        lines.push(GenLine::Call {
+                            proc: proc.clone(),
+                            bind: None,
+                            call: Call::FillBytes {
+                                addr,
+                                len: n,
+                                byte: byte(&mut r),
+                            },
+                        });
+                        last = Some((proc.clone(), addr, n));
+                    }
+                }
+                _ => {}
+            }
+        }
+        lines.push(l);
+        lines.extend(after);
+    }
+    out.lines = lines;
 }
 
 /// An interesting sub-range `(offset, len)` of a mapping of `len` bytes.
@@ -3320,7 +3443,8 @@ mod tests {
         for n in 0..400 {
             let seed = case_seed(7, n);
             let plain = generate_plain(seed, 40, ALL_OPS, &GenWeights::default());
-            let raw = generate_calls(seed, 40, ALL_OPS);
+            let mut raw = plain.clone();
+            raw_values(&mut raw, seed);
             assert_eq!(plain.lines.len(), raw.lines.len());
             for (a, b) in plain.lines.iter().zip(&raw.lines) {
                 total += 1;
@@ -3338,6 +3462,89 @@ mod tests {
             "{changed} of {total}"
         );
         assert!(kinds.len() >= 6, "{kinds:?}");
+    }
+
+    /// Byte patterns only add lines (and re-source some UFFDIO_COPYs):
+    /// every line made before is there, in order; about half the cases
+    /// have fills, at unaligned addresses and lengths, some across a page,
+    /// 64 KiB or 2 MiB boundary, some before a UFFDIO_MOVE; some copies
+    /// come from filled memory at an unaligned address; the text parses.
+    #[test]
+    fn fills_are_added_on_their_own_stream() {
+        let (mut cases_with, mut fills, mut unaligned, mut crossing) = (0, 0, 0, 0);
+        let (mut big_cross, mut copies, mut before_move) = (0, 0, 0);
+        let mut bytes = std::collections::BTreeSet::new();
+        for n in 0..400 {
+            let seed = case_seed(7, n);
+            let mut before = generate_plain(seed, 40, ALL_OPS, &GenWeights::default());
+            raw_values(&mut before, seed);
+            let after = generate_calls(seed, 40, ALL_OPS);
+            // `before` is a subsequence of `after`, copies aside.
+            let mut it = after.lines.iter();
+            for b in &before.lines {
+                let same = |a: &GenLine| match (a, b) {
+                    (
+                        GenLine::Call {
+                            call:
+                                Call::UffdCopy {
+                                    dst: d1, len: l1, ..
+                                },
+                            ..
+                        },
+                        GenLine::Call {
+                            call:
+                                Call::UffdCopy {
+                                    dst: d2, len: l2, ..
+                                },
+                            ..
+                        },
+                    ) => (d1, l1) == (d2, l2),
+                    _ => a == b,
+                };
+                assert!(it.any(same), "case {n}: {b:?} lost");
+            }
+            let mut any = false;
+            for (i, l) in after.lines.iter().enumerate() {
+                let GenLine::Call { call, .. } = l else {
+                    continue;
+                };
+                match *call {
+                    Call::FillBytes { addr, len, byte } => {
+                        any = true;
+                        fills += 1;
+                        bytes.insert(byte);
+                        if addr % 4096 != 0 || len % 4096 != 0 {
+                            unaligned += 1;
+                        }
+                        if addr / 4096 != (addr + len - 1) / 4096 {
+                            crossing += 1;
+                        }
+                        if addr / (64 * KB) != (addr + len - 1) / (64 * KB) {
+                            big_cross += 1;
+                        }
+                        if let Some(GenLine::Call {
+                            call: Call::UffdMove { .. },
+                            ..
+                        }) = after.lines.get(i + 1)
+                        {
+                            before_move += 1;
+                        }
+                    }
+                    Call::UffdCopy { src, tag: None, .. } if src % 4096 != 0 => copies += 1,
+                    _ => {}
+                }
+            }
+            cases_with += u64::from(any);
+            ptlab_scenario::parse("fill.ptl", &after.to_ptl()).expect("parses");
+        }
+        assert!(
+            (100..300).contains(&cases_with),
+            "{cases_with} of 400 cases"
+        );
+        assert!(unaligned * 10 >= fills * 9, "{unaligned} of {fills}");
+        assert!(crossing > 20 && big_cross > 5, "{crossing} {big_cross}");
+        assert!(copies > 0 && before_move > 0, "{copies} {before_move}");
+        assert!(bytes.contains(&0) && bytes.len() > 20, "{bytes:?}");
     }
 
     #[test]

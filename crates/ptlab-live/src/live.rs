@@ -1184,13 +1184,18 @@ impl LiveBackend {
 
     /// Refuse ranges that touch the worker's own mappings.
     fn check_range(&self, what: &str, start: u64, len: u64) -> Result<(), BackendError> {
-        // A length whose page-aligned value wraps, or a range that wraps
-        // past 2^64, is rejected by the kernel before it looks at any VMA
-        // (PAGE_ALIGN overflow, `end <= start`): let it through.
-        let Some(aligned) = len.checked_add(PAGE - 1).map(|l| l & !(PAGE - 1)) else {
-            return Ok(());
-        };
-        let Some(end) = start.checked_add(aligned) else {
+        // A range whose page-aligned end wraps past 2^64 is rejected by
+        // the kernel before it looks at any VMA (PAGE_ALIGN overflow, `end
+        // <= start`): let it through. The pages the bytes [start, start + len) lie in: for a page-aligned
+        // start that is start + PAGE_ALIGN(len), as the syscalls take it;
+        // a `fill` may start anywhere in a page (found by `ptlab fuzz
+        // --seed 20261128` case 195: a fill ending at its mapping's end, next
+        // to a harness VMA, was refused as touching it).
+        let Some(end) = start
+            .checked_add(len)
+            .and_then(|e| e.checked_add(PAGE - 1))
+            .map(|e| e & !(PAGE - 1))
+        else {
             return Ok(());
         };
         let end = end.max(start.saturating_add(1));
@@ -1747,6 +1752,21 @@ impl LiveBackend {
             out[at..at + n as usize].copy_from_slice(&one);
         }
         Ok(out)
+    }
+
+    /// The 4096 bytes of the page at `page` of `proc`, which the caller
+    /// knows is a present anonymous page (one READ_TAGS request of 512
+    /// words); `None` for a word the worker could not load.
+    pub fn present_page_bytes(
+        &mut self,
+        proc: &str,
+        page: u64,
+    ) -> Result<Vec<Option<u8>>, BackendError> {
+        let words = self.read_tags(proc, page, PAGE / 8, 8)?;
+        Ok(words
+            .iter()
+            .flat_map(|&(w, ok)| w.to_le_bytes().map(|b| ok.then_some(b)))
+            .collect())
     }
 
     fn read_tags(

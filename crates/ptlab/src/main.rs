@@ -165,7 +165,11 @@ Each step generates one random scenario (mmap/munmap/madvise incl.
 MADV_COLLAPSE/read/write/thp, and fork/exit, mprotect, mremap, uffd, guard
 markers, mlock/munlock, mseal, prctl, swap, MAP_LOCKED, setrlimit and
 capability drop where the model supports them, over 64 KiB, 2 MiB and 1 GiB
-alignments, partial folio ranges and VMA edges),
+alignments, partial folio ranges and VMA edges; in about half the cases byte
+patterns: `write ADDR LEN fill BYTE` at unaligned addresses and lengths
+across page, 64 KiB and 2 MiB boundaries, UFFDIO_COPY from an unaligned
+address in filled memory, fills before UFFDIO_MOVE, which the diff compares
+byte for byte),
 diffs it against the live kernel, and on divergence shrinks it to a minimal
 .ptl file saved in --out. The seed is printed; the same seed gives the same
 scenarios: case n of seed s is always the same scenario.

@@ -154,7 +154,14 @@ impl Model {
         while at < end {
             let page = at & !(PAGE_SIZE - 1);
             let stop = end.min(page.saturating_add(PAGE_SIZE));
-            let pfn = self.touch(pid, page, true)?;
+            // The page's first store is at `at`, so a SIGSEGV reports that
+            // byte (the kernel's si_addr is the faulting address, cr2 on
+            // x86), not the page (found by `ptlab fuzz --seed 20261128`:
+            // an unaligned fill over a PROT_NONE page).
+            let pfn = self.touch(pid, page, true).map_err(|e| match e {
+                AccessFault::Segv { .. } => AccessFault::Segv { addr: at },
+                other => other,
+            })?;
             self.hw_mkdirty(pid, page);
             let mut bytes = self.phys.page_bytes(pfn);
             bytes[(at - page) as usize..(stop - page) as usize].fill(byte);
@@ -165,6 +172,12 @@ impl Model {
             at = stop;
         }
         Ok(())
+    }
+
+    /// Whether frame `pfn` holds bytes beyond its tag (bytes 8..4096 not
+    /// all zero: a `fill` wrote it, or it was copied from such a page).
+    pub fn page_has_bytes(&self, pfn: u64) -> bool {
+        self.phys.contents.get(pfn).is_some()
     }
 
     /// The bytes of `[addr, addr + len)` in process `pid` without touching

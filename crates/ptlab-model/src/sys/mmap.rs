@@ -177,15 +177,35 @@ impl Model {
         let addr = if flags.contains(MapFlags::FIXED) {
             hint
         } else if hint == 0 && len.is_multiple_of(PMD_SIZE) {
-            // thp_get_unmapped_area_vmflags(): search len + 2 MiB, align up.
+            // Linux: mm/mmap.c __get_unmapped_area() takes this path for an
+            // anonymous mapping without a hint whose length is a 2 MiB
+            // multiple, after setting pgoff to 0 for every anonymous
+            // mapping: a moving mremap passes the source's vm_pgoff
+            // (vrm_set_new_addr()), but it is dropped here, so mmap and
+            // mremap are placed alike (checked live: mr-38 … mr-41).
+            // mm/huge_memory.c __thp_get_unmapped_area() with off = 0: the
+            // range [0, len) always holds a whole aligned 2 MiB unit, and
+            // len + 2 MiB cannot wrap (len <= TASK_SIZE). It searches
+            // len + 2 MiB and moves the result up to the next 2 MiB
+            // boundary (off_sub = (0 - ret) & (2M - 1)); top-down, an
+            // already aligned result moves up a whole 2 MiB. The `ret ==
+            // addr` early return cannot apply (addr is 0). When the padded
+            // search fails it returns 0 and thp_get_unmapped_area_vmflags()
+            // searches again for len alone, unaligned.
             rule!(self.phys.hw, MmapThpAligned);
-            let padded = len.checked_add(PMD_SIZE).ok_or(Errno::ENOMEM)?;
-            let ret = self.topdown_search(mm, padded, min)?;
-            let off_sub = ret.wrapping_neg() & (PMD_SIZE - 1);
-            if off_sub == 0 {
-                ret + PMD_SIZE
-            } else {
-                ret + off_sub
+            let padded = len
+                .checked_add(PMD_SIZE)
+                .and_then(|padded| self.topdown_search(mm, padded, min).ok());
+            match padded {
+                Some(ret) => {
+                    let off_sub = ret.wrapping_neg() & (PMD_SIZE - 1);
+                    if off_sub == 0 {
+                        ret + PMD_SIZE
+                    } else {
+                        ret + off_sub
+                    }
+                }
+                None => self.topdown_search(mm, len, min)?,
             }
         } else {
             let h = page_align(hint).unwrap_or(0);
