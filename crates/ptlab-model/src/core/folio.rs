@@ -1159,6 +1159,44 @@ impl PhysMem {
         }
     }
 
+    /// fork's share of one order-0 anon page, if `pfn` is one: it loses
+    /// AnonExclusive, gains a mapping and a reference, in one memmap update
+    /// — what `set_anon_exclusive(pfn, false)`, `add_rmap_ptes(folio, pfn,
+    /// 1, _, false)` and `ref_add(folio, 1)` do to it. Counts nothing (the
+    /// caller counts [`PhysMem::count_small_dups`] for its run); returns
+    /// false and changes nothing for any other frame.
+    /// Linux: include/linux/rmap.h __folio_try_dup_anon_rmap() for a small
+    /// folio, folio_ref_add().
+    pub fn try_dup_small_anon(&mut self, pfn: Pfn) -> bool {
+        let (s, i) = Memmap::split(pfn);
+        let Some(sec) = self
+            .memmap
+            .sections
+            .get_mut(s)
+            .and_then(|s| s.as_deref_mut())
+        else {
+            return false;
+        };
+        let mut m = sec.get(i);
+        if m.bits & (F_ALLOCATED | F_PGTABLE) != F_ALLOCATED || pfn == self.zero_pfn {
+            return false;
+        }
+        m.bits = (m.bits & !F_ANON_EXCLUSIVE) + 1;
+        m.refcount += 1;
+        // Still allocated, so still not the default: `used` is unchanged.
+        sec.put(i, m);
+        true
+    }
+
+    /// The events of `n` [`PhysMem::try_dup_small_anon`]s: per page the
+    /// struct page line and the `_mapcount` increment of
+    /// [`PhysMem::add_rmap_ptes`], and [`PhysMem::ref_add`]'s atomic.
+    pub fn count_small_dups(&self, n: u64) {
+        self.hw.add(HwEvent::StructPageLine, n);
+        self.hw.add(HwEvent::MapcountAtomic, n);
+        self.hw.add(HwEvent::FolioRefAtomic, n);
+    }
+
     /// Take `n` references: one atomic (folio_get / folio_ref_add).
     pub fn ref_add(&mut self, folio: FolioRef, n: u32) {
         self.hw.one(HwEvent::FolioRefAtomic);
@@ -1171,6 +1209,29 @@ impl PhysMem {
     pub fn free_unused_folio(&mut self, folio: FolioRef) {
         self.ref_add(folio, 1);
         self.ref_sub(folio, 1);
+    }
+
+    /// Unmap one PTE of an order-0 folio and drop its reference, in one
+    /// memmap update: [`PhysMem::remove_rmap_ptes`] with `nr == 1`, then
+    /// [`PhysMem::ref_sub`] of 1 (freeing the folio at zero), with their
+    /// events. Linux: mm/rmap.c folio_remove_rmap_ptes() and the
+    /// mmu_gather's folio_put() for a small folio.
+    pub fn unmap_put_small(&mut self, folio: FolioRef) {
+        debug_assert!(!folio.is_large());
+        self.hw.add(HwEvent::StructPageLine, 1);
+        self.hw.add(HwEvent::MapcountAtomic, 1);
+        self.hw.one(HwEvent::FolioRefAtomic);
+        let pfn = folio.head;
+        let left = self.memmap.update(pfn, |m| {
+            assert!(m.mapcount() > 0, "mapcount underflow at {pfn:?}");
+            assert!(m.refcount >= 1, "refcount underflow on folio {pfn:?}");
+            m.bits -= 1;
+            m.refcount -= 1;
+            m.refcount
+        });
+        if left == 0 {
+            self.free_folio(folio);
+        }
     }
 
     /// Drop `n` references; frees the folio when the count reaches zero.
