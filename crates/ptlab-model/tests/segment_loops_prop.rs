@@ -37,7 +37,8 @@ enum Op {
         proc: usize,
         off: u64,
         len: u64,
-        write: bool,
+        /// 0: PROT_NONE, 1: read-only, 2: read-write.
+        prot: u8,
     },
     Fork {
         proc: usize,
@@ -72,8 +73,8 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (0..3usize, off(), len()).prop_map(|(proc, off, len)| Op::Write { proc, off, len }),
         2 => (0..3usize, off()).prop_map(|(proc, off)| Op::Read { proc, off }),
         2 => (0..3usize, off(), len()).prop_map(|(proc, off, len)| Op::DontNeed { proc, off, len }),
-        4 => (0..3usize, off(), len(), any::<bool>())
-            .prop_map(|(proc, off, len, write)| Op::Protect { proc, off, len, write }),
+        4 => (0..3usize, off(), len(), 0..3u8)
+            .prop_map(|(proc, off, len, prot)| Op::Protect { proc, off, len, prot }),
         2 => (0..3usize).prop_map(|proc| Op::Fork { proc }),
         1 => (1..3usize).prop_map(|proc| Op::Exit { proc }),
         1 => (off(), len(), prop_oneof![Just(Advice::DontFork), Just(Advice::DoFork), Just(Advice::HugePage), Just(Advice::NoHugePage)])
@@ -127,13 +128,13 @@ fn run(
                 proc,
                 off,
                 len,
-                write,
+                prot,
             } => {
                 if let Some(&p) = procs.get(proc) {
-                    let prot = if write {
-                        Prot::READ | Prot::WRITE
-                    } else {
-                        Prot::READ
+                    let prot = match prot {
+                        0 => Prot::empty(),
+                        1 => Prot::READ,
+                        _ => Prot::READ | Prot::WRITE,
                     };
                     let _ = m.mprotect(p, BASE + off, len.min(ARENA - off), prot);
                 }
