@@ -2,7 +2,7 @@
 //!
 //! A page's content is its 4096 bytes. Almost every page the model holds is
 //! a *tag page*: its first 8 bytes hold a 64-bit tag (little-endian, stored
-//! in the page's `PageMeta` or its large folio's tag run) and every other
+//! in its memmap section's tag runs or its large folio's tag run) and every other
 //! byte is zero. A page some statement wrote other bytes into (`write ADDR
 //! LEN fill BYTE`, an unaligned UFFDIO_COPY from such a page) has a
 //! [`PageRest`] as well: bytes 8..4096 as a short list of runs, kept

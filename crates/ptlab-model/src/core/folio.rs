@@ -9,8 +9,10 @@
 //! Storage (what the model keeps, not what the kernel keeps; every count
 //! and event is the same either way):
 //! * order-0 frames (small folios, page-table pages, the zero page): one
-//!   16-byte [`PageMeta`] each, in a sparse memmap of 512-frame sections
+//!   [`PageMeta`] each, in a sparse memmap of 512-frame sections
 //!   allocated when a frame of the section first becomes an order-0 page;
+//!   a section stores 5 bytes per frame and the frames' tags as affine
+//!   runs (a page written in address order costs no tag storage);
 //! * large folios (order ≥ 1): one [`LargeFolio`] record per folio that
 //!   holds the folio-wide counters and the per-page state as runs
 //!   ([`PerPage`]): one value for every page while all pages agree (a
@@ -37,11 +39,11 @@ const F_ALLOCATED: u32 = 1 << 31;
 const F_ANON_EXCLUSIVE: u32 = 1 << 30;
 const F_PGTABLE: u32 = 1 << 28;
 
-/// One `struct page` of an order-0 frame: the tag the page holds, the
-/// folio refcount and the PTE mapcount with flag bits on top.
+/// One `struct page` of an order-0 frame as the rules see it: the folio
+/// refcount and the PTE mapcount with flag bits on top. The page's tag is
+/// kept apart ([`Memmap::tag`]).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct PageMeta {
-    tag: u64,
     refcount: u32,
     /// Low 26 bits: PTE mappings of this page (`page->_mapcount + 1`).
     /// Bits 26..31: DIRTY, LAZYFREE, PGTABLE, ANON_EXCLUSIVE, ALLOCATED.
@@ -56,21 +58,243 @@ impl PageMeta {
 
 /// Frames per memmap section.
 const SECTION_FRAMES: u64 = 512;
+/// A refcount at or above this lives in the section's `big_refs`.
+const REF_ESCAPE: u8 = u8::MAX;
+/// Tag runs a section keeps before it stores one tag per frame.
+const MAX_TAG_RUNS: usize = 48;
 
-/// The sparse memmap of order-0 frames: sections of 512 [`PageMeta`]s,
-/// allocated on first use and dropped when every frame in them is free
-/// again (or part of a large folio).
+/// The sparse memmap of order-0 frames: sections of 512 frames, allocated
+/// on first use and dropped when every frame in them is free again (or
+/// part of a large folio).
 #[derive(Clone, Debug, Default)]
 struct Memmap {
     sections: Vec<Option<Box<Section>>>,
     live: usize,
 }
 
+/// 512 frames' [`PageMeta`]s, stored in 5 bytes a frame: the flag and
+/// mapcount word, and the refcount in a byte (a refcount of 255 or more is
+/// kept in `big_refs`). Tags are runs ([`SectionTags`]); a frame outside
+/// every run holds tag 0.
 #[derive(Clone, Debug)]
 struct Section {
-    pages: [PageMeta; SECTION_FRAMES as usize],
+    bits: [u32; SECTION_FRAMES as usize],
+    refs: [u8; SECTION_FRAMES as usize],
+    /// `(frame index, refcount)` of frames whose refcount is ≥ 255, by index.
+    big_refs: Vec<(u16, u32)>,
+    tags: SectionTags,
     /// Frames of the section whose meta is not the default.
     used: u16,
+}
+
+/// Frames `[start, start + len)` of a section hold tags
+/// `base + k × step` (k counted from `start`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TagRun {
+    start: u16,
+    len: u16,
+    base: u64,
+    step: u64,
+}
+
+impl TagRun {
+    fn end(&self) -> u16 {
+        self.start + self.len
+    }
+    fn at(&self, i: u16) -> u64 {
+        self.base
+            .wrapping_add(self.step.wrapping_mul(u64::from(i - self.start)))
+    }
+    /// `self` followed by `next` (adjacent) as one run, if their tags form
+    /// one affine sequence.
+    fn join(&self, next: &TagRun) -> Option<TagRun> {
+        if self.end() != next.start {
+            return None;
+        }
+        let step = match (self.len, next.len) {
+            (1, 1) => next.base.wrapping_sub(self.base),
+            (1, _) => next.step,
+            (_, 1) => self.step,
+            _ if self.step == next.step => self.step,
+            _ => return None,
+        };
+        let expect = self
+            .base
+            .wrapping_add(step.wrapping_mul(u64::from(self.len)));
+        (expect == next.base && (next.len == 1 || next.step == step)).then_some(TagRun {
+            start: self.start,
+            len: self.len + next.len,
+            base: self.base,
+            step,
+        })
+    }
+}
+
+/// A section's tags: affine runs (sorted, disjoint, none holding a
+/// frame outside them), or one tag per frame once a section has more than
+/// [`MAX_TAG_RUNS`] runs.
+#[derive(Clone, Debug)]
+enum SectionTags {
+    Runs(Vec<TagRun>),
+    Dense(Box<[u64; SECTION_FRAMES as usize]>),
+}
+
+impl SectionTags {
+    fn get(&self, i: u16) -> u64 {
+        match self {
+            SectionTags::Dense(v) => v[i as usize],
+            SectionTags::Runs(runs) => {
+                let k = runs.partition_point(|r| r.start <= i);
+                match k.checked_sub(1).map(|k| &runs[k]) {
+                    Some(r) if i < r.end() => r.at(i),
+                    _ => 0,
+                }
+            }
+        }
+    }
+
+    fn set(&mut self, i: u16, tag: u64) {
+        let runs = match self {
+            SectionTags::Dense(v) => {
+                v[i as usize] = tag;
+                return;
+            }
+            SectionTags::Runs(runs) => runs,
+        };
+        // Fast path: extending the last run (pages written in frame order).
+        if let Some(last) = runs.last_mut() {
+            if last.end() == i && tag != 0 {
+                let one = TagRun {
+                    start: i,
+                    len: 1,
+                    base: tag,
+                    step: 0,
+                };
+                if let Some(j) = last.join(&one) {
+                    *last = j;
+                    return;
+                }
+            }
+        }
+        let k = runs.partition_point(|r| r.start <= i);
+        let mut at = k; // where a new run for `i` goes
+        if let Some(r) = k.checked_sub(1).map(|k| runs[k]) {
+            if i < r.end() {
+                if r.at(i) == tag {
+                    return;
+                }
+                // Cut `i` out of run `r`.
+                let left = TagRun {
+                    len: i - r.start,
+                    ..r
+                };
+                let right = TagRun {
+                    start: i + 1,
+                    len: r.end() - i - 1,
+                    base: r.at(i).wrapping_add(r.step),
+                    step: r.step,
+                };
+                let mut parts = Vec::with_capacity(2);
+                if left.len > 0 {
+                    parts.push(left);
+                }
+                if right.len > 0 {
+                    parts.push(right);
+                }
+                at = k - 1 + usize::from(left.len > 0);
+                runs.splice(k - 1..k, parts);
+            }
+        }
+        if tag != 0 {
+            let mut new = TagRun {
+                start: i,
+                len: 1,
+                base: tag,
+                step: 0,
+            };
+            let mut lo = at;
+            if let Some(j) = at.checked_sub(1).and_then(|p| runs[p].join(&new)) {
+                new = j;
+                lo = at - 1;
+            }
+            let mut hi = at;
+            if let Some(j) = runs.get(at).and_then(|n| new.join(n)) {
+                new = j;
+                hi = at + 1;
+            }
+            runs.splice(lo..hi, [new]);
+        }
+        if runs.len() > MAX_TAG_RUNS {
+            let mut v = Box::new([0u64; SECTION_FRAMES as usize]);
+            for r in runs.iter() {
+                for i in r.start..r.end() {
+                    v[i as usize] = r.at(i);
+                }
+            }
+            *self = SectionTags::Dense(v);
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            SectionTags::Runs(r) => r.capacity() * std::mem::size_of::<TagRun>(),
+            SectionTags::Dense(_) => SECTION_FRAMES as usize * 8,
+        }
+    }
+}
+
+impl Section {
+    fn new() -> Box<Section> {
+        Box::new(Section {
+            bits: [0; SECTION_FRAMES as usize],
+            refs: [0; SECTION_FRAMES as usize],
+            big_refs: Vec::new(),
+            tags: SectionTags::Runs(Vec::new()),
+            used: 0,
+        })
+    }
+
+    fn get(&self, i: usize) -> PageMeta {
+        let refcount = match self.refs[i] {
+            REF_ESCAPE => {
+                let k = self
+                    .big_refs
+                    .binary_search_by_key(&(i as u16), |e| e.0)
+                    .expect("escaped refcount is stored");
+                self.big_refs[k].1
+            }
+            r => u32::from(r),
+        };
+        PageMeta {
+            refcount,
+            bits: self.bits[i],
+        }
+    }
+
+    fn put(&mut self, i: usize, m: PageMeta) {
+        self.bits[i] = m.bits;
+        let was_big = self.refs[i] == REF_ESCAPE;
+        let found = self.big_refs.binary_search_by_key(&(i as u16), |e| e.0);
+        if m.refcount >= u32::from(REF_ESCAPE) {
+            self.refs[i] = REF_ESCAPE;
+            match found {
+                Ok(k) => self.big_refs[k].1 = m.refcount,
+                Err(k) => self.big_refs.insert(k, (i as u16, m.refcount)),
+            }
+        } else {
+            self.refs[i] = m.refcount as u8;
+            if was_big {
+                self.big_refs
+                    .remove(found.expect("escaped refcount is stored"));
+            }
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Section>()
+            + self.big_refs.capacity() * std::mem::size_of::<(u16, u32)>()
+            + self.tags.bytes()
+    }
 }
 
 impl Memmap {
@@ -79,15 +303,20 @@ impl Memmap {
         ((i / SECTION_FRAMES) as usize, (i % SECTION_FRAMES) as usize)
     }
 
+    fn section(&self, s: usize) -> Option<&Section> {
+        self.sections.get(s).and_then(|s| s.as_deref())
+    }
+
     fn get(&self, pfn: Pfn) -> PageMeta {
         let (s, i) = Self::split(pfn);
-        match self.sections.get(s) {
-            Some(Some(sec)) => sec.pages[i],
+        match self.section(s) {
+            Some(sec) => sec.get(i),
             _ => PageMeta::default(),
         }
     }
 
-    /// Change one frame's meta through `f`.
+    /// Change one frame's meta through `f`. A frame whose meta becomes the
+    /// default (freed) holds tag 0 again.
     fn update<R>(&mut self, pfn: Pfn, f: impl FnOnce(&mut PageMeta) -> R) -> R {
         let (s, i) = Self::split(pfn);
         if s >= self.sections.len() {
@@ -96,17 +325,23 @@ impl Memmap {
         let slot = &mut self.sections[s];
         let sec = slot.get_or_insert_with(|| {
             self.live += 1;
-            Box::new(Section {
-                pages: [PageMeta::default(); SECTION_FRAMES as usize],
-                used: 0,
-            })
+            Section::new()
         });
-        let was = sec.pages[i] != PageMeta::default();
-        let r = f(&mut sec.pages[i]);
-        let now = sec.pages[i] != PageMeta::default();
+        let old = sec.get(i);
+        let mut m = old;
+        let r = f(&mut m);
+        if m == old {
+            return r;
+        }
+        sec.put(i, m);
+        let was = old != PageMeta::default();
+        let now = m != PageMeta::default();
         match (was, now) {
             (false, true) => sec.used += 1,
-            (true, false) => sec.used -= 1,
+            (true, false) => {
+                sec.used -= 1;
+                sec.tags.set(i as u16, 0);
+            }
             _ => {}
         }
         if sec.used == 0 {
@@ -120,18 +355,40 @@ impl Memmap {
         self.update(pfn, |p| *p = m);
     }
 
+    /// The tag page `pfn` holds (0 for a frame with no meta).
+    fn tag(&self, pfn: Pfn) -> u64 {
+        let (s, i) = Self::split(pfn);
+        self.section(s).map_or(0, |sec| sec.tags.get(i as u16))
+    }
+
+    /// Store the tag of an order-0 page (one with meta: allocated).
+    fn set_tag(&mut self, pfn: Pfn, tag: u64) {
+        let (s, i) = Self::split(pfn);
+        match self.sections.get_mut(s).and_then(|s| s.as_deref_mut()) {
+            Some(sec) => sec.tags.set(i as u16, tag),
+            None => assert_eq!(tag, 0, "a tag on a frame with no meta: {pfn:?}"),
+        }
+    }
+
     fn bytes(&self) -> usize {
         self.sections.capacity() * std::mem::size_of::<Option<Box<Section>>>()
-            + self.live * std::mem::size_of::<Section>()
+            + self
+                .sections
+                .iter()
+                .flatten()
+                .map(|s| s.bytes())
+                .sum::<usize>()
     }
 
     fn iter(&self) -> impl Iterator<Item = (Pfn, PageMeta)> + '_ {
         self.sections.iter().enumerate().flat_map(|(s, sec)| {
             sec.iter().flat_map(move |sec| {
-                sec.pages
-                    .iter()
-                    .enumerate()
-                    .map(move |(i, m)| (Pfn(FIRST_PFN + s as u64 * SECTION_FRAMES + i as u64), *m))
+                (0..SECTION_FRAMES as usize).map(move |i| {
+                    (
+                        Pfn(FIRST_PFN + s as u64 * SECTION_FRAMES + i as u64),
+                        sec.get(i),
+                    )
+                })
             })
         })
     }
@@ -639,7 +896,6 @@ impl PhysMem {
         self.memmap.set(
             pfn,
             PageMeta {
-                tag: 0,
                 refcount: 1,
                 bits: F_ALLOCATED | F_PGTABLE,
             },
@@ -741,7 +997,7 @@ impl PhysMem {
     pub fn tag(&self, pfn: Pfn) -> u64 {
         match self.large_at(pfn) {
             Some((_, l, i)) => l.tags.get(i),
-            None => self.memmap.get(pfn).tag,
+            None => self.memmap.tag(pfn),
         }
     }
 
@@ -785,7 +1041,7 @@ impl PhysMem {
         }
         for k in 0..nr {
             let t = base.wrapping_add(step.wrapping_mul(k));
-            self.memmap.update(first.add(k), |m| m.tag = t);
+            self.memmap.set_tag(first.add(k), t);
         }
     }
 
@@ -903,6 +1159,44 @@ impl PhysMem {
         }
     }
 
+    /// fork's share of one order-0 anon page, if `pfn` is one: it loses
+    /// AnonExclusive, gains a mapping and a reference, in one memmap update
+    /// — what `set_anon_exclusive(pfn, false)`, `add_rmap_ptes(folio, pfn,
+    /// 1, _, false)` and `ref_add(folio, 1)` do to it. Counts nothing (the
+    /// caller counts [`PhysMem::count_small_dups`] for its run); returns
+    /// false and changes nothing for any other frame.
+    /// Linux: include/linux/rmap.h __folio_try_dup_anon_rmap() for a small
+    /// folio, folio_ref_add().
+    pub fn try_dup_small_anon(&mut self, pfn: Pfn) -> bool {
+        let (s, i) = Memmap::split(pfn);
+        let Some(sec) = self
+            .memmap
+            .sections
+            .get_mut(s)
+            .and_then(|s| s.as_deref_mut())
+        else {
+            return false;
+        };
+        let mut m = sec.get(i);
+        if m.bits & (F_ALLOCATED | F_PGTABLE) != F_ALLOCATED || pfn == self.zero_pfn {
+            return false;
+        }
+        m.bits = (m.bits & !F_ANON_EXCLUSIVE) + 1;
+        m.refcount += 1;
+        // Still allocated, so still not the default: `used` is unchanged.
+        sec.put(i, m);
+        true
+    }
+
+    /// The events of `n` [`PhysMem::try_dup_small_anon`]s: per page the
+    /// struct page line and the `_mapcount` increment of
+    /// [`PhysMem::add_rmap_ptes`], and [`PhysMem::ref_add`]'s atomic.
+    pub fn count_small_dups(&self, n: u64) {
+        self.hw.add(HwEvent::StructPageLine, n);
+        self.hw.add(HwEvent::MapcountAtomic, n);
+        self.hw.add(HwEvent::FolioRefAtomic, n);
+    }
+
     /// Take `n` references: one atomic (folio_get / folio_ref_add).
     pub fn ref_add(&mut self, folio: FolioRef, n: u32) {
         self.hw.one(HwEvent::FolioRefAtomic);
@@ -915,6 +1209,29 @@ impl PhysMem {
     pub fn free_unused_folio(&mut self, folio: FolioRef) {
         self.ref_add(folio, 1);
         self.ref_sub(folio, 1);
+    }
+
+    /// Unmap one PTE of an order-0 folio and drop its reference, in one
+    /// memmap update: [`PhysMem::remove_rmap_ptes`] with `nr == 1`, then
+    /// [`PhysMem::ref_sub`] of 1 (freeing the folio at zero), with their
+    /// events. Linux: mm/rmap.c folio_remove_rmap_ptes() and the
+    /// mmu_gather's folio_put() for a small folio.
+    pub fn unmap_put_small(&mut self, folio: FolioRef) {
+        debug_assert!(!folio.is_large());
+        self.hw.add(HwEvent::StructPageLine, 1);
+        self.hw.add(HwEvent::MapcountAtomic, 1);
+        self.hw.one(HwEvent::FolioRefAtomic);
+        let pfn = folio.head;
+        let left = self.memmap.update(pfn, |m| {
+            assert!(m.mapcount() > 0, "mapcount underflow at {pfn:?}");
+            assert!(m.refcount >= 1, "refcount underflow on folio {pfn:?}");
+            m.bits -= 1;
+            m.refcount -= 1;
+            m.refcount
+        });
+        if left == 0 {
+            self.free_folio(folio);
+        }
     }
 
     /// Drop `n` references; frees the folio when the count reaches zero.
@@ -1170,11 +1487,11 @@ impl PhysMem {
             self.memmap.set(
                 pfn,
                 PageMeta {
-                    tag: l.tags.get(i as usize),
                     refcount: mapped + u32::from(cached),
                     bits: F_ALLOCATED | folio_flags | excl | mapped,
                 },
             );
+            self.memmap.set_tag(pfn, l.tags.get(i as usize));
         }
     }
 
@@ -1559,6 +1876,123 @@ mod storage_prop {
                 }
             }
         }
+    }
+}
+
+/// Memmap section storage ≡ one plain `(tag, refcount, bits)` per frame:
+/// random tag writes (in runs, alone, to zero) and refcounts around the
+/// one-byte escape give the same answers, and the tag runs stay sorted,
+/// disjoint and non-empty.
+#[cfg(test)]
+mod section_prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Tags `base + k × step` on frames `[i, i + n)`.
+        Tags {
+            i: u16,
+            n: u16,
+            base: u64,
+            step: u64,
+        },
+        /// One tag from a small set (0 included), so runs meet and split.
+        Tag {
+            i: u16,
+            tag: u64,
+        },
+        Meta {
+            i: u16,
+            refcount: u32,
+            bits: u32,
+        },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (
+                0..512u16,
+                1..64u16,
+                0..4u64,
+                prop_oneof![Just(0u64), Just(1), Just(4096)]
+            )
+                .prop_map(|(i, n, b, step)| Op::Tags {
+                    i,
+                    n: n.min(512 - i),
+                    base: b * 4096,
+                    step
+                }),
+            (0..512u16, 0..4u64).prop_map(|(i, t)| Op::Tag { i, tag: t * 4096 }),
+            (
+                0..512u16,
+                prop_oneof![0..4u32, 250..260u32, Just(u32::MAX)],
+                0..4u32
+            )
+                .prop_map(|(i, refcount, b)| Op::Meta {
+                    i,
+                    refcount,
+                    bits: b << 29
+                }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn section_equals_per_frame(ops in proptest::collection::vec(op(), 1..120)) {
+            let mut sec = Section::new();
+            let mut tags = [0u64; SECTION_FRAMES as usize];
+            let mut metas = [PageMeta::default(); SECTION_FRAMES as usize];
+            for op in ops {
+                match op {
+                    Op::Tags { i, n, base, step } => {
+                        for k in 0..n {
+                            let t = base.wrapping_add(step.wrapping_mul(u64::from(k)));
+                            sec.tags.set(i + k, t);
+                            tags[(i + k) as usize] = t;
+                        }
+                    }
+                    Op::Tag { i, tag } => {
+                        sec.tags.set(i, tag);
+                        tags[i as usize] = tag;
+                    }
+                    Op::Meta { i, refcount, bits } => {
+                        let m = PageMeta { refcount, bits };
+                        sec.put(i as usize, m);
+                        metas[i as usize] = m;
+                    }
+                }
+                if let SectionTags::Runs(runs) = &sec.tags {
+                    prop_assert!(runs.len() <= MAX_TAG_RUNS);
+                    for w in runs.windows(2) {
+                        prop_assert!(w[0].end() <= w[1].start, "runs sorted and disjoint: {:?}", runs);
+                    }
+                    prop_assert!(runs.iter().all(|r| r.len > 0 && r.end() <= SECTION_FRAMES as u16));
+                }
+                for i in 0..SECTION_FRAMES as u16 {
+                    prop_assert_eq!(sec.tags.get(i), tags[i as usize], "tag of frame {}", i);
+                    prop_assert_eq!(sec.get(i as usize), metas[i as usize], "meta of frame {}", i);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn in_order_tags_are_one_run() {
+        let mut sec = Section::new();
+        for i in 0..SECTION_FRAMES as u16 {
+            sec.tags.set(i, 0x7f00_0000_0000 + u64::from(i) * 4096);
+        }
+        match &sec.tags {
+            SectionTags::Runs(r) => assert_eq!(r.len(), 1),
+            SectionTags::Dense(_) => panic!("dense"),
+        }
+        // A page written alone splits its run in three; writing it back joins them.
+        sec.tags.set(7, 1);
+        assert!(matches!(&sec.tags, SectionTags::Runs(r) if r.len() == 3));
+        sec.tags.set(7, 0x7f00_0000_0000 + 7 * 4096);
+        assert!(matches!(&sec.tags, SectionTags::Runs(r) if r.len() == 1));
     }
 }
 

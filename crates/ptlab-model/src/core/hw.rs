@@ -666,8 +666,18 @@ impl HwSink {
     /// Count one call of kernel function `k` (not a hardware event).
     #[inline]
     pub fn call(&self, k: KCall) {
+        self.call_n(k, 1);
+    }
+    /// `n` calls of kernel function `k` at once (a per-segment loop's run).
+    #[inline]
+    pub fn call_n(&self, k: KCall, n: u64) {
         let c = &self.calls[k as usize];
-        c.set(c.get() + 1);
+        c.set(c.get() + n);
+    }
+    /// Whether an observer records marks (then per-segment loops that
+    /// would merge marks take the entry-by-entry path).
+    pub fn observing(&self) -> bool {
+        self.observer.borrow().is_some()
     }
     /// Count one hit of kernel rule `r` ([`crate::rule!`] writes this).
     #[inline]

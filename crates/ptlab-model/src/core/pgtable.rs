@@ -426,6 +426,13 @@ impl PageTables {
         })
     }
 
+    /// The raw entries of the PTE table covering `va` and `va`'s index in
+    /// it (no event counted), for per-segment loops that count the loads
+    /// they stand for themselves.
+    pub(crate) fn pte_entries(&self, va: u64) -> Option<(&[u64; PTRS_PER_TABLE], usize)> {
+        self.pte_tbl(va).map(|t| (&*t.entries, index(1, va)))
+    }
+
     /// The raw PTE, for the model's own bookkeeping and observation: no
     /// event is counted (the kernel does no such read).
     pub fn pte_peek(&self, va: u64) -> Entry {
@@ -610,7 +617,7 @@ impl PageTables {
     /// The PTE table covering `va` as the arch hooks see it, and `va`'s
     /// index in it. Panics when there is no PTE table (callers allocate or
     /// check first, as the kernel's `pte_offset_map_lock()` callers do).
-    fn pte_table(&mut self, va: u64) -> (PteTable<'_>, usize) {
+    pub(crate) fn pte_table(&mut self, va: u64) -> (PteTable<'_>, usize) {
         let Some(slot) = self.pte_tbl_slot(va) else {
             panic!("no PTE table at {va:#x}: {:?}", self.pmd(va));
         };
@@ -1068,7 +1075,11 @@ impl PageTables {
         let arch = self.arch.ops();
         self.for_each(Cursor::pmds(start, end), |q| {
             if let PtItem::PteTable(_) = q.item {
-                for (k, &raw) in self.segment_entries(q.segment()).iter().enumerate() {
+                let entries = self.segment_entries(q.segment());
+                if !arch.any_nonpresent_raw(entries) {
+                    return;
+                }
+                for (k, &raw) in entries.iter().enumerate() {
                     if raw != 0 && !arch.pte_present_raw(raw) {
                         out(q.va + k as u64 * PAGE_SIZE, arch.decode(1, raw));
                     }
@@ -1092,8 +1103,6 @@ impl PageTables {
     /// Whether a present PTE lies in the segment (no event counted).
     pub fn any_present_pte(&self, seg: Segment) -> bool {
         let arch = self.arch.ops();
-        self.segment_entries(seg)
-            .iter()
-            .any(|&raw| raw != 0 && arch.pte_present_raw(raw))
+        arch.any_present_raw(self.segment_entries(seg))
     }
 }

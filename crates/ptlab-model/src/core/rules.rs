@@ -408,8 +408,12 @@ impl Default for RuleCounts {
 impl RuleCounts {
     #[inline]
     pub fn hit(&self, r: Rule) {
+        self.hit_n(r, 1);
+    }
+    /// `n` hits of `r` at once (a per-segment loop's run).
+    pub fn hit_n(&self, r: Rule, n: u32) {
         let c = &self.0[r as usize];
-        c.set(c.get().saturating_add(1));
+        c.set(c.get().saturating_add(n));
     }
     /// The counts, for reports (never for a decision of the model).
     pub fn coverage(&self) -> Coverage {

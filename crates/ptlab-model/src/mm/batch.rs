@@ -82,6 +82,35 @@ pub fn folio_pte_batch(
     // pte_batch_hint(): 1, or on arm64 the rest of a valid contiguous block.
     let hint = |l: &Leaf, at: u64| -> u64 { pt.pte_batch_hint(at, l) };
     let mut nr = hint(&first, va);
+    if pt.arch().generic_pte_hooks() {
+        // The same scan on the table's entries borrowed once: every hint is
+        // 1 and every ptep_get() one load, counted for the run at the end.
+        if let Some((entries, i0)) = pt.pte_entries(va) {
+            let arch = pt.arch();
+            let max = (max_nr as usize).min(entries.len() - i0);
+            let mut n = nr as usize;
+            while n < max {
+                out.scans += 1;
+                let Entry::Leaf(l) = arch.decode(1, entries[i0 + n]) else {
+                    break;
+                };
+                if l.pfn.0 != first.pfn.0 + n as u64 || masked(l.flags, fpb) != want {
+                    break;
+                }
+                if fpb.contains(Fpb::MERGE_WRITE) && l.write() {
+                    out.pte.flags |= LeafFlags::WRITE;
+                }
+                if fpb.contains(Fpb::MERGE_YOUNG_DIRTY) {
+                    out.pte.flags |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
+                }
+                n += 1;
+            }
+            pt.hw.call_n(crate::core::hw::KCall::PtepGet, out.scans);
+            pt.hw.add(crate::core::hw::HwEvent::PteLoad, out.scans);
+            out.nr = (n as u64).min(max_nr);
+            return out;
+        }
+    }
     while nr < max_nr {
         let at = va + nr * PAGE_SIZE;
         out.scans += 1;

@@ -14,9 +14,9 @@ use crate::core::addr::PTRS_PER_TABLE;
 use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::PhysMem;
-use crate::core::hw::HwEvent;
+use crate::core::hw::{HwEvent, KCall};
 use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
-use crate::core::rules::rule;
+use crate::core::rules::{rule, Rule};
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
 use crate::mm::mm::Mm;
@@ -219,8 +219,19 @@ fn copy_pte_range(
     // pte_offset_map_lock() on both sides: two PMD reads, two PTLs.
     let _src_ptl = seg.lock_pte_table(&src.pt);
     let _dst_ptl = seg.lock_pte_table(&dst.pt);
+    // Runs of order-0 pages go through one per-segment loop where the
+    // arch's PTE hooks are the generic ones and nobody records marks.
+    let fast = src.pt.arch().generic_pte_hooks() && !src.pt.hw.observing();
+    let mut try_fast = fast;
     let mut addr = start;
     while addr < end {
+        if try_fast {
+            let n = copy_small_run(src, dst, phys, addr, end, c, batch);
+            addr += n * PAGE_SIZE;
+            if addr >= end {
+                break;
+            }
+        }
         // A swap entry goes to copy_nonpresent_pte() (a marker, copied
         // with the VMA's markers, and present or none entries are read by
         // the ptep_get() below).
@@ -277,10 +288,89 @@ fn copy_pte_range(
             copy_present_ptes(src, dst, phys, addr, pte, folio, 1, c);
             1
         };
+        // After a large folio's batch the next entry is likely the next
+        // batch of one: try the order-0 loop again only after a small one.
+        try_fast = fast && folio.is_some_and(|f| !f.is_large());
         addr += nr * PAGE_SIZE;
     }
     const { assert!(PTRS_PER_TABLE == 512) };
     Ok(())
+}
+
+/// The per-segment form of the loop above for a run of present PTEs
+/// mapping order-0 anon pages from `addr` (at most to `end`): each is what
+/// one pass of that loop does — `ptep_get()`, the folio's struct page line,
+/// a one-entry batch (`folio_pte_batch()` stops at a small folio's end) or,
+/// before 6.9, one entry, then [`copy_present_ptes`] with `nr == 1` — with
+/// the table borrowed once and the run's events added in one step each.
+/// Only for an arch whose PTE hooks are the generic ones (x86-64): the
+/// stores below are theirs. Returns the entries copied (0: `addr` is not
+/// such an entry).
+/// Linux: mm/memory.c copy_pte_range() → copy_present_ptes() (nr == 1).
+fn copy_small_run(
+    src: &mut Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    addr: u64,
+    end: u64,
+    c: &Vma,
+    batch: bool,
+) -> u64 {
+    let keep_uffd_wp = c.flags.contains(VmFlags::UFFD_WP);
+    let (mut st, i0) = src.pt.pte_table(addr);
+    let (mut dt, _) = dst.pt.pte_table(addr);
+    let max = ((end - addr) / PAGE_SIZE) as usize;
+    let (mut n, mut wrprotected) = (0, 0u64);
+    while n < max {
+        let i = i0 + n;
+        let Entry::Leaf(pte) = st.peek(i) else { break };
+        if pte.flags.contains(LeafFlags::SPECIAL) || !phys.try_dup_small_anon(pte.pfn) {
+            break;
+        }
+        let mut child = pte;
+        if pte.write() {
+            // wrprotect_ptes(nr == 1): ptep_set_wrprotect().
+            let mut p = pte;
+            p.flags.remove(LeafFlags::WRITE | LeafFlags::CONT);
+            st.store(i, Some(p));
+            wrprotected += 1;
+            child.flags.remove(LeafFlags::WRITE);
+        }
+        child.flags.remove(LeafFlags::YOUNG | LeafFlags::CONT);
+        if !keep_uffd_wp {
+            child.flags.remove(LeafFlags::UFFD_WP);
+        }
+        dt.store(i, Some(child));
+        n += 1;
+    }
+    let n = n as u64;
+    if n == 0 {
+        return 0;
+    }
+    // The loop's events, `n` passes at once: ptep_get(), the struct page
+    // line of vm_normal_page(), the batch (or the per-entry rule).
+    let (sh, dh) = (&src.pt.hw, &dst.pt.hw);
+    sh.call_n(KCall::PtepGet, n);
+    sh.add(HwEvent::PteLoad, n);
+    sh.add(HwEvent::StructPageLine, n);
+    if batch {
+        sh.call_n(KCall::FolioPteBatch, n);
+    } else {
+        sh.rules.hit_n(Rule::ForkPtePerEntry, n as u32);
+    }
+    // copy_present_ptes(): the rmap and references, the parent's
+    // write-protect (ptep_set_wrprotect: one atomic), the child's set_ptes.
+    phys.count_small_dups(n);
+    dst.rss_anon += n;
+    if wrprotected > 0 {
+        sh.rules
+            .hit_n(Rule::ForkWrprotectParent, wrprotected as u32);
+        sh.call_n(KCall::WrprotectPtes, wrprotected);
+        sh.add(HwEvent::PteAtomicRmw, wrprotected);
+    }
+    dh.call_n(KCall::SetPtes, n);
+    dh.add(HwEvent::PteStore, n);
+    n
 }
 
 /// K3.1/K3.3: share `nr` PTEs starting at `addr` (`pte` is the first, with
@@ -300,9 +390,8 @@ fn copy_present_ptes(
     if let Some(folio) = folio {
         // folio_try_dup_anon_rmap_ptes(): every page in the batch loses
         // AnonExclusive and gains a mapping; one reference per PTE.
-        for k in 0..nr {
-            phys.set_anon_exclusive(pte.pfn.add(k), false);
-        }
+        // (One range update: a whole-folio batch is one step.)
+        phys.set_anon_exclusive_range(pte.pfn, nr, false);
         phys.add_rmap_ptes(folio, pte.pfn, nr as u32, dst.pid, false);
         phys.ref_add(folio, nr as u32);
         dst.rss_anon += nr;

@@ -30,9 +30,9 @@
 use crate::core::addr::{page_align, PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
-use crate::core::hw::HwEvent;
+use crate::core::hw::{HwEvent, KCall};
 use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
-use crate::core::rules::rule;
+use crate::core::rules::{rule, Rule};
 use crate::core::stats::VmEvent;
 use crate::core::tlb::MmuGather;
 use crate::core::vma::vm_page_prot;
@@ -457,9 +457,22 @@ fn change_pte_range_batched(
     tlb: &mut MmuGather,
 ) -> u64 {
     let arch = mm.pt.arch();
+    // Runs of order-0 pages go through one per-segment loop where the
+    // arch's PTE hooks are the generic ones, no NUMA scan asks for skips
+    // and nobody records marks.
+    let fast = arch.generic_pte_hooks() && cp.prot_numa.is_none() && !mm.pt.hw.observing();
+    let mut try_fast = fast;
     let mut addr = start;
     let mut pages = 0;
     while addr < end {
+        if try_fast {
+            let n = change_small_run(mm, phys, vma, addr, end, cp, tlb);
+            pages += n;
+            addr += n * PAGE_SIZE;
+            if addr >= end {
+                break;
+            }
+        }
         // oldpte = ptep_get(pte): arm64 gathers young/dirty over a block.
         let Entry::Leaf(old) = mm.pt.pte(addr) else {
             addr += PAGE_SIZE;
@@ -517,9 +530,88 @@ fn change_pte_range_batched(
         if arch.pte_needs_flush(&oldpte, &committed) {
             tlb.flush_pte_range(addr, nr * PAGE_SIZE);
         }
+        // After a large folio's batch the next entry is likely the next
+        // batch of one: try the order-0 loop again only after a small one.
+        try_fast = fast && folio.is_some_and(|f| !f.is_large());
         addr += nr * PAGE_SIZE;
     }
     pages
+}
+
+/// The per-segment form of the batched loop above for a run of present
+/// PTEs mapping order-0 anon pages from `addr` (at most to `end`): each is
+/// what one pass of that loop does with a one-entry batch (a small
+/// folio's batch is 1) — `ptep_get()`, the compound_head line,
+/// `modify_prot_start_ptes()` (`ptep_get_and_clear()`), the write upgrade
+/// of an exclusive page, `modify_prot_commit_ptes()` (`set_ptes()`), the
+/// flush range — with the table borrowed once, the run's events added in
+/// one step each and one `tlb_flush_pte_range()` over the entries that
+/// need it (the gather keeps only the range's ends). Only without
+/// MM_CP_PROT_NUMA and for an arch whose PTE hooks are the generic ones
+/// (x86-64): the stores below are theirs. Returns the entries changed (0:
+/// `addr` is not such an entry).
+/// Linux: mm/mprotect.c change_pte_range() (nr == 1).
+fn change_small_run(
+    mm: &mut Mm,
+    phys: &PhysMem,
+    vma: &Vma,
+    addr: u64,
+    end: u64,
+    cp: ChangeProt,
+    tlb: &mut MmuGather,
+) -> u64 {
+    let arch = mm.pt.arch();
+    let (mut t, i0) = mm.pt.pte_table(addr);
+    let max = ((end - addr) / PAGE_SIZE) as usize;
+    let (mut n, mut exclusive_lines, mut upgrades) = (0, 0u64, 0u32);
+    let mut flush: Option<(u64, u64)> = None;
+    while n < max {
+        let i = i0 + n;
+        let Entry::Leaf(old) = t.peek(i) else { break };
+        if old.flags.contains(LeafFlags::SPECIAL)
+            || phys.folio_of(old.pfn).is_none_or(|f| f.is_large())
+        {
+            break;
+        }
+        let ptent = pte_modify(old, cp.prot);
+        let mut committed = ptent;
+        if cp.try_writable && !ptent.write() && maybe_change_pte_writable(vma, ptent) {
+            // commit_anon_folio_batch(): PageAnonExclusive() of the page.
+            exclusive_lines += 1;
+            if phys.anon_exclusive(old.pfn) {
+                upgrades += 1;
+                committed.flags |= LeafFlags::WRITE;
+            }
+        }
+        t.store(
+            i,
+            Some(Leaf {
+                flags: committed.flags - LeafFlags::CONT,
+                ..committed
+            }),
+        );
+        if arch.pte_needs_flush(&old, &committed) {
+            let va = t.va(i);
+            flush = Some(flush.map_or((va, va), |(lo, _)| (lo, va)));
+        }
+        n += 1;
+    }
+    let n = n as u64;
+    let hw = &mm.pt.hw;
+    hw.call_n(KCall::PtepGet, n);
+    hw.add(HwEvent::PteLoad, n);
+    hw.add(HwEvent::StructPageLine, n + exclusive_lines);
+    hw.call_n(KCall::ModifyProtStartPtes, n);
+    hw.call_n(KCall::PtepGetAndClear, n);
+    hw.add(HwEvent::PteAtomicClear, n);
+    hw.call_n(KCall::ModifyProtCommitPtes, n);
+    hw.call_n(KCall::SetPtes, n);
+    hw.add(HwEvent::PteStore, n);
+    hw.rules.hit_n(Rule::MprotectBatchWriteUpgrade, upgrades);
+    if let Some((lo, hi)) = flush {
+        tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
+    }
+    n
 }
 
 /// 1 for the zero page and small folios, else a folio_pte_batch() run with

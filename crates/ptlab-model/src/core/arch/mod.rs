@@ -208,6 +208,13 @@ impl ArchKind {
 /// PTE, 2 = PMD, 3 = PUD, 4 = PGD), the PTE hooks and the TLB recipe.
 pub trait Arch: Sync {
     fn kind(&self) -> ArchKind;
+    /// Whether this arch uses every generic PTE hook (`ptep_get`,
+    /// `set_ptes`, `wrprotect_ptes`, `ptep_modify`, the
+    /// `modify_prot_*_ptes` pair: [`generic`]), so a per-segment loop may
+    /// store entries itself and add the hooks' counts in one step.
+    fn generic_pte_hooks(&self) -> bool {
+        false
+    }
     /// Encode a leaf at `level` (1 = page, 2 = PMD block).
     fn encode_leaf(&self, level: u8, leaf: Leaf) -> u64;
     /// Encode a table descriptor at `level` (2..=4) pointing at `table`.
@@ -219,6 +226,15 @@ pub trait Arch: Sync {
     /// as `Entry::Leaf`. A walker looking for swap entries and markers
     /// skips present entries with it.
     fn pte_present_raw(&self, raw: u64) -> bool;
+    /// Whether any of `raw` is present ([`Arch::pte_present_raw`]); one
+    /// call per slice of entries (the check inlines in each arch).
+    fn any_present_raw(&self, raw: &[u64]) -> bool {
+        raw.iter().any(|&r| r != 0 && self.pte_present_raw(r))
+    }
+    /// Whether any of `raw` is a swap entry or marker (not none, not present).
+    fn any_nonpresent_raw(&self, raw: &[u64]) -> bool {
+        raw.iter().any(|&r| r != 0 && !self.pte_present_raw(r))
+    }
     /// Entries per contiguous-PTE block (16 on arm64 with 4 KiB pages), or
     /// `None` if the architecture has no contiguous hint the kernel manages.
     /// Linux: arch/arm64/include/asm/pgtable-hwdef.h CONT_PTES.

@@ -35,6 +35,9 @@ const SWP_EXCLUSIVE: u64 = 1 << 3;
 pub struct X86_64;
 
 impl Arch for X86_64 {
+    fn generic_pte_hooks(&self) -> bool {
+        true
+    }
     fn kind(&self) -> ArchKind {
         ArchKind::X86_64
     }

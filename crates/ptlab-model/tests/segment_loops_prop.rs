@@ -1,0 +1,195 @@
+//! The per-segment loops (fork's and mprotect's runs of order-0 pages,
+//! zap's small-folio put, folio_pte_batch()'s borrowed scan) against the
+//! entry-by-entry loops they stand for: the model takes the entry-by-entry
+//! path while an observer records marks (`set_hw_tracing`), so the same
+//! random sequence run with and without tracing must give the same
+//! observation, the same hardware events and kernel-function calls, and
+//! the same rule hits — on both architectures, with 6.18's batching and
+//! with the seed changes switched back.
+
+mod common;
+
+use proptest::prelude::*;
+use ptlab_model::{
+    Advice, ArchKind, Before, MapFlags, Model, ModelConfig, Prot, Sections, ThpKnob, ThpMode,
+};
+
+const BASE: u64 = 0x7f00_0000_0000;
+const ARENA: u64 = 4 << 20;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Write {
+        proc: usize,
+        off: u64,
+        len: u64,
+    },
+    Read {
+        proc: usize,
+        off: u64,
+    },
+    DontNeed {
+        proc: usize,
+        off: u64,
+        len: u64,
+    },
+    Protect {
+        proc: usize,
+        off: u64,
+        len: u64,
+        /// 0: PROT_NONE, 1: read-only, 2: read-write.
+        prot: u8,
+    },
+    Fork {
+        proc: usize,
+    },
+    Exit {
+        proc: usize,
+    },
+    Advise {
+        off: u64,
+        len: u64,
+        advice: Advice,
+    },
+}
+
+fn off() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        (0..ARENA / 4096).prop_map(|p| p * 4096),
+        (0..ARENA / 0x10000).prop_map(|p| p * 0x10000)
+    ]
+}
+
+fn len() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        (1..32u64).prop_map(|p| p * 4096),
+        (1..8u64).prop_map(|p| p * 0x10000),
+        Just(ARENA)
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..3usize, off(), len()).prop_map(|(proc, off, len)| Op::Write { proc, off, len }),
+        2 => (0..3usize, off()).prop_map(|(proc, off)| Op::Read { proc, off }),
+        2 => (0..3usize, off(), len()).prop_map(|(proc, off, len)| Op::DontNeed { proc, off, len }),
+        4 => (0..3usize, off(), len(), 0..3u8)
+            .prop_map(|(proc, off, len, prot)| Op::Protect { proc, off, len, prot }),
+        2 => (0..3usize).prop_map(|proc| Op::Fork { proc }),
+        1 => (1..3usize).prop_map(|proc| Op::Exit { proc }),
+        1 => (off(), len(), prop_oneof![Just(Advice::DontFork), Just(Advice::DoFork), Just(Advice::HugePage), Just(Advice::NoHugePage)])
+            .prop_map(|(off, len, advice)| Op::Advise { off, len, advice }),
+    ]
+}
+
+/// Apply `ops` (with hardware tracing on or off); the rendering of every
+/// live process, the events and the rule hits at the end.
+fn run(
+    arch: ArchKind,
+    before: Before,
+    orders: &[u8],
+    ops: &[Op],
+    tracing: bool,
+) -> (
+    String,
+    ptlab_model::HwEvents,
+    ptlab_model::core::rules::Coverage,
+) {
+    let mut cfg = ModelConfig::for_arch(arch);
+    cfg.before = before;
+    let mut m = Model::new(cfg);
+    m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
+    for &o in orders {
+        m.set_thp(ThpKnob::Size(o), ThpMode::Always).unwrap();
+    }
+    m.set_hw_tracing(tracing);
+    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    m.mmap(1, BASE, ARENA, Prot::READ | Prot::WRITE, f).unwrap();
+    let mut procs: Vec<u32> = vec![1];
+    for op in ops {
+        match *op {
+            Op::Write { proc, off, len } => {
+                if let Some(&p) = procs.get(proc) {
+                    let len = len.min(ARENA - off);
+                    let _ = m.access_range(p, BASE + off, len, true, None);
+                }
+            }
+            Op::Read { proc, off } => {
+                if let Some(&p) = procs.get(proc) {
+                    let _ = m.read(p, BASE + off);
+                }
+            }
+            Op::DontNeed { proc, off, len } => {
+                if let Some(&p) = procs.get(proc) {
+                    let _ = m.madvise(p, BASE + off, len.min(ARENA - off), Advice::DontNeed);
+                }
+            }
+            Op::Protect {
+                proc,
+                off,
+                len,
+                prot,
+            } => {
+                if let Some(&p) = procs.get(proc) {
+                    let prot = match prot {
+                        0 => Prot::empty(),
+                        1 => Prot::READ,
+                        _ => Prot::READ | Prot::WRITE,
+                    };
+                    let _ = m.mprotect(p, BASE + off, len.min(ARENA - off), prot);
+                }
+            }
+            Op::Fork { proc } => {
+                if let Some(&p) = procs.get(proc) {
+                    if procs.len() < 4 {
+                        procs.push(m.fork(p).unwrap());
+                        if tracing {
+                            m.set_hw_tracing(true); // the child's sink too
+                        }
+                    }
+                }
+            }
+            Op::Exit { proc } => {
+                if proc < procs.len() {
+                    let p = procs.remove(proc);
+                    m.exit(p).unwrap();
+                }
+            }
+            Op::Advise { off, len, advice } => {
+                let _ = m.madvise(1, BASE + off, len.min(ARENA - off), advice);
+            }
+        }
+        if let Err(e) = m.check_invariants() {
+            panic!("after {op:?}: {e:#?}");
+        }
+    }
+    let text: String = procs
+        .iter()
+        .map(|&p| m.observe(p, &format!("p{p}")).render(Sections::ALL))
+        .collect();
+    (text, m.hw_events(), m.coverage())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
+
+    #[test]
+    fn segment_loops_equal_entry_loops(
+        orders in prop::sample::subsequence(vec![2u8, 4], 0..=2),
+        ops in prop::collection::vec(op(), 1..30),
+        seed_before in any::<bool>(),
+    ) {
+        let before = if seed_before {
+            Before::FORK_PTE_BATCH | Before::MPROTECT_PTE_BATCH
+        } else {
+            Before::empty()
+        };
+        for arch in ArchKind::ALL {
+            let segment = run(arch, before, &orders, &ops, false);
+            let entry = run(arch, before, &orders, &ops, true);
+            prop_assert_eq!(&segment.0, &entry.0, "observation, {:?}", arch);
+            prop_assert_eq!(segment.1, entry.1, "events and calls, {:?}", arch);
+            prop_assert_eq!(&segment.2, &entry.2, "rule hits, {:?}", arch);
+        }
+    }
+}
