@@ -588,7 +588,7 @@ impl LiveBackend {
         }
         // The counters count from here: the worker's own start (its first
         // faults on its stack and heap, which under an `always` policy set
-        // before the run, as `ptlab fuzz` sets a knob epoch's, allocate
+        // before the run, as `ptlab fuzz` sets a knob epoch's, may allocate
         // large folios) is no statement of the scenario.
         me.stats_base = me.thp_counters.borrow_mut().read();
         if let Some(mut gen) = gate {
