@@ -64,6 +64,11 @@ pub struct DiffOptions {
     /// the same moment; pages whose re-used reads were stale are reported
     /// in a note (tests of the re-use rules).
     pub verify_incremental: bool,
+    /// The live side counts, per step, only what the THP counters did
+    /// during this run's own statements (crate::live::COUNTER_LOCK), so
+    /// that runs of this process that go on at the same time (`ptlab fuzz
+    /// --jobs`) do not see each other's counter moves.
+    pub attribute_counters: bool,
 }
 
 impl Default for DiffOptions {
@@ -80,6 +85,7 @@ impl Default for DiffOptions {
             limits: Default::default(),
             incremental: true,
             verify_incremental: false,
+            attribute_counters: false,
         }
     }
 }
@@ -700,7 +706,7 @@ fn maps_lines(o: &Observation) -> Vec<String> {
 impl DiffBackend {
     /// Start both backends (the live one forks its `main` worker).
     pub fn new(opts: DiffOptions) -> Result<DiffBackend, LiveError> {
-        let mut live = LiveBackend::with_limits(opts.limits.clone())?;
+        let mut live = LiveBackend::with_options(opts.limits.clone(), opts.attribute_counters)?;
         // DiffBackend::admit checks each statement once, before either side.
         live.set_admitted_by_caller(true);
         let mut cfg = opts

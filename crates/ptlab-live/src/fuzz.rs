@@ -579,6 +579,93 @@ impl Generated {
     }
 }
 
+/// The THP policy a scenario starts with (`thp` statements, top level
+/// first): mostly interesting settings. Drawn first from the case's
+/// stream; a knob epoch draws it from a stream of its own
+/// ([`epoch_policy`]).
+fn draw_policy(r: &mut Rng) -> Vec<Call> {
+    let mode = |name: &str| ThpMode::from_name(name).expect("a THP mode");
+    let mut out = Vec::new();
+    let top = ["madvise", "always", "never"][r.weighted(&[50, 35, 15])];
+    out.push(Call::SetThp {
+        knob: ThpKnob::TopLevel,
+        mode: mode(top),
+    });
+    for (sz, bias) in [
+        ("16K", 0),
+        ("32K", 0),
+        ("64K", 30),
+        ("128K", 0),
+        ("256K", 0),
+        ("512K", 0),
+        ("1M", 0),
+        ("2M", 20),
+    ] {
+        let m =
+            ["never", "always", "inherit", "madvise"][r.weighted(&[55 - bias, 20 + bias, 15, 10])];
+        if m != "never" || sz == "2M" {
+            let bytes = ptlab_scenario::parse_param_value(sz).expect("a size");
+            out.push(Call::SetThp {
+                knob: ThpKnob::Size(bytes.trailing_zeros() as u8 - 12),
+                mode: mode(m),
+            });
+        }
+    }
+    out
+}
+
+/// The THP policy of knob epoch `epoch` of a campaign seeded with `seed`
+/// (`--epoch K`: cases `epoch*K .. epoch*K+K-1`): drawn as a scenario's
+/// own policy is, from a stream that depends on the seed and the epoch
+/// alone, so every case of the epoch, in any shard and with any number of
+/// jobs, starts with the same `thp` lines.
+pub fn epoch_policy(seed: u64, epoch: u64) -> Vec<Call> {
+    draw_policy(&mut Rng::new(case_seed(
+        seed ^ 0xE90C_4B0B_5EED_0001,
+        epoch,
+    )))
+}
+
+/// How many `thp` statements a generated scenario starts with (its
+/// policy; comments before and among them are skipped), and where they end.
+fn policy_end(g: &Generated) -> usize {
+    g.lines
+        .iter()
+        .position(|l| match l {
+            GenLine::Comment(_) => false,
+            GenLine::Call { call, .. } => !matches!(call, Call::SetThp { .. }),
+        })
+        .unwrap_or(g.lines.len())
+}
+
+/// Case `case` of a campaign with knob epochs of `k` cases: the generated
+/// scenario's own policy lines are replaced by its epoch's (everything
+/// else, mid-scenario `thp` lines included, stays as generated), after a
+/// comment that names the epoch. Run alone with `ptlab diff`, the scenario
+/// sets the epoch's knobs itself, as the campaign did once for the epoch.
+pub fn into_epoch(g: &mut Generated, seed: u64, case: u64, k: u64) {
+    let epoch = case / k.max(1);
+    let end = policy_end(g);
+    let mut head: Vec<GenLine> = g.lines[..end]
+        .iter()
+        .filter(|l| matches!(l, GenLine::Comment(_)))
+        .cloned()
+        .collect();
+    head.push(GenLine::Comment(format!(
+        "knob epoch {epoch} (cases {}..{}): the campaign set this policy once for the epoch",
+        epoch * k,
+        epoch * k + k - 1
+    )));
+    for call in epoch_policy(seed, epoch) {
+        head.push(GenLine::Call {
+            proc: "main".into(),
+            bind: None,
+            call,
+        });
+    }
+    g.lines.splice(..end, head);
+}
+
 /// Generate one scenario of about `ops` statements, as text (default weights).
 pub fn generate(seed: u64, ops: usize, set: OpSet) -> String {
     generate_calls(seed, ops, set).to_ptl()
@@ -618,28 +705,12 @@ fn generate_plain(seed: u64, ops: usize, set: OpSet, w: &GenWeights) -> Generate
         let bytes = ptlab_scenario::parse_param_value(sz).expect("a size");
         ThpKnob::Size(bytes.trailing_zeros() as u8 - 12)
     };
-    // THP policy: mostly interesting settings.
-    let top = ["madvise", "always", "never"][r.weighted(&[50, 35, 15])];
     let thp = |knob: ThpKnob, m: &str| Call::SetThp {
         knob,
         mode: mode(m),
     };
-    emit(&mut out.lines, "main", None, thp(ThpKnob::TopLevel, top));
-    for (sz, bias) in [
-        ("16K", 0),
-        ("32K", 0),
-        ("64K", 30),
-        ("128K", 0),
-        ("256K", 0),
-        ("512K", 0),
-        ("1M", 0),
-        ("2M", 20),
-    ] {
-        let m =
-            ["never", "always", "inherit", "madvise"][r.weighted(&[55 - bias, 20 + bias, 15, 10])];
-        if m != "never" || sz == "2M" {
-            emit(&mut out.lines, "main", None, thp(knob(sz), m));
-        }
+    for call in draw_policy(&mut r) {
+        emit(&mut out.lines, "main", None, call);
     }
     // Swap in about a third of the cases, drawn from a stream of its own so
     // that cases without swap stay what they were.
@@ -1515,6 +1586,13 @@ pub struct FuzzOptions {
     pub jobs: usize,
     /// Which part of the campaign this process runs.
     pub shard: Shard,
+    /// Knob epochs of this many cases (`--epoch K`; 0: none, every case
+    /// sets its own THP policy and runs alone, as before): the cases of
+    /// epoch `e` (indices `e*K ..`) share one policy ([`epoch_policy`]),
+    /// which the campaign sets once; those that change no global state
+    /// after it ([`needs_exclusive_in_epoch`]) run side by side on the
+    /// jobs, the others alone after them.
+    pub epoch: u64,
     /// Where one JSON line per case goes ([`FuzzRecord`]), if anywhere.
     pub results: Option<PathBuf>,
     /// The generator's weights (before guidance).
@@ -1542,6 +1620,7 @@ impl Default for FuzzOptions {
             arch: ArchKind::X86_64,
             jobs: 1,
             shard: Shard::WHOLE,
+            epoch: 0,
             results: None,
             weights: GenWeights::default(),
             guide: true,
@@ -1756,6 +1835,9 @@ pub struct FuzzRecord {
     /// THP counters) or beside other workers' cases.
     #[serde(default)]
     pub exclusive: bool,
+    /// Its knob epoch (`--epoch`), if the campaign had epochs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
     /// Divergent, flaky: the first divergence; partial: why it stopped;
     /// error: the error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1848,6 +1930,33 @@ pub fn needs_exclusive(g: &Generated, exposed: bool) -> bool {
         })
 }
 
+/// Whether a case of a knob epoch must run alone: it changes a THP knob
+/// after its policy (the mid-scenario `thp` lines the knob change itself
+/// is about), makes a swap file, would write `use_zero_page`, or drains
+/// every CPU's folio batches (`MADV_COLLAPSE` calls `lru_add_drain_all()`,
+/// which would change another job's copy-on-write and reclaim outcomes).
+/// The epoch's policy is set before its cases run, and the THP counters
+/// of cases that run side by side are attributed to each case's own
+/// statements ([`crate::live::COUNTER_LOCK`]), so neither the policy
+/// lines nor the operations that move counters (`MADV_HUGEPAGE`,
+/// `MADV_PAGEOUT`/`COLD`, any fault under an `always` policy) keep a case
+/// from running beside others.
+pub fn needs_exclusive_in_epoch(g: &Generated) -> bool {
+    g.lines[policy_end(g)..].iter().any(|l| match l {
+        GenLine::Comment(_) => false,
+        GenLine::Call { call, .. } => matches!(
+            call,
+            Call::SetThp { .. }
+                | Call::SetSwap { .. }
+                | Call::SetUseZeroPage { .. }
+                | Call::Madvise {
+                    advice: Advice::Collapse,
+                    ..
+                }
+        ),
+    })
+}
+
 /// The CPUs this process may run on (its affinity mask), in order.
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: sched_getaffinity fills the zeroed set we pass.
@@ -1935,6 +2044,45 @@ struct Campaign<'a> {
     exposed: bool,
     /// Generates the cases in order, each on the model, for coverage.
     planner: std::sync::Mutex<Planner>,
+    jobs: usize,
+    /// Knob epochs (`--epoch K`), if the campaign has them.
+    epochs: Option<Epochs>,
+    /// The campaign's knob session: one that covers every knob
+    /// ([`crate::knobs::KnobSession::covering_all`]), so that the cases'
+    /// knob writes need no journal writes of their own, and through which
+    /// the epochs' policies are set. Restored when the campaign ends.
+    cover: std::sync::Mutex<Option<crate::knobs::KnobSession>>,
+    /// The diff options of a case that runs beside others: its counter
+    /// steps count its own statements only (`attribute_counters`).
+    dopts_shared: DiffOptions,
+}
+
+/// The knob epochs of a campaign (`--epoch K`).
+struct Epochs {
+    k: u64,
+    queue: std::sync::Mutex<EpochQueue>,
+    knobs: std::sync::Mutex<EpochKnobs>,
+}
+
+/// The cases of the current epoch not taken yet: the ones that run side
+/// by side first, then those that run alone.
+#[derive(Default)]
+struct EpochQueue {
+    shared: std::collections::VecDeque<(u64, Planned)>,
+    alone: std::collections::VecDeque<(u64, Planned)>,
+}
+
+/// Whose policy the campaign set (`None`: the machine's own).
+#[derive(Default)]
+struct EpochKnobs {
+    applied: Option<u64>,
+}
+
+/// A case handed to a worker.
+struct Taken {
+    case: u64,
+    /// Planned already (epochs plan a whole epoch to sort its cases).
+    planned: Option<Planned>,
 }
 
 /// One generated case, run on the model.
@@ -1967,6 +2115,8 @@ struct Planner {
     guide: bool,
     check: bool,
     shard: Shard,
+    /// Knob epochs (`FuzzOptions::epoch`; 0: none).
+    epoch: u64,
     /// The next case index to plan.
     next: u64,
     /// Coverage of cases `0..next`.
@@ -1998,6 +2148,7 @@ impl Planner {
             guide: opts.guide,
             check: opts.model_only,
             shard: opts.shard,
+            epoch: opts.epoch,
             next: 0,
             global: Coverage::default(),
             pending: BTreeMap::new(),
@@ -2025,7 +2176,7 @@ impl Planner {
         } else {
             self.base.clone()
         };
-        let gen = generate_weighted(case_seed(self.seed, n), self.ops, self.set, &w);
+        let gen = self.generate(n, &w);
         let (coverage, model) = self.run(&gen);
         let new_rules: Vec<Rule> = coverage.new_over(&self.global).collect();
         self.global.add(&coverage);
@@ -2036,6 +2187,15 @@ impl Planner {
             new_rules,
             model,
         }
+    }
+
+    /// Case `n` with weights `w` (in its knob epoch, if any).
+    fn generate(&self, n: u64, w: &GenWeights) -> Generated {
+        let mut gen = generate_weighted(case_seed(self.seed, n), self.ops, self.set, w);
+        if self.epoch > 0 {
+            into_epoch(&mut gen, self.seed, n, self.epoch);
+        }
+        gen
     }
 
     /// Run `gen` on every configuration: the summed coverage, and the
@@ -2069,7 +2229,7 @@ impl Planner {
 
     /// A case already planned and taken (never asked twice; kept total).
     fn plan_one_detached(&self, n: u64) -> Planned {
-        let gen = generate_weighted(case_seed(self.seed, n), self.ops, self.set, &self.base);
+        let gen = self.generate(n, &self.base);
         let (coverage, model) = self.run(&gen);
         Planned {
             gen,
@@ -2095,9 +2255,14 @@ pub fn case_text(opts: &FuzzOptions, case: u64) -> String {
     );
     let planned = p.take(case);
     let mut text = format!(
-        "# ptlab fuzz --seed {}{} case {case}{}\n",
+        "# ptlab fuzz --seed {}{}{} case {case}{}\n",
         opts.seed,
         if opts.model_only { " --model-only" } else { "" },
+        if opts.epoch > 0 {
+            format!(" --epoch {}", opts.epoch)
+        } else {
+            String::new()
+        },
         if planned.weights.is_empty() {
             String::new()
         } else {
@@ -2164,7 +2329,7 @@ fn run_on_model(
 
 impl Campaign<'_> {
     /// The next case to run, if the campaign goes on.
-    fn take(&self) -> Option<u64> {
+    fn take(&self) -> Option<Taken> {
         use std::sync::atomic::Ordering;
         if self.stop.load(Ordering::SeqCst) {
             return None;
@@ -2172,6 +2337,52 @@ impl Campaign<'_> {
         if self.opts.time.is_some_and(|t| self.start.elapsed() >= t) {
             return None;
         }
+        let Some(ep) = &self.epochs else {
+            return self.next_case().map(|case| Taken {
+                case,
+                planned: None,
+            });
+        };
+        let mut q = ep.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if q.shared.is_empty() && q.alone.is_empty() {
+            // Plan the next epoch of this shard: its cases that run side
+            // by side first, in index order, then the others.
+            let first = self.next_case()?;
+            let epoch = first / ep.k;
+            let mut case = Some(first);
+            while let Some(c) = case {
+                let p = self
+                    .planner
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take(c);
+                if needs_exclusive_in_epoch(&p.gen) {
+                    q.alone.push_back((c, p));
+                } else {
+                    q.shared.push_back((c, p));
+                }
+                // The next case of this shard, if it is in the same epoch.
+                let j = self.next.load(Ordering::SeqCst);
+                case = self
+                    .opts
+                    .shard
+                    .nth(j)
+                    .filter(|&n| n / ep.k == epoch && self.opts.cases.is_none_or(|m| n < m));
+                if case.is_some() {
+                    self.next.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+        let (case, p) = q.shared.pop_front().or_else(|| q.alone.pop_front())?;
+        Some(Taken {
+            case,
+            planned: Some(p),
+        })
+    }
+
+    /// The next case index of this shard (within `--steps`).
+    fn next_case(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering;
         let j = self.next.fetch_add(1, Ordering::SeqCst);
         let case = self.opts.shard.nth(j)?;
         if self.opts.cases.is_some_and(|c| case >= c) {
@@ -2180,9 +2391,92 @@ impl Campaign<'_> {
         Some(case)
     }
 
+    /// Hold the gate shared with epoch `epoch`'s policy set: set it first
+    /// (holding the gate exclusively, so no case runs meanwhile) unless it
+    /// is set already.
+    fn enter_epoch(&self, epoch: u64) -> anyhow::Result<std::sync::RwLockReadGuard<'_, ()>> {
+        let ep = self.epochs.as_ref().expect("epochs");
+        loop {
+            let g = self.gate.read().unwrap_or_else(|e| e.into_inner());
+            if ep.knobs.lock().unwrap_or_else(|e| e.into_inner()).applied == Some(epoch) {
+                return Ok(g);
+            }
+            drop(g);
+            let _w = self.gate.write().unwrap_or_else(|e| e.into_inner());
+            self.apply_epoch(epoch)?;
+        }
+    }
+
+    /// Set epoch `epoch`'s policy unless it is set (the caller holds the
+    /// gate exclusively).
+    fn apply_epoch(&self, epoch: u64) -> anyhow::Result<()> {
+        let ep = self.epochs.as_ref().expect("epochs");
+        {
+            let mut k = ep.knobs.lock().unwrap_or_else(|e| e.into_inner());
+            if k.applied == Some(epoch) {
+                return Ok(());
+            }
+            k.applied = None;
+            let mut cover = self.cover.lock().unwrap_or_else(|e| e.into_inner());
+            let session = cover.get_or_insert_with(crate::knobs::KnobSession::new);
+            {
+                // Every knob as the epoch's scenarios leave it when run
+                // alone: the policy's value, or the machine's own for a
+                // size the policy does not name (not the last epoch's).
+                let policy = epoch_policy(self.opts.seed, epoch);
+                for knob in std::iter::once(ThpKnob::TopLevel).chain((2..=9).map(ThpKnob::Size)) {
+                    let named = policy.iter().find_map(|c| match c {
+                        Call::SetThp { knob: k, mode } if *k == knob => Some(*mode),
+                        _ => None,
+                    });
+                    let Some(mode) = named.or_else(|| session.original(knob)) else {
+                        continue;
+                    };
+                    session.set(knob, mode).map_err(|e| {
+                        anyhow::anyhow!("knob epoch {epoch}: cannot set {knob:?} to {mode:?}: {e}")
+                    })?;
+                }
+                k.applied = Some(epoch);
+            }
+        }
+        Ok(())
+    }
+
+    /// Put back the machine's own policy (the caller holds the gate
+    /// exclusively): a divergence is confirmed and shrunk from it, as
+    /// `ptlab diff` of the saved reproducer will run (the shrinker may
+    /// drop the epoch's `thp` lines).
+    fn leave_epoch(&self) {
+        let Some(ep) = &self.epochs else {
+            return;
+        };
+        let mut k = ep.knobs.lock().unwrap_or_else(|e| e.into_inner());
+        if k.applied.take().is_none() {
+            return;
+        }
+        let mut cover = self.cover.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(session) = cover.as_mut() {
+            let mut back = Vec::new();
+            for knob in std::iter::once(ThpKnob::TopLevel).chain((2..=9).map(ThpKnob::Size)) {
+                if let Some(mode) = session.original(knob) {
+                    if session.set(knob, mode).is_err() {
+                        back.push(knob);
+                    }
+                }
+            }
+            if !back.is_empty() {
+                // Could not write one back: restore the whole session.
+                for p in session.restore() {
+                    eprintln!("ptlab: could not restore THP knob {p}");
+                }
+                *cover = None;
+            }
+        }
+    }
+
     fn worker(&self, worker: u64, cpu: Option<usize>, send: &mut dyn FnMut(Msg)) {
-        while let Some(case) = self.take() {
-            let r = self.run_case(case, worker, cpu, send);
+        while let Some(Taken { case, planned }) = self.take() {
+            let r = self.run_case(case, planned, worker, cpu, send);
             if r.error.is_some() {
                 self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
             }
@@ -2193,6 +2487,7 @@ impl Campaign<'_> {
     fn run_case(
         &self,
         case: u64,
+        planned: Option<Planned>,
         worker: u64,
         cpu: Option<usize>,
         send: &mut dyn FnMut(Msg),
@@ -2200,14 +2495,20 @@ impl Campaign<'_> {
         let opts = self.opts;
         let cs = case_seed(opts.seed, case);
         let tp = Instant::now();
-        let planned = self
-            .planner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take(case);
+        let planned = planned.unwrap_or_else(|| {
+            self.planner
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(case)
+        });
         let gen = &planned.gen;
         let src = gen.to_ptl();
-        let exclusive = needs_exclusive(gen, self.exposed);
+        let epoch = self.epochs.as_ref().map(|ep| case / ep.k);
+        let exclusive = if epoch.is_some() {
+            needs_exclusive_in_epoch(gen)
+        } else {
+            needs_exclusive(gen, self.exposed)
+        };
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -2229,6 +2530,7 @@ impl Campaign<'_> {
             // Where the case really runs (the pinned CPU, when pinned).
             cpu: cpu.and_then(|_| current_cpu()).map(|c| c as u64),
             exclusive,
+            epoch,
             summary: None,
             reproducer: None,
             scenario: None,
@@ -2255,13 +2557,34 @@ impl Campaign<'_> {
             let name = format!("fuzz-{:x}-{case}.ptl", opts.seed);
             let rep = {
                 let w = Instant::now();
-                let _g = if exclusive {
-                    Gate::Exclusive(self.gate.write().unwrap_or_else(|e| e.into_inner()))
-                } else {
-                    Gate::Shared(self.gate.read().unwrap_or_else(|e| e.into_inner()))
+                let (_g, dopts) = match epoch {
+                    Some(e) if !exclusive => (
+                        Gate::Shared(self.enter_epoch(e)?),
+                        // Beside other jobs' cases: count its own steps.
+                        if self.jobs > 1 {
+                            &self.dopts_shared
+                        } else {
+                            &self.dopts
+                        },
+                    ),
+                    Some(e) => {
+                        // Alone, but with its epoch's policy set: its own
+                        // `thp` lines for it then write nothing.
+                        let g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+                        self.apply_epoch(e)?;
+                        (Gate::Exclusive(g), &self.dopts)
+                    }
+                    None if exclusive => (
+                        Gate::Exclusive(self.gate.write().unwrap_or_else(|e| e.into_inner())),
+                        &self.dopts,
+                    ),
+                    _ => (
+                        Gate::Shared(self.gate.read().unwrap_or_else(|e| e.into_inner())),
+                        &self.dopts,
+                    ),
                 };
                 waited += w.elapsed();
-                diff_source(&name, &src, &self.dopts)?
+                diff_source(&name, &src, dopts)?
             };
             let outcome = rep.outcome();
             res.outcome = Some(outcome);
@@ -2281,6 +2604,9 @@ impl Campaign<'_> {
                     // worker's case does not reproduce, and is flaky.
                     let w = Instant::now();
                     let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+                    // From the machine's own policy, as the saved
+                    // reproducer will run.
+                    self.leave_epoch();
                     waited += w.elapsed();
                     let f = self.confirm_and_shrink(case, cs, &name, &src, &rep)?;
                     record.verdict = if f.flaky {
@@ -2532,6 +2858,21 @@ pub fn fuzz(
         gate: Default::default(),
         exposed: !opts.model_only && baseline_exposes_sizes(),
         planner: std::sync::Mutex::new(Planner::new(opts, set)),
+        epochs: (opts.epoch > 0 && !opts.model_only).then(|| Epochs {
+            k: opts.epoch,
+            queue: Default::default(),
+            knobs: Default::default(),
+        }),
+        cover: std::sync::Mutex::new(if opts.model_only || !crate::is_root() {
+            None
+        } else {
+            crate::knobs::KnobSession::covering_all().ok()
+        }),
+        dopts_shared: DiffOptions {
+            attribute_counters: true,
+            ..opts_for_fuzz(&opts.limits, opts.arch)
+        },
+        jobs,
     };
     let mut sum = FuzzSummary {
         seed: opts.seed,
@@ -3670,6 +4011,7 @@ mod campaign_tests {
             worker: 0,
             cpu: Some(case % 2),
             exclusive: true,
+            epoch: (case > 3).then_some(case / 4),
             summary: (verdict == Verdict::Divergent).then(|| "pages: differ".to_string()),
             reproducer: (verdict == Verdict::Divergent)
                 .then(|| PathBuf::from(format!("out/fuzz-{case}.ptl"))),
@@ -4153,5 +4495,153 @@ mod weight_tests {
         let firsts: usize = recs.iter().map(|r| r.new_rules.len()).sum();
         assert_eq!(firsts, last, "every first hit is in one record");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The `thp` statements a scenario starts with, and the rest.
+    fn split_policy(g: &Generated) -> (Vec<Call>, Vec<GenLine>) {
+        let end = policy_end(g);
+        let policy = g.lines[..end]
+            .iter()
+            .filter_map(|l| match l {
+                GenLine::Call { call, .. } => Some(call.clone()),
+                GenLine::Comment(_) => None,
+            })
+            .collect();
+        (policy, g.lines[end..].to_vec())
+    }
+
+    #[test]
+    fn epoch_cases_share_their_policy_and_keep_the_rest() {
+        let k = 4;
+        let seed = 77;
+        let mut policies = std::collections::BTreeSet::new();
+        for n in 0..24u64 {
+            let plain = generate_calls(case_seed(seed, n), 24, ALL);
+            let mut g = plain.clone();
+            into_epoch(&mut g, seed, n, k);
+            let (policy, rest) = split_policy(&g);
+            let (_, plain_rest) = split_policy(&plain);
+            assert_eq!(
+                policy,
+                epoch_policy(seed, n / k),
+                "case {n}: its epoch's policy"
+            );
+            assert_eq!(
+                rest, plain_rest,
+                "case {n}: everything after the policy as generated"
+            );
+            assert!(
+                g.to_ptl().contains(&format!("# knob epoch {}", n / k)),
+                "case {n} names its epoch"
+            );
+            // The text runs alone: it parses, and sets the policy itself.
+            ptlab_scenario::parse("e.ptl", &g.to_ptl()).expect("parses");
+            policies.insert(format!("{policy:?}"));
+        }
+        // Six epochs: the policy varies between them (the seed and the
+        // epoch draw it; each epoch's is the same for all its cases).
+        assert!(policies.len() >= 3, "{} distinct policies", policies.len());
+        assert_ne!(epoch_policy(seed, 0), epoch_policy(seed + 1, 0));
+    }
+
+    #[test]
+    fn epoch_cases_run_alone_only_for_global_state_after_the_policy() {
+        let mut base = generate_calls(case_seed(5, 0), 0, ALL);
+        base.lines.retain(|l| {
+            !matches!(
+                l,
+                GenLine::Call {
+                    call: Call::SetSwap { .. },
+                    ..
+                }
+            )
+        });
+        base.lines.push(GenLine::Call {
+            proc: "main".into(),
+            bind: None,
+            call: Call::Mmap {
+                addr: ARENA,
+                len: 1 << 20,
+                prot: Prot::READ | Prot::WRITE,
+                flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED,
+            },
+        });
+        assert!(policy_end(&base) > 1, "the policy lines come first");
+        assert!(
+            !needs_exclusive_in_epoch(&base),
+            "the policy alone is the epoch's"
+        );
+        assert!(
+            needs_exclusive(&base, false),
+            "without epochs every case runs alone"
+        );
+        let with = |call: Call| {
+            let mut g = base.clone();
+            g.lines.push(GenLine::Call {
+                proc: "main".into(),
+                bind: None,
+                call,
+            });
+            needs_exclusive_in_epoch(&g)
+        };
+        let madv = |advice| Call::Madvise {
+            addr: ARENA,
+            len: 4096,
+            advice,
+        };
+        assert!(with(Call::SetThp {
+            knob: ThpKnob::Size(4),
+            mode: ThpMode::Always,
+        }));
+        assert!(with(Call::SetSwap {
+            bytes: 1 << 20,
+            kind: Default::default(),
+        }));
+        assert!(with(Call::SetUseZeroPage { on: false }));
+        assert!(with(madv(Advice::Collapse)), "lru_add_drain_all()");
+        // Counters are attributed per statement: these may run side by side.
+        assert!(!with(madv(Advice::HugePage)));
+        assert!(!with(madv(Advice::PageOut)));
+        assert!(!with(madv(Advice::Cold)));
+        // With today's generator a fair share of cases runs side by side.
+        let shared = (0..100u64)
+            .filter(|&n| {
+                let mut g = generate_calls(case_seed(9, n), 24, ALL);
+                into_epoch(&mut g, 9, n, 16);
+                !needs_exclusive_in_epoch(&g)
+            })
+            .count();
+        assert!(
+            (10..100).contains(&shared),
+            "{shared} of 100 cases run side by side"
+        );
+    }
+
+    #[test]
+    fn a_shown_case_of_an_epoch_carries_the_epochs_policy() {
+        let o = FuzzOptions {
+            seed: 31,
+            ops: 10,
+            epoch: 8,
+            guide: false,
+            ..FuzzOptions::default()
+        };
+        for case in [3u64, 8, 21] {
+            let text = case_text(&o, case);
+            assert!(text.starts_with(&format!("# ptlab fuzz --seed 31 --epoch 8 case {case}")));
+            let mut g = generate_calls(case_seed(31, case), 10, probe_set());
+            into_epoch(&mut g, 31, case, 8);
+            assert!(text.ends_with(&g.to_ptl()), "case {case}:\n{text}");
+            for call in epoch_policy(31, case / 8) {
+                let line = ptlab_scenario::call_to_ptl("main", None, &call, &|v| {
+                    ptlab_scenario::fmt_addr(v)
+                });
+                assert!(text.contains(&format!("\n{line}\n")), "{line}");
+            }
+        }
+    }
+
+    fn probe_set() -> OpSet {
+        OpSet::probe_arch(ArchKind::X86_64)
     }
 }

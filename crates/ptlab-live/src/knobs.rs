@@ -790,11 +790,24 @@ fn install_handlers() {
     });
 }
 
+/// The journal of the covering session of this process, if one is open
+/// ([`KnobSession::covering_all`]).
+static COVER: std::sync::Mutex<Option<Journal>> = std::sync::Mutex::new(None);
+
+fn cover() -> Option<Journal> {
+    COVER.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// The knobs one live run changed, restored when dropped.
 #[derive(Debug)]
 pub struct KnobSession {
     journal: Journal,
     written: bool,
+    /// A covering session was open when this one started: its journal
+    /// file and the signal handlers' table already hold every knob's
+    /// original value, so this one only remembers (in memory) what it
+    /// replaced, and restores that.
+    covered: bool,
 }
 
 impl Default for KnobSession {
@@ -814,7 +827,50 @@ impl KnobSession {
                 swapfiles: Vec::new(),
             },
             written: false,
+            covered: cover().is_some(),
         }
+    }
+
+    /// A session that journals every THP `enabled` knob's value now, in
+    /// one journal write, and fills the signal handlers' table with them:
+    /// while it is open, the sessions this process starts
+    /// ([`KnobSession::new`]) write knobs without a journal write of their
+    /// own (one `fsync` and `rename` per knob before) and restore, when
+    /// they end, the values they replaced. For `ptlab fuzz`, whose cases
+    /// each change up to nine knobs: the campaign opens one (holding the
+    /// knob lock to its end), and what its cases leave behind on a crash is
+    /// restored from its journal. Restoring it restores every knob.
+    pub fn covering_all() -> Result<KnobSession, KnobError> {
+        let mut s = KnobSession::new();
+        if s.covered {
+            return Err(KnobError::Errno(Errno::EBUSY));
+        }
+        install_handlers();
+        let _critical = Critical::enter();
+        let mut slots = TABLE.iter().filter(|t| !t.used.load(Ordering::SeqCst));
+        for path in allowed_paths() {
+            let Ok(current) = read_knob(&path) else {
+                continue; // a size this machine does not have
+            };
+            let key = path.display().to_string();
+            let mut pb = key.as_bytes().to_vec();
+            pb.push(0);
+            if let Some(slot) = slots.next() {
+                fill(slot, &pb, current.as_bytes());
+            }
+            s.journal.knobs.insert(key, current);
+        }
+        s.written = true;
+        if let Err(e) = s.commit_journal() {
+            for slot in TABLE.iter() {
+                slot.used.store(false, Ordering::SeqCst);
+            }
+            s.journal.knobs.clear();
+            s.written = false;
+            return Err(e);
+        }
+        *COVER.lock().unwrap_or_else(|e| e.into_inner()) = Some(s.journal.clone());
+        Ok(s)
     }
 
     /// Write the journal after the caller added an entry to it (inside a
@@ -825,7 +881,16 @@ impl KnobSession {
         OWNS_SESSION.with(|c| c.set(true));
         SESSION_ACTIVE.store(true, Ordering::SeqCst);
         arm_journal_paths();
-        if let Err(e) = write_journal(&self.journal) {
+        // A covered session journals only its swap files, beside the
+        // cover's knobs (which hold the machine's original values).
+        let file = match (self.covered, cover()) {
+            (true, Some(mut c)) => {
+                c.swapfiles.extend(self.journal.swapfiles.iter().cloned());
+                c
+            }
+            _ => self.journal.clone(),
+        };
+        if let Err(e) = write_journal(&file) {
             let _ = fs::remove_file(journal_tmp_path());
             if !self.written {
                 JOURNAL_CPATH.used.store(false, Ordering::SeqCst);
@@ -851,7 +916,11 @@ impl KnobSession {
         let key = path.display().to_string();
         install_handlers();
         let _critical = Critical::enter();
-        if !self.journal.knobs.contains_key(&key) {
+        if self.covered && !self.journal.knobs.contains_key(&key) {
+            // The cover's journal and table hold the original value.
+            self.journal.knobs.insert(key.clone(), current.clone());
+            self.written = true;
+        } else if !self.journal.knobs.contains_key(&key) {
             self.journal.knobs.insert(key.clone(), current.clone());
             if let Err(e) = self.commit_journal() {
                 self.journal.knobs.remove(&key);
@@ -954,6 +1023,13 @@ impl KnobSession {
         })
     }
 
+    /// The value `knob` had before this session first changed it (`None`:
+    /// the session has not changed it).
+    pub fn original(&self, knob: ThpKnob) -> Option<ThpMode> {
+        let key = knob_path(knob).ok()?.display().to_string();
+        ThpMode::from_name(self.journal.knobs.get(&key)?)
+    }
+
     /// Whether any knob was changed.
     pub fn changed(&self) -> bool {
         self.written
@@ -969,10 +1045,29 @@ impl KnobSession {
         // (then the process dies of it): a handler cutting in would delete
         // the journal with the knobs half restored.
         let _critical = Critical::enter();
+        if self.covered {
+            // Back to the values this session replaced; the cover's
+            // journal (without this session's swap files) stays.
+            SWAP_CPATH.used.store(false, Ordering::SeqCst);
+            let rep = apply_journal(&self.journal);
+            for (p, why) in rep.skipped {
+                problems.push(format!("{p}: {why}"));
+            }
+            if !self.journal.swapfiles.is_empty() {
+                if let Some(c) = cover() {
+                    let _ = write_journal(&c);
+                }
+            }
+            self.journal.knobs.clear();
+            self.journal.swapfiles.clear();
+            self.written = false;
+            return problems;
+        }
         for slot in TABLE.iter() {
             slot.used.store(false, Ordering::SeqCst);
         }
         SWAP_CPATH.used.store(false, Ordering::SeqCst);
+        *COVER.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let rep = apply_journal(&self.journal);
         for (p, why) in rep.skipped {
             problems.push(format!("{p}: {why}"));

@@ -212,6 +212,10 @@ pub struct LiveBackend {
     /// foreign ones.
     guards: Vec<(u64, u64)>,
     stats_base: BTreeMap<String, i64>,
+    /// Counters attributed to this run's own statements
+    /// ([`LiveBackend::with_options`]), when other live runs of this
+    /// process go on at the same time.
+    attribution: Option<Attribution>,
     /// The THP counter files, kept open.
     thp_counters: std::cell::RefCell<kernel::ThpCounters>,
     /// Pages whose tag could not be loaded at the last observation
@@ -487,6 +491,21 @@ impl LiveBackend {
     /// Start a live backend whose statements are checked against `limits`
     /// (crate::budget) before they run.
     pub fn with_limits(limits: LiveLimits) -> Result<LiveBackend, LiveError> {
+        Self::with_options(limits, false)
+    }
+
+    /// [`LiveBackend::with_limits`]; with `attribute`, the THP counters
+    /// this run reports are the sum of what they did during its own
+    /// statements, each run under [`COUNTER_LOCK`] between two reads of
+    /// the counters (and so are the start of its worker and the end of
+    /// its processes), instead of what they did since the run started.
+    /// For live runs that go on beside others in this process (`ptlab
+    /// fuzz --jobs`, docs/live.md "Parallel jobs and shards"): a counter
+    /// step then shows what this run's statement did, not what another
+    /// run's statement did meanwhile.
+    pub fn with_options(limits: LiveLimits, attribute: bool) -> Result<LiveBackend, LiveError> {
+        // Held while the worker starts: its first faults are nobody's step.
+        let gate = attribute.then(|| COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner()));
         if !worker::SUPPORTED || !cfg!(target_os = "linux") {
             return Err(LiveError::Unsupported);
         }
@@ -544,6 +563,7 @@ impl LiveBackend {
             foreign: Vec::new(),
             guards: Vec::new(),
             stats_base,
+            attribution: None,
             thp_counters: std::cell::RefCell::new(thp_counters),
             unknown_tags: BTreeSet::new(),
             uffd_slots: BTreeMap::new(),
@@ -565,6 +585,19 @@ impl LiveBackend {
         let smaps = kernel::read_smaps(pid).map_err(|e| LiveError::Proc(pid, e))?;
         for v in smaps {
             merge_into(&mut me.foreign, v.start, v.end);
+        }
+        // The counters count from here: the worker's own start (its first
+        // faults on its stack and heap, which under an `always` policy set
+        // before the run, as `ptlab fuzz` sets a knob epoch's, may allocate
+        // large folios) is no statement of the scenario.
+        me.stats_base = me.thp_counters.borrow_mut().read();
+        if let Some(mut gen) = gate {
+            *gen += 1;
+            let zero = me.stats_base.keys().map(|k| (k.clone(), 0)).collect();
+            me.attribution = Some(Attribution {
+                own: zero,
+                last: None,
+            });
         }
         Ok(me)
     }
@@ -1907,6 +1940,9 @@ impl LiveBackend {
 
     /// THP and NUMA-balancing counters since the backend started.
     pub fn stats(&self) -> BTreeMap<String, i64> {
+        if let Some(a) = &self.attribution {
+            return a.own.clone();
+        }
         self.thp_counters
             .borrow_mut()
             .read()
@@ -1951,6 +1987,12 @@ impl LiveBackend {
     /// End every worker (children first) and restore the knobs. Also done
     /// on drop.
     pub fn shutdown(&mut self) -> Vec<String> {
+        // An exiting process frees its folios (nr_anon): nobody's step.
+        let _gate = (self.attribution.is_some() && !self.procs.is_empty()).then(|| {
+            let mut gen = COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            *gen += 1;
+            gen
+        });
         while !self.procs.is_empty() {
             let last = self.procs.len() - 1;
             let _ = self.exit_proc(last);
@@ -1967,9 +2009,52 @@ impl Drop for LiveBackend {
     }
 }
 
-impl Backend for LiveBackend {
-    fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+/// Serialises the statements of the live runs of this process that
+/// attribute the THP counters ([`LiveBackend::with_options`]), each with
+/// the two counter reads around it. The value counts the holders, so a run
+/// that finds it unchanged since its own last statement knows no other
+/// run's statement came between, and re-uses its last read.
+pub static COUNTER_LOCK: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
+
+/// The counters of one run's own statements.
+#[derive(Debug)]
+struct Attribution {
+    /// Sum over this run's statements of what each counter did.
+    own: BTreeMap<String, i64>,
+    /// The counters read after this run's last statement, and the
+    /// [`COUNTER_LOCK`] count then.
+    last: Option<(u64, BTreeMap<String, i64>)>,
+}
+
+impl LiveBackend {
+    /// Run `call` under [`COUNTER_LOCK`], adding what the counters did
+    /// meanwhile to this run's own.
+    fn call_attributed(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        let mut gen = COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let last = self.attribution.as_mut().and_then(|a| a.last.take());
+        let before = match last {
+            Some((g, v)) if g == *gen => v,
+            _ => self.thp_counters.borrow_mut().read(),
+        };
+        let r = self.call_unattributed(proc, call);
+        let after = self.thp_counters.borrow_mut().read();
+        *gen += 1;
+        if let Some(a) = self.attribution.as_mut() {
+            for (k, v) in &after {
+                let d = v - before.get(k).copied().unwrap_or(*v);
+                *a.own.entry(k.clone()).or_insert(0) += d;
+            }
+            a.last = Some((*gen, after));
+        }
+        r
+    }
+}
+
+impl LiveBackend {
+    /// One statement on the live kernel.
+    fn call_unattributed(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
         let none = Resolved::default();
+
         // What the call may change, before it runs (a call that fails may
         // still have changed something).
         self.incr.note(proc, call);
@@ -2310,6 +2395,16 @@ impl Backend for LiveBackend {
                 .map(|()| 0)
                 .map_err(BackendError::Other),
             Call::NumaScan { .. } => Err(BackendError::Other(crate::budget::numa_scan_refusal())),
+        }
+    }
+}
+
+impl Backend for LiveBackend {
+    fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        if self.attribution.is_some() {
+            self.call_attributed(proc, call)
+        } else {
+            self.call_unattributed(proc, call)
         }
     }
 

@@ -180,9 +180,16 @@ partial | divergent | flaky | error, reproducer path and text, timings).
 --shard K/N runs the cases whose index is K modulo N, so N machines with the
 same --seed and --steps run exactly the scenarios one machine would;
 --merge reads such files and prints one summary (duplicates counted once).
---jobs N runs N workers, each pinned to its own CPU; THP knobs, swap and THP
-counters are global, so a case that changes them runs alone (docs/live.md,
-\"Parallel jobs and shards\").
+--jobs N runs N workers, each pinned to its own CPU. THP knobs and swap are
+global, so the campaign runs in knob epochs (--epoch K, default 16; 0: none,
+every case sets its own policy and runs alone): the K cases of an epoch
+start with the same THP policy (their printed scenarios carry its `thp`
+lines, so each still reproduces alone with `ptlab diff`), which the campaign
+sets once; the epoch's cases that change no global state after it run side
+by side on all jobs, each comparing the THP counters its own statements
+moved, and those that write a knob mid-scenario, make a swap file or call
+MADV_COLLAPSE run alone after them (docs/live.md, \"Parallel jobs and
+shards\").
 
 Coverage: every case is also run on the model, and the kernel rules it takes
 are counted (docs/coverage.md); the progress line shows `rules N/234` and the
@@ -360,7 +367,8 @@ struct FuzzArgs {
     arch: Arch,
 
     /// Parallel jobs, each pinned to its own CPU; 0 or `auto` = one per CPU
-    /// ptlab may use. Cases that change THP knobs or swap run alone
+    /// ptlab may use. Cases that change THP knobs (after their epoch's
+    /// policy), make a swap file or call MADV_COLLAPSE run alone
     #[arg(short, long, value_name = "N|auto", default_value = "1", value_parser = parse_jobs)]
     jobs: Jobs,
 
@@ -376,7 +384,7 @@ struct FuzzArgs {
         long,
         value_name = "FILE",
         num_args = 1..,
-        conflicts_with_all = ["seed", "steps", "time", "ops", "arch", "jobs", "shard", "out", "quiet"]
+        conflicts_with_all = ["seed", "steps", "time", "ops", "arch", "jobs", "shard", "epoch", "out", "quiet"]
     )]
     merge: Vec<PathBuf>,
 
@@ -413,8 +421,14 @@ struct FuzzArgs {
     #[arg(long)]
     no_guide: bool,
 
+    /// Knob epochs of K cases (0: none): the cases of an epoch share one
+    /// THP policy, which the campaign sets once; those that change no
+    /// global state after it run side by side on the jobs, the rest alone
+    #[arg(long, value_name = "K", default_value_t = 16)]
+    epoch: u64,
+
     /// Do not fuzz: print the scenario of case N of this campaign (the same
-    /// --seed, --ops, --weight, --no-guide and --model-only) and exit;
+    /// --seed, --ops, --epoch, --weight, --no-guide and --model-only) and exit;
     /// with guidance the cases before it are planned on the model first
     #[arg(long, value_name = "N")]
     show_case: Option<u64>,
@@ -982,6 +996,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
             weights,
             guide: !args.no_guide,
             model_only: args.model_only,
+            epoch: args.epoch,
             ..FuzzOptions::default()
         };
         out!("{}", ptlab_live::fuzz::case_text(&opts, case));
@@ -1037,6 +1052,7 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
         arch: args.arch.kind(),
         jobs,
         shard,
+        epoch: args.epoch,
         results: Some(results.clone()),
         weights: weights.clone(),
         guide: !args.no_guide,
@@ -1052,6 +1068,9 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     }
     if args.no_guide {
         again.push_str(" --no-guide");
+    }
+    if args.epoch != 16 {
+        again.push_str(&format!(" --epoch {}", args.epoch));
     }
     if let Some(n) = args.steps {
         again.push_str(&format!(" --steps {n}"));
@@ -1128,10 +1147,20 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
     let real = summary.divergences().count();
     if jobs > 1 && summary.cases > 0 && summary.exclusive == summary.cases {
         errln!(
-            "ptlab fuzz: note: every case changed global state (THP knobs, swap or THP \
-             counters) and ran alone, so the {jobs} jobs took turns on the kernel; to run \
-             more scenarios per hour, split the campaign over machines with --shard \
-             (docs/live.md, \"Parallel jobs and shards\")"
+            "ptlab fuzz: note: every case changed global state (THP knobs{}, swap or \
+             MADV_COLLAPSE) and ran alone, so the {jobs} jobs took turns on the kernel; to run \
+             more scenarios per hour, {}split the campaign over machines with --shard \
+             (docs/live.md, \"Parallel jobs and shards\")",
+            if args.epoch > 0 {
+                " after the epoch's policy"
+            } else {
+                ""
+            },
+            if args.epoch > 0 {
+                ""
+            } else {
+                "use knob epochs (--epoch 16) or "
+            }
         );
     }
     let cov = &summary.coverage;
@@ -1282,6 +1311,9 @@ mod tests {
         assert_eq!(fuzz_args(&["--jobs", "auto"]).unwrap().jobs, Jobs::Auto);
         assert_eq!(fuzz_args(&["--jobs", "0"]).unwrap().jobs, Jobs::Auto);
         assert_eq!(fuzz_args(&["-j", "2"]).unwrap().jobs, Jobs::N(2));
+        assert_eq!(a.epoch, 16, "knob epochs of 16 cases by default");
+        assert_eq!(fuzz_args(&["--epoch", "0"]).unwrap().epoch, 0);
+        assert!(fuzz_args(&["--epoch", "x"]).is_err());
         assert!(fuzz_args(&["--jobs", "two"])
             .err()
             .unwrap()
