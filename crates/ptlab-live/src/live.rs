@@ -1275,9 +1275,39 @@ impl LiveBackend {
         }
     }
 
+    /// Whether any of the worker's own VMAs (not a guard ptlab placed, which
+    /// is never faulted) lies in `[start, end)`.
+    fn harness_vma_in(&self, start: u64, end: u64) -> bool {
+        self.foreign.iter().any(|&(s, e)| {
+            let (s, e) = (s.max(start), e.min(end));
+            if s >= e {
+                return false;
+            }
+            // The part not covered by guards.
+            let mut guards: Vec<(u64, u64)> = self
+                .guards
+                .iter()
+                .copied()
+                .filter(|&(gs, ge)| gs < e && s < ge)
+                .collect();
+            guards.sort_unstable();
+            let mut at = s;
+            for (gs, ge) in guards {
+                if gs > at {
+                    return true;
+                }
+                at = at.max(ge);
+            }
+            at < e
+        })
+    }
+
     /// After a non-fixed mmap landed at `addr`: if the kernel merged the new
     /// VMA with one of the worker's own VMAs, undo it, fence the gap with a
-    /// PROT_NONE guard page and map again (up to four times).
+    /// PROT_NONE guard page and map again; if it shares a 2 MiB region with
+    /// one of them (and so, once that one is faulted, its PTE table: H12 in
+    /// docs/divergences.md), fence the shared part of the region and map
+    /// again. Up to eight times.
     fn unmerge_foreign(
         &mut self,
         proc: &str,
@@ -1287,7 +1317,8 @@ impl LiveBackend {
         flags: MapFlags,
     ) -> Result<u64, BackendError> {
         let pid = self.procs[self.proc_index(proc)?].pid;
-        for _ in 0..4 {
+        const PMD: u64 = 2 << 20;
+        for _ in 0..8 {
             let end = addr + len;
             let smaps = kernel::read_smaps(pid).map_err(|e| BackendError::Other(e.to_string()))?;
             let mut below = None;
@@ -1301,7 +1332,47 @@ impl LiveBackend {
                 }
             }
             if below.is_none() && above.is_none() {
-                return Ok(addr);
+                // H12: a mapping sharing a 2 MiB region with the harness
+                // shares its PMD entry, so mremap allocates a PTE table at
+                // its destination where the model (no harness) has none.
+                let (lo, hi) = (addr & !(PMD - 1), end.next_multiple_of(PMD));
+                let high = self.harness_vma_in(end, hi);
+                if !high && !self.harness_vma_in(lo, addr) {
+                    return Ok(addr);
+                }
+                let fence = if high {
+                    (addr.max((end - 1) & !(PMD - 1)), end)
+                } else {
+                    (addr, end.min(lo + PMD))
+                };
+                self.notes.push(format!(
+                    "mmap at {addr:#x}+{len:#x} shared a 2 MiB region with a VMA of the \
+                     harness's own; re-placed behind a PROT_NONE guard over \
+                     {:#x}-{:#x}",
+                    fence.0, fence.1
+                ));
+                self.incr.note_range(proc, addr, end);
+                let r = self.send(proc, &Call::Munmap { addr, len }, Resolved::default())?;
+                Self::unit(r)?;
+                let call = Call::Mmap {
+                    addr: fence.0,
+                    len: fence.1 - fence.0,
+                    prot: Prot::empty(),
+                    flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED_NOREPLACE,
+                };
+                let r = self.send(proc, &call, Resolved::default())?;
+                Self::unit(r)?;
+                merge_into(&mut self.foreign, fence.0, fence.1);
+                self.guards.push(fence);
+                let again = Call::Mmap {
+                    addr: 0,
+                    len,
+                    prot,
+                    flags,
+                };
+                let r = self.send(proc, &again, Resolved::default())?;
+                addr = Self::unit(r)?;
+                continue;
             }
             self.notes.push(format!(
                 "mmap at {addr:#x}+{len:#x} merged with a VMA of the harness's own; re-placed \
