@@ -232,7 +232,7 @@ fn show_case_prints_the_planned_case_and_needs_a_seed() {
     let (code, a, err) = ptlab(&args);
     assert_eq!(code, 0, "{err}");
     assert!(
-        a.starts_with("# ptlab fuzz --seed 20261128 --model-only case 7"),
+        a.starts_with("# ptlab fuzz --seed 20261128 --model-only --epoch 16 case 7"),
         "{a}"
     );
     assert!(
