@@ -1302,12 +1302,100 @@ impl LiveBackend {
         })
     }
 
+    /// Before a non-fixed mmap: where would the kernel place it? A PROT_NONE
+    /// probe with the same length and placement flags (nothing populated or
+    /// locked, so no counter moves) lands where the real mapping will. If
+    /// that shares a 2 MiB region with one of the worker's own VMAs (and so,
+    /// once that one is faulted, its PTE table: a later mremap would
+    /// allocate a table at the destination that the model has no reason to
+    /// allocate, H12 in docs/divergences.md), fence the shared part of the
+    /// region with a PROT_NONE guard and probe again, up to eight times.
+    /// A fence is never put where the scenario mapped before (its
+    /// territory), so it never shows in what is compared.
+    fn fence_shared_regions(
+        &mut self,
+        proc: &str,
+        hint: u64,
+        len: u64,
+        flags: MapFlags,
+    ) -> Result<(), BackendError> {
+        const PMD: u64 = 2 << 20;
+        let probe_flags = flags - (MapFlags::POPULATE | MapFlags::LOCKED);
+        for _ in 0..8 {
+            let probe = Call::Mmap {
+                addr: hint,
+                len,
+                prot: Prot::empty(),
+                flags: probe_flags,
+            };
+            let r = self.send(proc, &probe, Resolved::default())?;
+            // A probe that fails: the real mmap fails alike, and says why.
+            let Ok(addr) = Self::unit(r) else {
+                return Ok(());
+            };
+            let end = addr.saturating_add(len);
+            let r = self.send(proc, &Call::Munmap { addr, len }, Resolved::default())?;
+            Self::unit(r)?;
+            let (lo, hi) = (addr & !(PMD - 1), end.next_multiple_of(PMD));
+            let high = self.harness_vma_in(end, hi);
+            if !high && !self.harness_vma_in(lo, addr) {
+                return Ok(());
+            }
+            // Above: fence the region from its start up to the probe's end,
+            // so the next probe lands below the region (or, if something
+            // is mapped there, from the probe's start). Below: fence the
+            // probe's part of the region, which the next probe then avoids.
+            let top = (end - 1) & !(PMD - 1);
+            let tries = if high {
+                [(top, end), (addr.max(top), end)]
+            } else {
+                let f = (addr, end.min(lo + PMD));
+                [f, f]
+            };
+            let mut fenced = None;
+            for fence in tries {
+                if intersects(&self.territory, fence.0, fence.1).is_some() {
+                    continue;
+                }
+                let call = Call::Mmap {
+                    addr: fence.0,
+                    len: fence.1 - fence.0,
+                    prot: Prot::empty(),
+                    flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED_NOREPLACE,
+                };
+                let r = self.send(proc, &call, Resolved::default())?;
+                if Self::unit(r).is_ok() {
+                    fenced = Some(fence);
+                    break;
+                }
+            }
+            let Some(fence) = fenced else {
+                return Ok(());
+            };
+            // VM_DONTDUMP, which no scenario sets: the fence never merges
+            // with a scenario's PROT_NONE mapping (nor with another fence,
+            // which would not matter).
+            let dontdump = Call::Madvise {
+                addr: fence.0,
+                len: fence.1 - fence.0,
+                advice: Advice::Other(16),
+            };
+            let r = self.send(proc, &dontdump, Resolved::default())?;
+            Self::unit(r)?;
+            self.notes.push(format!(
+                "mmap of {len:#x} would share a 2 MiB region with a VMA of the harness's \
+                 own at {addr:#x}; fenced {:#x}-{:#x} with PROT_NONE",
+                fence.0, fence.1
+            ));
+            merge_into(&mut self.foreign, fence.0, fence.1);
+            self.guards.push(fence);
+        }
+        Ok(())
+    }
+
     /// After a non-fixed mmap landed at `addr`: if the kernel merged the new
     /// VMA with one of the worker's own VMAs, undo it, fence the gap with a
-    /// PROT_NONE guard page and map again; if it shares a 2 MiB region with
-    /// one of them (and so, once that one is faulted, its PTE table: H12 in
-    /// docs/divergences.md), fence the shared part of the region and map
-    /// again. Up to eight times.
+    /// PROT_NONE guard page and map again (up to four times).
     fn unmerge_foreign(
         &mut self,
         proc: &str,
@@ -1317,8 +1405,7 @@ impl LiveBackend {
         flags: MapFlags,
     ) -> Result<u64, BackendError> {
         let pid = self.procs[self.proc_index(proc)?].pid;
-        const PMD: u64 = 2 << 20;
-        for _ in 0..8 {
+        for _ in 0..4 {
             let end = addr + len;
             let smaps = kernel::read_smaps(pid).map_err(|e| BackendError::Other(e.to_string()))?;
             let mut below = None;
@@ -1332,47 +1419,7 @@ impl LiveBackend {
                 }
             }
             if below.is_none() && above.is_none() {
-                // H12: a mapping sharing a 2 MiB region with the harness
-                // shares its PMD entry, so mremap allocates a PTE table at
-                // its destination where the model (no harness) has none.
-                let (lo, hi) = (addr & !(PMD - 1), end.next_multiple_of(PMD));
-                let high = self.harness_vma_in(end, hi);
-                if !high && !self.harness_vma_in(lo, addr) {
-                    return Ok(addr);
-                }
-                let fence = if high {
-                    (addr.max((end - 1) & !(PMD - 1)), end)
-                } else {
-                    (addr, end.min(lo + PMD))
-                };
-                self.notes.push(format!(
-                    "mmap at {addr:#x}+{len:#x} shared a 2 MiB region with a VMA of the \
-                     harness's own; re-placed behind a PROT_NONE guard over \
-                     {:#x}-{:#x}",
-                    fence.0, fence.1
-                ));
-                self.incr.note_range(proc, addr, end);
-                let r = self.send(proc, &Call::Munmap { addr, len }, Resolved::default())?;
-                Self::unit(r)?;
-                let call = Call::Mmap {
-                    addr: fence.0,
-                    len: fence.1 - fence.0,
-                    prot: Prot::empty(),
-                    flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED_NOREPLACE,
-                };
-                let r = self.send(proc, &call, Resolved::default())?;
-                Self::unit(r)?;
-                merge_into(&mut self.foreign, fence.0, fence.1);
-                self.guards.push(fence);
-                let again = Call::Mmap {
-                    addr: 0,
-                    len,
-                    prot,
-                    flags,
-                };
-                let r = self.send(proc, &again, Resolved::default())?;
-                addr = Self::unit(r)?;
-                continue;
+                return Ok(addr);
             }
             self.notes.push(format!(
                 "mmap at {addr:#x}+{len:#x} merged with a VMA of the harness's own; re-placed \
@@ -2142,9 +2189,12 @@ impl LiveBackend {
                 }
                 self.check_budget(proc, call)?;
                 self.refresh_scoped_limits(proc)?;
+                let plen = page_len(len);
+                if !flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) && plen > 0 {
+                    self.fence_shared_regions(proc, addr, plen, flags)?;
+                }
                 let r = self.send(proc, call, none)?;
                 let mut got = Self::unit(r)?;
-                let plen = page_len(len);
                 if !flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE) {
                     got = self.unmerge_foreign(proc, got, plen, prot, flags)?;
                 }

@@ -182,7 +182,7 @@ impl Model {
             // multiple, after setting pgoff to 0 for every anonymous
             // mapping: a moving mremap passes the source's vm_pgoff
             // (vrm_set_new_addr()), but it is dropped here, so mmap and
-            // mremap are placed alike (checked live: mr-38 … mr-41).
+            // mremap are placed alike (checked live: mr-37, mr-38, mr-40).
             // mm/huge_memory.c __thp_get_unmapped_area() with off = 0: the
             // range [0, len) always holds a whole aligned 2 MiB unit, and
             // len + 2 MiB cannot wrap (len <= TASK_SIZE). It searches
