@@ -1280,25 +1280,7 @@ impl LiveBackend {
     fn harness_vma_in(&self, start: u64, end: u64) -> bool {
         self.foreign.iter().any(|&(s, e)| {
             let (s, e) = (s.max(start), e.min(end));
-            if s >= e {
-                return false;
-            }
-            // The part not covered by guards.
-            let mut guards: Vec<(u64, u64)> = self
-                .guards
-                .iter()
-                .copied()
-                .filter(|&(gs, ge)| gs < e && s < ge)
-                .collect();
-            guards.sort_unstable();
-            let mut at = s;
-            for (gs, ge) in guards {
-                if gs > at {
-                    return true;
-                }
-                at = at.max(ge);
-            }
-            at < e
+            s < e && self.outside_guards(s, e)
         })
     }
 
@@ -1453,10 +1435,41 @@ impl LiveBackend {
 
     // ----- observation ----------------------------------------------------
 
+    /// A fence of [`LiveBackend::fence_shared_regions`]: PROT_NONE,
+    /// VM_DONTDUMP, and within the fences placed. The territory is one set
+    /// for every process, so a fence placed in one process can lie where
+    /// another (forked before it) later mapped; it is the harness's, never
+    /// the scenario's.
+    fn is_fence(&self, v: &SmapsVma) -> bool {
+        v.perms.starts_with("---")
+            && v.vm_flags.iter().any(|f| f == "dd")
+            && !self.outside_guards(v.start, v.end)
+    }
+
+    /// Whether some of `[start, end)` lies outside every guard and fence.
+    fn outside_guards(&self, start: u64, end: u64) -> bool {
+        let mut guards = self.guards.clone();
+        guards.sort_unstable();
+        let mut at = start;
+        for (gs, ge) in guards
+            .into_iter()
+            .filter(|&(gs, ge)| gs < end && start < ge)
+        {
+            if gs > at {
+                return true;
+            }
+            at = at.max(ge);
+        }
+        at < end
+    }
+
     /// The territory-clipped VMAs of a process: (vma, start, end).
     fn clipped(&self, smaps: &[SmapsVma]) -> Vec<(usize, u64, u64)> {
         let mut out = Vec::new();
         for (i, v) in smaps.iter().enumerate() {
+            if self.is_fence(v) {
+                continue;
+            }
             for &(s, e) in &self.territory {
                 let (a, b) = (v.start.max(s), v.end.min(e));
                 if a < b {
