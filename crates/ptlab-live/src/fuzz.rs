@@ -1435,15 +1435,7 @@ fn fill_bytes(out: &mut Generated, seed: u64) {
                 } if r.chance(FILL_PCT) => {
                     if let Some((off, n)) = place(&mut r, *len) {
                         let addr = *start + off;
-                        after = Some(GenLine::Call {
-                            proc: proc.clone(),
-                            bind: None,
-                            call: Call::FillBytes {
-                                addr,
-                                len: n,
-                                byte: byte(&mut r),
-                            },
-                        });
+                        after = Some(fill_line(proc, addr, n, byte(&mut r)));
                         last = Some((proc.clone(), addr, n));
                     }
                 }
@@ -1457,15 +1449,7 @@ fn fill_bytes(out: &mut Generated, seed: u64) {
                 Call::UffdMove { src, len, .. } if r.chance(MOVE_FILLED_PCT) => {
                     if let Some((off, n)) = place(&mut r, *len) {
                         let addr = *src + off;
-                        lines.push(GenLine::Call {
-                            proc: proc.clone(),
-                            bind: None,
-                            call: Call::FillBytes {
-                                addr,
-                                len: n,
-                                byte: byte(&mut r),
-                            },
-                        });
+                        lines.push(fill_line(proc, addr, n, byte(&mut r)));
                         last = Some((proc.clone(), addr, n));
                     }
                 }
@@ -1476,6 +1460,15 @@ fn fill_bytes(out: &mut Generated, seed: u64) {
         lines.extend(after);
     }
     out.lines = lines;
+}
+
+/// `write ADDR LEN fill BYTE` in process `proc`.
+fn fill_line(proc: &str, addr: u64, len: u64, byte: u8) -> GenLine {
+    GenLine::Call {
+        proc: proc.to_string(),
+        bind: None,
+        call: Call::FillBytes { addr, len, byte },
+    }
 }
 
 /// An interesting sub-range `(offset, len)` of a mapping of `len` bytes.

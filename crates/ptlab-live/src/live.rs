@@ -1329,10 +1329,9 @@ impl LiveBackend {
             // probe's part of the region, which the next probe then avoids.
             let top = (end - 1) & !(PMD - 1);
             let tries = if high {
-                [(top, end), (addr.max(top), end)]
+                vec![(top, end), (addr.max(top), end)]
             } else {
-                let f = (addr, end.min(lo + PMD));
-                [f, f]
+                vec![(addr, end.min(lo + PMD))]
             };
             let mut fenced = None;
             for fence in tries {
