@@ -111,6 +111,11 @@ pub struct Divergence {
     pub model: Vec<String>,
     /// Further explanation (per-page differences), printed below the table.
     pub detail: Vec<String>,
+    /// The statement it was seen in or after, counted from 1 in the order
+    /// the statements ran (loops unrolled; the interpreter's
+    /// `statements_executed` once that statement has run). A re-run that
+    /// stops after it ([`diff_source`]) has re-checked it.
+    pub step: u64,
 }
 
 impl Divergence {
@@ -231,6 +236,25 @@ pub struct DiffTiming {
     /// affected by other load on the machine than the wall times.
     pub reusing_cpu: std::time::Duration,
     pub reading_all_cpu: std::time::Duration,
+    /// Starting both sides: the model's configuration, the live backend
+    /// (its knob lock, counter files, the `main` worker's fork and first
+    /// answer, its own VMAs, the counter base).
+    pub setup: std::time::Duration,
+    /// Running the statements' operations on both sides (not THP knob
+    /// writes, `swap` and `use_zero_page`: [`Self::global_calls`]).
+    pub calls: std::time::Duration,
+    /// Of [`Self::calls`], on the model.
+    pub model_calls: std::time::Duration,
+    /// THP knob writes, swap areas made and replaced, `use_zero_page`.
+    pub global_calls: std::time::Duration,
+    /// Ending the run: telling the workers to exit and waiting for each
+    /// (`exit_mm()` frees its memory), then putting back the knobs and
+    /// removing the swap area (swapoff).
+    pub end_workers: std::time::Duration,
+    pub end_restore: std::time::Duration,
+    /// Re-runs of a scenario whose counters differed ([`diff_source`]):
+    /// their number and wall time.
+    pub reruns: (std::time::Duration, u32),
 }
 
 /// CPU time of the calling thread (user and system).
@@ -586,6 +610,8 @@ pub struct DiffBackend {
     since_full: u64,
     /// The last comparison re-used reads (so the end reads everything).
     last_reused: bool,
+    /// Statements started (the one running now is number `steps`).
+    steps: u64,
     /// Pages (addresses, any process) a `fill` wrote, a UFFDIO_COPY from
     /// memory filled, or a UFFDIO_MOVE moved such a page to: their bytes
     /// are compared whole at every comparison, as are the pages the model
@@ -744,6 +770,7 @@ impl DiffBackend {
             frames: FrameMatcher::default(),
             since_full: 0,
             last_reused: false,
+            steps: 0,
             filled: BTreeSet::new(),
         })
         .map(|mut d| {
@@ -797,6 +824,7 @@ impl DiffBackend {
             live,
             model,
             detail: Vec::new(),
+            step: self.steps,
         });
     }
 
@@ -834,7 +862,9 @@ impl DiffBackend {
     /// Run one call on both sides. The model goes first so a call it does
     /// not support never reaches the kernel.
     fn both(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        let t0 = std::time::Instant::now();
         let m = self.model.call(proc, call);
+        self.timing.model_calls += t0.elapsed();
         if let Err(BackendError::Unsupported(_)) = &m {
             self.unsupported = true;
             return m;
@@ -1546,8 +1576,9 @@ fn what(call: &Call) -> String {
     }
 }
 
-impl Backend for DiffBackend {
-    fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+impl DiffBackend {
+    /// One statement on both sides ([`Backend::call`] times it).
+    fn call_untimed(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
         if let Call::Madvise { addr, len, advice } = call {
             if Model::madvise_is_unmodelled(*addr, *len, *advice) {
                 self.unsupported = true;
@@ -1626,6 +1657,23 @@ impl Backend for DiffBackend {
             _ => self.both(proc, call),
         }
     }
+}
+
+impl Backend for DiffBackend {
+    fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        let t0 = std::time::Instant::now();
+        let r = self.call_untimed(proc, call);
+        let t = t0.elapsed();
+        if matches!(
+            call,
+            Call::SetThp { .. } | Call::SetSwap { .. } | Call::SetUseZeroPage { .. }
+        ) {
+            self.timing.global_calls += t;
+        } else {
+            self.timing.calls += t;
+        }
+        r
+    }
 
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
         if self.dirty {
@@ -1690,6 +1738,7 @@ impl Backend for DiffBackend {
     }
 
     fn before_statement(&mut self, line: u32, text: &str, loops: &[(u32, u64)]) {
+        self.steps += 1;
         self.line = line;
         self.stmt = text.to_string();
         self.loops = loops.to_vec();
@@ -1752,21 +1801,42 @@ pub fn diff_source(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffR
             d.model.clone(),
         )
     };
-    let mut others = Vec::new();
+    // A counter difference of the first run is kept only if both re-runs
+    // show it. So a re-run need not go on past the last statement where a
+    // difference still in question was seen (the step limit stops it
+    // there, after that statement's comparison), and the second re-run is
+    // not needed when the first showed none of them: nothing else of a
+    // re-run is used.
+    let mut open: Vec<_> = first
+        .divergences
+        .iter()
+        .filter(|d| d.kind == "stats")
+        .map(|d| (key(d), d.step))
+        .collect();
+    let t_reruns = std::time::Instant::now();
     for _ in 0..2 {
-        let r = diff_once(file, source, opts)?;
-        others.push(
-            r.divergences
-                .iter()
-                .filter(|d| d.kind == "stats")
-                .map(key)
-                .collect::<Vec<_>>(),
-        );
+        let Some(last) = open.iter().map(|(_, step)| *step).max() else {
+            break;
+        };
+        let rerun_opts = DiffOptions {
+            max_steps: Some(opts.max_steps.map_or(last, |m| m.min(last))),
+            ..opts.clone()
+        };
+        let r = diff_once(file, source, &rerun_opts)?;
+        first.timing.reruns.1 += 1;
+        let seen: Vec<_> = r
+            .divergences
+            .iter()
+            .filter(|d| d.kind == "stats")
+            .map(key)
+            .collect();
+        open.retain(|(k, _)| seen.contains(k));
     }
+    first.timing.reruns.0 = t_reruns.elapsed();
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
     for d in std::mem::take(&mut first.divergences) {
-        if d.kind != "stats" || others.iter().all(|o| o.contains(&key(&d))) {
+        if d.kind != "stats" || open.iter().any(|(k, _)| *k == key(&d)) {
             kept.push(d);
         } else {
             dropped.push(d);
@@ -1806,7 +1876,9 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
     // reads (docs/live.md, "How fast a diff is").
     opts.verify_incremental |= std::env::var_os("PTLAB_DIFF_VERIFY").is_some_and(|v| v == "1");
     let opts = &opts;
+    let t_setup = std::time::Instant::now();
     let mut backend = DiffBackend::new(opts.clone())?;
+    backend.timing.setup = t_setup.elapsed();
     let started = std::time::Instant::now();
     let caps = backend.live.caps();
     let run_opts = RunOptions {
@@ -1816,14 +1888,22 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
     };
     let run = ptlab_scenario::run(&script, &mut backend, &run_opts);
     backend.finish();
+    // Read before the workers end.
+    let reads = backend.live.read_counters();
+    let live_timing = backend.live.observe_timing();
+    let incremental = backend.live.incremental_stats();
+    for p in backend.live.shutdown() {
+        eprintln!("ptlab: could not restore THP knob {p}");
+    }
+    (backend.timing.end_workers, backend.timing.end_restore) = backend.live.end_timing();
     backend.timing.run = started.elapsed();
     if std::env::var_os("PTLAB_DIFF_TIMING").is_some() {
         eprintln!(
             "ptlab: {file}: {}",
             DiffTiming {
-                reads: backend.live.read_counters(),
-                live: backend.live.observe_timing(),
-                incremental: backend.live.incremental_stats(),
+                reads,
+                live: live_timing,
+                incremental,
                 ..backend.timing
             }
             .render(backend.comparisons)
@@ -1863,9 +1943,9 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
         comparisons: backend.comparisons,
         caps: Some(caps),
         timing: DiffTiming {
-            reads: backend.live.read_counters(),
-            live: backend.live.observe_timing(),
-            incremental: backend.live.incremental_stats(),
+            reads,
+            live: live_timing,
+            incremental,
             ..backend.timing
         },
     })

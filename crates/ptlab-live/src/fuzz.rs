@@ -1744,6 +1744,69 @@ pub struct FuzzSummary {
     pub exclusive: u64,
     /// Rule coverage of this run's cases on the model.
     pub coverage: Coverage,
+    /// Where the cases' time went: the sums over the cases that ran side
+    /// by side (`[0]`) and those that ran alone (`[1]`), with their number,
+    /// wall time and time waiting for the gate (seconds).
+    pub timings: [PhaseSums; 2],
+}
+
+/// The sum of the [`CaseTimings`] of some cases.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PhaseSums {
+    pub cases: u64,
+    pub secs: f64,
+    pub wait_secs: f64,
+    pub phases: CaseTimings,
+}
+
+impl FuzzSummary {
+    /// `ptlab fuzz --timings`: where the cases' time went, per phase, for
+    /// the cases that ran side by side and those that ran alone.
+    pub fn render_timings(&self) -> String {
+        let mut out = String::new();
+        let [sh, ex] = &self.timings;
+        let per = |t: f64, n: u64| if n == 0 { 0.0 } else { t / n as f64 };
+        let _ = writeln!(
+            out,
+            "where the time went (ms per case; wall time without waiting for the gate):"
+        );
+        let _ = writeln!(
+            out,
+            "  {:<36} {:>12} {:>12}",
+            "phase",
+            format!("shared ({})", sh.cases),
+            format!("alone ({})", ex.cases)
+        );
+        let (ps, pe) = (sh.phases.phases(), ex.phases.phases());
+        for ((name, a), (_, b)) in ps.iter().zip(pe.iter()) {
+            let _ = writeln!(
+                out,
+                "  {name:<36} {:>12.2} {:>12.2}",
+                per(*a, sh.cases),
+                per(*b, ex.cases)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  {:<36} {:>12.2} {:>12.2}",
+            "whole case (wall)",
+            per(sh.secs * 1e3, sh.cases),
+            per(ex.secs * 1e3, ex.cases)
+        );
+        let _ = writeln!(
+            out,
+            "  {:<36} {:>12.2} {:>12.2}",
+            "waiting for the gate",
+            per(sh.wait_secs * 1e3, sh.cases),
+            per(ex.wait_secs * 1e3, ex.cases)
+        );
+        let _ = writeln!(
+            out,
+            "  counter re-runs: {} of the shared cases' runs, {} of the alone cases'",
+            sh.phases.rerun_count, ex.phases.rerun_count
+        );
+        out
+    }
 }
 
 impl FuzzSummary {
@@ -1847,6 +1910,98 @@ pub struct FuzzRecord {
     /// Rules this case exercised that no earlier case of the campaign had.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub new_rules: Vec<String>,
+    /// Where the case's time went, by phase (live cases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<CaseTimings>,
+}
+
+/// Where one case's time went, in milliseconds (`timings` in the results
+/// file; `ptlab fuzz --timings` prints the campaign's sums). The phases of
+/// the first diff run (`start` … `end_restore`) add up to its wall time
+/// but for the interpreter's own work; `reruns` and `confirm` are whole
+/// runs again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CaseTimings {
+    /// Generating the case and running it on the model (the planner; with
+    /// knob epochs done for a whole epoch before its first case runs).
+    pub plan: f64,
+    /// Setting the epoch's THP policy, when this case was the one that set
+    /// it (holding the gate exclusively).
+    pub epoch_knobs: f64,
+    /// Starting both sides: the model's configuration, the live backend's
+    /// counter files and its `main` worker (fork, first answer, its own
+    /// VMAs from smaps, the counter base).
+    pub start: f64,
+    /// The statements' operations on both sides (system calls in the
+    /// workers, their round trips, forks), without knob writes and swap.
+    pub calls: f64,
+    /// Of `calls`, the model's side.
+    pub model_calls: f64,
+    /// THP knob writes, swap areas made and replaced (`swap` lines).
+    pub knobs_swap: f64,
+    /// The per-statement comparisons (observing both sides: /proc reads,
+    /// tags from the workers, the model's observation; comparing).
+    pub compare: f64,
+    /// Ending the workers (each `exit` waits for `exit_mm()`).
+    pub end_workers: f64,
+    /// Putting back the knobs and removing the swap area (swapoff).
+    pub end_restore: f64,
+    /// The two re-runs of a case whose THP counters differed (a counter
+    /// difference counts only if all three runs show it).
+    pub reruns: f64,
+    /// How many re-runs.
+    pub rerun_count: u32,
+    /// Confirming, shrinking and saving a divergence.
+    pub confirm: f64,
+}
+
+impl CaseTimings {
+    /// The phase names and values, in order (for the summary table).
+    pub fn phases(&self) -> [(&'static str, f64); 11] {
+        [
+            ("plan (generate, model run)", self.plan),
+            ("epoch policy (knob writes)", self.epoch_knobs),
+            ("start (model config, worker fork)", self.start),
+            ("statements: live side", self.calls - self.model_calls),
+            ("statements: model side", self.model_calls),
+            ("knob writes, swap areas", self.knobs_swap),
+            ("comparisons (observe, compare)", self.compare),
+            ("end workers", self.end_workers),
+            ("restore knobs, swapoff", self.end_restore),
+            ("counter re-runs", self.reruns),
+            ("confirm, shrink, save", self.confirm),
+        ]
+    }
+
+    /// Add the phases of the first run of a diff.
+    fn add_run(&mut self, t: &crate::diff::DiffTiming) {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        self.start += ms(t.setup);
+        self.calls += ms(t.calls);
+        self.model_calls += ms(t.model_calls);
+        self.knobs_swap += ms(t.global_calls);
+        self.compare += ms(t.compare);
+        self.end_workers += ms(t.end_workers);
+        self.end_restore += ms(t.end_restore);
+        self.reruns += ms(t.reruns.0);
+        self.rerun_count += t.reruns.1;
+    }
+
+    /// Sum of two.
+    pub fn add(&mut self, o: &CaseTimings) {
+        self.plan += o.plan;
+        self.epoch_knobs += o.epoch_knobs;
+        self.start += o.start;
+        self.calls += o.calls;
+        self.model_calls += o.model_calls;
+        self.knobs_swap += o.knobs_swap;
+        self.compare += o.compare;
+        self.end_workers += o.end_workers;
+        self.end_restore += o.end_restore;
+        self.reruns += o.reruns;
+        self.rerun_count += o.rerun_count;
+        self.confirm += o.confirm;
+    }
 }
 
 fn default_arch() -> String {
@@ -2090,6 +2245,8 @@ struct Planned {
     /// The model run: `Err` for a violated invariant or a panic (a model
     /// bug), `Ok(Some(reason))` when it stopped early.
     model: Result<Option<String>, String>,
+    /// Generating it and running it on the model.
+    plan: Duration,
 }
 
 /// Generates the campaign's cases in index order (all of them, whatever
@@ -2164,6 +2321,7 @@ impl Planner {
     }
 
     fn plan_one(&mut self, n: u64) -> Planned {
+        let t0 = Instant::now();
         let w = if self.guide {
             self.base.guided(&self.global)
         } else {
@@ -2179,6 +2337,7 @@ impl Planner {
             coverage,
             new_rules,
             model,
+            plan: t0.elapsed(),
         }
     }
 
@@ -2222,6 +2381,7 @@ impl Planner {
 
     /// A case already planned and taken (never asked twice; kept total).
     fn plan_one_detached(&self, n: u64) -> Planned {
+        let t0 = Instant::now();
         let gen = self.generate(n, &self.base);
         let (coverage, model) = self.run(&gen);
         Planned {
@@ -2230,6 +2390,7 @@ impl Planner {
             coverage,
             new_rules: Vec::new(),
             model,
+            plan: t0.elapsed(),
         }
     }
 }
@@ -2387,7 +2548,11 @@ impl Campaign<'_> {
     /// Hold the gate shared with epoch `epoch`'s policy set: set it first
     /// (holding the gate exclusively, so no case runs meanwhile) unless it
     /// is set already.
-    fn enter_epoch(&self, epoch: u64) -> anyhow::Result<std::sync::RwLockReadGuard<'_, ()>> {
+    fn enter_epoch(
+        &self,
+        epoch: u64,
+        tm: &mut CaseTimings,
+    ) -> anyhow::Result<std::sync::RwLockReadGuard<'_, ()>> {
         let ep = self.epochs.as_ref().expect("epochs");
         loop {
             let g = self.gate.read().unwrap_or_else(|e| e.into_inner());
@@ -2396,13 +2561,20 @@ impl Campaign<'_> {
             }
             drop(g);
             let _w = self.gate.write().unwrap_or_else(|e| e.into_inner());
-            self.apply_epoch(epoch)?;
+            self.apply_epoch(epoch, tm)?;
         }
     }
 
     /// Set epoch `epoch`'s policy unless it is set (the caller holds the
     /// gate exclusively).
-    fn apply_epoch(&self, epoch: u64) -> anyhow::Result<()> {
+    fn apply_epoch(&self, epoch: u64, tm: &mut CaseTimings) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        let r = self.apply_epoch_untimed(epoch);
+        tm.epoch_knobs += t0.elapsed().as_secs_f64() * 1e3;
+        r
+    }
+
+    fn apply_epoch_untimed(&self, epoch: u64) -> anyhow::Result<()> {
         let ep = self.epochs.as_ref().expect("epochs");
         {
             let mut k = ep.knobs.lock().unwrap_or_else(|e| e.into_inner());
@@ -2533,6 +2705,11 @@ impl Campaign<'_> {
                 .iter()
                 .map(|r| r.name().to_string())
                 .collect(),
+            timings: None,
+        };
+        let mut tm = CaseTimings {
+            plan: planned.plan.as_secs_f64() * 1e3,
+            ..CaseTimings::default()
         };
         let mut res = CaseResult {
             record: record.clone(),
@@ -2552,7 +2729,7 @@ impl Campaign<'_> {
                 let w = Instant::now();
                 let (_g, dopts) = match epoch {
                     Some(e) if !exclusive => (
-                        Gate::Shared(self.enter_epoch(e)?),
+                        Gate::Shared(self.enter_epoch(e, &mut tm)?),
                         // Beside other jobs' cases: count its own steps.
                         if self.jobs > 1 {
                             &self.dopts_shared
@@ -2564,7 +2741,7 @@ impl Campaign<'_> {
                         // Alone, but with its epoch's policy set: its own
                         // `thp` lines for it then write nothing.
                         let g = self.gate.write().unwrap_or_else(|e| e.into_inner());
-                        self.apply_epoch(e)?;
+                        self.apply_epoch(e, &mut tm)?;
                         (Gate::Exclusive(g), &self.dopts)
                     }
                     None if exclusive => (
@@ -2577,8 +2754,11 @@ impl Campaign<'_> {
                     ),
                 };
                 waited += w.elapsed();
+                // Setting the epoch's policy is not waiting.
+                waited = waited.saturating_sub(Duration::from_secs_f64(tm.epoch_knobs / 1e3));
                 diff_source(&name, &src, dopts)?
             };
+            tm.add_run(&rep.timing);
             let outcome = rep.outcome();
             res.outcome = Some(outcome);
             match outcome {
@@ -2601,7 +2781,9 @@ impl Campaign<'_> {
                     // reproducer will run.
                     self.leave_epoch();
                     waited += w.elapsed();
+                    let tc = Instant::now();
                     let f = self.confirm_and_shrink(case, cs, &name, &src, &rep)?;
+                    tm.confirm += tc.elapsed().as_secs_f64() * 1e3;
                     record.verdict = if f.flaky {
                         Verdict::Flaky
                     } else {
@@ -2622,6 +2804,7 @@ impl Campaign<'_> {
         }
         record.wait_secs = waited.as_secs_f64();
         record.secs = (t0.elapsed().saturating_sub(waited)).as_secs_f64();
+        record.timings = Some(tm);
         res.record = record;
         res
     }
@@ -2889,6 +3072,13 @@ pub fn fuzz(
             }
             let case = r.record.case;
             sum.exclusive += u64::from(r.record.exclusive);
+            if let Some(t) = &r.record.timings {
+                let ps = &mut sum.timings[usize::from(r.record.exclusive)];
+                ps.cases += 1;
+                ps.secs += r.record.secs;
+                ps.wait_secs += r.record.wait_secs;
+                ps.phases.add(t);
+            }
             sum.coverage.add(&r.coverage);
             if let Some(e) = &r.error {
                 on_event(&FuzzEvent::Error { case, message: e });
@@ -4015,6 +4205,12 @@ mod campaign_tests {
             } else {
                 Vec::new()
             },
+            timings: (case == 1).then(|| CaseTimings {
+                plan: 1.5,
+                compare: 12.25,
+                rerun_count: 2,
+                ..CaseTimings::default()
+            }),
         }
     }
 

@@ -247,6 +247,9 @@ pub struct LiveBackend {
     timing: ObserveTiming,
     /// What [`LiveBackend::observe_all`] may re-use (crate::incremental).
     incr: Incremental,
+    /// What [`LiveBackend::shutdown`] took: ending the workers, restoring
+    /// the knobs and swap.
+    end_timing: (Duration, Duration),
     _lock: ThpLock,
 }
 
@@ -577,6 +580,7 @@ impl LiveBackend {
             admitted_by_caller: false,
             timing: ObserveTiming::default(),
             incr: Incremental::default(),
+            end_timing: Default::default(),
             _lock: lock,
         };
         // Wait until the worker is serving, then record its own VMAs.
@@ -2117,17 +2121,30 @@ impl LiveBackend {
     /// End every worker (children first) and restore the knobs. Also done
     /// on drop.
     pub fn shutdown(&mut self) -> Vec<String> {
-        // An exiting process frees its folios (nr_anon): nobody's step.
-        let _gate = (self.attribution.is_some() && !self.procs.is_empty()).then(|| {
-            let mut gen = COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-            *gen += 1;
-            gen
-        });
-        while !self.procs.is_empty() {
-            let last = self.procs.len() - 1;
-            let _ = self.exit_proc(last);
+        let t0 = std::time::Instant::now();
+        {
+            // An exiting process frees its folios (nr_anon): nobody's step.
+            let _gate = (self.attribution.is_some() && !self.procs.is_empty()).then(|| {
+                let mut gen = COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+                *gen += 1;
+                gen
+            });
+            while !self.procs.is_empty() {
+                let last = self.procs.len() - 1;
+                let _ = self.exit_proc(last);
+            }
         }
-        self.knobs.restore()
+        let t1 = std::time::Instant::now();
+        let failed = self.knobs.restore();
+        self.end_timing.0 += t1 - t0;
+        self.end_timing.1 += t1.elapsed();
+        failed
+    }
+
+    /// The time [`Self::shutdown`] took: ending the workers, then putting
+    /// back the knobs and removing the swap area.
+    pub fn end_timing(&self) -> (Duration, Duration) {
+        self.end_timing
     }
 }
 

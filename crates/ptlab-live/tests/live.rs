@@ -319,6 +319,56 @@ fn diff_finds_and_locates_a_divergence() {
     let _ = ModelConfig::default();
 }
 
+/// A counter difference that a wrong model makes is kept: the two re-runs
+/// that confirm it stop after the statement it was seen at (the step
+/// limit), and both show it. The statements after it still run in the
+/// first run and agree or diverge as before.
+#[test]
+fn a_counter_divergence_survives_the_step_limited_reruns() {
+    require!(true);
+    let mut cfg = ptlab_live::diff::machine_model_config(ptlab_model::ArchKind::X86_64);
+    cfg.thp.per_order[4] = ThpMode::Always;
+    {
+        let _lock = knobs::ThpLock::acquire().expect("knob lock");
+        assert_eq!(knobs::current_mode(ThpKnob::Size(4)), Ok(ThpMode::Never));
+    }
+    let opts = DiffOptions {
+        model_config: Some(cfg),
+        max_divergences: 100,
+        ..DiffOptions::default()
+    };
+    let mut src =
+        String::from("p = mmap 128K at 0x100000000000 noreplace\nread p\nwrite p + 64K\n");
+    for i in 0..8 {
+        src.push_str(&format!("q{i} = mmap 4K\nwrite q{i}\n"));
+    }
+    let rep = diff_source("t.ptl", &src, &opts).expect("diff runs");
+    let text = rep.render_text();
+    let stats: Vec<_> = rep
+        .divergences
+        .iter()
+        .filter(|d| d.kind == "stats")
+        .collect();
+    assert!(!stats.is_empty(), "{text}");
+    assert_eq!(stats[0].line, 3, "{text}");
+    assert_eq!(stats[0].step, 3, "{text}");
+    assert!(
+        stats[0].live.iter().any(|l| l.contains("anon_fault_alloc"))
+            || stats[0]
+                .model
+                .iter()
+                .any(|l| l.contains("64kB/anon_fault_alloc")),
+        "{text}"
+    );
+    assert_eq!(rep.timing.reruns.1, 2, "both re-runs ran: {text}");
+    assert!(
+        text.contains("reproduced in two re-runs"),
+        "the kept difference is named as reproduced: {text}"
+    );
+    // The first run went to the end (19 statements).
+    assert_eq!(rep.run.statements_executed, 19, "{text}");
+}
+
 #[test]
 fn diff_reports_frame_sharing_structurally() {
     require!(true);

@@ -384,7 +384,7 @@ struct FuzzArgs {
         long,
         value_name = "FILE",
         num_args = 1..,
-        conflicts_with_all = ["seed", "steps", "time", "ops", "arch", "jobs", "shard", "epoch", "out", "quiet"]
+        conflicts_with_all = ["seed", "steps", "time", "ops", "arch", "jobs", "shard", "epoch", "out", "quiet", "timings"]
     )]
     merge: Vec<PathBuf>,
 
@@ -432,6 +432,15 @@ struct FuzzArgs {
     /// with guidance the cases before it are planned on the model first
     #[arg(long, value_name = "N")]
     show_case: Option<u64>,
+
+    /// Print where the cases' time went at the end: milliseconds per case
+    /// for each phase (planning on the model, starting the worker, the
+    /// statements, the comparisons, knob writes and swap areas, ending,
+    /// counter re-runs, confirmation), for the cases that ran side by side
+    /// and those that ran alone. Every case's phases are also in the
+    /// results file (`timings`)
+    #[arg(long)]
+    timings: bool,
 
     #[command(flatten)]
     limits: limits::LimitArgs,
@@ -1255,6 +1264,13 @@ fn fuzz(args: &FuzzArgs) -> Result<u8> {
                 ""
             },
         );
+    }
+    if args.timings {
+        if args.format == FuzzFormat::Json {
+            errln!("{}", summary.render_timings().trim_end());
+        } else {
+            outln!("{}", summary.render_timings().trim_end());
+        }
     }
     Ok(if !summary.errors.is_empty() {
         2
