@@ -3005,12 +3005,13 @@ pub fn fuzz(
         Vec::new()
     };
     let set = OpSet::probe_arch(opts.arch);
-    let mut results = match &opts.results {
-        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
-            |e| anyhow::anyhow!("cannot create the results file {}: {e}", p.display()),
-        )?)),
-        None => None,
-    };
+    let mut results =
+        match &opts.results {
+            Some(p) => Some(std::fs::File::create(p).map_err(|e| {
+                anyhow::anyhow!("cannot create the results file {}: {e}", p.display())
+            })?),
+            None => None,
+        };
     // One lock for the campaign: other live runs wait for all of it, and
     // the workers' cases do not take it one by one. A model-only run
     // touches no knob.
@@ -3062,7 +3063,11 @@ pub fn fuzz(
         Msg::Done(r) => {
             if let Some(w) = results.as_mut() {
                 use std::io::Write as _;
-                if let Err(e) = writeln!(w, "{}", r.record.to_line()).and_then(|()| w.flush()) {
+                // One write per record: a campaign killed meanwhile leaves
+                // whole lines and at most one incomplete last line.
+                let mut line = r.record.to_line();
+                line.push('\n');
+                if let Err(e) = w.write_all(line.as_bytes()) {
                     write_err.get_or_insert(anyhow::anyhow!(
                         "cannot write the results file {}: {e}",
                         opts.results.as_deref().unwrap_or(Path::new("")).display()
@@ -3177,6 +3182,8 @@ pub struct MergeSummary {
     pub case_secs: f64,
     /// Divergent, flaky and error records, by seed and case.
     pub notable: Vec<FuzzRecord>,
+    /// Files whose incomplete last line was left out (a killed campaign).
+    pub truncated: Vec<String>,
 }
 
 impl MergeSummary {
@@ -3230,7 +3237,7 @@ impl MergeSummary {
             self.case_secs,
             self.rate()
         );
-        for c in &self.conflicts {
+        for c in self.conflicts.iter().chain(&self.truncated) {
             let _ = writeln!(s, "note: {c}");
         }
         for r in &self.notable {
@@ -3259,6 +3266,7 @@ impl MergeSummary {
             "cases": self.cases,
             "duplicates": self.duplicates,
             "conflicts": self.conflicts,
+            "truncated": self.truncated,
             "verdicts": Verdict::ALL.iter().map(|v| (v.name().to_string(), self.count(*v))).collect::<BTreeMap<_, _>>(),
             "seeds": self.seeds,
             "shards": self.shards,
@@ -3274,10 +3282,38 @@ impl MergeSummary {
 /// lines are skipped; anything else that is not a record is an error
 /// naming the file and line.
 pub fn parse_results(name: &str, text: &str) -> anyhow::Result<Vec<FuzzRecord>> {
+    parse_results_file(name, text).map(|(v, _)| v)
+}
+
+/// [`parse_results`], and a note when the file's last line was left out:
+/// a last line without its newline that is not a whole record is what a
+/// campaign killed while writing it leaves (each record is written and
+/// flushed as its case ends, so every line before it is whole). Any other
+/// line that is not a record is an error.
+pub fn parse_results_file(
+    name: &str,
+    text: &str,
+) -> anyhow::Result<(Vec<FuzzRecord>, Option<String>)> {
     let mut v = Vec::new();
+    let unterminated = !text.is_empty() && !text.ends_with('\n');
+    let n = text.lines().count();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
+        }
+        if unterminated && i + 1 == n {
+            if let Ok(r) = serde_json::from_str::<FuzzRecord>(line) {
+                v.push(r);
+                return Ok((v, None));
+            }
+            return Ok((
+                v,
+                Some(format!(
+                    "{name}:{}: the last line is incomplete ({} bytes, no newline: the campaign                      was killed while writing it); left out",
+                    i + 1,
+                    line.len()
+                )),
+            ));
         }
         let r: FuzzRecord = serde_json::from_str(line).map_err(|e| {
             let shown: String = line.chars().take(80).collect();
@@ -3289,7 +3325,7 @@ pub fn parse_results(name: &str, text: &str) -> anyhow::Result<Vec<FuzzRecord>> 
         })?;
         v.push(r);
     }
-    Ok(v)
+    Ok((v, None))
 }
 
 /// Merge records (from files in order): one per (seed, case), the first
@@ -3346,12 +3382,17 @@ pub fn merge_records(
 /// Read and merge results files.
 pub fn merge_files(paths: &[PathBuf]) -> anyhow::Result<MergeSummary> {
     let mut all = Vec::new();
+    let mut truncated = Vec::new();
     for p in paths {
         let text = std::fs::read_to_string(p)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
-        all.extend(parse_results(&p.display().to_string(), &text)?);
+        let (v, note) = parse_results_file(&p.display().to_string(), &text)?;
+        all.extend(v);
+        truncated.extend(note);
     }
-    Ok(merge_records(paths.to_vec(), all))
+    let mut m = merge_records(paths.to_vec(), all);
+    m.truncated = truncated;
+    Ok(m)
 }
 
 /// A seed from the clock (for runs without `--seed`).
@@ -4296,6 +4337,41 @@ mod campaign_tests {
         assert!(
             e.contains("cannot read") && e.contains("missing.jsonl"),
             "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A campaign killed while writing a record leaves a last line without
+    /// its newline: it is left out with a note, every whole line before it
+    /// is read. A whole record missing only its newline is kept; a broken
+    /// line that is not the last, or ends in a newline, is still an error.
+    #[test]
+    fn an_incomplete_last_line_is_left_out_with_a_note() {
+        let a = rec(0, Verdict::Agree, 1.0, 1.0).to_line();
+        let b = rec(1, Verdict::Agree, 2.0, 1.0).to_line();
+        let cut = &b[..b.len() / 2];
+        let (v, note) = parse_results_file("r.jsonl", &format!("{a}\n{cut}")).unwrap();
+        assert_eq!(v.len(), 1);
+        let note = note.expect("a note");
+        assert!(
+            note.starts_with("r.jsonl:2: the last line is incomplete"),
+            "{note}"
+        );
+        let (v, note) = parse_results_file("r.jsonl", &format!("{a}\n{b}")).unwrap();
+        assert_eq!((v.len(), note), (2, None));
+        assert!(parse_results_file("r.jsonl", &format!("{a}\n{cut}\n")).is_err());
+        assert!(parse_results_file("r.jsonl", &format!("{cut}\n{a}")).is_err());
+        let dir = std::env::temp_dir().join(format!("ptlab-merge-cut-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("r.jsonl");
+        std::fs::write(&f, format!("{a}\n{cut}")).unwrap();
+        let m = merge_files(std::slice::from_ref(&f)).unwrap();
+        assert_eq!(m.cases, 1);
+        assert_eq!(m.truncated.len(), 1);
+        assert!(m.render_text().contains("note: "), "{}", m.render_text());
+        assert_eq!(
+            m.to_json()["truncated"].as_array().map(|a| a.len()),
+            Some(1)
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
