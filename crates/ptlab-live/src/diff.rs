@@ -255,6 +255,9 @@ pub struct DiffTiming {
     /// Re-runs of a scenario whose counters differed ([`diff_source`]):
     /// their number and wall time.
     pub reruns: (std::time::Duration, u32),
+    /// The run's swap area was one an earlier run kept
+    /// ([`crate::knobs::set_swap_retention`]).
+    pub swap_reused: bool,
 }
 
 /// CPU time of the calling thread (user and system).
@@ -1892,6 +1895,7 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
     let reads = backend.live.read_counters();
     let live_timing = backend.live.observe_timing();
     let incremental = backend.live.incremental_stats();
+    backend.timing.swap_reused = backend.live.swap_reused();
     for p in backend.live.shutdown() {
         eprintln!("ptlab: could not restore THP knob {p}");
     }

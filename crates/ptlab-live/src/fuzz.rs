@@ -1802,8 +1802,9 @@ impl FuzzSummary {
         );
         let _ = writeln!(
             out,
-            "  counter re-runs: {} of the shared cases' runs, {} of the alone cases'",
-            sh.phases.rerun_count, ex.phases.rerun_count
+            "  counter re-runs: {} of the shared cases' runs, {} of the alone cases'; swap areas \
+             kept from the case before: {}",
+            sh.phases.rerun_count, ex.phases.rerun_count, ex.phases.swap_reused
         );
         out
     }
@@ -1953,6 +1954,10 @@ pub struct CaseTimings {
     pub rerun_count: u32,
     /// Confirming, shrinking and saving a divergence.
     pub confirm: f64,
+    /// The first run's swap area was kept from the case before (no
+    /// swapon; [`crate::knobs::set_swap_retention`]).
+    #[serde(default)]
+    pub swap_reused: u32,
 }
 
 impl CaseTimings {
@@ -1985,6 +1990,7 @@ impl CaseTimings {
         self.end_restore += ms(t.end_restore);
         self.reruns += ms(t.reruns.0);
         self.rerun_count += t.reruns.1;
+        self.swap_reused += u32::from(t.swap_reused);
     }
 
     /// Sum of two.
@@ -2001,6 +2007,7 @@ impl CaseTimings {
         self.reruns += o.reruns;
         self.rerun_count += o.rerun_count;
         self.confirm += o.confirm;
+        self.swap_reused += o.swap_reused;
     }
 }
 
@@ -2105,6 +2112,21 @@ pub fn needs_exclusive_in_epoch(g: &Generated) -> bool {
     })
 }
 
+/// The swap area a case makes before any other operation: its first
+/// statement after the THP policy lines is `swap SIZE [blockdev]` (as the
+/// generator places it). A swap area kept from the case before
+/// ([`crate::knobs::set_swap_retention`]) is left active for such a case
+/// only.
+pub fn leading_swap(g: &Generated) -> Option<(u64, ptlab_model::swap::SwapKind)> {
+    g.lines[policy_end(g)..].iter().find_map(|l| match l {
+        GenLine::Comment(_) => None,
+        GenLine::Call { call, .. } => Some(match call {
+            Call::SetSwap { bytes, kind } if *bytes > 0 => Some((*bytes, *kind)),
+            _ => None,
+        }),
+    })?
+}
+
 /// The CPUs this process may run on (its affinity mask), in order.
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: sched_getaffinity fills the zeroed set we pass.
@@ -2203,6 +2225,10 @@ struct Campaign<'a> {
     /// The diff options of a case that runs beside others: its counter
     /// steps count its own statements only (`attribute_counters`).
     dopts_shared: DiffOptions,
+    /// Consecutive cases that make the same swap area share one
+    /// ([`crate::knobs::set_swap_retention`]; with knob epochs and a
+    /// covering session).
+    retain_swap: bool,
 }
 
 /// The knob epochs of a campaign (`--epoch K`).
@@ -2526,6 +2552,12 @@ impl Campaign<'_> {
                     self.next.fetch_add(1, Ordering::SeqCst);
                 }
             }
+            // The cases that run alone, grouped by the swap area they
+            // make (in index order within a group), so that consecutive
+            // ones can share one area (crate::knobs::set_swap_retention).
+            q.alone
+                .make_contiguous()
+                .sort_by_key(|(c, p)| (leading_swap(&p.gen).map(|(b, k)| (b, k as u8)), *c));
         }
         let (case, p) = q.shared.pop_front().or_else(|| q.alone.pop_front())?;
         Some(Taken {
@@ -2556,11 +2588,16 @@ impl Campaign<'_> {
         let ep = self.epochs.as_ref().expect("epochs");
         loop {
             let g = self.gate.read().unwrap_or_else(|e| e.into_inner());
-            if ep.knobs.lock().unwrap_or_else(|e| e.into_inner()).applied == Some(epoch) {
+            // Cases side by side never run with a kept swap area active
+            // (they have no `swap` line): setting the policy drops it.
+            if ep.knobs.lock().unwrap_or_else(|e| e.into_inner()).applied == Some(epoch)
+                && crate::knobs::retained_swap().is_none()
+            {
                 return Ok(g);
             }
             drop(g);
             let _w = self.gate.write().unwrap_or_else(|e| e.into_inner());
+            crate::knobs::drop_retained_swap();
             self.apply_epoch(epoch, tm)?;
         }
     }
@@ -2581,6 +2618,10 @@ impl Campaign<'_> {
             if k.applied == Some(epoch) {
                 return Ok(());
             }
+            // The caller holds the gate exclusively: no case runs now. A
+            // new epoch starts with its cases side by side, which make no
+            // swap area.
+            crate::knobs::drop_retained_swap();
             k.applied = None;
             let mut cover = self.cover.lock().unwrap_or_else(|e| e.into_inner());
             let session = cover.get_or_insert_with(crate::knobs::KnobSession::new);
@@ -2742,12 +2783,16 @@ impl Campaign<'_> {
                         // `thp` lines for it then write nothing.
                         let g = self.gate.write().unwrap_or_else(|e| e.into_inner());
                         self.apply_epoch(e, &mut tm)?;
+                        // A swap area kept from the case before stays only
+                        // for a case that makes the same one first thing.
+                        crate::knobs::drop_retained_swap_unless(leading_swap(gen));
                         (Gate::Exclusive(g), &self.dopts)
                     }
-                    None if exclusive => (
-                        Gate::Exclusive(self.gate.write().unwrap_or_else(|e| e.into_inner())),
-                        &self.dopts,
-                    ),
+                    None if exclusive => {
+                        let g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+                        crate::knobs::drop_retained_swap_unless(leading_swap(gen));
+                        (Gate::Exclusive(g), &self.dopts)
+                    }
                     _ => (
                         Gate::Shared(self.gate.read().unwrap_or_else(|e| e.into_inner())),
                         &self.dopts,
@@ -2782,7 +2827,12 @@ impl Campaign<'_> {
                     self.leave_epoch();
                     waited += w.elapsed();
                     let tc = Instant::now();
-                    let f = self.confirm_and_shrink(case, cs, &name, &src, &rep)?;
+                    // The shrinker drops lines (the `swap` line too): no
+                    // area is kept while it runs.
+                    crate::knobs::set_swap_retention(false);
+                    let f = self.confirm_and_shrink(case, cs, &name, &src, &rep);
+                    crate::knobs::set_swap_retention(self.retain_swap);
+                    let f = f?;
                     tm.confirm += tc.elapsed().as_secs_f64() * 1e3;
                     record.verdict = if f.flaky {
                         Verdict::Flaky
@@ -3050,7 +3100,16 @@ pub fn fuzz(
             ..opts_for_fuzz(&opts.limits, opts.arch)
         },
         jobs,
+        retain_swap: false,
     };
+    let mut camp = camp;
+    camp.retain_swap = camp.epochs.is_some()
+        && camp
+            .cover
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+    crate::knobs::set_swap_retention(camp.retain_swap);
     let mut sum = FuzzSummary {
         seed: opts.seed,
         ops: set,
@@ -3155,6 +3214,8 @@ pub fn fuzz(
     if let Some(e) = write_err {
         return Err(e);
     }
+    // A kept swap area goes now (the cover's end would remove it too).
+    crate::knobs::set_swap_retention(false);
     sum.findings.sort_by_key(|f| f.case);
     sum.elapsed = start.elapsed();
     Ok(sum)

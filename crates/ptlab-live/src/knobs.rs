@@ -310,6 +310,7 @@ pub fn acquire_or_wait(what: &str) -> std::io::Result<ThpLock> {
                 "ptlab: {what}: got the THP knob lock after {:.1} s",
                 start.elapsed().as_secs_f64()
             ));
+            restore_left_by_holder(what);
             return Ok(l);
         }
         let holder = lock_holder();
@@ -329,6 +330,31 @@ pub fn acquire_or_wait(what: &str) -> std::io::Result<ThpLock> {
             told = Some(pid);
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// After waiting for the lock: a journal left now was left by the holder
+/// we waited for, which died without restoring (SIGKILL). Restore it
+/// before this process's session writes a journal of its own over it. The
+/// start of every ptlab command restores a stale journal too, but one
+/// that was waiting for the lock then found the journal in use; until
+/// this rule, its first knob write replaced the dead holder's journal, and
+/// what that named (a fuzz campaign's knobs and swap area) stayed changed.
+fn restore_left_by_holder(what: &str) {
+    if SESSION_ACTIVE.load(Ordering::SeqCst) {
+        return;
+    }
+    let (path, tmp) = (journal_path(), journal_tmp_path());
+    if !path.exists() && !tmp.exists() {
+        return;
+    }
+    remove_stale_tmp(&tmp);
+    match restore_journal_file(&path) {
+        Ok(Some(rep)) => say(format_args!("ptlab: {what}: {rep}")),
+        Ok(None) => {}
+        Err(e) => say(format_args!(
+            "ptlab: {what}: warning: cannot restore the journal the lock's last holder left: {e:#}"
+        )),
     }
 }
 
@@ -794,6 +820,70 @@ fn install_handlers() {
 /// ([`KnobSession::covering_all`]).
 static COVER: std::sync::Mutex<Option<Journal>> = std::sync::Mutex::new(None);
 
+/// A swap area kept active between live runs under a covering session
+/// ([`set_swap_retention`]): its size and kind. It is this process's swap
+/// file ([`crate::swapfile::swap_path`]), listed in the cover's journal and
+/// armed in the signal handlers' table, and empty (`/proc/swaps` Used 0)
+/// when it was kept.
+static RETAINED: std::sync::Mutex<Option<(u64, crate::swapfile::SwapKind)>> =
+    std::sync::Mutex::new(None);
+
+/// Whether a covered session that ends with an empty swap area keeps it
+/// for the next run ([`set_swap_retention`]).
+static RETAIN: AtomicBool = AtomicBool::new(false);
+
+/// Let the live runs of this process under a covering session keep an
+/// empty swap area when they end, for the next run whose `swap` line asks
+/// for the same size and kind (`ptlab fuzz`: a swap area made once for
+/// consecutive swap cases instead of a swapon and a swapoff each). Off:
+/// the kept area, if any, is swapped off and deleted now.
+///
+/// Whoever turns it on must make sure that a kept area is active only
+/// while a run that would make the same area anyway runs, before its
+/// `swap` line and after it ([`drop_retained_swap`] otherwise): an active
+/// swap area changes what MADV_PAGEOUT and reclaim do.
+pub fn set_swap_retention(on: bool) {
+    RETAIN.store(on, Ordering::SeqCst);
+    if !on {
+        drop_retained_swap();
+    }
+}
+
+/// The kept swap area's size and kind, if there is one.
+pub fn retained_swap() -> Option<(u64, crate::swapfile::SwapKind)> {
+    *RETAINED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Swap off and delete the kept swap area, if there is one, unless it is
+/// `keep` (the size and kind the next run's `swap` line asks for).
+pub fn drop_retained_swap_unless(keep: Option<(u64, crate::swapfile::SwapKind)>) {
+    let mut r = RETAINED.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(area) = *r else {
+        return;
+    };
+    if keep == Some(area) {
+        return;
+    }
+    let path = crate::swapfile::swap_path(std::process::id());
+    let key = path.display().to_string();
+    let _critical = Critical::enter();
+    SWAP_CPATH.used.store(false, Ordering::SeqCst);
+    if let Err(e) = crate::swapfile::remove(&path) {
+        eprintln!("ptlab: could not remove the kept swap area: {e}");
+    }
+    *r = None;
+    let mut c = COVER.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = c.as_mut() {
+        c.swapfiles.retain(|p| p != &key);
+        let _ = write_journal(c);
+    }
+}
+
+/// [`drop_retained_swap_unless`] with nothing to keep.
+pub fn drop_retained_swap() {
+    drop_retained_swap_unless(None);
+}
+
 fn cover() -> Option<Journal> {
     COVER.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
@@ -808,6 +898,10 @@ pub struct KnobSession {
     /// original value, so this one only remembers (in memory) what it
     /// replaced, and restores that.
     covered: bool,
+    /// The size and kind of this session's swap area, while it has one.
+    swap_area: Option<(u64, crate::swapfile::SwapKind)>,
+    /// Its swap area was kept from an earlier run.
+    swap_reused: bool,
 }
 
 impl Default for KnobSession {
@@ -828,7 +922,15 @@ impl KnobSession {
             },
             written: false,
             covered: cover().is_some(),
+            swap_area: None,
+            swap_reused: false,
         }
+    }
+
+    /// Whether this session's swap area was one kept from an earlier run
+    /// ([`set_swap_retention`]).
+    pub fn swap_reused(&self) -> bool {
+        self.swap_reused
     }
 
     /// A session that journals every THP `enabled` knob's value now, in
@@ -987,8 +1089,29 @@ impl KnobSession {
             crate::swapfile::remove(&path)
                 .map_err(|e| KnobError::Io(path.clone(), std::io::Error::other(e)))?;
             self.journal.swapfiles.retain(|p| p != &key);
+            self.swap_area = None;
             let _ = write_journal(&self.journal);
         }
+        // A kept area (an earlier run's, empty) of the size and kind asked
+        // for becomes this session's; any other kept area goes first.
+        if self.covered && bytes > 0 {
+            let mut r = RETAINED.lock().unwrap_or_else(|e| e.into_inner());
+            if *r == Some((bytes, kind)) && crate::swapfile::used_pages(&path) == Some(0) {
+                let _critical = Critical::enter();
+                *r = None;
+                // The session's journal lists it from here on (the file on
+                // disk keeps listing it beside the cover's knobs).
+                if let Some(c) = COVER.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                    c.swapfiles.retain(|p| p != &key);
+                }
+                self.journal.swapfiles.push(key.clone());
+                self.swap_area = Some((bytes, kind));
+                self.swap_reused = true;
+                self.written = true;
+                return Ok(());
+            }
+        }
+        drop_retained_swap();
         if bytes == 0 {
             return Ok(());
         }
@@ -1014,6 +1137,8 @@ impl KnobSession {
             let _critical = Critical::enter();
             set_swap_device(dev);
         };
+        self.swap_area = Some((bytes, kind));
+        self.swap_reused = false;
         crate::swapfile::create(&path, bytes, kind, &mut on_device).map_err(|e| {
             SWAP_CPATH.used.store(false, Ordering::SeqCst);
             match e.raw_os_error().and_then(Errno::from_code) {
@@ -1041,14 +1166,44 @@ impl KnobSession {
         if !self.written {
             return problems;
         }
+        if !self.covered && cover().is_some() {
+            // The cover ends: a kept swap area goes with it (its own
+            // critical section; they do not nest).
+            RETAIN.store(false, Ordering::SeqCst);
+            drop_retained_swap();
+        }
         // A signal arriving from here on waits until everything is back
         // (then the process dies of it): a handler cutting in would delete
         // the journal with the knobs half restored.
         let _critical = Critical::enter();
         if self.covered {
+            // An empty swap area may be kept for the next run
+            // (set_swap_retention): it moves to the cover's journal and
+            // stays armed in the handlers' table.
+            let path = crate::swapfile::swap_path(std::process::id());
+            let key = path.display().to_string();
+            if let Some(area) = self.swap_area.take() {
+                if RETAIN.load(Ordering::SeqCst)
+                    && self.journal.swapfiles == [key.clone()]
+                    && crate::swapfile::is_active(&path)
+                    && crate::swapfile::used_pages(&path) == Some(0)
+                {
+                    self.journal.swapfiles.clear();
+                    *RETAINED.lock().unwrap_or_else(|e| e.into_inner()) = Some(area);
+                    let mut c = COVER.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(c) = c.as_mut() {
+                        if !c.swapfiles.contains(&key) {
+                            c.swapfiles.push(key);
+                        }
+                        let _ = write_journal(c);
+                    }
+                }
+            }
             // Back to the values this session replaced; the cover's
             // journal (without this session's swap files) stays.
-            SWAP_CPATH.used.store(false, Ordering::SeqCst);
+            if !self.journal.swapfiles.is_empty() {
+                SWAP_CPATH.used.store(false, Ordering::SeqCst);
+            }
             let rep = apply_journal(&self.journal);
             for (p, why) in rep.skipped {
                 problems.push(format!("{p}: {why}"));

@@ -2141,6 +2141,12 @@ impl LiveBackend {
         failed
     }
 
+    /// Whether this run's swap area was one kept from an earlier run
+    /// ([`crate::knobs::set_swap_retention`]).
+    pub fn swap_reused(&self) -> bool {
+        self.knobs.swap_reused()
+    }
+
     /// The time [`Self::shutdown`] took: ending the workers, then putting
     /// back the knobs and removing the swap area.
     pub fn end_timing(&self) -> (Duration, Duration) {

@@ -422,3 +422,83 @@ fn a_run_started_under_an_always_policy_does_not_count_its_workers_start() {
     }
     assert_eq!(knob_values(), knobs_before, "the cover restores every knob");
 }
+
+/// Swap areas kept between runs (`knobs::set_swap_retention`, as a fuzz
+/// campaign turns it on under its cover): a run whose `swap 64M` area is
+/// empty when it ends leaves it active for the next run; the next run
+/// that asks for the same size and kind takes it over (no swapon), swaps
+/// pages out and back in and agrees with the model as a run with a fresh
+/// area does; a run that asks for another kind gets a fresh area (the kept
+/// one goes first, so two areas are never active at once); and turning
+/// retention off, or the cover's end, swaps off and deletes a kept area.
+#[test]
+fn a_kept_swap_area_serves_the_next_run_and_goes_with_the_cover() {
+    const T: &str = "a_kept_swap_area_serves_the_next_run_and_goes_with_the_cover";
+    if let Some(why) = ptlab_live::live_unavailable() {
+        eprintln!("SKIP: {T}: {why}");
+        return;
+    }
+    if !ptlab_live::is_root() {
+        eprintln!("SKIP: {T}: swapon needs root");
+        return;
+    }
+    use ptlab_live::knobs;
+    use ptlab_live::swapfile::{self, SwapKind};
+    let lock = std::sync::Arc::new(knobs::acquire_or_wait("test").unwrap());
+    let _shared = knobs::share_lock_in_this_thread(lock);
+    let path = swapfile::swap_path(std::process::id());
+    let ours = || {
+        std::fs::read_to_string("/proc/swaps")
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .count()
+    };
+    let areas_before = ours();
+    let src = |kind: &str| {
+        format!(
+            "swap 64M{kind}\np = mmap 256K\nwrite p 256K\nmadvise p 256K pageout\n\
+             read p 64K\nwrite p + 128K 4K\n"
+        )
+    };
+    let run = |s: &str| {
+        let r = ptlab_live::diff::diff_source("k.ptl", s, &Default::default()).unwrap();
+        assert!(
+            r.divergences.is_empty() && r.stopped.is_none(),
+            "{}",
+            r.render_text()
+        );
+        r
+    };
+    {
+        let _cover = knobs::KnobSession::covering_all().expect("cover");
+        knobs::set_swap_retention(true);
+        let first = run(&src(""));
+        assert!(!first.timing.swap_reused);
+        assert_eq!(knobs::retained_swap(), Some((64 << 20, SwapKind::File)));
+        assert!(swapfile::is_active(&path), "kept active");
+        assert_eq!(swapfile::used_pages(&path), Some(0), "kept empty");
+        let second = run(&src(""));
+        assert!(second.timing.swap_reused, "the second run took it over");
+        assert_eq!(knobs::retained_swap(), Some((64 << 20, SwapKind::File)));
+        if std::path::Path::new("/dev/loop-control").exists() {
+            // Another kind: the kept file goes, a block device comes.
+            let third = run(&src(" blockdev"));
+            assert!(!third.timing.swap_reused);
+            assert_eq!(knobs::retained_swap(), Some((64 << 20, SwapKind::BlockDev)));
+            assert_eq!(ours(), areas_before + 1, "one area at a time");
+        }
+        // Kept only for a run that makes the same area first thing.
+        knobs::drop_retained_swap_unless(None);
+        assert_eq!(knobs::retained_swap(), None);
+        assert!(!path.exists() && !swapfile::is_active(&path));
+        assert_eq!(ours(), areas_before);
+        run(&src(""));
+        assert!(swapfile::is_active(&path));
+        // The cover's end takes a kept area with it.
+    }
+    assert_eq!(knobs::retained_swap(), None);
+    assert!(!path.exists() && !swapfile::is_active(&path));
+    assert_eq!(ours(), areas_before);
+    assert!(!knobs::journal_path().exists(), "the journal is gone");
+}
