@@ -243,7 +243,33 @@ fn calibrate_writes_a_valid_profile() {
     for (e, pr) in calibrated {
         assert!(pr.ns.is_finite() && pr.ns >= 0.0, "{e:?}");
         assert!(pr.source.starts_with("ptlab calibrate:"), "{e:?}");
+        // Where and when, and from how many repetitions.
+        assert!(
+            pr.source.contains("calibrated on ") && pr.source.contains(" repetitions"),
+            "{e:?}: {}",
+            pr.source
+        );
     }
+    // The whole-program figure's prices are fitted too.
+    use ptlab_model::HwEvent as E;
+    for e in [
+        E::FaultEntry,
+        E::FaultHandle,
+        E::FolioAllocPcp,
+        E::MemcgCharge,
+        E::LruAdd,
+        E::ClearPage4k,
+        E::ClearHuge4k,
+        E::UserStore4k,
+        E::UserLoad4k,
+        E::Syscall,
+    ] {
+        let pr = p.price_of(e);
+        assert_eq!(pr.basis, ptlab_cost::Basis::Calibrated, "{e:?}");
+        let (lo, hi) = pr.range();
+        assert!(lo <= pr.ns && pr.ns <= hi, "{e:?}: {lo} {} {hi}", pr.ns);
+    }
+    assert!(p.features.source.contains("vulnerabilities/meltdown"));
     let (code, stdout, err) = ptlab(&["calibrate", "--quick", "--check", &out_s]);
     assert_eq!(code, 0, "{stdout}{err}");
     assert!(stdout.contains("mremap-table-aligned"), "{stdout}");
