@@ -273,8 +273,9 @@ fn calibrate_writes_a_valid_profile() {
     let (code, stdout, err) = ptlab(&["calibrate", "--quick", "--check", &out_s]);
     assert_eq!(code, 0, "{stdout}{err}");
     assert!(stdout.contains("mremap-table-aligned"), "{stdout}");
-    // Every contrast ptlab bench measures of changes 1-5, the 64 KiB arms
-    // included, with its predicted and live ratio (as root).
+    // Every contrast ptlab bench measures (changes 1-5 and the proposed
+    // pageout), the 64 KiB arms included, with its predicted and live
+    // ratio (as root).
     match ptlab_bench::bench::unavailable() {
         None => {
             for c in [
@@ -284,6 +285,7 @@ fn calibrate_writes_a_valid_profile() {
                 "mprotect-64k vs mprotect-4k",
                 "mprotect-thp-pte vs mprotect-4k",
                 "uffd-move vs uffd-copy",
+                "pageout-64k vs pageout-4k",
             ] {
                 // An arm that could not run here (no userfaultfd, no 64 KiB
                 // mTHP) is reported instead of its contrast.
