@@ -7,8 +7,8 @@
 //! The live side of the same workloads is `crates/ptlab-bench/src/workload.rs`;
 //! the names are shared.
 
-use crate::{price_run, CostError, EventRun, Profile};
-use ptlab_model::{ArchKind, Before, HwEvents, HwFeatures};
+use crate::{price_run, CostError, EventRun, Interval, Profile};
+use ptlab_model::{ArchKind, Before, HwEvents, HwFeatures, Phase};
 use std::collections::BTreeMap;
 
 /// One seed workload on the model.
@@ -28,9 +28,19 @@ pub struct Seed {
     /// runs fewer than the live workload: costs per unit do not depend on
     /// the count).
     pub iterations_param: Option<&'static str>,
+    /// The live workload's extra metric (`Case::extra`) that times the rest
+    /// of its loop iteration (mprotect: `explicit_bzero ns per loop`), if
+    /// any: the measured unit plus it is one whole iteration of the last
+    /// `repeat` body of the scenario, priced as a whole program
+    /// ([`UnitCost::loop_program`]).
+    pub live_loop: Option<&'static str>,
     /// The scenario text.
     pub source: &'static str,
 }
+
+/// The live extra metric of the mprotect workloads: the explicit_bzero of
+/// the region after each RO+RW pair (ptlab-bench's workload.rs).
+pub const BZERO_PER_LOOP: &str = "explicit_bzero ns per loop";
 
 macro_rules! seed_src {
     ($name:literal) => {
@@ -47,6 +57,7 @@ pub const SEEDS: &[Seed] = &[
         unit_op: "mremap",
         ops_per_unit: 1,
         iterations_param: Some("iterations"),
+        live_loop: None,
         source: seed_src!("mremap-batch-4k"),
     },
     Seed {
@@ -56,6 +67,7 @@ pub const SEEDS: &[Seed] = &[
         unit_op: "mremap",
         ops_per_unit: 1,
         iterations_param: Some("iterations"),
+        live_loop: None,
         source: seed_src!("mremap-batch-64k"),
     },
     Seed {
@@ -65,6 +77,7 @@ pub const SEEDS: &[Seed] = &[
         unit_op: "mremap",
         ops_per_unit: 1,
         iterations_param: None,
+        live_loop: None,
         source: seed_src!("mremap-table-unaligned"),
     },
     Seed {
@@ -74,6 +87,7 @@ pub const SEEDS: &[Seed] = &[
         unit_op: "mremap",
         ops_per_unit: 1,
         iterations_param: None,
+        live_loop: None,
         source: seed_src!("mremap-table-aligned"),
     },
     // `ptlab bench` times fork() in the parent only (the child's exit and
@@ -85,6 +99,7 @@ pub const SEEDS: &[Seed] = &[
         unit_op: "fork",
         ops_per_unit: 1,
         iterations_param: Some("iterations"),
+        live_loop: None,
         source: seed_src!("fork-4k"),
     },
     Seed {
@@ -94,6 +109,7 @@ pub const SEEDS: &[Seed] = &[
         unit_op: "fork",
         ops_per_unit: 1,
         iterations_param: Some("iterations"),
+        live_loop: None,
         source: seed_src!("fork-thp-pte"),
     },
     Seed {
@@ -103,6 +119,7 @@ pub const SEEDS: &[Seed] = &[
         unit_op: "mprotect",
         ops_per_unit: 2,
         iterations_param: Some("iterations"),
+        live_loop: Some(BZERO_PER_LOOP),
         source: seed_src!("mprotect-4k"),
     },
     Seed {
@@ -112,6 +129,7 @@ pub const SEEDS: &[Seed] = &[
         unit_op: "mprotect",
         ops_per_unit: 2,
         iterations_param: Some("iterations"),
+        live_loop: Some(BZERO_PER_LOOP),
         source: seed_src!("mprotect-64k"),
     },
     Seed {
@@ -121,6 +139,7 @@ pub const SEEDS: &[Seed] = &[
         unit_op: "mprotect",
         ops_per_unit: 2,
         iterations_param: Some("iterations"),
+        live_loop: Some(BZERO_PER_LOOP),
         source: seed_src!("mprotect-thp-pte"),
     },
     // The compaction, then one MADV_DONTNEED of the from-space, per live page.
@@ -131,6 +150,7 @@ pub const SEEDS: &[Seed] = &[
         unit_op: "uffd copy",
         ops_per_unit: 1,
         iterations_param: None,
+        live_loop: None,
         source: seed_src!("uffd-copy"),
     },
     Seed {
@@ -140,6 +160,7 @@ pub const SEEDS: &[Seed] = &[
         unit_op: "uffd move",
         ops_per_unit: 1,
         iterations_param: None,
+        live_loop: None,
         source: seed_src!("uffd-move"),
     },
 ];
@@ -157,6 +178,7 @@ pub const PROPOSED: &[Seed] = &[
         unit_op: "madvise",
         ops_per_unit: 1,
         iterations_param: None,
+        live_loop: None,
         source: include_str!("../../../scenarios/examples/pageout-4k.ptl"),
     },
     Seed {
@@ -166,6 +188,7 @@ pub const PROPOSED: &[Seed] = &[
         unit_op: "madvise",
         ops_per_unit: 1,
         iterations_param: None,
+        live_loop: None,
         source: include_str!("../../../scenarios/examples/pageout-64k.ptl"),
     },
 ];
@@ -208,6 +231,29 @@ pub struct UnitCost {
     pub ns: f64,
     /// Events per unit (rounded down).
     pub events: HwEvents,
+    /// The whole-program figure of the timed operations per unit
+    /// ([`Figure::Program`]: the page-table work with the fault path, the
+    /// clears and the user accesses priced by their fine events) ...
+    pub program_ns: f64,
+    /// ... with every price anywhere in its range ...
+    pub program_range: Interval,
+    /// ... and per phase (page_table, syscall, fault, user).
+    pub program_phases: Vec<(Phase, f64)>,
+    /// For a seed with [`Seed::live_loop`]: one whole iteration of the
+    /// scenario's last `repeat` body (the timed operations and the rest of
+    /// the loop), per unit, as a whole program, with its range.
+    pub loop_program: Option<(f64, Interval)>,
+}
+
+/// The source lines (1-based) of the body of the last `repeat` in `src`
+/// (up to its `end`; no nested loops in the seed scenarios).
+fn last_loop_body(src: &str) -> Option<(u32, u32)> {
+    let lines: Vec<&str> = src.lines().collect();
+    let r = lines
+        .iter()
+        .rposition(|l| l.trim_start().starts_with("repeat"))?;
+    let end = lines[r + 1..].iter().position(|l| l.trim() == "end")? + r + 1;
+    Some((r as u32 + 2, end as u32))
 }
 
 /// Key of one model run: the events depend on the arch, the CPU features
@@ -314,10 +360,50 @@ impl SeedRunner {
         for &k in ptlab_model::KCall::ALL {
             per.add_calls(k, events.calls(k) / units);
         }
+        let u = units as f64;
+        let timed: Vec<&crate::ProgramCost> = pred
+            .by_op
+            .iter()
+            .filter(|o| seed.timed.contains(&o.op.as_str()))
+            .map(|o| &o.program)
+            .collect();
+        let sum = |v: &[&crate::ProgramCost]| {
+            let ns: f64 = v.iter().map(|p| p.ns).sum();
+            let lo: f64 = v.iter().map(|p| p.ns_range.low).sum();
+            let hi: f64 = v.iter().map(|p| p.ns_range.high).sum();
+            (
+                ns / u,
+                Interval {
+                    low: lo / u,
+                    high: hi / u,
+                },
+            )
+        };
+        let (program_ns, program_range) = sum(&timed);
+        let program_phases = Phase::ALL
+            .iter()
+            .map(|&ph| (ph, timed.iter().map(|p| p.phase(ph)).sum::<f64>() / u))
+            .collect();
+        let loop_program = match (seed.live_loop, last_loop_body(seed.source)) {
+            (Some(_), Some((first, last))) => {
+                let body: Vec<&crate::ProgramCost> = pred
+                    .by_line
+                    .iter()
+                    .filter(|l| (first..=last).contains(&l.line))
+                    .map(|l| &l.program)
+                    .collect();
+                Some(sum(&body))
+            }
+            _ => None,
+        };
         Ok(UnitCost {
             units,
-            ns: ns / units as f64,
+            ns: ns / u,
             events: per,
+            program_ns,
+            program_range,
+            program_phases,
+            loop_program,
         })
     }
 }
@@ -366,6 +452,55 @@ mod tests {
                 assert!(a.ns < b.ns, "{}: {a:?} vs {b:?}", s.name);
             }
         }
+    }
+
+    /// The whole-program figure per unit: equal to the page-table figure
+    /// where the timed part has no fault or user work (an mremap), apart
+    /// where it has (UFFDIO_COPY allocates a folio); the mprotect loop adds
+    /// the user's stores; intervals contain their points and widen with a
+    /// wider price range.
+    #[test]
+    fn whole_program_unit_and_loop() {
+        let zen3 = crate::find_profile("zen3").unwrap();
+        let mut r = SeedRunner::new();
+        let s = seed("mremap-table-unaligned").unwrap();
+        let u = r.unit_cost(s, &small(s), &zen3, false).unwrap();
+        assert!((u.program_ns - u.ns).abs() < 1e-6 * u.ns, "{u:?}");
+        assert!(u.loop_program.is_none());
+        let s = seed("uffd-copy").unwrap();
+        let u = r.unit_cost(s, &small(s), &zen3, false).unwrap();
+        // (zen3's fine allocation prices sum to its coarse folio_alloc, so
+        // the two figures agree in total here; the fault phase holds them.)
+        let fault: f64 = u
+            .program_phases
+            .iter()
+            .filter(|p| p.0 == Phase::Fault)
+            .map(|p| p.1)
+            .sum();
+        assert!(fault > 0.0, "{u:?}");
+        let phases: f64 = u.program_phases.iter().map(|p| p.1).sum();
+        assert!((phases - u.program_ns).abs() < 1e-6 * u.program_ns);
+        assert!(u.program_range.contains(u.program_ns));
+        let s = seed("mprotect-4k").unwrap();
+        let u = r.unit_cost(s, &small(s), &zen3, false).unwrap();
+        let (lp, liv) = u.loop_program.unwrap();
+        // The loop = the pair + a store over every page of the region (8 MiB).
+        let store = zen3.price_of(ptlab_model::HwEvent::UserStore4k).ns;
+        assert!(
+            (lp - u.program_ns - 2048.0 * store).abs() < 1e-6 * lp,
+            "{lp} {u:?}"
+        );
+        assert!(liv.contains(lp) && liv.low < lp && lp < liv.high);
+        // A wider store range widens the loop's interval, not the pair's.
+        let mut wide = zen3.clone();
+        let st = &mut wide.prices[ptlab_model::HwEvent::UserStore4k as usize].1;
+        st.low = Some(st.low.unwrap() / 2.0);
+        st.high = Some(st.high.unwrap() * 2.0);
+        let w = r.unit_cost(s, &small(s), &wide, false).unwrap();
+        let (wp, wiv) = w.loop_program.unwrap();
+        assert_eq!(wp, lp);
+        assert!(wiv.low < liv.low && wiv.high > liv.high);
+        assert_eq!(w.program_range, u.program_range);
     }
 
     #[test]

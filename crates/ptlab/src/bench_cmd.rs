@@ -457,12 +457,39 @@ impl ModelProvider for CostModel {
                     let iv = ptlab_cost::price_interval(&cur.events, prof);
                     let cur_range = (point.ns > 0.0)
                         .then(|| (cur.ns * iv.low / point.ns, cur.ns * iv.high / point.ns));
-                    let by_event: Vec<(String, f64)> = point
-                        .by_event
+                    // What the judged (whole-program) figure is made of.
+                    let by_event: Vec<(String, f64)> =
+                        ptlab_cost::price_in(&cur.events, prof, ptlab_model::Figure::Program)
+                            .by_event
+                            .iter()
+                            .map(|c| (c.event.name().to_string(), c.ns))
+                            .collect();
+                    let program_vs_base = if *arm == ch.arms[0] {
+                        None
+                    } else {
+                        ptlab_cost::ratio_interval_in(
+                            &base_events[i],
+                            &cur.events,
+                            prof,
+                            ptlab_model::Figure::Program,
+                        )
+                        .map(|r| (r.low, r.high))
+                    };
+                    let mut program_phases: Vec<(String, f64)> = cur
+                        .program_phases
                         .iter()
-                        .map(|c| (c.event.name().to_string(), c.ns))
+                        .filter(|p| cur.program_ns > 0.0 && p.1 > 0.0)
+                        .map(|(ph, ns)| (ph.name().to_string(), ns / cur.program_ns))
                         .collect();
+                    program_phases.sort_by(|a, b| b.1.total_cmp(&a.1));
                     rows.push(report::ModelRow {
+                        program_ns: Some(cur.program_ns),
+                        program_range: Some((cur.program_range.low, cur.program_range.high)),
+                        program_vs_base,
+                        program_phases,
+                        loop_ns: cur.loop_program.map(|l| l.0),
+                        loop_range: cur.loop_program.map(|l| (l.1.low, l.1.high)),
+                        loop_extra: seed.live_loop.map(String::from),
                         cur_range,
                         priced: ptlab_bench::accuracy::shares(&by_event),
                         change: ch.switch.to_string(),

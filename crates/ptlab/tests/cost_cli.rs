@@ -243,12 +243,39 @@ fn calibrate_writes_a_valid_profile() {
     for (e, pr) in calibrated {
         assert!(pr.ns.is_finite() && pr.ns >= 0.0, "{e:?}");
         assert!(pr.source.starts_with("ptlab calibrate:"), "{e:?}");
+        // Where and when, and from how many repetitions.
+        assert!(
+            pr.source.contains("calibrated on ") && pr.source.contains(" repetitions"),
+            "{e:?}: {}",
+            pr.source
+        );
     }
+    // The whole-program figure's prices are fitted too.
+    use ptlab_model::HwEvent as E;
+    for e in [
+        E::FaultEntry,
+        E::FaultHandle,
+        E::FolioAllocPcp,
+        E::MemcgCharge,
+        E::LruAdd,
+        E::ClearPage4k,
+        E::ClearHuge4k,
+        E::UserStore4k,
+        E::UserLoad4k,
+        E::Syscall,
+    ] {
+        let pr = p.price_of(e);
+        assert_eq!(pr.basis, ptlab_cost::Basis::Calibrated, "{e:?}");
+        let (lo, hi) = pr.range();
+        assert!(lo <= pr.ns && pr.ns <= hi, "{e:?}: {lo} {} {hi}", pr.ns);
+    }
+    assert!(p.features.source.contains("vulnerabilities/meltdown"));
     let (code, stdout, err) = ptlab(&["calibrate", "--quick", "--check", &out_s]);
     assert_eq!(code, 0, "{stdout}{err}");
     assert!(stdout.contains("mremap-table-aligned"), "{stdout}");
-    // Every contrast ptlab bench measures of changes 1-5, the 64 KiB arms
-    // included, with its predicted and live ratio (as root).
+    // Every contrast ptlab bench measures (changes 1-5 and the proposed
+    // pageout), the 64 KiB arms included, with its predicted and live
+    // ratio (as root).
     match ptlab_bench::bench::unavailable() {
         None => {
             for c in [
@@ -258,6 +285,7 @@ fn calibrate_writes_a_valid_profile() {
                 "mprotect-64k vs mprotect-4k",
                 "mprotect-thp-pte vs mprotect-4k",
                 "uffd-move vs uffd-copy",
+                "pageout-64k vs pageout-4k",
             ] {
                 // An arm that could not run here (no userfaultfd, no 64 KiB
                 // mTHP) is reported instead of its contrast.
