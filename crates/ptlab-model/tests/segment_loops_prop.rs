@@ -1,6 +1,7 @@
 //! The per-segment loops (fork's and mprotect's runs of order-0 pages,
-//! zap's small-folio put, folio_pte_batch()'s borrowed scan) against the
-//! entry-by-entry loops they stand for: the model takes the entry-by-entry
+//! zap's one-pass segment clear with its folio batches, folio_pte_batch()'s
+//! raw scan, mremap's move_ptes() runs, the raw set_ptes()/wrprotect_ptes())
+//! against the entry-by-entry loops they stand for: the model takes the entry-by-entry
 //! path while an observer records marks (`set_hw_tracing`), so the same
 //! random sequence run with and without tracing must give the same
 //! observation, the same hardware events and kernel-function calls, and
@@ -11,11 +12,14 @@ mod common;
 
 use proptest::prelude::*;
 use ptlab_model::{
-    Advice, ArchKind, Before, MapFlags, Model, ModelConfig, Prot, Sections, ThpKnob, ThpMode,
+    uapi::MremapFlags, Advice, ArchKind, Before, MapFlags, Model, ModelConfig, Prot, Sections,
+    ThpKnob, ThpMode,
 };
 
 const BASE: u64 = 0x7f00_0000_0000;
 const ARENA: u64 = 4 << 20;
+/// Where `Mremap` moves to (and back from): a second arena, 64 MiB up.
+const BASE2: u64 = BASE + (64 << 20);
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -51,6 +55,20 @@ enum Op {
         len: u64,
         advice: Advice,
     },
+    /// mremap(MAYMOVE | FIXED) of `[off, off + len)` to the same offset in
+    /// the second arena, or (`back`) from there to the first.
+    Mremap {
+        proc: usize,
+        off: u64,
+        len: u64,
+        back: bool,
+    },
+    /// mlock (zaps of a locked VMA munlock their folios) or munlock.
+    Lock {
+        off: u64,
+        len: u64,
+        on: bool,
+    },
 }
 
 fn off() -> impl Strategy<Value = u64> {
@@ -79,6 +97,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1..3usize).prop_map(|proc| Op::Exit { proc }),
         1 => (off(), len(), prop_oneof![Just(Advice::DontFork), Just(Advice::DoFork), Just(Advice::HugePage), Just(Advice::NoHugePage)])
             .prop_map(|(off, len, advice)| Op::Advise { off, len, advice }),
+        2 => (0..3usize, off(), len(), any::<bool>())
+            .prop_map(|(proc, off, len, back)| Op::Mremap { proc, off, len, back }),
+        1 => (off(), len(), any::<bool>()).prop_map(|(off, len, on)| Op::Lock { off, len, on }),
     ]
 }
 
@@ -158,6 +179,31 @@ fn run(
             Op::Advise { off, len, advice } => {
                 let _ = m.madvise(1, BASE + off, len.min(ARENA - off), advice);
             }
+            Op::Mremap {
+                proc,
+                off,
+                len,
+                back,
+            } => {
+                if let Some(&p) = procs.get(proc) {
+                    let len = len.min(ARENA - off);
+                    let (from, to) = if back {
+                        (BASE2 + off, BASE + off)
+                    } else {
+                        (BASE + off, BASE2 + off)
+                    };
+                    let f = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+                    let _ = m.mremap(p, from, len, len, f, to);
+                }
+            }
+            Op::Lock { off, len, on } => {
+                let len = len.min(ARENA - off);
+                let _ = if on {
+                    m.mlock(1, BASE + off, len, false)
+                } else {
+                    m.munlock(1, BASE + off, len)
+                };
+            }
         }
         if let Err(e) = m.check_invariants() {
             panic!("after {op:?}: {e:#?}");
@@ -175,12 +221,12 @@ proptest! {
 
     #[test]
     fn segment_loops_equal_entry_loops(
-        orders in prop::sample::subsequence(vec![2u8, 4], 0..=2),
+        orders in prop::sample::subsequence(vec![2u8, 4, 9], 0..=3),
         ops in prop::collection::vec(op(), 1..30),
         seed_before in any::<bool>(),
     ) {
         let before = if seed_before {
-            Before::FORK_PTE_BATCH | Before::MPROTECT_PTE_BATCH
+            Before::FORK_PTE_BATCH | Before::MPROTECT_PTE_BATCH | Before::MREMAP_PTE_BATCH
         } else {
             Before::empty()
         };

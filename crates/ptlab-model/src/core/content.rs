@@ -34,7 +34,12 @@ impl PageRest {
     /// all zero (a tag page).
     pub fn compress(bytes: &[u8]) -> Option<PageRest> {
         debug_assert_eq!(bytes.len(), PAGE - 8);
-        if bytes.iter().all(|&b| b == 0) {
+        // All zero: tested 64 bytes at a time (the OR of a chunk
+        // vectorises; a byte-by-byte early exit does not).
+        if bytes
+            .chunks(64)
+            .all(|c| c.iter().fold(0u8, |a, &b| a | b) == 0)
+        {
             return None;
         }
         let mut runs = Vec::new();

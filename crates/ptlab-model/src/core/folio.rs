@@ -420,6 +420,25 @@ impl<T: Copy + PartialEq> PerPage<T> {
         }
     }
 
+    /// The value of page `i` and how many pages from `i` (at most `max`,
+    /// `i + max` ≤ the folio's size) hold it.
+    fn run_from(&self, i: usize, max: usize) -> (T, usize) {
+        match self {
+            PerPage::All(v) => (*v, max),
+            PerPage::Head(h, r) => {
+                if i == 0 {
+                    (*h, if h == r { max } else { 1.min(max) })
+                } else {
+                    (*r, max)
+                }
+            }
+            PerPage::Each(v) => {
+                let x = v[i];
+                (x, v[i..i + max].iter().take_while(|y| **y == x).count())
+            }
+        }
+    }
+
     /// Give every page its own slot (`n` pages).
     fn each(&mut self, n: usize) -> &mut [T] {
         match *self {
@@ -629,53 +648,95 @@ impl LargeFolio {
     }
 }
 
-/// The large-folio records by head frame, with the number of live folios
-/// per order so that the folio holding a frame is found by trying only the
-/// orders in use (a head is aligned to its order).
+/// The large-folio records: a slab of records in allocation order (a walk
+/// over memory faulted in address order reads them in sequence) and an
+/// index by head frame holding each record's slot and order, with the
+/// number of live folios per order so that the folio holding a frame is
+/// found by trying only the orders in use (a head is aligned to its
+/// order). Finding a folio's head and order reads only the index (16
+/// bytes an entry), not the record.
 #[derive(Clone, Debug, Default)]
 struct LargeFolios {
-    by_head: crate::core::addr::PfnMap<LargeFolio>,
+    /// Head frame → (slot in `slab`, order).
+    index: crate::core::addr::PfnMap<(u32, u8)>,
+    slab: Vec<LargeFolio>,
+    /// Free slots of `slab`, reused last-freed first.
+    free: Vec<u32>,
     per_order: [u32; 11],
-    /// The last folio found by [`LargeFolios::head_of`] (head, order): a
-    /// walk over one folio's pages finds it without hashing. Cleared by
-    /// every insert and removal.
-    last: std::cell::Cell<Option<(u64, u8)>>,
+    /// The last folio found by [`LargeFolios::find`] (head, order,
+    /// slot): a walk over one folio's pages finds it without hashing.
+    /// Cleared by every insert and removal.
+    last: std::cell::Cell<Option<(u64, u8, u32)>>,
 }
 
 impl LargeFolios {
     fn get(&self, head: &u64) -> Option<&LargeFolio> {
-        self.by_head.get(head)
+        self.index.get(head).map(|&(s, _)| &self.slab[s as usize])
     }
     fn get_mut(&mut self, head: &u64) -> Option<&mut LargeFolio> {
-        self.by_head.get_mut(head)
+        self.index
+            .get(head)
+            .map(|&(s, _)| &mut self.slab[s as usize])
     }
     fn insert(&mut self, head: u64, l: LargeFolio) {
         self.last.set(None);
         self.per_order[l.order.0 as usize] += 1;
-        if let Some(old) = self.by_head.insert(head, l) {
-            self.per_order[old.order.0 as usize] -= 1;
+        let order = l.order.0;
+        if let Some(&(s, o)) = self.index.get(&head) {
+            self.per_order[o as usize] -= 1;
+            self.slab[s as usize] = l;
+            self.index.insert(head, (s, order));
+            return;
         }
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slab[s as usize] = l;
+                s
+            }
+            None => {
+                self.slab.push(l);
+                (self.slab.len() - 1) as u32
+            }
+        };
+        self.index.insert(head, (slot, order));
     }
     fn remove(&mut self, head: &u64) -> Option<LargeFolio> {
         self.last.set(None);
-        let l = self.by_head.remove(head)?;
+        let (s, _) = self.index.remove(head)?;
+        // The slot keeps an empty record (no heap parts) until reused.
+        let l = std::mem::replace(
+            &mut self.slab[s as usize],
+            LargeFolio::new(Order::ZERO, FolioKind::Anon),
+        );
+        self.free.push(s);
         self.per_order[l.order.0 as usize] -= 1;
         Some(l)
     }
     fn values(&self) -> impl Iterator<Item = &LargeFolio> {
-        self.by_head.values()
+        self.index.values().map(|&(s, _)| &self.slab[s as usize])
+    }
+    /// Bytes the index and the slab's free slots take beyond the live
+    /// records' own [`LargeFolio::bytes`].
+    fn overhead_bytes(&self) -> usize {
+        self.index.len() * std::mem::size_of::<(u64, (u32, u8))>()
+            + self.free.len() * std::mem::size_of::<LargeFolio>()
     }
     /// Every record in head order.
     fn sorted(&self) -> Vec<(u64, &LargeFolio)> {
-        let mut v: Vec<(u64, &LargeFolio)> = self.by_head.iter().map(|(h, l)| (*h, l)).collect();
+        let mut v: Vec<(u64, &LargeFolio)> = self
+            .index
+            .iter()
+            .map(|(h, &(s, _))| (*h, &self.slab[s as usize]))
+            .collect();
         v.sort_unstable_by_key(|(h, _)| *h);
         v
     }
-    /// The head of the folio holding `pfn`, if a large folio does.
-    fn head_of(&self, pfn: u64) -> Option<u64> {
-        if let Some((head, order)) = self.last.get() {
+    /// The head, order and slot of the folio holding `pfn`, if a large
+    /// folio does.
+    fn find(&self, pfn: u64) -> Option<(u64, u8, u32)> {
+        if let Some((head, order, slot)) = self.last.get() {
             if (head..head + (1 << order)).contains(&pfn) {
-                return Some(head);
+                return Some((head, order, slot));
             }
         }
         let found = (1..self.per_order.len()).find_map(|o| {
@@ -683,20 +744,27 @@ impl LargeFolios {
                 return None;
             }
             let head = pfn & !((1u64 << o) - 1);
-            self.by_head
+            self.index
                 .get(&head)
-                .is_some_and(|l| l.order.0 as usize == o)
-                .then_some((head, o as u8))
+                .filter(|&&(_, order)| order as usize == o)
+                .map(|&(slot, _)| (head, o as u8, slot))
         });
         self.last.set(found);
-        found.map(|(h, _)| h)
+        found
+    }
+    /// The record in `slot` (from [`LargeFolios::find`]).
+    fn at(&self, slot: u32) -> &LargeFolio {
+        &self.slab[slot as usize]
+    }
+    fn at_mut(&mut self, slot: u32) -> &mut LargeFolio {
+        &mut self.slab[slot as usize]
     }
 }
 
 impl std::ops::Index<&u64> for LargeFolios {
     type Output = LargeFolio;
     fn index(&self, head: &u64) -> &LargeFolio {
-        &self.by_head[head]
+        self.get(head).expect("large folio record")
     }
 }
 
@@ -780,14 +848,13 @@ impl PhysMem {
 
     /// The large folio holding `pfn`, with `pfn`'s index in it.
     fn large_at(&self, pfn: Pfn) -> Option<(u64, &LargeFolio, usize)> {
-        let head = self.large.head_of(pfn.0)?;
-        Some((head, &self.large[&head], (pfn.0 - head) as usize))
+        let (head, _, slot) = self.large.find(pfn.0)?;
+        Some((head, self.large.at(slot), (pfn.0 - head) as usize))
     }
 
     fn large_at_mut(&mut self, pfn: Pfn) -> Option<(&mut LargeFolio, usize)> {
-        let head = self.large.head_of(pfn.0)?;
-        let f = self.large.get_mut(&head)?;
-        Some((f, (pfn.0 - head) as usize))
+        let (head, _, slot) = self.large.find(pfn.0)?;
+        Some((self.large.at_mut(slot), (pfn.0 - head) as usize))
     }
 
     fn large_mut(&mut self, folio: FolioRef) -> &mut LargeFolio {
@@ -847,10 +914,12 @@ impl PhysMem {
     }
 
     /// Bytes of model memory spent on physical-memory metadata: the
-    /// memmap sections in use and the large-folio records (a B-tree entry
-    /// each, counted as the record plus its key).
+    /// memmap sections in use and the large-folio records (each record,
+    /// its index entry, and the slab's free slots).
     pub fn metadata_bytes(&self) -> usize {
-        self.memmap.bytes() + self.large.values().map(|l| l.bytes() + 8).sum::<usize>()
+        self.memmap.bytes()
+            + self.large.values().map(|l| l.bytes()).sum::<usize>()
+            + self.large.overhead_bytes()
     }
 
     // ---- allocation -------------------------------------------------------
@@ -936,10 +1005,10 @@ impl PhysMem {
                 order: Order::ZERO,
             });
         }
-        let (head, f, _) = self.large_at(pfn)?;
+        let (head, order, _) = self.large.find(pfn.0)?;
         Some(FolioRef {
             head: Pfn(head),
-            order: f.order,
+            order: Order(order),
         })
     }
 
@@ -1050,6 +1119,23 @@ impl PhysMem {
             Some((_, l, i)) => l.exclusive.get(i),
             None => self.memmap.get(pfn).bits & F_ANON_EXCLUSIVE != 0,
         }
+    }
+
+    /// PageAnonExclusive of `pfn` and how many consecutive pages from
+    /// `pfn` (at most `max`, all in `pfn`'s folio) share it: what
+    /// [`PhysMem::anon_exclusive`] page by page returns, with one folio
+    /// lookup (Linux: mm/mprotect.c page_anon_exclusive_sub_batch()).
+    pub fn anon_exclusive_run(&self, pfn: Pfn, max: u64) -> (bool, u64) {
+        if max == 0 {
+            return (self.anon_exclusive(pfn), 0);
+        }
+        if let Some((_, l, i)) = self.large_at(pfn) {
+            let max = (max as usize).min(l.nr() - i);
+            let (x, n) = l.exclusive.run_from(i, max);
+            return (x, n as u64);
+        }
+        // An order-0 folio is one page.
+        (self.anon_exclusive(pfn), 1)
     }
 
     pub fn set_anon_exclusive(&mut self, pfn: Pfn, on: bool) {
@@ -1849,6 +1935,17 @@ mod storage_prop {
                             excl: pm.anon_exclusive(pfn),
                         };
                         prop_assert_eq!(got, want, "folio {} page {}", i, k);
+                        // The run query: one lookup, the per-page answer.
+                        let max = fo.nr_pages() - k;
+                        let (x, n) = pm.anon_exclusive_run(pfn, max);
+                        prop_assert_eq!(x, want.excl);
+                        let same = (k..fo.nr_pages())
+                            .take_while(|&j| {
+                                reference.get(&(fo.head.0 + j)).copied().unwrap_or_default().excl
+                                    == want.excl
+                            })
+                            .count() as u64;
+                        prop_assert_eq!(n, same, "run from folio {} page {}", i, k);
                     }
                     if fo.is_large() {
                         let l = pm.large(fo.head).unwrap();

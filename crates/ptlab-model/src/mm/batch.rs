@@ -82,26 +82,33 @@ pub fn folio_pte_batch(
     // pte_batch_hint(): 1, or on arm64 the rest of a valid contiguous block.
     let hint = |l: &Leaf, at: u64| -> u64 { pt.pte_batch_hint(at, l) };
     let mut nr = hint(&first, va);
-    if pt.arch().generic_pte_hooks() {
-        // The same scan on the table's entries borrowed once: every hint is
-        // 1 and every ptep_get() one load, counted for the run at the end.
+    if let (true, Some(raw)) = (pt.arch().generic_pte_hooks(), pt.arch().raw_pte()) {
+        // The same scan on the table's raw entries borrowed once: every
+        // hint is 1 and every ptep_get() one load, counted for the run at
+        // the end. An entry continues the batch when it equals the first
+        // advanced by its distance (pte_advance_pfn()) outside the bits
+        // __pte_batch_clear_ignored() clears.
         if let Some((entries, i0)) = pt.pte_entries(va) {
-            let arch = pt.arch();
+            let ignored = raw.bits(LeafFlags::all() - masked(LeafFlags::all(), fpb));
+            let first_raw = pt.arch().encode_leaf(1, first);
             let max = (max_nr as usize).min(entries.len() - i0);
             let mut n = nr as usize;
             while n < max {
                 out.scans += 1;
-                let Entry::Leaf(l) = arch.decode(1, entries[i0 + n]) else {
-                    break;
-                };
-                if l.pfn.0 != first.pfn.0 + n as u64 || masked(l.flags, fpb) != want {
+                let e = entries[i0 + n];
+                if (e ^ raw.advance(first_raw, n as u64)) & !ignored != 0 {
                     break;
                 }
-                if fpb.contains(Fpb::MERGE_WRITE) && l.write() {
+                if fpb.contains(Fpb::MERGE_WRITE) && e & raw.write != 0 {
                     out.pte.flags |= LeafFlags::WRITE;
                 }
                 if fpb.contains(Fpb::MERGE_YOUNG_DIRTY) {
-                    out.pte.flags |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
+                    if e & raw.young != 0 {
+                        out.pte.flags |= LeafFlags::YOUNG;
+                    }
+                    if e & raw.dirty != 0 {
+                        out.pte.flags |= LeafFlags::DIRTY;
+                    }
                 }
                 n += 1;
             }

@@ -23,10 +23,10 @@
 //! guard markers: the model has none yet), rmap locks, MMU notifiers and TLB
 //! flushes (no observable effect; hardware-event accounting is a later issue).
 
-use crate::core::addr::{PAGE_SIZE, PMD_SIZE, PUD_SIZE};
-use crate::core::arch::{Entry, Leaf, LeafFlags};
+use crate::core::addr::{PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
+use crate::core::arch::{Entry, Leaf, LeafFlags, RawPte};
 use crate::core::folio::PhysMem;
-use crate::core::hw::HwEvent;
+use crate::core::hw::{HwEvent, KCall};
 use crate::core::pgtable::{PageTables, PmdSlot};
 use crate::core::rules::rule;
 use crate::core::vma::Vma;
@@ -340,8 +340,37 @@ pub fn move_ptes_batched(
 ) {
     move_ptes_prologue(pt, old_addr, new_addr);
     let mut force_flush = false;
+    // Where every batch is one PTE (pte_batch_hint() == 1: the generic
+    // hooks) and the descriptors are raw-readable, runs of present and none
+    // entries go through one per-segment loop while nobody records marks
+    // (the two ranges never overlap: move_vma() moves to a new range).
+    let fast = match pt.arch().raw_pte() {
+        Some(raw)
+            if pt.arch().generic_pte_hooks()
+                && !pt.hw.observing()
+                && old_addr.abs_diff(new_addr) >= extent =>
+        {
+            Some(raw)
+        }
+        _ => None,
+    };
     let mut off = 0;
     while off < extent {
+        if let Some(raw) = fast {
+            let (n, moved) = move_pte_run(
+                pt,
+                raw,
+                old_vma,
+                old_addr + off,
+                new_addr + off,
+                (extent - off) / PAGE_SIZE,
+            );
+            force_flush |= moved;
+            off += n * PAGE_SIZE;
+            if off >= extent {
+                break;
+            }
+        }
         let va = old_addr + off;
         if let Entry::Swap(s) = pt.pte_peek(va) {
             pt.hw.ptep_get_reads(1); // the ptep_get() that found it
@@ -373,6 +402,62 @@ pub fn move_ptes_batched(
     if force_flush {
         pt.flush_tlb_range(old_addr, old_addr + extent, PAGE_SIZE);
     }
+}
+
+/// The per-segment form of [`move_ptes_batched`]'s loop where every batch
+/// is one PTE, over the none and present entries from `old` (at most
+/// `max`, stopping at a swap entry or marker): each is one pass of that
+/// loop — `ptep_get()`; for a present entry `get_and_clear_ptes(nr == 1)`
+/// (`ptep_get_and_clear()`: one atomic exchange) and `set_ptes(nr == 1)`
+/// at `new` of the same descriptor ([`moved_pte`]: uffd-wp dropped without
+/// UFFD_EVENT_REMAP) — with each table borrowed once and the run's events
+/// added in one step each. Returns the entries passed and whether any was
+/// present (`force_flush`).
+/// Linux: mm/mremap.c move_ptes() (nr == 1).
+fn move_pte_run(
+    pt: &mut PageTables,
+    raw: &RawPte,
+    old_vma: &Vma,
+    old: u64,
+    new: u64,
+    max: u64,
+) -> (u64, bool) {
+    let clear = if uffd_without_event_remap(old_vma) {
+        raw.uffd_wp
+    } else {
+        0
+    };
+    let mut moved = [0u64; PTRS_PER_TABLE];
+    let (mut t, i0) = pt.pte_table(old);
+    let max = (max as usize).min(PTRS_PER_TABLE - i0);
+    let (mut n, mut present) = (0, 0u64);
+    while n < max {
+        let e = t.entries[i0 + n];
+        if e != 0 {
+            if !raw.is_present(e) {
+                break;
+            }
+            t.store_raw(i0 + n, 0);
+            moved[n] = e & !clear;
+            present += 1;
+        }
+        n += 1;
+    }
+    if present > 0 {
+        let (mut d, j0) = pt.pte_table(new);
+        for (k, &e) in moved[..n].iter().enumerate() {
+            if e != 0 {
+                d.store_raw(j0 + k, e);
+            }
+        }
+    }
+    let hw = &pt.hw;
+    hw.ptep_get_reads(n as u64);
+    hw.call_n(KCall::PtepGetAndClear, present);
+    hw.add(HwEvent::PteAtomicClear, present);
+    hw.call_n(KCall::SetPtes, present);
+    hw.add(HwEvent::PteStore, present);
+    (n as u64, present > 0)
 }
 
 /// How many PTEs from `va` move together. Linux: mm/mremap.c

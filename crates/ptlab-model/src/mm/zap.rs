@@ -5,9 +5,10 @@
 //! free_pgtables(); mm/huge_memory.c zap_huge_pmd(), __split_huge_pmd_locked(),
 //! __split_huge_zero_page_pmd(); mm/pt_reclaim.c (CONFIG_PT_RECLAIM).
 
+use crate::core::addr::Pfn;
 use crate::core::addr::PMD_SIZE;
 use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};
-use crate::core::arch::{Entry, Leaf, LeafFlags};
+use crate::core::arch::{Entry, Leaf, LeafFlags, RawPte};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PmdSlot, PtItem, Segment};
@@ -222,6 +223,12 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
     if !mm.pt.any_present_pte(seg) {
         return;
     }
+    if let (true, Some(raw)) = (mm.pt.arch().generic_pte_hooks(), mm.pt.arch().raw_pte()) {
+        if !mm.pt.hw.observing() {
+            zap_present_segment(mm, phys, tlb, seg, locked, raw);
+            return;
+        }
+    }
     let cleared = mm.pt.clear_ptes(start, (end - start) / PAGE_SIZE);
     // tlb_remove_tlb_entries() per present batch: the gather's range grows
     // to cover every cleared present entry.
@@ -259,6 +266,115 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
         unmap_batch(mm, phys, folio, leaf.pfn, n as u32);
         i += n;
     }
+}
+
+/// The per-segment form of [`zap_ptes`] after its present check, for an
+/// arch whose PTE hooks are the generic ones (x86-64) while nobody records
+/// marks: one pass over the table's raw entries ([`RawPte`]), borrowed
+/// once, clears each present entry
+/// (what the generic `get_and_clear_full_ptes()` over the segment does,
+/// its call and atomic clears counted once for the segment) and hands each
+/// run of one folio (consecutive entries and pages, equal uffd-wp) to
+/// [`unmap_batch`] as soon as it ends, with the batch rules added in one
+/// step each. The folio is looked up once per batch. Same order of folio
+/// operations as [`zap_ptes`]: batches in address order.
+/// Linux: mm/memory.c zap_pte_range() → zap_present_ptes().
+fn zap_present_segment(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    seg: Segment,
+    locked: bool,
+    raw: &RawPte,
+) {
+    /// A batch being gathered: its first entry's index, frame and uffd-wp
+    /// bit, its folio and its length.
+    struct Run {
+        i: usize,
+        pfn: u64,
+        uffd_wp: u64,
+        folio: FolioRef,
+        n: u32,
+    }
+    let Segment { start, end } = seg;
+    let nr = ((end - start) / PAGE_SIZE) as usize;
+    let pid = mm.pid;
+    let (mut t, i0) = mm.pt.pte_table(start);
+    let (mut present, mut lines, mut rss) = (0u64, 0u64, 0u64);
+    let (mut batches, mut munlocks) = (0u32, 0u32);
+    let mut span: Option<(usize, usize)> = None;
+    let mut run: Option<Run> = None;
+    // Ends a batch: zap_present_folio_ptes() (see zap_ptes and unmap_batch).
+    let mut finish = |r: Run, phys: &mut PhysMem| {
+        if locked {
+            munlocks += 1;
+            phys.folio_batches
+                .add(r.folio.head, r.folio.is_large(), false);
+        }
+        if r.n > 1 {
+            batches += 1;
+        }
+        rss += u64::from(r.n);
+        if r.folio.is_large() {
+            lines += 2;
+            phys.remove_rmap_ptes(r.folio, Pfn(r.pfn), r.n, pid);
+            phys.ref_sub(r.folio, r.n);
+        } else {
+            lines += 1;
+            phys.unmap_put_small(r.folio);
+        }
+    };
+    for j in i0..i0 + nr {
+        let e = t.entries[j];
+        if !raw.is_present(e) {
+            continue;
+        }
+        t.store_raw(j, 0);
+        present += 1;
+        span = Some(span.map_or((j, j), |(lo, _)| (lo, j)));
+        let pfn = raw.pfn(e);
+        if let Some(r) = &mut run {
+            let same_run = j == r.i + r.n as usize
+                && pfn == r.pfn + u64::from(r.n)
+                && pfn < r.folio.head.0 + r.folio.nr_pages()
+                && e & raw.uffd_wp == r.uffd_wp;
+            if same_run {
+                r.n += 1;
+                continue;
+            }
+        }
+        if let Some(r) = run.take() {
+            finish(r, phys);
+        }
+        if e & raw.special != 0 {
+            continue;
+        }
+        let folio = phys.folio_of(Pfn(pfn)).expect("PTE maps a folio");
+        run = Some(Run {
+            i: j,
+            pfn,
+            uffd_wp: e & raw.uffd_wp,
+            folio,
+            n: 1,
+        });
+    }
+    if let Some(r) = run.take() {
+        finish(r, phys);
+    }
+    // get_and_clear_full_ptes() over the segment: its call, one atomic
+    // exchange per present entry.
+    t.hw.call(crate::core::arch::clear_call(nr));
+    t.hw.add(HwEvent::PteAtomicClear, present);
+    t.hw.add(HwEvent::StructPageLine, lines);
+    t.hw.rules
+        .hit_n(crate::core::rules::Rule::ZapMunlocksFolio, munlocks);
+    t.hw.rules
+        .hit_n(crate::core::rules::Rule::ZapPteBatch, batches);
+    if let Some((lo, hi)) = span {
+        let (lo, hi) = (t.va(lo), t.va(hi));
+        tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
+    }
+    mm.rss_anon -= rss;
 }
 
 fn unmap_batch(

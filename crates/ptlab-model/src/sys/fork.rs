@@ -11,7 +11,7 @@
 //! pages copied at fork) never apply.
 
 use crate::core::addr::PTRS_PER_TABLE;
-use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};
+use crate::core::addr::{Pfn, HPAGE_PMD_NR, PAGE_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, KCall};
@@ -221,7 +221,9 @@ fn copy_pte_range(
     let _dst_ptl = seg.lock_pte_table(&dst.pt);
     // Runs of order-0 pages go through one per-segment loop where the
     // arch's PTE hooks are the generic ones and nobody records marks.
-    let fast = src.pt.arch().generic_pte_hooks() && !src.pt.hw.observing();
+    let fast = src.pt.arch().generic_pte_hooks()
+        && src.pt.arch().raw_pte().is_some()
+        && !src.pt.hw.observing();
     let mut try_fast = fast;
     let mut addr = start;
     while addr < end {
@@ -316,31 +318,29 @@ fn copy_small_run(
     c: &Vma,
     batch: bool,
 ) -> u64 {
-    let keep_uffd_wp = c.flags.contains(VmFlags::UFFD_WP);
+    let raw = src.pt.arch().raw_pte().expect("checked by the caller");
+    // The child's entry: pte_wrprotect() when the parent's is writable,
+    // pte_mkold(), and pte_clear_uffd_wp() unless the child keeps uffd-wp.
+    let mut child_clear = raw.write | raw.young;
+    if !c.flags.contains(VmFlags::UFFD_WP) {
+        child_clear |= raw.uffd_wp;
+    }
     let (mut st, i0) = src.pt.pte_table(addr);
     let (mut dt, _) = dst.pt.pte_table(addr);
     let max = ((end - addr) / PAGE_SIZE) as usize;
     let (mut n, mut wrprotected) = (0, 0u64);
     while n < max {
         let i = i0 + n;
-        let Entry::Leaf(pte) = st.peek(i) else { break };
-        if pte.flags.contains(LeafFlags::SPECIAL) || !phys.try_dup_small_anon(pte.pfn) {
+        let e = st.entries[i];
+        if !raw.is_present(e) || e & raw.special != 0 || !phys.try_dup_small_anon(Pfn(raw.pfn(e))) {
             break;
         }
-        let mut child = pte;
-        if pte.write() {
+        if e & raw.write != 0 {
             // wrprotect_ptes(nr == 1): ptep_set_wrprotect().
-            let mut p = pte;
-            p.flags.remove(LeafFlags::WRITE | LeafFlags::CONT);
-            st.store(i, Some(p));
+            st.store_raw(i, e & !raw.write);
             wrprotected += 1;
-            child.flags.remove(LeafFlags::WRITE);
         }
-        child.flags.remove(LeafFlags::YOUNG | LeafFlags::CONT);
-        if !keep_uffd_wp {
-            child.flags.remove(LeafFlags::UFFD_WP);
-        }
-        dt.store(i, Some(child));
+        dt.store_raw(i, e & !child_clear);
         n += 1;
     }
     let n = n as u64;

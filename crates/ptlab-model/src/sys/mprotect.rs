@@ -27,7 +27,7 @@
 //! young/dirty bits of a batch into every PTE of it (x86 as well: the
 //! generic `modify_prot_start_ptes()` gathers them), which /proc does not show.
 
-use crate::core::addr::{page_align, PAGE_SIZE, PMD_SIZE};
+use crate::core::addr::{page_align, Pfn, PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::{HwEvent, KCall};
@@ -460,7 +460,10 @@ fn change_pte_range_batched(
     // Runs of order-0 pages go through one per-segment loop where the
     // arch's PTE hooks are the generic ones, no NUMA scan asks for skips
     // and nobody records marks.
-    let fast = arch.generic_pte_hooks() && cp.prot_numa.is_none() && !mm.pt.hw.observing();
+    let fast = arch.generic_pte_hooks()
+        && arch.raw_pte().is_some()
+        && cp.prot_numa.is_none()
+        && !mm.pt.hw.observing();
     let mut try_fast = fast;
     let mut addr = start;
     let mut pages = 0;
@@ -522,7 +525,12 @@ fn change_pte_range_batched(
             && !ptent.write()
             && folio.is_some()
             && maybe_change_pte_writable(vma, ptent)
-            && (0..nr).any(|i| phys.anon_exclusive(ptent.pfn.add(i)));
+            && {
+                // Some page of the batch is exclusive: the first, or the
+                // first run of non-exclusive pages ends inside the batch.
+                let (first, run) = phys.anon_exclusive_run(ptent.pfn, nr);
+                first || run < nr
+            };
         let mut committed = ptent;
         if upgraded {
             committed.flags |= LeafFlags::WRITE;
@@ -561,36 +569,74 @@ fn change_small_run(
     tlb: &mut MmuGather,
 ) -> u64 {
     let arch = mm.pt.arch();
+    let raw = arch.raw_pte().expect("checked by the caller");
     let (mut t, i0) = mm.pt.pte_table(addr);
     let max = ((end - addr) / PAGE_SIZE) as usize;
     let (mut n, mut exclusive_lines, mut upgrades) = (0, 0u64, 0u32);
     let mut flush: Option<(u64, u64)> = None;
+    // What one entry's attribute bits become, worked out through the codec
+    // for the first entry with those bits and reused for the next ones
+    // (entries of a run mostly differ in their frame only): the new bits
+    // without and with the write upgrade, whether the upgrade is tried,
+    // and pte_needs_flush() of each.
+    struct Change {
+        old_bits: u64,
+        try_upgrade: bool,
+        bits: [u64; 2],
+        flush: [bool; 2],
+    }
+    let mut memo: Option<Change> = None;
     while n < max {
         let i = i0 + n;
-        let Entry::Leaf(old) = t.peek(i) else { break };
-        if old.flags.contains(LeafFlags::SPECIAL)
-            || phys.folio_of(old.pfn).is_none_or(|f| f.is_large())
+        let e = t.entries[i];
+        if !raw.is_present(e)
+            || e & raw.special != 0
+            || phys.folio_of(Pfn(raw.pfn(e))).is_none_or(|f| f.is_large())
         {
             break;
         }
-        let ptent = pte_modify(old, cp.prot);
-        let mut committed = ptent;
-        if cp.try_writable && !ptent.write() && maybe_change_pte_writable(vma, ptent) {
-            // commit_anon_folio_batch(): PageAnonExclusive() of the page.
-            exclusive_lines += 1;
-            if phys.anon_exclusive(old.pfn) {
-                upgrades += 1;
-                committed.flags |= LeafFlags::WRITE;
+        let old_bits = e & !raw.pfn_mask;
+        if memo.as_ref().is_none_or(|c| c.old_bits != old_bits) {
+            {
+                let Entry::Leaf(old) = t.peek(i) else { break };
+                let ptent = pte_modify(old, cp.prot);
+                let mut up = ptent;
+                up.flags |= LeafFlags::WRITE;
+                let bits_of = |l: Leaf| {
+                    arch.encode_leaf(
+                        1,
+                        Leaf {
+                            flags: l.flags - LeafFlags::CONT,
+                            ..l
+                        },
+                    ) & !raw.pfn_mask
+                };
+                memo = Some(Change {
+                    old_bits,
+                    try_upgrade: cp.try_writable
+                        && !ptent.write()
+                        && maybe_change_pte_writable(vma, ptent),
+                    bits: [bits_of(ptent), bits_of(up)],
+                    flush: [
+                        arch.pte_needs_flush(&old, &ptent),
+                        arch.pte_needs_flush(&old, &up),
+                    ],
+                });
             }
         }
-        t.store(
-            i,
-            Some(Leaf {
-                flags: committed.flags - LeafFlags::CONT,
-                ..committed
-            }),
-        );
-        if arch.pte_needs_flush(&old, &committed) {
+        let c = memo.as_ref().expect("set above");
+        let mut upgraded = false;
+        if c.try_upgrade {
+            // commit_anon_folio_batch(): PageAnonExclusive() of the page.
+            exclusive_lines += 1;
+            if phys.anon_exclusive(Pfn(raw.pfn(e))) {
+                upgrades += 1;
+                upgraded = true;
+            }
+        }
+        let k = usize::from(upgraded);
+        t.store_raw(i, (e & raw.pfn_mask) | c.bits[k]);
+        if c.flush[k] {
             let va = t.va(i);
             flush = Some(flush.map_or((va, va), |(lo, _)| (lo, va)));
         }
@@ -660,11 +706,9 @@ fn set_write_prot_commit_flush_ptes(
     pt.hw.add(HwEvent::StructPageLine, nr);
     let mut idx = 0;
     while idx < nr {
-        let exclusive = phys.anon_exclusive(ptent.pfn.add(idx));
-        let mut len = 1;
-        while idx + len < nr && phys.anon_exclusive(ptent.pfn.add(idx + len)) == exclusive {
-            len += 1;
-        }
+        // page_anon_exclusive_sub_batch(): the run of equal state, found
+        // with one folio lookup (the batch lies inside the folio).
+        let (exclusive, len) = phys.anon_exclusive_run(ptent.pfn.add(idx), nr - idx);
         if exclusive {
             rule!(pt.hw, MprotectBatchWriteUpgrade);
         }

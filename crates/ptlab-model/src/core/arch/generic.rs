@@ -17,6 +17,16 @@ pub fn ptep_get(t: &PteRef<'_>, i: usize) -> Entry {
 /// Linux: include/linux/pgtable.h set_ptes() (set_pte() + pte_next_pfn()).
 pub fn set_ptes(t: &mut PteTable<'_>, i: usize, leaf: Leaf, nr: usize) {
     t.hw.add(HwEvent::PteStore, nr as u64);
+    if let Some(raw) = t.arch.raw_pte() {
+        // pte_next_pfn(): the first descriptor advanced a frame at a time.
+        let mut l = leaf;
+        l.flags.remove(LeafFlags::CONT);
+        let first = t.arch.encode_leaf(1, l);
+        for k in 0..nr {
+            t.store_raw(i + k, raw.advance(first, k as u64));
+        }
+        return;
+    }
     for k in 0..nr {
         let mut l = leaf;
         l.pfn = leaf.pfn.add(k as u64);
@@ -67,6 +77,16 @@ pub fn wrprotect_ptes(t: &mut PteTable<'_>, i: usize, nr: usize) {
 /// Clear the write bit of every present entry in `i..i + nr` (uncounted;
 /// the callers count the kernel's instructions).
 pub(crate) fn clear_write(t: &mut PteTable<'_>, i: usize, nr: usize) {
+    if let Some(raw) = t.arch.raw_pte() {
+        // pte_wrprotect() on the descriptor.
+        for j in i..i + nr {
+            let e = t.entries[j];
+            if raw.is_present(e) {
+                t.store_raw(j, e & !raw.write);
+            }
+        }
+        return;
+    }
     for j in i..i + nr {
         if let Entry::Leaf(mut l) = t.peek(j) {
             l.flags.remove(LeafFlags::WRITE);

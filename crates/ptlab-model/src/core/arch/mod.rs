@@ -204,6 +204,67 @@ impl ArchKind {
     }
 }
 
+/// The raw layout of an arch's present PTEs ([`Arch::raw_pte`]): what
+/// the kernel's own helpers rely on when they step or test descriptors
+/// in place — `pte_advance_pfn()` adds `1 << PFN_PTE_SHIFT`
+/// (include/linux/pgtable.h), `pte_wrprotect()`, `pte_mkold()` and
+/// friends clear one bit. Every present descriptor the model stores comes
+/// from [`Arch::encode_leaf`], so two present descriptors decode to equal
+/// attributes exactly when their bits outside the PFN field are equal, and
+/// those bits depend on the attributes only (not on the frame).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawPte {
+    /// The PFN field.
+    pub pfn_mask: u64,
+    /// Its shift (`PFN_PTE_SHIFT`): consecutive frames differ by
+    /// `1 << pfn_shift` (`pte_advance_pfn()`).
+    pub pfn_shift: u32,
+    /// `pte_present()`: any of these bits (PROT_NONE entries included).
+    pub present: u64,
+    pub write: u64,
+    pub young: u64,
+    pub dirty: u64,
+    pub soft_dirty: u64,
+    pub uffd_wp: u64,
+    pub special: u64,
+}
+
+impl RawPte {
+    /// The bits standing for those of `f` among write, young, dirty,
+    /// soft-dirty, uffd-wp and special (other flags: none).
+    pub fn bits(&self, f: LeafFlags) -> u64 {
+        let mut b = 0;
+        for (flag, bit) in [
+            (LeafFlags::WRITE, self.write),
+            (LeafFlags::YOUNG, self.young),
+            (LeafFlags::DIRTY, self.dirty),
+            (LeafFlags::SOFT_DIRTY, self.soft_dirty),
+            (LeafFlags::UFFD_WP, self.uffd_wp),
+            (LeafFlags::SPECIAL, self.special),
+        ] {
+            if f.contains(flag) {
+                b |= bit;
+            }
+        }
+        b
+    }
+    /// `pte_present()` of a raw descriptor.
+    #[inline]
+    pub fn is_present(&self, raw: u64) -> bool {
+        raw & self.present != 0
+    }
+    /// The frame a present descriptor maps.
+    #[inline]
+    pub fn pfn(&self, raw: u64) -> u64 {
+        (raw & self.pfn_mask) >> self.pfn_shift
+    }
+    /// `pte_advance_pfn(raw, nr)`.
+    #[inline]
+    pub fn advance(&self, raw: u64, nr: u64) -> u64 {
+        raw + (nr << self.pfn_shift)
+    }
+}
+
 /// One architecture's page-table policy: the descriptor codec (level 1 =
 /// PTE, 2 = PMD, 3 = PUD, 4 = PGD), the PTE hooks and the TLB recipe.
 pub trait Arch: Sync {
@@ -214,6 +275,13 @@ pub trait Arch: Sync {
     /// store entries itself and add the hooks' counts in one step.
     fn generic_pte_hooks(&self) -> bool {
         false
+    }
+    /// The raw layout of present level-1 descriptors, when the PFN is one
+    /// field and each attribute a bit of its own, so that a per-segment
+    /// loop may compare, advance and change descriptors without decoding
+    /// them ([`RawPte`]). `None`: decode and encode each entry.
+    fn raw_pte(&self) -> Option<&'static RawPte> {
+        None
     }
     /// Encode a leaf at `level` (1 = page, 2 = PMD block).
     fn encode_leaf(&self, level: u8, leaf: Leaf) -> u64;
@@ -383,6 +451,85 @@ pub trait Arch: Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An arch's [`RawPte`] agrees with its codec: the PFN field, the
+    /// advance by `nr` frames, each attribute's bit, and presence — for
+    /// every attribute combination a PTE can carry.
+    #[test]
+    fn raw_pte_agrees_with_the_codec() {
+        for kind in ArchKind::ALL {
+            let arch = kind.ops();
+            let Some(raw) = arch.raw_pte() else { continue };
+            for flags in all_flag_subsets() {
+                if flags.contains(LeafFlags::CONT) {
+                    continue;
+                }
+                for pfn in [1u64, 0x1234, (1 << 34) - 600] {
+                    let l = Leaf {
+                        pfn: Pfn(pfn),
+                        flags,
+                    };
+                    let e = arch.encode_leaf(1, l);
+                    assert!(raw.is_present(e), "{kind:?} {l:?}");
+                    assert_eq!(raw.pfn(e), pfn);
+                    for nr in [1u64, 15, 511] {
+                        let next = Leaf {
+                            pfn: Pfn(pfn + nr),
+                            flags,
+                        };
+                        assert_eq!(raw.advance(e, nr), arch.encode_leaf(1, next));
+                        let far = arch.encode_leaf(
+                            1,
+                            Leaf {
+                                pfn: Pfn(pfn * 3 + nr),
+                                flags,
+                            },
+                        );
+                        assert_eq!(far & !raw.pfn_mask, e & !raw.pfn_mask);
+                        assert_eq!(
+                            arch.decode(1, far & !raw.pfn_mask | raw.pfn_mask & e),
+                            Entry::Leaf(l)
+                        );
+                    }
+                    for f in [
+                        LeafFlags::WRITE,
+                        LeafFlags::YOUNG,
+                        LeafFlags::DIRTY,
+                        LeafFlags::SOFT_DIRTY,
+                        LeafFlags::UFFD_WP,
+                        LeafFlags::SPECIAL,
+                    ] {
+                        let with = arch.encode_leaf(
+                            1,
+                            Leaf {
+                                pfn: Pfn(pfn),
+                                flags: flags | f,
+                            },
+                        );
+                        let without = arch.encode_leaf(
+                            1,
+                            Leaf {
+                                pfn: Pfn(pfn),
+                                flags: flags - f,
+                            },
+                        );
+                        assert_eq!(with ^ without, raw.bits(f), "{kind:?} {f:?}");
+                        assert_eq!(with & raw.bits(f), raw.bits(f));
+                    }
+                }
+            }
+            // None and swap descriptors are not present.
+            assert!(!raw.is_present(0));
+            let swp = arch.encode_swap(SwapPte {
+                ty: 0,
+                offset: 77,
+                exclusive: true,
+                soft_dirty: true,
+                uffd_wp: true,
+            });
+            assert!(!raw.is_present(swp), "{kind:?}");
+        }
+    }
 
     fn all_flag_subsets() -> Vec<LeafFlags> {
         // Every combination of the attributes a leaf can carry (CONT only on arm64 level 1).

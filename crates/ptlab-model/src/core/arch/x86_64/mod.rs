@@ -34,9 +34,25 @@ const SWP_EXCLUSIVE: u64 = 1 << 3;
 
 pub struct X86_64;
 
+/// x86-64's present PTEs: PFN in bits 12-51, one bit per attribute.
+static RAW_PTE: super::RawPte = super::RawPte {
+    pfn_mask: PFN_MASK,
+    pfn_shift: 12, // PFN_PTE_SHIFT == PAGE_SHIFT
+    present: PRESENT | PROTNONE,
+    write: RW,
+    young: ACCESSED,
+    dirty: DIRTY,
+    soft_dirty: SOFT_DIRTY,
+    uffd_wp: UFFD_WP,
+    special: SPECIAL,
+};
+
 impl Arch for X86_64 {
     fn generic_pte_hooks(&self) -> bool {
         true
+    }
+    fn raw_pte(&self) -> Option<&'static super::RawPte> {
+        Some(&RAW_PTE)
     }
     fn kind(&self) -> ArchKind {
         ArchKind::X86_64
