@@ -5,6 +5,7 @@
 use super::{Arch, Entry, Leaf};
 use crate::core::addr::{Pfn, PAGE_SIZE, PTRS_PER_TABLE};
 use crate::core::hw::HwSink;
+use crate::core::pgtable::Entries;
 
 /// Where folios are, for the hooks that must know (arm64's fold test:
 /// `page_folio()` + `folio_nr_pages()`). Implemented by the memmap.
@@ -17,7 +18,7 @@ pub trait FolioSpan {
 /// A read-only view of one PTE table.
 pub struct PteRef<'a> {
     pub(crate) arch: &'static dyn Arch,
-    pub(crate) entries: &'a [u64; PTRS_PER_TABLE],
+    pub(crate) entries: Entries<'a>,
     /// Events the hooks count (loads).
     pub hw: &'a HwSink,
     /// Virtual address entry 0 maps.
@@ -28,7 +29,7 @@ impl PteRef<'_> {
     /// The decoded entry `i` without counting (the model's bookkeeping; the
     /// kernel makes no such read).
     pub fn peek(&self, i: usize) -> Entry {
-        self.arch.decode(1, self.entries[i])
+        self.arch.decode(1, self.entries.raw(i))
     }
     /// Virtual address of entry `i`.
     pub fn va(&self, i: usize) -> u64 {
@@ -61,7 +62,7 @@ impl<'a> PteTable<'a> {
     pub fn as_ref(&self) -> PteRef<'_> {
         PteRef {
             arch: self.arch,
-            entries: self.entries,
+            entries: Entries::Dense(self.entries),
             hw: self.hw,
             base: self.base,
         }
