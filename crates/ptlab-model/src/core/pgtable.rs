@@ -20,6 +20,7 @@
 use crate::core::addr::{
     Pfn, PAGE_SHIFT, PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, TABLE_SHIFT,
 };
+use crate::core::arch::TableView;
 use crate::core::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags, PteRef, PteTable};
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, HwSink};
@@ -31,7 +32,20 @@ pub mod cursor;
 pub mod store;
 pub use cursor::{Cursor, PtItem, Query, Segment};
 use std::cell::RefCell;
-pub use store::{Entries, Table};
+pub use store::{Entries, Run, Table};
+
+/// The kinds of entries in a slice of a PTE table, for a run's
+/// [`Run::kinds`].
+fn run_kinds(arch: &dyn Arch, s: &[u64]) -> u8 {
+    let mut k = 0;
+    if arch.any_present_raw(s) {
+        k |= Run::PRESENT;
+    }
+    if arch.any_nonpresent_raw(s) {
+        k |= Run::NONPRESENT;
+    }
+    k
+}
 
 /// The table pages of one tree: a slab of [`Table`]s and an index from
 /// frame number to slot. The walk cache keeps the slot of the last PTE
@@ -213,9 +227,10 @@ impl PageTables {
         self.drop_read_caches();
         self.hot = None;
         if self.pte_runs {
+            let arch = self.arch.ops();
             for t in self.tables.slab.iter_mut().flatten() {
                 if t.level == 1 {
-                    t.compact();
+                    t.compact(|s| run_kinds(arch, s));
                 }
             }
         }
@@ -240,15 +255,26 @@ impl PageTables {
     /// the write goes to another PTE table than the last one, that one is
     /// compacted first (a walk has left it: the cheap point to look).
     fn dense_for_write(&mut self, slot: u32) -> &mut Table {
+        self.note_write(slot);
+        let t = self.tables.at_mut(slot);
+        t.dense_mut();
+        t
+    }
+
+    /// A write goes to the table in `slot` (it is made dense only if an
+    /// entry changes): drop the read caches, and compact the PTE table
+    /// written before if it is another one.
+    fn note_write(&mut self, slot: u32) {
         if !self.read_cached.get_mut().is_empty() {
             self.drop_read_caches();
         }
         if self.hot != Some(slot) {
             if let Some(prev) = self.hot.take() {
                 if self.pte_runs {
+                    let arch = self.arch.ops();
                     if let Some(Some(t)) = self.tables.slab.get_mut(prev as usize) {
                         if t.level == 1 {
-                            t.compact();
+                            t.compact(|s| run_kinds(arch, s));
                         }
                     }
                 }
@@ -257,9 +283,6 @@ impl PageTables {
                 self.hot = Some(slot);
             }
         }
-        let t = self.tables.at_mut(slot);
-        t.dense_mut();
-        t
     }
 
     fn decode(&self, level: u8, raw: u64) -> Entry {
@@ -709,13 +732,11 @@ impl PageTables {
         let Some(slot) = self.pte_tbl_slot(va) else {
             panic!("no PTE table at {va:#x}: {:?}", self.pmd(va));
         };
-        self.dense_for_write(slot);
+        self.note_write(slot);
         let i = index(1, va);
-        let (entries, used) = self.tables.at_mut(slot).dense_and_used();
         let view = PteTable {
             arch: self.arch.ops(),
-            entries,
-            used,
+            view: TableView::of(self.tables.at_mut(slot)),
             hw: &self.hw,
             base: va & !(PMD_SIZE - 1),
         };
@@ -1168,11 +1189,13 @@ impl PageTables {
                     return;
                 };
                 let nonpresent = |raw: u64| raw != 0 && !arch.pte_present_raw(raw);
-                if let Entries::Dense(d) = entries {
-                    if !arch.any_nonpresent_raw(&d[range.clone()]) {
-                        return;
+                let any = match entries {
+                    Entries::Dense(d) => arch.any_nonpresent_raw(&d[range.clone()]),
+                    Entries::Runs(_) => {
+                        entries.runs_hold(range.clone(), Run::NONPRESENT) == Some(true)
                     }
-                } else if !entries.any(range.clone(), nonpresent) {
+                };
+                if !any {
                     return;
                 }
                 let first = range.start;
@@ -1200,7 +1223,7 @@ impl PageTables {
         let arch = self.arch.ops();
         match self.segment_entries(seg) {
             Some((Entries::Dense(d), range)) => arch.any_present_raw(&d[range]),
-            Some((entries, range)) => entries.any(range, |r| r != 0 && arch.pte_present_raw(r)),
+            Some((entries, range)) => entries.runs_hold(range, Run::PRESENT) == Some(true),
             None => false,
         }
     }

@@ -30,11 +30,19 @@ pub const MAX_RUNS: usize = 8;
 pub struct Run {
     pub start: u16,
     pub len: u16,
+    /// What the run holds, as the arch classified it when the table was
+    /// compacted: [`Run::PRESENT`] and/or [`Run::NONPRESENT`] entries.
+    pub kinds: u8,
     pub first: u64,
     pub step: u64,
 }
 
 impl Run {
+    /// The run holds present entries (leaves, PROT_NONE included).
+    pub const PRESENT: u8 = 1;
+    /// The run holds swap entries or markers.
+    pub const NONPRESENT: u8 = 2;
+
     fn end(&self) -> usize {
         self.start as usize + self.len as usize
     }
@@ -64,6 +72,39 @@ impl<'a> Entries<'a> {
     /// Every raw entry in index order (512 of them).
     pub fn iter(self) -> impl Iterator<Item = u64> + 'a {
         (0..PTRS_PER_TABLE).map(move |i| self.raw(i))
+    }
+
+    /// Whether an entry in `range` is of `kind` ([`Run::PRESENT`] or
+    /// [`Run::NONPRESENT`]): `None` for a dense table (the caller checks
+    /// the slice), else from the runs' kinds without reading an entry.
+    #[inline]
+    pub fn runs_hold(self, range: std::ops::Range<usize>, kind: u8) -> Option<bool> {
+        match self {
+            Entries::Dense(_) => None,
+            Entries::Runs(runs) => Some(runs.iter().any(|r| {
+                r.kinds & kind != 0 && (r.start as usize) < range.end && r.end() > range.start
+            })),
+        }
+    }
+
+    /// `f` of the raw entries in `range` as a slice: the table's own for a
+    /// dense table, a copy on the stack for runs (one call, so an arch's
+    /// slice check stays one inlined loop).
+    pub fn with_slice<R>(self, range: std::ops::Range<usize>, f: impl FnOnce(&[u64]) -> R) -> R {
+        match self {
+            Entries::Dense(d) => f(&d[range]),
+            Entries::Runs(runs) => {
+                let mut buf = [0u64; PTRS_PER_TABLE];
+                for r in runs {
+                    let lo = range.start.max(r.start as usize);
+                    let hi = range.end.min(r.end());
+                    for i in lo..hi {
+                        buf[i] = r.at(i);
+                    }
+                }
+                f(&buf[range])
+            }
+        }
     }
 
     /// Whether `f` holds for any raw entry in `range` (none entries are 0).
@@ -116,6 +157,23 @@ fn runs_raw(runs: &[Run], i: usize) -> u64 {
 /// [`MAX_RUNS`] are needed. Greedy: a run takes the step of its first two
 /// entries and goes on while the difference stays the same.
 pub fn runs_of(d: &[u64; PTRS_PER_TABLE]) -> Option<Vec<Run>> {
+    // The common cases first, in one pass each: one run over the whole
+    // table, or an empty table.
+    let step = d[1].wrapping_sub(d[0]);
+    if d.windows(2).all(|w| w[1].wrapping_sub(w[0]) == step) {
+        if d[0] == 0 && step == 0 {
+            return Some(Vec::new());
+        }
+        if d.iter().all(|&r| r != 0) {
+            return Some(vec![Run {
+                start: 0,
+                len: PTRS_PER_TABLE as u16,
+                kinds: 0,
+                first: d[0],
+                step,
+            }]);
+        }
+    }
     let mut runs = Vec::new();
     let mut i = 0;
     while i < PTRS_PER_TABLE {
@@ -139,6 +197,7 @@ pub fn runs_of(d: &[u64; PTRS_PER_TABLE]) -> Option<Vec<Run>> {
         runs.push(Run {
             start: start as u16,
             len: (i - start) as u16,
+            kinds: 0,
             first: d[start],
             step,
         });
@@ -243,12 +302,19 @@ impl Table {
     }
 
     /// Store the table as runs if at most [`MAX_RUNS`] describe it; drops
-    /// the read cache. Returns whether the table is compact now.
-    pub fn compact(&mut self) -> bool {
+    /// the read cache. `kinds` classifies a run's entries (a slice of the
+    /// dense table) as [`Run::PRESENT`] / [`Run::NONPRESENT`]. Returns
+    /// whether the table is compact now.
+    pub fn compact(&mut self, kinds: impl Fn(&[u64]) -> u8) -> bool {
         self.cache.take();
         if let Store::Dense(d) = &self.store {
             match runs_of(d) {
-                Some(runs) => self.store = Store::Runs(runs.into_boxed_slice()),
+                Some(mut runs) => {
+                    for r in &mut runs {
+                        r.kinds = kinds(&d[r.start as usize..r.end()]);
+                    }
+                    self.store = Store::Runs(runs.into_boxed_slice());
+                }
                 None => return false,
             }
         }
@@ -287,10 +353,17 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Odd entries are "present", even non-zero ones "non-present".
+    fn test_kinds(s: &[u64]) -> u8 {
+        let p = s.iter().any(|&r| r & 1 == 1);
+        let n = s.iter().any(|&r| r != 0 && r & 1 == 0);
+        (p as u8) * Run::PRESENT | (n as u8) * Run::NONPRESENT
+    }
+
     fn check(d: &[u64; PTRS_PER_TABLE]) {
         let mut t = Table::new(1);
         *t.dense_mut() = *d;
-        let compact = t.compact();
+        let compact = t.compact(test_kinds);
         assert_eq!(compact, runs_of(d).is_some());
         for i in 0..PTRS_PER_TABLE {
             assert_eq!(t.raw(i), d[i], "entry {i}");
@@ -308,6 +381,18 @@ mod tests {
                 d[lo..hi].iter().any(|&r| r & 1 == 1),
                 "any odd in {lo}..{hi}"
             );
+            if compact {
+                assert_eq!(
+                    t.entries().runs_hold(lo..hi, Run::PRESENT),
+                    Some(d[lo..hi].iter().any(|&r| r & 1 == 1)),
+                    "runs hold odd in {lo}..{hi}"
+                );
+                assert_eq!(
+                    t.entries().runs_hold(lo..hi, Run::NONPRESENT),
+                    Some(d[lo..hi].iter().any(|&r| r != 0 && r & 1 == 0)),
+                    "runs hold even in {lo}..{hi}"
+                );
+            }
         }
         assert_eq!(&*t.dense_mut(), d);
         assert!(!t.is_compact());
@@ -326,7 +411,7 @@ mod tests {
         let mut t = Table::new(1);
         assert_eq!(t.entry_bytes(), 0);
         t.dense_mut()[5] = 7;
-        assert!(t.compact());
+        assert!(t.compact(test_kinds));
         assert_eq!(t.entry_bytes(), 24);
     }
 
