@@ -453,10 +453,11 @@ impl PageTables {
         let i = index(1, va);
         let max = max.min((PTRS_PER_TABLE - i) as u64) as usize;
         let mut next_pfn = None;
+        // Read through the table's representation; make it dense only when
+        // a store sets a dirty bit.
+        let mut entries = self.tables.at(slot).entries();
         for k in 0..max {
-            // Read through the table's representation; make it dense only
-            // when a store sets a dirty bit.
-            let Entry::Leaf(mut l) = arch.decode(1, self.tables.at(slot).raw(i + k)) else {
+            let Entry::Leaf(mut l) = arch.decode(1, entries.raw(i + k)) else {
                 return k as u64;
             };
             let ok = !l.flags.contains(LeafFlags::PROTNONE) && (!write || l.write());
@@ -467,6 +468,7 @@ impl PageTables {
             if write && !l.flags.contains(LeafFlags::DIRTY) {
                 l.flags |= LeafFlags::DIRTY;
                 self.dense_for_write(slot).dense_mut()[i + k] = arch.encode_leaf(1, l);
+                entries = self.tables.at(slot).entries();
             }
         }
         max as u64
@@ -887,8 +889,8 @@ impl PageTables {
             let (t, level, base) = out[i];
             if level > 1 {
                 let tbl = &self.tables[&t.0];
-                for j in 0..PTRS_PER_TABLE {
-                    if let Entry::Table(next) = self.decode(level, tbl.raw(j)) {
+                for (j, raw) in tbl.entries().nonzero() {
+                    if let Entry::Table(next) = self.decode(level, raw) {
                         out.push((next, level - 1, base + j as u64 * entry_span(level)));
                     }
                 }
@@ -967,19 +969,22 @@ impl PageTables {
         if level == 1 {
             return tbl.used == 0;
         }
-        (0..PTRS_PER_TABLE).all(|j| match self.decode(level, tbl.raw(j)) {
-            Entry::None => true,
-            Entry::Table(c) => self.subtree_empty(c, level - 1),
-            Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => false,
-        })
+        tbl.entries()
+            .nonzero()
+            .all(|(_, raw)| match self.decode(level, raw) {
+                Entry::None => true,
+                Entry::Table(c) => self.subtree_empty(c, level - 1),
+                Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => false,
+            })
     }
 
     fn free_subtree(&mut self, t: Pfn, level: u8, phys: &mut PhysMem) {
         if level > 1 {
             let children: Vec<Pfn> = {
                 let tbl = &self.tables[&t.0];
-                (0..PTRS_PER_TABLE)
-                    .filter_map(|j| match self.decode(level, tbl.raw(j)) {
+                tbl.entries()
+                    .nonzero()
+                    .filter_map(|(_, raw)| match self.decode(level, raw) {
                         Entry::Table(c) => Some(c),
                         _ => None,
                     })
@@ -999,8 +1004,9 @@ impl PageTables {
         let tbl_level = 4;
         let children: Vec<(usize, Pfn)> = {
             let tbl = &self.tables[&root.0];
-            (0..PTRS_PER_TABLE)
-                .filter_map(|j| match self.decode(tbl_level, tbl.raw(j)) {
+            tbl.entries()
+                .nonzero()
+                .filter_map(|(j, raw)| match self.decode(tbl_level, raw) {
                     Entry::Table(c) => Some((j, c)),
                     _ => None,
                 })
@@ -1192,7 +1198,7 @@ impl PageTables {
                 let any = match entries {
                     Entries::Dense(d) => arch.any_nonpresent_raw(&d[range.clone()]),
                     Entries::Runs(_) => {
-                        entries.runs_hold(range.clone(), Run::NONPRESENT) == Some(true)
+                        entries.runs_hold(range.clone(), Run::NONPRESENT, nonpresent) == Some(true)
                     }
                 };
                 if !any {
@@ -1223,7 +1229,10 @@ impl PageTables {
         let arch = self.arch.ops();
         match self.segment_entries(seg) {
             Some((Entries::Dense(d), range)) => arch.any_present_raw(&d[range]),
-            Some((entries, range)) => entries.runs_hold(range, Run::PRESENT) == Some(true),
+            Some((entries, range)) => {
+                let present = |r: u64| r != 0 && arch.pte_present_raw(r);
+                entries.runs_hold(range, Run::PRESENT, present) == Some(true)
+            }
             None => false,
         }
     }

@@ -76,7 +76,7 @@ impl<'a> TableView<'a> {
 }
 
 impl<'a> PteTable<'a> {
-    #[inline]
+    #[inline(always)]
     fn raw(&self, i: usize) -> u64 {
         match &self.view {
             TableView::Dense { entries, .. } => entries[i],

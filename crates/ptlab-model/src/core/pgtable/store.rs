@@ -61,11 +61,23 @@ pub enum Entries<'a> {
 
 impl<'a> Entries<'a> {
     /// The raw descriptor of entry `i`.
-    #[inline]
+    #[inline(always)]
     pub fn raw(self, i: usize) -> u64 {
         match self {
             Entries::Dense(d) => d[i],
             Entries::Runs(runs) => runs_raw(runs, i),
+        }
+    }
+
+    /// The non-none entries `(index, raw)` in index order (a none entry is
+    /// 0 and decodes as none: the walks skip it without decoding).
+    pub fn nonzero(self) -> Box<dyn Iterator<Item = (usize, u64)> + 'a> {
+        match self {
+            Entries::Dense(d) => Box::new(d.iter().copied().enumerate().filter(|&(_, r)| r != 0)),
+            Entries::Runs(runs) => Box::new(
+                runs.iter()
+                    .flat_map(|r| (r.start as usize..r.end()).map(move |i| (i, r.at(i)))),
+            ),
         }
     }
 
@@ -75,14 +87,24 @@ impl<'a> Entries<'a> {
     }
 
     /// Whether an entry in `range` is of `kind` ([`Run::PRESENT`] or
-    /// [`Run::NONPRESENT`]): `None` for a dense table (the caller checks
-    /// the slice), else from the runs' kinds without reading an entry.
+    /// [`Run::NONPRESENT`]; `is_kind` tells one raw entry): `None` for a
+    /// dense table (the caller checks the slice), else from the kinds of
+    /// the runs overlapping `range` — read entry by entry only in a run
+    /// that holds both kinds.
     #[inline]
-    pub fn runs_hold(self, range: std::ops::Range<usize>, kind: u8) -> Option<bool> {
+    pub fn runs_hold(
+        self,
+        range: std::ops::Range<usize>,
+        kind: u8,
+        is_kind: impl Fn(u64) -> bool,
+    ) -> Option<bool> {
         match self {
             Entries::Dense(_) => None,
             Entries::Runs(runs) => Some(runs.iter().any(|r| {
-                r.kinds & kind != 0 && (r.start as usize) < range.end && r.end() > range.start
+                let (lo, hi) = (range.start.max(r.start as usize), range.end.min(r.end()));
+                lo < hi
+                    && r.kinds & kind != 0
+                    && (r.kinds == kind || (lo..hi).any(|i| is_kind(r.at(i))))
             })),
         }
     }
@@ -136,7 +158,7 @@ impl<'a> Entries<'a> {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn runs_raw(runs: &[Run], i: usize) -> u64 {
     if let [r] = runs {
         return if i >= r.start as usize && i < r.end() {
@@ -157,31 +179,47 @@ fn runs_raw(runs: &[Run], i: usize) -> u64 {
 /// [`MAX_RUNS`] are needed. Greedy: a run takes the step of its first two
 /// entries and goes on while the difference stays the same.
 pub fn runs_of(d: &[u64; PTRS_PER_TABLE]) -> Option<Vec<Run>> {
+    let mut buf = [EMPTY_RUN; MAX_RUNS];
+    runs_into(d, &mut buf).map(|n| buf[..n].to_vec())
+}
+
+const EMPTY_RUN: Run = Run {
+    start: 0,
+    len: 0,
+    kinds: 0,
+    first: 0,
+    step: 0,
+};
+
+/// [`runs_of`] into `out`: how many runs, or `None` when more than
+/// [`MAX_RUNS`] are needed.
+fn runs_into(d: &[u64; PTRS_PER_TABLE], out: &mut [Run; MAX_RUNS]) -> Option<usize> {
     // The common cases first, in one pass each: one run over the whole
     // table, or an empty table.
     let step = d[1].wrapping_sub(d[0]);
     if d.windows(2).all(|w| w[1].wrapping_sub(w[0]) == step) {
         if d[0] == 0 && step == 0 {
-            return Some(Vec::new());
+            return Some(0);
         }
         if d.iter().all(|&r| r != 0) {
-            return Some(vec![Run {
+            out[0] = Run {
                 start: 0,
                 len: PTRS_PER_TABLE as u16,
                 kinds: 0,
                 first: d[0],
                 step,
-            }]);
+            };
+            return Some(1);
         }
     }
-    let mut runs = Vec::new();
+    let mut n = 0;
     let mut i = 0;
     while i < PTRS_PER_TABLE {
         if d[i] == 0 {
             i += 1;
             continue;
         }
-        if runs.len() == MAX_RUNS {
+        if n == MAX_RUNS {
             return None;
         }
         let start = i;
@@ -194,15 +232,16 @@ pub fn runs_of(d: &[u64; PTRS_PER_TABLE]) -> Option<Vec<Run>> {
         while i < PTRS_PER_TABLE && d[i] != 0 && d[i].wrapping_sub(d[i - 1]) == step {
             i += 1;
         }
-        runs.push(Run {
+        out[n] = Run {
             start: start as u16,
             len: (i - start) as u16,
             kinds: 0,
             first: d[start],
             step,
-        });
+        };
+        n += 1;
     }
-    Some(runs)
+    Some(n)
 }
 
 #[derive(Clone, Debug)]
@@ -236,7 +275,7 @@ impl Table {
     }
 
     /// The raw descriptor of entry `i`.
-    #[inline]
+    #[inline(always)]
     pub fn raw(&self, i: usize) -> u64 {
         match &self.store {
             Store::Dense(d) => d[i],
@@ -308,12 +347,14 @@ impl Table {
     pub fn compact(&mut self, kinds: impl Fn(&[u64]) -> u8) -> bool {
         self.cache.take();
         if let Store::Dense(d) = &self.store {
-            match runs_of(d) {
-                Some(mut runs) => {
-                    for r in &mut runs {
+            let mut buf = [EMPTY_RUN; MAX_RUNS];
+            match runs_into(d, &mut buf) {
+                Some(n) => {
+                    let runs = &mut buf[..n];
+                    for r in runs.iter_mut() {
                         r.kinds = kinds(&d[r.start as usize..r.end()]);
                     }
-                    self.store = Store::Runs(runs.into_boxed_slice());
+                    self.store = Store::Runs(Box::from(&*runs));
                 }
                 None => return false,
             }
@@ -383,12 +424,13 @@ mod tests {
             );
             if compact {
                 assert_eq!(
-                    t.entries().runs_hold(lo..hi, Run::PRESENT),
+                    t.entries().runs_hold(lo..hi, Run::PRESENT, |r| r & 1 == 1),
                     Some(d[lo..hi].iter().any(|&r| r & 1 == 1)),
                     "runs hold odd in {lo}..{hi}"
                 );
                 assert_eq!(
-                    t.entries().runs_hold(lo..hi, Run::NONPRESENT),
+                    t.entries()
+                        .runs_hold(lo..hi, Run::NONPRESENT, |r| r & 1 == 0),
                     Some(d[lo..hi].iter().any(|&r| r != 0 && r & 1 == 0)),
                     "runs hold even in {lo}..{hi}"
                 );
@@ -434,7 +476,7 @@ mod tests {
             let mut d = [0u64; PTRS_PER_TABLE];
             let mut i = 0;
             for (len, kind, step) in pieces {
-                let first = match kind { 0 => 0, 1 => 0x867, 2 => 0x8000_0000_0000_0867, _ => 0x400 };
+                let first: u64 = match kind { 0 => 0, 1 => 0x867, 2 => 0x8000_0000_0000_0867, _ => 0x400 };
                 for k in 0..len {
                     if i == PTRS_PER_TABLE { break; }
                     d[i] = if first == 0 { 0 } else { first.wrapping_add(step.wrapping_mul(k as u64)) };
