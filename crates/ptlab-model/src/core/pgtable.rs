@@ -148,6 +148,9 @@ pub struct PageTables {
     /// Whether PTE tables are compacted at all (off: every table stays
     /// dense, the reference the property tests compare against).
     pte_runs: bool,
+    /// The dense buffer the last compaction freed, for the next table made
+    /// dense ([`store::Spare`]).
+    spare: store::Spare,
     /// Hardware events issued on behalf of this address space (counting
     /// changes no result). See [`crate::core::hw`].
     pub hw: HwSink,
@@ -167,6 +170,7 @@ impl PageTables {
             hot: None,
             read_cached: RefCell::new(Vec::new()),
             pte_runs: true,
+            spare: None,
             hw: HwSink::new(Default::default()),
         })
     }
@@ -194,6 +198,7 @@ impl PageTables {
     pub fn memory_bytes(&self) -> usize {
         self.tables.capacity() * std::mem::size_of::<Option<Table>>()
             + self.tables.len() * 16
+            + self.spare.as_ref().map_or(0, |_| PTRS_PER_TABLE * 8)
             + self
                 .tables
                 .slab
@@ -230,7 +235,7 @@ impl PageTables {
             let arch = self.arch.ops();
             for t in self.tables.slab.iter_mut().flatten() {
                 if t.level == 1 {
-                    t.compact(|s| run_kinds(arch, s));
+                    t.compact(|s| run_kinds(arch, s), &mut self.spare);
                 }
             }
         }
@@ -257,7 +262,7 @@ impl PageTables {
     fn dense_for_write(&mut self, slot: u32) -> &mut Table {
         self.note_write(slot);
         let t = self.tables.at_mut(slot);
-        t.dense_mut();
+        t.dense_mut_from(&mut self.spare);
         t
     }
 
@@ -274,7 +279,7 @@ impl PageTables {
                     let arch = self.arch.ops();
                     if let Some(Some(t)) = self.tables.slab.get_mut(prev as usize) {
                         if t.level == 1 {
-                            t.compact(|s| run_kinds(arch, s));
+                            t.compact(|s| run_kinds(arch, s), &mut self.spare);
                         }
                     }
                 }
@@ -586,7 +591,8 @@ impl PageTables {
         // The encoders write 0 for a none entry and never produce a non-zero
         // descriptor that decodes as none.
         let slot = self.tables.slot(&table.0).expect("table exists");
-        let (entries, used) = self.dense_for_write(slot).dense_and_used();
+        self.dense_for_write(slot);
+        let (entries, used) = self.tables.at_mut(slot).dense_and_used(&mut None);
         let none_before = entries[i] == 0;
         let none_after = raw == 0;
         entries[i] = raw;
@@ -739,6 +745,7 @@ impl PageTables {
         let view = PteTable {
             arch: self.arch.ops(),
             view: TableView::of(self.tables.at_mut(slot)),
+            spare: &mut self.spare,
             hw: &self.hw,
             base: va & !(PMD_SIZE - 1),
         };

@@ -5,6 +5,7 @@
 use super::{Arch, Entry, Leaf};
 use crate::core::addr::{Pfn, PAGE_SIZE, PTRS_PER_TABLE};
 use crate::core::hw::HwSink;
+use crate::core::pgtable::store::Spare;
 use crate::core::pgtable::{Entries, Table};
 
 /// Where folios are, for the hooks that must know (arm64's fold test:
@@ -44,6 +45,8 @@ impl PteRef<'_> {
 pub struct PteTable<'a> {
     pub(crate) arch: &'static dyn Arch,
     pub(crate) view: TableView<'a>,
+    /// A dense buffer for a table of runs made dense (the tree's spare).
+    pub(crate) spare: &'a mut Spare,
     /// Events the hooks count (loads, stores, atomics, flushes).
     pub hw: &'a HwSink,
     /// Virtual address entry 0 maps.
@@ -69,7 +72,7 @@ impl<'a> TableView<'a> {
         if t.is_compact() {
             TableView::Runs(t)
         } else {
-            let (entries, used) = t.dense_and_used();
+            let (entries, used) = t.dense_and_used(&mut None);
             TableView::Dense { entries, used }
         }
     }
@@ -145,7 +148,7 @@ impl<'a> PteTable<'a> {
         let TableView::Runs(t) = std::mem::replace(&mut self.view, TableView::Moving) else {
             unreachable!("only called on runs");
         };
-        let (entries, used) = t.dense_and_used();
+        let (entries, used) = t.dense_and_used(self.spare);
         self.view = TableView::Dense { entries, used };
         self.store_raw(i, raw);
     }

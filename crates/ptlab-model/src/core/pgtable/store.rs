@@ -321,8 +321,24 @@ impl Table {
     /// The entries for writing: a compact table becomes dense (its read
     /// cache is taken over when it has one).
     pub fn dense_mut(&mut self) -> &mut [u64; PTRS_PER_TABLE] {
+        self.dense_mut_from(&mut None)
+    }
+
+    /// [`Table::dense_mut`], materialising into `spare` when it holds a
+    /// buffer (one a compaction freed: no allocation, and memory that is
+    /// likely still in the cache).
+    pub fn dense_mut_from(&mut self, spare: &mut Spare) -> &mut [u64; PTRS_PER_TABLE] {
         if let Store::Runs(runs) = &self.store {
-            let d = self.cache.take().unwrap_or_else(|| materialise(runs));
+            let d = match self.cache.take() {
+                Some(d) => d,
+                None => {
+                    let mut d = spare
+                        .take()
+                        .unwrap_or_else(|| Box::new([0; PTRS_PER_TABLE]));
+                    materialise_into(runs, &mut d);
+                    d
+                }
+            };
             self.store = Store::Dense(d);
         }
         match &mut self.store {
@@ -332,8 +348,8 @@ impl Table {
     }
 
     /// [`Table::dense_mut`] and the used count, for writers that keep it.
-    pub fn dense_and_used(&mut self) -> (&mut [u64; PTRS_PER_TABLE], &mut u16) {
-        self.dense_mut();
+    pub fn dense_and_used(&mut self, spare: &mut Spare) -> (&mut [u64; PTRS_PER_TABLE], &mut u16) {
+        self.dense_mut_from(spare);
         match &mut self.store {
             Store::Dense(d) => (d, &mut self.used),
             Store::Runs(_) => unreachable!("made dense above"),
@@ -344,7 +360,8 @@ impl Table {
     /// the read cache. `kinds` classifies a run's entries (a slice of the
     /// dense table) as [`Run::PRESENT`] / [`Run::NONPRESENT`]. Returns
     /// whether the table is compact now.
-    pub fn compact(&mut self, kinds: impl Fn(&[u64]) -> u8) -> bool {
+    /// The dense buffer it frees goes to `spare` if that is empty.
+    pub fn compact(&mut self, kinds: impl Fn(&[u64]) -> u8, spare: &mut Spare) -> bool {
         self.cache.take();
         if let Store::Dense(d) = &self.store {
             let mut buf = [EMPTY_RUN; MAX_RUNS];
@@ -354,7 +371,10 @@ impl Table {
                     for r in runs.iter_mut() {
                         r.kinds = kinds(&d[r.start as usize..r.end()]);
                     }
-                    self.store = Store::Runs(Box::from(&*runs));
+                    let old = std::mem::replace(&mut self.store, Store::Runs(Box::from(&*runs)));
+                    if let (Store::Dense(d), None) = (old, &spare) {
+                        *spare = Some(d);
+                    }
                 }
                 None => return false,
             }
@@ -379,14 +399,28 @@ impl Table {
     }
 }
 
+/// A dense buffer kept for the next table made dense.
+pub type Spare = Option<Box<[u64; PTRS_PER_TABLE]>>;
+
 fn materialise(runs: &[Run]) -> Box<[u64; PTRS_PER_TABLE]> {
     let mut d = Box::new([0u64; PTRS_PER_TABLE]);
-    for r in runs {
-        for i in r.start as usize..r.end() {
-            d[i] = r.at(i);
-        }
-    }
+    materialise_into(runs, &mut d);
     d
+}
+
+/// Write every entry of `d` from `runs` (0 outside them).
+fn materialise_into(runs: &[Run], d: &mut [u64; PTRS_PER_TABLE]) {
+    let mut at = 0;
+    for r in runs {
+        d[at..r.start as usize].fill(0);
+        let mut v = r.first;
+        for e in &mut d[r.start as usize..r.end()] {
+            *e = v;
+            v = v.wrapping_add(r.step);
+        }
+        at = r.end();
+    }
+    d[at..].fill(0);
 }
 
 #[cfg(test)]
@@ -404,7 +438,7 @@ mod tests {
     fn check(d: &[u64; PTRS_PER_TABLE]) {
         let mut t = Table::new(1);
         *t.dense_mut() = *d;
-        let compact = t.compact(test_kinds);
+        let compact = t.compact(test_kinds, &mut None);
         assert_eq!(compact, runs_of(d).is_some());
         for i in 0..PTRS_PER_TABLE {
             assert_eq!(t.raw(i), d[i], "entry {i}");
@@ -453,7 +487,7 @@ mod tests {
         let mut t = Table::new(1);
         assert_eq!(t.entry_bytes(), 0);
         t.dense_mut()[5] = 7;
-        assert!(t.compact(test_kinds));
+        assert!(t.compact(test_kinds, &mut None));
         assert_eq!(t.entry_bytes(), 24);
     }
 
