@@ -247,6 +247,9 @@ fn runs_into(d: &[u64; PTRS_PER_TABLE], out: &mut [Run; MAX_RUNS]) -> Option<usi
 #[derive(Clone, Debug)]
 enum Store {
     Dense(Box<[u64; PTRS_PER_TABLE]>),
+    /// One run, inline (the common case: no allocation).
+    One(Run),
+    /// None or several runs.
     Runs(Box<[Run]>),
 }
 
@@ -279,6 +282,7 @@ impl Table {
     pub fn raw(&self, i: usize) -> u64 {
         match &self.store {
             Store::Dense(d) => d[i],
+            Store::One(r) => runs_raw(std::slice::from_ref(r), i),
             Store::Runs(runs) => runs_raw(runs, i),
         }
     }
@@ -288,20 +292,21 @@ impl Table {
     pub fn entries(&self) -> Entries<'_> {
         match &self.store {
             Store::Dense(d) => Entries::Dense(d),
+            Store::One(r) => Entries::Runs(std::slice::from_ref(r)),
             Store::Runs(runs) => Entries::Runs(runs),
         }
     }
 
     /// Whether the table is stored as runs.
     pub fn is_compact(&self) -> bool {
-        matches!(self.store, Store::Runs(_))
+        !matches!(self.store, Store::Dense(_))
     }
 
     /// The runs of a compact table.
     pub fn runs(&self) -> Option<&[Run]> {
-        match &self.store {
-            Store::Runs(r) => Some(r),
-            Store::Dense(_) => None,
+        match self.entries() {
+            Entries::Runs(r) => Some(r),
+            Entries::Dense(_) => None,
         }
     }
 
@@ -309,9 +314,9 @@ impl Table {
     /// table a copy kept in its read cache (made once). Returns whether a
     /// cache was made now, so the owner can drop it later.
     pub fn dense(&self) -> (&[u64; PTRS_PER_TABLE], bool) {
-        match &self.store {
-            Store::Dense(d) => (d, false),
-            Store::Runs(runs) => {
+        match self.entries() {
+            Entries::Dense(d) => (d, false),
+            Entries::Runs(runs) => {
                 let made = self.cache.get().is_none();
                 (self.cache.get_or_init(|| materialise(runs)), made)
             }
@@ -328,7 +333,12 @@ impl Table {
     /// buffer (one a compaction freed: no allocation, and memory that is
     /// likely still in the cache).
     pub fn dense_mut_from(&mut self, spare: &mut Spare) -> &mut [u64; PTRS_PER_TABLE] {
-        if let Store::Runs(runs) = &self.store {
+        let runs = match &self.store {
+            Store::Dense(_) => None,
+            Store::One(r) => Some(std::slice::from_ref(r)),
+            Store::Runs(r) => Some(&r[..]),
+        };
+        if let Some(runs) = runs {
             let d = match self.cache.take() {
                 Some(d) => d,
                 None => {
@@ -343,7 +353,7 @@ impl Table {
         }
         match &mut self.store {
             Store::Dense(d) => d,
-            Store::Runs(_) => unreachable!("made dense above"),
+            _ => unreachable!("made dense above"),
         }
     }
 
@@ -352,7 +362,7 @@ impl Table {
         self.dense_mut_from(spare);
         match &mut self.store {
             Store::Dense(d) => (d, &mut self.used),
-            Store::Runs(_) => unreachable!("made dense above"),
+            _ => unreachable!("made dense above"),
         }
     }
 
@@ -371,7 +381,11 @@ impl Table {
                     for r in runs.iter_mut() {
                         r.kinds = kinds(&d[r.start as usize..r.end()]);
                     }
-                    let old = std::mem::replace(&mut self.store, Store::Runs(Box::from(&*runs)));
+                    let new = match runs {
+                        [r] => Store::One(*r),
+                        _ => Store::Runs(Box::from(&*runs)),
+                    };
+                    let old = std::mem::replace(&mut self.store, new);
                     if let (Store::Dense(d), None) = (old, &spare) {
                         *spare = Some(d);
                     }
@@ -394,6 +408,7 @@ impl Table {
         cache
             + match &self.store {
                 Store::Dense(_) => PTRS_PER_TABLE * 8,
+                Store::One(_) => 0, // inside the Table
                 Store::Runs(r) => std::mem::size_of_val::<[Run]>(r),
             }
     }
@@ -488,7 +503,10 @@ mod tests {
         assert_eq!(t.entry_bytes(), 0);
         t.dense_mut()[5] = 7;
         assert!(t.compact(test_kinds, &mut None));
-        assert_eq!(t.entry_bytes(), 24);
+        assert_eq!(t.entry_bytes(), 0, "one run is stored inline");
+        t.dense_mut()[9] = 7;
+        assert!(t.compact(test_kinds, &mut None));
+        assert_eq!(t.entry_bytes(), 48);
     }
 
     #[test]
