@@ -109,26 +109,6 @@ impl<'a> Entries<'a> {
         }
     }
 
-    /// `f` of the raw entries in `range` as a slice: the table's own for a
-    /// dense table, a copy on the stack for runs (one call, so an arch's
-    /// slice check stays one inlined loop).
-    pub fn with_slice<R>(self, range: std::ops::Range<usize>, f: impl FnOnce(&[u64]) -> R) -> R {
-        match self {
-            Entries::Dense(d) => f(&d[range]),
-            Entries::Runs(runs) => {
-                let mut buf = [0u64; PTRS_PER_TABLE];
-                for r in runs {
-                    let lo = range.start.max(r.start as usize);
-                    let hi = range.end.min(r.end());
-                    for i in lo..hi {
-                        buf[i] = r.at(i);
-                    }
-                }
-                f(&buf[range])
-            }
-        }
-    }
-
     /// Whether `f` holds for any raw entry in `range` (none entries are 0).
     pub fn any(self, range: std::ops::Range<usize>, f: impl Fn(u64) -> bool) -> bool {
         match self {
@@ -447,7 +427,7 @@ mod tests {
     fn test_kinds(s: &[u64]) -> u8 {
         let p = s.iter().any(|&r| r & 1 == 1);
         let n = s.iter().any(|&r| r != 0 && r & 1 == 0);
-        (p as u8) * Run::PRESENT | (n as u8) * Run::NONPRESENT
+        ((p as u8) * Run::PRESENT) | ((n as u8) * Run::NONPRESENT)
     }
 
     fn check(d: &[u64; PTRS_PER_TABLE]) {
@@ -455,15 +435,15 @@ mod tests {
         *t.dense_mut() = *d;
         let compact = t.compact(test_kinds, &mut None);
         assert_eq!(compact, runs_of(d).is_some());
-        for i in 0..PTRS_PER_TABLE {
-            assert_eq!(t.raw(i), d[i], "entry {i}");
-            assert_eq!(t.entries().raw(i), d[i], "entry {i}");
+        for (i, &e) in d.iter().enumerate() {
+            assert_eq!(t.raw(i), e, "entry {i}");
+            assert_eq!(t.entries().raw(i), e, "entry {i}");
         }
         assert_eq!(t.dense().0, d);
         for (lo, hi) in [(0, 512), (0, 1), (3, 40), (100, 300), (511, 512), (7, 7)] {
             assert_eq!(
                 t.entries().any(lo..hi, |r| r == 0),
-                d[lo..hi].iter().any(|&r| r == 0),
+                d[lo..hi].contains(&0),
                 "any none in {lo}..{hi}"
             );
             assert_eq!(
