@@ -82,7 +82,7 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
         for (t, level, _) in &tree {
             let tbl = mm.pt.table(*t).expect("reachable table exists");
             let used = (0..crate::core::addr::PTRS_PER_TABLE)
-                .filter(|&i| !matches!(mm.pt.arch().decode(*level, tbl.entries[i]), Entry::None))
+                .filter(|&i| !matches!(mm.pt.arch().decode(*level, tbl.raw(i)), Entry::None))
                 .count();
             if used != tbl.used as usize {
                 errs.push(format!(

@@ -47,6 +47,10 @@ pub struct ModelConfig {
     /// CPU features that change which TLB-maintenance instructions the
     /// kernel issues (hardware-event accounting only; no observable effect).
     pub hw: crate::core::hw::HwFeatures,
+    /// Store PTE tables that are a few affine runs compactly (on by
+    /// default; off keeps every table dense: the reference the run-length
+    /// property test compares against). No observable effect.
+    pub pte_runs: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -84,6 +88,7 @@ impl ModelConfig {
             before: crate::mm::batch::Before::empty(),
             after: crate::mm::batch::After::empty(),
             hw: crate::core::hw::HwFeatures::default(),
+            pte_runs: true,
         }
     }
 }
@@ -120,6 +125,7 @@ impl Model {
         }
         let mut pt = PageTables::new(cfg.arch, &mut phys).expect("memory for the first page table");
         pt.hw.features = cfg.hw;
+        pt.set_pte_runs(cfg.pte_runs);
         let mut procs = BTreeMap::new();
         procs.insert(
             1,
@@ -355,6 +361,23 @@ impl Model {
         self.cfg.hw = f;
         for mm in self.procs.values_mut() {
             mm.pt.hw.features = f;
+        }
+    }
+
+    /// PTE tables stored as affine runs, and PTE tables in all, over every
+    /// process (`core/pgtable/store.rs`; no observable effect).
+    pub fn pte_table_counts(&self) -> (usize, usize) {
+        self.procs.values().fold((0, 0), |(c, t), mm| {
+            let (c2, t2) = mm.pt.compact_table_count();
+            (c + c2, t + t2)
+        })
+    }
+
+    /// Compact every PTE table that is a few affine runs now (the write
+    /// path does it for a table when a write goes to another one).
+    pub fn compact_pte_tables(&mut self) {
+        for mm in self.procs.values_mut() {
+            mm.pt.compact_tables();
         }
     }
 

@@ -292,20 +292,20 @@ impl Snapshot {
                 };
                 if level == 1 {
                     let mut ptes = Box::new([Pte::default(); ENTRIES]);
-                    for (i, raw) in t.entries.iter().enumerate() {
-                        let e = arch.decode(1, *raw);
+                    for (i, raw) in t.entries().iter().enumerate() {
+                        let e = arch.decode(1, raw);
                         if let Entry::Leaf(l) = e {
                             ptes[i] = Pte {
                                 kind: PteKind::Anon,
                                 pfn: l.pfn.0,
                                 flags: Some(l.flags),
-                                raw: *raw,
+                                raw,
                                 ..Pte::default()
                             };
-                        } else if *raw != 0 {
+                        } else if raw != 0 {
                             ptes[i] = Pte {
                                 kind: PteKind::of_entry(&e),
-                                raw: *raw,
+                                raw,
                                 flags: Some(LeafFlags::empty()),
                                 ..Pte::default()
                             };
@@ -328,8 +328,8 @@ impl Snapshot {
                     used: t.used,
                 });
                 if level == 2 {
-                    for (i, raw) in t.entries.iter().enumerate() {
-                        if let Entry::Leaf(l) = arch.decode(2, *raw) {
+                    for (i, raw) in t.entries().iter().enumerate() {
+                        if let Entry::Leaf(l) = arch.decode(2, raw) {
                             let slot = va + i as u64 * PMD_SIZE;
                             tables.insert(
                                 slot,
@@ -338,7 +338,7 @@ impl Snapshot {
                                         kind: PteKind::Anon,
                                         pfn: l.pfn.0,
                                         flags: Some(l.flags),
-                                        raw: *raw,
+                                        raw,
                                         ..Pte::default()
                                     },
                                     deposited: mm.deposited.contains_key(&slot),

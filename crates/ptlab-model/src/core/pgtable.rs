@@ -20,6 +20,7 @@
 use crate::core::addr::{
     Pfn, PAGE_SHIFT, PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, TABLE_SHIFT,
 };
+use crate::core::arch::TableView;
 use crate::core::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags, PteRef, PteTable};
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, HwSink};
@@ -28,7 +29,23 @@ use std::cell::Cell;
 use crate::core::addr::PfnMap;
 
 pub mod cursor;
+pub mod store;
 pub use cursor::{Cursor, PtItem, Query, Segment};
+use std::cell::RefCell;
+pub use store::{Entries, Run, Table};
+
+/// The kinds of entries in a slice of a PTE table, for a run's
+/// [`Run::kinds`].
+fn run_kinds(arch: &dyn Arch, s: &[u64]) -> u8 {
+    let mut k = 0;
+    if arch.any_present_raw(s) {
+        k |= Run::PRESENT;
+    }
+    if arch.any_nonpresent_raw(s) {
+        k |= Run::NONPRESENT;
+    }
+    k
+}
 
 /// The table pages of one tree: a slab of [`Table`]s and an index from
 /// frame number to slot. The walk cache keeps the slot of the last PTE
@@ -52,10 +69,6 @@ impl Tables {
     }
     fn get(&self, pfn: &u64) -> Option<&Table> {
         self.slot(pfn).map(|s| self.at(s))
-    }
-    fn get_mut(&mut self, pfn: &u64) -> Option<&mut Table> {
-        let s = self.slot(pfn)?;
-        Some(self.at_mut(s))
     }
     fn insert(&mut self, pfn: u64, t: Table) {
         let s = match self.free.pop() {
@@ -93,15 +106,6 @@ impl std::ops::Index<&u64> for Tables {
     }
 }
 
-/// One page-table page.
-#[derive(Clone, Debug)]
-pub struct Table {
-    pub level: u8,
-    pub entries: Box<[u64; PTRS_PER_TABLE]>,
-    /// Non-none entries.
-    pub used: u16,
-}
-
 /// Index of `va` in a table at `level`.
 pub const fn index(level: u8, va: u64) -> usize {
     ((va >> (PAGE_SHIFT + TABLE_SHIFT * (level as u32 - 1))) as usize) & (PTRS_PER_TABLE - 1)
@@ -133,6 +137,20 @@ pub struct PageTables {
     /// slot (a walk cache: it changes no result; any PMD-or-higher write
     /// and every table removal clears it).
     walk_cache: Cell<Option<(u64, Pfn, u32)>>,
+    /// The slab slot of the PTE table written last: it stays dense while
+    /// writes go to it and is compacted (stored as runs if it is a few
+    /// affine runs, [`store`]) when a write goes to another table.
+    hot: Option<u32>,
+    /// Slots of compact tables whose entries a slice borrow materialised
+    /// ([`PageTables::pte_entries`]); the copies are dropped at the next
+    /// write.
+    read_cached: RefCell<Vec<u32>>,
+    /// Whether PTE tables are compacted at all (off: every table stays
+    /// dense, the reference the property tests compare against).
+    pte_runs: bool,
+    /// The dense buffer the last compaction freed, for the next table made
+    /// dense ([`store::Spare`]).
+    spare: store::Spare,
     /// Hardware events issued on behalf of this address space (counting
     /// changes no result). See [`crate::core::hw`].
     pub hw: HwSink,
@@ -143,19 +161,16 @@ impl PageTables {
     pub fn new(arch: ArchKind, phys: &mut PhysMem) -> Option<Self> {
         let root = phys.alloc_pt_page()?;
         let mut tables = Tables::default();
-        tables.insert(
-            root.0,
-            Table {
-                level: 4,
-                entries: Box::new([0; PTRS_PER_TABLE]),
-                used: 0,
-            },
-        );
+        tables.insert(root.0, Table::new(4));
         Some(PageTables {
             arch,
             root,
             tables,
             walk_cache: Cell::new(None),
+            hot: None,
+            read_cached: RefCell::new(Vec::new()),
+            pte_runs: true,
+            spare: None,
             hw: HwSink::new(Default::default()),
         })
     }
@@ -177,10 +192,102 @@ impl PageTables {
         self.tables.get(&pfn.0)
     }
 
-    /// Bytes of model memory the tables use.
+    /// Bytes of model memory the tables use: the slab, the frame index
+    /// (16 B per table) and each table's entries (4 KiB dense, 24 B per
+    /// run: [`Table::entry_bytes`]).
     pub fn memory_bytes(&self) -> usize {
         self.tables.capacity() * std::mem::size_of::<Option<Table>>()
-            + self.tables.len() * (PTRS_PER_TABLE * 8 + 16)
+            + self.tables.len() * 16
+            + self.spare.as_ref().map_or(0, |_| PTRS_PER_TABLE * 8)
+            + self
+                .tables
+                .slab
+                .iter()
+                .flatten()
+                .map(Table::entry_bytes)
+                .sum::<usize>()
+    }
+
+    /// Store PTE tables as runs where they are (on by default); off, every
+    /// table stays dense (a reference for tests). Turning it off makes
+    /// every table dense now.
+    pub fn set_pte_runs(&mut self, on: bool) {
+        self.pte_runs = on;
+        if !on {
+            for t in self.tables.slab.iter_mut().flatten() {
+                t.dense_mut();
+                t.drop_cache();
+            }
+        }
+    }
+
+    /// Whether PTE tables are stored as runs where they can be.
+    pub fn pte_runs(&self) -> bool {
+        self.pte_runs
+    }
+
+    /// Compact every PTE table that is a few affine runs and drop the
+    /// read caches (what the write path does one table at a time).
+    pub fn compact_tables(&mut self) {
+        self.drop_read_caches();
+        self.hot = None;
+        if self.pte_runs {
+            let arch = self.arch.ops();
+            for t in self.tables.slab.iter_mut().flatten() {
+                if t.level == 1 {
+                    t.compact(|s| run_kinds(arch, s), &mut self.spare);
+                }
+            }
+        }
+    }
+
+    /// PTE tables stored as runs and in all: `(compact, total)`.
+    pub fn compact_table_count(&self) -> (usize, usize) {
+        let ptes = self.tables.slab.iter().flatten().filter(|t| t.level == 1);
+        let compact = ptes.clone().filter(|t| t.is_compact()).count();
+        (compact, ptes.count())
+    }
+
+    fn drop_read_caches(&mut self) {
+        for s in self.read_cached.get_mut().drain(..) {
+            if let Some(Some(t)) = self.tables.slab.get_mut(s as usize) {
+                t.drop_cache();
+            }
+        }
+    }
+
+    /// The entries of the table in `slot` for writing: made dense. When
+    /// the write goes to another PTE table than the last one, that one is
+    /// compacted first (a walk has left it: the cheap point to look).
+    fn dense_for_write(&mut self, slot: u32) -> &mut Table {
+        self.note_write(slot);
+        let t = self.tables.at_mut(slot);
+        t.dense_mut_from(&mut self.spare);
+        t
+    }
+
+    /// A write goes to the table in `slot` (it is made dense only if an
+    /// entry changes): drop the read caches, and compact the PTE table
+    /// written before if it is another one.
+    fn note_write(&mut self, slot: u32) {
+        if !self.read_cached.get_mut().is_empty() {
+            self.drop_read_caches();
+        }
+        if self.hot != Some(slot) {
+            if let Some(prev) = self.hot.take() {
+                if self.pte_runs {
+                    let arch = self.arch.ops();
+                    if let Some(Some(t)) = self.tables.slab.get_mut(prev as usize) {
+                        if t.level == 1 {
+                            t.compact(|s| run_kinds(arch, s), &mut self.spare);
+                        }
+                    }
+                }
+            }
+            if self.tables.at(slot).level == 1 {
+                self.hot = Some(slot);
+            }
+        }
     }
 
     fn decode(&self, level: u8, raw: u64) -> Entry {
@@ -192,7 +299,7 @@ impl PageTables {
         let mut t = self.root;
         for l in (level + 1..=4).rev() {
             let tbl = &self.tables[&t.0];
-            match self.decode(l, tbl.entries[index(l, va)]) {
+            match self.decode(l, tbl.raw(index(l, va))) {
                 Entry::Table(next) => t = next,
                 _ => return None,
             }
@@ -247,6 +354,9 @@ impl PageTables {
     /// by the caller).
     fn remove_table(&mut self, t: Pfn) -> Option<Table> {
         self.walk_cache.set(None);
+        if self.hot.is_some() && self.hot == self.tables.slot(&t.0) {
+            self.hot = None;
+        }
         self.tables.remove(&t.0)
     }
 
@@ -261,7 +371,7 @@ impl PageTables {
         let Some(t) = self.table_at(va, 2) else {
             return PmdSlot::None;
         };
-        match self.decode(2, self.tables[&t.0].entries[index(2, va)]) {
+        match self.decode(2, self.tables[&t.0].raw(index(2, va))) {
             Entry::None | Entry::Swap(_) | Entry::Marker(_) => PmdSlot::None,
             Entry::Table(p) => {
                 self.cache_pte_table(slot, p);
@@ -280,7 +390,7 @@ impl PageTables {
         };
         let view = PteRef {
             arch: self.arch.ops(),
-            entries: &tbl.entries,
+            entries: tbl.entries(),
             hw: &self.hw,
             base: va & !(PMD_SIZE - 1),
         };
@@ -326,11 +436,10 @@ impl PageTables {
         };
         let arch = self.arch.ops();
         let i = index(level, va);
-        let entry = &mut self.tables.at_mut(slot).entries[i];
-        if let Entry::Leaf(mut l) = arch.decode(level, *entry) {
+        if let Entry::Leaf(mut l) = arch.decode(level, self.tables.at(slot).raw(i)) {
             if l.write() && !l.flags.contains(LeafFlags::DIRTY) {
                 l.flags |= LeafFlags::DIRTY;
-                *entry = arch.encode_leaf(level, l);
+                self.dense_for_write(slot).dense_mut()[i] = arch.encode_leaf(level, l);
             }
         }
     }
@@ -346,13 +455,14 @@ impl PageTables {
         let Some(slot) = self.pte_tbl_slot(va) else {
             return 0;
         };
-        let tbl = self.tables.at_mut(slot);
         let i = index(1, va);
         let max = max.min((PTRS_PER_TABLE - i) as u64) as usize;
-        let entries = &mut tbl.entries;
         let mut next_pfn = None;
+        // Read through the table's representation; make it dense only when
+        // a store sets a dirty bit.
+        let mut entries = self.tables.at(slot).entries();
         for k in 0..max {
-            let Entry::Leaf(mut l) = arch.decode(1, entries[i + k]) else {
+            let Entry::Leaf(mut l) = arch.decode(1, entries.raw(i + k)) else {
                 return k as u64;
             };
             let ok = !l.flags.contains(LeafFlags::PROTNONE) && (!write || l.write());
@@ -362,7 +472,8 @@ impl PageTables {
             next_pfn = Some(l.pfn.0 + 1);
             if write && !l.flags.contains(LeafFlags::DIRTY) {
                 l.flags |= LeafFlags::DIRTY;
-                entries[i + k] = arch.encode_leaf(1, l);
+                self.dense_for_write(slot).dense_mut()[i + k] = arch.encode_leaf(1, l);
+                entries = self.tables.at(slot).entries();
             }
         }
         max as u64
@@ -378,13 +489,14 @@ impl PageTables {
     pub fn clear_young_dirty_ptes(&mut self, va: u64, nr: u64) {
         let (t, i) = self.pte_slot(va);
         for k in 0..nr as usize {
-            let raw = self.tables[&t.0].entries[i + k];
+            let raw = self.tables[&t.0].raw(i + k);
             if let Entry::Leaf(mut l) = self.decode(1, raw) {
                 l.flags -= LeafFlags::YOUNG | LeafFlags::DIRTY;
                 let new = self.arch.ops().encode_leaf(1, l);
                 self.hw.one(HwEvent::PteAtomicClear);
                 self.hw.one(HwEvent::PteStore);
-                self.tables.get_mut(&t.0).expect("table").entries[i + k] = new;
+                let slot = self.tables.slot(&t.0).expect("table");
+                self.dense_for_write(slot).dense_mut()[i + k] = new;
             }
         }
     }
@@ -421,7 +533,7 @@ impl PageTables {
     /// not none), without decoding a present one; no event is counted.
     pub fn pte_is_nonpresent(&self, va: u64) -> bool {
         self.pte_tbl(va).is_some_and(|t| {
-            let raw = t.entries[index(1, va)];
+            let raw = t.raw(index(1, va));
             raw != 0 && !self.arch.ops().pte_present_raw(raw)
         })
     }
@@ -429,8 +541,17 @@ impl PageTables {
     /// The raw entries of the PTE table covering `va` and `va`'s index in
     /// it (no event counted), for per-segment loops that count the loads
     /// they stand for themselves.
+    ///
+    /// A compact table ([`store`]) is materialised into a read cache for
+    /// the borrow; the cache is dropped at the next write to the tree (or
+    /// taken over as the table's dense entries when that write is to it).
     pub(crate) fn pte_entries(&self, va: u64) -> Option<(&[u64; PTRS_PER_TABLE], usize)> {
-        self.pte_tbl(va).map(|t| (&*t.entries, index(1, va)))
+        let slot = self.pte_tbl_slot(va)?;
+        let (d, made) = self.tables.at(slot).dense();
+        if made {
+            self.read_cached.borrow_mut().push(slot);
+        }
+        Some((d, index(1, va)))
     }
 
     /// The raw PTE, for the model's own bookkeeping and observation: no
@@ -439,19 +560,22 @@ impl PageTables {
         let Some(tbl) = self.pte_tbl(va) else {
             return Entry::None;
         };
-        self.decode(1, tbl.entries[index(1, va)])
+        self.decode(1, tbl.raw(index(1, va)))
+    }
+
+    /// A new empty table: no runs, or 512 zero entries when tables are
+    /// kept dense.
+    fn empty_table(&self, level: u8) -> Table {
+        let mut t = Table::new(level);
+        if !self.pte_runs {
+            t.dense_mut();
+        }
+        t
     }
 
     fn new_table(&mut self, level: u8, phys: &mut PhysMem) -> Option<Pfn> {
         let pfn = phys.alloc_pt_page()?;
-        self.tables.insert(
-            pfn.0,
-            Table {
-                level,
-                entries: Box::new([0; PTRS_PER_TABLE]),
-                used: 0,
-            },
-        );
+        self.tables.insert(pfn.0, self.empty_table(level));
         Some(pfn)
     }
 
@@ -466,13 +590,15 @@ impl PageTables {
         }
         // The encoders write 0 for a none entry and never produce a non-zero
         // descriptor that decodes as none.
-        let t = self.tables.get_mut(&table.0).expect("table exists");
-        let none_before = t.entries[i] == 0;
+        let slot = self.tables.slot(&table.0).expect("table exists");
+        self.dense_for_write(slot);
+        let (entries, used) = self.tables.at_mut(slot).dense_and_used(&mut None);
+        let none_before = entries[i] == 0;
         let none_after = raw == 0;
-        t.entries[i] = raw;
+        entries[i] = raw;
         match (none_before, none_after) {
-            (true, false) => t.used += 1,
-            (false, true) => t.used -= 1,
+            (true, false) => *used += 1,
+            (false, true) => *used -= 1,
             _ => {}
         }
     }
@@ -483,7 +609,7 @@ impl PageTables {
         let mut t = self.root;
         for l in [4u8, 3] {
             let i = index(l, va);
-            t = match self.decode(l, self.tables[&t.0].entries[i]) {
+            t = match self.decode(l, self.tables[&t.0].raw(i)) {
                 Entry::Table(next) => next,
                 _ => {
                     let next = self.new_table(l - 1, phys)?;
@@ -504,7 +630,7 @@ impl PageTables {
         }
         let pmd_t = self.pmd_alloc(va, phys)?;
         let i = index(2, va);
-        match self.decode(2, self.tables[&pmd_t.0].entries[i]) {
+        match self.decode(2, self.tables[&pmd_t.0].raw(i)) {
             Entry::Table(p) => Some(p),
             Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => None,
             Entry::None => {
@@ -520,7 +646,7 @@ impl PageTables {
     /// `Entry::None` when the table that would hold it does not exist.
     pub fn entry(&self, va: u64, level: u8) -> Entry {
         match self.table_at(va, level) {
-            Some(t) => self.decode(level, self.tables[&t.0].entries[index(level, va)]),
+            Some(t) => self.decode(level, self.tables[&t.0].raw(index(level, va))),
             None => Entry::None,
         }
     }
@@ -529,7 +655,7 @@ impl PageTables {
     /// Linux: mm/mremap.c alloc_new_pud() → p4d_alloc(), pud_alloc().
     pub fn pud_alloc(&mut self, va: u64, phys: &mut PhysMem) -> Option<Pfn> {
         let (root, i) = (self.root, index(4, va));
-        match self.decode(4, self.tables[&root.0].entries[i]) {
+        match self.decode(4, self.tables[&root.0].raw(i)) {
             Entry::Table(t) => Some(t),
             _ => {
                 let t = self.new_table(3, phys)?;
@@ -573,14 +699,7 @@ impl PageTables {
     /// PMD slot at `va`, replacing a PMD leaf: used when a PMD mapping is split
     /// into the table deposited with it (pgtable_trans_huge_withdraw()).
     pub fn install_pte_table(&mut self, va: u64, table: Pfn) {
-        self.tables.insert(
-            table.0,
-            Table {
-                level: 1,
-                entries: Box::new([0; PTRS_PER_TABLE]),
-                used: 0,
-            },
-        );
+        self.tables.insert(table.0, self.empty_table(1));
         self.set_pmd(va, Entry::Table(table));
     }
 
@@ -621,12 +740,12 @@ impl PageTables {
         let Some(slot) = self.pte_tbl_slot(va) else {
             panic!("no PTE table at {va:#x}: {:?}", self.pmd(va));
         };
-        let tbl = self.tables.at_mut(slot);
+        self.note_write(slot);
         let i = index(1, va);
         let view = PteTable {
             arch: self.arch.ops(),
-            entries: &mut tbl.entries,
-            used: &mut tbl.used,
+            view: TableView::of(self.tables.at_mut(slot)),
+            spare: &mut self.spare,
             hw: &self.hw,
             base: va & !(PMD_SIZE - 1),
         };
@@ -777,8 +896,8 @@ impl PageTables {
             let (t, level, base) = out[i];
             if level > 1 {
                 let tbl = &self.tables[&t.0];
-                for j in 0..PTRS_PER_TABLE {
-                    if let Entry::Table(next) = self.decode(level, tbl.entries[j]) {
+                for (j, raw) in tbl.entries().nonzero() {
+                    if let Entry::Table(next) = self.decode(level, raw) {
                         out.push((next, level - 1, base + j as u64 * entry_span(level)));
                     }
                 }
@@ -828,7 +947,7 @@ impl PageTables {
         loop {
             let next = ((a / span) + 1).saturating_mul(span).min(end);
             let i = index(level, a);
-            if let Entry::Table(child) = self.decode(level, self.tables[&t.0].entries[i]) {
+            if let Entry::Table(child) = self.decode(level, self.tables[&t.0].raw(i)) {
                 let child_level = level - 1;
                 if child_level >= 1 && level > 2 {
                     self.free_level(child, child_level, a, next, floor, ceiling, phys);
@@ -857,19 +976,22 @@ impl PageTables {
         if level == 1 {
             return tbl.used == 0;
         }
-        (0..PTRS_PER_TABLE).all(|j| match self.decode(level, tbl.entries[j]) {
-            Entry::None => true,
-            Entry::Table(c) => self.subtree_empty(c, level - 1),
-            Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => false,
-        })
+        tbl.entries()
+            .nonzero()
+            .all(|(_, raw)| match self.decode(level, raw) {
+                Entry::None => true,
+                Entry::Table(c) => self.subtree_empty(c, level - 1),
+                Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => false,
+            })
     }
 
     fn free_subtree(&mut self, t: Pfn, level: u8, phys: &mut PhysMem) {
         if level > 1 {
             let children: Vec<Pfn> = {
                 let tbl = &self.tables[&t.0];
-                (0..PTRS_PER_TABLE)
-                    .filter_map(|j| match self.decode(level, tbl.entries[j]) {
+                tbl.entries()
+                    .nonzero()
+                    .filter_map(|(_, raw)| match self.decode(level, raw) {
                         Entry::Table(c) => Some(c),
                         _ => None,
                     })
@@ -889,8 +1011,9 @@ impl PageTables {
         let tbl_level = 4;
         let children: Vec<(usize, Pfn)> = {
             let tbl = &self.tables[&root.0];
-            (0..PTRS_PER_TABLE)
-                .filter_map(|j| match self.decode(tbl_level, tbl.entries[j]) {
+            tbl.entries()
+                .nonzero()
+                .filter_map(|(j, raw)| match self.decode(tbl_level, raw) {
                     Entry::Table(c) => Some((j, c)),
                     _ => None,
                 })
@@ -1075,34 +1198,49 @@ impl PageTables {
         let arch = self.arch.ops();
         self.for_each(Cursor::pmds(start, end), |q| {
             if let PtItem::PteTable(_) = q.item {
-                let entries = self.segment_entries(q.segment());
-                if !arch.any_nonpresent_raw(entries) {
+                let Some((entries, range)) = self.segment_entries(q.segment()) else {
+                    return;
+                };
+                let nonpresent = |raw: u64| raw != 0 && !arch.pte_present_raw(raw);
+                let any = match entries {
+                    Entries::Dense(d) => arch.any_nonpresent_raw(&d[range.clone()]),
+                    Entries::Runs(_) => {
+                        entries.runs_hold(range.clone(), Run::NONPRESENT, nonpresent) == Some(true)
+                    }
+                };
+                if !any {
                     return;
                 }
-                for (k, &raw) in entries.iter().enumerate() {
-                    if raw != 0 && !arch.pte_present_raw(raw) {
-                        out(q.va + k as u64 * PAGE_SIZE, arch.decode(1, raw));
+                let first = range.start;
+                for i in range {
+                    let raw = entries.raw(i);
+                    if nonpresent(raw) {
+                        out(q.va + (i - first) as u64 * PAGE_SIZE, arch.decode(1, raw));
                     }
                 }
             }
         });
     }
 
-    /// The raw entries of one segment (inside one PTE table); empty when
-    /// there is no PTE table. No event is counted (the model's bookkeeping).
-    fn segment_entries(&self, seg: Segment) -> &[u64] {
-        match self.pte_tbl(seg.start) {
-            Some(tbl) => {
-                let first = index(1, seg.start);
-                &tbl.entries[first..first + seg.nr_pages() as usize]
-            }
-            None => &[],
-        }
+    /// The entries of the PTE table holding one segment and the segment's
+    /// index range in it; `None` when there is no PTE table. No event is
+    /// counted (the model's bookkeeping).
+    fn segment_entries(&self, seg: Segment) -> Option<(Entries<'_>, std::ops::Range<usize>)> {
+        let tbl = self.pte_tbl(seg.start)?;
+        let first = index(1, seg.start);
+        Some((tbl.entries(), first..first + seg.nr_pages() as usize))
     }
 
     /// Whether a present PTE lies in the segment (no event counted).
     pub fn any_present_pte(&self, seg: Segment) -> bool {
         let arch = self.arch.ops();
-        arch.any_present_raw(self.segment_entries(seg))
+        match self.segment_entries(seg) {
+            Some((Entries::Dense(d), range)) => arch.any_present_raw(&d[range]),
+            Some((entries, range)) => {
+                let present = |r: u64| r != 0 && arch.pte_present_raw(r);
+                entries.runs_hold(range, Run::PRESENT, present) == Some(true)
+            }
+            None => false,
+        }
     }
 }

@@ -41,6 +41,7 @@ impl Model {
         let child = self.procs.keys().next_back().copied().unwrap_or(0) + 1;
         let mut pt = PageTables::new(self.cfg.arch, &mut self.phys).ok_or(Errno::ENOMEM)?;
         pt.hw.features = self.cfg.hw;
+        pt.set_pte_runs(self.cfg.pte_runs);
         pt.hw.set_tracing(self.hw_tracing);
         let batch = !self.cfg.before.contains(Before::FORK_PTE_BATCH);
         let Model {

@@ -26,6 +26,7 @@ mod pte_table;
 pub mod x86_64;
 
 pub use arm64::Arm64;
+pub(crate) use pte_table::TableView;
 pub use pte_table::{FolioSpan, PteRef, PteTable};
 pub use x86_64::X86_64;
 

@@ -171,7 +171,7 @@ impl Cursor {
             let clip = |e: u64| e.min(end);
             let entry_end = (va & !(span - 1)).saturating_add(span);
             let i = index(level, va);
-            match pt.decode(level, tbl.entries[i]) {
+            match pt.decode(level, tbl.raw(i)) {
                 Entry::Table(next) if level > self.floor => {
                     if level == 2 {
                         pt.cache_pte_table(va, next);
@@ -220,7 +220,7 @@ impl Cursor {
                     // Merge the none entries that follow in this table.
                     let mut j = i + 1;
                     let mut run_end = entry_end;
-                    while j < PTRS_PER_TABLE && run_end < end && tbl.entries[j] == 0 {
+                    while j < PTRS_PER_TABLE && run_end < end && tbl.raw(j) == 0 {
                         run_end += span;
                         j += 1;
                     }

@@ -1,0 +1,521 @@
+//! How one page-table page stores its 512 raw descriptors (issue 14):
+//! either dense (the 4 KiB the kernel's page holds) or as a few **affine
+//! runs** — entries `start..start + len` hold `first + k × step` in the
+//! raw encoding, and every entry outside a run is 0 (none).
+//!
+//! A PTE table mapping consecutive frames with equal bits is one run: the
+//! 512 PTEs of a PTE-mapped 2 MiB THP, or 32 consecutive 64 KiB folios
+//! (on arm64 too: the CONT bit is painted on every aligned block, so equal
+//! bits stay equal), or 512 order-0 pages faulted in address order. The
+//! step is the raw difference of neighbours (`1 << 12` for consecutive
+//! frames; 0 for a run of equal markers).
+//!
+//! Which representation a table has changes nothing anyone sees: every
+//! read goes through [`Table::raw`] / [`Entries`], which give the same
+//! value for both, and every write goes to the dense form
+//! ([`Table::dense_mut`] materialises it). [`crate::core::pgtable::PageTables`]
+//! decides when a table is compacted again (after a walk has left it).
+
+use crate::core::addr::PTRS_PER_TABLE;
+use std::cell::OnceCell;
+
+/// At most this many runs make a compact table (24 B each); a table that
+/// needs more stays dense. Eight covers a table with a few partial folios
+/// or a few young/dirty differences at 192 B, against 4 KiB dense.
+pub const MAX_RUNS: usize = 8;
+
+/// Entries `start..start + len` hold `first + k × step` (wrapping), for
+/// `k` in `0..len`. Never zero inside a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub start: u16,
+    pub len: u16,
+    /// What the run holds, as the arch classified it when the table was
+    /// compacted: [`Run::PRESENT`] and/or [`Run::NONPRESENT`] entries.
+    pub kinds: u8,
+    pub first: u64,
+    pub step: u64,
+}
+
+impl Run {
+    /// The run holds present entries (leaves, PROT_NONE included).
+    pub const PRESENT: u8 = 1;
+    /// The run holds swap entries or markers.
+    pub const NONPRESENT: u8 = 2;
+
+    fn end(&self) -> usize {
+        self.start as usize + self.len as usize
+    }
+    fn at(&self, i: usize) -> u64 {
+        self.first
+            .wrapping_add(self.step.wrapping_mul((i - self.start as usize) as u64))
+    }
+}
+
+/// A read-only view of a table's entries in either representation.
+#[derive(Clone, Copy, Debug)]
+pub enum Entries<'a> {
+    Dense(&'a [u64; PTRS_PER_TABLE]),
+    Runs(&'a [Run]),
+}
+
+impl<'a> Entries<'a> {
+    /// The raw descriptor of entry `i`.
+    #[inline(always)]
+    pub fn raw(self, i: usize) -> u64 {
+        match self {
+            Entries::Dense(d) => d[i],
+            Entries::Runs(runs) => runs_raw(runs, i),
+        }
+    }
+
+    /// The non-none entries `(index, raw)` in index order (a none entry is
+    /// 0 and decodes as none: the walks skip it without decoding).
+    pub fn nonzero(self) -> Box<dyn Iterator<Item = (usize, u64)> + 'a> {
+        match self {
+            Entries::Dense(d) => Box::new(d.iter().copied().enumerate().filter(|&(_, r)| r != 0)),
+            Entries::Runs(runs) => Box::new(
+                runs.iter()
+                    .flat_map(|r| (r.start as usize..r.end()).map(move |i| (i, r.at(i)))),
+            ),
+        }
+    }
+
+    /// Every raw entry in index order (512 of them).
+    pub fn iter(self) -> impl Iterator<Item = u64> + 'a {
+        (0..PTRS_PER_TABLE).map(move |i| self.raw(i))
+    }
+
+    /// Whether an entry in `range` is of `kind` ([`Run::PRESENT`] or
+    /// [`Run::NONPRESENT`]; `is_kind` tells one raw entry): `None` for a
+    /// dense table (the caller checks the slice), else from the kinds of
+    /// the runs overlapping `range` — read entry by entry only in a run
+    /// that holds both kinds.
+    #[inline]
+    pub fn runs_hold(
+        self,
+        range: std::ops::Range<usize>,
+        kind: u8,
+        is_kind: impl Fn(u64) -> bool,
+    ) -> Option<bool> {
+        match self {
+            Entries::Dense(_) => None,
+            Entries::Runs(runs) => Some(runs.iter().any(|r| {
+                let (lo, hi) = (range.start.max(r.start as usize), range.end.min(r.end()));
+                lo < hi
+                    && r.kinds & kind != 0
+                    && (r.kinds == kind || (lo..hi).any(|i| is_kind(r.at(i))))
+            })),
+        }
+    }
+
+    /// Whether `f` holds for any raw entry in `range` (none entries are 0).
+    pub fn any(self, range: std::ops::Range<usize>, f: impl Fn(u64) -> bool) -> bool {
+        match self {
+            Entries::Dense(d) => d[range].iter().any(|&r| f(r)),
+            Entries::Runs(runs) => {
+                let mut at = range.start;
+                for r in runs {
+                    if r.end() <= at {
+                        continue;
+                    }
+                    if at >= range.end {
+                        break;
+                    }
+                    if (r.start as usize) > at && f(0) {
+                        return true; // a gap of none entries
+                    }
+                    let lo = at.max(r.start as usize);
+                    let hi = range.end.min(r.end());
+                    if (lo..hi).any(|i| f(r.at(i))) {
+                        return true;
+                    }
+                    at = hi;
+                }
+                at < range.end && f(0)
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn runs_raw(runs: &[Run], i: usize) -> u64 {
+    if let [r] = runs {
+        return if i >= r.start as usize && i < r.end() {
+            r.at(i)
+        } else {
+            0
+        };
+    }
+    // The last run starting at or before i.
+    let k = runs.partition_point(|r| r.start as usize <= i);
+    match k.checked_sub(1).map(|k| &runs[k]) {
+        Some(r) if i < r.end() => r.at(i),
+        _ => 0,
+    }
+}
+
+/// The affine runs of `d` (zeros outside them), or `None` when more than
+/// [`MAX_RUNS`] are needed. Greedy: a run takes the step of its first two
+/// entries and goes on while the difference stays the same.
+pub fn runs_of(d: &[u64; PTRS_PER_TABLE]) -> Option<Vec<Run>> {
+    let mut buf = [EMPTY_RUN; MAX_RUNS];
+    runs_into(d, &mut buf).map(|n| buf[..n].to_vec())
+}
+
+const EMPTY_RUN: Run = Run {
+    start: 0,
+    len: 0,
+    kinds: 0,
+    first: 0,
+    step: 0,
+};
+
+/// [`runs_of`] into `out`: how many runs, or `None` when more than
+/// [`MAX_RUNS`] are needed.
+fn runs_into(d: &[u64; PTRS_PER_TABLE], out: &mut [Run; MAX_RUNS]) -> Option<usize> {
+    // The common cases first, in one pass each: one run over the whole
+    // table, or an empty table.
+    let step = d[1].wrapping_sub(d[0]);
+    if d.windows(2).all(|w| w[1].wrapping_sub(w[0]) == step) {
+        if d[0] == 0 && step == 0 {
+            return Some(0);
+        }
+        if d.iter().all(|&r| r != 0) {
+            out[0] = Run {
+                start: 0,
+                len: PTRS_PER_TABLE as u16,
+                kinds: 0,
+                first: d[0],
+                step,
+            };
+            return Some(1);
+        }
+    }
+    let mut n = 0;
+    let mut i = 0;
+    while i < PTRS_PER_TABLE {
+        if d[i] == 0 {
+            i += 1;
+            continue;
+        }
+        if n == MAX_RUNS {
+            return None;
+        }
+        let start = i;
+        let step = if i + 1 < PTRS_PER_TABLE && d[i + 1] != 0 {
+            d[i + 1].wrapping_sub(d[i])
+        } else {
+            0
+        };
+        i += 1;
+        while i < PTRS_PER_TABLE && d[i] != 0 && d[i].wrapping_sub(d[i - 1]) == step {
+            i += 1;
+        }
+        out[n] = Run {
+            start: start as u16,
+            len: (i - start) as u16,
+            kinds: 0,
+            first: d[start],
+            step,
+        };
+        n += 1;
+    }
+    Some(n)
+}
+
+#[derive(Clone, Debug)]
+enum Store {
+    Dense(Box<[u64; PTRS_PER_TABLE]>),
+    /// One run, inline (the common case: no allocation).
+    One(Run),
+    /// None or several runs.
+    Runs(Box<[Run]>),
+}
+
+/// One page-table page.
+#[derive(Clone, Debug)]
+pub struct Table {
+    pub level: u8,
+    /// Non-none entries.
+    pub used: u16,
+    store: Store,
+    /// A dense copy of a compact table made by a slice borrow
+    /// ([`Table::dense`]); dropped when the table is compacted or the
+    /// owner drops read caches, taken over by the next write.
+    cache: OnceCell<Box<[u64; PTRS_PER_TABLE]>>,
+}
+
+impl Table {
+    /// An empty table (no runs: nothing allocated until the first write).
+    pub fn new(level: u8) -> Self {
+        Table {
+            level,
+            used: 0,
+            store: Store::Runs(Box::new([])),
+            cache: OnceCell::new(),
+        }
+    }
+
+    /// The raw descriptor of entry `i`.
+    #[inline(always)]
+    pub fn raw(&self, i: usize) -> u64 {
+        match &self.store {
+            Store::Dense(d) => d[i],
+            Store::One(r) => runs_raw(std::slice::from_ref(r), i),
+            Store::Runs(runs) => runs_raw(runs, i),
+        }
+    }
+
+    /// The entries, in whichever representation the table has.
+    #[inline]
+    pub fn entries(&self) -> Entries<'_> {
+        match &self.store {
+            Store::Dense(d) => Entries::Dense(d),
+            Store::One(r) => Entries::Runs(std::slice::from_ref(r)),
+            Store::Runs(runs) => Entries::Runs(runs),
+        }
+    }
+
+    /// Whether the table is stored as runs.
+    pub fn is_compact(&self) -> bool {
+        !matches!(self.store, Store::Dense(_))
+    }
+
+    /// The runs of a compact table.
+    pub fn runs(&self) -> Option<&[Run]> {
+        match self.entries() {
+            Entries::Runs(r) => Some(r),
+            Entries::Dense(_) => None,
+        }
+    }
+
+    /// The entries as a dense array: the table itself, or for a compact
+    /// table a copy kept in its read cache (made once). Returns whether a
+    /// cache was made now, so the owner can drop it later.
+    pub fn dense(&self) -> (&[u64; PTRS_PER_TABLE], bool) {
+        match self.entries() {
+            Entries::Dense(d) => (d, false),
+            Entries::Runs(runs) => {
+                let made = self.cache.get().is_none();
+                (self.cache.get_or_init(|| materialise(runs)), made)
+            }
+        }
+    }
+
+    /// The entries for writing: a compact table becomes dense (its read
+    /// cache is taken over when it has one).
+    pub fn dense_mut(&mut self) -> &mut [u64; PTRS_PER_TABLE] {
+        self.dense_mut_from(&mut None)
+    }
+
+    /// [`Table::dense_mut`], materialising into `spare` when it holds a
+    /// buffer (one a compaction freed: no allocation, and memory that is
+    /// likely still in the cache).
+    pub fn dense_mut_from(&mut self, spare: &mut Spare) -> &mut [u64; PTRS_PER_TABLE] {
+        let runs = match &self.store {
+            Store::Dense(_) => None,
+            Store::One(r) => Some(std::slice::from_ref(r)),
+            Store::Runs(r) => Some(&r[..]),
+        };
+        if let Some(runs) = runs {
+            let d = match self.cache.take() {
+                Some(d) => d,
+                None => {
+                    let mut d = spare
+                        .take()
+                        .unwrap_or_else(|| Box::new([0; PTRS_PER_TABLE]));
+                    materialise_into(runs, &mut d);
+                    d
+                }
+            };
+            self.store = Store::Dense(d);
+        }
+        match &mut self.store {
+            Store::Dense(d) => d,
+            _ => unreachable!("made dense above"),
+        }
+    }
+
+    /// [`Table::dense_mut`] and the used count, for writers that keep it.
+    pub fn dense_and_used(&mut self, spare: &mut Spare) -> (&mut [u64; PTRS_PER_TABLE], &mut u16) {
+        self.dense_mut_from(spare);
+        match &mut self.store {
+            Store::Dense(d) => (d, &mut self.used),
+            _ => unreachable!("made dense above"),
+        }
+    }
+
+    /// Store the table as runs if at most [`MAX_RUNS`] describe it; drops
+    /// the read cache. `kinds` classifies a run's entries (a slice of the
+    /// dense table) as [`Run::PRESENT`] / [`Run::NONPRESENT`]. Returns
+    /// whether the table is compact now.
+    /// The dense buffer it frees goes to `spare` if that is empty.
+    pub fn compact(&mut self, kinds: impl Fn(&[u64]) -> u8, spare: &mut Spare) -> bool {
+        self.cache.take();
+        if let Store::Dense(d) = &self.store {
+            let mut buf = [EMPTY_RUN; MAX_RUNS];
+            match runs_into(d, &mut buf) {
+                Some(n) => {
+                    let runs = &mut buf[..n];
+                    for r in runs.iter_mut() {
+                        r.kinds = kinds(&d[r.start as usize..r.end()]);
+                    }
+                    let new = match runs {
+                        [r] => Store::One(*r),
+                        _ => Store::Runs(Box::from(&*runs)),
+                    };
+                    let old = std::mem::replace(&mut self.store, new);
+                    if let (Store::Dense(d), None) = (old, &spare) {
+                        *spare = Some(d);
+                    }
+                }
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// Drop the read cache (a compact table's dense copy).
+    pub fn drop_cache(&mut self) {
+        self.cache.take();
+    }
+
+    /// Bytes of model memory the entries use (outside the [`Table`]
+    /// itself): 4 KiB dense, 24 B per run, plus a read cache.
+    pub fn entry_bytes(&self) -> usize {
+        let cache = self.cache.get().map_or(0, |_| PTRS_PER_TABLE * 8);
+        cache
+            + match &self.store {
+                Store::Dense(_) => PTRS_PER_TABLE * 8,
+                Store::One(_) => 0, // inside the Table
+                Store::Runs(r) => std::mem::size_of_val::<[Run]>(r),
+            }
+    }
+}
+
+/// A dense buffer kept for the next table made dense.
+pub type Spare = Option<Box<[u64; PTRS_PER_TABLE]>>;
+
+fn materialise(runs: &[Run]) -> Box<[u64; PTRS_PER_TABLE]> {
+    let mut d = Box::new([0u64; PTRS_PER_TABLE]);
+    materialise_into(runs, &mut d);
+    d
+}
+
+/// Write every entry of `d` from `runs` (0 outside them).
+fn materialise_into(runs: &[Run], d: &mut [u64; PTRS_PER_TABLE]) {
+    let mut at = 0;
+    for r in runs {
+        d[at..r.start as usize].fill(0);
+        let mut v = r.first;
+        for e in &mut d[r.start as usize..r.end()] {
+            *e = v;
+            v = v.wrapping_add(r.step);
+        }
+        at = r.end();
+    }
+    d[at..].fill(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Odd entries are "present", even non-zero ones "non-present".
+    fn test_kinds(s: &[u64]) -> u8 {
+        let p = s.iter().any(|&r| r & 1 == 1);
+        let n = s.iter().any(|&r| r != 0 && r & 1 == 0);
+        ((p as u8) * Run::PRESENT) | ((n as u8) * Run::NONPRESENT)
+    }
+
+    fn check(d: &[u64; PTRS_PER_TABLE]) {
+        let mut t = Table::new(1);
+        *t.dense_mut() = *d;
+        let compact = t.compact(test_kinds, &mut None);
+        assert_eq!(compact, runs_of(d).is_some());
+        for (i, &e) in d.iter().enumerate() {
+            assert_eq!(t.raw(i), e, "entry {i}");
+            assert_eq!(t.entries().raw(i), e, "entry {i}");
+        }
+        assert_eq!(t.dense().0, d);
+        for (lo, hi) in [(0, 512), (0, 1), (3, 40), (100, 300), (511, 512), (7, 7)] {
+            assert_eq!(
+                t.entries().any(lo..hi, |r| r == 0),
+                d[lo..hi].contains(&0),
+                "any none in {lo}..{hi}"
+            );
+            assert_eq!(
+                t.entries().any(lo..hi, |r| r & 1 == 1),
+                d[lo..hi].iter().any(|&r| r & 1 == 1),
+                "any odd in {lo}..{hi}"
+            );
+            if compact {
+                assert_eq!(
+                    t.entries().runs_hold(lo..hi, Run::PRESENT, |r| r & 1 == 1),
+                    Some(d[lo..hi].iter().any(|&r| r & 1 == 1)),
+                    "runs hold odd in {lo}..{hi}"
+                );
+                assert_eq!(
+                    t.entries()
+                        .runs_hold(lo..hi, Run::NONPRESENT, |r| r & 1 == 0),
+                    Some(d[lo..hi].iter().any(|&r| r != 0 && r & 1 == 0)),
+                    "runs hold even in {lo}..{hi}"
+                );
+            }
+        }
+        assert_eq!(&*t.dense_mut(), d);
+        assert!(!t.is_compact());
+    }
+
+    #[test]
+    fn one_run_of_a_thp_and_an_empty_table() {
+        let mut d = [0u64; PTRS_PER_TABLE];
+        for (i, e) in d.iter_mut().enumerate() {
+            *e = 0x8000_0000_0000_0867 | ((0x1000 + i as u64) << 12);
+        }
+        check(&d);
+        assert_eq!(runs_of(&d).unwrap().len(), 1);
+        check(&[0; PTRS_PER_TABLE]);
+        assert_eq!(runs_of(&[0; PTRS_PER_TABLE]).unwrap().len(), 0);
+        let mut t = Table::new(1);
+        assert_eq!(t.entry_bytes(), 0);
+        t.dense_mut()[5] = 7;
+        assert!(t.compact(test_kinds, &mut None));
+        assert_eq!(t.entry_bytes(), 0, "one run is stored inline");
+        t.dense_mut()[9] = 7;
+        assert!(t.compact(test_kinds, &mut None));
+        assert_eq!(t.entry_bytes(), 48);
+    }
+
+    #[test]
+    fn too_many_runs_stay_dense() {
+        let mut d = [0u64; PTRS_PER_TABLE];
+        for i in 0..=MAX_RUNS {
+            d[i * 2] = 1;
+        }
+        assert!(runs_of(&d).is_none());
+        check(&d);
+    }
+
+    proptest! {
+        #[test]
+        fn runs_read_back_as_the_dense_table(
+            pieces in prop::collection::vec((0..80usize, 0..4u64, prop_oneof![Just(0u64), Just(1 << 12), Just(1), any::<u64>()]), 0..12)
+        ) {
+            // Pieces of affine runs laid end to end, some of them none.
+            let mut d = [0u64; PTRS_PER_TABLE];
+            let mut i = 0;
+            for (len, kind, step) in pieces {
+                let first: u64 = match kind { 0 => 0, 1 => 0x867, 2 => 0x8000_0000_0000_0867, _ => 0x400 };
+                for k in 0..len {
+                    if i == PTRS_PER_TABLE { break; }
+                    d[i] = if first == 0 { 0 } else { first.wrapping_add(step.wrapping_mul(k as u64)) };
+                    i += 1;
+                }
+            }
+            check(&d);
+        }
+    }
+}
