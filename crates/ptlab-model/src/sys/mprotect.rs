@@ -460,13 +460,20 @@ fn change_pte_range_batched(
     // Runs of order-0 pages go through one per-segment loop where the
     // arch's PTE hooks are the generic ones, no NUMA scan asks for skips
     // and nobody records marks.
-    let fast = arch.generic_pte_hooks() && cp.prot_numa.is_none() && !mm.pt.hw.observing();
+    let contpte = crate::mm::contpte_runs::applies(&mm.pt);
+    let fast =
+        (arch.generic_pte_hooks() || contpte) && cp.prot_numa.is_none() && !mm.pt.hw.observing();
     let mut try_fast = fast;
     let mut addr = start;
     let mut pages = 0;
     while addr < end {
         if try_fast {
-            let n = change_small_run(mm, phys, vma, addr, end, cp, tlb);
+            let n = if contpte {
+                let (prot, w) = (cp.prot, cp.try_writable);
+                crate::mm::contpte_runs::change_small_run(mm, phys, vma, addr, end, prot, w, tlb)
+            } else {
+                change_small_run(mm, phys, vma, addr, end, cp, tlb)
+            };
             pages += n;
             addr += n * PAGE_SIZE;
             if addr >= end {

@@ -17,7 +17,7 @@
 use super::CONT_PTES;
 use crate::core::addr::{Pfn, PAGE_SIZE};
 use crate::core::arch::{generic, Arch, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable};
-use crate::core::hw::{HwEvent, KCall};
+use crate::core::hw::{HwEvent, HwSink, KCall};
 use crate::core::rules::rule;
 
 const N: usize = CONT_PTES;
@@ -128,12 +128,22 @@ fn unfold_block(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize) {
 /// `set_ptes(nr > 1)` paints CONT on PROT_NONE entries too, but the layer
 /// ignores them).
 fn try_unfold(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize) {
-    t.hw.call(KCall::ContpteTryUnfold);
-    t.hw.one(HwEvent::PteLoad);
+    count_try_unfold_checks(t.hw, 1);
     if matches!(t.peek(i), Entry::Leaf(l) if l.valid_cont()) {
         rule!(t.hw, ContpteUnfold);
         unfold_block(arch, t, i);
     }
+}
+
+/// The cost of `n` `contpte_try_unfold(mm, addr, ptep, __ptep_get(ptep))`
+/// checks: the call and the `__ptep_get()` load each. On an entry that is
+/// not `pte_valid_cont()` (none, PROT_NONE, or a valid entry without CONT)
+/// this is all the check does; a per-segment loop over such entries counts
+/// its checks here in one step. Linux: arch/arm64/include/asm/pgtable.h
+/// contpte_try_unfold().
+pub(crate) fn count_try_unfold_checks(hw: &HwSink, n: u64) {
+    hw.call_n(KCall::ContpteTryUnfold, n);
+    hw.add(HwEvent::PteLoad, n);
 }
 
 /// `contpte_try_unfold_partial()`: unfold blocks that entries
@@ -234,7 +244,25 @@ pub fn set_ptes(
         }
         t.store(j, Some(l));
     }
-    if nr == 1 && i % N == N - 1 {
+    if nr == 1 {
+        try_fold_after_set(arch, t, i, folios);
+    }
+}
+
+/// The `contpte_try_fold()` that ends a single-entry `set_ptes()` (after
+/// the store): only the last entry of a block is tried (`valign`); the
+/// rest of the inline test and `__contpte_try_fold()` are [`try_fold`].
+/// A per-segment loop that stores single entries itself calls this after
+/// each store. Linux: arch/arm64/include/asm/pgtable.h set_ptes(),
+/// contpte_try_fold().
+#[inline]
+pub(crate) fn try_fold_after_set(
+    arch: &dyn Arch,
+    t: &mut PteTable<'_>,
+    i: usize,
+    folios: &dyn FolioSpan,
+) {
+    if i % N == N - 1 {
         try_fold(arch, t, i, folios);
     }
 }
