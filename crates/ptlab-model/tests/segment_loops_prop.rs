@@ -6,7 +6,10 @@
 //! random sequence run with and without tracing must give the same
 //! observation, the same hardware events and kernel-function calls, and
 //! the same rule hits — on both architectures, with 6.18's batching and
-//! with the seed changes switched back.
+//! with the seed changes switched back. The folio mix (order-0, 16 KiB,
+//! 64 KiB, 2 MiB THPs split to PTEs by partial mprotect/madvise/DONTFORK)
+//! gives arm64 folded CONT blocks next to order-0 runs, so its loops
+//! (mm/contpte_runs.rs) meet fold, unfold and the block-end fold tries.
 
 mod common;
 
@@ -237,5 +240,88 @@ proptest! {
             prop_assert_eq!(segment.1, entry.1, "events and calls, {:?}", arch);
             prop_assert_eq!(&segment.2, &entry.2, "rule hits, {:?}", arch);
         }
+    }
+}
+
+/// arm64, one fixed sequence: 64 KiB folios (folded blocks) and order-0
+/// pages in the same PTE tables, a fork, a partial mprotect and
+/// copy-on-write writes. The per-segment loops (mm/contpte_runs.rs) and
+/// the entry-by-entry hooks must agree, and the sequence must reach what
+/// the loops count for the contpte layer: folds, unfolds, the
+/// `contpte_try_unfold()` checks and the block-end fold tries — so that
+/// dropping any of those counts from the loops fails this test.
+#[test]
+fn arm64_runs_next_to_folded_blocks() {
+    let mib = 1 << 20;
+    // The fold tries of fork's loop need an order-0 page whose PFN is the
+    // last of its 16 at the last entry of a block: shift the allocator by
+    // 0..16 pages (written at the arena's end first) to meet every phase.
+    let mut e = ptlab_model::HwEvents::default();
+    for shift in 0..16u64 {
+        let ops = [
+            Op::Advise {
+                off: 3 * mib,
+                len: mib,
+                advice: Advice::NoHugePage,
+            },
+            Op::Write {
+                proc: 0,
+                off: ARENA - 0x10000,
+                len: shift * 4096,
+            },
+            // Order-0 pages in [1 MiB, 2 MiB) and [3 MiB, 4 MiB), 64 KiB folios elsewhere.
+            Op::Advise {
+                off: mib,
+                len: mib,
+                advice: Advice::NoHugePage,
+            },
+            Op::Advise {
+                off: 3 * mib,
+                len: mib,
+                advice: Advice::NoHugePage,
+            },
+            Op::Write {
+                proc: 0,
+                off: 0,
+                len: ARENA,
+            },
+            Op::Fork { proc: 0 },
+            Op::Protect {
+                proc: 0,
+                off: 0x8000,
+                len: 2 * mib,
+                prot: 1,
+            },
+            Op::Write {
+                proc: 1,
+                off: mib - 0x10000,
+                len: 0x40000,
+            },
+            Op::Protect {
+                proc: 0,
+                off: 0,
+                len: ARENA,
+                prot: 2,
+            },
+            Op::Exit { proc: 1 },
+            Op::Fork { proc: 0 },
+        ];
+        // 6.18, and mprotect before 6.17 (set_pte_at() per entry: the
+        // block-end folds), fork's loops running in both.
+        for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
+            let segment = run(ArchKind::Arm64, before, &[4], &ops, false);
+            let entry = run(ArchKind::Arm64, before, &[4], &ops, true);
+            assert_eq!(segment.0, entry.0, "{before:?} shift {shift}");
+            assert_eq!(segment.1, entry.1, "{before:?} shift {shift}");
+            assert_eq!(segment.2, entry.2, "{before:?} shift {shift}");
+            e.add_all(&segment.1);
+        }
+    }
+    use ptlab_model::core::hw::{HwEvent, KCall};
+    for ev in [HwEvent::ContFold, HwEvent::ContUnfold] {
+        assert!(e.get(ev) > 0, "{ev:?} not reached");
+    }
+    for k in [KCall::ContpteTryUnfold, KCall::ContpteTryFold] {
+        assert!(e.calls(k) > 0, "{k:?} not reached");
     }
 }

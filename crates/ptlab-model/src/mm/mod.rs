@@ -3,6 +3,7 @@
 //! batches. Imports only the layers below and siblings here (acyclic).
 
 pub mod batch;
+pub mod contpte_runs;
 pub mod fault;
 pub mod huge_memory;
 pub mod marker;

@@ -432,7 +432,7 @@ fn move_pte_run(
     let max = (max as usize).min(PTRS_PER_TABLE - i0);
     let (mut n, mut present) = (0, 0u64);
     while n < max {
-        let e = t.entries[i0 + n];
+        let e = t.raw(i0 + n);
         if e != 0 {
             if !raw.is_present(e) {
                 break;

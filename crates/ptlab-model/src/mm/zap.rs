@@ -325,7 +325,7 @@ fn zap_present_segment(
         }
     };
     for j in i0..i0 + nr {
-        let e = t.entries[j];
+        let e = t.raw(j);
         if !raw.is_present(e) {
             continue;
         }

@@ -222,14 +222,19 @@ fn copy_pte_range(
     let _dst_ptl = seg.lock_pte_table(&dst.pt);
     // Runs of order-0 pages go through one per-segment loop where the
     // arch's PTE hooks are the generic ones and nobody records marks.
-    let fast = src.pt.arch().generic_pte_hooks()
-        && src.pt.arch().raw_pte().is_some()
+    let contpte = crate::mm::contpte_runs::applies(&src.pt);
+    let fast = ((src.pt.arch().generic_pte_hooks() && src.pt.arch().raw_pte().is_some())
+        || contpte)
         && !src.pt.hw.observing();
     let mut try_fast = fast;
     let mut addr = start;
     while addr < end {
         if try_fast {
-            let n = copy_small_run(src, dst, phys, addr, end, c, batch);
+            let n = if contpte {
+                crate::mm::contpte_runs::copy_small_run(src, dst, phys, addr, end, c, batch)
+            } else {
+                copy_small_run(src, dst, phys, addr, end, c, batch)
+            };
             addr += n * PAGE_SIZE;
             if addr >= end {
                 break;
@@ -332,7 +337,7 @@ fn copy_small_run(
     let (mut n, mut wrprotected) = (0, 0u64);
     while n < max {
         let i = i0 + n;
-        let e = st.entries[i];
+        let e = st.raw(i);
         if !raw.is_present(e) || e & raw.special != 0 || !phys.try_dup_small_anon(Pfn(raw.pfn(e))) {
             break;
         }

@@ -460,8 +460,8 @@ fn change_pte_range_batched(
     // Runs of order-0 pages go through one per-segment loop where the
     // arch's PTE hooks are the generic ones, no NUMA scan asks for skips
     // and nobody records marks.
-    let fast = arch.generic_pte_hooks()
-        && arch.raw_pte().is_some()
+    let contpte = crate::mm::contpte_runs::applies(&mm.pt);
+    let fast = ((arch.generic_pte_hooks() && arch.raw_pte().is_some()) || contpte)
         && cp.prot_numa.is_none()
         && !mm.pt.hw.observing();
     let mut try_fast = fast;
@@ -469,7 +469,12 @@ fn change_pte_range_batched(
     let mut pages = 0;
     while addr < end {
         if try_fast {
-            let n = change_small_run(mm, phys, vma, addr, end, cp, tlb);
+            let n = if contpte {
+                let (prot, w) = (cp.prot, cp.try_writable);
+                crate::mm::contpte_runs::change_small_run(mm, phys, vma, addr, end, prot, w, tlb)
+            } else {
+                change_small_run(mm, phys, vma, addr, end, cp, tlb)
+            };
             pages += n;
             addr += n * PAGE_SIZE;
             if addr >= end {
@@ -588,7 +593,7 @@ fn change_small_run(
     let mut memo: Option<Change> = None;
     while n < max {
         let i = i0 + n;
-        let e = t.entries[i];
+        let e = t.raw(i);
         if !raw.is_present(e)
             || e & raw.special != 0
             || phys.folio_of(Pfn(raw.pfn(e))).is_none_or(|f| f.is_large())

@@ -80,7 +80,7 @@ pub(crate) fn clear_write(t: &mut PteTable<'_>, i: usize, nr: usize) {
     if let Some(raw) = t.arch.raw_pte() {
         // pte_wrprotect() on the descriptor.
         for j in i..i + nr {
-            let e = t.entries[j];
+            let e = t.raw(j);
             if raw.is_present(e) {
                 t.store_raw(j, e & !raw.write);
             }

@@ -79,8 +79,28 @@ impl<'a> TableView<'a> {
 }
 
 impl<'a> PteTable<'a> {
+    /// A view over a plain dense array (tests, and tables built outside a
+    /// tree).
+    #[cfg(test)]
+    pub(crate) fn over_dense(
+        arch: &'static dyn Arch,
+        entries: &'a mut [u64; PTRS_PER_TABLE],
+        used: &'a mut u16,
+        spare: &'a mut Spare,
+        hw: &'a HwSink,
+        base: u64,
+    ) -> Self {
+        PteTable {
+            arch,
+            view: TableView::Dense { entries, used },
+            spare,
+            hw,
+            base,
+        }
+    }
+    /// The raw descriptor of entry `i` without counting.
     #[inline(always)]
-    fn raw(&self, i: usize) -> u64 {
+    pub(crate) fn raw(&self, i: usize) -> u64 {
         match &self.view {
             TableView::Dense { entries, .. } => entries[i],
             TableView::Runs(t) => t.raw(i),

@@ -16,8 +16,10 @@
 
 use super::CONT_PTES;
 use crate::core::addr::{Pfn, PAGE_SIZE};
-use crate::core::arch::{generic, Arch, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable};
-use crate::core::hw::{HwEvent, KCall};
+use crate::core::arch::{
+    clear_call, generic, Arch, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable,
+};
+use crate::core::hw::{HwEvent, HwSink, KCall};
 use crate::core::rules::rule;
 
 const N: usize = CONT_PTES;
@@ -39,9 +41,14 @@ pub fn ptep_get(t: &PteRef<'_>, i: usize) -> Entry {
     if !l.valid_cont() {
         return e;
     }
-    let flags_at = |j: usize| match t.peek(j) {
-        Entry::Leaf(o) => o.flags,
-        _ => LeafFlags::empty(),
+    // Only young and dirty are looked at (pte_young(), pte_dirty()).
+    let flags_at = |j: usize| {
+        let raw = t.entries.raw(j);
+        if raw != 0 && super::Arm64.pte_present_raw(raw) {
+            super::young_dirty_raw(raw)
+        } else {
+            LeafFlags::empty()
+        }
     };
     let start = block_start(i);
     let mut seen = LeafFlags::empty();
@@ -128,12 +135,22 @@ fn unfold_block(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize) {
 /// `set_ptes(nr > 1)` paints CONT on PROT_NONE entries too, but the layer
 /// ignores them).
 fn try_unfold(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize) {
-    t.hw.call(KCall::ContpteTryUnfold);
-    t.hw.one(HwEvent::PteLoad);
+    count_try_unfold_checks(t.hw, 1);
     if matches!(t.peek(i), Entry::Leaf(l) if l.valid_cont()) {
         rule!(t.hw, ContpteUnfold);
         unfold_block(arch, t, i);
     }
+}
+
+/// The cost of `n` `contpte_try_unfold(mm, addr, ptep, __ptep_get(ptep))`
+/// checks: the call and the `__ptep_get()` load each. On an entry that is
+/// not `pte_valid_cont()` (none, PROT_NONE, or a valid entry without CONT)
+/// this is all the check does; a per-segment loop over such entries counts
+/// its checks here in one step. Linux: arch/arm64/include/asm/pgtable.h
+/// contpte_try_unfold().
+pub(crate) fn count_try_unfold_checks(hw: &HwSink, n: u64) {
+    hw.call_n(KCall::ContpteTryUnfold, n);
+    hw.add(HwEvent::PteLoad, n);
 }
 
 /// `contpte_try_unfold_partial()`: unfold blocks that entries
@@ -218,23 +235,46 @@ pub fn set_ptes(
         try_unfold(arch, t, i);
     }
     t.hw.add(HwEvent::PteStore, nr as u64);
+    // The descriptor is encoded once; each entry takes its own PFN (and
+    // CONT where painted) into it: `pte_next_pfn()`, `pte_mkcont()`.
+    let mut base = leaf;
+    base.flags.remove(LeafFlags::CONT);
+    let raw0 = super::Arm64.encode_leaf(1, base) & !super::ADDR_MASK;
+    let paint = nr > 1 && !base.flags.contains(LeafFlags::SPECIAL);
     for k in 0..nr {
         let j = i + k;
-        let mut l = leaf;
-        l.pfn = leaf.pfn.add(k as u64);
-        l.flags.remove(LeafFlags::CONT);
-        if nr > 1 && !l.flags.contains(LeafFlags::SPECIAL) {
+        let pfn = leaf.pfn.0 + k as u64;
+        let mut raw = raw0 | ((pfn << 12) & super::ADDR_MASK);
+        if paint {
             let block = block_start(j);
             let covered = block >= i && block + N <= i + nr;
-            let pa_aligned = (l.pfn.0 - (j - block) as u64).is_multiple_of(N as u64);
+            let pa_aligned = (pfn - (j - block) as u64).is_multiple_of(N as u64);
             if covered && pa_aligned {
                 rule!(t.hw, ContptePaint);
-                l.flags |= LeafFlags::CONT;
+                raw |= super::CONT;
             }
         }
-        t.store(j, Some(l));
+        t.store_raw(j, raw);
     }
-    if nr == 1 && i % N == N - 1 {
+    if nr == 1 {
+        try_fold_after_set(arch, t, i, folios);
+    }
+}
+
+/// The `contpte_try_fold()` that ends a single-entry `set_ptes()` (after
+/// the store): only the last entry of a block is tried (`valign`); the
+/// rest of the inline test and `__contpte_try_fold()` are [`try_fold`].
+/// A per-segment loop that stores single entries itself calls this after
+/// each store. Linux: arch/arm64/include/asm/pgtable.h set_ptes(),
+/// contpte_try_fold().
+#[inline]
+pub(crate) fn try_fold_after_set(
+    arch: &dyn Arch,
+    t: &mut PteTable<'_>,
+    i: usize,
+    folios: &dyn FolioSpan,
+) {
+    if i % N == N - 1 {
         try_fold(arch, t, i, folios);
     }
 }
@@ -266,7 +306,12 @@ pub fn wrprotect_ptes(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, nr: usize
     t.hw.add(HwEvent::PteLoad, nr as u64);
     t.hw.add(HwEvent::PteAtomicRmw, nr as u64);
     rule!(t.hw, ContpteWrprotectBatch);
-    generic::clear_write(t, i, nr);
+    for j in i..i + nr {
+        let raw = t.raw(j);
+        if raw != 0 && super::Arm64.pte_present_raw(raw) {
+            t.store_raw(j, super::pte_wrprotect_raw(raw));
+        }
+    }
 }
 
 /// `get_and_clear_full_ptes()`: a single entry (`ptep_get_and_clear()`)
@@ -284,6 +329,45 @@ pub fn get_and_clear_full_ptes(
         unfold_partial(arch, t, i, nr);
     }
     generic::get_and_clear_full_ptes(t, i, nr)
+}
+
+/// `modify_prot_start_ptes()` = `get_and_clear_ptes()`: the
+/// `get_and_clear_full_ptes()` above (the single-entry check or the
+/// partial unfolds, one atomic swap per present entry), returning the first
+/// present entry with the young/dirty bits of all of them gathered
+/// (`__get_and_clear_full_ptes()`) — read from the descriptors, without
+/// decoding each. Linux: arch/arm64/mm/mmu.c modify_prot_start_ptes(),
+/// arch/arm64/include/asm/pgtable.h get_and_clear_ptes(),
+/// __get_and_clear_full_ptes(); arch/arm64/mm/contpte.c
+/// contpte_get_and_clear_full_ptes().
+pub fn modify_prot_start_ptes(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, nr: usize) -> Leaf {
+    t.hw.call(clear_call(nr));
+    if nr == 1 {
+        try_unfold(arch, t, i);
+    } else {
+        unfold_partial(arch, t, i, nr);
+    }
+    let mut first: Option<Leaf> = None;
+    let (mut gathered, mut cleared) = (LeafFlags::empty(), 0u64);
+    for j in i..i + nr {
+        let raw = t.raw(j);
+        if raw == 0 || !super::Arm64.pte_present_raw(raw) {
+            continue;
+        }
+        if first.is_none() {
+            let Entry::Leaf(l) = t.peek(j) else {
+                unreachable!("a present descriptor decodes as a leaf")
+            };
+            first = Some(l);
+        }
+        gathered |= super::young_dirty_raw(raw);
+        cleared += 1;
+        t.store_raw(j, 0);
+    }
+    t.hw.add(HwEvent::PteAtomicClear, cleared);
+    let mut first = first.expect("a present first entry");
+    first.flags |= gathered;
+    first
 }
 
 /// `pte_batch_hint()`: the rest of a valid contiguous block, else 1.
@@ -313,4 +397,128 @@ pub fn set_pte_at_nonpresent(t: &mut PteTable<'_>, i: usize, raw: u64) {
 pub fn ptep_get_and_clear_nonpresent(t: &mut PteTable<'_>, i: usize) {
     t.hw.one(HwEvent::PteLoad);
     generic::ptep_get_and_clear_nonpresent(t, i);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::addr::PTRS_PER_TABLE;
+    use crate::core::arch::Arm64;
+    use crate::core::hw::{HwFeatures, HwSink};
+
+    /// No folio anywhere (the fold test gives up at page_folio()).
+    struct NoFolios;
+    impl FolioSpan for NoFolios {
+        fn folio_span(&self, _: Pfn) -> Option<(u64, u64)> {
+            None
+        }
+    }
+
+    /// A table around a block boundary: random leaves (young, dirty,
+    /// write, PROT_NONE), whole blocks painted by set_ptes(nr = 16), none
+    /// entries and swap entries, from a small xorshift generator.
+    fn table(seed: u64) -> ([u64; PTRS_PER_TABLE], u16) {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut e = [0u64; PTRS_PER_TABLE];
+        let mut used = 0u16;
+        let hw = HwSink::new(HwFeatures::default());
+        let mut spare = None;
+        let mut t = PteTable::over_dense(&Arm64, &mut e, &mut used, &mut spare, &hw, 0);
+        for b in 0..4 {
+            let r = rnd();
+            let mut flags = LeafFlags::empty();
+            for (bit, f) in [
+                LeafFlags::YOUNG,
+                LeafFlags::DIRTY,
+                LeafFlags::WRITE,
+                LeafFlags::PROTNONE,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                if r >> bit & 1 != 0 {
+                    flags |= f;
+                }
+            }
+            let leaf = Leaf {
+                pfn: Pfn(0x1000 + 16 * b as u64),
+                flags,
+            };
+            if r >> 8 & 1 != 0 {
+                // A folded (painted) block.
+                set_ptes(&Arm64, &mut t, 16 * b, leaf, N, &NoFolios);
+            } else {
+                for k in 0..N {
+                    let r = rnd();
+                    let j = 16 * b + k;
+                    match r % 8 {
+                        0 => {}
+                        1 => t.store_raw(
+                            j,
+                            Arm64.encode_swap(crate::core::arch::SwapPte {
+                                ty: 1,
+                                offset: j as u64 + 1,
+                                exclusive: false,
+                                soft_dirty: false,
+                                uffd_wp: false,
+                            }),
+                        ),
+                        _ => {
+                            let mut l = leaf;
+                            l.pfn = leaf.pfn.add(k as u64);
+                            l.flags.set(LeafFlags::YOUNG, r >> 4 & 1 != 0);
+                            l.flags.set(LeafFlags::DIRTY, r >> 5 & 1 != 0);
+                            t.store(j, Some(l));
+                        }
+                    }
+                }
+            }
+        }
+        (e, used)
+    }
+
+    /// arm64's modify_prot_start_ptes() (reading young/dirty from the
+    /// descriptors) against the generic one over arm64's
+    /// get_and_clear_full_ptes() (decoding every cleared entry): the same
+    /// result, table, events, calls and rule hits.
+    #[test]
+    fn modify_prot_start_equals_the_generic_path() {
+        let mut compared = 0;
+        for seed in 0..400u64 {
+            let (entries, used) = table(seed);
+            let i = (seed as usize * 7) % 48;
+            let nr = 1 + (seed as usize * 13) % (64 - i);
+            let present = |e: &[u64; PTRS_PER_TABLE]| Arm64.pte_present_raw(e[i]) && e[i] != 0;
+            if !present(&entries) {
+                continue;
+            }
+            let run = |fast: bool| {
+                let (mut e, mut u) = (entries, used);
+                let hw = HwSink::new(HwFeatures::default());
+                let mut spare = None;
+                let mut t =
+                    PteTable::over_dense(&Arm64, &mut e, &mut u, &mut spare, &hw, 0x7f00_0000_0000);
+                let l = if fast {
+                    modify_prot_start_ptes(&Arm64, &mut t, i, nr)
+                } else {
+                    generic::modify_prot_start_ptes(&Arm64, &mut t, i, nr)
+                };
+                (l, e, u, hw.snapshot(), hw.rules.coverage())
+            };
+            let (a, b) = (run(true), run(false));
+            assert_eq!(a.0, b.0, "seed {seed}");
+            assert_eq!(a.1, b.1, "seed {seed}");
+            assert_eq!(a.2, b.2, "seed {seed}");
+            assert_eq!(a.3, b.3, "seed {seed}");
+            assert_eq!(a.4, b.4, "seed {seed}");
+            compared += 1;
+        }
+        assert!(compared > 100, "{compared}");
+    }
 }

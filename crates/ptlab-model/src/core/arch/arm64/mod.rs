@@ -49,6 +49,34 @@ const SWP_OFFSET_MASK: u64 = (1 << 50) - 1;
 
 pub struct Arm64;
 
+/// `pte_young()` and `pte_dirty()` of a present descriptor as
+/// [`LeafFlags::YOUNG`] / [`LeafFlags::DIRTY`] (what [`Arm64::decode`]
+/// reports): AF; hardware dirty (DBM with AP[2] clear) or PTE_DIRTY.
+/// Linux: arch/arm64/include/asm/pgtable.h pte_young(), pte_dirty().
+#[inline]
+fn young_dirty_raw(raw: u64) -> LeafFlags {
+    let mut f = LeafFlags::empty();
+    if raw & AF != 0 {
+        f |= LeafFlags::YOUNG;
+    }
+    if (raw & DBM != 0 && raw & RDONLY == 0) || raw & SW_DIRTY != 0 {
+        f |= LeafFlags::DIRTY;
+    }
+    f
+}
+
+/// `pte_wrprotect()` on a present descriptor as [`Arm64::encode_leaf`]
+/// writes it: hardware dirtiness moves to the software dirty bit, then
+/// PTE_WRITE (DBM) is cleared and PTE_RDONLY set — the same descriptor as
+/// decoding, removing `LeafFlags::WRITE` and encoding again (tested over
+/// every attribute subset), without the round trip.
+/// Linux: arch/arm64/include/asm/pgtable.h pte_wrprotect().
+fn pte_wrprotect_raw(raw: u64) -> u64 {
+    let hw_dirty = raw & DBM != 0 && raw & RDONLY == 0;
+    let raw = if hw_dirty { raw | SW_DIRTY } else { raw };
+    (raw & !DBM) | RDONLY
+}
+
 impl Arch for Arm64 {
     fn kind(&self) -> ArchKind {
         ArchKind::Arm64
@@ -127,16 +155,10 @@ impl Arch for Arm64 {
         if present_invalid {
             f |= LeafFlags::PROTNONE;
         }
-        if raw & AF != 0 {
-            f |= LeafFlags::YOUNG;
-        }
-        let write = raw & DBM != 0;
-        if write {
-            f |= LeafFlags::WRITE;
-        }
         // pte_dirty() = pte_hw_dirty() || pte_sw_dirty().
-        if (write && raw & RDONLY == 0) || raw & SW_DIRTY != 0 {
-            f |= LeafFlags::DIRTY;
+        f |= young_dirty_raw(raw);
+        if raw & DBM != 0 {
+            f |= LeafFlags::WRITE;
         }
         if raw & SPECIAL != 0 {
             f |= LeafFlags::SPECIAL;
@@ -191,6 +213,14 @@ impl Arch for Arm64 {
             return generic::get_and_clear_full_ptes(t, i, nr);
         }
         contpte::get_and_clear_full_ptes(self, t, i, nr)
+    }
+
+    fn modify_prot_start_ptes(&self, t: &mut PteTable<'_>, i: usize, nr: usize) -> Leaf {
+        t.hw.call(KCall::ModifyProtStartPtes);
+        if t.hw.features.contpte_off {
+            return generic::modify_prot_start_ptes(self, t, i, nr);
+        }
+        contpte::modify_prot_start_ptes(self, t, i, nr)
     }
 
     fn ptep_modify(&self, t: &mut PteTable<'_>, i: usize, leaf: Leaf) {
@@ -280,6 +310,45 @@ impl Arch for Arm64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// pte_wrprotect_raw() is decode → remove WRITE → encode, for every
+    /// attribute subset arm64 encodes, at a low and a high PFN.
+    #[test]
+    fn wrprotect_raw_is_the_round_trip() {
+        let bits = [
+            LeafFlags::WRITE,
+            LeafFlags::DIRTY,
+            LeafFlags::YOUNG,
+            LeafFlags::SPECIAL,
+            LeafFlags::UFFD_WP,
+            LeafFlags::CONT,
+            LeafFlags::EXEC,
+            LeafFlags::PROTNONE,
+        ];
+        for m in 0..1u32 << bits.len() {
+            let mut f = LeafFlags::empty();
+            for (i, b) in bits.iter().enumerate() {
+                if m & (1 << i) != 0 {
+                    f |= *b;
+                }
+            }
+            for pfn in [0x40, (1 << 36) - 1] {
+                let l = Leaf {
+                    pfn: Pfn(pfn),
+                    flags: f,
+                };
+                let want = Leaf {
+                    pfn: Pfn(pfn),
+                    flags: f - LeafFlags::WRITE,
+                };
+                assert_eq!(
+                    pte_wrprotect_raw(Arm64.encode_leaf(1, l)),
+                    Arm64.encode_leaf(1, want),
+                    "{f:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn real_bit_layout() {

@@ -1,0 +1,251 @@
+//! arm64's per-segment loops: fork's and mprotect's runs of order-0 pages
+//! and `folio_pte_batch()`'s scan, with the table borrowed once, counting
+//! what arm64's contpte hooks count for each entry (docs/model.md,
+//! "Per-segment loops on arm64").
+//!
+//! The entry-by-entry loops (sys/fork.rs `copy_pte_range()`,
+//! sys/mprotect.rs `change_pte_range_batched()`) call arm64's hooks once
+//! per order-0 page: `ptep_get()`, `wrprotect_ptes(nr = 1)`,
+//! `get_and_clear_full_ptes(nr = 1)` and `set_ptes(nr = 1)`. On an entry
+//! that is not `pte_valid_cont()` these do the generic thing plus:
+//!
+//! * `ptep_get()`: nothing more (`contpte_ptep_get()` gathers only for a
+//!   valid CONT entry);
+//! * each single-entry mutator: one `contpte_try_unfold()` check — the
+//!   call and its `__ptep_get()` load — that unfolds nothing
+//!   ([`contpte::count_try_unfold_checks`]); `ptep_set_wrprotect()` also
+//!   makes the load of its cmpxchg loop;
+//! * `set_ptes(nr = 1)` ends with `contpte_try_fold()`, which looks further
+//!   only at the last entry of a 16-entry block
+//!   ([`contpte::try_fold_after_set`], called here after each store: it
+//!   gives up on an order-0 folio after `page_folio()` and
+//!   `folio_nr_pages()`, counted there).
+//!
+//! A run stops before any entry that carries CONT (a folded block, or a
+//! PROT_NONE block painted by a batch), so every entry it covers is one
+//! of the above. `tests/segment_loops_prop.rs` checks the loops against
+//! the entry-by-entry ones on random sequences (events, calls, rule hits,
+//! observations).
+//!
+//! Linux: arch/arm64/include/asm/pgtable.h set_ptes(), ptep_set_wrprotect(),
+//! ptep_get_and_clear(), wrprotect_ptes(), contpte_try_unfold(),
+//! contpte_try_fold(); arch/arm64/mm/contpte.c contpte_ptep_get().
+
+use crate::core::addr::{PAGE_SIZE, PTRS_PER_TABLE};
+use crate::core::arch::arm64::contpte;
+use crate::core::arch::{Entry, Leaf, LeafFlags, PteRef};
+use crate::core::folio::PhysMem;
+use crate::core::hw::{HwEvent, KCall};
+use crate::core::pgtable::PageTables;
+use crate::core::rules::Rule;
+use crate::core::tlb::MmuGather;
+use crate::core::vma::{VmFlags, Vma};
+use crate::mm::mm::Mm;
+use crate::mm::protect::{maybe_change_pte_writable, pte_modify};
+
+/// Whether the loops here stand for `pt`'s PTE hooks: arm64 with the
+/// contpte layer on (with `contpte_off` arm64 keeps the entry-by-entry
+/// loops).
+pub(crate) fn applies(pt: &PageTables) -> bool {
+    pt.arch().cont_ptes().is_some() && !pt.hw.features.contpte_off
+}
+
+/// fork: a run of present PTEs mapping order-0 anon pages from `addr` (at
+/// most to `end`), each what one pass of `copy_pte_range()` does on arm64
+/// — `ptep_get()`, the folio's struct page line, a one-entry batch (or,
+/// before 6.9, one entry), `copy_present_ptes(nr = 1)`: the parent's
+/// `wrprotect_ptes(nr = 1)` when writable, the child's `set_ptes(nr = 1)`.
+/// Returns the entries copied (0: `addr` is not such an entry).
+/// Linux: mm/memory.c copy_pte_range() → copy_present_ptes() (nr == 1).
+pub(crate) fn copy_small_run(
+    src: &mut Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    addr: u64,
+    end: u64,
+    c: &Vma,
+    batch: bool,
+) -> u64 {
+    let arch = src.pt.arch();
+    let keep_uffd_wp = c.flags.contains(VmFlags::UFFD_WP);
+    let (mut st, i0) = src.pt.pte_table(addr);
+    let (mut dt, _) = dst.pt.pte_table(addr);
+    let max = ((end - addr) / PAGE_SIZE) as usize;
+    let (mut n, mut wrprotected) = (0, 0u64);
+    while n < max {
+        let i = i0 + n;
+        let Entry::Leaf(pte) = st.peek(i) else { break };
+        if pte.flags.intersects(LeafFlags::SPECIAL | LeafFlags::CONT)
+            || !phys.try_dup_small_anon(pte.pfn)
+        {
+            break;
+        }
+        let mut child = pte;
+        if pte.write() {
+            // wrprotect_ptes(nr == 1): contpte_try_unfold() (no CONT),
+            // then __ptep_set_wrprotect().
+            let mut p = pte;
+            p.flags.remove(LeafFlags::WRITE);
+            st.store(i, Some(p));
+            wrprotected += 1;
+            child.flags.remove(LeafFlags::WRITE);
+        }
+        child.flags.remove(LeafFlags::YOUNG);
+        if !keep_uffd_wp {
+            child.flags.remove(LeafFlags::UFFD_WP);
+        }
+        // set_ptes(nr == 1): contpte_try_unfold() of the none entry,
+        // __set_ptes(), contpte_try_fold().
+        dt.store(i, Some(child));
+        contpte::try_fold_after_set(arch, &mut dt, i, &*phys);
+        n += 1;
+    }
+    let n = n as u64;
+    if n == 0 {
+        return 0;
+    }
+    let (sh, dh) = (&src.pt.hw, &dst.pt.hw);
+    // ptep_get() (no gather: no entry is CONT), vm_normal_page()'s line,
+    // the batch (or the per-entry rule).
+    sh.call_n(KCall::PtepGet, n);
+    sh.add(HwEvent::PteLoad, n);
+    sh.add(HwEvent::StructPageLine, n);
+    if batch {
+        sh.call_n(KCall::FolioPteBatch, n);
+    } else {
+        sh.rules.hit_n(Rule::ForkPtePerEntry, n as u32);
+    }
+    phys.count_small_dups(n);
+    dst.rss_anon += n;
+    if wrprotected > 0 {
+        sh.rules
+            .hit_n(Rule::ForkWrprotectParent, wrprotected as u32);
+        sh.call_n(KCall::WrprotectPtes, wrprotected);
+        contpte::count_try_unfold_checks(sh, wrprotected);
+        // __ptep_set_wrprotect(): the cmpxchg loop's load and its atomic.
+        sh.add(HwEvent::PteLoad, wrprotected);
+        sh.add(HwEvent::PteAtomicRmw, wrprotected);
+    }
+    dh.call_n(KCall::SetPtes, n);
+    contpte::count_try_unfold_checks(dh, n);
+    dh.add(HwEvent::PteStore, n);
+    n
+}
+
+/// mprotect (6.17+ batching, no MM_CP_PROT_NUMA): a run of present PTEs
+/// mapping order-0 anon pages from `addr` (at most to `end`), each what
+/// one pass of `change_pte_range()` does on arm64 with a one-entry batch
+/// — `ptep_get()`, the compound_head line, `modify_prot_start_ptes(nr =
+/// 1)` (`ptep_get_and_clear()`: a `contpte_try_unfold()` check and the
+/// atomic clear), the write upgrade of an exclusive page,
+/// `modify_prot_commit_ptes(nr = 1)` (`set_ptes(nr = 1)`: a check of the
+/// now-none entry, the store, `contpte_try_fold()`) — with one
+/// `tlb_flush_pte_range()` over the entries that need it (every one:
+/// arm64's `pte_needs_flush()` is the generic stub). `prot` and
+/// `try_writable` are the `ChangeProt`'s. Returns the entries changed.
+/// Linux: mm/mprotect.c change_pte_range() (nr == 1); arch/arm64/mm/mmu.c
+/// modify_prot_start_ptes(), modify_prot_commit_ptes().
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn change_small_run(
+    mm: &mut Mm,
+    phys: &PhysMem,
+    vma: &Vma,
+    addr: u64,
+    end: u64,
+    prot: LeafFlags,
+    try_writable: bool,
+    tlb: &mut MmuGather,
+) -> u64 {
+    let arch = mm.pt.arch();
+    let (mut t, i0) = mm.pt.pte_table(addr);
+    let max = ((end - addr) / PAGE_SIZE) as usize;
+    let (mut n, mut exclusive_lines, mut upgrades) = (0, 0u64, 0u32);
+    let mut flush: Option<(u64, u64)> = None;
+    while n < max {
+        let i = i0 + n;
+        let Entry::Leaf(old) = t.peek(i) else { break };
+        if old.flags.intersects(LeafFlags::SPECIAL | LeafFlags::CONT)
+            || phys.folio_of(old.pfn).is_none_or(|f| f.is_large())
+        {
+            break;
+        }
+        let ptent = pte_modify(old, prot);
+        let mut committed = ptent;
+        if try_writable && !ptent.write() && maybe_change_pte_writable(vma, ptent) {
+            // commit_anon_folio_batch(): PageAnonExclusive() of the page.
+            exclusive_lines += 1;
+            if phys.anon_exclusive(old.pfn) {
+                upgrades += 1;
+                committed.flags |= LeafFlags::WRITE;
+            }
+        }
+        t.store(i, Some(committed));
+        contpte::try_fold_after_set(arch, &mut t, i, phys);
+        if arch.pte_needs_flush(&old, &committed) {
+            let va = t.va(i);
+            flush = Some(flush.map_or((va, va), |(lo, _)| (lo, va)));
+        }
+        n += 1;
+    }
+    let n = n as u64;
+    let hw = &mm.pt.hw;
+    hw.call_n(KCall::PtepGet, n);
+    hw.add(HwEvent::PteLoad, n);
+    hw.add(HwEvent::StructPageLine, n + exclusive_lines);
+    hw.call_n(KCall::ModifyProtStartPtes, n);
+    hw.call_n(KCall::PtepGetAndClear, n);
+    hw.add(HwEvent::PteAtomicClear, n);
+    hw.call_n(KCall::ModifyProtCommitPtes, n);
+    hw.call_n(KCall::SetPtes, n);
+    hw.add(HwEvent::PteStore, n);
+    // One check in ptep_get_and_clear(), one in set_ptes().
+    contpte::count_try_unfold_checks(hw, 2 * n);
+    hw.rules.hit_n(Rule::MprotectBatchWriteUpgrade, upgrades);
+    if let Some((lo, hi)) = flush {
+        tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
+    }
+    n
+}
+
+/// `folio_pte_batch()`'s scan on the table borrowed once, through the
+/// arch's hooks as the entry-by-entry scan calls them: from entry
+/// `first_nr` (the first entry's `pte_batch_hint()`) while `step(pte, nr)`
+/// accepts the entry at offset `nr` from `va`, advancing by each entry's
+/// `pte_batch_hint()` (arm64: the rest of a valid CONT block, whose
+/// `ptep_get()` gathers young/dirty over the block). Returns `(nr,
+/// scans)`, or `None` when the scan would leave `va`'s PTE table (the
+/// caller keeps `max_nr` inside it; then it takes the walking scan).
+/// Linux: mm/internal.h folio_pte_batch_flags(); arch/arm64/include/asm/pgtable.h
+/// pte_batch_hint(), arch/arm64/mm/contpte.c contpte_ptep_get().
+pub(crate) fn folio_pte_batch_scan(
+    pt: &PageTables,
+    va: u64,
+    first_nr: u64,
+    max_nr: u64,
+    mut step: impl FnMut(&Leaf, u64) -> bool,
+) -> Option<(u64, u64)> {
+    let (entries, i0) = pt.pte_entries(va)?;
+    if i0 as u64 + max_nr > PTRS_PER_TABLE as u64 {
+        return None;
+    }
+    let arch = pt.arch();
+    let view = PteRef {
+        arch,
+        entries: crate::core::pgtable::Entries::Dense(entries),
+        hw: &pt.hw,
+        base: va & !(crate::core::addr::PMD_SIZE - 1),
+    };
+    let (mut nr, mut scans) = (first_nr, 0);
+    while nr < max_nr {
+        scans += 1;
+        let i = i0 + nr as usize;
+        let Entry::Leaf(l) = arch.ptep_get(&view, i) else {
+            break;
+        };
+        if !step(&l, nr) {
+            break;
+        }
+        nr += arch.pte_batch_hint(i, &l) as u64;
+    }
+    Some((nr.min(max_nr), scans))
+}
