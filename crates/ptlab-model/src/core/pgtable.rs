@@ -137,10 +137,13 @@ pub struct PageTables {
     /// slot (a walk cache: it changes no result; any PMD-or-higher write
     /// and every table removal clears it).
     walk_cache: Cell<Option<(u64, Pfn, u32)>>,
-    /// The slab slot of the PTE table written last: it stays dense while
-    /// writes go to it and is compacted (stored as runs if it is a few
-    /// affine runs, [`store`]) when a write goes to another table.
-    hot: Option<u32>,
+    /// The slab slots of the two PTE tables written last, the latest
+    /// first: they stay dense while writes go to them, and the older one
+    /// is compacted (stored as runs if it is a few affine runs, [`store`])
+    /// when a write goes to a third table. Two, because walks of two
+    /// address streams (mremap's `move_ptes()`, UFFDIO_MOVE) write a
+    /// source and a destination table in turn.
+    hot: [Option<u32>; 2],
     /// Slots of compact tables whose entries a slice borrow materialised
     /// ([`PageTables::pte_entries`]); the copies are dropped at the next
     /// write.
@@ -167,7 +170,7 @@ impl PageTables {
             root,
             tables,
             walk_cache: Cell::new(None),
-            hot: None,
+            hot: [None; 2],
             read_cached: RefCell::new(Vec::new()),
             pte_runs: true,
             spare: None,
@@ -230,7 +233,7 @@ impl PageTables {
     /// read caches (what the write path does one table at a time).
     pub fn compact_tables(&mut self) {
         self.drop_read_caches();
-        self.hot = None;
+        self.hot = [None; 2];
         if self.pte_runs {
             let arch = self.arch.ops();
             for t in self.tables.slab.iter_mut().flatten() {
@@ -267,27 +270,34 @@ impl PageTables {
     }
 
     /// A write goes to the table in `slot` (it is made dense only if an
-    /// entry changes): drop the read caches, and compact the PTE table
-    /// written before if it is another one.
+    /// entry changes): drop the read caches; a PTE table not among the two
+    /// written last becomes the latest, and the older of those two is
+    /// compacted.
     fn note_write(&mut self, slot: u32) {
         if !self.read_cached.get_mut().is_empty() {
             self.drop_read_caches();
         }
-        if self.hot != Some(slot) {
-            if let Some(prev) = self.hot.take() {
-                if self.pte_runs {
-                    let arch = self.arch.ops();
-                    if let Some(Some(t)) = self.tables.slab.get_mut(prev as usize) {
-                        if t.level == 1 {
-                            t.compact(|s| run_kinds(arch, s), &mut self.spare);
-                        }
+        if self.hot[0] == Some(slot) {
+            return;
+        }
+        if self.hot[1] == Some(slot) {
+            self.hot.swap(0, 1);
+            return;
+        }
+        if self.tables.at(slot).level != 1 {
+            return;
+        }
+        if let Some(prev) = self.hot[1].take() {
+            if self.pte_runs {
+                let arch = self.arch.ops();
+                if let Some(Some(t)) = self.tables.slab.get_mut(prev as usize) {
+                    if t.level == 1 {
+                        t.compact(|s| run_kinds(arch, s), &mut self.spare);
                     }
                 }
             }
-            if self.tables.at(slot).level == 1 {
-                self.hot = Some(slot);
-            }
         }
+        self.hot = [Some(slot), self.hot[0]];
     }
 
     fn decode(&self, level: u8, raw: u64) -> Entry {
@@ -354,8 +364,12 @@ impl PageTables {
     /// by the caller).
     fn remove_table(&mut self, t: Pfn) -> Option<Table> {
         self.walk_cache.set(None);
-        if self.hot.is_some() && self.hot == self.tables.slot(&t.0) {
-            self.hot = None;
+        if let Some(s) = self.tables.slot(&t.0) {
+            for h in &mut self.hot {
+                if *h == Some(s) {
+                    *h = None;
+                }
+            }
         }
         self.tables.remove(&t.0)
     }
