@@ -35,9 +35,8 @@ use crate::core::addr::{PAGE_SIZE, PTRS_PER_TABLE};
 use crate::core::arch::arm64::contpte;
 use crate::core::arch::{Entry, Leaf, LeafFlags, PteRef};
 use crate::core::folio::PhysMem;
-use crate::core::hw::{HwEvent, KCall};
+use crate::core::hw::HwEvent;
 use crate::core::pgtable::PageTables;
-use crate::core::rules::Rule;
 use crate::core::tlb::MmuGather;
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::mm::Mm;
@@ -104,31 +103,15 @@ pub(crate) fn copy_small_run(
     if n == 0 {
         return 0;
     }
-    let (sh, dh) = (&src.pt.hw, &dst.pt.hw);
-    // ptep_get() (no gather: no entry is CONT), vm_normal_page()'s line,
-    // the batch (or the per-entry rule).
-    sh.call_n(KCall::PtepGet, n);
-    sh.add(HwEvent::PteLoad, n);
-    sh.add(HwEvent::StructPageLine, n);
-    if batch {
-        sh.call_n(KCall::FolioPteBatch, n);
-    } else {
-        sh.rules.hit_n(Rule::ForkPtePerEntry, n as u32);
-    }
-    phys.count_small_dups(n);
-    dst.rss_anon += n;
+    crate::sys::fork::account_small_run(src, dst, phys, n, wrprotected, batch);
+    // The contpte hooks' own: a contpte_try_unfold() check in each
+    // wrprotect_ptes(nr = 1) and set_ptes(nr = 1), and
+    // __ptep_set_wrprotect()'s cmpxchg-loop load.
     if wrprotected > 0 {
-        sh.rules
-            .hit_n(Rule::ForkWrprotectParent, wrprotected as u32);
-        sh.call_n(KCall::WrprotectPtes, wrprotected);
-        contpte::count_try_unfold_checks(sh, wrprotected);
-        // __ptep_set_wrprotect(): the cmpxchg loop's load and its atomic.
-        sh.add(HwEvent::PteLoad, wrprotected);
-        sh.add(HwEvent::PteAtomicRmw, wrprotected);
+        contpte::count_try_unfold_checks(&src.pt.hw, wrprotected);
+        src.pt.hw.add(HwEvent::PteLoad, wrprotected);
     }
-    dh.call_n(KCall::SetPtes, n);
-    contpte::count_try_unfold_checks(dh, n);
-    dh.add(HwEvent::PteStore, n);
+    contpte::count_try_unfold_checks(&dst.pt.hw, n);
     n
 }
 
@@ -188,22 +171,10 @@ pub(crate) fn change_small_run(
         n += 1;
     }
     let n = n as u64;
-    let hw = &mm.pt.hw;
-    hw.call_n(KCall::PtepGet, n);
-    hw.add(HwEvent::PteLoad, n);
-    hw.add(HwEvent::StructPageLine, n + exclusive_lines);
-    hw.call_n(KCall::ModifyProtStartPtes, n);
-    hw.call_n(KCall::PtepGetAndClear, n);
-    hw.add(HwEvent::PteAtomicClear, n);
-    hw.call_n(KCall::ModifyProtCommitPtes, n);
-    hw.call_n(KCall::SetPtes, n);
-    hw.add(HwEvent::PteStore, n);
-    // One check in ptep_get_and_clear(), one in set_ptes().
-    contpte::count_try_unfold_checks(hw, 2 * n);
-    hw.rules.hit_n(Rule::MprotectBatchWriteUpgrade, upgrades);
-    if let Some((lo, hi)) = flush {
-        tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
-    }
+    // One contpte_try_unfold() check in ptep_get_and_clear(), one in
+    // set_ptes().
+    contpte::count_try_unfold_checks(&mm.pt.hw, 2 * n);
+    crate::sys::mprotect::account_small_change(&mm.pt.hw, n, exclusive_lines, upgrades, flush, tlb);
     n
 }
 

@@ -353,8 +353,27 @@ fn copy_small_run(
     if n == 0 {
         return 0;
     }
-    // The loop's events, `n` passes at once: ptep_get(), the struct page
-    // line of vm_normal_page(), the batch (or the per-entry rule).
+    account_small_run(src, dst, phys, n, wrprotected, batch);
+    n
+}
+
+/// What `n` passes of `copy_pte_range()` over order-0 pages count on every
+/// arch, `wrprotected` of them write-protecting the parent's entry: per
+/// pass `ptep_get()`, the struct page line of `vm_normal_page()`, the batch
+/// (or the per-entry rule), the rmap and references, the parent's
+/// `wrprotect_ptes(nr = 1)` (one atomic), the child's `set_ptes(nr = 1)`
+/// (one store). The per-segment loops (x86-64 here, arm64 in
+/// `mm/contpte_runs.rs`, which adds the contpte hooks' own) add them in
+/// one step each.
+/// Linux: mm/memory.c copy_pte_range() → copy_present_ptes() (nr == 1).
+pub(crate) fn account_small_run(
+    src: &Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    n: u64,
+    wrprotected: u64,
+    batch: bool,
+) {
     let (sh, dh) = (&src.pt.hw, &dst.pt.hw);
     sh.call_n(KCall::PtepGet, n);
     sh.add(HwEvent::PteLoad, n);
@@ -364,8 +383,6 @@ fn copy_small_run(
     } else {
         sh.rules.hit_n(Rule::ForkPtePerEntry, n as u32);
     }
-    // copy_present_ptes(): the rmap and references, the parent's
-    // write-protect (ptep_set_wrprotect: one atomic), the child's set_ptes.
     phys.count_small_dups(n);
     dst.rss_anon += n;
     if wrprotected > 0 {
@@ -376,7 +393,6 @@ fn copy_small_run(
     }
     dh.call_n(KCall::SetPtes, n);
     dh.add(HwEvent::PteStore, n);
-    n
 }
 
 /// K3.1/K3.3: share `nr` PTEs starting at `addr` (`pte` is the first, with
