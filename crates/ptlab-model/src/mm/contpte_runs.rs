@@ -103,7 +103,7 @@ pub(crate) fn copy_small_run(
     if n == 0 {
         return 0;
     }
-    crate::sys::fork::account_small_run(src, dst, phys, n, wrprotected, batch);
+    super::small_runs::account_small_run(src, dst, phys, n, wrprotected, batch);
     // The contpte hooks' own: a contpte_try_unfold() check in each
     // wrprotect_ptes(nr = 1) and set_ptes(nr = 1), and
     // __ptep_set_wrprotect()'s cmpxchg-loop load.
@@ -174,7 +174,7 @@ pub(crate) fn change_small_run(
     // One contpte_try_unfold() check in ptep_get_and_clear(), one in
     // set_ptes().
     contpte::count_try_unfold_checks(&mm.pt.hw, 2 * n);
-    crate::sys::mprotect::account_small_change(&mm.pt.hw, n, exclusive_lines, upgrades, flush, tlb);
+    super::small_runs::account_small_change(&mm.pt.hw, n, exclusive_lines, upgrades, flush, tlb);
     n
 }
 

@@ -12,5 +12,6 @@ pub mod move_pt;
 pub mod numa;
 pub mod protect;
 pub mod rlimit;
+pub mod small_runs;
 pub mod swap;
 pub mod zap;

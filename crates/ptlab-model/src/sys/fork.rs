@@ -14,9 +14,9 @@ use crate::core::addr::PTRS_PER_TABLE;
 use crate::core::addr::{Pfn, HPAGE_PMD_NR, PAGE_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::PhysMem;
-use crate::core::hw::{HwEvent, KCall};
+use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
-use crate::core::rules::{rule, Rule};
+use crate::core::rules::rule;
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
 use crate::mm::mm::Mm;
@@ -353,46 +353,8 @@ fn copy_small_run(
     if n == 0 {
         return 0;
     }
-    account_small_run(src, dst, phys, n, wrprotected, batch);
+    crate::mm::small_runs::account_small_run(src, dst, phys, n, wrprotected, batch);
     n
-}
-
-/// What `n` passes of `copy_pte_range()` over order-0 pages count on every
-/// arch, `wrprotected` of them write-protecting the parent's entry: per
-/// pass `ptep_get()`, the struct page line of `vm_normal_page()`, the batch
-/// (or the per-entry rule), the rmap and references, the parent's
-/// `wrprotect_ptes(nr = 1)` (one atomic), the child's `set_ptes(nr = 1)`
-/// (one store). The per-segment loops (x86-64 here, arm64 in
-/// `mm/contpte_runs.rs`, which adds the contpte hooks' own) add them in
-/// one step each.
-/// Linux: mm/memory.c copy_pte_range() → copy_present_ptes() (nr == 1).
-pub(crate) fn account_small_run(
-    src: &Mm,
-    dst: &mut Mm,
-    phys: &mut PhysMem,
-    n: u64,
-    wrprotected: u64,
-    batch: bool,
-) {
-    let (sh, dh) = (&src.pt.hw, &dst.pt.hw);
-    sh.call_n(KCall::PtepGet, n);
-    sh.add(HwEvent::PteLoad, n);
-    sh.add(HwEvent::StructPageLine, n);
-    if batch {
-        sh.call_n(KCall::FolioPteBatch, n);
-    } else {
-        sh.rules.hit_n(Rule::ForkPtePerEntry, n as u32);
-    }
-    phys.count_small_dups(n);
-    dst.rss_anon += n;
-    if wrprotected > 0 {
-        sh.rules
-            .hit_n(Rule::ForkWrprotectParent, wrprotected as u32);
-        sh.call_n(KCall::WrprotectPtes, wrprotected);
-        sh.add(HwEvent::PteAtomicRmw, wrprotected);
-    }
-    dh.call_n(KCall::SetPtes, n);
-    dh.add(HwEvent::PteStore, n);
 }
 
 /// K3.1/K3.3: share `nr` PTEs starting at `addr` (`pte` is the first, with

@@ -30,9 +30,9 @@
 use crate::core::addr::{page_align, Pfn, PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
-use crate::core::hw::{HwEvent, HwSink, KCall};
+use crate::core::hw::HwEvent;
 use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
-use crate::core::rules::{rule, Rule};
+use crate::core::rules::rule;
 use crate::core::stats::VmEvent;
 use crate::core::tlb::MmuGather;
 use crate::core::vma::vm_page_prot;
@@ -648,41 +648,15 @@ fn change_small_run(
         n += 1;
     }
     let n = n as u64;
-    account_small_change(&mm.pt.hw, n, exclusive_lines, upgrades, flush, tlb);
+    crate::mm::small_runs::account_small_change(
+        &mm.pt.hw,
+        n,
+        exclusive_lines,
+        upgrades,
+        flush,
+        tlb,
+    );
     n
-}
-
-/// What `n` passes of `change_pte_range()` over order-0 pages count on
-/// every arch: per pass `ptep_get()`, the compound_head line,
-/// `modify_prot_start_ptes(nr = 1)` (`ptep_get_and_clear()`: an atomic
-/// clear), `modify_prot_commit_ptes(nr = 1)` (`set_ptes()`: a store), and
-/// `exclusive_lines` PageAnonExclusive() reads of which `upgrades` made the
-/// entry writable; then one `tlb_flush_pte_range()` over `flush` (the
-/// first and last address that needed it). The per-segment loops (x86-64
-/// here, arm64 in `mm/contpte_runs.rs`, which adds the contpte hooks'
-/// own) add them in one step each.
-/// Linux: mm/mprotect.c change_pte_range() (nr == 1).
-pub(crate) fn account_small_change(
-    hw: &HwSink,
-    n: u64,
-    exclusive_lines: u64,
-    upgrades: u32,
-    flush: Option<(u64, u64)>,
-    tlb: &mut MmuGather,
-) {
-    hw.call_n(KCall::PtepGet, n);
-    hw.add(HwEvent::PteLoad, n);
-    hw.add(HwEvent::StructPageLine, n + exclusive_lines);
-    hw.call_n(KCall::ModifyProtStartPtes, n);
-    hw.call_n(KCall::PtepGetAndClear, n);
-    hw.add(HwEvent::PteAtomicClear, n);
-    hw.call_n(KCall::ModifyProtCommitPtes, n);
-    hw.call_n(KCall::SetPtes, n);
-    hw.add(HwEvent::PteStore, n);
-    hw.rules.hit_n(Rule::MprotectBatchWriteUpgrade, upgrades);
-    if let Some((lo, hi)) = flush {
-        tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
-    }
 }
 
 /// 1 for the zero page and small folios, else a folio_pte_batch() run with

@@ -1,0 +1,79 @@
+//! What the per-segment loops over order-0 pages count on every arch: one
+//! home for the accounting that fork's and mprotect's run loops (x86-64 in
+//! `sys/fork.rs` and `sys/mprotect.rs`, arm64 in [`super::contpte_runs`],
+//! which adds the contpte hooks' own) add in one step each — `n` passes of
+//! the kernel's per-entry loop at once.
+
+use crate::core::addr::PAGE_SIZE;
+use crate::core::folio::PhysMem;
+use crate::core::hw::{HwEvent, HwSink, KCall};
+use crate::core::rules::Rule;
+use crate::core::tlb::MmuGather;
+use crate::mm::mm::Mm;
+
+/// What `n` passes of `copy_pte_range()` over order-0 pages count on every
+/// arch, `wrprotected` of them write-protecting the parent's entry: per
+/// pass `ptep_get()`, the struct page line of `vm_normal_page()`, the batch
+/// (or the per-entry rule), the rmap and references, the parent's
+/// `wrprotect_ptes(nr = 1)` (one atomic), the child's `set_ptes(nr = 1)`
+/// (one store).
+/// Linux: mm/memory.c copy_pte_range() → copy_present_ptes() (nr == 1).
+pub(crate) fn account_small_run(
+    src: &Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    n: u64,
+    wrprotected: u64,
+    batch: bool,
+) {
+    let (sh, dh) = (&src.pt.hw, &dst.pt.hw);
+    sh.call_n(KCall::PtepGet, n);
+    sh.add(HwEvent::PteLoad, n);
+    sh.add(HwEvent::StructPageLine, n);
+    if batch {
+        sh.call_n(KCall::FolioPteBatch, n);
+    } else {
+        sh.rules.hit_n(Rule::ForkPtePerEntry, n as u32);
+    }
+    phys.count_small_dups(n);
+    dst.rss_anon += n;
+    if wrprotected > 0 {
+        sh.rules
+            .hit_n(Rule::ForkWrprotectParent, wrprotected as u32);
+        sh.call_n(KCall::WrprotectPtes, wrprotected);
+        sh.add(HwEvent::PteAtomicRmw, wrprotected);
+    }
+    dh.call_n(KCall::SetPtes, n);
+    dh.add(HwEvent::PteStore, n);
+}
+
+/// What `n` passes of `change_pte_range()` over order-0 pages count on
+/// every arch: per pass `ptep_get()`, the compound_head line,
+/// `modify_prot_start_ptes(nr = 1)` (`ptep_get_and_clear()`: an atomic
+/// clear), `modify_prot_commit_ptes(nr = 1)` (`set_ptes()`: a store), and
+/// `exclusive_lines` PageAnonExclusive() reads of which `upgrades` made the
+/// entry writable; then one `tlb_flush_pte_range()` over `flush` (the
+/// first and last address that needed it).
+/// Linux: mm/mprotect.c change_pte_range() (nr == 1).
+pub(crate) fn account_small_change(
+    hw: &HwSink,
+    n: u64,
+    exclusive_lines: u64,
+    upgrades: u32,
+    flush: Option<(u64, u64)>,
+    tlb: &mut MmuGather,
+) {
+    hw.call_n(KCall::PtepGet, n);
+    hw.add(HwEvent::PteLoad, n);
+    hw.add(HwEvent::StructPageLine, n + exclusive_lines);
+    hw.call_n(KCall::ModifyProtStartPtes, n);
+    hw.call_n(KCall::PtepGetAndClear, n);
+    hw.add(HwEvent::PteAtomicClear, n);
+    hw.call_n(KCall::ModifyProtCommitPtes, n);
+    hw.call_n(KCall::SetPtes, n);
+    hw.add(HwEvent::PteStore, n);
+    hw.rules.hit_n(Rule::MprotectBatchWriteUpgrade, upgrades);
+    if let Some((lo, hi)) = flush {
+        tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
+    }
+}
