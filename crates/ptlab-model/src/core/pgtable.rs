@@ -31,7 +31,6 @@ use crate::core::addr::PfnMap;
 pub mod cursor;
 pub mod store;
 pub use cursor::{Cursor, PtItem, Query, Segment};
-use std::cell::RefCell;
 pub use store::{Entries, Run, Table};
 
 /// The kinds of entries in a slice of a PTE table, for a run's
@@ -144,10 +143,6 @@ pub struct PageTables {
     /// address streams (mremap's `move_ptes()`, UFFDIO_MOVE) write a
     /// source and a destination table in turn.
     hot: [Option<u32>; 2],
-    /// Slots of compact tables whose entries a slice borrow materialised
-    /// ([`PageTables::pte_entries`]); the copies are dropped at the next
-    /// write.
-    read_cached: RefCell<Vec<u32>>,
     /// Whether PTE tables are compacted at all (off: every table stays
     /// dense, the reference the property tests compare against).
     pte_runs: bool,
@@ -171,7 +166,6 @@ impl PageTables {
             tables,
             walk_cache: Cell::new(None),
             hot: [None; 2],
-            read_cached: RefCell::new(Vec::new()),
             pte_runs: true,
             spare: None,
             hw: HwSink::new(Default::default()),
@@ -219,7 +213,6 @@ impl PageTables {
         if !on {
             for t in self.tables.slab.iter_mut().flatten() {
                 t.dense_mut();
-                t.drop_cache();
             }
         }
     }
@@ -229,10 +222,9 @@ impl PageTables {
         self.pte_runs
     }
 
-    /// Compact every PTE table that is a few affine runs and drop the
-    /// read caches (what the write path does one table at a time).
+    /// Compact every PTE table that is a few affine runs (what the write
+    /// path does one table at a time).
     pub fn compact_tables(&mut self) {
-        self.drop_read_caches();
         self.hot = [None; 2];
         if self.pte_runs {
             let arch = self.arch.ops();
@@ -251,14 +243,6 @@ impl PageTables {
         (compact, ptes.count())
     }
 
-    fn drop_read_caches(&mut self) {
-        for s in self.read_cached.get_mut().drain(..) {
-            if let Some(Some(t)) = self.tables.slab.get_mut(s as usize) {
-                t.drop_cache();
-            }
-        }
-    }
-
     /// The entries of the table in `slot` for writing: made dense. When
     /// the write goes to another PTE table than the last one, that one is
     /// compacted first (a walk has left it: the cheap point to look).
@@ -270,13 +254,9 @@ impl PageTables {
     }
 
     /// A write goes to the table in `slot` (it is made dense only if an
-    /// entry changes): drop the read caches; a PTE table not among the two
-    /// written last becomes the latest, and the older of those two is
-    /// compacted.
+    /// entry changes): a PTE table not among the two written last becomes
+    /// the latest, and the older of those two is compacted.
     fn note_write(&mut self, slot: u32) {
-        if !self.read_cached.get_mut().is_empty() {
-            self.drop_read_caches();
-        }
         if self.hot[0] == Some(slot) {
             return;
         }
@@ -554,18 +534,10 @@ impl PageTables {
 
     /// The raw entries of the PTE table covering `va` and `va`'s index in
     /// it (no event counted), for per-segment loops that count the loads
-    /// they stand for themselves.
-    ///
-    /// A compact table ([`store`]) is materialised into a read cache for
-    /// the borrow; the cache is dropped at the next write to the tree (or
-    /// taken over as the table's dense entries when that write is to it).
-    pub(crate) fn pte_entries(&self, va: u64) -> Option<(&[u64; PTRS_PER_TABLE], usize)> {
-        let slot = self.pte_tbl_slot(va)?;
-        let (d, made) = self.tables.at(slot).dense();
-        if made {
-            self.read_cached.borrow_mut().push(slot);
-        }
-        Some((d, index(1, va)))
+    /// they stand for themselves. A compact table ([`store`]) is read
+    /// through its runs, never copied.
+    pub(crate) fn pte_entries(&self, va: u64) -> Option<(Entries<'_>, usize)> {
+        Some((self.pte_tbl(va)?.entries(), index(1, va)))
     }
 
     /// The raw PTE, for the model's own bookkeeping and observation: no

@@ -91,11 +91,11 @@ pub fn folio_pte_batch(
         if let Some((entries, i0)) = pt.pte_entries(va) {
             let ignored = raw.bits(LeafFlags::all() - masked(LeafFlags::all(), fpb));
             let first_raw = pt.arch().encode_leaf(1, first);
-            let max = (max_nr as usize).min(entries.len() - i0);
+            let max = (max_nr as usize).min(crate::core::addr::PTRS_PER_TABLE - i0);
             let mut n = nr as usize;
             while n < max {
                 out.scans += 1;
-                let e = entries[i0 + n];
+                let e = entries.raw(i0 + n);
                 if (e ^ raw.advance(first_raw, n as u64)) & !ignored != 0 {
                     break;
                 }

@@ -202,7 +202,7 @@ pub(crate) fn folio_pte_batch_scan(
     let arch = pt.arch();
     let view = PteRef {
         arch,
-        entries: crate::core::pgtable::Entries::Dense(entries),
+        entries,
         hw: &pt.hw,
         base: va & !(crate::core::addr::PMD_SIZE - 1),
     };

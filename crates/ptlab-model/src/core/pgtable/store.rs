@@ -17,7 +17,6 @@
 //! decides when a table is compacted again (after a walk has left it).
 
 use crate::core::addr::PTRS_PER_TABLE;
-use std::cell::OnceCell;
 
 /// At most this many runs make a compact table (24 B each); a table that
 /// needs more stays dense. Eight covers a table with a few partial folios
@@ -240,10 +239,6 @@ pub struct Table {
     /// Non-none entries.
     pub used: u16,
     store: Store,
-    /// A dense copy of a compact table made by a slice borrow
-    /// ([`Table::dense`]); dropped when the table is compacted or the
-    /// owner drops read caches, taken over by the next write.
-    cache: OnceCell<Box<[u64; PTRS_PER_TABLE]>>,
 }
 
 impl Table {
@@ -253,7 +248,6 @@ impl Table {
             level,
             used: 0,
             store: Store::Runs(Box::new([])),
-            cache: OnceCell::new(),
         }
     }
 
@@ -290,21 +284,7 @@ impl Table {
         }
     }
 
-    /// The entries as a dense array: the table itself, or for a compact
-    /// table a copy kept in its read cache (made once). Returns whether a
-    /// cache was made now, so the owner can drop it later.
-    pub fn dense(&self) -> (&[u64; PTRS_PER_TABLE], bool) {
-        match self.entries() {
-            Entries::Dense(d) => (d, false),
-            Entries::Runs(runs) => {
-                let made = self.cache.get().is_none();
-                (self.cache.get_or_init(|| materialise(runs)), made)
-            }
-        }
-    }
-
-    /// The entries for writing: a compact table becomes dense (its read
-    /// cache is taken over when it has one).
+    /// The entries for writing: a compact table becomes dense.
     pub fn dense_mut(&mut self) -> &mut [u64; PTRS_PER_TABLE] {
         self.dense_mut_from(&mut None)
     }
@@ -319,16 +299,10 @@ impl Table {
             Store::Runs(r) => Some(&r[..]),
         };
         if let Some(runs) = runs {
-            let d = match self.cache.take() {
-                Some(d) => d,
-                None => {
-                    let mut d = spare
-                        .take()
-                        .unwrap_or_else(|| Box::new([0; PTRS_PER_TABLE]));
-                    materialise_into(runs, &mut d);
-                    d
-                }
-            };
+            let mut d = spare
+                .take()
+                .unwrap_or_else(|| Box::new([0; PTRS_PER_TABLE]));
+            materialise_into(runs, &mut d);
             self.store = Store::Dense(d);
         }
         match &mut self.store {
@@ -346,13 +320,11 @@ impl Table {
         }
     }
 
-    /// Store the table as runs if at most [`MAX_RUNS`] describe it; drops
-    /// the read cache. `kinds` classifies a run's entries (a slice of the
+    /// Store the table as runs if at most [`MAX_RUNS`] describe it. `kinds` classifies a run's entries (a slice of the
     /// dense table) as [`Run::PRESENT`] / [`Run::NONPRESENT`]. Returns
     /// whether the table is compact now.
     /// The dense buffer it frees goes to `spare` if that is empty.
     pub fn compact(&mut self, kinds: impl Fn(&[u64]) -> u8, spare: &mut Spare) -> bool {
-        self.cache.take();
         if let Store::Dense(d) = &self.store {
             let mut buf = [EMPTY_RUN; MAX_RUNS];
             match runs_into(d, &mut buf) {
@@ -376,32 +348,19 @@ impl Table {
         true
     }
 
-    /// Drop the read cache (a compact table's dense copy).
-    pub fn drop_cache(&mut self) {
-        self.cache.take();
-    }
-
     /// Bytes of model memory the entries use (outside the [`Table`]
-    /// itself): 4 KiB dense, 24 B per run, plus a read cache.
+    /// itself): 4 KiB dense, 24 B per run.
     pub fn entry_bytes(&self) -> usize {
-        let cache = self.cache.get().map_or(0, |_| PTRS_PER_TABLE * 8);
-        cache
-            + match &self.store {
-                Store::Dense(_) => PTRS_PER_TABLE * 8,
-                Store::One(_) => 0, // inside the Table
-                Store::Runs(r) => std::mem::size_of_val::<[Run]>(r),
-            }
+        match &self.store {
+            Store::Dense(_) => PTRS_PER_TABLE * 8,
+            Store::One(_) => 0, // inside the Table
+            Store::Runs(r) => std::mem::size_of_val::<[Run]>(r),
+        }
     }
 }
 
 /// A dense buffer kept for the next table made dense.
 pub type Spare = Option<Box<[u64; PTRS_PER_TABLE]>>;
-
-fn materialise(runs: &[Run]) -> Box<[u64; PTRS_PER_TABLE]> {
-    let mut d = Box::new([0u64; PTRS_PER_TABLE]);
-    materialise_into(runs, &mut d);
-    d
-}
 
 /// Write every entry of `d` from `runs` (0 outside them).
 fn materialise_into(runs: &[Run], d: &mut [u64; PTRS_PER_TABLE]) {
