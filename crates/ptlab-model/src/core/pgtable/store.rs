@@ -398,7 +398,7 @@ mod tests {
             assert_eq!(t.raw(i), e, "entry {i}");
             assert_eq!(t.entries().raw(i), e, "entry {i}");
         }
-        assert_eq!(t.dense().0, d);
+        assert_eq!(t.entries().iter().collect::<Vec<_>>(), d.to_vec());
         for (lo, hi) in [(0, 512), (0, 1), (3, 40), (100, 300), (511, 512), (7, 7)] {
             assert_eq!(
                 t.entries().any(lo..hi, |r| r == 0),
