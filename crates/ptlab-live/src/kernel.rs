@@ -925,14 +925,72 @@ pub fn read_thp_counters() -> BTreeMap<String, i64> {
 /// `/proc/vmstat` are produced afresh by every read from offset 0, so
 /// this sees the same values as opening them anew, without ~140
 /// directory listings, opens and closes per observation.
+///
+/// Every counter has a fixed index, given once at [`ThpCounters::open`]
+/// ([`ThpCounters::keys`]): a read ([`ThpCounters::read_values`]) fills a
+/// vector by position and allocates nothing; `/proc/vmstat` is parsed by
+/// line position (its lines are `vmstat_text[]`, fixed when the kernel was
+/// built: Linux mm/vmstat.c vmstat_start()), each line's name checked
+/// against the one recorded at open, and found by name should it ever
+/// differ.
 pub struct ThpCounters {
-    files: Vec<(String, File)>,
+    /// Key of every index: the per-size files first, then the vmstat lines.
+    keys: Vec<String>,
+    /// Per-size counter files, file `i` being index `i`; `None` once
+    /// [`ThpCounters::keep_only`] dropped it (its value then reads as
+    /// `None`: left out, as a file never opened).
+    files: Vec<Option<File>>,
     vmstat: Option<File>,
+    /// For each line of `/proc/vmstat` at open: its name and, for a
+    /// `thp_*` or `numa_*` line, its index.
+    vm_lines: Vec<(Box<[u8]>, Option<usize>)>,
     buf: Vec<u8>,
+}
+
+/// The values of one [`ThpCounters`] read, by index (`None`: the file
+/// could not be read or parsed, or is not kept).
+pub type CounterValues = Vec<Option<i64>>;
+
+/// The `thp_*` and `numa_*` values of `/proc/vmstat` text into `out` by
+/// the index `vm_lines` (name and index of every line, recorded at open)
+/// gives: the line at the same position when its name matches (always, on
+/// a running kernel), else the line of that name.
+fn parse_vmstat_into(
+    vm_lines: &[(Box<[u8]>, Option<usize>)],
+    text: &[u8],
+    out: &mut [Option<i64>],
+) {
+    let mut pos = 0;
+    for line in text.split(|&c| c == b'\n') {
+        let mut it = line.splitn(2, |&c| c == b' ');
+        let name = it.next().unwrap_or(b"");
+        if name.is_empty() {
+            continue;
+        }
+        let value = it.next().unwrap_or(b"");
+        let slot = match vm_lines.get(pos) {
+            Some((n, slot)) if **n == *name => *slot,
+            _ => vm_lines
+                .iter()
+                .find(|(n, _)| **n == *name)
+                .and_then(|(_, s)| *s),
+        };
+        pos += 1;
+        if let Some(i) = slot {
+            out[i] = parse_i64(value);
+        }
+    }
+}
+
+/// Parse a decimal `i64` (optionally signed) from ASCII bytes, surrounding
+/// whitespace allowed.
+fn parse_i64(b: &[u8]) -> Option<i64> {
+    std::str::from_utf8(b).ok()?.trim().parse().ok()
 }
 
 impl ThpCounters {
     pub fn open() -> ThpCounters {
+        let mut keys = Vec::new();
         let mut files = Vec::new();
         for order in 2u32..=9 {
             let size = format!("{}kB", 4u64 << order);
@@ -948,62 +1006,175 @@ impl ThpCounters {
                 })
                 .collect();
             names.sort_by(|x, y| x.0.cmp(&y.0));
-            files.append(&mut names);
+            for (k, f) in names {
+                keys.push(k);
+                files.push(Some(f));
+            }
         }
-        ThpCounters {
+        let mut me = ThpCounters {
+            keys,
             files,
             vmstat: File::open("/proc/vmstat").ok(),
+            vm_lines: Vec::new(),
             buf: vec![0; 64 << 10],
+        };
+        let len = me.read_vmstat();
+        let mut vm_lines = Vec::new();
+        for line in me.buf[..len].split(|&c| c == b'\n') {
+            let name = line.split(|&c| c == b' ').next().unwrap_or(b"");
+            if name.is_empty() {
+                continue;
+            }
+            let slot = (name.starts_with(b"thp_") || name.starts_with(b"numa_")).then(|| {
+                me.keys
+                    .push(format!("vmstat/{}", String::from_utf8_lossy(name)));
+                me.keys.len() - 1
+            });
+            vm_lines.push((name.into(), slot));
         }
+        me.vm_lines = vm_lines;
+        me
+    }
+
+    /// The key of every index of [`ThpCounters::read_values`].
+    pub fn keys(&self) -> &[String] {
+        &self.keys
     }
 
     /// Read from now on only the per-size counters whose key `keep`
-    /// accepts (`/proc/vmstat` is one file: always read whole).
+    /// accepts (`/proc/vmstat` is one file: always read whole). Indices
+    /// stay as they were; a dropped counter reads as `None`.
     pub fn keep_only(&mut self, keep: impl Fn(&str) -> bool) {
-        self.files.retain(|(key, _)| keep(key));
+        for (k, f) in self.keys.iter().zip(self.files.iter_mut()) {
+            if !keep(k) {
+                *f = None;
+            }
+        }
+    }
+
+    /// `/proc/vmstat` whole into `buf`; its length.
+    fn read_vmstat(&mut self) -> usize {
+        let Some(f) = &self.vmstat else { return 0 };
+        // /proc/vmstat is a few KiB; read it whole.
+        let mut len = 0;
+        loop {
+            if len == self.buf.len() {
+                self.buf.resize(len * 2, 0);
+            }
+            match f.read_at(&mut self.buf[len..], len as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => len += n,
+            }
+        }
+        len
+    }
+
+    /// The counters now, by index into `out` (resized to
+    /// [`ThpCounters::keys`]); a file that cannot be read or parsed reads
+    /// as `None`.
+    pub fn read_values(&mut self, out: &mut CounterValues) {
+        out.clear();
+        out.resize(self.keys.len(), None);
+        for (i, f) in self.files.iter().enumerate() {
+            let Some(f) = f else { continue };
+            if let Ok(n) = f.read_at(&mut self.buf, 0) {
+                out[i] = parse_i64(&self.buf[..n]);
+            }
+        }
+        let len = self.read_vmstat();
+        parse_vmstat_into(&self.vm_lines, &self.buf[..len], out);
+    }
+
+    /// `values` as a map keyed like the model (only the indices that
+    /// have a value).
+    pub fn to_map(&self, values: &[Option<i64>]) -> BTreeMap<String, i64> {
+        self.keys
+            .iter()
+            .zip(values)
+            .filter_map(|(k, v)| v.map(|v| (k.clone(), v)))
+            .collect()
     }
 
     /// The counters now (a file that cannot be read or parsed is left out).
     pub fn read(&mut self) -> BTreeMap<String, i64> {
-        let mut m = BTreeMap::new();
-        for (key, f) in &self.files {
-            let Ok(n) = f.read_at(&mut self.buf, 0) else {
-                continue;
-            };
-            let text = String::from_utf8_lossy(&self.buf[..n]);
-            if let Ok(v) = text.trim().parse::<i64>() {
-                m.insert(key.clone(), v);
-            }
-        }
-        if let Some(f) = &self.vmstat {
-            // /proc/vmstat is a few KiB; read it whole.
-            let mut len = 0;
-            loop {
-                if len == self.buf.len() {
-                    self.buf.resize(len * 2, 0);
-                }
-                match f.read_at(&mut self.buf[len..], len as u64) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => len += n,
-                }
-            }
-            for line in String::from_utf8_lossy(&self.buf[..len]).lines() {
-                let mut it = line.split_whitespace();
-                if let (Some(k), Some(v)) = (it.next(), it.next()) {
-                    if k.starts_with("thp_") || k.starts_with("numa_") {
-                        if let Ok(v) = v.parse::<i64>() {
-                            m.insert(format!("vmstat/{k}"), v);
-                        }
-                    }
-                }
-            }
-        }
-        m
+        let mut v = Vec::new();
+        self.read_values(&mut v);
+        self.to_map(&v)
     }
 }
 
 #[cfg(test)]
 mod tests {
+
+    /// vmstat lines are read by position, found by name when a line is
+    /// not where it was at open, and only the kept ones fill their index.
+    #[test]
+    fn vmstat_by_position_and_by_name() {
+        let layout: Vec<(Box<[u8]>, Option<usize>)> = vec![
+            (b"nr_free_pages".to_vec().into(), None),
+            (b"numa_hit".to_vec().into(), Some(2)),
+            (b"thp_fault_alloc".to_vec().into(), Some(0)),
+            (b"thp_split_pmd".to_vec().into(), Some(1)),
+        ];
+        let mut out = vec![None; 3];
+        super::parse_vmstat_into(
+            &layout,
+            b"nr_free_pages 5\nnuma_hit 7\nthp_fault_alloc 11\nthp_split_pmd 13\n",
+            &mut out,
+        );
+        assert_eq!(out, vec![Some(11), Some(13), Some(7)]);
+        // Lines moved, one missing, one unknown, a value unparsable.
+        let mut out = vec![None; 3];
+        super::parse_vmstat_into(
+            &layout,
+            b"thp_split_pmd 3\nnew_counter 9\nthp_fault_alloc x\nnuma_hit -4\n",
+            &mut out,
+        );
+        assert_eq!(out, vec![None, Some(3), Some(-4)]);
+    }
+
+    /// On this machine: the values read by index are those a parse of the
+    /// files by name gives (sysfs files and vmstat lines whose values do
+    /// not move between the two reads: compared twice around).
+    #[test]
+    fn counters_by_index_match_the_files() {
+        let mut c = super::ThpCounters::open();
+        let mut v = Vec::new();
+        c.read_values(&mut v);
+        assert_eq!(v.len(), c.keys().len());
+        let by_name = |k: &str| -> Option<i64> {
+            if let Some(name) = k.strip_prefix("vmstat/") {
+                let t = std::fs::read_to_string("/proc/vmstat").ok()?;
+                t.lines().find_map(|l| {
+                    let mut it = l.split_whitespace();
+                    (it.next() == Some(name)).then(|| it.next()?.parse().ok())?
+                })
+            } else {
+                let (size, name) = k.split_once('/')?;
+                let p = format!("{}/hugepages-{size}/stats/{name}", crate::knobs::THP_DIR);
+                std::fs::read_to_string(p).ok()?.trim().parse().ok()
+            }
+        };
+        let mut w = Vec::new();
+        for (i, k) in c.keys().to_vec().iter().enumerate() {
+            let direct = by_name(k);
+            c.read_values(&mut w);
+            // A counter that moved meanwhile (numa_hit under load) is
+            // skipped: only a stable value can be compared.
+            if v[i] == w[i] {
+                assert_eq!(direct, v[i], "{k}");
+            }
+            v = w.clone();
+        }
+        assert!(c.keys().iter().any(|k| k == "vmstat/thp_fault_alloc"));
+        c.keep_only(|k| k.starts_with("64kB/"));
+        c.read_values(&mut w);
+        for (k, x) in c.keys().iter().zip(&w) {
+            if k.contains("kB/") && !k.starts_with("64kB/") {
+                assert_eq!(*x, None, "{k} was dropped");
+            }
+        }
+    }
 
     #[test]
     fn numa_maps_lines() {

@@ -211,7 +211,9 @@ pub struct LiveBackend {
     /// PROT_NONE pages placed to keep scenario VMAs from merging with
     /// foreign ones.
     guards: Vec<(u64, u64)>,
-    stats_base: BTreeMap<String, i64>,
+    /// The THP counters when the run started, by index
+    /// ([`kernel::ThpCounters::keys`]).
+    stats_base: kernel::CounterValues,
     /// Counters attributed to this run's own statements
     /// ([`LiveBackend::with_options`]), when other live runs of this
     /// process go on at the same time.
@@ -521,7 +523,8 @@ impl LiveBackend {
             libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
         }
         let mut thp_counters = kernel::ThpCounters::open();
-        let stats_base = thp_counters.read();
+        let mut stats_base = Vec::new();
+        thp_counters.read_values(&mut stats_base);
         let mut sv = [0 as libc::c_int; 2];
         // SAFETY: socketpair into a valid array.
         if unsafe {
@@ -594,13 +597,14 @@ impl LiveBackend {
         // faults on its stack and heap, which under an `always` policy set
         // before the run, as `ptlab fuzz` sets a knob epoch's, may allocate
         // large folios) is no statement of the scenario.
-        me.stats_base = me.thp_counters.borrow_mut().read();
+        me.thp_counters.borrow_mut().read_values(&mut me.stats_base);
         if let Some(mut gen) = gate {
             *gen += 1;
-            let zero = me.stats_base.keys().map(|k| (k.clone(), 0)).collect();
+            let zero = me.stats_base.iter().map(|v| v.map(|_| 0)).collect();
             me.attribution = Some(Attribution {
                 own: zero,
                 last: None,
+                before: Vec::new(),
             });
         }
         Ok(me)
@@ -2074,18 +2078,18 @@ impl LiveBackend {
 
     /// THP and NUMA-balancing counters since the backend started.
     pub fn stats(&self) -> BTreeMap<String, i64> {
+        let mut c = self.thp_counters.borrow_mut();
         if let Some(a) = &self.attribution {
-            return a.own.clone();
+            return c.to_map(&a.own);
         }
-        self.thp_counters
-            .borrow_mut()
-            .read()
-            .into_iter()
-            .map(|(k, v)| {
-                let base = self.stats_base.get(&k).copied().unwrap_or(0);
-                (k, v - base)
-            })
-            .collect()
+        let mut now = Vec::new();
+        c.read_values(&mut now);
+        for (v, base) in now.iter_mut().zip(&self.stats_base) {
+            if let Some(v) = v {
+                *v -= base.unwrap_or(0);
+            }
+        }
+        c.to_map(&now)
     }
 
     fn exit_proc(&mut self, idx: usize) -> Result<(), BackendError> {
@@ -2172,11 +2176,15 @@ pub static COUNTER_LOCK: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
 /// The counters of one run's own statements.
 #[derive(Debug)]
 struct Attribution {
-    /// Sum over this run's statements of what each counter did.
-    own: BTreeMap<String, i64>,
+    /// Sum over this run's statements of what each counter did, by index
+    /// ([`kernel::ThpCounters::keys`]; `None`: never read).
+    own: kernel::CounterValues,
     /// The counters read after this run's last statement, and the
     /// [`COUNTER_LOCK`] count then.
-    last: Option<(u64, BTreeMap<String, i64>)>,
+    last: Option<(u64, kernel::CounterValues)>,
+    /// The counters read before the statement that runs now (a buffer kept
+    /// between statements).
+    before: kernel::CounterValues,
 }
 
 impl LiveBackend {
@@ -2184,20 +2192,31 @@ impl LiveBackend {
     /// meanwhile to this run's own.
     fn call_attributed(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
         let mut gen = COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let last = self.attribution.as_mut().and_then(|a| a.last.take());
-        let before = match last {
-            Some((g, v)) if g == *gen => v,
-            _ => self.thp_counters.borrow_mut().read(),
+        let (last, mut before) = match self.attribution.as_mut() {
+            Some(a) => (a.last.take(), std::mem::take(&mut a.before)),
+            None => (None, Vec::new()),
+        };
+        let mut after = match last {
+            // The read after this run's last statement is the read before
+            // this one; the old buffer takes the next read.
+            Some((g, v)) if g == *gen => std::mem::replace(&mut before, v),
+            _ => {
+                self.thp_counters.borrow_mut().read_values(&mut before);
+                Vec::new()
+            }
         };
         let r = self.call_unattributed(proc, call);
-        let after = self.thp_counters.borrow_mut().read();
+        self.thp_counters.borrow_mut().read_values(&mut after);
         *gen += 1;
         if let Some(a) = self.attribution.as_mut() {
-            for (k, v) in &after {
-                let d = v - before.get(k).copied().unwrap_or(*v);
-                *a.own.entry(k.clone()).or_insert(0) += d;
+            for ((own, b), v) in a.own.iter_mut().zip(&before).zip(&after) {
+                if let Some(v) = v {
+                    let d = v - b.unwrap_or(*v);
+                    *own = Some(own.unwrap_or(0) + d);
+                }
             }
             a.last = Some((*gen, after));
+            a.before = before;
         }
         r
     }
