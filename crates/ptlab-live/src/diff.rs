@@ -1272,7 +1272,9 @@ impl DiffBackend {
                     if l.tag != m.tag && !self.live.tag_unknown(proc, a) {
                         why.push(format!("tag {:#x} vs {:#x}", l.tag, m.tag));
                     } else if !self.live.tag_unknown(proc, a)
-                        && (self.filled.contains(&a) || self.model.model().page_has_bytes(m.pfn))
+                        && (self.filled.contains(&a)
+                            || self.model.model().page_has_bytes(m.pfn)
+                            || self.live.rest_nonzero(proc, a))
                     {
                         whole.push(a);
                     }
@@ -2220,6 +2222,55 @@ mod incremental_tests {
         );
         assert_eq!(first.model, vec!["0xab".to_string()], "{first:?}");
         assert_eq!(first.live, vec!["0x00".to_string()], "{first:?}");
+    }
+
+    /// The kernel alone gets one wrong byte beyond the tag of a tag page
+    /// (one `write` made: its tag and zeros on the model, which holds no
+    /// bytes for it, and no `fill` the diff remembers), at the first byte
+    /// past the tag, in the middle and at the last byte: the worker's
+    /// check of every loaded page's bytes 8..4096 sees it, and the page is
+    /// compared whole at the statement that re-reads it (line 4 writes
+    /// that page's tag in iteration 2).
+    #[test]
+    fn a_wrong_kernel_byte_anywhere_in_a_tag_page_is_caught() {
+        if skip("a_wrong_kernel_byte_anywhere_in_a_tag_page_is_caught") {
+            return;
+        }
+        for off in [8u64, 2048, 4095] {
+            let at = BASE + 2 * 4096 + off;
+            let (div, _) = run(false, |d| {
+                let call = Call::FillBytes {
+                    addr: at,
+                    len: 1,
+                    byte: 0x5a,
+                };
+                let r = d.live.send("main", &call, Default::default());
+                assert!(r.is_ok_and(|r| r[0] == 0), "fill");
+            });
+            let first = div.first().expect("caught");
+            assert_eq!(
+                (first.line, first.kind.as_str(), first.loops.clone()),
+                (4, "bytes", vec![(3, 2)]),
+                "offset {off}: {first:?}"
+            );
+            assert!(first.summary.contains(&format!("{at:#x}")), "{first:?}");
+            assert_eq!(first.live, vec!["0x5a".to_string()], "{first:?}");
+            assert_eq!(first.model, vec!["0x00".to_string()], "{first:?}");
+        }
+        // A page no statement names again (2 MiB away, its last byte):
+        // caught by the full read at the end at the latest.
+        let (div, _) = run(false, |d| {
+            let call = Call::FillBytes {
+                addr: BASE + (2 << 20) + 4095,
+                len: 1,
+                byte: 0x5a,
+            };
+            let r = d.live.send("main", &call, Default::default());
+            assert!(r.is_ok_and(|r| r[0] == 0), "fill");
+        });
+        let first = div.first().expect("caught by the full read");
+        assert_eq!(first.kind, "bytes", "{first:?}");
+        assert_eq!(first.live, vec!["0x5a".to_string()], "{first:?}");
     }
 
     #[test]

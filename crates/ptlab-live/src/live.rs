@@ -26,7 +26,7 @@ use ptlab_model::{
     Advice, Call, Errno, MapFlags, MremapFlags, Observation, PageState, Prot, Resource,
 };
 use ptlab_scenario::{Backend, BackendError};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
@@ -223,6 +223,15 @@ pub struct LiveBackend {
     /// Pages whose tag could not be loaded at the last observation
     /// (non-readable VMAs), per process.
     unknown_tags: BTreeSet<(String, u64)>,
+    /// Per process, the present anon pages whose bytes 8..4096 were not
+    /// all zero at its last observation (address → frame): the diff then
+    /// compares their 4096 bytes (a tag page, the model's common page, is
+    /// its tag and zeros).
+    rest_pages: HashMap<String, HashMap<u64, u64>>,
+    /// The frames of `rest_pages` when the current `observe_all` began:
+    /// a page whose tag is re-used (same frame, contents kept) takes its
+    /// flag from its frame.
+    rest_prev_frames: HashSet<u64>,
     /// userfaultfd handle names → worker slots (a process's own handle is
     /// named after the process).
     uffd_slots: BTreeMap<String, usize>,
@@ -572,6 +581,8 @@ impl LiveBackend {
             attribution: None,
             thp_counters: std::cell::RefCell::new(thp_counters),
             unknown_tags: BTreeSet::new(),
+            rest_pages: HashMap::new(),
+            rest_prev_frames: HashSet::new(),
             uffd_slots: BTreeMap::new(),
             uffd_fds: BTreeMap::new(),
             notes: Vec::new(),
@@ -709,6 +720,12 @@ impl LiveBackend {
     /// times, then everything is read.
     pub fn observe_all(&mut self, reuse: bool) -> Vec<(String, Result<Observation, BackendError>)> {
         let names = self.process_names();
+        self.rest_prev_frames = self
+            .rest_pages
+            .values()
+            .flat_map(|m| m.values().copied())
+            .filter(|&p| p != 0)
+            .collect();
         let mut inc = std::mem::take(&mut self.incr);
         let pfns_visible = self.reader.caps.pfn && self.reader.caps.kpage;
         let mut reuse = reuse && inc.on && !inc.everything && pfns_visible;
@@ -880,6 +897,14 @@ impl LiveBackend {
     /// observation (the page is present but not readable).
     pub fn tag_unknown(&self, proc: &str, addr: u64) -> bool {
         self.unknown_tags.contains(&(proc.to_string(), addr))
+    }
+
+    /// Whether the present anon page at `addr` of `proc` had bytes beyond
+    /// its tag (8..4096) that are not all zero at the last observation.
+    pub fn rest_nonzero(&self, proc: &str, addr: u64) -> bool {
+        self.rest_pages
+            .get(proc)
+            .is_some_and(|m| m.contains_key(&addr))
     }
 
     /// Remarks collected during the run (guards placed, merges seen).
@@ -1832,7 +1857,7 @@ impl LiveBackend {
             .iter()
             .map(|&(i, j)| (pages[i].addr, (j - i) as u64))
             .collect();
-        let answers = self.read_tag_runs(proc, &asks)?;
+        let (answers, rest) = self.read_tag_runs(proc, &asks)?;
         let mut got: Vec<Option<(u64, bool)>> = pages
             .iter()
             .enumerate()
@@ -1845,9 +1870,38 @@ impl LiveBackend {
             })
             .collect();
         let mut next = answers.into_iter();
+        // Which page each answer is for.
+        let mut answered: Vec<usize> = Vec::new();
         for &(i, j) in &runs {
-            for g in &mut got[i..j] {
+            for (k, g) in got[i..j].iter_mut().enumerate() {
                 *g = Some(next.next().unwrap_or((0, false)));
+                answered.push(i + k);
+            }
+        }
+        // Pages whose bytes 8..4096 are not all zero: as the worker
+        // loaded them, or (a tag known already: same frame, contents kept)
+        // as their frame's were at the previous observation.
+        let mut loaded = vec![false; pages.len()];
+        for &(i, j) in &runs {
+            loaded[i..j].fill(true);
+        }
+        let mut rest_now: Vec<usize> = rest
+            .iter()
+            .filter_map(|&r| answered.get(r).copied())
+            .collect();
+        for (i, p) in pages.iter().enumerate() {
+            if let (false, PageState::Anon(a), Some((_, true))) = (loaded[i], &p.state, got[i]) {
+                if a.pfn != 0 && self.rest_prev_frames.contains(&a.pfn) {
+                    rest_now.push(i);
+                }
+            }
+        }
+        if !rest_now.is_empty() {
+            let m = self.rest_pages.entry(proc.to_string()).or_default();
+            for i in rest_now {
+                if let (PageState::Anon(a), Some((_, true))) = (&pages[i].state, got[i]) {
+                    m.insert(pages[i].addr, a.pfn);
+                }
             }
         }
         for (page, g) in pages.iter_mut().zip(&got) {
@@ -1872,16 +1926,20 @@ impl LiveBackend {
     /// through one buffer. So a range of scattered single pages (every
     /// other page of uffd-move's from-space: thousands of runs) costs a
     /// few system calls on each side, not several per run.
+    ///
+    /// Also returns the indices (into the tags) of the pages whose bytes
+    /// 8..4096 are not all zero (the worker's bitmap after each run).
     fn read_tag_runs(
         &mut self,
         proc: &str,
         runs: &[(u64, u64)],
-    ) -> Result<Vec<(u64, bool)>, BackendError> {
+    ) -> Result<(Vec<(u64, bool)>, Vec<usize>), BackendError> {
         let idx = self.proc_index(proc)?;
         let fd = self.procs[idx].chan.as_raw_fd();
         let died = || BackendError::Other(format!("worker for '{proc}' died"));
         let total: u64 = runs.iter().map(|r| r.1).sum();
         let mut out: Vec<(u64, bool)> = Vec::with_capacity(total as usize);
+        let mut rest: Vec<usize> = Vec::new();
         let mut answers = AnswerReader::new(fd);
         // (run index, where its tags start in `out`) of runs with a fault.
         let mut refault = Vec::new();
@@ -1910,6 +1968,17 @@ impl LiveBackend {
                 if faults != 0 {
                     refault.push((base + k, out.len()));
                 }
+                let mut bits = vec![0u64; (n as usize).div_ceil(64)];
+                if !answers.words(&mut bits)? {
+                    return Err(died());
+                }
+                for (w, &b) in bits.iter().enumerate() {
+                    let mut b = b;
+                    while b != 0 {
+                        rest.push(out.len() + w * 64 + b.trailing_zeros() as usize);
+                        b &= b - 1;
+                    }
+                }
                 out.extend(tags.iter().map(|&t| (t, true)));
             }
             base += group.len();
@@ -1922,7 +1991,7 @@ impl LiveBackend {
             let one = self.read_tags(proc, start, n, PAGE)?;
             out[at..at + n as usize].copy_from_slice(&one);
         }
-        Ok(out)
+        Ok((out, rest))
     }
 
     /// The 4096 bytes of the page at `page` of `proc`, which the caller
@@ -2011,6 +2080,7 @@ impl LiveBackend {
             },
         };
         self.unknown_tags.retain(|(p, _)| p != proc);
+        self.rest_pages.remove(proc);
         let mut obs = Observation {
             process: proc.to_string(),
             vm_lck_kb: vmas.vm_lck_kb,

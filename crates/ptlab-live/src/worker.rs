@@ -845,7 +845,9 @@ fn read_tags(start: u64, npages: u64, stride: u64) {
 /// `READ_TAG_LIST`: the tags of `nruns` runs whose `(start, pages)`
 /// pairs follow the request on the channel (`npages` pages in all, as
 /// ptlab counted them), answered as one stream: a header, then per run
-/// its tags and its fault count, written through one buffer. The pairs
+/// its tags, its fault count and a bitmap of `ceil(pages / 64)` words
+/// (bit `i % 64` of word `i / 64`: page `i` of the run loaded and its
+/// bytes 8..4096 are not all zero), written through one buffer. The pairs
 /// are read a few at a time (the worker allocates nothing); ptlab has
 /// written them all before it reads the answer, so neither side waits
 /// for the other.
@@ -890,6 +892,18 @@ fn read_tag_list(nruns: u64, npages: u64) {
                 push(v, &mut out, &mut used);
             }
             push(faults, &mut out, &mut used);
+            // The rest of each page: a second pass, so that nothing is
+            // stored per page (a run may be 65,536 pages).
+            let mut bits = 0u64;
+            for i in 0..n {
+                if rest_nonzero(start.wrapping_add(i * 4096)) {
+                    bits |= 1 << (i % 64);
+                }
+                if i % 64 == 63 || i + 1 == n {
+                    push(bits, &mut out, &mut used);
+                    bits = 0;
+                }
+            }
             since_check += n + 1;
             if since_check >= ORPHAN_CHECK_PAGES {
                 since_check = 0;
@@ -901,6 +915,23 @@ fn read_tag_list(nruns: u64, npages: u64) {
     if used > 0 && !write_all(CHAN_FD, words_bytes(&out[..used])) {
         die();
     }
+}
+
+/// Whether the page at `page` loads and any of its bytes 8..4096 is not
+/// zero (plain loads through the read probe: a present page faults
+/// nothing; a word that cannot be loaded counts as not known, false).
+fn rest_nonzero(page: u64) -> bool {
+    if probe_read(page).is_err() {
+        return false;
+    }
+    let mut any = 0u64;
+    for w in 1..512u64 {
+        match probe_read(page.wrapping_add(w * 8)) {
+            Ok(v) => any |= v,
+            Err(()) => return false,
+        }
+    }
+    any != 0
 }
 
 fn fork_child() {
