@@ -814,7 +814,36 @@ impl LiveBackend {
             let (empty, no_tags) = Default::default();
             for i in 0..names.len() {
                 let mut pass = ProcPass::new(false, &[], &[], &empty, &no_tags);
+                let rest_reused = self.rest_pages.get(&names[i]).cloned().unwrap_or_default();
                 let full = self.observe_proc(&names[i], Some(&mut pass));
+                // Pages whose bytes beyond the tag are not all zero: the
+                // flags re-used with the tags against the full read's.
+                let rest_full = self.rest_pages.get(&names[i]).cloned().unwrap_or_default();
+                for (&addr, _) in rest_reused
+                    .iter()
+                    .filter(|(a, _)| !rest_full.contains_key(a))
+                    .chain(
+                        rest_full
+                            .iter()
+                            .filter(|(a, _)| !rest_reused.contains_key(a)),
+                    )
+                {
+                    inc.stats.stale_pages += 1;
+                    if inc.stale_examples.len() < 20 {
+                        inc.stale_examples.push((
+                            names[i].clone(),
+                            addr,
+                            format!(
+                                "bytes 8..4096 not all zero: {}",
+                                rest_reused.contains_key(&addr)
+                            ),
+                            format!(
+                                "bytes 8..4096 not all zero: {}",
+                                rest_full.contains_key(&addr)
+                            ),
+                        ));
+                    }
+                }
                 let fresh = pass.new;
                 vma_records[i] = pass.vmas_out;
                 if let (Some(Ok(a)), Ok(b)) = (&results[i], &full) {
