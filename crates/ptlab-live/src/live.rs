@@ -1962,7 +1962,7 @@ impl LiveBackend {
         &mut self,
         proc: &str,
         runs: &[(u64, u64)],
-    ) -> Result<(Vec<(u64, bool)>, Vec<usize>), BackendError> {
+    ) -> Result<TagAnswers, BackendError> {
         let idx = self.proc_index(proc)?;
         let fd = self.procs[idx].chan.as_raw_fd();
         let died = || BackendError::Other(format!("worker for '{proc}' died"));
@@ -2264,6 +2264,11 @@ impl Drop for LiveBackend {
         }
     }
 }
+
+/// What [`LiveBackend::read_tag_runs`] answers: each page's `(tag,
+/// loaded)`, and the indices of the pages whose bytes 8..4096 are not all
+/// zero.
+type TagAnswers = (Vec<(u64, bool)>, Vec<usize>);
 
 /// Serialises the statements of the live runs of this process that
 /// attribute the THP counters ([`LiveBackend::with_options`]), each with
