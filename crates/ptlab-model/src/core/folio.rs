@@ -506,6 +506,17 @@ impl<T: Copy + PartialEq> PerPage<T> {
         }
     }
 
+    /// Whether both hold the same value for each of `n` pages, whatever
+    /// their forms (stops at the first page that differs).
+    fn same_values(&self, other: &PerPage<T>, n: usize) -> bool {
+        match (self, other) {
+            (PerPage::Each(_), _) | (_, PerPage::Each(_)) => {
+                (0..n).all(|i| self.get(i) == other.get(i))
+            }
+            _ => self.get(0) == other.get(0) && (n < 2 || self.get(1) == other.get(1)),
+        }
+    }
+
     fn bytes(&self) -> usize {
         match self {
             PerPage::All(_) | PerPage::Head(..) => 0,
@@ -690,20 +701,30 @@ impl FolioRun {
         l
     }
     /// Whether `next` continues this run: the next heads, the same order,
-    /// kind, counts, flags, mappings per mm (in the same order) and
-    /// per-page state, neither in the swap cache, and contents affine
-    /// across both. Per-page state is compared as stored (call
-    /// [`FolioRun::canonical`] on both first), so values held in different
-    /// forms are never wrongly joined.
+    /// kind, counts, flags, mappings per mm (in the same order), the same
+    /// per-page mapcounts and exclusivity (compared page by page whatever
+    /// their forms), neither in the swap cache, and contents affine across
+    /// both (call [`FolioRun::canonical_tags`] on both first, so tags
+    /// written out of order that are affine again count as affine).
     fn joins(&self, next: &FolioRun) -> bool {
+        self.same_state(next) && self.tags_continue(next)
+    }
+    /// [`FolioRun::joins`] without the contents.
+    fn same_state(&self, next: &FolioRun) -> bool {
         let (a, b) = (&self.folio, &next.folio);
-        let tags = match (&a.tags, &b.tags) {
+        let n = self.pages() as usize;
+        self.same_counts(next)
+            && a.mapcount.same_values(&b.mapcount, n)
+            && a.exclusive.same_values(&b.exclusive, n)
+    }
+    /// Whether the contents are affine across this run and `next`.
+    fn tags_continue(&self, next: &FolioRun) -> bool {
+        match (&self.folio.tags, &next.folio.tags) {
             (Tags::Affine { base, step }, Tags::Affine { base: nb, step: ns }) => {
                 step == ns && base.wrapping_add(step.wrapping_mul(next.first - self.first)) == *nb
             }
             _ => false,
-        };
-        self.same_counts(next) && tags && a.mapcount == b.mapcount && a.exclusive == b.exclusive
+        }
     }
     /// [`FolioRun::joins`] without the per-page state: whether comparing
     /// that is worth it.
@@ -723,16 +744,13 @@ impl FolioRun {
             && a.on_deferred_list == b.on_deferred_list
             && a.mm_maps == b.mm_maps
     }
-    /// Store the per-page state in its shortest form: a partial update
-    /// that left every page alike, or tags written out of order that are
-    /// affine again, become one value (no observable change).
-    fn canonical(&mut self) {
+    /// Store tags written out of order that are affine again as one
+    /// affine run (no observable change; a run of one folio only).
+    fn canonical_tags(&mut self) {
         if self.count != 1 {
-            return; // a run of several is kept canonical when joined
+            return; // a run of several always has affine tags
         }
         let l = &mut self.folio;
-        l.mapcount.compact();
-        l.exclusive.compact();
         if let Tags::Each(v) = &l.tags {
             let step = if v.len() > 1 {
                 v[1].wrapping_sub(v[0])
@@ -773,7 +791,15 @@ struct LargeFolios {
     /// The run [`LargeFolios::find`] found last (first, end, order,
     /// slot): a walk over one run's pages finds it without the B-tree.
     last: std::cell::Cell<Option<(u64, u64, u8, u32)>>,
+    /// Slots of the runs the last split or join left next to each other
+    /// (`NO_SLOT`: none): a walk changing consecutive folios finds the run
+    /// it came from and the run it goes on into here, not in the B-tree.
+    /// Only hints: a slot is used only if its run still is where wanted.
+    near: std::cell::Cell<[u32; 2]>,
 }
+
+/// No slot ([`LargeFolios::near`]).
+const NO_SLOT: u32 = u32::MAX;
 
 impl Default for LargeFolios {
     fn default() -> Self {
@@ -784,6 +810,7 @@ impl Default for LargeFolios {
             folios: 0,
             runs: true,
             last: Default::default(),
+            near: std::cell::Cell::new([NO_SLOT; 2]),
         }
     }
 }
@@ -795,7 +822,18 @@ impl LargeFolios {
         let (first, end, order, slot) = match self.last.get() {
             Some(c) if (c.0..c.1).contains(&pfn) => c,
             _ => {
-                let (&first, &slot) = self.index.range(..=pfn).next_back()?;
+                let near = self.near.get().into_iter().find(|&s| {
+                    self.slab
+                        .get(s as usize)
+                        .is_some_and(|r| r.count > 0 && r.first <= pfn && pfn < r.end())
+                });
+                let (first, slot) = match near {
+                    Some(s) => (self.slab[s as usize].first, s),
+                    None => {
+                        let (&first, &slot) = self.index.range(..=pfn).next_back()?;
+                        (first, slot)
+                    }
+                };
                 let r = &self.slab[slot as usize];
                 if pfn >= r.end() {
                     return None;
@@ -867,19 +905,23 @@ impl LargeFolios {
         let nr = 1u64 << order;
         let k = ((head - r.first) >> order) as u32;
         let count = r.count;
+        let mut near = self.near.get();
         if k + 1 < count {
             let after = FolioRun {
                 first: head + nr,
                 count: count - k - 1,
                 folio: r.folio_at(head + nr),
             };
-            self.new_slot(after);
+            near[1] = self.new_slot(after);
         }
         if k == 0 {
+            self.near.set(near);
             let r = &mut self.slab[slot as usize];
             r.count = 1;
             return Some(slot);
         }
+        near[0] = slot;
+        self.near.set(near);
         let r = &mut self.slab[slot as usize];
         r.count = k;
         let alone = FolioRun {
@@ -896,10 +938,22 @@ impl LargeFolios {
         }
         let mut slot = slot;
         let first = self.slab[slot as usize].first;
-        if let Some((_, &prev)) = self.index.range(..first).next_back() {
-            if self.slab[prev as usize].same_counts(&self.slab[slot as usize]) {
-                self.slab[prev as usize].canonical();
-                self.slab[slot as usize].canonical();
+        let near = self.near.get();
+        let hint = |want: &dyn Fn(&FolioRun) -> bool| {
+            near.into_iter().find(|&h| {
+                h != slot
+                    && self
+                        .slab
+                        .get(h as usize)
+                        .is_some_and(|r| r.count > 0 && want(r))
+            })
+        };
+        let prev = hint(&|r: &FolioRun| r.end() == first)
+            .or_else(|| self.index.range(..first).next_back().map(|(_, &s)| s));
+        if let Some(prev) = prev {
+            if self.slab[prev as usize].same_state(&self.slab[slot as usize]) {
+                self.slab[prev as usize].canonical_tags();
+                self.slab[slot as usize].canonical_tags();
             }
             if self.slab[prev as usize].joins(&self.slab[slot as usize]) {
                 let r = self.free_slot(slot);
@@ -909,17 +963,29 @@ impl LargeFolios {
             }
         }
         let end = self.slab[slot as usize].end();
-        if let Some(&next) = self.index.get(&end) {
-            if self.slab[slot as usize].same_counts(&self.slab[next as usize]) {
-                self.slab[slot as usize].canonical();
-                self.slab[next as usize].canonical();
+        let near = self.near.get();
+        let hint = near.into_iter().find(|&h| {
+            h != slot
+                && self
+                    .slab
+                    .get(h as usize)
+                    .is_some_and(|r| r.count > 0 && r.first == end)
+        });
+        let mut after = NO_SLOT;
+        if let Some(next) = hint.or_else(|| self.index.get(&end).copied()) {
+            if self.slab[slot as usize].same_state(&self.slab[next as usize]) {
+                self.slab[slot as usize].canonical_tags();
+                self.slab[next as usize].canonical_tags();
             }
             if self.slab[slot as usize].joins(&self.slab[next as usize]) {
                 let r = self.free_slot(next);
                 self.slab[slot as usize].count += r.count;
                 self.last.set(None);
+            } else {
+                after = next;
             }
         }
+        self.near.set([slot, after]);
     }
     /// Change the folio at `head` with `f` (which gets its record and
     /// returns what the caller needs); `None` without such a folio.
@@ -1335,6 +1401,17 @@ impl PhysMem {
     /// Store `base + k × step` into page `first + k` for `k < nr` (pages
     /// of one folio): what a program writing a range does to each page.
     pub fn set_tags(&mut self, first: Pfn, nr: u64, base: u64, step: u64) {
+        // Pages that already hold these tags (a program writing the same
+        // range again): nothing changes, and the folio's run stays whole.
+        if let Some((_, _, slot)) = self.large.find(first.0) {
+            let r = self.large.at(slot);
+            if let Tags::Affine { base: b, step: s } = r.folio.tags {
+                let here = b.wrapping_add(s.wrapping_mul(first.0 - r.first));
+                if here == base && (nr == 1 || s == step) {
+                    return;
+                }
+            }
+        }
         let large = self.update_large_at(first, |l, i| {
             let n = l.nr();
             debug_assert!(i + nr as usize <= n, "a tag run stays in its folio");
@@ -1379,6 +1456,16 @@ impl PhysMem {
 
     /// PageAnonExclusive of `nr` consecutive pages of one folio.
     pub fn set_anon_exclusive_range(&mut self, first: Pfn, nr: u64, on: bool) {
+        // Pages that are already so: nothing changes (the folio's run
+        // stays whole).
+        if nr > 0 {
+            if let Some((_, l, i)) = self.large_at(first) {
+                let max = (nr as usize).min(l.nr() - i);
+                if l.exclusive.run_from(i, max) == (on, nr as usize) {
+                    return;
+                }
+            }
+        }
         let large = self.update_large_at(first, |l, i| {
             let n = l.nr();
             if nr == 1 {
@@ -1424,6 +1511,14 @@ impl PhysMem {
     }
 
     fn set_folio_flag(&mut self, folio: FolioRef, flag: u32, on: bool) {
+        if folio.is_large()
+            && self
+                .large
+                .get(&folio.head.0)
+                .is_some_and(|l| (l.flags & flag != 0) == on)
+        {
+            return; // already so: the folio's run stays whole
+        }
         let set = |bits: &mut u32| {
             if on {
                 *bits |= flag;
