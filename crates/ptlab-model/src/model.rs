@@ -389,7 +389,7 @@ impl Model {
 
     /// Large-folio records the model holds: one per run of identical
     /// folios (one per folio with `folio_runs` off).
-    pub fn large_folio_records(&self) -> usize {
+    pub fn large_folio_records(&mut self) -> usize {
         self.phys.large_records()
     }
 

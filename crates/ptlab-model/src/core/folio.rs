@@ -796,6 +796,11 @@ struct LargeFolios {
     /// it came from and the run it goes on into here, not in the B-tree.
     /// Only hints: a slot is used only if its run still is where wanted.
     near: std::cell::Cell<[u32; 2]>,
+    /// The folio changed last, alone in its record and not yet joined with
+    /// its neighbours (`NO_SLOT`: none): it is joined when another folio
+    /// is changed, so that the several updates an operation makes to one
+    /// folio (rmap, reference, exclusivity, contents) join it once.
+    pending: u32,
 }
 
 /// No slot ([`LargeFolios::near`]).
@@ -811,6 +816,7 @@ impl Default for LargeFolios {
             runs: true,
             last: Default::default(),
             near: std::cell::Cell::new([NO_SLOT; 2]),
+            pending: NO_SLOT,
         }
     }
 }
@@ -877,6 +883,9 @@ impl LargeFolios {
         slot
     }
     fn free_slot(&mut self, slot: u32) -> FolioRun {
+        if self.pending == slot {
+            self.pending = NO_SLOT;
+        }
         // The slot keeps an empty record (no heap parts) until reused.
         let r = std::mem::replace(
             &mut self.slab[slot as usize],
@@ -893,6 +902,15 @@ impl LargeFolios {
     /// Give the folio at `head` a record of its own, splitting its run
     /// into at most three; its slot.
     fn isolate(&mut self, head: u64) -> Option<u32> {
+        let p = self.pending;
+        if p != NO_SLOT {
+            let r = &self.slab[p as usize];
+            if r.count == 1 && r.first == head {
+                return Some(p);
+            }
+            self.pending = NO_SLOT;
+            self.settle(p);
+        }
         let (h, order, slot) = self.find(head)?;
         if h != head {
             return None;
@@ -992,21 +1010,36 @@ impl LargeFolios {
     fn update<R>(&mut self, head: u64, f: impl FnOnce(&mut LargeFolio) -> R) -> Option<R> {
         let slot = self.isolate(head)?;
         let out = f(&mut self.slab[slot as usize].folio);
-        self.settle(slot);
+        self.done(slot);
         Some(out)
+    }
+    /// The folio in `slot` (alone in its record) has been changed: join it
+    /// with its neighbours when the next folio is changed.
+    fn done(&mut self, slot: u32) {
+        if self.runs {
+            self.pending = slot;
+        }
+    }
+    /// Join the folio changed last with its neighbours now.
+    fn settle_pending(&mut self) {
+        let p = std::mem::replace(&mut self.pending, NO_SLOT);
+        if p != NO_SLOT {
+            self.settle(p);
+        }
     }
     fn insert(&mut self, head: u64, l: LargeFolio) {
         self.last.set(None);
         if self.isolate(head).is_some() {
             self.remove(&head);
         }
+        self.settle_pending();
         self.folios += 1;
         let slot = self.new_slot(FolioRun {
             first: head,
             count: 1,
             folio: l,
         });
-        self.settle(slot);
+        self.done(slot);
     }
     fn remove(&mut self, head: &u64) -> Option<LargeFolio> {
         let slot = self.isolate(*head)?;
@@ -1152,8 +1185,10 @@ impl PhysMem {
         self.large.runs = on;
     }
 
-    /// Large-folio records held: one per run of identical folios.
-    pub fn large_records(&self) -> usize {
+    /// Large-folio records held: one per run of identical folios (the
+    /// folio changed last joined with its neighbours first).
+    pub fn large_records(&mut self) -> usize {
+        self.large.settle_pending();
         self.large.index.len()
     }
 
@@ -1577,7 +1612,7 @@ impl PhysMem {
         if folio.is_large() {
             if let Some(slot) = self.large.isolate(folio.head.0) {
                 let out = f(&mut self.large.slab[slot as usize].folio.refcount);
-                self.large.settle(slot);
+                self.large.done(slot);
                 return out;
             }
         }
@@ -1753,7 +1788,7 @@ impl PhysMem {
             l.large_mapcount += nr;
             l.nr_pages_mapped += newly_mapped;
             Self::mm_map_delta(l, mm, nr as i64);
-            self.large.settle(slot);
+            self.large.done(slot);
             return;
         }
         if !exclusive {
@@ -1834,7 +1869,7 @@ impl PhysMem {
         if defer {
             self.deferred_split_folio(folio, true);
         } else {
-            self.large.settle(slot);
+            self.large.done(slot);
         }
     }
 
