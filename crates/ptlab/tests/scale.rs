@@ -46,6 +46,8 @@ fn a_1t_process_runs_on_the_model() {
 /// page for the records alone). 1 TiB takes too long for a test (about a
 /// minute of CPU; docs/model.md "Folio runs").
 #[test]
+// The child is waited for with wait4() (for its own rusage), not Child::wait().
+#[allow(clippy::zombie_processes)]
 fn a_64g_process_of_64k_folios_stays_under_4_bytes_a_page() {
     use std::io::Read;
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
