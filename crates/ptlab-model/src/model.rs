@@ -51,6 +51,10 @@ pub struct ModelConfig {
     /// default; off keeps every table dense: the reference the run-length
     /// property test compares against). No observable effect.
     pub pte_runs: bool,
+    /// Keep one large-folio record per run of identical folios (on by
+    /// default; off keeps one record per folio: the reference the
+    /// folio-run property test compares against). No observable effect.
+    pub folio_runs: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -89,6 +93,7 @@ impl ModelConfig {
             after: crate::mm::batch::After::empty(),
             hw: crate::core::hw::HwFeatures::default(),
             pte_runs: true,
+            folio_runs: true,
         }
     }
 }
@@ -118,6 +123,7 @@ pub struct Model {
 impl Model {
     pub fn new(cfg: ModelConfig) -> Model {
         let mut phys = PhysMem::new(cfg.frames);
+        phys.set_folio_runs(cfg.folio_runs);
         if cfg.nodes > 1 {
             // Only the zero page is in use yet: any layout fits.
             let ok = phys.set_nodes(cfg.nodes);
@@ -379,6 +385,12 @@ impl Model {
         for mm in self.procs.values_mut() {
             mm.pt.compact_tables();
         }
+    }
+
+    /// Large-folio records the model holds: one per run of identical
+    /// folios (one per folio with `folio_runs` off).
+    pub fn large_folio_records(&mut self) -> usize {
+        self.phys.large_records()
     }
 
     /// Approximate bytes of model memory in use (page tables and physical-memory metadata).

@@ -506,6 +506,17 @@ impl<T: Copy + PartialEq> PerPage<T> {
         }
     }
 
+    /// Whether both hold the same value for each of `n` pages, whatever
+    /// their forms (stops at the first page that differs).
+    fn same_values(&self, other: &PerPage<T>, n: usize) -> bool {
+        match (self, other) {
+            (PerPage::Each(_), _) | (_, PerPage::Each(_)) => {
+                (0..n).all(|i| self.get(i) == other.get(i))
+            }
+            _ => self.get(0) == other.get(0) && (n < 2 || self.get(1) == other.get(1)),
+        }
+    }
+
     fn bytes(&self) -> usize {
         match self {
             PerPage::All(_) | PerPage::Head(..) => 0,
@@ -648,123 +659,418 @@ impl LargeFolio {
     }
 }
 
-/// The large-folio records: a slab of records in allocation order (a walk
-/// over memory faulted in address order reads them in sequence) and an
-/// index by head frame holding each record's slot and order, with the
-/// number of live folios per order so that the folio holding a frame is
-/// found by trying only the orders in use (a head is aligned to its
-/// order). Finding a folio's head and order reads only the index (16
-/// bytes an entry), not the record.
-#[derive(Clone, Debug, Default)]
+/// A run of identical large folios: `count` folios of `folio.order` with
+/// consecutive heads from `first`, every one in the state `folio` holds
+/// (counts, flags, mappings per mm, per-page mapcounts and exclusivity).
+/// Contents are affine across the whole run: frame `first + p` holds
+/// `base + p × step` of `folio.tags` (a run of more than one folio always
+/// has affine tags and no swap slot). A run of one folio is exactly the
+/// one-record-per-folio form.
+#[derive(Clone, Debug)]
+struct FolioRun {
+    first: u64,
+    count: u32,
+    folio: LargeFolio,
+}
+
+impl FolioRun {
+    fn pages(&self) -> u64 {
+        self.folio.order.pages()
+    }
+    /// The frame after the run's last page.
+    fn end(&self) -> u64 {
+        self.first + ((self.count as u64) << self.folio.order.0)
+    }
+    /// The tag of frame `pfn` of the run.
+    fn tag(&self, pfn: u64) -> u64 {
+        match &self.folio.tags {
+            Tags::Affine { base, step } => base.wrapping_add(step.wrapping_mul(pfn - self.first)),
+            Tags::Each(v) => v[(pfn - self.first) as usize],
+        }
+    }
+    /// The record of the folio at `head` (a head of this run) on its own:
+    /// the run's state with the folio's own contents.
+    fn folio_at(&self, head: u64) -> LargeFolio {
+        let mut l = self.folio.clone();
+        if let Tags::Affine { base, step } = l.tags {
+            l.tags = Tags::Affine {
+                base: base.wrapping_add(step.wrapping_mul(head - self.first)),
+                step,
+            };
+        }
+        l
+    }
+    /// Whether `next` continues this run: the next heads, the same order,
+    /// kind, counts, flags, mappings per mm (in the same order), the same
+    /// per-page mapcounts and exclusivity (compared page by page whatever
+    /// their forms), neither in the swap cache, and contents affine across
+    /// both (call [`FolioRun::canonical_tags`] on both first, so tags
+    /// written out of order that are affine again count as affine).
+    fn joins(&self, next: &FolioRun) -> bool {
+        self.same_state(next) && self.tags_continue(next)
+    }
+    /// [`FolioRun::joins`] without the contents.
+    fn same_state(&self, next: &FolioRun) -> bool {
+        let (a, b) = (&self.folio, &next.folio);
+        let n = self.pages() as usize;
+        self.same_counts(next)
+            && a.mapcount.same_values(&b.mapcount, n)
+            && a.exclusive.same_values(&b.exclusive, n)
+    }
+    /// Whether the contents are affine across this run and `next`.
+    fn tags_continue(&self, next: &FolioRun) -> bool {
+        match (&self.folio.tags, &next.folio.tags) {
+            (Tags::Affine { base, step }, Tags::Affine { base: nb, step: ns }) => {
+                step == ns && base.wrapping_add(step.wrapping_mul(next.first - self.first)) == *nb
+            }
+            _ => false,
+        }
+    }
+    /// [`FolioRun::joins`] without the per-page state: whether comparing
+    /// that is worth it.
+    fn same_counts(&self, next: &FolioRun) -> bool {
+        let (a, b) = (&self.folio, &next.folio);
+        self.end() == next.first
+            && a.order == b.order
+            && a.kind == b.kind
+            && a.swap.is_none()
+            && b.swap.is_none()
+            && a.refcount == b.refcount
+            && a.flags == b.flags
+            && a.entire_mapcount == b.entire_mapcount
+            && a.large_mapcount == b.large_mapcount
+            && a.nr_pages_mapped == b.nr_pages_mapped
+            && a.partially_mapped == b.partially_mapped
+            && a.on_deferred_list == b.on_deferred_list
+            && a.mm_maps == b.mm_maps
+    }
+    /// Store tags written out of order that are affine again as one
+    /// affine run (no observable change; a run of one folio only).
+    fn canonical_tags(&mut self) {
+        if self.count != 1 {
+            return; // a run of several always has affine tags
+        }
+        let l = &mut self.folio;
+        if let Tags::Each(v) = &l.tags {
+            let step = if v.len() > 1 {
+                v[1].wrapping_sub(v[0])
+            } else {
+                0
+            };
+            let affine = v
+                .iter()
+                .enumerate()
+                .all(|(i, t)| *t == v[0].wrapping_add(step.wrapping_mul(i as u64)));
+            if affine {
+                l.tags = Tags::Affine { base: v[0], step };
+            }
+        }
+    }
+}
+
+/// The large-folio records: one [`FolioRun`] per run of identical folios,
+/// in a slab, found by range through a B-tree keyed by the run's first
+/// head. An operation on one folio of a run first splits the run so the
+/// folio has a record of its own (at most three records: before, the
+/// folio, after), changes it, and joins it again with its neighbours when
+/// they agree ([`LargeFolios::settle`]): a walk changing consecutive
+/// folios alike leaves one run behind it. With `runs` off every folio
+/// keeps its own record (the reference the folio-run property test
+/// compares against).
+#[derive(Clone, Debug)]
 struct LargeFolios {
-    /// Head frame → (slot in `slab`, order).
-    index: crate::core::addr::PfnMap<(u32, u8)>,
-    slab: Vec<LargeFolio>,
+    /// First head of each run → its slot in `slab`.
+    index: std::collections::BTreeMap<u64, u32>,
+    slab: Vec<FolioRun>,
     /// Free slots of `slab`, reused last-freed first.
     free: Vec<u32>,
-    per_order: [u32; 11],
-    /// The last folio found by [`LargeFolios::find`] (head, order,
-    /// slot): a walk over one folio's pages finds it without hashing.
-    /// Cleared by every insert and removal.
-    last: std::cell::Cell<Option<(u64, u8, u32)>>,
+    /// Live folios (not runs).
+    folios: u64,
+    /// Join runs of identical folios.
+    runs: bool,
+    /// The run [`LargeFolios::find`] found last (first, end, order,
+    /// slot): a walk over one run's pages finds it without the B-tree.
+    last: std::cell::Cell<Option<(u64, u64, u8, u32)>>,
+    /// Slots of the runs the last split or join left next to each other
+    /// (`NO_SLOT`: none): a walk changing consecutive folios finds the run
+    /// it came from and the run it goes on into here, not in the B-tree.
+    /// Only hints: a slot is used only if its run still is where wanted.
+    near: std::cell::Cell<[u32; 2]>,
+    /// The folio changed last, alone in its record and not yet joined with
+    /// its neighbours (`NO_SLOT`: none): it is joined when another folio
+    /// is changed, so that the several updates an operation makes to one
+    /// folio (rmap, reference, exclusivity, contents) join it once.
+    pending: u32,
+}
+
+/// No slot ([`LargeFolios::near`]).
+const NO_SLOT: u32 = u32::MAX;
+
+impl Default for LargeFolios {
+    fn default() -> Self {
+        LargeFolios {
+            index: Default::default(),
+            slab: Vec::new(),
+            free: Vec::new(),
+            folios: 0,
+            runs: true,
+            last: Default::default(),
+            near: std::cell::Cell::new([NO_SLOT; 2]),
+            pending: NO_SLOT,
+        }
+    }
 }
 
 impl LargeFolios {
+    /// The head, order and run slot of the folio holding `pfn`, if a
+    /// large folio does.
+    fn find(&self, pfn: u64) -> Option<(u64, u8, u32)> {
+        let (first, end, order, slot) = match self.last.get() {
+            Some(c) if (c.0..c.1).contains(&pfn) => c,
+            _ => {
+                let near = self.near.get().into_iter().find(|&s| {
+                    self.slab
+                        .get(s as usize)
+                        .is_some_and(|r| r.count > 0 && r.first <= pfn && pfn < r.end())
+                });
+                let (first, slot) = match near {
+                    Some(s) => (self.slab[s as usize].first, s),
+                    None => {
+                        let (&first, &slot) = self.index.range(..=pfn).next_back()?;
+                        (first, slot)
+                    }
+                };
+                let r = &self.slab[slot as usize];
+                if pfn >= r.end() {
+                    return None;
+                }
+                let c = (first, r.end(), r.folio.order.0, slot);
+                self.last.set(Some(c));
+                c
+            }
+        };
+        let _ = end;
+        let head = first + (((pfn - first) >> order) << order);
+        Some((head, order, slot))
+    }
+    /// The run holding the folio whose head is `head`.
+    fn run_of(&self, head: u64) -> Option<&FolioRun> {
+        let (h, _, slot) = self.find(head)?;
+        (h == head).then(|| &self.slab[slot as usize])
+    }
+    /// The state of the folio at `head` (its run's; read its tags through
+    /// [`FolioRun::tag`]).
     fn get(&self, head: &u64) -> Option<&LargeFolio> {
-        self.index.get(head).map(|&(s, _)| &self.slab[s as usize])
+        self.run_of(*head).map(|r| &r.folio)
     }
-    fn get_mut(&mut self, head: &u64) -> Option<&mut LargeFolio> {
-        self.index
-            .get(head)
-            .map(|&(s, _)| &mut self.slab[s as usize])
+    /// The run in `slot` (from [`LargeFolios::find`]).
+    fn at(&self, slot: u32) -> &FolioRun {
+        &self.slab[slot as usize]
     }
-    fn insert(&mut self, head: u64, l: LargeFolio) {
-        self.last.set(None);
-        self.per_order[l.order.0 as usize] += 1;
-        let order = l.order.0;
-        if let Some(&(s, o)) = self.index.get(&head) {
-            self.per_order[o as usize] -= 1;
-            self.slab[s as usize] = l;
-            self.index.insert(head, (s, order));
-            return;
-        }
+    fn new_slot(&mut self, r: FolioRun) -> u32 {
+        let first = r.first;
         let slot = match self.free.pop() {
             Some(s) => {
-                self.slab[s as usize] = l;
+                self.slab[s as usize] = r;
                 s
             }
             None => {
-                self.slab.push(l);
+                self.slab.push(r);
                 (self.slab.len() - 1) as u32
             }
         };
-        self.index.insert(head, (slot, order));
+        self.index.insert(first, slot);
+        slot
     }
-    fn remove(&mut self, head: &u64) -> Option<LargeFolio> {
-        self.last.set(None);
-        let (s, _) = self.index.remove(head)?;
+    fn free_slot(&mut self, slot: u32) -> FolioRun {
+        if self.pending == slot {
+            self.pending = NO_SLOT;
+        }
         // The slot keeps an empty record (no heap parts) until reused.
-        let l = std::mem::replace(
-            &mut self.slab[s as usize],
-            LargeFolio::new(Order::ZERO, FolioKind::Anon),
+        let r = std::mem::replace(
+            &mut self.slab[slot as usize],
+            FolioRun {
+                first: 0,
+                count: 0,
+                folio: LargeFolio::new(Order::ZERO, FolioKind::Anon),
+            },
         );
-        self.free.push(s);
-        self.per_order[l.order.0 as usize] -= 1;
-        Some(l)
+        self.index.remove(&r.first);
+        self.free.push(slot);
+        r
     }
-    fn values(&self) -> impl Iterator<Item = &LargeFolio> {
-        self.index.values().map(|&(s, _)| &self.slab[s as usize])
+    /// Give the folio at `head` a record of its own, splitting its run
+    /// into at most three; its slot.
+    fn isolate(&mut self, head: u64) -> Option<u32> {
+        let p = self.pending;
+        if p != NO_SLOT {
+            let r = &self.slab[p as usize];
+            if r.count == 1 && r.first == head {
+                return Some(p);
+            }
+            self.pending = NO_SLOT;
+            self.settle(p);
+        }
+        let (h, order, slot) = self.find(head)?;
+        if h != head {
+            return None;
+        }
+        let r = &self.slab[slot as usize];
+        if r.count == 1 {
+            return Some(slot);
+        }
+        self.last.set(None);
+        let nr = 1u64 << order;
+        let k = ((head - r.first) >> order) as u32;
+        let count = r.count;
+        let mut near = self.near.get();
+        if k + 1 < count {
+            let after = FolioRun {
+                first: head + nr,
+                count: count - k - 1,
+                folio: r.folio_at(head + nr),
+            };
+            near[1] = self.new_slot(after);
+        }
+        if k == 0 {
+            self.near.set(near);
+            let r = &mut self.slab[slot as usize];
+            r.count = 1;
+            return Some(slot);
+        }
+        near[0] = slot;
+        self.near.set(near);
+        let r = &mut self.slab[slot as usize];
+        r.count = k;
+        let alone = FolioRun {
+            first: head,
+            count: 1,
+            folio: r.folio_at(head),
+        };
+        Some(self.new_slot(alone))
     }
-    /// Bytes the index and the slab's free slots take beyond the live
-    /// records' own [`LargeFolio::bytes`].
-    fn overhead_bytes(&self) -> usize {
-        self.index.len() * std::mem::size_of::<(u64, (u32, u8))>()
-            + self.free.len() * std::mem::size_of::<LargeFolio>()
-    }
-    /// Every record in head order.
-    fn sorted(&self) -> Vec<(u64, &LargeFolio)> {
-        let mut v: Vec<(u64, &LargeFolio)> = self
-            .index
-            .iter()
-            .map(|(h, &(s, _))| (*h, &self.slab[s as usize]))
-            .collect();
-        v.sort_unstable_by_key(|(h, _)| *h);
-        v
-    }
-    /// The head, order and slot of the folio holding `pfn`, if a large
-    /// folio does.
-    fn find(&self, pfn: u64) -> Option<(u64, u8, u32)> {
-        if let Some((head, order, slot)) = self.last.get() {
-            if (head..head + (1 << order)).contains(&pfn) {
-                return Some((head, order, slot));
+    /// Join the run in `slot` with its neighbours where they agree.
+    fn settle(&mut self, slot: u32) {
+        if !self.runs {
+            return;
+        }
+        let mut slot = slot;
+        let first = self.slab[slot as usize].first;
+        let near = self.near.get();
+        let hint = |want: &dyn Fn(&FolioRun) -> bool| {
+            near.into_iter().find(|&h| {
+                h != slot
+                    && self
+                        .slab
+                        .get(h as usize)
+                        .is_some_and(|r| r.count > 0 && want(r))
+            })
+        };
+        let prev = hint(&|r: &FolioRun| r.end() == first)
+            .or_else(|| self.index.range(..first).next_back().map(|(_, &s)| s));
+        if let Some(prev) = prev {
+            if self.slab[prev as usize].same_state(&self.slab[slot as usize]) {
+                self.slab[prev as usize].canonical_tags();
+                self.slab[slot as usize].canonical_tags();
+            }
+            if self.slab[prev as usize].joins(&self.slab[slot as usize]) {
+                let r = self.free_slot(slot);
+                self.slab[prev as usize].count += r.count;
+                self.last.set(None);
+                slot = prev;
             }
         }
-        let found = (1..self.per_order.len()).find_map(|o| {
-            if self.per_order[o] == 0 {
-                return None;
-            }
-            let head = pfn & !((1u64 << o) - 1);
-            self.index
-                .get(&head)
-                .filter(|&&(_, order)| order as usize == o)
-                .map(|&(slot, _)| (head, o as u8, slot))
+        let end = self.slab[slot as usize].end();
+        let near = self.near.get();
+        let hint = near.into_iter().find(|&h| {
+            h != slot
+                && self
+                    .slab
+                    .get(h as usize)
+                    .is_some_and(|r| r.count > 0 && r.first == end)
         });
-        self.last.set(found);
-        found
+        let mut after = NO_SLOT;
+        if let Some(next) = hint.or_else(|| self.index.get(&end).copied()) {
+            if self.slab[slot as usize].same_state(&self.slab[next as usize]) {
+                self.slab[slot as usize].canonical_tags();
+                self.slab[next as usize].canonical_tags();
+            }
+            if self.slab[slot as usize].joins(&self.slab[next as usize]) {
+                let r = self.free_slot(next);
+                self.slab[slot as usize].count += r.count;
+                self.last.set(None);
+            } else {
+                after = next;
+            }
+        }
+        self.near.set([slot, after]);
     }
-    /// The record in `slot` (from [`LargeFolios::find`]).
-    fn at(&self, slot: u32) -> &LargeFolio {
-        &self.slab[slot as usize]
+    /// Change the folio at `head` with `f` (which gets its record and
+    /// returns what the caller needs); `None` without such a folio.
+    fn update<R>(&mut self, head: u64, f: impl FnOnce(&mut LargeFolio) -> R) -> Option<R> {
+        let slot = self.isolate(head)?;
+        let out = f(&mut self.slab[slot as usize].folio);
+        self.done(slot);
+        Some(out)
     }
-    fn at_mut(&mut self, slot: u32) -> &mut LargeFolio {
-        &mut self.slab[slot as usize]
+    /// The folio in `slot` (alone in its record) has been changed: join it
+    /// with its neighbours when the next folio is changed.
+    fn done(&mut self, slot: u32) {
+        if self.runs {
+            self.pending = slot;
+        }
     }
-}
-
-impl std::ops::Index<&u64> for LargeFolios {
-    type Output = LargeFolio;
-    fn index(&self, head: &u64) -> &LargeFolio {
-        self.get(head).expect("large folio record")
+    /// Join the folio changed last with its neighbours now.
+    fn settle_pending(&mut self) {
+        let p = std::mem::replace(&mut self.pending, NO_SLOT);
+        if p != NO_SLOT {
+            self.settle(p);
+        }
+    }
+    fn insert(&mut self, head: u64, l: LargeFolio) {
+        self.last.set(None);
+        if self.isolate(head).is_some() {
+            self.remove(&head);
+        }
+        self.settle_pending();
+        self.folios += 1;
+        let slot = self.new_slot(FolioRun {
+            first: head,
+            count: 1,
+            folio: l,
+        });
+        self.done(slot);
+    }
+    fn remove(&mut self, head: &u64) -> Option<LargeFolio> {
+        let slot = self.isolate(*head)?;
+        self.last.set(None);
+        self.folios -= 1;
+        Some(self.free_slot(slot).folio)
+    }
+    /// Every run, in frame order.
+    fn runs(&self) -> impl Iterator<Item = &FolioRun> {
+        self.index.values().map(|&s| &self.slab[s as usize])
+    }
+    /// Bytes the index and the slab's free slots take beyond the live
+    /// runs' own records: a B-tree leaf of 11 (u64, u32) entries is 144
+    /// bytes, at least half full, so at most 24 bytes an entry; a free
+    /// slot is a whole record.
+    fn overhead_bytes(&self) -> usize {
+        self.index.len() * 24
+            + self.index.len()
+                * (std::mem::size_of::<FolioRun>() - std::mem::size_of::<LargeFolio>())
+            + self.free.len() * std::mem::size_of::<FolioRun>()
+    }
+    /// Every folio in head order, each with its own record.
+    fn sorted(&self) -> Vec<(u64, LargeFolio)> {
+        let mut v = Vec::with_capacity(self.folios as usize);
+        for r in self.runs() {
+            for k in 0..r.count as u64 {
+                let head = r.first + k * r.pages();
+                v.push((head, r.folio_at(head)));
+            }
+        }
+        v
     }
 }
 
@@ -846,21 +1152,44 @@ impl PhysMem {
         pm
     }
 
-    /// The large folio holding `pfn`, with `pfn`'s index in it.
+    /// The state of the large folio holding `pfn` (its run's: read tags
+    /// through [`PhysMem::tag`]), with `pfn`'s index in the folio.
     fn large_at(&self, pfn: Pfn) -> Option<(u64, &LargeFolio, usize)> {
         let (head, _, slot) = self.large.find(pfn.0)?;
-        Some((head, self.large.at(slot), (pfn.0 - head) as usize))
+        Some((head, &self.large.at(slot).folio, (pfn.0 - head) as usize))
     }
 
-    fn large_at_mut(&mut self, pfn: Pfn) -> Option<(&mut LargeFolio, usize)> {
-        let (head, _, slot) = self.large.find(pfn.0)?;
-        Some((self.large.at_mut(slot), (pfn.0 - head) as usize))
+    /// Change the large folio holding `pfn` with `f` (its record and
+    /// `pfn`'s index in it); `None` when no large folio holds `pfn`.
+    fn update_large_at<R>(
+        &mut self,
+        pfn: Pfn,
+        f: impl FnOnce(&mut LargeFolio, usize) -> R,
+    ) -> Option<R> {
+        let (head, _, _) = self.large.find(pfn.0)?;
+        self.large.update(head, |l| f(l, (pfn.0 - head) as usize))
     }
 
-    fn large_mut(&mut self, folio: FolioRef) -> &mut LargeFolio {
+    /// Change the large folio `folio` with `f`; panics without one (the
+    /// caller holds a large folio).
+    fn update_large<R>(&mut self, folio: FolioRef, f: impl FnOnce(&mut LargeFolio) -> R) -> R {
         self.large
-            .get_mut(&folio.head.0)
+            .update(folio.head.0, f)
             .expect("large folio record")
+    }
+
+    /// Keep one record per large folio (`false`) or one per run of
+    /// identical folios (`true`, the default). No observable effect; the
+    /// folio-run property test compares the two.
+    pub fn set_folio_runs(&mut self, on: bool) {
+        self.large.runs = on;
+    }
+
+    /// Large-folio records held: one per run of identical folios (the
+    /// folio changed last joined with its neighbours first).
+    pub fn large_records(&mut self) -> usize {
+        self.large.settle_pending();
+        self.large.index.len()
     }
 
     /// Resize physical memory to `frames` frames; false when frames above
@@ -918,7 +1247,7 @@ impl PhysMem {
     /// its index entry, and the slab's free slots).
     pub fn metadata_bytes(&self) -> usize {
         self.memmap.bytes()
-            + self.large.values().map(|l| l.bytes()).sum::<usize>()
+            + self.large.runs().map(|r| r.folio.bytes()).sum::<usize>()
             + self.large.overhead_bytes()
     }
 
@@ -1012,12 +1341,14 @@ impl PhysMem {
         })
     }
 
-    pub fn large(&self, head: Pfn) -> Option<&LargeFolio> {
-        self.large.get(&head.0)
+    /// The record of the large folio at `head` (a copy: folios of one run
+    /// share one record).
+    pub fn large(&self, head: Pfn) -> Option<LargeFolio> {
+        self.large.run_of(head.0).map(|r| r.folio_at(head.0))
     }
 
-    /// Every large folio, by head frame.
-    pub fn large_folios(&self) -> impl Iterator<Item = (Pfn, &LargeFolio)> {
+    /// Every large folio, by head frame, each with its own record.
+    pub fn large_folios(&self) -> impl Iterator<Item = (Pfn, LargeFolio)> {
         self.large.sorted().into_iter().map(|(h, f)| (Pfn(h), f))
     }
 
@@ -1057,15 +1388,18 @@ impl PhysMem {
     /// Total mappings of a folio. Linux: folio_mapcount().
     pub fn folio_mapcount(&self, folio: FolioRef) -> u32 {
         if folio.is_large() {
-            self.large[&folio.head.0].large_mapcount
+            self.large
+                .get(&folio.head.0)
+                .expect("large folio record")
+                .large_mapcount
         } else {
             self.page_mapcount(folio.head)
         }
     }
 
     pub fn tag(&self, pfn: Pfn) -> u64 {
-        match self.large_at(pfn) {
-            Some((_, l, i)) => l.tags.get(i),
+        match self.large.find(pfn.0) {
+            Some((_, _, slot)) => self.large.at(slot).tag(pfn.0),
             None => self.memmap.tag(pfn),
         }
     }
@@ -1102,10 +1436,23 @@ impl PhysMem {
     /// Store `base + k × step` into page `first + k` for `k < nr` (pages
     /// of one folio): what a program writing a range does to each page.
     pub fn set_tags(&mut self, first: Pfn, nr: u64, base: u64, step: u64) {
-        if let Some((l, i)) = self.large_at_mut(first) {
+        // Pages that already hold these tags (a program writing the same
+        // range again): nothing changes, and the folio's run stays whole.
+        if let Some((_, _, slot)) = self.large.find(first.0) {
+            let r = self.large.at(slot);
+            if let Tags::Affine { base: b, step: s } = r.folio.tags {
+                let here = b.wrapping_add(s.wrapping_mul(first.0 - r.first));
+                if here == base && (nr == 1 || s == step) {
+                    return;
+                }
+            }
+        }
+        let large = self.update_large_at(first, |l, i| {
             let n = l.nr();
             debug_assert!(i + nr as usize <= n, "a tag run stays in its folio");
             l.tags.set_run(i, nr as usize, n, base, step);
+        });
+        if large.is_some() {
             return;
         }
         for k in 0..nr {
@@ -1144,13 +1491,25 @@ impl PhysMem {
 
     /// PageAnonExclusive of `nr` consecutive pages of one folio.
     pub fn set_anon_exclusive_range(&mut self, first: Pfn, nr: u64, on: bool) {
-        if let Some((l, i)) = self.large_at_mut(first) {
+        // Pages that are already so: nothing changes (the folio's run
+        // stays whole).
+        if nr > 0 {
+            if let Some((_, l, i)) = self.large_at(first) {
+                let max = (nr as usize).min(l.nr() - i);
+                if l.exclusive.run_from(i, max) == (on, nr as usize) {
+                    return;
+                }
+            }
+        }
+        let large = self.update_large_at(first, |l, i| {
             let n = l.nr();
             if nr == 1 {
                 l.exclusive.set(i, n, on);
             } else {
                 l.exclusive.update(i, nr as usize, n, |x, _| *x = on);
             }
+        });
+        if large.is_some() {
             return;
         }
         for k in 0..nr {
@@ -1187,6 +1546,14 @@ impl PhysMem {
     }
 
     fn set_folio_flag(&mut self, folio: FolioRef, flag: u32, on: bool) {
+        if folio.is_large()
+            && self
+                .large
+                .get(&folio.head.0)
+                .is_some_and(|l| (l.flags & flag != 0) == on)
+        {
+            return; // already so: the folio's run stays whole
+        }
         let set = |bits: &mut u32| {
             if on {
                 *bits |= flag;
@@ -1194,9 +1561,12 @@ impl PhysMem {
                 *bits &= !flag;
             }
         };
-        match self.large.get_mut(&folio.head.0) {
-            Some(l) => set(&mut l.flags),
-            None => self.memmap.update(folio.head, |m| set(&mut m.bits)),
+        if self
+            .large
+            .update(folio.head.0, |l| set(&mut l.flags))
+            .is_none()
+        {
+            self.memmap.update(folio.head, |m| set(&mut m.bits));
         }
     }
 
@@ -1239,10 +1609,14 @@ impl PhysMem {
     // ---- references -------------------------------------------------------
 
     fn refcount_mut<R>(&mut self, folio: FolioRef, f: impl FnOnce(&mut u32) -> R) -> R {
-        match self.large.get_mut(&folio.head.0) {
-            Some(l) => f(&mut l.refcount),
-            None => self.memmap.update(folio.head, |m| f(&mut m.refcount)),
+        if folio.is_large() {
+            if let Some(slot) = self.large.isolate(folio.head.0) {
+                let out = f(&mut self.large.slab[slot as usize].folio.refcount);
+                self.large.done(slot);
+                return out;
+            }
         }
+        self.memmap.update(folio.head, |m| f(&mut m.refcount))
     }
 
     /// fork's share of one order-0 anon page, if `pfn` is one: it loses
@@ -1395,10 +1769,11 @@ impl PhysMem {
         // Linux: mm/rmap.c folio_add_new_anon_rmap(), __folio_add_rmap(),
         // include/linux/rmap.h __folio_try_dup_anon_rmap().
         self.hw.add(HwEvent::StructPageLine, nr as u64);
-        if let Some(l) = self.large.get_mut(&folio.head.0) {
+        if let Some(slot) = self.large.isolate(folio.head.0) {
             if !exclusive {
                 self.hw.add(HwEvent::MapcountAtomic, nr as u64 + 1);
             }
+            let l = &mut self.large.slab[slot as usize].folio;
             let (lo, n) = ((first.0 - folio.head.0) as usize, l.nr());
             let mut newly_mapped = 0;
             l.mapcount.update(lo, nr as usize, n, |m, pages| {
@@ -1413,6 +1788,7 @@ impl PhysMem {
             l.large_mapcount += nr;
             l.nr_pages_mapped += newly_mapped;
             Self::mm_map_delta(l, mm, nr as i64);
+            self.large.done(slot);
             return;
         }
         if !exclusive {
@@ -1438,10 +1814,11 @@ impl PhysMem {
         if exclusive {
             self.set_anon_exclusive(folio.head, true);
         }
-        let l = self.large_mut(folio);
-        l.entire_mapcount += 1;
-        l.large_mapcount += 1;
-        Self::mm_map_delta(l, mm, 1);
+        self.update_large(folio, |l| {
+            l.entire_mapcount += 1;
+            l.large_mapcount += 1;
+            Self::mm_map_delta(l, mm, 1);
+        });
     }
 
     /// Unmap `nr` consecutive PTE-mapped pages, queueing the folio for
@@ -1454,7 +1831,7 @@ impl PhysMem {
         // _large_mapcount and _nr_pages_mapped once per call.
         // Linux: mm/rmap.c __folio_remove_rmap(RMAP_LEVEL_PTE).
         self.hw.add(HwEvent::StructPageLine, nr as u64);
-        let Some(l) = self.large.get_mut(&folio.head.0) else {
+        let Some(slot) = self.large.isolate(folio.head.0) else {
             self.hw.add(HwEvent::MapcountAtomic, nr as u64);
             for i in 0..nr as u64 {
                 let pfn = first.add(i);
@@ -1468,6 +1845,7 @@ impl PhysMem {
             return;
         };
         self.hw.add(HwEvent::MapcountAtomic, nr as u64 + 2);
+        let l = &mut self.large.slab[slot as usize].folio;
         let (lo, n) = ((first.0 - folio.head.0) as usize, l.nr());
         let mut went_unmapped = 0;
         l.mapcount.update(lo, nr as usize, n, |m, pages| {
@@ -1487,8 +1865,11 @@ impl PhysMem {
             went_unmapped
         };
         let still_mapped = l.nr_pages_mapped > 0 || l.entire_mapcount > 0;
-        if nr_unmapped > 0 && still_mapped && l.kind == FolioKind::Anon {
+        let defer = nr_unmapped > 0 && still_mapped && l.kind == FolioKind::Anon;
+        if defer {
             self.deferred_split_folio(folio, true);
+        } else {
+            self.large.done(slot);
         }
     }
 
@@ -1496,15 +1877,18 @@ impl PhysMem {
     pub fn remove_rmap_pmd(&mut self, folio: FolioRef, mm: Pid) {
         self.hw.one(HwEvent::StructPageLine);
         self.hw.add(HwEvent::MapcountAtomic, 2);
-        let l = self.large_mut(folio);
-        l.entire_mapcount -= 1;
-        l.large_mapcount -= 1;
-        Self::mm_map_delta(l, mm, -1);
-        if l.entire_mapcount == 0 && l.kind == FolioKind::Anon {
+        let defer = self.update_large(folio, |l| {
+            l.entire_mapcount -= 1;
+            l.large_mapcount -= 1;
+            Self::mm_map_delta(l, mm, -1);
             let nr = folio.nr_pages() as u32 - l.nr_pages_mapped;
-            if nr > 0 && nr < folio.nr_pages() as u32 {
-                self.deferred_split_folio(folio, true);
-            }
+            l.entire_mapcount == 0
+                && l.kind == FolioKind::Anon
+                && nr > 0
+                && nr < folio.nr_pages() as u32
+        });
+        if defer {
+            self.deferred_split_folio(folio, true);
         }
     }
 
@@ -1608,7 +1992,7 @@ impl PhysMem {
     /// Put a large folio into the swap cache at `swap` (its first slot), or
     /// take it out (`None`).
     pub(crate) fn set_folio_swap(&mut self, folio: FolioRef, swap: Option<u64>) {
-        self.large_mut(folio).swap = swap;
+        self.update_large(folio, |l| l.swap = swap);
     }
 
     /// Queue a folio for deferred split. A folio in the swap cache is not
@@ -1619,13 +2003,16 @@ impl PhysMem {
     /// folio_test_swapcache() exclusion).
     pub fn deferred_split_folio(&mut self, folio: FolioRef, partially_mapped: bool) {
         let order = folio.order.0;
-        let l = self.large_mut(folio);
-        if l.swap.is_some() {
-            return;
-        }
-        l.on_deferred_list = true;
-        if partially_mapped && !l.partially_mapped {
-            l.partially_mapped = true;
+        let newly_partial = self.update_large(folio, |l| {
+            if l.swap.is_some() {
+                return false;
+            }
+            l.on_deferred_list = true;
+            let newly = partially_mapped && !l.partially_mapped;
+            l.partially_mapped |= partially_mapped;
+            newly
+        });
+        if newly_partial {
             if order == PMD_ORDER {
                 self.stats.vm(VmEvent::ThpDeferredSplitPage, 1);
             }

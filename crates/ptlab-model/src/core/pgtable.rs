@@ -848,12 +848,18 @@ impl PageTables {
     /// [`Cursor`]; no event is counted.
     pub fn leaves(&self, start: u64, end: u64) -> Vec<(u64, u8, Leaf)> {
         let mut out = Vec::new();
+        self.for_each_leaf(start, end, |va, level, leaf| out.push((va, level, leaf)));
+        out
+    }
+
+    /// [`PageTables::leaves`] handed to `f` one by one, without collecting
+    /// them (an observation of a 1 TiB range of PTEs keeps no list).
+    pub fn for_each_leaf(&self, start: u64, end: u64, mut f: impl FnMut(u64, u8, Leaf)) {
         self.for_each(Cursor::ptes(start, end), |q| match q.item {
-            PtItem::Pte(l) => out.push((q.va, 1, l)),
-            PtItem::Huge { level, leaf } => out.push((q.entry_start(), level, leaf)),
+            PtItem::Pte(l) => f(q.va, 1, l),
+            PtItem::Huge { level, leaf } => f(q.entry_start(), level, leaf),
             _ => {}
         });
-        out
     }
 
     /// The 2 MiB slots in `[start, end)` whose PMD entry is not none (a PTE

@@ -75,22 +75,22 @@ impl Model {
     fn numa_maps_entry(&self, mm: &Mm, start: u64, end: u64) -> NumaMapsEntry {
         let mut per_node = std::collections::BTreeMap::<u32, u64>::new();
         let (mut anon, mut mapmax) = (0, 0);
-        for (va, level, leaf) in mm.pt.leaves(start, end) {
+        mm.pt.for_each_leaf(start, end, |va, level, leaf| {
             let n = if level == 1 {
                 if leaf.flags.contains(LeafFlags::SPECIAL) {
-                    continue;
+                    return;
                 }
                 1
             } else {
                 if Some(leaf.pfn) == self.phys.huge_zero {
-                    continue;
+                    return;
                 }
                 ((va + PMD_SIZE).min(end) - va.max(start)) / PAGE_SIZE
             };
             anon += n;
             mapmax = mapmax.max(u64::from(self.phys.precise_mapcount(leaf.pfn)));
             *per_node.entry(self.phys.node_of(leaf.pfn)).or_default() += n;
-        }
+        });
         NumaMapsEntry {
             start,
             policy: "default".into(),
@@ -105,7 +105,7 @@ impl Model {
     /// page, not the huge zero folio).
     fn count_rss(&self, mm: &Mm, start: u64, end: u64) -> (u64, u64) {
         let (mut rss, mut huge) = (0, 0);
-        for (va, level, leaf) in mm.pt.leaves(start, end) {
+        mm.pt.for_each_leaf(start, end, |va, level, leaf| {
             if level == 1 {
                 rss += u64::from(!leaf.flags.contains(LeafFlags::SPECIAL));
             } else if Some(leaf.pfn) != self.phys.huge_zero {
@@ -113,7 +113,7 @@ impl Model {
                 rss += n;
                 huge += n;
             }
-        }
+        });
         (rss, huge)
     }
 
@@ -189,12 +189,12 @@ impl Model {
     /// Linux: fs/proc/task_mmu.c smaps_account().
     fn lazyfree_pages(&self, mm: &Mm, start: u64, end: u64) -> u64 {
         let mut n = 0;
-        for (_, level, leaf) in mm.pt.leaves(start, end) {
+        mm.pt.for_each_leaf(start, end, |_, level, leaf| {
             if leaf.flags.contains(LeafFlags::SPECIAL) || Some(leaf.pfn) == self.phys.huge_zero {
-                continue;
+                return;
             }
             let Some(folio) = self.phys.folio_of(leaf.pfn) else {
-                continue;
+                return;
             };
             if self.phys.lazyfree_visible(folio)
                 && !leaf.flags.contains(LeafFlags::DIRTY)
@@ -202,7 +202,7 @@ impl Model {
             {
                 n += if level == 2 { PMD_SIZE / PAGE_SIZE } else { 1 };
             }
-        }
+        });
         n
     }
 
