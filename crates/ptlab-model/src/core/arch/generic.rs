@@ -137,7 +137,7 @@ pub fn modify_prot_start_ptes<A: Arch + ?Sized>(
 fn modify_prot_start_raw(t: &mut PteTable<'_>, raw: &RawPte, i: usize, nr: usize) -> Option<Leaf> {
     let (mut first, mut gathered, mut present) = (None, 0u64, 0u64);
     let uniform = t.uniform_present(i, nr, raw.pfn_mask);
-    if let Some(e) = uniform {
+    if let Some((e, _)) = uniform {
         // One run of present entries: the first one's bits are everyone's.
         (first, gathered, present) = (Some(e), e & (raw.young | raw.dirty), nr as u64);
     }

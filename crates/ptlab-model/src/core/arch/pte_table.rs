@@ -214,12 +214,12 @@ impl<'a> PteTable<'a> {
         }))
     }
 
-    /// The first descriptor of `i..i + n` when the range lies inside one
+    /// The first descriptor of `i..i + n` and the step when the range lies inside one
     /// run of present entries stepping inside `pfn_mask` (so every entry
     /// has the bits of the first outside the frame): a reader of the
     /// attributes of the whole range needs that one. `None` otherwise
     /// (dense tables included).
-    pub(crate) fn uniform_present(&self, i: usize, n: usize, pfn_mask: u64) -> Option<u64> {
+    pub(crate) fn uniform_present(&self, i: usize, n: usize, pfn_mask: u64) -> Option<(u64, u64)> {
         let TableView::Runs(t) = &self.view else {
             return None;
         };
@@ -229,7 +229,11 @@ impl<'a> PteTable<'a> {
             .checked_sub(1)?;
         let r = &runs[k];
         let inside = i + n <= r.start as usize + r.len as usize;
-        (inside && r.kinds == Run::PRESENT && r.step & !pfn_mask == 0).then(|| self.raw(i))
+        let first = self.raw(i);
+        // No carry out of the frame field up to the range's last entry.
+        let last = (first & pfn_mask).checked_add(r.step.checked_mul(n as u64 - 1)?)?;
+        let ok = inside && r.kinds == Run::PRESENT && r.step & !pfn_mask == 0 && last <= pfn_mask;
+        ok.then_some((first, r.step))
     }
 
     /// Rewrite every present entry `e` of `i..i + n` as `f(e)` (`present`
@@ -264,7 +268,10 @@ impl<'a> PteTable<'a> {
         }
         for r in pieces.into_iter().flatten() {
             let (lo, len) = (r.start as usize, r.len as usize);
-            if r.kinds == Run::PRESENT && r.step & !pfn_mask == 0 {
+            let in_field = (r.step.checked_mul(len as u64 - 1))
+                .and_then(|d| (r.first & pfn_mask).checked_add(d))
+                .is_some_and(|last| last <= pfn_mask);
+            if r.kinds == Run::PRESENT && r.step & !pfn_mask == 0 && in_field {
                 self.write_affine(lo, len, f(r.first), r.step, Run::PRESENT);
             } else {
                 for j in lo..lo + len {

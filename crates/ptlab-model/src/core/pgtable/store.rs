@@ -42,7 +42,8 @@ impl Run {
     /// The run holds swap entries or markers.
     pub const NONPRESENT: u8 = 2;
 
-    fn end(&self) -> usize {
+    /// One past the run's last entry.
+    pub fn end(&self) -> usize {
         self.start as usize + self.len as usize
     }
     fn at(&self, i: usize) -> u64 {
@@ -78,6 +79,19 @@ impl<'a> Entries<'a> {
                     .flat_map(|r| (r.start as usize..r.end()).map(move |i| (i, r.at(i)))),
             ),
         }
+    }
+
+    /// The run holding entry `i` of a compact table (`None`: a dense
+    /// table, or `i` is none).
+    #[inline]
+    pub fn run_at(self, i: usize) -> Option<Run> {
+        let Entries::Runs(runs) = self else {
+            return None;
+        };
+        let k = runs
+            .partition_point(|r| r.start as usize <= i)
+            .checked_sub(1)?;
+        (i < runs[k].end()).then_some(runs[k])
     }
 
     /// Every raw entry in index order (512 of them).

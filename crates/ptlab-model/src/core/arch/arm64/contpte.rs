@@ -255,9 +255,8 @@ pub fn set_ptes(
         raw0 | ((pfn << 12) & super::ADDR_MASK) | if cont { super::CONT } else { 0 }
     };
     let n_painted = (0..nr).filter(|&k| painted(k)).count();
-    for _ in 0..n_painted {
-        rule!(t.hw, ContptePaint);
-    }
+    t.hw.rules
+        .hit_n(crate::core::rules::Rule::ContptePaint, n_painted as u32);
     let end_pfn = leaf.pfn.0 + nr as u64;
     if (n_painted == 0 || n_painted == nr) && (end_pfn << 12) & !super::ADDR_MASK == 0 {
         // Every entry painted alike: one affine run (a table stored as
@@ -337,6 +336,23 @@ pub fn get_and_clear_full_ptes(
         try_unfold(arch, t, i);
     } else {
         unfold_partial(arch, t, i, nr);
+        if let Some((first, step)) = t.uniform_present(i, nr, super::ADDR_MASK) {
+            // One run of present entries a whole number of frames apart:
+            // entry k is the first advanced by k steps (decoded once).
+            let Entry::Leaf(l) = arch.decode(1, first) else {
+                unreachable!("a present descriptor decodes as a leaf")
+            };
+            let frames = step >> 12;
+            let out = (0..nr)
+                .map(|k| {
+                    let pfn = l.pfn.add(k as u64 * frames);
+                    (i + k, Leaf { pfn, ..l })
+                })
+                .collect();
+            t.write_affine(i, nr, 0, 0, 0);
+            t.hw.add(HwEvent::PteAtomicClear, nr as u64);
+            return out;
+        }
     }
     generic::get_and_clear_full_ptes(t, i, nr)
 }
@@ -357,7 +373,7 @@ pub fn modify_prot_start_ptes(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, n
     } else {
         unfold_partial(arch, t, i, nr);
     }
-    if let Some(raw) = t.uniform_present(i, nr, super::ADDR_MASK) {
+    if let Some((raw, _)) = t.uniform_present(i, nr, super::ADDR_MASK) {
         // One run of present entries: each has the first one's young and
         // dirty bits; every entry is cleared.
         let Entry::Leaf(mut first) = t.peek(i) else {
