@@ -93,6 +93,33 @@ pub fn folio_pte_batch(
             let first_raw = pt.arch().encode_leaf(1, first);
             let max = (max_nr as usize).min(crate::core::addr::PTRS_PER_TABLE - i0);
             let mut n = nr as usize;
+            // A compact table: inside one run of present entries a frame
+            // apart, starting with `first`, every entry equals the first
+            // advanced by its distance — the scan would match to the
+            // run's end, each entry with the first one's bits.
+            if let Some(r) = entries.run_at(i0) {
+                let step = raw.advance(0, 1);
+                if r.kinds == crate::core::pgtable::Run::PRESENT
+                    && r.step == step
+                    && entries.raw(i0) == first_raw
+                    && max.min(r.end() - i0) > n
+                {
+                    let to = max.min(r.end() - i0);
+                    out.scans += (to - n) as u64;
+                    if fpb.contains(Fpb::MERGE_WRITE) && first_raw & raw.write != 0 {
+                        out.pte.flags |= LeafFlags::WRITE;
+                    }
+                    if fpb.contains(Fpb::MERGE_YOUNG_DIRTY) {
+                        if first_raw & raw.young != 0 {
+                            out.pte.flags |= LeafFlags::YOUNG;
+                        }
+                        if first_raw & raw.dirty != 0 {
+                            out.pte.flags |= LeafFlags::DIRTY;
+                        }
+                    }
+                    n = to;
+                }
+            }
             while n < max {
                 out.scans += 1;
                 let e = entries.raw(i0 + n);

@@ -324,12 +324,13 @@ fn zap_present_segment(
             phys.unmap_put_small(r.folio);
         }
     };
+    let mut nonpresent = false;
     for j in i0..i0 + nr {
         let e = t.raw(j);
         if !raw.is_present(e) {
+            nonpresent |= e != 0;
             continue;
         }
-        t.store_raw(j, 0);
         present += 1;
         span = Some(span.map_or((j, j), |(lo, _)| (lo, j)));
         let pfn = raw.pfn(e);
@@ -360,6 +361,17 @@ fn zap_present_segment(
     }
     if let Some(r) = run.take() {
         finish(r, phys);
+    }
+    // The present entries cleared: the whole segment as one write when it
+    // holds no swap entry or marker (a table stored as runs stays runs).
+    if nonpresent {
+        for j in i0..i0 + nr {
+            if raw.is_present(t.raw(j)) {
+                t.store_raw(j, 0);
+            }
+        }
+    } else {
+        t.write_affine(i0, nr, 0, 0, 0);
     }
     // get_and_clear_full_ptes() over the segment: its call, one atomic
     // exchange per present entry.

@@ -4,8 +4,9 @@
 //!
 //! Each hook counts the hardware events the kernel's version makes.
 
-use super::{Arch, Entry, Leaf, LeafFlags, PteRef, PteTable};
+use super::{Arch, Entry, Leaf, LeafFlags, PteRef, PteTable, RawPte};
 use crate::core::hw::HwEvent;
+use crate::core::pgtable::Run;
 
 /// `ptep_get()`: one load. Linux: include/linux/pgtable.h ptep_get().
 pub fn ptep_get(t: &PteRef<'_>, i: usize) -> Entry {
@@ -22,9 +23,8 @@ pub fn set_ptes(t: &mut PteTable<'_>, i: usize, leaf: Leaf, nr: usize) {
         let mut l = leaf;
         l.flags.remove(LeafFlags::CONT);
         let first = t.arch.encode_leaf(1, l);
-        for k in 0..nr {
-            t.store_raw(i + k, raw.advance(first, k as u64));
-        }
+        // One affine run: a table stored as runs is rewritten as runs.
+        t.write_affine(i, nr, first, raw.advance(0, 1), Run::PRESENT);
         return;
     }
     for k in 0..nr {
@@ -40,11 +40,22 @@ pub fn set_ptes(t: &mut PteTable<'_>, i: usize, leaf: Leaf, nr: usize) {
 /// get_and_clear_full_ptes().
 pub fn get_and_clear_full_ptes(t: &mut PteTable<'_>, i: usize, nr: usize) -> Vec<(usize, Leaf)> {
     let mut out = Vec::new();
+    let mut nonpresent = false;
     for j in i..i + nr {
-        if let Entry::Leaf(l) = t.peek(j) {
-            out.push((j, l));
+        match t.peek(j) {
+            Entry::Leaf(l) => out.push((j, l)),
+            Entry::None => {}
+            _ => nonpresent = true,
+        }
+    }
+    if nonpresent {
+        for &(j, _) in &out {
             t.store(j, None);
         }
+    } else {
+        // Only present and none entries: the range cleared as one write
+        // (a table stored as runs stays runs).
+        t.write_affine(i, nr, 0, 0, 0);
     }
     t.hw.add(HwEvent::PteAtomicClear, out.len() as u64);
     out
@@ -78,13 +89,10 @@ pub fn wrprotect_ptes(t: &mut PteTable<'_>, i: usize, nr: usize) {
 /// the callers count the kernel's instructions).
 pub(crate) fn clear_write(t: &mut PteTable<'_>, i: usize, nr: usize) {
     if let Some(raw) = t.arch.raw_pte() {
-        // pte_wrprotect() on the descriptor.
-        for j in i..i + nr {
-            let e = t.raw(j);
-            if raw.is_present(e) {
-                t.store_raw(j, e & !raw.write);
-            }
-        }
+        // pte_wrprotect() on the descriptor (a run of present entries
+        // rewritten as a run).
+        let (mask, write) = (raw.pfn_mask, raw.write);
+        t.map_present(i, nr, mask, |e| raw.is_present(e), |e| e & !write);
         return;
     }
     for j in i..i + nr {
@@ -107,12 +115,57 @@ pub fn modify_prot_start_ptes<A: Arch + ?Sized>(
     i: usize,
     nr: usize,
 ) -> Leaf {
+    if let (true, Some(raw)) = (arch.generic_pte_hooks(), arch.raw_pte()) {
+        if let Some(first) = modify_prot_start_raw(t, raw, i, nr) {
+            return first;
+        }
+    }
     let cleared = arch.get_and_clear_full_ptes(t, i, nr);
     let mut first = cleared.first().expect("a present first entry").1;
     for (_, l) in &cleared[1..] {
         first.flags |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
     }
     first
+}
+
+/// [`modify_prot_start_ptes`] on raw descriptors, for an arch whose
+/// `get_and_clear_full_ptes()` is the generic one: the same call, one
+/// atomic clear per present entry, young/dirty gathered from the
+/// descriptors (the first one decoded only), the range cleared as one
+/// write (a table of runs stays runs). `None`, touching nothing, when the
+/// range holds a swap entry or marker (the entry-by-entry path keeps it).
+fn modify_prot_start_raw(t: &mut PteTable<'_>, raw: &RawPte, i: usize, nr: usize) -> Option<Leaf> {
+    let (mut first, mut gathered, mut present) = (None, 0u64, 0u64);
+    let uniform = t.uniform_present(i, nr, raw.pfn_mask);
+    if let Some((e, _)) = uniform {
+        // One run of present entries: the first one's bits are everyone's.
+        (first, gathered, present) = (Some(e), e & (raw.young | raw.dirty), nr as u64);
+    }
+    for j in (i..i + nr).take(if uniform.is_some() { 0 } else { nr }) {
+        let e = t.raw(j);
+        if e == 0 {
+            continue;
+        }
+        if !raw.is_present(e) {
+            return None;
+        }
+        first.get_or_insert(e);
+        gathered |= e & (raw.young | raw.dirty);
+        present += 1;
+    }
+    let Entry::Leaf(mut first) = t.arch.decode(1, first?) else {
+        return None;
+    };
+    t.hw.call(super::clear_call(nr));
+    t.hw.add(HwEvent::PteAtomicClear, present);
+    t.write_affine(i, nr, 0, 0, 0);
+    if gathered & raw.young != 0 {
+        first.flags |= LeafFlags::YOUNG;
+    }
+    if gathered & raw.dirty != 0 {
+        first.flags |= LeafFlags::DIRTY;
+    }
+    Some(first)
 }
 
 /// `set_pte_at()` of a non-present entry: one store. Linux: x86 set_pte().

@@ -6,7 +6,7 @@ use super::{Arch, Entry, Leaf};
 use crate::core::addr::{Pfn, PAGE_SIZE, PTRS_PER_TABLE};
 use crate::core::hw::HwSink;
 use crate::core::pgtable::store::Spare;
-use crate::core::pgtable::{Entries, Table};
+use crate::core::pgtable::{Entries, Run, Table};
 
 /// Where folios are, for the hooks that must know (arm64's fold test:
 /// `page_folio()` + `folio_nr_pages()`). Implemented by the memmap.
@@ -153,6 +153,134 @@ impl<'a> PteTable<'a> {
             }
         } else {
             self.store_raw_runs(i, raw);
+        }
+    }
+
+    /// Write entries `i..i + n` as `first + k × step` (`k` in `0..n`;
+    /// `first == 0 && step == 0` writes none entries), the values an
+    /// entry-by-entry [`PteTable::store_raw`] loop would write. A table of
+    /// runs has the range spliced as one run of `kinds` ([`Run::PRESENT`]
+    /// / [`Run::NONPRESENT`]) without being made dense, while that keeps
+    /// it within [`crate::core::pgtable::store::MAX_RUNS`] runs; a dense
+    /// table is written in place and stays dense. Uncounted, like
+    /// `store_raw`: the hooks count the kernel's stores.
+    pub(crate) fn write_affine(&mut self, i: usize, n: usize, first: u64, step: u64, kinds: u8) {
+        if n == 0 {
+            return;
+        }
+        let clear = first == 0 && step == 0;
+        debug_assert!(
+            clear || (0..n as u64).all(|k| first.wrapping_add(step.wrapping_mul(k)) != 0),
+            "a run never holds a none entry"
+        );
+        if let TableView::Runs(t) = &mut self.view {
+            let run = (!clear).then_some(Run {
+                start: i as u16,
+                len: n as u16,
+                kinds,
+                first,
+                step: if n == 1 { 0 } else { step },
+            });
+            if t.splice(i, i + n, run) {
+                return;
+            }
+        }
+        let mut v = first;
+        for k in i..i + n {
+            self.store_raw(k, v);
+            v = v.wrapping_add(step);
+        }
+    }
+
+    /// The runs of a table stored as runs, cut to `i..i + n` (`None` for a
+    /// dense table), for writers that transform a run as a whole.
+    pub(crate) fn runs_in(&self, i: usize, n: usize) -> Option<impl Iterator<Item = Run> + '_> {
+        let TableView::Runs(t) = &self.view else {
+            return None;
+        };
+        let runs = t.runs()?;
+        Some(runs.iter().filter_map(move |r| {
+            let lo = i.max(r.start as usize);
+            let hi = (i + n).min(r.start as usize + r.len as usize);
+            (lo < hi).then(|| Run {
+                start: lo as u16,
+                len: (hi - lo) as u16,
+                kinds: r.kinds,
+                first: r
+                    .first
+                    .wrapping_add(r.step.wrapping_mul((lo - r.start as usize) as u64)),
+                step: r.step,
+            })
+        }))
+    }
+
+    /// The first descriptor of `i..i + n` and the step when the range lies inside one
+    /// run of present entries stepping inside `pfn_mask` (so every entry
+    /// has the bits of the first outside the frame): a reader of the
+    /// attributes of the whole range needs that one. `None` otherwise
+    /// (dense tables included).
+    pub(crate) fn uniform_present(&self, i: usize, n: usize, pfn_mask: u64) -> Option<(u64, u64)> {
+        let TableView::Runs(t) = &self.view else {
+            return None;
+        };
+        let runs = t.runs()?;
+        let k = runs
+            .partition_point(|r| r.start as usize <= i)
+            .checked_sub(1)?;
+        let r = &runs[k];
+        let inside = i + n <= r.start as usize + r.len as usize;
+        let first = self.raw(i);
+        // No carry out of the frame field up to the range's last entry.
+        let last = (first & pfn_mask).checked_add(r.step.checked_mul(n as u64 - 1)?)?;
+        let ok = inside && r.kinds == Run::PRESENT && r.step & !pfn_mask == 0 && last <= pfn_mask;
+        ok.then_some((first, r.step))
+    }
+
+    /// Rewrite every present entry `e` of `i..i + n` as `f(e)` (`present`
+    /// tells a present descriptor), where `f` changes only bits outside
+    /// `pfn_mask` and reads none inside it (`pte_wrprotect()` and the
+    /// like). A run of present entries whose step lies in `pfn_mask` is
+    /// rewritten as one run (`f(first)`, the same step): `f(first + k ×
+    /// step) = f(first) + k × step`. Everything else entry by entry.
+    pub(crate) fn map_present(
+        &mut self,
+        i: usize,
+        n: usize,
+        pfn_mask: u64,
+        present: impl Fn(u64) -> bool,
+        f: impl Fn(u64) -> u64,
+    ) {
+        let mut pieces = [None; crate::core::pgtable::store::MAX_RUNS];
+        if let Some(runs) = self.runs_in(i, n) {
+            for (slot, r) in pieces.iter_mut().zip(runs) {
+                *slot = Some(r);
+            }
+        }
+        if pieces[0].is_none() {
+            // Dense (or nothing present): entry by entry.
+            for j in i..i + n {
+                let e = self.raw(j);
+                if e != 0 && present(e) {
+                    self.store_raw(j, f(e));
+                }
+            }
+            return;
+        }
+        for r in pieces.into_iter().flatten() {
+            let (lo, len) = (r.start as usize, r.len as usize);
+            let in_field = (r.step.checked_mul(len as u64 - 1))
+                .and_then(|d| (r.first & pfn_mask).checked_add(d))
+                .is_some_and(|last| last <= pfn_mask);
+            if r.kinds == Run::PRESENT && r.step & !pfn_mask == 0 && in_field {
+                self.write_affine(lo, len, f(r.first), r.step, Run::PRESENT);
+            } else {
+                for j in lo..lo + len {
+                    let e = self.raw(j);
+                    if e != 0 && present(e) {
+                        self.store_raw(j, f(e));
+                    }
+                }
+            }
         }
     }
 

@@ -42,7 +42,8 @@ impl Run {
     /// The run holds swap entries or markers.
     pub const NONPRESENT: u8 = 2;
 
-    fn end(&self) -> usize {
+    /// One past the run's last entry.
+    pub fn end(&self) -> usize {
         self.start as usize + self.len as usize
     }
     fn at(&self, i: usize) -> u64 {
@@ -78,6 +79,19 @@ impl<'a> Entries<'a> {
                     .flat_map(|r| (r.start as usize..r.end()).map(move |i| (i, r.at(i)))),
             ),
         }
+    }
+
+    /// The run holding entry `i` of a compact table (`None`: a dense
+    /// table, or `i` is none).
+    #[inline]
+    pub fn run_at(self, i: usize) -> Option<Run> {
+        let Entries::Runs(runs) = self else {
+            return None;
+        };
+        let k = runs
+            .partition_point(|r| r.start as usize <= i)
+            .checked_sub(1)?;
+        (i < runs[k].end()).then_some(runs[k])
     }
 
     /// Every raw entry in index order (512 of them).
@@ -299,6 +313,9 @@ impl Table {
             Store::Runs(r) => Some(&r[..]),
         };
         if let Some(runs) = runs {
+            if self.level == 1 {
+                MADE_DENSE.with(|c| c.set(c.get() + 1));
+            }
             let mut d = spare
                 .take()
                 .unwrap_or_else(|| Box::new([0; PTRS_PER_TABLE]));
@@ -348,6 +365,68 @@ impl Table {
         true
     }
 
+    /// Rewrite entries `lo..hi` of a compact table without making it
+    /// dense: they become `new` (a run starting at `lo` of length
+    /// `hi - lo`) or, with `None`, none entries. Neighbouring runs that
+    /// continue each other (same kinds, one step) are merged. Returns
+    /// `false`, leaving the table as it was, for a dense table or when
+    /// the result would need more than [`MAX_RUNS`] runs (the caller then
+    /// writes the dense form). The used count follows the runs.
+    pub fn splice(&mut self, lo: usize, hi: usize, new: Option<Run>) -> bool {
+        debug_assert!(lo < hi && hi <= PTRS_PER_TABLE);
+        debug_assert!(new.is_none_or(|r| r.start as usize == lo && r.end() == hi));
+        let runs: &[Run] = match &self.store {
+            Store::Dense(_) => return false,
+            Store::One(r) => std::slice::from_ref(r),
+            Store::Runs(r) => r,
+        };
+        // At most two pieces more than before: the runs cut at `lo` and
+        // `hi`, and `new`.
+        let mut buf = [EMPTY_RUN; MAX_RUNS + 3];
+        let mut n = 0;
+        fn push(r: Run, buf: &mut [Run; MAX_RUNS + 3], n: &mut usize) {
+            if *n > 0 {
+                if let Some(m) = merged(&buf[*n - 1], &r) {
+                    buf[*n - 1] = m;
+                    return;
+                }
+            }
+            buf[*n] = r;
+            *n += 1;
+        }
+        for r in runs.iter().filter(|r| (r.start as usize) < lo) {
+            let mut l = *r;
+            l.len = (r.end().min(lo) - r.start as usize) as u16;
+            push(l, &mut buf, &mut n);
+        }
+        if let Some(r) = new {
+            push(r, &mut buf, &mut n);
+        }
+        for r in runs.iter().filter(|r| r.end() > hi) {
+            let mut t = *r;
+            if (r.start as usize) < hi {
+                t.start = hi as u16;
+                t.len = (r.end() - hi) as u16;
+                t.first = r.at(hi);
+                if t.len == 1 {
+                    t.step = 0;
+                }
+            }
+            push(t, &mut buf, &mut n);
+        }
+        if n > MAX_RUNS {
+            return false;
+        }
+        let runs = &buf[..n];
+        self.used = runs.iter().map(|r| r.len).sum();
+        match (&mut self.store, runs) {
+            (_, [r]) => self.store = Store::One(*r),
+            (Store::Runs(b), _) if b.len() == n => b.copy_from_slice(runs),
+            _ => self.store = Store::Runs(Box::from(runs)),
+        }
+        true
+    }
+
     /// Bytes of model memory the entries use (outside the [`Table`]
     /// itself): 4 KiB dense, 24 B per run.
     pub fn entry_bytes(&self) -> usize {
@@ -357,6 +436,38 @@ impl Table {
             Store::Runs(r) => std::mem::size_of_val::<[Run]>(r),
         }
     }
+}
+
+/// `a` and `b` as one run when `b` continues `a` (adjacent, the same
+/// kinds, one step; a one-entry run takes any step).
+fn merged(a: &Run, b: &Run) -> Option<Run> {
+    if a.end() != b.start as usize || a.kinds != b.kinds {
+        return None;
+    }
+    let step = if a.len > 1 {
+        a.step
+    } else {
+        b.first.wrapping_sub(a.first)
+    };
+    let continues = (b.len == 1 || b.step == step)
+        && a.first.wrapping_add(step.wrapping_mul(a.len as u64)) == b.first;
+    continues.then_some(Run {
+        len: a.len + b.len,
+        step,
+        ..*a
+    })
+}
+
+thread_local! {
+    /// Compact PTE tables made dense on this thread ([`made_dense`]).
+    static MADE_DENSE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many compact PTE tables this thread has made dense so far: a
+/// diagnostic for the tests that check a writer rewrites runs in place
+/// (it changes nothing the model computes or shows).
+pub fn made_dense() -> u64 {
+    MADE_DENSE.with(|c| c.get())
 }
 
 /// A dense buffer kept for the next table made dense.
@@ -458,6 +569,83 @@ mod tests {
         check(&d);
     }
 
+    /// A table of runs built from `d` (compacted), spliced at `lo..hi`
+    /// with `first + k × step` (or none entries): either it reads back as
+    /// the dense reference written entry by entry, with the used count
+    /// of non-none entries, or it refused and is unchanged.
+    fn check_splice(d: &[u64; PTRS_PER_TABLE], lo: usize, hi: usize, first: u64, step: u64) {
+        let mut t = Table::new(1);
+        *t.dense_mut() = *d;
+        t.used = d.iter().filter(|&&r| r != 0).count() as u16;
+        if !t.compact(test_kinds, &mut None) {
+            assert!(!t.splice(lo, hi, None), "a dense table is never spliced");
+            return;
+        }
+        let mut want = *d;
+        let new = (first != 0).then(|| {
+            for (k, e) in want[lo..hi].iter_mut().enumerate() {
+                *e = first.wrapping_add(step.wrapping_mul(k as u64));
+            }
+            Run {
+                start: lo as u16,
+                len: (hi - lo) as u16,
+                kinds: test_kinds(&want[lo..hi]),
+                first,
+                step: if hi - lo == 1 { 0 } else { step },
+            }
+        });
+        if first == 0 {
+            want[lo..hi].fill(0);
+        }
+        let before: Vec<u64> = t.entries().iter().collect();
+        if t.splice(lo, hi, new) {
+            assert!(t.is_compact());
+            assert!(t.runs().unwrap().len() <= MAX_RUNS);
+            assert_eq!(t.entries().iter().collect::<Vec<_>>(), want.to_vec());
+            assert_eq!(t.used as usize, want.iter().filter(|&&r| r != 0).count());
+            for r in t.runs().unwrap() {
+                // A run's kinds may say more than it holds, never less.
+                let k = test_kinds(&want[r.start as usize..r.end()]);
+                assert!(r.len > 0 && r.kinds & k == k);
+            }
+        } else {
+            assert_eq!(t.entries().iter().collect::<Vec<_>>(), before);
+        }
+    }
+
+    #[test]
+    fn splice_rewrites_a_thp_run_batch_by_batch() {
+        // mprotect over a PTE-mapped THP: each 16-entry batch cleared, then
+        // written back with another bit; the table stays one or two runs.
+        let mut t = Table::new(1);
+        let old = |i: u64| 0x8000_0000_0000_0867 | ((0x1000 + i) << 12);
+        let new = |i: u64| 0x8000_0000_0000_0865 | ((0x1000 + i) << 12);
+        for (i, e) in t.dense_mut().iter_mut().enumerate() {
+            *e = old(i as u64);
+        }
+        t.used = 512;
+        assert!(t.compact(test_kinds, &mut None));
+        for b in 0..32 {
+            let lo = b * 16;
+            assert!(t.splice(lo, lo + 16, None));
+            assert_eq!(t.used, 512 - 16);
+            let run = Run {
+                start: lo as u16,
+                len: 16,
+                kinds: Run::PRESENT,
+                first: new(lo as u64),
+                step: 1 << 12,
+            };
+            assert!(t.splice(lo, lo + 16, Some(run)));
+            assert!(t.runs().unwrap().len() <= 2, "batch {b}");
+            assert_eq!(t.used, 512);
+        }
+        assert_eq!(t.runs().unwrap().len(), 1);
+        for i in 0..512 {
+            assert_eq!(t.raw(i), new(i as u64));
+        }
+    }
+
     proptest! {
         #[test]
         fn runs_read_back_as_the_dense_table(
@@ -475,6 +663,28 @@ mod tests {
                 }
             }
             check(&d);
+        }
+
+        #[test]
+        fn splice_agrees_with_entry_by_entry_writes(
+            pieces in prop::collection::vec((0..120usize, 0..3u64), 0..10),
+            lo in 0..512usize,
+            len in 1..140usize,
+            first in prop_oneof![Just(0u64), Just(0x867u64), Just(0x400u64), Just(0x8000_0000_0000_0867u64)],
+            step in prop_oneof![Just(0u64), Just(1u64 << 12), Just(2u64)],
+        ) {
+            let mut d = [0u64; PTRS_PER_TABLE];
+            let mut i = 0;
+            for (n, kind) in pieces {
+                let f: u64 = match kind { 0 => 0, 1 => 0x1867 + (i as u64) * 0x10000, _ => 0x400 };
+                for k in 0..n {
+                    if i == PTRS_PER_TABLE { break; }
+                    d[i] = if f == 0 { 0 } else { f + ((k as u64) << 12) };
+                    i += 1;
+                }
+            }
+            let hi = (lo + len).min(PTRS_PER_TABLE);
+            check_splice(&d, lo, hi, first, step);
         }
     }
 }

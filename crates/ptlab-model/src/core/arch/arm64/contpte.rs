@@ -20,6 +20,7 @@ use crate::core::arch::{
     clear_call, generic, Arch, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable,
 };
 use crate::core::hw::{HwEvent, HwSink, KCall};
+use crate::core::pgtable::Run;
 use crate::core::rules::rule;
 
 const N: usize = CONT_PTES;
@@ -241,20 +242,30 @@ pub fn set_ptes(
     base.flags.remove(LeafFlags::CONT);
     let raw0 = super::Arm64.encode_leaf(1, base) & !super::ADDR_MASK;
     let paint = nr > 1 && !base.flags.contains(LeafFlags::SPECIAL);
-    for k in 0..nr {
+    let painted = |k: usize| {
         let j = i + k;
         let pfn = leaf.pfn.0 + k as u64;
-        let mut raw = raw0 | ((pfn << 12) & super::ADDR_MASK);
-        if paint {
-            let block = block_start(j);
-            let covered = block >= i && block + N <= i + nr;
-            let pa_aligned = (pfn - (j - block) as u64).is_multiple_of(N as u64);
-            if covered && pa_aligned {
-                rule!(t.hw, ContptePaint);
-                raw |= super::CONT;
-            }
+        let block = block_start(j);
+        let covered = block >= i && block + N <= i + nr;
+        let pa_aligned = (pfn - (j - block) as u64).is_multiple_of(N as u64);
+        paint && covered && pa_aligned
+    };
+    let raw_of = |k: usize, cont: bool| {
+        let pfn = leaf.pfn.0 + k as u64;
+        raw0 | ((pfn << 12) & super::ADDR_MASK) | if cont { super::CONT } else { 0 }
+    };
+    let n_painted = (0..nr).filter(|&k| painted(k)).count();
+    t.hw.rules
+        .hit_n(crate::core::rules::Rule::ContptePaint, n_painted as u32);
+    let end_pfn = leaf.pfn.0 + nr as u64;
+    if (n_painted == 0 || n_painted == nr) && (end_pfn << 12) & !super::ADDR_MASK == 0 {
+        // Every entry painted alike: one affine run (a table stored as
+        // runs is rewritten as runs).
+        t.write_affine(i, nr, raw_of(0, n_painted > 0), 1 << 12, Run::PRESENT);
+    } else {
+        for k in 0..nr {
+            t.store_raw(i + k, raw_of(k, painted(k)));
         }
-        t.store_raw(j, raw);
     }
     if nr == 1 {
         try_fold_after_set(arch, t, i, folios);
@@ -306,12 +317,10 @@ pub fn wrprotect_ptes(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, nr: usize
     t.hw.add(HwEvent::PteLoad, nr as u64);
     t.hw.add(HwEvent::PteAtomicRmw, nr as u64);
     rule!(t.hw, ContpteWrprotectBatch);
-    for j in i..i + nr {
-        let raw = t.raw(j);
-        if raw != 0 && super::Arm64.pte_present_raw(raw) {
-            t.store_raw(j, super::pte_wrprotect_raw(raw));
-        }
-    }
+    // pte_wrprotect() changes no address bit: a run of present entries is
+    // rewritten as a run.
+    let present = |raw: u64| super::Arm64.pte_present_raw(raw);
+    t.map_present(i, nr, super::ADDR_MASK, present, super::pte_wrprotect_raw);
 }
 
 /// `get_and_clear_full_ptes()`: a single entry (`ptep_get_and_clear()`)
@@ -327,6 +336,23 @@ pub fn get_and_clear_full_ptes(
         try_unfold(arch, t, i);
     } else {
         unfold_partial(arch, t, i, nr);
+        if let Some((first, step)) = t.uniform_present(i, nr, super::ADDR_MASK) {
+            // One run of present entries a whole number of frames apart:
+            // entry k is the first advanced by k steps (decoded once).
+            let Entry::Leaf(l) = arch.decode(1, first) else {
+                unreachable!("a present descriptor decodes as a leaf")
+            };
+            let frames = step >> 12;
+            let out = (0..nr)
+                .map(|k| {
+                    let pfn = l.pfn.add(k as u64 * frames);
+                    (i + k, Leaf { pfn, ..l })
+                })
+                .collect();
+            t.write_affine(i, nr, 0, 0, 0);
+            t.hw.add(HwEvent::PteAtomicClear, nr as u64);
+            return out;
+        }
     }
     generic::get_and_clear_full_ptes(t, i, nr)
 }
@@ -347,6 +373,17 @@ pub fn modify_prot_start_ptes(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, n
     } else {
         unfold_partial(arch, t, i, nr);
     }
+    if let Some((raw, _)) = t.uniform_present(i, nr, super::ADDR_MASK) {
+        // One run of present entries: each has the first one's young and
+        // dirty bits; every entry is cleared.
+        let Entry::Leaf(mut first) = t.peek(i) else {
+            unreachable!("a present descriptor decodes as a leaf")
+        };
+        first.flags |= super::young_dirty_raw(raw);
+        t.write_affine(i, nr, 0, 0, 0);
+        t.hw.add(HwEvent::PteAtomicClear, nr as u64);
+        return first;
+    }
     let mut first: Option<Leaf> = None;
     let (mut gathered, mut cleared) = (LeafFlags::empty(), 0u64);
     for j in i..i + nr {
@@ -362,7 +399,18 @@ pub fn modify_prot_start_ptes(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize, n
         }
         gathered |= super::young_dirty_raw(raw);
         cleared += 1;
-        t.store_raw(j, 0);
+    }
+    if cleared == nr as u64 {
+        // Every entry present: the range cleared as one write (a table
+        // stored as runs stays runs).
+        t.write_affine(i, nr, 0, 0, 0);
+    } else {
+        for j in i..i + nr {
+            let raw = t.raw(j);
+            if raw != 0 && super::Arm64.pte_present_raw(raw) {
+                t.store_raw(j, 0);
+            }
+        }
     }
     t.hw.add(HwEvent::PteAtomicClear, cleared);
     let mut first = first.expect("a present first entry");
