@@ -273,6 +273,11 @@ impl Section {
 
     fn put(&mut self, i: usize, m: PageMeta) {
         self.bits[i] = m.bits;
+        // The common case: the refcount fits the byte before and after.
+        if self.refs[i] != REF_ESCAPE && m.refcount < u32::from(REF_ESCAPE) {
+            self.refs[i] = m.refcount as u8;
+            return;
+        }
         let was_big = self.refs[i] == REF_ESCAPE;
         let found = self.big_refs.binary_search_by_key(&(i as u16), |e| e.0);
         if m.refcount >= u32::from(REF_ESCAPE) {
@@ -1648,6 +1653,67 @@ impl PhysMem {
         true
     }
 
+    /// [`PhysMem::try_dup_small_anon`] of the frames `next(0)`,
+    /// `next(1)`, ... in order, stopping at the first that `next` does not
+    /// give (`None`) or that is not an order-0 anon page (changed nothing):
+    /// returns how many were shared. The same memmap changes as that many
+    /// calls, with one section lookup per section the frames fall in
+    /// (frames of a run faulted in address order share sections). Counts
+    /// nothing, like the single form.
+    /// Linux: include/linux/rmap.h __folio_try_dup_anon_rmap() for a small
+    /// folio, folio_ref_add(), once per PTE of copy_pte_range()'s loop.
+    pub fn try_dup_small_anon_run(&mut self, mut next: impl FnMut(usize) -> Option<Pfn>) -> usize {
+        let zero = self.zero_pfn;
+        let mut k = 0;
+        let Some(mut pfn) = next(0) else { return 0 };
+        loop {
+            let (s, _) = Memmap::split(pfn);
+            let Some(sec) = self
+                .memmap
+                .sections
+                .get_mut(s)
+                .and_then(|s| s.as_deref_mut())
+            else {
+                return k;
+            };
+            loop {
+                let (s2, i) = Memmap::split(pfn);
+                if s2 != s {
+                    break; // the next section: look it up
+                }
+                let bits = sec.bits[i];
+                if bits & (F_ALLOCATED | F_PGTABLE) != F_ALLOCATED || pfn == zero {
+                    return k;
+                }
+                let bits = (bits & !F_ANON_EXCLUSIVE) + 1;
+                if sec.refs[i] < REF_ESCAPE - 1 {
+                    sec.bits[i] = bits;
+                    sec.refs[i] += 1;
+                } else {
+                    let mut m = sec.get(i);
+                    m.bits = bits;
+                    m.refcount += 1;
+                    sec.put(i, m);
+                }
+                k += 1;
+                match next(k) {
+                    Some(p) => pfn = p,
+                    None => return k,
+                }
+            }
+        }
+    }
+
+    /// PageAnonExclusive of `pfn` if it is an order-0 data page (what
+    /// [`PhysMem::folio_of`] finds as an order-0 folio), `None` for any
+    /// other frame: the two lookups mprotect's order-0 loop makes, in one
+    /// memmap read.
+    pub fn small_anon_exclusive(&self, pfn: Pfn) -> Option<bool> {
+        let m = self.memmap.get(pfn);
+        (m.bits & (F_ALLOCATED | F_PGTABLE) == F_ALLOCATED)
+            .then_some(m.bits & F_ANON_EXCLUSIVE != 0)
+    }
+
     /// The events of `n` [`PhysMem::try_dup_small_anon`]s: per page the
     /// struct page line and the `_mapcount` increment of
     /// [`PhysMem::add_rmap_ptes`], and [`PhysMem::ref_add`]'s atomic.
@@ -1692,6 +1758,75 @@ impl PhysMem {
         if left == 0 {
             self.free_folio(folio);
         }
+    }
+
+    /// [`PhysMem::unmap_put_small`] of the frames `next(0)`, `next(1)`,
+    /// ... in order, each found by [`PhysMem::folio_of`] as an order-0
+    /// folio, stopping at the first that `next` does not give or that is
+    /// not an order-0 data page (changed nothing): returns how many were
+    /// unmapped. The same memmap changes, frees (in the same order) and
+    /// events as that many `folio_of` + `unmap_put_small` pairs, with one
+    /// section lookup per section while no page is freed.
+    /// Linux: mm/memory.c zap_present_folio_ptes() for a small folio:
+    /// folio_remove_rmap_ptes(), then the mmu_gather's folio_put().
+    pub fn unmap_put_small_run(&mut self, mut next: impl FnMut(usize) -> Option<Pfn>) -> usize {
+        let mut k = 0;
+        // Pages unmapped in place (their events are added once at the end).
+        let mut fast = 0u64;
+        let Some(mut pfn) = next(0) else { return 0 };
+        'sections: loop {
+            let (s, _) = Memmap::split(pfn);
+            let Some(sec) = self
+                .memmap
+                .sections
+                .get_mut(s)
+                .and_then(|s| s.as_deref_mut())
+            else {
+                break; // no meta, so not a data page
+            };
+            loop {
+                let (s2, i) = Memmap::split(pfn);
+                if s2 != s {
+                    continue 'sections;
+                }
+                let bits = sec.bits[i];
+                if bits & (F_ALLOCATED | F_PGTABLE) != F_ALLOCATED {
+                    break 'sections;
+                }
+                let r = sec.refs[i];
+                if r <= 1 || r == REF_ESCAPE || bits & MAPCOUNT_MASK == 0 {
+                    // Freed at zero, an escaped count, or an underflow to
+                    // report: the single form.
+                    self.unmap_put_small(FolioRef {
+                        head: pfn,
+                        order: Order::ZERO,
+                    });
+                    k += 1;
+                    match next(k) {
+                        Some(p) => pfn = p,
+                        None => break 'sections,
+                    }
+                    continue 'sections;
+                }
+                sec.bits[i] = bits - 1;
+                sec.refs[i] = r - 1;
+                fast += 1;
+                k += 1;
+                match next(k) {
+                    Some(p) => pfn = p,
+                    None => break 'sections,
+                }
+            }
+        }
+        self.count_small_unmaps(fast);
+        k
+    }
+
+    /// The events of `n` [`PhysMem::unmap_put_small`]s that freed nothing.
+    fn count_small_unmaps(&self, n: u64) {
+        self.hw.add(HwEvent::StructPageLine, n);
+        self.hw.add(HwEvent::MapcountAtomic, n);
+        self.hw.add(HwEvent::FolioRefAtomic, n);
     }
 
     /// Drop `n` references; frees the folio when the count reaches zero.
@@ -2359,6 +2494,152 @@ mod storage_prop {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The order-0 run forms ≡ their single forms: on a random mix of order-0
+/// anon pages (refcounts and mapcounts from 0 to past the one-byte escape,
+/// pages one put from being freed, the zero page), page-table pages, a
+/// large folio and free frames, across section boundaries,
+/// `try_dup_small_anon_run()` and `unmap_put_small_run()` over a random
+/// frame sequence stop at the same frame and leave the same memmap, the
+/// same free frames and the same events as `try_dup_small_anon()`, or
+/// `folio_of()` + `unmap_put_small()`, frame by frame.
+#[cfg(test)]
+mod small_runs_prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What a page of the mix gets: `maps` PTE mappings and `refs` extra
+    /// references (order-0 anon pages only).
+    #[derive(Clone, Debug)]
+    struct Page {
+        maps: u32,
+        refs: u32,
+    }
+
+    fn page() -> impl Strategy<Value = Page> {
+        (
+            prop_oneof![Just(0u32), 1..4u32, 252..258u32],
+            prop_oneof![Just(0u32), 1..3u32, 250..258u32],
+        )
+            .prop_map(|(maps, refs)| Page { maps, refs })
+    }
+
+    /// A physical memory with, from its first frames on: `pages` order-0
+    /// anon pages (every `pt_every`th allocation a page-table page, one
+    /// order-2 folio after the first 3 pages), then their frames in
+    /// allocation order, with some freed again.
+    fn build(pages: &[Page], pt_every: usize, free_every: usize) -> (PhysMem, Vec<Pfn>) {
+        let mut pm = PhysMem::new(1 << 16);
+        let mut frames = vec![pm.zero_pfn];
+        for (k, p) in pages.iter().enumerate() {
+            if k == 3 {
+                let f = pm.alloc_anon_folio(Order(2)).unwrap();
+                pm.add_rmap_ptes(f, f.head, 4, 1, true);
+                pm.ref_add(f, 4);
+                frames.extend((0..4).map(|i| f.head.add(i)));
+            }
+            if pt_every > 0 && k % pt_every == pt_every - 1 {
+                frames.push(pm.alloc_pt_page().unwrap());
+            }
+            let f = pm.alloc_anon_folio(Order::ZERO).unwrap();
+            if p.maps > 0 {
+                pm.add_rmap_ptes(f, f.head, 1, 1, true);
+                for _ in 1..p.maps {
+                    pm.memmap.update(f.head, |m| m.bits += 1);
+                }
+            }
+            pm.memmap.update(f.head, |m| m.refcount += p.refs);
+            frames.push(f.head);
+            if free_every > 0 && k % free_every == free_every - 1 && p.maps == 0 {
+                // A frame freed again: no meta, maybe a section gone.
+                let r = pm.refcount(f);
+                pm.ref_sub(f, r);
+            }
+        }
+        (pm, frames)
+    }
+
+    fn same(a: &PhysMem, b: &PhysMem) -> Result<(), TestCaseError> {
+        let ma: Vec<_> = a.memmap.iter().collect();
+        let mb: Vec<_> = b.memmap.iter().collect();
+        prop_assert_eq!(ma, mb);
+        prop_assert_eq!(a.memmap.live, b.memmap.live);
+        prop_assert_eq!(
+            format!("{:?}", a.hw.snapshot()),
+            format!("{:?}", b.hw.snapshot())
+        );
+        let (mut a, mut b) = (a.clone(), b.clone());
+        // The same free frames: the allocator hands out the same ones.
+        for _ in 0..8 {
+            prop_assert_eq!(
+                a.alloc_anon_folio(Order::ZERO).map(|f| f.head),
+                b.alloc_anon_folio(Order::ZERO).map(|f| f.head)
+            );
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn runs_equal_single_forms(
+            pages in proptest::collection::vec(page(), 1..700),
+            pt_every in 0..40usize,
+            free_every in 0..9usize,
+            picks in proptest::collection::vec(0..2000usize, 0..900),
+            in_order in any::<bool>(),
+            dup in any::<bool>(),
+        ) {
+            let (pm, frames) = build(&pages, pt_every, free_every);
+            // Frames in allocation order (one run from a random start), or
+            // picked at random (sections in any order).
+            let seq: Vec<Pfn> = if in_order {
+                let from = picks.first().map_or(0, |&p| p % frames.len());
+                frames[from..].to_vec()
+            } else {
+                picks.iter().map(|&p| frames[p % frames.len()]).collect()
+            };
+            let (mut run, mut one) = (pm.clone(), pm);
+            if dup {
+                let n = run.try_dup_small_anon_run(|k| seq.get(k).copied());
+                let mut m = 0;
+                while m < seq.len() && one.try_dup_small_anon(seq[m]) {
+                    m += 1;
+                }
+                prop_assert_eq!(n, m);
+            } else {
+                // A frame already put to zero is not a data page any more;
+                // a mapcount or refcount underflow panics in both forms, so
+                // the sequence stops before the first frame whose counts
+                // would not allow the put.
+                let mut maps: std::collections::HashMap<Pfn, (u32, u32)> = Default::default();
+                let mut ok = 0;
+                for &p in &seq {
+                    let m = one.memmap.get(p);
+                    let e = maps.entry(p).or_insert((m.mapcount(), m.refcount));
+                    if e.0 == 0 || e.1 == 0 {
+                        break;
+                    }
+                    e.0 -= 1;
+                    e.1 -= 1;
+                    ok += 1;
+                }
+                let seq = &seq[..ok];
+                let n = run.unmap_put_small_run(|k| seq.get(k).copied());
+                let mut m = 0;
+                while m < seq.len() {
+                    match one.folio_of(seq[m]) {
+                        Some(f) if !f.is_large() => one.unmap_put_small(f),
+                        _ => break,
+                    }
+                    m += 1;
+                }
+                prop_assert_eq!(n, m);
+            }
+            same(&run, &one)?;
         }
     }
 }

@@ -132,10 +132,12 @@ pub struct PageTables {
     arch: ArchKind,
     root: Pfn,
     tables: Tables,
-    /// The last PTE table found by a walk, by 2 MiB slot, with its slab
-    /// slot (a walk cache: it changes no result; any PMD-or-higher write
-    /// and every table removal clears it).
-    walk_cache: Cell<Option<(u64, Pfn, u32)>>,
+    /// The last two PTE tables found by walks, the latest first, by 2 MiB
+    /// slot, with their slab slots (a walk cache: it changes no result; any
+    /// PMD-or-higher write and every table removal clears it). Two, so
+    /// that operations alternating between a source and a destination
+    /// table (mremap, UFFDIO_MOVE/COPY) walk neither again.
+    walk_cache: Cell<[Option<(u64, Pfn, u32)>; 2]>,
     /// The slab slots of the two PTE tables written last, the latest
     /// first: they stay dense while writes go to them, and the older one
     /// is compacted (stored as runs if it is a few affine runs, [`store`])
@@ -164,7 +166,7 @@ impl PageTables {
             arch,
             root,
             tables,
-            walk_cache: Cell::new(None),
+            walk_cache: Cell::new([None; 2]),
             hot: [None; 2],
             pte_runs: true,
             spare: None,
@@ -300,8 +302,15 @@ impl PageTables {
     /// The PTE table of `va`'s 2 MiB slot if the walk cache holds it, with
     /// its slab slot.
     fn cached_pte_table(&self, va: u64) -> Option<(Pfn, u32)> {
-        match self.walk_cache.get() {
-            Some((s, p, i)) if s == va & !(PMD_SIZE - 1) => Some((p, i)),
+        let slot = va & !(PMD_SIZE - 1);
+        let [a, b] = self.walk_cache.get();
+        match (a, b) {
+            (Some((s, p, i)), _) if s == slot => Some((p, i)),
+            (_, Some((s, p, i))) if s == slot => {
+                // The older entry: make it the latest.
+                self.walk_cache.set([b, a]);
+                Some((p, i))
+            }
             _ => None,
         }
     }
@@ -309,7 +318,15 @@ impl PageTables {
     /// Remember that `va`'s slot holds PTE table `p` (a walk found it).
     fn cache_pte_table(&self, va: u64, p: Pfn) {
         if let Some(i) = self.tables.slot(&p.0) {
-            self.walk_cache.set(Some((va & !(PMD_SIZE - 1), p, i)));
+            let slot = va & !(PMD_SIZE - 1);
+            let [a, b] = self.walk_cache.get();
+            // Keep the other slot's entry as the older one.
+            let older = if a.is_some_and(|(s, _, _)| s == slot) {
+                b
+            } else {
+                a
+            };
+            self.walk_cache.set([Some((slot, p, i)), older]);
         }
     }
 
@@ -343,7 +360,7 @@ impl PageTables {
     /// Remove table `t` from the tree's store (its parent entry is cleared
     /// by the caller).
     fn remove_table(&mut self, t: Pfn) -> Option<Table> {
-        self.walk_cache.set(None);
+        self.walk_cache.set([None; 2]);
         if let Some(s) = self.tables.slot(&t.0) {
             for h in &mut self.hot {
                 if *h == Some(s) {
@@ -357,10 +374,8 @@ impl PageTables {
     /// The PMD slot for `va`.
     pub fn pmd(&self, va: u64) -> PmdSlot {
         let slot = va & !(PMD_SIZE - 1);
-        if let Some((s, p, _)) = self.walk_cache.get() {
-            if s == slot {
-                return PmdSlot::Table(p);
-            }
+        if let Some((p, _)) = self.cached_pte_table(slot) {
+            return PmdSlot::Table(p);
         }
         let Some(t) = self.table_at(va, 2) else {
             return PmdSlot::None;
@@ -567,7 +582,7 @@ impl PageTables {
 
     fn write_raw(&mut self, table: Pfn, level: u8, i: usize, raw: u64) {
         if level >= 2 {
-            self.walk_cache.set(None);
+            self.walk_cache.set([None; 2]);
             // set_pmd_at / pmd_populate / pmd_clear; pud_populate / pud_clear.
             match level {
                 2 => self.hw.one(HwEvent::PmdStore),

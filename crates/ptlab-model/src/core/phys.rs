@@ -90,8 +90,8 @@ impl FrameAllocator {
         let want = order.0;
         let mut found = None;
         for o in want..=MAX_ORDER {
-            if let Some(&pfn) = self.free[o as usize].iter().next() {
-                self.free[o as usize].remove(&pfn);
+            // The lowest free block of this order, taken in one step.
+            if let Some(pfn) = self.free[o as usize].pop_first() {
                 found = Some((pfn, o));
                 break;
             }

@@ -70,15 +70,27 @@ pub(crate) fn copy_small_run(
     let (mut st, i0) = src.pt.pte_table(addr);
     let (mut dt, _) = dst.pt.pte_table(addr);
     let max = ((end - addr) / PAGE_SIZE) as usize;
-    let (mut n, mut wrprotected) = (0, 0u64);
-    while n < max {
-        let i = i0 + n;
-        let Entry::Leaf(pte) = st.peek(i) else { break };
-        if pte.flags.intersects(LeafFlags::SPECIAL | LeafFlags::CONT)
-            || !phys.try_dup_small_anon(pte.pfn)
-        {
-            break;
+    // The memmap side of each entry first (one pass over the run's
+    // frames, stopping where an entry is not a present, non-special,
+    // non-CONT entry of an order-0 anon page), then the tables' stores:
+    // the same state as entry by entry, since the stores read no
+    // refcount or mapcount (the fold try reads only a folio's extent).
+    // The entries decoded once: the run's leaves, kept for the stores.
+    let mut leaves: Vec<Leaf> = Vec::with_capacity(max.min(PTRS_PER_TABLE));
+    let n = phys.try_dup_small_anon_run(|k| {
+        if k >= max {
+            return None;
         }
+        match st.peek(i0 + k) {
+            Entry::Leaf(pte) if !pte.flags.intersects(LeafFlags::SPECIAL | LeafFlags::CONT) => {
+                leaves.push(pte);
+                Some(pte.pfn)
+            }
+            _ => None,
+        }
+    });
+    let mut wrprotected = 0u64;
+    for (i, &pte) in (i0..i0 + n).zip(&leaves) {
         let mut child = pte;
         if pte.write() {
             // wrprotect_ptes(nr == 1): contpte_try_unfold() (no CONT),
@@ -97,7 +109,6 @@ pub(crate) fn copy_small_run(
         // __set_ptes(), contpte_try_fold().
         dt.store(i, Some(child));
         contpte::try_fold_after_set(arch, &mut dt, i, &*phys);
-        n += 1;
     }
     let n = n as u64;
     if n == 0 {
@@ -147,17 +158,20 @@ pub(crate) fn change_small_run(
     while n < max {
         let i = i0 + n;
         let Entry::Leaf(old) = t.peek(i) else { break };
-        if old.flags.intersects(LeafFlags::SPECIAL | LeafFlags::CONT)
-            || phys.folio_of(old.pfn).is_none_or(|f| f.is_large())
-        {
+        if old.flags.intersects(LeafFlags::SPECIAL | LeafFlags::CONT) {
             break;
         }
+        // folio_of() finding an order-0 folio and its PageAnonExclusive:
+        // one memmap read.
+        let Some(exclusive) = phys.small_anon_exclusive(old.pfn) else {
+            break;
+        };
         let ptent = pte_modify(old, prot);
         let mut committed = ptent;
         if try_writable && !ptent.write() && maybe_change_pte_writable(vma, ptent) {
             // commit_anon_folio_batch(): PageAnonExclusive() of the page.
             exclusive_lines += 1;
-            if phys.anon_exclusive(old.pfn) {
+            if exclusive {
                 upgrades += 1;
                 committed.flags |= LeafFlags::WRITE;
             }

@@ -242,6 +242,22 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
             i += 1;
             continue;
         }
+        if !locked {
+            // Entries mapping order-0 pages are batches of one
+            // (folio_pte_batch() stops at a small folio's end): hand a run
+            // of them to the memmap in one pass — the same folio
+            // operations in the same order as batch by batch (unmap_batch).
+            let done = phys.unmap_put_small_run(|k| {
+                let &(_, l2) = cleared.get(i + k)?;
+                (!l2.flags.contains(LeafFlags::SPECIAL)).then_some(l2.pfn)
+            });
+            if done > 0 {
+                mm.pt.hw.add(HwEvent::StructPageLine, done as u64);
+                mm.rss_anon -= done as u64;
+                i += done;
+                continue;
+            }
+        }
         let folio = phys.folio_of(leaf.pfn).expect("PTE maps a folio");
         let mut n = 1;
         while i + n < cleared.len() {
@@ -324,15 +340,21 @@ fn zap_present_segment(
             phys.unmap_put_small(r.folio);
         }
     };
+    let jend = i0 + nr;
+    let mut j = i0;
+    // Order-0 pages unmapped by the run path: a struct page line and an
+    // RSS page each.
+    let mut small_done = 0u64;
+    // Entries are read here and cleared after the pass (one write for the
+    // segment when it holds no swap entry or marker).
     let mut nonpresent = false;
-    for j in i0..i0 + nr {
+    while j < jend {
         let e = t.raw(j);
         if !raw.is_present(e) {
             nonpresent |= e != 0;
+            j += 1;
             continue;
         }
-        present += 1;
-        span = Some(span.map_or((j, j), |(lo, _)| (lo, j)));
         let pfn = raw.pfn(e);
         if let Some(r) = &mut run {
             let same_run = j == r.i + r.n as usize
@@ -340,19 +362,46 @@ fn zap_present_segment(
                 && pfn < r.folio.head.0 + r.folio.nr_pages()
                 && e & raw.uffd_wp == r.uffd_wp;
             if same_run {
+                present += 1;
+                span = Some(span.map_or((j, j), |(lo, _)| (lo, j)));
                 r.n += 1;
+                j += 1;
                 continue;
             }
         }
         if let Some(r) = run.take() {
             finish(r, phys);
         }
+        if !locked && e & raw.special == 0 {
+            // A run of present entries mapping order-0 pages: each is a
+            // batch of one (folio_pte_batch() stops at a small folio's
+            // end), handed to the memmap in one pass — the same folio
+            // operations, in the same order, as batch by batch.
+            let done = phys.unmap_put_small_run(|k| {
+                if j + k >= jend {
+                    return None;
+                }
+                let e = t.raw(j + k);
+                (raw.is_present(e) && e & raw.special == 0).then(|| Pfn(raw.pfn(e)))
+            });
+            if done > 0 {
+                present += done as u64;
+                small_done += done as u64;
+                span = Some(span.map_or((j, j + done - 1), |(lo, _)| (lo, j + done - 1)));
+                j += done;
+                continue;
+            }
+        }
+        present += 1;
+        span = Some(span.map_or((j, j), |(lo, _)| (lo, j)));
+        let at = j;
+        j += 1;
         if e & raw.special != 0 {
             continue;
         }
         let folio = phys.folio_of(Pfn(pfn)).expect("PTE maps a folio");
         run = Some(Run {
-            i: j,
+            i: at,
             pfn,
             uffd_wp: e & raw.uffd_wp,
             folio,
@@ -373,6 +422,8 @@ fn zap_present_segment(
     } else {
         t.write_affine(i0, nr, 0, 0, 0);
     }
+    lines += small_done;
+    rss += small_done;
     // get_and_clear_full_ptes() over the segment: its call, one atomic
     // exchange per present entry.
     t.hw.call(crate::core::arch::clear_call(nr));

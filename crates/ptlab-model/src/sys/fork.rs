@@ -334,20 +334,26 @@ fn copy_small_run(
     let (mut st, i0) = src.pt.pte_table(addr);
     let (mut dt, _) = dst.pt.pte_table(addr);
     let max = ((end - addr) / PAGE_SIZE) as usize;
-    let (mut n, mut wrprotected) = (0, 0u64);
-    while n < max {
-        let i = i0 + n;
-        let e = st.raw(i);
-        if !raw.is_present(e) || e & raw.special != 0 || !phys.try_dup_small_anon(Pfn(raw.pfn(e))) {
-            break;
+    // The memmap side of each entry first (one pass over the run's frames,
+    // stopping where an entry is not a present, non-special entry of an
+    // order-0 anon page), then the two tables' stores: the same state as
+    // entry by entry, since neither side reads the other.
+    let n = phys.try_dup_small_anon_run(|k| {
+        if k >= max {
+            return None;
         }
+        let e = st.raw(i0 + k);
+        (raw.is_present(e) && e & raw.special == 0).then(|| Pfn(raw.pfn(e)))
+    });
+    let mut wrprotected = 0u64;
+    for i in i0..i0 + n {
+        let e = st.raw(i);
         if e & raw.write != 0 {
             // wrprotect_ptes(nr == 1): ptep_set_wrprotect().
             st.store_raw(i, e & !raw.write);
             wrprotected += 1;
         }
         dt.store_raw(i, e & !child_clear);
-        n += 1;
     }
     let n = n as u64;
     if n == 0 {

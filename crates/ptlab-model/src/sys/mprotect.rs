@@ -594,12 +594,14 @@ fn change_small_run(
     while n < max {
         let i = i0 + n;
         let e = t.raw(i);
-        if !raw.is_present(e)
-            || e & raw.special != 0
-            || phys.folio_of(Pfn(raw.pfn(e))).is_none_or(|f| f.is_large())
-        {
+        if !raw.is_present(e) || e & raw.special != 0 {
             break;
         }
+        // folio_of() finding an order-0 folio, and its PageAnonExclusive
+        // (read below only when the upgrade is tried): one memmap read.
+        let Some(exclusive) = phys.small_anon_exclusive(Pfn(raw.pfn(e))) else {
+            break;
+        };
         let old_bits = e & !raw.pfn_mask;
         if memo.as_ref().is_none_or(|c| c.old_bits != old_bits) {
             {
@@ -634,7 +636,7 @@ fn change_small_run(
         if c.try_upgrade {
             // commit_anon_folio_batch(): PageAnonExclusive() of the page.
             exclusive_lines += 1;
-            if phys.anon_exclusive(Pfn(raw.pfn(e))) {
+            if exclusive {
                 upgrades += 1;
                 upgraded = true;
             }
