@@ -43,13 +43,14 @@ pub const PARTS: &[(&str, &[&str])] = &[
             "memcg_charge",
             "lru_add",
             "folio_free",
+            "anon_vma_lock",
         ],
     ),
     (
         "syscall/fault entry, process",
         &["syscall", "page_fault", "process_", "fault_"],
     ),
-    ("VMAs", &["vma_"]),
+    ("VMAs", &["vma_", "uffd_move_lock"]),
     (
         "page data (zero, copy, user access)",
         &[

@@ -311,6 +311,18 @@ pub fn find_profile(name_or_path: &str) -> Result<Profile, CostError> {
         })
 }
 
+/// Page-table-figure events added after profiles were first written
+/// (docs/cost.md, "Events"): a profile without them takes them from the
+/// built-in profile of its architecture, as it does the whole-program
+/// events; every other page-table event must be priced.
+pub const LATER_EVENTS: &[HwEvent] = &[
+    HwEvent::SwapReclaimFolio,
+    HwEvent::SwapWriteBio,
+    HwEvent::SwapWrite4k,
+    HwEvent::UffdMoveLock,
+    HwEvent::AnonVmaLock,
+];
+
 /// Parse and check a profile: every event priced exactly once, prices
 /// finite and non-negative, every source non-empty.
 pub fn parse_profile(text: &str, origin: &str) -> Result<Profile, CostError> {
@@ -346,6 +358,8 @@ pub fn parse_profile(text: &str, origin: &str) -> Result<Profile, CostError> {
     // `ptlab calibrate` output) takes them from the built-in profile its
     // calibration starts from (zen3 / neoverse-n1), sources and ranges
     // included; they do not enter the page-table figure it was fitted for.
+    // Likewise the reclaim, swap-write and UFFDIO_MOVE lock events
+    // ([`LATER_EVENTS`]), which profiles written before them lack.
     let base_events = |e: HwEvent| -> Option<Price> {
         let base = match arch {
             ArchKind::X86_64 => "zen3",
@@ -354,16 +368,22 @@ pub fn parse_profile(text: &str, origin: &str) -> Result<Profile, CostError> {
         let (_, text) = BUILTIN.iter().find(|(n, _)| *n == base)?;
         let b: ProfileFile = toml::from_str(text).ok()?;
         let mut p = b.events.get(e.name())?.clone();
+        let before = if e.is_fine() {
+            "whole-program events"
+        } else {
+            "the reclaim, swap-write and UFFDIO_MOVE lock events"
+        };
         p.source = format!(
-            "not in this profile (written before whole-program events): the built-in {base} profile's price; {}",
+            "not in this profile (written before {before}): the built-in {base} profile's price; {}",
             p.source
         );
         Some(p)
     };
     for &e in HwEvent::ALL {
-        let inherited = (e.is_fine() && !f.events.contains_key(e.name()))
-            .then(|| base_events(e))
-            .flatten();
+        let inherited = ((e.is_fine() || LATER_EVENTS.contains(&e))
+            && !f.events.contains_key(e.name()))
+        .then(|| base_events(e))
+        .flatten();
         let p = f
             .events
             .get(e.name())
@@ -1327,5 +1347,40 @@ mod tests {
         }
         let missing = text.replace("[events.pte_load]", "[events.pte_load_typo]");
         assert!(parse_profile(&missing, "t").is_err());
+    }
+
+    /// A profile written before the reclaim, swap-write and UFFDIO_MOVE
+    /// lock events (an older `ptlab calibrate` output, the recorded runs'
+    /// local profiles) takes them from the built-in profile, saying so.
+    #[test]
+    fn older_profiles_take_the_later_events_from_the_base() {
+        for base in ["zen3", "neoverse-n1"] {
+            let b = find_profile(base).unwrap();
+            let mut text = b.to_toml();
+            for &e in LATER_EVENTS {
+                let head = format!("[events.{}]", e.name());
+                let i = text.find(&head).unwrap();
+                let j = text[i + 1..]
+                    .find("\n[")
+                    .map_or(text.len(), |k| i + 1 + k + 1);
+                text.replace_range(i..j, "");
+                assert!(!text.contains(&head));
+            }
+            let old = parse_profile(&text, "old").unwrap();
+            for &e in LATER_EVENTS {
+                assert!(!e.is_fine() && !e.is_coarse(), "{}", e.name());
+                assert_eq!(old.price_of(e).ns, b.price_of(e).ns, "{}", e.name());
+                assert_eq!(old.price_of(e).low, b.price_of(e).low);
+                assert!(old.price_of(e).source.contains(&format!("built-in {base}")));
+                assert!(old.price_of(e).source.contains("swap-write"));
+            }
+        }
+        // The shipped calibrated profile predates them and still loads.
+        let dev = load_profile(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../profiles/calibrated/dev-vm-x86.toml"
+        )))
+        .unwrap();
+        assert!(dev.price_of(HwEvent::SwapWriteBio).ns > 0.0);
     }
 }

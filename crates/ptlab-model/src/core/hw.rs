@@ -130,6 +130,16 @@ hw_events! {
     SwapSlotFree = "swap_slot_free",
     /// A swap-cache lookup of one entry (swap_cache_get_folio / swap_cache_has_folio: the cluster's swap-table slot read under RCU).
     SwapCacheLookup = "swap_cache_lookup",
+    /// A folio reclaimed to swap by shrink_folio_list() (MADV_PAGEOUT → reclaim_pages()): its LRU isolation and putback, folio lock, swap-cache insertion and try_to_unmap()'s rmap walk (anon_vma read lock, interval tree) — the work around the unmap that the PTE, rmap and swap-map events do not count.
+    SwapReclaimFolio = "swap_reclaim_folio",
+    /// One write request to the swap device: swap_writeout() → __swap_writepage() → swap_writepage_bdev_async(): a bio for the whole folio, submit_bio() through blk-mq to the driver, and its completion (end_swap_bio_write()).
+    SwapWriteBio = "swap_write_bio",
+    /// 4 KiB of a folio's data written to the swap device by that request (the device's per-byte work: on a loop device, the copy into the backing file).
+    SwapWrite4k = "swap_write_4k",
+    /// One UFFDIO_MOVE ioctl's locking outside the page tables: uffd_move_lock() read-locks the destination VMA and the source VMA (vma_start_read(): an atomic on vm_refcnt each, released by uffd_move_unlock()), plus down_read/up_read of ctx->map_changing_lock.
+    UffdMoveLock = "uffd_move_lock",
+    /// One move step's anon_vma locking: folio_get_anon_vma(), anon_vma_trylock_write() and, at the step's end, anon_vma_unlock_write() and put_anon_vma() (move_pages_ptes(), once per step of present pages).
+    AnonVmaLock = "anon_vma_lock",
     /// Whole-program: a user fault's exception entry and exit (x86 asm_exc_page_fault/irqentry, arm64 el0_da/el0_ia vectors: registers saved and restored, the return to user), one per fault; the KPTI page-table switch is added when kpti is on.
     FaultEntry = "fault_entry",
     /// Whole-program: a user fault's handling without entry/exit, allocation and zeroing (do_user_addr_fault / do_page_fault: lock_vma_under_rcu, handle_mm_fault's walk and bookkeeping, count_vm_event), one per fault.
