@@ -748,7 +748,10 @@ fn fault_path_4k_write() {
 /// One 64 KiB mTHP write fault: one fault maps the whole order-4 folio
 /// (buddy: pcp_allowed_order(4) is false), zeroes 16 × 4 KiB below the PMD
 /// order (clear_page_4k), and the write stores 16 pages (the first through
-/// the fault, 15 over the mapped run).
+/// the fault, 15 over the mapped run). The per-layout subsets (issue 15,
+/// layout_event_counts.rs): the 15 stores over the run are
+/// `user_store_4k_large`, and the rmap add of 16 pages reads 15 struct
+/// page lines after the first (`struct_page_line_large`).
 #[test]
 fn fault_path_64k_mthp_write() {
     let src = "thp 64K always\np = mmap 64K at 0x7f00_0000_0000 fixed\nwrite p 64K\n";
@@ -763,6 +766,8 @@ fn fault_path_64k_mthp_write() {
                 ("lru_add", 1),
                 ("clear_page_4k", 16),
                 ("user_store_4k", 16),
+                ("user_store_4k_large", 15),
+                ("struct_page_line_large", 15),
             ]),
             "{arch:?}"
         );
