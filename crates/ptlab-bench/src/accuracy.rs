@@ -35,6 +35,7 @@ pub const PARTS: &[(&str, &[&str])] = &[
         "struct page/folio",
         &[
             "struct_page_line",
+            "struct_page_line_",
             "folio_ref_atomic",
             "mapcount_atomic",
             "rmap_update",
@@ -43,13 +44,14 @@ pub const PARTS: &[(&str, &[&str])] = &[
             "memcg_charge",
             "lru_add",
             "folio_free",
+            "anon_vma_lock",
         ],
     ),
     (
         "syscall/fault entry, process",
         &["syscall", "page_fault", "process_", "fault_"],
     ),
-    ("VMAs", &["vma_"]),
+    ("VMAs", &["vma_", "uffd_move_lock"]),
     (
         "page data (zero, copy, user access)",
         &[
@@ -464,6 +466,21 @@ mod tests {
             part_of("user_store_4k"),
             "page data (zero, copy, user access)"
         );
+        // Issue 15's events: every one has a part.
+        for (e, part) in [
+            ("struct_page_line_large", "struct page/folio"),
+            ("anon_vma_lock", "struct page/folio"),
+            ("user_store_4k_large", "page data (zero, copy, user access)"),
+            ("uffd_move_lock", "VMAs"),
+            ("swap_reclaim_folio", "swap"),
+            ("swap_write_bio", "swap"),
+            ("swap_write_4k", "swap"),
+        ] {
+            assert_eq!(part_of(e), part, "{e}");
+        }
+        for e in ptlab_model::HwEvent::ALL {
+            assert_ne!(part_of(e.name()), "other", "{}", e.name());
+        }
         assert_eq!(part_of("something_new"), "other");
         let s = shares(&[
             ("pte_load".into(), 30.0),

@@ -489,7 +489,8 @@ uffd register p 8K missing
 uffd move p s 8K
 ";
 
-/// UFFDIO_MOVE of 2 small pages. Both ways: syscall 1 + vma_lookup 1; the
+/// UFFDIO_MOVE of 2 small pages. Both ways: syscall 1 + vma_lookup 1, the
+/// ioctl's VMA and map_changing locks (uffd_move_lock 1); the
 /// destination PTE table is allocated (1 alloc, 1 PMD store); per page 1 X,
 /// 1 rmap update, 1 S.
 /// 6.18 (batched): one step (2 PMD reads, 2 PTLs, folio lookup 1 P,
@@ -497,8 +498,9 @@ uffd move p s 8K
 /// ptep_get (2), the re-check of src (1), per page the clear's and
 /// set_pte_at's unfold checks on arm64 (2 × 2), check_ptes_for_batched_move
 /// for page 2: dst and src (2) plus 1 P and trylock/unlock (2 atomics); one
-/// flush_tlb_range of 2 pages at the end.
+/// flush_tlb_range of 2 pages at the end; the step's anon_vma lock (1).
 /// ≤6.17 (per page): 2 steps, each 2 PMD reads, 2 PTLs, 1 P, 4 atomics,
+/// an anon_vma lock,
 /// loads dst + src + src re-check + dst re-check (+2 unfold checks on
 /// arm64), and ptep_clear_flush's one-page flush.
 #[test]
@@ -512,9 +514,11 @@ fn uffd_move_two_pages() {
         ("rmap_update", 2),
         ("pte_store", 2),
         ("struct_page_line", 2),
+        ("uffd_move_lock", 1),
     ];
     let mut after = m(&common);
     after.extend(m(&[
+        ("anon_vma_lock", 1),
         ("pmd_load", 2),
         ("ptl_lock", 2),
         ("folio_ref_atomic", 6),
@@ -530,6 +534,7 @@ fn uffd_move_two_pages() {
     );
     let mut before = m(&common);
     before.extend(m(&[
+        ("anon_vma_lock", 2),
         ("pmd_load", 4),
         ("ptl_lock", 4),
         ("folio_ref_atomic", 8),
@@ -546,6 +551,7 @@ fn uffd_move_two_pages() {
     // x86: no unfold checks; the batched flush is 2 INVLPG in one call.
     let mut x86 = m(&common);
     x86.extend(m(&[
+        ("anon_vma_lock", 1),
         ("pmd_load", 2),
         ("ptl_lock", 2),
         ("folio_ref_atomic", 6),
@@ -742,7 +748,10 @@ fn fault_path_4k_write() {
 /// One 64 KiB mTHP write fault: one fault maps the whole order-4 folio
 /// (buddy: pcp_allowed_order(4) is false), zeroes 16 × 4 KiB below the PMD
 /// order (clear_page_4k), and the write stores 16 pages (the first through
-/// the fault, 15 over the mapped run).
+/// the fault, 15 over the mapped run). The per-layout subsets (issue 15,
+/// layout_event_counts.rs): the 15 stores over the run are
+/// `user_store_4k_large`, and the rmap add of 16 pages reads 15 struct
+/// page lines after the first (`struct_page_line_large`).
 #[test]
 fn fault_path_64k_mthp_write() {
     let src = "thp 64K always\np = mmap 64K at 0x7f00_0000_0000 fixed\nwrite p 64K\n";
@@ -757,6 +766,8 @@ fn fault_path_64k_mthp_write() {
                 ("lru_add", 1),
                 ("clear_page_4k", 16),
                 ("user_store_4k", 16),
+                ("user_store_4k_large", 15),
+                ("struct_page_line_large", 15),
             ]),
             "{arch:?}"
         );

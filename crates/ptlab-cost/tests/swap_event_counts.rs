@@ -286,6 +286,9 @@ fn uffd_move_swap_pte() {
         ("swap_cache_lookup", 2),
         ("pte_atomic_clear", 1),
         ("pte_store", 1),
+        // The ioctl's VMA and map_changing locks; no anon_vma lock for a
+        // swap PTE (move_pages_ptes() takes it for present pages only).
+        ("uffd_move_lock", 1),
     ]);
     assert_eq!(last_line(UFFD_MOVE_SWAP, ArchKind::X86_64), want);
     assert_eq!(
@@ -312,8 +315,10 @@ madvise p 4K pageout
 /// lock + 1 byte; set_pte_at of the swap PTE 1 S; folio_remove_rmap_ptes
 /// (1 struct page line, 1 _mapcount atomic); the swap-cache delete after
 /// the write (1 lock + 1 byte: SWAP_HAS_CACHE cleared) and the last folio
-/// reference (1 atomic) frees the folio. The write itself is I/O, not
-/// counted. arm64: +2 L (the unfold checks of the clear and the store).
+/// reference (1 atomic) frees the folio. shrink_folio_list()'s own work
+/// for the folio: 1 swap_reclaim_folio; pageout() → swap_writeout(): one
+/// bio (1 swap_write_bio) of one page (1 swap_write_4k).
+/// arm64: +2 L (the unfold checks of the clear and the store).
 #[test]
 fn pageout_one_page() {
     let common = [
@@ -332,6 +337,9 @@ fn pageout_one_page() {
         ("folio_free", 1),
         ("swap_cluster_lock", 3),
         ("swap_map_update", 3),
+        ("swap_reclaim_folio", 1),
+        ("swap_write_bio", 1),
+        ("swap_write_4k", 1),
     ];
     assert_eq!(last_line(PAGEOUT, ArchKind::X86_64), m(&common));
     let mut arm = plus_loads(m(&common), 2);
@@ -444,7 +452,9 @@ fn last_line_after(src: &str, arch: ArchKind, batched: bool) -> BTreeMap<String,
 ///
 /// Totals 6.18, x86: L 16+16 = 32, X 16, S 16, PMD 2, PTL 2, 16 calls +
 /// 16 INVLPG, locks 1+16 = 17, bytes 16+16 = 32, struct page 1+16 = 17,
-/// mapcount 48, refs 1+16 = 17. arm64: L 18 + 16×3 = 66, X 16+16 = 32,
+/// mapcount 48, refs 1+16 = 17; the folio reclaimed whole (1
+/// swap_reclaim_folio) and written in one bio (1 swap_write_bio, 16
+/// swap_write_4k), both ways. arm64: L 18 + 16×3 = 66, X 16+16 = 32,
 /// S 16+16 = 32, calls 1+16 = 17, DSB ISHST 17, TLBI 16+16 = 32,
 /// DSB ISH 2, one unfold; the rest as x86.
 #[test]
@@ -459,6 +469,9 @@ fn pageout_64k_folio_to_blockdev_per_pte() {
         ("struct_page_line", 17),
         ("mapcount_atomic", 48),
         ("folio_ref_atomic", 17),
+        ("swap_reclaim_folio", 1),
+        ("swap_write_bio", 1),
+        ("swap_write_4k", 16),
     ];
     let mut x86 = m(&common);
     x86.extend(m(&[
@@ -503,7 +516,8 @@ fn pageout_64k_folio_to_blockdev_per_pte() {
 /// (DSB ISH).
 ///
 /// Totals, x86: L 16+1+15 = 32, X 16, S 16, 1 call + 16 INVLPG, locks 2,
-/// bytes 32, struct page 17, mapcount 18, refs 2. arm64: L 18+1+16 = 35,
+/// bytes 32, struct page 17, mapcount 18, refs 2; reclaim and write as
+/// without the proposal (1 folio, 1 bio, 16 pages). arm64: L 18+1+16 = 35,
 /// X 16, S 16, 1 call, DSB ISHST 1, TLBI 16, DSB ISH 1, no unfold.
 #[test]
 fn pageout_64k_folio_to_blockdev_batched() {
@@ -520,6 +534,9 @@ fn pageout_64k_folio_to_blockdev_batched() {
         ("pte_atomic_clear", 16),
         ("pte_store", 16),
         ("tlb_flush_call", 1),
+        ("swap_reclaim_folio", 1),
+        ("swap_write_bio", 1),
+        ("swap_write_4k", 16),
     ];
     let mut x86 = m(&common);
     x86.extend(m(&[("pte_load", 32), ("tlbi_page", 16)]));

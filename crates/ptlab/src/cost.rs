@@ -595,8 +595,14 @@ fn write_program(
         }
         any = true;
         let each = p.unit(e).0;
+        // A subset is priced in place of its superset for its part
+        // (HwEvents::priced_count): say which.
+        let name = match e.subset_of() {
+            Some(sup) => format!("{} (of {}: priced instead)", e.name(), sup.name()),
+            None => e.name().to_string(),
+        };
         t.add_row(vec![
-            e.name().to_string(),
+            name,
             c.to_string(),
             format!("{each}"),
             fmt_ns(c as f64 * each),

@@ -1903,7 +1903,7 @@ impl PhysMem {
         // for a large folio, _large_mapcount once per call.
         // Linux: mm/rmap.c folio_add_new_anon_rmap(), __folio_add_rmap(),
         // include/linux/rmap.h __folio_try_dup_anon_rmap().
-        self.hw.add(HwEvent::StructPageLine, nr as u64);
+        self.hw.struct_page_lines_batch(nr as u64, folio.is_large());
         if let Some(slot) = self.large.isolate(folio.head.0) {
             if !exclusive {
                 self.hw.add(HwEvent::MapcountAtomic, nr as u64 + 1);
@@ -1965,7 +1965,7 @@ impl PhysMem {
         // Per page: its _mapcount (atomic_add_negative); a large folio also
         // _large_mapcount and _nr_pages_mapped once per call.
         // Linux: mm/rmap.c __folio_remove_rmap(RMAP_LEVEL_PTE).
-        self.hw.add(HwEvent::StructPageLine, nr as u64);
+        self.hw.struct_page_lines_batch(nr as u64, folio.is_large());
         let Some(slot) = self.large.isolate(folio.head.0) else {
             self.hw.add(HwEvent::MapcountAtomic, nr as u64);
             for i in 0..nr as u64 {

@@ -130,6 +130,16 @@ hw_events! {
     SwapSlotFree = "swap_slot_free",
     /// A swap-cache lookup of one entry (swap_cache_get_folio / swap_cache_has_folio: the cluster's swap-table slot read under RCU).
     SwapCacheLookup = "swap_cache_lookup",
+    /// A folio reclaimed to swap by shrink_folio_list() (MADV_PAGEOUT → reclaim_pages()): its LRU isolation and putback, folio lock, swap-cache insertion and try_to_unmap()'s rmap walk (anon_vma read lock, interval tree) — the work around the unmap that the PTE, rmap and swap-map events do not count.
+    SwapReclaimFolio = "swap_reclaim_folio",
+    /// One write request to the swap device: swap_writeout() → __swap_writepage() → swap_writepage_bdev_async(): a bio for the whole folio, submit_bio() through blk-mq to the driver, and its completion (end_swap_bio_write()).
+    SwapWriteBio = "swap_write_bio",
+    /// 4 KiB of a folio's data written to the swap device by that request (the device's per-byte work: on a loop device, the copy into the backing file).
+    SwapWrite4k = "swap_write_4k",
+    /// One UFFDIO_MOVE ioctl's locking outside the page tables: uffd_move_lock() read-locks the destination VMA and the source VMA (vma_start_read(): an atomic on vm_refcnt each, released by uffd_move_unlock()), plus down_read/up_read of ctx->map_changing_lock.
+    UffdMoveLock = "uffd_move_lock",
+    /// One move step's anon_vma locking: folio_get_anon_vma(), anon_vma_trylock_write() and, at the step's end, anon_vma_unlock_write() and put_anon_vma() (move_pages_ptes(), once per step of present pages).
+    AnonVmaLock = "anon_vma_lock",
     /// Whole-program: a user fault's exception entry and exit (x86 asm_exc_page_fault/irqentry, arm64 el0_da/el0_ia vectors: registers saved and restored, the return to user), one per fault; the KPTI page-table switch is added when kpti is on.
     FaultEntry = "fault_entry",
     /// Whole-program: a user fault's handling without entry/exit, allocation and zeroing (do_user_addr_fault / do_page_fault: lock_vma_under_rcu, handle_mm_fault's walk and bookkeeping, count_vm_event), one per fault.
@@ -150,6 +160,10 @@ hw_events! {
     UserStore4k = "user_store_4k",
     /// Whole-program: the user program loads one mapped 4 KiB page (a `read`), at the core's load bandwidth.
     UserLoad4k = "user_load_4k",
+    /// Whole-program, a subset of `struct_page_line`: in one batched rmap or mprotect call over nr > 1 consecutive pages of one large folio (folio_add_anon_rmap_ptes / __folio_try_dup_anon_rmap_ptes, folio_remove_rmap_ptes, commit_anon_folio_batch), the struct page lines after the first (nr − 1): neighbouring 64-byte struct pages the hardware prefetcher streams, priced in place of `struct_page_line` for these lines.
+    StructPageLineLarge = "struct_page_line_large",
+    /// Whole-program, a subset of `user_store_4k`: the program's stores over a page of a run of present PTEs mapping one large folio (contiguous, aligned frames: fewer dTLB misses, and AMD cores coalesce such PTEs in the TLB), priced in place of `user_store_4k` for these pages.
+    UserStore4kLarge = "user_store_4k_large",
 }
 
 /// Which part of a whole program an event belongs to (the columns of
@@ -214,7 +228,21 @@ impl HwEvent {
                 | HwEvent::ClearHuge4k
                 | HwEvent::UserStore4k
                 | HwEvent::UserLoad4k
+                | HwEvent::StructPageLineLarge
+                | HwEvent::UserStore4kLarge
         )
+    }
+
+    /// The event this one counts a subset of, if any: its count is part of
+    /// the superset's count, and where both are priced ([`Figure::Program`])
+    /// the subset's lines or pages take the subset's price instead of the
+    /// superset's ([`HwEvents::priced_count`]). Counts never change.
+    pub const fn subset_of(self) -> Option<HwEvent> {
+        match self {
+            HwEvent::StructPageLineLarge => Some(HwEvent::StructPageLine),
+            HwEvent::UserStore4kLarge => Some(HwEvent::UserStore4k),
+            _ => None,
+        }
     }
 
     /// A coarse event the fine ones refine (priced only in
@@ -254,7 +282,10 @@ impl HwEvent {
             | HwEvent::ClearPage4k
             | HwEvent::ClearHuge4k
             | HwEvent::PageCopy => Phase::Fault,
-            HwEvent::UserPageAccess | HwEvent::UserStore4k | HwEvent::UserLoad4k => Phase::User,
+            HwEvent::UserPageAccess
+            | HwEvent::UserStore4k
+            | HwEvent::UserLoad4k
+            | HwEvent::UserStore4kLarge => Phase::User,
             _ => Phase::PageTable,
         }
     }
@@ -400,6 +431,29 @@ impl HwEvents {
         HwEvent::ALL
             .iter()
             .map(|&e| (e, self.get(e)))
+            .filter(|&(_, c)| c != 0)
+    }
+    /// The count `figure` prices `e` at: 0 outside the figure; a superset
+    /// ([`HwEvent::subset_of`]) less its subsets priced in the same figure
+    /// (each piece of work is priced once, at the subset's price where the
+    /// subset is priced).
+    pub fn priced_count(&self, e: HwEvent, figure: Figure) -> u64 {
+        if !e.in_figure(figure) {
+            return 0;
+        }
+        let subsets: u64 = HwEvent::ALL
+            .iter()
+            .filter(|s| s.subset_of() == Some(e) && s.in_figure(figure))
+            .map(|&s| self.get(s))
+            .sum();
+        self.get(e).saturating_sub(subsets)
+    }
+    /// Non-zero [`HwEvents::priced_count`]s of `figure`, in [`HwEvent::ALL`]
+    /// order: what pricing `figure` multiplies by the prices.
+    pub fn priced(&self, figure: Figure) -> impl Iterator<Item = (HwEvent, u64)> + '_ {
+        HwEvent::ALL
+            .iter()
+            .map(move |&e| (e, self.priced_count(e, figure)))
             .filter(|&(_, c)| c != 0)
     }
     /// All counts by name (zeros included).
@@ -616,6 +670,27 @@ impl HwSink {
             HwEvent::UserLoad4k
         };
         self.add(e, n);
+    }
+    /// `n` user accesses of a run of present PTEs over one large folio:
+    /// [`HwSink::user_access`], and for stores the subset
+    /// `user_store_4k_large`.
+    #[inline]
+    pub fn user_access_large_run(&self, n: u64, write: bool) {
+        self.user_access(n, write);
+        if write {
+            self.add(HwEvent::UserStore4kLarge, n);
+        }
+    }
+    /// The struct page lines of one batched call over `nr` consecutive
+    /// pages of one folio (one line per page), and, when the folio is
+    /// large and `nr > 1`, the subset `struct_page_line_large` for the
+    /// lines after the first.
+    #[inline]
+    pub fn struct_page_lines_batch(&self, nr: u64, large: bool) {
+        self.add(HwEvent::StructPageLine, nr);
+        if large && nr > 1 {
+            self.add(HwEvent::StructPageLineLarge, nr - 1);
+        }
     }
     /// `nr` 4 KiB pages of a folio of `order` zeroed: the coarse
     /// `page_zero` and its refinement by size (a PMD-size folio streams

@@ -277,7 +277,7 @@ impl Model {
                     let mm = self.procs.get_mut(&pid).ok_or(AccessFault::NoProcess)?;
                     let n = mm.pt.access_run(addr, left, write);
                     debug_assert!(n >= 1, "the page was found mapped for the access");
-                    mm.pt.hw.user_access(n, write);
+                    mm.pt.hw.user_access_large_run(n, write);
                     if write {
                         self.store_tags(pfn, n, addr, tag);
                     }

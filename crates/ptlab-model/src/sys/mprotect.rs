@@ -704,7 +704,8 @@ fn set_write_prot_commit_flush_ptes(
         return;
     }
     // commit_anon_folio_batch(): PageAnonExclusive() of every page.
-    pt.hw.add(HwEvent::StructPageLine, nr);
+    pt.hw
+        .struct_page_lines_batch(nr, folio.is_some_and(|f| f.is_large()));
     let mut idx = 0;
     while idx < nr {
         // page_anon_exclusive_sub_batch(): the run of equal state, found

@@ -426,6 +426,10 @@ pub(crate) fn swap_out_large(
     batched: bool,
 ) {
     rule!(phys.hw, SwapOutLargeWhole);
+    // Linux: mm/vmscan.c shrink_folio_list() (isolated by
+    // madvise_cold_or_pageout_pte_range(), folio lock, swap-cache add,
+    // try_to_unmap()'s rmap walk, putback).
+    phys.hw.one(HwEvent::SwapReclaimFolio);
     let nr = folio.nr_pages();
     let leaves: Vec<Leaf> = (0..nr)
         .map(|i| match mm.pt.pte_peek(addr + i * PAGE_SIZE) {
@@ -548,6 +552,10 @@ pub(crate) fn swap_out_large(
             return;
         }
         phys.swap.pswpout += nr;
+        // Linux: mm/page_io.c swap_writeout() → __swap_writepage() →
+        // swap_writepage_bdev_async(): one bio for the whole folio.
+        phys.hw.one(HwEvent::SwapWriteBio);
+        phys.hw.add(HwEvent::SwapWrite4k, nr);
         phys.stats.mthp(folio.order.0, MthpStat::Swpout, 1);
         if folio.order.0 == PMD_ORDER {
             phys.stats.vm(VmEvent::ThpSwpout, 1);
@@ -585,6 +593,10 @@ pub(crate) fn swap_out_large(
 /// only leaves the cache. Found by `ptlab fuzz --seed 20261127`, case
 /// 1289 (pageout, fork, read, pageout: both processes name one slot live).
 fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
+    // Linux: mm/vmscan.c shrink_folio_list() for this folio (isolation,
+    // folio lock, swap-cache add, the rmap walk, putback or free), with
+    // or without a slot.
+    phys.hw.one(HwEvent::SwapReclaimFolio);
     let tag = phys.tag(pte.pfn);
     let cached = phys.swap.slot_caching(pte.pfn);
     let offset = match cached {
@@ -634,6 +646,9 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
         if pte.flags.contains(LeafFlags::DIRTY) {
             slot.tag = tag;
             phys.swap.pswpout += 1;
+            // Linux: mm/page_io.c swap_writeout(): one bio, one page.
+            phys.hw.one(HwEvent::SwapWriteBio);
+            phys.hw.one(HwEvent::SwapWrite4k);
         }
         // __remove_mapping() → swap-cache delete: the cache's reference.
         slot.cache = None;
@@ -641,6 +656,9 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
     } else {
         rule!(phys.hw, SwapOutWrite);
         phys.swap.pswpout += 1;
+        // Linux: mm/page_io.c swap_writeout(): one bio, one page.
+        phys.hw.one(HwEvent::SwapWriteBio);
+        phys.hw.one(HwEvent::SwapWrite4k);
     }
 }
 

@@ -112,6 +112,11 @@ impl Model {
                 None => return (0, Some(Errno::ENOENT)),
             }
         };
+        // uffd_move_lock() took both VMAs' read locks (one when src lies
+        // in the destination VMA) and move_pages() map_changing_lock;
+        // uffd_move_unlock() and up_read() release them on every return.
+        // Linux: mm/userfaultfd.c move_pages(), uffd_move_lock().
+        self.procs[&pid].pt.hw.one(HwEvent::UffdMoveLock);
         if let Err(e) = validate_move_vmas(id, &src_vma, &dst_vma, src_start, dst_start, len) {
             rule!(self.phys.hw, UffdMoveVmasInvalid);
             return (0, Some(e));
@@ -271,6 +276,10 @@ impl Model {
                 split_folio(procs, phys, folio, Some((pid, src_addr, src_pte.pfn)))?;
                 continue;
             }
+            // folio_get_anon_vma() + anon_vma_trylock_write(), released
+            // (anon_vma_unlock_write(), put_anon_vma()) at the step's end.
+            // Linux: mm/userfaultfd.c move_pages_ptes().
+            mm.pt.hw.one(HwEvent::AnonVmaLock);
             return if batched {
                 move_present_ptes_batched(mm, phys, dst_vma, dst_addr, src_addr, len)
             } else {

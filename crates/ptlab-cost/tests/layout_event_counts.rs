@@ -1,0 +1,165 @@
+//! The per-layout subset events, counted by hand (issue 15):
+//! `struct_page_line_large` — in one batched rmap or mprotect call over
+//! nr > 1 consecutive pages of one large folio, the struct page lines
+//! after the first (nr − 1) — and `user_store_4k_large` — the program's
+//! stores over a run of present PTEs mapping one large folio. Both are
+//! subsets of existing events (whose counts do not change) and are priced
+//! in place of them in the whole-program figure only.
+
+use ptlab_cost::{find_profile, price_in, price_program, run_events};
+use ptlab_model::{ArchKind, Before, Figure, HwEvent, HwEvents, HwFeatures};
+
+const F: HwFeatures = HwFeatures {
+    tlbi_range: false,
+    bbml2_noabort: false,
+    kpti: false,
+    contpte_off: false,
+};
+
+/// Events of line `n` (1-based, counting statements) of `src`.
+fn line(src: &str, arch: ArchKind, before: Before, n: usize) -> HwEvents {
+    let run = run_events(src, "t.ptl", arch, before, &[], F).expect("scenario runs");
+    run.lines[n - 1].events
+}
+
+fn large(e: &HwEvents) -> (u64, u64) {
+    (
+        e.get(HwEvent::StructPageLineLarge),
+        e.get(HwEvent::UserStore4kLarge),
+    )
+}
+
+const FOLIO_64K: &str = "thp 64K always
+p = mmap 64K at 0x7f00_0000_0000 fixed
+write p 64K
+write p 64K
+mprotect p 64K r
+mprotect p 64K rw
+";
+
+/// Line 3, the first write: a 64 KiB mTHP fault maps 16 pages with one
+/// folio_add_new_anon_rmap() (16 lines, 15 after the first); the fault
+/// counts the first page's store, the other 15 are one run over the
+/// folio (15 large stores). Line 4, the second write: one run of 16
+/// present PTEs (16 large stores), no struct page. Line 5, RW → R: no
+/// write upgrade, so no commit_anon_folio_batch (0). Line 6, R → RW:
+/// commit_anon_folio_batch() over the 16 pages (15 after the first). On
+/// both architectures.
+#[test]
+fn a_64k_folio() {
+    for arch in ArchKind::ALL {
+        assert_eq!(
+            large(&line(FOLIO_64K, arch, Before::empty(), 3)),
+            (15, 15),
+            "{arch:?}"
+        );
+        assert_eq!(
+            large(&line(FOLIO_64K, arch, Before::empty(), 4)),
+            (0, 16),
+            "{arch:?}"
+        );
+        assert_eq!(
+            large(&line(FOLIO_64K, arch, Before::empty(), 5)),
+            (0, 0),
+            "{arch:?}"
+        );
+        assert_eq!(
+            large(&line(FOLIO_64K, arch, Before::empty(), 6)),
+            (15, 0),
+            "{arch:?}"
+        );
+        // The supersets keep their counts and hold the subsets.
+        for n in 3..=6 {
+            let e = line(FOLIO_64K, arch, Before::empty(), n);
+            assert!(e.get(HwEvent::StructPageLine) >= e.get(HwEvent::StructPageLineLarge));
+            assert!(e.get(HwEvent::UserStore4k) >= e.get(HwEvent::UserStore4kLarge));
+        }
+    }
+}
+
+/// The same statements over 4 KiB pages count no subset at all.
+#[test]
+fn small_pages_count_no_subset() {
+    let src = FOLIO_64K.replace("thp 64K always", "thp 64K never");
+    for arch in ArchKind::ALL {
+        for n in 3..=6 {
+            assert_eq!(
+                large(&line(&src, arch, Before::empty(), n)),
+                (0, 0),
+                "{arch:?} {n}"
+            );
+        }
+    }
+}
+
+/// fork of one 64 KiB folio: 6.18's batch dups the rmap of 16 pages in
+/// one __folio_try_dup_anon_rmap_ptes() (15 after the first); the per-PTE
+/// path (`--before fork-pte-batch`) one page per call (0).
+#[test]
+fn fork_of_a_64k_folio() {
+    let src = "thp 64K always
+p = mmap 64K at 0x7f00_0000_0000 fixed
+write p 64K
+fork child
+";
+    for arch in ArchKind::ALL {
+        assert_eq!(
+            large(&line(src, arch, Before::empty(), 4)).0,
+            15,
+            "{arch:?}"
+        );
+        assert_eq!(
+            large(&line(src, arch, Before::FORK_PTE_BATCH, 4)).0,
+            0,
+            "{arch:?}"
+        );
+    }
+}
+
+/// Pricing: the page-table figure ignores the subsets (it is what it was);
+/// the whole-program figure prices the subset's part at the subset's price
+/// and the rest of the superset at the superset's; with equal prices (the
+/// built-in profiles) nothing moves; a cheaper subset price lowers the
+/// whole program by exactly count × the difference.
+#[test]
+fn subsets_are_priced_in_place_of_their_superset() {
+    let e = line(FOLIO_64K, ArchKind::X86_64, Before::empty(), 6);
+    let zen = find_profile("zen3").unwrap();
+    assert_eq!(
+        zen.price_of(HwEvent::StructPageLineLarge).ns,
+        zen.price_of(HwEvent::StructPageLine).ns
+    );
+    let sup = e.get(HwEvent::StructPageLine);
+    assert_eq!(
+        e.priced_count(HwEvent::StructPageLine, Figure::PageTable),
+        sup
+    );
+    assert_eq!(
+        e.priced_count(HwEvent::StructPageLine, Figure::Program),
+        sup - 15
+    );
+    assert_eq!(
+        e.priced_count(HwEvent::StructPageLineLarge, Figure::PageTable),
+        0
+    );
+    let base = price_in(&e, &zen, Figure::Program).ns;
+    let mut cheap = zen.clone();
+    for (ev, p) in cheap.prices.iter_mut() {
+        if *ev == HwEvent::StructPageLineLarge {
+            p.ns = 1.0;
+            p.low = Some(1.0);
+            p.high = Some(1.0);
+        }
+    }
+    let lower = price_in(&e, &cheap, Figure::Program).ns;
+    let d = 15.0 * (zen.price_of(HwEvent::StructPageLine).ns - 1.0);
+    assert!((base - lower - d).abs() < 1e-6, "{base} {lower} {d}");
+    assert_eq!(
+        price_in(&e, &cheap, Figure::PageTable).ns,
+        price_in(&e, &zen, Figure::PageTable).ns
+    );
+    // The phases add up to the total, the interval holds the point.
+    let pc = price_program(&e, &cheap);
+    assert!((pc.phases.iter().map(|p| p.ns).sum::<f64>() - pc.ns).abs() < 1e-6);
+    assert!(pc.ns_range.contains(pc.ns));
+}
