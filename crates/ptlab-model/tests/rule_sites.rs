@@ -44,7 +44,12 @@ fn sites() -> Vec<(String, usize, String)> {
             while let Some(i) = rest.find("rule!(") {
                 rest = &rest[i + 6..];
                 let close = rest.find(')').expect("rule!( ... )");
-                let ident = rest[..close].rsplit(',').next().unwrap().trim();
+                // rule!(sink, Ident) or rule!(sink, Ident, n)
+                let ident = rest[..close]
+                    .split(',')
+                    .nth(1)
+                    .expect("rule!(sink, Ident")
+                    .trim();
                 out.push((file.clone(), n + 1, ident.to_string()));
                 rest = &rest[close..];
             }

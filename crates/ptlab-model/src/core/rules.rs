@@ -146,6 +146,11 @@ macro_rules! rule {
     ($sink:expr, $r:ident) => {
         $sink.rule($crate::core::rules::Rule::$r)
     };
+    // `$n` hits at once, for a loop that takes the rule `$n` times in one
+    // step (the site is still the rule's one site).
+    ($sink:expr, $r:ident, $n:expr) => {
+        $sink.rules.hit_n($crate::core::rules::Rule::$r, $n)
+    };
 }
 pub(crate) use rule;
 

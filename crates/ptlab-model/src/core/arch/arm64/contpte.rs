@@ -255,8 +255,7 @@ pub fn set_ptes(
         raw0 | ((pfn << 12) & super::ADDR_MASK) | if cont { super::CONT } else { 0 }
     };
     let n_painted = (0..nr).filter(|&k| painted(k)).count();
-    t.hw.rules
-        .hit_n(crate::core::rules::Rule::ContptePaint, n_painted as u32);
+    crate::core::rules::rule!(t.hw, ContptePaint, n_painted as u32);
     let end_pfn = leaf.pfn.0 + nr as u64;
     if (n_painted == 0 || n_painted == nr) && (end_pfn << 12) & !super::ADDR_MASK == 0 {
         // Every entry painted alike: one affine run (a table stored as
