@@ -887,6 +887,22 @@ impl LargeFolios {
         self.index.insert(first, slot);
         slot
     }
+    /// Joins run `b` (right after `a`) into `a` when their folios agree:
+    /// their tags are first put in the canonical form that lets equal
+    /// states compare equal. Whether `b` was absorbed (its slot freed).
+    fn absorb(&mut self, a: u32, b: u32) -> bool {
+        if self.slab[a as usize].same_state(&self.slab[b as usize]) {
+            self.slab[a as usize].canonical_tags();
+            self.slab[b as usize].canonical_tags();
+        }
+        if !self.slab[a as usize].joins(&self.slab[b as usize]) {
+            return false;
+        }
+        let r = self.free_slot(b);
+        self.slab[a as usize].count += r.count;
+        self.last.set(None);
+        true
+    }
     fn free_slot(&mut self, slot: u32) -> FolioRun {
         if self.pending == slot {
             self.pending = NO_SLOT;
@@ -974,14 +990,7 @@ impl LargeFolios {
         let prev = hint(&|r: &FolioRun| r.end() == first)
             .or_else(|| self.index.range(..first).next_back().map(|(_, &s)| s));
         if let Some(prev) = prev {
-            if self.slab[prev as usize].same_state(&self.slab[slot as usize]) {
-                self.slab[prev as usize].canonical_tags();
-                self.slab[slot as usize].canonical_tags();
-            }
-            if self.slab[prev as usize].joins(&self.slab[slot as usize]) {
-                let r = self.free_slot(slot);
-                self.slab[prev as usize].count += r.count;
-                self.last.set(None);
+            if self.absorb(prev, slot) {
                 slot = prev;
             }
         }
@@ -996,15 +1005,7 @@ impl LargeFolios {
         });
         let mut after = NO_SLOT;
         if let Some(next) = hint.or_else(|| self.index.get(&end).copied()) {
-            if self.slab[slot as usize].same_state(&self.slab[next as usize]) {
-                self.slab[slot as usize].canonical_tags();
-                self.slab[next as usize].canonical_tags();
-            }
-            if self.slab[slot as usize].joins(&self.slab[next as usize]) {
-                let r = self.free_slot(next);
-                self.slab[slot as usize].count += r.count;
-                self.last.set(None);
-            } else {
+            if !self.absorb(slot, next) {
                 after = next;
             }
         }

@@ -93,6 +93,20 @@ pub fn folio_pte_batch(
             let first_raw = pt.arch().encode_leaf(1, first);
             let max = (max_nr as usize).min(crate::core::addr::PTRS_PER_TABLE - i0);
             let mut n = nr as usize;
+            // The bits an entry adds to the batch's first (FPB_MERGE_*).
+            let merge = |flags: &mut LeafFlags, e: u64| {
+                if fpb.contains(Fpb::MERGE_WRITE) && e & raw.write != 0 {
+                    *flags |= LeafFlags::WRITE;
+                }
+                if fpb.contains(Fpb::MERGE_YOUNG_DIRTY) {
+                    if e & raw.young != 0 {
+                        *flags |= LeafFlags::YOUNG;
+                    }
+                    if e & raw.dirty != 0 {
+                        *flags |= LeafFlags::DIRTY;
+                    }
+                }
+            };
             // A compact table: inside one run of present entries a frame
             // apart, starting with `first`, every entry equals the first
             // advanced by its distance — the scan would match to the
@@ -106,17 +120,7 @@ pub fn folio_pte_batch(
                 {
                     let to = max.min(r.end() - i0);
                     out.scans += (to - n) as u64;
-                    if fpb.contains(Fpb::MERGE_WRITE) && first_raw & raw.write != 0 {
-                        out.pte.flags |= LeafFlags::WRITE;
-                    }
-                    if fpb.contains(Fpb::MERGE_YOUNG_DIRTY) {
-                        if first_raw & raw.young != 0 {
-                            out.pte.flags |= LeafFlags::YOUNG;
-                        }
-                        if first_raw & raw.dirty != 0 {
-                            out.pte.flags |= LeafFlags::DIRTY;
-                        }
-                    }
+                    merge(&mut out.pte.flags, first_raw);
                     n = to;
                 }
             }
@@ -126,17 +130,7 @@ pub fn folio_pte_batch(
                 if (e ^ raw.advance(first_raw, n as u64)) & !ignored != 0 {
                     break;
                 }
-                if fpb.contains(Fpb::MERGE_WRITE) && e & raw.write != 0 {
-                    out.pte.flags |= LeafFlags::WRITE;
-                }
-                if fpb.contains(Fpb::MERGE_YOUNG_DIRTY) {
-                    if e & raw.young != 0 {
-                        out.pte.flags |= LeafFlags::YOUNG;
-                    }
-                    if e & raw.dirty != 0 {
-                        out.pte.flags |= LeafFlags::DIRTY;
-                    }
-                }
+                merge(&mut out.pte.flags, e);
                 n += 1;
             }
             pt.hw.call_n(crate::core::hw::KCall::PtepGet, out.scans);
