@@ -312,6 +312,10 @@ impl Memmap {
         self.sections.get(s).and_then(|s| s.as_deref())
     }
 
+    fn section_mut(&mut self, s: usize) -> Option<&mut Section> {
+        self.sections.get_mut(s).and_then(|s| s.as_deref_mut())
+    }
+
     fn get(&self, pfn: Pfn) -> PageMeta {
         let (s, i) = Self::split(pfn);
         match self.section(s) {
@@ -369,7 +373,7 @@ impl Memmap {
     /// Store the tag of an order-0 page (one with meta: allocated).
     fn set_tag(&mut self, pfn: Pfn, tag: u64) {
         let (s, i) = Self::split(pfn);
-        match self.sections.get_mut(s).and_then(|s| s.as_deref_mut()) {
+        match self.section_mut(s) {
             Some(sec) => sec.tags.set(i as u16, tag),
             None => assert_eq!(tag, 0, "a tag on a frame with no meta: {pfn:?}"),
         }
@@ -1635,12 +1639,7 @@ impl PhysMem {
     /// folio, folio_ref_add().
     pub fn try_dup_small_anon(&mut self, pfn: Pfn) -> bool {
         let (s, i) = Memmap::split(pfn);
-        let Some(sec) = self
-            .memmap
-            .sections
-            .get_mut(s)
-            .and_then(|s| s.as_deref_mut())
-        else {
+        let Some(sec) = self.memmap.section_mut(s) else {
             return false;
         };
         let mut m = sec.get(i);
@@ -1669,12 +1668,7 @@ impl PhysMem {
         let Some(mut pfn) = next(0) else { return 0 };
         loop {
             let (s, _) = Memmap::split(pfn);
-            let Some(sec) = self
-                .memmap
-                .sections
-                .get_mut(s)
-                .and_then(|s| s.as_deref_mut())
-            else {
+            let Some(sec) = self.memmap.section_mut(s) else {
                 return k;
             };
             loop {
@@ -1777,12 +1771,7 @@ impl PhysMem {
         let Some(mut pfn) = next(0) else { return 0 };
         'sections: loop {
             let (s, _) = Memmap::split(pfn);
-            let Some(sec) = self
-                .memmap
-                .sections
-                .get_mut(s)
-                .and_then(|s| s.as_deref_mut())
-            else {
+            let Some(sec) = self.memmap.section_mut(s) else {
                 break; // no meta, so not a data page
             };
             loop {
