@@ -1786,20 +1786,17 @@ impl FuzzSummary {
                 per(*b, ex.cases)
             );
         }
-        let _ = writeln!(
-            out,
-            "  {:<36} {:>12.2} {:>12.2}",
-            "whole case (wall)",
-            per(sh.secs * 1e3, sh.cases),
-            per(ex.secs * 1e3, ex.cases)
-        );
-        let _ = writeln!(
-            out,
-            "  {:<36} {:>12.2} {:>12.2}",
-            "waiting for the gate",
-            per(sh.wait_secs * 1e3, sh.cases),
-            per(ex.wait_secs * 1e3, ex.cases)
-        );
+        for (name, a, b) in [
+            ("whole case (wall)", sh.secs, ex.secs),
+            ("waiting for the gate", sh.wait_secs, ex.wait_secs),
+        ] {
+            let _ = writeln!(
+                out,
+                "  {name:<36} {:>12.2} {:>12.2}",
+                per(a * 1e3, sh.cases),
+                per(b * 1e3, ex.cases)
+            );
+        }
         let _ = writeln!(
             out,
             "  counter re-runs: {} of the shared cases' runs, {} of the alone cases'; swap areas \

@@ -284,11 +284,9 @@ fn diff_agrees_on_a_simple_scenario() {
     assert!(rep.comparisons >= 6);
 }
 
-#[test]
-fn diff_finds_and_locates_a_divergence() {
-    require!(true);
-    // A model that believes 64 KiB mTHP is enabled, on a kernel where it is
-    // not (the machine default): the write must diverge, at line 3.
+/// A wrong model: the machine's, but with 64 KiB mTHP `always` where the
+/// kernel has it `never` (checked here).
+fn wrong_64k_model() -> ModelConfig {
     let mut cfg = ptlab_live::diff::machine_model_config(ptlab_model::ArchKind::X86_64);
     cfg.thp.per_order[4] = ThpMode::Always;
     {
@@ -297,6 +295,15 @@ fn diff_finds_and_locates_a_divergence() {
         let _lock = knobs::ThpLock::acquire().expect("knob lock");
         assert_eq!(knobs::current_mode(ThpKnob::Size(4)), Ok(ThpMode::Never));
     }
+    cfg
+}
+
+#[test]
+fn diff_finds_and_locates_a_divergence() {
+    require!(true);
+    // A model that believes 64 KiB mTHP is enabled, on a kernel where it is
+    // not (the machine default): the write must diverge, at line 3.
+    let cfg = wrong_64k_model();
     let opts = DiffOptions {
         model_config: Some(cfg),
         ..DiffOptions::default()
@@ -316,7 +323,6 @@ fn diff_finds_and_locates_a_divergence() {
     assert!(text.contains("t.ptl:3:"), "{text}");
     assert!(text.contains("order 0 vs 4"), "{text}");
     assert!(text.contains("64kB/anon_fault_alloc"), "{text}");
-    let _ = ModelConfig::default();
 }
 
 /// A counter difference that a wrong model makes is kept: the two re-runs
@@ -326,12 +332,7 @@ fn diff_finds_and_locates_a_divergence() {
 #[test]
 fn a_counter_divergence_survives_the_step_limited_reruns() {
     require!(true);
-    let mut cfg = ptlab_live::diff::machine_model_config(ptlab_model::ArchKind::X86_64);
-    cfg.thp.per_order[4] = ThpMode::Always;
-    {
-        let _lock = knobs::ThpLock::acquire().expect("knob lock");
-        assert_eq!(knobs::current_mode(ThpKnob::Size(4)), Ok(ThpMode::Never));
-    }
+    let cfg = wrong_64k_model();
     let opts = DiffOptions {
         model_config: Some(cfg),
         max_divergences: 100,

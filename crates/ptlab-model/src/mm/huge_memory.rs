@@ -43,12 +43,13 @@ pub fn split_folio(
     rule!(phys.hw, SplitLargeFolio);
     let nr = folio.nr_pages();
     let in_folio = |pfn: Pfn| pfn.0 >= folio.head.0 && pfn.0 < folio.head.0 + nr;
-    let mm_maps = l.mm_maps.clone();
     // Only PMD mappings: unmap_folio() turns each PMD straight into
     // migration entries (split_huge_pmd_address(freeze)), so no page is
     // ever unmapped while another stays PTE-mapped (checked live: MADV_PAGEOUT
     // of a whole PMD THP moves no split_deferred).
     let pmd_only = l.nr_pages_mapped == 0 && l.entire_mapcount > 0;
+    // `large()` gave a copy of the record: its list is ours to walk.
+    let mm_maps = l.mm_maps;
     // Every PTE that maps a page of the folio once PMDs are split.
     let mut mapped: Vec<(Pid, u64)> = Vec::new();
     for (pid, want) in mm_maps {
