@@ -55,6 +55,12 @@ pub struct ModelConfig {
     /// default; off keeps one record per folio: the reference the
     /// folio-run property test compares against). No observable effect.
     pub folio_runs: bool,
+    /// fork's copy and exit's zap take a stretch of PTEs stored as one run
+    /// (mapping one folio run or one run of order-0 pages in one state) in
+    /// one step, the events of its batches added at once (on by default;
+    /// off: batch by batch, the reference `fork_runs_prop` compares
+    /// against). No observable effect.
+    pub fork_runs: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -94,6 +100,7 @@ impl ModelConfig {
             hw: crate::core::hw::HwFeatures::default(),
             pte_runs: true,
             folio_runs: true,
+            fork_runs: true,
         }
     }
 }
@@ -124,6 +131,7 @@ impl Model {
     pub fn new(cfg: ModelConfig) -> Model {
         let mut phys = PhysMem::new(cfg.frames);
         phys.set_folio_runs(cfg.folio_runs);
+        phys.fork_runs = cfg.fork_runs;
         if cfg.nodes > 1 {
             // Only the zero page is in use yet: any layout fits.
             let ok = phys.set_nodes(cfg.nodes);

@@ -1127,6 +1127,11 @@ pub struct PhysMem {
     /// Bytes 8..4096 of the pages that are not tag pages
     /// ([`crate::core::content`]).
     pub contents: crate::core::content::Contents,
+    /// fork's copy and the zap of exit take a whole stretch of one stored
+    /// run of entries in one step (`ModelConfig::fork_runs`, on by
+    /// default; off: entry by entry and batch by batch, the reference the
+    /// fork-run property test compares against). No observable effect.
+    pub fork_runs: bool,
 }
 
 impl crate::core::arch::FolioSpan for PhysMem {
@@ -1151,6 +1156,7 @@ impl PhysMem {
             swap: Default::default(),
             folio_batches: Default::default(),
             contents: Default::default(),
+            fork_runs: true,
         };
         pm.memmap.set(
             zero_pfn,

@@ -65,6 +65,7 @@ pub(crate) fn copy_small_run(
     c: &Vma,
     batch: bool,
 ) -> u64 {
+    use crate::core::arch::arm64::fork_raw;
     let arch = src.pt.arch();
     let keep_uffd_wp = c.flags.contains(VmFlags::UFFD_WP);
     let (mut st, i0) = src.pt.pte_table(addr);
@@ -72,44 +73,32 @@ pub(crate) fn copy_small_run(
     let max = ((end - addr) / PAGE_SIZE) as usize;
     // The memmap side of each entry first (one pass over the run's
     // frames, stopping where an entry is not a present, non-special,
-    // non-CONT entry of an order-0 anon page), then the tables' stores:
-    // the same state as entry by entry, since the stores read no
-    // refcount or mapcount (the fold try reads only a folio's extent).
-    // The entries decoded once: the run's leaves, kept for the stores.
-    let mut leaves: Vec<Leaf> = Vec::with_capacity(max.min(PTRS_PER_TABLE));
-    let n = phys.try_dup_small_anon_run(|k| {
-        if k >= max {
-            return None;
-        }
-        match st.peek(i0 + k) {
-            Entry::Leaf(pte) if !pte.flags.intersects(LeafFlags::SPECIAL | LeafFlags::CONT) => {
-                leaves.push(pte);
-                Some(pte.pfn)
-            }
-            _ => None,
-        }
-    });
-    let mut wrprotected = 0u64;
-    for (i, &pte) in (i0..i0 + n).zip(&leaves) {
-        let mut child = pte;
-        if pte.write() {
-            // wrprotect_ptes(nr == 1): contpte_try_unfold() (no CONT),
-            // then __ptep_set_wrprotect().
-            let mut p = pte;
-            p.flags.remove(LeafFlags::WRITE);
-            st.store(i, Some(p));
-            wrprotected += 1;
-            child.flags.remove(LeafFlags::WRITE);
-        }
-        child.flags.remove(LeafFlags::YOUNG);
-        if !keep_uffd_wp {
-            child.flags.remove(LeafFlags::UFFD_WP);
-        }
-        // set_ptes(nr == 1): contpte_try_unfold() of the none entry,
-        // __set_ptes(), contpte_try_fold().
-        dt.store(i, Some(child));
-        contpte::try_fold_after_set(arch, &mut dt, i, &*phys);
-    }
+    // non-CONT entry of an order-0 anon page), then the tables' stores
+    // (mm/copy_runs.rs, on the raw descriptors: `fork_raw`): the same
+    // state as entry by entry, since the stores read no refcount or
+    // mapcount (the fold try reads only a folio's extent).
+    let bits = super::copy_runs::CopyBits {
+        takes: fork_raw::plain_present,
+        pfn: fork_raw::pfn,
+        writable: fork_raw::writable,
+        // wrprotect_ptes(nr == 1): contpte_try_unfold() (no CONT), then
+        // __ptep_set_wrprotect().
+        parent: fork_raw::parent,
+        child: |e: u64| fork_raw::child(e, keep_uffd_wp),
+        addr_mask: fork_raw::ADDR,
+        frame_step: fork_raw::FRAME_STEP,
+    };
+    // set_ptes(nr == 1): contpte_try_unfold() of the none entry,
+    // __set_ptes(), contpte_try_fold() (after each store).
+    let (n, wrprotected) = super::copy_runs::copy_order0_entries(
+        &mut st,
+        &mut dt,
+        phys,
+        i0,
+        max,
+        &bits,
+        |dt, i, phys| contpte::try_fold_after_set(arch, dt, i, phys),
+    );
     let n = n as u64;
     if n == 0 {
         return 0;

@@ -4,6 +4,7 @@
 
 pub mod batch;
 pub mod contpte_runs;
+pub mod copy_runs;
 pub mod fault;
 pub mod huge_memory;
 pub mod marker;

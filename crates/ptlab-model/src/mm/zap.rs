@@ -229,6 +229,11 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
             return;
         }
     }
+    // Whole-stretch step (ModelConfig::fork_runs): when the table stores
+    // the segment as one run of present entries a frame apart, the
+    // cleared entries map consecutive frames with equal bits, so a batch
+    // runs to its folio's end (or the segment's) without comparing each.
+    let one_run = phys.fork_runs && present_frame_run(mm, start, end);
     let cleared = mm.pt.clear_ptes(start, (end - start) / PAGE_SIZE);
     // tlb_remove_tlb_entries() per present batch: the gather's range grows
     // to cover every cleared present entry.
@@ -260,7 +265,11 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
         }
         let folio = phys.folio_of(leaf.pfn).expect("PTE maps a folio");
         let mut n = 1;
-        while i + n < cleared.len() {
+        if one_run {
+            let folio_left = (folio.head.0 + folio.nr_pages() - leaf.pfn.0) as usize;
+            n = folio_left.min(cleared.len() - i);
+        }
+        while i + n < cleared.len() && !one_run {
             let (va2, l2) = cleared[i + n];
             let same_run = va2 == va + n as u64 * PAGE_SIZE
                 && l2.pfn.0 == leaf.pfn.0 + n as u64
@@ -282,6 +291,35 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
         unmap_batch(mm, phys, folio, leaf.pfn, n as u32);
         i += n;
     }
+}
+
+/// Whether the PTE table stores `[start, end)` as one run of present
+/// entries a frame apart (equal bits outside the frame field, no carry
+/// out of it): what [`zap_ptes`]' whole-stretch step needs.
+fn present_frame_run(mm: &Mm, start: u64, end: u64) -> bool {
+    let arch = mm.pt.arch();
+    let (mask, step) = match (arch.raw_pte(), arch.kind()) {
+        (Some(r), _) => (r.pfn_mask, 1u64 << r.pfn_shift),
+        (None, crate::core::arch::ArchKind::Arm64) => {
+            use crate::core::arch::arm64::fork_raw;
+            (fork_raw::ADDR, fork_raw::FRAME_STEP)
+        }
+        _ => return false,
+    };
+    let Some((entries, i0)) = mm.pt.pte_entries(start) else {
+        return false;
+    };
+    let nr = ((end - start) / PAGE_SIZE) as usize;
+    let Some(r) = entries.run_at(i0) else {
+        return false;
+    };
+    let first = entries.raw(i0);
+    r.kinds == crate::core::pgtable::Run::PRESENT
+        && i0 + nr <= r.end()
+        && (nr == 1 || r.step == step)
+        && (first & mask)
+            .checked_add(step * (nr as u64 - 1))
+            .is_some_and(|last| last <= mask)
 }
 
 /// The per-segment form of [`zap_ptes`] after its present check, for an
@@ -342,6 +380,11 @@ fn zap_present_segment(
     };
     let jend = i0 + nr;
     let mut j = i0;
+    // Whole-run steps (ModelConfig::fork_runs): a run of the stored
+    // table is taken in one step where every entry of it would extend
+    // the same batch (or be handed to the memmap in the same order).
+    let whole_runs = phys.fork_runs;
+    let frame_step = 1u64 << raw.pfn_shift;
     // Order-0 pages unmapped by the run path: a struct page line and an
     // RSS page each.
     let mut small_done = 0u64;
@@ -362,10 +405,30 @@ fn zap_present_segment(
                 && pfn < r.folio.head.0 + r.folio.nr_pages()
                 && e & raw.uffd_wp == r.uffd_wp;
             if same_run {
-                present += 1;
-                span = Some(span.map_or((j, j), |(lo, _)| (lo, j)));
-                r.n += 1;
-                j += 1;
+                // The whole stretch of the batch at once where the table
+                // stores entries `j..` as one run of present entries a
+                // frame apart (equal bits, so equal uffd-wp): each entry
+                // of it continues the batch up to the folio's end.
+                let k = if whole_runs {
+                    t.run_from(j)
+                        .filter(|s| {
+                            s.kinds == crate::core::pgtable::Run::PRESENT
+                                && s.step == frame_step
+                                && (e & raw.pfn_mask)
+                                    .checked_add(frame_step * (u64::from(s.len) - 1))
+                                    .is_some_and(|last| last <= raw.pfn_mask)
+                        })
+                        .map_or(1, |s| {
+                            let folio_left = r.folio.head.0 + r.folio.nr_pages() - pfn;
+                            (s.len as usize).min(jend - j).min(folio_left as usize)
+                        })
+                } else {
+                    1
+                };
+                present += k as u64;
+                span = Some(span.map_or((j, j + k - 1), |(lo, _)| (lo, j + k - 1)));
+                r.n += k as u32;
+                j += k;
                 continue;
             }
         }
@@ -377,7 +440,23 @@ fn zap_present_segment(
             // batch of one (folio_pte_batch() stops at a small folio's
             // end), handed to the memmap in one pass — the same folio
             // operations, in the same order, as batch by batch.
+            // Inside one run of present entries a frame apart the frames
+            // are known without reading the entries.
+            let stretch = whole_runs
+                .then(|| t.run_from(j))
+                .flatten()
+                .filter(|s| {
+                    s.kinds == crate::core::pgtable::Run::PRESENT
+                        && s.step == frame_step
+                        && (e & raw.pfn_mask)
+                            .checked_add(frame_step * (u64::from(s.len) - 1))
+                            .is_some_and(|last| last <= raw.pfn_mask)
+                })
+                .map(|s| (s.len as usize).min(jend - j));
             let done = phys.unmap_put_small_run(|k| {
+                if let Some(len) = stretch {
+                    return (k < len).then_some(Pfn(pfn + k as u64));
+                }
                 if j + k >= jend {
                     return None;
                 }

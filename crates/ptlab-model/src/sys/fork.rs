@@ -334,27 +334,28 @@ fn copy_small_run(
     let (mut st, i0) = src.pt.pte_table(addr);
     let (mut dt, _) = dst.pt.pte_table(addr);
     let max = ((end - addr) / PAGE_SIZE) as usize;
-    // The memmap side of each entry first (one pass over the run's frames,
-    // stopping where an entry is not a present, non-special entry of an
-    // order-0 anon page), then the two tables' stores: the same state as
-    // entry by entry, since neither side reads the other.
-    let n = phys.try_dup_small_anon_run(|k| {
-        if k >= max {
-            return None;
-        }
-        let e = st.raw(i0 + k);
-        (raw.is_present(e) && e & raw.special == 0).then(|| Pfn(raw.pfn(e)))
-    });
-    let mut wrprotected = 0u64;
-    for i in i0..i0 + n {
-        let e = st.raw(i);
-        if e & raw.write != 0 {
-            // wrprotect_ptes(nr == 1): ptep_set_wrprotect().
-            st.store_raw(i, e & !raw.write);
-            wrprotected += 1;
-        }
-        dt.store_raw(i, e & !child_clear);
-    }
+    // The memmap side of each entry, then the two tables' stores
+    // (mm/copy_runs.rs): the same state as entry by entry, since neither
+    // side reads the other.
+    let bits = crate::mm::copy_runs::CopyBits {
+        takes: |e: u64| raw.is_present(e) && e & raw.special == 0,
+        pfn: |e: u64| Pfn(raw.pfn(e)),
+        writable: |e: u64| e & raw.write != 0,
+        // wrprotect_ptes(nr == 1): ptep_set_wrprotect().
+        parent: |e: u64| e & !raw.write,
+        child: |e: u64| e & !child_clear,
+        addr_mask: raw.pfn_mask,
+        frame_step: 1 << raw.pfn_shift,
+    };
+    let (n, wrprotected) = crate::mm::copy_runs::copy_order0_entries(
+        &mut st,
+        &mut dt,
+        phys,
+        i0,
+        max,
+        &bits,
+        |_, _, _| {},
+    );
     let n = n as u64;
     if n == 0 {
         return 0;

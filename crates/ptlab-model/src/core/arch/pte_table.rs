@@ -214,6 +214,26 @@ impl<'a> PteTable<'a> {
         }))
     }
 
+    /// For a table stored as runs, the run holding entry `i` cut to start
+    /// at `i` (its first descriptor is entry `i`'s): how a walk learns that
+    /// the entries ahead hold `first + k × step` without reading each.
+    /// `None` for a dense table or a none entry.
+    #[inline]
+    pub(crate) fn run_from(&self, i: usize) -> Option<Run> {
+        let TableView::Runs(t) = &self.view else {
+            return None;
+        };
+        let r = t.entries().run_at(i)?;
+        let skip = (i - r.start as usize) as u64;
+        Some(Run {
+            start: i as u16,
+            len: (r.end() - i) as u16,
+            kinds: r.kinds,
+            first: r.first.wrapping_add(r.step.wrapping_mul(skip)),
+            step: r.step,
+        })
+    }
+
     /// The first descriptor of `i..i + n` and the step when the range lies inside one
     /// run of present entries stepping inside `pfn_mask` (so every entry
     /// has the bits of the first outside the frame): a reader of the

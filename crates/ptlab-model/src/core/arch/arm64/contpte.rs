@@ -254,7 +254,18 @@ pub fn set_ptes(
         let pfn = leaf.pfn.0 + k as u64;
         raw0 | ((pfn << 12) & super::ADDR_MASK) | if cont { super::CONT } else { 0 }
     };
-    let n_painted = (0..nr).filter(|&k| painted(k)).count();
+    // How many entries are painted, block by block rather than entry by
+    // entry (the same count as `(0..nr).filter(painted)`): the blocks
+    // `i..i + nr` covers wholly, when the frames are aligned as the
+    // entries are (`leaf.pfn ≡ i` modulo a block; consecutive blocks
+    // keep that).
+    let n_painted = if paint && (leaf.pfn.0 % N as u64) == (i % N) as u64 {
+        let (first_block, end_block) = (i.div_ceil(N), (i + nr) / N);
+        end_block.saturating_sub(first_block) * N
+    } else {
+        0
+    };
+    debug_assert_eq!(n_painted, (0..nr).filter(|&k| painted(k)).count());
     crate::core::rules::rule!(t.hw, ContptePaint, n_painted as u32);
     let end_pfn = leaf.pfn.0 + nr as u64;
     if (n_painted == 0 || n_painted == nr) && (end_pfn << 12) & !super::ADDR_MASK == 0 {

@@ -77,6 +77,57 @@ fn pte_wrprotect_raw(raw: u64) -> u64 {
     (raw & !DBM) | RDONLY
 }
 
+/// fork's view of a raw arm64 PTE for the per-segment copy loop
+/// (`mm/contpte_runs.rs` `copy_small_run`): the tests and changes
+/// `copy_present_ptes()` makes on one descriptor, on its bits (every
+/// present descriptor the model stores comes from [`Arm64::encode_leaf`],
+/// so these agree with decoding, changing the flags and encoding again —
+/// checked by `fork_raw_is_the_round_trip` below).
+/// Linux: mm/memory.c __copy_present_ptes(); arch/arm64/include/asm/pgtable.h
+/// pte_wrprotect(), pte_mkold(), pte_clear_uffd_wp().
+pub(crate) mod fork_raw {
+    use super::*;
+
+    /// The frame field's unit: consecutive frames differ by this much.
+    pub const FRAME_STEP: u64 = 1 << 12;
+    /// The frame field (`PTE_ADDR_LOW`).
+    pub const ADDR: u64 = ADDR_MASK;
+
+    /// A present (valid or PROT_NONE) entry without PTE_SPECIAL and
+    /// PTE_CONT: an entry the order-0 copy loop takes.
+    #[inline]
+    pub fn plain_present(raw: u64) -> bool {
+        (raw & VALID != 0 || raw & NG != 0) && raw & (SPECIAL | CONT) == 0
+    }
+    /// The frame a present descriptor maps.
+    #[inline]
+    pub fn pfn(raw: u64) -> Pfn {
+        Pfn((raw & ADDR_MASK) >> 12)
+    }
+    /// `pte_write()`: PTE_WRITE (DBM).
+    #[inline]
+    pub fn writable(raw: u64) -> bool {
+        raw & DBM != 0
+    }
+    /// The parent's entry after `wrprotect_ptes()`.
+    #[inline]
+    pub fn parent(raw: u64) -> u64 {
+        pte_wrprotect_raw(raw)
+    }
+    /// The child's entry: write-protected when writable, old, and without
+    /// uffd-wp unless the child keeps it.
+    #[inline]
+    pub fn child(raw: u64, keep_uffd_wp: bool) -> u64 {
+        let raw = if writable(raw) {
+            pte_wrprotect_raw(raw)
+        } else {
+            raw
+        };
+        let clear = AF | if keep_uffd_wp { 0 } else { UFFD_WP };
+        raw & !clear
+    }
+}
+
 impl Arch for Arm64 {
     fn kind(&self) -> ArchKind {
         ArchKind::Arm64
@@ -346,6 +397,61 @@ mod tests {
                     Arm64.encode_leaf(1, want),
                     "{f:?}"
                 );
+            }
+        }
+    }
+
+    /// fork_raw's parent and child descriptors are decode → change the
+    /// flags → encode, for every attribute subset arm64 encodes.
+    #[test]
+    fn fork_raw_is_the_round_trip() {
+        let bits = [
+            LeafFlags::WRITE,
+            LeafFlags::DIRTY,
+            LeafFlags::YOUNG,
+            LeafFlags::SPECIAL,
+            LeafFlags::UFFD_WP,
+            LeafFlags::CONT,
+            LeafFlags::EXEC,
+            LeafFlags::PROTNONE,
+        ];
+        for m in 0..1u32 << bits.len() {
+            let mut f = LeafFlags::empty();
+            for (i, b) in bits.iter().enumerate() {
+                if m & (1 << i) != 0 {
+                    f |= *b;
+                }
+            }
+            for pfn in [0x40, (1 << 36) - 1] {
+                let l = Leaf {
+                    pfn: Pfn(pfn),
+                    flags: f,
+                };
+                let raw = Arm64.encode_leaf(1, l);
+                assert_eq!(
+                    fork_raw::plain_present(raw),
+                    !f.intersects(LeafFlags::SPECIAL | LeafFlags::CONT),
+                    "{f:?}"
+                );
+                assert_eq!(fork_raw::pfn(raw), Pfn(pfn));
+                assert_eq!(fork_raw::writable(raw), f.contains(LeafFlags::WRITE));
+                let parent = Leaf {
+                    flags: f - LeafFlags::WRITE,
+                    ..l
+                };
+                assert_eq!(fork_raw::parent(raw), Arm64.encode_leaf(1, parent));
+                for keep in [false, true] {
+                    let mut c = f - LeafFlags::WRITE - LeafFlags::YOUNG;
+                    if !keep {
+                        c -= LeafFlags::UFFD_WP;
+                    }
+                    let child = Leaf { flags: c, ..l };
+                    assert_eq!(
+                        fork_raw::child(raw, keep),
+                        Arm64.encode_leaf(1, child),
+                        "{f:?} keep uffd-wp {keep}"
+                    );
+                }
             }
         }
     }

@@ -1,0 +1,106 @@
+//! fork's and exit's whole-stretch steps (issue 14) against entry by
+//! entry: where a PTE table stores a stretch as one run of present
+//! entries a frame apart, fork's order-0 copy (`mm/copy_runs.rs`) takes
+//! its frames without reading each entry and writes the parent's and the
+//! child's stretch as one run each, and exit's zap (`mm/zap.rs`
+//! `zap_present_segment`) extends a large folio's batch, or hands order-0
+//! pages to the memmap, a whole stretch at a time. The same random
+//! sequence — faults of order-0, 16 KiB, 64 KiB and PMD folios, writes,
+//! MADV_DONTNEED/FREE/PAGEOUT/COLD, guard markers, mprotect, mremap
+//! moves, fork and exit, swap — is run with the steps
+//! (`ModelConfig::fork_runs`, the default) and without, on both
+//! architectures: the observation of every process, the hardware events
+//! and kernel-function calls, the rule hits and each step's result must
+//! be equal, and the invariants hold after every step of both.
+
+mod common;
+
+use common::switch_prop::{op, run, ARENA, BASE};
+use proptest::prelude::*;
+use ptlab_model::{
+    Advice, ArchKind, MapFlags, Model, ModelConfig, Prot, Sections, ThpKnob, ThpMode,
+};
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
+
+    #[test]
+    fn whole_stretch_steps_equal_entry_by_entry(
+        orders in prop::sample::subsequence(vec![2u8, 4, 9], 0..=3),
+        ops in prop::collection::vec(op(), 1..30),
+    ) {
+        for arch in ArchKind::ALL {
+            let fast = run(arch, &orders, &ops, "fork_runs on", |c| c.fork_runs = true);
+            let slow = run(arch, &orders, &ops, "fork_runs off", |c| c.fork_runs = false);
+            prop_assert_eq!(&fast.text, &slow.text, "observation, {:?}", arch);
+            prop_assert_eq!(fast.events, slow.events, "events and calls, {:?}", arch);
+            prop_assert_eq!(&fast.coverage, &slow.coverage, "rule hits, {:?}", arch);
+        }
+    }
+}
+
+/// The property above compares something, on the seed workloads' shape:
+/// the arena written through in address order with order-0 pages or
+/// PTE-mapped THPs (each PMD split as the seeds do), then three rounds of
+/// fork, a write by the parent to part of it, and the child's exit. With
+/// the steps on, the child's tables right after the first fork are stored
+/// as runs (the copy wrote each stretch as one run; entry by entry makes
+/// them dense), and every step gives the same results, observations,
+/// events, calls and rule hits as without.
+#[test]
+fn fork_and_exit_of_populated_tables() {
+    for arch in ArchKind::ALL {
+        for order in [0u8, 9] {
+            let mut outs = Vec::new();
+            for fork_runs in [true, false] {
+                let mut cfg = ModelConfig::for_arch(arch);
+                cfg.fork_runs = fork_runs;
+                let mut m = Model::new(cfg);
+                m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
+                if order == 9 {
+                    m.set_thp(ThpKnob::Size(9), ThpMode::Always).unwrap();
+                }
+                let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+                m.mmap(1, BASE, ARENA, Prot::READ | Prot::WRITE, f).unwrap();
+                m.access_range(1, BASE, ARENA, true, None).unwrap();
+                if order == 9 {
+                    for slot in (BASE..BASE + ARENA).step_by(1 << 21) {
+                        m.madvise(1, slot, 4096, Advice::DontFork).unwrap();
+                        m.madvise(1, slot, 4096, Advice::DoFork).unwrap();
+                    }
+                }
+                m.compact_pte_tables();
+                let mut text = String::new();
+                for round in 0..3 {
+                    let (compact0, _) = m.pte_table_counts();
+                    let c = m.fork(1).unwrap();
+                    m.check_invariants().unwrap();
+                    let (compact, total) = m.pte_table_counts();
+                    let tables = (ARENA >> 21) as usize;
+                    assert_eq!(total, 2 * tables, "{arch:?} order {order}");
+                    if fork_runs && order == 0 && round == 0 {
+                        // The child's tables were written as runs (later
+                        // rounds: the parent's copy-on-write faults have
+                        // broken some of its runs up).
+                        assert_eq!(
+                            compact,
+                            compact0 + tables,
+                            "{arch:?} order {order} round {round}"
+                        );
+                    }
+                    text.push_str(&m.observe(c, "child").render(Sections::ALL));
+                    let r = m.access_range(1, BASE + round * (ARENA / 4), ARENA / 8, true, None);
+                    text.push_str(&format!("write: {r:?}\n"));
+                    let r = m.exit(c);
+                    text.push_str(&format!("exit: {r:?}\n"));
+                    m.check_invariants().unwrap();
+                    text.push_str(&m.observe(1, "parent").render(Sections::ALL));
+                }
+                outs.push((text, m.hw_events(), m.coverage()));
+            }
+            assert_eq!(outs[0].0, outs[1].0, "{arch:?} order {order}");
+            assert_eq!(outs[0].1, outs[1].1, "{arch:?} order {order}");
+            assert_eq!(outs[0].2, outs[1].2, "{arch:?} order {order}");
+        }
+    }
+}
