@@ -49,6 +49,13 @@ forced with MADV_NOHUGEPAGE; no THP knob is touched):
                  the large-range intercept minus the rest
   VMA split      mprotect of one page inside a 3-page VMA versus a whole
                  1-page VMA (2 splits + 1 merge per pair)
+  PTE move       mremap of 64..384 cache-hot order-0 pages to another
+                 offset within a PMD and back (slope per page): shown next
+                 to what the fitted PTE prices predict, not fitted (the PTE
+                 events are mprotect's too)
+  UFFDIO_MOVE    single-page moves of 4096 pages to a registered region
+                 and back, per ioctl, minus the model's other events:
+                 uffd_move_lock + anon_vma_lock (scaled together)
 The whole-program figure's prices (`ptlab cost`'s per-phase figure; the
 events that refine page_fault, folio_alloc, page_zero, user_page_access):
   user stores    user_store_4k: explicit_bzero (zeros over zeros) of a
