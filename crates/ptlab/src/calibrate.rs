@@ -1006,7 +1006,7 @@ fn fit_program(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(Stri
         p,
         HwEvent::UserStore4k,
         &bz,
-        "explicit_bzero of a 4 KiB page in a 256 MiB populated buffer, zeros over zeros (the store rate of the seed loops' explicit_bzero: same function, same data, a region far past the LLC; a 0x5a memset stores 2-3x slower on the development VM)",
+        "explicit_bzero of a 4 KiB page in a 256 MiB populated buffer, zeros over zeros (the store rate of the seed loops' explicit_bzero: same function, same data, a region far past the LLC; a 0x5a memset can store up to 3x slower: docs/cost.md, \"The store rate\")",
     );
     set_direct(
         p,
