@@ -469,6 +469,7 @@ mod tests {
         // Issue 15's events: every one has a part.
         for (e, part) in [
             ("struct_page_line_large", "struct page/folio"),
+            ("struct_page_line_hot", "struct page/folio"),
             ("anon_vma_lock", "struct page/folio"),
             ("user_store_4k_large", "page data (zero, copy, user access)"),
             ("uffd_move_lock", "VMAs"),

@@ -163,3 +163,89 @@ fn subsets_are_priced_in_place_of_their_superset() {
     assert!((pc.phases.iter().map(|p| p.ns).sum::<f64>() - pc.ns).abs() < 1e-6);
     assert!(pc.ns_range.contains(pc.ns));
 }
+
+/// `struct_page_line_hot` (issue 15): fork re-touches, in the rmap dup
+/// (`__folio_try_dup_anon_rmap()`), the struct page line that
+/// `vm_normal_page()` read a moment before in the same pass of
+/// `copy_pte_range()`. By hand, fork of 8 order-0 pages: per page one
+/// `vm_normal_page()` line and one dup line (16 `struct_page_line`), the
+/// dup's 8 hot. Fork of one 64 KiB folio, batched (6.9+): the head's line
+/// (vm_normal_page), the second line (folio_nr_pages), the batch's 16 dup
+/// lines (18), of which the first is hot (1) and the other 15 large; per
+/// PTE (`--before fork-pte-batch`): 16 × (vm_normal_page + dup) = 32, 16
+/// hot, none large (arm64: 2 more, the child's contpte fold). The same on both architectures, and no other
+/// statement counts a hot line.
+#[test]
+fn fork_retouches_the_vm_normal_page_line() {
+    let small = "p = mmap 32K at 0x7f00_0000_0000 fixed
+write p 32K
+fork child
+";
+    let folio = "thp 64K always
+p = mmap 64K at 0x7f00_0000_0000 fixed
+write p 64K
+fork child
+";
+    let lines = |e: &HwEvents| {
+        (
+            e.get(HwEvent::StructPageLine),
+            e.get(HwEvent::StructPageLineHot),
+            e.get(HwEvent::StructPageLineLarge),
+        )
+    };
+    for arch in ArchKind::ALL {
+        for before in [Before::empty(), Before::FORK_PTE_BATCH] {
+            assert_eq!(
+                lines(&line(small, arch, before, 3)),
+                (16, 8, 0),
+                "{arch:?} {before:?}"
+            );
+            for n in 1..=2 {
+                assert_eq!(lines(&line(small, arch, before, n)).1, 0);
+            }
+        }
+        assert_eq!(
+            lines(&line(folio, arch, Before::empty(), 4)),
+            (18, 1, 15),
+            "{arch:?}"
+        );
+        // arm64 adds the child's contpte_try_fold() at the 16th
+        // set_ptes(nr = 1): page_folio() and folio_nr_pages(), 2 lines.
+        let fold = if arch == ArchKind::Arm64 { 2 } else { 0 };
+        assert_eq!(
+            lines(&line(folio, arch, Before::FORK_PTE_BATCH, 4)),
+            (32 + fold, 16, 0),
+            "{arch:?}"
+        );
+    }
+    // Priced: the page-table figure as before; the whole-program figure
+    // prices 8 of the 16 lines at the hot price (zen3: an L1 hit).
+    let e = line(small, ArchKind::X86_64, Before::empty(), 3);
+    assert_eq!(
+        e.priced_count(HwEvent::StructPageLine, Figure::PageTable),
+        16
+    );
+    assert_eq!(e.priced_count(HwEvent::StructPageLine, Figure::Program), 8);
+    assert_eq!(
+        e.priced_count(HwEvent::StructPageLineHot, Figure::Program),
+        8
+    );
+    let zen = find_profile("zen3").unwrap();
+    let mut cold = zen.clone();
+    for (ev, p) in cold.prices.iter_mut() {
+        if *ev == HwEvent::StructPageLineHot {
+            *p = zen.price_of(HwEvent::StructPageLine).clone();
+        }
+    }
+    let d = 8.0
+        * (zen.price_of(HwEvent::StructPageLine).ns - zen.price_of(HwEvent::StructPageLineHot).ns);
+    let (hot, all_cold) = (
+        price_in(&e, &zen, Figure::Program).ns,
+        price_in(&e, &cold, Figure::Program).ns,
+    );
+    assert!((all_cold - hot - d).abs() < 1e-6, "{all_cold} {hot} {d}");
+    assert_eq!(
+        price_in(&e, &cold, Figure::PageTable).ns,
+        price_in(&e, &zen, Figure::PageTable).ns
+    );
+}

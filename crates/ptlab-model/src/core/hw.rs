@@ -164,6 +164,8 @@ hw_events! {
     StructPageLineLarge = "struct_page_line_large",
     /// Whole-program, a subset of `user_store_4k`: the program's stores over a page of a run of present PTEs mapping one large folio (contiguous, aligned frames: fewer dTLB misses, and AMD cores coalesce such PTEs in the TLB), priced in place of `user_store_4k` for these pages.
     UserStore4kLarge = "user_store_4k_large",
+    /// Whole-program, a subset of `struct_page_line`: a struct page line the same pass of the kernel's loop already touched, touched again (fork's copy_present_ptes(): the rmap dup, __folio_try_dup_anon_rmap(), re-reads the struct page vm_normal_page() just read for that PTE): an L1 hit, priced in place of `struct_page_line` for these lines.
+    StructPageLineHot = "struct_page_line_hot",
 }
 
 /// Which part of a whole program an event belongs to (the columns of
@@ -230,6 +232,7 @@ impl HwEvent {
                 | HwEvent::UserLoad4k
                 | HwEvent::StructPageLineLarge
                 | HwEvent::UserStore4kLarge
+                | HwEvent::StructPageLineHot
         )
     }
 
@@ -241,6 +244,7 @@ impl HwEvent {
         match self {
             HwEvent::StructPageLineLarge => Some(HwEvent::StructPageLine),
             HwEvent::UserStore4kLarge => Some(HwEvent::UserStore4k),
+            HwEvent::StructPageLineHot => Some(HwEvent::StructPageLine),
             _ => None,
         }
     }

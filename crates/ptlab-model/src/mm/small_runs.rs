@@ -14,7 +14,8 @@ use crate::mm::mm::Mm;
 /// What `n` passes of `copy_pte_range()` over order-0 pages count on every
 /// arch, `wrprotected` of them write-protecting the parent's entry: per
 /// pass `ptep_get()`, the struct page line of `vm_normal_page()`, the batch
-/// (or the per-entry rule), the rmap and references, the parent's
+/// (or the per-entry rule), the rmap and references (the rmap dup re-touches
+/// `vm_normal_page()`'s line: `struct_page_line_hot`), the parent's
 /// `wrprotect_ptes(nr = 1)` (one atomic), the child's `set_ptes(nr = 1)`
 /// (one store).
 /// Linux: mm/memory.c copy_pte_range() → copy_present_ptes() (nr == 1).
@@ -36,6 +37,10 @@ pub(crate) fn account_small_run(
         sh.rules.hit_n(Rule::ForkPtePerEntry, n as u32);
     }
     phys.count_small_dups(n);
+    // The dup's line is the one vm_normal_page() read in the same pass:
+    // the subset `struct_page_line_hot` (an L1 hit).
+    // Linux: include/linux/rmap.h __folio_try_dup_anon_rmap().
+    sh.add(HwEvent::StructPageLineHot, n);
     dst.rss_anon += n;
     if wrprotected > 0 {
         sh.rules

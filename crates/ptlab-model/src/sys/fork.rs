@@ -384,6 +384,12 @@ fn copy_present_ptes(
         // (One range update: a whole-folio batch is one step.)
         phys.set_anon_exclusive_range(pte.pfn, nr, false);
         phys.add_rmap_ptes(folio, pte.pfn, nr as u32, dst.pid, false);
+        // The batch's first struct page line is the one vm_normal_page()
+        // read in this pass of copy_pte_range(): touched again, an L1 hit
+        // (the subset `struct_page_line_hot`; the rest of a large batch's
+        // lines are `struct_page_line_large`).
+        // Linux: include/linux/rmap.h __folio_try_dup_anon_rmap().
+        src.pt.hw.one(HwEvent::StructPageLineHot);
         phys.ref_add(folio, nr as u32);
         dst.rss_anon += nr;
     }
