@@ -179,6 +179,12 @@ impl Model {
     fn mfill_dst_pmd(&mut self, pid: Pid, dst: u64) -> Result<(), Errno> {
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
+        // A PTE table in the slot (found through the walk cache, the
+        // common case of a loop of small copies): the PUD and PMD tables
+        // exist, so mm_alloc_pmd() would allocate nothing.
+        if let PmdSlot::Table(_) = mm.pt.pmd(dst) {
+            return Ok(());
+        }
         mm.pt.pmd_alloc(dst, phys).ok_or(Errno::ENOMEM)?;
         match mm.pt.pmd(dst) {
             PmdSlot::Leaf(_) => Err(Errno::EEXIST),
@@ -242,7 +248,8 @@ impl Model {
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
         // pte_none_mostly(): an empty PTE or a PTE marker.
-        if !matches!(mm.pt.pte_raw(dst), Entry::None | Entry::Marker(_)) {
+        let old = mm.pt.pte_raw(dst);
+        if !matches!(old, Entry::None | Entry::Marker(_)) {
             rule!(mm.pt.hw, UffdCopyExists);
             return Err(Errno::EEXIST);
         }
@@ -251,7 +258,9 @@ impl Model {
         let _ptl = mm.pt.pte_offset_map_lock(dst);
         // ... or a PTE marker, which is overwritten: a guard marker too
         // (checked live on 6.18.44: COPY onto a guard page succeeds).
-        mm.pt.clear_marker(dst);
+        if let Entry::Marker(_) = old {
+            mm.pt.clear_marker(dst);
+        }
         let folio = phys
             .alloc_anon_folio(crate::core::addr::Order::ZERO)
             .ok_or(Errno::ENOMEM)?;
