@@ -133,7 +133,9 @@ impl Model {
             rule!(self.phys.hw, UffdMfillNoVma);
             return (0, Some(Errno::ENOENT));
         };
-        {
+        // (A VMA that has its anon_vma needs nothing: anon_vma_prepare()
+        // returns it.)
+        if dst_vma.anon_vma.is_none() {
             let Model { procs, ids, .. } = self;
             procs
                 .get_mut(&pid)

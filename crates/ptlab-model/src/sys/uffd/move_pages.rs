@@ -94,11 +94,15 @@ impl Model {
     ) -> (u64, Option<Errno>) {
         // uffd_move_lock(): the destination VMA (anon_vma prepared), then
         // the source VMA unless src lies in the destination VMA.
-        if self.procs[&pid].vmas.find(dst_start).is_none() {
+        let Some(found) = self.procs[&pid].vmas.find(dst_start).cloned() else {
             rule!(self.phys.hw, UffdMoveNoDstVma);
             return (0, Some(Errno::ENOENT));
-        }
-        let dst_vma = {
+        };
+        // (A VMA that has its anon_vma needs nothing: anon_vma_prepare()
+        // returns it.)
+        let dst_vma = if found.anon_vma.is_some() {
+            found
+        } else {
             let Model { procs, ids, .. } = self;
             let mm = procs.get_mut(&pid).expect("pid");
             mm.anon_vma_prepare(dst_start, ids);
