@@ -74,80 +74,104 @@ pub fn eval(expr: &Expr, env: &dyn Env) -> Result<u64, EvalError> {
 }
 
 /// Apply a binary operator with overflow checking.
-pub fn binary(op: BinOp, a: u64, b: u64) -> Result<u64, String> {
-    let sym = op.symbol();
-    let show = || format!("{} {sym} {}", fmt_num(a), fmt_num(b));
-    match op {
-        BinOp::Add => a
-            .checked_add(b)
-            .ok_or_else(|| format!("arithmetic overflow: {} exceeds 64 bits", show())),
-        BinOp::Sub => a
-            .checked_sub(b)
-            .ok_or_else(|| format!("arithmetic underflow: {} is negative", show())),
-        BinOp::Mul => a
-            .checked_mul(b)
-            .ok_or_else(|| format!("arithmetic overflow: {} exceeds 64 bits", show())),
-        BinOp::Div => a
-            .checked_div(b)
-            .ok_or_else(|| format!("division by zero: {}", show())),
-        BinOp::Rem => a
-            .checked_rem(b)
-            .ok_or_else(|| format!("division by zero: {}", show())),
-        BinOp::Shl => {
-            let shift = u32::try_from(b).ok().filter(|&s| s < 64).ok_or_else(|| {
-                format!(
-                    "shift amount {} is not less than 64 in {}",
-                    fmt_num(b),
-                    show()
-                )
-            })?;
-            let r = a << shift;
-            if r >> shift == a {
-                Ok(r)
-            } else {
-                Err(format!("arithmetic overflow: {} loses bits", show()))
+/// The value of `expr` when every variable it reads holds a number and
+/// no operation in it fails; `None` otherwise, and then [`eval`] gives the
+/// error with its position. The interpreter's per-statement path: no error
+/// value is built or passed back through the tree. `var` reads one
+/// variable. The operators are [`binary_value`] and [`builtin_value`],
+/// the ones [`eval`] uses, so both give the same value.
+pub fn eval_quick(expr: &Expr, var: &impl Fn(NameId) -> Option<u64>) -> Option<u64> {
+    match expr {
+        Expr::Num(v) => Some(*v),
+        Expr::Var { id, .. } => var(*id),
+        Expr::Neg(inner) => Some(eval_quick(inner, var)?.wrapping_neg()),
+        Expr::Chain { first, rest } => {
+            let mut acc = eval_quick(first, var)?;
+            for (op, rhs, _) in rest {
+                acc = binary_value(*op, acc, eval_quick(rhs, var)?)?;
             }
+            Some(acc)
         }
-        BinOp::Shr => {
-            let shift = u32::try_from(b).ok().filter(|&s| s < 64).ok_or_else(|| {
-                format!(
-                    "shift amount {} is not less than 64 in {}",
-                    fmt_num(b),
-                    show()
-                )
-            })?;
-            Ok(a >> shift)
+        Expr::Call { func, args, .. } => {
+            let x = eval_quick(&args[0], var)?;
+            let a = eval_quick(&args[1], var)?;
+            builtin_value(*func, x, a)
         }
-        BinOp::And => Ok(a & b),
-        BinOp::Or => Ok(a | b),
     }
 }
 
-/// Apply a builtin function.
-pub fn builtin(func: Builtin, x: u64, align: u64) -> Result<u64, String> {
-    let name = func.name();
+/// `a op b`, or `None` when the operation fails (overflow, underflow,
+/// division by zero, a shift of 64 or more, a left shift losing bits).
+pub fn binary_value(op: BinOp, a: u64, b: u64) -> Option<u64> {
+    let shift = || u32::try_from(b).ok().filter(|&s| s < 64);
+    match op {
+        BinOp::Add => a.checked_add(b),
+        BinOp::Sub => a.checked_sub(b),
+        BinOp::Mul => a.checked_mul(b),
+        BinOp::Div => a.checked_div(b),
+        BinOp::Rem => a.checked_rem(b),
+        BinOp::Shl => {
+            let s = shift()?;
+            let r = a << s;
+            (r >> s == a).then_some(r)
+        }
+        BinOp::Shr => Some(a >> shift()?),
+        BinOp::And => Some(a & b),
+        BinOp::Or => Some(a | b),
+    }
+}
+
+/// `a op b`, or why it fails.
+pub fn binary(op: BinOp, a: u64, b: u64) -> Result<u64, String> {
+    binary_value(op, a, b).ok_or_else(|| {
+        let sym = op.symbol();
+        let show = format!("{} {sym} {}", fmt_num(a), fmt_num(b));
+        match op {
+            BinOp::Add | BinOp::Mul => format!("arithmetic overflow: {show} exceeds 64 bits"),
+            BinOp::Sub => format!("arithmetic underflow: {show} is negative"),
+            BinOp::Div | BinOp::Rem => format!("division by zero: {show}"),
+            BinOp::Shl if b < 64 => format!("arithmetic overflow: {show} loses bits"),
+            // A shift of 64 or more (And and Or never fail).
+            BinOp::Shl | BinOp::Shr | BinOp::And | BinOp::Or => {
+                format!("shift amount {} is not less than 64 in {show}", fmt_num(b))
+            }
+        }
+    })
+}
+
+/// `func(x, align)`, or `None` when `align` is not a power of two or
+/// aligning up overflows.
+pub fn builtin_value(func: Builtin, x: u64, align: u64) -> Option<u64> {
     if !align.is_power_of_two() {
-        return Err(format!(
-            "{name}: alignment {} is not a power of two",
-            fmt_num(align)
-        ));
+        return None;
     }
     let mask = align - 1;
     match func {
-        Builtin::AlignDown => Ok(x & !mask),
-        Builtin::AlignUp => x.checked_add(mask).map(|v| v & !mask).ok_or_else(|| {
+        Builtin::AlignDown => Some(x & !mask),
+        Builtin::AlignUp => x.checked_add(mask).map(|v| v & !mask),
+    }
+}
+
+/// `func(x, align)`, or why it fails.
+pub fn builtin(func: Builtin, x: u64, align: u64) -> Result<u64, String> {
+    builtin_value(func, x, align).ok_or_else(|| {
+        let name = func.name();
+        if !align.is_power_of_two() {
+            format!("{name}: alignment {} is not a power of two", fmt_num(align))
+        } else {
             format!(
                 "arithmetic overflow: {name}({}, {}) exceeds 64 bits",
                 fmt_num(x),
                 fmt_num(align)
             )
-        }),
-    }
+        }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     struct NoVars;
     impl Env for NoVars {
@@ -196,6 +220,82 @@ mod tests {
         assert!(builtin(Builtin::AlignUp, u64::MAX, 0x1000)
             .unwrap_err()
             .contains("overflow"));
+    }
+
+    /// Variables 0..4: 0 and 1 hold numbers, 2 and 3 have none.
+    struct SomeVars;
+    impl Env for SomeVars {
+        fn int(&self, id: NameId, pos: Pos) -> Result<u64, EvalError> {
+            some_var(id).ok_or_else(|| EvalError::new(pos, "no value"))
+        }
+    }
+    fn some_var(id: NameId) -> Option<u64> {
+        [Some(0x7f00_0000_1000), Some(3), None, None]
+            .get(id.index())
+            .copied()
+            .flatten()
+    }
+
+    fn arb_expr() -> impl Strategy<Value = Expr> {
+        let pos = Pos { line: 1, column: 1 };
+        let leaf = prop_oneof![
+            prop_oneof![
+                Just(0u64),
+                Just(1),
+                Just(4096),
+                Just(63),
+                Just(64),
+                Just(u64::MAX),
+                any::<u64>(),
+                0u64..100
+            ]
+            .prop_map(Expr::Num),
+            (0u32..4).prop_map(move |i| Expr::Var { id: NameId(i), pos }),
+        ];
+        let ops = prop_oneof![
+            Just(BinOp::Add),
+            Just(BinOp::Sub),
+            Just(BinOp::Mul),
+            Just(BinOp::Div),
+            Just(BinOp::Rem),
+            Just(BinOp::Shl),
+            Just(BinOp::Shr),
+            Just(BinOp::And),
+            Just(BinOp::Or)
+        ];
+        leaf.prop_recursive(4, 24, 3, move |inner| {
+            prop_oneof![
+                inner.clone().prop_map(|e| Expr::Neg(Box::new(e))),
+                (
+                    inner.clone(),
+                    proptest::collection::vec((ops.clone(), inner.clone()), 1..3)
+                )
+                    .prop_map(move |(first, rest)| Expr::Chain {
+                        first: Box::new(first),
+                        rest: rest.into_iter().map(|(o, e)| (o, e, pos)).collect(),
+                    }),
+                (
+                    prop_oneof![Just(Builtin::AlignUp), Just(Builtin::AlignDown)],
+                    inner.clone(),
+                    inner
+                )
+                    .prop_map(move |(func, x, a)| Expr::Call {
+                        func,
+                        args: Box::new([x, a]),
+                        pos,
+                    }),
+            ]
+        })
+    }
+
+    proptest! {
+        /// The quick path gives `eval`'s value whenever `eval` succeeds,
+        /// and gives up (so the caller reports `eval`'s error) whenever it
+        /// fails.
+        #[test]
+        fn quick_eval_agrees(e in arb_expr()) {
+            prop_assert_eq!(eval_quick(&e, &some_var), eval(&e, &SomeVars).ok());
+        }
     }
 
     #[test]

@@ -131,7 +131,7 @@ impl Model {
     }
 
     /// Whether `pfn` is the shared zero page or a page of the huge zero folio.
-    fn is_zero_frame(&self, pfn: crate::core::addr::Pfn) -> bool {
+    pub(crate) fn is_zero_frame(&self, pfn: crate::core::addr::Pfn) -> bool {
         let in_huge_zero = self
             .phys
             .huge_zero

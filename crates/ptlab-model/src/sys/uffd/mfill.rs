@@ -31,6 +31,10 @@ pub(crate) fn copied_page(
     crate::core::content::shifted(first, second, (src % PAGE_SIZE) as usize)
 }
 
+/// A copied page's content: bytes 0..8 as its tag, bytes 8..4096 as its
+/// rest (`None`: all zero). See `core/content.rs`.
+type PageCopy = (u64, Option<crate::core::content::PageRest>);
+
 /// A zero-page PTE for `vma`: pte_mkspecial(pfn_pte(zero, vm_page_prot)).
 pub(crate) fn zero_pte(vma: &Vma, zero: Pfn) -> Leaf {
     Leaf {
@@ -129,7 +133,9 @@ impl Model {
             rule!(self.phys.hw, UffdMfillNoVma);
             return (0, Some(Errno::ENOENT));
         };
-        {
+        // (A VMA that has its anon_vma needs nothing: anon_vma_prepare()
+        // returns it.)
+        if dst_vma.anon_vma.is_none() {
             let Model { procs, ids, .. } = self;
             procs
                 .get_mut(&pid)
@@ -175,6 +181,12 @@ impl Model {
     fn mfill_dst_pmd(&mut self, pid: Pid, dst: u64) -> Result<(), Errno> {
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
+        // A PTE table in the slot (found through the walk cache, the
+        // common case of a loop of small copies): the PUD and PMD tables
+        // exist, so mm_alloc_pmd() would allocate nothing.
+        if let PmdSlot::Table(_) = mm.pt.pmd(dst) {
+            return Ok(());
+        }
         mm.pt.pmd_alloc(dst, phys).ok_or(Errno::ENOMEM)?;
         match mm.pt.pmd(dst) {
             PmdSlot::Leaf(_) => Err(Errno::EEXIST),
@@ -186,25 +198,33 @@ impl Model {
     /// Read the 4 KiB at `src` in process `caller` as copy_from_user() does:
     /// faulting the pages in as reads. An access that would SIGSEGV, or
     /// that would itself fault to userfaultfd (SIGBUS mode, or a kernel
-    /// access of a USER_MODE_ONLY context), is EFAULT.
-    fn copy_from_user(
-        &mut self,
-        caller: Pid,
-        src: u64,
-    ) -> Result<Box<[u8; PAGE_SIZE as usize]>, Errno> {
+    /// access of a USER_MODE_ONLY context), is EFAULT. Returns the copy as
+    /// a tag and a rest (`core/content.rs`): from a page-aligned `src` the
+    /// source page's own tag and rest, taken as they are stored (stored
+    /// rests are already `PageRest::compress`'s output, so compressing the
+    /// 4096 bytes again would give the same runs); from an unaligned `src`
+    /// the 4096 bytes joined from the two pages, then split.
+    fn copy_from_user(&mut self, caller: Pid, src: u64) -> Result<PageCopy, Errno> {
         let to_errno = |f: AccessFault| match f {
             AccessFault::NoProcess => Errno::ESRCH,
             _ => Errno::EFAULT,
         };
+        if src.is_multiple_of(PAGE_SIZE) {
+            let pfn = self.touch_as(caller, src, false, false).map_err(to_errno)?;
+            if self.is_zero_frame(pfn) {
+                return Ok((0, None));
+            }
+            return Ok((self.phys.tag(pfn), self.phys.contents.get(pfn.0).cloned()));
+        }
         let first = self.read_page_as(caller, src, false).map_err(to_errno)?;
-        let second = if src.is_multiple_of(PAGE_SIZE) {
-            None
-        } else {
-            let next = (src & !(PAGE_SIZE - 1)).checked_add(PAGE_SIZE);
-            let next = next.ok_or(Errno::EFAULT)?;
-            Some(self.read_page_as(caller, next, false).map_err(to_errno)?)
-        };
-        Ok(copied_page(src, &first, second.as_deref()))
+        let next = (src & !(PAGE_SIZE - 1)).checked_add(PAGE_SIZE);
+        let next = next.ok_or(Errno::EFAULT)?;
+        let second = self.read_page_as(caller, next, false).map_err(to_errno)?;
+        Ok(crate::core::content::split_page(&copied_page(
+            src,
+            &first,
+            Some(&second),
+        )))
     }
 
     /// One page of UFFDIO_COPY: allocate an order-0 page, copy into it, then
@@ -222,14 +242,16 @@ impl Model {
         wp: bool,
     ) -> Result<(), Errno> {
         self.mfill_dst_pmd(pid, dst)?;
-        let bytes = match src {
+        let (tag, rest) = match src {
             CopySource::Addr(s) => self.copy_from_user(caller, s)?,
-            CopySource::Tag(t) => crate::core::content::page_bytes(t, None),
+            // A tag page: the tag and zeros.
+            CopySource::Tag(t) => (t, None),
         };
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
         // pte_none_mostly(): an empty PTE or a PTE marker.
-        if !matches!(mm.pt.pte_raw(dst), Entry::None | Entry::Marker(_)) {
+        let old = mm.pt.pte_raw(dst);
+        if !matches!(old, Entry::None | Entry::Marker(_)) {
             rule!(mm.pt.hw, UffdCopyExists);
             return Err(Errno::EEXIST);
         }
@@ -238,13 +260,16 @@ impl Model {
         let _ptl = mm.pt.pte_offset_map_lock(dst);
         // ... or a PTE marker, which is overwritten: a guard marker too
         // (checked live on 6.18.44: COPY onto a guard page succeeds).
-        mm.pt.clear_marker(dst);
+        if let Entry::Marker(_) = old {
+            mm.pt.clear_marker(dst);
+        }
         let folio = phys
             .alloc_anon_folio(crate::core::addr::Order::ZERO)
             .ok_or(Errno::ENOMEM)?;
         // copy_from_user() into the new page (no zeroing: the copy fills it).
         phys.hw.one(HwEvent::PageCopy);
-        phys.set_page_bytes(folio.head, &bytes);
+        phys.set_tag(folio.head, tag);
+        phys.contents.set(folio.head.0, rest);
         // folio_add_new_anon_rmap(RMAP_EXCLUSIVE); inc_mm_counter().
         phys.add_rmap_ptes(folio, folio.head, 1, pid, true);
         phys.ref_add(folio, 1);

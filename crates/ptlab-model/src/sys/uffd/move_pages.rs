@@ -94,11 +94,15 @@ impl Model {
     ) -> (u64, Option<Errno>) {
         // uffd_move_lock(): the destination VMA (anon_vma prepared), then
         // the source VMA unless src lies in the destination VMA.
-        if self.procs[&pid].vmas.find(dst_start).is_none() {
+        let Some(found) = self.procs[&pid].vmas.find(dst_start).cloned() else {
             rule!(self.phys.hw, UffdMoveNoDstVma);
             return (0, Some(Errno::ENOENT));
-        }
-        let dst_vma = {
+        };
+        // (A VMA that has its anon_vma needs nothing: anon_vma_prepare()
+        // returns it.)
+        let dst_vma = if found.anon_vma.is_some() {
+            found
+        } else {
             let Model { procs, ids, .. } = self;
             let mm = procs.get_mut(&pid).expect("pid");
             mm.anon_vma_prepare(dst_start, ids);
@@ -156,8 +160,11 @@ impl Model {
     ) -> Result<Option<u64>, Errno> {
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
-        // §7.3.1 mm_find_pmd(): no PMD table for src.
-        if mm.pt.table_at(src_addr, 2).is_none() {
+        // §7.3.1 mm_find_pmd(): no PMD table for src (a PTE table in the
+        // slot, found through the walk cache, proves there is one).
+        if !matches!(mm.pt.pmd(src_addr), PmdSlot::Table(_))
+            && mm.pt.table_at(src_addr, 2).is_none()
+        {
             if !holes {
                 rule!(mm.pt.hw, UffdMoveNoSrcPmdTable);
                 return Err(Errno::ENOENT);
@@ -165,9 +172,14 @@ impl Model {
             rule!(mm.pt.hw, UffdMoveHolesAllocSrc);
             mm.pt.pmd_alloc(src_addr, phys).ok_or(Errno::ENOMEM)?;
         }
-        // §7.3.2 mm_alloc_pmd(dst); a huge destination PMD is EEXIST.
-        mm.pt.pmd_alloc(dst_addr, phys).ok_or(Errno::ENOMEM)?;
-        let dst_pmd = mm.pt.pmd(dst_addr);
+        // §7.3.2 mm_alloc_pmd(dst) (nothing to allocate when the walk
+        // cache already holds dst's PTE table); a huge destination PMD is
+        // EEXIST.
+        let mut dst_pmd = mm.pt.pmd(dst_addr);
+        if !matches!(dst_pmd, PmdSlot::Table(_)) {
+            mm.pt.pmd_alloc(dst_addr, phys).ok_or(Errno::ENOMEM)?;
+            dst_pmd = mm.pt.pmd(dst_addr);
+        }
         if let PmdSlot::Leaf(_) = dst_pmd {
             rule!(mm.pt.hw, UffdMoveDstHugePmd);
             return Err(Errno::EEXIST);
