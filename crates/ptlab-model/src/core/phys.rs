@@ -133,14 +133,17 @@ impl FrameAllocator {
         self.free[o as usize].insert(p);
     }
 
-    /// Free `n` order-0 frames from `pfn` (each allocated as its own block)
-    /// in one step per naturally aligned block of the range, largest first.
+    /// Free the `n` allocated frames from `pfn` (order-0 pages, or the
+    /// frames of consecutive folios of any order: a run of `count` order-k
+    /// folios is `n = count << k`) in one step per naturally aligned block
+    /// of the range, largest first.
     /// The free lists end as they would after `n` single frees in any order:
     /// with eager buddy merging they hold exactly the maximal aligned free
     /// blocks, a function of which frames are free (an allocation only ever
     /// takes a whole listed block and lists the halves it splits off, whose
-    /// buddies it keeps). Linux: mm/page_alloc.c free_pages_bulk-style
-    /// frees end in the same __free_one_page() merge state.
+    /// buddies it keeps). Linux: mm/page_alloc.c __free_one_page() (the
+    /// merge each block's free goes through; the kernel frees the pages
+    /// one by one, through the per-CPU lists the model does not keep).
     pub fn free_range(&mut self, pfn: Pfn, n: u64) {
         let end = pfn.0 + n;
         let mut p = pfn.0;
@@ -392,7 +395,7 @@ mod tests {
             for _ in 0..300 {
                 let r = rng(&mut seed);
                 if r % 3 != 0 || held.is_empty() {
-                    // Allocate a few order-0 frames (or a block, as mTHP).
+                    // Allocate a few order-0 frames (or blocks, as mTHP).
                     let order = if r % 7 == 0 {
                         Order((r % 5) as u8)
                     } else {
@@ -401,13 +404,11 @@ mod tests {
                     for _ in 0..(r >> 8) % 40 + 1 {
                         let (x, y) = (a.alloc(order), b.alloc(order));
                         assert_eq!(x, y);
+                        // A block's frames are held like order-0 pages:
+                        // a later stretch may free part of a folio's
+                        // frames or several folios at once.
                         if let Some(p) = x {
-                            if order.0 == 0 {
-                                held.push(p.0);
-                            } else {
-                                a.free(p, order);
-                                b.free(p, order);
-                            }
+                            held.extend(p.0..p.0 + order.pages());
                         }
                     }
                 } else {

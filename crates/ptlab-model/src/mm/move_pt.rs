@@ -510,8 +510,18 @@ fn move_noncont_run(
     let max = (max as usize)
         .min(PTRS_PER_TABLE - i0)
         .min(PTRS_PER_TABLE - j0);
-    let mut moved = [0u64; PTRS_PER_TABLE];
     let (mut n, mut present) = (0, 0u64);
+    // A contiguous block (or a swap entry) first: nothing to pass, and no
+    // buffer to clear (the loop below would stop at once).
+    let first = pt.pte_entries(old).map_or(0, |(src, _)| src.raw(i0));
+    let passable = |e: u64| match arch.decode(1, e) {
+        Entry::Leaf(l) => !l.flags.contains(LeafFlags::CONT),
+        _ => false,
+    };
+    if first != 0 && !passable(first) {
+        return (0, false);
+    }
+    let mut moved = [0u64; PTRS_PER_TABLE];
     {
         let (Some((src, _)), dst) = (pt.pte_entries(old), pt.pte_entries(new)) else {
             return (0, false);
