@@ -70,6 +70,10 @@ const MAX_TAG_RUNS: usize = 48;
 struct Memmap {
     sections: Vec<Option<Box<Section>>>,
     live: usize,
+    /// The section dropped last (every frame default, no tag), reused by
+    /// the next section to appear: a workload that frees and refaults the
+    /// same frames does not allocate and clear a section each time.
+    spare: Option<Box<Section>>,
 }
 
 /// 512 frames' [`PageMeta`]s, stored in 5 bytes a frame: the flag and
@@ -183,26 +187,41 @@ impl SectionTags {
                 if r.at(i) == tag {
                     return;
                 }
-                // Cut `i` out of run `r`.
-                let left = TagRun {
-                    len: i - r.start,
-                    ..r
-                };
-                let right = TagRun {
-                    start: i + 1,
-                    len: r.end() - i - 1,
-                    base: r.at(i).wrapping_add(r.step),
-                    step: r.step,
-                };
-                let mut parts = Vec::with_capacity(2);
-                if left.len > 0 {
-                    parts.push(left);
+                if r.len > 1 && (i == r.start || i + 1 == r.end()) {
+                    // `i` at an end of `r` (pages freed in frame order):
+                    // shorten it in place, as the splice below would.
+                    let run = &mut runs[k - 1];
+                    run.len -= 1;
+                    if i == r.start {
+                        run.start += 1;
+                        run.base = r.at(i).wrapping_add(r.step);
+                        at = k - 1;
+                    }
+                    if tag == 0 {
+                        return;
+                    }
+                } else {
+                    // Cut `i` out of run `r`.
+                    let left = TagRun {
+                        len: i - r.start,
+                        ..r
+                    };
+                    let right = TagRun {
+                        start: i + 1,
+                        len: r.end() - i - 1,
+                        base: r.at(i).wrapping_add(r.step),
+                        step: r.step,
+                    };
+                    let mut parts = Vec::with_capacity(2);
+                    if left.len > 0 {
+                        parts.push(left);
+                    }
+                    if right.len > 0 {
+                        parts.push(right);
+                    }
+                    at = k - 1 + usize::from(left.len > 0);
+                    runs.splice(k - 1..k, parts);
                 }
-                if right.len > 0 {
-                    parts.push(right);
-                }
-                at = k - 1 + usize::from(left.len > 0);
-                runs.splice(k - 1..k, parts);
             }
         }
         if tag != 0 {
@@ -302,6 +321,33 @@ impl Section {
     }
 }
 
+/// Order-0 frames freed one after another, given back to the allocator
+/// a stretch of consecutive frames at a time ([`Nodes::free_range`]).
+#[derive(Default)]
+struct FreedFrames {
+    first: u64,
+    n: u64,
+}
+
+impl FreedFrames {
+    fn push(&mut self, pfn: Pfn, alloc: &mut Nodes) {
+        if self.n > 0 && pfn.0 != self.first + self.n {
+            self.flush(alloc);
+        }
+        if self.n == 0 {
+            self.first = pfn.0;
+        }
+        self.n += 1;
+    }
+
+    fn flush(&mut self, alloc: &mut Nodes) {
+        if self.n > 0 {
+            alloc.free_range(Pfn(self.first), self.n);
+            self.n = 0;
+        }
+    }
+}
+
 impl Memmap {
     fn split(pfn: Pfn) -> (usize, usize) {
         let i = pfn.0 - FIRST_PFN;
@@ -332,9 +378,10 @@ impl Memmap {
             self.sections.resize(s + 1, None);
         }
         let slot = &mut self.sections[s];
+        let spare = &mut self.spare;
         let sec = slot.get_or_insert_with(|| {
             self.live += 1;
-            Section::new()
+            spare.take().unwrap_or_else(Section::new)
         });
         let old = sec.get(i);
         let mut m = old;
@@ -354,8 +401,16 @@ impl Memmap {
             _ => {}
         }
         if sec.used == 0 {
-            *slot = None;
+            let mut gone = slot.take().expect("the section is live");
             self.live -= 1;
+            // Every frame is back to the default meta; its tags were
+            // cleared as each frame was freed (a dense store is dropped).
+            debug_assert!(gone.bits.iter().all(|&b| b == 0));
+            debug_assert!(gone.refs.iter().all(|&r| r == 0) && gone.big_refs.is_empty());
+            if !matches!(&gone.tags, SectionTags::Runs(r) if r.is_empty()) {
+                gone.tags = SectionTags::Runs(Vec::new());
+            }
+            self.spare = Some(gone);
         }
         r
     }
@@ -380,7 +435,8 @@ impl Memmap {
     }
 
     fn bytes(&self) -> usize {
-        self.sections.capacity() * std::mem::size_of::<Option<Box<Section>>>()
+        self.spare.as_ref().map_or(0, |s| s.bytes())
+            + self.sections.capacity() * std::mem::size_of::<Option<Box<Section>>>()
             + self
                 .sections
                 .iter()
@@ -1376,8 +1432,30 @@ impl PhysMem {
         })
     }
 
+    /// The large record of `folio`: none for an order-0 folio, whose head
+    /// is never a large folio's (no B-tree lookup for it).
+    fn large_record(&self, folio: FolioRef) -> Option<&LargeFolio> {
+        if folio.is_large() {
+            self.large.get(&folio.head.0)
+        } else {
+            None
+        }
+    }
+
+    /// [`LargeFolios::isolate`] of `folio`'s record; for an order-0 folio
+    /// (no record) only what isolating a missing head does: settle the
+    /// pending folio.
+    fn isolate_large(&mut self, folio: FolioRef) -> Option<u32> {
+        if folio.is_large() {
+            self.large.isolate(folio.head.0)
+        } else {
+            self.large.settle_pending();
+            None
+        }
+    }
+
     pub fn refcount(&self, folio: FolioRef) -> u32 {
-        match self.large.get(&folio.head.0) {
+        match self.large_record(folio) {
             Some(l) => l.refcount,
             None => self.memmap.get(folio.head).refcount,
         }
@@ -1540,7 +1618,7 @@ impl PhysMem {
     }
 
     fn folio_flags(&self, folio: FolioRef) -> u32 {
-        match self.large.get(&folio.head.0) {
+        match self.large_record(folio) {
             Some(l) => l.flags,
             None => self.memmap.get(folio.head).bits,
         }
@@ -1609,14 +1687,14 @@ impl PhysMem {
     /// while at most two mms map it).
     /// Linux: include/linux/mm.h folio_maybe_mapped_shared().
     pub fn maybe_mapped_shared(&self, folio: FolioRef) -> bool {
-        match self.large.get(&folio.head.0) {
+        match self.large_record(folio) {
             Some(l) => l.mm_maps.iter().filter(|&&(_, n)| n > 0).count() > 1,
             None => self.page_mapcount(folio.head) > 1,
         }
     }
 
     pub fn mapped_by_other_mm(&self, folio: FolioRef, mm: Pid) -> bool {
-        match self.large.get(&folio.head.0) {
+        match self.large_record(folio) {
             Some(l) => l.mm_maps.iter().any(|&(p, n)| p != mm && n > 0),
             None => false,
         }
@@ -1744,6 +1822,15 @@ impl PhysMem {
     /// events. Linux: mm/rmap.c folio_remove_rmap_ptes() and the
     /// mmu_gather's folio_put() for a small folio.
     pub fn unmap_put_small(&mut self, folio: FolioRef) {
+        if self.unmap_put_small_meta(folio) {
+            self.alloc.free(folio.head, Order::ZERO);
+        }
+    }
+
+    /// [`PhysMem::unmap_put_small`] but for giving a freed frame back to
+    /// the allocator: true when the folio was freed (the caller frees the
+    /// frame).
+    fn unmap_put_small_meta(&mut self, folio: FolioRef) -> bool {
         debug_assert!(!folio.is_large());
         self.hw.add(HwEvent::StructPageLine, 1);
         self.hw.add(HwEvent::MapcountAtomic, 1);
@@ -1756,9 +1843,7 @@ impl PhysMem {
             m.refcount -= 1;
             m.refcount
         });
-        if left == 0 {
-            self.free_folio(folio);
-        }
+        left == 0 && self.free_folio_meta(folio)
     }
 
     /// [`PhysMem::unmap_put_small`] of the frames `next(0)`, `next(1)`,
@@ -1774,6 +1859,9 @@ impl PhysMem {
         let mut k = 0;
         // Pages unmapped in place (their events are added once at the end).
         let mut fast = 0u64;
+        // Frames freed and not yet given back: consecutive ones go back in
+        // one FrameAllocator::free_range() (the same free lists).
+        let mut freed = FreedFrames::default();
         let Some(mut pfn) = next(0) else { return 0 };
         'sections: loop {
             let (s, _) = Memmap::split(pfn);
@@ -1793,10 +1881,13 @@ impl PhysMem {
                 if r <= 1 || r == REF_ESCAPE || bits & MAPCOUNT_MASK == 0 {
                     // Freed at zero, an escaped count, or an underflow to
                     // report: the single form.
-                    self.unmap_put_small(FolioRef {
+                    let folio = FolioRef {
                         head: pfn,
                         order: Order::ZERO,
-                    });
+                    };
+                    if self.unmap_put_small_meta(folio) {
+                        freed.push(pfn, &mut self.alloc);
+                    }
                     k += 1;
                     match next(k) {
                         Some(p) => pfn = p,
@@ -1814,6 +1905,7 @@ impl PhysMem {
                 }
             }
         }
+        freed.flush(&mut self.alloc);
         self.count_small_unmaps(fast);
         k
     }
@@ -1840,6 +1932,14 @@ impl PhysMem {
     }
 
     fn free_folio(&mut self, folio: FolioRef) {
+        if self.free_folio_meta(folio) {
+            self.alloc.free(folio.head, folio.order);
+        }
+    }
+
+    /// Everything [`PhysMem::free_folio`] does but giving the frames back
+    /// to the allocator; false when the folio stays (the huge zero folio).
+    fn free_folio_meta(&mut self, folio: FolioRef) -> bool {
         self.folio_batches.forget(folio.head);
         if Some(folio.head) != self.huge_zero {
             self.contents.forget(folio.head.0, folio.nr_pages());
@@ -1847,12 +1947,18 @@ impl PhysMem {
         if Some(folio.head) != self.huge_zero {
             self.hw.one(HwEvent::FolioFree);
         }
-        if let Some(l) = self.large.remove(&folio.head.0) {
+        if folio.order.0 == 0 {
+            // An order-0 folio has no large record: what `large.remove()`
+            // would do for it is settle the pending folio (no B-tree walk).
+            debug_assert!(self.large.find(folio.head.0).is_none());
+            self.large.settle_pending();
+            self.memmap.set(folio.head, PageMeta::default());
+        } else if let Some(l) = self.large.remove(&folio.head.0) {
             if l.kind == FolioKind::HugeZero {
                 // The huge zero folio is never freed by unmapping (its
                 // refcount is not tied to mappings); keep the record.
                 self.large.insert(folio.head.0, l);
-                return;
+                return false;
             }
             self.stats.mthp(folio.order.0, MthpStat::NrAnon, -1);
             if l.partially_mapped {
@@ -1862,7 +1968,7 @@ impl PhysMem {
         } else {
             self.memmap.set(folio.head, PageMeta::default());
         }
-        self.alloc.free(folio.head, folio.order);
+        true
     }
 
     // ---- rmap -------------------------------------------------------------
@@ -1900,7 +2006,7 @@ impl PhysMem {
         // Linux: mm/rmap.c folio_add_new_anon_rmap(), __folio_add_rmap(),
         // include/linux/rmap.h __folio_try_dup_anon_rmap().
         self.hw.struct_page_lines_batch(nr as u64, folio.is_large());
-        if let Some(slot) = self.large.isolate(folio.head.0) {
+        if let Some(slot) = self.isolate_large(folio) {
             if !exclusive {
                 self.hw.add(HwEvent::MapcountAtomic, nr as u64 + 1);
             }
@@ -1962,7 +2068,7 @@ impl PhysMem {
         // _large_mapcount and _nr_pages_mapped once per call.
         // Linux: mm/rmap.c __folio_remove_rmap(RMAP_LEVEL_PTE).
         self.hw.struct_page_lines_batch(nr as u64, folio.is_large());
-        let Some(slot) = self.large.isolate(folio.head.0) else {
+        let Some(slot) = self.isolate_large(folio) else {
             self.hw.add(HwEvent::MapcountAtomic, nr as u64);
             for i in 0..nr as u64 {
                 let pfn = first.add(i);

@@ -980,7 +980,9 @@ impl PageTables {
 
     fn subtree_empty(&self, t: Pfn, level: u8) -> bool {
         let tbl = &self.tables[&t.0];
-        if level == 1 {
+        // `used` counts the non-zero entries at every level (a table whose
+        // children were just freed is found empty without a scan).
+        if level == 1 || tbl.used == 0 {
             return tbl.used == 0;
         }
         tbl.entries()
@@ -993,7 +995,7 @@ impl PageTables {
     }
 
     fn free_subtree(&mut self, t: Pfn, level: u8, phys: &mut PhysMem) {
-        if level > 1 {
+        if level > 1 && self.tables[&t.0].used > 0 {
             let children: Vec<Pfn> = {
                 let tbl = &self.tables[&t.0];
                 tbl.entries()

@@ -132,6 +132,39 @@ impl FrameAllocator {
         }
         self.free[o as usize].insert(p);
     }
+
+    /// Free the `n` allocated frames from `pfn` (order-0 pages, or the
+    /// frames of consecutive folios of any order: a run of `count` order-k
+    /// folios is `n = count << k`) in one step per naturally aligned block
+    /// of the range, largest first.
+    /// The free lists end as they would after `n` single frees in any order:
+    /// with eager buddy merging they hold exactly the maximal aligned free
+    /// blocks, a function of which frames are free (an allocation only ever
+    /// takes a whole listed block and lists the halves it splits off, whose
+    /// buddies it keeps). Linux: mm/page_alloc.c __free_one_page() (the
+    /// merge each block's free goes through; the kernel frees the pages
+    /// one by one, through the per-CPU lists the model does not keep).
+    pub fn free_range(&mut self, pfn: Pfn, n: u64) {
+        let end = pfn.0 + n;
+        let mut p = pfn.0;
+        while p < end {
+            let o = block_order(p - self.base, end - p);
+            self.free(Pfn(p), Order(o));
+            p += 1 << o;
+        }
+    }
+}
+
+/// The largest order `o` ≤ [`MAX_ORDER`] with `off` aligned to `2^o` and
+/// `2^o ≤ left`.
+fn block_order(off: u64, left: u64) -> u8 {
+    let align = if off == 0 {
+        MAX_ORDER as u32
+    } else {
+        off.trailing_zeros()
+    };
+    let fit = 63 - left.leading_zeros();
+    align.min(fit).min(MAX_ORDER as u32) as u8
 }
 
 /// Most NUMA nodes a modelled machine may have (x86-64 and arm64 distribution
@@ -220,6 +253,20 @@ impl Nodes {
     pub fn free(&mut self, pfn: Pfn, order: Order) {
         let k = self.node_of(pfn) as usize;
         self.nodes[k].free(pfn, order);
+    }
+
+    /// [`FrameAllocator::free_range`] of `n` order-0 frames from `pfn`, each
+    /// block on its node (node boundaries are max-order aligned, so no
+    /// block spans two).
+    pub fn free_range(&mut self, pfn: Pfn, n: u64) {
+        let end = pfn.0 + n;
+        let mut p = pfn.0;
+        while p < end {
+            let o = block_order(p - FIRST_PFN, end - p);
+            let k = self.node_of(Pfn(p)) as usize;
+            self.nodes[k].free(Pfn(p), Order(o));
+            p += 1 << o;
+        }
     }
 
     /// Frames of every node together.
@@ -326,6 +373,74 @@ mod tests {
         // Everything merged back into one max-order block.
         assert_eq!(a.free[MAX_ORDER as usize].len(), 1);
         assert_eq!(a.alloc(Order(10)), Some(Pfn(FIRST_PFN)));
+    }
+
+    /// A small deterministic generator (xorshift64*).
+    fn rng(seed: &mut u64) -> u64 {
+        *seed ^= *seed >> 12;
+        *seed ^= *seed << 25;
+        *seed ^= *seed >> 27;
+        seed.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    #[test]
+    fn free_range_equals_single_frees() {
+        for seed0 in 1..=40u64 {
+            let mut seed = seed0 * 0x9e37_79b9;
+            // Two nodes, so ranges may end at a node boundary.
+            let mut a = Nodes::new(8 << 10);
+            assert!(a.set_layout(8 << 10, 2));
+            let mut b = a.clone();
+            let mut held: Vec<u64> = Vec::new();
+            for _ in 0..300 {
+                let r = rng(&mut seed);
+                if r % 3 != 0 || held.is_empty() {
+                    // Allocate a few order-0 frames (or blocks, as mTHP).
+                    let order = if r % 7 == 0 {
+                        Order((r % 5) as u8)
+                    } else {
+                        Order(0)
+                    };
+                    for _ in 0..(r >> 8) % 40 + 1 {
+                        let (x, y) = (a.alloc(order), b.alloc(order));
+                        assert_eq!(x, y);
+                        // A block's frames are held like order-0 pages:
+                        // a later stretch may free part of a folio's
+                        // frames or several folios at once.
+                        if let Some(p) = x {
+                            held.extend(p.0..p.0 + order.pages());
+                        }
+                    }
+                } else {
+                    // Free a stretch of consecutive held frames.
+                    held.sort_unstable();
+                    let i = (r >> 8) as usize % held.len();
+                    let mut j = i + 1;
+                    while j < held.len() && held[j] == held[j - 1] + 1 && j - i < 600 {
+                        j += 1;
+                    }
+                    let (first, n) = (held[i], (j - i) as u64);
+                    for k in 0..n {
+                        a.free(Pfn(first + k), Order(0));
+                    }
+                    b.free_range(Pfn(first), n);
+                    held.drain(i..j);
+                }
+                assert_eq!(a.allocated(), b.allocated());
+                for (x, y) in a.nodes.iter().zip(&b.nodes) {
+                    assert_eq!(x.free, y.free, "seed {seed0}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn block_orders_cover_a_range() {
+        assert_eq!(block_order(0, 1), 0);
+        assert_eq!(block_order(0, 256), 8);
+        assert_eq!(block_order(0, 5000), MAX_ORDER);
+        assert_eq!(block_order(4, 100), 2);
+        assert_eq!(block_order(8, 3), 1);
     }
 
     #[test]

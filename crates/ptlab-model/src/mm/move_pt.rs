@@ -24,10 +24,11 @@
 //! flushes (no observable effect; hardware-event accounting is a later issue).
 
 use crate::core::addr::{PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
+use crate::core::arch::arm64::{contpte, CONT_PTES};
 use crate::core::arch::{Entry, Leaf, LeafFlags, RawPte};
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, KCall};
-use crate::core::pgtable::{PageTables, PmdSlot};
+use crate::core::pgtable::{PageTables, PmdSlot, Run};
 use crate::core::rules::rule;
 use crate::core::vma::Vma;
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
@@ -344,27 +345,25 @@ pub fn move_ptes_batched(
     // hooks) and the descriptors are raw-readable, runs of present and none
     // entries go through one per-segment loop while nobody records marks
     // (the two ranges never overlap: move_vma() moves to a new range).
+    let apart = !pt.hw.observing() && old_addr.abs_diff(new_addr) >= extent;
     let fast = match pt.arch().raw_pte() {
-        Some(raw)
-            if pt.arch().generic_pte_hooks()
-                && !pt.hw.observing()
-                && old_addr.abs_diff(new_addr) >= extent =>
-        {
-            Some(raw)
-        }
+        Some(raw) if pt.arch().generic_pte_hooks() && apart => Some(raw),
         _ => None,
     };
+    // arm64's contpte hooks: runs of none and present entries without the
+    // contiguous bit go through one per-segment loop too.
+    let cont_fast = fast.is_none()
+        && apart
+        && pt.arch().cont_ptes() == Some(CONT_PTES)
+        && !pt.hw.features.contpte_off;
     let mut off = 0;
     while off < extent {
-        if let Some(raw) = fast {
-            let (n, moved) = move_pte_run(
-                pt,
-                raw,
-                old_vma,
-                old_addr + off,
-                new_addr + off,
-                (extent - off) / PAGE_SIZE,
-            );
+        if fast.is_some() || cont_fast {
+            let (old, new, max) = (old_addr + off, new_addr + off, (extent - off) / PAGE_SIZE);
+            let (n, moved) = match fast {
+                Some(raw) => move_pte_run(pt, raw, old_vma, old, new, max),
+                None => move_noncont_run(pt, old_vma, old, new, max),
+            };
             force_flush |= moved;
             off += n * PAGE_SIZE;
             if off >= extent {
@@ -428,7 +427,7 @@ fn move_pte_run(
         0
     };
     let mut moved = [0u64; PTRS_PER_TABLE];
-    let (mut t, i0) = pt.pte_table(old);
+    let (t, i0) = pt.pte_table(old);
     let max = (max as usize).min(PTRS_PER_TABLE - i0);
     let (mut n, mut present) = (0, 0u64);
     while n < max {
@@ -437,24 +436,128 @@ fn move_pte_run(
             if !raw.is_present(e) {
                 break;
             }
-            t.store_raw(i0 + n, 0);
             moved[n] = e & !clear;
             present += 1;
         }
         n += 1;
     }
     if present > 0 {
-        let (mut d, j0) = pt.pte_table(new);
-        for (k, &e) in moved[..n].iter().enumerate() {
-            if e != 0 {
-                d.store_raw(j0 + k, e);
-            }
-        }
+        write_moved(pt, old, new, &moved[..n], 1 << raw.pfn_shift);
     }
     let hw = &pt.hw;
     hw.ptep_get_reads(n as u64);
     hw.call_n(KCall::PtepGetAndClear, present);
     hw.add(HwEvent::PteAtomicClear, present);
+    hw.call_n(KCall::SetPtes, present);
+    hw.add(HwEvent::PteStore, present);
+    (n as u64, present > 0)
+}
+
+/// The stores of a per-segment move: `moved[k]` (0: the entry was none
+/// and stays so) goes from entry `old + k` pages to entry `new + k` pages,
+/// the old entries (present or none) cleared. The source is cleared as one
+/// write and the destination written a run of consecutive frames (`step`
+/// apart) at a time: the values the entry-by-entry stores leave.
+fn write_moved(pt: &mut PageTables, old: u64, new: u64, moved: &[u64], step: u64) {
+    let n = moved.len();
+    let (mut t, i0) = pt.pte_table(old);
+    t.write_affine(i0, n, 0, 0, 0);
+    let (mut d, j0) = pt.pte_table(new);
+    let mut k = 0;
+    while k < n {
+        let e = moved[k];
+        if e == 0 {
+            k += 1;
+            continue;
+        }
+        let mut len = 1;
+        while k + len < n && moved[k + len] == e.wrapping_add(step.wrapping_mul(len as u64)) {
+            len += 1;
+        }
+        d.write_affine(j0 + k, len, e, step, Run::PRESENT);
+        k += len;
+    }
+}
+
+/// arm64's form of [`move_pte_run`] (contpte hooks on): the none and
+/// present entries from `old` (at most `max`) that carry no contiguous bit,
+/// stopping at a swap entry or marker, at an entry with the contiguous
+/// bit, at a present entry whose destination is not none, and at a
+/// present entry whose single-entry `set_ptes()` would try a fold (the
+/// last entry of a block getting the last frame of a 16-frame group,
+/// neither special nor PROT_NONE: `try_fold()` looks at the folio). Each
+/// entry passed is one pass of [`move_ptes_batched`]'s loop with a batch
+/// of one (`pte_batch_hint()` is 1 without the contiguous bit):
+/// `ptep_get()` (not `pte_valid_cont()`: one load); for a present entry
+/// `ptep_get_and_clear()` (its `contpte_try_unfold()` check: a call and a
+/// load; one atomic exchange) and `set_ptes(nr == 1)` at `new` (the check
+/// on the none destination, one store, and no fold try), the value
+/// re-encoded as `set_ptes()` writes it ([`moved_pte`]). Returns the
+/// entries passed and whether any was present (`force_flush`).
+/// Linux: mm/mremap.c move_ptes(); arch/arm64/include/asm/pgtable.h
+/// ptep_get(), ptep_get_and_clear(), set_ptes(), contpte_try_fold().
+fn move_noncont_run(
+    pt: &mut PageTables,
+    old_vma: &Vma,
+    old: u64,
+    new: u64,
+    max: u64,
+) -> (u64, bool) {
+    let arch = pt.arch();
+    let n_block = CONT_PTES as u64;
+    let i0 = (old / PAGE_SIZE) as usize % PTRS_PER_TABLE;
+    let j0 = (new / PAGE_SIZE) as usize % PTRS_PER_TABLE;
+    let max = (max as usize)
+        .min(PTRS_PER_TABLE - i0)
+        .min(PTRS_PER_TABLE - j0);
+    let (mut n, mut present) = (0, 0u64);
+    // A contiguous block (or a swap entry) first: nothing to pass, and no
+    // buffer to clear (the loop below would stop at once).
+    let first = pt.pte_entries(old).map_or(0, |(src, _)| src.raw(i0));
+    let passable = |e: u64| match arch.decode(1, e) {
+        Entry::Leaf(l) => !l.flags.contains(LeafFlags::CONT),
+        _ => false,
+    };
+    if first != 0 && !passable(first) {
+        return (0, false);
+    }
+    let mut moved = [0u64; PTRS_PER_TABLE];
+    {
+        let (Some((src, _)), dst) = (pt.pte_entries(old), pt.pte_entries(new)) else {
+            return (0, false);
+        };
+        while n < max {
+            let e = src.raw(i0 + n);
+            if e != 0 {
+                let Entry::Leaf(l) = arch.decode(1, e) else {
+                    break; // a swap entry or marker
+                };
+                let j = j0 + n;
+                let dst_none = dst.is_none_or(|(d, _)| d.raw(j) == 0);
+                let fold_try = j % CONT_PTES == CONT_PTES - 1
+                    && !l.flags.intersects(LeafFlags::SPECIAL | LeafFlags::PROTNONE)
+                    && l.pfn.0 % n_block == n_block - 1;
+                if l.flags.contains(LeafFlags::CONT) || !dst_none || fold_try {
+                    break;
+                }
+                // set_ptes() writes the descriptor without CONT, the frame
+                // in its field: the leaf's encoding.
+                moved[n] = arch.encode_leaf(1, moved_pte(old_vma, l));
+                present += 1;
+            }
+            n += 1;
+        }
+    }
+    if present > 0 {
+        // Consecutive frames are one page apart in the descriptor
+        // (`pte_advance_pfn()`: the frame field starts at bit 12).
+        write_moved(pt, old, new, &moved[..n], PAGE_SIZE);
+    }
+    let hw = &pt.hw;
+    hw.ptep_get_reads(n as u64);
+    hw.call_n(KCall::PtepGetAndClear, present);
+    hw.add(HwEvent::PteAtomicClear, present);
+    contpte::count_try_unfold_checks(hw, 2 * present);
     hw.call_n(KCall::SetPtes, present);
     hw.add(HwEvent::PteStore, present);
     (n as u64, present > 0)
