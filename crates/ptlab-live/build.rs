@@ -10,7 +10,8 @@
 //! `--target` it does not reach build scripts or proc macros), into its
 //! own target directory under OUT_DIR. If that fails (no static C library
 //! on the machine, a target without `crt-static`), the build goes on with
-//! a warning and ptlab forks its workers from itself as before. Set
+//! a warning and ptlab forks its workers from itself as before; so does a
+//! cross build (target other than the host). Set
 //! `PTLAB_NO_EXEC_WORKER=1` at build time to skip it.
 
 use std::env;
@@ -38,6 +39,11 @@ fn main() {
     let target = env::var("TARGET").expect("TARGET");
     let arch_ok = target.starts_with("x86_64-") || target.starts_with("aarch64-");
     if !arch_ok || !target.contains("-linux-") {
+        return;
+    }
+    // A cross build (scripts/check-arm64.sh type-checks for arm64 on an
+    // x86-64 host) has no linker for the target here: fork there.
+    if env::var("HOST").ok().as_deref() != Some(target.as_str()) {
         return;
     }
     let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));

@@ -560,8 +560,15 @@ pub(crate) fn worker_main(chan: libc::c_int, parent: libc::pid_t) -> ! {
     crate::lifeline::die_with_parent(parent);
     adopt_channel(chan);
     set_soft_limit(libc::RLIMIT_MEMLOCK as u64, MEMLOCK_DEFAULT);
-    install_handlers();
+    // The stack first, while THP is still disabled (ptlab's
+    // PR_SET_THP_DISABLE, inherited over fork and kept over exec;
+    // install_handlers() clears it): an exec'd worker's stack is new, and
+    // faulted under a knob epoch's `always` policy it would be made of
+    // large folios, which the copy-on-write after a scenario `fork` then
+    // splits (`nr_anon_partially_mapped`, `split_deferred` moved in the
+    // fork's step: found in the first measurement of the exec'd worker).
     prefault_stack();
+    install_handlers();
     serve()
 }
 
