@@ -483,13 +483,7 @@ fn prefault_stack() {
 /// `ptlab fuzz --seed 20261126`, case 835, with 16 KiB mTHP on).
 fn settle_after_fork() {
     prefault_stack();
-    for a in [&FAULT_ADDR, &FAULT_SIG, &SCOPED_AS, &SCOPED_DATA] {
-        a.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
-    }
-    for u in &UFFDS {
-        u.store(u.load(Ordering::Relaxed), Ordering::Relaxed);
-    }
-    UFFD_CUR.store(UFFD_CUR.load(Ordering::Relaxed), Ordering::Relaxed);
+    touch_statics();
     // SAFETY: errno is this thread's; MADV_COLD on a mapped stack page is
     // only a reclaim hint.
     unsafe {
@@ -501,6 +495,21 @@ fn settle_after_fork() {
         libc::madvise(page as *mut libc::c_void, 4096, libc::MADV_COLD);
         core::ptr::write_volatile(e, 0);
     }
+}
+
+/// Write every static of the worker (each keeps its value), so that
+/// their pages are faulted (or copied, after a fork) now, not in the
+/// middle of a scenario statement (the fault handler's first write of
+/// `FAULT_ADDR` would otherwise fault a `.bss` page in the statement
+/// whose access faulted).
+fn touch_statics() {
+    for a in [&FAULT_ADDR, &FAULT_SIG, &SCOPED_AS, &SCOPED_DATA] {
+        a.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    for u in &UFFDS {
+        u.store(u.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    UFFD_CUR.store(UFFD_CUR.load(Ordering::Relaxed), Ordering::Relaxed);
 }
 
 fn install_handlers() {
@@ -560,7 +569,7 @@ pub(crate) fn worker_main(chan: libc::c_int, parent: libc::pid_t) -> ! {
     crate::lifeline::die_with_parent(parent);
     adopt_channel(chan);
     set_soft_limit(libc::RLIMIT_MEMLOCK as u64, MEMLOCK_DEFAULT);
-    // The stack first, while THP is still disabled (ptlab's
+    // The stack and statics first, while THP is still disabled (ptlab's
     // PR_SET_THP_DISABLE, inherited over fork and kept over exec;
     // install_handlers() clears it): an exec'd worker's stack is new, and
     // faulted under a knob epoch's `always` policy it would be made of
@@ -568,6 +577,7 @@ pub(crate) fn worker_main(chan: libc::c_int, parent: libc::pid_t) -> ! {
     // splits (`nr_anon_partially_mapped`, `split_deferred` moved in the
     // fork's step: found in the first measurement of the exec'd worker).
     prefault_stack();
+    touch_statics();
     install_handlers();
     serve()
 }

@@ -458,8 +458,17 @@ fn a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own() {
             cover.set(k, m).unwrap();
         }
         for round in 0..5 {
-            let b = ptlab_live::LiveBackend::new().expect("live backend");
+            let mut b = ptlab_live::LiveBackend::new().expect("live backend");
             let pid = b.pid_of("main").expect("main");
+            // A faulting access: the fault handler writes its statics.
+            let r = ptlab_scenario::run_source(
+                "t.ptl",
+                "read 0x100000000000\nexpect segv\n",
+                &mut b,
+                &Default::default(),
+            )
+            .expect("parses");
+            assert!(r.passed(), "{:?}", r.failures);
             let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
             let pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap")).unwrap();
             let kflags = std::fs::File::open("/proc/kpageflags").unwrap();

@@ -46,6 +46,34 @@ fn parse_pid(arg: *const libc::c_char) -> libc::pid_t {
     v
 }
 
+extern "C" {
+    // The linker's bounds of the zero-initialised data (GNU ld, lld).
+    static __bss_start: u8;
+    static _end: u8;
+}
+
+/// Fault every page of the program's `.bss` now, while ptlab's
+/// PR_SET_THP_DISABLE (kept over exec) still holds: the worker clears it
+/// for the scenario, and a `.bss` page (the C library's or the worker's
+/// statics) first written during a statement under an `always` policy
+/// could be a large folio, counted in that statement's step. A read and
+/// a write of the same byte, page by page: the values stay.
+fn prefault_bss() {
+    // SAFETY: the linker's symbols bound this program's own `.bss`; the
+    // process is single-threaded, so rewriting a byte with its own value
+    // changes nothing.
+    unsafe {
+        let start = core::ptr::addr_of!(__bss_start) as usize;
+        let end = core::ptr::addr_of!(_end) as usize;
+        let mut p = start & !4095;
+        while p < end {
+            let b = (p.max(start)) as *mut u8;
+            core::ptr::write_volatile(b, core::ptr::read_volatile(b));
+            p += 4096;
+        }
+    }
+}
+
 /// # Safety
 /// Called by the C runtime with the process's arguments.
 #[no_mangle]
@@ -62,5 +90,6 @@ pub unsafe extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_cha
     // The command name an exec from a memfd gives is the descriptor's
     // number; name the process for ps and top.
     libc::prctl(libc::PR_SET_NAME, c"ptlab-worker".as_ptr(), 0, 0, 0);
+    prefault_bss();
     worker::worker_main(worker::CHAN_FD, parent)
 }
