@@ -80,11 +80,7 @@ fn main() {
         }
         Ok(o) => {
             let err = String::from_utf8_lossy(&o.stderr);
-            let last = err
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .last()
-                .unwrap_or("");
+            let last = err.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
             println!(
                 "cargo::warning=the static worker program did not build ({}: {last}); live workers are forked from ptlab",
                 o.status
