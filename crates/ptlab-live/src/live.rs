@@ -1300,7 +1300,8 @@ impl LiveBackend {
         if let Some((s, e)) = intersects(&self.foreign, start & !(PAGE - 1), end) {
             return Err(BackendError::Other(format!(
                 "{what} {start:#x}+{len:#x} touches {s:#x}-{e:#x}, a mapping of the live \
-                 harness's own worker process (inherited from ptlab); the live backend cannot \
+                 harness's own worker process (the worker program's, or ptlab's in a forked \
+                 worker); the live backend cannot \
                  run it without destroying itself: use another address"
             )));
         }
