@@ -463,7 +463,7 @@ fn a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own() {
             // A faulting access: the fault handler writes its statics.
             let r = ptlab_scenario::run_source(
                 "t.ptl",
-                "read 0x100000000000\nexpect segv\n",
+                "read 0x100000000000\nexpect segv\nfork c1\n",
                 &mut b,
                 &Default::default(),
             )
