@@ -165,7 +165,13 @@ pub fn ptlab_processes() -> Vec<(i32, String)> {
         // A deleted (rebuilt) binary reads "<path> (deleted)".
         let t = target.to_string_lossy();
         let t = t.trim_end_matches(" (deleted)");
-        if Path::new(t) == exe {
+        // A worker exec'd from its memfd names the ptlab that started it
+        // as its third argument (crates/ptlab-live/src/worker_exe.rs).
+        let exec_worker = t.starts_with("/memfd:ptlab-worker")
+            && std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| b.split(|&c| c == 0).nth(2) == Some(exe.as_os_str().as_encoded_bytes()))
+                .unwrap_or(false);
+        if Path::new(t) == exe || exec_worker {
             let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
                 .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
                 .unwrap_or_default();

@@ -116,6 +116,14 @@ pub struct Divergence {
     /// `statements_executed` once that statement has run). A re-run that
     /// stops after it ([`diff_source`]) has re-checked it.
     pub step: u64,
+    /// How many ranges khugepaged (the kernel thread) collapsed on the
+    /// machine between the run's start and the comparison that found this
+    /// divergence (`khugepaged/pages_collapsed`, which only the thread's
+    /// scan counts: Linux mm/khugepaged.c khugepaged_scan_mm_slot();
+    /// MADV_COLLAPSE's madvise_collapse() does not). Background work no
+    /// statement made; [`crate::fuzz`] classifies a case whose first
+    /// divergence has it as background, on every run alike.
+    pub khugepaged: u64,
 }
 
 impl Divergence {
@@ -615,6 +623,8 @@ pub struct DiffBackend {
     last_reused: bool,
     /// Statements started (the one running now is number `steps`).
     steps: u64,
+    /// `khugepaged/pages_collapsed` when the run started.
+    khugepaged_base: Option<u64>,
     /// Pages (addresses, any process) a `fill` wrote, a UFFDIO_COPY from
     /// memory filled, or a UFFDIO_MOVE moved such a page to: their bytes
     /// are compared whole at every comparison, as are the pages the model
@@ -774,6 +784,7 @@ impl DiffBackend {
             since_full: 0,
             last_reused: false,
             steps: 0,
+            khugepaged_base: crate::kernel::khugepaged_pages_collapsed(),
             filled: BTreeSet::new(),
         })
         .map(|mut d| {
@@ -828,7 +839,20 @@ impl DiffBackend {
             model,
             detail: Vec::new(),
             step: self.steps,
+            khugepaged: self.khugepaged_since_start(),
         });
+    }
+
+    /// khugepaged's collapses since the run started (0 where the counter
+    /// cannot be read).
+    fn khugepaged_since_start(&self) -> u64 {
+        match (
+            self.khugepaged_base,
+            crate::kernel::khugepaged_pages_collapsed(),
+        ) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
+        }
     }
 
     /// Compare the outcome of one operation.

@@ -1700,7 +1700,9 @@ pub struct Finding {
     pub report: String,
     /// The first divergence's kind and summary.
     pub summary: String,
-    /// Did not reproduce on a second run (background kernel activity).
+    /// Did not reproduce on a second run, or its first divergence came
+    /// after a khugepaged collapse ([`Confirmation`]): background kernel
+    /// activity.
     pub flaky: bool,
 }
 
@@ -2025,6 +2027,66 @@ fn first_kind(rep: &DiffReport) -> Option<(String, String)> {
     rep.first().map(|d| (d.kind.clone(), d.stmt.clone()))
 }
 
+/// How a divergent case's confirmation ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Confirmation {
+    /// A confirmation run showed the same first divergence.
+    Reproduced,
+    /// It did not: background activity (other programs moving the global
+    /// counters, another job's case).
+    Flaky,
+    /// khugepaged (the kernel thread) collapsed ranges before the first
+    /// divergence of the case's own run: background work no statement
+    /// made, decided from that run alone, so every run of the case that
+    /// diverges this way is classified the same, whatever a confirmation
+    /// run would have caught.
+    Background(String),
+}
+
+/// Why a run's first divergence is khugepaged's background work, if it is:
+/// khugepaged's thread collapsed a range on the machine between the run's
+/// start and that divergence ([`crate::diff::Divergence::khugepaged`]).
+/// A collapse by khugepaged is never a statement's effect, and whether
+/// its 10 s scan reaches the case's ranges during a run is timing; before
+/// this, the confirmation run decided (a collapse in it too: divergent;
+/// none: flaky), so the same case was called either on different runs
+/// (`ptlab fuzz --seed 1 --time 5 --jobs 1`, case 85).
+pub(crate) fn background_cause(rep: &DiffReport) -> Option<String> {
+    let d = rep.first()?;
+    (d.khugepaged > 0).then(|| {
+        format!(
+            "khugepaged collapsed {} range(s) on the machine before the first divergence \
+             (khugepaged/pages_collapsed +{})",
+            d.khugepaged, d.khugepaged
+        )
+    })
+}
+
+/// Confirm a divergent run `first`: background by its own first
+/// divergence, else re-run (`rerun`) and compare the first divergences. A
+/// confirmation run that khugepaged disturbed says nothing about the
+/// case and is made once more; two such runs leave it flaky.
+pub(crate) fn confirm<E>(
+    first: &DiffReport,
+    mut rerun: impl FnMut() -> Result<DiffReport, E>,
+) -> Result<Confirmation, E> {
+    if let Some(why) = background_cause(first) {
+        return Ok(Confirmation::Background(why));
+    }
+    for _ in 0..2 {
+        let again = rerun()?;
+        if background_cause(&again).is_some() {
+            continue;
+        }
+        return Ok(if same_finding(first, &again) {
+            Confirmation::Reproduced
+        } else {
+            Confirmation::Flaky
+        });
+    }
+    Ok(Confirmation::Flaky)
+}
+
 fn same_finding(a: &DiffReport, b: &DiffReport) -> bool {
     match (a.first(), b.first()) {
         (Some(x), Some(y)) => x.kind == y.kind && x.stmt == y.stmt && x.summary == y.summary,
@@ -2093,20 +2155,54 @@ pub fn needs_exclusive(g: &Generated, exposed: bool) -> bool {
 /// lines nor the operations that move counters (`MADV_HUGEPAGE`,
 /// `MADV_PAGEOUT`/`COLD`, any fault under an `always` policy) keep a case
 /// from running beside others.
-pub fn needs_exclusive_in_epoch(g: &Generated) -> bool {
-    g.lines[policy_end(g)..].iter().any(|l| match l {
-        GenLine::Comment(_) => false,
-        GenLine::Call { call, .. } => matches!(
-            call,
-            Call::SetThp { .. }
-                | Call::SetSwap { .. }
-                | Call::SetUseZeroPage { .. }
-                | Call::Madvise {
-                    advice: Advice::Collapse,
+///
+/// A `thp` line that asks for the value the knob already has is no
+/// change: the live backend's knob session writes nothing for it (so
+/// nothing wakes khugepaged or recomputes watermarks, as a write would:
+/// Linux mm/huge_memory.c thpsize_enabled_store() → start_stop_khugepaged()),
+/// and the model's policy stays as it was. Such a line does not make a
+/// case run alone. The value in force is the policy's for a knob the
+/// policy names and the machine's own (`machine`, read when the campaign
+/// starts; the epoch puts every other knob back to it) otherwise; a
+/// knob of unknown value counts as a change. Only lines before the first
+/// real change need this: after one, the case runs alone anyway.
+pub fn needs_exclusive_in_epoch(g: &Generated, machine: &[(ThpKnob, ThpMode)]) -> bool {
+    let end = policy_end(g);
+    let in_force = |knob: ThpKnob| {
+        g.lines[..end]
+            .iter()
+            .rev()
+            .find_map(|l| match l {
+                GenLine::Call {
+                    call: Call::SetThp { knob: k, mode },
                     ..
-                }
-        ),
+                } if *k == knob => Some(*mode),
+                _ => None,
+            })
+            .or_else(|| machine.iter().find(|(k, _)| *k == knob).map(|(_, m)| *m))
+    };
+    g.lines[end..].iter().any(|l| match l {
+        GenLine::Comment(_) => false,
+        GenLine::Call { call, .. } => match call {
+            Call::SetThp { knob, mode } => in_force(*knob) != Some(*mode),
+            Call::SetSwap { .. }
+            | Call::SetUseZeroPage { .. }
+            | Call::Madvise {
+                advice: Advice::Collapse,
+                ..
+            } => true,
+            _ => false,
+        },
     })
+}
+
+/// The THP `enabled` knobs as the machine has them now (the top level and
+/// every size it has), for [`needs_exclusive_in_epoch`].
+pub fn machine_knobs() -> Vec<(ThpKnob, ThpMode)> {
+    std::iter::once(ThpKnob::TopLevel)
+        .chain((2..=9).map(ThpKnob::Size))
+        .filter_map(|k| Some((k, crate::knobs::current_mode(k).ok()?)))
+        .collect()
 }
 
 /// The swap area a case makes before any other operation: its first
@@ -2209,6 +2305,10 @@ struct Campaign<'a> {
     /// others (see [`fuzz`]).
     gate: std::sync::RwLock<()>,
     exposed: bool,
+    /// The THP knobs as the machine had them at the start
+    /// ([`machine_knobs`]): what an epoch leaves in force for a knob its
+    /// policy does not name.
+    machine_knobs: Vec<(ThpKnob, ThpMode)>,
     /// Generates the cases in order, each on the model, for coverage.
     planner: std::sync::Mutex<Planner>,
     jobs: usize,
@@ -2533,7 +2633,7 @@ impl Campaign<'_> {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .take(c);
-                if needs_exclusive_in_epoch(&p.gen) {
+                if needs_exclusive_in_epoch(&p.gen, &self.machine_knobs) {
                     q.alone.push_back((c, p));
                 } else {
                     q.shared.push_back((c, p));
@@ -2708,7 +2808,7 @@ impl Campaign<'_> {
         let src = gen.to_ptl();
         let epoch = self.epochs.as_ref().map(|ep| case / ep.k);
         let exclusive = if epoch.is_some() {
-            needs_exclusive_in_epoch(gen)
+            needs_exclusive_in_epoch(gen, &self.machine_knobs)
         } else {
             needs_exclusive(gen, self.exposed)
         };
@@ -2944,8 +3044,12 @@ impl Campaign<'_> {
         let kind = first_kind(rep);
         // Confirm: background activity (khugepaged, other processes
         // moving the global counters) can make a single run diverge.
-        let again = diff_source(name, src, dopts)?;
-        let flaky = !same_finding(rep, &again);
+        let confirmation = confirm(rep, || diff_source(name, src, dopts))?;
+        let flaky = confirmation != Confirmation::Reproduced;
+        let background = match &confirmation {
+            Confirmation::Background(why) => Some(why.clone()),
+            _ => None,
+        };
         let shrunk = if flaky {
             src.to_string()
         } else {
@@ -2959,16 +3063,22 @@ impl Campaign<'_> {
                 opts.shrink_budget,
             )
         };
-        let final_rep = diff_source(name, &shrunk, dopts)?;
-        let report = if final_rep.outcome() == DiffOutcome::Diverge {
-            final_rep.render_text()
-        } else {
-            rep.render_text()
+        // A background case is not run again: its own run says what it is.
+        let final_rep = match background {
+            Some(_) => None,
+            None => Some(diff_source(name, &shrunk, dopts)?),
         };
-        let summary = rep
+        let report = match final_rep {
+            Some(r) if r.outcome() == DiffOutcome::Diverge => r.render_text(),
+            _ => rep.render_text(),
+        };
+        let mut summary = rep
             .first()
             .map(|d| format!("{}: {}", d.kind, d.summary))
             .unwrap_or_default();
+        if let Some(why) = &background {
+            let _ = write!(summary, " [background: {why}]");
+        }
         std::fs::create_dir_all(&opts.out_dir)?;
         let file = format!(
             "{}fuzz-{:016x}-{case}.ptl",
@@ -2986,10 +3096,10 @@ impl Campaign<'_> {
             text,
             "# ptlab fuzz --seed {}{arch} (case {case}){}",
             opts.seed,
-            if flaky {
-                " — FLAKY: did not reproduce on a second run"
-            } else {
-                ""
+            match &background {
+                Some(_) => " — FLAKY: background (khugepaged), not re-run",
+                None if flaky => " — FLAKY: did not reproduce on a second run",
+                None => "",
             }
         );
         let _ = writeln!(text, "# first divergence: {summary}");
@@ -3081,6 +3191,11 @@ pub fn fuzz(
         stop: Default::default(),
         gate: Default::default(),
         exposed: !opts.model_only && baseline_exposes_sizes(),
+        machine_knobs: if opts.model_only {
+            Vec::new()
+        } else {
+            machine_knobs()
+        },
         planner: std::sync::Mutex::new(Planner::new(opts, set)),
         epochs: (opts.epoch > 0 && !opts.model_only).then(|| Epochs {
             k: opts.epoch,
@@ -3469,6 +3584,93 @@ pub fn default_out_dir() -> &'static Path {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A report whose first divergence is a counter step after line
+    /// `line`, with `khugepaged` collapses since its run started.
+    fn report_with(line: u32, khugepaged: u64) -> DiffReport {
+        DiffReport {
+            file: "c.ptl".into(),
+            run: Default::default(),
+            divergences: vec![crate::diff::Divergence {
+                line,
+                stmt: "mprotect p 2M r".into(),
+                loops: Vec::new(),
+                process: String::new(),
+                kind: "stats".into(),
+                summary: "THP counters moved differently in this step: \
+                          2048kB/nr_anon, vmstat/thp_collapse_alloc"
+                    .into(),
+                live: vec!["vmstat/thp_collapse_alloc +2".into()],
+                model: vec!["vmstat/thp_collapse_alloc +0".into()],
+                detail: Vec::new(),
+                step: u64::from(line),
+                khugepaged,
+            }],
+            more_divergences: 0,
+            stopped: None,
+            unsupported_by_model: false,
+            notes: Vec::new(),
+            comparisons: 1,
+            caps: None,
+            timing: Default::default(),
+        }
+    }
+
+    /// A first run whose divergence came after a khugepaged collapse is
+    /// background, decided without a confirmation run: the same on every
+    /// run of the case, whether or not khugepaged would have collapsed
+    /// again in a confirmation (before, that run decided: case 85 of
+    /// `--seed 1` was divergent once and flaky the next time).
+    #[test]
+    fn a_khugepaged_collapse_before_the_first_divergence_is_background_on_every_run() {
+        let first = report_with(12, 2);
+        for again_collapses in [0, 2] {
+            let mut reruns = 0;
+            let c = confirm(&first, || {
+                reruns += 1;
+                Ok::<_, ()>(report_with(12, again_collapses))
+            })
+            .unwrap();
+            assert!(
+                matches!(&c, Confirmation::Background(why) if why.contains("+2")),
+                "{c:?}"
+            );
+            assert_eq!(reruns, 0, "a background case is not re-run");
+        }
+    }
+
+    #[test]
+    fn confirmation_without_khugepaged_compares_first_divergences() {
+        let first = report_with(12, 0);
+        let same = confirm(&first, || Ok::<_, ()>(report_with(12, 0))).unwrap();
+        assert_eq!(same, Confirmation::Reproduced);
+        let mut elsewhere = report_with(13, 0);
+        elsewhere.divergences[0].stmt = "munmap p 4K".into();
+        let other = confirm(&first, || Ok::<_, ()>(elsewhere.clone())).unwrap();
+        assert_eq!(other, Confirmation::Flaky);
+        let mut none = first.clone();
+        none.divergences.clear();
+        let gone = confirm(&first, || Ok::<_, ()>(none.clone())).unwrap();
+        assert_eq!(gone, Confirmation::Flaky);
+    }
+
+    /// A confirmation run that khugepaged disturbed is made again; two
+    /// disturbed ones leave the case flaky (not confirmed).
+    #[test]
+    fn a_confirmation_disturbed_by_khugepaged_is_repeated_once() {
+        let first = report_with(12, 0);
+        let mut runs = vec![report_with(12, 0), report_with(12, 3)];
+        let c = confirm(&first, || Ok::<_, ()>(runs.pop().unwrap())).unwrap();
+        assert_eq!(c, Confirmation::Reproduced);
+        assert!(runs.is_empty());
+        let mut n = 0;
+        let c = confirm(&first, || {
+            n += 1;
+            Ok::<_, ()>(report_with(12, 1))
+        })
+        .unwrap();
+        assert_eq!((c, n), (Confirmation::Flaky, 2));
+    }
 
     #[test]
     fn generation_is_reproducible_and_parses() {
@@ -4891,7 +5093,7 @@ mod weight_tests {
         });
         assert!(policy_end(&base) > 1, "the policy lines come first");
         assert!(
-            !needs_exclusive_in_epoch(&base),
+            !needs_exclusive_in_epoch(&base, &[]),
             "the policy alone is the epoch's"
         );
         assert!(
@@ -4905,16 +5107,22 @@ mod weight_tests {
                 bind: None,
                 call,
             });
-            needs_exclusive_in_epoch(&g)
+            needs_exclusive_in_epoch(&g, &[])
         };
         let madv = |advice| Call::Madvise {
             addr: ARENA,
             len: 4096,
             advice,
         };
+        // The top level is in every policy: a line that changes it.
+        let top = policy_mode(&base, ThpKnob::TopLevel).expect("the policy sets the top level");
+        let other = [ThpMode::Always, ThpMode::Madvise, ThpMode::Never]
+            .into_iter()
+            .find(|m| *m != top)
+            .unwrap();
         assert!(with(Call::SetThp {
-            knob: ThpKnob::Size(4),
-            mode: ThpMode::Always,
+            knob: ThpKnob::TopLevel,
+            mode: other,
         }));
         assert!(with(Call::SetSwap {
             bytes: 1 << 20,
@@ -4931,13 +5139,103 @@ mod weight_tests {
             .filter(|&n| {
                 let mut g = generate_calls(case_seed(9, n), 24, ALL);
                 into_epoch(&mut g, 9, n, 16);
-                !needs_exclusive_in_epoch(&g)
+                !needs_exclusive_in_epoch(&g, &[])
             })
             .count();
         assert!(
             (10..100).contains(&shared),
             "{shared} of 100 cases run side by side"
         );
+    }
+
+    /// The mode a case's policy lines give `knob`, if they name it.
+    fn policy_mode(g: &Generated, knob: ThpKnob) -> Option<ThpMode> {
+        g.lines[..policy_end(g)].iter().rev().find_map(|l| match l {
+            GenLine::Call {
+                call: Call::SetThp { knob: k, mode },
+                ..
+            } if *k == knob => Some(*mode),
+            _ => None,
+        })
+    }
+
+    /// A mid-scenario `thp` line that asks for the value in force (the
+    /// policy's, or the machine's for a knob the policy does not name)
+    /// changes nothing and leaves the case side by side; any other value,
+    /// or a knob whose value is unknown, makes it run alone.
+    #[test]
+    fn a_thp_line_for_the_value_in_force_does_not_make_a_case_run_alone() {
+        let mut base = generate_calls(case_seed(5, 0), 0, ALL);
+        base.lines.truncate(policy_end(&base));
+        // An operation after the policy: `thp` lines right after it would
+        // be policy lines themselves.
+        base.lines.push(GenLine::Call {
+            proc: "main".into(),
+            bind: None,
+            call: Call::Mmap {
+                addr: ARENA,
+                len: 1 << 20,
+                prot: Prot::READ | Prot::WRITE,
+                flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED,
+            },
+        });
+        let with = |g: &Generated, knob, mode, machine: &[(ThpKnob, ThpMode)]| {
+            let mut g = g.clone();
+            g.lines.push(GenLine::Call {
+                proc: "main".into(),
+                bind: None,
+                call: Call::SetThp { knob, mode },
+            });
+            needs_exclusive_in_epoch(&g, machine)
+        };
+        let top = policy_mode(&base, ThpKnob::TopLevel).expect("the policy sets the top level");
+        assert!(!with(&base, ThpKnob::TopLevel, top, &[]));
+        for m in [ThpMode::Always, ThpMode::Madvise, ThpMode::Never] {
+            assert_eq!(with(&base, ThpKnob::TopLevel, m, &[]), m != top, "{m:?}");
+        }
+        // A later policy line for the same knob is the one in force.
+        let mut twice = base.clone();
+        let other = if top == ThpMode::Never {
+            ThpMode::Always
+        } else {
+            ThpMode::Never
+        };
+        twice.lines.insert(
+            policy_end(&base),
+            GenLine::Call {
+                proc: "main".into(),
+                bind: None,
+                call: Call::SetThp {
+                    knob: ThpKnob::TopLevel,
+                    mode: other,
+                },
+            },
+        );
+        assert!(!with(&twice, ThpKnob::TopLevel, other, &[]));
+        assert!(with(&twice, ThpKnob::TopLevel, top, &[]));
+        // A size the policy does not name: the machine's value is in force.
+        let unnamed = (2..=9u8)
+            .map(ThpKnob::Size)
+            .find(|k| policy_mode(&base, *k).is_none())
+            .expect("a policy leaves some size unnamed");
+        let machine = [(unnamed, ThpMode::Never)];
+        assert!(!with(&base, unnamed, ThpMode::Never, &machine));
+        assert!(with(&base, unnamed, ThpMode::Always, &machine));
+        assert!(
+            with(&base, unnamed, ThpMode::Never, &[]),
+            "unknown: a change"
+        );
+        // After a real change, the case runs alone whatever follows.
+        let mut changed = base.clone();
+        changed.lines.push(GenLine::Call {
+            proc: "main".into(),
+            bind: None,
+            call: Call::SetThp {
+                knob: ThpKnob::TopLevel,
+                mode: other,
+            },
+        });
+        assert!(with(&changed, ThpKnob::TopLevel, top, &[]));
     }
 
     #[test]

@@ -1103,6 +1103,21 @@ impl ThpCounters {
     }
 }
 
+/// khugepaged's `pages_collapsed`: the PMD ranges the khugepaged thread
+/// has collapsed since boot (Linux mm/khugepaged.c: counted in
+/// khugepaged_scan_mm_slot() only, not by MADV_COLLAPSE). `None` where
+/// the file is missing or unreadable.
+pub fn khugepaged_pages_collapsed() -> Option<u64> {
+    std::fs::read_to_string(format!(
+        "{}/khugepaged/pages_collapsed",
+        crate::knobs::THP_DIR
+    ))
+    .ok()?
+    .trim()
+    .parse()
+    .ok()
+}
+
 #[cfg(test)]
 mod tests {
 

@@ -22,6 +22,7 @@ pub mod live;
 pub mod swapfile;
 mod wire;
 mod worker;
+mod worker_exe;
 
 pub use budget::{Amount, LiveLimits};
 pub use diff::{
@@ -30,6 +31,7 @@ pub use diff::{
 };
 pub use export_c::{export_c, ExportError};
 pub use live::{LiveBackend, LiveCaps, LiveError, ObserveTiming, Planned};
+pub use worker_exe::exec_workers;
 
 /// Why live runs cannot happen on this machine, if they cannot: a reason
 /// suitable for a `SKIP:` line.

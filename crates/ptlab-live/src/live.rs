@@ -550,13 +550,16 @@ impl LiveBackend {
         // The worker dies with ptlab (crate::lifeline): recorded before the
         // fork, checked by the worker after it arms PR_SET_PDEATHSIG.
         let parent = crate::lifeline::my_pid();
-        // SAFETY: the child runs only async-signal-safe code (worker_main).
+        // The exec'd worker program's arguments, made before the fork.
+        let launch = crate::worker_exe::Launch::prepare(parent);
+        // SAFETY: the child runs only async-signal-safe code (the exec of
+        // the worker program, or worker_main).
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(LiveError::Spawn(std::io::Error::last_os_error()));
         }
         if pid == 0 {
-            worker::worker_main(sv[1], parent);
+            crate::worker_exe::become_worker(sv[1], parent, launch.as_ref());
         }
         // SAFETY: closing our copy of the worker's end; sv[0] is ours.
         let chan = unsafe {
@@ -1297,7 +1300,8 @@ impl LiveBackend {
         if let Some((s, e)) = intersects(&self.foreign, start & !(PAGE - 1), end) {
             return Err(BackendError::Other(format!(
                 "{what} {start:#x}+{len:#x} touches {s:#x}-{e:#x}, a mapping of the live \
-                 harness's own worker process (inherited from ptlab); the live backend cannot \
+                 harness's own worker process (the worker program's, or ptlab's in a forked \
+                 worker); the live backend cannot \
                  run it without destroying itself: use another address"
             )));
         }

@@ -462,7 +462,24 @@ fn adopt_child_channel(fd: libc::c_int) {
 /// rather than during it.
 #[inline(never)]
 fn prefault_stack() {
-    let mut buf = [0u8; 96 * 1024];
+    prefault_stack_bytes::<{ 96 * 1024 }>();
+}
+
+/// At start, deeper than [`prefault_stack`] will ever reach: after a
+/// scenario `fork`, settle_after_fork() pre-faults 96 KiB below a frame a
+/// few KiB deeper than worker_main()'s, under the scenario's policy. An
+/// exec'd worker's stack VMA is made 128 KiB+ at exec, mostly not
+/// present, and a page first touched there under an `always` policy for
+/// small sizes is a large folio (counted in the fork's step); 160 KiB
+/// faulted now, while THP is still disabled, leaves nothing for then.
+#[inline(never)]
+fn prefault_stack_at_start() {
+    prefault_stack_bytes::<{ 160 * 1024 }>();
+}
+
+#[inline(never)]
+fn prefault_stack_bytes<const N: usize>() {
+    let mut buf = [0u8; N];
     let mut i = 0;
     while i < buf.len() {
         // SAFETY: in bounds; volatile keeps the store.
@@ -483,13 +500,7 @@ fn prefault_stack() {
 /// `ptlab fuzz --seed 20261126`, case 835, with 16 KiB mTHP on).
 fn settle_after_fork() {
     prefault_stack();
-    for a in [&FAULT_ADDR, &FAULT_SIG, &SCOPED_AS, &SCOPED_DATA] {
-        a.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
-    }
-    for u in &UFFDS {
-        u.store(u.load(Ordering::Relaxed), Ordering::Relaxed);
-    }
-    UFFD_CUR.store(UFFD_CUR.load(Ordering::Relaxed), Ordering::Relaxed);
+    touch_statics();
     // SAFETY: errno is this thread's; MADV_COLD on a mapped stack page is
     // only a reclaim hint.
     unsafe {
@@ -501,6 +512,21 @@ fn settle_after_fork() {
         libc::madvise(page as *mut libc::c_void, 4096, libc::MADV_COLD);
         core::ptr::write_volatile(e, 0);
     }
+}
+
+/// Write every static of the worker (each keeps its value), so that
+/// their pages are faulted (or copied, after a fork) now, not in the
+/// middle of a scenario statement (the fault handler's first write of
+/// `FAULT_ADDR` would otherwise fault a `.bss` page in the statement
+/// whose access faulted).
+fn touch_statics() {
+    for a in [&FAULT_ADDR, &FAULT_SIG, &SCOPED_AS, &SCOPED_DATA] {
+        a.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    for u in &UFFDS {
+        u.store(u.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    UFFD_CUR.store(UFFD_CUR.load(Ordering::Relaxed), Ordering::Relaxed);
 }
 
 fn install_handlers() {
@@ -560,8 +586,16 @@ pub(crate) fn worker_main(chan: libc::c_int, parent: libc::pid_t) -> ! {
     crate::lifeline::die_with_parent(parent);
     adopt_channel(chan);
     set_soft_limit(libc::RLIMIT_MEMLOCK as u64, MEMLOCK_DEFAULT);
+    // The stack and statics first, while THP is still disabled (ptlab's
+    // PR_SET_THP_DISABLE, inherited over fork and kept over exec;
+    // install_handlers() clears it): an exec'd worker's stack is new, and
+    // faulted under a knob epoch's `always` policy it would be made of
+    // large folios, which the copy-on-write after a scenario `fork` then
+    // splits (`nr_anon_partially_mapped`, `split_deferred` moved in the
+    // fork's step: found in the first measurement of the exec'd worker).
+    prefault_stack_at_start();
+    touch_statics();
     install_handlers();
-    prefault_stack();
     serve()
 }
 
@@ -918,20 +952,21 @@ fn read_tag_list(nruns: u64, npages: u64) {
 }
 
 /// Whether the page at `page` loads and any of its bytes 8..4096 is not
-/// zero (plain loads through the read probe: a present page faults
-/// nothing; a word that cannot be loaded counts as not known, false).
+/// zero. The first word goes through the read probe (a word that cannot
+/// be loaded counts as not known, false); once it has loaded, the page is
+/// mapped and readable, and since the worker is single-threaded and
+/// nothing here unmaps or protects it, the other 511 words are plain
+/// loads of the same page (protection is per page): one probe call per
+/// page instead of 512, and a loop the compiler can widen.
 fn rest_nonzero(page: u64) -> bool {
     if probe_read(page).is_err() {
         return false;
     }
-    let mut any = 0u64;
-    for w in 1..512u64 {
-        match probe_read(page.wrapping_add(w * 8)) {
-            Ok(v) => any |= v,
-            Err(()) => return false,
-        }
-    }
-    any != 0
+    // SAFETY: the probe above loaded this page's first word, so the whole
+    // 4 KiB page is mapped readable (page-aligned: the caller passes page
+    // starts), and no other thread can change that before the loads.
+    let words = unsafe { core::slice::from_raw_parts(page as *const u64, 512) };
+    words[1..].iter().fold(0u64, |a, &w| a | w) != 0
 }
 
 fn fork_child() {

@@ -423,6 +423,93 @@ fn a_run_started_under_an_always_policy_does_not_count_its_workers_start() {
     assert_eq!(knob_values(), knobs_before, "the cover restores every knob");
 }
 
+/// A worker started under an `always` policy for small sizes (as a knob
+/// epoch starts its cases' workers) holds no large folio of its own: its
+/// stack is faulted while ptlab's PR_SET_THP_DISABLE still holds. The
+/// exec'd worker's stack is new (a forked one inherits ptlab's), and
+/// before the worker pre-faulted it first, a scenario `fork` split such a
+/// folio by copy-on-write and moved `nr_anon_partially_mapped` and
+/// `split_deferred` in the fork's step (14 flaky cases of 511 in a
+/// campaign). Checked frame by frame (pagemap, kpageflags).
+#[test]
+fn a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own() {
+    const T: &str = "a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own";
+    if let Some(why) = ptlab_live::live_unavailable() {
+        eprintln!("SKIP: {T}: {why}");
+        return;
+    }
+    if !ptlab_live::is_root() {
+        eprintln!("SKIP: {T}: needs root (PFNs, kpageflags)");
+        return;
+    }
+    use std::os::unix::fs::FileExt;
+    let lock = std::sync::Arc::new(ptlab_live::knobs::acquire_or_wait("test").unwrap());
+    let _shared = ptlab_live::knobs::share_lock_in_this_thread(lock);
+    let knobs_before = knob_values();
+    {
+        let mut cover = ptlab_live::knobs::KnobSession::covering_all().expect("cover");
+        use ptlab_model::{ThpKnob, ThpMode};
+        for (k, m) in [
+            (ThpKnob::TopLevel, ThpMode::Always),
+            (ThpKnob::Size(2), ThpMode::Always),
+            (ThpKnob::Size(3), ThpMode::Always),
+            (ThpKnob::Size(4), ThpMode::Always),
+        ] {
+            cover.set(k, m).unwrap();
+        }
+        for round in 0..5 {
+            let mut b = ptlab_live::LiveBackend::new().expect("live backend");
+            let pid = b.pid_of("main").expect("main");
+            // A faulting access: the fault handler writes its statics.
+            let r = ptlab_scenario::run_source(
+                "t.ptl",
+                "read 0x100000000000\nexpect segv\nfork c1\n",
+                &mut b,
+                &Default::default(),
+            )
+            .expect("parses");
+            assert!(r.passed(), "{:?}", r.failures);
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+            let pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap")).unwrap();
+            let kflags = std::fs::File::open("/proc/kpageflags").unwrap();
+            let mut large = Vec::new();
+            for line in maps.lines().filter(|l| !l.ends_with("[vsyscall]")) {
+                let range = line.split_whitespace().next().unwrap();
+                let (a, e) = range.split_once('-').unwrap();
+                let (a, e) = (
+                    u64::from_str_radix(a, 16).unwrap(),
+                    u64::from_str_radix(e, 16).unwrap(),
+                );
+                let mut page = a;
+                while page < e {
+                    let mut w = [0u8; 8];
+                    pagemap.read_exact_at(&mut w, page / 4096 * 8).unwrap();
+                    let entry = u64::from_le_bytes(w);
+                    let pfn = entry & ((1 << 55) - 1);
+                    if entry >> 63 == 1 && pfn != 0 {
+                        let mut f = [0u8; 8];
+                        kflags.read_exact_at(&mut f, pfn * 8).unwrap();
+                        let flags = u64::from_le_bytes(f);
+                        // KPF_COMPOUND_HEAD 15, KPF_COMPOUND_TAIL 16,
+                        // KPF_ANON 12 (include/uapi/linux/kernel-page-flags.h).
+                        if flags & (1 << 12) != 0 && flags & (3 << 15) != 0 {
+                            large.push(format!("{page:#x} in {line}"));
+                        }
+                    }
+                    page += 4096;
+                }
+            }
+            drop(b);
+            assert!(
+                large.is_empty(),
+                "round {round}: the worker's own anon pages in large folios:\n{}",
+                large.join("\n")
+            );
+        }
+    }
+    assert_eq!(knob_values(), knobs_before, "the cover restores every knob");
+}
+
 /// Swap areas kept between runs (`knobs::set_swap_retention`, as a fuzz
 /// campaign turns it on under its cover): a run whose `swap 64M` area is
 /// empty when it ends leaves it active for the next run; the next run

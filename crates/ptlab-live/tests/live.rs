@@ -179,10 +179,18 @@ expect errno ENOENT
 #[test]
 fn the_harness_refuses_to_clobber_its_own_mappings() {
     require!(false);
-    let b = LiveBackend::new().expect("live backend");
+    // The same backend: an exec'd worker's mappings are placed anew (ASLR)
+    // in every worker, so another backend's addresses would name nothing.
+    let mut b = LiveBackend::new().expect("live backend");
     let (s, _) = *b.foreign().first().expect("the worker has mappings");
+    let r = run_source(
+        "t.ptl",
+        &format!("munmap {s:#x} 4K\n"),
+        &mut b,
+        &RunOptions::default(),
+    )
+    .expect("parses");
     drop(b);
-    let r = run_live(&format!("munmap {s:#x} 4K\n"));
     assert!(r.aborted);
     assert!(
         r.failures[0].message.contains("live harness's own"),
@@ -566,4 +574,52 @@ fork child
         c.kpagecount_frames
     );
     assert!(c.kpageflags_frames < 4 * pfns.len() as u64);
+}
+
+/// The worker is the small exec'd program (crates/ptlab-worker), not a
+/// fork of the test binary: a handful of VMAs of its own, so every smaps
+/// and numa_maps read of a comparison is short; it serves scenarios and
+/// forks like the forked worker did.
+#[test]
+fn the_worker_is_a_small_exec_program() {
+    require!(false);
+    if !ptlab_live::exec_workers() {
+        eprintln!(
+            "SKIP: the_worker_is_a_small_exec_program: this build forks its workers \
+             (the static worker program did not build, or PTLAB_FORK_WORKER is set)"
+        );
+        return;
+    }
+    let b = LiveBackend::new().expect("live backend starts");
+    let pid = b.pid_of("main").expect("main worker");
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("exe link");
+    assert!(
+        exe.to_string_lossy().starts_with("/memfd:ptlab-worker"),
+        "worker exe is {exe:?}"
+    );
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).expect("comm");
+    assert_eq!(comm.trim(), "ptlab-worker");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let vmas = maps.lines().filter(|l| !l.ends_with("[vsyscall]")).count();
+    let mine = std::fs::read_to_string("/proc/self/maps").expect("maps");
+    // A static binary (4 segments and its bss), stack, vdso, vvar and
+    // vvar_vclock: about ten; the test binary has several times that.
+    assert!(vmas <= 14, "the worker has {vmas} VMAs:\n{maps}");
+    assert!(
+        mine.lines().count() > vmas,
+        "the test binary has fewer VMAs than the worker"
+    );
+    drop(b);
+    let r = run_live(
+        "\
+p = mmap 64K at 0x100000000000 noreplace
+write p 16K tag=5
+fork child
+@child write p tag=6
+@child expect page p tag=6
+expect page p tag=5
+@child exit
+",
+    );
+    assert_passes(&r);
 }
