@@ -55,6 +55,11 @@ pub struct ModelConfig {
     /// default; off keeps one record per folio: the reference the
     /// folio-run property test compares against). No observable effect.
     pub folio_runs: bool,
+    /// Take the whole-stretch steps of mprotect and of user accesses (on
+    /// by default; off runs the kernel's per-batch / per-folio / per-page
+    /// steps one at a time: the reference the stretch property test
+    /// compares against). No observable effect, and the same counts.
+    pub stretch_steps: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -94,6 +99,7 @@ impl ModelConfig {
             hw: crate::core::hw::HwFeatures::default(),
             pte_runs: true,
             folio_runs: true,
+            stretch_steps: true,
         }
     }
 }
