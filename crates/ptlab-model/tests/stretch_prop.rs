@@ -83,10 +83,10 @@ fn seed_shape_takes_stretches_with_equal_counts() {
                     let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
                     seen.push((obs, m.hw_events()));
                 }
-                // Order-0 pages have mprotect's per-segment loop instead; on
-                // arm64 only folios of whole contpte blocks (64 KiB and up)
-                // repeat batch for batch.
-                let expected = order == 4 || (order == 2 && arch == ArchKind::X86_64);
+                // On arm64 only folios of whole contpte blocks (64 KiB and
+                // up) repeat batch for batch, and order-0 pages go through
+                // the contpte layer's own per-segment loop.
+                let expected = order == 4 || arch == ArchKind::X86_64;
                 assert_eq!(
                     stretches > 0,
                     expected,

@@ -1718,6 +1718,30 @@ impl PhysMem {
             .count() as u64
     }
 
+    /// PageAnonExclusive of `pfn` if it is an order-0 data page, and how
+    /// many frames from it (at most `max`, not past its memmap section) are
+    /// order-0 data pages of that same exclusivity: what
+    /// [`PhysMem::small_anon_exclusive`] gives for each of them, in one
+    /// read of the section. `None` as that function.
+    pub fn small_anon_exclusive_run(&self, pfn: Pfn, max: u64) -> Option<(bool, u64)> {
+        if pfn.0 < FIRST_PFN || max == 0 {
+            return None;
+        }
+        let (s, i) = Memmap::split(pfn);
+        let sec = self.memmap.section(s)?;
+        let hi = (i as u64 + max).min(SECTION_FRAMES) as usize;
+        let want = F_ALLOCATED | F_PGTABLE | F_ANON_EXCLUSIVE;
+        let first = sec.bits[i] & want;
+        if first & (F_ALLOCATED | F_PGTABLE) != F_ALLOCATED {
+            return None;
+        }
+        let n = sec.bits[i..hi]
+            .iter()
+            .take_while(|&&b| b & want == first)
+            .count();
+        Some((first & F_ANON_EXCLUSIVE != 0, n as u64))
+    }
+
     /// [`PhysMem::set_tags`] of `nr` order-0 pages from `first` (one
     /// memmap section, as [`PhysMem::small_folio_run`] found them): page
     /// `first + k` gets `base + k × step`. Pages that hold these tags

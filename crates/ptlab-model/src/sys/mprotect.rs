@@ -31,7 +31,7 @@ use crate::core::addr::{page_align, Pfn, PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
-use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
+use crate::core::pgtable::{Cursor, PageTables, PtItem, Run, Segment};
 use crate::core::rules::rule;
 use crate::core::stats::VmEvent;
 use crate::core::tlb::MmuGather;
@@ -683,7 +683,8 @@ thread_local! {
     static STRETCH_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// How many whole-stretch steps ([`change_stretch`]) this thread has taken
+/// How many whole-stretch steps ([`change_stretch`], and the order-0
+/// stretches of [`change_small_run`]) this thread has taken
 /// so far: a diagnostic for the tests that check the property comparing
 /// the stretch with the batch-by-batch loop compares something (it
 /// changes nothing the model computes or shows).
@@ -737,6 +738,14 @@ fn change_small_run(
         if !raw.is_present(e) || e & raw.special != 0 {
             break;
         }
+        // A stretch of one run of entries with equal bits over consecutive
+        // order-0 pages of equal exclusivity: each entry would take the
+        // same pass below (the same memo, the same upgrade decision), so
+        // the stretch is rewritten as one run and counted at once.
+        let stretch = match cp.stretch {
+            true => small_stretch(&t, phys, raw, i, max - n),
+            false => None,
+        };
         // folio_of() finding an order-0 folio, and its PageAnonExclusive
         // (read below only when the upgrade is tried): one memmap read.
         let Some(exclusive) = phys.small_anon_exclusive(Pfn(raw.pfn(e))) else {
@@ -772,6 +781,24 @@ fn change_small_run(
             }
         }
         let c = memo.as_ref().expect("set above");
+        if let Some((len, step)) = stretch {
+            let m = len as u64;
+            let k = usize::from(c.try_upgrade && exclusive);
+            if c.try_upgrade {
+                exclusive_lines += m;
+                if exclusive {
+                    upgrades += len as u32;
+                }
+            }
+            t.write_affine(i, len, (e & raw.pfn_mask) | c.bits[k], step, Run::PRESENT);
+            if c.flush[k] {
+                let (va, last) = (t.va(i), t.va(i + len - 1));
+                flush = Some(flush.map_or((va, last), |(lo, _)| (lo, last)));
+            }
+            n += len;
+            STRETCH_STEPS.with(|c| c.set(c.get() + 1));
+            continue;
+        }
         let mut upgraded = false;
         if c.try_upgrade {
             // commit_anon_folio_batch(): PageAnonExclusive() of the page.
@@ -799,6 +826,29 @@ fn change_small_run(
         tlb,
     );
     n
+}
+
+/// The stretch [`change_small_run`] may take in one step from entry `i`
+/// (at most `max` entries): `(len, step)` when entries `i..i + len` (`len
+/// >= 2`) lie in one run of present entries with equal bits over
+/// consecutive frames and those frames are order-0 data pages of one
+/// exclusivity. No event: the model's own look.
+fn small_stretch(
+    t: &crate::core::arch::PteTable<'_>,
+    phys: &PhysMem,
+    raw: &crate::core::arch::RawPte,
+    i: usize,
+    max: usize,
+) -> Option<(usize, u64)> {
+    let r = t.runs_in(i, max)?.next()?;
+    let len = r.len as usize;
+    if r.start as usize != i || len < 2 || r.step != 1 << raw.pfn_shift {
+        return None;
+    }
+    t.uniform_present(i, len, raw.pfn_mask)?;
+    let pfn = Pfn(raw.pfn(t.raw(i)));
+    let (_, frames) = phys.small_anon_exclusive_run(pfn, len as u64)?;
+    (frames >= 2).then_some((frames as usize, r.step))
 }
 
 /// 1 for the zero page and small folios, else a folio_pte_batch() run with
