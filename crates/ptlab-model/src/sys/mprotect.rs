@@ -829,8 +829,8 @@ fn change_small_run(
 }
 
 /// The stretch [`change_small_run`] may take in one step from entry `i`
-/// (at most `max` entries): `(len, step)` when entries `i..i + len` (`len
-/// >= 2`) lie in one run of present entries with equal bits over
+/// (at most `max` entries): `(len, step)` when entries `i..i + len`, at
+/// least two, lie in one run of present entries with equal bits over
 /// consecutive frames and those frames are order-0 data pages of one
 /// exclusivity. No event: the model's own look.
 fn small_stretch(
