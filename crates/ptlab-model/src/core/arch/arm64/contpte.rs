@@ -254,7 +254,18 @@ pub fn set_ptes(
         let pfn = leaf.pfn.0 + k as u64;
         raw0 | ((pfn << 12) & super::ADDR_MASK) | if cont { super::CONT } else { 0 }
     };
-    let n_painted = (0..nr).filter(|&k| painted(k)).count();
+    // How many entries `painted` holds for: the blocks wholly inside the
+    // batch, all or none of them (consecutive blocks keep the first
+    // one's PA alignment), a block's entries each.
+    let n_painted = {
+        let (first, last) = (i.next_multiple_of(N), (i + nr) / N * N);
+        let aligned = (leaf.pfn.0 + (first - i) as u64).is_multiple_of(N as u64);
+        match paint && aligned {
+            true => last.saturating_sub(first),
+            false => 0,
+        }
+    };
+    debug_assert_eq!(n_painted, (0..nr).filter(|&k| painted(k)).count());
     crate::core::rules::rule!(t.hw, ContptePaint, n_painted as u32);
     let end_pfn = leaf.pfn.0 + nr as u64;
     if (n_painted == 0 || n_painted == nr) && (end_pfn << 12) & !super::ADDR_MASK == 0 {
