@@ -61,6 +61,11 @@ pub struct ModelConfig {
     /// off: batch by batch, the reference `fork_runs_prop` compares
     /// against). No observable effect.
     pub fork_runs: bool,
+    /// Take the whole-stretch steps of mprotect and of user accesses (on
+    /// by default; off runs the kernel's per-batch / per-folio / per-page
+    /// steps one at a time: the reference the stretch property test
+    /// compares against). No observable effect, and the same counts.
+    pub stretch_steps: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -101,6 +106,7 @@ impl ModelConfig {
             pte_runs: true,
             folio_runs: true,
             fork_runs: true,
+            stretch_steps: true,
         }
     }
 }

@@ -1783,6 +1783,112 @@ impl PhysMem {
         }
     }
 
+    /// How many consecutive frames from `pfn` (at most `max`, not past its
+    /// memmap section) are order-0 data pages, each what
+    /// [`PhysMem::folio_of`] finds as an order-0 folio: a user access's
+    /// run over order-0 pages (crate::sys::access) takes them in one step.
+    pub fn small_folio_run(&self, pfn: Pfn, max: u64) -> u64 {
+        if pfn.0 < FIRST_PFN {
+            return 0;
+        }
+        let (s, i) = Memmap::split(pfn);
+        let Some(sec) = self.memmap.section(s) else {
+            return 0;
+        };
+        let hi = (i as u64 + max).min(SECTION_FRAMES) as usize;
+        sec.bits[i..hi]
+            .iter()
+            .take_while(|&&b| b & (F_ALLOCATED | F_PGTABLE) == F_ALLOCATED)
+            .count() as u64
+    }
+
+    /// PageAnonExclusive of `pfn` if it is an order-0 data page, and how
+    /// many frames from it (at most `max`, not past its memmap section) are
+    /// order-0 data pages of that same exclusivity: what
+    /// [`PhysMem::small_anon_exclusive`] gives for each of them, in one
+    /// read of the section. `None` as that function.
+    pub fn small_anon_exclusive_run(&self, pfn: Pfn, max: u64) -> Option<(bool, u64)> {
+        if pfn.0 < FIRST_PFN || max == 0 {
+            return None;
+        }
+        let (s, i) = Memmap::split(pfn);
+        let sec = self.memmap.section(s)?;
+        let hi = (i as u64 + max).min(SECTION_FRAMES) as usize;
+        let want = F_ALLOCATED | F_PGTABLE | F_ANON_EXCLUSIVE;
+        let first = sec.bits[i] & want;
+        if first & (F_ALLOCATED | F_PGTABLE) != F_ALLOCATED {
+            return None;
+        }
+        let n = sec.bits[i..hi]
+            .iter()
+            .take_while(|&&b| b & want == first)
+            .count();
+        Some((first & F_ANON_EXCLUSIVE != 0, n as u64))
+    }
+
+    /// [`PhysMem::set_tags`] of `nr` order-0 pages from `first` (one
+    /// memmap section, as [`PhysMem::small_folio_run`] found them): page
+    /// `first + k` gets `base + k × step`. Pages that hold these tags
+    /// already (a program writing the same range again) are left alone in
+    /// one check of the section's tag run.
+    pub fn set_small_tags(&mut self, first: Pfn, nr: u64, base: u64, step: u64) {
+        let (s, i) = Memmap::split(first);
+        let hold = self.memmap.section(s).is_some_and(|sec| match &sec.tags {
+            SectionTags::Dense(v) => {
+                (0..nr as usize).all(|k| v[i + k] == base.wrapping_add(step.wrapping_mul(k as u64)))
+            }
+            SectionTags::Runs(runs) => {
+                let i = i as u16;
+                let k = runs.partition_point(|r| r.start <= i);
+                k.checked_sub(1).map(|k| runs[k]).is_some_and(|r| {
+                    u64::from(i) + nr <= u64::from(r.end())
+                        && r.at(i) == base
+                        && (nr == 1 || r.step == step)
+                })
+            }
+        });
+        if hold {
+            return;
+        }
+        for k in 0..nr {
+            self.memmap
+                .set_tag(first.add(k), base.wrapping_add(step.wrapping_mul(k)));
+        }
+    }
+
+    /// The frame after the last page of the run of identical large folios
+    /// holding `pfn` (one folio-run record; the folio's own end when runs
+    /// are off), `None` outside large folios.
+    pub fn large_run_end(&self, pfn: Pfn) -> Option<u64> {
+        let (_, _, slot) = self.large.find(pfn.0)?;
+        Some(self.large.at(slot).end())
+    }
+
+    /// [`PhysMem::set_tags`] of `nr` pages from `first` that may span several
+    /// large folios of one run (up to [`PhysMem::large_run_end`]): one
+    /// check when the run holds these tags already, else folio by folio.
+    pub fn set_large_run_tags(&mut self, first: Pfn, nr: u64, base: u64, step: u64) {
+        if let Some((_, _, slot)) = self.large.find(first.0) {
+            let r = self.large.at(slot);
+            if let Tags::Affine { base: b, step: s } = r.folio.tags {
+                let here = b.wrapping_add(s.wrapping_mul(first.0 - r.first));
+                if first.0 + nr <= r.end() && here == base && (nr == 1 || s == step) {
+                    return;
+                }
+            }
+        }
+        let mut k = 0;
+        while k < nr {
+            let p = first.add(k);
+            let left = match self.folio_of(p) {
+                Some(f) => (f.head.0 + f.nr_pages() - p.0).min(nr - k),
+                None => 1,
+            };
+            self.set_tags(p, left, base.wrapping_add(step.wrapping_mul(k)), step);
+            k += left;
+        }
+    }
+
     /// PageAnonExclusive of `pfn` if it is an order-0 data page (what
     /// [`PhysMem::folio_of`] finds as an order-0 folio), `None` for any
     /// other frame: the two lookups mprotect's order-0 loop makes, in one

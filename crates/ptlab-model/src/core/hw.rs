@@ -559,6 +559,14 @@ impl HwObserver for HwTrace {
     }
 }
 
+/// A copy of a [`HwSink`]'s counts ([`HwSink::tally`]).
+#[derive(Clone, Debug)]
+pub struct HwTally {
+    counts: [u64; HwEvent::COUNT],
+    calls: [u64; KCall::COUNT],
+    rules: [u32; crate::core::rules::Rule::COUNT],
+}
+
 /// A plain counter set that can be bumped through a shared reference (the
 /// model's read paths, such as `ptep_get`, take `&self`), with the CPU
 /// features the arch's recipes consult and an optional [`HwObserver`].
@@ -762,6 +770,29 @@ impl HwSink {
     #[inline]
     pub fn rule(&self, r: crate::core::rules::Rule) {
         self.rules.hit(r);
+    }
+    /// Every event, call and rule count as it is now, for
+    /// [`HwSink::add_since`] (never for a decision of the model).
+    pub fn tally(&self) -> HwTally {
+        HwTally {
+            counts: std::array::from_fn(|i| self.counts[i].get()),
+            calls: std::array::from_fn(|i| self.calls[i].get()),
+            rules: self.rules.tally(),
+        }
+    }
+    /// Add `k` times every event, kernel call and rule hit counted since
+    /// `before`: a whole-stretch step that did one of `k + 1` identical
+    /// steps through the step's own code adds the other `k` in one
+    /// addition.
+    pub fn add_since(&self, before: &HwTally, k: u64) {
+        for (c, &b) in self.counts.iter().zip(&before.counts) {
+            c.set(c.get() + (c.get() - b) * k);
+        }
+        for (c, &b) in self.calls.iter().zip(&before.calls) {
+            c.set(c.get() + (c.get() - b) * k);
+        }
+        self.rules
+            .add_since(&before.rules, u32::try_from(k).unwrap_or(u32::MAX));
     }
     /// The counts, for reports (never for a decision of the model).
     pub fn snapshot(&self) -> HwEvents {

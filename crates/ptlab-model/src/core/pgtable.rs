@@ -46,6 +46,44 @@ fn run_kinds(arch: &dyn Arch, s: &[u64]) -> u8 {
     k
 }
 
+/// The leaf at entry `i` of a table stored as runs and how many entries
+/// from `i` (at most `max`, at least 2) hold the same leaf bits over
+/// consecutive frames: the run holding `i` is cut to the stretch, and its
+/// ends are checked to decode as the first leaf advanced by one frame per
+/// entry (the step is one frame, and the last entry is the first's bits
+/// at the last frame: both arches' encoders place the frame in one
+/// contiguous field, so the entries between hold the same bits too).
+/// `None` for a dense table, a none entry, a single entry or a run that is
+/// not such a stretch: the caller then reads entry by entry.
+fn uniform_leaf_span(
+    arch: &dyn Arch,
+    entries: Entries<'_>,
+    i: usize,
+    max: usize,
+) -> Option<(Leaf, usize)> {
+    let r = entries.run_at(i)?;
+    let span = (r.end() - i).min(max);
+    if span < 2 || r.kinds != Run::PRESENT {
+        return None;
+    }
+    let first = entries.raw(i);
+    let Entry::Leaf(l) = arch.decode(1, first) else {
+        return None;
+    };
+    let at = |k: u64| {
+        arch.encode_leaf(
+            1,
+            Leaf {
+                pfn: l.pfn.add(k),
+                flags: l.flags,
+            },
+        )
+    };
+    let last = first.wrapping_add(r.step.wrapping_mul(span as u64 - 1));
+    let same = at(0) == first && at(1) == first.wrapping_add(r.step) && at(span as u64 - 1) == last;
+    same.then_some((l, span))
+}
+
 /// The table pages of one tree: a slab of [`Table`]s and an index from
 /// frame number to slot. The walk cache keeps the slot of the last PTE
 /// table found, so a walk that stays in one table looks nothing up.
@@ -470,7 +508,20 @@ impl PageTables {
         // Read through the table's representation; make it dense only when
         // a store sets a dirty bit.
         let mut entries = self.tables.at(slot).entries();
-        for k in 0..max {
+        let mut k = 0;
+        while k < max {
+            // A stretch of one run whose entries differ in their frame only,
+            // mapped for the access and needing no dirty-bit update: what
+            // the entry-by-entry loop below finds for each of them, at once.
+            if let Some((l, span)) = uniform_leaf_span(arch, entries, i + k, max - k) {
+                let ok = !l.flags.contains(LeafFlags::PROTNONE)
+                    && (!write || (l.write() && l.flags.contains(LeafFlags::DIRTY)));
+                if ok && next_pfn.is_none_or(|p| p == l.pfn.0) {
+                    next_pfn = Some(l.pfn.0 + span as u64);
+                    k += span;
+                    continue;
+                }
+            }
             let Entry::Leaf(mut l) = arch.decode(1, entries.raw(i + k)) else {
                 return k as u64;
             };
@@ -484,8 +535,62 @@ impl PageTables {
                 self.dense_for_write(slot).dense_mut()[i + k] = arch.encode_leaf(1, l);
                 entries = self.tables.at(slot).entries();
             }
+            k += 1;
         }
         max as u64
+    }
+
+    /// The leaf at `va` and how many PTEs from it (at most `max`, in its
+    /// table) hold the same bits over consecutive frames, read off the
+    /// table's runs (at least 2; `None` for a dense table, a single entry
+    /// or anything else). No event: the model's own look.
+    pub fn uniform_pte_span(&self, va: u64, max: u64) -> Option<(Leaf, u64)> {
+        let tbl = self.pte_tbl(va)?;
+        let i = index(1, va);
+        let max = max.min((PTRS_PER_TABLE - i) as u64) as usize;
+        uniform_leaf_span(self.arch.ops(), tbl.entries(), i, max).map(|(l, n)| (l, n as u64))
+    }
+
+    /// Write the `rest` PTEs after the `nr` at `va` (one table) as the
+    /// continuation of those: the same bits, the frames going on one by
+    /// one — what a whole-stretch step writes for the batches after the
+    /// one it did through the arch's hooks. `None`, writing nothing, when
+    /// the `nr` entries are not one run of equal bits over consecutive
+    /// frames or the continuation does not fit the table or the frame
+    /// field. Uncounted: the caller counts the kernel's stores.
+    pub fn extend_pte_run(&mut self, va: u64, nr: u64, rest: u64) -> Option<()> {
+        let arch = self.arch.ops();
+        let i = index(1, va);
+        let (nr, rest) = (nr as usize, rest as usize);
+        if nr < 2 || i + nr + rest > PTRS_PER_TABLE {
+            return None;
+        }
+        let tbl = self.pte_tbl(va)?;
+        let e0 = tbl.raw(i);
+        let step = tbl.raw(i + 1).wrapping_sub(e0);
+        let Entry::Leaf(l) = arch.decode(1, e0) else {
+            return None;
+        };
+        let at = |k: usize| {
+            arch.encode_leaf(
+                1,
+                Leaf {
+                    pfn: l.pfn.add(k as u64),
+                    flags: l.flags,
+                },
+            )
+        };
+        let affine = |k: usize| e0.wrapping_add(step.wrapping_mul(k as u64));
+        let batch_ok = (0..nr).all(|k| tbl.raw(i + k) == affine(k));
+        let fits = [1, nr - 1, nr, nr + rest - 1]
+            .iter()
+            .all(|&k| at(k) == affine(k));
+        if !(batch_ok && fits) {
+            return None;
+        }
+        let (mut t, i) = self.pte_table(va);
+        t.write_affine(i + nr, rest, affine(nr), step, Run::PRESENT);
+        Some(())
     }
 
     /// `clear_young_dirty_ptes(CYDP_CLEAR_YOUNG | CYDP_CLEAR_DIRTY)` on `nr`

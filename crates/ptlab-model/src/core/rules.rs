@@ -426,6 +426,20 @@ impl RuleCounts {
         out.add_counts(self);
         out
     }
+    /// Every count, in rule order (for [`RuleCounts::add_since`]).
+    pub fn tally(&self) -> [u32; Rule::COUNT] {
+        std::array::from_fn(|i| self.0[i].get())
+    }
+    /// Add `k` times what was hit since `before` (a [`RuleCounts::tally`]):
+    /// the hits of one step repeated `k` times more.
+    pub fn add_since(&self, before: &[u32], k: u32) {
+        for (c, &b) in self.0.iter().zip(before) {
+            let d = c.get() - b;
+            if d > 0 {
+                c.set(c.get().saturating_add(d.saturating_mul(k)));
+            }
+        }
+    }
     /// Add every count of `o` (an exiting process's counts retire here).
     pub fn retire(&self, o: &RuleCounts) {
         for (c, v) in self.0.iter().zip(o.0.iter()) {

@@ -271,15 +271,44 @@ impl Model {
                     addr = slot_end;
                     break;
                 }
+                let slot_left = (slot_end - addr) / PAGE_SIZE;
                 if let Some(f) = self.phys.folio_of(pfn).filter(|f| f.is_large()) {
-                    // A run of PTEs over this large folio: one step.
-                    let left = (f.head.0 + f.nr_pages() - pfn.0).min((slot_end - addr) / PAGE_SIZE);
+                    // A run of PTEs over this large folio, and on over the
+                    // next folios of its run of identical folios while the
+                    // PTEs map their frames in order: one step (the counts
+                    // add up as folio by folio: one per page).
+                    let folio_end = f.head.0 + f.nr_pages();
+                    let run_end = match self.cfg.stretch_steps {
+                        true => self.phys.large_run_end(pfn).unwrap_or(folio_end),
+                        false => folio_end,
+                    };
+                    let left = (run_end - pfn.0).min(slot_left);
                     let mm = self.procs.get_mut(&pid).ok_or(AccessFault::NoProcess)?;
                     let n = mm.pt.access_run(addr, left, write);
                     debug_assert!(n >= 1, "the page was found mapped for the access");
                     mm.pt.hw.user_access_large_run(n, write);
                     if write {
-                        self.store_tags(pfn, n, addr, tag);
+                        let (base, step) = tag.map_or((addr, PAGE_SIZE), |t| (t, 0));
+                        self.phys.set_large_run_tags(pfn, n, base, step);
+                    }
+                    addr += n * PAGE_SIZE;
+                    continue;
+                }
+                // A run of PTEs over consecutive order-0 pages: what the
+                // page-by-page step below does to each (one access, the
+                // MMU's dirty bit, the page's tag), in one step.
+                let small = match self.cfg.stretch_steps {
+                    true => self.phys.small_folio_run(pfn, slot_left),
+                    false => 0,
+                };
+                if small > 1 {
+                    let mm = self.procs.get_mut(&pid).ok_or(AccessFault::NoProcess)?;
+                    let n = mm.pt.access_run(addr, small, write);
+                    debug_assert!(n >= 1, "the page was found mapped for the access");
+                    mm.pt.hw.user_access(n, write);
+                    if write {
+                        let (base, step) = tag.map_or((addr, PAGE_SIZE), |t| (t, 0));
+                        self.phys.set_small_tags(pfn, n, base, step);
                     }
                     addr += n * PAGE_SIZE;
                     continue;

@@ -31,7 +31,7 @@ use crate::core::addr::{page_align, Pfn, PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::{FolioRef, PhysMem};
 use crate::core::hw::HwEvent;
-use crate::core::pgtable::{Cursor, PageTables, PtItem, Segment};
+use crate::core::pgtable::{Cursor, PageTables, PtItem, Run, Segment};
 use crate::core::rules::rule;
 use crate::core::stats::VmEvent;
 use crate::core::tlb::MmuGather;
@@ -230,6 +230,7 @@ impl Model {
             try_writable: vma.flags.contains(VmFlags::WRITE),
             batched,
             prot_numa: None,
+            stretch: self.cfg.stretch_steps,
         };
         change_protection(mm, phys, &vma, start, end, cp);
         // "Private VM_LOCKED VMA becoming writable: trigger COW to avoid
@@ -265,6 +266,9 @@ pub(crate) struct ChangeProt {
     /// MM_CP_PROT_NUMA: a NUMA-hinting scan (crate::sys::numa), with the
     /// node of a single-threaded private VMA's task (`target_node`).
     pub(crate) prot_numa: Option<NumaTarget>,
+    /// The batched path may take whole-stretch steps
+    /// ([`change_stretch`]; `ModelConfig::stretch_steps`).
+    pub(crate) stretch: bool,
 }
 
 /// What change_pte_range() knows for MM_CP_PROT_NUMA.
@@ -465,6 +469,7 @@ fn change_pte_range_batched(
         && cp.prot_numa.is_none()
         && !mm.pt.hw.observing();
     let mut try_fast = fast;
+    let stretch = cp.stretch && cp.prot_numa.is_none() && !mm.pt.hw.observing();
     let mut addr = start;
     let mut pages = 0;
     while addr < end {
@@ -481,74 +486,210 @@ fn change_pte_range_batched(
                 break;
             }
         }
-        // oldpte = ptep_get(pte): arm64 gathers young/dirty over a block.
-        let Entry::Leaf(old) = mm.pt.pte(addr) else {
+        // A stretch of identical large folios mapped alike: its first
+        // batch through the code below, the others in one step.
+        let whole = if stretch {
+            stretch_at(&mm.pt, phys, addr, end)
+        } else {
+            None
+        };
+        let before = whole.map(|_| mm.pt.hw.tally());
+        let Some(b) = change_batch(mm, phys, vma, addr, end, cp, tlb) else {
             addr += PAGE_SIZE;
             continue;
         };
-        let max_nr = (end - addr) / PAGE_SIZE;
-        // vm_normal_page(): no page behind the zero page.
-        let folio = if old.flags.contains(LeafFlags::SPECIAL) {
-            None
-        } else {
-            phys.folio_of(old.pfn)
-        };
-        // vm_normal_page() + page_folio(): the page's compound_head line
-        // (6.17+ does this for every present PTE, small folios included).
-        if !old.flags.contains(LeafFlags::SPECIAL) {
-            mm.pt.hw.one(HwEvent::StructPageLine);
-        }
-        // MM_CP_PROT_NUMA: a folio the scan leaves alone is skipped a
-        // whole batch at a time (folio_pte_batch() with no FPB flags: the
-        // skip tests depend on the folio, not on the PTE bits).
-        if let Some(numa) = cp.prot_numa {
-            if prot_numa_skip(&mm.pt, phys, vma, old, folio, numa) {
-                let nr =
-                    mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr, Fpb::empty());
-                mm.pt.hw.mark_batch(addr, nr, "numa skip");
-                addr += nr * PAGE_SIZE;
-                continue;
-            }
-        }
-        let fpb = Fpb::RESPECT_SOFT_DIRTY | Fpb::RESPECT_WRITE;
-        let nr = mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr, fpb);
-        pages += nr;
-        if nr > 1 {
-            rule!(mm.pt.hw, MprotectPtesBatch);
-        }
-        mm.pt.hw.mark_batch(addr, nr, "protect");
-        let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, nr);
-        let ptent = pte_modify(oldpte, cp.prot);
-        if cp.try_writable && !ptent.write() {
-            set_write_prot_commit_flush_ptes(&mut mm.pt, phys, vma, folio, addr, ptent, nr);
-        } else {
-            prot_commit_flush_ptes(&mut mm.pt, phys, addr, ptent, nr, 0, false);
-        }
-        // prot_commit_flush_ptes(): tlb_flush_pte_range() when
-        // pte_needs_flush(oldpte, committed) for some sub-batch.
-        let upgraded = cp.try_writable
-            && !ptent.write()
-            && folio.is_some()
-            && maybe_change_pte_writable(vma, ptent)
-            && {
-                // Some page of the batch is exclusive: the first, or the
-                // first run of non-exclusive pages ends inside the batch.
-                let (first, run) = phys.anon_exclusive_run(ptent.pfn, nr);
-                first || run < nr
-            };
-        let mut committed = ptent;
-        if upgraded {
-            committed.flags |= LeafFlags::WRITE;
-        }
-        if arch.pte_needs_flush(&oldpte, &committed) {
-            tlb.flush_pte_range(addr, nr * PAGE_SIZE);
-        }
+        pages += b.pages;
         // After a large folio's batch the next entry is likely the next
         // batch of one: try the order-0 loop again only after a small one.
-        try_fast = fast && folio.is_some_and(|f| !f.is_large());
-        addr += nr * PAGE_SIZE;
+        try_fast = fast && b.folio.is_some_and(|f| !f.is_large());
+        if let (Some((nr, k)), Some(before)) = (whole, before) {
+            if b.nr == nr && b.pages == nr {
+                if let Some(n) = change_stretch(mm, addr, nr, k, &before, b.flushed, tlb) {
+                    pages += n;
+                    addr += n * PAGE_SIZE;
+                }
+            }
+        }
+        addr += b.nr * PAGE_SIZE;
     }
     pages
+}
+
+/// What one pass of the batched loop did: the batch's entries, the pages
+/// it changed (0 for a NUMA skip), its folio, and whether it asked for a
+/// TLB flush of its range.
+struct Batch {
+    nr: u64,
+    pages: u64,
+    folio: Option<FolioRef>,
+    flushed: bool,
+}
+
+/// One pass of the batched loop at `addr`: the batch of the present entry
+/// there (`None`: not a present entry, skipped alone).
+/// Linux: mm/mprotect.c change_pte_range() (one iteration of its loop).
+fn change_batch(
+    mm: &mut Mm,
+    phys: &PhysMem,
+    vma: &Vma,
+    addr: u64,
+    end: u64,
+    cp: ChangeProt,
+    tlb: &mut MmuGather,
+) -> Option<Batch> {
+    let arch = mm.pt.arch();
+    // oldpte = ptep_get(pte): arm64 gathers young/dirty over a block.
+    let Entry::Leaf(old) = mm.pt.pte(addr) else {
+        return None;
+    };
+    let max_nr = (end - addr) / PAGE_SIZE;
+    // vm_normal_page(): no page behind the zero page.
+    let folio = if old.flags.contains(LeafFlags::SPECIAL) {
+        None
+    } else {
+        phys.folio_of(old.pfn)
+    };
+    // vm_normal_page() + page_folio(): the page's compound_head line
+    // (6.17+ does this for every present PTE, small folios included).
+    if !old.flags.contains(LeafFlags::SPECIAL) {
+        mm.pt.hw.one(HwEvent::StructPageLine);
+    }
+    // MM_CP_PROT_NUMA: a folio the scan leaves alone is skipped a
+    // whole batch at a time (folio_pte_batch() with no FPB flags: the
+    // skip tests depend on the folio, not on the PTE bits).
+    if let Some(numa) = cp.prot_numa {
+        if prot_numa_skip(&mm.pt, phys, vma, old, folio, numa) {
+            let nr = mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr, Fpb::empty());
+            mm.pt.hw.mark_batch(addr, nr, "numa skip");
+            return Some(Batch {
+                nr,
+                pages: 0,
+                folio,
+                flushed: false,
+            });
+        }
+    }
+    let fpb = Fpb::RESPECT_SOFT_DIRTY | Fpb::RESPECT_WRITE;
+    let nr = mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr, fpb);
+    if nr > 1 {
+        rule!(mm.pt.hw, MprotectPtesBatch);
+    }
+    mm.pt.hw.mark_batch(addr, nr, "protect");
+    let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, nr);
+    let ptent = pte_modify(oldpte, cp.prot);
+    if cp.try_writable && !ptent.write() {
+        set_write_prot_commit_flush_ptes(&mut mm.pt, phys, vma, folio, addr, ptent, nr);
+    } else {
+        prot_commit_flush_ptes(&mut mm.pt, phys, addr, ptent, nr, 0, false);
+    }
+    // prot_commit_flush_ptes(): tlb_flush_pte_range() when
+    // pte_needs_flush(oldpte, committed) for some sub-batch.
+    let upgraded = cp.try_writable
+        && !ptent.write()
+        && folio.is_some()
+        && maybe_change_pte_writable(vma, ptent)
+        && {
+            // Some page of the batch is exclusive: the first, or the
+            // first run of non-exclusive pages ends inside the batch.
+            let (first, run) = phys.anon_exclusive_run(ptent.pfn, nr);
+            first || run < nr
+        };
+    let mut committed = ptent;
+    if upgraded {
+        committed.flags |= LeafFlags::WRITE;
+    }
+    let flushed = arch.pte_needs_flush(&oldpte, &committed);
+    if flushed {
+        tlb.flush_pte_range(addr, nr * PAGE_SIZE);
+    }
+    Some(Batch {
+        nr,
+        pages: nr,
+        folio,
+        flushed,
+    })
+}
+
+/// Whether the batched loop at `addr` starts a stretch of `k >= 2`
+/// batches that would each see the same state: the entry there maps the
+/// head page of a large folio of `nr` pages at a virtual address aligned
+/// to the folio (so on arm64 each batch covers whole contpte blocks, or
+/// none when the folio is smaller than a block), the PTEs of `k` such
+/// folios in a row (inside the range and the table) are one run of equal
+/// bits over consecutive frames, and the `k` folios are one run of
+/// identical folios (the same state page by page: exclusivity, mapcounts,
+/// order). Reads nothing the kernel would count. `Some((nr, k))`.
+fn stretch_at(pt: &PageTables, phys: &PhysMem, addr: u64, end: u64) -> Option<(u64, u64)> {
+    let Entry::Leaf(l) = pt.pte_peek(addr) else {
+        return None;
+    };
+    if l.flags.contains(LeafFlags::SPECIAL) {
+        return None;
+    }
+    let f = phys.folio_of(l.pfn).filter(|f| f.is_large())?;
+    let nr = f.nr_pages();
+    if f.head != l.pfn || !addr.is_multiple_of(nr * PAGE_SIZE) {
+        return None;
+    }
+    // arm64: batches of folios smaller than a contpte block differ by
+    // their place in it (modify_prot_start_ptes() → get_and_clear_ptes()
+    // checks an end of the batch for a block to unfold only where that
+    // end falls inside a block: contpte_try_unfold_partial()), so only
+    // batches of whole blocks repeat.
+    if let Some(c) = pt.arch().cont_ptes() {
+        if nr < c as u64 {
+            return None;
+        }
+    }
+    let folios = (phys.large_run_end(l.pfn)? - l.pfn.0) / nr;
+    let max = ((end - addr) / PAGE_SIZE).min(folios * nr);
+    let (_, span) = pt.uniform_pte_span(addr, max)?;
+    let k = span / nr;
+    (k >= 2).then_some((nr, k))
+}
+
+/// The other `k - 1` batches of a stretch ([`stretch_at`]) whose first
+/// batch of `nr` entries at `addr` the loop has just changed: every batch
+/// would have found the first one's old state a few frames on and left
+/// its new state a few frames on, so the entries after it are written as
+/// the continuation of its run; each batch counts what the first one
+/// counted (events, kernel calls, rule hits since `before`), added `k - 1`
+/// times at once, and asks for the same flush (the gather keeps only the
+/// range's ends). Returns the entries changed after the first batch, or
+/// `None` (nothing done: the loop goes on batch by batch) when the first
+/// batch's new entries are not one run.
+fn change_stretch(
+    mm: &mut Mm,
+    addr: u64,
+    nr: u64,
+    k: u64,
+    before: &crate::core::hw::HwTally,
+    flushed: bool,
+    tlb: &mut MmuGather,
+) -> Option<u64> {
+    let rest = (k - 1) * nr;
+    let next = addr + nr * PAGE_SIZE;
+    mm.pt.extend_pte_run(addr, nr, rest)?;
+    mm.pt.hw.add_since(before, k - 1);
+    if flushed {
+        tlb.flush_pte_range(next, rest * PAGE_SIZE);
+    }
+    STRETCH_STEPS.with(|c| c.set(c.get() + 1));
+    Some(rest)
+}
+
+thread_local! {
+    /// Whole-stretch steps taken on this thread ([`stretch_steps_taken`]).
+    static STRETCH_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many whole-stretch steps ([`change_stretch`], and the order-0
+/// stretches of [`change_small_run`]) this thread has taken
+/// so far: a diagnostic for the tests that check the property comparing
+/// the stretch with the batch-by-batch loop compares something (it
+/// changes nothing the model computes or shows).
+pub fn stretch_steps_taken() -> u64 {
+    STRETCH_STEPS.with(|c| c.get())
 }
 
 /// The per-segment form of the batched loop above for a run of present
@@ -597,6 +738,14 @@ fn change_small_run(
         if !raw.is_present(e) || e & raw.special != 0 {
             break;
         }
+        // A stretch of one run of entries with equal bits over consecutive
+        // order-0 pages of equal exclusivity: each entry would take the
+        // same pass below (the same memo, the same upgrade decision), so
+        // the stretch is rewritten as one run and counted at once.
+        let stretch = match cp.stretch {
+            true => small_stretch(&t, phys, raw, i, max - n),
+            false => None,
+        };
         // folio_of() finding an order-0 folio, and its PageAnonExclusive
         // (read below only when the upgrade is tried): one memmap read.
         let Some(exclusive) = phys.small_anon_exclusive(Pfn(raw.pfn(e))) else {
@@ -632,6 +781,24 @@ fn change_small_run(
             }
         }
         let c = memo.as_ref().expect("set above");
+        if let Some((len, step)) = stretch {
+            let m = len as u64;
+            let k = usize::from(c.try_upgrade && exclusive);
+            if c.try_upgrade {
+                exclusive_lines += m;
+                if exclusive {
+                    upgrades += len as u32;
+                }
+            }
+            t.write_affine(i, len, (e & raw.pfn_mask) | c.bits[k], step, Run::PRESENT);
+            if c.flush[k] {
+                let (va, last) = (t.va(i), t.va(i + len - 1));
+                flush = Some(flush.map_or((va, last), |(lo, _)| (lo, last)));
+            }
+            n += len;
+            STRETCH_STEPS.with(|c| c.set(c.get() + 1));
+            continue;
+        }
         let mut upgraded = false;
         if c.try_upgrade {
             // commit_anon_folio_batch(): PageAnonExclusive() of the page.
@@ -659,6 +826,29 @@ fn change_small_run(
         tlb,
     );
     n
+}
+
+/// The stretch [`change_small_run`] may take in one step from entry `i`
+/// (at most `max` entries): `(len, step)` when entries `i..i + len`, at
+/// least two, lie in one run of present entries with equal bits over
+/// consecutive frames and those frames are order-0 data pages of one
+/// exclusivity. No event: the model's own look.
+fn small_stretch(
+    t: &crate::core::arch::PteTable<'_>,
+    phys: &PhysMem,
+    raw: &crate::core::arch::RawPte,
+    i: usize,
+    max: usize,
+) -> Option<(usize, u64)> {
+    let r = t.runs_in(i, max)?.next()?;
+    let len = r.len as usize;
+    if r.start as usize != i || len < 2 || r.step != 1 << raw.pfn_shift {
+        return None;
+    }
+    t.uniform_present(i, len, raw.pfn_mask)?;
+    let pfn = Pfn(raw.pfn(t.raw(i)));
+    let (_, frames) = phys.small_anon_exclusive_run(pfn, len as u64)?;
+    (frames >= 2).then_some((frames as usize, r.step))
 }
 
 /// 1 for the zero page and small folios, else a folio_pte_batch() run with

@@ -150,6 +150,7 @@ impl Model {
                 try_writable: false,
                 batched,
                 prot_numa: Some(numa),
+                stretch: false,
             };
             let s = vma.start.max(addr);
             let e = vma.end.min(end);
