@@ -15,11 +15,9 @@
 
 mod common;
 
-use common::switch_prop::{op, run, ARENA, BASE};
+use common::switch_prop::{op, populated, run, ARENA, BASE};
 use proptest::prelude::*;
-use ptlab_model::{
-    Advice, ArchKind, MapFlags, Model, ModelConfig, Prot, Sections, ThpKnob, ThpMode,
-};
+use ptlab_model::{ArchKind, Sections};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
@@ -53,23 +51,7 @@ fn fork_and_exit_of_populated_tables() {
         for order in [0u8, 9] {
             let mut outs = Vec::new();
             for fork_runs in [true, false] {
-                let mut cfg = ModelConfig::for_arch(arch);
-                cfg.fork_runs = fork_runs;
-                let mut m = Model::new(cfg);
-                m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
-                if order == 9 {
-                    m.set_thp(ThpKnob::Size(9), ThpMode::Always).unwrap();
-                }
-                let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
-                m.mmap(1, BASE, ARENA, Prot::READ | Prot::WRITE, f).unwrap();
-                m.access_range(1, BASE, ARENA, true, None).unwrap();
-                if order == 9 {
-                    for slot in (BASE..BASE + ARENA).step_by(1 << 21) {
-                        m.madvise(1, slot, 4096, Advice::DontFork).unwrap();
-                        m.madvise(1, slot, 4096, Advice::DoFork).unwrap();
-                    }
-                }
-                m.compact_pte_tables();
+                let mut m = populated(arch, order, |c| c.fork_runs = fork_runs);
                 let mut text = String::new();
                 for round in 0..3 {
                     let (compact0, _) = m.pte_table_counts();

@@ -11,11 +11,9 @@
 
 mod common;
 
-use common::switch_prop::{op, run, ARENA, BASE};
+use common::switch_prop::{op, populated, run, ARENA, BASE};
 use proptest::prelude::*;
-use ptlab_model::{
-    Advice, ArchKind, MapFlags, Model, ModelConfig, Prot, Sections, ThpKnob, ThpMode,
-};
+use ptlab_model::{ArchKind, Model, Prot, Sections};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
@@ -36,30 +34,6 @@ proptest! {
     }
 }
 
-/// A model of `arch` whose arena is written through in address order
-/// with folios of `order` (0: 4 KiB pages; 9: PTE-mapped THPs, each PMD
-/// split as the seeds do), then its tables compacted.
-fn populated(arch: ArchKind, order: u8, pte_runs: bool) -> Model {
-    let mut cfg = ModelConfig::for_arch(arch);
-    cfg.pte_runs = pte_runs;
-    let mut m = Model::new(cfg);
-    m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
-    if order > 0 {
-        m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
-    }
-    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
-    m.mmap(1, BASE, ARENA, Prot::READ | Prot::WRITE, f).unwrap();
-    m.access_range(1, BASE, ARENA, true, None).unwrap();
-    if order == 9 {
-        for slot in (BASE..BASE + ARENA).step_by(1 << 21) {
-            m.madvise(1, slot, 4096, Advice::DontFork).unwrap();
-            m.madvise(1, slot, 4096, Advice::DoFork).unwrap();
-        }
-    }
-    m.compact_pte_tables();
-    m
-}
-
 /// The property above compares something: populated large folios and
 /// order-0 pages faulted in address order leave compact tables, and they
 /// cost less model memory than dense ones.
@@ -69,7 +43,7 @@ fn populated_tables_are_stored_as_runs() {
         for order in [0u8, 4, 9] {
             let mut mem = Vec::new();
             for pte_runs in [true, false] {
-                let m = populated(arch, order, pte_runs);
+                let m = populated(arch, order, |c| c.pte_runs = pte_runs);
                 let (compact, total) = m.pte_table_counts();
                 assert_eq!(total, (ARENA >> 21) as usize, "{arch:?} order {order}");
                 if pte_runs {
@@ -100,7 +74,7 @@ fn whole_table_writes_keep_tables_compact() {
         for order in [4u8, 9] {
             let mut outs = Vec::new();
             for pte_runs in [true, false] {
-                let mut m = populated(arch, order, pte_runs);
+                let mut m = populated(arch, order, |c| c.pte_runs = pte_runs);
                 assert_eq!(
                     m.pte_table_counts().0,
                     (ARENA >> 21) as usize * usize::from(pte_runs)

@@ -15,6 +15,30 @@ pub const ARENA: u64 = 8 << 20;
 /// Where mremap moves go (a second arena, unmapped at the start).
 pub const DST: u64 = BASE + (64 << 20);
 
+/// A model of `arch` whose arena is written through in address order
+/// with folios of `order` (0: 4 KiB pages; 9: PTE-mapped THPs, each PMD
+/// split as the seeds do), then its tables compacted; `configure` sets the switches.
+pub fn populated(arch: ArchKind, order: u8, configure: impl FnOnce(&mut ModelConfig)) -> Model {
+    let mut cfg = ModelConfig::for_arch(arch);
+    configure(&mut cfg);
+    let mut m = Model::new(cfg);
+    m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
+    if order > 0 {
+        m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
+    }
+    let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    m.mmap(1, BASE, ARENA, Prot::READ | Prot::WRITE, f).unwrap();
+    m.access_range(1, BASE, ARENA, true, None).unwrap();
+    if order == 9 {
+        for slot in (BASE..BASE + ARENA).step_by(1 << 21) {
+            m.madvise(1, slot, 4096, Advice::DontFork).unwrap();
+            m.madvise(1, slot, 4096, Advice::DoFork).unwrap();
+        }
+    }
+    m.compact_pte_tables();
+    m
+}
+
 #[derive(Clone, Debug)]
 pub enum Op {
     Write {

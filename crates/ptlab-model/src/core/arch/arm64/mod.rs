@@ -362,10 +362,8 @@ impl Arch for Arm64 {
 mod tests {
     use super::*;
 
-    /// pte_wrprotect_raw() is decode → remove WRITE → encode, for every
-    /// attribute subset arm64 encodes, at a low and a high PFN.
-    #[test]
-    fn wrprotect_raw_is_the_round_trip() {
+    /// Every attribute subset arm64 encodes, at a low and a high PFN.
+    fn every_leaf() -> impl Iterator<Item = Leaf> {
         let bits = [
             LeafFlags::WRITE,
             LeafFlags::DIRTY,
@@ -376,28 +374,34 @@ mod tests {
             LeafFlags::EXEC,
             LeafFlags::PROTNONE,
         ];
-        for m in 0..1u32 << bits.len() {
-            let mut f = LeafFlags::empty();
-            for (i, b) in bits.iter().enumerate() {
-                if m & (1 << i) != 0 {
-                    f |= *b;
-                }
-            }
-            for pfn in [0x40, (1 << 36) - 1] {
-                let l = Leaf {
-                    pfn: Pfn(pfn),
-                    flags: f,
-                };
-                let want = Leaf {
-                    pfn: Pfn(pfn),
-                    flags: f - LeafFlags::WRITE,
-                };
-                assert_eq!(
-                    pte_wrprotect_raw(Arm64.encode_leaf(1, l)),
-                    Arm64.encode_leaf(1, want),
-                    "{f:?}"
-                );
-            }
+        (0..1u32 << bits.len()).flat_map(move |m| {
+            let flags = bits
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| m & (1 << i) != 0)
+                .fold(LeafFlags::empty(), |f, (_, b)| f | *b);
+            [0x40, (1 << 36) - 1].map(|pfn| Leaf {
+                pfn: Pfn(pfn),
+                flags,
+            })
+        })
+    }
+
+    /// pte_wrprotect_raw() is decode → remove WRITE → encode, for every
+    /// attribute subset arm64 encodes, at a low and a high PFN.
+    #[test]
+    fn wrprotect_raw_is_the_round_trip() {
+        for l in every_leaf() {
+            let (f, pfn) = (l.flags, l.pfn.0);
+            let want = Leaf {
+                pfn: Pfn(pfn),
+                flags: f - LeafFlags::WRITE,
+            };
+            assert_eq!(
+                pte_wrprotect_raw(Arm64.encode_leaf(1, l)),
+                Arm64.encode_leaf(1, want),
+                "{f:?}"
+            );
         }
     }
 
@@ -405,53 +409,32 @@ mod tests {
     /// flags → encode, for every attribute subset arm64 encodes.
     #[test]
     fn fork_raw_is_the_round_trip() {
-        let bits = [
-            LeafFlags::WRITE,
-            LeafFlags::DIRTY,
-            LeafFlags::YOUNG,
-            LeafFlags::SPECIAL,
-            LeafFlags::UFFD_WP,
-            LeafFlags::CONT,
-            LeafFlags::EXEC,
-            LeafFlags::PROTNONE,
-        ];
-        for m in 0..1u32 << bits.len() {
-            let mut f = LeafFlags::empty();
-            for (i, b) in bits.iter().enumerate() {
-                if m & (1 << i) != 0 {
-                    f |= *b;
+        for l in every_leaf() {
+            let (f, pfn) = (l.flags, l.pfn.0);
+            let raw = Arm64.encode_leaf(1, l);
+            assert_eq!(
+                fork_raw::plain_present(raw),
+                !f.intersects(LeafFlags::SPECIAL | LeafFlags::CONT),
+                "{f:?}"
+            );
+            assert_eq!(fork_raw::pfn(raw), Pfn(pfn));
+            assert_eq!(fork_raw::writable(raw), f.contains(LeafFlags::WRITE));
+            let parent = Leaf {
+                flags: f - LeafFlags::WRITE,
+                ..l
+            };
+            assert_eq!(fork_raw::parent(raw), Arm64.encode_leaf(1, parent));
+            for keep in [false, true] {
+                let mut c = f - LeafFlags::WRITE - LeafFlags::YOUNG;
+                if !keep {
+                    c -= LeafFlags::UFFD_WP;
                 }
-            }
-            for pfn in [0x40, (1 << 36) - 1] {
-                let l = Leaf {
-                    pfn: Pfn(pfn),
-                    flags: f,
-                };
-                let raw = Arm64.encode_leaf(1, l);
+                let child = Leaf { flags: c, ..l };
                 assert_eq!(
-                    fork_raw::plain_present(raw),
-                    !f.intersects(LeafFlags::SPECIAL | LeafFlags::CONT),
-                    "{f:?}"
+                    fork_raw::child(raw, keep),
+                    Arm64.encode_leaf(1, child),
+                    "{f:?} keep uffd-wp {keep}"
                 );
-                assert_eq!(fork_raw::pfn(raw), Pfn(pfn));
-                assert_eq!(fork_raw::writable(raw), f.contains(LeafFlags::WRITE));
-                let parent = Leaf {
-                    flags: f - LeafFlags::WRITE,
-                    ..l
-                };
-                assert_eq!(fork_raw::parent(raw), Arm64.encode_leaf(1, parent));
-                for keep in [false, true] {
-                    let mut c = f - LeafFlags::WRITE - LeafFlags::YOUNG;
-                    if !keep {
-                        c -= LeafFlags::UFFD_WP;
-                    }
-                    let child = Leaf { flags: c, ..l };
-                    assert_eq!(
-                        fork_raw::child(raw, keep),
-                        Arm64.encode_leaf(1, child),
-                        "{f:?} keep uffd-wp {keep}"
-                    );
-                }
             }
         }
     }
