@@ -4765,6 +4765,21 @@ mod weight_tests {
     //! Generator weights, coverage guidance and the case planner.
     use super::*;
 
+    /// `main` maps 1 MiB of anonymous memory at the arena (an operation to
+    /// put after a generated policy).
+    fn arena_mmap_line() -> GenLine {
+        GenLine::Call {
+            proc: "main".into(),
+            bind: None,
+            call: Call::Mmap {
+                addr: ARENA,
+                len: 1 << 20,
+                prot: Prot::READ | Prot::WRITE,
+                flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED,
+            },
+        }
+    }
+
     const ALL: OpSet = OpSet {
         fork: true,
         mprotect: true,
@@ -5081,16 +5096,7 @@ mod weight_tests {
                 }
             )
         });
-        base.lines.push(GenLine::Call {
-            proc: "main".into(),
-            bind: None,
-            call: Call::Mmap {
-                addr: ARENA,
-                len: 1 << 20,
-                prot: Prot::READ | Prot::WRITE,
-                flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED,
-            },
-        });
+        base.lines.push(arena_mmap_line());
         assert!(policy_end(&base) > 1, "the policy lines come first");
         assert!(
             !needs_exclusive_in_epoch(&base, &[]),
@@ -5169,16 +5175,7 @@ mod weight_tests {
         base.lines.truncate(policy_end(&base));
         // An operation after the policy: `thp` lines right after it would
         // be policy lines themselves.
-        base.lines.push(GenLine::Call {
-            proc: "main".into(),
-            bind: None,
-            call: Call::Mmap {
-                addr: ARENA,
-                len: 1 << 20,
-                prot: Prot::READ | Prot::WRITE,
-                flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED,
-            },
-        });
+        base.lines.push(arena_mmap_line());
         let with = |g: &Generated, knob, mode, machine: &[(ThpKnob, ThpMode)]| {
             let mut g = g.clone();
             g.lines.push(GenLine::Call {

@@ -372,6 +372,25 @@ fn attributed_counters_keep_two_concurrent_diffs_apart() {
     assert_eq!(knob_values(), knobs_before, "the cover restores every knob");
 }
 
+/// Runs `body` holding the knob lock, with the top-level THP knob and the
+/// mTHP sizes of `orders` set to `always` under a cover, and checks that
+/// the cover restores every knob afterwards.
+fn under_always_cover(orders: &[u8], body: impl FnOnce()) {
+    use ptlab_model::{ThpKnob, ThpMode};
+    let lock = std::sync::Arc::new(ptlab_live::knobs::acquire_or_wait("test").unwrap());
+    let _shared = ptlab_live::knobs::share_lock_in_this_thread(lock);
+    let knobs_before = knob_values();
+    {
+        let mut cover = ptlab_live::knobs::KnobSession::covering_all().expect("cover");
+        cover.set(ThpKnob::TopLevel, ThpMode::Always).unwrap();
+        for &o in orders {
+            cover.set(ThpKnob::Size(o), ThpMode::Always).unwrap();
+        }
+        body();
+    }
+    assert_eq!(knob_values(), knobs_before, "the cover restores every knob");
+}
+
 /// A run whose worker starts under a policy that lets every fault allocate
 /// 16 KiB and 32 KiB folios (set before the run, as a fuzz knob epoch sets
 /// its policy, through the campaign's covering session): its own `thp`
@@ -394,19 +413,7 @@ fn a_run_started_under_an_always_policy_does_not_count_its_workers_start() {
         eprintln!("SKIP: a_run_started_under_an_always_policy_does_not_count_its_workers_start: needs root");
         return;
     }
-    let lock = std::sync::Arc::new(ptlab_live::knobs::acquire_or_wait("test").unwrap());
-    let _shared = ptlab_live::knobs::share_lock_in_this_thread(lock);
-    let knobs_before = knob_values();
-    {
-        let mut cover = ptlab_live::knobs::KnobSession::covering_all().expect("cover");
-        use ptlab_model::{ThpKnob, ThpMode};
-        for (k, m) in [
-            (ThpKnob::TopLevel, ThpMode::Always),
-            (ThpKnob::Size(2), ThpMode::Always),
-            (ThpKnob::Size(3), ThpMode::Always),
-        ] {
-            cover.set(k, m).unwrap();
-        }
+    under_always_cover(&[2, 3], || {
         let src = "thp enabled always\nthp 16K always\nthp 32K always\n\
                    p = mmap 1M\nwrite p 64K\nread p + 512K 4K\n\
                    fork c1\n@c1 write p 4K\nmunmap p + 512K 64K\n@c1 exit\nwrite p + 64K 4K\n";
@@ -419,8 +426,7 @@ fn a_run_started_under_an_always_policy_does_not_count_its_workers_start() {
                 r.render_text()
             );
         }
-    }
-    assert_eq!(knob_values(), knobs_before, "the cover restores every knob");
+    });
 }
 
 /// A worker started under an `always` policy for small sizes (as a knob
@@ -443,20 +449,7 @@ fn a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own() {
         return;
     }
     use std::os::unix::fs::FileExt;
-    let lock = std::sync::Arc::new(ptlab_live::knobs::acquire_or_wait("test").unwrap());
-    let _shared = ptlab_live::knobs::share_lock_in_this_thread(lock);
-    let knobs_before = knob_values();
-    {
-        let mut cover = ptlab_live::knobs::KnobSession::covering_all().expect("cover");
-        use ptlab_model::{ThpKnob, ThpMode};
-        for (k, m) in [
-            (ThpKnob::TopLevel, ThpMode::Always),
-            (ThpKnob::Size(2), ThpMode::Always),
-            (ThpKnob::Size(3), ThpMode::Always),
-            (ThpKnob::Size(4), ThpMode::Always),
-        ] {
-            cover.set(k, m).unwrap();
-        }
+    under_always_cover(&[2, 3, 4], || {
         for round in 0..5 {
             let mut b = ptlab_live::LiveBackend::new().expect("live backend");
             let pid = b.pid_of("main").expect("main");
@@ -506,8 +499,7 @@ fn a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own() {
                 large.join("\n")
             );
         }
-    }
-    assert_eq!(knob_values(), knobs_before, "the cover restores every knob");
+    });
 }
 
 /// Swap areas kept between runs (`knobs::set_swap_retention`, as a fuzz
