@@ -84,19 +84,30 @@ pub fn eval_quick(expr: &Expr, var: &impl Fn(NameId) -> Option<u64>) -> Option<u
     match expr {
         Expr::Num(v) => Some(*v),
         Expr::Var { id, .. } => var(*id),
-        Expr::Neg(inner) => Some(eval_quick(inner, var)?.wrapping_neg()),
+        Expr::Neg(inner) => Some(quick_operand(inner, var)?.wrapping_neg()),
         Expr::Chain { first, rest } => {
-            let mut acc = eval_quick(first, var)?;
+            let mut acc = quick_operand(first, var)?;
             for (op, rhs, _) in rest {
-                acc = binary_value(*op, acc, eval_quick(rhs, var)?)?;
+                acc = binary_value(*op, acc, quick_operand(rhs, var)?)?;
             }
             Some(acc)
         }
         Expr::Call { func, args, .. } => {
-            let x = eval_quick(&args[0], var)?;
-            let a = eval_quick(&args[1], var)?;
+            let x = quick_operand(&args[0], var)?;
+            let a = quick_operand(&args[1], var)?;
             builtin_value(*func, x, a)
         }
+    }
+}
+
+/// An operand of [`eval_quick`]: a number or a variable read in place
+/// (the common leaves of `heap + i * chunk`), anything else by recursion.
+#[inline(always)]
+fn quick_operand(expr: &Expr, var: &impl Fn(NameId) -> Option<u64>) -> Option<u64> {
+    match expr {
+        Expr::Num(v) => Some(*v),
+        Expr::Var { id, .. } => var(*id),
+        _ => eval_quick(expr, var),
     }
 }
 

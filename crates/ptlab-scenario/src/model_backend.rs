@@ -14,6 +14,9 @@ use std::collections::HashMap;
 pub struct ModelBackend {
     model: Model,
     pids: HashMap<String, Pid>,
+    /// The process the last call named and its pid: a loop of calls in
+    /// one process looks its name up once (cleared when `pids` changes).
+    last: Option<(String, Pid)>,
     check_every_statement: bool,
 }
 
@@ -26,6 +29,7 @@ impl ModelBackend {
         ModelBackend {
             model,
             pids,
+            last: None,
             check_every_statement: false,
         }
     }
@@ -63,7 +67,14 @@ impl Backend for ModelBackend {
         }
         // Machine-wide settings run whatever process issues them.
         let pid = if call.acts_on_process() {
-            self.pid(proc)?
+            match &self.last {
+                Some((name, pid)) if name == proc => *pid,
+                _ => {
+                    let pid = self.pid(proc)?;
+                    self.last = Some((proc.to_string(), pid));
+                    pid
+                }
+            }
         } else {
             self.model.main_pid()
         };
@@ -73,10 +84,12 @@ impl Backend for ModelBackend {
             .map_err(|e| BackendError::from_call(proc, e))?;
         match call {
             Call::Fork { child } => {
+                self.last = None;
                 self.pids.insert(child.clone(), r as Pid);
                 Ok(0)
             }
             Call::Exit => {
+                self.last = None;
                 self.pids.remove(proc);
                 Ok(r)
             }
@@ -129,6 +142,38 @@ impl Backend for ModelBackend {
             self.model.check_invariants()
         } else {
             Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The remembered name → pid of the last call follows fork and exit:
+    /// a process that exits and is forked again under the same name is
+    /// the new process, and an exited one is gone.
+    #[test]
+    fn the_last_pid_follows_fork_and_exit() {
+        let mut b = ModelBackend::new(ModelConfig::default());
+        let fork = Call::Fork {
+            child: "c".to_string(),
+        };
+        let unmap = Call::Munmap {
+            addr: 0x7f00_0000_0000,
+            len: 4096,
+        };
+        for round in 0..3 {
+            assert_eq!(b.call("main", &fork), Ok(0), "round {round}");
+            assert_eq!(b.call("c", &unmap), Ok(0), "round {round}");
+            assert_eq!(b.call("c", &unmap), Ok(0), "round {round}");
+            assert_eq!(b.call("c", &Call::Exit), Ok(0), "round {round}");
+            assert_eq!(
+                b.call("c", &unmap),
+                Err(BackendError::NoProcess("c".to_string())),
+                "round {round}"
+            );
+            assert_eq!(b.call("main", &unmap), Ok(0), "round {round}");
         }
     }
 }

@@ -898,6 +898,16 @@ impl PageTables {
         cleared.into_iter().map(|(j, l)| (t.va(j), l)).collect()
     }
 
+    /// `ptep_get_and_clear()`: clear the PTE at `va` (the same stores and
+    /// counts as [`PageTables::clear_ptes`] of one entry) and return it
+    /// when it was present — without a list, for single-page paths
+    /// (UFFDIO_MOVE). ([`crate::core::arch::Arch::ptep_get_and_clear`].)
+    pub fn ptep_get_and_clear(&mut self, va: u64) -> Option<Leaf> {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.ptep_get_and_clear(&mut t, i)
+    }
+
     /// `modify_prot_start_ptes()`: clear one batch of `nr` PTEs and return
     /// the first with the young/dirty bits of all of them gathered.
     pub fn modify_prot_start_ptes(&mut self, va: u64, nr: u64) -> Leaf {

@@ -61,6 +61,26 @@ pub fn get_and_clear_full_ptes(t: &mut PteTable<'_>, i: usize, nr: usize) -> Vec
     out
 }
 
+/// `ptep_get_and_clear()` of one entry: [`get_and_clear_full_ptes`] with
+/// `nr == 1` (the same store and count), without building a list — the
+/// old entry when it was present (a none entry is written as none, a
+/// non-present one is left as it is, as there).
+/// Linux: arch/x86/include/asm/pgtable.h ptep_get_and_clear().
+pub fn ptep_get_and_clear_one(t: &mut PteTable<'_>, i: usize) -> Option<Leaf> {
+    match t.peek(i) {
+        Entry::Leaf(l) => {
+            t.write_affine(i, 1, 0, 0, 0);
+            t.hw.one(HwEvent::PteAtomicClear);
+            Some(l)
+        }
+        Entry::None => {
+            t.write_affine(i, 1, 0, 0, 0);
+            None
+        }
+        _ => None,
+    }
+}
+
 /// A single-entry in-place change (`ptep_set_wrprotect()`: a locked bit
 /// op; `ptep_set_access_flags()`): one atomic read-modify-write.
 /// Linux: arch/x86/include/asm/pgtable.h ptep_set_wrprotect() (clear_bit).

@@ -364,9 +364,12 @@ pub trait Arch: Sync {
         t.hw.call(clear_call(nr));
         generic::get_and_clear_full_ptes(t, i, nr)
     }
-    /// `ptep_get_and_clear()`: one entry.
+    /// `ptep_get_and_clear()`: one entry; the same stores and counts as
+    /// [`Arch::get_and_clear_full_ptes`] with `nr == 1` (an arch that
+    /// overrides that one overrides this one too).
     fn ptep_get_and_clear(&self, t: &mut PteTable<'_>, i: usize) -> Option<Leaf> {
-        self.get_and_clear_full_ptes(t, i, 1).pop().map(|(_, l)| l)
+        t.hw.call(clear_call(1));
+        generic::ptep_get_and_clear_one(t, i)
     }
     /// A single-entry in-place change that is not `set_pte_at()`:
     /// `ptep_set_wrprotect()`, `ptep_set_access_flags()` with a write-bit

@@ -425,7 +425,9 @@ fn move_present_pte_per_page(
     // Under both PTLs: pte_same() re-check of the destination (one load).
     mm.pt.hw.ptep_get_reads(1);
     // ptep_clear_flush(): the clear and a one-page flush, per page.
-    let (_, old) = mm.pt.clear_ptes(src_addr, 1)[0];
+    let Some(old) = mm.pt.ptep_get_and_clear(src_addr) else {
+        return Err(Errno::EAGAIN); // not reached: present above
+    };
     mm.pt.flush_tlb_page(src_addr);
     // folio_move_anon_rmap() and folio->index = linear_page_index().
     mm.pt.hw.one(HwEvent::RmapUpdate);
@@ -466,7 +468,9 @@ fn move_present_ptes_batched(
     loop {
         // ptep_get_and_clear() (no per-page flush), folio_move_anon_rmap(),
         // set_pte_at().
-        let (_, old) = mm.pt.clear_ptes(src, 1)[0];
+        let Some(old) = mm.pt.ptep_get_and_clear(src) else {
+            return Err(Errno::EAGAIN); // not reached: present when the batch took it
+        };
         mm.pt.hw.one(HwEvent::RmapUpdate);
         mm.pt.set_ptes(dst, moved_pte(dst_vma, old), 1, phys);
         src += PAGE_SIZE;

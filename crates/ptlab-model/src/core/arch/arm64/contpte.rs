@@ -367,6 +367,15 @@ pub fn get_and_clear_full_ptes(
     generic::get_and_clear_full_ptes(t, i, nr)
 }
 
+/// `ptep_get_and_clear()`: [`get_and_clear_full_ptes`] with `nr == 1`
+/// (the `contpte_try_unfold()` check, then one atomic swap), returning the
+/// old entry when present, without building a list.
+/// Linux: arch/arm64/include/asm/pgtable.h ptep_get_and_clear().
+pub fn ptep_get_and_clear(arch: &dyn Arch, t: &mut PteTable<'_>, i: usize) -> Option<Leaf> {
+    try_unfold(arch, t, i);
+    generic::ptep_get_and_clear_one(t, i)
+}
+
 /// `modify_prot_start_ptes()` = `get_and_clear_ptes()`: the
 /// `get_and_clear_full_ptes()` above (the single-entry check or the
 /// partial unfolds, one atomic swap per present entry), returning the first
@@ -578,5 +587,82 @@ mod tests {
             compared += 1;
         }
         assert!(compared > 100, "{compared}");
+    }
+
+    /// `ptep_get_and_clear()` (no list built) against
+    /// `get_and_clear_full_ptes(nr = 1)`, at every index of random tables
+    /// (none, swap, present, folded blocks): the same old entry, table,
+    /// events, calls and rule hits — on arm64 with the contpte layer on and
+    /// off, and on x86-64 (the trait's default) over x86 encodings.
+    #[test]
+    fn ptep_get_and_clear_equals_a_one_entry_batch() {
+        use crate::core::arch::X86_64;
+        let mut present = 0;
+        for seed in 0..40u64 {
+            let (arm, arm_used) = table(seed);
+            // The same leaves in x86's encoding (swap entries kept as swap).
+            let (mut x86, mut x86_used) = ([0u64; PTRS_PER_TABLE], 0u16);
+            {
+                let hw = HwSink::new(HwFeatures::default());
+                let mut spare = None;
+                let mut t =
+                    PteTable::over_dense(&X86_64, &mut x86, &mut x86_used, &mut spare, &hw, 0);
+                for (j, &raw) in arm.iter().enumerate() {
+                    match Arm64.decode(1, raw) {
+                        Entry::Leaf(mut l) => {
+                            l.flags.remove(LeafFlags::CONT);
+                            t.store(j, Some(l));
+                        }
+                        Entry::Swap(sw) => t.store_raw(j, X86_64.encode_swap(sw)),
+                        _ => {}
+                    }
+                }
+            }
+            for i in 0..64 {
+                let cases: [(&dyn Arch, &[u64; PTRS_PER_TABLE], u16, bool); 3] = [
+                    (&Arm64, &arm, arm_used, false),
+                    (&Arm64, &arm, arm_used, true),
+                    (&X86_64, &x86, x86_used, false),
+                ];
+                for (arch, entries, used, contpte_off) in cases {
+                    let run = |one: bool| {
+                        let (mut e, mut u) = (*entries, used);
+                        let hw = HwSink::new(HwFeatures {
+                            contpte_off,
+                            ..HwFeatures::default()
+                        });
+                        let mut spare = None;
+                        let mut t = PteTable::over_dense(
+                            arch,
+                            &mut e,
+                            &mut u,
+                            &mut spare,
+                            &hw,
+                            0x7f00_0000_0000,
+                        );
+                        let old = if one {
+                            arch.ptep_get_and_clear(&mut t, i)
+                        } else {
+                            arch.get_and_clear_full_ptes(&mut t, i, 1)
+                                .pop()
+                                .map(|(_, l)| l)
+                        };
+                        (old, e, u, hw.snapshot(), hw.rules.coverage())
+                    };
+                    let (a, b) = (run(true), run(false));
+                    let what = format!(
+                        "seed {seed} index {i} {} contpte_off {contpte_off}",
+                        arch.kind().name()
+                    );
+                    assert_eq!(a.0, b.0, "{what}");
+                    assert_eq!(a.1, b.1, "{what}");
+                    assert_eq!(a.2, b.2, "{what}");
+                    assert_eq!(a.3, b.3, "{what}");
+                    assert_eq!(a.4, b.4, "{what}");
+                    present += usize::from(a.0.is_some());
+                }
+            }
+        }
+        assert!(present > 1000, "{present}");
     }
 }

@@ -266,6 +266,14 @@ impl Arch for Arm64 {
         contpte::get_and_clear_full_ptes(self, t, i, nr)
     }
 
+    fn ptep_get_and_clear(&self, t: &mut PteTable<'_>, i: usize) -> Option<Leaf> {
+        t.hw.call(super::clear_call(1));
+        if t.hw.features.contpte_off {
+            return generic::ptep_get_and_clear_one(t, i);
+        }
+        contpte::ptep_get_and_clear(self, t, i)
+    }
+
     fn modify_prot_start_ptes(&self, t: &mut PteTable<'_>, i: usize, nr: usize) -> Leaf {
         t.hw.call(KCall::ModifyProtStartPtes);
         if t.hw.features.contpte_off {
