@@ -162,15 +162,16 @@ impl Model {
         let mm = procs.get_mut(&pid).expect("pid");
         // §7.3.1 mm_find_pmd(): no PMD table for src (a PTE table in the
         // slot, found through the walk cache, proves there is one).
-        if !matches!(mm.pt.pmd(src_addr), PmdSlot::Table(_))
-            && mm.pt.table_at(src_addr, 2).is_none()
-        {
+        let src_pmd = mm.pt.pmd(src_addr);
+        let mut allocated = false;
+        if !matches!(src_pmd, PmdSlot::Table(_)) && mm.pt.table_at(src_addr, 2).is_none() {
             if !holes {
                 rule!(mm.pt.hw, UffdMoveNoSrcPmdTable);
                 return Err(Errno::ENOENT);
             }
             rule!(mm.pt.hw, UffdMoveHolesAllocSrc);
             mm.pt.pmd_alloc(src_addr, phys).ok_or(Errno::ENOMEM)?;
+            allocated = true;
         }
         // §7.3.2 mm_alloc_pmd(dst) (nothing to allocate when the walk
         // cache already holds dst's PTE table); a huge destination PMD is
@@ -179,12 +180,20 @@ impl Model {
         if !matches!(dst_pmd, PmdSlot::Table(_)) {
             mm.pt.pmd_alloc(dst_addr, phys).ok_or(Errno::ENOMEM)?;
             dst_pmd = mm.pt.pmd(dst_addr);
+            allocated = true;
         }
         if let PmdSlot::Leaf(_) = dst_pmd {
             rule!(mm.pt.hw, UffdMoveDstHugePmd);
             return Err(Errno::EEXIST);
         }
-        match mm.pt.pmd(src_addr) {
+        // The source PMD as read above unless a table was allocated since
+        // (the same read: these are the model's own lookups, uncounted).
+        let src_pmd = if allocated {
+            mm.pt.pmd(src_addr)
+        } else {
+            src_pmd
+        };
+        match src_pmd {
             PmdSlot::Leaf(leaf) => {
                 // §7.3.3: a THP (or the huge zero page) at the source.
                 let splits = !src_addr.is_multiple_of(PMD_SIZE)
@@ -211,7 +220,9 @@ impl Model {
                     }
                     mm.pt.pte_alloc(src_addr, phys).ok_or(Errno::ENOMEM)?;
                 }
-                mm.pt.pte_alloc(dst_addr, phys).ok_or(Errno::ENOMEM)?;
+                if !matches!(dst_pmd, PmdSlot::Table(_)) || src_pmd == PmdSlot::None {
+                    mm.pt.pte_alloc(dst_addr, phys).ok_or(Errno::ENOMEM)?;
+                }
                 let len = src_end - src_addr;
                 self.move_pages_ptes(pid, dst_vma, dst_addr, src_addr, len, holes, batched)
                     .map(Some)
@@ -238,10 +249,9 @@ impl Model {
             let Model { procs, phys, .. } = self;
             let mm = procs.get_mut(&pid).expect("pid");
             // §7.4.2: the destination must be strictly empty (a guard
-            // marker is not: checked live).
-            if !matches!(mm.pt.pte_raw(dst_addr), Entry::None)
-                || crate::mm::marker::is_guard(mm, dst_addr)
-            {
+            // marker is not: checked live; a marker is an entry that is
+            // not none, so the one read decides).
+            if !matches!(mm.pt.pte_raw(dst_addr), Entry::None) {
                 rule!(mm.pt.hw, UffdMoveDstNotEmpty);
                 return Err(Errno::EEXIST);
             }
