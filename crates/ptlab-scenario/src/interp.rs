@@ -518,8 +518,6 @@ impl Env for Interp<'_> {
     }
 }
 
-/// Outcome of a syscall, access or knob write.
-
 impl<'a> Interp<'a> {
     // ----- bookkeeping -------------------------------------------------------
 
