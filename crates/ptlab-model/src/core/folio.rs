@@ -1359,6 +1359,58 @@ impl PhysMem {
         FolioRef { head, order }
     }
 
+    /// Up to `max` new order-0 anon folios, each mapped by one PTE of
+    /// `mm` as a fresh exclusive page and holding one reference, with page
+    /// `first + k` tagged `base + k × step`: what `n` order-0 write faults
+    /// in a row do to the memmap — [`PhysMem::alloc_anon_folio`],
+    /// [`PhysMem::add_rmap_ptes`] (exclusive), [`PhysMem::ref_add`] of 1,
+    /// then the store's tag — for the frames single allocations would
+    /// hand out, in one step while they are consecutive
+    /// ([`crate::core::phys::FrameAllocator::alloc_small_run`]; `cap` as
+    /// there). Counts nothing: the caller adds the faults' events. Returns
+    /// `(first, n)`, `n` possibly 0; `None` when memory is exhausted.
+    /// The caller has settled the pending large folio (a fault through
+    /// the single path did).
+    /// Linux: mm/memory.c do_anonymous_page() (order 0), once per page.
+    pub fn alloc_small_anon_run(
+        &mut self,
+        max: u64,
+        cap: impl FnOnce(Pfn) -> u64,
+        base: u64,
+        step: u64,
+    ) -> Option<(Pfn, u64)> {
+        let (first, n) = self.alloc.alloc_small_run(max, cap)?;
+        let mapped = F_ALLOCATED | F_ANON_EXCLUSIVE | 1;
+        let mut k = 0;
+        while k < n {
+            let pfn = first.add(k);
+            let (s, i) = Memmap::split(pfn);
+            // Frames of this section: the first through the single form
+            // (creates the section, counts it used), the rest in place.
+            let in_sec = (SECTION_FRAMES - i as u64).min(n - k);
+            self.memmap.set(
+                pfn,
+                PageMeta {
+                    refcount: 1,
+                    bits: mapped,
+                },
+            );
+            let sec = self.memmap.section_mut(s).expect("just set");
+            for j in 0..in_sec as usize {
+                if j > 0 {
+                    debug_assert_eq!((sec.bits[i + j], sec.refs[i + j]), (0, 0), "a free frame");
+                    sec.bits[i + j] = mapped;
+                    sec.refs[i + j] = 1;
+                    sec.used += 1;
+                }
+                let t = base.wrapping_add(step.wrapping_mul(k + j as u64));
+                sec.tags.set((i + j) as u16, t);
+            }
+            k += in_sec;
+        }
+        Some((first, n))
+    }
+
     /// Allocate a page-table page.
     pub fn alloc_pt_page(&mut self) -> Option<Pfn> {
         let pfn = self.alloc.alloc(Order::ZERO)?;

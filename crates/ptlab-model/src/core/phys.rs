@@ -117,6 +117,83 @@ impl FrameAllocator {
         Some(Pfn(pfn))
     }
 
+    /// The frames that up to `max` single `alloc(Order::ZERO)` calls in a
+    /// row would hand out, taken in one step while they are consecutive:
+    /// `(first, n)` for frames `first..first + n` (`n ≥ 1`), or `None`
+    /// (nothing taken) when memory is exhausted. `cap(first)` bounds `n`
+    /// once the first frame is known (0: take nothing, `Some((first, 0))`).
+    ///
+    /// Single order-0 allocations take the lowest block of the smallest
+    /// non-empty order (a fresh max-order block when every list is empty)
+    /// and list the upper halves they split off; the next ones then take
+    /// those halves lowest first, so the `2^o` allocations after taking a
+    /// block of order `o` (every lower list empty) return its frames in
+    /// order and leave the lists as before the block. Taking `n` of them
+    /// leaves `[first + n, block end)` listed as its naturally aligned
+    /// blocks, which is the state single allocations leave. A run goes on
+    /// into the next block only if that block starts where the run ends.
+    /// Linux: mm/page_alloc.c __rmqueue_smallest(), expand().
+    pub fn alloc_small_run(
+        &mut self,
+        max: u64,
+        cap: impl FnOnce(Pfn) -> u64,
+    ) -> Option<(Pfn, u64)> {
+        let mut cap = Some(cap);
+        let mut first = None;
+        let mut left = max;
+        let mut taken = 0;
+        while left > 0 {
+            // The block the next single allocation would split.
+            let (p, o) = match (0..=MAX_ORDER)
+                .find_map(|o| self.free[o as usize].first().map(|&p| (p, o)))
+            {
+                Some(x) => x,
+                None => {
+                    let block = 1u64 << MAX_ORDER;
+                    if self.fresh + block > self.limit {
+                        break;
+                    }
+                    (self.fresh, MAX_ORDER)
+                }
+            };
+            match first {
+                None => {
+                    first = Some(p);
+                    if let Some(c) = cap.take() {
+                        left = left.min(c(Pfn(p)));
+                        if left == 0 {
+                            break;
+                        }
+                    }
+                }
+                Some(f) if f + taken != p => break,
+                Some(_) => {}
+            }
+            let size = 1u64 << o;
+            let take = left.min(size);
+            if !self.free[o as usize].remove(&p) {
+                debug_assert_eq!(p, self.fresh);
+                self.fresh += size;
+            }
+            // The rest of the block, as the naturally aligned blocks it
+            // splits into.
+            let end = p + size;
+            let mut r = p + take;
+            while r < end {
+                let ro = block_order(r - self.base, end - r);
+                self.free[ro as usize].insert(r);
+                r += 1 << ro;
+            }
+            self.allocated += take;
+            taken += take;
+            left -= take;
+            if take < size {
+                break;
+            }
+        }
+        first.map(|f| (Pfn(f), taken))
+    }
+
     /// Return a block, merging with free buddies.
     pub fn free(&mut self, pfn: Pfn, order: Order) {
         let mut p = pfn.0;
@@ -243,6 +320,23 @@ impl Nodes {
         (0..n)
             .filter(|&k| k != local)
             .find_map(|k| self.nodes[k].alloc(order))
+    }
+
+    /// [`FrameAllocator::alloc_small_run`] on the node single
+    /// [`Nodes::alloc`] calls would take from: the local node while it
+    /// has a free frame, else the first other one that has (the run stays
+    /// in that node).
+    pub fn alloc_small_run(
+        &mut self,
+        max: u64,
+        cap: impl FnOnce(Pfn) -> u64,
+    ) -> Option<(Pfn, u64)> {
+        let local = self.local as usize;
+        let n = self.nodes.len();
+        let k = std::iter::once(local)
+            .chain((0..n).filter(|&k| k != local))
+            .find(|&k| self.nodes[k].frames() > self.nodes[k].allocated())?;
+        self.nodes[k].alloc_small_run(max, cap)
     }
 
     /// Allocate on `node` only (`__GFP_THISNODE`).
@@ -429,6 +523,77 @@ mod tests {
                 assert_eq!(a.allocated(), b.allocated());
                 for (x, y) in a.nodes.iter().zip(&b.nodes) {
                     assert_eq!(x.free, y.free, "seed {seed0}");
+                }
+            }
+        }
+    }
+
+    /// A run taken in one step equals single order-0 allocations: the
+    /// same frames, the same free lists after, on random fragmentation
+    /// (two nodes, the local one filling up), with and without a cap.
+    #[test]
+    fn small_run_equals_single_allocs() {
+        for seed0 in 1..=60u64 {
+            let mut seed = seed0 * 0x9e37_79b9_7f4a;
+            let mut a = Nodes::new(4 << 10);
+            assert!(a.set_layout(4 << 10, 2));
+            let mut held: Vec<u64> = Vec::new();
+            for step in 0..200 {
+                let r = rng(&mut seed);
+                match r % 4 {
+                    0 | 1 if !held.is_empty() => {
+                        // Free a few held frames (fragmentation).
+                        for _ in 0..(r >> 8) % 12 + 1 {
+                            if held.is_empty() {
+                                break;
+                            }
+                            let i = (rng(&mut seed) as usize) % held.len();
+                            a.free(Pfn(held.swap_remove(i)), Order(0));
+                        }
+                    }
+                    2 => {
+                        let order = Order(((r >> 8) % 5) as u8);
+                        if let Some(p) = a.alloc(order) {
+                            held.extend(p.0..p.0 + order.pages());
+                        }
+                    }
+                    _ => {
+                        let max = (r >> 8) % 700 + 1;
+                        let cap = (r >> 20) % 40;
+                        let capped = r & (1 << 40) != 0;
+                        let mut b = a.clone();
+                        let got = a.alloc_small_run(max, |_| if capped { cap } else { u64::MAX });
+                        // Single allocations on the copy, as far as the run went.
+                        let (first, n) = got.map_or((0, 0), |(p, n)| (p.0, n));
+                        for k in 0..n {
+                            assert_eq!(
+                                b.alloc(Order(0)),
+                                Some(Pfn(first + k)),
+                                "seed {seed0} step {step}"
+                            );
+                        }
+                        if got.is_none() {
+                            assert_eq!(b.alloc(Order(0)), None);
+                        } else if n > 0 && n < max && !(capped && n == cap) {
+                            // The run stopped where the next frame is not
+                            // consecutive (or memory ran out).
+                            let mut c = b.clone();
+                            assert_ne!(
+                                c.alloc(Order(0)),
+                                Some(Pfn(first + n)),
+                                "seed {seed0} step {step}"
+                            );
+                        }
+                        assert_eq!(a.allocated(), b.allocated());
+                        for (x, y) in a.nodes.iter().zip(&b.nodes) {
+                            assert_eq!(x.free, y.free, "seed {seed0} step {step}");
+                            assert_eq!(x.fresh, y.fresh);
+                        }
+                        held.extend(first..first + n);
+                        if r.is_multiple_of(5) {
+                            a.local = 1 - a.local;
+                        }
+                    }
                 }
             }
         }

@@ -792,3 +792,136 @@ fn swapin_large(
     }
     Ok(())
 }
+
+// ---- order-0 write faults over a stretch of none PTEs ------------------------
+
+/// How many pages from `addr` (at most to `end`) a program's write would
+/// fault in through the same order-0 branch of [`do_anonymous_page`],
+/// each seeing what the one before it saw: the VMA holding `addr` is
+/// writable, not registered with userfaultfd and not mlocked, has its
+/// anon_vma, allows no mTHP order (so `choose_order()` returns order 0
+/// without a rule hit), and the PTE table for `addr` exists with none
+/// entries from `addr` on (none: no guard marker, no NUMA hint, no swap
+/// entry). The count stops at the VMA's end, the table's end and the
+/// first entry that is not none. 0 when any condition fails. No event:
+/// the model's own look before a whole-stretch step
+/// (crate::sys::fault_run). Linux: mm/memory.c handle_pte_fault() →
+/// do_anonymous_page() with `vmf->pte` none, alloc_anon_folio() with no
+/// order allowed beyond 0.
+pub fn order0_write_stretch(mm: &Mm, thp: &ThpSettings, addr: u64, end: u64) -> u64 {
+    let Some(vma) = mm.vmas.find(addr) else {
+        return 0;
+    };
+    let f = vma.flags;
+    if !f.contains(VmFlags::WRITE)
+        || f.intersects(crate::core::vma::VM_UFFD_FLAGS | VmFlags::LOCKED)
+        || vma.anon_vma.is_none()
+    {
+        return 0;
+    }
+    let mask = thp.allowed_orders(f.contains(VmFlags::HUGEPAGE), thp_disabled(mm, vma), false);
+    if mask & ((1 << PMD_ORDER) - 1) != 0 || !matches!(mm.pt.pmd(addr), PmdSlot::Table(_)) {
+        return 0;
+    }
+    let end = end.min(vma.end).min((addr & !(PMD_SIZE - 1)) + PMD_SIZE);
+    let Some((entries, i)) = mm.pt.pte_entries(addr) else {
+        return 0;
+    };
+    let max = (end.saturating_sub(addr) / PAGE_SIZE) as usize;
+    let none = match entries {
+        crate::core::pgtable::Entries::Dense(d) => {
+            d[i..i + max].iter().take_while(|&&r| r == 0).count()
+        }
+        crate::core::pgtable::Entries::Runs(runs) => {
+            let next = runs
+                .iter()
+                .find(|r| r.end() > i)
+                .map_or(usize::MAX, |r| r.start as usize);
+            next.saturating_sub(i).min(max)
+        }
+    };
+    none as u64
+}
+
+/// Whether the order-0 write fault that mapped `pfn` at `addr` went
+/// through [`do_anonymous_page`]'s plain order-0 branch and counted what
+/// every other such fault in its table counts: the entry now maps `pfn`
+/// with a new folio's bits, the folio is order 0 and, on arm64 with the
+/// contpte layer, its `set_ptes()` did not try a fold (only a block's
+/// last entry mapping a frame that ends a 16-frame group does:
+/// [`crate::core::arch::arm64::contpte`] `try_fold_after_set()`).
+pub fn order0_fault_is_plain(mm: &Mm, phys: &PhysMem, addr: u64, pfn: Pfn) -> bool {
+    let Some(vma) = mm.vmas.find(addr) else {
+        return false;
+    };
+    let plain = mm.pt.pte_peek(addr) == Entry::Leaf(leaf_for_new_folio(vma, pfn))
+        && phys.folio_of(pfn).is_some_and(|f| !f.is_large());
+    let i = crate::core::pgtable::index(1, addr) as u64;
+    let fold_try = crate::mm::contpte_runs::applies(&mm.pt) && i % 16 == 15 && pfn.0 % 16 == 15;
+    plain && !fold_try
+}
+
+/// The order-0 write faults on the none PTEs `addr..` (at most `max`,
+/// all inside what [`order0_write_stretch`] found) after one such fault
+/// went through [`handle_fault`] as the template: each would allocate the
+/// frame single allocations hand out, map it exclusively with one
+/// reference, set one PTE of a new folio's bits and queue the folio on
+/// the LRU-add batch, and the caller's store would tag it
+/// `base + k × step`. Done in one step for the frames that come
+/// consecutively ([`PhysMem::alloc_small_anon_run`]) and, on arm64 with
+/// the contpte layer, stopping before an entry whose `set_ptes()` would
+/// try a fold (a block's last entry over a group's last frame: that
+/// fault counts more). Nothing is counted here: the caller adds the
+/// template fault's events once per page done. Returns the pages done
+/// (0: none; the caller goes on page by page).
+/// Linux: mm/memory.c do_anonymous_page() (order 0), once per page.
+pub fn order0_write_run(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    addr: u64,
+    max: u64,
+    base: u64,
+    step: u64,
+) -> u64 {
+    let Some(vma) = mm.vmas.find(addr).cloned() else {
+        return 0;
+    };
+    let i = crate::core::pgtable::index(1, addr);
+    let contpte = crate::mm::contpte_runs::applies(&mm.pt);
+    // The entries before the first fold try: with frames as aligned as
+    // the entries (`pfn ≡ index` modulo 16), at the block's last entry.
+    let cap = |p: Pfn| match contpte && (p.0 % 16) == (i % 16) as u64 {
+        true => (15 - i % 16) as u64,
+        false => u64::MAX,
+    };
+    let Some((first, n)) = env.phys.alloc_small_anon_run(max, cap, base, step) else {
+        return 0;
+    };
+    if n == 0 {
+        return 0;
+    }
+    mm.rss_anon += n;
+    let arch = mm.pt.arch();
+    let leaf = |k: u64| leaf_for_new_folio(&vma, first.add(k));
+    let raw0 = arch.encode_leaf(1, leaf(0));
+    let dstep = arch.encode_leaf(1, leaf(1)).wrapping_sub(raw0);
+    let affine = arch.encode_leaf(1, leaf(n - 1)) == raw0.wrapping_add(dstep.wrapping_mul(n - 1));
+    let (mut t, i) = mm.pt.pte_table(addr);
+    if affine {
+        t.write_affine(
+            i,
+            n as usize,
+            raw0,
+            dstep,
+            crate::core::pgtable::Run::PRESENT,
+        );
+    } else {
+        for k in 0..n {
+            t.store(i + k as usize, Some(leaf(k)));
+        }
+    }
+    for k in 0..n {
+        env.phys.folio_batches.lru_add(first.add(k), false);
+    }
+    n
+}

@@ -321,7 +321,10 @@ impl Model {
                 addr += PAGE_SIZE;
             }
             if addr < slot_end {
-                // The page needs a fault (the fast path above found it unmapped).
+                // The page needs a fault (the fast path above found it
+                // unmapped); a write over a stretch of none PTEs faults the
+                // pages after it in one step (sys/fault_run.rs).
+                let run = self.write_fault_run_start(pid, addr, slot_end, write);
                 let pfn = self.fault_as_user(pid, addr, write, true)?;
                 let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
                 let pmd_leaf = matches!(mm.pt.pmd(addr), crate::core::pgtable::PmdSlot::Leaf(_));
@@ -339,6 +342,9 @@ impl Model {
                 if write {
                     self.hw_mkdirty(pid, addr);
                     self.phys.set_tag(pfn, tag.unwrap_or(addr));
+                }
+                if let Some(run) = run {
+                    addr += self.write_fault_run_finish(pid, run, addr, pfn, tag) * PAGE_SIZE;
                 }
                 addr += PAGE_SIZE;
             }

@@ -5,6 +5,7 @@
 pub mod access;
 pub mod call;
 pub mod collapse;
+pub mod fault_run;
 pub mod fork;
 pub mod guard;
 pub mod madvise;
