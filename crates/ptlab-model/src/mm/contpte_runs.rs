@@ -33,6 +33,8 @@
 
 use crate::core::addr::{PAGE_SIZE, PTRS_PER_TABLE};
 use crate::core::arch::arm64::contpte;
+use crate::core::arch::arm64::fork_raw;
+use crate::core::arch::arm64::CONT_PTES;
 use crate::core::arch::{Entry, Leaf, LeafFlags, PteRef};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
@@ -283,6 +285,7 @@ pub(crate) fn folio_pte_batch_scan(
         hw: &pt.hw,
         base: va & !(crate::core::addr::PMD_SIZE - 1),
     };
+    let n = CONT_PTES;
     let (mut nr, mut scans) = (first_nr, 0);
     while nr < max_nr {
         scans += 1;
@@ -293,7 +296,45 @@ pub(crate) fn folio_pte_batch_scan(
         if !step(&l, nr) {
             break;
         }
-        nr += arch.pte_batch_hint(i, &l) as u64;
+        let hint = arch.pte_batch_hint(i, &l) as u64;
+        // A valid CONT block start inside a stored run of present entries
+        // a frame apart: the whole blocks after it that the run holds and
+        // the scan reaches (it reads a block starting before `max_nr`)
+        // read alike — entry `k` blocks on is this one `16 × k` frames on
+        // with the same gathered bits — so they are counted together and
+        // `step` sees each block's entry without a decode.
+        if hint == n as u64 && l.valid_cont() {
+            let blocks = entries.run_at(i).and_then(|r| {
+                let ok = r.kinds == Run::PRESENT && r.step == fork_raw::FRAME_STEP;
+                let whole = ((r.end() - i) / n) as u64;
+                let reached = (max_nr - nr).div_ceil(n as u64);
+                ok.then_some(whole.min(reached))
+            });
+            if let Some(blocks) = blocks.filter(|&b| b >= 2) {
+                let step_n = n as u64;
+                let (mut read, mut stopped) = (0, None);
+                for b in 1..blocks {
+                    read += 1;
+                    let next = Leaf {
+                        pfn: crate::core::addr::Pfn(l.pfn.0 + b * step_n),
+                        flags: l.flags,
+                    };
+                    if !step(&next, nr + b * step_n) {
+                        stopped = Some(b);
+                        break;
+                    }
+                }
+                contpte::count_uniform_block_reads(&view, i, read);
+                scans += read;
+                if let Some(b) = stopped {
+                    nr += b * step_n;
+                    break;
+                }
+                nr += blocks * step_n;
+                continue;
+            }
+        }
+        nr += hint;
     }
     Some((nr.min(max_nr), scans))
 }
