@@ -33,10 +33,12 @@
 
 use crate::core::addr::{PAGE_SIZE, PTRS_PER_TABLE};
 use crate::core::arch::arm64::contpte;
+use crate::core::arch::arm64::fork_raw;
+use crate::core::arch::arm64::CONT_PTES;
 use crate::core::arch::{Entry, Leaf, LeafFlags, PteRef};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
-use crate::core::pgtable::PageTables;
+use crate::core::pgtable::{PageTables, Run};
 use crate::core::tlb::MmuGather;
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::mm::Mm;
@@ -125,9 +127,24 @@ pub(crate) fn copy_small_run(
 /// now-none entry, the store, `contpte_try_fold()`) — with one
 /// `tlb_flush_pte_range()` over the entries that need it (every one:
 /// arm64's `pte_needs_flush()` is the generic stub). `prot` and
-/// `try_writable` are the `ChangeProt`'s. Returns the entries changed.
+/// `try_writable` are the `ChangeProt`'s.
+///
+/// The entries are read as raw descriptors (`fork_raw`): what an entry's
+/// attribute bits become is worked out through the codec once per
+/// distinct old bits and reused (the entries of a run differ in their
+/// frame only). With `stretch` (`ModelConfig::stretch_steps`), a stretch
+/// stored as one run of equal bits over consecutive order-0 frames of one
+/// exclusivity (`small_runs::order0_stretch`) is written as one run: every
+/// entry of it takes the same pass (an order-0 PTE never carries CONT, so
+/// no entry unfolds anything), and `contpte_try_fold()` after a block's
+/// last entry looks further only where that entry's frame is a block's
+/// last too (`pfn % 16 == 15`), which for consecutive frames holds at
+/// every block end of the stretch or at none; there it gives up at the
+/// order-0 folio, and is called as entry by entry.
+/// Returns the entries changed and the stretches taken.
 /// Linux: mm/mprotect.c change_pte_range() (nr == 1); arch/arm64/mm/mmu.c
-/// modify_prot_start_ptes(), modify_prot_commit_ptes().
+/// modify_prot_start_ptes(), modify_prot_commit_ptes();
+/// arch/arm64/include/asm/pgtable.h contpte_try_fold().
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn change_small_run(
     mm: &mut Mm,
@@ -137,48 +154,107 @@ pub(crate) fn change_small_run(
     end: u64,
     prot: LeafFlags,
     try_writable: bool,
+    stretch: bool,
     tlb: &mut MmuGather,
-) -> u64 {
+) -> (u64, u64) {
+    use crate::core::arch::arm64::fork_raw;
     let arch = mm.pt.arch();
     let (mut t, i0) = mm.pt.pte_table(addr);
     let max = ((end - addr) / PAGE_SIZE) as usize;
-    let (mut n, mut exclusive_lines, mut upgrades) = (0, 0u64, 0u32);
+    let (mut n, mut exclusive_lines, mut upgrades, mut steps) = (0, 0u64, 0u32, 0u64);
     let mut flush: Option<(u64, u64)> = None;
+    // What one entry's attribute bits become: the new bits without and
+    // with the write upgrade, whether the upgrade is tried, and
+    // pte_needs_flush() of each.
+    struct Change {
+        old_bits: u64,
+        try_upgrade: bool,
+        bits: [u64; 2],
+        flush: [bool; 2],
+    }
+    let mut memo: Option<Change> = None;
+    let n_cont = crate::core::arch::arm64::CONT_PTES;
     while n < max {
         let i = i0 + n;
-        let Entry::Leaf(old) = t.peek(i) else { break };
-        if old.flags.intersects(LeafFlags::SPECIAL | LeafFlags::CONT) {
+        let e = t.raw(i);
+        if e == 0 || !fork_raw::plain_present(e) {
             break;
         }
+        let run = match stretch {
+            true => {
+                let shift = fork_raw::FRAME_STEP.trailing_zeros();
+                super::small_runs::order0_stretch(&t, phys, fork_raw::ADDR, shift, i, max - n)
+            }
+            false => None,
+        };
         // folio_of() finding an order-0 folio and its PageAnonExclusive:
         // one memmap read.
-        let Some(exclusive) = phys.small_anon_exclusive(old.pfn) else {
+        let Some(exclusive) = phys.small_anon_exclusive(fork_raw::pfn(e)) else {
             break;
         };
-        let ptent = pte_modify(old, prot);
-        let mut committed = ptent;
-        if try_writable && !ptent.write() && maybe_change_pte_writable(vma, ptent) {
+        let old_bits = e & !fork_raw::ADDR;
+        if memo.as_ref().is_none_or(|c| c.old_bits != old_bits) {
+            let Entry::Leaf(old) = t.peek(i) else { break };
+            let ptent = pte_modify(old, prot);
+            let mut up = ptent;
+            up.flags |= LeafFlags::WRITE;
+            let bits_of = |l: Leaf| arch.encode_leaf(1, l) & !fork_raw::ADDR;
+            memo = Some(Change {
+                old_bits,
+                try_upgrade: try_writable
+                    && !ptent.write()
+                    && maybe_change_pte_writable(vma, ptent),
+                bits: [bits_of(ptent), bits_of(up)],
+                flush: [
+                    arch.pte_needs_flush(&old, &ptent),
+                    arch.pte_needs_flush(&old, &up),
+                ],
+            });
+        }
+        let c = memo.as_ref().expect("set above");
+        let len = run.map_or(1, |(len, _)| len);
+        let m = len as u64;
+        let mut k = 0;
+        if c.try_upgrade {
             // commit_anon_folio_batch(): PageAnonExclusive() of the page.
-            exclusive_lines += 1;
+            exclusive_lines += m;
             if exclusive {
-                upgrades += 1;
-                committed.flags |= LeafFlags::WRITE;
+                upgrades += len as u32;
+                k = 1;
             }
         }
-        t.store(i, Some(committed));
-        contpte::try_fold_after_set(arch, &mut t, i, phys);
-        if arch.pte_needs_flush(&old, &committed) {
-            let va = t.va(i);
-            flush = Some(flush.map_or((va, va), |(lo, _)| (lo, va)));
+        let first = (e & fork_raw::ADDR) | c.bits[k];
+        let do_flush = c.flush[k];
+        if len == 1 {
+            t.store_raw(i, first);
+            contpte::try_fold_after_set(arch, &mut t, i, phys);
+        } else {
+            t.write_affine(i, len, first, fork_raw::FRAME_STEP, Run::PRESENT);
+            // The fold tries after each block's last entry: the frame of
+            // entry j is pfn + (j - i), a block's last at every block end
+            // when pfn ≡ i (mod 16), at none otherwise.
+            let pfn = fork_raw::pfn(e).0;
+            if (pfn % n_cont as u64) == (i % n_cont) as u64 {
+                let mut j = i + (n_cont - 1 - i % n_cont);
+                while j < i + len {
+                    contpte::try_fold_after_set(arch, &mut t, j, phys);
+                    j += n_cont;
+                }
+            }
+            steps += 1;
         }
-        n += 1;
+        if do_flush {
+            let (va, last) = (t.va(i), t.va(i + len - 1));
+            flush = Some(flush.map_or((va, last), |(lo, _)| (lo, last)));
+        }
+        n += len;
     }
     let n = n as u64;
     // One contpte_try_unfold() check in ptep_get_and_clear(), one in
     // set_ptes().
     contpte::count_try_unfold_checks(&mm.pt.hw, 2 * n);
     super::small_runs::account_small_change(&mm.pt.hw, n, exclusive_lines, upgrades, flush, tlb);
-    n
+    (n, steps)
 }
 
 /// `folio_pte_batch()`'s scan on the table borrowed once, through the
@@ -209,6 +285,7 @@ pub(crate) fn folio_pte_batch_scan(
         hw: &pt.hw,
         base: va & !(crate::core::addr::PMD_SIZE - 1),
     };
+    let n = CONT_PTES;
     let (mut nr, mut scans) = (first_nr, 0);
     while nr < max_nr {
         scans += 1;
@@ -219,7 +296,45 @@ pub(crate) fn folio_pte_batch_scan(
         if !step(&l, nr) {
             break;
         }
-        nr += arch.pte_batch_hint(i, &l) as u64;
+        let hint = arch.pte_batch_hint(i, &l) as u64;
+        // A valid CONT block start inside a stored run of present entries
+        // a frame apart: the whole blocks after it that the run holds and
+        // the scan reaches (it reads a block starting before `max_nr`)
+        // read alike — entry `k` blocks on is this one `16 × k` frames on
+        // with the same gathered bits — so they are counted together and
+        // `step` sees each block's entry without a decode.
+        if hint == n as u64 && l.valid_cont() {
+            let blocks = entries.run_at(i).and_then(|r| {
+                let ok = r.kinds == Run::PRESENT && r.step == fork_raw::FRAME_STEP;
+                let whole = ((r.end() - i) / n) as u64;
+                let reached = (max_nr - nr).div_ceil(n as u64);
+                ok.then_some(whole.min(reached))
+            });
+            if let Some(blocks) = blocks.filter(|&b| b >= 2) {
+                let step_n = n as u64;
+                let (mut read, mut stopped) = (0, None);
+                for b in 1..blocks {
+                    read += 1;
+                    let next = Leaf {
+                        pfn: crate::core::addr::Pfn(l.pfn.0 + b * step_n),
+                        flags: l.flags,
+                    };
+                    if !step(&next, nr + b * step_n) {
+                        stopped = Some(b);
+                        break;
+                    }
+                }
+                contpte::count_uniform_block_reads(&view, i, read);
+                scans += read;
+                if let Some(b) = stopped {
+                    nr += b * step_n;
+                    break;
+                }
+                nr += blocks * step_n;
+                continue;
+            }
+        }
+        nr += hint;
     }
     Some((nr.min(max_nr), scans))
 }

@@ -82,3 +82,30 @@ pub(crate) fn account_small_change(
         tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
     }
 }
+
+/// The stretch mprotect's order-0 loops (`sys/mprotect.rs`
+/// `change_small_run()`, arm64's [`super::contpte_runs::change_small_run`])
+/// may take in one step from entry `i` (at most `max` entries): `(len,
+/// step)` when entries `i..i + len`, at least two, lie in one run of
+/// present entries with equal bits over consecutive frames and those
+/// frames are order-0 data pages of one exclusivity. `pfn_mask` and
+/// `pfn_shift` place the frame field in a descriptor. No event: the
+/// model's own look.
+pub(crate) fn order0_stretch(
+    t: &crate::core::arch::PteTable<'_>,
+    phys: &PhysMem,
+    pfn_mask: u64,
+    pfn_shift: u32,
+    i: usize,
+    max: usize,
+) -> Option<(usize, u64)> {
+    let r = t.runs_in(i, max)?.next()?;
+    let len = r.len as usize;
+    if r.start as usize != i || len < 2 || r.step != 1 << pfn_shift {
+        return None;
+    }
+    t.uniform_present(i, len, pfn_mask)?;
+    let pfn = crate::core::addr::Pfn((t.raw(i) & pfn_mask) >> pfn_shift);
+    let (_, frames) = phys.small_anon_exclusive_run(pfn, len as u64)?;
+    (frames >= 2).then_some((frames as usize, r.step))
+}

@@ -475,8 +475,12 @@ fn change_pte_range_batched(
     while addr < end {
         if try_fast {
             let n = if contpte {
-                let (prot, w) = (cp.prot, cp.try_writable);
-                crate::mm::contpte_runs::change_small_run(mm, phys, vma, addr, end, prot, w, tlb)
+                let (prot, w, st) = (cp.prot, cp.try_writable, cp.stretch);
+                let (n, steps) = crate::mm::contpte_runs::change_small_run(
+                    mm, phys, vma, addr, end, prot, w, st, tlb,
+                );
+                (0..steps).for_each(|_| note_stretch_step());
+                n
             } else {
                 change_small_run(mm, phys, vma, addr, end, cp, tlb)
             };
@@ -674,7 +678,7 @@ fn change_stretch(
     if flushed {
         tlb.flush_pte_range(next, rest * PAGE_SIZE);
     }
-    STRETCH_STEPS.with(|c| c.set(c.get() + 1));
+    note_stretch_step();
     Some(rest)
 }
 
@@ -690,6 +694,11 @@ thread_local! {
 /// changes nothing the model computes or shows).
 pub fn stretch_steps_taken() -> u64 {
     STRETCH_STEPS.with(|c| c.get())
+}
+
+/// Count one whole-stretch step ([`stretch_steps_taken`]).
+pub(crate) fn note_stretch_step() {
+    STRETCH_STEPS.with(|c| c.set(c.get() + 1));
 }
 
 /// The per-segment form of the batched loop above for a run of present
@@ -743,7 +752,14 @@ fn change_small_run(
         // same pass below (the same memo, the same upgrade decision), so
         // the stretch is rewritten as one run and counted at once.
         let stretch = match cp.stretch {
-            true => small_stretch(&t, phys, raw, i, max - n),
+            true => crate::mm::small_runs::order0_stretch(
+                &t,
+                phys,
+                raw.pfn_mask,
+                raw.pfn_shift,
+                i,
+                max - n,
+            ),
             false => None,
         };
         // folio_of() finding an order-0 folio, and its PageAnonExclusive
@@ -796,7 +812,7 @@ fn change_small_run(
                 flush = Some(flush.map_or((va, last), |(lo, _)| (lo, last)));
             }
             n += len;
-            STRETCH_STEPS.with(|c| c.set(c.get() + 1));
+            note_stretch_step();
             continue;
         }
         let mut upgraded = false;
@@ -826,29 +842,6 @@ fn change_small_run(
         tlb,
     );
     n
-}
-
-/// The stretch [`change_small_run`] may take in one step from entry `i`
-/// (at most `max` entries): `(len, step)` when entries `i..i + len`, at
-/// least two, lie in one run of present entries with equal bits over
-/// consecutive frames and those frames are order-0 data pages of one
-/// exclusivity. No event: the model's own look.
-fn small_stretch(
-    t: &crate::core::arch::PteTable<'_>,
-    phys: &PhysMem,
-    raw: &crate::core::arch::RawPte,
-    i: usize,
-    max: usize,
-) -> Option<(usize, u64)> {
-    let r = t.runs_in(i, max)?.next()?;
-    let len = r.len as usize;
-    if r.start as usize != i || len < 2 || r.step != 1 << raw.pfn_shift {
-        return None;
-    }
-    t.uniform_present(i, len, raw.pfn_mask)?;
-    let pfn = Pfn(raw.pfn(t.raw(i)));
-    let (_, frames) = phys.small_anon_exclusive_run(pfn, len as u64)?;
-    (frames >= 2).then_some((frames as usize, r.step))
 }
 
 /// 1 for the zero page and small folios, else a folio_pte_batch() run with

@@ -42,6 +42,17 @@ pub fn ptep_get(t: &PteRef<'_>, i: usize) -> Entry {
     if !l.valid_cont() {
         return e;
     }
+    let (seen, loads) = gather(t, i);
+    t.hw.add(HwEvent::PteLoad, loads);
+    l.flags |= seen;
+    Entry::Leaf(l)
+}
+
+/// What `contpte_ptep_get()` gathers over the block of entry `i`: the
+/// young and dirty bits it sees and the loads it makes walking from the
+/// block start until both were seen (v6.17+ early exit; 16 at most).
+/// Counts nothing.
+fn gather(t: &PteRef<'_>, i: usize) -> (LeafFlags, u64) {
     // Only young and dirty are looked at (pte_young(), pte_dirty()).
     let flags_at = |j: usize| {
         let raw = t.entries.raw(j);
@@ -87,9 +98,22 @@ pub fn ptep_get(t: &PteRef<'_>, i: usize) -> Entry {
         }
         j += 1;
     }
-    t.hw.add(HwEvent::PteLoad, loads);
-    l.flags |= seen & (LeafFlags::YOUNG | LeafFlags::DIRTY);
-    Entry::Leaf(l)
+    (seen, loads)
+}
+
+/// `ptep_get()` (with its [`KCall::PtepGet`]) of the first entry of each
+/// of `blocks` more blocks after the one of entry `i` (a block start),
+/// counted without reading them, when those blocks and `i`'s hold entries
+/// whose bits outside the frame are equal (one stored run): each read
+/// gathers over its block as the read at `i` does, with the same loads.
+/// The caller has read entry `i` through `ptep_get()` and found a valid
+/// contiguous entry.
+/// Linux: arch/arm64/include/asm/pgtable.h ptep_get(),
+/// arch/arm64/mm/contpte.c contpte_ptep_get().
+pub(crate) fn count_uniform_block_reads(t: &PteRef<'_>, i: usize, blocks: u64) {
+    let (_, loads) = gather(t, i);
+    t.hw.call_n(KCall::PtepGet, blocks);
+    t.hw.add(HwEvent::PteLoad, (1 + loads) * blocks);
 }
 
 /// `contpte_convert()` cost: 16 atomic swap-to-zero (`__ptep_get_and_clear`),
