@@ -390,9 +390,11 @@ impl PageTables {
         }
     }
 
-    /// Remember that `va`'s slot holds PTE table `p` (a walk found it).
-    fn cache_pte_table(&self, va: u64, p: Pfn) {
-        if let Some(i) = self.tables.slot(&p.0) {
+    /// Remember that `va`'s slot holds PTE table `p` (a walk found it);
+    /// its slab slot.
+    fn cache_pte_table(&self, va: u64, p: Pfn) -> Option<u32> {
+        let i = self.tables.slot(&p.0);
+        if let Some(i) = i {
             let slot = va & !(PMD_SIZE - 1);
             let [a, b] = self.walk_cache.get();
             // Keep the other slot's entry as the older one.
@@ -403,6 +405,7 @@ impl PageTables {
             };
             self.walk_cache.set([Some((slot, p, i)), older]);
         }
+        i
     }
 
     /// The PTE table covering `va`, if there is one (through the walk
