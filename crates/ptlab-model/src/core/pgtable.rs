@@ -21,7 +21,7 @@ use crate::core::addr::{
     Pfn, PAGE_SHIFT, PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, TABLE_SHIFT,
 };
 use crate::core::arch::TableView;
-use crate::core::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags, PteRef, PteTable};
+use crate::core::arch::{Arch, ArchKind, ClearedPtes, Entry, Leaf, LeafFlags, PteRef, PteTable};
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, HwSink};
 use std::cell::Cell;
@@ -954,6 +954,15 @@ impl PageTables {
         let (mut t, i) = self.pte_table(va);
         let cleared = arch.get_and_clear_full_ptes(&mut t, i, nr as usize);
         cleared.into_iter().map(|(j, l)| (t.va(j), l)).collect()
+    }
+
+    /// [`PageTables::clear_ptes`] keeping a run of present entries as one
+    /// ([`ClearedPtes`], by table index): the same state change and
+    /// events, no list built for a run.
+    pub fn clear_ptes_batch(&mut self, va: u64, nr: u64) -> ClearedPtes {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.get_and_clear_full_ptes_batch(&mut t, i, nr as usize)
     }
 
     /// `modify_prot_start_ptes()`: clear one batch of `nr` PTEs and return

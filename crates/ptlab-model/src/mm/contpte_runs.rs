@@ -33,10 +33,11 @@
 
 use crate::core::addr::{PAGE_SIZE, PTRS_PER_TABLE};
 use crate::core::arch::arm64::contpte;
+use crate::core::arch::arm64::CONT_PTES;
 use crate::core::arch::{Entry, Leaf, LeafFlags, PteRef};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
-use crate::core::pgtable::PageTables;
+use crate::core::pgtable::{PageTables, Run};
 use crate::core::tlb::MmuGather;
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::mm::Mm;
@@ -191,11 +192,24 @@ pub(crate) fn change_small_run(
 /// caller keeps `max_nr` inside it; then it takes the walking scan).
 /// Linux: mm/internal.h folio_pte_batch_flags(); arch/arm64/include/asm/pgtable.h
 /// pte_batch_hint(), arch/arm64/mm/contpte.c contpte_ptep_get().
+///
+/// Whole-stretch step (`whole`: `ModelConfig::fork_runs`): from a
+/// block-aligned entry, whole CONT blocks that lie in one stored run of
+/// present entries a frame apart (equal bits, no carry) are alike to
+/// every hook the scan calls: each block's `ptep_get()` gathers the same
+/// young/dirty bits with the same loads and returns the leaf advanced by
+/// the block's distance, which `step` accepts as it accepted the first
+/// (it compares the frame with the batch's first advanced by the same
+/// distance and the bits with the same wanted bits), and the hint is the
+/// block. So the first block is scanned through the hooks and the other
+/// blocks' calls and events are added in one step
+/// ([`crate::core::hw::HwSink::add_since`]).
 pub(crate) fn folio_pte_batch_scan(
     pt: &PageTables,
     va: u64,
     first_nr: u64,
     max_nr: u64,
+    whole: bool,
     mut step: impl FnMut(&Leaf, u64) -> bool,
 ) -> Option<(u64, u64)> {
     let (entries, i0) = pt.pte_entries(va)?;
@@ -213,13 +227,54 @@ pub(crate) fn folio_pte_batch_scan(
     while nr < max_nr {
         scans += 1;
         let i = i0 + nr as usize;
+        let alike = if whole {
+            alike_blocks(entries, i, i0 + max_nr as usize)
+        } else {
+            0
+        };
+        let before = (alike > 1).then(|| pt.hw.tally());
         let Entry::Leaf(l) = arch.ptep_get(&view, i) else {
             break;
         };
         if !step(&l, nr) {
             break;
         }
-        nr += arch.pte_batch_hint(i, &l) as u64;
+        let hint = arch.pte_batch_hint(i, &l) as u64;
+        nr += hint;
+        if let (Some(before), true) = (before, hint == CONT_PTES as u64) {
+            let rest = alike as u64 - 1;
+            pt.hw.add_since(&before, rest);
+            nr += rest * CONT_PTES as u64;
+            scans += rest;
+        }
     }
     Some((nr.min(max_nr), scans))
+}
+
+/// How many whole CONT blocks from entry `i` (block-aligned) up to `end`
+/// lie in one stored run of present entries a frame apart with no carry
+/// out of the frame field (0 when `i` is not block-aligned or the table
+/// is not so stored): [`folio_pte_batch_scan`]'s whole-stretch step.
+fn alike_blocks(entries: crate::core::pgtable::Entries<'_>, i: usize, end: usize) -> usize {
+    use crate::core::arch::arm64::fork_raw;
+    if i % CONT_PTES != 0 {
+        return 0;
+    }
+    let Some(r) = entries.run_at(i) else {
+        return 0;
+    };
+    if r.kinds != Run::PRESENT || r.step != fork_raw::FRAME_STEP {
+        return 0;
+    }
+    let blocks = (r.end().min(end) - i) / CONT_PTES;
+    let span = (blocks * CONT_PTES) as u64;
+    let no_carry = span > 0
+        && (entries.raw(i) & fork_raw::ADDR)
+            .checked_add(fork_raw::FRAME_STEP * (span - 1))
+            .is_some_and(|last| last <= fork_raw::ADDR);
+    if no_carry {
+        blocks
+    } else {
+        0
+    }
 }
