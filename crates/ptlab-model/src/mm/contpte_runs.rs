@@ -257,7 +257,7 @@ pub(crate) fn folio_pte_batch_scan(
 /// is not so stored): [`folio_pte_batch_scan`]'s whole-stretch step.
 fn alike_blocks(entries: crate::core::pgtable::Entries<'_>, i: usize, end: usize) -> usize {
     use crate::core::arch::arm64::fork_raw;
-    if i % CONT_PTES != 0 {
+    if !i.is_multiple_of(CONT_PTES) {
         return 0;
     }
     let Some(r) = entries.run_at(i) else {
