@@ -21,7 +21,7 @@ use crate::core::addr::{
     Pfn, PAGE_SHIFT, PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, TABLE_SHIFT,
 };
 use crate::core::arch::TableView;
-use crate::core::arch::{Arch, ArchKind, Entry, Leaf, LeafFlags, PteRef, PteTable};
+use crate::core::arch::{Arch, ArchKind, ClearedPtes, Entry, Leaf, LeafFlags, PteRef, PteTable};
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, HwSink};
 use std::cell::Cell;
@@ -107,7 +107,8 @@ impl Tables {
     fn get(&self, pfn: &u64) -> Option<&Table> {
         self.slot(pfn).map(|s| self.at(s))
     }
-    fn insert(&mut self, pfn: u64, t: Table) {
+    /// Store `t` at frame `pfn`: whether it replaced a table stored there.
+    fn insert(&mut self, pfn: u64, t: Table) -> bool {
         let s = match self.free.pop() {
             Some(s) => {
                 self.slab[s as usize] = Some(t);
@@ -121,7 +122,9 @@ impl Tables {
         if let Some(old) = self.index.insert(pfn, s) {
             self.slab[old as usize] = None;
             self.free.push(old);
+            return true;
         }
+        false
     }
     fn remove(&mut self, pfn: &u64) -> Option<Table> {
         let s = self.index.remove(pfn)?;
@@ -176,6 +179,14 @@ pub struct PageTables {
     /// that operations alternating between a source and a destination
     /// table (mremap, UFFDIO_MOVE/COPY) walk neither again.
     walk_cache: Cell<[Option<(u64, Pfn, u32)>; 2]>,
+    /// The PMD table found last, by 1 GiB slot, with its slab slot (a
+    /// walk cache too, like the kernel's `pmd_t *` that copy_pmd_range()
+    /// and zap_pmd_range() carry across a PUD's 512 slots: a walk that
+    /// stays under one PUD entry finds its PMD table without walking
+    /// down from the PGD). PMD writes keep it (they change no PMD
+    /// table's place); PUD-or-higher writes and every table removal or
+    /// replacement clear it.
+    pmd_cache: Cell<Option<(u64, Pfn, u32)>>,
     /// The slab slots of the two PTE tables written last, the latest
     /// first: they stay dense while writes go to them, and the older one
     /// is compacted (stored as runs if it is a few affine runs, [`store`])
@@ -205,6 +216,7 @@ impl PageTables {
             root,
             tables,
             walk_cache: Cell::new([None; 2]),
+            pmd_cache: Cell::new(None),
             hot: [None; 2],
             pte_runs: true,
             spare: None,
@@ -326,6 +338,9 @@ impl PageTables {
 
     /// Frame of the table at `level` covering `va`, if it exists.
     pub fn table_at(&self, va: u64, level: u8) -> Option<Pfn> {
+        if level == 2 {
+            return self.pmd_table(va).map(|(p, _)| p);
+        }
         let mut t = self.root;
         for l in (level + 1..=4).rev() {
             let tbl = &self.tables[&t.0];
@@ -335,6 +350,28 @@ impl PageTables {
             }
         }
         Some(t)
+    }
+
+    /// The PMD table covering `va`, if it exists, with its slab slot
+    /// (through [`PageTables::pmd_cache`]).
+    fn pmd_table(&self, va: u64) -> Option<(Pfn, u32)> {
+        let gb = va & !(PUD_SIZE - 1);
+        if let Some((s, p, i)) = self.pmd_cache.get() {
+            if s == gb {
+                return Some((p, i));
+            }
+        }
+        let mut t = self.root;
+        for l in [4u8, 3] {
+            let tbl = &self.tables[&t.0];
+            match self.decode(l, tbl.raw(index(l, va))) {
+                Entry::Table(next) => t = next,
+                _ => return None,
+            }
+        }
+        let i = self.tables.slot(&t.0)?;
+        self.pmd_cache.set(Some((gb, t, i)));
+        Some((t, i))
     }
 
     /// The PTE table of `va`'s 2 MiB slot if the walk cache holds it, with
@@ -353,9 +390,11 @@ impl PageTables {
         }
     }
 
-    /// Remember that `va`'s slot holds PTE table `p` (a walk found it).
-    fn cache_pte_table(&self, va: u64, p: Pfn) {
-        if let Some(i) = self.tables.slot(&p.0) {
+    /// Remember that `va`'s slot holds PTE table `p` (a walk found it);
+    /// its slab slot.
+    fn cache_pte_table(&self, va: u64, p: Pfn) -> Option<u32> {
+        let i = self.tables.slot(&p.0);
+        if let Some(i) = i {
             let slot = va & !(PMD_SIZE - 1);
             let [a, b] = self.walk_cache.get();
             // Keep the other slot's entry as the older one.
@@ -366,6 +405,7 @@ impl PageTables {
             };
             self.walk_cache.set([Some((slot, p, i)), older]);
         }
+        i
     }
 
     /// The PTE table covering `va`, if there is one (through the walk
@@ -399,6 +439,7 @@ impl PageTables {
     /// by the caller).
     fn remove_table(&mut self, t: Pfn) -> Option<Table> {
         self.walk_cache.set([None; 2]);
+        self.pmd_cache.set(None);
         if let Some(s) = self.tables.slot(&t.0) {
             for h in &mut self.hot {
                 if *h == Some(s) {
@@ -415,10 +456,10 @@ impl PageTables {
         if let Some((p, _)) = self.cached_pte_table(slot) {
             return PmdSlot::Table(p);
         }
-        let Some(t) = self.table_at(va, 2) else {
+        let Some((_, t)) = self.pmd_table(va) else {
             return PmdSlot::None;
         };
-        match self.decode(2, self.tables[&t.0].raw(index(2, va))) {
+        match self.decode(2, self.tables.at(t).raw(index(2, va))) {
             Entry::None | Entry::Swap(_) | Entry::Marker(_) => PmdSlot::None,
             Entry::Table(p) => {
                 self.cache_pte_table(slot, p);
@@ -683,13 +724,26 @@ impl PageTables {
 
     fn new_table(&mut self, level: u8, phys: &mut PhysMem) -> Option<Pfn> {
         let pfn = phys.alloc_pt_page()?;
-        self.tables.insert(pfn.0, self.empty_table(level));
+        self.insert_table(pfn, level);
         Some(pfn)
+    }
+
+    /// Store a new empty table at frame `pfn`; a table already stored
+    /// there is replaced (and the walk caches, which may name its slot,
+    /// are cleared).
+    fn insert_table(&mut self, pfn: Pfn, level: u8) {
+        if self.tables.insert(pfn.0, self.empty_table(level)) {
+            self.walk_cache.set([None; 2]);
+            self.pmd_cache.set(None);
+        }
     }
 
     fn write_raw(&mut self, table: Pfn, level: u8, i: usize, raw: u64) {
         if level >= 2 {
             self.walk_cache.set([None; 2]);
+            if level >= 3 {
+                self.pmd_cache.set(None);
+            }
             // set_pmd_at / pmd_populate / pmd_clear; pud_populate / pud_clear.
             match level {
                 2 => self.hw.one(HwEvent::PmdStore),
@@ -714,6 +768,9 @@ impl PageTables {
     /// Make sure the PUD and PMD tables for `va` exist; returns the PMD table.
     /// Linux: mm/memory.c __pud_alloc(), __pmd_alloc().
     pub fn pmd_alloc(&mut self, va: u64, phys: &mut PhysMem) -> Option<Pfn> {
+        if let Some((p, _)) = self.pmd_table(va) {
+            return Some(p);
+        }
         let mut t = self.root;
         for l in [4u8, 3] {
             let i = index(l, va);
@@ -738,7 +795,8 @@ impl PageTables {
         }
         let pmd_t = self.pmd_alloc(va, phys)?;
         let i = index(2, va);
-        match self.decode(2, self.tables[&pmd_t.0].raw(i)) {
+        let (_, pmd_slot) = self.pmd_table(va)?;
+        match self.decode(2, self.tables.at(pmd_slot).raw(i)) {
             Entry::Table(p) => Some(p),
             Entry::Leaf(_) | Entry::Swap(_) | Entry::Marker(_) => None,
             Entry::None => {
@@ -807,7 +865,7 @@ impl PageTables {
     /// PMD slot at `va`, replacing a PMD leaf: used when a PMD mapping is split
     /// into the table deposited with it (pgtable_trans_huge_withdraw()).
     pub fn install_pte_table(&mut self, va: u64, table: Pfn) {
-        self.tables.insert(table.0, self.empty_table(1));
+        self.insert_table(table, 1);
         self.set_pmd(va, Entry::Table(table));
     }
 
@@ -908,6 +966,15 @@ impl PageTables {
         let arch = self.arch.ops();
         let (mut t, i) = self.pte_table(va);
         arch.ptep_get_and_clear(&mut t, i)
+    }
+
+    /// [`PageTables::clear_ptes`] keeping a run of present entries as one
+    /// ([`ClearedPtes`], by table index): the same state change and
+    /// events, no list built for a run.
+    pub fn clear_ptes_batch(&mut self, va: u64, nr: u64) -> ClearedPtes {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.get_and_clear_full_ptes_batch(&mut t, i, nr as usize)
     }
 
     /// `modify_prot_start_ptes()`: clear one batch of `nr` PTEs and return
@@ -1368,5 +1435,58 @@ impl PageTables {
             }
             None => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod pmd_cache_tests {
+    use super::*;
+    use crate::core::arch::ArchKind;
+
+    fn leaf(pfn: u64) -> Leaf {
+        Leaf {
+            pfn: Pfn(pfn),
+            flags: LeafFlags::WRITE,
+        }
+    }
+
+    /// The PMD-table cache changes no answer: after PMD writes (kept),
+    /// PUD writes and table removals (cleared), walks find what a walk
+    /// from the PGD finds.
+    #[test]
+    fn pmd_cache_follows_pud_writes_and_removals() {
+        let mut phys = PhysMem::new(1 << 16);
+        let mut pt = PageTables::new(ArchKind::X86_64, &mut phys).expect("tables");
+        let g = PUD_SIZE;
+        // Two PMD tables, one per GiB; walks alternate between them.
+        let t0 = pt.pte_alloc(PMD_SIZE, &mut phys).unwrap();
+        let t1 = pt.pte_alloc(g + PMD_SIZE, &mut phys).unwrap();
+        let pmd0 = pt.table_at(0, 2).unwrap();
+        let pmd1 = pt.table_at(g, 2).unwrap();
+        assert_ne!(pmd0, pmd1);
+        assert_eq!(pt.pmd(PMD_SIZE), PmdSlot::Table(t0));
+        assert_eq!(pt.pmd(g + PMD_SIZE), PmdSlot::Table(t1));
+        // A PMD write under the cached table is seen.
+        pt.set_pmd(2 * PMD_SIZE, Entry::Leaf(leaf(0x200)));
+        assert_eq!(pt.pmd(2 * PMD_SIZE), PmdSlot::Leaf(leaf(0x200)));
+        pt.set_ptes(PMD_SIZE, leaf(0x100), 1, &phys);
+        assert_eq!(pt.pte_peek(PMD_SIZE), Entry::Leaf(leaf(0x100)));
+        // Move GiB 1's PMD table to GiB 2 (what a PUD-level move does):
+        // GiB 1 is empty, GiB 2 finds the table.
+        pt.pud_alloc(2 * g, &mut phys).unwrap();
+        assert_eq!(pt.table_at(g, 2), Some(pmd1));
+        pt.set_pud(g, Entry::None);
+        assert_eq!(pt.table_at(g, 2), None);
+        assert_eq!(pt.pmd(g + PMD_SIZE), PmdSlot::None);
+        pt.set_pud(2 * g, Entry::Table(pmd1));
+        assert_eq!(pt.table_at(2 * g, 2), Some(pmd1));
+        assert_eq!(pt.pmd(2 * g + PMD_SIZE), PmdSlot::Table(t1));
+        // A removed PTE table is gone; a new one in its slot is found.
+        pt.write_raw(t0, 1, index(1, PMD_SIZE), 0);
+        pt.free_pte_table(PMD_SIZE, &mut phys);
+        assert_eq!(pt.pmd(PMD_SIZE), PmdSlot::None);
+        let t2 = pt.pte_alloc(PMD_SIZE, &mut phys).unwrap();
+        assert_eq!(pt.pmd(PMD_SIZE), PmdSlot::Table(t2));
+        assert_eq!(pt.table_at(0, 2), Some(pmd0));
     }
 }

@@ -143,18 +143,25 @@ pub fn folio_pte_batch(
         // arm64: the same scan through the contpte hooks on the table
         // borrowed once (the walking scan below while marks are recorded).
         let pte = &mut out.pte;
-        let scan = crate::mm::contpte_runs::folio_pte_batch_scan(pt, va, nr, max_nr, |l, k| {
-            if l.pfn.0 != first.pfn.0 + k || masked(l.flags, fpb) != want {
-                return false;
-            }
-            if fpb.contains(Fpb::MERGE_WRITE) && l.write() {
-                pte.flags |= LeafFlags::WRITE;
-            }
-            if fpb.contains(Fpb::MERGE_YOUNG_DIRTY) {
-                pte.flags |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
-            }
-            true
-        });
+        let scan = crate::mm::contpte_runs::folio_pte_batch_scan(
+            pt,
+            va,
+            nr,
+            max_nr,
+            phys.fork_runs,
+            |l, k| {
+                if l.pfn.0 != first.pfn.0 + k || masked(l.flags, fpb) != want {
+                    return false;
+                }
+                if fpb.contains(Fpb::MERGE_WRITE) && l.write() {
+                    pte.flags |= LeafFlags::WRITE;
+                }
+                if fpb.contains(Fpb::MERGE_YOUNG_DIRTY) {
+                    pte.flags |= l.flags & (LeafFlags::YOUNG | LeafFlags::DIRTY);
+                }
+                true
+            },
+        );
         if let Some((n, scans)) = scan {
             (out.nr, out.scans) = (n, scans);
             return out;

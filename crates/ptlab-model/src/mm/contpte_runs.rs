@@ -267,11 +267,21 @@ pub(crate) fn change_small_run(
 /// caller keeps `max_nr` inside it; then it takes the walking scan).
 /// Linux: mm/internal.h folio_pte_batch_flags(); arch/arm64/include/asm/pgtable.h
 /// pte_batch_hint(), arch/arm64/mm/contpte.c contpte_ptep_get().
+///
+/// Whole-stretch step (`whole`: `ModelConfig::fork_runs`): from a
+/// block-aligned entry, whole CONT blocks that lie in one stored run of
+/// present entries a frame apart read alike through every hook the scan
+/// calls (each block's `ptep_get()` gathers the same young/dirty bits with
+/// the same loads and returns the leaf advanced by the block's distance;
+/// the hint is the block), so `step` sees each block's entry without a
+/// decode and the blocks' reads are counted together
+/// (`contpte::count_uniform_block_reads()`).
 pub(crate) fn folio_pte_batch_scan(
     pt: &PageTables,
     va: u64,
     first_nr: u64,
     max_nr: u64,
+    whole: bool,
     mut step: impl FnMut(&Leaf, u64) -> bool,
 ) -> Option<(u64, u64)> {
     let (entries, i0) = pt.pte_entries(va)?;
@@ -303,7 +313,7 @@ pub(crate) fn folio_pte_batch_scan(
         // read alike — entry `k` blocks on is this one `16 × k` frames on
         // with the same gathered bits — so they are counted together and
         // `step` sees each block's entry without a decode.
-        if hint == n as u64 && l.valid_cont() {
+        if whole && hint == n as u64 && l.valid_cont() {
             let blocks = entries.run_at(i).and_then(|r| {
                 let ok = r.kinds == Run::PRESENT && r.step == fork_raw::FRAME_STEP;
                 let whole = ((r.end() - i) / n) as u64;

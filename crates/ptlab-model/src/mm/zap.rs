@@ -234,15 +234,22 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
     // cleared entries map consecutive frames with equal bits, so a batch
     // runs to its folio's end (or the segment's) without comparing each.
     let one_run = phys.fork_runs && present_frame_run(mm, start, end);
-    let cleared = mm.pt.clear_ptes(start, (end - start) / PAGE_SIZE);
+    // A run of present entries comes back as the run (no list of 512).
+    let cleared = mm.pt.clear_ptes_batch(start, (end - start) / PAGE_SIZE);
+    let table_base = start & !(PMD_SIZE - 1);
+    let at = |k: usize| {
+        cleared
+            .get(k)
+            .map(|(j, l)| (table_base + j as u64 * PAGE_SIZE, l))
+    };
     // tlb_remove_tlb_entries() per present batch: the gather's range grows
     // to cover every cleared present entry.
-    if let (Some(&(lo, _)), Some(&(hi, _))) = (cleared.first(), cleared.last()) {
+    if let (Some((lo, _)), Some((hi, _))) = (at(0), cleared.len().checked_sub(1).and_then(at)) {
         tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
     }
     let mut i = 0;
     while i < cleared.len() {
-        let (va, leaf) = cleared[i];
+        let (va, leaf) = at(i).expect("i < len");
         if leaf.flags.contains(LeafFlags::SPECIAL) {
             i += 1;
             continue;
@@ -253,7 +260,7 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
             // of them to the memmap in one pass — the same folio
             // operations in the same order as batch by batch (unmap_batch).
             let done = phys.unmap_put_small_run(|k| {
-                let &(_, l2) = cleared.get(i + k)?;
+                let (_, l2) = at(i + k)?;
                 (!l2.flags.contains(LeafFlags::SPECIAL)).then_some(l2.pfn)
             });
             if done > 0 {
@@ -270,7 +277,7 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
             n = folio_left.min(cleared.len() - i);
         }
         while i + n < cleared.len() && !one_run {
-            let (va2, l2) = cleared[i + n];
+            let (va2, l2) = at(i + n).expect("i + n < len");
             let same_run = va2 == va + n as u64 * PAGE_SIZE
                 && l2.pfn.0 == leaf.pfn.0 + n as u64
                 && l2.pfn.0 < folio.head.0 + folio.nr_pages()

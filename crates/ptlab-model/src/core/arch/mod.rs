@@ -36,6 +36,57 @@ use bitflags::bitflags;
 
 /// The call a `get_and_clear_full_ptes(nr)` hook counts: `nr == 1` is
 /// `ptep_get_and_clear()`.
+/// The present entries a `get_and_clear_full_ptes()` batch cleared
+/// ([`Arch::get_and_clear_full_ptes_batch`]), by table index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClearedPtes {
+    /// `nr` entries from index `i`, entry `k` being `first` advanced by
+    /// `k × frames` frames (the same bits): a run of present entries.
+    Run {
+        i: usize,
+        nr: usize,
+        first: Leaf,
+        frames: u64,
+    },
+    /// Each present entry, in index order.
+    List(Vec<(usize, Leaf)>),
+}
+
+impl ClearedPtes {
+    /// How many present entries were cleared.
+    pub fn len(&self) -> usize {
+        match self {
+            ClearedPtes::Run { nr, .. } => *nr,
+            ClearedPtes::List(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The `k`-th cleared entry (index, old leaf).
+    pub fn get(&self, k: usize) -> Option<(usize, Leaf)> {
+        match self {
+            ClearedPtes::Run {
+                i,
+                nr,
+                first,
+                frames,
+            } => (k < *nr).then(|| {
+                let pfn = first.pfn.add(k as u64 * frames);
+                (i + k, Leaf { pfn, ..*first })
+            }),
+            ClearedPtes::List(v) => v.get(k).copied(),
+        }
+    }
+    /// Entry by entry.
+    pub fn into_vec(self) -> Vec<(usize, Leaf)> {
+        match self {
+            ClearedPtes::List(v) => v,
+            run => (0..run.len()).filter_map(|k| run.get(k)).collect(),
+        }
+    }
+}
+
 pub(crate) fn clear_call(nr: usize) -> KCall {
     if nr == 1 {
         KCall::PtepGetAndClear
@@ -363,6 +414,18 @@ pub trait Arch: Sync {
     ) -> Vec<(usize, Leaf)> {
         t.hw.call(clear_call(nr));
         generic::get_and_clear_full_ptes(t, i, nr)
+    }
+    /// [`Arch::get_and_clear_full_ptes`] (the same state change and
+    /// events), returning a batch that was one run of present entries as
+    /// that run ([`ClearedPtes::Run`]) instead of entry by entry, so a
+    /// caller that handles a run at once builds no list.
+    fn get_and_clear_full_ptes_batch(
+        &self,
+        t: &mut PteTable<'_>,
+        i: usize,
+        nr: usize,
+    ) -> ClearedPtes {
+        ClearedPtes::List(self.get_and_clear_full_ptes(t, i, nr))
     }
     /// `ptep_get_and_clear()`: one entry; the same stores and counts as
     /// [`Arch::get_and_clear_full_ptes`] with `nr == 1` (an arch that
@@ -857,5 +920,44 @@ mod marker_tests {
         }
         // x86-64: type in bits 59-63.
         assert_eq!(X86_64.encode_marker(PteMarker::GUARD) >> 59, 31);
+    }
+}
+
+#[cfg(test)]
+mod cleared_ptes_tests {
+    use super::*;
+
+    /// A run reads, entry by entry, as the list the arch would have
+    /// built: entry k is the first advanced by k × frames.
+    #[test]
+    fn cleared_run_reads_as_its_list() {
+        let first = Leaf {
+            pfn: Pfn(0x1000),
+            flags: LeafFlags::WRITE | LeafFlags::DIRTY,
+        };
+        let run = ClearedPtes::Run {
+            i: 16,
+            nr: 3,
+            first,
+            frames: 1,
+        };
+        assert_eq!(run.len(), 3);
+        assert_eq!(run.get(3), None);
+        let at = |i: usize, pfn: u64| {
+            (
+                i,
+                Leaf {
+                    pfn: Pfn(pfn),
+                    ..first
+                },
+            )
+        };
+        let want = vec![at(16, 0x1000), at(17, 0x1001), at(18, 0x1002)];
+        assert_eq!(run.get(1), Some(want[1]));
+        assert_eq!(run.into_vec(), want);
+        let list = ClearedPtes::List(want.clone());
+        assert_eq!(list.get(2), Some(want[2]));
+        assert_eq!(list.into_vec(), want);
+        assert!(ClearedPtes::List(Vec::new()).is_empty());
     }
 }

@@ -27,7 +27,7 @@
 //! `next = pmd_addr_end(addr, end)`.
 
 use super::{entry_span, index, pmd_end, PageTables, PtlGuard};
-use crate::core::addr::{Pfn, PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE};
+use crate::core::addr::{Pfn, PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
 use crate::core::arch::{Entry, Leaf};
 
 /// The top of the 4-level address space (what the PGD covers).
@@ -150,11 +150,13 @@ impl Cursor {
         if va >= end {
             return None;
         }
-        let (mut t, mut level) = (pt.root, 4u8);
+        // Slab slots, not frames: each level's table is found by the slot
+        // its parent's step found (one index lookup per table entered).
+        let (mut t, mut level) = (None, 4u8);
         if self.floor == 1 {
             // The walk cache knows the PTE table of the last slot walked
             // (it is cleared by every PMD-or-higher write).
-            if let Some((p, slot)) = pt.cached_pte_table(va) {
+            if let Some((_, slot)) = pt.cached_pte_table(va) {
                 if pt.tables.at(slot).used == 0 {
                     return Some(Query {
                         va,
@@ -162,21 +164,44 @@ impl Cursor {
                         item: PtItem::None { level: 1 },
                     });
                 }
-                (t, level) = (p, 1);
+                (t, level) = (Some(slot), 1);
             }
         }
+        if t.is_none() {
+            // The PMD-table cache knows the PMD table of the last 1 GiB
+            // slot walked: start there, as the walk from the root would
+            // arrive (an empty one maps nothing over the PUD entry).
+            if let Some((_, slot)) = pt.pmd_table(va) {
+                if pt.tables.at(slot).used == 0 {
+                    let pud_end = (va & !(PUD_SIZE - 1)).saturating_add(PUD_SIZE);
+                    return Some(Query {
+                        va,
+                        end: pud_end.min(end),
+                        item: PtItem::None { level: 2 },
+                    });
+                }
+                (t, level) = (Some(slot), 2);
+            }
+        }
+        let mut t = match t {
+            Some(s) => s,
+            None => pt.tables.slot(&pt.root.0).expect("root table"),
+        };
         loop {
-            let tbl = &pt.tables[&t.0];
+            let tbl = pt.tables.at(t);
             let span = entry_span(level);
             let clip = |e: u64| e.min(end);
             let entry_end = (va & !(span - 1)).saturating_add(span);
             let i = index(level, va);
             match pt.decode(level, tbl.raw(i)) {
                 Entry::Table(next) if level > self.floor => {
-                    if level == 2 {
-                        pt.cache_pte_table(va, next);
-                    }
-                    let child = &pt.tables[&next.0];
+                    let slot = if level == 2 {
+                        pt.cache_pte_table(va, next)
+                    } else {
+                        pt.tables.slot(&next.0)
+                    };
+                    let slot = slot.expect("a table entry names a stored table");
+                    let child = pt.tables.at(slot);
                     if child.used == 0 {
                         // An empty table maps nothing.
                         return Some(Query {
@@ -185,7 +210,7 @@ impl Cursor {
                             item: PtItem::None { level: level - 1 },
                         });
                     }
-                    t = next;
+                    t = slot;
                     level -= 1;
                 }
                 Entry::Table(p) => {

@@ -17,7 +17,7 @@
 use super::CONT_PTES;
 use crate::core::addr::{Pfn, PAGE_SIZE};
 use crate::core::arch::{
-    clear_call, generic, Arch, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable,
+    clear_call, generic, Arch, ClearedPtes, Entry, FolioSpan, Leaf, LeafFlags, PteRef, PteTable,
 };
 use crate::core::hw::{HwEvent, HwSink, KCall};
 use crate::core::pgtable::Run;
@@ -365,7 +365,7 @@ pub fn get_and_clear_full_ptes(
     t: &mut PteTable<'_>,
     i: usize,
     nr: usize,
-) -> Vec<(usize, Leaf)> {
+) -> ClearedPtes {
     if nr == 1 {
         try_unfold(arch, t, i);
     } else {
@@ -376,19 +376,17 @@ pub fn get_and_clear_full_ptes(
             let Entry::Leaf(l) = arch.decode(1, first) else {
                 unreachable!("a present descriptor decodes as a leaf")
             };
-            let frames = step >> 12;
-            let out = (0..nr)
-                .map(|k| {
-                    let pfn = l.pfn.add(k as u64 * frames);
-                    (i + k, Leaf { pfn, ..l })
-                })
-                .collect();
             t.write_affine(i, nr, 0, 0, 0);
             t.hw.add(HwEvent::PteAtomicClear, nr as u64);
-            return out;
+            return ClearedPtes::Run {
+                i,
+                nr,
+                first: l,
+                frames: step >> 12,
+            };
         }
     }
-    generic::get_and_clear_full_ptes(t, i, nr)
+    ClearedPtes::List(generic::get_and_clear_full_ptes(t, i, nr))
 }
 
 /// `ptep_get_and_clear()`: [`get_and_clear_full_ptes`] with `nr == 1`

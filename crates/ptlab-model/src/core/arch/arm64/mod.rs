@@ -263,6 +263,19 @@ impl Arch for Arm64 {
         if t.hw.features.contpte_off {
             return generic::get_and_clear_full_ptes(t, i, nr);
         }
+        contpte::get_and_clear_full_ptes(self, t, i, nr).into_vec()
+    }
+
+    fn get_and_clear_full_ptes_batch(
+        &self,
+        t: &mut PteTable<'_>,
+        i: usize,
+        nr: usize,
+    ) -> super::ClearedPtes {
+        t.hw.call(super::clear_call(nr));
+        if t.hw.features.contpte_off {
+            return super::ClearedPtes::List(generic::get_and_clear_full_ptes(t, i, nr));
+        }
         contpte::get_and_clear_full_ptes(self, t, i, nr)
     }
 
