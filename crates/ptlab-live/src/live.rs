@@ -2229,17 +2229,19 @@ impl LiveBackend {
     /// on drop.
     pub fn shutdown(&mut self) -> Vec<String> {
         let t0 = std::time::Instant::now();
-        {
-            // An exiting process frees its folios (nr_anon): nobody's step.
-            let _gate = (self.attribution.is_some() && !self.procs.is_empty()).then(|| {
-                let mut gen = COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-                *gen += 1;
-                gen
-            });
-            while !self.procs.is_empty() {
-                let last = self.procs.len() - 1;
-                let _ = self.exit_proc(last);
-            }
+        // An exiting process frees its folios (nr_anon), and removing a
+        // swap area frees the folios only its swap cache still holds:
+        // nobody's step.
+        let _gate = (self.attribution.is_some()
+            && (!self.procs.is_empty() || self.knobs.has_swap_area()))
+        .then(|| {
+            let mut gen = COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            *gen += 1;
+            gen
+        });
+        while !self.procs.is_empty() {
+            let last = self.procs.len() - 1;
+            let _ = self.exit_proc(last);
         }
         let t1 = std::time::Instant::now();
         let failed = self.knobs.restore();
