@@ -2325,7 +2325,8 @@ fn write_keeps_never(state: &KnobState, knob: ThpKnob, mode: ThpMode) -> bool {
         // enabled before and after, and only the sizes that inherit it
         // (none here) take their mode from it.
         ThpKnob::TopLevel => {
-            let enabled = |m: Option<ThpMode>| matches!(m, Some(ThpMode::Always | ThpMode::Madvise));
+            let enabled =
+                |m: Option<ThpMode>| matches!(m, Some(ThpMode::Always | ThpMode::Madvise));
             enabled(top)
                 && enabled(Some(mode))
                 && !state
