@@ -2854,11 +2854,18 @@ impl Campaign<'_> {
             }
             // The cases that make swap areas, grouped by the area (in
             // index order within a group), so that consecutive ones can
-            // share one area (crate::knobs::set_swap_retention).
-            let by_area =
-                |(c, p): &(u64, Planned)| (leading_swap(&p.gen).map(|(b, k)| (b, k as u8)), *c);
-            q.alone.make_contiguous().sort_by_key(by_area);
-            q.shared.make_contiguous().sort_by_key(by_area);
+            // share one area (crate::knobs::set_swap_retention): those
+            // beside others in increasing order of area, then the alone
+            // ones in decreasing order, the area the last case beside
+            // others kept first, and the alone cases without an area last
+            // (each removes a kept area).
+            let area = |p: &Planned| leading_swap(&p.gen).map(|(b, k)| (b, k as u8));
+            q.shared
+                .make_contiguous()
+                .sort_by_key(|(c, p)| (area(p), *c));
+            q.alone
+                .make_contiguous()
+                .sort_by_key(|(c, p)| (area(p).is_none(), std::cmp::Reverse(area(p)), *c));
         }
         let (case, p) = match q.pop_shared(&self.machine_knobs) {
             Some(c) => c,
