@@ -2144,56 +2144,214 @@ pub fn needs_exclusive(g: &Generated, exposed: bool) -> bool {
         })
 }
 
-/// Whether a case of a knob epoch must run alone: it changes a THP knob
-/// after its policy (the mid-scenario `thp` lines the knob change itself
-/// is about), makes a swap file, would write `use_zero_page`, or drains
-/// every CPU's folio batches (`MADV_COLLAPSE` calls `lru_add_drain_all()`,
-/// which would change another job's copy-on-write and reclaim outcomes).
-/// The epoch's policy is set before its cases run, and the THP counters
-/// of cases that run side by side are attributed to each case's own
-/// statements ([`crate::live::COUNTER_LOCK`]), so neither the policy
-/// lines nor the operations that move counters (`MADV_HUGEPAGE`,
-/// `MADV_PAGEOUT`/`COLD`, any fault under an `always` policy) keep a case
-/// from running beside others.
+/// Whether a case of a knob epoch must run alone ([`epoch_sharing`]).
+pub fn needs_exclusive_in_epoch(g: &Generated, machine: &[(ThpKnob, ThpMode)]) -> bool {
+    epoch_sharing(g, machine).alone
+}
+
+/// What a case of a knob epoch needs of the live kernel's global state,
+/// beside the epoch's policy ([`epoch_sharing`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sharing {
+    /// It holds the gate exclusively: no other case runs meanwhile.
+    pub alone: bool,
+    /// How it uses the THP `enabled` knobs after its policy.
+    pub knobs: KnobUse,
+    /// How it depends on the swap areas of the machine.
+    pub swap: SwapUse,
+}
+
+/// How a case that runs beside others uses the THP `enabled` knobs
+/// ([`Sharing`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KnobUse {
+    /// No `thp` line after its policy.
+    #[default]
+    None,
+    /// `thp` lines that write nothing while the knobs are the epoch's
+    /// (each asks for the value in force): no case that writes a knob may
+    /// run meanwhile, or the line would write.
+    Reads,
+    /// `thp` lines that write a knob, each leaving every folio size's
+    /// effective mode `never` before, during and after the write (the
+    /// session puts the knob back when the case ends): no other case with
+    /// a `thp` line may run meanwhile.
+    Writes,
+}
+
+/// How a case that runs beside others depends on swap ([`Sharing`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SwapUse {
+    /// Neither makes a swap area nor pages anything out: an active swap
+    /// area changes nothing it does.
+    #[default]
+    None,
+    /// Makes a swap area (`swap` lines): the only area while it runs.
+    MakesArea,
+    /// Calls `MADV_PAGEOUT`/`MADV_COLD` without a swap area of its own:
+    /// no swap area may be active while it runs (another case's area would
+    /// take its pages).
+    NoArea,
+}
+
+impl Sharing {
+    /// It needs the campaign's swap token ([`SwapUse`]).
+    pub fn swap_token(&self) -> bool {
+        self.swap != SwapUse::None
+    }
+}
+
+/// What a case of a knob epoch needs of global state after its policy:
+/// whether it must run alone, and the knob and swap tokens it needs when
+/// it runs beside other jobs' cases (`ptlab fuzz --jobs`, docs/live.md
+/// "Parallel jobs and shards").
+///
+/// It runs alone when it changes what a THP `enabled` knob means for any
+/// folio size (the mid-scenario `thp` lines the knob change itself is
+/// about), would write `use_zero_page`, or drains every CPU's folio
+/// batches (`MADV_COLLAPSE` calls `lru_add_drain_all()`, which would
+/// change another job's copy-on-write and reclaim outcomes). The epoch's
+/// policy is set before its cases run, and the THP counters of cases that
+/// run side by side are attributed to each case's own statements
+/// ([`crate::live::COUNTER_LOCK`]), so neither the policy lines nor the
+/// operations that move counters (`MADV_HUGEPAGE`, `MADV_PAGEOUT`/`COLD`,
+/// any fault under an `always` policy) keep a case from running beside
+/// others.
 ///
 /// A `thp` line that asks for the value the knob already has is no
 /// change: the live backend's knob session writes nothing for it (so
 /// nothing wakes khugepaged or recomputes watermarks, as a write would:
 /// Linux mm/huge_memory.c thpsize_enabled_store() → start_stop_khugepaged()),
-/// and the model's policy stays as it was. Such a line does not make a
-/// case run alone. The value in force is the policy's for a knob the
-/// policy names and the machine's own (`machine`, read when the campaign
-/// starts; the epoch puts every other knob back to it) otherwise; a
-/// knob of unknown value counts as a change. Only lines before the first
-/// real change need this: after one, the case runs alone anyway.
-pub fn needs_exclusive_in_epoch(g: &Generated, machine: &[(ThpKnob, ThpMode)]) -> bool {
+/// and the model's policy stays as it was ([`KnobUse::Reads`]). The value
+/// in force is the policy's for a knob the policy names and the machine's
+/// own (`machine`, read when the campaign starts; the epoch puts every
+/// other knob back to it) otherwise; a knob of unknown value counts as a
+/// change.
+///
+/// A line that writes a knob but leaves every size's effective mode
+/// `never` throughout is no change either for any other process
+/// ([`KnobUse::Writes`]): a size knob between `never` and `inherit` under
+/// a top level of `never`, or the top level between `always` and `madvise`
+/// when no size inherits it. Only these: thpsize_enabled_store() clears a
+/// size's old bit before it sets the new one, and hugepage_global_enabled()
+/// reads the top level's two flags, without a lock for readers
+/// (`__thp_vma_allowable_orders()`), so any other change passes through
+/// `never` for a moment, and a fault of another case then could get a
+/// smaller folio. The top level's change keeps it enabled, so
+/// start_stop_khugepaged() neither starts nor stops khugepaged.
+///
+/// A case with a `swap` line makes an area ([`SwapUse::MakesArea`]); one
+/// that calls `MADV_PAGEOUT` or `MADV_COLD` without one must not see
+/// another case's ([`SwapUse::NoArea`]). Cases that do neither may run
+/// while an area is active: nothing else they do depends on it
+/// (reclaim only under memory pressure, which the budgets keep away).
+pub fn epoch_sharing(g: &Generated, machine: &[(ThpKnob, ThpMode)]) -> Sharing {
     let end = policy_end(g);
-    let in_force = |knob: ThpKnob| {
-        g.lines[..end]
-            .iter()
-            .rev()
-            .find_map(|l| match l {
-                GenLine::Call {
-                    call: Call::SetThp { knob: k, mode },
-                    ..
-                } if *k == knob => Some(*mode),
-                _ => None,
-            })
-            .or_else(|| machine.iter().find(|(k, _)| *k == knob).map(|(_, m)| *m))
+    // Every knob's value in force: the machine's, then the policy's.
+    let mut state = KnobState(machine.to_vec());
+    for l in &g.lines[..end] {
+        if let GenLine::Call {
+            call: Call::SetThp { knob, mode },
+            ..
+        } = l
+        {
+            state.insert(*knob, *mode);
+        }
+    }
+    let mut out = Sharing::default();
+    let mut makes_area = false;
+    let mut pages_out = false;
+    for l in &g.lines[end..] {
+        let GenLine::Call { call, .. } = l else {
+            continue;
+        };
+        match call {
+            Call::SetThp { knob, mode } => match state.get(knob) {
+                Some(now) if now == mode => {
+                    if out.knobs == KnobUse::None {
+                        out.knobs = KnobUse::Reads;
+                    }
+                }
+                Some(_) if write_keeps_never(&state, *knob, *mode) => {
+                    out.knobs = KnobUse::Writes;
+                    state.insert(*knob, *mode);
+                }
+                _ => out.alone = true,
+            },
+            Call::SetSwap { .. } => makes_area = true,
+            Call::SetUseZeroPage { .. } => out.alone = true,
+            Call::Madvise { advice, .. } => match advice.value() {
+                // MADV_COLLAPSE: lru_add_drain_all().
+                25 => out.alone = true,
+                // MADV_COLD, MADV_PAGEOUT.
+                20 | 21 => pages_out = true,
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    out.swap = if makes_area {
+        SwapUse::MakesArea
+    } else if pages_out {
+        SwapUse::NoArea
+    } else {
+        SwapUse::None
     };
-    g.lines[end..].iter().any(|l| match l {
-        GenLine::Comment(_) => false,
-        GenLine::Call { call, .. } => match call {
-            Call::SetThp { knob, mode } => in_force(*knob) != Some(*mode),
-            Call::SetSwap { .. }
-            | Call::SetUseZeroPage { .. }
-            | Call::Madvise {
-                advice: Advice::Collapse,
-                ..
-            } => true,
-            _ => false,
-        },
-    })
+    out
+}
+
+/// Whether writing `mode` to `knob`, the knobs being `state`, leaves every
+/// folio size's effective mode `never` before, during and after the write,
+/// and the top level enabled or not as it was ([`epoch_sharing`]).
+fn write_keeps_never(state: &KnobState, knob: ThpKnob, mode: ThpMode) -> bool {
+    let top = state.get(&ThpKnob::TopLevel).copied();
+    match knob {
+        // thpsize_enabled_store(): never and inherit under a top level of
+        // never are both never, and so is the moment between.
+        ThpKnob::Size(_) => {
+            let never_now = match state.get(&knob) {
+                Some(ThpMode::Never) => true,
+                Some(ThpMode::Inherit) => top == Some(ThpMode::Never),
+                _ => false,
+            };
+            let never_then = match mode {
+                ThpMode::Never => true,
+                ThpMode::Inherit => top == Some(ThpMode::Never),
+                _ => false,
+            };
+            never_now && never_then
+        }
+        // enabled_store(): between always and madvise the top level is
+        // enabled before and after, and only the sizes that inherit it
+        // (none here) take their mode from it.
+        ThpKnob::TopLevel => {
+            let enabled =
+                |m: Option<ThpMode>| matches!(m, Some(ThpMode::Always | ThpMode::Madvise));
+            enabled(top)
+                && enabled(Some(mode))
+                && !state
+                    .0
+                    .iter()
+                    .any(|(k, m)| matches!(k, ThpKnob::Size(_)) && *m == ThpMode::Inherit)
+        }
+    }
+}
+
+/// The THP `enabled` knobs' values in force, as [`epoch_sharing`] follows
+/// them (a knob not listed: unknown).
+struct KnobState(Vec<(ThpKnob, ThpMode)>);
+
+impl KnobState {
+    fn get(&self, knob: &ThpKnob) -> Option<&ThpMode> {
+        self.0.iter().find(|(k, _)| k == knob).map(|(_, m)| m)
+    }
+
+    fn insert(&mut self, knob: ThpKnob, mode: ThpMode) {
+        match self.0.iter_mut().find(|(k, _)| *k == knob) {
+            Some(e) => e.1 = mode,
+            None => self.0.push((knob, mode)),
+        }
+    }
 }
 
 /// The THP `enabled` knobs as the machine has them now (the top level and
@@ -2326,6 +2484,14 @@ struct Campaign<'a> {
     /// ([`crate::knobs::set_swap_retention`]; with knob epochs and a
     /// covering session).
     retain_swap: bool,
+    /// Held by a case of an epoch that runs beside others and has `thp`
+    /// lines after its policy: exclusively when they write a knob, shared
+    /// when they write nothing ([`KnobUse`]). Taken after the gate.
+    knob_token: std::sync::RwLock<()>,
+    /// Held by a case of an epoch that runs beside others and makes a swap
+    /// area or pages out ([`SwapUse`]): one such case at a time. Taken
+    /// after the gate and the knob token.
+    swap_token: std::sync::Mutex<()>,
 }
 
 /// The knob epochs of a campaign (`--epoch K`).
@@ -2341,6 +2507,43 @@ struct Epochs {
 struct EpochQueue {
     shared: std::collections::VecDeque<(u64, Planned)>,
     alone: std::collections::VecDeque<(u64, Planned)>,
+    /// The tokens the cases handed out and not finished yet need
+    /// ([`Campaign::take`] prefers a case whose tokens are free).
+    running: Vec<(u64, Sharing)>,
+}
+
+impl EpochQueue {
+    /// Whether a case needing `s` would wait for a token that a running
+    /// case needs.
+    fn conflicts(&self, s: &Sharing) -> bool {
+        self.running.iter().any(|(_, r)| {
+            (s.swap_token() && r.swap_token())
+                || matches!(
+                    (s.knobs, r.knobs),
+                    (KnobUse::Writes, KnobUse::Reads | KnobUse::Writes)
+                        | (KnobUse::Reads, KnobUse::Writes)
+                )
+        })
+    }
+
+    /// The next case that runs beside others: the first that needs a token
+    /// no running case holds (so that the jobs run one case with a swap
+    /// area or a knob write and one without, side by side), else the
+    /// first that needs none, else the first.
+    fn pop_shared(&mut self, machine: &[(ThpKnob, ThpMode)]) -> Option<(u64, Planned)> {
+        let sharing: Vec<Sharing> = self
+            .shared
+            .iter()
+            .map(|(_, p)| epoch_sharing(&p.gen, machine))
+            .collect();
+        let needs_token = |s: &Sharing| s.swap_token() || s.knobs != KnobUse::None;
+        let i = sharing
+            .iter()
+            .position(|s| needs_token(s) && !self.conflicts(s))
+            .or_else(|| sharing.iter().position(|s| !needs_token(s)))
+            .or((!sharing.is_empty()).then_some(0))?;
+        self.shared.remove(i)
+    }
 }
 
 /// Whose policy the campaign set (`None`: the machine's own).
@@ -2649,14 +2852,27 @@ impl Campaign<'_> {
                     self.next.fetch_add(1, Ordering::SeqCst);
                 }
             }
-            // The cases that run alone, grouped by the swap area they
-            // make (in index order within a group), so that consecutive
-            // ones can share one area (crate::knobs::set_swap_retention).
+            // The cases that make swap areas, grouped by the area (in
+            // index order within a group), so that consecutive ones can
+            // share one area (crate::knobs::set_swap_retention): those
+            // beside others in increasing order of area, then the alone
+            // ones in decreasing order, the area the last case beside
+            // others kept first, and the alone cases without an area last
+            // (each removes a kept area).
+            let area = |p: &Planned| leading_swap(&p.gen).map(|(b, k)| (b, k as u8));
+            q.shared
+                .make_contiguous()
+                .sort_by_key(|(c, p)| (area(p), *c));
             q.alone
                 .make_contiguous()
-                .sort_by_key(|(c, p)| (leading_swap(&p.gen).map(|(b, k)| (b, k as u8)), *c));
+                .sort_by_key(|(c, p)| (area(p).is_none(), std::cmp::Reverse(area(p)), *c));
         }
-        let (case, p) = q.shared.pop_front().or_else(|| q.alone.pop_front())?;
+        let (case, p) = match q.pop_shared(&self.machine_knobs) {
+            Some(c) => c,
+            None => q.alone.pop_front()?,
+        };
+        let s = epoch_sharing(&p.gen, &self.machine_knobs);
+        q.running.push((case, s));
         Some(Taken {
             case,
             planned: Some(p),
@@ -2685,16 +2901,13 @@ impl Campaign<'_> {
         let ep = self.epochs.as_ref().expect("epochs");
         loop {
             let g = self.gate.read().unwrap_or_else(|e| e.into_inner());
-            // Cases side by side never run with a kept swap area active
-            // (they have no `swap` line): setting the policy drops it.
-            if ep.knobs.lock().unwrap_or_else(|e| e.into_inner()).applied == Some(epoch)
-                && crate::knobs::retained_swap().is_none()
-            {
+            // A kept swap area may stay: the cases that depend on one take
+            // the swap token and keep or drop it ([`SwapUse`]).
+            if ep.knobs.lock().unwrap_or_else(|e| e.into_inner()).applied == Some(epoch) {
                 return Ok(g);
             }
             drop(g);
             let _w = self.gate.write().unwrap_or_else(|e| e.into_inner());
-            crate::knobs::drop_retained_swap();
             self.apply_epoch(epoch, tm)?;
         }
     }
@@ -2780,6 +2993,10 @@ impl Campaign<'_> {
     fn worker(&self, worker: u64, cpu: Option<usize>, send: &mut dyn FnMut(Msg)) {
         while let Some(Taken { case, planned }) = self.take() {
             let r = self.run_case(case, planned, worker, cpu, send);
+            if let Some(ep) = &self.epochs {
+                let mut q = ep.queue.lock().unwrap_or_else(|e| e.into_inner());
+                q.running.retain(|(c, _)| *c != case);
+            }
             if r.error.is_some() {
                 self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
             }
@@ -2807,8 +3024,9 @@ impl Campaign<'_> {
         let gen = &planned.gen;
         let src = gen.to_ptl();
         let epoch = self.epochs.as_ref().map(|ep| case / ep.k);
+        let sharing = epoch_sharing(gen, &self.machine_knobs);
         let exclusive = if epoch.is_some() {
-            needs_exclusive_in_epoch(gen, &self.machine_knobs)
+            sharing.alone
         } else {
             needs_exclusive(gen, self.exposed)
         };
@@ -2895,6 +3113,27 @@ impl Campaign<'_> {
                         &self.dopts,
                     ),
                 };
+                // The tokens of a case beside others, after the gate.
+                let _knob = match (exclusive, sharing.knobs) {
+                    (false, KnobUse::Writes) => Some(Token::Write(
+                        self.knob_token.write().unwrap_or_else(|e| e.into_inner()),
+                    )),
+                    (false, KnobUse::Reads) => Some(Token::Read(
+                        self.knob_token.read().unwrap_or_else(|e| e.into_inner()),
+                    )),
+                    _ => None,
+                };
+                let _swap = (epoch.is_some() && !exclusive && sharing.swap_token()).then(|| {
+                    let t = self.swap_token.lock().unwrap_or_else(|e| e.into_inner());
+                    // A kept area stays only for a case that makes the same
+                    // one first thing; one that pages out without an area
+                    // of its own must see none.
+                    crate::knobs::drop_retained_swap_unless(match sharing.swap {
+                        SwapUse::MakesArea => leading_swap(gen),
+                        _ => None,
+                    });
+                    t
+                });
                 waited += w.elapsed();
                 // Setting the epoch's policy is not waiting.
                 waited = waited.saturating_sub(Duration::from_secs_f64(tm.epoch_knobs / 1e3));
@@ -3119,6 +3358,13 @@ impl Campaign<'_> {
     }
 }
 
+/// A held knob token (its guard only has to live).
+#[allow(dead_code)]
+enum Token<'a> {
+    Write(std::sync::RwLockWriteGuard<'a, ()>),
+    Read(std::sync::RwLockReadGuard<'a, ()>),
+}
+
 /// A held gate (its guard only has to live).
 #[allow(dead_code)]
 enum Gate<'a> {
@@ -3213,6 +3459,8 @@ pub fn fuzz(
         },
         jobs,
         retain_swap: false,
+        knob_token: Default::default(),
+        swap_token: Default::default(),
     };
     let mut camp = camp;
     camp.retain_swap = camp.epochs.is_some()
@@ -5120,17 +5368,21 @@ mod weight_tests {
             len: 4096,
             advice,
         };
-        // The top level is in every policy: a line that changes it.
+        // The top level is in every policy: a line that enables or
+        // disables it.
         let top = policy_mode(&base, ThpKnob::TopLevel).expect("the policy sets the top level");
-        let other = [ThpMode::Always, ThpMode::Madvise, ThpMode::Never]
-            .into_iter()
-            .find(|m| *m != top)
-            .unwrap();
+        let other = if top == ThpMode::Never {
+            ThpMode::Always
+        } else {
+            ThpMode::Never
+        };
         assert!(with(Call::SetThp {
             knob: ThpKnob::TopLevel,
             mode: other,
         }));
-        assert!(with(Call::SetSwap {
+        // A swap area: beside other cases, holding the swap token
+        // (before issue 16's fifth round: alone).
+        assert!(!with(Call::SetSwap {
             bytes: 1 << 20,
             kind: Default::default(),
         }));
@@ -5152,6 +5404,153 @@ mod weight_tests {
             (10..100).contains(&shared),
             "{shared} of 100 cases run side by side"
         );
+    }
+
+    /// A case of `lines` after a policy of `policy` (`thp` lines of
+    /// `main`) and an arena mapping.
+    fn case_of(policy: &[(ThpKnob, ThpMode)], lines: &[Call]) -> Generated {
+        let main = |call: Call| GenLine::Call {
+            proc: "main".into(),
+            bind: None,
+            call,
+        };
+        let mut g = generate_calls(case_seed(5, 0), 0, ALL);
+        g.lines = policy
+            .iter()
+            .map(|&(knob, mode)| main(Call::SetThp { knob, mode }))
+            .chain(std::iter::once(arena_mmap_line()))
+            .chain(lines.iter().cloned().map(main))
+            .collect();
+        g
+    }
+
+    /// A machine whose knobs are all `never` but the sizes' `inherit`.
+    fn machine_never() -> Vec<(ThpKnob, ThpMode)> {
+        std::iter::once((ThpKnob::TopLevel, ThpMode::Never))
+            .chain((2..=9).map(|o| (ThpKnob::Size(o), ThpMode::Never)))
+            .collect()
+    }
+
+    fn thp(knob: ThpKnob, mode: ThpMode) -> Call {
+        Call::SetThp { knob, mode }
+    }
+
+    #[test]
+    fn a_knob_write_runs_beside_others_only_while_every_size_stays_never() {
+        use ThpMode::*;
+        let m = machine_never();
+        let k64 = ThpKnob::Size(4);
+        let top = ThpKnob::TopLevel;
+        let sharing = |policy: &[(ThpKnob, ThpMode)], lines: &[Call]| {
+            epoch_sharing(&case_of(policy, lines), &m)
+        };
+        // 64K between never and inherit under a top level of never: never
+        // before, between (thpsize_enabled_store() clears, then sets) and
+        // after.
+        let s = sharing(&[(top, Never)], &[thp(k64, Inherit), thp(k64, Never)]);
+        assert_eq!((s.alone, s.knobs), (false, KnobUse::Writes));
+        // The same under a top level of madvise: inherit is madvise.
+        assert!(sharing(&[(top, Madvise)], &[thp(k64, Inherit)]).alone);
+        // Any size to always or madvise changes what a fault may get.
+        assert!(sharing(&[(top, Never)], &[thp(k64, Always)]).alone);
+        assert!(sharing(&[(top, Never)], &[thp(k64, Madvise)]).alone);
+        // A write after an inherit: the state is followed line by line.
+        assert!(sharing(&[(top, Never)], &[thp(k64, Inherit), thp(top, Always)]).alone);
+        // The top level between always and madvise while no size inherits
+        // it: enabled throughout, no size's mode taken from it.
+        let s = sharing(&[(top, Always)], &[thp(top, Madvise)]);
+        assert_eq!((s.alone, s.knobs), (false, KnobUse::Writes));
+        // ... but with 64K inheriting it, 64K changes.
+        assert!(sharing(&[(top, Always), (k64, Inherit)], &[thp(top, Madvise)]).alone);
+        // Enabling or disabling the top level starts or stops khugepaged.
+        assert!(sharing(&[(top, Never)], &[thp(top, Madvise)]).alone);
+        assert!(sharing(&[(top, Madvise)], &[thp(top, Never)]).alone);
+        // The top level has no inherit (EINVAL): a knob change as before.
+        assert!(sharing(&[(top, Madvise)], &[thp(top, Inherit)]).alone);
+        // A line for the value in force writes nothing, and one for a knob
+        // of unknown value is a change.
+        let s = sharing(&[(top, Always)], &[thp(k64, Never)]);
+        assert_eq!((s.alone, s.knobs), (false, KnobUse::Reads));
+        let s = epoch_sharing(&case_of(&[(top, Never)], &[thp(k64, Inherit)]), &[]);
+        assert!(s.alone, "64K of unknown value");
+        // Reads, then a write: the case writes.
+        let s = sharing(&[(top, Never)], &[thp(k64, Never), thp(k64, Inherit)]);
+        assert_eq!(s.knobs, KnobUse::Writes);
+    }
+
+    #[test]
+    fn swap_cases_run_beside_cases_that_do_not_page_out() {
+        let m = machine_never();
+        let top = [(ThpKnob::TopLevel, ThpMode::Never)];
+        let swap = Call::SetSwap {
+            bytes: 1 << 20,
+            kind: Default::default(),
+        };
+        let madv = |advice| Call::Madvise {
+            addr: ARENA,
+            len: 4096,
+            advice,
+        };
+        let s = epoch_sharing(&case_of(&top, &[swap.clone(), madv(Advice::PageOut)]), &m);
+        assert_eq!((s.alone, s.swap), (false, SwapUse::MakesArea));
+        for adv in [Advice::PageOut, Advice::Cold, Advice::Other(21)] {
+            let s = epoch_sharing(&case_of(&top, &[madv(adv)]), &m);
+            assert_eq!((s.alone, s.swap), (false, SwapUse::NoArea), "{adv:?}");
+        }
+        let s = epoch_sharing(&case_of(&top, &[madv(Advice::DontNeed)]), &m);
+        assert_eq!(s, Sharing::default());
+        // MADV_COLLAPSE drains every CPU's folio batches: alone, with a
+        // swap area or not.
+        for adv in [Advice::Collapse, Advice::Other(25)] {
+            assert!(epoch_sharing(&case_of(&top, &[swap.clone(), madv(adv)]), &m).alone);
+        }
+    }
+
+    #[test]
+    fn the_queue_pairs_a_case_that_needs_a_token_with_one_that_needs_none() {
+        let m = machine_never();
+        let top = [(ThpKnob::TopLevel, ThpMode::Never)];
+        let plan = |g: Generated| Planned {
+            gen: g,
+            weights: String::new(),
+            coverage: Coverage::default(),
+            new_rules: Vec::new(),
+            model: Ok(None),
+            plan: Duration::ZERO,
+        };
+        let swap = |bytes| Call::SetSwap {
+            bytes,
+            kind: Default::default(),
+        };
+        let writes = thp(ThpKnob::Size(4), ThpMode::Inherit);
+        let mut q = EpochQueue::default();
+        for (c, lines) in [
+            (0, vec![swap(1 << 20)]),
+            (1, vec![swap(1 << 20)]),
+            (2, vec![]),
+            (3, vec![writes.clone()]),
+            (4, vec![writes.clone()]),
+            (5, vec![]),
+        ] {
+            q.shared.push_back((c, plan(case_of(&top, &lines))));
+        }
+        let take = |q: &mut EpochQueue| {
+            let (c, p) = q.pop_shared(&m).expect("a case");
+            q.running.push((c, epoch_sharing(&p.gen, &m)));
+            c
+        };
+        // Nothing runs: the first that needs a token.
+        assert_eq!(take(&mut q), 0);
+        // 0 holds the swap token: the knob writer.
+        assert_eq!(take(&mut q), 3);
+        // Both tokens held: a case that needs none.
+        assert_eq!(take(&mut q), 2);
+        q.running.retain(|(c, _)| *c != 0);
+        assert_eq!(take(&mut q), 1, "the swap token is free again");
+        assert_eq!(take(&mut q), 5);
+        // Only a conflicting case is left: it is taken (and will wait).
+        assert_eq!(take(&mut q), 4);
+        assert!(q.pop_shared(&m).is_none());
     }
 
     /// The mode a case's policy lines give `knob`, if they name it.

@@ -933,6 +933,12 @@ impl KnobSession {
         self.swap_reused
     }
 
+    /// Whether this session has a swap area now (restoring it removes or
+    /// keeps the area).
+    pub fn has_swap_area(&self) -> bool {
+        self.swap_area.is_some()
+    }
+
     /// A session that journals every THP `enabled` knob's value now, in
     /// one journal write, and fills the signal handlers' table with them:
     /// while it is open, the sessions this process starts

@@ -218,6 +218,9 @@ pub struct LiveBackend {
     /// ([`LiveBackend::with_options`]), when other live runs of this
     /// process go on at the same time.
     attribution: Option<Attribution>,
+    /// An attributed `MADV_PAGEOUT` started swap writeback that the
+    /// statement has not waited for yet ([`LiveBackend::call_attributed`]).
+    writeback_pending: bool,
     /// The THP counter files, kept open.
     thp_counters: std::cell::RefCell<kernel::ThpCounters>,
     /// Pages whose tag could not be loaded at the last observation
@@ -582,6 +585,7 @@ impl LiveBackend {
             guards: Vec::new(),
             stats_base,
             attribution: None,
+            writeback_pending: false,
             thp_counters: std::cell::RefCell::new(thp_counters),
             unknown_tags: BTreeSet::new(),
             rest_pages: HashMap::new(),
@@ -2229,17 +2233,19 @@ impl LiveBackend {
     /// on drop.
     pub fn shutdown(&mut self) -> Vec<String> {
         let t0 = std::time::Instant::now();
-        {
-            // An exiting process frees its folios (nr_anon): nobody's step.
-            let _gate = (self.attribution.is_some() && !self.procs.is_empty()).then(|| {
-                let mut gen = COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-                *gen += 1;
-                gen
-            });
-            while !self.procs.is_empty() {
-                let last = self.procs.len() - 1;
-                let _ = self.exit_proc(last);
-            }
+        // An exiting process frees its folios (nr_anon), and removing a
+        // swap area frees the folios only its swap cache still holds:
+        // nobody's step.
+        let _gate = (self.attribution.is_some()
+            && (!self.procs.is_empty() || self.knobs.has_swap_area()))
+        .then(|| {
+            let mut gen = COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            *gen += 1;
+            gen
+        });
+        while !self.procs.is_empty() {
+            let last = self.procs.len() - 1;
+            let _ = self.exit_proc(last);
         }
         let t1 = std::time::Instant::now();
         let failed = self.knobs.restore();
@@ -2326,6 +2332,18 @@ impl LiveBackend {
             a.last = Some((*gen, after));
             a.before = before;
         }
+        drop(gen);
+        // The swap writeback a MADV_PAGEOUT started is waited for after the
+        // counters are read and the mutex is free, so that the other job's
+        // statements need not wait for the disk too: every counter of the
+        // swap-out moved when it was submitted (Linux mm/page_io.c
+        // swap_writepage_bdev_async() → count_swpout_vm_event() before
+        // submit_bio()), and its completion (folio_end_writeback()) moves
+        // none.
+        if std::mem::take(&mut self.writeback_pending) {
+            let path = crate::swapfile::swap_path(std::process::id());
+            crate::swapfile::wait_writeback(&path, std::time::Duration::from_secs(2));
+        }
         r
     }
 }
@@ -2383,9 +2401,14 @@ impl LiveBackend {
                 self.check_budget(proc, call)?;
                 let r = self.send(proc, call, none)?;
                 if *advice == Advice::PageOut {
-                    // The model's writes to swap complete at once.
-                    let path = crate::swapfile::swap_path(std::process::id());
-                    crate::swapfile::wait_writeback(&path, std::time::Duration::from_secs(2));
+                    // The model's writes to swap complete at once (an
+                    // attributed statement waits after its counter read).
+                    if self.attribution.is_some() {
+                        self.writeback_pending = true;
+                    } else {
+                        let path = crate::swapfile::swap_path(std::process::id());
+                        crate::swapfile::wait_writeback(&path, std::time::Duration::from_secs(2));
+                    }
                 }
                 Self::unit(r).map(|_| 0)
             }

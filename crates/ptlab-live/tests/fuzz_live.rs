@@ -581,3 +581,113 @@ fn a_kept_swap_area_serves_the_next_run_and_goes_with_the_cover() {
     assert_eq!(ours(), areas_before);
     assert!(!knobs::journal_path().exists(), "the journal is gone");
 }
+
+/// A case that makes a swap area and pages out runs beside a case that
+/// makes none (issue 16's fifth round: `fuzz::epoch_sharing`, the swap
+/// token): on two pinned threads with attributed counters, under a cover
+/// with a `madvise` policy set once (as a knob epoch sets it), three runs
+/// of each at the same time all agree with the model, the swap case's
+/// second and third runs take over the area the first kept, and the
+/// cover's end leaves no area, file or journal.
+#[test]
+fn a_swap_case_and_a_case_without_swap_run_side_by_side_and_agree() {
+    const T: &str = "a_swap_case_and_a_case_without_swap_run_side_by_side_and_agree";
+    if let Some(why) = ptlab_live::live_unavailable() {
+        eprintln!("SKIP: {T}: {why}");
+        return;
+    }
+    if !ptlab_live::is_root() {
+        eprintln!("SKIP: {T}: swapon needs root");
+        return;
+    }
+    let cpus = ptlab_live::fuzz::allowed_cpus();
+    if cpus.len() < 2 {
+        eprintln!("SKIP: {T}: fewer than 2 CPUs");
+        return;
+    }
+    use ptlab_live::knobs;
+    use ptlab_live::swapfile;
+    use ptlab_model::{ThpKnob, ThpMode};
+    let lock = std::sync::Arc::new(knobs::acquire_or_wait("test").unwrap());
+    let _shared = knobs::share_lock_in_this_thread(lock.clone());
+    let path = swapfile::swap_path(std::process::id());
+    let areas = || {
+        std::fs::read_to_string("/proc/swaps")
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .count()
+    };
+    let areas_before = areas();
+    let knobs_before = knob_values();
+    {
+        let mut cover = knobs::KnobSession::covering_all().expect("cover");
+        cover.set(ThpKnob::TopLevel, ThpMode::Madvise).unwrap();
+        cover.set(ThpKnob::Size(4), ThpMode::Madvise).unwrap();
+        knobs::set_swap_retention(true);
+        let policy = "thp enabled madvise\nthp 64K madvise\n";
+        let with_swap = format!(
+            "{policy}swap 64M\np = mmap 1M\nmadvise p 1M hugepage\nwrite p 1M\n\
+             madvise p 512K pageout\nread p 64K\nwrite p + 128K 4K\n\
+             madvise p + 512K 256K pageout\nread p + 512K 256K\n"
+        );
+        let without = format!(
+            "{policy}p = mmap 2M\nmadvise p 2M hugepage\nwrite p 2M\nmunmap p 2M\n\
+             q = mmap 1M\nmadvise q 1M hugepage\nwrite q 1M\n\
+             madvise q 512K dontneed\nwrite q 1M\nmadvise q 256K cold\n"
+        );
+        let opts = ptlab_live::DiffOptions {
+            attribute_counters: true,
+            ..Default::default()
+        };
+        let reports: Vec<(usize, ptlab_live::diff::DiffReport)> = std::thread::scope(|s| {
+            let hs: Vec<_> = [with_swap.as_str(), without.as_str()]
+                .into_iter()
+                .zip(&cpus[..2])
+                .enumerate()
+                .map(|(which, (src, &cpu))| {
+                    let (lock, opts) = (lock.clone(), opts.clone());
+                    s.spawn(move || {
+                        ptlab_live::fuzz::pin_this_thread(cpu).unwrap();
+                        let _shared = knobs::share_lock_in_this_thread(lock);
+                        (0..3)
+                            .map(|i| {
+                                let r = ptlab_live::diff::diff_source(
+                                    &format!("s{which}-{i}.ptl"),
+                                    src,
+                                    &opts,
+                                )
+                                .unwrap();
+                                (which, r)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        for (_, r) in &reports {
+            assert!(
+                r.divergences.is_empty() && r.stopped.is_none(),
+                "{}",
+                r.render_text()
+            );
+        }
+        let reused = reports
+            .iter()
+            .filter(|(w, r)| *w == 0 && r.timing.swap_reused)
+            .count();
+        assert_eq!(
+            reused, 2,
+            "the swap case's later runs took the kept area over"
+        );
+        assert!(swapfile::is_active(&path), "kept after the last run");
+        // The cover's end takes the kept area with it.
+        knobs::set_swap_retention(false);
+    }
+    assert_eq!(knobs::retained_swap(), None);
+    assert!(!path.exists() && !swapfile::is_active(&path));
+    assert_eq!(areas(), areas_before);
+    assert!(!knobs::journal_path().exists(), "the journal is gone");
+    assert_eq!(knob_values(), knobs_before, "the cover restores every knob");
+}
