@@ -28,7 +28,15 @@ pub const PARTS: &[(&str, &[&str])] = &[
     (
         "page tables + TLB",
         &[
-            "pte_", "cont_", "pmd_", "pud_", "ptl_", "pt_page_", "tlb", "dsb_",
+            "pte_",
+            "cont_",
+            "pmd_",
+            "pud_",
+            "ptl_",
+            "pt_page_",
+            "tlb",
+            "dsb_",
+            "mprotect_pass",
         ],
     ),
     (
@@ -476,6 +484,7 @@ mod tests {
             ("swap_reclaim_folio", "swap"),
             ("swap_write_bio", "swap"),
             ("swap_write_4k", "swap"),
+            ("mprotect_pass", "page tables + TLB"),
         ] {
             assert_eq!(part_of(e), part, "{e}");
         }
