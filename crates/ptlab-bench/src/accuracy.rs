@@ -59,7 +59,7 @@ pub const PARTS: &[(&str, &[&str])] = &[
         "syscall/fault entry, process",
         &["syscall", "page_fault", "process_", "fault_"],
     ),
-    ("VMAs", &["vma_", "uffd_move_lock"]),
+    ("VMAs", &["vma_", "uffd_move_lock", "mremap_vma"]),
     (
         "page data (zero, copy, user access)",
         &[
@@ -485,6 +485,7 @@ mod tests {
             ("swap_write_bio", "swap"),
             ("swap_write_4k", "swap"),
             ("mprotect_pass", "page tables + TLB"),
+            ("mremap_vma", "VMAs"),
         ] {
             assert_eq!(part_of(e), part, "{e}");
         }

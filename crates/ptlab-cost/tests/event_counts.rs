@@ -53,7 +53,8 @@ q = mremap p 64K 64K maymove fixed 0x7f00_0010_0000
 ";
 
 /// mremap of one folded 64 KiB block, arm64 N1, 6.18 batching.
-/// Syscall entry: syscall 1, vma_lookup 1. move_ptes(): 2 PMD reads and 2
+/// Syscall entry: syscall 1, vma_lookup 1; move_vma(): mremap_vma 1 (in
+/// every mremap test below). move_ptes(): 2 PMD reads and 2
 /// PTLs (old and new table). ptep_get(first): 1 raw + 2 gather = 3 L.
 /// mremap_folio_pte_batch(): hint 16 > 1, vm_normal_folio (1 P),
 /// folio_pte_batch reads folio_nr_pages (1 P); the hint already covers
@@ -69,6 +70,7 @@ fn mremap_64k_arm64_batched() {
     let want = m(&[
         ("syscall", 1),
         ("vma_lookup", 1),
+        ("mremap_vma", 1),
         ("pmd_load", 3),
         ("ptl_lock", 3),
         ("pte_load", 3 + 16),
@@ -98,6 +100,7 @@ fn mremap_64k_arm64_per_pte() {
     let want = m(&[
         ("syscall", 1),
         ("vma_lookup", 1),
+        ("mremap_vma", 1),
         ("pmd_load", 3),
         ("ptl_lock", 3),
         ("pte_load", 66 + 16),
@@ -124,6 +127,7 @@ fn mremap_64k_x86_same_both_ways() {
     let want = m(&[
         ("syscall", 1),
         ("vma_lookup", 1),
+        ("mremap_vma", 1),
         ("pmd_load", 3),
         ("ptl_lock", 3),
         ("pte_load", 16 + 16),
@@ -157,6 +161,7 @@ fn table_move_after() {
     let base = [
         ("syscall", 1),
         ("vma_lookup", 1),
+        ("mremap_vma", 1),
         ("ptl_lock", 1),
         ("pmd_store", 2),
         ("tlb_flush_call", 1),
@@ -190,6 +195,7 @@ fn table_move_before() {
     let common = [
         ("syscall", 1),
         ("vma_lookup", 1),
+        ("mremap_vma", 1),
         ("pt_page_alloc", 1),
         ("pt_page_free", 1),
         ("pmd_store", 2),

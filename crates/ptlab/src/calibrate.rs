@@ -501,6 +501,21 @@ fn micro(reps: usize) -> Result<Samples> {
                 put("mremap_move", n as f64, ns_since(t) / (2 * k) as f64);
             }
         }
+        // The VMA work of an mremap move (issue 15): a populated 1-page
+        // VMA moved by mremap to another PMD and back, 1000 times each
+        // way: time per call (its PTE, table and TLB work is one page's).
+        // Not the seed's 1 MiB moves.
+        {
+            let r = Region::new(BASE + PAGE as u64, PAGE)?;
+            r.touch_write(1);
+            let k = 1000;
+            let t = Instant::now();
+            for _ in 0..k {
+                mremap_fixed(BASE + PAGE as u64, PAGE, MOVE_DST)?;
+                mremap_fixed(MOVE_DST, PAGE, BASE + PAGE as u64)?;
+            }
+            put("mremap_vma", 1.0, ns_since(t) / (2 * k) as f64);
+        }
         // UFFDIO_MOVE of single pages (issue 15): 4096 populated order-0
         // pages moved one per ioctl to a registered empty region and back
         // (not the seed's compaction: no DONTUNMAP, no stride, no COPY).
@@ -1579,6 +1594,55 @@ fn pte_move_src(kib: u64) -> String {
     )
 }
 
+/// The model of the mremap-VMA benchmark: a populated 1-page VMA moved
+/// to [`MOVE_DST`] and back `n` times.
+fn mremap_vma_src(n: u64) -> String {
+    let src = BASE + PAGE as u64;
+    format!(
+        "thp 2M never\np = mmap 4K at {src:#x} fixed\nwrite p 4K\nrepeat {n}\n  mremap {src:#x} 4K 4K maymove fixed {MOVE_DST:#x}\n  mremap {MOVE_DST:#x} 4K 4K maymove fixed {src:#x}\nend\n"
+    )
+}
+
+/// The model's events of one call of that benchmark (16 round trips
+/// minus 8, per call).
+fn mremap_vma_events(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
+    let a = model_events(&mremap_vma_src(16), arch, usize::MAX, true)?;
+    let b = model_events(&mremap_vma_src(8), arch, usize::MAX, true)?;
+    Ok(diff(&a, &b)
+        .into_iter()
+        .map(|(e, d)| (e, d / 16.0))
+        .collect())
+}
+
+/// `mremap_vma` from the time per mremap() of a 1-page VMA, minus the
+/// model's other events of that call (syscall, lookup, the one PTE's
+/// move, its table and TLB work) at the prices fitted before: what the
+/// model has no other event for in the call lands on it. Without samples
+/// the estimate stays.
+fn fit_mremap_vma(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
+    let name = "mremap VMA work (1-page VMA moved, per call)".to_string();
+    let Some(m) = Summary::of(&ys(s, "mremap_vma")) else {
+        return Ok((name, "not measured: estimate kept".into()));
+    };
+    let (k, kci) = scale_targets(
+        p,
+        &mremap_vma_events(arch)?,
+        &[HwEvent::MremapVma],
+        m.mean,
+        m.ci95,
+        "mremap() of a populated 1-page VMA to another PMD and back, 1000 times each way: time per call minus the model's other events of the call at the fitted prices",
+    );
+    Ok((
+        name,
+        format!(
+            "{:.1} ns ± {:.1} per call → mremap_vma {:.1} ns (×{k:.2} ± {kci:.2} of base)",
+            m.mean,
+            m.ci95,
+            p.price_of(HwEvent::MremapVma).ns
+        ),
+    ))
+}
+
 /// The scenario of the UFFDIO_MOVE benchmark with `n` pages moved each
 /// way, one per ioctl.
 fn uffd_move_src(n: u64) -> String {
@@ -2145,6 +2209,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     ));
 
     rows.push(fit_uffd_move(&mut p, &s, arch)?);
+    rows.push(fit_mremap_vma(&mut p, &s, arch)?);
     rows.push(fit_swap(&mut p, &swap_samples, arch)?);
 
     // The whole-program figure's prices (fault path, clears, user accesses).
@@ -2803,6 +2868,46 @@ mod tests {
             base.price_of(HwEvent::SwapWrite4k)
         );
         ptlab_cost::parse_profile(&p.to_toml(), "t").unwrap();
+    }
+
+    /// The mremap-VMA fit recovers a known price from a time per call made
+    /// with it; by hand, one call of the 1-page move is one syscall, one
+    /// `mremap_vma` and one PTE's move (two PTE loads, an atomic clear, a
+    /// store).
+    #[test]
+    fn mremap_vma_fit_recovers_the_price() {
+        let base = ptlab_cost::find_profile("zen3").unwrap();
+        let arch = ArchKind::X86_64;
+        let d = mremap_vma_events(arch).unwrap();
+        let count = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        assert_eq!(count(HwEvent::Syscall), 1.0);
+        assert_eq!(count(HwEvent::MremapVma), 1.0);
+        assert_eq!(count(HwEvent::PteLoad), 2.0);
+        assert_eq!(count(HwEvent::PteAtomicClear), 1.0);
+        assert_eq!(count(HwEvent::PteStore), 1.0);
+        let mut truth = base.clone();
+        truth.prices[HwEvent::MremapVma as usize].1.ns = 1234.0;
+        let per_call: f64 = d.iter().map(|(e, x)| x * truth.price_of(*e).ns).sum();
+        let mut s = Samples::default();
+        for rep in 0..10 {
+            let w = if rep % 2 == 0 { 1.0 } else { -1.0 };
+            s.series
+                .entry("mremap_vma".into())
+                .or_default()
+                .push((1.0, per_call + w));
+        }
+        let mut p = base.clone();
+        fit_mremap_vma(&mut p, &s, arch).unwrap();
+        let got = p.price_of(HwEvent::MremapVma);
+        assert!((got.ns - 1234.0).abs() < 0.5, "{}", got.ns);
+        assert_eq!(got.basis, Basis::Calibrated);
+        let mut q = base.clone();
+        let (_, row) = fit_mremap_vma(&mut q, &Samples::default(), arch).unwrap();
+        assert!(row.starts_with("not measured"), "{row}");
+        assert_eq!(
+            q.price_of(HwEvent::MremapVma),
+            base.price_of(HwEvent::MremapVma)
+        );
     }
 
     /// Two equations in two prices are solved exactly, with the interval
