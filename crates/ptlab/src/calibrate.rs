@@ -34,28 +34,37 @@ Examples (ptlab = target/release/ptlab; as root):
   ptlab cost scenarios/seeds/fork-4k.ptl --profile profiles/local.toml
 
 What is measured (each in a child process, at fixed addresses, 4 KiB pages
-forced with MADV_NOHUGEPAGE; no THP knob is touched):
+forced with MADV_NOHUGEPAGE; only the swap-out step changes a THP knob and
+adds a swap area, under the knob lock, restored on every exit, Ctrl-C
+included):
   syscall        a no-op mprotect() (same flags), per call
   page zeroing   memset of 4 KiB pages in a 64 MiB buffer (proxy for
                  clear_page; also the price of a user page access)
   page fault     read faults mapping the zero page, per page
   folio          write faults allocating a new order-0 folio, per page,
                  minus the fault and the zeroing
-  PTE work       mprotect r/rw over 40..256 cache-hot pages (slope per
-                 page); the extra slope over 64..16384 streamed pages is
-                 charged to struct page lines
+  PTE work       mremap of 64..384 cache-hot order-0 pages to another
+                 offset within a PMD and back (slope per page): pte_load,
+                 pte_atomic_clear, pte_store; then mprotect r/rw over
+                 40..256 cache-hot pages (slope per page) minus that PTE
+                 work and L1-hit struct page lines: mprotect_pass, the
+                 PTE loop's own work per pass; the extra slope over
+                 64..16384 streamed pages is charged to struct page lines
   TLB flush      mprotect r/rw over 1..32 pages (slope per page, minus PTE
                  work: the INVLPG / TLBI per page); the full-flush price is
                  the large-range intercept minus the rest
   VMA split      mprotect of one page inside a 3-page VMA versus a whole
                  1-page VMA (2 splits + 1 merge per pair)
-  PTE move       mremap of 64..384 cache-hot order-0 pages to another
-                 offset within a PMD and back (slope per page): shown next
-                 to what the fitted PTE prices predict, not fitted (the PTE
-                 events are mprotect's too)
   UFFDIO_MOVE    single-page moves of 4096 pages to a registered region
                  and back, per ioctl, minus the model's other events:
                  uffd_move_lock + anon_vma_lock (scaled together)
+  mremap VMA     a 1-page VMA moved within its PMD and back, per call,
+                 minus the model's other events: mremap_vma
+  swap-out       MADV_PAGEOUT of 8..32 MiB of order-0 pages and of 64 KiB
+                 mTHPs (hugepages-64kB=always, a loop-device swap area),
+                 slopes per page: swap_reclaim_folio + swap_write_bio per
+                 folio and swap_write_4k per 4 KiB, solved together
+                 (without root or a loop device: estimates kept)
 The whole-program figure's prices (`ptlab cost`'s per-phase figure; the
 events that refine page_fault, folio_alloc, page_zero, user_page_access):
   user stores    user_store_4k: explicit_bzero (zeros over zeros) of a
@@ -69,6 +78,10 @@ events that refine page_fault, folio_alloc, page_zero, user_page_access):
                  page-table work (the two scaled together)
   allocation     folio_alloc_pcp + memcg_charge + lru_add: the write-fault
                  slope minus fault, clear_page_4k and page-table work
+  struct pages   fork() of 8..32 MiB of order-0 pages and of PTE-mapped
+                 THPs, slopes per page: struct_page_line and
+                 struct_page_line_large solved together; the mprotect
+                 over THPs is shown beside its prediction (a check)
   KPTI           read from /sys/devices/system/cpu/vulnerabilities/meltdown;
                  with PTI on, the switch is inside the fitted syscall and
                  fault_entry prices (kpti_entry_exit = 0)
