@@ -28,7 +28,15 @@ pub const PARTS: &[(&str, &[&str])] = &[
     (
         "page tables + TLB",
         &[
-            "pte_", "cont_", "pmd_", "pud_", "ptl_", "pt_page_", "tlb", "dsb_",
+            "pte_",
+            "cont_",
+            "pmd_",
+            "pud_",
+            "ptl_",
+            "pt_page_",
+            "tlb",
+            "dsb_",
+            "mprotect_pass",
         ],
     ),
     (
@@ -51,7 +59,7 @@ pub const PARTS: &[(&str, &[&str])] = &[
         "syscall/fault entry, process",
         &["syscall", "page_fault", "process_", "fault_"],
     ),
-    ("VMAs", &["vma_", "uffd_move_lock"]),
+    ("VMAs", &["vma_", "uffd_move_lock", "mremap_vma"]),
     (
         "page data (zero, copy, user access)",
         &[
@@ -476,6 +484,8 @@ mod tests {
             ("swap_reclaim_folio", "swap"),
             ("swap_write_bio", "swap"),
             ("swap_write_4k", "swap"),
+            ("mprotect_pass", "page tables + TLB"),
+            ("mremap_vma", "VMAs"),
         ] {
             assert_eq!(part_of(e), part, "{e}");
         }

@@ -321,6 +321,8 @@ pub const LATER_EVENTS: &[HwEvent] = &[
     HwEvent::SwapWrite4k,
     HwEvent::UffdMoveLock,
     HwEvent::AnonVmaLock,
+    HwEvent::MprotectPass,
+    HwEvent::MremapVma,
 ];
 
 /// Parse and check a profile: every event priced exactly once, prices
@@ -371,7 +373,7 @@ pub fn parse_profile(text: &str, origin: &str) -> Result<Profile, CostError> {
         let before = if e.is_fine() {
             "whole-program events"
         } else {
-            "the reclaim, swap-write and UFFDIO_MOVE lock events"
+            "the reclaim, swap-write, UFFDIO_MOVE lock, mprotect pass and mremap VMA events"
         };
         p.source = format!(
             "not in this profile (written before {before}): the built-in {base} profile's price; {}",

@@ -53,7 +53,8 @@ q = mremap p 64K 64K maymove fixed 0x7f00_0010_0000
 ";
 
 /// mremap of one folded 64 KiB block, arm64 N1, 6.18 batching.
-/// Syscall entry: syscall 1, vma_lookup 1. move_ptes(): 2 PMD reads and 2
+/// Syscall entry: syscall 1, vma_lookup 1; move_vma(): mremap_vma 1 (in
+/// every mremap test below). move_ptes(): 2 PMD reads and 2
 /// PTLs (old and new table). ptep_get(first): 1 raw + 2 gather = 3 L.
 /// mremap_folio_pte_batch(): hint 16 > 1, vm_normal_folio (1 P),
 /// folio_pte_batch reads folio_nr_pages (1 P); the hint already covers
@@ -69,6 +70,7 @@ fn mremap_64k_arm64_batched() {
     let want = m(&[
         ("syscall", 1),
         ("vma_lookup", 1),
+        ("mremap_vma", 1),
         ("pmd_load", 3),
         ("ptl_lock", 3),
         ("pte_load", 3 + 16),
@@ -98,6 +100,7 @@ fn mremap_64k_arm64_per_pte() {
     let want = m(&[
         ("syscall", 1),
         ("vma_lookup", 1),
+        ("mremap_vma", 1),
         ("pmd_load", 3),
         ("ptl_lock", 3),
         ("pte_load", 66 + 16),
@@ -124,6 +127,7 @@ fn mremap_64k_x86_same_both_ways() {
     let want = m(&[
         ("syscall", 1),
         ("vma_lookup", 1),
+        ("mremap_vma", 1),
         ("pmd_load", 3),
         ("ptl_lock", 3),
         ("pte_load", 16 + 16),
@@ -157,6 +161,7 @@ fn table_move_after() {
     let base = [
         ("syscall", 1),
         ("vma_lookup", 1),
+        ("mremap_vma", 1),
         ("ptl_lock", 1),
         ("pmd_store", 2),
         ("tlb_flush_call", 1),
@@ -190,6 +195,7 @@ fn table_move_before() {
     let common = [
         ("syscall", 1),
         ("vma_lookup", 1),
+        ("mremap_vma", 1),
         ("pt_page_alloc", 1),
         ("pt_page_free", 1),
         ("pmd_store", 2),
@@ -369,7 +375,8 @@ mprotect p 64K r
 /// modify_prot_commit_ptes = set_ptes(16) 16 S; the per-VMA flush of 16
 /// pages (16 TLBI VALE1IS + DSB pair). Per PTE (≤6.16) arm64: the per-entry path's
 /// per-block row with 6.18's early-exit gather: 66 L, 48 X, 48 S, 32 + 16
-/// TLBI, 3 DSB pairs, 2 P (the refold's folio check).
+/// TLBI, 3 DSB pairs, 2 P (the refold's folio check). One pass of
+/// change_pte_range()'s loop batched, 16 per PTE (`mprotect_pass`).
 #[test]
 fn mprotect_64k_arm64() {
     let common = [
@@ -381,6 +388,7 @@ fn mprotect_64k_arm64() {
     ];
     let mut after = m(&common);
     after.extend(m(&[
+        ("mprotect_pass", 1),
         ("pte_load", 3),
         ("pte_atomic_clear", 16),
         ("pte_store", 16),
@@ -395,6 +403,7 @@ fn mprotect_64k_arm64() {
     );
     let mut before = m(&common);
     before.extend(m(&[
+        ("mprotect_pass", 16),
         ("pte_load", 66),
         ("pte_atomic_clear", 48),
         ("pte_store", 48),
@@ -432,7 +441,8 @@ fn mprotect_64k_arm64() {
 /// x86: per PTE 1 L, 1 XCHG, 1 S either way (batched: the first ptep_get
 /// plus 15 scanned by folio_pte_batch); batched adds 2 P (page_folio,
 /// folio_nr_pages); RW→R needs a flush (pte_flags_need_flush: RW changed):
-/// 16 pages ≤ 33 → 16 INVLPG.
+/// 16 pages ≤ 33 → 16 INVLPG. One loop pass batched, 16 per PTE
+/// (`mprotect_pass`).
 #[test]
 fn mprotect_64k_x86() {
     let common = [
@@ -448,10 +458,13 @@ fn mprotect_64k_x86() {
     ];
     let mut after = m(&common);
     after.insert("struct_page_line".into(), 2);
+    after.insert("mprotect_pass".into(), 1);
     assert_eq!(
         last_line(MPROTECT_64K, ArchKind::X86_64, Before::empty(), X86),
         after
     );
+    let mut before = m(&common);
+    before.insert("mprotect_pass".into(), 16);
     assert_eq!(
         last_line(
             MPROTECT_64K,
@@ -459,7 +472,7 @@ fn mprotect_64k_x86() {
             Before::MPROTECT_PTE_BATCH,
             X86
         ),
-        m(&common)
+        before
     );
 }
 

@@ -140,6 +140,10 @@ hw_events! {
     UffdMoveLock = "uffd_move_lock",
     /// One move step's anon_vma locking: folio_get_anon_vma(), anon_vma_trylock_write() and, at the step's end, anon_vma_unlock_write() and put_anon_vma() (move_pages_ptes(), once per step of present pages).
     AnonVmaLock = "anon_vma_lock",
+    /// One pass of change_pte_range()'s loop that changes a present entry (one per batch: an order-0 page, or a large folio's batch): the loop body's CPU work that the PTE, TLB and struct page events do not count — vm_normal_folio(), the batch decision, pte_modify() and the uffd-wp tests, can_change_pte_writable() / maybe_change_pte_writable(), the commit's call chain (modify_prot_start_ptes(), set_write_prot_commit_flush_ptes() / prot_commit_flush_ptes()) and tlb_flush_pte_range()'s range update.
+    MprotectPass = "mprotect_pass",
+    /// One VMA moved by mremap() (move_vma()): copy_vma() (vm_area_dup(), anon_vma_clone(), the maple-tree insert), vrm_calc_charge(), and the source VMA's removal by do_vmi_munmap() (gathering, the maple-tree store, free_pgtables() over the emptied range, the VMA freed) — the VMA work around move_page_tables(), which its PTE and PMD events count.
+    MremapVma = "mremap_vma",
     /// Whole-program: a user fault's exception entry and exit (x86 asm_exc_page_fault/irqentry, arm64 el0_da/el0_ia vectors: registers saved and restored, the return to user), one per fault; the KPTI page-table switch is added when kpti is on.
     FaultEntry = "fault_entry",
     /// Whole-program: a user fault's handling without entry/exit, allocation and zeroing (do_user_addr_fault / do_page_fault: lock_vma_under_rcu, handle_mm_fault's walk and bookkeeping, count_vm_event), one per fault.

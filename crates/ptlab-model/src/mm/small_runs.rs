@@ -55,7 +55,8 @@ pub(crate) fn account_small_run(
 /// What `n` passes of `change_pte_range()` over order-0 pages count on
 /// every arch: per pass `ptep_get()`, the compound_head line,
 /// `modify_prot_start_ptes(nr = 1)` (`ptep_get_and_clear()`: an atomic
-/// clear), `modify_prot_commit_ptes(nr = 1)` (`set_ptes()`: a store), and
+/// clear), `modify_prot_commit_ptes(nr = 1)` (`set_ptes()`: a store), the
+/// loop body's own work (`mprotect_pass`), and
 /// `exclusive_lines` PageAnonExclusive() reads of which `upgrades` made the
 /// entry writable; then one `tlb_flush_pte_range()` over `flush` (the
 /// first and last address that needed it).
@@ -77,6 +78,8 @@ pub(crate) fn account_small_change(
     hw.call_n(KCall::ModifyProtCommitPtes, n);
     hw.call_n(KCall::SetPtes, n);
     hw.add(HwEvent::PteStore, n);
+    // The loop body's own work, once per pass.
+    hw.add(HwEvent::MprotectPass, n);
     hw.rules.hit_n(Rule::MprotectBatchWriteUpgrade, upgrades);
     if let Some((lo, hi)) = flush {
         tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);

@@ -579,6 +579,9 @@ fn change_batch(
         rule!(mm.pt.hw, MprotectPtesBatch);
     }
     mm.pt.hw.mark_batch(addr, nr, "protect");
+    // The loop body's own work for this batch (vm_normal_folio(),
+    // pte_modify(), the writable checks, the commit's calls).
+    mm.pt.hw.one(HwEvent::MprotectPass);
     let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, nr);
     let ptent = pte_modify(oldpte, cp.prot);
     if cp.try_writable && !ptent.write() {
@@ -982,6 +985,8 @@ fn change_pte_range_per_pte(
         pages += 1;
         rule!(mm.pt.hw, MprotectPtePerEntry);
         mm.pt.hw.mark_batch(addr, 1, "protect");
+        // The loop body's own work for this entry.
+        mm.pt.hw.one(HwEvent::MprotectPass);
         let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, 1); // ptep_modify_prot_start()
         let mut ptent = pte_modify(oldpte, cp.prot);
         if cp.try_writable && !ptent.write() {

@@ -20,6 +20,7 @@
 //! events (no UFFD_FEATURE_EVENT_REMAP: a move drops the registration).
 
 use crate::core::addr::{PAGE_SIZE, TASK_SIZE};
+use crate::core::hw::HwEvent;
 use crate::core::rules::rule;
 use crate::core::vma::{VmFlags, Vma, VM_ACCESS_FLAGS, VM_UFFD_FLAGS};
 use crate::mm::move_pt::{move_page_tables, PageTableMove};
@@ -354,6 +355,10 @@ impl Model {
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
         copy_vma(mm, vrm.addr, vrm.new_addr, vrm.new_len)?;
+        // The VMA work of the move: copy_vma(), vrm_calc_charge() and the
+        // source's do_vmi_munmap() below (which count no event of their
+        // own). Linux: mm/mremap.c move_vma().
+        mm.pt.hw.one(HwEvent::MremapVma);
         // The source may have been merged into the new VMA (an unfaulted
         // VMA moved next to itself): follow whatever VMA holds it now.
         let old_vma = mm.vmas.find(vrm.addr).cloned().expect("source VMA");
