@@ -1359,6 +1359,76 @@ impl PhysMem {
         FolioRef { head, order }
     }
 
+    /// Up to `k` more anonymous folios after the one at `head`, each what
+    /// the next [`PhysMem::alloc_anon_folio`] of its order returns and
+    /// left in the state the folio at `head` is in (counts, mappings per
+    /// mm, per-page mapcounts and exclusivity, flags), their contents
+    /// going on from its affine contents frame by frame: the state `k`
+    /// faults like the one that made it leave behind, in one step (the
+    /// caller counts their events and maps them). Only while the
+    /// allocator gives the heads right after it, in order: a block that
+    /// is not the next is given back (the free lists are a function of
+    /// which frames are free: [`crate::core::phys::FrameAllocator::free_range`])
+    /// and the count made so far is returned. 0 when `head` is not an
+    /// anonymous large folio with affine contents, out of the swap cache,
+    /// ending its run. Uncounted: no events, no statistics.
+    /// Linux: mm/memory.c alloc_anon_folio() (per fault).
+    pub fn alloc_anon_run_like(&mut self, head: Pfn, k: u64) -> u64 {
+        self.large.settle_pending();
+        let Some(run) = self.large.run_of(head.0) else {
+            return 0;
+        };
+        let nr = run.pages();
+        let template = run.folio_at(head.0);
+        let slot = self.large.find(head.0).map(|(_, _, s)| s);
+        if template.kind != FolioKind::Anon
+            || template.swap.is_some()
+            || !matches!(template.tags, Tags::Affine { .. })
+            || run.end() != head.0 + nr
+        {
+            return 0;
+        }
+        let order = template.order;
+        let mut made = 0;
+        while made < k {
+            let want = head.0 + nr * (made + 1);
+            match self.alloc.alloc(order) {
+                Some(p) if p.0 == want => made += 1,
+                Some(p) => {
+                    self.alloc.free(p, order);
+                    break;
+                }
+                None => break,
+            }
+        }
+        if made == 0 {
+            return 0;
+        }
+        self.large.last.set(None);
+        match (self.large.runs, slot) {
+            (true, Some(slot)) => {
+                self.large.folios += made;
+                self.large.slab[slot as usize].count += made as u32;
+                self.large.settle(slot);
+            }
+            _ => {
+                for j in 1..=made {
+                    let h = head.0 + nr * j;
+                    let mut l = template.clone();
+                    if let Tags::Affine { base, step } = template.tags {
+                        l.tags = Tags::Affine {
+                            base: base.wrapping_add(step.wrapping_mul(h - head.0)),
+                            step,
+                        };
+                    }
+                    self.large.insert(h, l);
+                }
+                self.large.settle_pending();
+            }
+        }
+        made
+    }
+
     /// Allocate a page-table page.
     pub fn alloc_pt_page(&mut self) -> Option<Pfn> {
         let pfn = self.alloc.alloc(Order::ZERO)?;

@@ -551,6 +551,17 @@ impl PageTables {
         uniform_leaf_span(self.arch.ops(), tbl.entries(), i, max).map(|(l, n)| (l, n as u64))
     }
 
+    /// Whether the `nr` PTEs from `va` (one table, which exists) are all
+    /// none (raw 0: no leaf, swap entry or marker), read off the table's
+    /// runs. No event: the model's own look.
+    pub fn ptes_none(&self, va: u64, nr: u64) -> bool {
+        let i = index(1, va);
+        let Some(tbl) = self.pte_tbl(va) else {
+            return false;
+        };
+        i + nr as usize <= PTRS_PER_TABLE && !tbl.entries().any(i..i + nr as usize, |r| r != 0)
+    }
+
     /// Write the `rest` PTEs after the `nr` at `va` (one table) as the
     /// continuation of those: the same bits, the frames going on one by
     /// one — what a whole-stretch step writes for the batches after the
