@@ -94,3 +94,53 @@ fn seed_shape_takes_fault_stretches_with_equal_counts() {
         }
     }
 }
+
+/// munmap's zap of whole large folios of one run (`mm/zap.rs`
+/// `zap_large_run()`, under `ModelConfig::fork_runs`): the seed
+/// workload's rounds (map 1 MiB, write, mremap 1 MiB up, munmap) and a
+/// half-unmapped round, per mTHP order, on both arches, take the stretch
+/// and equal the batch-by-batch zap in everything observed and counted.
+#[test]
+fn seed_shape_zaps_large_runs_with_equal_counts() {
+    use ptlab_model::zap::zap_stretches_taken;
+    use ptlab_model::MremapFlags;
+    for arch in ArchKind::ALL {
+        for order in [2u8, 4, 5] {
+            let mut seen = Vec::new();
+            let mut stretches = 0;
+            for runs in [true, false] {
+                let mut cfg = ModelConfig::for_arch(arch);
+                cfg.fork_runs = runs;
+                let mut m = Model::new(cfg);
+                m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
+                m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
+                let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+                let rw = Prot::READ | Prot::WRITE;
+                let mv = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+                let before = zap_stretches_taken();
+                for round in 0..3u64 {
+                    let size = 1u64 << 20;
+                    m.mmap(1, BASE, size, rw, f).unwrap();
+                    m.access_range(1, BASE, size, true, None).unwrap();
+                    let q = m.mremap(1, BASE, size, size, mv, BASE + size).unwrap();
+                    if round == 1 {
+                        // Half of it, from an unaligned page, then the rest.
+                        m.munmap(1, q + 5 * 4096, size / 2).unwrap();
+                    }
+                    m.munmap(1, q, size).unwrap();
+                    m.check_invariants().unwrap();
+                }
+                let taken = zap_stretches_taken() - before;
+                if runs {
+                    stretches = taken;
+                } else {
+                    assert_eq!(taken, 0, "switch off");
+                }
+                let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
+                seen.push((obs, m.hw_events(), format!("{:?}", m.phys().stats)));
+            }
+            assert!(stretches > 0, "{arch:?} order {order}");
+            assert_eq!(seen[0], seen[1], "{arch:?} order {order}");
+        }
+    }
+}

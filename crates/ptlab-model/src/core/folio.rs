@@ -2107,6 +2107,84 @@ impl PhysMem {
         }
     }
 
+    /// The end of the run of identical large folios holding `folio` when
+    /// each of its folios is mapped whole by `mm` alone, once per page,
+    /// with no other reference: the state in which a zap batch over one
+    /// whole folio unmaps it and frees it, each the same way
+    /// ([`PhysMem::unmap_free_large_span`]). `None` otherwise.
+    /// Linux: mm/memory.c zap_present_folio_ptes() → folio_remove_rmap_ptes(),
+    /// the gather's folio_put() (per folio).
+    pub fn large_run_zappable(&self, folio: FolioRef, mm: Pid) -> Option<u64> {
+        let (h, _, slot) = self.large.find(folio.head.0)?;
+        let r = self.large.at(slot);
+        let l = &r.folio;
+        let nr = r.pages() as u32;
+        let whole = h == folio.head.0
+            && l.kind == FolioKind::Anon
+            && l.swap.is_none()
+            && l.refcount == nr
+            && l.entire_mapcount == 0
+            && l.large_mapcount == nr
+            && l.nr_pages_mapped == nr
+            && !l.partially_mapped
+            && !l.on_deferred_list
+            && l.mm_maps.len() == 1
+            && l.mm_maps[0] == (mm, nr);
+        whole.then(|| r.end())
+    }
+
+    /// Unmap and free the `m` large folios from the head `first`, of one
+    /// run in the state [`PhysMem::large_run_zappable`] asks for, in one
+    /// step: what a zap batch over each whole folio does to it (its
+    /// pages' mapcounts, its mapping count and reference dropped to
+    /// zero, then freed: out of the folio batches, its contents
+    /// forgotten, its frames given back) with the records and the frames
+    /// taken out at once. Uncounted: the caller adds the events and
+    /// statistics of one such batch once per folio. 0 (nothing done)
+    /// unless the folios are whole folios at either end of their run.
+    /// Linux: mm/memory.c zap_present_folio_ptes(), mm/rmap.c
+    /// folio_remove_rmap_ptes(), mm/swap.c folios_put_refs() (per folio).
+    pub fn unmap_free_large_span(&mut self, first: Pfn, m: u64, mm: Pid) -> u64 {
+        self.large.settle_pending();
+        let Some((h, order, slot)) = self.large.find(first.0) else {
+            return 0;
+        };
+        let nr = 1u64 << order;
+        let end = first.0 + m * nr;
+        let folio = FolioRef {
+            head: first,
+            order: Order(order),
+        };
+        if m == 0 || h != first.0 || self.large_run_zappable(folio, mm).is_none_or(|e| e < end) {
+            return 0;
+        }
+        let r = &self.large.slab[slot as usize];
+        let (run_first, run_end) = (r.first, r.end());
+        if run_first != first.0 && run_end != end {
+            return 0;
+        }
+        for k in 0..m {
+            self.folio_batches.forget(first.add(k * nr));
+        }
+        self.large.last.set(None);
+        if run_first == first.0 && run_end == end {
+            self.large.free_slot(slot);
+        } else if run_first == first.0 {
+            self.large.index.remove(&run_first);
+            let r = &mut self.large.slab[slot as usize];
+            r.folio = r.folio_at(end);
+            r.first = end;
+            r.count -= m as u32;
+            self.large.index.insert(end, slot);
+        } else {
+            self.large.slab[slot as usize].count -= m as u32;
+        }
+        self.large.folios -= m;
+        self.contents.forget(first.0, m * nr);
+        self.alloc.free_range(first, m * nr);
+        m
+    }
+
     fn free_folio(&mut self, folio: FolioRef) {
         if self.free_folio_meta(folio) {
             self.alloc.free(folio.head, folio.order);

@@ -639,12 +639,6 @@ impl HwSink {
             .unwrap_or_default()
     }
 
-    /// Whether an observer is attached (a whole-stretch step that would
-    /// leave out the marks of the steps it repeats is not taken then).
-    pub fn observed(&self) -> bool {
-        self.observer.borrow().is_some()
-    }
-
     /// Report a mark to the observer, if one is attached.
     #[inline]
     pub fn mark(&self, m: HwMark) {

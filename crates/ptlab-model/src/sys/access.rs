@@ -419,8 +419,8 @@ impl Model {
         };
         matches!(mm.pt.pmd(addr), crate::core::pgtable::PmdSlot::Table(_))
             && mm.vmas.find(addr).is_some_and(|v| v.anon_vma.is_some())
-            && !mm.pt.hw.observed()
-            && !self.phys.hw.observed()
+            && !mm.pt.hw.observing()
+            && !self.phys.hw.observing()
     }
 
     /// The write faults of up to `blocks` blocks of none PTEs after the
