@@ -708,6 +708,21 @@ impl PageTables {
         // The encoders write 0 for a none entry and never produce a non-zero
         // descriptor that decodes as none.
         let slot = self.tables.slot(&table.0).expect("table exists");
+        // An upper-level table stored as runs (a new one holds none) takes
+        // the entry as a run of one: no 4 KiB table materialised for the
+        // one or two entries a PMD or PUD table of a small mapping holds.
+        if level >= 2 && self.tables.at(slot).is_compact() {
+            let new = (raw != 0).then_some(Run {
+                start: i as u16,
+                len: 1,
+                kinds: run_kinds(self.arch.ops(), &[raw]),
+                first: raw,
+                step: 0,
+            });
+            if self.tables.at_mut(slot).splice(i, i + 1, new) {
+                return;
+            }
+        }
         self.dense_for_write(slot);
         let (entries, used) = self.tables.at_mut(slot).dense_and_used(&mut None);
         let none_before = entries[i] == 0;
