@@ -1411,6 +1411,76 @@ impl PhysMem {
         Some((first, n))
     }
 
+    /// Up to `k` more anonymous folios after the one at `head`, each what
+    /// the next [`PhysMem::alloc_anon_folio`] of its order returns and
+    /// left in the state the folio at `head` is in (counts, mappings per
+    /// mm, per-page mapcounts and exclusivity, flags), their contents
+    /// going on from its affine contents frame by frame: the state `k`
+    /// faults like the one that made it leave behind, in one step (the
+    /// caller counts their events and maps them). Only while the
+    /// allocator gives the heads right after it, in order: a block that
+    /// is not the next is given back (the free lists are a function of
+    /// which frames are free: [`crate::core::phys::FrameAllocator::free_range`])
+    /// and the count made so far is returned. 0 when `head` is not an
+    /// anonymous large folio with affine contents, out of the swap cache,
+    /// ending its run. Uncounted: no events, no statistics.
+    /// Linux: mm/memory.c alloc_anon_folio() (per fault).
+    pub fn alloc_anon_run_like(&mut self, head: Pfn, k: u64) -> u64 {
+        self.large.settle_pending();
+        let Some(run) = self.large.run_of(head.0) else {
+            return 0;
+        };
+        let nr = run.pages();
+        let template = run.folio_at(head.0);
+        let slot = self.large.find(head.0).map(|(_, _, s)| s);
+        if template.kind != FolioKind::Anon
+            || template.swap.is_some()
+            || !matches!(template.tags, Tags::Affine { .. })
+            || run.end() != head.0 + nr
+        {
+            return 0;
+        }
+        let order = template.order;
+        let mut made = 0;
+        while made < k {
+            let want = head.0 + nr * (made + 1);
+            match self.alloc.alloc(order) {
+                Some(p) if p.0 == want => made += 1,
+                Some(p) => {
+                    self.alloc.free(p, order);
+                    break;
+                }
+                None => break,
+            }
+        }
+        if made == 0 {
+            return 0;
+        }
+        self.large.last.set(None);
+        match (self.large.runs, slot) {
+            (true, Some(slot)) => {
+                self.large.folios += made;
+                self.large.slab[slot as usize].count += made as u32;
+                self.large.settle(slot);
+            }
+            _ => {
+                for j in 1..=made {
+                    let h = head.0 + nr * j;
+                    let mut l = template.clone();
+                    if let Tags::Affine { base, step } = template.tags {
+                        l.tags = Tags::Affine {
+                            base: base.wrapping_add(step.wrapping_mul(h - head.0)),
+                            step,
+                        };
+                    }
+                    self.large.insert(h, l);
+                }
+                self.large.settle_pending();
+            }
+        }
+        made
+    }
+
     /// Allocate a page-table page.
     pub fn alloc_pt_page(&mut self) -> Option<Pfn> {
         let pfn = self.alloc.alloc(Order::ZERO)?;
@@ -2087,6 +2157,84 @@ impl PhysMem {
         if left == 0 {
             self.free_folio(folio);
         }
+    }
+
+    /// The end of the run of identical large folios holding `folio` when
+    /// each of its folios is mapped whole by `mm` alone, once per page,
+    /// with no other reference: the state in which a zap batch over one
+    /// whole folio unmaps it and frees it, each the same way
+    /// ([`PhysMem::unmap_free_large_span`]). `None` otherwise.
+    /// Linux: mm/memory.c zap_present_folio_ptes() → folio_remove_rmap_ptes(),
+    /// the gather's folio_put() (per folio).
+    pub fn large_run_zappable(&self, folio: FolioRef, mm: Pid) -> Option<u64> {
+        let (h, _, slot) = self.large.find(folio.head.0)?;
+        let r = self.large.at(slot);
+        let l = &r.folio;
+        let nr = r.pages() as u32;
+        let whole = h == folio.head.0
+            && l.kind == FolioKind::Anon
+            && l.swap.is_none()
+            && l.refcount == nr
+            && l.entire_mapcount == 0
+            && l.large_mapcount == nr
+            && l.nr_pages_mapped == nr
+            && !l.partially_mapped
+            && !l.on_deferred_list
+            && l.mm_maps.len() == 1
+            && l.mm_maps[0] == (mm, nr);
+        whole.then(|| r.end())
+    }
+
+    /// Unmap and free the `m` large folios from the head `first`, of one
+    /// run in the state [`PhysMem::large_run_zappable`] asks for, in one
+    /// step: what a zap batch over each whole folio does to it (its
+    /// pages' mapcounts, its mapping count and reference dropped to
+    /// zero, then freed: out of the folio batches, its contents
+    /// forgotten, its frames given back) with the records and the frames
+    /// taken out at once. Uncounted: the caller adds the events and
+    /// statistics of one such batch once per folio. 0 (nothing done)
+    /// unless the folios are whole folios at either end of their run.
+    /// Linux: mm/memory.c zap_present_folio_ptes(), mm/rmap.c
+    /// folio_remove_rmap_ptes(), mm/swap.c folios_put_refs() (per folio).
+    pub fn unmap_free_large_span(&mut self, first: Pfn, m: u64, mm: Pid) -> u64 {
+        self.large.settle_pending();
+        let Some((h, order, slot)) = self.large.find(first.0) else {
+            return 0;
+        };
+        let nr = 1u64 << order;
+        let end = first.0 + m * nr;
+        let folio = FolioRef {
+            head: first,
+            order: Order(order),
+        };
+        if m == 0 || h != first.0 || self.large_run_zappable(folio, mm).is_none_or(|e| e < end) {
+            return 0;
+        }
+        let r = &self.large.slab[slot as usize];
+        let (run_first, run_end) = (r.first, r.end());
+        if run_first != first.0 && run_end != end {
+            return 0;
+        }
+        for k in 0..m {
+            self.folio_batches.forget(first.add(k * nr));
+        }
+        self.large.last.set(None);
+        if run_first == first.0 && run_end == end {
+            self.large.free_slot(slot);
+        } else if run_first == first.0 {
+            self.large.index.remove(&run_first);
+            let r = &mut self.large.slab[slot as usize];
+            r.folio = r.folio_at(end);
+            r.first = end;
+            r.count -= m as u32;
+            self.large.index.insert(end, slot);
+        } else {
+            self.large.slab[slot as usize].count -= m as u32;
+        }
+        self.large.folios -= m;
+        self.contents.forget(first.0, m * nr);
+        self.alloc.free_range(first, m * nr);
+        m
     }
 
     fn free_folio(&mut self, folio: FolioRef) {

@@ -592,6 +592,17 @@ impl PageTables {
         uniform_leaf_span(self.arch.ops(), tbl.entries(), i, max).map(|(l, n)| (l, n as u64))
     }
 
+    /// Whether the `nr` PTEs from `va` (one table, which exists) are all
+    /// none (raw 0: no leaf, swap entry or marker), read off the table's
+    /// runs. No event: the model's own look.
+    pub fn ptes_none(&self, va: u64, nr: u64) -> bool {
+        let i = index(1, va);
+        let Some(tbl) = self.pte_tbl(va) else {
+            return false;
+        };
+        i + nr as usize <= PTRS_PER_TABLE && !tbl.entries().any(i..i + nr as usize, |r| r != 0)
+    }
+
     /// Write the `rest` PTEs after the `nr` at `va` (one table) as the
     /// continuation of those: the same bits, the frames going on one by
     /// one — what a whole-stretch step writes for the batches after the
@@ -753,6 +764,21 @@ impl PageTables {
         // The encoders write 0 for a none entry and never produce a non-zero
         // descriptor that decodes as none.
         let slot = self.tables.slot(&table.0).expect("table exists");
+        // An upper-level table stored as runs (a new one holds none) takes
+        // the entry as a run of one: no 4 KiB table materialised for the
+        // one or two entries a PMD or PUD table of a small mapping holds.
+        if level >= 2 && self.tables.at(slot).is_compact() {
+            let new = (raw != 0).then_some(Run {
+                start: i as u16,
+                len: 1,
+                kinds: run_kinds(self.arch.ops(), &[raw]),
+                first: raw,
+                step: 0,
+            });
+            if self.tables.at_mut(slot).splice(i, i + 1, new) {
+                return;
+            }
+        }
         self.dense_for_write(slot);
         let (entries, used) = self.tables.at_mut(slot).dense_and_used(&mut None);
         let none_before = entries[i] == 0;

@@ -145,6 +145,20 @@ impl Stats {
     pub fn vm(&mut self, ev: VmEvent, delta: i64) {
         self.vm[ev as usize] += delta;
     }
+    /// Add `k` times every change since `before`: a whole-stretch step
+    /// that did one of `k + 1` identical steps through the step's own
+    /// code adds the other `k` in one addition (as
+    /// [`crate::core::hw::HwSink::add_since`]).
+    pub fn add_since(&mut self, before: &Stats, k: i64) {
+        for (row, b) in self.mthp.iter_mut().zip(&before.mthp) {
+            for (c, &v) in row.iter_mut().zip(b) {
+                *c += (*c - v) * k;
+            }
+        }
+        for (c, &v) in self.vm.iter_mut().zip(&before.vm) {
+            *c += (*c - v) * k;
+        }
+    }
     pub fn get_mthp(&self, order: u8, stat: MthpStat) -> i64 {
         self.mthp
             .get(order as usize)

@@ -7,6 +7,7 @@
 //! label the rules as stated beside them, each with its kernel function.
 
 use crate::core::addr::{Order, Pfn, PMD_ORDER, PMD_SIZE};
+const PMD_ORDER_U32: u32 = PMD_ORDER as u32;
 use crate::core::addr::{HPAGE_PMD_NR, PAGE_SIZE};
 use crate::core::arch::SwapPte;
 use crate::core::arch::{Entry, Leaf, LeafFlags};
@@ -424,6 +425,84 @@ fn do_anonymous_page(
         env.phys.folio_batches.lru_add(folio.head, folio.is_large());
     }
     Ok(folio.head.add((addr - base) >> 12))
+}
+
+/// The write faults of the empty PTEs after a large folio a write fault
+/// has just mapped, in one step: the folio of `nr` pages at `head`, mapped
+/// at `prev` (its first page, so the fault was block-aligned), is followed
+/// by up to `max` blocks of `nr` none PTEs in the same VMA and PTE table
+/// from `prev + nr` pages. Each of their faults would take the same path
+/// as that one: F5 chooses the folio's order for each (the only mTHP order
+/// allowed below PMD order, so no other order's fit is weighed; each block
+/// inside the VMA and all none: rule F5.4 once per fault), the allocator
+/// gives the next heads in order, the folio is added to the LRU-add batch
+/// as a large folio (which moves the batch: nothing carries over from one
+/// fault to the next), and with arm64's contiguous PTEs each folio fills
+/// whole contpte blocks. Not for mlocked or userfaultfd-armed VMAs. The
+/// folios are made in the folio's state ([`PhysMem::alloc_anon_run_like`])
+/// and mapped as the continuation of its PTEs, which must be one run (the
+/// caller checks the access left them so). Returns the blocks faulted in
+/// (0: none; the caller counts their events and the fault's other steps,
+/// repeating the first fault's).
+/// Linux: mm/memory.c do_anonymous_page(), alloc_anon_folio(),
+/// thp_vma_allowable_orders() (per fault).
+pub fn fault_large_stretch(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    prev: u64,
+    head: Pfn,
+    nr: u64,
+    max: u64,
+) -> u64 {
+    let start = prev + nr * PAGE_SIZE;
+    let Some(vma) = mm.vmas.find(prev) else {
+        return 0;
+    };
+    let size = nr * PAGE_SIZE;
+    let order = match nr.trailing_zeros() {
+        o @ 2..PMD_ORDER_U32 => Order(o as u8),
+        _ => return 0,
+    };
+    if !nr.is_power_of_two()
+        || !prev.is_multiple_of(size)
+        || vma.flags.contains(VmFlags::LOCKED)
+        || vma.flags.intersects(crate::core::vma::VM_UFFD_FLAGS)
+        || !vma.flags.contains(VmFlags::WRITE)
+        || vma.anon_vma.is_none()
+    {
+        return 0;
+    }
+    if let Some(c) = mm.pt.arch().cont_ptes() {
+        if !nr.is_multiple_of(c as u64) {
+            return 0;
+        }
+    }
+    let mask = env.thp.allowed_orders(
+        vma.flags.contains(VmFlags::HUGEPAGE),
+        thp_disabled(mm, vma),
+        false,
+    ) & ((1 << PMD_ORDER) - 1);
+    if mask != 1 << order.0 {
+        return 0;
+    }
+    let slot_end = (prev & !(PMD_SIZE - 1)) + PMD_SIZE;
+    let room = (vma.end.min(slot_end).saturating_sub(start)) / size;
+    let k = max.min(room);
+    if k == 0 || !mm.pt.ptes_none(start, k * nr) {
+        return 0;
+    }
+    match mm.pt.uniform_pte_span(prev, nr) {
+        Some((l, span)) if span == nr && l.pfn == head => {}
+        _ => return 0,
+    }
+    let made = env.phys.alloc_anon_run_like(head, k);
+    if made == 0 {
+        return 0;
+    }
+    let extended = mm.pt.extend_pte_run(prev, nr, made * nr);
+    debug_assert!(extended.is_some(), "checked one run above");
+    mm.rss_anon += made * nr;
+    made
 }
 
 /// W1–W4: a write to a present read-only PTE.

@@ -271,6 +271,28 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
             }
         }
         let folio = phys.folio_of(leaf.pfn).expect("PTE maps a folio");
+        // A stretch of whole large folios of one run from this head in
+        // the segment's one stored run: the first folio's batch below,
+        // the others in one step ([`zap_large_run`]).
+        if one_run && !locked && folio.is_large() && leaf.pfn == folio.head && !mm.pt.hw.observing()
+        {
+            let nr_f = folio.nr_pages();
+            let left = (cleared.len() - i) as u64;
+            let folios = phys.large_run_zappable(folio, mm.pid).map_or(0, |run_end| {
+                (left / nr_f).min((run_end - leaf.pfn.0) / nr_f)
+            });
+            if folios >= 2 {
+                let before_mm = mm.pt.hw.tally();
+                let before = ZapTally::take(phys);
+                rule!(mm.pt.hw, ZapPteBatch);
+                unmap_batch(mm, phys, folio, leaf.pfn, nr_f as u32);
+                let done = zap_large_run(phys, mm.pid, leaf.pfn.add(nr_f), folios - 1, &before);
+                mm.pt.hw.add_since(&before_mm, done);
+                mm.rss_anon -= done * nr_f;
+                i += ((1 + done) * nr_f) as usize;
+                continue;
+            }
+        }
         let mut n = 1;
         if one_run {
             let folio_left = (folio.head.0 + folio.nr_pages() - leaf.pfn.0) as usize;
@@ -365,6 +387,9 @@ fn zap_present_segment(
     let (mut batches, mut munlocks) = (0u32, 0u32);
     let mut span: Option<(usize, usize)> = None;
     let mut run: Option<Run> = None;
+    // What the stretches of whole large folios after their first add
+    // (RSS pages, batches, struct page lines).
+    let (mut stretch_rss, mut stretch_batches, mut stretch_lines) = (0u64, 0u32, 0u64);
     // Ends a batch: zap_present_folio_ptes() (see zap_ptes and unmap_batch).
     let mut finish = |r: Run, phys: &mut PhysMem| {
         if locked {
@@ -486,6 +511,47 @@ fn zap_present_segment(
             continue;
         }
         let folio = phys.folio_of(Pfn(pfn)).expect("PTE maps a folio");
+        // A stretch of whole large folios of one run from this head,
+        // mapped by one stored run of entries a frame apart: its first
+        // folio's batch through `finish`, the others in one step
+        // ([`zap_large_run`]).
+        if whole_runs && !locked && folio.is_large() && pfn == folio.head.0 {
+            let nr_f = folio.nr_pages();
+            let stored = t
+                .run_from(at)
+                .filter(|s| {
+                    s.kinds == crate::core::pgtable::Run::PRESENT
+                        && s.step == frame_step
+                        && (e & raw.pfn_mask)
+                            .checked_add(frame_step * (u64::from(s.len) - 1))
+                            .is_some_and(|last| last <= raw.pfn_mask)
+                })
+                .map_or(1, |s| (s.len as usize).min(jend - at)) as u64;
+            let folios = phys
+                .large_run_zappable(folio, pid)
+                .map_or(0, |run_end| (stored / nr_f).min((run_end - pfn) / nr_f));
+            if folios >= 2 {
+                let before = ZapTally::take(phys);
+                let first = Run {
+                    i: at,
+                    pfn,
+                    uffd_wp: e & raw.uffd_wp,
+                    folio,
+                    n: nr_f as u32,
+                };
+                finish(first, phys);
+                let done = zap_large_run(phys, pid, Pfn(pfn + nr_f), folios - 1, &before);
+                let total = (1 + done) * nr_f;
+                let last = at + total as usize - 1;
+                present += total - 1;
+                span = Some(span.map_or((at, last), |(lo, _)| (lo, last)));
+                stretch_rss += done * nr_f;
+                stretch_batches += done as u32;
+                stretch_lines += 2 * done;
+                j = at + total as usize;
+                continue;
+            }
+        }
         run = Some(Run {
             i: at,
             pfn,
@@ -508,8 +574,9 @@ fn zap_present_segment(
     } else {
         t.write_affine(i0, nr, 0, 0, 0);
     }
-    lines += small_done;
-    rss += small_done;
+    lines += small_done + stretch_lines;
+    rss += small_done + stretch_rss;
+    batches += stretch_batches;
     // get_and_clear_full_ptes() over the segment: its call, one atomic
     // exchange per present entry.
     t.hw.call(crate::core::arch::clear_call(nr));
@@ -524,6 +591,66 @@ fn zap_present_segment(
         tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
     }
     mm.rss_anon -= rss;
+}
+
+/// The counts a zap batch adds to besides the caller's own sums: the
+/// machine's event sink (rmap, reference and free events) and the
+/// statistics (nr_anon), from before the first batch of a stretch.
+pub struct ZapTally {
+    phys: crate::core::hw::HwTally,
+    stats: crate::core::stats::Stats,
+}
+
+impl ZapTally {
+    pub fn take(phys: &PhysMem) -> ZapTally {
+        ZapTally {
+            phys: phys.hw.tally(),
+            stats: phys.stats.clone(),
+        }
+    }
+}
+
+/// zap_pte_range()'s large-folio batches over a stretch of whole folios
+/// of one run, after the first: the batch over the whole folio before
+/// `next` (`nr` pages) has just unmapped and freed it from the state
+/// [`PhysMem::large_run_zappable`] found (checked by the caller before
+/// that batch, with `before` taken then), so each of the next `m` folios
+/// of its run, in the same state and mapped by the next entries of the
+/// same stored run, takes the same batch: they are unmapped and freed in
+/// one step ([`PhysMem::unmap_free_large_span`]) and the first batch's
+/// rmap, reference and free events and statistics are added once per
+/// folio. The caller adds its own per-batch sums (entries cleared, the
+/// struct page lines it counts, RSS, ZapPteBatch, the flush range).
+/// Returns the folios done (0: none; go on batch by batch). Shared by
+/// munmap's and exit's zap (the fork work calls it for exit).
+/// Linux: mm/memory.c zap_pte_range() → zap_present_ptes() →
+/// zap_present_folio_ptes() (per folio).
+pub fn zap_large_run(
+    phys: &mut PhysMem,
+    pid: crate::types::Pid,
+    next: Pfn,
+    m: u64,
+    before: &ZapTally,
+) -> u64 {
+    let done = phys.unmap_free_large_span(next, m, pid);
+    if done > 0 {
+        phys.hw.add_since(&before.phys, done);
+        phys.stats.add_since(&before.stats, done as i64);
+        ZAP_STRETCHES.with(|c| c.set(c.get() + 1));
+    }
+    done
+}
+
+thread_local! {
+    /// Stretches [`zap_large_run`] took on this thread.
+    static ZAP_STRETCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many stretches of whole large folios [`zap_large_run`] has taken
+/// on this thread: a diagnostic for the tests comparing it with the
+/// batch-by-batch zap (it changes nothing the model computes or shows).
+pub fn zap_stretches_taken() -> u64 {
+    ZAP_STRETCHES.with(|c| c.get())
 }
 
 fn unmap_batch(

@@ -1,0 +1,146 @@
+//! The write faults of a stretch of empty PTEs with one mTHP order, in
+//! one step (issue 14): after a write fault maps a large folio from its
+//! first page, the access faults the next blocks of none PTEs of its
+//! table in one step where each fault would repeat it
+//! (`sys/access.rs` `fault_stretch()`, `mm/fault.rs`
+//! `fault_large_stretch()`, `core/folio.rs` `alloc_anon_run_like()`):
+//! the folios made at once in the first one's state, the PTEs written as
+//! the continuation of its run, and the first fault's events, kernel
+//! calls, rule hits and statistics added once per block. With
+//! `ModelConfig::stretch_steps` off every fault is a step of its own: the
+//! observation (including the mTHP and vm statistics), the events and
+//! the rule hits must be equal, on both architectures.
+
+mod common;
+
+use common::switch_prop::{op, run, Op, ARENA, BASE};
+use proptest::prelude::*;
+use ptlab_model::sys::access::fault_stretches_taken;
+use ptlab_model::{ArchKind, MapFlags, Model, ModelConfig, Prot, ThpKnob, ThpMode};
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
+
+    #[test]
+    fn fault_stretches_equal_faults_one_at_a_time(
+        orders in prop::sample::subsequence(vec![2u8, 3, 4, 5, 9], 0..=2),
+        off in 0..ARENA / 4096,
+        ops in prop::collection::vec(op(), 0..20),
+    ) {
+        // A write over fresh memory from a random page (blocks cut by the
+        // VMA's and the range's ends), then random steps (writes over
+        // holes zapped by madvise, moved away or split by mprotect).
+        let off = off * 4096;
+        let first = Op::Write { proc: 0, off, len: ARENA - off };
+        let ops = [vec![first], ops].concat();
+        for arch in ArchKind::ALL {
+            let on = run(arch, &orders, &ops, "stretch on", |c| c.stretch_steps = true);
+            let off = run(arch, &orders, &ops, "stretch off", |c| c.stretch_steps = false);
+            prop_assert_eq!(&on.text, &off.text, "observation, {:?}", arch);
+            prop_assert_eq!(on.events, off.events, "events and calls, {:?}", arch);
+            prop_assert_eq!(&on.coverage, &off.coverage, "rule hits, {:?}", arch);
+        }
+    }
+}
+
+/// One map, write, unmap round of the seed workload `mremap-batch-64k`
+/// (1 MiB) and an unaligned map of a little less, three times, per mTHP
+/// order: the stretch is taken where it applies (every order on x86-64;
+/// on arm64 only folios of whole contpte blocks, 64 KiB and up) and not
+/// with the switch off, and the observation (with the statistics) and
+/// the counts equal the fault-by-fault ones.
+#[test]
+fn seed_shape_takes_fault_stretches_with_equal_counts() {
+    for arch in ArchKind::ALL {
+        for order in [2u8, 3, 4, 5] {
+            let mut seen = Vec::new();
+            let mut stretches = 0;
+            for stretch in [true, false] {
+                let mut cfg = ModelConfig::for_arch(arch);
+                cfg.stretch_steps = stretch;
+                let mut m = Model::new(cfg);
+                m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
+                m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
+                let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+                let rw = Prot::READ | Prot::WRITE;
+                let before = fault_stretches_taken();
+                for round in 0..3u64 {
+                    m.mmap(1, BASE, 1 << 20, rw, f).unwrap();
+                    m.access_range(1, BASE, 1 << 20, true, None).unwrap();
+                    let odd = BASE + (4 << 20) + 3 * 4096;
+                    let len = (1 << 20) - 5 * 4096;
+                    m.mmap(1, odd, len, rw, f).unwrap();
+                    m.access_range(1, odd, len, true, Some(round)).unwrap();
+                    m.check_invariants().unwrap();
+                    if round < 2 {
+                        m.munmap(1, BASE, 1 << 20).unwrap();
+                        m.munmap(1, odd, len).unwrap();
+                    }
+                }
+                let taken = fault_stretches_taken() - before;
+                if stretch {
+                    stretches = taken;
+                } else {
+                    assert_eq!(taken, 0, "switch off");
+                }
+                m.check_invariants().unwrap();
+                let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
+                seen.push((obs, m.hw_events()));
+            }
+            let expected = order >= 4 || arch == ArchKind::X86_64;
+            assert_eq!(stretches > 0, expected, "{arch:?} order {order}");
+            assert_eq!(seen[0].0, seen[1].0, "{arch:?} order {order}");
+            assert_eq!(seen[0].1, seen[1].1, "{arch:?} order {order}");
+        }
+    }
+}
+
+/// munmap's zap of whole large folios of one run (`mm/zap.rs`
+/// `zap_large_run()`, under `ModelConfig::fork_runs`): the seed
+/// workload's rounds (map 1 MiB, write, mremap 1 MiB up, munmap) and a
+/// half-unmapped round, per mTHP order, on both arches, take the stretch
+/// and equal the batch-by-batch zap in everything observed and counted.
+#[test]
+fn seed_shape_zaps_large_runs_with_equal_counts() {
+    use ptlab_model::zap::zap_stretches_taken;
+    use ptlab_model::MremapFlags;
+    for arch in ArchKind::ALL {
+        for order in [2u8, 4, 5] {
+            let mut seen = Vec::new();
+            let mut stretches = 0;
+            for runs in [true, false] {
+                let mut cfg = ModelConfig::for_arch(arch);
+                cfg.fork_runs = runs;
+                let mut m = Model::new(cfg);
+                m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
+                m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
+                let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+                let rw = Prot::READ | Prot::WRITE;
+                let mv = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+                let before = zap_stretches_taken();
+                for round in 0..3u64 {
+                    let size = 1u64 << 20;
+                    m.mmap(1, BASE, size, rw, f).unwrap();
+                    m.access_range(1, BASE, size, true, None).unwrap();
+                    let q = m.mremap(1, BASE, size, size, mv, BASE + size).unwrap();
+                    if round == 1 {
+                        // Half of it, from an unaligned page, then the rest.
+                        m.munmap(1, q + 5 * 4096, size / 2).unwrap();
+                    }
+                    m.munmap(1, q, size).unwrap();
+                    m.check_invariants().unwrap();
+                }
+                let taken = zap_stretches_taken() - before;
+                if runs {
+                    stretches = taken;
+                } else {
+                    assert_eq!(taken, 0, "switch off");
+                }
+                let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
+                seen.push((obs, m.hw_events(), format!("{:?}", m.phys().stats)));
+            }
+            assert!(stretches > 0, "{arch:?} order {order}");
+            assert_eq!(seen[0], seen[1], "{arch:?} order {order}");
+        }
+    }
+}
