@@ -15,7 +15,7 @@ mod common;
 
 use common::switch_prop::{op, run, Op, ARENA, BASE};
 use proptest::prelude::*;
-use ptlab_model::sys::access::fault_stretches_taken;
+use ptlab_model::sys::fault_run::fault_stretches_taken;
 use ptlab_model::{ArchKind, MapFlags, Model, ModelConfig, Prot, ThpKnob, ThpMode};
 
 proptest! {

@@ -1624,8 +1624,15 @@ fn mremap_vma_src(n: u64) -> String {
 /// The model's events of one call of that benchmark (16 round trips
 /// minus 8, per call).
 fn mremap_vma_events(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
-    let a = model_events(&mremap_vma_src(16), arch, usize::MAX, true)?;
-    let b = model_events(&mremap_vma_src(8), arch, usize::MAX, true)?;
+    per_call_events(mremap_vma_src, arch)
+}
+
+/// The model's events of one call of a benchmark whose scenario `src(n)`
+/// makes `2n` calls (n each way): the events of `src(16)` minus those of
+/// `src(8)`, divided by the 16 calls between them, so the setup cancels.
+fn per_call_events(src: fn(u64) -> String, arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
+    let a = model_events(&src(16), arch, usize::MAX, true)?;
+    let b = model_events(&src(8), arch, usize::MAX, true)?;
     Ok(diff(&a, &b)
         .into_iter()
         .map(|(e, d)| (e, d / 16.0))
@@ -1672,12 +1679,7 @@ fn uffd_move_src(n: u64) -> String {
 /// The model's events of one single-page UFFDIO_MOVE ioctl of the
 /// benchmark (16 ioctls each way minus 8, per ioctl).
 fn uffd_move_events(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
-    let a = model_events(&uffd_move_src(16), arch, usize::MAX, true)?;
-    let b = model_events(&uffd_move_src(8), arch, usize::MAX, true)?;
-    Ok(diff(&a, &b)
-        .into_iter()
-        .map(|(e, d)| (e, d / 16.0))
-        .collect())
+    per_call_events(uffd_move_src, arch)
 }
 
 /// `uffd_move_lock` and `anon_vma_lock` (scaled together) from the time

@@ -351,6 +351,28 @@ fn present_frame_run(mm: &Mm, start: u64, end: u64) -> bool {
             .is_some_and(|last| last <= mask)
 }
 
+/// The length of the table's stored run from entry `j` (raw value `e`)
+/// when it is a run of present entries a frame apart whose frames stay
+/// inside the frame field: a run whose entries' frames are known without
+/// reading them. `None` otherwise.
+fn frame_run_len(
+    t: &crate::core::arch::PteTable<'_>,
+    j: usize,
+    e: u64,
+    raw: &RawPte,
+) -> Option<usize> {
+    let frame_step = 1u64 << raw.pfn_shift;
+    t.run_from(j)
+        .filter(|s| {
+            s.kinds == crate::core::pgtable::Run::PRESENT
+                && s.step == frame_step
+                && (e & raw.pfn_mask)
+                    .checked_add(frame_step * (u64::from(s.len) - 1))
+                    .is_some_and(|last| last <= raw.pfn_mask)
+        })
+        .map(|s| s.len as usize)
+}
+
 /// The per-segment form of [`zap_ptes`] after its present check, for an
 /// arch whose PTE hooks are the generic ones (x86-64) while nobody records
 /// marks: one pass over the table's raw entries ([`RawPte`]), borrowed
@@ -416,7 +438,6 @@ fn zap_present_segment(
     // table is taken in one step where every entry of it would extend
     // the same batch (or be handed to the memmap in the same order).
     let whole_runs = phys.fork_runs;
-    let frame_step = 1u64 << raw.pfn_shift;
     // Order-0 pages unmapped by the run path: a struct page line and an
     // RSS page each.
     let mut small_done = 0u64;
@@ -442,18 +463,10 @@ fn zap_present_segment(
                 // frame apart (equal bits, so equal uffd-wp): each entry
                 // of it continues the batch up to the folio's end.
                 let k = if whole_runs {
-                    t.run_from(j)
-                        .filter(|s| {
-                            s.kinds == crate::core::pgtable::Run::PRESENT
-                                && s.step == frame_step
-                                && (e & raw.pfn_mask)
-                                    .checked_add(frame_step * (u64::from(s.len) - 1))
-                                    .is_some_and(|last| last <= raw.pfn_mask)
-                        })
-                        .map_or(1, |s| {
-                            let folio_left = r.folio.head.0 + r.folio.nr_pages() - pfn;
-                            (s.len as usize).min(jend - j).min(folio_left as usize)
-                        })
+                    frame_run_len(&t, j, e, raw).map_or(1, |len| {
+                        let folio_left = r.folio.head.0 + r.folio.nr_pages() - pfn;
+                        len.min(jend - j).min(folio_left as usize)
+                    })
                 } else {
                     1
                 };
@@ -475,16 +488,9 @@ fn zap_present_segment(
             // Inside one run of present entries a frame apart the frames
             // are known without reading the entries.
             let stretch = whole_runs
-                .then(|| t.run_from(j))
+                .then(|| frame_run_len(&t, j, e, raw))
                 .flatten()
-                .filter(|s| {
-                    s.kinds == crate::core::pgtable::Run::PRESENT
-                        && s.step == frame_step
-                        && (e & raw.pfn_mask)
-                            .checked_add(frame_step * (u64::from(s.len) - 1))
-                            .is_some_and(|last| last <= raw.pfn_mask)
-                })
-                .map(|s| (s.len as usize).min(jend - j));
+                .map(|len| len.min(jend - j));
             let done = phys.unmap_put_small_run(|k| {
                 if let Some(len) = stretch {
                     return (k < len).then_some(Pfn(pfn + k as u64));
@@ -517,16 +523,7 @@ fn zap_present_segment(
         // ([`zap_large_run`]).
         if whole_runs && !locked && folio.is_large() && pfn == folio.head.0 {
             let nr_f = folio.nr_pages();
-            let stored = t
-                .run_from(at)
-                .filter(|s| {
-                    s.kinds == crate::core::pgtable::Run::PRESENT
-                        && s.step == frame_step
-                        && (e & raw.pfn_mask)
-                            .checked_add(frame_step * (u64::from(s.len) - 1))
-                            .is_some_and(|last| last <= raw.pfn_mask)
-                })
-                .map_or(1, |s| (s.len as usize).min(jend - at)) as u64;
+            let stored = frame_run_len(&t, at, e, raw).map_or(1, |len| len.min(jend - at)) as u64;
             let folios = phys
                 .large_run_zappable(folio, pid)
                 .map_or(0, |run_end| (stored / nr_f).min((run_end - pfn) / nr_f));

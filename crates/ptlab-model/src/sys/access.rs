@@ -10,6 +10,7 @@ use crate::core::addr::HPAGE_PMD_NR;
 use crate::core::addr::PAGE_SIZE;
 use crate::mm::fault::{handle_fault, FaultEnv};
 use crate::model::Model;
+use crate::sys::fault_run::{FaultTally, StretchFirst};
 use crate::types::{AccessFault, Pid};
 
 impl Model {
@@ -380,98 +381,4 @@ impl Model {
         }
         Ok(())
     }
-}
-
-/// A write fault that mapped a large folio of `nr` pages at `head` from
-/// its first page `at`, and the counts from before it: the first of a
-/// stretch of such faults ([`Model::fault_stretch`]).
-struct StretchFirst {
-    at: u64,
-    /// The page after the folio: the stretch starts here when the access
-    /// goes on to it with nothing else in between.
-    next: u64,
-    head: crate::core::addr::Pfn,
-    nr: u64,
-    before: FaultTally,
-}
-
-/// The counts a fault adds to: both event sinks (the mm's and the
-/// machine's) and the kernel's statistics.
-struct FaultTally {
-    mm: crate::core::hw::HwTally,
-    phys: crate::core::hw::HwTally,
-    stats: crate::core::stats::Stats,
-}
-
-impl FaultTally {
-    fn take(m: &Model, pid: Pid) -> FaultTally {
-        FaultTally {
-            mm: m.procs[&pid].pt.hw.tally(),
-            phys: m.phys.hw.tally(),
-            stats: m.phys.stats.clone(),
-        }
-    }
-}
-
-impl Model {
-    /// Whether a write fault at `addr` may be the first of a stretch: its
-    /// PTE table exists and its VMA has an anon_vma (so the fault neither
-    /// allocates one nor prepares the other, as the faults after it
-    /// would not), and no observer records the sinks' marks (the stretch
-    /// leaves out the marks of the faults it repeats).
-    fn stretch_watchable(&self, pid: Pid, addr: u64) -> bool {
-        let Some(mm) = self.procs.get(&pid) else {
-            return false;
-        };
-        matches!(mm.pt.pmd(addr), crate::core::pgtable::PmdSlot::Table(_))
-            && mm.vmas.find(addr).is_some_and(|v| v.anon_vma.is_some())
-            && !mm.pt.hw.observing()
-            && !self.phys.hw.observing()
-    }
-
-    /// The write faults of up to `blocks` blocks of none PTEs after the
-    /// large folio of `t`, which the access has just faulted in and
-    /// written whole, in one step where each would repeat that fault and
-    /// its writes ([`crate::mm::fault::fault_large_stretch`]): the folios
-    /// made and mapped at once, and what the first fault and its writes
-    /// counted (page fault, lookups, loads and stores, rule hits, kernel
-    /// calls, statistics, the user stores) added once per block.
-    /// The blocks taken.
-    fn fault_stretch(&mut self, pid: Pid, t: &StretchFirst, blocks: u64) -> u64 {
-        if blocks == 0 {
-            return 0;
-        }
-        let Model {
-            procs,
-            phys,
-            thp,
-            ids,
-            ..
-        } = self;
-        let Some(mm) = procs.get_mut(&pid) else {
-            return 0;
-        };
-        let mut env = FaultEnv { phys, thp, ids };
-        let made = crate::mm::fault::fault_large_stretch(mm, &mut env, t.at, t.head, t.nr, blocks);
-        if made == 0 {
-            return 0;
-        }
-        mm.pt.hw.add_since(&t.before.mm, made);
-        env.phys.hw.add_since(&t.before.phys, made);
-        env.phys.stats.add_since(&t.before.stats, made as i64);
-        FAULT_STRETCHES.with(|c| c.set(c.get() + 1));
-        made
-    }
-}
-
-thread_local! {
-    /// Fault stretches taken on this thread ([`fault_stretches_taken`]).
-    static FAULT_STRETCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many fault stretches ([`Model::fault_stretch`]) this thread has
-/// taken so far: a diagnostic for the tests that check the property
-/// comparing them with the faults one at a time compares something.
-pub fn fault_stretches_taken() -> u64 {
-    FAULT_STRETCHES.with(|c| c.get())
 }

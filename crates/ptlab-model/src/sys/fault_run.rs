@@ -8,12 +8,17 @@
 //! (crate::sys::access `access_range()`) brackets the fault of a page
 //! with [`Model::write_fault_run_start`] and [`Model::write_fault_run_finish`].
 //!
+//! A write over none PTEs whose first fault maps a large folio (mTHP)
+//! goes on the same way by blocks: [`Model::fault_stretch`] makes the
+//! folios after it as a continuation of its folio run and PTE run
+//! ([`crate::mm::fault::fault_large_stretch`]), counting what the first
+//! fault and its writes counted once per block.
+//!
 //! Linux: arch/x86/mm/fault.c do_user_addr_fault() /
 //! arch/arm64/mm/fault.c do_page_fault(), mm/memory.c
 //! do_anonymous_page(), once per page.
 
 use crate::core::addr::PAGE_SIZE;
-use crate::core::hw::HwTally;
 use crate::mm::fault::{order0_fault_is_plain, order0_write_run, order0_write_stretch, FaultEnv};
 use crate::model::Model;
 use crate::types::Pid;
@@ -22,9 +27,9 @@ use crate::types::Pid;
 pub(crate) struct FaultRunStart {
     /// None PTEs from the template's page on that fault the same way.
     pages: u64,
-    /// The mm's and the machine's counts before the template.
-    mm_before: HwTally,
-    phys_before: HwTally,
+    /// The counts before the template (its events are repeated; an
+    /// order-0 fault moves no statistic).
+    before: FaultTally,
     rss: u64,
 }
 
@@ -54,8 +59,7 @@ impl Model {
         let pages = order0_write_stretch(mm, &self.thp, addr, end);
         (pages >= 2).then(|| FaultRunStart {
             pages,
-            mm_before: mm.pt.hw.tally(),
-            phys_before: self.phys.hw.tally(),
+            before: FaultTally::take(self, pid),
             rss: mm.rss_anon,
         })
     }
@@ -95,8 +99,8 @@ impl Model {
         };
         let mut env = FaultEnv { phys, thp, ids };
         let k = order0_write_run(mm, &mut env, next, s.pages - 1, base, step);
-        mm.pt.hw.add_since(&s.mm_before, k);
-        env.phys.hw.add_since(&s.phys_before, k);
+        mm.pt.hw.add_since(&s.before.mm, k);
+        env.phys.hw.add_since(&s.before.phys, k);
         if k > 0 {
             FAULT_RUNS.with(|c| c.set(c.get() + 1));
         }
@@ -116,4 +120,98 @@ thread_local! {
 /// shows).
 pub fn fault_runs_taken() -> u64 {
     FAULT_RUNS.with(|c| c.get())
+}
+
+/// A write fault that mapped a large folio of `nr` pages at `head` from
+/// its first page `at`, and the counts from before it: the first of a
+/// stretch of such faults ([`Model::fault_stretch`]).
+pub(crate) struct StretchFirst {
+    pub(crate) at: u64,
+    /// The page after the folio: the stretch starts here when the access
+    /// goes on to it with nothing else in between.
+    pub(crate) next: u64,
+    pub(crate) head: crate::core::addr::Pfn,
+    pub(crate) nr: u64,
+    pub(crate) before: FaultTally,
+}
+
+/// The counts a fault adds to: both event sinks (the mm's and the
+/// machine's) and the kernel's statistics.
+pub(crate) struct FaultTally {
+    mm: crate::core::hw::HwTally,
+    phys: crate::core::hw::HwTally,
+    stats: crate::core::stats::Stats,
+}
+
+impl FaultTally {
+    pub(crate) fn take(m: &Model, pid: Pid) -> FaultTally {
+        FaultTally {
+            mm: m.procs[&pid].pt.hw.tally(),
+            phys: m.phys.hw.tally(),
+            stats: m.phys.stats.clone(),
+        }
+    }
+}
+
+impl Model {
+    /// Whether a write fault at `addr` may be the first of a stretch: its
+    /// PTE table exists and its VMA has an anon_vma (so the fault neither
+    /// allocates one nor prepares the other, as the faults after it
+    /// would not), and no observer records the sinks' marks (the stretch
+    /// leaves out the marks of the faults it repeats).
+    pub(crate) fn stretch_watchable(&self, pid: Pid, addr: u64) -> bool {
+        let Some(mm) = self.procs.get(&pid) else {
+            return false;
+        };
+        matches!(mm.pt.pmd(addr), crate::core::pgtable::PmdSlot::Table(_))
+            && mm.vmas.find(addr).is_some_and(|v| v.anon_vma.is_some())
+            && !mm.pt.hw.observing()
+            && !self.phys.hw.observing()
+    }
+
+    /// The write faults of up to `blocks` blocks of none PTEs after the
+    /// large folio of `t`, which the access has just faulted in and
+    /// written whole, in one step where each would repeat that fault and
+    /// its writes ([`crate::mm::fault::fault_large_stretch`]): the folios
+    /// made and mapped at once, and what the first fault and its writes
+    /// counted (page fault, lookups, loads and stores, rule hits, kernel
+    /// calls, statistics, the user stores) added once per block.
+    /// The blocks taken.
+    pub(crate) fn fault_stretch(&mut self, pid: Pid, t: &StretchFirst, blocks: u64) -> u64 {
+        if blocks == 0 {
+            return 0;
+        }
+        let Model {
+            procs,
+            phys,
+            thp,
+            ids,
+            ..
+        } = self;
+        let Some(mm) = procs.get_mut(&pid) else {
+            return 0;
+        };
+        let mut env = FaultEnv { phys, thp, ids };
+        let made = crate::mm::fault::fault_large_stretch(mm, &mut env, t.at, t.head, t.nr, blocks);
+        if made == 0 {
+            return 0;
+        }
+        mm.pt.hw.add_since(&t.before.mm, made);
+        env.phys.hw.add_since(&t.before.phys, made);
+        env.phys.stats.add_since(&t.before.stats, made as i64);
+        FAULT_STRETCHES.with(|c| c.set(c.get() + 1));
+        made
+    }
+}
+
+thread_local! {
+    /// Fault stretches taken on this thread ([`fault_stretches_taken`]).
+    static FAULT_STRETCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many fault stretches ([`Model::fault_stretch`]) this thread has
+/// taken so far: a diagnostic for the tests that check the property
+/// comparing them with the faults one at a time compares something.
+pub fn fault_stretches_taken() -> u64 {
+    FAULT_STRETCHES.with(|c| c.get())
 }
