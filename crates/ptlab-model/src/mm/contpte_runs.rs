@@ -42,7 +42,6 @@ use crate::core::pgtable::{PageTables, Run};
 use crate::core::tlb::MmuGather;
 use crate::core::vma::{VmFlags, Vma};
 use crate::mm::mm::Mm;
-use crate::mm::protect::{maybe_change_pte_writable, pte_modify};
 
 /// Whether the loops here stand for `pt`'s PTE hooks: arm64 with the
 /// contpte layer on (with `contpte_off` arm64 keeps the entry-by-entry
@@ -163,16 +162,7 @@ pub(crate) fn change_small_run(
     let max = ((end - addr) / PAGE_SIZE) as usize;
     let (mut n, mut exclusive_lines, mut upgrades, mut steps) = (0, 0u64, 0u32, 0u64);
     let mut flush: Option<(u64, u64)> = None;
-    // What one entry's attribute bits become: the new bits without and
-    // with the write upgrade, whether the upgrade is tried, and
-    // pte_needs_flush() of each.
-    struct Change {
-        old_bits: u64,
-        try_upgrade: bool,
-        bits: [u64; 2],
-        flush: [bool; 2],
-    }
-    let mut memo: Option<Change> = None;
+    let mut memo: Option<super::small_runs::SmallChange> = None;
     let n_cont = crate::core::arch::arm64::CONT_PTES;
     while n < max {
         let i = i0 + n;
@@ -195,21 +185,16 @@ pub(crate) fn change_small_run(
         let old_bits = e & !fork_raw::ADDR;
         if memo.as_ref().is_none_or(|c| c.old_bits != old_bits) {
             let Entry::Leaf(old) = t.peek(i) else { break };
-            let ptent = pte_modify(old, prot);
-            let mut up = ptent;
-            up.flags |= LeafFlags::WRITE;
             let bits_of = |l: Leaf| arch.encode_leaf(1, l) & !fork_raw::ADDR;
-            memo = Some(Change {
+            memo = Some(super::small_runs::SmallChange::of(
+                arch,
+                vma,
+                old,
                 old_bits,
-                try_upgrade: try_writable
-                    && !ptent.write()
-                    && maybe_change_pte_writable(vma, ptent),
-                bits: [bits_of(ptent), bits_of(up)],
-                flush: [
-                    arch.pte_needs_flush(&old, &ptent),
-                    arch.pte_needs_flush(&old, &up),
-                ],
-            });
+                prot,
+                try_writable,
+                bits_of,
+            ));
         }
         let c = memo.as_ref().expect("set above");
         let len = run.map_or(1, |(len, _)| len);

@@ -112,3 +112,46 @@ pub(crate) fn order0_stretch(
     let (_, frames) = phys.small_anon_exclusive_run(pfn, len as u64)?;
     (frames >= 2).then_some((frames as usize, r.step))
 }
+
+/// What mprotect's order-0 loop does to every entry whose attribute bits
+/// are `old_bits` (entries of a run mostly differ in their frame only),
+/// worked out once through the codec for the first such entry `old`: the
+/// new bits without and with the write upgrade (`bits_of` strips what
+/// the loop keeps per entry), whether the upgrade is tried
+/// (MM_CP_TRY_CHANGE_WRITABLE and `maybe_change_pte_writable()`), and
+/// `pte_needs_flush()` of each. Shared by the x86-64 loop
+/// (`sys/mprotect.rs`) and the arm64 one ([`super::contpte_runs`]).
+/// Linux: mm/mprotect.c change_pte_range() (nr == 1).
+pub(crate) struct SmallChange {
+    pub(crate) old_bits: u64,
+    pub(crate) try_upgrade: bool,
+    pub(crate) bits: [u64; 2],
+    pub(crate) flush: [bool; 2],
+}
+
+impl SmallChange {
+    pub(crate) fn of(
+        arch: &dyn crate::core::arch::Arch,
+        vma: &crate::core::vma::Vma,
+        old: crate::core::arch::Leaf,
+        old_bits: u64,
+        prot: crate::core::arch::LeafFlags,
+        try_writable: bool,
+        bits_of: impl Fn(crate::core::arch::Leaf) -> u64,
+    ) -> SmallChange {
+        let ptent = crate::mm::protect::pte_modify(old, prot);
+        let mut up = ptent;
+        up.flags |= crate::core::arch::LeafFlags::WRITE;
+        SmallChange {
+            old_bits,
+            try_upgrade: try_writable
+                && !ptent.write()
+                && crate::mm::protect::maybe_change_pte_writable(vma, ptent),
+            bits: [bits_of(ptent), bits_of(up)],
+            flush: [
+                arch.pte_needs_flush(&old, &ptent),
+                arch.pte_needs_flush(&old, &up),
+            ],
+        }
+    }
+}

@@ -732,18 +732,9 @@ fn change_small_run(
     let max = ((end - addr) / PAGE_SIZE) as usize;
     let (mut n, mut exclusive_lines, mut upgrades) = (0, 0u64, 0u32);
     let mut flush: Option<(u64, u64)> = None;
-    // What one entry's attribute bits become, worked out through the codec
-    // for the first entry with those bits and reused for the next ones
-    // (entries of a run mostly differ in their frame only): the new bits
-    // without and with the write upgrade, whether the upgrade is tried,
-    // and pte_needs_flush() of each.
-    struct Change {
-        old_bits: u64,
-        try_upgrade: bool,
-        bits: [u64; 2],
-        flush: [bool; 2],
-    }
-    let mut memo: Option<Change> = None;
+    // What entries with one set of attribute bits become, worked out for
+    // the first of them and reused for the next ones.
+    let mut memo: Option<crate::mm::small_runs::SmallChange> = None;
     while n < max {
         let i = i0 + n;
         let e = t.raw(i);
@@ -774,9 +765,6 @@ fn change_small_run(
         if memo.as_ref().is_none_or(|c| c.old_bits != old_bits) {
             {
                 let Entry::Leaf(old) = t.peek(i) else { break };
-                let ptent = pte_modify(old, cp.prot);
-                let mut up = ptent;
-                up.flags |= LeafFlags::WRITE;
                 let bits_of = |l: Leaf| {
                     arch.encode_leaf(
                         1,
@@ -786,17 +774,15 @@ fn change_small_run(
                         },
                     ) & !raw.pfn_mask
                 };
-                memo = Some(Change {
+                memo = Some(crate::mm::small_runs::SmallChange::of(
+                    arch,
+                    vma,
+                    old,
                     old_bits,
-                    try_upgrade: cp.try_writable
-                        && !ptent.write()
-                        && maybe_change_pte_writable(vma, ptent),
-                    bits: [bits_of(ptent), bits_of(up)],
-                    flush: [
-                        arch.pte_needs_flush(&old, &ptent),
-                        arch.pte_needs_flush(&old, &up),
-                    ],
-                });
+                    cp.prot,
+                    cp.try_writable,
+                    bits_of,
+                ));
             }
         }
         let c = memo.as_ref().expect("set above");
