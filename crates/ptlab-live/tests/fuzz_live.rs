@@ -272,19 +272,12 @@ fn epochs_run_cases_side_by_side_on_two_jobs() {
 /// have overruled (without attribution nearly every step would).
 #[test]
 fn attributed_counters_keep_two_concurrent_diffs_apart() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: attributed_counters_keep_two_concurrent_diffs_apart: {why}");
+    let Some(cpus) = two_job_cpus(
+        "attributed_counters_keep_two_concurrent_diffs_apart",
+        "needs root",
+    ) else {
         return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: attributed_counters_keep_two_concurrent_diffs_apart: needs root");
-        return;
-    }
-    let cpus = ptlab_live::fuzz::allowed_cpus();
-    if cpus.len() < 2 {
-        eprintln!("SKIP: attributed_counters_keep_two_concurrent_diffs_apart: fewer than 2 CPUs");
-        return;
-    }
+    };
     let lock = std::sync::Arc::new(ptlab_live::knobs::acquire_or_wait("test").unwrap());
     let _shared = ptlab_live::knobs::share_lock_in_this_thread(lock.clone());
     let knobs_before = knob_values();
@@ -592,19 +585,9 @@ fn a_kept_swap_area_serves_the_next_run_and_goes_with_the_cover() {
 #[test]
 fn a_swap_case_and_a_case_without_swap_run_side_by_side_and_agree() {
     const T: &str = "a_swap_case_and_a_case_without_swap_run_side_by_side_and_agree";
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: {T}: {why}");
+    let Some(cpus) = two_job_cpus(T, "swapon needs root") else {
         return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: {T}: swapon needs root");
-        return;
-    }
-    let cpus = ptlab_live::fuzz::allowed_cpus();
-    if cpus.len() < 2 {
-        eprintln!("SKIP: {T}: fewer than 2 CPUs");
-        return;
-    }
+    };
     use ptlab_live::knobs;
     use ptlab_live::swapfile;
     use ptlab_model::{ThpKnob, ThpMode};
@@ -690,4 +673,24 @@ fn a_swap_case_and_a_case_without_swap_run_side_by_side_and_agree() {
     assert_eq!(areas(), areas_before);
     assert!(!knobs::journal_path().exists(), "the journal is gone");
     assert_eq!(knob_values(), knobs_before, "the cover restores every knob");
+}
+
+/// The CPUs a test that runs two live jobs side by side pins them to, or
+/// `None` after printing the SKIP line that says why it cannot run here:
+/// no live kernel, not root (`root_why`), or fewer than 2 CPUs.
+fn two_job_cpus(test: &str, root_why: &str) -> Option<Vec<usize>> {
+    if let Some(why) = ptlab_live::live_unavailable() {
+        eprintln!("SKIP: {test}: {why}");
+        return None;
+    }
+    if !ptlab_live::is_root() {
+        eprintln!("SKIP: {test}: {root_why}");
+        return None;
+    }
+    let cpus = ptlab_live::fuzz::allowed_cpus();
+    if cpus.len() < 2 {
+        eprintln!("SKIP: {test}: fewer than 2 CPUs");
+        return None;
+    }
+    Some(cpus)
 }
