@@ -138,7 +138,9 @@ fn hinting_entries_skipped_again() {
     }
 }
 
-/// A remote 64 KiB folio becomes 16 hinting entries.
+/// A remote 64 KiB folio becomes 16 hinting entries: one pass of
+/// change_pte_range()'s loop (`mprotect_pass`) for the batch in 6.17+,
+/// one per PTE (16) before.
 /// arm64 6.17+: ptep_get 3 L; 1 P page_folio + 1 P shared test; not
 /// skipped: mprotect_folio_pte_batch(RESPECT_SOFT_DIRTY | RESPECT_WRITE)
 /// 1 P, the hint covers the block; modify_prot_start_ptes(16) 16 X (no
@@ -169,6 +171,7 @@ fn remote_64k_folio_arm64() {
         ("struct_page_line", 3),
         ("pte_atomic_clear", 16),
         ("pte_store", 16),
+        ("mprotect_pass", 1),
     ]);
     after.extend(m(&flush(1)));
     assert_eq!(last_line(&src, ArchKind::Arm64, AFTER), after);
@@ -178,6 +181,7 @@ fn remote_64k_folio_arm64() {
         ("pte_atomic_clear", 32),
         ("pte_store", 32),
         ("cont_unfold", 1),
+        ("mprotect_pass", 16),
     ]);
     before.extend(m(&flush(2)));
     assert_eq!(last_line(&src, ArchKind::Arm64, BEFORE), before);
@@ -199,13 +203,16 @@ fn remote_64k_folio_x86() {
     ];
     let mut after = m(&common);
     after.insert("struct_page_line".into(), 3);
+    after.insert("mprotect_pass".into(), 1);
     assert_eq!(last_line(&src, ArchKind::X86_64, AFTER), after);
     let mut before = m(&common);
     before.insert("struct_page_line".into(), 32);
+    before.insert("mprotect_pass".into(), 16);
     assert_eq!(last_line(&src, ArchKind::X86_64, BEFORE), before);
 }
 
-/// Order-0 pages: no batch either way, and the tests read the same line
+/// Order-0 pages: no batch either way (one `mprotect_pass` per changed
+/// page, none for a skipped one), and the tests read the same line
 /// (a small folio's mapcount and refcount are in its only struct page), so
 /// both algorithms cost the same: skipped, 1 L + 1 P per page; remote,
 /// 1 L + 1 P + 1 X + 1 S per page and one flush of 4 pages (x86 4 INVLPG;
@@ -230,6 +237,7 @@ write p 16K
             ("pte_store", 4),
             ("tlb_flush_call", 1),
             ("tlbi_page", 4),
+            ("mprotect_pass", 4),
         ]);
         if arch == ArchKind::Arm64 {
             changed.extend(m(&[("dsb_ishst", 1), ("dsb_ish", 1)]));

@@ -55,7 +55,7 @@ q = mremap p 4K 4K maymove fixed 0x7f00_0010_0000
 /// get_and_clear_ptes(1) 1 X; set_ptes(1) 1 S. No TLB flush, no folio
 /// work, no swap_map change (the entry keeps its one reference). The source
 /// unmap: zap_pte_range() reads the now-empty entry (1 L), 1 PMD, 1 PTL,
-/// clears nothing, flushes nothing.
+/// clears nothing, flushes nothing. The VMA moved: 1 `mremap_vma`.
 /// arm64: +2 L (the unfold checks in get_and_clear_full_ptes(nr = 1) and
 /// set_ptes(nr = 1)).
 #[test]
@@ -63,6 +63,7 @@ fn mremap_swap_pte() {
     let want = m(&[
         ("syscall", 1),
         ("vma_lookup", 1),
+        ("mremap_vma", 1),
         ("pmd_load", 3),
         ("ptl_lock", 3),
         ("pte_load", 2),
