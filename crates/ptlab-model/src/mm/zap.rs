@@ -272,8 +272,10 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
         }
         let folio = phys.folio_of(leaf.pfn).expect("PTE maps a folio");
         // A stretch of whole large folios of one run from this head in
-        // the segment's one stored run: the first folio's batch below,
-        // the others in one step ([`zap_large_run`]).
+        // the segment's one stored run: the first folio's batch below
+        // (its `n` is the folio), the others after it in one step
+        // ([`zap_large_run`]).
+        let mut stretch = None;
         if one_run && !locked && folio.is_large() && leaf.pfn == folio.head && !mm.pt.hw.observing()
         {
             let nr_f = folio.nr_pages();
@@ -282,15 +284,7 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
                 (left / nr_f).min((run_end - leaf.pfn.0) / nr_f)
             });
             if folios >= 2 {
-                let before_mm = mm.pt.hw.tally();
-                let before = ZapTally::take(phys);
-                rule!(mm.pt.hw, ZapPteBatch);
-                unmap_batch(mm, phys, folio, leaf.pfn, nr_f as u32);
-                let done = zap_large_run(phys, mm.pid, leaf.pfn.add(nr_f), folios - 1, &before);
-                mm.pt.hw.add_since(&before_mm, done);
-                mm.rss_anon -= done * nr_f;
-                i += ((1 + done) * nr_f) as usize;
-                continue;
+                stretch = Some((folios, nr_f, mm.pt.hw.tally(), ZapTally::take(phys)));
             }
         }
         let mut n = 1;
@@ -319,6 +313,16 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
         }
         unmap_batch(mm, phys, folio, leaf.pfn, n as u32);
         i += n;
+        if let Some((folios, nr_f, before_mm, before)) = stretch {
+            debug_assert_eq!(
+                n as u64, nr_f,
+                "the stretch's first batch is its first folio"
+            );
+            let done = zap_large_run(phys, mm.pid, leaf.pfn.add(nr_f), folios - 1, &before);
+            mm.pt.hw.add_since(&before_mm, done);
+            mm.rss_anon -= done * nr_f;
+            i += (done * nr_f) as usize;
+        }
     }
 }
 
