@@ -4889,16 +4889,7 @@ mod campaign_tests {
         let plain = Generated {
             lines: vec![
                 GenLine::Comment("x".into()),
-                GenLine::Call {
-                    proc: "main".into(),
-                    bind: None,
-                    call: Call::Mmap {
-                        addr: ARENA,
-                        len: 1 << 20,
-                        prot: Prot::READ | Prot::WRITE,
-                        flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED,
-                    },
-                },
+                super::weight_tests::arena_mmap_line(),
                 GenLine::Call {
                     proc: "main".into(),
                     bind: None,
@@ -5015,7 +5006,7 @@ mod weight_tests {
 
     /// `main` maps 1 MiB of anonymous memory at the arena (an operation to
     /// put after a generated policy).
-    fn arena_mmap_line() -> GenLine {
+    pub(super) fn arena_mmap_line() -> GenLine {
         GenLine::Call {
             proc: "main".into(),
             bind: None,

@@ -873,6 +873,15 @@ fn swapin_large(
 }
 
 // ---- order-0 write faults over a stretch of none PTEs ------------------------
+/// Whether a fault in `vma` may allocate a large folio mapped by PTEs (an
+/// mTHP order below PMD order is allowed): where none is, an anonymous
+/// write fault under an existing PTE table maps an order-0 page.
+/// Linux: mm/memory.c alloc_anon_folio() (thp_vma_allowable_orders()).
+pub(crate) fn pte_mapped_orders_allowed(mm: &Mm, vma: &Vma, thp: &ThpSettings) -> bool {
+    let f = vma.flags;
+    let mask = thp.allowed_orders(f.contains(VmFlags::HUGEPAGE), thp_disabled(mm, vma), false);
+    mask & ((1 << PMD_ORDER) - 1) != 0
+}
 
 /// How many pages from `addr` (at most to `end`) a program's write would
 /// fault in through the same order-0 branch of [`do_anonymous_page`],
@@ -898,8 +907,7 @@ pub fn order0_write_stretch(mm: &Mm, thp: &ThpSettings, addr: u64, end: u64) -> 
     {
         return 0;
     }
-    let mask = thp.allowed_orders(f.contains(VmFlags::HUGEPAGE), thp_disabled(mm, vma), false);
-    if mask & ((1 << PMD_ORDER) - 1) != 0 || !matches!(mm.pt.pmd(addr), PmdSlot::Table(_)) {
+    if pte_mapped_orders_allowed(mm, vma, thp) || !matches!(mm.pt.pmd(addr), PmdSlot::Table(_)) {
         return 0;
     }
     let end = end.min(vma.end).min((addr & !(PMD_SIZE - 1)) + PMD_SIZE);

@@ -22,6 +22,16 @@ impl Model {
         addr: u64,
         write: bool,
     ) -> Result<crate::core::addr::Pfn, AccessFault> {
+        let (mm, mut env) = self.fault_parts(pid).ok_or(AccessFault::NoProcess)?;
+        handle_fault(mm, &mut env, addr & !(PAGE_SIZE - 1), write)
+    }
+
+    /// Process `pid`'s mm and what a fault in it uses of the rest of the
+    /// machine, borrowed apart (`None`: no such process).
+    pub(crate) fn fault_parts(
+        &mut self,
+        pid: Pid,
+    ) -> Option<(&mut crate::mm::mm::Mm, FaultEnv<'_>)> {
         let Model {
             procs,
             phys,
@@ -29,9 +39,8 @@ impl Model {
             ids,
             ..
         } = self;
-        let mm = procs.get_mut(&pid).ok_or(AccessFault::NoProcess)?;
-        let mut env = FaultEnv { phys, thp, ids };
-        handle_fault(mm, &mut env, addr & !(PAGE_SIZE - 1), write)
+        let mm = procs.get_mut(&pid)?;
+        Some((mm, FaultEnv { phys, thp, ids }))
     }
 
     /// A user access: no fault when the page is mapped with the needed

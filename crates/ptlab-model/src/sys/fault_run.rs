@@ -19,7 +19,7 @@
 //! do_anonymous_page(), once per page.
 
 use crate::core::addr::PAGE_SIZE;
-use crate::mm::fault::{order0_fault_is_plain, order0_write_run, order0_write_stretch, FaultEnv};
+use crate::mm::fault::{order0_fault_is_plain, order0_write_run, order0_write_stretch};
 use crate::model::Model;
 use crate::types::Pid;
 
@@ -79,17 +79,10 @@ impl Model {
         pfn: crate::core::addr::Pfn,
         tag: Option<u64>,
     ) -> u64 {
-        let Model {
-            procs,
-            phys,
-            thp,
-            ids,
-            ..
-        } = self;
-        let Some(mm) = procs.get_mut(&pid) else {
+        let Some((mm, mut env)) = self.fault_parts(pid) else {
             return 0;
         };
-        if mm.rss_anon != s.rss + 1 || !order0_fault_is_plain(mm, phys, addr, pfn) {
+        if mm.rss_anon != s.rss + 1 || !order0_fault_is_plain(mm, env.phys, addr, pfn) {
             return 0;
         }
         let next = addr + PAGE_SIZE;
@@ -97,7 +90,6 @@ impl Model {
             Some(t) => (t, 0),
             None => (next, PAGE_SIZE),
         };
-        let mut env = FaultEnv { phys, thp, ids };
         let k = order0_write_run(mm, &mut env, next, s.pages - 1, base, step);
         mm.pt.hw.add_since(&s.before.mm, k);
         env.phys.hw.add_since(&s.before.phys, k);
@@ -157,14 +149,19 @@ impl Model {
     /// Whether a write fault at `addr` may be the first of a stretch: its
     /// PTE table exists and its VMA has an anon_vma (so the fault neither
     /// allocates one nor prepares the other, as the faults after it
-    /// would not), and no observer records the sinks' marks (the stretch
-    /// leaves out the marks of the faults it repeats).
+    /// would not) and allows an mTHP order (else the fault maps an order-0
+    /// page, which the order-0 run takes), and no observer records the
+    /// sinks' marks (the stretch leaves out the marks of the faults it
+    /// repeats).
     pub(crate) fn stretch_watchable(&self, pid: Pid, addr: u64) -> bool {
         let Some(mm) = self.procs.get(&pid) else {
             return false;
         };
         matches!(mm.pt.pmd(addr), crate::core::pgtable::PmdSlot::Table(_))
-            && mm.vmas.find(addr).is_some_and(|v| v.anon_vma.is_some())
+            && mm.vmas.find(addr).is_some_and(|v| {
+                v.anon_vma.is_some()
+                    && crate::mm::fault::pte_mapped_orders_allowed(mm, v, &self.thp)
+            })
             && !mm.pt.hw.observing()
             && !self.phys.hw.observing()
     }
@@ -181,17 +178,9 @@ impl Model {
         if blocks == 0 {
             return 0;
         }
-        let Model {
-            procs,
-            phys,
-            thp,
-            ids,
-            ..
-        } = self;
-        let Some(mm) = procs.get_mut(&pid) else {
+        let Some((mm, mut env)) = self.fault_parts(pid) else {
             return 0;
         };
-        let mut env = FaultEnv { phys, thp, ids };
         let made = crate::mm::fault::fault_large_stretch(mm, &mut env, t.at, t.head, t.nr, blocks);
         if made == 0 {
             return 0;
