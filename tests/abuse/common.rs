@@ -13,9 +13,21 @@ use std::time::{Duration, Instant};
 /// Tests that start live runs or signal ptlab hold this, so the suite's own
 /// tests never race each other for the knob lock or count each other's
 /// workers as leaks. (Other test binaries serialise through the knob lock.)
+///
+/// The first call also restores a journal a killed earlier run left behind
+/// (as every `ptlab` start does), so the suite's "state before" snapshots
+/// are the machine's real state and not a crashed run's leftovers, which the
+/// first `ptlab` a test starts would put back under the test's feet.
 pub fn serial() -> MutexGuard<'static, ()> {
     static M: Mutex<()> = Mutex::new(());
-    M.lock().unwrap_or_else(|e| e.into_inner())
+    static STALE: std::sync::Once = std::sync::Once::new();
+    let g = M.lock().unwrap_or_else(|e| e.into_inner());
+    STALE.call_once(|| match ptlab_live::knobs::restore_now() {
+        Ok(Some(rep)) => eprintln!("abuse: before the first test: {rep}"),
+        Ok(None) => {}
+        Err(e) => eprintln!("abuse: cannot restore a stale journal: {e:#}"),
+    });
+    g
 }
 
 pub fn is_root() -> bool {
