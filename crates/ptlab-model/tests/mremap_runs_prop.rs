@@ -9,6 +9,10 @@
 //! so source and destination entries sit at different indices (and blocks)
 //! of their tables: arm64's block-end fold tries, contiguous blocks,
 //! PROT_NONE and zero-page entries meet the loop at every phase.
+//! arm64's whole-stretch move (`move_cont_stretch`: whole contiguous
+//! blocks of one folio run moved as the first block's pass repeated) is
+//! held to the block-by-block loop the same way, and to the loop with
+//! `ModelConfig::stretch_steps` off.
 
 mod common;
 
@@ -82,12 +86,15 @@ fn run(
     orders: &[u8],
     ops: &[Op],
     tracing: bool,
+    stretch: bool,
 ) -> (
     String,
     ptlab_model::HwEvents,
     ptlab_model::core::rules::Coverage,
 ) {
-    let mut m = Model::new(ModelConfig::for_arch(arch));
+    let mut cfg = ModelConfig::for_arch(arch);
+    cfg.stretch_steps = stretch;
+    let mut m = Model::new(cfg);
     m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
     for &o in orders {
         m.set_thp(ThpKnob::Size(o), ThpMode::Always).unwrap();
@@ -147,11 +154,15 @@ proptest! {
         ops in prop::collection::vec(op(), 1..24),
     ) {
         for arch in ArchKind::ALL {
-            let segment = run(arch, &orders, &ops, false);
-            let entry = run(arch, &orders, &ops, true);
+            let segment = run(arch, &orders, &ops, false, true);
+            let entry = run(arch, &orders, &ops, true, true);
+            let blocks = run(arch, &orders, &ops, false, false);
             prop_assert_eq!(&segment.0, &entry.0, "observation, {:?}", arch);
-            prop_assert_eq!(segment.1, entry.1, "events and calls, {:?}", arch);
+            prop_assert_eq!(&segment.1, &entry.1, "events and calls, {:?}", arch);
             prop_assert_eq!(&segment.2, &entry.2, "rule hits, {:?}", arch);
+            prop_assert_eq!(&segment.0, &blocks.0, "observation, stretch off, {:?}", arch);
+            prop_assert_eq!(&segment.1, &blocks.1, "events and calls, stretch off, {:?}", arch);
+            prop_assert_eq!(&segment.2, &blocks.2, "rule hits, stretch off, {:?}", arch);
         }
     }
 }
@@ -183,10 +194,83 @@ fn unaligned_order0_moves_agree() {
         });
     }
     for arch in ArchKind::ALL {
-        let segment = run(arch, &[], &ops, false);
-        let entry = run(arch, &[], &ops, true);
+        let segment = run(arch, &[], &ops, false, true);
+        let entry = run(arch, &[], &ops, true, true);
         assert_eq!(segment.0, entry.0, "observation, {arch:?}");
         assert_eq!(segment.1, entry.1, "events and calls, {arch:?}");
         assert_eq!(segment.2, entry.2, "rule hits, {arch:?}");
+    }
+}
+
+/// The seed's shape (mremap-batch-64k): 1 MiB of 64 KiB folios written,
+/// then moved 1 MiB up, block-aligned, and moved again by every shift
+/// 0..17 pages (unaligned: no stretch) and back; then part of it (a
+/// stretch ending inside the range, and one starting at an odd block).
+/// On arm64 the whole-stretch move is taken (so the property above
+/// compares something) and every count equals the block-by-block loop's
+/// (stretch off) and the traced entry loop's; on x86-64 there is none.
+#[test]
+fn seed_shape_moves_by_stretches_with_equal_counts() {
+    let mib = 1 << 20;
+    let mut ops = vec![
+        Op::Write { off: 0, len: mib },
+        Op::Move {
+            off: 0,
+            len: mib,
+            shift: 0,
+            back: false,
+        },
+        Op::Move {
+            off: 0,
+            len: mib,
+            shift: 16,
+            back: true,
+        },
+        Op::Move {
+            off: 0x10000,
+            len: 0x50000,
+            shift: 0,
+            back: false,
+        },
+        Op::Move {
+            off: 0x10000,
+            len: 0x50000,
+            shift: 32,
+            back: true,
+        },
+    ];
+    for shift in 0..17 {
+        ops.push(Op::Move {
+            off: 0x20000,
+            len: 0x40000,
+            shift,
+            back: false,
+        });
+        ops.push(Op::Move {
+            off: 0x20000 + shift * 4096,
+            len: 0x40000,
+            shift: 0,
+            back: true,
+        });
+    }
+    for arch in ArchKind::ALL {
+        let taken = ptlab_model::move_pt::move_stretches_taken();
+        let segment = run(arch, &[4], &ops, false, true);
+        let stretches = ptlab_model::move_pt::move_stretches_taken() - taken;
+        let blocks = run(arch, &[4], &ops, false, false);
+        let entry = run(arch, &[4], &ops, true, true);
+        match arch {
+            ArchKind::Arm64 => assert!(stretches >= 3, "{stretches} stretch moves on arm64"),
+            ArchKind::X86_64 => assert_eq!(stretches, 0, "x86-64 moves a PTE per batch"),
+        }
+        assert_eq!(
+            ptlab_model::move_pt::move_stretches_taken() - taken,
+            stretches
+        );
+        for (other, what) in [(&blocks, "stretch off"), (&entry, "traced")] {
+            assert_eq!(segment.0, other.0, "observation, {what}, {arch:?}");
+            assert_eq!(segment.1, other.1, "events and calls, {what}, {arch:?}");
+            assert_eq!(segment.2, other.2, "rule hits, {what}, {arch:?}");
+        }
     }
 }

@@ -25,6 +25,7 @@
 //! `ptlab show` ([`crate::Model::set_hw_tracing`]); without one, a mark
 //! costs a check of an empty slot.
 
+use crate::core::rules::{touched_words, Touched};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -580,6 +581,9 @@ pub struct HwTally {
 pub struct HwSink {
     counts: [Cell<u64>; HwEvent::COUNT],
     calls: [Cell<u64>; KCall::COUNT],
+    /// The events and calls ever counted (for a sparse [`HwSink::add_since`]).
+    counts_touched: Touched<{ touched_words(HwEvent::COUNT) }>,
+    calls_touched: Touched<{ touched_words(KCall::COUNT) }>,
     /// Rule hits (coverage: [`crate::core::rules`]), kept beside the
     /// events because every rule site has a sink at hand.
     pub rules: crate::core::rules::RuleCounts,
@@ -593,6 +597,8 @@ impl Clone for HwSink {
         HwSink {
             counts: self.counts.clone(),
             calls: self.calls.clone(),
+            counts_touched: self.counts_touched.clone(),
+            calls_touched: self.calls_touched.clone(),
             rules: self.rules.clone(),
             features: self.features,
             observer: RefCell::new(self.observer.borrow().as_ref().map(|o| o.boxed_clone())),
@@ -615,6 +621,8 @@ impl HwSink {
         HwSink {
             counts: std::array::from_fn(|_| Cell::new(0)),
             calls: std::array::from_fn(|_| Cell::new(0)),
+            counts_touched: Touched::default(),
+            calls_touched: Touched::default(),
             rules: Default::default(),
             features,
             observer: RefCell::new(None),
@@ -660,6 +668,7 @@ impl HwSink {
     pub fn add(&self, e: HwEvent, n: u64) {
         let c = &self.counts[e as usize];
         c.set(c.get() + n);
+        self.counts_touched.set(e as usize);
     }
     #[inline]
     pub fn one(&self, e: HwEvent) {
@@ -751,8 +760,7 @@ impl HwSink {
     #[inline]
     pub fn ptep_get_reads(&self, n: u64) {
         self.add(HwEvent::PteLoad, n);
-        let c = &self.calls[KCall::PtepGet as usize];
-        c.set(c.get() + n);
+        self.call_n(KCall::PtepGet, n);
     }
     /// Count one call of kernel function `k` (not a hardware event).
     #[inline]
@@ -764,6 +772,7 @@ impl HwSink {
     pub fn call_n(&self, k: KCall, n: u64) {
         let c = &self.calls[k as usize];
         c.set(c.get() + n);
+        self.calls_touched.set(k as usize);
     }
     /// Whether an observer records marks (then per-segment loops that
     /// would merge marks take the entry-by-entry path).
@@ -788,13 +797,17 @@ impl HwSink {
     /// `before`: a whole-stretch step that did one of `k + 1` identical
     /// steps through the step's own code adds the other `k` in one
     /// addition.
+    /// Only the counters ever changed are visited (the others are zero
+    /// now and were then).
     pub fn add_since(&self, before: &HwTally, k: u64) {
-        for (c, &b) in self.counts.iter().zip(&before.counts) {
-            c.set(c.get() + (c.get() - b) * k);
-        }
-        for (c, &b) in self.calls.iter().zip(&before.calls) {
-            c.set(c.get() + (c.get() - b) * k);
-        }
+        self.counts_touched.each(|i| {
+            let c = &self.counts[i];
+            c.set(c.get() + (c.get() - before.counts[i]) * k);
+        });
+        self.calls_touched.each(|i| {
+            let c = &self.calls[i];
+            c.set(c.get() + (c.get() - before.calls[i]) * k);
+        });
         self.rules
             .add_since(&before.rules, u32::try_from(k).unwrap_or(u32::MAX));
     }
@@ -811,11 +824,17 @@ impl HwSink {
     }
     /// Add every count of `o` (an exiting process's events retire here).
     pub fn absorb(&self, o: &HwEvents) {
-        for (c, v) in self.counts.iter().zip(o.counts.iter()) {
-            c.set(c.get() + v);
+        for (i, (c, v)) in self.counts.iter().zip(o.counts.iter()).enumerate() {
+            if *v != 0 {
+                c.set(c.get() + v);
+                self.counts_touched.set(i);
+            }
         }
-        for (c, v) in self.calls.iter().zip(o.calls.iter()) {
-            c.set(c.get() + v);
+        for (i, (c, v)) in self.calls.iter().zip(o.calls.iter()).enumerate() {
+            if *v != 0 {
+                c.set(c.get() + v);
+                self.calls_touched.set(i);
+            }
         }
     }
 }
@@ -835,6 +854,44 @@ mod tests {
         let j = serde_json::to_string(&h).unwrap();
         assert_eq!(j, r#"{"pte_load":3}"#);
         assert_eq!(serde_json::from_str::<HwEvents>(&j).unwrap(), h);
+    }
+
+    /// The sparse `add_since` (only counters ever changed are visited)
+    /// multiplies exactly what changed since the tally: counters changed
+    /// before it only, after it only (first touched then), both, and
+    /// through a clone and an absorb.
+    #[test]
+    fn add_since_repeats_what_changed_since_the_tally() {
+        let s = HwSink::new(HwFeatures::default());
+        s.add(HwEvent::PteLoad, 5);
+        s.call(KCall::SetPtes);
+        s.rule(crate::core::rules::Rule::ContpteFold);
+        let before = s.tally();
+        s.add(HwEvent::PteLoad, 2);
+        s.add(HwEvent::PteStore, 3);
+        s.call_n(KCall::PtepGet, 4);
+        s.rule(crate::core::rules::Rule::ContptePaint);
+        s.add_since(&before, 10);
+        let snap = s.snapshot();
+        assert_eq!(snap.get(HwEvent::PteLoad), 5 + 2 * 11);
+        assert_eq!(snap.get(HwEvent::PteStore), 3 * 11);
+        assert_eq!(snap.calls(KCall::SetPtes), 1);
+        assert_eq!(snap.calls(KCall::PtepGet), 4 * 11);
+        let cov = s.rules.coverage();
+        assert_eq!(cov.get(crate::core::rules::Rule::ContpteFold), 1);
+        assert_eq!(cov.get(crate::core::rules::Rule::ContptePaint), 11);
+        // A clone keeps which counters changed; an absorbed count marks its own.
+        let c = s.clone();
+        let before = c.tally();
+        let mut more = HwEvents::default();
+        more.add(HwEvent::PteAtomicClear, 7);
+        c.absorb(&more);
+        c.add(HwEvent::PteLoad, 1);
+        c.add_since(&before, 2);
+        let snap = c.snapshot();
+        assert_eq!(snap.get(HwEvent::PteAtomicClear), 21);
+        assert_eq!(snap.get(HwEvent::PteLoad), 27 + 3);
+        assert_eq!(snap.get(HwEvent::PteStore), 33);
     }
 
     #[test]

@@ -400,13 +400,58 @@ impl Rule {
     }
 }
 
+/// Which of `64 × W` counters were ever changed: a bit per counter, set
+/// by every change and never cleared (a clone copies it). A counter whose
+/// bit is clear still holds its initial zero, so a whole-stretch step's
+/// `add_since` ([`crate::core::hw::HwSink::add_since`],
+/// [`RuleCounts::add_since`]) need only visit the set bits — the few counters a workload
+/// touches, not every counter.
+#[derive(Clone, Debug)]
+pub(crate) struct Touched<const W: usize>([Cell<u64>; W]);
+
+impl<const W: usize> Default for Touched<W> {
+    fn default() -> Self {
+        Touched(std::array::from_fn(|_| Cell::new(0)))
+    }
+}
+
+impl<const W: usize> Touched<W> {
+    /// Counter `i` changed.
+    #[inline]
+    pub(crate) fn set(&self, i: usize) {
+        let w = &self.0[i / 64];
+        w.set(w.get() | 1 << (i % 64));
+    }
+    /// Each counter ever changed, in index order.
+    #[inline]
+    pub(crate) fn each(&self, mut f: impl FnMut(usize)) {
+        for (k, w) in self.0.iter().enumerate() {
+            let mut bits = w.get();
+            while bits != 0 {
+                f(k * 64 + bits.trailing_zeros() as usize);
+                bits &= bits - 1;
+            }
+        }
+    }
+}
+
+/// Words of a [`Touched`] set over `n` counters.
+pub(crate) const fn touched_words(n: usize) -> usize {
+    n.div_ceil(64)
+}
+
 /// One hit counter per rule (kept in each [`crate::core::hw::HwSink`]).
+/// The second field is the set of rules ever hit (a sparse
+/// [`RuleCounts::add_since`]; see [`crate::core::hw::HwSink::add_since`]).
 #[derive(Clone)]
-pub struct RuleCounts([Cell<u32>; Rule::COUNT]);
+pub struct RuleCounts(
+    [Cell<u32>; Rule::COUNT],
+    Touched<{ touched_words(Rule::COUNT) }>,
+);
 
 impl Default for RuleCounts {
     fn default() -> Self {
-        RuleCounts(std::array::from_fn(|_| Cell::new(0)))
+        RuleCounts(std::array::from_fn(|_| Cell::new(0)), Touched::default())
     }
 }
 
@@ -419,6 +464,7 @@ impl RuleCounts {
     pub fn hit_n(&self, r: Rule, n: u32) {
         let c = &self.0[r as usize];
         c.set(c.get().saturating_add(n));
+        self.1.set(r as usize);
     }
     /// The counts, for reports (never for a decision of the model).
     pub fn coverage(&self) -> Coverage {
@@ -433,18 +479,22 @@ impl RuleCounts {
     /// Add `k` times what was hit since `before` (a [`RuleCounts::tally`]):
     /// the hits of one step repeated `k` times more.
     pub fn add_since(&self, before: &[u32], k: u32) {
-        for (c, &b) in self.0.iter().zip(before) {
-            let d = c.get() - b;
+        // Only the rules ever hit (the others are zero now and were then).
+        self.1.each(|i| {
+            let c = &self.0[i];
+            let d = c.get() - before[i];
             if d > 0 {
                 c.set(c.get().saturating_add(d.saturating_mul(k)));
             }
-        }
+        });
     }
     /// Add every count of `o` (an exiting process's counts retire here).
     pub fn retire(&self, o: &RuleCounts) {
-        for (c, v) in self.0.iter().zip(o.0.iter()) {
-            c.set(c.get().saturating_add(v.get()));
-        }
+        o.1.each(|i| {
+            let c = &self.0[i];
+            c.set(c.get().saturating_add(o.0[i].get()));
+            self.1.set(i);
+        });
     }
 }
 

@@ -25,7 +25,7 @@
 
 use crate::core::addr::{PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
 use crate::core::arch::arm64::{contpte, CONT_PTES};
-use crate::core::arch::{Entry, Leaf, LeafFlags, RawPte};
+use crate::core::arch::{ClearedPtes, Entry, Leaf, LeafFlags, RawPte};
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, KCall};
 use crate::core::pgtable::{PageTables, PmdSlot, Run};
@@ -45,6 +45,10 @@ pub struct PageTableMove {
     pub old_addr: u64,
     pub new_addr: u64,
     pub len: u64,
+    /// The model's switch `ModelConfig::stretch_steps` (not the kernel's):
+    /// a stretch of whole contiguous blocks of one folio run moves in one
+    /// step ([`move_cont_stretch`]); off, block by block.
+    pub stretch: bool,
 }
 
 /// The VMA is registered with a userfaultfd that lacks
@@ -138,7 +142,10 @@ pub fn move_page_tables(
         }
         let old_vma = &pmc.old;
         if batched {
-            move_ptes_batched(&mut mm.pt, phys, old_vma, old_addr, new_addr, extent);
+            let stretch = pmc.stretch;
+            move_ptes_batched(
+                &mut mm.pt, phys, old_vma, old_addr, new_addr, extent, stretch,
+            );
         } else {
             move_ptes_per_pte(&mut mm.pt, phys, old_vma, old_addr, new_addr, extent);
         }
@@ -330,6 +337,9 @@ fn move_ptes_prologue(pt: &PageTables, old_addr: u64, new_addr: u64) {
 /// get_and_clear_ptes() ORs the dirty and young bits of the run into the
 /// value written (arm64: a batch clear unfolds only blocks it covers
 /// partially; set_ptes() paints whole aligned blocks contiguous).
+/// With `stretch` (arm64), a stretch of whole contiguous blocks each one
+/// folio of one run moves as its first batch and the others' state
+/// change and counts at once ([`move_cont_stretch`]).
 /// Linux: mm/mremap.c move_ptes(), mremap_folio_pte_batch().
 pub fn move_ptes_batched(
     pt: &mut PageTables,
@@ -338,6 +348,7 @@ pub fn move_ptes_batched(
     old_addr: u64,
     new_addr: u64,
     extent: u64,
+    stretch: bool,
 ) {
     move_ptes_prologue(pt, old_addr, new_addr);
     let mut force_flush = false;
@@ -378,24 +389,47 @@ pub fn move_ptes_batched(
             off += PAGE_SIZE;
             continue;
         }
+        let max_nr = (extent - off) / PAGE_SIZE;
+        // Blocks after this one that repeat its pass exactly: tally the
+        // pass (from its ptep_get()) to add it that many times after.
+        let more = match (stretch && cont_fast, pt.pte_peek(va)) {
+            (true, Entry::Leaf(l)) => cont_stretch_blocks(pt, phys, va, new_addr + off, &l, max_nr),
+            _ => 0,
+        };
+        let tally = (more > 0).then(|| (pt.hw.tally(), phys.hw.tally()));
         let Entry::Leaf(pte) = pt.pte(va) else {
             off += PAGE_SIZE;
             continue;
         };
         force_flush = true;
-        let max_nr = (extent - off) / PAGE_SIZE;
         let nr = mremap_folio_pte_batch(pt, phys, va, pte, max_nr);
         pt.hw.mark_batch(va, nr, "move");
-        let cleared = pt.clear_ptes(va, nr);
-        let mut first = cleared[0].1;
-        for (_, l) in &cleared[1..] {
-            first.flags |= l.flags & (LeafFlags::DIRTY | LeafFlags::YOUNG);
+        // get_and_clear_ptes(): a run of equal bits comes back as one
+        // (nothing to gather: every entry has the first's dirty and young
+        // bits), anything else entry by entry.
+        let cleared = pt.clear_ptes_batch(va, nr);
+        let Some((_, mut first)) = cleared.get(0) else {
+            unreachable!("the batch starts at a present entry")
+        };
+        if let ClearedPtes::List(list) = &cleared {
+            for (_, l) in &list[1..] {
+                first.flags |= l.flags & (LeafFlags::DIRTY | LeafFlags::YOUNG);
+            }
         }
         pt.set_ptes(new_addr + off, moved_pte(old_vma, first), nr, phys);
         if nr > 1 {
             rule!(pt.hw, MremapMovePtesBatch);
         }
         off += nr * PAGE_SIZE;
+        if let Some((before_pt, before_phys)) = tally {
+            debug_assert_eq!(nr, CONT_PTES as u64, "a stretch's first batch is one block");
+            let n = more * CONT_PTES as u64;
+            move_cont_stretch(pt, old_addr + off, new_addr + off, n);
+            pt.hw.add_since(&before_pt, more);
+            phys.hw.add_since(&before_phys, more);
+            off += n * PAGE_SIZE;
+            MOVE_STRETCHES.with(|c| c.set(c.get() + 1));
+        }
     }
     // if (force_flush) flush_tlb_range(vma, old_end - len, old_end);
     if force_flush {
@@ -426,9 +460,24 @@ fn move_pte_run(
     } else {
         0
     };
-    let mut moved = [0u64; PTRS_PER_TABLE];
     let (t, i0) = pt.pte_table(old);
     let max = (max as usize).min(PTRS_PER_TABLE - i0);
+    let step = 1u64 << raw.pfn_shift;
+    // The whole stretch one stored run of present entries on consecutive
+    // frames: the loop below would pass every entry and write them back as
+    // that one run shifted (`write_moved()`), so do that without reading
+    // each entry.
+    if let Some((first, st)) = t.uniform_present(i0, max, raw.pfn_mask) {
+        if st == step && raw.is_present(first) {
+            let (mut s, _) = pt.pte_table(old);
+            s.write_affine(i0, max, 0, 0, 0);
+            let (mut d, j0) = pt.pte_table(new);
+            d.write_affine(j0, max, first & !clear, step, Run::PRESENT);
+            count_moved(&pt.hw, max as u64, max as u64);
+            return (max as u64, max > 0);
+        }
+    }
+    let mut moved = [0u64; PTRS_PER_TABLE];
     let (mut n, mut present) = (0, 0u64);
     while n < max {
         let e = t.raw(i0 + n);
@@ -442,15 +491,21 @@ fn move_pte_run(
         n += 1;
     }
     if present > 0 {
-        write_moved(pt, old, new, &moved[..n], 1 << raw.pfn_shift);
+        write_moved(pt, old, new, &moved[..n], step);
     }
-    let hw = &pt.hw;
-    hw.ptep_get_reads(n as u64);
+    count_moved(&pt.hw, n as u64, present);
+    (n as u64, present > 0)
+}
+
+/// The events of [`move_pte_run`]'s `n` passes of the entry loop, of which
+/// `present` moved an entry (`ptep_get()` each; `ptep_get_and_clear()` and
+/// `set_ptes(nr == 1)` for each present one).
+fn count_moved(hw: &crate::core::hw::HwSink, n: u64, present: u64) {
+    hw.ptep_get_reads(n);
     hw.call_n(KCall::PtepGetAndClear, present);
     hw.add(HwEvent::PteAtomicClear, present);
     hw.call_n(KCall::SetPtes, present);
     hw.add(HwEvent::PteStore, present);
-    (n as u64, present > 0)
 }
 
 /// The stores of a per-segment move: `moved[k]` (0: the entry was none
@@ -561,6 +616,107 @@ fn move_noncont_run(
     hw.call_n(KCall::SetPtes, present);
     hw.add(HwEvent::PteStore, present);
     (n as u64, present > 0)
+}
+
+thread_local! {
+    /// Whole-stretch moves taken on this thread ([`move_stretches_taken`]).
+    static MOVE_STRETCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many whole-stretch moves ([`move_cont_stretch`]) this thread has
+/// taken so far: a diagnostic for the tests that check the property
+/// comparing the stretch with the block-by-block loop compares something
+/// (it changes nothing the model computes or shows).
+pub fn move_stretches_taken() -> u64 {
+    MOVE_STRETCHES.with(|c| c.get())
+}
+
+/// How many whole contiguous blocks after the one at `va` (present entry
+/// `pte`, moving to `new`; `max_nr` entries left in the extent) repeat
+/// its pass of [`move_ptes_batched`]'s loop exactly (arm64, contpte
+/// hooks on, nobody observing): 0 unless `va`, `new` and the frame are
+/// block-aligned, the source entries of all those blocks lie in one
+/// stored run of present entries a frame apart (the same bits, CONT
+/// included: `pte_batch_hint()` gives a whole block each time), and the
+/// frames are consecutive order-4 folios of one folio run, each block one
+/// whole folio (`mremap_folio_pte_batch()` then returns a block for each,
+/// with the same counts: `folio_pte_batch()` clamps to the folio's end
+/// before scanning). Each pass then does the same: `ptep_get()`'s gather,
+/// the two struct page lines, a batch of 16, `get_and_clear_full_ptes()`
+/// of one aligned block (no unfold), `set_ptes()` of one aligned block
+/// (painted CONT, no destination read), the batch rule; and the move has
+/// no mmu_gather (one TLB flush at the extent's end either way).
+fn cont_stretch_blocks(
+    pt: &PageTables,
+    phys: &PhysMem,
+    va: u64,
+    new: u64,
+    pte: &Leaf,
+    max_nr: u64,
+) -> u64 {
+    let nb = CONT_PTES as u64;
+    let i = (va / PAGE_SIZE) as usize % PTRS_PER_TABLE;
+    let j = (new / PAGE_SIZE) as usize % PTRS_PER_TABLE;
+    let blocks = max_nr / nb;
+    if blocks < 2
+        || i % CONT_PTES != 0
+        || j % CONT_PTES != 0
+        || pte.pfn.0 % nb != 0
+        || !pte.flags.contains(LeafFlags::CONT)
+        || pte
+            .flags
+            .intersects(LeafFlags::SPECIAL | LeafFlags::PROTNONE)
+        || pt.pte_batch_hint(va, pte) != nb
+    {
+        return 0;
+    }
+    match phys.folio_of(pte.pfn) {
+        Some(f) if f.head == pte.pfn && f.nr_pages() == nb => {}
+        _ => return 0,
+    }
+    let Some(run_end) = phys.large_run_end(pte.pfn) else {
+        return 0;
+    };
+    let blocks = blocks.min((run_end - pte.pfn.0) / nb);
+    if blocks < 2 {
+        return 0;
+    }
+    let Some((src, _)) = pt.pte_entries(va) else {
+        return 0;
+    };
+    // One stored run of present entries a frame apart from `pte` over the
+    // blocks, with no carry out of the frame field.
+    let addr = crate::core::arch::arm64::fork_raw::ADDR;
+    let first = pt.arch().encode_leaf(1, *pte);
+    let Some(r) = src.run_at(i) else {
+        return 0;
+    };
+    let blocks = blocks.min((r.end() - i) as u64 / nb);
+    let last = (first & addr).checked_add(PAGE_SIZE * (blocks * nb).saturating_sub(1));
+    let uniform = r.kinds == Run::PRESENT
+        && r.step == PAGE_SIZE
+        && src.raw(i) == first
+        && last.is_some_and(|l| l <= addr);
+    if uniform && blocks >= 2 {
+        blocks - 1
+    } else {
+        0
+    }
+}
+
+/// The state change of [`move_ptes_batched`]'s passes over the `n`
+/// entries from `old` to `new` after a stretch's first block (see
+/// [`cont_stretch_blocks`]; the caller adds their counts): the source
+/// cleared as one write (`get_and_clear_full_ptes()` of each block), the
+/// destination written as the first block's run continued (`set_ptes()`
+/// of each block paints it CONT: the descriptor of the block before it
+/// advanced by 16 frames). Uncounted.
+fn move_cont_stretch(pt: &mut PageTables, old: u64, new: u64, n: u64) {
+    let (mut s, i) = pt.pte_table(old);
+    s.write_affine(i, n as usize, 0, 0, 0);
+    let (mut d, j) = pt.pte_table(new);
+    let prev = d.raw(j - 1);
+    d.write_affine(j, n as usize, prev + PAGE_SIZE, PAGE_SIZE, Run::PRESENT);
 }
 
 /// How many PTEs from `va` move together. Linux: mm/mremap.c

@@ -369,6 +369,7 @@ impl Model {
             old_addr: vrm.addr,
             new_addr: vrm.new_addr,
             len: vrm.old_len,
+            stretch: self.cfg.stretch_steps,
         };
         let moved = move_page_tables(mm, phys, &pmc, before);
         let failed = moved < vrm.old_len;
@@ -383,6 +384,7 @@ impl Model {
                 old_addr: vrm.new_addr,
                 new_addr: vrm.addr,
                 len: moved,
+                stretch: self.cfg.stretch_steps,
             };
             move_page_tables(mm, phys, &revert, before);
             vrm.addr = vrm.new_addr;
