@@ -52,6 +52,12 @@ pub fn flush_tlb_range_nosync(hw: &HwSink, start: u64, end: u64, stride: u64) ->
     hw.one(HwEvent::DsbIshst);
     let mut pages = pages;
     let stride_pages = stride >> 12;
+    if !hw.features.tlbi_range {
+        // One TLBI per stride (the loop below, counted at once).
+        let per = if hw.features.kpti { 2 } else { 1 };
+        hw.add(HwEvent::TlbiPage, pages.div_ceil(stride_pages) * per);
+        return true;
+    }
     let mut scale: i32 = 3;
     while pages > 0 {
         if !hw.features.tlbi_range || pages == 1 {
