@@ -659,9 +659,9 @@ fn cont_stretch_blocks(
     let j = (new / PAGE_SIZE) as usize % PTRS_PER_TABLE;
     let blocks = max_nr / nb;
     if blocks < 2
-        || i % CONT_PTES != 0
-        || j % CONT_PTES != 0
-        || pte.pfn.0 % nb != 0
+        || !i.is_multiple_of(CONT_PTES)
+        || !j.is_multiple_of(CONT_PTES)
+        || !pte.pfn.0.is_multiple_of(nb)
         || !pte.flags.contains(LeafFlags::CONT)
         || pte
             .flags
