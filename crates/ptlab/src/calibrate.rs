@@ -1867,6 +1867,11 @@ fn fit_layout(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(Strin
         let d = thp_mprotect_per_page(arch)?;
         let predict = |p: &Profile| -> f64 { d.iter().map(|(e, x)| x * p.price_of(*e).ns).sum() };
         let predicted = predict(p);
+        let without: f64 = d
+            .iter()
+            .filter(|x| x.0 != HwEvent::ModifyProtPte)
+            .map(|(e, x)| x * p.price_of(*e).ns)
+            .sum();
         let n = d
             .iter()
             .find(|x| x.0 == HwEvent::ModifyProtPte)
@@ -1884,7 +1889,7 @@ fn fit_layout(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(Strin
             rows.push((
                 name.into(),
                 format!(
-                    "{:.1} ns/page ± {:.1}; the other prices predict {predicted:.1} without it ({n:.3} entries per page) → modify_prot_pte {:.2} ns (×{k:.2} ± {kci:.2} of base); now predicted {:.1}",
+                    "{:.1} ns/page ± {:.1}; the other events predict {without:.1} ({predicted:.1} with the base price, {n:.3} entries per page) → modify_prot_pte {:.2} ns (×{k:.2} ± {kci:.2} of base); now predicted {:.1}",
                     sl.mean,
                     sl.ci95,
                     p.price_of(HwEvent::ModifyProtPte).ns,
