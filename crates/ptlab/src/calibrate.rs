@@ -2860,6 +2860,13 @@ mod tests {
         assert!((st.ns - 70.0).abs() < 0.01, "{}", st.ns);
         let (lo, hi) = st.range();
         assert!(lo < 69.5 && hi > 70.5, "{lo} {hi}");
+        // arm64 counts no per-entry round trip (its hooks are batched): the
+        // row only shows the prediction and the price stays.
+        let mut a = ptlab_cost::find_profile("neoverse-n1").unwrap();
+        let a0 = a.price_of(HwEvent::ModifyProtPte).clone();
+        let rows = fit_layout(&mut a, &s, ArchKind::Arm64).unwrap();
+        assert!(rows[1].1.ends_with("on this arch)"), "{rows:?}");
+        assert_eq!(a.price_of(HwEvent::ModifyProtPte), &a0);
         // Without the THP fork series nothing of it is fitted.
         let mut q = base.clone();
         let mut no_thp = s.clone();
