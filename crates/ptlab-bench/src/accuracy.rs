@@ -37,6 +37,7 @@ pub const PARTS: &[(&str, &[&str])] = &[
             "tlb",
             "dsb_",
             "mprotect_pass",
+            "modify_prot_pte",
         ],
     ),
     (
@@ -485,6 +486,7 @@ mod tests {
             ("swap_write_bio", "swap"),
             ("swap_write_4k", "swap"),
             ("mprotect_pass", "page tables + TLB"),
+            ("modify_prot_pte", "page tables + TLB"),
             ("mremap_vma", "VMAs"),
         ] {
             assert_eq!(part_of(e), part, "{e}");

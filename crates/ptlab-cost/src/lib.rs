@@ -323,6 +323,7 @@ pub const LATER_EVENTS: &[HwEvent] = &[
     HwEvent::AnonVmaLock,
     HwEvent::MprotectPass,
     HwEvent::MremapVma,
+    HwEvent::ModifyProtPte,
 ];
 
 /// Parse and check a profile: every event priced exactly once, prices
@@ -373,7 +374,7 @@ pub fn parse_profile(text: &str, origin: &str) -> Result<Profile, CostError> {
         let before = if e.is_fine() {
             "whole-program events"
         } else {
-            "the reclaim, swap-write, UFFDIO_MOVE lock, mprotect pass and mremap VMA events"
+            "the reclaim, swap-write, UFFDIO_MOVE lock, mprotect pass, mremap VMA and mprotect per-entry events"
         };
         p.source = format!(
             "not in this profile (written before {before}): the built-in {base} profile's price; {}",

@@ -442,7 +442,10 @@ fn mprotect_64k_arm64() {
 /// plus 15 scanned by folio_pte_batch); batched adds 2 P (page_folio,
 /// folio_nr_pages); RW→R needs a flush (pte_flags_need_flush: RW changed):
 /// 16 pages ≤ 33 → 16 INVLPG. One loop pass batched, 16 per PTE
-/// (`mprotect_pass`).
+/// (`mprotect_pass`). Batched, the generic modify_prot_start_ptes() /
+/// modify_prot_commit_ptes() loops make one ptep_modify_prot_start() /
+/// ptep_modify_prot_commit() round trip per entry: the 15 after the first
+/// are `modify_prot_pte` (the first's is in the pass); per PTE none.
 #[test]
 fn mprotect_64k_x86() {
     let common = [
@@ -459,6 +462,7 @@ fn mprotect_64k_x86() {
     let mut after = m(&common);
     after.insert("struct_page_line".into(), 2);
     after.insert("mprotect_pass".into(), 1);
+    after.insert("modify_prot_pte".into(), 15);
     assert_eq!(
         last_line(MPROTECT_64K, ArchKind::X86_64, Before::empty(), X86),
         after

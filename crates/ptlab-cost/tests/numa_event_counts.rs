@@ -190,7 +190,8 @@ fn remote_64k_folio_arm64() {
 /// x86: 16 L, 16 X, 16 S either way; 6.17+ 3 P (page_folio, shared test,
 /// folio_nr_pages) against 32 P per PTE. RW → PROT_NONE clears
 /// _PAGE_PRESENT, so pte_needs_flush(): 16 pages ≤ 33 → 16 INVLPG in one
-/// flush.
+/// flush. 6.17+ batched: 15 `modify_prot_pte` (the generic hooks' per-entry
+/// round trips after the first); per PTE none.
 #[test]
 fn remote_64k_folio_x86() {
     let src = remote_64k();
@@ -204,6 +205,7 @@ fn remote_64k_folio_x86() {
     let mut after = m(&common);
     after.insert("struct_page_line".into(), 3);
     after.insert("mprotect_pass".into(), 1);
+    after.insert("modify_prot_pte".into(), 15);
     assert_eq!(last_line(&src, ArchKind::X86_64, AFTER), after);
     let mut before = m(&common);
     before.insert("struct_page_line".into(), 32);

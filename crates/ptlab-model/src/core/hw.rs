@@ -145,6 +145,8 @@ hw_events! {
     MprotectPass = "mprotect_pass",
     /// One VMA moved by mremap() (move_vma()): copy_vma() (vm_area_dup(), anon_vma_clone(), the maple-tree insert), vrm_calc_charge(), and the source VMA's removal by do_vmi_munmap() (gathering, the maple-tree store, free_pgtables() over the emptied range, the VMA freed) — the VMA work around move_page_tables(), which its PTE and PMD events count.
     MremapVma = "mremap_vma",
+    /// x86-64 (the generic modify_prot_start_ptes() / modify_prot_commit_ptes() of include/linux/pgtable.h): one entry after the first of a batch of more than one entry that change_pte_range() changes — its own ptep_modify_prot_start() and ptep_modify_prot_commit() round trip (out-of-line paravirt calls under CONFIG_PARAVIRT_XXL: __ptep_modify_prot_start(), __ptep_modify_prot_commit() → set_pte_at() → native_set_pte()), the young/dirty gathering and the pte_next_pfn() steps of the two loops. The first entry's round trip is part of its `mprotect_pass`; its atomic clear and store are counted apart. arm64 overrides both hooks with one batched call each: never counted there.
+    ModifyProtPte = "modify_prot_pte",
     /// Whole-program: a user fault's exception entry and exit (x86 asm_exc_page_fault/irqentry, arm64 el0_da/el0_ia vectors: registers saved and restored, the return to user), one per fault; the KPTI page-table switch is added when kpti is on.
     FaultEntry = "fault_entry",
     /// Whole-program: a user fault's handling without entry/exit, allocation and zeroing (do_user_addr_fault / do_page_fault: lock_vma_under_rcu, handle_mm_fault's walk and bookkeeping, count_vm_event), one per fault.

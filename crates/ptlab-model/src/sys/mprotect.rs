@@ -582,6 +582,14 @@ fn change_batch(
     // The loop body's own work for this batch (vm_normal_folio(),
     // pte_modify(), the writable checks, the commit's calls).
     mm.pt.hw.one(HwEvent::MprotectPass);
+    // The generic hooks (x86-64) walk the batch entry by entry, one
+    // ptep_modify_prot_start() / ptep_modify_prot_commit() call each; the
+    // entries after the first add their own round trip to the pass.
+    // Linux: include/linux/pgtable.h modify_prot_start_ptes(),
+    // modify_prot_commit_ptes() (arm64: arch/arm64/mm/mmu.c, batched).
+    if nr > 1 && arch.generic_pte_hooks() {
+        mm.pt.hw.add(HwEvent::ModifyProtPte, nr - 1);
+    }
     let oldpte = modify_prot_start_ptes(&mut mm.pt, addr, nr);
     let ptent = pte_modify(oldpte, cp.prot);
     if cp.try_writable && !ptent.write() {
