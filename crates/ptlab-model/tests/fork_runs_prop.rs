@@ -18,6 +18,7 @@ mod common;
 use common::switch_prop::{op, populated, run, ARENA, BASE};
 use proptest::prelude::*;
 use ptlab_model::fork::fork_table_steps_taken;
+use ptlab_model::zap::zap_table_steps_taken;
 use ptlab_model::{ArchKind, Sections};
 
 proptest! {
@@ -46,7 +47,9 @@ proptest! {
 /// as runs (the copy wrote each stretch as one run; entry by entry makes
 /// them dense), fork's whole-table step of PTE-mapped THPs
 /// (`sys/fork.rs` `copy_thp_tables`) is taken on every fork after the
-/// first, and every step gives the same results, observations, events,
+/// first, exit's whole-table step of them (`mm/zap.rs`
+/// `zap_shared_thp_tables`) where the parent still maps the folios, and
+/// every step gives the same results, observations, events,
 /// calls and rule hits as without.
 #[test]
 fn fork_and_exit_of_populated_tables() {
@@ -54,6 +57,7 @@ fn fork_and_exit_of_populated_tables() {
         for order in [0u8, 9] {
             let mut outs = Vec::new();
             for fork_runs in [true, false] {
+                let zap_steps = zap_table_steps_taken();
                 let mut m = populated(arch, order, |c| c.fork_runs = fork_runs);
                 let mut text = String::new();
                 for round in 0..3 {
@@ -89,6 +93,15 @@ fn fork_and_exit_of_populated_tables() {
                     m.check_invariants().unwrap();
                     text.push_str(&m.observe(1, "parent").render(Sections::ALL));
                 }
+                // The exits' whole-table step (`mm/zap.rs`
+                // `zap_shared_thp_tables`): taken where a child's tables
+                // map folios of one run the parent still maps.
+                let zap_taken = zap_table_steps_taken() - zap_steps;
+                assert_eq!(
+                    zap_taken > 0,
+                    fork_runs && order == 9,
+                    "{arch:?} order {order}: {zap_taken} zap steps"
+                );
                 outs.push((text, m.hw_events(), m.coverage()));
             }
             assert_eq!(outs[0].0, outs[1].0, "{arch:?} order {order}");

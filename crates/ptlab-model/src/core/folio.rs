@@ -2262,6 +2262,58 @@ impl PhysMem {
         true
     }
 
+    /// What a zap batch over one whole large folio mapped by PTEs does to
+    /// it when another mapping keeps every page mapped and a reference
+    /// (exit of a forked child), done to the `m` folios from the head
+    /// `first` of one run at once (their record split off as one, changed
+    /// once, joined again): every page loses one PTE mapping, the folio
+    /// loses `mm`'s `nr` mappings and `nr` references — the state
+    /// `remove_rmap_ptes(nr, mm)` and `ref_sub(nr)` of each folio leave,
+    /// no page left unmapped (so no deferred split) and none freed.
+    /// Uncounted: the caller adds the events of one folio's batch per
+    /// folio. Returns false (nothing done) unless folio runs are on, the
+    /// `m` folios lie in one run, every page is mapped at least twice, the
+    /// folio holds more than `nr` references and `mm` maps it `nr` times
+    /// or more.
+    /// Linux: mm/rmap.c folio_remove_rmap_ptes(), mm/swap.c
+    /// folio_put_refs(), as mm/memory.c zap_present_folio_ptes() and the
+    /// gather call them.
+    pub fn unmap_shared_large_run_span(&mut self, first: Pfn, m: u64, mm: Pid) -> bool {
+        if !self.large.runs {
+            return false;
+        }
+        let Some((h, order, slot)) = self.large.find(first.0) else {
+            return false;
+        };
+        let r = self.large.at(slot);
+        let l = &r.folio;
+        let n = l.nr();
+        let stays_mapped = match &l.mapcount {
+            PerPage::All(c) => *c >= 2,
+            PerPage::Head(a, b) => *a >= 2 && *b >= 2,
+            PerPage::Each(v) => v.iter().all(|c| *c >= 2),
+        };
+        let ok = h == first.0
+            && first.0 + (m << order) <= r.end()
+            && stays_mapped
+            && l.refcount > n as u32
+            && l.large_mapcount >= n as u32
+            && l.mm_maps.iter().any(|&(p, c)| p == mm && c >= n as u32);
+        if !ok {
+            return false;
+        }
+        let Some(slot) = self.large.isolate_span(first.0, m) else {
+            return false;
+        };
+        let l = &mut self.large.slab[slot as usize].folio;
+        l.mapcount.update(0, n, n, |c, _| *c -= 1);
+        l.large_mapcount -= n as u32;
+        Self::mm_map_delta(l, mm, -(n as i64));
+        l.refcount -= n as u32;
+        self.large.settle(slot);
+        true
+    }
+
     /// Unmap and free the `m` large folios from the head `first`, of one
     /// run in the state [`PhysMem::large_run_zappable`] asks for, in one
     /// step: what a zap batch over each whole folio does to it (its
