@@ -339,11 +339,16 @@ fn thp_table_stretch(src: &Mm, dst: &Mm, phys: &PhysMem, s: u64, end: u64) -> Op
         if !same {
             break;
         }
-        match src.pt.pte_peek(va) {
-            Entry::Leaf(t) if t.pfn == l.pfn.add(nr * k) && t.flags == l.flags => {}
-            _ => break,
-        }
         k += 1;
+    }
+    // The last table's first entry decoded: the frame its run's
+    // arithmetic promised, the bits of the first (so no table's frame
+    // field carried over into other bits on the way).
+    if k >= 2 {
+        match src.pt.pte_peek(s + (k - 1) * PMD_SIZE) {
+            Entry::Leaf(t) if t.pfn == l.pfn.add(nr * (k - 1)) && t.flags == l.flags => {}
+            _ => return None,
+        }
     }
     (k >= 2).then_some(k)
 }
