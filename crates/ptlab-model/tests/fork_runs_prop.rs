@@ -17,6 +17,8 @@ mod common;
 
 use common::switch_prop::{op, populated, run, ARENA, BASE};
 use proptest::prelude::*;
+use ptlab_model::fork::fork_table_steps_taken;
+use ptlab_model::zap::zap_table_steps_taken;
 use ptlab_model::{ArchKind, Sections};
 
 proptest! {
@@ -43,19 +45,32 @@ proptest! {
 /// fork, a write by the parent to part of it, and the child's exit. With
 /// the steps on, the child's tables right after the first fork are stored
 /// as runs (the copy wrote each stretch as one run; entry by entry makes
-/// them dense), and every step gives the same results, observations,
-/// events, calls and rule hits as without.
+/// them dense), fork's whole-table step of PTE-mapped THPs
+/// (`sys/fork.rs` `copy_thp_tables`) is taken on every fork after the
+/// first, exit's whole-table step of them (`mm/zap.rs`
+/// `zap_shared_thp_tables`) where the parent still maps the folios, and
+/// every step gives the same results, observations, events,
+/// calls and rule hits as without.
 #[test]
 fn fork_and_exit_of_populated_tables() {
     for arch in ArchKind::ALL {
         for order in [0u8, 9] {
             let mut outs = Vec::new();
             for fork_runs in [true, false] {
+                let zap_steps = zap_table_steps_taken();
                 let mut m = populated(arch, order, |c| c.fork_runs = fork_runs);
                 let mut text = String::new();
                 for round in 0..3 {
                     let (compact0, _) = m.pte_table_counts();
+                    let steps = fork_table_steps_taken();
                     let c = m.fork(1).unwrap();
+                    // The whole-table step of PTE-mapped THPs: not on the
+                    // first fork (it write-protects the parent's tables),
+                    // on every later one (the tables the parent has not
+                    // written since map folios of one run).
+                    let taken = fork_table_steps_taken() - steps;
+                    let want = u64::from(fork_runs && order == 9 && round > 0);
+                    assert_eq!(taken, want, "{arch:?} order {order} round {round}");
                     m.check_invariants().unwrap();
                     let (compact, total) = m.pte_table_counts();
                     let tables = (ARENA >> 21) as usize;
@@ -78,6 +93,15 @@ fn fork_and_exit_of_populated_tables() {
                     m.check_invariants().unwrap();
                     text.push_str(&m.observe(1, "parent").render(Sections::ALL));
                 }
+                // The exits' whole-table step (`mm/zap.rs`
+                // `zap_shared_thp_tables`): taken where a child's tables
+                // map folios of one run the parent still maps.
+                let zap_taken = zap_table_steps_taken() - zap_steps;
+                assert_eq!(
+                    zap_taken > 0,
+                    fork_runs && order == 9,
+                    "{arch:?} order {order}: {zap_taken} zap steps"
+                );
                 outs.push((text, m.hw_events(), m.coverage()));
             }
             assert_eq!(outs[0].0, outs[1].0, "{arch:?} order {order}");

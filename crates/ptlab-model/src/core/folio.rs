@@ -1030,6 +1030,47 @@ impl LargeFolios {
         };
         Some(self.new_slot(alone))
     }
+    /// Give the `m` folios from the head `first` (all of one run) one
+    /// record of their own, splitting their run into at most three; its
+    /// slot. `None` unless `first` is a head and the `m` folios lie in
+    /// its run. The folio changed last is joined with its neighbours
+    /// first (as [`LargeFolios::isolate`] does).
+    fn isolate_span(&mut self, first: u64, m: u64) -> Option<u32> {
+        self.settle_pending();
+        let (h, order, slot) = self.find(first)?;
+        let r = &self.slab[slot as usize];
+        let end = first + (m << order);
+        if h != first || m == 0 || end > r.end() {
+            return None;
+        }
+        self.last.set(None);
+        let k = ((first - r.first) >> order) as u32;
+        let (count, m) = (r.count, m as u32);
+        let mut near = self.near.get();
+        if k + m < count {
+            let after = FolioRun {
+                first: end,
+                count: count - k - m,
+                folio: r.folio_at(end),
+            };
+            near[1] = self.new_slot(after);
+        }
+        if k == 0 {
+            self.near.set(near);
+            self.slab[slot as usize].count = m;
+            return Some(slot);
+        }
+        near[0] = slot;
+        self.near.set(near);
+        let r = &mut self.slab[slot as usize];
+        r.count = k;
+        let span = FolioRun {
+            first,
+            count: m,
+            folio: r.folio_at(first),
+        };
+        Some(self.new_slot(span))
+    }
     /// Join the run in `slot` with its neighbours where they agree.
     fn settle(&mut self, slot: u32) {
         if !self.runs {
@@ -2183,6 +2224,94 @@ impl PhysMem {
             && l.mm_maps.len() == 1
             && l.mm_maps[0] == (mm, nr);
         whole.then(|| r.end())
+    }
+
+    /// What fork's copy of one whole large folio mapped by PTEs does to
+    /// it, done to the `m` folios from the head `first` of one run at once
+    /// (their record split off as one, changed once, joined again):
+    /// every page loses PageAnonExclusive and gains a PTE mapping by
+    /// `mm`, the folio gains `nr` references — the state
+    /// `set_anon_exclusive_range(false)`, `add_rmap_ptes(nr, mm, false)`
+    /// and `ref_add(nr)` of each folio leave. Uncounted: the caller adds
+    /// the events of one folio's copy per folio. Returns false (nothing
+    /// done) unless folio runs are on and the `m` folios lie in one run.
+    /// Linux: include/linux/rmap.h folio_try_dup_anon_rmap_ptes(),
+    /// folio_ref_add(), as mm/memory.c copy_present_ptes() calls them.
+    pub fn dup_large_run_span(&mut self, first: Pfn, m: u64, mm: Pid) -> bool {
+        if !self.large.runs {
+            return false;
+        }
+        let Some(slot) = self.large.isolate_span(first.0, m) else {
+            return false;
+        };
+        let l = &mut self.large.slab[slot as usize].folio;
+        let n = l.nr();
+        l.exclusive.update(0, n, n, |x, _| *x = false);
+        let mut newly_mapped = 0;
+        l.mapcount.update(0, n, n, |c, pages| {
+            if *c == 0 {
+                newly_mapped += pages;
+            }
+            *c += 1;
+        });
+        l.large_mapcount += n as u32;
+        l.nr_pages_mapped += newly_mapped;
+        Self::mm_map_delta(l, mm, n as i64);
+        l.refcount += n as u32;
+        self.large.settle(slot);
+        true
+    }
+
+    /// What a zap batch over one whole large folio mapped by PTEs does to
+    /// it when another mapping keeps every page mapped and a reference
+    /// (exit of a forked child), done to the `m` folios from the head
+    /// `first` of one run at once (their record split off as one, changed
+    /// once, joined again): every page loses one PTE mapping, the folio
+    /// loses `mm`'s `nr` mappings and `nr` references — the state
+    /// `remove_rmap_ptes(nr, mm)` and `ref_sub(nr)` of each folio leave,
+    /// no page left unmapped (so no deferred split) and none freed.
+    /// Uncounted: the caller adds the events of one folio's batch per
+    /// folio. Returns false (nothing done) unless folio runs are on, the
+    /// `m` folios lie in one run, every page is mapped at least twice, the
+    /// folio holds more than `nr` references and `mm` maps it `nr` times
+    /// or more.
+    /// Linux: mm/rmap.c folio_remove_rmap_ptes(), mm/swap.c
+    /// folio_put_refs(), as mm/memory.c zap_present_folio_ptes() and the
+    /// gather call them.
+    pub fn unmap_shared_large_run_span(&mut self, first: Pfn, m: u64, mm: Pid) -> bool {
+        if !self.large.runs {
+            return false;
+        }
+        let Some((h, order, slot)) = self.large.find(first.0) else {
+            return false;
+        };
+        let r = self.large.at(slot);
+        let l = &r.folio;
+        let n = l.nr();
+        let stays_mapped = match &l.mapcount {
+            PerPage::All(c) => *c >= 2,
+            PerPage::Head(a, b) => *a >= 2 && *b >= 2,
+            PerPage::Each(v) => v.iter().all(|c| *c >= 2),
+        };
+        let ok = h == first.0
+            && first.0 + (m << order) <= r.end()
+            && stays_mapped
+            && l.refcount > n as u32
+            && l.large_mapcount >= n as u32
+            && l.mm_maps.iter().any(|&(p, c)| p == mm && c >= n as u32);
+        if !ok {
+            return false;
+        }
+        let Some(slot) = self.large.isolate_span(first.0, m) else {
+            return false;
+        };
+        let l = &mut self.large.slab[slot as usize].folio;
+        l.mapcount.update(0, n, n, |c, _| *c -= 1);
+        l.large_mapcount -= n as u32;
+        Self::mm_map_delta(l, mm, -(n as i64));
+        l.refcount -= n as u32;
+        self.large.settle(slot);
+        true
     }
 
     /// Unmap and free the `m` large folios from the head `first`, of one

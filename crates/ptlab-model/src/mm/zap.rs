@@ -166,6 +166,13 @@ fn zap_pmds(
                 }
             }
             PtItem::PteTable(_) => {
+                if !reclaim_pt && !locked {
+                    let k = zap_shared_thp_tables(mm, phys, tlb, q.va, end);
+                    if k > 0 {
+                        c.jump(q.va + k * PMD_SIZE);
+                        continue;
+                    }
+                }
                 zap_ptes(mm, phys, tlb, q.segment(), locked);
                 if reclaim_pt && q.whole_pmd() {
                     // Linux: mm/pt_reclaim.c try_to_free_pte(): free the table if all entries are none.
@@ -181,6 +188,144 @@ fn zap_pmds(
             _ => {}
         }
     }
+}
+
+/// The whole-table step of a zap (`ModelConfig::fork_runs`): from the
+/// PMD slot at `s`, a stretch of consecutive whole PMD slots (in one PMD
+/// table, below `end`) whose PTE tables each map one whole large folio of
+/// ONE folio run that another mapping keeps (exit of a forked child) —
+/// each table stored as one run of 512 present entries a frame apart,
+/// table `j`'s the first's moved by `j` folios — is zapped as the kernel
+/// zaps each table: the first through [`zap_ptes`], the other `k − 1`
+/// tables cleared, their folios changed as one sub-run
+/// ([`PhysMem::unmap_shared_large_run_span`]), the gather's range grown
+/// over them (the model's gather is a range: the union of the tables'
+/// ranges is the range each would leave) and every event, kernel call and
+/// rule hit of the first table's zap added `k − 1` times. Each table's
+/// zap sees the same entries and the same folio state, so does the same
+/// things. Taken only when the first table's zap left it empty and
+/// changed no statistic; else the others go through [`zap_ptes`] one by
+/// one. Returns the PMD slots zapped (0: not taken, nothing done).
+/// Linux: mm/memory.c zap_pmd_range() → zap_pte_range() per PMD slot.
+fn zap_shared_thp_tables(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    s: u64,
+    end: u64,
+) -> u64 {
+    if !phys.fork_runs || mm.pt.hw.observing() || s & (PMD_SIZE - 1) != 0 {
+        return 0;
+    }
+    let Some((k, pfn)) = shared_thp_stretch(mm, phys, s, end) else {
+        return 0;
+    };
+    let (t_mm, t_phys) = (mm.pt.hw.tally(), phys.hw.tally());
+    let stats = phys.stats.clone();
+    let rss = mm.rss_anon;
+    zap_ptes(
+        mm,
+        phys,
+        tlb,
+        Segment {
+            start: s,
+            end: s + PMD_SIZE,
+        },
+        false,
+    );
+    let nr = HPAGE_PMD_NR;
+    let empty =
+        matches!(mm.pt.pmd(s), PmdSlot::Table(t) if mm.pt.table(t).is_some_and(|tb| tb.used == 0));
+    if !empty || phys.stats != stats || rss != mm.rss_anon + nr {
+        return 1;
+    }
+    if !phys.unmap_shared_large_run_span(pfn.add(nr), k - 1, mm.pid) {
+        return 1;
+    }
+    mm.pt.hw.add_since(&t_mm, k - 1);
+    phys.hw.add_since(&t_phys, k - 1);
+    for j in 1..k {
+        let (mut t, _) = mm.pt.pte_table(s + j * PMD_SIZE);
+        t.write_affine(0, nr as usize, 0, 0, 0);
+    }
+    tlb.flush_pte_range(s + PMD_SIZE, (k - 1) * PMD_SIZE);
+    mm.rss_anon -= (k - 1) * nr;
+    ZAP_TABLE_STEPS.with(|c| c.set(c.get() + 1));
+    k
+}
+
+thread_local! {
+    /// Stretches of PTE tables [`zap_shared_thp_tables`] took on this thread.
+    static ZAP_TABLE_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many stretches of whole-folio PTE tables a zap has taken in one
+/// step on this thread ([`zap_shared_thp_tables`]): a diagnostic for the
+/// tests comparing it with the table-by-table zap (it changes nothing
+/// the model computes or shows).
+pub fn zap_table_steps_taken() -> u64 {
+    ZAP_TABLE_STEPS.with(|c| c.get())
+}
+
+/// How many whole PMD slots from `s` (at least 2, else `None`) qualify
+/// for [`zap_shared_thp_tables`], with the first table's first frame: each
+/// PTE table one stored run of 512 present, non-special entries a frame
+/// apart mapping one whole order-9 folio from its head, table `j`'s run
+/// the first's moved by `j` folios (the same bits), the folios
+/// consecutive in one folio run, all in the first slot's PMD table and
+/// below `end`.
+fn shared_thp_stretch(mm: &Mm, phys: &PhysMem, s: u64, end: u64) -> Option<(u64, Pfn)> {
+    use crate::core::addr::PUD_SIZE;
+    let nr = HPAGE_PMD_NR;
+    if s + 2 * PMD_SIZE > end {
+        return None;
+    }
+    let (e, _) = mm.pt.pte_entries(s)?;
+    let r = e.run_at(0)?;
+    if u64::from(r.len) != nr || r.kinds != crate::core::pgtable::Run::PRESENT {
+        return None;
+    }
+    let Entry::Leaf(l) = mm.pt.pte_peek(s) else {
+        return None;
+    };
+    if l.flags.contains(LeafFlags::SPECIAL) {
+        return None;
+    }
+    let f = phys.folio_of(l.pfn)?;
+    if f.head != l.pfn || f.nr_pages() != nr {
+        return None;
+    }
+    let folios = (phys.large_run_end(l.pfn)? - l.pfn.0) / nr;
+    let pud = s & !(PUD_SIZE - 1);
+    let mut k = 1;
+    while k < folios {
+        let va = s + k * PMD_SIZE;
+        if va + PMD_SIZE > end || va & !(PUD_SIZE - 1) != pud {
+            break;
+        }
+        let want = r.first.wrapping_add(r.step.wrapping_mul(nr * k));
+        let same = mm
+            .pt
+            .pte_entries(va)
+            .and_then(|(e, _)| e.run_at(0))
+            .is_some_and(|t| {
+                t.len == r.len && t.kinds == r.kinds && t.step == r.step && t.first == want
+            });
+        if !same {
+            break;
+        }
+        k += 1;
+    }
+    // The last table's first entry decoded: the frame its run's
+    // arithmetic promised, the bits of the first (so no table's frame
+    // field carried over into other bits on the way).
+    if k >= 2 {
+        match mm.pt.pte_peek(s + (k - 1) * PMD_SIZE) {
+            Entry::Leaf(t) if t.pfn == l.pfn.add(nr * (k - 1)) && t.flags == l.flags => {}
+            _ => return None,
+        }
+    }
+    (k >= 2).then_some((k, l.pfn))
 }
 
 /// Linux: mm/huge_memory.c zap_huge_pmd().

@@ -11,7 +11,7 @@
 //! pages copied at fork) never apply.
 
 use crate::core::addr::PTRS_PER_TABLE;
-use crate::core::addr::{Pfn, HPAGE_PMD_NR, PAGE_SIZE};
+use crate::core::addr::{Pfn, HPAGE_PMD_NR, PAGE_SIZE, PMD_SIZE, PUD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
@@ -159,11 +159,198 @@ fn copy_page_range(
     while let Some(q) = cur.next(&src.pt) {
         match q.item {
             PtItem::Huge { leaf, .. } => copy_huge_pmd(src, dst, phys, q.entry_start(), leaf, c)?,
-            PtItem::PteTable(_) => copy_pte_range(src, dst, phys, q.segment(), c, batch)?,
+            PtItem::PteTable(_) => {
+                let k = copy_thp_tables(src, dst, phys, q, v.end, c, batch)?;
+                if k == 0 {
+                    copy_pte_range(src, dst, phys, q.segment(), c, batch)?;
+                } else {
+                    cur.jump(q.va + k * PMD_SIZE);
+                }
+            }
             _ => {}
         }
     }
     Ok(())
+}
+
+/// The whole-table step of fork's copy (`ModelConfig::fork_runs`): from
+/// the PMD slot of `q`, a stretch of consecutive PMD slots (in one PMD
+/// table, up to `end`) whose parent PTE tables each map one whole large
+/// folio of ONE folio run — each table stored as one run of present
+/// entries a frame apart with the bits of the first table, the folios
+/// consecutive, every one in the run's state — is copied as the kernel
+/// copies each table, the first table through [`copy_pte_range`] and the
+/// other `k − 1` in one step: each child table allocated as `pte_alloc()`
+/// allocates it (its events counted as they happen), filled with the
+/// first child table's run moved by the folio's frames, the folios'
+/// state changed as one sub-run ([`PhysMem::dup_large_run_span`]), and
+/// every event, kernel call and rule hit of the first table's copy added
+/// `k − 1` times. Each table's copy sees the same entries, the same folio
+/// state and the same child slot (empty), so does the same things. Taken
+/// only when the first table's copy left the parent's table as it was
+/// (no write-protect: every fork after the first), the child's table one
+/// run like it and the statistics untouched; else the other tables go
+/// through [`copy_pte_range`] one by one. Returns the PMD slots copied (0:
+/// not taken, nothing done).
+/// Linux: mm/memory.c copy_pmd_range() → copy_pte_range() per PMD slot.
+fn copy_thp_tables(
+    src: &mut Mm,
+    dst: &mut Mm,
+    phys: &mut PhysMem,
+    q: crate::core::pgtable::Query,
+    end: u64,
+    c: &Vma,
+    batch: bool,
+) -> Result<u64, Errno> {
+    let s = q.va;
+    if !phys.fork_runs || !batch || !q.whole_pmd() || src.pt.hw.observing() || dst.pt.hw.observing()
+    {
+        return Ok(0);
+    }
+    let Some(k) = thp_table_stretch(src, dst, phys, s, end) else {
+        return Ok(0);
+    };
+    // Room for every child table (so no table's allocation fails midway,
+    // where the kernel would stop with the tables before it copied).
+    if phys.frames().saturating_sub(phys.frames_allocated()) < k + 4 {
+        return Ok(0);
+    }
+    let table = |pt: &PageTables, va: u64| -> Option<Vec<u64>> {
+        let (e, _) = pt.pte_entries(va)?;
+        Some(e.iter().collect())
+    };
+    let Entry::Leaf(first) = src.pt.pte_peek(s) else {
+        return Ok(0);
+    };
+    let parent_before = table(&src.pt, s);
+    // The child's table as copy_pte_range() allocates it, its events
+    // counted as they happen (the other tables' allocations likewise).
+    dst.pt.pte_alloc(s, phys).ok_or(Errno::ENOMEM)?;
+    let (t_src, t_dst, t_phys) = (src.pt.hw.tally(), dst.pt.hw.tally(), phys.hw.tally());
+    let stats = phys.stats.clone();
+    let rss = dst.rss_anon;
+    copy_pte_range(src, dst, phys, q.segment(), c, batch)?;
+    // The first table's copy as the others' pattern: the parent's table
+    // unchanged, the child's one run of present entries a frame apart.
+    let step = match src.pt.pte_entries(s).and_then(|(e, _)| e.run_at(0)) {
+        Some(r) if r.len as usize == PTRS_PER_TABLE => r.step,
+        _ => return Ok(1),
+    };
+    let child = table(&dst.pt, s).unwrap_or_default();
+    let c_first = child.first().copied().unwrap_or(0);
+    let child_run = child.len() == PTRS_PER_TABLE
+        && child
+            .iter()
+            .enumerate()
+            .all(|(i, &e)| e == c_first.wrapping_add(step.wrapping_mul(i as u64)));
+    if parent_before != table(&src.pt, s)
+        || !child_run
+        || phys.stats != stats
+        || dst.rss_anon != rss + PTRS_PER_TABLE as u64
+    {
+        return Ok(1);
+    }
+    let nr = PTRS_PER_TABLE as u64;
+    if !phys.dup_large_run_span(first.pfn.add(nr), k - 1, dst.pid) {
+        return Ok(1);
+    }
+    // The other tables' copies, counted before their allocations below
+    // add their own events.
+    src.pt.hw.add_since(&t_src, k - 1);
+    dst.pt.hw.add_since(&t_dst, k - 1);
+    phys.hw.add_since(&t_phys, k - 1);
+    // The frame distance of one folio in the raw encoding (the parent's
+    // tables were matched against it).
+    let folio_step = step.wrapping_mul(nr);
+    for j in 1..k {
+        let va = s + j * PMD_SIZE;
+        dst.pt.pte_alloc(va, phys).ok_or(Errno::ENOMEM)?;
+        let (mut t, _) = dst.pt.pte_table(va);
+        let first = c_first.wrapping_add(folio_step.wrapping_mul(j));
+        t.write_affine(
+            0,
+            PTRS_PER_TABLE,
+            first,
+            step,
+            crate::core::pgtable::Run::PRESENT,
+        );
+    }
+    dst.rss_anon += (k - 1) * nr;
+    FORK_TABLE_STEPS.with(|c| c.set(c.get() + 1));
+    Ok(k)
+}
+
+thread_local! {
+    /// Stretches of PTE tables [`copy_thp_tables`] took on this thread.
+    static FORK_TABLE_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many stretches of whole-folio PTE tables fork's copy has taken in
+/// one step on this thread: a diagnostic for the tests comparing it with
+/// the table-by-table copy (it changes nothing the model computes or
+/// shows).
+pub fn fork_table_steps_taken() -> u64 {
+    FORK_TABLE_STEPS.with(|c| c.get())
+}
+
+/// How many PMD slots from `s` (at least 2, else `None`) qualify for
+/// [`copy_thp_tables`]: the parent's PTE table at each is one stored run
+/// of 512 present, non-special entries a frame apart mapping one whole
+/// order-9 folio from its head, table `j`'s run that of the first moved by
+/// `j` folios (the same bits), the folios consecutive in one folio run,
+/// the child's slot empty, all in the first slot's PMD table and below
+/// `end`.
+fn thp_table_stretch(src: &Mm, dst: &Mm, phys: &PhysMem, s: u64, end: u64) -> Option<u64> {
+    let nr = PTRS_PER_TABLE as u64;
+    let (e, _) = src.pt.pte_entries(s)?;
+    let r = e.run_at(0)?;
+    if r.len as usize != PTRS_PER_TABLE || r.kinds != crate::core::pgtable::Run::PRESENT {
+        return None;
+    }
+    let Entry::Leaf(l) = src.pt.pte_peek(s) else {
+        return None;
+    };
+    if l.flags.contains(LeafFlags::SPECIAL) {
+        return None;
+    }
+    let f = phys.folio_of(l.pfn)?;
+    if f.head != l.pfn || f.nr_pages() != nr {
+        return None;
+    }
+    let folios = (phys.large_run_end(l.pfn)? - l.pfn.0) / nr;
+    let pud = s & !(PUD_SIZE - 1);
+    let mut k = 1;
+    while k < folios {
+        let va = s + k * PMD_SIZE;
+        if va + PMD_SIZE > end || va & !(PUD_SIZE - 1) != pud {
+            break;
+        }
+        if !matches!(dst.pt.pmd(va), crate::core::pgtable::PmdSlot::None) {
+            break;
+        }
+        let want = r.first.wrapping_add(r.step.wrapping_mul(nr * k));
+        let same = src
+            .pt
+            .pte_entries(va)
+            .and_then(|(e, _)| e.run_at(0))
+            .is_some_and(|t| {
+                t.len == r.len && t.kinds == r.kinds && t.step == r.step && t.first == want
+            });
+        if !same {
+            break;
+        }
+        k += 1;
+    }
+    // The last table's first entry decoded: the frame its run's
+    // arithmetic promised, the bits of the first (so no table's frame
+    // field carried over into other bits on the way).
+    if k >= 2 {
+        match src.pt.pte_peek(s + (k - 1) * PMD_SIZE) {
+            Entry::Leaf(t) if t.pfn == l.pfn.add(nr * (k - 1)) && t.flags == l.flags => {}
+            _ => return None,
+        }
+    }
+    (k >= 2).then_some(k)
 }
 
 /// K4: share a PMD-mapped THP (or the huge zero page) with the child.
