@@ -619,10 +619,19 @@ impl LiveBackend {
         if let Some(mut gen) = gate {
             *gen += 1;
             let zero = me.stats_base.iter().map(|v| v.map(|_| 0)).collect();
+            // The knobs in force now are the run's (a case beside others
+            // changes no size's effective mode but by its own statements,
+            // crate::fuzz::epoch_sharing).
+            let reach = crate::reach::CounterReach::new(
+                knobs::enabled_knobs(),
+                knobs::shmem_may_be_large(),
+            );
             me.attribution = Some(Attribution {
                 own: zero,
                 last: None,
                 before: Vec::new(),
+                reach,
+                unlocked: 0,
             });
         }
         Ok(me)
@@ -2299,12 +2308,33 @@ struct Attribution {
     /// The counters read before the statement that runs now (a buffer kept
     /// between statements).
     before: kernel::CounterValues,
+    /// Which statements can move a counter: only those take the lock.
+    reach: crate::reach::CounterReach,
+    /// Statements run without the lock (they could move no counter).
+    unlocked: u64,
 }
 
 impl LiveBackend {
     /// Run `call` under [`COUNTER_LOCK`], adding what the counters did
     /// meanwhile to this run's own.
     fn call_attributed(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        // A statement that can move no compared counter needs neither the
+        // lock nor the reads (crate::reach).
+        let unlocked = match self.attribution.as_mut() {
+            Some(a) if !a.reach.may_move(call) => {
+                a.unlocked += 1;
+                true
+            }
+            _ => false,
+        };
+        if unlocked {
+            let r = self.call_unattributed(proc, call);
+            if let Some(a) = self.attribution.as_mut() {
+                a.reach.note_done(call, r.is_ok());
+            }
+            self.wait_pending_writeback();
+            return r;
+        }
         let mut gen = COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let (last, mut before) = match self.attribution.as_mut() {
             Some(a) => (a.last.take(), std::mem::take(&mut a.before)),
@@ -2331,8 +2361,15 @@ impl LiveBackend {
             }
             a.last = Some((*gen, after));
             a.before = before;
+            a.reach.note_done(call, r.is_ok());
         }
         drop(gen);
+        self.wait_pending_writeback();
+        r
+    }
+
+    /// Wait for the swap writeback an attributed `MADV_PAGEOUT` started.
+    fn wait_pending_writeback(&mut self) {
         // The swap writeback a MADV_PAGEOUT started is waited for after the
         // counters are read and the mutex is free, so that the other job's
         // statements need not wait for the disk too: every counter of the
@@ -2344,7 +2381,13 @@ impl LiveBackend {
             let path = crate::swapfile::swap_path(std::process::id());
             crate::swapfile::wait_writeback(&path, std::time::Duration::from_secs(2));
         }
-        r
+    }
+
+    /// How many statements of an attributed run ran without
+    /// [`COUNTER_LOCK`] (they could move no compared counter:
+    /// [`crate::reach::CounterReach`]); 0 for a run alone.
+    pub fn unlocked_statements(&self) -> u64 {
+        self.attribution.as_ref().map_or(0, |a| a.unlocked)
     }
 }
 
