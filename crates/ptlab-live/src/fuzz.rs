@@ -3858,6 +3858,7 @@ mod tests {
             stopped: None,
             unsupported_by_model: false,
             notes: Vec::new(),
+            counter_orders_reached: 0x3fc,
             comparisons: 1,
             caps: None,
             timing: Default::default(),

@@ -221,6 +221,10 @@ pub struct LiveBackend {
     /// An attributed `MADV_PAGEOUT` started swap writeback that the
     /// statement has not waited for yet ([`LiveBackend::call_attributed`]).
     writeback_pending: bool,
+    /// Which THP counters the run's own statements can move
+    /// (crate::reach): an attributed statement that can move none takes no
+    /// [`COUNTER_LOCK`].
+    reach: crate::reach::CounterReach,
     /// The THP counter files, kept open.
     thp_counters: std::cell::RefCell<kernel::ThpCounters>,
     /// Pages whose tag could not be loaded at the last observation
@@ -585,6 +589,13 @@ impl LiveBackend {
             guards: Vec::new(),
             stats_base,
             attribution: None,
+            // The knobs in force now are the run's (a case beside others
+            // changes no size's effective mode but by its own statements,
+            // crate::fuzz::epoch_sharing).
+            reach: crate::reach::CounterReach::new(
+                knobs::enabled_knobs(),
+                knobs::shmem_may_be_large(),
+            ),
             writeback_pending: false,
             thp_counters: std::cell::RefCell::new(thp_counters),
             unknown_tags: BTreeSet::new(),
@@ -619,19 +630,13 @@ impl LiveBackend {
         if let Some(mut gen) = gate {
             *gen += 1;
             let zero = me.stats_base.iter().map(|v| v.map(|_| 0)).collect();
-            // The knobs in force now are the run's (a case beside others
-            // changes no size's effective mode but by its own statements,
-            // crate::fuzz::epoch_sharing).
-            let reach = crate::reach::CounterReach::new(
-                knobs::enabled_knobs(),
-                knobs::shmem_may_be_large(),
-            );
             me.attribution = Some(Attribution {
                 own: zero,
                 last: None,
                 before: Vec::new(),
-                reach,
                 unlocked: 0,
+                alloc_links: crate::reach::alloc_counter_links(me.thp_counters.borrow().keys()),
+                delta: Vec::new(),
             });
         }
         Ok(me)
@@ -2308,10 +2313,13 @@ struct Attribution {
     /// The counters read before the statement that runs now (a buffer kept
     /// between statements).
     before: kernel::CounterValues,
-    /// Which statements can move a counter: only those take the lock.
-    reach: crate::reach::CounterReach,
     /// Statements run without the lock (they could move no counter).
     unlocked: u64,
+    /// The allocation counters and their `nr_anon` gauges
+    /// ([`crate::reach::alloc_counter_links`]).
+    alloc_links: Vec<(usize, Option<usize>)>,
+    /// What the counters did during the statement that runs now (a buffer).
+    delta: Vec<i64>,
 }
 
 impl LiveBackend {
@@ -2321,7 +2329,7 @@ impl LiveBackend {
         // A statement that can move no compared counter needs neither the
         // lock nor the reads (crate::reach).
         let unlocked = match self.attribution.as_mut() {
-            Some(a) if !a.reach.may_move(call) => {
+            Some(a) if !self.reach.may_move(call) => {
                 a.unlocked += 1;
                 true
             }
@@ -2329,9 +2337,6 @@ impl LiveBackend {
         };
         if unlocked {
             let r = self.call_unattributed(proc, call);
-            if let Some(a) = self.attribution.as_mut() {
-                a.reach.note_done(call, r.is_ok());
-            }
             self.wait_pending_writeback();
             return r;
         }
@@ -2353,15 +2358,25 @@ impl LiveBackend {
         self.thp_counters.borrow_mut().read_values(&mut after);
         *gen += 1;
         if let Some(a) = self.attribution.as_mut() {
-            for ((own, b), v) in a.own.iter_mut().zip(&before).zip(&after) {
-                if let Some(v) = v {
-                    let d = v - b.unwrap_or(*v);
+            a.delta.clear();
+            a.delta.extend(
+                before
+                    .iter()
+                    .zip(&after)
+                    .map(|(b, v)| v.map_or(0, |v| v - b.unwrap_or(v))),
+            );
+            // A statement that cannot allocate made none of the
+            // allocations counted meanwhile (crate::reach::may_allocate).
+            if !crate::reach::may_allocate(call) {
+                crate::reach::remove_others_allocations(&mut a.delta, &a.alloc_links);
+            }
+            for ((own, v), d) in a.own.iter_mut().zip(&after).zip(&a.delta) {
+                if v.is_some() {
                     *own = Some(own.unwrap_or(0) + d);
                 }
             }
             a.last = Some((*gen, after));
             a.before = before;
-            a.reach.note_done(call, r.is_ok());
         }
         drop(gen);
         self.wait_pending_writeback();
@@ -2381,6 +2396,13 @@ impl LiveBackend {
             let path = crate::swapfile::swap_path(std::process::id());
             crate::swapfile::wait_writeback(&path, std::time::Duration::from_secs(2));
         }
+    }
+
+    /// The orders (bit `o`; `/proc/vmstat` counters are order 9's) whose
+    /// THP counters this run's own statements may have moved so far
+    /// ([`crate::reach::CounterReach::orders_reached`]).
+    pub fn counter_orders_reached(&self) -> u16 {
+        self.reach.orders_reached()
     }
 
     /// How many statements of an attributed run ran without
@@ -2750,11 +2772,13 @@ impl LiveBackend {
 
 impl Backend for LiveBackend {
     fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
-        if self.attribution.is_some() {
+        let r = if self.attribution.is_some() {
             self.call_attributed(proc, call)
         } else {
             self.call_unattributed(proc, call)
-        }
+        };
+        self.reach.note_done(call, r.is_ok());
+        r
     }
 
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
