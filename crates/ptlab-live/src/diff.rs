@@ -215,6 +215,10 @@ pub struct DiffReport {
     pub caps: Option<LiveCaps>,
     /// What the comparisons cost (`PTLAB_DIFF_TIMING=1` prints it).
     pub timing: DiffTiming,
+    /// The folio orders (bit `o`; `/proc/vmstat` counters are order 9's)
+    /// whose THP counters the run's own statements could move
+    /// ([`crate::reach::CounterReach::orders_reached`]; all when unknown).
+    pub counter_orders_reached: u16,
 }
 
 /// Time spent comparing and the reads that cost most of it.
@@ -238,6 +242,9 @@ pub struct DiffTiming {
     pub reading_all: (std::time::Duration, u64),
     /// The whole run, from when the backend held the knob lock.
     pub run: std::time::Duration,
+    /// Statements of a run beside others that took no counter lock (they
+    /// could move no compared counter: crate::reach).
+    pub unlocked: u64,
     /// CPU time of ptlab's thread in comparisons that re-used reads and in
     /// those that read everything (user and system: the kernel's work for
     /// the /proc reads counts, the worker's tag loads do not): less
@@ -1836,6 +1843,48 @@ pub fn diff_source(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffR
     // there, after that statement's comparison), and the second re-run is
     // not needed when the first showed none of them: nothing else of a
     // re-run is used.
+    // PTLAB_RERUN_LOG=1: what made the first run re-run (docs/live.md
+    // "Where a case's time goes").
+    if std::env::var_os("PTLAB_RERUN_LOG").is_some_and(|v| v == "1") {
+        for d in first.divergences.iter().filter(|d| d.kind == "stats") {
+            eprintln!(
+                "ptlab: re-run trigger: {file}: step {} line {} ({}): live {} | model {} | \
+                 orders reached {:#x}{}",
+                d.step,
+                d.line,
+                d.stmt,
+                d.live.join(", "),
+                d.model.join(", "),
+                first.counter_orders_reached,
+                if opts.attribute_counters {
+                    " (attributed)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    // A counter difference the run's own statements cannot have made (a
+    // counter of a size no folio of its processes could have) is
+    // background: no re-run for it.
+    let (background, rest): (Vec<Divergence>, Vec<Divergence>) =
+        std::mem::take(&mut first.divergences)
+            .into_iter()
+            .partition(|d| {
+                d.kind == "stats" && counters_out_of_reach(d, first.counter_orders_reached)
+            });
+    first.divergences = rest;
+    for d in &background {
+        first.notes.push(format!(
+            "counters moved differently after line {} ({}: live {} vs model {}) in this run: \
+             background activity (no folio of a size whose counter moved was possible in the \
+             run's processes; not re-run)",
+            d.line,
+            d.stmt,
+            d.live.join(", "),
+            d.model.join(", ")
+        ));
+    }
     let mut open: Vec<_> = first
         .divergences
         .iter()
@@ -1891,6 +1940,37 @@ pub fn diff_source(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffR
     Ok(first)
 }
 
+/// Whether every counter of the stats divergence `d` is one the run's
+/// own statements cannot have moved: the model's step moved it by 0 and
+/// its folio order (`/proc/vmstat` counters: order 9) is not in
+/// `reached` ([`DiffReport::counter_orders_reached`]). Such a difference is
+/// what other processes did (freeing or splitting folios made before the
+/// run, or a collapse) during the step.
+pub fn counters_out_of_reach(d: &Divergence, reached: u16) -> bool {
+    if d.live.is_empty() || d.live.len() != d.model.len() {
+        return false;
+    }
+    d.live.iter().zip(&d.model).all(|(l, m)| {
+        let mut li = l.split_whitespace();
+        let mut mi = m.split_whitespace();
+        let (Some(lk), Some(mk), Some(mv)) = (li.next(), mi.next(), mi.next()) else {
+            return false;
+        };
+        if lk != mk || mv.parse::<i64>() != Ok(0) {
+            return false;
+        }
+        let order = if lk.starts_with("vmstat/") {
+            9
+        } else {
+            match lk.split("kB/").next().and_then(|kb| kb.parse::<u64>().ok()) {
+                Some(kb) if kb >= 16 && kb.is_power_of_two() => (kb / 4).trailing_zeros(),
+                _ => return false,
+            }
+        };
+        reached & (1 << order) == 0
+    })
+}
+
 fn truncate(rep: &mut DiffReport, max: usize) {
     if rep.divergences.len() > max {
         rep.more_divergences += (rep.divergences.len() - max) as u64;
@@ -1922,6 +2002,8 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
     let live_timing = backend.live.observe_timing();
     let incremental = backend.live.incremental_stats();
     backend.timing.swap_reused = backend.live.swap_reused();
+    backend.timing.unlocked = backend.live.unlocked_statements();
+    let counter_orders_reached = backend.live.counter_orders_reached();
     for p in backend.live.shutdown() {
         eprintln!("ptlab: could not restore THP knob {p}");
     }
@@ -1972,6 +2054,7 @@ fn diff_once(file: &str, source: &str, opts: &DiffOptions) -> Result<DiffReport,
         notes: std::mem::take(&mut backend.notes),
         comparisons: backend.comparisons,
         caps: Some(caps),
+        counter_orders_reached,
         timing: DiffTiming {
             reads,
             live: live_timing,
@@ -2321,5 +2404,54 @@ mod incremental_tests {
         assert_eq!((first.line, first.kind.as_str()), (4, "bytes"), "{first:?}");
         assert_eq!(first.live, vec!["0x22".to_string()], "{first:?}");
         assert_eq!(first.model, vec!["0x00".to_string()], "{first:?}");
+    }
+}
+
+#[cfg(test)]
+mod reach_tests {
+    use super::*;
+
+    fn stats(live: &[&str], model: &[&str]) -> Divergence {
+        Divergence {
+            line: 3,
+            stmt: "write p 0 4K".into(),
+            loops: Vec::new(),
+            process: String::new(),
+            kind: "stats".into(),
+            summary: String::new(),
+            live: live.iter().map(|s| s.to_string()).collect(),
+            model: model.iter().map(|s| s.to_string()).collect(),
+            detail: Vec::new(),
+            step: 3,
+            khugepaged: 0,
+        }
+    }
+
+    #[test]
+    fn a_counter_of_a_size_out_of_reach_that_the_model_left_alone_is_background() {
+        let d = stats(
+            &[
+                "64kB/nr_anon -1 (total -1)",
+                "vmstat/thp_split_pmd +1 (total +1)",
+            ],
+            &[
+                "64kB/nr_anon +0 (total +0)",
+                "vmstat/thp_split_pmd +0 (total +0)",
+            ],
+        );
+        assert!(counters_out_of_reach(&d, 0));
+        // 64K reached: re-run.
+        assert!(!counters_out_of_reach(&d, 1 << 4));
+        // vmstat counters are 2M's.
+        assert!(!counters_out_of_reach(&d, 1 << 9));
+        // The model moved it: a model error is possible, re-run.
+        let d = stats(
+            &["16kB/anon_fault_alloc +0 (total +0)"],
+            &["16kB/anon_fault_alloc +1 (total +1)"],
+        );
+        assert!(!counters_out_of_reach(&d, 0));
+        // Lines that do not parse: re-run.
+        assert!(!counters_out_of_reach(&stats(&["x"], &["y"]), 0));
+        assert!(!counters_out_of_reach(&stats(&[], &[]), 0));
     }
 }

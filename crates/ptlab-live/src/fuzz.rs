@@ -1802,8 +1802,8 @@ impl FuzzSummary {
         let _ = writeln!(
             out,
             "  counter re-runs: {} of the shared cases' runs, {} of the alone cases'; swap areas \
-             kept from the case before: {}",
-            sh.phases.rerun_count, ex.phases.rerun_count, ex.phases.swap_reused
+             kept from the case before: {}; shared cases' statements without the counter lock: {}",
+            sh.phases.rerun_count, ex.phases.rerun_count, ex.phases.swap_reused, sh.phases.unlocked
         );
         out
     }
@@ -1957,6 +1957,10 @@ pub struct CaseTimings {
     /// swapon; [`crate::knobs::set_swap_retention`]).
     #[serde(default)]
     pub swap_reused: u32,
+    /// Statements of a run beside others that took no counter lock (they
+    /// could move no compared counter: [`crate::reach`]).
+    #[serde(default)]
+    pub unlocked: u64,
 }
 
 impl CaseTimings {
@@ -1990,6 +1994,7 @@ impl CaseTimings {
         self.reruns += ms(t.reruns.0);
         self.rerun_count += t.reruns.1;
         self.swap_reused += u32::from(t.swap_reused);
+        self.unlocked += t.unlocked;
     }
 
     /// Sum of two.
@@ -2007,6 +2012,7 @@ impl CaseTimings {
         self.rerun_count += o.rerun_count;
         self.confirm += o.confirm;
         self.swap_reused += o.swap_reused;
+        self.unlocked += o.unlocked;
     }
 }
 
@@ -3858,6 +3864,7 @@ mod tests {
             stopped: None,
             unsupported_by_model: false,
             notes: Vec::new(),
+            counter_orders_reached: 0x3fc,
             comparisons: 1,
             caps: None,
             timing: Default::default(),

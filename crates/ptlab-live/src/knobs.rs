@@ -104,6 +104,46 @@ pub fn current_mode(knob: ThpKnob) -> Result<ThpMode, Errno> {
     ThpMode::from_name(&v).ok_or(Errno::EINVAL)
 }
 
+/// Every THP `enabled` knob this machine has (the top level and each
+/// size), with its value now; `None` if one it has cannot be read
+/// (crate::reach::CounterReach).
+pub fn enabled_knobs() -> Option<Vec<(ThpKnob, ThpMode)>> {
+    let mut v = Vec::new();
+    for k in std::iter::once(ThpKnob::TopLevel).chain((2..=9).map(ThpKnob::Size)) {
+        match current_mode(k) {
+            Ok(m) => v.push((k, m)),
+            Err(Errno::ENOENT) if k != ThpKnob::TopLevel => {}
+            Err(_) => return None,
+        }
+    }
+    Some(v)
+}
+
+/// Whether shmem (a `MAP_SHARED` anonymous mapping) may get large folios
+/// on this machine: `shmem_enabled` other than `never`/`deny`, or a
+/// size's `shmem_enabled` other than `never` (or `inherit` of those).
+/// Linux: mm/shmem.c shmem_allowable_huge_orders(). ptlab never writes
+/// these knobs. A knob that cannot be read counts as allowing.
+pub fn shmem_may_be_large() -> bool {
+    let top = match read_knob(Path::new(&format!("{THP_DIR}/shmem_enabled"))) {
+        Ok(v) => v,
+        // A kernel without THP has no shmem huge pages either.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
+        Err(_) => return true,
+    };
+    let top_off = top == "never" || top == "deny";
+    if !top_off {
+        return true;
+    }
+    (2..=9u32).any(|order| {
+        let p = format!("{THP_DIR}/hugepages-{}kB/shmem_enabled", 4u64 << order);
+        match read_knob(Path::new(&p)) {
+            Ok(v) => v != "never" && v != "inherit",
+            Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+        }
+    })
+}
+
 /// `transparent_hugepage/use_zero_page` (read only: ptlab never writes it).
 pub fn use_zero_page() -> Option<bool> {
     let t = fs::read_to_string(format!("{THP_DIR}/use_zero_page")).ok()?;

@@ -19,6 +19,7 @@ pub mod kernel;
 pub mod knobs;
 pub mod lifeline;
 pub mod live;
+pub mod reach;
 pub mod swapfile;
 mod wire;
 mod worker;

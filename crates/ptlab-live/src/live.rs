@@ -221,6 +221,10 @@ pub struct LiveBackend {
     /// An attributed `MADV_PAGEOUT` started swap writeback that the
     /// statement has not waited for yet ([`LiveBackend::call_attributed`]).
     writeback_pending: bool,
+    /// Which THP counters the run's own statements can move
+    /// (crate::reach): an attributed statement that can move none takes no
+    /// [`COUNTER_LOCK`].
+    reach: crate::reach::CounterReach,
     /// The THP counter files, kept open.
     thp_counters: std::cell::RefCell<kernel::ThpCounters>,
     /// Pages whose tag could not be loaded at the last observation
@@ -585,6 +589,13 @@ impl LiveBackend {
             guards: Vec::new(),
             stats_base,
             attribution: None,
+            // The knobs in force now are the run's (a case beside others
+            // changes no size's effective mode but by its own statements,
+            // crate::fuzz::epoch_sharing).
+            reach: crate::reach::CounterReach::new(
+                knobs::enabled_knobs(),
+                knobs::shmem_may_be_large(),
+            ),
             writeback_pending: false,
             thp_counters: std::cell::RefCell::new(thp_counters),
             unknown_tags: BTreeSet::new(),
@@ -623,6 +634,9 @@ impl LiveBackend {
                 own: zero,
                 last: None,
                 before: Vec::new(),
+                unlocked: 0,
+                alloc_links: crate::reach::alloc_counter_links(me.thp_counters.borrow().keys()),
+                delta: Vec::new(),
             });
         }
         Ok(me)
@@ -2299,12 +2313,33 @@ struct Attribution {
     /// The counters read before the statement that runs now (a buffer kept
     /// between statements).
     before: kernel::CounterValues,
+    /// Statements run without the lock (they could move no counter).
+    unlocked: u64,
+    /// The allocation counters and their `nr_anon` gauges
+    /// ([`crate::reach::alloc_counter_links`]).
+    alloc_links: Vec<(usize, Option<usize>)>,
+    /// What the counters did during the statement that runs now (a buffer).
+    delta: Vec<i64>,
 }
 
 impl LiveBackend {
     /// Run `call` under [`COUNTER_LOCK`], adding what the counters did
     /// meanwhile to this run's own.
     fn call_attributed(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        // A statement that can move no compared counter needs neither the
+        // lock nor the reads (crate::reach).
+        let unlocked = match self.attribution.as_mut() {
+            Some(a) if !self.reach.may_move(call) => {
+                a.unlocked += 1;
+                true
+            }
+            _ => false,
+        };
+        if unlocked {
+            let r = self.call_unattributed(proc, call);
+            self.wait_pending_writeback();
+            return r;
+        }
         let mut gen = COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let (last, mut before) = match self.attribution.as_mut() {
             Some(a) => (a.last.take(), std::mem::take(&mut a.before)),
@@ -2323,9 +2358,20 @@ impl LiveBackend {
         self.thp_counters.borrow_mut().read_values(&mut after);
         *gen += 1;
         if let Some(a) = self.attribution.as_mut() {
-            for ((own, b), v) in a.own.iter_mut().zip(&before).zip(&after) {
-                if let Some(v) = v {
-                    let d = v - b.unwrap_or(*v);
+            a.delta.clear();
+            a.delta.extend(
+                before
+                    .iter()
+                    .zip(&after)
+                    .map(|(b, v)| v.map_or(0, |v| v - b.unwrap_or(v))),
+            );
+            // A statement that cannot allocate made none of the
+            // allocations counted meanwhile (crate::reach::may_allocate).
+            if !crate::reach::may_allocate(call) {
+                crate::reach::remove_others_allocations(&mut a.delta, &a.alloc_links);
+            }
+            for ((own, v), d) in a.own.iter_mut().zip(&after).zip(&a.delta) {
+                if v.is_some() {
                     *own = Some(own.unwrap_or(0) + d);
                 }
             }
@@ -2333,6 +2379,12 @@ impl LiveBackend {
             a.before = before;
         }
         drop(gen);
+        self.wait_pending_writeback();
+        r
+    }
+
+    /// Wait for the swap writeback an attributed `MADV_PAGEOUT` started.
+    fn wait_pending_writeback(&mut self) {
         // The swap writeback a MADV_PAGEOUT started is waited for after the
         // counters are read and the mutex is free, so that the other job's
         // statements need not wait for the disk too: every counter of the
@@ -2344,7 +2396,20 @@ impl LiveBackend {
             let path = crate::swapfile::swap_path(std::process::id());
             crate::swapfile::wait_writeback(&path, std::time::Duration::from_secs(2));
         }
-        r
+    }
+
+    /// The orders (bit `o`; `/proc/vmstat` counters are order 9's) whose
+    /// THP counters this run's own statements may have moved so far
+    /// ([`crate::reach::CounterReach::orders_reached`]).
+    pub fn counter_orders_reached(&self) -> u16 {
+        self.reach.orders_reached()
+    }
+
+    /// How many statements of an attributed run ran without
+    /// [`COUNTER_LOCK`] (they could move no compared counter:
+    /// [`crate::reach::CounterReach`]); 0 for a run alone.
+    pub fn unlocked_statements(&self) -> u64 {
+        self.attribution.as_ref().map_or(0, |a| a.unlocked)
     }
 }
 
@@ -2707,11 +2772,13 @@ impl LiveBackend {
 
 impl Backend for LiveBackend {
     fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
-        if self.attribution.is_some() {
+        let r = if self.attribution.is_some() {
             self.call_attributed(proc, call)
         } else {
             self.call_unattributed(proc, call)
-        }
+        };
+        self.reach.note_done(call, r.is_ok());
+        r
     }
 
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {

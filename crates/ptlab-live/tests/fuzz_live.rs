@@ -265,11 +265,15 @@ fn epochs_run_cases_side_by_side_on_two_jobs() {
 
 /// Two diffs at once, on two CPUs, whose statements fault 64 KiB folios
 /// and PMD THPs in MADV_HUGEPAGE regions (the THP counters every one of
-/// them moves are global; with `madvise` policies other processes on the
-/// machine do not move them): with `attribute_counters` each run's counter
+/// them moves are global): with `attribute_counters` each run's counter
 /// steps count its own statements only, so no step of either run sees the
 /// other's faults — not even once, in a first run that its re-runs would
-/// have overruled (without attribution nearly every step would).
+/// have overruled (without attribution nearly every step would). With
+/// `madvise` policies only a program with MADV_HUGEPAGE regions moves
+/// these counters; under load one did, now and then, during a step (the
+/// test failed 2 times in 300 runs at a load of 10, with `thp_split_pmd`
+/// moving too, which neither run does; issue 16's sixth round), so an
+/// attempt that shows something is repeated, and three that all do fail.
 #[test]
 fn attributed_counters_keep_two_concurrent_diffs_apart() {
     let Some(cpus) = two_job_cpus(
@@ -302,64 +306,84 @@ fn attributed_counters_keep_two_concurrent_diffs_apart() {
             attribute_counters: true,
             ..Default::default()
         };
-        let reports: Vec<_> = std::thread::scope(|s| {
-            let hs: Vec<_> = cpus[..2]
-                .iter()
-                .map(|&cpu| {
-                    let (lock, opts) = (lock.clone(), opts.clone());
-                    s.spawn(move || {
-                        ptlab_live::fuzz::pin_this_thread(cpu).unwrap();
-                        let _shared = ptlab_live::knobs::share_lock_in_this_thread(lock);
-                        (0..4)
-                            .map(|i| {
-                                ptlab_live::diff::diff_source(
-                                    &format!("a{cpu}-{i}.ptl"),
-                                    src,
-                                    &opts,
-                                )
-                                .unwrap()
-                            })
-                            .collect::<Vec<_>>()
+        // One attempt: both threads' runs; what showed of the other run's
+        // faults (None: nothing).
+        let attempt = || -> Option<String> {
+            let reports: Vec<_> = std::thread::scope(|s| {
+                let hs: Vec<_> = cpus[..2]
+                    .iter()
+                    .map(|&cpu| {
+                        let (lock, opts) = (lock.clone(), opts.clone());
+                        s.spawn(move || {
+                            ptlab_live::fuzz::pin_this_thread(cpu).unwrap();
+                            let _shared = ptlab_live::knobs::share_lock_in_this_thread(lock);
+                            (0..4)
+                                .map(|i| {
+                                    ptlab_live::diff::diff_source(
+                                        &format!("a{cpu}-{i}.ptl"),
+                                        src,
+                                        &opts,
+                                    )
+                                    .unwrap()
+                                })
+                                .collect::<Vec<_>>()
+                        })
                     })
+                    .collect();
+                hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+            });
+            if let Some(r) = reports
+                .iter()
+                .find(|r| r.divergences.iter().any(|d| d.kind == "stats"))
+            {
+                return Some(r.render_text());
+            }
+            // Under these `madvise` policies only MADV_HUGEPAGE regions fault
+            // 64 KiB folios and PMD THPs, so those allocation counters moving
+            // in a step that the model does not expect would be the other
+            // run's faults — or another program's with MADV_HUGEPAGE regions
+            // faulting during the step (seen under load: PMD faults with
+            // `thp_split_pmd` moving too, which neither run does), which
+            // attribution cannot exclude. Other programs also free (and split)
+            // large folios they got under earlier policies at any time, so the
+            // `nr_anon` gauges and split counters are not looked at.
+            let differed: Vec<&String> = reports
+                .iter()
+                .flat_map(|r| &r.notes)
+                .filter(|n| n.contains("counters moved differently"))
+                .filter(|n| {
+                    [
+                        "64kB/anon_fault_alloc",
+                        "2048kB/anon_fault_alloc",
+                        "vmstat/thp_fault_alloc",
+                    ]
+                    .iter()
+                    .any(|k| n.contains(k))
                 })
                 .collect();
-            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
-        });
-        for r in &reports {
-            assert!(
-                r.divergences.iter().all(|d| d.kind != "stats"),
-                "{}",
-                r.render_text()
-            );
-        }
-        // Other programs free (and split) large folios they got under
-        // earlier policies at any time, so the `nr_anon` gauges and split
-        // counters of any size may move in a step; but under these
-        // `madvise` policies only MADV_HUGEPAGE regions fault 64 KiB folios
-        // and PMD THPs: those allocation counters moving in a step that
-        // the model does not expect would be the other run's faults.
-        let differed: Vec<&String> = reports
-            .iter()
-            .flat_map(|r| &r.notes)
-            .filter(|n| n.contains("counters moved differently"))
-            .filter(|n| {
-                [
-                    "64kB/anon_fault_alloc",
-                    "2048kB/anon_fault_alloc",
-                    "vmstat/thp_fault_alloc",
-                ]
-                .iter()
-                .any(|k| n.contains(k))
+            (!differed.is_empty()).then(|| {
+                differed
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
             })
-            .collect();
+        };
+        // The other run's faults, were they counted, would show in nearly
+        // every step of every attempt; another program's show now and
+        // then. So three attempts that all show some fail the test, as the
+        // diff's own three-run rule does for counter differences.
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            match attempt() {
+                None => break,
+                Some(m) => seen.push(m),
+            }
+        }
         assert!(
-            differed.is_empty(),
-            "another run's faults showed in a counter step:\n{}",
-            differed
-                .iter()
-                .map(|n| n.as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
+            seen.len() < 3,
+            "another run's faults showed in a counter step, in three attempts:\n{}",
+            seen.join("\n--\n")
         );
     }
     assert_eq!(knob_values(), knobs_before, "the cover restores every knob");
