@@ -70,6 +70,13 @@ pub fn check(model: &Model) -> Result<(), Vec<String>> {
             }
         }
         errs.extend(crate::mm::marker::check(pid, mm));
+        // The walks for swap entries and markers skip an mm whose sticky
+        // flag is clear: it must be set whenever one exists.
+        if !mm.pt.maybe_nonpresent() && mm.pt.any_nonpresent_stored() {
+            errs.push(format!(
+                "pid {pid}: a swap entry or PTE marker is stored but the mm's non-present flag is clear"
+            ));
+        }
         // Tables: used counts, reachability.
         let tree = mm.pt.tables_in_tree();
         if tree.len() != mm.pt.table_count() {
@@ -366,6 +373,50 @@ mod tests {
     #[test]
     fn clean_model_passes() {
         assert_eq!(populated().check_invariants(), Ok(()));
+    }
+
+    /// The sticky non-present flag: set by a swap-out and a guard
+    /// install, set in a fork child that receives such entries, clear in
+    /// an mm that never had one; the checker finds a flag cleared under a
+    /// stored entry.
+    #[test]
+    fn nonpresent_flag_follows_swap_guard_and_fork() {
+        use crate::Advice;
+        const A: u64 = 0x7f00_0000_0000;
+        for arch in crate::core::arch::ArchKind::ALL {
+            for advice in [Advice::PageOut, Advice::GuardInstall] {
+                let mut m = Model::new(ModelConfig {
+                    arch,
+                    ..ModelConfig::default()
+                });
+                m.set_swap(16 << 20).unwrap();
+                let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+                m.mmap(1, A, 0x10000, Prot::READ | Prot::WRITE, f).unwrap();
+                // A child forked before the writes (MADV_PAGEOUT skips a
+                // folio mapped by two processes).
+                let clean = m.fork(1).unwrap();
+                m.write(1, A, 1).unwrap();
+                m.write(1, A + 0x1000, 2).unwrap();
+                assert!(!m.mm(1).unwrap().pt.maybe_nonpresent());
+                assert!(!m.mm(clean).unwrap().pt.maybe_nonpresent());
+                m.madvise(1, A, 0x2000, advice).unwrap();
+                let pt = &m.mm(1).unwrap().pt;
+                assert!(pt.any_nonpresent_stored(), "{arch:?} {advice:?}");
+                assert!(pt.maybe_nonpresent(), "{arch:?} {advice:?}");
+                assert!(!m.mm(clean).unwrap().pt.maybe_nonpresent());
+                let child = m.fork(1).unwrap();
+                let cpt = &m.mm(child).unwrap().pt;
+                assert!(cpt.any_nonpresent_stored(), "{arch:?} {advice:?} child");
+                assert!(cpt.maybe_nonpresent(), "{arch:?} {advice:?} child");
+                m.check_invariants().unwrap();
+                m.mm(child).unwrap().pt.forget_nonpresent();
+                let errs = m.check_invariants().unwrap_err();
+                assert!(
+                    errs.iter().any(|e| e.contains("non-present flag")),
+                    "{errs:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -200,6 +200,15 @@ pub struct PageTables {
     /// The dense buffer the last compaction freed, for the next table made
     /// dense ([`store::Spare`]).
     spare: store::Spare,
+    /// Sticky: a swap entry or PTE marker has been stored in this tree
+    /// since it was made (never cleared). Set where every PTE write
+    /// passes ([`PageTables::write_raw`], [`PteTable::store_raw`],
+    /// [`PteTable::write_affine`] of a non-present run), so the walks that
+    /// look only for non-present entries (fork's copy of markers, exit's
+    /// zap of swap entries and markers) skip an mm that never had one. A
+    /// fork child's is set by the stores that copy such entries into it.
+    /// The invariant checker recomputes it from the tables.
+    nonpresent: Cell<bool>,
     /// Hardware events issued on behalf of this address space (counting
     /// changes no result). See [`crate::core::hw`].
     pub hw: HwSink,
@@ -220,6 +229,7 @@ impl PageTables {
             hot: [None; 2],
             pte_runs: true,
             spare: None,
+            nonpresent: Cell::new(false),
             hw: HwSink::new(Default::default()),
         })
     }
@@ -764,6 +774,9 @@ impl PageTables {
         // The encoders write 0 for a none entry and never produce a non-zero
         // descriptor that decodes as none.
         let slot = self.tables.slot(&table.0).expect("table exists");
+        if level == 1 && raw != 0 && !self.arch.ops().pte_present_raw(raw) {
+            self.nonpresent.set(true);
+        }
         // An upper-level table stored as runs (a new one holds none) takes
         // the entry as a run of one: no 4 KiB table materialised for the
         // one or two entries a PMD or PUD table of a small mapping holds.
@@ -939,6 +952,7 @@ impl PageTables {
             view: TableView::of(self.tables.at_mut(slot)),
             spare: &mut self.spare,
             hw: &self.hw,
+            nonpresent: &self.nonpresent,
             base: va & !(PMD_SIZE - 1),
         };
         (view, i)
@@ -1414,6 +1428,9 @@ impl PageTables {
     /// `[start, end)`: the PTE tables a PMD-level [`Cursor`] finds, present
     /// entries skipped without decoding.
     fn walk_nonpresent(&self, start: u64, end: u64, out: &mut dyn FnMut(u64, Entry)) {
+        if !self.nonpresent.get() {
+            return; // no swap entry or marker was ever stored here
+        }
         let arch = self.arch.ops();
         self.for_each(Cursor::pmds(start, end), |q| {
             if let PtItem::PteTable(_) = q.item {
@@ -1439,6 +1456,35 @@ impl PageTables {
                 }
             }
         });
+    }
+
+    /// Whether a swap entry or PTE marker may exist in this tree: false
+    /// only when none was ever stored (a sticky flag; see the field).
+    pub fn maybe_nonpresent(&self) -> bool {
+        self.nonpresent.get()
+    }
+
+    /// Clear the sticky flag (tests of the invariant checker only).
+    #[cfg(test)]
+    pub(crate) fn forget_nonpresent(&self) {
+        self.nonpresent.set(false);
+    }
+
+    /// Whether any PTE table of the store holds a swap entry or marker,
+    /// read from every table regardless of [`PageTables::maybe_nonpresent`]
+    /// (the invariant checker's recomputation).
+    pub fn any_nonpresent_stored(&self) -> bool {
+        let arch = self.arch.ops();
+        self.tables
+            .slab
+            .iter()
+            .flatten()
+            .filter(|t| t.level == 1)
+            .any(|t| {
+                t.entries()
+                    .nonzero()
+                    .any(|(_, raw)| !arch.pte_present_raw(raw))
+            })
     }
 
     /// The entries of the PTE table holding one segment and the segment's
@@ -1514,5 +1560,72 @@ mod pmd_cache_tests {
         let t2 = pt.pte_alloc(PMD_SIZE, &mut phys).unwrap();
         assert_eq!(pt.pmd(PMD_SIZE), PmdSlot::Table(t2));
         assert_eq!(pt.table_at(0, 2), Some(pmd0));
+    }
+
+    /// Each PTE write path that can store a swap entry or marker sets the
+    /// sticky non-present flag; present and none entries do not, and
+    /// clearing the entry again keeps it (sticky).
+    #[test]
+    fn nonpresent_flag_is_set_by_every_nonpresent_write() {
+        use crate::core::arch::{PteMarker, SwapPte};
+        let swp = SwapPte {
+            ty: 0,
+            offset: 7,
+            exclusive: true,
+            soft_dirty: false,
+            uffd_wp: false,
+        };
+        type Write = fn(&mut PageTables, u64, SwapPte);
+        let writes: [(&str, Write); 6] = [
+            ("set_swap_pte (write_raw)", |pt, va, s| {
+                pt.set_swap_pte(va, s)
+            }),
+            ("set_swap_pte_counted (store_raw)", |pt, va, s| {
+                pt.set_swap_pte_counted(va, s)
+            }),
+            ("guard marker", |pt, va, _| {
+                pt.set_marker(va, PteMarker::GUARD)
+            }),
+            ("uffd-wp marker", |pt, va, _| {
+                pt.set_marker(va, PteMarker::UFFD_WP)
+            }),
+            ("write_affine of a non-present run", |pt, va, s| {
+                let raw = pt.arch().encode_swap(s);
+                let (mut t, i) = pt.pte_table(va);
+                t.write_affine(i, 4, raw, 1 << 12, Run::NONPRESENT);
+            }),
+            ("store_raw into a table of runs", |pt, va, s| {
+                pt.compact_tables();
+                let raw = pt.arch().encode_swap(s);
+                let (mut t, i) = pt.pte_table(va);
+                t.store_raw(i, raw);
+            }),
+        ];
+        for arch in ArchKind::ALL {
+            for (what, write) in writes {
+                let mut phys = PhysMem::new(1 << 16);
+                let mut pt = PageTables::new(arch, &mut phys).expect("tables");
+                let va = PMD_SIZE;
+                pt.pte_alloc(va, &mut phys).unwrap();
+                pt.set_ptes(va + 0x10_000, leaf(0x100), 4, &phys);
+                pt.clear_ptes(va + 0x10_000, 4);
+                assert!(
+                    !pt.maybe_nonpresent(),
+                    "{arch:?} {what}: present/none writes"
+                );
+                assert!(!pt.any_nonpresent_stored());
+                assert!(pt.swap_ptes(0, u64::MAX).is_empty());
+                write(&mut pt, va, swp);
+                assert!(pt.any_nonpresent_stored(), "{arch:?} {what}: stored");
+                assert!(pt.maybe_nonpresent(), "{arch:?} {what}: flag set");
+                let found = pt.swap_ptes(0, u64::MAX).len() + pt.markers(0, u64::MAX).len();
+                assert!(found >= 1, "{arch:?} {what}: the walk finds it");
+                for k in 0..4 {
+                    pt.clear_pte_entry(va + k * PAGE_SIZE);
+                }
+                assert!(!pt.any_nonpresent_stored());
+                assert!(pt.maybe_nonpresent(), "{arch:?} {what}: sticky");
+            }
+        }
     }
 }

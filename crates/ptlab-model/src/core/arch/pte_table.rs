@@ -7,6 +7,7 @@ use crate::core::addr::{Pfn, PAGE_SIZE, PTRS_PER_TABLE};
 use crate::core::hw::HwSink;
 use crate::core::pgtable::store::Spare;
 use crate::core::pgtable::{Entries, Run, Table};
+use std::cell::Cell;
 
 /// Where folios are, for the hooks that must know (arm64's fold test:
 /// `page_folio()` + `folio_nr_pages()`). Implemented by the memmap.
@@ -49,6 +50,10 @@ pub struct PteTable<'a> {
     pub(crate) spare: &'a mut Spare,
     /// Events the hooks count (loads, stores, atomics, flushes).
     pub hw: &'a HwSink,
+    /// The tree's sticky "a non-present PTE may exist" flag
+    /// ([`crate::core::pgtable::PageTables::maybe_nonpresent`]): every
+    /// store of a swap entry or marker sets it.
+    pub(crate) nonpresent: &'a Cell<bool>,
     /// Virtual address entry 0 maps.
     pub base: u64,
 }
@@ -95,6 +100,9 @@ impl<'a> PteTable<'a> {
             view: TableView::Dense { entries, used },
             spare,
             hw,
+            // A test view has no tree: the flag it sets goes nowhere (one
+            // leaked bool per test view).
+            nonpresent: Box::leak(Box::new(Cell::new(false))),
             base,
         }
     }
@@ -141,6 +149,9 @@ impl<'a> PteTable<'a> {
     /// Write a raw descriptor (a swap entry or marker encoded by the arch).
     #[inline(always)]
     pub fn store_raw(&mut self, i: usize, raw: u64) {
+        if raw != 0 && !self.arch.pte_present_raw(raw) {
+            self.nonpresent.set(true);
+        }
         if let TableView::Dense { entries, used } = &mut self.view {
             // The encoders write 0 for a none entry and never produce a
             // non-zero descriptor that decodes as none.
@@ -173,6 +184,9 @@ impl<'a> PteTable<'a> {
             clear || (0..n as u64).all(|k| first.wrapping_add(step.wrapping_mul(k)) != 0),
             "a run never holds a none entry"
         );
+        if kinds & Run::NONPRESENT != 0 {
+            self.nonpresent.set(true);
+        }
         if let TableView::Runs(t) = &mut self.view {
             let run = (!clear).then_some(Run {
                 start: i as u16,
