@@ -217,7 +217,7 @@ fn zap_shared_thp_tables(
     if !phys.fork_runs || mm.pt.hw.observing() || s & (PMD_SIZE - 1) != 0 {
         return 0;
     }
-    let Some((k, pfn)) = shared_thp_stretch(mm, phys, s, end) else {
+    let Some((k, pfn)) = whole_thp_tables(mm, phys, s, end, |_| true) else {
         return 0;
     };
     let (t_mm, t_phys) = (mm.pt.hw.tally(), phys.hw.tally());
@@ -268,13 +268,21 @@ pub fn zap_table_steps_taken() -> u64 {
 }
 
 /// How many whole PMD slots from `s` (at least 2, else `None`) qualify
-/// for [`zap_shared_thp_tables`], with the first table's first frame: each
-/// PTE table one stored run of 512 present, non-special entries a frame
-/// apart mapping one whole order-9 folio from its head, table `j`'s run
-/// the first's moved by `j` folios (the same bits), the folios
-/// consecutive in one folio run, all in the first slot's PMD table and
-/// below `end`.
-fn shared_thp_stretch(mm: &Mm, phys: &PhysMem, s: u64, end: u64) -> Option<(u64, Pfn)> {
+/// for a whole-table step ([`zap_shared_thp_tables`], fork's
+/// `copy_thp_tables()`), with the first table's first frame: each PTE
+/// table one stored run of 512 present, non-special entries a frame apart
+/// mapping one whole order-9 folio from its head, table `j`'s run the
+/// first's moved by `j` folios (the same bits), the folios consecutive in
+/// one folio run, all in the first slot's PMD table and below `end`, and
+/// `slot_ok(va)` true for every slot after the first (fork: the child's
+/// slot is empty).
+pub(crate) fn whole_thp_tables(
+    mm: &Mm,
+    phys: &PhysMem,
+    s: u64,
+    end: u64,
+    slot_ok: impl Fn(u64) -> bool,
+) -> Option<(u64, Pfn)> {
     use crate::core::addr::PUD_SIZE;
     let nr = HPAGE_PMD_NR;
     if s + 2 * PMD_SIZE > end {
@@ -300,7 +308,7 @@ fn shared_thp_stretch(mm: &Mm, phys: &PhysMem, s: u64, end: u64) -> Option<(u64,
     let mut k = 1;
     while k < folios {
         let va = s + k * PMD_SIZE;
-        if va + PMD_SIZE > end || va & !(PUD_SIZE - 1) != pud {
+        if va + PMD_SIZE > end || va & !(PUD_SIZE - 1) != pud || !slot_ok(va) {
             break;
         }
         let want = r.first.wrapping_add(r.step.wrapping_mul(nr * k));

@@ -11,7 +11,7 @@
 //! pages copied at fork) never apply.
 
 use crate::core::addr::PTRS_PER_TABLE;
-use crate::core::addr::{Pfn, HPAGE_PMD_NR, PAGE_SIZE, PMD_SIZE, PUD_SIZE};
+use crate::core::addr::{Pfn, HPAGE_PMD_NR, PAGE_SIZE, PMD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags};
 use crate::core::folio::PhysMem;
 use crate::core::hw::HwEvent;
@@ -207,7 +207,9 @@ fn copy_thp_tables(
     {
         return Ok(0);
     }
-    let Some(k) = thp_table_stretch(src, dst, phys, s, end) else {
+    // The child's slots after the first must be empty.
+    let child_empty = |va| matches!(dst.pt.pmd(va), crate::core::pgtable::PmdSlot::None);
+    let Some((k, _)) = crate::mm::zap::whole_thp_tables(src, phys, s, end, child_empty) else {
         return Ok(0);
     };
     // Room for every child table (so no table's allocation fails midway,
@@ -291,66 +293,6 @@ thread_local! {
 /// shows).
 pub fn fork_table_steps_taken() -> u64 {
     FORK_TABLE_STEPS.with(|c| c.get())
-}
-
-/// How many PMD slots from `s` (at least 2, else `None`) qualify for
-/// [`copy_thp_tables`]: the parent's PTE table at each is one stored run
-/// of 512 present, non-special entries a frame apart mapping one whole
-/// order-9 folio from its head, table `j`'s run that of the first moved by
-/// `j` folios (the same bits), the folios consecutive in one folio run,
-/// the child's slot empty, all in the first slot's PMD table and below
-/// `end`.
-fn thp_table_stretch(src: &Mm, dst: &Mm, phys: &PhysMem, s: u64, end: u64) -> Option<u64> {
-    let nr = PTRS_PER_TABLE as u64;
-    let (e, _) = src.pt.pte_entries(s)?;
-    let r = e.run_at(0)?;
-    if r.len as usize != PTRS_PER_TABLE || r.kinds != crate::core::pgtable::Run::PRESENT {
-        return None;
-    }
-    let Entry::Leaf(l) = src.pt.pte_peek(s) else {
-        return None;
-    };
-    if l.flags.contains(LeafFlags::SPECIAL) {
-        return None;
-    }
-    let f = phys.folio_of(l.pfn)?;
-    if f.head != l.pfn || f.nr_pages() != nr {
-        return None;
-    }
-    let folios = (phys.large_run_end(l.pfn)? - l.pfn.0) / nr;
-    let pud = s & !(PUD_SIZE - 1);
-    let mut k = 1;
-    while k < folios {
-        let va = s + k * PMD_SIZE;
-        if va + PMD_SIZE > end || va & !(PUD_SIZE - 1) != pud {
-            break;
-        }
-        if !matches!(dst.pt.pmd(va), crate::core::pgtable::PmdSlot::None) {
-            break;
-        }
-        let want = r.first.wrapping_add(r.step.wrapping_mul(nr * k));
-        let same = src
-            .pt
-            .pte_entries(va)
-            .and_then(|(e, _)| e.run_at(0))
-            .is_some_and(|t| {
-                t.len == r.len && t.kinds == r.kinds && t.step == r.step && t.first == want
-            });
-        if !same {
-            break;
-        }
-        k += 1;
-    }
-    // The last table's first entry decoded: the frame its run's
-    // arithmetic promised, the bits of the first (so no table's frame
-    // field carried over into other bits on the way).
-    if k >= 2 {
-        match src.pt.pte_peek(s + (k - 1) * PMD_SIZE) {
-            Entry::Leaf(t) if t.pfn == l.pfn.add(nr * (k - 1)) && t.flags == l.flags => {}
-            _ => return None,
-        }
-    }
-    (k >= 2).then_some(k)
 }
 
 /// K4: share a PMD-mapped THP (or the huge zero page) with the child.
