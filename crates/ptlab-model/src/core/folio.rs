@@ -1459,10 +1459,11 @@ impl PhysMem {
     /// going on from its affine contents frame by frame: the state `k`
     /// faults like the one that made it leave behind, in one step (the
     /// caller counts their events and maps them). Only while the
-    /// allocator gives the heads right after it, in order: a block that
-    /// is not the next is given back (the free lists are a function of
-    /// which frames are free: [`crate::core::phys::FrameAllocator::free_range`])
-    /// and the count made so far is returned. 0 when `head` is not an
+    /// allocator gives the heads right after it, in order, taken as one
+    /// run ([`crate::core::phys::Nodes::alloc_run`]: what single
+    /// allocations hand out, the free lists left as they leave them); a
+    /// block that is not the next is not taken, and the count made so far
+    /// is returned. 0 when `head` is not an
     /// anonymous large folio with affine contents, out of the swap cache,
     /// ending its run. Uncounted: no events, no statistics.
     /// Linux: mm/memory.c alloc_anon_folio() (per fault).
@@ -1482,18 +1483,14 @@ impl PhysMem {
             return 0;
         }
         let order = template.order;
-        let mut made = 0;
-        while made < k {
-            let want = head.0 + nr * (made + 1);
-            match self.alloc.alloc(order) {
-                Some(p) if p.0 == want => made += 1,
-                Some(p) => {
-                    self.alloc.free(p, order);
-                    break;
-                }
-                None => break,
-            }
-        }
+        // The blocks single allocations would hand out while each is the
+        // next one after the run (a block elsewhere is not taken: single
+        // allocations stopped there and gave it back), in one step.
+        let want = head.0 + nr;
+        let made = self
+            .alloc
+            .alloc_run(order, k, |p| if p.0 == want { k } else { 0 })
+            .map_or(0, |(_, n)| n);
         if made == 0 {
             return 0;
         }

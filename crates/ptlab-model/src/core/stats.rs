@@ -129,10 +129,51 @@ impl VmEvent {
 }
 
 /// Counter values since the model started.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Beside the values, the counters ever changed (a bit per counter, set by
+/// every change, never cleared, copied by a clone): a counter outside the
+/// set is zero now and was zero at any earlier copy, so
+/// [`Stats::add_since`] visits only the set (as
+/// [`crate::core::hw::HwSink::add_since`]). Equality and `Debug` look at
+/// the values only.
+#[derive(Clone, Default)]
 pub struct Stats {
     mthp: [[i64; MthpStat::ALL.len()]; 10],
     vm: [i64; VmEvent::ALL.len()],
+    /// Bit `o` set: some per-size counter of order `o` changed.
+    orders_touched: u16,
+    /// Per order, bit `s`: the counter `MthpStat::ALL[s]` changed.
+    mthp_touched: [u16; 10],
+    /// Bit `e`: the counter `VmEvent::ALL[e]` changed.
+    vm_touched: u16,
+}
+
+impl PartialEq for Stats {
+    fn eq(&self, o: &Stats) -> bool {
+        self.mthp == o.mthp && self.vm == o.vm
+    }
+}
+
+impl Eq for Stats {}
+
+impl std::fmt::Debug for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stats")
+            .field("mthp", &self.mthp)
+            .field("vm", &self.vm)
+            .finish()
+    }
+}
+
+/// The set bits of `m`, lowest first.
+fn bits(mut m: u16) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (m != 0).then(|| {
+            let b = m.trailing_zeros() as usize;
+            m &= m - 1;
+            b
+        })
+    })
 }
 
 impl Stats {
@@ -140,23 +181,29 @@ impl Stats {
     pub fn mthp(&mut self, order: u8, stat: MthpStat, delta: i64) {
         if (2..=9).contains(&order) {
             self.mthp[order as usize][stat as usize] += delta;
+            self.orders_touched |= 1 << order;
+            self.mthp_touched[order as usize] |= 1 << stat as u32;
         }
     }
     pub fn vm(&mut self, ev: VmEvent, delta: i64) {
         self.vm[ev as usize] += delta;
+        self.vm_touched |= 1 << ev as u32;
     }
     /// Add `k` times every change since `before`: a whole-stretch step
     /// that did one of `k + 1` identical steps through the step's own
     /// code adds the other `k` in one addition (as
     /// [`crate::core::hw::HwSink::add_since`]).
+    /// Only the counters ever changed are visited (the others are zero
+    /// in both).
     pub fn add_since(&mut self, before: &Stats, k: i64) {
-        for (row, b) in self.mthp.iter_mut().zip(&before.mthp) {
-            for (c, &v) in row.iter_mut().zip(b) {
-                *c += (*c - v) * k;
+        for o in bits(self.orders_touched) {
+            let (row, b) = (&mut self.mthp[o], &before.mthp[o]);
+            for s in bits(self.mthp_touched[o]) {
+                row[s] += (row[s] - b[s]) * k;
             }
         }
-        for (c, &v) in self.vm.iter_mut().zip(&before.vm) {
-            *c += (*c - v) * k;
+        for e in bits(self.vm_touched) {
+            self.vm[e] += (self.vm[e] - before.vm[e]) * k;
         }
     }
     pub fn get_mthp(&self, order: u8, stat: MthpStat) -> i64 {
@@ -196,5 +243,45 @@ mod tests {
         assert_eq!(m["64kB/anon_fault_alloc"], 1);
         assert_eq!(m["vmstat/thp_split_pmd"], 2);
         assert_eq!(m["2048kB/nr_anon"], 0);
+    }
+
+    /// The dense sum every counter would get: `now + (now - before) * k`.
+    fn dense_add_since(now: &Stats, before: &Stats, k: i64) -> BTreeMap<String, i64> {
+        let (n, b) = (now.to_map(), before.to_map());
+        n.iter()
+            .map(|(key, &v)| (key.clone(), v + (v - b[key]) * k))
+            .collect()
+    }
+
+    #[test]
+    fn add_since_repeats_every_change_since_the_copy() {
+        // Counters changed before the copy only, after it only, both, and
+        // back to their old value; every order with a stats directory and
+        // every vmstat event in turn.
+        for order in 2u8..=9 {
+            for (si, &stat) in MthpStat::ALL.iter().enumerate() {
+                let ev = VmEvent::ALL[(si + order as usize) % VmEvent::ALL.len()];
+                let mut s = Stats::default();
+                s.mthp(order, MthpStat::NrAnon, 3);
+                s.vm(VmEvent::ThpFaultAlloc, 1);
+                let before = s.clone();
+                s.mthp(order, stat, 2);
+                s.mthp(9 - (order - 2), MthpStat::Split, -1);
+                s.vm(ev, 5);
+                s.mthp(order, MthpStat::NrAnon, 1);
+                s.mthp(order, MthpStat::NrAnon, -1);
+                for k in [0, 1, 7] {
+                    let want = dense_add_since(&s, &before, k);
+                    let mut got = s.clone();
+                    got.add_since(&before, k);
+                    assert_eq!(got.to_map(), want, "order {order} {stat:?} {ev:?} k {k}");
+                }
+            }
+        }
+        // Equality sees the values only, not which counters were touched.
+        let mut a = Stats::default();
+        a.vm(VmEvent::ThpSplitPmd, 1);
+        a.vm(VmEvent::ThpSplitPmd, -1);
+        assert_eq!(a, Stats::default());
     }
 }
