@@ -1,7 +1,7 @@
 //! Physical frames: a deterministic buddy allocator.
 //!
 //! Frames come from one contiguous zone starting at [`FIRST_PFN`]. Free blocks
-//! sit in per-order ordered sets and the lowest-addressed suitable block is
+//! sit in per-order ordered sets (bitmaps, [`FreeSet`]) and the lowest-addressed suitable block is
 //! always chosen, so a given sequence of allocations and frees yields the
 //! same frame numbers on every run. Linux: mm/page_alloc.c (__rmqueue_smallest,
 //! __free_one_page) — the model keeps the buddy splitting and merging, not the
@@ -15,7 +15,6 @@
 //! zonelist's fallback order).
 
 use crate::core::addr::{Order, Pfn};
-use std::collections::BTreeSet;
 
 /// First frame handed out (4 GiB physical), leaving low frames to "firmware".
 pub const FIRST_PFN: u64 = 0x10_0000;
@@ -24,7 +23,7 @@ pub const MAX_ORDER: u8 = 10;
 
 #[derive(Clone, Debug)]
 pub struct FrameAllocator {
-    free: Vec<BTreeSet<u64>>,
+    free: Vec<FreeSet>,
     /// Next never-used max-order block.
     fresh: u64,
     /// Upper bound on frames (exclusive).
@@ -45,7 +44,7 @@ impl FrameAllocator {
         let block = 1u64 << MAX_ORDER;
         debug_assert!(base.is_multiple_of(block));
         FrameAllocator {
-            free: (0..=MAX_ORDER).map(|_| BTreeSet::new()).collect(),
+            free: (0..=MAX_ORDER).map(|o| FreeSet::new(base, o)).collect(),
             fresh: base,
             limit: base + frames / block * block,
             base,
@@ -171,7 +170,7 @@ impl FrameAllocator {
         while left > 0 {
             // The block the next single allocation would split.
             let (p, o) = match (want..=MAX_ORDER)
-                .find_map(|o| self.free[o as usize].first().map(|&p| (p, o)))
+                .find_map(|o| self.free[o as usize].first().map(|p| (p, o)))
             {
                 Some(x) => x,
                 None => {
@@ -262,6 +261,176 @@ impl FrameAllocator {
             self.free(Pfn(p), Order(o));
             p += 1 << o;
         }
+    }
+}
+
+/// Blocks per chunk of a [`FreeSet`] (64 words of 64 bits).
+const CHUNK_SHIFT: usize = 12;
+
+/// One order's free blocks, lowest first: a bitmap by block index (block
+/// `i` starts at frame `base + (i << order)`) in chunks of 4096 blocks,
+/// each kept while it holds a free block, with a bit per non-zero word in
+/// each chunk and a bit per non-empty chunk, so the lowest free block is
+/// found without a scan. The set a `BTreeSet<u64>` of the blocks' first
+/// frames held before (issue 14: an allocation's pop and splits and a
+/// free's buddy merges were several B-tree operations each).
+#[derive(Clone, Debug)]
+struct FreeSet {
+    base: u64,
+    shift: u32,
+    chunks: Vec<Option<Box<Chunk>>>,
+    /// Bit `c % 64` of word `c / 64`: chunk `c` holds a free block.
+    top: Vec<u64>,
+    len: usize,
+    /// No free block has a lower index (a lower bound, raised by `first`).
+    low: usize,
+    /// An emptied chunk kept for the next one needed (all zero).
+    spare: Option<Box<Chunk>>,
+}
+
+#[derive(Clone, Debug)]
+struct Chunk {
+    /// Bit `w`: `words[w]` is not zero.
+    sum: u64,
+    words: [u64; 64],
+}
+
+impl PartialEq for FreeSet {
+    /// The same blocks (how the chunks are kept plays no part).
+    fn eq(&self, o: &FreeSet) -> bool {
+        const ZERO: [u64; 64] = [0; 64];
+        let words = |s: &FreeSet, c: usize| match s.chunks.get(c) {
+            Some(Some(ch)) => ch.words,
+            _ => ZERO,
+        };
+        self.base == o.base
+            && self.shift == o.shift
+            && self.len == o.len
+            && (0..self.chunks.len().max(o.chunks.len())).all(|c| words(self, c) == words(o, c))
+    }
+}
+
+impl FreeSet {
+    fn new(base: u64, order: u8) -> Self {
+        FreeSet {
+            base,
+            shift: u32::from(order),
+            chunks: Vec::new(),
+            top: Vec::new(),
+            len: 0,
+            low: 0,
+            spare: None,
+        }
+    }
+    fn index(&self, pfn: u64) -> usize {
+        ((pfn - self.base) >> self.shift) as usize
+    }
+    fn pfn(&self, i: usize) -> u64 {
+        self.base + ((i as u64) << self.shift)
+    }
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Add the block at `pfn`; whether it was not in the set.
+    fn insert(&mut self, pfn: u64) -> bool {
+        let i = self.index(pfn);
+        let (c, w, b) = (i >> CHUNK_SHIFT, (i >> 6) & 63, i & 63);
+        if c >= self.chunks.len() {
+            self.chunks.resize_with(c + 1, || None);
+            self.top.resize(self.chunks.len().div_ceil(64), 0);
+        }
+        let spare = &mut self.spare;
+        let ch = self.chunks[c].get_or_insert_with(|| {
+            spare.take().unwrap_or_else(|| {
+                Box::new(Chunk {
+                    sum: 0,
+                    words: [0; 64],
+                })
+            })
+        });
+        if ch.words[w] & (1 << b) != 0 {
+            return false;
+        }
+        ch.words[w] |= 1 << b;
+        ch.sum |= 1 << w;
+        self.top[c >> 6] |= 1 << (c & 63);
+        self.len += 1;
+        self.low = self.low.min(i);
+        true
+    }
+    /// Take the block at `pfn` out; whether it was in the set.
+    fn remove(&mut self, pfn: &u64) -> bool {
+        let i = self.index(*pfn);
+        let (c, w, b) = (i >> CHUNK_SHIFT, (i >> 6) & 63, i & 63);
+        let Some(Some(ch)) = self.chunks.get_mut(c) else {
+            return false;
+        };
+        if ch.words[w] & (1 << b) == 0 {
+            return false;
+        }
+        ch.words[w] &= !(1 << b);
+        if ch.words[w] == 0 {
+            ch.sum &= !(1 << w);
+            if ch.sum == 0 {
+                self.top[c >> 6] &= !(1 << (c & 63));
+                self.spare = self.chunks[c].take();
+            }
+        }
+        self.len -= 1;
+        true
+    }
+    /// The lowest block (its first frame).
+    fn first(&mut self) -> Option<u64> {
+        if self.len == 0 {
+            return None;
+        }
+        let i = self.low;
+        let (c0, w0, b0) = (i >> CHUNK_SHIFT, (i >> 6) & 63, i & 63);
+        let found = 'find: {
+            if let Some(Some(ch)) = self.chunks.get(c0) {
+                let m = ch.words[w0] & (!0u64 << b0);
+                if m != 0 {
+                    break 'find (c0 << CHUNK_SHIFT) | (w0 << 6) | m.trailing_zeros() as usize;
+                }
+                let s = ch.sum & (!0u64).checked_shl(w0 as u32 + 1).unwrap_or(0);
+                if s != 0 {
+                    let w = s.trailing_zeros() as usize;
+                    break 'find (c0 << CHUNK_SHIFT)
+                        | (w << 6)
+                        | ch.words[w].trailing_zeros() as usize;
+                }
+            }
+            let from = c0 + 1;
+            let mut t = from >> 6;
+            let mut mask = !0u64 << (from & 63);
+            while t < self.top.len() {
+                let m = self.top[t] & mask;
+                if m != 0 {
+                    let c = (t << 6) | m.trailing_zeros() as usize;
+                    let ch = self.chunks[c].as_ref().expect("a chunk with its bit set");
+                    let w = ch.sum.trailing_zeros() as usize;
+                    break 'find (c << CHUNK_SHIFT)
+                        | (w << 6)
+                        | ch.words[w].trailing_zeros() as usize;
+                }
+                t += 1;
+                mask = !0;
+            }
+            debug_assert!(false, "a non-empty set has a lowest block");
+            return None;
+        };
+        self.low = found;
+        Some(self.pfn(found))
+    }
+    /// Take the lowest block out.
+    fn pop_first(&mut self) -> Option<u64> {
+        let p = self.first()?;
+        self.remove(&p);
+        Some(p)
     }
 }
 
@@ -730,6 +899,45 @@ mod tests {
             }
         }
         assert!(runs > 100, "runs of two or more blocks: {runs}");
+    }
+
+    /// The bitmap free set against the ordered set it replaced: random
+    /// inserts, removes, pops and lowest-block reads over a range that
+    /// spans several chunks (and chunk words), blocks of order 0, 3 and 10.
+    #[test]
+    fn free_set_is_an_ordered_set() {
+        for order in [0u8, 3, 10] {
+            let mut seed = 0x2545_f491_4f6c_dd1d ^ u64::from(order);
+            let mut a = FreeSet::new(FIRST_PFN, order);
+            let mut b = std::collections::BTreeSet::new();
+            let span = 3 * (1u64 << CHUNK_SHIFT) + 100;
+            for step in 0..20_000 {
+                let r = rng(&mut seed);
+                // Clustered indices (dense chunks) and scattered ones.
+                let i = if r & 1 == 0 {
+                    (r >> 8) % 200
+                } else {
+                    (r >> 8) % span
+                };
+                let pfn = FIRST_PFN + (i << order);
+                match (r >> 4) % 5 {
+                    0 | 1 => assert_eq!(a.insert(pfn), b.insert(pfn), "step {step}"),
+                    2 => assert_eq!(a.remove(&pfn), b.remove(&pfn), "step {step}"),
+                    3 => assert_eq!(a.pop_first(), b.pop_first(), "step {step}"),
+                    _ => assert_eq!(a.first(), b.first().copied(), "step {step}"),
+                }
+                assert_eq!(a.len(), b.len());
+                assert_eq!(a.is_empty(), b.is_empty());
+            }
+            // Equality looks at the blocks only.
+            let mut c = FreeSet::new(FIRST_PFN, order);
+            for &p in &b {
+                c.insert(p);
+            }
+            assert_eq!(a, c);
+            while a.pop_first().is_some() {}
+            assert_eq!(a, FreeSet::new(FIRST_PFN, order));
+        }
     }
 
     #[test]
