@@ -87,16 +87,43 @@ fn uniform_leaf_span(
 /// The table pages of one tree: a slab of [`Table`]s and an index from
 /// frame number to slot. The walk cache keeps the slot of the last PTE
 /// table found, so a walk that stays in one table looks nothing up.
+///
+/// In front of the index, a small direct-mapped cache of frame → slot
+/// (`recent`, by the frame's low bits): the few tables a statement walks
+/// again and again (the root, the tables of the range it works on) are
+/// found without hashing. Every insert fills its entry and every remove
+/// clears it, so a hit is always the index's answer.
 #[derive(Clone, Debug, Default)]
 struct Tables {
     slab: Vec<Option<Table>>,
     free: Vec<u32>,
     index: PfnMap<u32>,
+    /// `(recent_key(pfn), slot)`, or `(0, _)`: no frame.
+    recent: [std::cell::Cell<(u64, u32)>; RECENT_TABLES],
+}
+
+/// Entries of [`Tables`]' frame → slot cache (a power of two).
+const RECENT_TABLES: usize = 16;
+
+/// The key of frame `pfn` in [`Tables`]' cache: `pfn + 1`, so that the
+/// default entry (0) names no frame.
+const fn recent_key(pfn: u64) -> u64 {
+    pfn.wrapping_add(1)
 }
 
 impl Tables {
+    fn recent_entry(&self, pfn: u64) -> &std::cell::Cell<(u64, u32)> {
+        &self.recent[pfn as usize & (RECENT_TABLES - 1)]
+    }
     fn slot(&self, pfn: &u64) -> Option<u32> {
-        self.index.get(pfn).copied()
+        let e = self.recent_entry(*pfn);
+        let (k, s) = e.get();
+        if k == recent_key(*pfn) {
+            return Some(s);
+        }
+        let s = self.index.get(pfn).copied()?;
+        e.set((recent_key(*pfn), s));
+        Some(s)
     }
     fn at(&self, slot: u32) -> &Table {
         self.slab[slot as usize].as_ref().expect("live table slot")
@@ -119,6 +146,7 @@ impl Tables {
                 (self.slab.len() - 1) as u32
             }
         };
+        self.recent_entry(pfn).set((recent_key(pfn), s));
         if let Some(old) = self.index.insert(pfn, s) {
             self.slab[old as usize] = None;
             self.free.push(old);
@@ -127,6 +155,10 @@ impl Tables {
         false
     }
     fn remove(&mut self, pfn: &u64) -> Option<Table> {
+        let e = self.recent_entry(*pfn);
+        if e.get().0 == recent_key(*pfn) {
+            e.set((0, 0));
+        }
         let s = self.index.remove(pfn)?;
         self.free.push(s);
         self.slab[s as usize].take()
@@ -1626,6 +1658,36 @@ mod pmd_cache_tests {
                 assert!(!pt.any_nonpresent_stored());
                 assert!(pt.maybe_nonpresent(), "{arch:?} {what}: sticky");
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tables_tests {
+    use super::*;
+
+    /// The frame → slot cache in front of the index answers as the index:
+    /// frames that share a cache entry, removed, replaced and re-inserted
+    /// in a random order.
+    #[test]
+    fn recent_cache_answers_as_the_index() {
+        let mut t = Tables::default();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for step in 0..5000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            // 40 frames over 16 cache entries (several per entry), pfn 0
+            // included.
+            let pfn = (seed >> 8) % 40 * 7;
+            if seed & 3 == 0 {
+                t.remove(&pfn);
+            } else {
+                t.insert(pfn, Table::new(1));
+            }
+            let probe = (seed >> 20) % 40 * 7;
+            assert_eq!(t.slot(&probe), t.index.get(&probe).copied(), "step {step}");
+            assert_eq!(t.slot(&pfn), t.index.get(&pfn).copied(), "step {step}");
         }
     }
 }

@@ -262,8 +262,20 @@ impl VmaTree {
         }
         out
     }
+    /// The first of [`VmaTree::starts_in`], without building the list.
+    pub fn first_start_in(&self, start: u64, end: u64) -> Option<u64> {
+        if let Some(v) = self.find(start) {
+            return Some(v.start);
+        }
+        self.map.range(start..end).next().map(|(&s, _)| s)
+    }
+    /// Whether a VMA intersecting `[start, end)` satisfies `pred` (the
+    /// VMAs of [`VmaTree::starts_in`], without building the list).
+    pub fn any_in(&self, start: u64, end: u64, pred: impl Fn(&Vma) -> bool) -> bool {
+        self.find(start).is_some_and(&pred) || self.map.range(start..end).any(|(_, v)| pred(v))
+    }
     pub fn intersects(&self, start: u64, end: u64) -> bool {
-        !self.starts_in(start, end).is_empty()
+        self.first_start_in(start, end).is_some()
     }
     pub fn insert(&mut self, v: Vma) {
         debug_assert!(v.start < v.end);
@@ -319,6 +331,43 @@ mod tests {
             anon_vma: None,
             fork_child: false,
             uffd_ctx: None,
+        }
+    }
+
+    /// `first_start_in` and `any_in` answer what `starts_in`'s list gives:
+    /// ranges starting before, inside, at the edges of and between VMAs.
+    #[test]
+    fn first_start_and_any_agree_with_the_list() {
+        let mut t = VmaTree::default();
+        for (k, (s, e)) in [(0x10, 0x20), (0x20, 0x28), (0x30, 0x40), (0x48, 0x50)]
+            .into_iter()
+            .enumerate()
+        {
+            let f = if k == 2 {
+                VmFlags::SEALED
+            } else {
+                VmFlags::READ
+            };
+            t.insert(vma(s << 12, e << 12, f));
+        }
+        for a in 0..0x58u64 {
+            for b in a..0x58u64 {
+                let (start, end) = (a << 12, b << 12);
+                let list = t.starts_in(start, end);
+                assert_eq!(
+                    t.first_start_in(start, end),
+                    list.first().copied(),
+                    "{a:#x}..{b:#x}"
+                );
+                assert_eq!(t.intersects(start, end), !list.is_empty());
+                let sealed = list
+                    .iter()
+                    .any(|&s| t.get(s).unwrap().flags.contains(VmFlags::SEALED));
+                assert_eq!(
+                    t.any_in(start, end, |v| v.flags.contains(VmFlags::SEALED)),
+                    sealed
+                );
+            }
         }
     }
 

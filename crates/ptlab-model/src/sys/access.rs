@@ -348,7 +348,7 @@ impl Model {
                 // with its anon_vma: its counts, should it map a large folio
                 // whose next blocks the stretch above then takes.
                 let watch = write && self.cfg.stretch_steps && self.stretch_watchable(pid, addr);
-                let before = watch.then(|| FaultTally::take(self, pid));
+                let before = watch.then(|| Box::new(FaultTally::take(self, pid)));
                 // The page needs a fault (the fast path above found it
                 // unmapped); a write over a stretch of none PTEs faults the
                 // pages after it in one step (sys/fault_run.rs).

@@ -348,8 +348,7 @@ impl Model {
         let max = self.cfg.max_map_count;
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
-        let starts = mm.vmas.starts_in(start, end);
-        let Some(&first) = starts.first() else {
+        let Some(first) = mm.vmas.first_start_in(start, end) else {
             return Ok(false);
         };
         let first_vma = mm.vmas.get(first).expect("vma").clone();
@@ -370,11 +369,10 @@ impl Model {
             }
             mm.vmas.split_at(start);
         }
-        if mm.vmas.starts_in(start, end).iter().any(|&s| {
-            mm.vmas
-                .get(s)
-                .is_some_and(|v| v.flags.contains(VmFlags::SEALED))
-        }) {
+        if mm
+            .vmas
+            .any_in(start, end, |v| v.flags.contains(VmFlags::SEALED))
+        {
             rule!(phys.hw, MunmapSealed);
             return Err(Errno::EPERM);
         }
