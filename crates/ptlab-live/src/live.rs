@@ -244,6 +244,10 @@ impl Planned {
     }
 }
 
+/// The most pages [`LiveBackend::present_pages_bytes`] loads in one
+/// request (256 KiB of answer).
+const PAGE_BYTES_RUN: usize = 64;
+
 /// Runs scenarios on the live kernel. See the module docs.
 pub struct LiveBackend {
     procs: Vec<LiveProc>,
@@ -2114,6 +2118,43 @@ impl LiveBackend {
             .iter()
             .flat_map(|&(w, ok)| w.to_le_bytes().map(|b| ok.then_some(b)))
             .collect())
+    }
+
+    /// [`LiveBackend::present_page_bytes`] of each page of `pages` (in
+    /// order), with one `READ_TAGS` request per run of consecutive pages
+    /// (at most [`PAGE_BYTES_RUN`] pages): the worker makes the same loads
+    /// in the same order as with a request per page, with fewer round
+    /// trips. A page whose run could not be read is `None`. Also returns
+    /// the number of requests.
+    pub fn present_pages_bytes(
+        &mut self,
+        proc: &str,
+        pages: &[u64],
+    ) -> (Vec<Option<Vec<Option<u8>>>>, u64) {
+        let mut out: Vec<Option<Vec<Option<u8>>>> = Vec::with_capacity(pages.len());
+        let mut requests = 0;
+        let mut i = 0;
+        while i < pages.len() {
+            let mut j = i + 1;
+            while j < pages.len() && pages[j] == pages[j - 1] + PAGE && j - i < PAGE_BYTES_RUN {
+                j += 1;
+            }
+            requests += 1;
+            match self.read_tags(proc, pages[i], (j - i) as u64 * (PAGE / 8), 8) {
+                Ok(words) => {
+                    for page in words.chunks(PAGE as usize / 8) {
+                        out.push(Some(
+                            page.iter()
+                                .flat_map(|&(w, ok)| w.to_le_bytes().map(|b| ok.then_some(b)))
+                                .collect(),
+                        ));
+                    }
+                }
+                Err(_) => out.extend((i..j).map(|_| None)),
+            }
+            i = j;
+        }
+        (out, requests)
     }
 
     fn read_tags(
