@@ -1651,7 +1651,7 @@ impl LiveBackend {
         let populated = if self.dense_observation {
             None
         } else {
-            self.reader.populated(&f, start, end).map_err(err)?
+            self.reader.populated(f, start, end).map_err(err)?
         };
         self.timing.pagemap += t0.elapsed();
         let spans: Vec<(u64, u64)> = match &populated {
@@ -1718,13 +1718,11 @@ impl LiveBackend {
             let regions: &[(u64, u64, u64)] = match &populated {
                 Some(r) => r,
                 None => {
-                    dense = self.reader.populated(&f, a, b).map_err(err)?;
+                    dense = self.reader.populated(f, a, b).map_err(err)?;
                     dense.as_deref().unwrap_or(&[])
                 }
             };
-            for p in
-                self.chunk_states(proc, pid, &f, &ranges[i..j], regions, pass.as_deref_mut())?
-            {
+            for p in self.chunk_states(proc, pid, f, &ranges[i..j], regions, pass.as_deref_mut())? {
                 out.push_none(cur, p.addr);
                 cur = p.addr + PAGE;
                 out.push_run(p);
