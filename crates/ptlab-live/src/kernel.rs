@@ -188,6 +188,103 @@ pub fn read_smaps(pid: i32) -> std::io::Result<Vec<SmapsVma>> {
     ))?))
 }
 
+/// A `/proc/PID/` file of one worker (`smaps`, `numa_maps`, `status`,
+/// `pagemap`) kept open between observations, so that each observation
+/// costs one `pread` from offset 0 instead of a path walk, an open (for
+/// the mm files, `proc_mem_open()`) and a close.
+///
+/// A read from offset 0 shows what a fresh open would: each of these
+/// files is a seq_file, which starts over from its first record when read
+/// at offset 0 (Linux: fs/seq_file.c seq_read_iter(): `ki_pos == 0` resets
+/// `m->index`; fs/proc/task_mmu.c m_start() then begins at the first VMA,
+/// taking the mmap lock and the VMA tree afresh), and pagemap is read by
+/// offset anyway (pagemap_read()). The mm the file refers to is the one
+/// the process had when the file was opened (proc_mem_open()); a worker
+/// never execs once it serves, so that is its mm for life.
+///
+/// One difference from a fresh open: once the process is gone, the kept
+/// descriptor reads as empty (its mm exited: m_start() finds no mm) or
+/// fails with ESRCH (reaped: no task), where a fresh open fails with
+/// ENOENT. A kept text read that comes back empty or fails is therefore
+/// always repeated through a fresh open, which gives exactly
+/// what the old per-observation open gave (an error, or empty for a
+/// zombie), and the file is not kept; the caller drops every kept file of
+/// the process then ([`KeptProcFile::forget`]), so that pagemap too is
+/// opened afresh.
+#[derive(Debug, Default)]
+pub struct KeptProcFile {
+    file: Option<File>,
+}
+
+impl KeptProcFile {
+    /// `/proc/{pid}/{name}` whole into `buf`, as text. `Ok(None)`: the
+    /// kept descriptor read nothing or failed (see the type's docs): the caller
+    /// forgets the process's files and reads afresh with
+    /// [`KeptProcFile::read_fresh`].
+    pub fn read<'b>(
+        &mut self,
+        pid: i32,
+        name: &str,
+        buf: &'b mut Vec<u8>,
+    ) -> std::io::Result<Option<&'b str>> {
+        let kept = self.file.is_some();
+        if !kept {
+            self.file = Some(File::open(format!("/proc/{pid}/{name}"))?);
+        }
+        let f = self.file.as_ref().expect("opened above");
+        let n = match read_whole_at0(f, buf) {
+            Ok(n) if n > 0 || !kept => n,
+            Err(e) if !kept => return Err(e),
+            _ => {
+                self.file = None;
+                return Ok(None);
+            }
+        };
+        std::str::from_utf8(&buf[..n])
+            .map(Some)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }
+
+    /// `/proc/{pid}/{name}` through a fresh open, not kept (the read the
+    /// kept descriptor replaces).
+    pub fn read_fresh(pid: i32, name: &str) -> std::io::Result<String> {
+        std::fs::read_to_string(format!("/proc/{pid}/{name}"))
+    }
+
+    /// The open file (`/proc/{pid}/{name}`, opened now if not kept).
+    pub fn file(&mut self, pid: i32, name: &str) -> std::io::Result<&File> {
+        if self.file.is_none() {
+            self.file = Some(File::open(format!("/proc/{pid}/{name}"))?);
+        }
+        Ok(self.file.as_ref().expect("opened above"))
+    }
+
+    /// Close the kept descriptor: the next read opens the file afresh.
+    pub fn forget(&mut self) {
+        self.file = None;
+    }
+}
+
+/// A whole file read with `pread` from offset 0 into `buf` (grown as
+/// needed); its length.
+pub fn read_whole_at0(f: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    if buf.len() < 4096 {
+        buf.resize(4096, 0);
+    }
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(len * 2, 0);
+        }
+        match f.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => return Ok(len),
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// What the reader may see.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Caps {
@@ -936,16 +1033,22 @@ pub fn read_thp_counters() -> BTreeMap<String, i64> {
 pub struct ThpCounters {
     /// Key of every index: the per-size files first, then the vmstat lines.
     keys: Vec<String>,
-    /// Per-size counter files, file `i` being index `i`; `None` once
-    /// [`ThpCounters::keep_only`] dropped it (its value then reads as
-    /// `None`: left out, as a file never opened).
+    /// Per-size counter files, file `i` being index `i`.
     files: Vec<Option<File>>,
+    /// Whether file `i` is read: [`ThpCounters::keep_only`] clears it (its
+    /// value then reads as `None`: left out, as a file never opened);
+    /// [`ThpCounters::take`] sets them all again.
+    kept: Vec<bool>,
     vmstat: Option<File>,
     /// For each line of `/proc/vmstat` at open: its name and, for a
     /// `thp_*` or `numa_*` line, its index.
     vm_lines: Vec<(Box<[u8]>, Option<usize>)>,
     buf: Vec<u8>,
 }
+
+/// Counter sets given back by live backends that ended
+/// ([`ThpCounters::take`]).
+static COUNTER_POOL: std::sync::Mutex<Vec<ThpCounters>> = std::sync::Mutex::new(Vec::new());
 
 /// The values of one [`ThpCounters`] read, by index (`None`: the file
 /// could not be read or parsed, or is not kept).
@@ -1013,6 +1116,7 @@ impl ThpCounters {
         }
         let mut me = ThpCounters {
             keys,
+            kept: vec![true; files.len()],
             files,
             vmstat: File::open("/proc/vmstat").ok(),
             vm_lines: Vec::new(),
@@ -1045,10 +1149,49 @@ impl ThpCounters {
     /// accepts (`/proc/vmstat` is one file: always read whole). Indices
     /// stay as they were; a dropped counter reads as `None`.
     pub fn keep_only(&mut self, keep: impl Fn(&str) -> bool) {
-        for (k, f) in self.keys.iter().zip(self.files.iter_mut()) {
+        for (k, f) in self.keys.iter().zip(self.kept.iter_mut()) {
             if !keep(k) {
-                *f = None;
+                *f = false;
             }
+        }
+    }
+
+    /// A set of counter files another live backend of this process gave
+    /// back ([`ThpCounters::give_back`]), every file read again, or one
+    /// opened now. Saves each backend (each `ptlab fuzz` case and re-run)
+    /// listing eight directories and opening ~150 files: the files are
+    /// the same (the sizes are fixed at boot: Linux mm/huge_memory.c
+    /// sysfs_add_group() per order in thp_orders), and every read is a
+    /// `pread` from offset 0, which sysfs and `/proc/vmstat` answer afresh.
+    pub fn take() -> ThpCounters {
+        let pooled = COUNTER_POOL.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match pooled {
+            Some(mut c) => {
+                c.kept.iter_mut().for_each(|k| *k = true);
+                c
+            }
+            None => ThpCounters::open(),
+        }
+    }
+
+    /// Keep this set for the next [`ThpCounters::take`] (at most a few:
+    /// one per backend that runs at once).
+    pub fn give_back(self) {
+        let mut pool = COUNTER_POOL.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < 8 && !self.keys.is_empty() {
+            pool.push(self);
+        }
+    }
+
+    /// A set with no files (a placeholder: reads nothing).
+    pub fn empty() -> ThpCounters {
+        ThpCounters {
+            keys: Vec::new(),
+            files: Vec::new(),
+            kept: Vec::new(),
+            vmstat: None,
+            vm_lines: Vec::new(),
+            buf: Vec::new(),
         }
     }
 
@@ -1075,8 +1218,8 @@ impl ThpCounters {
     pub fn read_values(&mut self, out: &mut CounterValues) {
         out.clear();
         out.resize(self.keys.len(), None);
-        for (i, f) in self.files.iter().enumerate() {
-            let Some(f) = f else { continue };
+        for (i, (f, &kept)) in self.files.iter().zip(&self.kept).enumerate() {
+            let (Some(f), true) = (f, kept) else { continue };
             if let Ok(n) = f.read_at(&mut self.buf, 0) {
                 out[i] = parse_i64(&self.buf[..n]);
             }
@@ -1387,5 +1530,163 @@ VmFlags: rd mr mw me
         assert!(v[0].is_plain_anon());
         assert!(!v[1].is_plain_anon());
         assert_eq!(v[1].anon_huge_kb, 2048);
+    }
+
+    /// A counter set given back after `keep_only` dropped every file comes
+    /// back from the pool whole: the keys of a fresh open, a value at
+    /// every index a fresh open reads.
+    #[test]
+    fn pooled_counters_read_every_file_again() {
+        let mut c = super::ThpCounters::take();
+        c.keep_only(|_| false);
+        c.give_back();
+        let mut c = super::ThpCounters::take();
+        let mut fresh = super::ThpCounters::open();
+        assert_eq!(c.keys(), fresh.keys());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        c.read_values(&mut a);
+        fresh.read_values(&mut b);
+        let some = |v: &[Option<i64>]| v.iter().map(Option::is_some).collect::<Vec<_>>();
+        assert_eq!(some(&a), some(&b));
+        c.give_back();
+    }
+
+    /// A kept-open `/proc/PID/` file read from offset 0 shows what a fresh
+    /// open shows, after the process mapped, wrote and unmapped memory
+    /// (smaps, numa_maps, status text byte for byte; pagemap's word of the
+    /// page it wrote); once the process is gone the kept file reads
+    /// nothing (`Ok(None)`) and the fresh read fails, as the observer's
+    /// fallback expects.
+    #[test]
+    fn kept_proc_files_read_what_a_fresh_open_reads() {
+        use super::{parse_numa_maps, parse_smaps, parse_status, KeptProcFile, PM_PRESENT};
+        use std::os::unix::fs::FileExt;
+        const AT: usize = 0x7e00_0000_0000;
+        let (mut to, mut from) = ([0i32; 2], [0i32; 2]);
+        // SAFETY: pipes into valid arrays.
+        unsafe {
+            assert_eq!(libc::pipe(to.as_mut_ptr()), 0);
+            assert_eq!(libc::pipe(from.as_mut_ptr()), 0);
+        }
+        // SAFETY: the child runs only system calls (read, mmap, a store,
+        // munmap, write, _exit) until it exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: system calls on the child's own memory and pipes.
+            unsafe {
+                // The parent's ends: a parent that stops (a failed
+                // assertion) gives this child EOF, and it exits.
+                libc::close(to[1]);
+                libc::close(from[0]);
+                let mut c = 0u8;
+                while libc::read(to[0], (&mut c as *mut u8).cast(), 1) == 1 {
+                    match c {
+                        b'm' => {
+                            let p = libc::mmap(
+                                AT as *mut libc::c_void,
+                                3 * 4096,
+                                libc::PROT_READ | libc::PROT_WRITE,
+                                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                                -1,
+                                0,
+                            );
+                            if p as usize == AT {
+                                *(p as *mut u8) = 7;
+                            }
+                        }
+                        b'u' => {
+                            libc::munmap(AT as *mut libc::c_void, 3 * 4096);
+                        }
+                        _ => libc::_exit(0),
+                    }
+                    libc::write(from[1], (&c as *const u8).cast(), 1);
+                }
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: closing the child's ends in the parent.
+        unsafe {
+            libc::close(to[0]);
+            libc::close(from[1]);
+        }
+        let step = |c: u8| {
+            let mut r = 0u8;
+            // SAFETY: one byte to and from the child over our pipes.
+            unsafe {
+                assert_eq!(libc::write(to[1], (&c as *const u8).cast(), 1), 1);
+                assert_eq!(libc::read(from[0], (&mut r as *mut u8).cast(), 1), 1);
+            }
+        };
+        let mut kept: Vec<KeptProcFile> = (0..3).map(|_| KeptProcFile::default()).collect();
+        let mut pagemap = KeptProcFile::default();
+        let names = ["smaps", "numa_maps", "status"];
+        let mut buf = Vec::new();
+        // What does not move while the child waits (its pages' sharing
+        // with this multi-threaded test process, Pss and numa_maps counts,
+        // can): the VMAs, their flags, the test VMA's Rss, VmSize, VmLck.
+        let facts = |name: &str, text: &str| -> String {
+            match name {
+                "smaps" => parse_smaps(text)
+                    .iter()
+                    .map(|v| {
+                        let rss = if v.start == AT as u64 { v.rss_kb } else { 0 };
+                        format!(
+                            "{:x}-{:x} {} {:?} {rss}\n",
+                            v.start, v.end, v.perms, v.vm_flags
+                        )
+                    })
+                    .collect(),
+                "numa_maps" => format!("{:x?}", parse_numa_maps(text).keys().collect::<Vec<_>>()),
+                _ => {
+                    let st = parse_status(text);
+                    format!("{:?} {:?}", st.get("VmSize"), st.get("VmLck"))
+                }
+            }
+        };
+        let mut check = |mapped: bool| {
+            for (k, name) in kept.iter_mut().zip(names) {
+                let a = k
+                    .read(pid, name, &mut buf)
+                    .expect("kept read")
+                    .map(|t| facts(name, t));
+                let b = facts(
+                    name,
+                    &KeptProcFile::read_fresh(pid, name).expect("fresh read"),
+                );
+                assert_eq!(a.as_deref(), Some(b.as_str()), "{name}");
+                if name != "status" {
+                    assert_eq!(b.contains(&format!("{AT:x}")), mapped, "{name}: {b}");
+                }
+            }
+            let mut w = [0u8; 8];
+            let f = pagemap.file(pid, "pagemap").expect("pagemap");
+            assert_eq!(
+                f.read_at(&mut w, (AT as u64 / 4096) * 8)
+                    .expect("pagemap read"),
+                8
+            );
+            assert_eq!(u64::from_le_bytes(w) & PM_PRESENT != 0, mapped);
+        };
+        check(false);
+        step(b'm');
+        check(true);
+        step(b'u');
+        check(false);
+        step(b'm');
+        check(true);
+        // SAFETY: ending and reaping our own child.
+        unsafe {
+            libc::write(to[1], b"x".as_ptr().cast(), 1);
+            let mut st = 0;
+            assert_eq!(libc::waitpid(pid, &mut st, 0), pid);
+        }
+        for (k, name) in kept.iter_mut().zip(names) {
+            assert!(
+                k.read(pid, name, &mut buf).expect("kept read").is_none(),
+                "{name}"
+            );
+            assert!(KeptProcFile::read_fresh(pid, name).is_err(), "{name}");
+        }
     }
 }

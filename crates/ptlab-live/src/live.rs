@@ -66,6 +66,51 @@ struct LiveProc {
     /// harness maps, recomputed before every call they can refuse.
     scenario_as: Option<u64>,
     scenario_data: Option<u64>,
+    /// Its `/proc/PID/` files the observer reads, kept open between
+    /// observations ([`kernel::KeptProcFile`]).
+    files: ProcFiles,
+}
+
+/// The `/proc/PID/` files of one worker that every observation reads.
+#[derive(Debug, Default)]
+struct ProcFiles {
+    smaps: kernel::KeptProcFile,
+    numa_maps: kernel::KeptProcFile,
+    status: kernel::KeptProcFile,
+    pagemap: kernel::KeptProcFile,
+}
+
+impl ProcFiles {
+    /// `/proc/{pid}/{name}` (`smaps`, `numa_maps` or `status`) parsed by
+    /// `parse`, read through the kept descriptor; when that reads nothing
+    /// (the process's mm is gone), every kept file of the process is
+    /// closed and the file is read through a fresh open, as before
+    /// ([`kernel::KeptProcFile`]).
+    fn text<T>(
+        &mut self,
+        pid: i32,
+        name: &str,
+        buf: &mut Vec<u8>,
+        parse: impl Fn(&str) -> T,
+    ) -> std::io::Result<T> {
+        let f = match name {
+            "smaps" => &mut self.smaps,
+            "numa_maps" => &mut self.numa_maps,
+            _ => &mut self.status,
+        };
+        if let Some(text) = f.read(pid, name, buf)? {
+            return Ok(parse(text));
+        }
+        self.forget();
+        Ok(parse(&kernel::KeptProcFile::read_fresh(pid, name)?))
+    }
+
+    fn forget(&mut self) {
+        self.smaps.forget();
+        self.numa_maps.forget();
+        self.status.forget();
+        self.pagemap.forget();
+    }
 }
 
 /// What an unprivileged or older kernel hides.
@@ -199,6 +244,10 @@ impl Planned {
     }
 }
 
+/// The most pages [`LiveBackend::present_pages_bytes`] loads in one
+/// request (256 KiB of answer).
+const PAGE_BYTES_RUN: usize = 64;
+
 /// Runs scenarios on the live kernel. See the module docs.
 pub struct LiveBackend {
     procs: Vec<LiveProc>,
@@ -268,6 +317,12 @@ pub struct LiveBackend {
     /// What [`LiveBackend::shutdown`] took: ending the workers, restoring
     /// the knobs and swap.
     end_timing: (Duration, Duration),
+    /// A buffer for the `/proc/PID/` text files an observation reads.
+    text_buf: Vec<u8>,
+    /// During [`LiveBackend::observe_all`]: `Some`, holding the counters
+    /// once the first process read them ([`LiveBackend::stats`]), which
+    /// the others' observations share.
+    stats_once: Option<Option<BTreeMap<String, i64>>>,
     _lock: ThpLock,
 }
 
@@ -538,9 +593,9 @@ impl LiveBackend {
         unsafe {
             libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
         }
-        let mut thp_counters = kernel::ThpCounters::open();
-        let mut stats_base = Vec::new();
-        thp_counters.read_values(&mut stats_base);
+        // The base is read once the worker serves (below).
+        let thp_counters = kernel::ThpCounters::take();
+        let stats_base = Vec::new();
         let mut sv = [0 as libc::c_int; 2];
         // SAFETY: socketpair into a valid array.
         if unsafe {
@@ -581,6 +636,7 @@ impl LiveBackend {
                 direct: true,
                 scenario_as: None,
                 scenario_data: None,
+                files: ProcFiles::default(),
             }],
             knobs: KnobSession::new(),
             reader: Reader::new(),
@@ -613,6 +669,8 @@ impl LiveBackend {
             timing: ObserveTiming::default(),
             incr: Incremental::default(),
             end_timing: Default::default(),
+            text_buf: Vec::new(),
+            stats_once: None,
             _lock: lock,
         };
         // Wait until the worker is serving, then record its own VMAs.
@@ -741,6 +799,7 @@ impl LiveBackend {
     /// times, then everything is read.
     pub fn observe_all(&mut self, reuse: bool) -> Vec<(String, Result<Observation, BackendError>)> {
         let names = self.process_names();
+        self.stats_once = Some(None);
         self.rest_prev_frames = self
             .rest_pages
             .values()
@@ -918,6 +977,7 @@ impl LiveBackend {
         inc.everything = false;
         inc.contents_changed = false;
         self.incr = inc;
+        self.stats_once = None;
         names
             .into_iter()
             .zip(results)
@@ -1579,6 +1639,7 @@ impl LiveBackend {
         &mut self,
         proc: &str,
         pid: i32,
+        f: &std::fs::File,
         start: u64,
         end: u64,
         mut pass: Option<&mut ProcPass<'_>>,
@@ -1587,11 +1648,10 @@ impl LiveBackend {
             BackendError::Other(format!("cannot read /proc/{pid}/pagemap: {e}"))
         };
         let t0 = std::time::Instant::now();
-        let f = std::fs::File::open(format!("/proc/{pid}/pagemap")).map_err(err)?;
         let populated = if self.dense_observation {
             None
         } else {
-            self.reader.populated(&f, start, end).map_err(err)?
+            self.reader.populated(f, start, end).map_err(err)?
         };
         self.timing.pagemap += t0.elapsed();
         let spans: Vec<(u64, u64)> = match &populated {
@@ -1658,13 +1718,11 @@ impl LiveBackend {
             let regions: &[(u64, u64, u64)] = match &populated {
                 Some(r) => r,
                 None => {
-                    dense = self.reader.populated(&f, a, b).map_err(err)?;
+                    dense = self.reader.populated(f, a, b).map_err(err)?;
                     dense.as_deref().unwrap_or(&[])
                 }
             };
-            for p in
-                self.chunk_states(proc, pid, &f, &ranges[i..j], regions, pass.as_deref_mut())?
-            {
+            for p in self.chunk_states(proc, pid, f, &ranges[i..j], regions, pass.as_deref_mut())? {
                 out.push_none(cur, p.addr);
                 cur = p.addr + PAGE;
                 out.push_run(p);
@@ -2060,6 +2118,43 @@ impl LiveBackend {
             .collect())
     }
 
+    /// [`LiveBackend::present_page_bytes`] of each page of `pages` (in
+    /// order), with one `READ_TAGS` request per run of consecutive pages
+    /// (at most [`PAGE_BYTES_RUN`] pages): the worker makes the same loads
+    /// in the same order as with a request per page, with fewer round
+    /// trips. A page whose run could not be read is `None`. Also returns
+    /// the number of requests.
+    pub fn present_pages_bytes(
+        &mut self,
+        proc: &str,
+        pages: &[u64],
+    ) -> (Vec<Option<Vec<Option<u8>>>>, u64) {
+        let mut out: Vec<Option<Vec<Option<u8>>>> = Vec::with_capacity(pages.len());
+        let mut requests = 0;
+        let mut i = 0;
+        while i < pages.len() {
+            let mut j = i + 1;
+            while j < pages.len() && pages[j] == pages[j - 1] + PAGE && j - i < PAGE_BYTES_RUN {
+                j += 1;
+            }
+            requests += 1;
+            match self.read_tags(proc, pages[i], (j - i) as u64 * (PAGE / 8), 8) {
+                Ok(words) => {
+                    for page in words.chunks(PAGE as usize / 8) {
+                        out.push(Some(
+                            page.iter()
+                                .flat_map(|&(w, ok)| w.to_le_bytes().map(|b| ok.then_some(b)))
+                                .collect(),
+                        ));
+                    }
+                }
+                Err(_) => out.extend((i..j).map(|_| None)),
+            }
+            i = j;
+        }
+        (out, requests)
+    }
+
     fn read_tags(
         &mut self,
         proc: &str,
@@ -2105,10 +2200,29 @@ impl LiveBackend {
     fn observe_proc(
         &mut self,
         proc: &str,
+        pass: Option<&mut ProcPass<'_>>,
+    ) -> Result<Observation, BackendError> {
+        let idx = self.proc_index(proc)?;
+        let pid = self.procs[idx].pid;
+        // Its /proc files, kept open between observations; put back below
+        // (the process list does not change while it is observed).
+        let mut files = std::mem::take(&mut self.procs[idx].files);
+        let r = self.observe_proc_with(proc, pid, &mut files, pass);
+        if let Some(p) = self.procs.get_mut(idx).filter(|p| p.pid == pid) {
+            p.files = files;
+        }
+        r
+    }
+
+    fn observe_proc_with(
+        &mut self,
+        proc: &str,
+        pid: i32,
+        files: &mut ProcFiles,
         mut pass: Option<&mut ProcPass<'_>>,
     ) -> Result<Observation, BackendError> {
-        let pid = self.procs[self.proc_index(proc)?].pid;
         let t0 = std::time::Instant::now();
+        let mut buf = std::mem::take(&mut self.text_buf);
         // smaps and VmLck: the previous read when no call since changed a
         // VMA (crate::incremental; Rss and AnonHugePages are then counted
         // from the pages, below).
@@ -2117,11 +2231,14 @@ impl LiveBackend {
         let vmas = match kept {
             Some(v) => v,
             None => incremental::VmaRecord {
-                smaps: kernel::read_smaps(pid).map_err(|e| {
-                    BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}"))
-                })?,
+                smaps: files
+                    .text(pid, "smaps", &mut buf, kernel::parse_smaps)
+                    .map_err(|e| {
+                        BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}"))
+                    })?,
                 // The harness never locks memory: VmLck is the scenario's.
-                vm_lck_kb: kernel::read_status(pid)
+                vm_lck_kb: files
+                    .text(pid, "status", &mut buf, kernel::parse_status)
                     .map_err(|e| {
                         BackendError::Other(format!("cannot read /proc/{pid}/status: {e}"))
                     })?
@@ -2142,16 +2259,22 @@ impl LiveBackend {
         // observes them (after fork and a write that split a shared PMD
         // THP in the parent, the kernel prints no mapmax for the child
         // while its pages show mapcount 2: tests/scenarios/ff-s13).
-        let numa_maps = kernel::read_numa_maps(pid)
+        let numa_maps = files
+            .text(pid, "numa_maps", &mut buf, kernel::parse_numa_maps)
             .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/numa_maps: {e}")))?;
+        self.text_buf = buf;
         self.timing.smaps += t0.elapsed();
+        let pagemap = files
+            .pagemap
+            .file(pid, "pagemap")
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/pagemap: {e}")))?;
         let smaps = &vmas.smaps;
         for (i, s, e) in self.clipped(smaps) {
             let v = &smaps[i];
             if let Some(p) = pass.as_deref_mut() {
                 p.readable = v.perms.starts_with('r');
             }
-            let pages = self.page_states(proc, pid, s, e, pass.as_deref_mut())?;
+            let pages = self.page_states(proc, pid, pagemap, s, e, pass.as_deref_mut())?;
             let whole = v.start == s && v.end == e;
             obs.numa_maps.push(match numa_maps.get(&s) {
                 Some(n) if whole => n.clone(),
@@ -2192,7 +2315,17 @@ impl LiveBackend {
             p.vmas_out = Some(vmas);
         }
         let t0 = std::time::Instant::now();
-        obs.stats = self.stats();
+        obs.stats = match &self.stats_once {
+            // Within one observe_all: the counters are global, read once
+            // for every process (the diff compares one process's copy).
+            Some(Some(m)) => m.clone(),
+            Some(None) => {
+                let m = self.stats();
+                self.stats_once = Some(Some(m.clone()));
+                m
+            }
+            None => self.stats(),
+        };
         self.timing.counters += t0.elapsed();
         Ok(obs)
     }
@@ -2286,6 +2419,7 @@ impl Drop for LiveBackend {
         for p in self.shutdown() {
             eprintln!("ptlab: could not restore THP knob {p}");
         }
+        std::mem::replace(self.thp_counters.get_mut(), kernel::ThpCounters::empty()).give_back();
     }
 }
 
@@ -2575,6 +2709,7 @@ impl LiveBackend {
                     direct: false,
                     scenario_as,
                     scenario_data,
+                    files: ProcFiles::default(),
                 });
                 if let Some(fds) = self.uffd_fds.get(proc).cloned() {
                     self.uffd_fds.insert(child.to_string(), fds);
@@ -2842,11 +2977,13 @@ impl Backend for LiveBackend {
         let smaps = kernel::read_smaps(pid)
             .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/smaps: {e}")))?;
         let mut out = PageRuns::new();
+        let pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap"))
+            .map_err(|e| BackendError::Other(format!("cannot read /proc/{pid}/pagemap: {e}")))?;
         for (_, s, e) in self.clipped(&smaps) {
             let (a, b) = (s.max(start & !(PAGE - 1)), e.min(end));
             if a < b {
                 let b = (b + PAGE - 1) & !(PAGE - 1);
-                out.extend(self.page_states(proc, pid, a, b, None)?);
+                out.extend(self.page_states(proc, pid, &pagemap, a, b, None)?);
             }
         }
         Ok(out)
