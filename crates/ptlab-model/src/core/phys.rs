@@ -263,6 +263,10 @@ pub struct Nodes {
     /// Stretches freed by [`Nodes::free_range_later`] and not yet listed
     /// (counted free already); listed before the next allocation.
     later: Vec<(u64, u64)>,
+    /// Scratch lists of [`Nodes::list_stretches`] (by node, then order),
+    /// kept so that listing allocates nothing once warm.
+    scratch: Vec<Vec<Vec<u64>>>,
+    keep: Vec<u64>,
 }
 
 impl Nodes {
@@ -274,6 +278,8 @@ impl Nodes {
             nodes: vec![a],
             local: 0,
             later: Vec::new(),
+            scratch: Vec::new(),
+            keep: Vec::new(),
         }
     }
 
@@ -417,12 +423,13 @@ impl FrameAllocator {
     /// maximal iff its buddy is not free as a whole, which at order `o` is
     /// known once the lower orders' merges are done.
     /// Linux: mm/page_alloc.c __free_one_page() (the merge of each block).
-    fn free_blocks(&mut self, cand: &mut [Vec<u64>]) {
+    /// `keep` is scratch space.
+    fn free_blocks(&mut self, cand: &mut [Vec<u64>], keep: &mut Vec<u64>) {
         debug_assert_eq!(cand.len(), MAX_ORDER as usize + 1);
-        let mut keep = Vec::new();
         for o in 0..=MAX_ORDER as usize {
             let mut c = std::mem::take(&mut cand[o]);
             if c.is_empty() {
+                cand[o] = c;
                 continue;
             }
             c.sort_unstable();
@@ -448,7 +455,7 @@ impl FrameAllocator {
                 }
             }
             let list = &mut self.free[o];
-            if keep.len() * 8 < list.len() {
+            if keep.len() < 64 || keep.len() * 8 < list.len() {
                 list.extend(keep.iter().copied());
             } else {
                 // A merge of two sorted sets, linear in both.
@@ -522,8 +529,9 @@ impl Nodes {
     /// counted free already).
     fn list_stretches(&mut self, stretches: &[(u64, u64)]) {
         let orders = MAX_ORDER as usize + 1;
-        // Candidates by node, then by order.
-        let mut cand: Vec<Vec<Vec<u64>>> = Vec::new();
+        // Candidates by node, then by order (every list empty here).
+        let mut cand = std::mem::take(&mut self.scratch);
+        let mut keep = std::mem::take(&mut self.keep);
         for &(first, n) in stretches {
             let end = first + n;
             let mut p = first;
@@ -538,8 +546,10 @@ impl Nodes {
             }
         }
         for (k, c) in cand.iter_mut().enumerate() {
-            self.nodes[k].free_blocks(c);
+            self.nodes[k].free_blocks(c, &mut keep);
         }
+        self.scratch = cand;
+        self.keep = keep;
     }
 }
 
