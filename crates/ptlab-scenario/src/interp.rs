@@ -391,6 +391,7 @@ pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> Run
         started: Instant::now(),
         progress: progress_hook(),
         progress_reported: false,
+        spare_handle: std::cell::Cell::new(None),
     };
     if let Err(why) = script.check_params(&opts.params) {
         it.fail(0, None, FailureKind::Runtime, why, None);
@@ -495,6 +496,9 @@ struct Interp<'a> {
     started: Instant,
     progress: Option<ProgressHook>,
     progress_reported: bool,
+    /// The handle string of the last uffd call, kept for the next one: a
+    /// loop of uffd ioctls builds its calls without an allocation each.
+    spare_handle: std::cell::Cell<Option<String>>,
 }
 
 impl Env for Interp<'_> {
@@ -833,6 +837,7 @@ impl<'a> Interp<'a> {
     ) -> Result<(), RtError> {
         let call = self.evaluate(s.pos, op)?;
         let outcome = self.backend.call(&self.current, &call);
+        self.recycle(call);
         let name = op.name();
         match &outcome {
             Ok(v) => {
@@ -970,6 +975,17 @@ impl<'a> Interp<'a> {
         Ok(())
     }
 
+    /// Keep the handle string of a uffd call made for the next one
+    /// ([`Interp::syscall`]).
+    fn recycle(&self, call: Call) {
+        match call {
+            Call::UffdCopy { handle, .. }
+            | Call::UffdMove { handle, .. }
+            | Call::UffdZeropage { handle, .. } => self.spare_handle.set(Some(handle)),
+            _ => {}
+        }
+    }
+
     /// The [`Call`] an operation statement makes, its arguments evaluated.
     fn evaluate(&self, pos: Pos, op: &Op) -> Result<Call, RtError> {
         Ok(match op {
@@ -1003,7 +1019,21 @@ impl<'a> Interp<'a> {
     /// NAME` names (a uffd ioctl otherwise uses the process's own handle,
     /// named after the process).
     fn syscall(&self, pos: Pos, call: &Syscall, via: Option<&str>) -> Result<Call, RtError> {
-        let handle = || via.unwrap_or(&self.current).to_string();
+        // The handle's name, in the string the last uffd call used when
+        // there is one (its buffer reused).
+        let handle = || {
+            let name = via.unwrap_or(&self.current);
+            match self.spare_handle.take() {
+                Some(mut h) => {
+                    if h != name {
+                        h.clear();
+                        h.push_str(name);
+                    }
+                    h
+                }
+                None => name.to_string(),
+            }
+        };
         Ok(match call {
             Syscall::Mmap {
                 len,

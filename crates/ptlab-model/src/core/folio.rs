@@ -321,8 +321,11 @@ impl Section {
     }
 }
 
-/// Order-0 frames freed one after another, given back to the allocator
-/// a stretch of consecutive frames at a time ([`Nodes::free_range`]).
+/// Order-0 frames freed one after another, given back to the allocator a
+/// stretch of consecutive frames at a time with
+/// [`Nodes::free_range_later`]: a zap that frees one frame in every other
+/// page lists them all in one step before the next allocation (the free
+/// lists the single frees leave).
 #[derive(Default)]
 struct FreedFrames {
     first: u64,
@@ -342,7 +345,7 @@ impl FreedFrames {
 
     fn flush(&mut self, alloc: &mut Nodes) {
         if self.n > 0 {
-            alloc.free_range(Pfn(self.first), self.n);
+            alloc.free_range_later(Pfn(self.first), self.n);
             self.n = 0;
         }
     }
@@ -2126,7 +2129,7 @@ impl PhysMem {
         // Pages unmapped in place (their events are added once at the end).
         let mut fast = 0u64;
         // Frames freed and not yet given back: consecutive ones go back in
-        // one FrameAllocator::free_range() (the same free lists).
+        // one stretch (the same free lists).
         let mut freed = FreedFrames::default();
         let Some(mut pfn) = next(0) else { return 0 };
         'sections: loop {

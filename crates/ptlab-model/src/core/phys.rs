@@ -462,6 +462,13 @@ pub struct Nodes {
     per_node: u64,
     /// The node of the CPU the current task runs on (`numa_node_id()`).
     pub local: u32,
+    /// Stretches freed by [`Nodes::free_range_later`] and not yet listed
+    /// (counted free already); listed before the next allocation.
+    later: Vec<(u64, u64)>,
+    /// Scratch lists of [`Nodes::list_stretches`] (by node, then order),
+    /// kept so that listing allocates nothing once warm.
+    scratch: Vec<Vec<Vec<u64>>>,
+    keep: Vec<u64>,
 }
 
 impl Nodes {
@@ -472,6 +479,9 @@ impl Nodes {
             per_node: a.frames(),
             nodes: vec![a],
             local: 0,
+            later: Vec::new(),
+            scratch: Vec::new(),
+            keep: Vec::new(),
         }
     }
 
@@ -480,6 +490,7 @@ impl Nodes {
     /// used frames beyond its new end or another node was ever used, or when
     /// a node would be smaller than one max-order block.
     pub fn set_layout(&mut self, frames: u64, nodes: u32) -> bool {
+        self.list_later();
         let block = 1u64 << MAX_ORDER;
         let n = u64::from(nodes.clamp(1, MAX_NODES));
         let per = frames / n / block * block;
@@ -514,6 +525,7 @@ impl Nodes {
 
     /// Allocate on the local node, else on the others in node order.
     pub fn alloc(&mut self, order: Order) -> Option<Pfn> {
+        self.list_later();
         let local = self.local as usize;
         if let Some(p) = self.nodes[local].alloc(order) {
             return Some(p);
@@ -533,6 +545,7 @@ impl Nodes {
         max: u64,
         cap: impl FnOnce(Pfn) -> u64,
     ) -> Option<(Pfn, u64)> {
+        self.list_later();
         let local = self.local as usize;
         let n = self.nodes.len();
         let k = std::iter::once(local)
@@ -561,6 +574,7 @@ impl Nodes {
 
     /// Allocate on `node` only (`__GFP_THISNODE`).
     pub fn alloc_on(&mut self, node: u32, order: Order) -> Option<Pfn> {
+        self.list_later();
         self.nodes.get_mut(node as usize)?.alloc(order)
     }
 
@@ -602,6 +616,7 @@ impl Nodes {
 
     /// Resize memory keeping the node count (see [`Nodes::set_layout`]).
     pub fn set_frames(&mut self, frames: u64) -> bool {
+        self.list_later();
         if self.nodes.len() == 1 {
             let ok = self.nodes[0].set_frames(frames);
             if ok {
@@ -610,6 +625,151 @@ impl Nodes {
             return ok;
         }
         self.set_layout(frames, self.count())
+    }
+}
+
+/// Many frees in one step (issue 14): the same free lists as the single
+/// frees, with one pass per order instead of one B-tree insert (and one
+/// failed buddy search) per frame.
+impl FrameAllocator {
+    /// Free the naturally aligned blocks `cand[o]` (block starts of order
+    /// `o`, allocated, pairwise disjoint, in any order) in one pass per
+    /// order, lowest first: a block whose buddy is another block of the
+    /// pass, or a listed free block, merges into a block of the next order
+    /// (a candidate there); the rest are listed. The free lists end as the
+    /// single [`FrameAllocator::free`] calls leave them, in any order: with
+    /// eager merging they hold exactly the maximal aligned free blocks
+    /// (see [`FrameAllocator::free_range`]), and a block of order `o` is
+    /// maximal iff its buddy is not free as a whole, which at order `o` is
+    /// known once the lower orders' merges are done.
+    /// Linux: mm/page_alloc.c __free_one_page() (the merge of each block).
+    /// `keep` is scratch space.
+    fn free_blocks(&mut self, cand: &mut [Vec<u64>], keep: &mut Vec<u64>) {
+        debug_assert_eq!(cand.len(), MAX_ORDER as usize + 1);
+        for o in 0..=MAX_ORDER as usize {
+            let mut c = std::mem::take(&mut cand[o]);
+            if c.is_empty() {
+                cand[o] = c;
+                continue;
+            }
+            c.sort_unstable();
+            keep.clear();
+            let size = 1u64 << o;
+            let mut i = 0;
+            while i < c.len() {
+                let p = c[i];
+                i += 1;
+                if o == MAX_ORDER as usize {
+                    keep.push(p);
+                    continue;
+                }
+                let buddy = self.base + ((p - self.base) ^ size);
+                if buddy > p && c.get(i) == Some(&buddy) {
+                    // Both halves freed in this pass.
+                    i += 1;
+                    cand[o + 1].push(p);
+                } else if self.free[o].remove(&buddy) {
+                    cand[o + 1].push(p.min(buddy));
+                } else {
+                    keep.push(p);
+                }
+            }
+            let list = &mut self.free[o];
+            if keep.len() < 64 || keep.len() * 8 < list.len() {
+                list.extend(keep.iter().copied());
+            } else {
+                // A merge of two sorted sets, linear in both.
+                let mut more: BTreeSet<u64> = keep.iter().copied().collect();
+                list.append(&mut more);
+            }
+            cand[o] = c;
+            cand[o].clear();
+        }
+    }
+}
+
+impl Nodes {
+    /// Free the order-0 frames of every stretch `(first, n)` (frames
+    /// `first..first + n`, allocated, pairwise disjoint, in any order): the
+    /// free lists and counts [`Nodes::free_range`] of each stretch leaves,
+    /// with one pass per order for all of them (the frames of a stretch
+    /// split into its naturally aligned blocks, each on its node, as in
+    /// `free_range`). For the scattered frees of a zap: a stretch of one
+    /// frame in every other page costs a B-tree insert each when freed
+    /// alone. Linux: mm/page_alloc.c free_unref_folios() → __free_one_page().
+    pub fn free_stretches(&mut self, stretches: &[(u64, u64)]) {
+        for &(first, n) in stretches {
+            self.uncount(first, n);
+        }
+        self.list_stretches(stretches);
+    }
+
+    /// [`Nodes::free_stretches`] of `(pfn, n)` deferred: the frames count
+    /// as free at once; they are put on the free lists, together with the
+    /// other stretches freed this way, before the next allocation (or
+    /// layout change) reads the lists. The lists then are what freeing
+    /// each at once gives (single frees in between merge the same way:
+    /// the lists are a function of which frames are free). For a zap that
+    /// frees one frame in every other page, one stretch at a time.
+    pub fn free_range_later(&mut self, pfn: Pfn, n: u64) {
+        self.uncount(pfn.0, n);
+        self.later.push((pfn.0, n));
+        if self.later.len() >= 1 << 16 {
+            self.list_later();
+        }
+    }
+
+    /// Put the stretches [`Nodes::free_range_later`] freed on the lists.
+    fn list_later(&mut self) {
+        if !self.later.is_empty() {
+            let later = std::mem::take(&mut self.later);
+            self.list_stretches(&later);
+            self.later = later;
+            self.later.clear();
+        }
+    }
+
+    /// Count the frames `first..first + n` free on their nodes.
+    fn uncount(&mut self, first: u64, n: u64) {
+        let end = first + n;
+        let mut p = first;
+        while p < end {
+            let k = self.node_of(Pfn(p)) as usize;
+            let node_end = if k + 1 == self.nodes.len() {
+                end
+            } else {
+                end.min(FIRST_PFN + (k as u64 + 1) * self.per_node)
+            };
+            self.nodes[k].allocated -= node_end - p;
+            p = node_end;
+        }
+    }
+
+    /// The free-list half of [`Nodes::free_stretches`] (the frames are
+    /// counted free already).
+    fn list_stretches(&mut self, stretches: &[(u64, u64)]) {
+        let orders = MAX_ORDER as usize + 1;
+        // Candidates by node, then by order (every list empty here).
+        let mut cand = std::mem::take(&mut self.scratch);
+        let mut keep = std::mem::take(&mut self.keep);
+        for &(first, n) in stretches {
+            let end = first + n;
+            let mut p = first;
+            while p < end {
+                let o = block_order(p - FIRST_PFN, end - p);
+                let k = self.node_of(Pfn(p)) as usize;
+                if cand.len() <= k {
+                    cand.resize_with(k + 1, || vec![Vec::new(); orders]);
+                }
+                cand[k][o as usize].push(p);
+                p += 1 << o;
+            }
+        }
+        for (k, c) in cand.iter_mut().enumerate() {
+            self.nodes[k].free_blocks(c, &mut keep);
+        }
+        self.scratch = cand;
+        self.keep = keep;
     }
 }
 
@@ -741,6 +901,81 @@ mod tests {
                     held.drain(i..j);
                 }
                 assert_eq!(a.allocated(), b.allocated());
+                for (x, y) in a.nodes.iter().zip(&b.nodes) {
+                    assert_eq!(x.free, y.free, "seed {seed0}");
+                }
+            }
+        }
+    }
+
+    /// Freeing many stretches in one step, or later, equals freeing them
+    /// one by one: the same free lists and counts, the same frames handed
+    /// out after, on random fragmentation over two nodes (scattered single
+    /// frames, runs crossing blocks, whole blocks).
+    #[test]
+    fn free_stretches_equals_single_frees() {
+        for seed0 in 1..=60u64 {
+            let mut seed = seed0 * 0x51_7cc1_b727;
+            let mut a = Nodes::new(8 << 10);
+            assert!(a.set_layout(8 << 10, 2));
+            // Frees each stretch with free_range_later().
+            let mut c = a.clone();
+            let mut held: Vec<u64> = Vec::new();
+            for _ in 0..120 {
+                let r = rng(&mut seed);
+                if r % 3 != 0 || held.is_empty() {
+                    let order = Order(((r >> 4) % 6) as u8 * u8::from(r % 5 == 0));
+                    for _ in 0..(r >> 8) % 60 + 1 {
+                        let p = a.alloc(order);
+                        assert_eq!(p, c.alloc(order), "seed {seed0}");
+                        if let Some(p) = p {
+                            held.extend(p.0..p.0 + order.pages());
+                        }
+                    }
+                    continue;
+                }
+                // Pick some held frames: every other one from a point, a
+                // stretch, or random ones; group them into stretches.
+                held.sort_unstable();
+                let mut pick: Vec<u64> = Vec::new();
+                let start = (r >> 8) as usize % held.len();
+                let len = (rng(&mut seed) % 700) as usize + 1;
+                let every = [1usize, 2, 3][(r >> 20) as usize % 3];
+                let mut i = start;
+                while i < held.len() && pick.len() < len {
+                    pick.push(held[i]);
+                    i += every;
+                }
+                held.retain(|f| pick.binary_search(f).is_err());
+                let mut stretches: Vec<(u64, u64)> = Vec::new();
+                for &f in &pick {
+                    match stretches.last_mut() {
+                        Some((s, n)) if *s + *n == f => *n += 1,
+                        _ => stretches.push((f, 1)),
+                    }
+                }
+                if r & (1 << 30) != 0 {
+                    stretches.reverse();
+                }
+                let mut b = a.clone();
+                for &(s, n) in &stretches {
+                    a.free_range(Pfn(s), n);
+                }
+                b.free_stretches(&stretches);
+                // Deferred frees with immediate ones in between (a zap's
+                // page-table and large-folio frees).
+                for (j, &(s, n)) in stretches.iter().enumerate() {
+                    if j % 3 == 2 {
+                        c.free_range(Pfn(s), n);
+                    } else {
+                        c.free_range_later(Pfn(s), n);
+                    }
+                }
+                assert_eq!(a.allocated(), b.allocated(), "seed {seed0}");
+                assert_eq!(a.allocated(), c.allocated(), "seed {seed0}");
+                for k in 0..2 {
+                    assert_eq!(a.node_free(k), c.node_free(k), "seed {seed0}");
+                }
                 for (x, y) in a.nodes.iter().zip(&b.nodes) {
                     assert_eq!(x.free, y.free, "seed {seed0}");
                 }

@@ -94,8 +94,14 @@ impl Model {
     ) -> (u64, Option<Errno>) {
         // uffd_move_lock(): the destination VMA (anon_vma prepared), then
         // the source VMA unless src lies in the destination VMA.
-        let Some(found) = self.procs[&pid].vmas.find(dst_start).cloned() else {
-            rule!(self.phys.hw, UffdMoveNoDstVma);
+        // The mm is looked up once for the VMA lookups (the caller checked
+        // that it exists).
+        let Model {
+            procs, ids, phys, ..
+        } = self;
+        let mm = procs.get_mut(&pid).expect("pid");
+        let Some(found) = mm.vmas.find(dst_start).cloned() else {
+            rule!(phys.hw, UffdMoveNoDstVma);
             return (0, Some(Errno::ENOENT));
         };
         // (A VMA that has its anon_vma needs nothing: anon_vma_prepare()
@@ -103,15 +109,13 @@ impl Model {
         let dst_vma = if found.anon_vma.is_some() {
             found
         } else {
-            let Model { procs, ids, .. } = self;
-            let mm = procs.get_mut(&pid).expect("pid");
             mm.anon_vma_prepare(dst_start, ids);
             mm.vmas.find(dst_start).cloned().expect("dst")
         };
         let src_vma = if dst_vma.contains(src_start) {
             dst_vma.clone()
         } else {
-            match self.procs[&pid].vmas.find(src_start) {
+            match mm.vmas.find(src_start) {
                 Some(v) => v.clone(),
                 None => return (0, Some(Errno::ENOENT)),
             }
@@ -120,7 +124,7 @@ impl Model {
         // in the destination VMA) and move_pages() map_changing_lock;
         // uffd_move_unlock() and up_read() release them on every return.
         // Linux: mm/userfaultfd.c move_pages(), uffd_move_lock().
-        self.procs[&pid].pt.hw.one(HwEvent::UffdMoveLock);
+        mm.pt.hw.one(HwEvent::UffdMoveLock);
         if let Err(e) = validate_move_vmas(id, &src_vma, &dst_vma, src_start, dst_start, len) {
             rule!(self.phys.hw, UffdMoveVmasInvalid);
             return (0, Some(e));
