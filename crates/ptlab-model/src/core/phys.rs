@@ -674,13 +674,10 @@ impl FrameAllocator {
                     keep.push(p);
                 }
             }
+            // The free set is a bitmap (`FreeSet`): a listing is a bit set.
             let list = &mut self.free[o];
-            if keep.len() < 64 || keep.len() * 8 < list.len() {
-                list.extend(keep.iter().copied());
-            } else {
-                // A merge of two sorted sets, linear in both.
-                let mut more: BTreeSet<u64> = keep.iter().copied().collect();
-                list.append(&mut more);
+            for &p in keep.iter() {
+                list.insert(p);
             }
             cand[o] = c;
             cand[o].clear();
