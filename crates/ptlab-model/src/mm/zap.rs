@@ -217,7 +217,7 @@ fn zap_shared_thp_tables(
     if !phys.fork_runs || mm.pt.hw.observing() || s & (PMD_SIZE - 1) != 0 {
         return 0;
     }
-    let Some((k, pfn)) = whole_thp_tables(mm, phys, s, end, |_| true) else {
+    let Some((k, pfn, tables)) = whole_thp_tables(mm, phys, s, end, |_| true) else {
         return 0;
     };
     let (t_mm, t_phys) = (mm.pt.hw.tally(), phys.hw.tally());
@@ -244,9 +244,18 @@ fn zap_shared_thp_tables(
     }
     mm.pt.hw.add_since(&t_mm, k - 1);
     phys.hw.add_since(&t_phys, k - 1);
-    for j in 1..k {
-        let (mut t, _) = mm.pt.pte_table(s + j * PMD_SIZE);
-        t.write_affine(0, nr as usize, 0, 0, 0);
+    if tlb.is_fullmm() {
+        // exit_mmap(): free_pgtables() will free these tables, emptied,
+        // with nothing else in between that reads them; free them now
+        // (the same PMD stores and page frees) rather than clear each and
+        // find it again there.
+        mm.pt
+            .free_pte_table_stretch(s + PMD_SIZE, &tables[1..], phys);
+    } else {
+        for (j, &(_, slot)) in tables.iter().enumerate().skip(1) {
+            let mut t = mm.pt.pte_table_in(slot, s + j as u64 * PMD_SIZE);
+            t.write_affine(0, nr as usize, 0, 0, 0);
+        }
     }
     tlb.flush_pte_range(s + PMD_SIZE, (k - 1) * PMD_SIZE);
     mm.rss_anon -= (k - 1) * nr;
@@ -282,14 +291,16 @@ pub(crate) fn whole_thp_tables(
     s: u64,
     end: u64,
     slot_ok: impl Fn(u64) -> bool,
-) -> Option<(u64, Pfn)> {
-    use crate::core::addr::PUD_SIZE;
+) -> Option<(u64, Pfn, Vec<(Pfn, u32)>)> {
     let nr = HPAGE_PMD_NR;
     if s + 2 * PMD_SIZE > end {
         return None;
     }
-    let (e, _) = mm.pt.pte_entries(s)?;
-    let r = e.run_at(0)?;
+    // The PTE tables of the slots from `s`, read off the PMD table once
+    // (all under one PMD table, inside `end`).
+    let mut tables = mm.pt.pte_table_stretch(s, (end - s) / PMD_SIZE);
+    let (_, s0) = *tables.first()?;
+    let r = mm.pt.pte_entries_in(s0).run_at(0)?;
     if u64::from(r.len) != nr || r.kinds != crate::core::pgtable::Run::PRESENT {
         return None;
     }
@@ -304,18 +315,17 @@ pub(crate) fn whole_thp_tables(
         return None;
     }
     let folios = (phys.large_run_end(l.pfn)? - l.pfn.0) / nr;
-    let pud = s & !(PUD_SIZE - 1);
     let mut k = 1;
-    while k < folios {
+    while k < folios.min(tables.len() as u64) {
         let va = s + k * PMD_SIZE;
-        if va + PMD_SIZE > end || va & !(PUD_SIZE - 1) != pud || !slot_ok(va) {
+        if !slot_ok(va) {
             break;
         }
         let want = r.first.wrapping_add(r.step.wrapping_mul(nr * k));
         let same = mm
             .pt
-            .pte_entries(va)
-            .and_then(|(e, _)| e.run_at(0))
+            .pte_entries_in(tables[k as usize].1)
+            .run_at(0)
             .is_some_and(|t| {
                 t.len == r.len && t.kinds == r.kinds && t.step == r.step && t.first == want
             });
@@ -333,7 +343,8 @@ pub(crate) fn whole_thp_tables(
             _ => return None,
         }
     }
-    (k >= 2).then_some((k, l.pfn))
+    tables.truncate(k as usize);
+    (k >= 2).then_some((k, l.pfn, tables))
 }
 
 /// Linux: mm/huge_memory.c zap_huge_pmd().

@@ -1,0 +1,114 @@
+//! Stretches of PTE tables under one PMD table (issue 14): the table
+//! operations of fork's and exit's whole-table steps (`sys/fork.rs`
+//! `copy_thp_tables()`, `mm/zap.rs` `zap_shared_thp_tables()`) done with
+//! the tables' slab slots in hand, read once from the PMD table, instead
+//! of a walk from the PMD slot per table and per operation.
+//!
+//! Each function leaves the tree, the walk caches aside, as the per-table
+//! operation it stands for leaves it, and counts the same events:
+//! [`PageTables::pte_alloc_empty`] is `pte_alloc()` of an empty slot,
+//! [`PageTables::pte_table_in`] is [`PageTables::pte_table`],
+//! [`PageTables::free_pte_table_stretch`] is what `free_pgtables()` does
+//! to each table (`free_pte_range()`: `pmd_clear()` and the page freed).
+
+use super::{index, PageTables, PmdSlot};
+use crate::core::addr::{Pfn, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
+use crate::core::arch::{Entry, PteTable, TableView};
+use crate::core::folio::PhysMem;
+use crate::core::pgtable::Entries;
+
+impl PageTables {
+    /// The PTE tables of the consecutive PMD slots from `va` (PMD-aligned),
+    /// at most `max` of them, all under `va`'s PMD table: each table's
+    /// frame and slab slot, up to the first slot that holds no PTE table.
+    /// Reads the PMD table once; counts nothing (the model's bookkeeping:
+    /// the kernel's walk reads each PMD entry as it comes to it, counted
+    /// by the per-table code the callers repeat).
+    pub(crate) fn pte_table_stretch(&self, va: u64, max: u64) -> Vec<(Pfn, u32)> {
+        debug_assert_eq!(va & (PMD_SIZE - 1), 0);
+        let Some((_, pmd)) = self.pmd_table(va) else {
+            return Vec::new();
+        };
+        let i0 = index(2, va);
+        let n = (max.min((PUD_SIZE - (va & (PUD_SIZE - 1))) / PMD_SIZE) as usize)
+            .min(PTRS_PER_TABLE - i0);
+        let tbl = self.tables.at(pmd);
+        let mut out = Vec::with_capacity(n);
+        for i in i0..i0 + n {
+            let Entry::Table(p) = self.decode(2, tbl.raw(i)) else {
+                break;
+            };
+            let Some(s) = self.tables.slot(&p.0) else {
+                break;
+            };
+            out.push((p, s));
+        }
+        out
+    }
+
+    /// The entries of the PTE table in slab slot `slot` (from
+    /// [`PageTables::pte_table_stretch`]), read without a walk.
+    pub(crate) fn pte_entries_in(&self, slot: u32) -> Entries<'_> {
+        self.tables.at(slot).entries()
+    }
+
+    /// [`PageTables::pte_table`] of the table in slab slot `slot` covering
+    /// `va` (from [`PageTables::pte_table_stretch`] or
+    /// [`PageTables::pte_alloc_empty`]): the same view and the same
+    /// write bookkeeping, without the walk.
+    pub(crate) fn pte_table_in(&mut self, slot: u32, va: u64) -> PteTable<'_> {
+        debug_assert_eq!(self.tables.at(slot).level, 1);
+        self.note_write(slot);
+        PteTable {
+            arch: self.arch.ops(),
+            view: TableView::of(self.tables.at_mut(slot)),
+            spare: &mut self.spare,
+            hw: &self.hw,
+            nonpresent: &self.nonpresent,
+            base: va & !(PMD_SIZE - 1),
+        }
+    }
+
+    /// `pte_alloc()` of the PMD slot of `va` where the caller knows the
+    /// PMD table exists and the slot is none: a new table installed,
+    /// returning its slab slot (`None`: out of memory, nothing changed).
+    /// The same events and state as [`PageTables::pte_alloc`] there.
+    /// Linux: mm/memory.c __pte_alloc() → pmd_populate().
+    pub(crate) fn pte_alloc_empty(&mut self, va: u64, phys: &mut PhysMem) -> Option<u32> {
+        let (pmd_t, pmd) = self.pmd_table(va)?;
+        let i = index(2, va);
+        debug_assert!(matches!(
+            self.decode(2, self.tables.at(pmd).raw(i)),
+            Entry::None
+        ));
+        let p = self.new_table(1, phys)?;
+        let raw = self.arch.ops().encode_table(2, p);
+        self.write_raw(pmd_t, 2, i, raw);
+        self.tables.slot(&p.0)
+    }
+
+    /// Free the PTE tables `tables` of the consecutive PMD slots from `va`
+    /// (as [`PageTables::pte_table_stretch`] returned them) as
+    /// `free_pgtables()` frees each: the PMD entry cleared (one PMD store)
+    /// and the page freed. Their entries need not be cleared first: the
+    /// caller is exit (a fullmm gather), whose tables all go, and whose
+    /// zap has already done to each what clearing it would.
+    /// Linux: mm/memory.c free_pmd_range() → free_pte_range().
+    pub(crate) fn free_pte_table_stretch(
+        &mut self,
+        va: u64,
+        tables: &[(Pfn, u32)],
+        phys: &mut PhysMem,
+    ) {
+        let Some((pmd_t, _)) = self.pmd_table(va) else {
+            return;
+        };
+        let i0 = index(2, va);
+        for (j, &(p, _)) in tables.iter().enumerate() {
+            debug_assert_eq!(self.pmd(va + j as u64 * PMD_SIZE), PmdSlot::Table(p));
+            self.write_raw(pmd_t, 2, i0 + j, 0);
+            self.remove_table(p);
+            phys.free_pt_page(p);
+        }
+    }
+}
