@@ -66,10 +66,9 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
         pfn: folio.head,
         flags: leaf.flags & keep,
     };
-    // Every page inherits the head's exclusivity.
-    for i in 0..HPAGE_PMD_NR {
-        phys.set_anon_exclusive(folio.head.add(i), exclusive);
-    }
+    // Every page inherits the head's exclusivity (the kernel sets it page
+    // by page; one range write leaves the same bits).
+    phys.set_anon_exclusive_range(folio.head, HPAGE_PMD_NR, exclusive);
     phys.add_rmap_ptes(folio, folio.head, HPAGE_PMD_NR as u32, mm.pid, false);
     phys.ref_add(folio, HPAGE_PMD_NR as u32 - 1);
     mm.pt.set_ptes(slot, pte, HPAGE_PMD_NR, phys);

@@ -15,6 +15,7 @@ use super::{index, PageTables, PmdSlot};
 use crate::core::addr::{Pfn, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
 use crate::core::arch::{Entry, PteTable, TableView};
 use crate::core::folio::PhysMem;
+use crate::core::hw::HwEvent;
 use crate::core::pgtable::Entries;
 
 impl PageTables {
@@ -100,15 +101,39 @@ impl PageTables {
         tables: &[(Pfn, u32)],
         phys: &mut PhysMem,
     ) {
-        let Some((pmd_t, _)) = self.pmd_table(va) else {
+        let Some((_, pmd)) = self.pmd_table(va) else {
             return;
         };
         let i0 = index(2, va);
         for (j, &(p, _)) in tables.iter().enumerate() {
             debug_assert_eq!(self.pmd(va + j as u64 * PMD_SIZE), PmdSlot::Table(p));
-            self.write_raw(pmd_t, 2, i0 + j, 0);
             self.remove_table(p);
             phys.free_pt_page(p);
+        }
+        self.clear_pmd_entries(pmd, i0, i0 + tables.len());
+    }
+
+    /// `pmd_clear()` of entries `lo..hi` of the PMD table in slab slot
+    /// `pmd`: one PMD store each, the entries none after, as that many
+    /// [`PageTables::write_raw`] of 0 leave them (a table stored as runs
+    /// has the range cut out of its runs in one splice).
+    fn clear_pmd_entries(&mut self, pmd: u32, lo: usize, hi: usize) {
+        if lo >= hi {
+            return;
+        }
+        self.walk_cache.set([None; 2]);
+        self.hw.add(HwEvent::PmdStore, (hi - lo) as u64);
+        let t = self.tables.at_mut(pmd);
+        debug_assert_eq!(t.level, 2);
+        if t.splice(lo, hi, None) {
+            return;
+        }
+        let (entries, used) = t.dense_and_used(&mut self.spare);
+        for e in &mut entries[lo..hi] {
+            if *e != 0 {
+                *e = 0;
+                *used -= 1;
+            }
         }
     }
 }
