@@ -295,11 +295,8 @@ pub(crate) fn whole_thp_tables(
     if s + 2 * PMD_SIZE > end {
         return None;
     }
-    // The PTE tables of the slots from `s`, read off the PMD table once
-    // (all under one PMD table, inside `end`).
-    let mut tables = mm.pt.pte_table_stretch(s, (end - s) / PMD_SIZE);
-    let (_, s0) = *tables.first()?;
-    let r = mm.pt.pte_entries_in(s0).run_at(0)?;
+    let (e, _) = mm.pt.pte_entries(s)?;
+    let r = e.run_at(0)?;
     if u64::from(r.len) != nr || r.kinds != crate::core::pgtable::Run::PRESENT {
         return None;
     }
@@ -314,6 +311,13 @@ pub(crate) fn whole_thp_tables(
         return None;
     }
     let folios = (phys.large_run_end(l.pfn)? - l.pfn.0) / nr;
+    if folios < 2 {
+        return None;
+    }
+    // The PTE tables of the slots from `s` (as many as the run has
+    // folios), read off the PMD table once (all under one PMD table,
+    // inside `end`).
+    let mut tables = mm.pt.pte_table_stretch(s, folios.min((end - s) / PMD_SIZE));
     let mut k = 1;
     while k < folios.min(tables.len() as u64) {
         let va = s + k * PMD_SIZE;
