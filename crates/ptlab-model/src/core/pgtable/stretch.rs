@@ -137,3 +137,81 @@ impl PageTables {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::arch::ArchKind;
+
+    /// A tree with `n` PTE tables from PMD slot 3, the first by
+    /// `pte_alloc()`, the others by `pte_alloc_empty()` (`stretch`) or
+    /// `pte_alloc()`; with `gaps`, a page allocated between tables, so the
+    /// PMD entries are no affine run (the PMD table goes dense).
+    fn tree(arch: ArchKind, runs: bool, gaps: bool, stretch: bool) -> (PageTables, PhysMem) {
+        let mut phys = PhysMem::new(1 << 16);
+        let mut pt = PageTables::new(arch, &mut phys).expect("tables");
+        pt.set_pte_runs(runs);
+        for j in 0..12u64 {
+            let va = (3 + j) * PMD_SIZE;
+            if stretch && j > 0 {
+                let slot = pt.pte_alloc_empty(va, &mut phys).expect("memory");
+                assert_eq!(pt.tables.slot(&pt.table_at(va, 1).unwrap().0), Some(slot));
+            } else {
+                pt.pte_alloc(va, &mut phys).expect("memory");
+            }
+            if gaps {
+                phys.alloc_pt_page().expect("memory");
+            }
+        }
+        (pt, phys)
+    }
+
+    /// What the two trees hold and counted: every PMD slot, the tables,
+    /// the PMD table's used count, the PMD stores, the pages.
+    fn state(pt: &PageTables, phys: &PhysMem) -> String {
+        let slots: Vec<PmdSlot> = (0..20).map(|j| pt.pmd(j * PMD_SIZE)).collect();
+        let pmd = pt.table_at(0, 2).unwrap();
+        format!(
+            "{slots:?} tables {} used {} pmd stores {} pt pages {} frames {} alloc {} free {}",
+            pt.table_count(),
+            pt.table(pmd).unwrap().used,
+            pt.hw.snapshot().get(HwEvent::PmdStore),
+            phys.pt_pages,
+            phys.frames_allocated(),
+            phys.hw.snapshot().get(HwEvent::PtPageAlloc),
+            phys.hw.snapshot().get(HwEvent::PtPageFree),
+        )
+    }
+
+    /// `pte_alloc_empty()` allocates as `pte_alloc()` does,
+    /// `pte_table_stretch()` finds the tables the PMD slots hold, and
+    /// `free_pte_table_stretch()` leaves the tree, the pages and the
+    /// counts as freeing each table does (`free_pte_range()`: the PMD
+    /// entry cleared, the page freed), with the PMD table stored as runs
+    /// or dense, on both arches.
+    #[test]
+    fn stretch_ops_equal_the_per_table_ones() {
+        for arch in ArchKind::ALL {
+            for (runs, gaps) in [(true, false), (true, true), (false, false)] {
+                let (mut a, mut pa) = tree(arch, runs, gaps, false);
+                let (mut b, mut pb) = tree(arch, runs, gaps, true);
+                assert_eq!(state(&a, &pa), state(&b, &pb), "{arch:?} {runs} {gaps}");
+                let s = b.pte_table_stretch(3 * PMD_SIZE, 100);
+                assert_eq!(s.len(), 12);
+                for (j, &(p, _)) in s.iter().enumerate() {
+                    assert_eq!(b.pmd((3 + j as u64) * PMD_SIZE), PmdSlot::Table(p));
+                }
+                // A stretch stops at the first slot without a table.
+                assert_eq!(b.pte_table_stretch(2 * PMD_SIZE, 100).len(), 0);
+                assert_eq!(b.pte_table_stretch(10 * PMD_SIZE, 3).len(), 3);
+                // Free the tables of slots 5..13 (the middle of the run).
+                for j in 5..13u64 {
+                    a.free_pte_table(j * PMD_SIZE, &mut pa);
+                }
+                b.free_pte_table_stretch(5 * PMD_SIZE, &s[2..10], &mut pb);
+                assert_eq!(state(&a, &pa), state(&b, &pb), "{arch:?} {runs} {gaps}");
+                assert_eq!(b.pte_table_stretch(3 * PMD_SIZE, 100).len(), 2);
+            }
+        }
+    }
+}
