@@ -275,6 +275,10 @@ pub fn zap_table_steps_taken() -> u64 {
     ZAP_TABLE_STEPS.with(|c| c.get())
 }
 
+/// The PTE tables of a stretch: each table's frame and slab slot
+/// ([`crate::core::pgtable::PageTables`]' `pte_table_stretch()`).
+pub(crate) type TableStretch = Vec<(Pfn, u32)>;
+
 /// How many whole PMD slots from `s` (at least 2, else `None`) qualify
 /// for a whole-table step ([`zap_shared_thp_tables`], fork's
 /// `copy_thp_tables()`), with the first table's first frame: each PTE
@@ -283,14 +287,14 @@ pub fn zap_table_steps_taken() -> u64 {
 /// first's moved by `j` folios (the same bits), the folios consecutive in
 /// one folio run, all in the first slot's PMD table and below `end`, and
 /// `slot_ok(va)` true for every slot after the first (fork: the child's
-/// slot is empty).
+/// slot is empty); and the `k` tables with their slab slots.
 pub(crate) fn whole_thp_tables(
     mm: &Mm,
     phys: &PhysMem,
     s: u64,
     end: u64,
     slot_ok: impl Fn(u64) -> bool,
-) -> Option<(u64, Pfn, Vec<(Pfn, u32)>)> {
+) -> Option<(u64, Pfn, TableStretch)> {
     let nr = HPAGE_PMD_NR;
     if s + 2 * PMD_SIZE > end {
         return None;
