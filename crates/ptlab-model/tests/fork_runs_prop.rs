@@ -88,9 +88,21 @@ fn fork_and_exit_of_populated_tables() {
                     text.push_str(&m.observe(c, "child").render(Sections::ALL));
                     let r = m.access_range(1, BASE + round * (ARENA / 4), ARENA / 8, true, None);
                     text.push_str(&format!("write: {r:?}\n"));
+                    let pt_before = m.phys().pt_pages;
                     let r = m.exit(c);
                     text.push_str(&format!("exit: {r:?}\n"));
                     m.check_invariants().unwrap();
+                    // Exit frees every table of the child (with the
+                    // steps on, a stretch's tables straight from the zap:
+                    // `core/pgtable/stretch.rs` free_pte_table_stretch),
+                    // and the frames free are the same either way.
+                    assert_eq!(m.pte_table_counts().1, tables, "{arch:?} order {order}");
+                    assert!(m.phys().pt_pages < pt_before);
+                    text.push_str(&format!(
+                        "after exit: {} table pages, {} frames allocated\n",
+                        m.phys().pt_pages,
+                        m.phys().frames_allocated()
+                    ));
                     text.push_str(&m.observe(1, "parent").render(Sections::ALL));
                 }
                 // The exits' whole-table step (`mm/zap.rs`

@@ -30,6 +30,7 @@ use crate::core::addr::PfnMap;
 
 pub mod cursor;
 pub mod store;
+mod stretch;
 pub use cursor::{Cursor, PtItem, Query, Segment};
 pub use store::{Entries, Run, Table};
 

@@ -52,6 +52,12 @@ impl MmuGather {
         }
     }
 
+    /// `tlb->fullmm`: the gather of exit_mmap(), whose address space goes
+    /// away whole.
+    pub fn is_fullmm(&self) -> bool {
+        self.fullmm
+    }
+
     /// `__tlb_adjust_range()`.
     fn adjust(&mut self, addr: u64, size: u64) {
         self.start = self.start.min(addr);

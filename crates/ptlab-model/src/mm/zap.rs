@@ -66,10 +66,9 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
         pfn: folio.head,
         flags: leaf.flags & keep,
     };
-    // Every page inherits the head's exclusivity.
-    for i in 0..HPAGE_PMD_NR {
-        phys.set_anon_exclusive(folio.head.add(i), exclusive);
-    }
+    // Every page inherits the head's exclusivity (the kernel sets it page
+    // by page; one range write leaves the same bits).
+    phys.set_anon_exclusive_range(folio.head, HPAGE_PMD_NR, exclusive);
     phys.add_rmap_ptes(folio, folio.head, HPAGE_PMD_NR as u32, mm.pid, false);
     phys.ref_add(folio, HPAGE_PMD_NR as u32 - 1);
     mm.pt.set_ptes(slot, pte, HPAGE_PMD_NR, phys);
@@ -217,7 +216,7 @@ fn zap_shared_thp_tables(
     if !phys.fork_runs || mm.pt.hw.observing() || s & (PMD_SIZE - 1) != 0 {
         return 0;
     }
-    let Some((k, pfn)) = whole_thp_tables(mm, phys, s, end, |_| true) else {
+    let Some((k, pfn, tables)) = whole_thp_tables(mm, phys, s, end, |_| true) else {
         return 0;
     };
     let (t_mm, t_phys) = (mm.pt.hw.tally(), phys.hw.tally());
@@ -244,9 +243,18 @@ fn zap_shared_thp_tables(
     }
     mm.pt.hw.add_since(&t_mm, k - 1);
     phys.hw.add_since(&t_phys, k - 1);
-    for j in 1..k {
-        let (mut t, _) = mm.pt.pte_table(s + j * PMD_SIZE);
-        t.write_affine(0, nr as usize, 0, 0, 0);
+    if tlb.is_fullmm() {
+        // exit_mmap(): free_pgtables() will free these tables, emptied,
+        // with nothing else in between that reads them; free them now
+        // (the same PMD stores and page frees) rather than clear each and
+        // find it again there.
+        mm.pt
+            .free_pte_table_stretch(s + PMD_SIZE, &tables[1..], phys);
+    } else {
+        for (j, &(_, slot)) in tables.iter().enumerate().skip(1) {
+            let mut t = mm.pt.pte_table_in(slot, s + j as u64 * PMD_SIZE);
+            t.write_affine(0, nr as usize, 0, 0, 0);
+        }
     }
     tlb.flush_pte_range(s + PMD_SIZE, (k - 1) * PMD_SIZE);
     mm.rss_anon -= (k - 1) * nr;
@@ -267,6 +275,10 @@ pub fn zap_table_steps_taken() -> u64 {
     ZAP_TABLE_STEPS.with(|c| c.get())
 }
 
+/// The PTE tables of a stretch: each table's frame and slab slot
+/// ([`crate::core::pgtable::PageTables`]' `pte_table_stretch()`).
+pub(crate) type TableStretch = Vec<(Pfn, u32)>;
+
 /// How many whole PMD slots from `s` (at least 2, else `None`) qualify
 /// for a whole-table step ([`zap_shared_thp_tables`], fork's
 /// `copy_thp_tables()`), with the first table's first frame: each PTE
@@ -275,15 +287,14 @@ pub fn zap_table_steps_taken() -> u64 {
 /// first's moved by `j` folios (the same bits), the folios consecutive in
 /// one folio run, all in the first slot's PMD table and below `end`, and
 /// `slot_ok(va)` true for every slot after the first (fork: the child's
-/// slot is empty).
+/// slot is empty); and the `k` tables with their slab slots.
 pub(crate) fn whole_thp_tables(
     mm: &Mm,
     phys: &PhysMem,
     s: u64,
     end: u64,
     slot_ok: impl Fn(u64) -> bool,
-) -> Option<(u64, Pfn)> {
-    use crate::core::addr::PUD_SIZE;
+) -> Option<(u64, Pfn, TableStretch)> {
     let nr = HPAGE_PMD_NR;
     if s + 2 * PMD_SIZE > end {
         return None;
@@ -304,18 +315,24 @@ pub(crate) fn whole_thp_tables(
         return None;
     }
     let folios = (phys.large_run_end(l.pfn)? - l.pfn.0) / nr;
-    let pud = s & !(PUD_SIZE - 1);
+    if folios < 2 {
+        return None;
+    }
+    // The PTE tables of the slots from `s` (as many as the run has
+    // folios), read off the PMD table once (all under one PMD table,
+    // inside `end`).
+    let mut tables = mm.pt.pte_table_stretch(s, folios.min((end - s) / PMD_SIZE));
     let mut k = 1;
-    while k < folios {
+    while k < folios.min(tables.len() as u64) {
         let va = s + k * PMD_SIZE;
-        if va + PMD_SIZE > end || va & !(PUD_SIZE - 1) != pud || !slot_ok(va) {
+        if !slot_ok(va) {
             break;
         }
         let want = r.first.wrapping_add(r.step.wrapping_mul(nr * k));
         let same = mm
             .pt
-            .pte_entries(va)
-            .and_then(|(e, _)| e.run_at(0))
+            .pte_entries_in(tables[k as usize].1)
+            .run_at(0)
             .is_some_and(|t| {
                 t.len == r.len && t.kinds == r.kinds && t.step == r.step && t.first == want
             });
@@ -333,7 +350,8 @@ pub(crate) fn whole_thp_tables(
             _ => return None,
         }
     }
-    (k >= 2).then_some((k, l.pfn))
+    tables.truncate(k as usize);
+    (k >= 2).then_some((k, l.pfn, tables))
 }
 
 /// Linux: mm/huge_memory.c zap_huge_pmd().

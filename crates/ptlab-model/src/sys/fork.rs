@@ -209,7 +209,7 @@ fn copy_thp_tables(
     }
     // The child's slots after the first must be empty.
     let child_empty = |va| matches!(dst.pt.pmd(va), crate::core::pgtable::PmdSlot::None);
-    let Some((k, _)) = crate::mm::zap::whole_thp_tables(src, phys, s, end, child_empty) else {
+    let Some((k, _, _)) = crate::mm::zap::whole_thp_tables(src, phys, s, end, child_empty) else {
         return Ok(0);
     };
     // Room for every child table (so no table's allocation fails midway,
@@ -266,8 +266,10 @@ fn copy_thp_tables(
     let folio_step = step.wrapping_mul(nr);
     for j in 1..k {
         let va = s + j * PMD_SIZE;
-        dst.pt.pte_alloc(va, phys).ok_or(Errno::ENOMEM)?;
-        let (mut t, _) = dst.pt.pte_table(va);
+        // pte_alloc() of the empty slot (checked above), under the PMD
+        // table the first table's went into.
+        let slot = dst.pt.pte_alloc_empty(va, phys).ok_or(Errno::ENOMEM)?;
+        let mut t = dst.pt.pte_table_in(slot, va);
         let first = c_first.wrapping_add(folio_step.wrapping_mul(j));
         t.write_affine(
             0,
