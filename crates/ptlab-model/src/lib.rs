@@ -23,7 +23,7 @@ pub mod types;
 
 // The modules' earlier flat paths (`ptlab_model::observe`, …), kept for the
 // other crates.
-pub use crate::core::{addr, arch, folio, hw, observe, pgtable, phys, stats, thp, tlb, vma};
+pub use crate::core::{addr, arch, diag, folio, hw, observe, pgtable, phys, stats, thp, tlb, vma};
 pub use crate::mm::{batch, fault, move_pt, rlimit, zap};
 pub use crate::sys::{call, collapse, fork, guard, mlock, mprotect, mremap, swap, uffd};
 pub use crate::types::{errno, uapi};

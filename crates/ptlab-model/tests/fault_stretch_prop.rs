@@ -15,7 +15,7 @@ mod common;
 
 use common::switch_prop::{op, run, Op, ARENA, BASE};
 use proptest::prelude::*;
-use ptlab_model::sys::fault_run::fault_stretches_taken;
+use ptlab_model::diag::{taken, Step};
 use ptlab_model::{ArchKind, MapFlags, Model, ModelConfig, Prot, ThpKnob, ThpMode};
 
 proptest! {
@@ -63,7 +63,7 @@ fn seed_shape_takes_fault_stretches_with_equal_counts() {
                 m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
                 let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
                 let rw = Prot::READ | Prot::WRITE;
-                let before = fault_stretches_taken();
+                let before = taken(Step::FaultStretch);
                 for round in 0..3u64 {
                     m.mmap(1, BASE, 1 << 20, rw, f).unwrap();
                     m.access_range(1, BASE, 1 << 20, true, None).unwrap();
@@ -77,11 +77,11 @@ fn seed_shape_takes_fault_stretches_with_equal_counts() {
                         m.munmap(1, odd, len).unwrap();
                     }
                 }
-                let taken = fault_stretches_taken() - before;
+                let n_taken = taken(Step::FaultStretch) - before;
                 if stretch {
-                    stretches = taken;
+                    stretches = n_taken;
                 } else {
-                    assert_eq!(taken, 0, "switch off");
+                    assert_eq!(n_taken, 0, "switch off");
                 }
                 m.check_invariants().unwrap();
                 let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
@@ -102,7 +102,6 @@ fn seed_shape_takes_fault_stretches_with_equal_counts() {
 /// and equal the batch-by-batch zap in everything observed and counted.
 #[test]
 fn seed_shape_zaps_large_runs_with_equal_counts() {
-    use ptlab_model::zap::zap_stretches_taken;
     use ptlab_model::MremapFlags;
     for arch in ArchKind::ALL {
         for order in [2u8, 4, 5] {
@@ -117,7 +116,7 @@ fn seed_shape_zaps_large_runs_with_equal_counts() {
                 let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
                 let rw = Prot::READ | Prot::WRITE;
                 let mv = MremapFlags::MAYMOVE | MremapFlags::FIXED;
-                let before = zap_stretches_taken();
+                let before = taken(Step::ZapStretch);
                 for round in 0..3u64 {
                     let size = 1u64 << 20;
                     m.mmap(1, BASE, size, rw, f).unwrap();
@@ -130,11 +129,11 @@ fn seed_shape_zaps_large_runs_with_equal_counts() {
                     m.munmap(1, q, size).unwrap();
                     m.check_invariants().unwrap();
                 }
-                let taken = zap_stretches_taken() - before;
+                let n_taken = taken(Step::ZapStretch) - before;
                 if runs {
-                    stretches = taken;
+                    stretches = n_taken;
                 } else {
-                    assert_eq!(taken, 0, "switch off");
+                    assert_eq!(n_taken, 0, "switch off");
                 }
                 let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
                 seen.push((obs, m.hw_events(), format!("{:?}", m.phys().stats)));

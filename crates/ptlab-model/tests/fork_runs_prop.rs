@@ -17,8 +17,7 @@ mod common;
 
 use common::switch_prop::{op, populated, run, ARENA, BASE};
 use proptest::prelude::*;
-use ptlab_model::fork::fork_table_steps_taken;
-use ptlab_model::zap::zap_table_steps_taken;
+use ptlab_model::diag::{taken, Step};
 use ptlab_model::{ArchKind, Sections};
 
 proptest! {
@@ -57,20 +56,20 @@ fn fork_and_exit_of_populated_tables() {
         for order in [0u8, 9] {
             let mut outs = Vec::new();
             for fork_runs in [true, false] {
-                let zap_steps = zap_table_steps_taken();
+                let zap_steps = taken(Step::ZapTables);
                 let mut m = populated(arch, order, |c| c.fork_runs = fork_runs);
                 let mut text = String::new();
                 for round in 0..3 {
                     let (compact0, _) = m.pte_table_counts();
-                    let steps = fork_table_steps_taken();
+                    let steps = taken(Step::ForkTables);
                     let c = m.fork(1).unwrap();
                     // The whole-table step of PTE-mapped THPs: not on the
                     // first fork (it write-protects the parent's tables),
                     // on every later one (the tables the parent has not
                     // written since map folios of one run).
-                    let taken = fork_table_steps_taken() - steps;
+                    let n_taken = taken(Step::ForkTables) - steps;
                     let want = u64::from(fork_runs && order == 9 && round > 0);
-                    assert_eq!(taken, want, "{arch:?} order {order} round {round}");
+                    assert_eq!(n_taken, want, "{arch:?} order {order} round {round}");
                     m.check_invariants().unwrap();
                     let (compact, total) = m.pte_table_counts();
                     let tables = (ARENA >> 21) as usize;
@@ -108,7 +107,7 @@ fn fork_and_exit_of_populated_tables() {
                 // The exits' whole-table step (`mm/zap.rs`
                 // `zap_shared_thp_tables`): taken where a child's tables
                 // map folios of one run the parent still maps.
-                let zap_taken = zap_table_steps_taken() - zap_steps;
+                let zap_taken = taken(Step::ZapTables) - zap_steps;
                 assert_eq!(
                     zap_taken > 0,
                     fork_runs && order == 9,

@@ -254,9 +254,9 @@ fn seed_shape_moves_by_stretches_with_equal_counts() {
         });
     }
     for arch in ArchKind::ALL {
-        let taken = ptlab_model::move_pt::move_stretches_taken();
+        let taken = ptlab_model::diag::taken(ptlab_model::diag::Step::MoveStretch);
         let segment = run(arch, &[4], &ops, false, true);
-        let stretches = ptlab_model::move_pt::move_stretches_taken() - taken;
+        let stretches = ptlab_model::diag::taken(ptlab_model::diag::Step::MoveStretch) - taken;
         let blocks = run(arch, &[4], &ops, false, false);
         let entry = run(arch, &[4], &ops, true, true);
         match arch {
@@ -264,7 +264,7 @@ fn seed_shape_moves_by_stretches_with_equal_counts() {
             ArchKind::X86_64 => assert_eq!(stretches, 0, "x86-64 moves a PTE per batch"),
         }
         assert_eq!(
-            ptlab_model::move_pt::move_stretches_taken() - taken,
+            ptlab_model::diag::taken(ptlab_model::diag::Step::MoveStretch) - taken,
             stretches
         );
         for (other, what) in [(&blocks, "stretch off"), (&entry, "traced")] {

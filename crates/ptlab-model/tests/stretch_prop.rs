@@ -17,7 +17,7 @@ mod common;
 
 use common::switch_prop::{op, run, Op, ARENA, BASE};
 use proptest::prelude::*;
-use ptlab_model::mprotect::stretch_steps_taken;
+use ptlab_model::diag::{taken, Step};
 use ptlab_model::{ArchKind, MapFlags, Model, ModelConfig, Prot, ThpKnob, ThpMode};
 
 proptest! {
@@ -68,16 +68,16 @@ fn seed_shape_takes_stretches_with_equal_counts() {
                     if forked {
                         m.fork(1).unwrap();
                     }
-                    let before = stretch_steps_taken();
+                    let before = taken(Step::MprotectStretch);
                     for _ in 0..2 {
                         m.mprotect(1, BASE, ARENA, Prot::READ).unwrap();
                         m.mprotect(1, BASE, ARENA, rw).unwrap();
                         m.access_range(1, BASE, ARENA, true, None).unwrap();
                     }
                     if stretch {
-                        stretches = stretch_steps_taken() - before;
+                        stretches = taken(Step::MprotectStretch) - before;
                     } else {
-                        assert_eq!(stretch_steps_taken(), before, "switch off");
+                        assert_eq!(taken(Step::MprotectStretch), before, "switch off");
                     }
                     m.check_invariants().unwrap();
                     let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
@@ -134,14 +134,14 @@ fn arm64_order0_stretches_at_every_frame_offset() {
             }
             m.mmap(1, BASE, ARENA, rw, f).unwrap();
             m.access_range(1, BASE, ARENA, true, None).unwrap();
-            let before = stretch_steps_taken();
+            let before = taken(Step::MprotectStretch);
             for prot in [Prot::READ, Prot::empty(), rw] {
                 m.mprotect(1, BASE, ARENA, prot).unwrap();
             }
             m.access_range(1, BASE, ARENA, true, None).unwrap();
             m.mprotect(1, BASE, ARENA, Prot::READ).unwrap();
-            let taken = stretch_steps_taken() - before;
-            assert_eq!(taken > 0, stretch, "shift {shift}");
+            let n_taken = taken(Step::MprotectStretch) - before;
+            assert_eq!(n_taken > 0, stretch, "shift {shift}");
             m.check_invariants().unwrap();
             let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
             seen.push((obs, m.hw_events(), m.coverage()));

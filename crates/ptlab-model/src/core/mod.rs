@@ -5,6 +5,7 @@
 pub mod addr;
 pub mod arch;
 pub mod content;
+pub mod diag;
 pub mod folio;
 pub mod hw;
 pub mod observe;

@@ -428,7 +428,7 @@ pub fn move_ptes_batched(
             pt.hw.add_since(&before_pt, more);
             phys.hw.add_since(&before_phys, more);
             off += n * PAGE_SIZE;
-            MOVE_STRETCHES.with(|c| c.set(c.get() + 1));
+            crate::core::diag::took(crate::core::diag::Step::MoveStretch);
         }
     }
     // if (force_flush) flush_tlb_range(vma, old_end - len, old_end);
@@ -616,19 +616,6 @@ fn move_noncont_run(
     hw.call_n(KCall::SetPtes, present);
     hw.add(HwEvent::PteStore, present);
     (n as u64, present > 0)
-}
-
-thread_local! {
-    /// Whole-stretch moves taken on this thread ([`move_stretches_taken`]).
-    static MOVE_STRETCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many whole-stretch moves ([`move_cont_stretch`]) this thread has
-/// taken so far: a diagnostic for the tests that check the property
-/// comparing the stretch with the block-by-block loop compares something
-/// (it changes nothing the model computes or shows).
-pub fn move_stretches_taken() -> u64 {
-    MOVE_STRETCHES.with(|c| c.get())
 }
 
 /// How many whole contiguous blocks after the one at `va` (present entry

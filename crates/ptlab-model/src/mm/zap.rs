@@ -258,21 +258,8 @@ fn zap_shared_thp_tables(
     }
     tlb.flush_pte_range(s + PMD_SIZE, (k - 1) * PMD_SIZE);
     mm.rss_anon -= (k - 1) * nr;
-    ZAP_TABLE_STEPS.with(|c| c.set(c.get() + 1));
+    crate::core::diag::took(crate::core::diag::Step::ZapTables);
     k
-}
-
-thread_local! {
-    /// Stretches of PTE tables [`zap_shared_thp_tables`] took on this thread.
-    static ZAP_TABLE_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many stretches of whole-folio PTE tables a zap has taken in one
-/// step on this thread ([`zap_shared_thp_tables`]): a diagnostic for the
-/// tests comparing it with the table-by-table zap (it changes nothing
-/// the model computes or shows).
-pub fn zap_table_steps_taken() -> u64 {
-    ZAP_TABLE_STEPS.with(|c| c.get())
 }
 
 /// The PTE tables of a stretch: each table's frame and slab slot
@@ -808,21 +795,9 @@ pub fn zap_large_run(
     if done > 0 {
         phys.hw.add_since(&before.phys, done);
         phys.stats.add_since(&before.stats, done as i64);
-        ZAP_STRETCHES.with(|c| c.set(c.get() + 1));
+        crate::core::diag::took(crate::core::diag::Step::ZapStretch);
     }
     done
-}
-
-thread_local! {
-    /// Stretches [`zap_large_run`] took on this thread.
-    static ZAP_STRETCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many stretches of whole large folios [`zap_large_run`] has taken
-/// on this thread: a diagnostic for the tests comparing it with the
-/// batch-by-batch zap (it changes nothing the model computes or shows).
-pub fn zap_stretches_taken() -> u64 {
-    ZAP_STRETCHES.with(|c| c.get())
 }
 
 fn unmap_batch(

@@ -191,19 +191,7 @@ impl Model {
         mm.pt.hw.add_since(&t.before.mm, made);
         env.phys.hw.add_since(&t.before.phys, made);
         env.phys.stats.add_since(&t.before.stats, made as i64);
-        FAULT_STRETCHES.with(|c| c.set(c.get() + 1));
+        crate::core::diag::took(crate::core::diag::Step::FaultStretch);
         made
     }
-}
-
-thread_local! {
-    /// Fault stretches taken on this thread ([`fault_stretches_taken`]).
-    static FAULT_STRETCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many fault stretches ([`Model::fault_stretch`]) this thread has
-/// taken so far: a diagnostic for the tests that check the property
-/// comparing them with the faults one at a time compares something.
-pub fn fault_stretches_taken() -> u64 {
-    FAULT_STRETCHES.with(|c| c.get())
 }

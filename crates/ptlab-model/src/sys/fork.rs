@@ -280,21 +280,8 @@ fn copy_thp_tables(
         );
     }
     dst.rss_anon += (k - 1) * nr;
-    FORK_TABLE_STEPS.with(|c| c.set(c.get() + 1));
+    crate::core::diag::took(crate::core::diag::Step::ForkTables);
     Ok(k)
-}
-
-thread_local! {
-    /// Stretches of PTE tables [`copy_thp_tables`] took on this thread.
-    static FORK_TABLE_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many stretches of whole-folio PTE tables fork's copy has taken in
-/// one step on this thread: a diagnostic for the tests comparing it with
-/// the table-by-table copy (it changes nothing the model computes or
-/// shows).
-pub fn fork_table_steps_taken() -> u64 {
-    FORK_TABLE_STEPS.with(|c| c.get())
 }
 
 /// K4: share a PMD-mapped THP (or the huge zero page) with the child.

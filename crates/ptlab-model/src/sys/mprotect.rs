@@ -693,23 +693,10 @@ fn change_stretch(
     Some(rest)
 }
 
-thread_local! {
-    /// Whole-stretch steps taken on this thread ([`stretch_steps_taken`]).
-    static STRETCH_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many whole-stretch steps ([`change_stretch`], and the order-0
-/// stretches of [`change_small_run`]) this thread has taken
-/// so far: a diagnostic for the tests that check the property comparing
-/// the stretch with the batch-by-batch loop compares something (it
-/// changes nothing the model computes or shows).
-pub fn stretch_steps_taken() -> u64 {
-    STRETCH_STEPS.with(|c| c.get())
-}
-
-/// Count one whole-stretch step ([`stretch_steps_taken`]).
+/// Count one whole-stretch step of mprotect ([`change_stretch`], and the
+/// order-0 stretches of [`change_small_run`]).
 pub(crate) fn note_stretch_step() {
-    STRETCH_STEPS.with(|c| c.set(c.get() + 1));
+    crate::core::diag::took(crate::core::diag::Step::MprotectStretch);
 }
 
 /// The per-segment form of the batched loop above for a run of present

@@ -1,0 +1,82 @@
+//! How often the model took one of its own whole-stretch steps: a
+//! diagnostic for the property tests that compare each step with the
+//! per-batch path it replaces (a test asserts the step was taken, so a
+//! comparison cannot pass by never reaching it). Nothing the model
+//! computes, counts or shows depends on these counters; they describe the
+//! model's work, not the kernel's (kernel events are in [`crate::core::hw`]).
+
+use std::cell::Cell;
+
+/// A whole-stretch step of the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A write fault's stretch of folios faulted in one step
+    /// (`sys/fault_run.rs`).
+    FaultStretch,
+    /// mremap's move of a stretch of batches in one step
+    /// (`mm/move_pt.rs`).
+    MoveStretch,
+    /// fork's copy of a stretch of whole-folio PTE tables
+    /// (`sys/fork.rs` `copy_thp_tables()`).
+    ForkTables,
+    /// A zap of a stretch of whole-folio PTE tables
+    /// (`mm/zap.rs` `zap_shared_thp_tables()`).
+    ZapTables,
+    /// A zap of a stretch of whole large folios (`mm/zap.rs`
+    /// `zap_large_run()`).
+    ZapStretch,
+    /// mprotect's change of a stretch of batches in one step
+    /// (`sys/mprotect.rs` `change_stretch()`, `change_small_run()`).
+    MprotectStretch,
+}
+
+impl Step {
+    const ALL: usize = 6;
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+thread_local! {
+    static TAKEN: [Cell<u64>; Step::ALL] = const {
+        [const { Cell::new(0) }; Step::ALL]
+    };
+}
+
+/// Record one `step` taken on this thread.
+pub fn took(step: Step) {
+    TAKEN.with(|t| {
+        let c = &t[step.index()];
+        c.set(c.get() + 1);
+    });
+}
+
+/// How many `step`s this thread has taken (a running total: tests take
+/// the difference around the work they check).
+pub fn taken(step: Step) -> u64 {
+    TAKEN.with(|t| t[step.index()].get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_step_counts_apart() {
+        const STEPS: [Step; Step::ALL] = [
+            Step::FaultStretch,
+            Step::MoveStretch,
+            Step::ForkTables,
+            Step::ZapTables,
+            Step::ZapStretch,
+            Step::MprotectStretch,
+        ];
+        let before = STEPS.map(taken);
+        took(Step::MoveStretch);
+        took(Step::MoveStretch);
+        took(Step::ZapTables);
+        let after = STEPS.map(taken);
+        let added: Vec<u64> = (0..Step::ALL).map(|i| after[i] - before[i]).collect();
+        assert_eq!(added, [0, 2, 0, 1, 0, 0]);
+    }
+}
