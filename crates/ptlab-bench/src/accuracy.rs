@@ -488,6 +488,7 @@ mod tests {
             ("mprotect_pass", "page tables + TLB"),
             ("modify_prot_pte", "page tables + TLB"),
             ("mremap_vma", "VMAs"),
+            ("pte_line_stream", "page tables + TLB"),
         ] {
             assert_eq!(part_of(e), part, "{e}");
         }
