@@ -60,6 +60,11 @@ included):
                  uffd_move_lock + anon_vma_lock (scaled together)
   mremap VMA     a 1-page VMA moved within its PMD and back, per call,
                  minus the model's other events: mremap_vma
+  streamed move  mremap of populated order-0 regions of 2, 3 and 4 times
+                 the last-level cache (its size read from sysfs) to one
+                 page past a PMD boundary, slope per page, minus the
+                 cache-hot PTE work: pte_line_stream per source PTE-table
+                 line (a whole-program price; no LLC size: estimate kept)
   swap-out       MADV_PAGEOUT of 8..32 MiB of order-0 pages and of 64 KiB
                  mTHPs (hugepages-64kB=always, a loop-device swap area),
                  slopes per page: swap_reclaim_folio + swap_write_bio per
@@ -512,6 +517,25 @@ fn micro(reps: usize) -> Result<Samples> {
                     mremap_fixed(dst, len, src)?;
                 }
                 put("mremap_move", n as f64, ns_since(t) / (2 * k) as f64);
+            }
+        }
+        // The streamed PTE move (issue 15): regions of 2, 3 and 4 times the
+        // last-level cache (read from sysfs; not the seed's 1 GiB),
+        // populated order-0 pages, each moved once by mremap to a
+        // destination one page past a PMD boundary (every entry moves, as
+        // in the seed's unaligned arm), then unmapped. The source tables
+        // the larger regions add were written before the region's other
+        // data evicted them: the slope per page is the cold move.
+        if let Some(sizes) = stream_sizes(llc_bytes()) {
+            for len in sizes {
+                let r = Region::new(STREAM_SRC, len)?;
+                r.touch_write(len / PAGE);
+                let t = Instant::now();
+                mremap_fixed(STREAM_SRC, len, STREAM_DST)?;
+                put("mremap_stream", (len / PAGE) as f64, ns_since(t));
+                // SAFETY: unmapping the range just moved there (ours).
+                unsafe { libc::munmap(STREAM_DST as *mut libc::c_void, len) };
+                drop(r);
             }
         }
         // The VMA work of an mremap move (issue 15): a populated 1-page
@@ -1652,6 +1676,128 @@ fn per_call_events(src: fn(u64) -> String, arch: ArchKind) -> Result<Vec<(HwEven
         .collect())
 }
 
+/// Where the streamed-move benchmark's region is mapped (2 MiB-aligned)
+/// and moved to: one page past a PMD boundary, as the seed's unaligned
+/// arm ([`stream_src`]).
+const STREAM_SRC: u64 = BASE + (4 << 30);
+const STREAM_DST: u64 = BASE + (8 << 30) + PAGE as u64;
+
+/// The size of the largest (last-level) cache of CPU 0, from
+/// /sys/devices/system/cpu/cpu0/cache/index*/{level,size}; None when sysfs
+/// does not say.
+fn llc_bytes() -> Option<u64> {
+    let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+    let mut best: Option<(u32, u64)> = None;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        if !e.file_name().to_string_lossy().starts_with("index") {
+            continue;
+        }
+        let read = |f: &str| std::fs::read_to_string(e.path().join(f)).ok();
+        let (Some(level), Some(size)) = (read("level"), read("size")) else {
+            continue;
+        };
+        let (Ok(level), Some(bytes)) = (level.trim().parse::<u32>(), parse_cache_size(&size))
+        else {
+            continue;
+        };
+        if best.is_none_or(|b| (level, bytes) > b) {
+            best = Some((level, bytes));
+        }
+    }
+    best.map(|b| b.1)
+}
+
+/// A sysfs cache size ("32768K", "1M", "512").
+fn parse_cache_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mul) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 1u64 << 10),
+        b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok().map(|n| n * mul).filter(|&b| b > 0)
+}
+
+/// The streamed move's region sizes: 2, 3 and 4 times the LLC, each
+/// rounded up to whole PMDs (2 MiB); None without an LLC size, or when 4
+/// times it is over 2 GiB (the step would populate too much).
+fn stream_sizes(llc: Option<u64>) -> Option<[usize; 3]> {
+    let llc = llc?;
+    let pmd = 2u64 << 20;
+    let round = |k: u64| (k * llc).div_ceil(pmd) * pmd;
+    (round(4) <= 2 << 30).then(|| [round(2), round(3), round(4)].map(|b| b as usize))
+}
+
+/// The model of the streamed-move benchmark: `kib` KiB populated at
+/// [`STREAM_SRC`] and moved to [`STREAM_DST`].
+fn stream_src(kib: u64) -> String {
+    format!(
+        "thp 2M never\np = mmap {kib}K at {STREAM_SRC:#x} fixed\nwrite p {kib}K\nq = mremap p {kib}K {kib}K maymove fixed {STREAM_DST:#x}\n"
+    )
+}
+
+/// The model's events per page between two streamed moves of `a` and `b`
+/// pages (a > b), in the whole-program figure (where `pte_line_stream` is
+/// priced).
+fn stream_per_page(arch: ArchKind, a: u64, b: u64) -> Result<Vec<(HwEvent, f64)>> {
+    let ea = model_events(&stream_src(a * 4), arch, 1, true)?;
+    let eb = model_events(&stream_src(b * 4), arch, 1, true)?;
+    let pages = (a - b) as f64;
+    Ok(diff_program(&ea, &eb)
+        .into_iter()
+        .map(|(e, x)| (e, x / pages))
+        .collect())
+}
+
+/// `pte_line_stream` from the streamed move's slope per page, minus the
+/// model's other per-page events of the move (the PTE loads, clears and
+/// stores at the cache-hot prices fitted before, the destination tables'
+/// allocation): what is left, per source line the model counts as
+/// streamed. Without samples (no LLC size) the estimate stays.
+fn fit_pte_stream(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
+    let name = "PTE-table line, streamed (PTE move ≫ LLC, per line)".to_string();
+    let Some(pts) = s.series.get("mremap_stream") else {
+        return Ok((
+            name,
+            "not measured (no LLC size in sysfs): estimate kept".into(),
+        ));
+    };
+    let (lo, hi) = pts.iter().fold((u64::MAX, 0), |(lo, hi), x| {
+        (lo.min(x.0 as u64), hi.max(x.0 as u64))
+    });
+    if hi <= lo {
+        return Ok((name, "one region size only: estimate kept".into()));
+    }
+    let (slope, _) = per_rep_fit(s, "mremap_stream")?;
+    let d = stream_per_page(arch, hi, lo)?;
+    let lines = d
+        .iter()
+        .find(|x| x.0 == HwEvent::PteLineStream)
+        .map_or(0.0, |x| x.1);
+    let (k, kci) = scale_targets(
+        p,
+        &d,
+        &[HwEvent::PteLineStream],
+        slope.mean,
+        slope.ci95,
+        &format!(
+            "mremap of {}..{} MiB of populated order-0 pages (2..4 times the LLC) to a destination one page past a PMD boundary, slope per page, minus the model's other per-page events at the fitted prices, per streamed source PTE-table line ({lines:.4} per page)",
+            lo * PAGE as u64 >> 20,
+            hi * PAGE as u64 >> 20
+        ),
+    );
+    Ok((
+        name,
+        format!(
+            "{:.2} ns/page ± {:.2} → pte_line_stream {:.1} ns (×{k:.2} ± {kci:.2} of base)",
+            slope.mean,
+            slope.ci95,
+            p.price_of(HwEvent::PteLineStream).ns
+        ),
+    ))
+}
+
 /// `mremap_vma` from the time per mremap() of a 1-page VMA, minus the
 /// model's other events of that call (syscall, lookup, the one PTE's
 /// move, its table and TLB work) at the prices fitted before: what the
@@ -2272,6 +2418,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
 
     rows.push(fit_uffd_move(&mut p, &s, arch)?);
     rows.push(fit_mremap_vma(&mut p, &s, arch)?);
+    rows.push(fit_pte_stream(&mut p, &s, arch)?);
     rows.push(fit_swap(&mut p, &swap_samples, arch)?);
 
     // The whole-program figure's prices (fault path, clears, user accesses).
@@ -2989,6 +3136,57 @@ mod tests {
         assert_eq!(
             q.price_of(HwEvent::MremapVma),
             base.price_of(HwEvent::MremapVma)
+        );
+    }
+
+    /// The streamed PTE move: the model counts one streamed source line
+    /// per 8 pages between two region sizes of whole tables (each table
+    /// after the first: 64 lines); synthetic slopes priced by a truth
+    /// profile with `pte_line_stream` at 31 ns give it back; no samples
+    /// keep the estimate. The sizes come from the LLC (2..4 times it, whole
+    /// PMDs) and the sysfs sizes parse.
+    #[test]
+    fn pte_stream_fit_recovers_the_price() {
+        let base = ptlab_cost::find_profile("zen3").unwrap();
+        let arch = ArchKind::X86_64;
+        let sizes = stream_sizes(Some(32 << 20)).unwrap();
+        assert_eq!(sizes, [64 << 20, 96 << 20, 128 << 20]);
+        assert_eq!(stream_sizes(Some(3 << 20)).unwrap()[0], 6 << 20);
+        assert!(stream_sizes(Some(1 << 30)).is_none());
+        assert!(stream_sizes(None).is_none());
+        assert_eq!(parse_cache_size("32768K\n"), Some(32 << 20));
+        assert_eq!(parse_cache_size("1M"), Some(1 << 20));
+        assert_eq!(parse_cache_size("x"), None);
+        // Small sizes keep the test quick: 8, 12 and 16 MiB.
+        let pages: Vec<u64> = [8u64, 12, 16].iter().map(|m| m << 8).collect();
+        let d = stream_per_page(arch, pages[2], pages[0]).unwrap();
+        let count = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        assert_eq!(count(HwEvent::PteLineStream), 1.0 / 8.0);
+        assert_eq!(count(HwEvent::PteAtomicClear), 1.0);
+        let mut truth = base.clone();
+        truth.prices[HwEvent::PteLineStream as usize].1.ns = 31.0;
+        let per_page: f64 = d.iter().map(|(e, x)| x * truth.price_of(*e).ns).sum();
+        let mut s = Samples::default();
+        for rep in 0..10 {
+            let w = if rep % 2 == 0 { 0.01 } else { -0.01 };
+            for &n in &pages {
+                s.series
+                    .entry("mremap_stream".into())
+                    .or_default()
+                    .push((n as f64, 5000.0 + n as f64 * (per_page + w)));
+            }
+        }
+        let mut p = base.clone();
+        let (_, row) = fit_pte_stream(&mut p, &s, arch).unwrap();
+        let got = p.price_of(HwEvent::PteLineStream);
+        assert!((got.ns - 31.0).abs() < 0.2, "{} {row}", got.ns);
+        assert_eq!(got.basis, Basis::Calibrated);
+        let mut q = base.clone();
+        let (_, row) = fit_pte_stream(&mut q, &Samples::default(), arch).unwrap();
+        assert!(row.starts_with("not measured"), "{row}");
+        assert_eq!(
+            q.price_of(HwEvent::PteLineStream),
+            base.price_of(HwEvent::PteLineStream)
         );
     }
 
