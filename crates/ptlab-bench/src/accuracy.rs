@@ -37,6 +37,7 @@ pub const PARTS: &[(&str, &[&str])] = &[
             "tlb",
             "dsb_",
             "mprotect_pass",
+            "mprotect_large_batch",
             "modify_prot_pte",
         ],
     ),
@@ -489,6 +490,7 @@ mod tests {
             ("modify_prot_pte", "page tables + TLB"),
             ("mremap_vma", "VMAs"),
             ("pte_line_stream", "page tables + TLB"),
+            ("mprotect_large_batch", "page tables + TLB"),
         ] {
             assert_eq!(part_of(e), part, "{e}");
         }

@@ -69,7 +69,10 @@ included):
                  mTHPs (hugepages-64kB=always, a loop-device swap area),
                  slopes per page: swap_reclaim_folio + swap_write_bio per
                  folio and swap_write_4k per 4 KiB, solved together
-                 (without root or a loop device: estimates kept)
+                 (without root or a loop device: estimates kept); in the
+                 same worker, mprotect r/rw over the 64 KiB mTHP regions
+                 (slope per page), solved with the PTE-mapped THP series
+                 for modify_prot_pte and mprotect_large_batch
 The whole-program figure's prices (`ptlab cost`'s per-phase figure; the
 events that refine page_fault, folio_alloc, page_zero, user_page_access):
   user stores    user_store_4k: explicit_bzero (zeros over zeros) of a
@@ -605,6 +608,7 @@ fn pageout(reps: usize) -> Result<Samples> {
     for rep in 0..reps {
         let mut small = Vec::new();
         let mut large = Vec::new();
+        let mut protect = Vec::new();
         for mib in PAGEOUT_MIB {
             let len = mib << 20;
             let pages = len / PAGE;
@@ -636,6 +640,13 @@ fn pageout(reps: usize) -> Result<Samples> {
                     continue;
                 }
             }
+            // mprotect r + rw over the whole region of 64 KiB mTHPs (issue
+            // 15: beside the PTE-mapped THP series of the micro worker, the
+            // second layout of the per-batch fit), before it is paged out.
+            let t = Instant::now();
+            r.protect(0, pages, RO);
+            r.protect(0, pages, RW);
+            protect.push((pages as f64, ns_since(t)));
             let t = Instant::now();
             // SAFETY: advising our own mapping.
             unsafe { libc::madvise(r.addr as *mut libc::c_void, len, MADV_PAGEOUT) };
@@ -651,6 +662,12 @@ fn pageout(reps: usize) -> Result<Samples> {
             for (x, ns) in large {
                 s.series
                     .entry("pageout_64k".into())
+                    .or_default()
+                    .push((x, ns));
+            }
+            for (x, ns) in protect {
+                s.series
+                    .entry("mprotect_64k".into())
                     .or_default()
                     .push((x, ns));
             }
@@ -1495,6 +1512,27 @@ fn thp_mprotect_per_page(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
         .collect())
 }
 
+/// The model of the 64 KiB mprotect series (run in the swap-out worker):
+/// `kib` KiB of 64 KiB mTHPs written, then one mprotect r + rw pair over
+/// the whole region.
+fn mthp64_mprotect_src(kib: u64) -> String {
+    format!(
+        "thp 64K always\np = mmap {kib}K at {BASE:#x} fixed\nwrite p {kib}K\nmprotect p {kib}K r\nmprotect p {kib}K rw\n"
+    )
+}
+
+/// The model's whole-program events per page of that pair (32 MiB minus
+/// 16 MiB, per 4 KiB).
+fn mthp64_mprotect_per_page(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
+    let a = model_events(&mthp64_mprotect_src(32 << 10), arch, 2, true)?;
+    let b = model_events(&mthp64_mprotect_src(16 << 10), arch, 2, true)?;
+    let pages = (16 << 10) as f64 / 4.0;
+    Ok(diff_program(&a, &b)
+        .into_iter()
+        .map(|(e, x)| (e, x / pages))
+        .collect())
+}
+
 /// The model of the 4 KiB mprotect series: 64 MiB of order-0 pages
 /// written, then one mprotect r + rw pair over the first `kib` KiB.
 fn mprotect_src(kib: u64) -> String {
@@ -2009,7 +2047,10 @@ fn fit_layout(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(Strin
     // so far leave of its slope is the generic hooks' per-entry round
     // trip (`modify_prot_pte`, x86-64); where the model counts none (arm64)
     // the row only shows the prediction beside the measurement.
-    if let Ok((sl, _)) = per_rep_fit(s, "mprotect_thp") {
+    let mprotect_64k = per_rep_fit(s, "mprotect_64k").ok().map(|x| x.0);
+    if let (Ok((sl, _)), Some(s64)) = (per_rep_fit(s, "mprotect_thp"), &mprotect_64k) {
+        rows.push(fit_mprotect_batches(p, &sl, s64, arch)?);
+    } else if let Ok((sl, _)) = per_rep_fit(s, "mprotect_thp") {
         let d = thp_mprotect_per_page(arch)?;
         let predict = |p: &Profile| -> f64 { d.iter().map(|(e, x)| x * p.price_of(*e).ns).sum() };
         let predicted = predict(p);
@@ -2078,6 +2119,94 @@ fn fit_layout(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(Strin
         ),
     ));
     Ok(rows)
+}
+
+/// The per-entry round trip (`modify_prot_pte`) and the large-folio
+/// batch's fixed work (`mprotect_large_batch`) solved together from the
+/// two layouts' mprotect r + rw slopes per page (`thp`: PTE-mapped THPs,
+/// 512 entries a batch; `m64`: 64 KiB mTHPs, 16 a batch), each minus the
+/// model's other per-page events at the prices fitted so far. Where the
+/// model counts no per-entry round trip (arm64) the 64 KiB row alone
+/// gives the batch price.
+fn fit_mprotect_batches(
+    p: &mut Profile,
+    thp: &Summary,
+    m64: &Summary,
+    arch: ArchKind,
+) -> Result<(String, String)> {
+    let name = "mprotect per entry / per large-folio batch (mprotect r+rw over PTE-mapped THPs and 64 KiB mTHPs)".to_string();
+    let pair = [HwEvent::ModifyProtPte, HwEvent::MprotectLargeBatch];
+    let row = |p: &Profile, d: &[(HwEvent, f64)], y: &Summary| {
+        let get = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        let others: f64 = d
+            .iter()
+            .filter(|(e, _)| !pair.contains(e))
+            .map(|(e, x)| x * p.price_of(*e).ns)
+            .sum();
+        (
+            get(HwEvent::ModifyProtPte),
+            get(HwEvent::MprotectLargeBatch),
+            y.mean - others,
+            y.ci95,
+        )
+    };
+    let d_thp = thp_mprotect_per_page(arch)?;
+    let d_64 = mthp64_mprotect_per_page(arch)?;
+    let predict = |p: &Profile, d: &[(HwEvent, f64)]| -> f64 {
+        d.iter().map(|(e, x)| x * p.price_of(*e).ns).sum()
+    };
+    let (before_thp, before_64) = (predict(p, &d_thp), predict(p, &d_64));
+    let r_thp = row(p, &d_thp, thp);
+    let r_64 = row(p, &d_64, m64);
+    let how = "mprotect r+rw streaming over 512..16384 pages of PMD THPs mapped by PTEs (the micro worker) and over 8..32 MiB of 64 KiB mTHPs (the swap-out worker, hugepages-64kB=always; layouts verified from /proc/kpageflags), slopes per page minus the model's other per-page events at their fitted prices, solved together";
+    let set = |p: &mut Profile, e: HwEvent, v: f64, ci: f64, what: &str| {
+        let v = v.max(0.0);
+        let sm = Summary {
+            n: thp.n.min(m64.n),
+            mean: v,
+            stdev: 0.0,
+            min: v,
+            max: v,
+            median: v,
+            ci95: ci,
+        };
+        set_direct(p, e, &sm, &format!("{how}: {what}"));
+    };
+    if r_thp.0 > 0.0 {
+        let (m, b, cm, cb) =
+            solve2(r_thp, r_64).context("the two mprotect layouts do not determine both prices")?;
+        set(
+            p,
+            HwEvent::ModifyProtPte,
+            m,
+            cm,
+            "per entry after the first of a batch",
+        );
+        set(
+            p,
+            HwEvent::MprotectLargeBatch,
+            b,
+            cb,
+            "per batch of a large folio",
+        );
+    } else if r_64.1 > 0.0 {
+        let v = r_64.2 / r_64.1;
+        set(p, HwEvent::MprotectLargeBatch, v, r_64.3 / r_64.1, "per batch of a large folio (no per-entry round trip on this arch: the 64 KiB row alone)");
+    }
+    Ok((
+        name,
+        format!(
+            "THP {:.1} ± {:.1}, 64 KiB {:.1} ± {:.1} ns/page (predicted before {before_thp:.1} / {before_64:.1}) → modify_prot_pte {:.2} ns, mprotect_large_batch {:.1} ns; now predicted {:.1} / {:.1}",
+            thp.mean,
+            thp.ci95,
+            m64.mean,
+            m64.ci95,
+            p.price_of(HwEvent::ModifyProtPte).ns,
+            p.price_of(HwEvent::MprotectLargeBatch).ns,
+            predict(p, &d_thp),
+            predict(p, &d_64)
+        ),
+    ))
 }
 
 /// The kernel's page-table isolation, from
@@ -2229,8 +2358,15 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
         }
         out.flush()?;
     }
-    let s = run_worker("micro", reps)?;
+    let mut s = run_worker("micro", reps)?;
     let swap_samples = run_pageout_worker(reps)?;
+    // The mprotect series over 64 KiB mTHPs runs in the swap-out worker
+    // (its knobs give that layout); fit_layout reads it with the others.
+    if let Ok(w) = &swap_samples {
+        if let Some(v) = w.series.get("mprotect_64k") {
+            s.series.insert("mprotect_64k".into(), v.clone());
+        }
+    }
     let mut rows: Vec<(String, String)> = Vec::new();
 
     // syscall: a no-op mprotect = syscall + vma_lookup.
@@ -3188,6 +3324,56 @@ mod tests {
             q.price_of(HwEvent::PteLineStream),
             base.price_of(HwEvent::PteLineStream)
         );
+    }
+
+    /// The two mprotect layouts: per page, by hand, a PTE-mapped THP
+    /// pair is 2 × 511/512 entries after a batch's first and 2/512
+    /// batches, a 64 KiB pair 2 × 15/16 and 2/16; slopes made from a truth
+    /// profile (modify_prot_pte 9 ns, mprotect_large_batch 180 ns) are
+    /// solved back to both; on arm64 (no per-entry round trip) the 64 KiB
+    /// row alone gives the batch price.
+    #[test]
+    fn mprotect_batch_fit_recovers_both_prices() {
+        let base = ptlab_cost::find_profile("zen3").unwrap();
+        for arch in ArchKind::ALL {
+            let d_thp = thp_mprotect_per_page(arch).unwrap();
+            let d_64 = mthp64_mprotect_per_page(arch).unwrap();
+            let get =
+                |d: &[(HwEvent, f64)], e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+            assert_eq!(get(&d_thp, HwEvent::MprotectLargeBatch), 2.0 / 512.0);
+            assert_eq!(get(&d_64, HwEvent::MprotectLargeBatch), 2.0 / 16.0);
+            let x86 = arch == ArchKind::X86_64;
+            assert_eq!(
+                get(&d_64, HwEvent::ModifyProtPte),
+                if x86 { 2.0 * 15.0 / 16.0 } else { 0.0 }
+            );
+            let mut truth = base.clone();
+            truth.prices[HwEvent::ModifyProtPte as usize].1.ns = 9.0;
+            truth.prices[HwEvent::MprotectLargeBatch as usize].1.ns = 180.0;
+            let y = |d: &[(HwEvent, f64)]| -> f64 {
+                d.iter().map(|(e, x)| x * truth.price_of(*e).ns).sum()
+            };
+            let sm = |v: f64| Summary {
+                n: 10,
+                mean: v,
+                stdev: 0.0,
+                min: v,
+                max: v,
+                median: v,
+                ci95: 0.1,
+            };
+            let mut p = base.clone();
+            fit_mprotect_batches(&mut p, &sm(y(&d_thp)), &sm(y(&d_64)), arch).unwrap();
+            let b = p.price_of(HwEvent::MprotectLargeBatch);
+            assert!((b.ns - 180.0).abs() < 0.01, "{arch:?} {}", b.ns);
+            assert_eq!(b.basis, Basis::Calibrated);
+            let m = p.price_of(HwEvent::ModifyProtPte).ns;
+            if x86 {
+                assert!((m - 9.0).abs() < 0.01, "{m}");
+            } else {
+                assert_eq!(m, base.price_of(HwEvent::ModifyProtPte).ns);
+            }
+        }
     }
 
     /// Two equations in two prices are solved exactly, with the interval
