@@ -1,8 +1,9 @@
 //! `mprotect_large_batch`, counted by hand (issue 15): one per batch of
 //! more than one entry of a large folio that change_pte_range() changes
-//! (6.17+ batching; mm/mprotect.c: `nr_ptes > 1` → change_present_ptes()
-//! with the batch), on both architectures; none for an order-0 page or a
-//! zero-page entry (batches of one: the nr == 1 special case), none in the
+//! (6.17+ batching; mm/mprotect.c change_pte_range() with `nr_ptes > 1`),
+//! on both architectures; none for an order-0 page or a
+//! zero-page entry (batches of one: mprotect_folio_pte_batch() returns 1
+//! before any scan), none in the
 //! per-PTE loop of 6.16 and before (`--before mprotect-pte-batch`). A
 //! whole-program event: the page-table figure and every other count are
 //! unchanged (scripts/check-same-output.sh, the other count tests).

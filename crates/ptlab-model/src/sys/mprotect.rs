@@ -579,7 +579,7 @@ fn change_batch(
         rule!(mm.pt.hw, MprotectPtesBatch);
         // The batch path's fixed work beyond one order-0 pass.
         // Linux: mm/mprotect.c change_pte_range() (nr_ptes > 1) →
-        // change_present_ptes(), commit_anon_folio_batch().
+        // folio_pte_batch_flags(), commit_anon_folio_batch().
         mm.pt.hw.one(HwEvent::MprotectLargeBatch);
     }
     mm.pt.hw.mark_batch(addr, nr, "protect");
