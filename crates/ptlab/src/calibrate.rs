@@ -1821,8 +1821,8 @@ fn fit_pte_stream(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<(Strin
         slope.ci95,
         &format!(
             "mremap of {}..{} MiB of populated order-0 pages (2..4 times the LLC) to a destination one page past a PMD boundary, slope per page, minus the model's other per-page events at the fitted prices, per streamed source PTE-table line ({lines:.4} per page)",
-            lo * PAGE as u64 >> 20,
-            hi * PAGE as u64 >> 20
+            (lo * PAGE as u64) >> 20,
+            (hi * PAGE as u64) >> 20
         ),
     );
     Ok((
