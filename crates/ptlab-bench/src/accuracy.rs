@@ -37,6 +37,7 @@ pub const PARTS: &[(&str, &[&str])] = &[
             "tlb",
             "dsb_",
             "mprotect_pass",
+            "mprotect_large_batch",
             "modify_prot_pte",
         ],
     ),
@@ -335,7 +336,8 @@ pub fn ratio_table(r: &Reproduction, profile: &str) -> (String, Vec<String>, Vec
         "Contrasts (time of the arm / time of the baseline arm, both from this run): {ok} of {} predicted ratios \
          within {:.0}% of live. [a, b] after a prediction = the ratio with every price of the profile in its range. \
          Judged: the whole-program figure of what the live run times (every arm times system calls over a \
-         populated region, so it equals the page-table figure except where a call allocates: UFFDIO_COPY); \
+         populated region, so it equals the page-table figure except where a call allocates (UFFDIO_COPY), \
+         streams source PTE tables (the unaligned mremap) or changes large-folio batches (mprotect)); \
          the page-table figure's ratio is shown beside it.",
         ratios.len(),
         RATIO_TARGET * 100.0
@@ -488,6 +490,8 @@ mod tests {
             ("mprotect_pass", "page tables + TLB"),
             ("modify_prot_pte", "page tables + TLB"),
             ("mremap_vma", "VMAs"),
+            ("pte_line_stream", "page tables + TLB"),
+            ("mprotect_large_batch", "page tables + TLB"),
         ] {
             assert_eq!(part_of(e), part, "{e}");
         }

@@ -60,11 +60,19 @@ included):
                  uffd_move_lock + anon_vma_lock (scaled together)
   mremap VMA     a 1-page VMA moved within its PMD and back, per call,
                  minus the model's other events: mremap_vma
+  streamed move  mremap of populated order-0 regions of 2, 3 and 4 times
+                 the last-level cache (its size read from sysfs) to one
+                 page past a PMD boundary, slope per page, minus the
+                 cache-hot PTE work: pte_line_stream per source PTE-table
+                 line (a whole-program price; no LLC size: estimate kept)
   swap-out       MADV_PAGEOUT of 8..32 MiB of order-0 pages and of 64 KiB
                  mTHPs (hugepages-64kB=always, a loop-device swap area),
                  slopes per page: swap_reclaim_folio + swap_write_bio per
                  folio and swap_write_4k per 4 KiB, solved together
-                 (without root or a loop device: estimates kept)
+                 (without root or a loop device: estimates kept); in the
+                 same worker, mprotect r/rw over the 64 KiB mTHP regions
+                 (slope per page), solved with the PTE-mapped THP series
+                 for modify_prot_pte and mprotect_large_batch
 The whole-program figure's prices (`ptlab cost`'s per-phase figure; the
 events that refine page_fault, folio_alloc, page_zero, user_page_access):
   user stores    user_store_4k: explicit_bzero (zeros over zeros) of a
@@ -514,6 +522,25 @@ fn micro(reps: usize) -> Result<Samples> {
                 put("mremap_move", n as f64, ns_since(t) / (2 * k) as f64);
             }
         }
+        // The streamed PTE move (issue 15): regions of 2, 3 and 4 times the
+        // last-level cache (read from sysfs; not the seed's 1 GiB),
+        // populated order-0 pages, each moved once by mremap to a
+        // destination one page past a PMD boundary (every entry moves, as
+        // in the seed's unaligned arm), then unmapped. The source tables
+        // the larger regions add were written before the region's other
+        // data evicted them: the slope per page is the cold move.
+        if let Some(sizes) = stream_sizes(llc_bytes()) {
+            for len in sizes {
+                let r = Region::new(STREAM_SRC, len)?;
+                r.touch_write(len / PAGE);
+                let t = Instant::now();
+                mremap_fixed(STREAM_SRC, len, STREAM_DST)?;
+                put("mremap_stream", (len / PAGE) as f64, ns_since(t));
+                // SAFETY: unmapping the range just moved there (ours).
+                unsafe { libc::munmap(STREAM_DST as *mut libc::c_void, len) };
+                drop(r);
+            }
+        }
         // The VMA work of an mremap move (issue 15): a populated 1-page
         // VMA moved by mremap 1 MiB on within its PMD and back (the PTE
         // table stays: no table is allocated or freed, as in the seed's
@@ -581,6 +608,7 @@ fn pageout(reps: usize) -> Result<Samples> {
     for rep in 0..reps {
         let mut small = Vec::new();
         let mut large = Vec::new();
+        let mut protect = Vec::new();
         for mib in PAGEOUT_MIB {
             let len = mib << 20;
             let pages = len / PAGE;
@@ -612,6 +640,13 @@ fn pageout(reps: usize) -> Result<Samples> {
                     continue;
                 }
             }
+            // mprotect r + rw over the whole region of 64 KiB mTHPs (issue
+            // 15: beside the PTE-mapped THP series of the micro worker, the
+            // second layout of the per-batch fit), before it is paged out.
+            let t = Instant::now();
+            r.protect(0, pages, RO);
+            r.protect(0, pages, RW);
+            protect.push((pages as f64, ns_since(t)));
             let t = Instant::now();
             // SAFETY: advising our own mapping.
             unsafe { libc::madvise(r.addr as *mut libc::c_void, len, MADV_PAGEOUT) };
@@ -627,6 +662,12 @@ fn pageout(reps: usize) -> Result<Samples> {
             for (x, ns) in large {
                 s.series
                     .entry("pageout_64k".into())
+                    .or_default()
+                    .push((x, ns));
+            }
+            for (x, ns) in protect {
+                s.series
+                    .entry("mprotect_64k".into())
                     .or_default()
                     .push((x, ns));
             }
@@ -1471,6 +1512,27 @@ fn thp_mprotect_per_page(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
         .collect())
 }
 
+/// The model of the 64 KiB mprotect series (run in the swap-out worker):
+/// `kib` KiB of 64 KiB mTHPs written, then one mprotect r + rw pair over
+/// the whole region.
+fn mthp64_mprotect_src(kib: u64) -> String {
+    format!(
+        "thp 64K always\np = mmap {kib}K at {BASE:#x} fixed\nwrite p {kib}K\nmprotect p {kib}K r\nmprotect p {kib}K rw\n"
+    )
+}
+
+/// The model's whole-program events per page of that pair (32 MiB minus
+/// 16 MiB, per 4 KiB).
+fn mthp64_mprotect_per_page(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
+    let a = model_events(&mthp64_mprotect_src(32 << 10), arch, 2, true)?;
+    let b = model_events(&mthp64_mprotect_src(16 << 10), arch, 2, true)?;
+    let pages = (16 << 10) as f64 / 4.0;
+    Ok(diff_program(&a, &b)
+        .into_iter()
+        .map(|(e, x)| (e, x / pages))
+        .collect())
+}
+
 /// The model of the 4 KiB mprotect series: 64 MiB of order-0 pages
 /// written, then one mprotect r + rw pair over the first `kib` KiB.
 fn mprotect_src(kib: u64) -> String {
@@ -1650,6 +1712,128 @@ fn per_call_events(src: fn(u64) -> String, arch: ArchKind) -> Result<Vec<(HwEven
         .into_iter()
         .map(|(e, d)| (e, d / 16.0))
         .collect())
+}
+
+/// Where the streamed-move benchmark's region is mapped (2 MiB-aligned)
+/// and moved to: one page past a PMD boundary, as the seed's unaligned
+/// arm ([`stream_src`]).
+const STREAM_SRC: u64 = BASE + (4 << 30);
+const STREAM_DST: u64 = BASE + (8 << 30) + PAGE as u64;
+
+/// The size of the largest (last-level) cache of CPU 0, from
+/// /sys/devices/system/cpu/cpu0/cache/index*/{level,size}; None when sysfs
+/// does not say.
+fn llc_bytes() -> Option<u64> {
+    let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+    let mut best: Option<(u32, u64)> = None;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        if !e.file_name().to_string_lossy().starts_with("index") {
+            continue;
+        }
+        let read = |f: &str| std::fs::read_to_string(e.path().join(f)).ok();
+        let (Some(level), Some(size)) = (read("level"), read("size")) else {
+            continue;
+        };
+        let (Ok(level), Some(bytes)) = (level.trim().parse::<u32>(), parse_cache_size(&size))
+        else {
+            continue;
+        };
+        if best.is_none_or(|b| (level, bytes) > b) {
+            best = Some((level, bytes));
+        }
+    }
+    best.map(|b| b.1)
+}
+
+/// A sysfs cache size ("32768K", "1M", "512").
+fn parse_cache_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mul) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 1u64 << 10),
+        b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok().map(|n| n * mul).filter(|&b| b > 0)
+}
+
+/// The streamed move's region sizes: 2, 3 and 4 times the LLC, each
+/// rounded up to whole PMDs (2 MiB); None without an LLC size, or when 4
+/// times it is over 2 GiB (the step would populate too much).
+fn stream_sizes(llc: Option<u64>) -> Option<[usize; 3]> {
+    let llc = llc?;
+    let pmd = 2u64 << 20;
+    let round = |k: u64| (k * llc).div_ceil(pmd) * pmd;
+    (round(4) <= 2 << 30).then(|| [round(2), round(3), round(4)].map(|b| b as usize))
+}
+
+/// The model of the streamed-move benchmark: `kib` KiB populated at
+/// [`STREAM_SRC`] and moved to [`STREAM_DST`].
+fn stream_src(kib: u64) -> String {
+    format!(
+        "thp 2M never\np = mmap {kib}K at {STREAM_SRC:#x} fixed\nwrite p {kib}K\nq = mremap p {kib}K {kib}K maymove fixed {STREAM_DST:#x}\n"
+    )
+}
+
+/// The model's events per page between two streamed moves of `a` and `b`
+/// pages (a > b), in the whole-program figure (where `pte_line_stream` is
+/// priced).
+fn stream_per_page(arch: ArchKind, a: u64, b: u64) -> Result<Vec<(HwEvent, f64)>> {
+    let ea = model_events(&stream_src(a * 4), arch, 1, true)?;
+    let eb = model_events(&stream_src(b * 4), arch, 1, true)?;
+    let pages = (a - b) as f64;
+    Ok(diff_program(&ea, &eb)
+        .into_iter()
+        .map(|(e, x)| (e, x / pages))
+        .collect())
+}
+
+/// `pte_line_stream` from the streamed move's slope per page, minus the
+/// model's other per-page events of the move (the PTE loads, clears and
+/// stores at the cache-hot prices fitted before, the destination tables'
+/// allocation): what is left, per source line the model counts as
+/// streamed. Without samples (no LLC size) the estimate stays.
+fn fit_pte_stream(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
+    let name = "PTE-table line, streamed (PTE move ≫ LLC, per line)".to_string();
+    let Some(pts) = s.series.get("mremap_stream") else {
+        return Ok((
+            name,
+            "not measured (no LLC size in sysfs): estimate kept".into(),
+        ));
+    };
+    let (lo, hi) = pts.iter().fold((u64::MAX, 0), |(lo, hi), x| {
+        (lo.min(x.0 as u64), hi.max(x.0 as u64))
+    });
+    if hi <= lo {
+        return Ok((name, "one region size only: estimate kept".into()));
+    }
+    let (slope, _) = per_rep_fit(s, "mremap_stream")?;
+    let d = stream_per_page(arch, hi, lo)?;
+    let lines = d
+        .iter()
+        .find(|x| x.0 == HwEvent::PteLineStream)
+        .map_or(0.0, |x| x.1);
+    let (k, kci) = scale_targets(
+        p,
+        &d,
+        &[HwEvent::PteLineStream],
+        slope.mean,
+        slope.ci95,
+        &format!(
+            "mremap of {}..{} MiB of populated order-0 pages (2..4 times the LLC) to a destination one page past a PMD boundary, slope per page, minus the model's other per-page events at the fitted prices, per streamed source PTE-table line ({lines:.4} per page)",
+            (lo * PAGE as u64) >> 20,
+            (hi * PAGE as u64) >> 20
+        ),
+    );
+    Ok((
+        name,
+        format!(
+            "{:.2} ns/page ± {:.2} → pte_line_stream {:.1} ns (×{k:.2} ± {kci:.2} of base)",
+            slope.mean,
+            slope.ci95,
+            p.price_of(HwEvent::PteLineStream).ns
+        ),
+    ))
 }
 
 /// `mremap_vma` from the time per mremap() of a 1-page VMA, minus the
@@ -1863,7 +2047,10 @@ fn fit_layout(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(Strin
     // so far leave of its slope is the generic hooks' per-entry round
     // trip (`modify_prot_pte`, x86-64); where the model counts none (arm64)
     // the row only shows the prediction beside the measurement.
-    if let Ok((sl, _)) = per_rep_fit(s, "mprotect_thp") {
+    let mprotect_64k = per_rep_fit(s, "mprotect_64k").ok().map(|x| x.0);
+    if let (Ok((sl, _)), Some(s64)) = (per_rep_fit(s, "mprotect_thp"), &mprotect_64k) {
+        rows.push(fit_mprotect_batches(p, &sl, s64, arch)?);
+    } else if let Ok((sl, _)) = per_rep_fit(s, "mprotect_thp") {
         let d = thp_mprotect_per_page(arch)?;
         let predict = |p: &Profile| -> f64 { d.iter().map(|(e, x)| x * p.price_of(*e).ns).sum() };
         let predicted = predict(p);
@@ -1932,6 +2119,94 @@ fn fit_layout(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(Strin
         ),
     ));
     Ok(rows)
+}
+
+/// The per-entry round trip (`modify_prot_pte`) and the large-folio
+/// batch's fixed work (`mprotect_large_batch`) solved together from the
+/// two layouts' mprotect r + rw slopes per page (`thp`: PTE-mapped THPs,
+/// 512 entries a batch; `m64`: 64 KiB mTHPs, 16 a batch), each minus the
+/// model's other per-page events at the prices fitted so far. Where the
+/// model counts no per-entry round trip (arm64) the 64 KiB row alone
+/// gives the batch price.
+fn fit_mprotect_batches(
+    p: &mut Profile,
+    thp: &Summary,
+    m64: &Summary,
+    arch: ArchKind,
+) -> Result<(String, String)> {
+    let name = "mprotect per entry / per large-folio batch (mprotect r+rw over PTE-mapped THPs and 64 KiB mTHPs)".to_string();
+    let pair = [HwEvent::ModifyProtPte, HwEvent::MprotectLargeBatch];
+    let row = |p: &Profile, d: &[(HwEvent, f64)], y: &Summary| {
+        let get = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        let others: f64 = d
+            .iter()
+            .filter(|(e, _)| !pair.contains(e))
+            .map(|(e, x)| x * p.price_of(*e).ns)
+            .sum();
+        (
+            get(HwEvent::ModifyProtPte),
+            get(HwEvent::MprotectLargeBatch),
+            y.mean - others,
+            y.ci95,
+        )
+    };
+    let d_thp = thp_mprotect_per_page(arch)?;
+    let d_64 = mthp64_mprotect_per_page(arch)?;
+    let predict = |p: &Profile, d: &[(HwEvent, f64)]| -> f64 {
+        d.iter().map(|(e, x)| x * p.price_of(*e).ns).sum()
+    };
+    let (before_thp, before_64) = (predict(p, &d_thp), predict(p, &d_64));
+    let r_thp = row(p, &d_thp, thp);
+    let r_64 = row(p, &d_64, m64);
+    let how = "mprotect r+rw streaming over 512..16384 pages of PMD THPs mapped by PTEs (the micro worker) and over 8..32 MiB of 64 KiB mTHPs (the swap-out worker, hugepages-64kB=always; layouts verified from /proc/kpageflags), slopes per page minus the model's other per-page events at their fitted prices, solved together";
+    let set = |p: &mut Profile, e: HwEvent, v: f64, ci: f64, what: &str| {
+        let v = v.max(0.0);
+        let sm = Summary {
+            n: thp.n.min(m64.n),
+            mean: v,
+            stdev: 0.0,
+            min: v,
+            max: v,
+            median: v,
+            ci95: ci,
+        };
+        set_direct(p, e, &sm, &format!("{how}: {what}"));
+    };
+    if r_thp.0 > 0.0 {
+        let (m, b, cm, cb) =
+            solve2(r_thp, r_64).context("the two mprotect layouts do not determine both prices")?;
+        set(
+            p,
+            HwEvent::ModifyProtPte,
+            m,
+            cm,
+            "per entry after the first of a batch",
+        );
+        set(
+            p,
+            HwEvent::MprotectLargeBatch,
+            b,
+            cb,
+            "per batch of a large folio",
+        );
+    } else if r_64.1 > 0.0 {
+        let v = r_64.2 / r_64.1;
+        set(p, HwEvent::MprotectLargeBatch, v, r_64.3 / r_64.1, "per batch of a large folio (no per-entry round trip on this arch: the 64 KiB row alone)");
+    }
+    Ok((
+        name,
+        format!(
+            "THP {:.1} ± {:.1}, 64 KiB {:.1} ± {:.1} ns/page (predicted before {before_thp:.1} / {before_64:.1}) → modify_prot_pte {:.2} ns, mprotect_large_batch {:.1} ns; now predicted {:.1} / {:.1}",
+            thp.mean,
+            thp.ci95,
+            m64.mean,
+            m64.ci95,
+            p.price_of(HwEvent::ModifyProtPte).ns,
+            p.price_of(HwEvent::MprotectLargeBatch).ns,
+            predict(p, &d_thp),
+            predict(p, &d_64)
+        ),
+    ))
 }
 
 /// The kernel's page-table isolation, from
@@ -2083,8 +2358,15 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
         }
         out.flush()?;
     }
-    let s = run_worker("micro", reps)?;
+    let mut s = run_worker("micro", reps)?;
     let swap_samples = run_pageout_worker(reps)?;
+    // The mprotect series over 64 KiB mTHPs runs in the swap-out worker
+    // (its knobs give that layout); fit_layout reads it with the others.
+    if let Ok(w) = &swap_samples {
+        if let Some(v) = w.series.get("mprotect_64k") {
+            s.series.insert("mprotect_64k".into(), v.clone());
+        }
+    }
     let mut rows: Vec<(String, String)> = Vec::new();
 
     // syscall: a no-op mprotect = syscall + vma_lookup.
@@ -2272,6 +2554,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
 
     rows.push(fit_uffd_move(&mut p, &s, arch)?);
     rows.push(fit_mremap_vma(&mut p, &s, arch)?);
+    rows.push(fit_pte_stream(&mut p, &s, arch)?);
     rows.push(fit_swap(&mut p, &swap_samples, arch)?);
 
     // The whole-program figure's prices (fault path, clears, user accesses).
@@ -2990,6 +3273,107 @@ mod tests {
             q.price_of(HwEvent::MremapVma),
             base.price_of(HwEvent::MremapVma)
         );
+    }
+
+    /// The streamed PTE move: the model counts one streamed source line
+    /// per 8 pages between two region sizes of whole tables (each table
+    /// after the first: 64 lines); synthetic slopes priced by a truth
+    /// profile with `pte_line_stream` at 31 ns give it back; no samples
+    /// keep the estimate. The sizes come from the LLC (2..4 times it, whole
+    /// PMDs) and the sysfs sizes parse.
+    #[test]
+    fn pte_stream_fit_recovers_the_price() {
+        let base = ptlab_cost::find_profile("zen3").unwrap();
+        let arch = ArchKind::X86_64;
+        let sizes = stream_sizes(Some(32 << 20)).unwrap();
+        assert_eq!(sizes, [64 << 20, 96 << 20, 128 << 20]);
+        assert_eq!(stream_sizes(Some(3 << 20)).unwrap()[0], 6 << 20);
+        assert!(stream_sizes(Some(1 << 30)).is_none());
+        assert!(stream_sizes(None).is_none());
+        assert_eq!(parse_cache_size("32768K\n"), Some(32 << 20));
+        assert_eq!(parse_cache_size("1M"), Some(1 << 20));
+        assert_eq!(parse_cache_size("x"), None);
+        // Small sizes keep the test quick: 8, 12 and 16 MiB.
+        let pages: Vec<u64> = [8u64, 12, 16].iter().map(|m| m << 8).collect();
+        let d = stream_per_page(arch, pages[2], pages[0]).unwrap();
+        let count = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        assert_eq!(count(HwEvent::PteLineStream), 1.0 / 8.0);
+        assert_eq!(count(HwEvent::PteAtomicClear), 1.0);
+        let mut truth = base.clone();
+        truth.prices[HwEvent::PteLineStream as usize].1.ns = 31.0;
+        let per_page: f64 = d.iter().map(|(e, x)| x * truth.price_of(*e).ns).sum();
+        let mut s = Samples::default();
+        for rep in 0..10 {
+            let w = if rep % 2 == 0 { 0.01 } else { -0.01 };
+            for &n in &pages {
+                s.series
+                    .entry("mremap_stream".into())
+                    .or_default()
+                    .push((n as f64, 5000.0 + n as f64 * (per_page + w)));
+            }
+        }
+        let mut p = base.clone();
+        let (_, row) = fit_pte_stream(&mut p, &s, arch).unwrap();
+        let got = p.price_of(HwEvent::PteLineStream);
+        assert!((got.ns - 31.0).abs() < 0.2, "{} {row}", got.ns);
+        assert_eq!(got.basis, Basis::Calibrated);
+        let mut q = base.clone();
+        let (_, row) = fit_pte_stream(&mut q, &Samples::default(), arch).unwrap();
+        assert!(row.starts_with("not measured"), "{row}");
+        assert_eq!(
+            q.price_of(HwEvent::PteLineStream),
+            base.price_of(HwEvent::PteLineStream)
+        );
+    }
+
+    /// The two mprotect layouts: per page, by hand, a PTE-mapped THP
+    /// pair is 2 × 511/512 entries after a batch's first and 2/512
+    /// batches, a 64 KiB pair 2 × 15/16 and 2/16; slopes made from a truth
+    /// profile (modify_prot_pte 9 ns, mprotect_large_batch 180 ns) are
+    /// solved back to both; on arm64 (no per-entry round trip) the 64 KiB
+    /// row alone gives the batch price.
+    #[test]
+    fn mprotect_batch_fit_recovers_both_prices() {
+        let base = ptlab_cost::find_profile("zen3").unwrap();
+        for arch in ArchKind::ALL {
+            let d_thp = thp_mprotect_per_page(arch).unwrap();
+            let d_64 = mthp64_mprotect_per_page(arch).unwrap();
+            let get =
+                |d: &[(HwEvent, f64)], e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+            assert_eq!(get(&d_thp, HwEvent::MprotectLargeBatch), 2.0 / 512.0);
+            assert_eq!(get(&d_64, HwEvent::MprotectLargeBatch), 2.0 / 16.0);
+            let x86 = arch == ArchKind::X86_64;
+            assert_eq!(
+                get(&d_64, HwEvent::ModifyProtPte),
+                if x86 { 2.0 * 15.0 / 16.0 } else { 0.0 }
+            );
+            let mut truth = base.clone();
+            truth.prices[HwEvent::ModifyProtPte as usize].1.ns = 9.0;
+            truth.prices[HwEvent::MprotectLargeBatch as usize].1.ns = 180.0;
+            let y = |d: &[(HwEvent, f64)]| -> f64 {
+                d.iter().map(|(e, x)| x * truth.price_of(*e).ns).sum()
+            };
+            let sm = |v: f64| Summary {
+                n: 10,
+                mean: v,
+                stdev: 0.0,
+                min: v,
+                max: v,
+                median: v,
+                ci95: 0.1,
+            };
+            let mut p = base.clone();
+            fit_mprotect_batches(&mut p, &sm(y(&d_thp)), &sm(y(&d_64)), arch).unwrap();
+            let b = p.price_of(HwEvent::MprotectLargeBatch);
+            assert!((b.ns - 180.0).abs() < 0.01, "{arch:?} {}", b.ns);
+            assert_eq!(b.basis, Basis::Calibrated);
+            let m = p.price_of(HwEvent::ModifyProtPte).ns;
+            if x86 {
+                assert!((m - 9.0).abs() < 0.01, "{m}");
+            } else {
+                assert_eq!(m, base.price_of(HwEvent::ModifyProtPte).ns);
+            }
+        }
     }
 
     /// Two equations in two prices are solved exactly, with the interval

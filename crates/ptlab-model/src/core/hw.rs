@@ -147,6 +147,10 @@ hw_events! {
     MremapVma = "mremap_vma",
     /// x86-64 (the generic modify_prot_start_ptes() / modify_prot_commit_ptes() of include/linux/pgtable.h): one entry after the first of a batch of more than one entry that change_pte_range() changes — its own ptep_modify_prot_start() and ptep_modify_prot_commit() round trip (out-of-line paravirt calls under CONFIG_PARAVIRT_XXL: __ptep_modify_prot_start(), __ptep_modify_prot_commit() → set_pte_at() → native_set_pte()), the young/dirty gathering and the pte_next_pfn() steps of the two loops. The first entry's round trip is part of its `mprotect_pass`; its atomic clear and store are counted apart. arm64 overrides both hooks with one batched call each: never counted there.
     ModifyProtPte = "modify_prot_pte",
+    /// Whole-program: one 64-byte line (8 entries) of a source PTE table that mremap's per-entry move (move_ptes()) reads in a table after the first the call moves entries from, streamed from memory: the model takes a move within one PTE table as cache-resident and the source tables of a move across many as cold (a region populated table after table, long before the move). Once per line per call (an unaligned move's two extents in one table share their boundary line); not for a table split from a PMD THP by the same call (just written). Not a subset: the entries' loads are counted apart (`pte_load`) at the cache-hot price.
+    PteLineStream = "pte_line_stream",
+    /// Whole-program: one batch of more than one entry of a large folio that change_pte_range() changes (6.17+ batching): the fixed work of the batch path that one order-0 pass (`mprotect_pass`, fitted over order-0 pages, where mprotect_folio_pte_batch() returns 1 at !folio_test_large() before any scan and each per-entry loop runs once) does not contain — folio_pte_batch_flags()'s scan entered and left, the per-entry loops of modify_prot_start_ptes() / modify_prot_commit_ptes() entered and left, commit_anon_folio_batch()'s sub-batch search (page_anon_exclusive_sub_batch()), and the struct-page stream restarting at the folio's head (the next folio's struct pages are not next to the last one's). One per such batch, both architectures; none in the per-PTE loop of 6.16 and before.
+    MprotectLargeBatch = "mprotect_large_batch",
     /// Whole-program: a user fault's exception entry and exit (x86 asm_exc_page_fault/irqentry, arm64 el0_da/el0_ia vectors: registers saved and restored, the return to user), one per fault; the KPTI page-table switch is added when kpti is on.
     FaultEntry = "fault_entry",
     /// Whole-program: a user fault's handling without entry/exit, allocation and zeroing (do_user_addr_fault / do_page_fault: lock_vma_under_rcu, handle_mm_fault's walk and bookkeeping, count_vm_event), one per fault.
@@ -240,6 +244,8 @@ impl HwEvent {
                 | HwEvent::StructPageLineLarge
                 | HwEvent::UserStore4kLarge
                 | HwEvent::StructPageLineHot
+                | HwEvent::PteLineStream
+                | HwEvent::MprotectLargeBatch
         )
     }
 

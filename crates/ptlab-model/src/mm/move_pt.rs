@@ -87,6 +87,7 @@ pub fn move_page_tables(
     if table_moves && !tables_ok {
         rule!(mm.pt.hw, MremapUffdRefusesTableMove);
     }
+    let mut streamed = StreamedLines::default();
     while old_addr < old_end {
         // §9.3/§9.4.1–4: the PUD level.
         let mut extent = get_extent(PUD_SIZE, old_addr, old_end, new_addr);
@@ -114,6 +115,7 @@ pub fn move_page_tables(
         if mm.pt.pmd_alloc(new_addr, phys).is_none() {
             break;
         }
+        let from_table = matches!(old_pmd, PmdSlot::Table(_));
         match old_pmd {
             PmdSlot::Leaf(_) => {
                 // §9.4.7: a PMD-mapped THP (or the huge zero page) moves
@@ -140,6 +142,7 @@ pub fn move_page_tables(
         if mm.pt.pte_alloc(new_addr, phys).is_none() {
             break;
         }
+        streamed.count(&mm.pt, old_addr, extent, from_table);
         let old_vma = &pmc.old;
         if batched {
             let stretch = pmc.stretch;
@@ -154,6 +157,47 @@ pub fn move_page_tables(
     }
     // pmc_progress(): never negative after a realignment.
     old_addr.saturating_sub(pmc.old_addr)
+}
+
+/// `pte_line_stream`: the source PTE-table lines one move_page_tables()
+/// call's per-entry moves read in tables after the first it moves entries
+/// from (docs/cost.md, "Events"). Each line once per call: an unaligned
+/// move's extents split a table in two, and the second starts in the line
+/// the first ended in. None in a table this call split from a PMD THP
+/// (`from_table` false: split_huge_pmd() just wrote it). A cost rule only
+/// (no state of the page tables).
+/// Linux: mm/mremap.c move_page_tables() → move_ptes() (its ptep_get()
+/// of each source entry).
+#[derive(Default)]
+struct StreamedLines {
+    /// The first source table (its PMD-aligned address) of the call.
+    first_table: Option<u64>,
+    /// The last line counted (source address / 64 B of entries).
+    last_line: Option<u64>,
+    /// The last table this call split from a PMD THP.
+    split: Option<u64>,
+}
+
+impl StreamedLines {
+    /// Entries per 64-byte line of a PTE table.
+    const ENTRIES: u64 = 8;
+
+    fn count(&mut self, pt: &PageTables, old_addr: u64, extent: u64, from_table: bool) {
+        let table = old_addr & !(PMD_SIZE - 1);
+        if !from_table {
+            self.split = Some(table);
+        }
+        let first = *self.first_table.get_or_insert(table) == table;
+        if first || self.split == Some(table) || extent == 0 {
+            return;
+        }
+        let line = |va: u64| va / PAGE_SIZE / Self::ENTRIES;
+        let (first, last) = (line(old_addr), line(old_addr + extent - 1));
+        let shared = self.last_line == Some(first);
+        let n = last - first + 1 - u64::from(shared);
+        self.last_line = Some(last);
+        pt.hw.add(HwEvent::PteLineStream, n);
+    }
 }
 
 /// The bytes one step moves at the level of `size` (PMD or PUD): up to the

@@ -577,6 +577,10 @@ fn change_batch(
     let nr = mprotect_folio_pte_batch(&mm.pt, phys, folio, addr, old, max_nr, fpb);
     if nr > 1 {
         rule!(mm.pt.hw, MprotectPtesBatch);
+        // The batch path's fixed work beyond one order-0 pass.
+        // Linux: mm/mprotect.c change_pte_range() (nr_ptes > 1) →
+        // folio_pte_batch_flags(), commit_anon_folio_batch().
+        mm.pt.hw.one(HwEvent::MprotectLargeBatch);
     }
     mm.pt.hw.mark_batch(addr, nr, "protect");
     // The loop body's own work for this batch (vm_normal_folio(),

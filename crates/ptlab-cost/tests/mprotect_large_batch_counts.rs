@@ -1,0 +1,96 @@
+//! `mprotect_large_batch`, counted by hand (issue 15): one per batch of
+//! more than one entry of a large folio that change_pte_range() changes
+//! (6.17+ batching; mm/mprotect.c change_pte_range() with `nr_ptes > 1`),
+//! on both architectures; none for an order-0 page or a
+//! zero-page entry (batches of one: mprotect_folio_pte_batch() returns 1
+//! before any scan), none in the
+//! per-PTE loop of 6.16 and before (`--before mprotect-pte-batch`). A
+//! whole-program event: the page-table figure and every other count are
+//! unchanged (scripts/check-same-output.sh, the other count tests).
+
+use ptlab_cost::run_events;
+use ptlab_model::{ArchKind, Before, HwEvent, HwFeatures};
+
+const F: HwFeatures = HwFeatures {
+    tlbi_range: false,
+    bbml2_noabort: false,
+    kpti: false,
+    contpte_off: false,
+};
+
+/// `mprotect_large_batch` of each statement of `src`, in order.
+fn batches(src: &str, arch: ArchKind, before: Before) -> Vec<u64> {
+    let run = run_events(src, "t.ptl", arch, before, &[], F).expect("scenario runs");
+    run.lines
+        .iter()
+        .map(|l| l.events.get(HwEvent::MprotectLargeBatch))
+        .collect()
+}
+
+/// 16 order-0 pages and 4 zero-page entries: batches of one, none.
+#[test]
+fn order_0_and_zero_page_entries_count_none() {
+    let src = "thp 2M never
+p = mmap 64K at 0x7f00_0000_0000 fixed
+write p 64K
+mprotect p 64K r
+mprotect p 64K rw
+q = mmap 16K at 0x7f00_0010_0000 fixed
+read q 16K
+mprotect q 16K r
+";
+    for arch in ArchKind::ALL {
+        for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
+            assert_eq!(
+                batches(src, arch, before),
+                [0, 0, 0, 0, 0, 0, 0, 0],
+                "{arch:?} {before:?}"
+            );
+        }
+    }
+}
+
+/// 16 folios of 64 KiB in a row (1 MiB; the model may take them as one
+/// stretch and multiply the first batch's events): one batch each, 16;
+/// then half a folio (the VMA split at 32 KiB: one batch of 8), 1; on both
+/// architectures; the per-PTE loop none.
+#[test]
+fn one_per_64k_folio_batch() {
+    let src = "thp 64K always
+p = mmap 1M at 0x7f00_0000_0000 fixed
+write p 1M
+mprotect p 1M r
+mprotect p 32K rw
+";
+    for arch in ArchKind::ALL {
+        assert_eq!(
+            batches(src, arch, Before::empty()),
+            [0, 0, 0, 16, 1],
+            "{arch:?}"
+        );
+        assert_eq!(
+            batches(src, arch, Before::MPROTECT_PTE_BATCH),
+            [0, 0, 0, 0, 0],
+            "{arch:?}"
+        );
+    }
+}
+
+/// A PMD THP mapped by PTEs (the PMD split by a VMA split and merge): its
+/// 512 entries are one batch: 1.
+#[test]
+fn a_pte_mapped_thp_is_one_batch() {
+    let src = "thp enabled madvise
+thp 2M inherit
+p = mmap 2M at 0x7e00_0000_0000 fixed
+madvise p 2M hugepage
+write p 2M
+madvise p 4K dontfork
+madvise p 4K dofork
+mprotect p 2M r
+";
+    assert_eq!(
+        batches(src, ArchKind::X86_64, Before::empty()),
+        [0, 0, 0, 0, 0, 0, 0, 1]
+    );
+}
