@@ -9,23 +9,13 @@
 //! (arch/arm64/mm/mmu.c) and counts none. Adding it changed no other
 //! event's count (scripts/check-same-output.sh, the other count tests).
 
-use ptlab_cost::run_events;
-use ptlab_model::{ArchKind, Before, HwEvent, HwFeatures};
+mod common;
 
-const F: HwFeatures = HwFeatures {
-    tlbi_range: false,
-    bbml2_noabort: false,
-    kpti: false,
-    contpte_off: false,
-};
+use ptlab_model::{ArchKind, Before, HwEvent};
 
 /// `modify_prot_pte` of each statement of `src`, in order.
 fn entries(src: &str, arch: ArchKind, before: Before) -> Vec<u64> {
-    let run = run_events(src, "t.ptl", arch, before, &[], F).expect("scenario runs");
-    run.lines
-        .iter()
-        .map(|l| l.events.get(HwEvent::ModifyProtPte))
-        .collect()
+    common::per_statement(src, arch, before, HwEvent::ModifyProtPte)
 }
 
 /// 16 order-0 pages and 4 zero-page entries: every batch is one entry,

@@ -8,23 +8,13 @@
 //! whole-program event: the page-table figure and every other count are
 //! unchanged (scripts/check-same-output.sh, the other count tests).
 
-use ptlab_cost::run_events;
-use ptlab_model::{ArchKind, Before, HwEvent, HwFeatures};
+mod common;
 
-const F: HwFeatures = HwFeatures {
-    tlbi_range: false,
-    bbml2_noabort: false,
-    kpti: false,
-    contpte_off: false,
-};
+use ptlab_model::{ArchKind, Before, HwEvent};
 
 /// `mprotect_large_batch` of each statement of `src`, in order.
 fn batches(src: &str, arch: ArchKind, before: Before) -> Vec<u64> {
-    let run = run_events(src, "t.ptl", arch, before, &[], F).expect("scenario runs");
-    run.lines
-        .iter()
-        .map(|l| l.events.get(HwEvent::MprotectLargeBatch))
-        .collect()
+    common::per_statement(src, arch, before, HwEvent::MprotectLargeBatch)
 }
 
 /// 16 order-0 pages and 4 zero-page entries: batches of one, none.

@@ -6,23 +6,13 @@
 //! other event's count (scripts/check-same-output.sh, the other count
 //! tests).
 
-use ptlab_cost::run_events;
-use ptlab_model::{ArchKind, Before, HwEvent, HwFeatures};
+mod common;
 
-const F: HwFeatures = HwFeatures {
-    tlbi_range: false,
-    bbml2_noabort: false,
-    kpti: false,
-    contpte_off: false,
-};
+use ptlab_model::{ArchKind, Before, HwEvent};
 
 /// `mprotect_pass` of each statement of `src`, in order.
 fn passes(src: &str, arch: ArchKind, before: Before) -> Vec<u64> {
-    let run = run_events(src, "t.ptl", arch, before, &[], F).expect("scenario runs");
-    run.lines
-        .iter()
-        .map(|l| l.events.get(HwEvent::MprotectPass))
-        .collect()
+    common::per_statement(src, arch, before, HwEvent::MprotectPass)
 }
 
 /// 16 order-0 pages: every present entry is its own batch, so 16 passes

@@ -3,23 +3,13 @@
 //! do_vmi_munmap()); none for a resize in place. Adding it changed no other
 //! event's count (scripts/check-same-output.sh, the other count tests).
 
-use ptlab_cost::run_events;
-use ptlab_model::{ArchKind, Before, HwEvent, HwFeatures};
+mod common;
 
-const F: HwFeatures = HwFeatures {
-    tlbi_range: false,
-    bbml2_noabort: false,
-    kpti: false,
-    contpte_off: false,
-};
+use ptlab_model::{ArchKind, Before, HwEvent};
 
 /// `mremap_vma` of each statement of `src`, in order.
 fn moves(src: &str, arch: ArchKind, before: Before) -> Vec<u64> {
-    let run = run_events(src, "t.ptl", arch, before, &[], F).expect("scenario runs");
-    run.lines
-        .iter()
-        .map(|l| l.events.get(HwEvent::MremapVma))
-        .collect()
+    common::per_statement(src, arch, before, HwEvent::MremapVma)
 }
 
 /// A 1 MiB VMA moved (1), grown in place (0: nothing after it), then the

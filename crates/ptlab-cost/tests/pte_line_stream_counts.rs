@@ -6,23 +6,13 @@
 //! A whole-program event: the page-table figure and every other count are
 //! unchanged (scripts/check-same-output.sh, the other count tests).
 
-use ptlab_cost::run_events;
-use ptlab_model::{ArchKind, Before, HwEvent, HwFeatures};
+mod common;
 
-const F: HwFeatures = HwFeatures {
-    tlbi_range: false,
-    bbml2_noabort: false,
-    kpti: false,
-    contpte_off: false,
-};
+use ptlab_model::{ArchKind, Before, HwEvent};
 
 /// `pte_line_stream` of each statement of `src`, in order.
 fn lines(src: &str, arch: ArchKind, before: Before) -> Vec<u64> {
-    let run = run_events(src, "t.ptl", arch, before, &[], F).expect("scenario runs");
-    run.lines
-        .iter()
-        .map(|l| l.events.get(HwEvent::PteLineStream))
-        .collect()
+    common::per_statement(src, arch, before, HwEvent::PteLineStream)
 }
 
 /// The seed's shape at 8 MiB: 4 source tables (2 MiB-aligned) moved to a

@@ -802,15 +802,7 @@ fn fit_swap(
             );
         }
     }
-    let sm = Summary {
-        n: y4.n.min(y64.n),
-        mean: w.max(0.0),
-        stdev: 0.0,
-        min: w.max(0.0),
-        max: w.max(0.0),
-        median: w.max(0.0),
-        ci95: wci,
-    };
+    let sm = derived(y4.n.min(y64.n), w.max(0.0), wci);
     set_direct(
         p,
         HwEvent::SwapWrite4k,
@@ -1651,15 +1643,7 @@ fn fit_pte_work(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(Str
         let hot = p.price_of(HwEvent::StructPageLineHot).ns;
         let v = (hot + (s_big.mean - s_mid.mean) / p_lines).max(0.0);
         let ci = (s_big.ci95.powi(2) + s_mid.ci95.powi(2)).sqrt() / p_lines;
-        let sm = Summary {
-            n: s_big.n,
-            mean: v,
-            stdev: 0.0,
-            min: v,
-            max: v,
-            median: v,
-            ci95: ci,
-        };
+        let sm = derived(s_big.n, v, ci);
         set_direct(
             p,
             HwEvent::StructPageLine,
@@ -2014,15 +1998,7 @@ fn fit_layout(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(Strin
             ),
         ] {
             let v = v.max(0.0);
-            let sm = Summary {
-                n: f4.n.min(ft.n),
-                mean: v,
-                stdev: 0.0,
-                min: v,
-                max: v,
-                median: v,
-                ci95: ci,
-            };
+            let sm = derived(f4.n.min(ft.n), v, ci);
             set_direct(
                 p,
                 e,
@@ -2161,15 +2137,7 @@ fn fit_mprotect_batches(
     let how = "mprotect r+rw streaming over 512..16384 pages of PMD THPs mapped by PTEs (the micro worker) and over 8..32 MiB of 64 KiB mTHPs (the swap-out worker, hugepages-64kB=always; layouts verified from /proc/kpageflags), slopes per page minus the model's other per-page events at their fitted prices, solved together";
     let set = |p: &mut Profile, e: HwEvent, v: f64, ci: f64, what: &str| {
         let v = v.max(0.0);
-        let sm = Summary {
-            n: thp.n.min(m64.n),
-            mean: v,
-            stdev: 0.0,
-            min: v,
-            max: v,
-            median: v,
-            ci95: ci,
-        };
+        let sm = derived(thp.n.min(m64.n), v, ci);
         set_direct(p, e, &sm, &format!("{how}: {what}"));
     };
     if r_thp.0 > 0.0 {
@@ -2251,6 +2219,22 @@ fn stamp_sources(p: &mut Profile, stamp: &str) {
         if price.basis == Basis::Calibrated {
             price.source = format!("{}; {stamp}", price.source);
         }
+    }
+}
+
+/// A price derived from measured slopes rather than sampled directly:
+/// the value `v` with its 95 % half-width `ci`, over `n` repetitions (the
+/// smaller of the series it comes from), as a [`Summary`] for
+/// [`set_direct`].
+fn derived(n: usize, v: f64, ci: f64) -> Summary {
+    Summary {
+        n,
+        mean: v,
+        stdev: 0.0,
+        min: v,
+        max: v,
+        median: v,
+        ci95: ci,
     }
 }
 
@@ -2487,15 +2471,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     if per_page_inv > 0.0 {
         let v = ((s_small.mean - s_mid.mean) / per_page_inv).max(0.0);
         let ci = (s_small.ci95.powi(2) + s_mid.ci95.powi(2)).sqrt() / per_page_inv;
-        let sm = Summary {
-            n: s_small.n,
-            mean: v,
-            stdev: 0.0,
-            min: v,
-            max: v,
-            median: v,
-            ci95: ci,
-        };
+        let sm = derived(s_small.n, v, ci);
         set_direct(&mut p, HwEvent::TlbiPage, &sm, "mprotect r+rw, slope per page over 1..32 pages minus over 40..256 pages (cache-hot), per invalidation");
         rows.push((
             "TLB flush per page".into(),
@@ -2505,15 +2481,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     if asid_mid > 0.0 && arch == ArchKind::X86_64 {
         let v = ((i_mid.mean - i_small.mean) / asid_mid).max(0.0);
         let ci = (i_mid.ci95.powi(2) + i_small.ci95.powi(2)).sqrt() / asid_mid;
-        let sm = Summary {
-            n: i_mid.n,
-            mean: v,
-            stdev: 0.0,
-            min: v,
-            max: v,
-            median: v,
-            ci95: ci,
-        };
+        let sm = derived(i_mid.n, v, ci);
         set_direct(
             &mut p,
             HwEvent::TlbiAsid,
@@ -2952,13 +2920,7 @@ mod tests {
         }
         assert!(row.contains("×3.00"), "{row}");
         // No samples: the base prices stay.
-        let mut q = base.clone();
-        let (_, row) = fit_uffd_move(&mut q, &Samples::default(), arch).unwrap();
-        assert!(row.starts_with("not measured"), "{row}");
-        assert_eq!(
-            q.price_of(HwEvent::AnonVmaLock),
-            base.price_of(HwEvent::AnonVmaLock)
-        );
+        no_samples_keep(&base, arch, HwEvent::AnonVmaLock, fit_uffd_move);
         ptlab_cost::parse_profile(&p.to_toml(), "t").unwrap();
     }
 
@@ -3266,13 +3228,21 @@ mod tests {
         let got = p.price_of(HwEvent::MremapVma);
         assert!((got.ns - 1234.0).abs() < 0.5, "{}", got.ns);
         assert_eq!(got.basis, Basis::Calibrated);
+        no_samples_keep(&base, arch, HwEvent::MremapVma, fit_mremap_vma);
+    }
+
+    /// A fit given no samples says "not measured" and leaves `e` at
+    /// `base`'s price.
+    fn no_samples_keep(
+        base: &Profile,
+        arch: ArchKind,
+        e: HwEvent,
+        fit: fn(&mut Profile, &Samples, ArchKind) -> Result<(String, String)>,
+    ) {
         let mut q = base.clone();
-        let (_, row) = fit_mremap_vma(&mut q, &Samples::default(), arch).unwrap();
+        let (_, row) = fit(&mut q, &Samples::default(), arch).unwrap();
         assert!(row.starts_with("not measured"), "{row}");
-        assert_eq!(
-            q.price_of(HwEvent::MremapVma),
-            base.price_of(HwEvent::MremapVma)
-        );
+        assert_eq!(q.price_of(e), base.price_of(e));
     }
 
     /// The streamed PTE move: the model counts one streamed source line
@@ -3317,13 +3287,7 @@ mod tests {
         let got = p.price_of(HwEvent::PteLineStream);
         assert!((got.ns - 31.0).abs() < 0.2, "{} {row}", got.ns);
         assert_eq!(got.basis, Basis::Calibrated);
-        let mut q = base.clone();
-        let (_, row) = fit_pte_stream(&mut q, &Samples::default(), arch).unwrap();
-        assert!(row.starts_with("not measured"), "{row}");
-        assert_eq!(
-            q.price_of(HwEvent::PteLineStream),
-            base.price_of(HwEvent::PteLineStream)
-        );
+        no_samples_keep(&base, arch, HwEvent::PteLineStream, fit_pte_stream);
     }
 
     /// The two mprotect layouts: per page, by hand, a PTE-mapped THP
@@ -3353,15 +3317,7 @@ mod tests {
             let y = |d: &[(HwEvent, f64)]| -> f64 {
                 d.iter().map(|(e, x)| x * truth.price_of(*e).ns).sum()
             };
-            let sm = |v: f64| Summary {
-                n: 10,
-                mean: v,
-                stdev: 0.0,
-                min: v,
-                max: v,
-                median: v,
-                ci95: 0.1,
-            };
+            let sm = |v: f64| derived(10, v, 0.1);
             let mut p = base.clone();
             fit_mprotect_batches(&mut p, &sm(y(&d_thp)), &sm(y(&d_64)), arch).unwrap();
             let b = p.price_of(HwEvent::MprotectLargeBatch);
