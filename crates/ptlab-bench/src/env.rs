@@ -76,6 +76,51 @@ fn read_config(release: &str) -> (BTreeMap<String, String>, String) {
     (BTreeMap::new(), "unknown".into())
 }
 
+/// Free blocks of each order in /proc/buddyinfo's text, summed over every
+/// node and zone (`Node 0, zone Normal 114739 82208 ...`); empty when no
+/// line parses.
+pub fn buddyinfo_free_blocks(text: &str) -> Vec<u64> {
+    let mut sum: Vec<u64> = Vec::new();
+    for line in text.lines() {
+        let Some((_, counts)) = line.split_once("zone") else {
+            continue;
+        };
+        // The zone's name, then one count per order.
+        let counts: Option<Vec<u64>> = counts
+            .split_whitespace()
+            .skip(1)
+            .map(|c| c.parse().ok())
+            .collect();
+        let Some(counts) = counts else {
+            continue;
+        };
+        if sum.len() < counts.len() {
+            sum.resize(counts.len(), 0);
+        }
+        for (s, c) in sum.iter_mut().zip(counts) {
+            *s += c;
+        }
+    }
+    sum
+}
+
+/// The free blocks of each order as a report shows them: `order 0..10:
+/// a b c …` (empty when unknown).
+pub fn free_blocks_line(blocks: &[u64]) -> String {
+    if blocks.is_empty() {
+        return String::new();
+    }
+    format!(
+        "order 0..{}: {}",
+        blocks.len() - 1,
+        blocks
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
+}
+
 fn read_trim(p: &str) -> Option<String> {
     std::fs::read_to_string(p)
         .ok()
@@ -242,6 +287,9 @@ pub fn collect() -> Environment {
         git_commit: git_commit(),
         memory_kb,
         load_avg: read_trim("/proc/loadavg").unwrap_or_default(),
+        free_blocks: std::fs::read_to_string("/proc/buddyinfo")
+            .map(|t| buddyinfo_free_blocks(&t))
+            .unwrap_or_default(),
         notes,
     }
 }
@@ -280,6 +328,23 @@ pub fn rfc3339(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buddyinfo_sums_every_zone_per_order() {
+        let text = "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3 
+Node 0, zone    DMA32     28     47     47     40     36     31     28     22     18     13    737 
+Node 0, zone   Normal 114739  82208  41796  19283  12173   7563   5081   3436   1719    820   1866 
+";
+        let b = buddyinfo_free_blocks(text);
+        assert_eq!(
+            b,
+            [114767, 82255, 41843, 19323, 12209, 7594, 5109, 3458, 1738, 834, 2606]
+        );
+        assert_eq!(free_blocks_line(&b[..3]), "order 0..2: 114767 82255 41843");
+        assert!(buddyinfo_free_blocks("").is_empty());
+        assert!(buddyinfo_free_blocks("garbage\nNode 0, zone Normal 1 x 3\n").is_empty());
+        assert_eq!(free_blocks_line(&[]), "");
+    }
 
     #[test]
     fn config_parsing() {

@@ -560,6 +560,13 @@ pub fn markdown(r: &Reproduction) -> String {
             l.started,
             if r.quick { ", --quick" } else { "" }
         );
+        if !r.environment.free_blocks.is_empty() {
+            let _ = writeln!(
+                s,
+                "Free memory at the start (free blocks per order, /proc/buddyinfo, all zones): {}. Many order-0 blocks mean fragmented free memory, which has slowed the live order-0 arms of fork and mprotect up to 2× (docs/cost.md, runs O and O2).\n",
+                crate::env::free_blocks_line(&r.environment.free_blocks)
+            );
+        }
     }
     let (h, rows) = headline_table(r);
     s.push_str(&table(&h, &rows));

@@ -1212,7 +1212,8 @@ pub fn html(r: &Reproduction) -> String {
         s,
         "<h2>Environment</h2><div class=\"scroll\"><table class=\"env\"><tr><th>kernel</th><td>{}</td></tr><tr><th>CPU</th><td>{} ({} CPUs)</td></tr>\
          <tr><th>memory</th><td>{} MiB</td></tr><tr><th>THP</th><td>{}</td></tr><tr><th>config ({})</th><td>{}</td></tr>\
-         <tr><th>ptlab</th><td>{} {}</td></tr><tr><th>load average at start</th><td>{}</td></tr></table></div>",
+         <tr><th>ptlab</th><td>{} {}</td></tr><tr><th>load average at start</th><td>{}</td></tr>\
+         <tr><th>free blocks at start</th><td>{}</td></tr></table></div>",
         esc(&e.kernel),
         esc(&e.cpu),
         e.cpus,
@@ -1232,7 +1233,8 @@ pub fn html(r: &Reproduction) -> String {
             .join(", ")),
         esc(&e.ptlab_version),
         esc(e.git_commit.as_deref().unwrap_or("")),
-        esc(&e.load_avg)
+        esc(&e.load_avg),
+        esc(&crate::env::free_blocks_line(&e.free_blocks))
     );
     for n in &e.notes {
         let _ = writeln!(s, "<p class=\"note\">{}</p>", esc(n));
@@ -1607,6 +1609,22 @@ mod tests {
         assert_eq!(h.matches("<svg class=\"chart\"").count(), CHANGES.len());
         assert_eq!(h.matches("no data").count(), CHANGES.len());
         assert!(terminal(&r).contains("live: SKIPPED: needs root"));
+    }
+
+    /// The free lists at the start are printed under the headline and in
+    /// the HTML environment table when known, and nothing is said when not.
+    #[test]
+    fn free_blocks_at_the_start_are_shown_when_known() {
+        let mut r = synthetic(true);
+        assert!(!crate::headline::markdown(&r).contains("Free memory at the start"));
+        r.environment.free_blocks = vec![114767, 82255, 41843];
+        let md = crate::headline::markdown(&r);
+        assert!(
+            md.contains("Free memory at the start (free blocks per order, /proc/buddyinfo, all zones): order 0..2: 114767 82255 41843."),
+            "{md}"
+        );
+        assert!(html(&r)
+            .contains("<th>free blocks at start</th><td>order 0..2: 114767 82255 41843</td>"));
     }
 
     #[test]

@@ -81,6 +81,14 @@ pub struct Environment {
     /// /proc/loadavg when the run started (other work on the machine).
     #[serde(default)]
     pub load_avg: String,
+    /// Free blocks of each order (0, 1, …, 10) when the run started, all
+    /// zones and nodes of /proc/buddyinfo summed; empty when unknown (and
+    /// in files written before it was recorded). Many order-0 blocks mean
+    /// fragmented free memory: an order-0 region faulted from it gets
+    /// scattered frames, and the order-0 arms of fork and mprotect have
+    /// measured up to 2× slower so (docs/cost.md, runs O and O2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub free_blocks: Vec<u64>,
     /// Free-form remarks (missing counters, noise sources).
     #[serde(default)]
     pub notes: Vec<String>,
