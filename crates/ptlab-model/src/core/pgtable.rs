@@ -20,7 +20,6 @@
 use crate::core::addr::{
     Pfn, PAGE_SHIFT, PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, TABLE_SHIFT,
 };
-use crate::core::arch::TableView;
 use crate::core::arch::{Arch, ArchKind, ClearedPtes, Entry, Leaf, LeafFlags, PteRef, PteTable};
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, HwSink};
@@ -978,17 +977,7 @@ impl PageTables {
         let Some(slot) = self.pte_tbl_slot(va) else {
             panic!("no PTE table at {va:#x}: {:?}", self.pmd(va));
         };
-        self.note_write(slot);
-        let i = index(1, va);
-        let view = PteTable {
-            arch: self.arch.ops(),
-            view: TableView::of(self.tables.at_mut(slot)),
-            spare: &mut self.spare,
-            hw: &self.hw,
-            nonpresent: &self.nonpresent,
-            base: va & !(PMD_SIZE - 1),
-        };
-        (view, i)
+        (self.pte_table_in(slot, va), index(1, va))
     }
 
     /// `set_ptes()`: map `nr` consecutive pages starting at `leaf.pfn` at
