@@ -8,6 +8,7 @@
 use crate::types::errno::Errno;
 use crate::types::Pid;
 use bitflags::bitflags;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::types::UffdId;
@@ -181,23 +182,45 @@ pub struct UffdFds {
     names: BTreeMap<String, UffdId>,
     /// The handles each process holds a descriptor for.
     held: BTreeMap<Pid, BTreeSet<String>>,
+    /// The last successful [`UffdFds::get`]: (pid, context, handle), so a
+    /// loop of ioctls on one descriptor looks nothing up; cleared by every
+    /// change of the maps (a model lookup cache, like the kernel's
+    /// `fdget()` fast path for a single-threaded task: no event).
+    last: RefCell<Option<(Pid, UffdId, String)>>,
 }
 
 impl UffdFds {
     /// The context `pid` reaches through `handle`; EBADF when it holds no
     /// descriptor for it (fs/userfaultfd.c: the ioctl's fdget() fails).
     pub(crate) fn get(&self, pid: Pid, handle: &str) -> Result<UffdId, Errno> {
+        if let Some((p, id, h)) = &*self.last.borrow() {
+            if *p == pid && h == handle {
+                return Ok(*id);
+            }
+        }
         let held = self.held.get(&pid).is_some_and(|s| s.contains(handle));
-        self.names
+        let id = self
+            .names
             .get(handle)
             .copied()
             .filter(|_| held)
-            .ok_or(Errno::EBADF)
+            .ok_or(Errno::EBADF)?;
+        let mut last = self.last.borrow_mut();
+        match &mut *last {
+            Some((p, i, h)) => {
+                (*p, *i) = (pid, id);
+                h.clear();
+                h.push_str(handle);
+            }
+            None => *last = Some((pid, id, handle.to_string())),
+        }
+        Ok(id)
     }
 
     /// fork(): the child holds every descriptor the parent holds
     /// (kernel/fork.c copy_files()).
     pub(crate) fn inherit(&mut self, parent: Pid, child: Pid) {
+        self.last.get_mut().take();
         if let Some(fds) = self.held.get(&parent).cloned() {
             self.held.insert(child, fds);
         }
@@ -211,6 +234,7 @@ impl UffdFds {
     /// userfaultfd(2) in `pid`: context `id` opened as `handle`, its
     /// descriptor held by `pid`.
     pub(crate) fn open(&mut self, pid: Pid, handle: String, id: UffdId) {
+        self.last.get_mut().take();
         self.held.entry(pid).or_default().insert(handle.clone());
         self.names.insert(handle, id);
     }
@@ -218,6 +242,7 @@ impl UffdFds {
     /// The descriptors `pid` holds, closed (exit): the contexts whose last
     /// descriptor that was, to be released.
     pub(crate) fn close_all(&mut self, pid: Pid) -> Vec<UffdId> {
+        self.last.get_mut().take();
         let mut gone = Vec::new();
         for handle in self.held.remove(&pid).unwrap_or_default() {
             if !self.held.values().any(|s| s.contains(&handle)) {

@@ -259,15 +259,16 @@ impl Model {
                 rule!(mm.pt.hw, UffdMoveDstNotEmpty);
                 return Err(Errno::EEXIST);
             }
+            // The source PTE, read once (ptep_get(), counted).
+            let src_entry = src_ptep_get(mm, src_addr);
             // §7.4.7: a swap PTE moves as a swap PTE, without swap-in.
-            if let Entry::Swap(s) = mm.pt.pte_peek(src_addr) {
-                mm.pt.hw.ptep_get_reads(1); // the ptep_get() that found it
+            if let Entry::Swap(s) = src_entry {
                 rule!(mm.pt.hw, UffdMoveSwapPte);
                 crate::mm::swap::uffd_move_swap_pte(mm, phys, src_addr, dst_addr, s)?;
                 return Ok(PAGE_SIZE);
             }
             // §7.4.3: a hole at the source.
-            let src_pte = match mm.pt.pte(src_addr) {
+            let src_pte = match src_entry {
                 Entry::Leaf(l) => l,
                 // §7.4.7: a non-present source that is neither swap nor
                 // migration entry (a guard marker) is EFAULT (checked live).
@@ -307,9 +308,9 @@ impl Model {
             // Linux: mm/userfaultfd.c move_pages_ptes().
             mm.pt.hw.one(HwEvent::AnonVmaLock);
             return if batched {
-                move_present_ptes_batched(mm, phys, dst_vma, dst_addr, src_addr, len)
+                move_present_ptes_batched(mm, phys, dst_vma, dst_addr, src_addr, src_pte, len)
             } else {
-                move_present_pte_per_page(mm, phys, dst_vma, dst_addr, src_addr)
+                move_present_pte_per_page(mm, phys, dst_vma, dst_addr, src_addr, src_pte)
             };
         }
     }
@@ -426,9 +427,10 @@ fn move_present_pte_per_page(
     dst_vma: &Vma,
     dst_addr: u64,
     src_addr: u64,
+    read: Leaf,
 ) -> Result<u64, Errno> {
     // Re-checked under both page-table locks: small and exclusive.
-    let Entry::Leaf(src_pte) = mm.pt.pte(src_addr) else {
+    let Some(src_pte) = reread_src(mm, src_addr, read) else {
         return Err(Errno::EAGAIN);
     };
     if !phys.anon_exclusive(src_pte.pfn) {
@@ -467,9 +469,10 @@ fn move_present_ptes_batched(
     dst_vma: &Vma,
     dst_addr: u64,
     src_addr: u64,
+    read: Leaf,
     len: u64,
 ) -> Result<u64, Errno> {
-    let Entry::Leaf(first) = mm.pt.pte(src_addr) else {
+    let Some(first) = reread_src(mm, src_addr, read) else {
         return Err(Errno::EAGAIN);
     };
     if !phys.anon_exclusive(first.pfn) {
@@ -506,6 +509,43 @@ fn move_present_ptes_batched(
     // flush_tlb_range(src_vma, src_addr, src): one flush for the batch.
     mm.pt.flush_tlb_range(src_addr, src, PAGE_SIZE);
     Ok(src - src_addr)
+}
+
+/// `ptep_get()` of the source PTE at `va`: the entry
+/// [`crate::core::pgtable::PageTables::pte`] returns, with the same events,
+/// from one uncounted read of the model's table. Every entry but a leaf of
+/// an arm64 contiguous block costs the one load and the one `ptep_get()`
+/// call of `ptep_get_reads(1)` on both arches (a
+/// block's leaf gathers young/dirty over the block and counts its loads:
+/// it is read through `pte()`). Linux: mm/userfaultfd.c move_pages_ptes()'s
+/// `orig_src_pte = ptep_get(src_pte)`.
+fn src_ptep_get(mm: &crate::mm::mm::Mm, va: u64) -> Entry {
+    match mm.pt.pte_peek(va) {
+        Entry::Leaf(l) if l.valid_cont() => mm.pt.pte(va),
+        e => {
+            mm.pt.hw.ptep_get_reads(1);
+            e
+        }
+    }
+}
+
+/// The re-read of the source PTE under both page-table locks (what the
+/// model counts as the move's own `ptep_get()`): `read`, the leaf
+/// [`src_ptep_get`] returned in this step, with the read's events. Nothing
+/// changed the entry since (the model runs one thread; the kernel re-reads
+/// because others may run), so the value is the same as a second walk's;
+/// a contiguous-block leaf is read again through `pte()` for its gathered
+/// bits and loads. `None` when the entry is not present.
+fn reread_src(mm: &crate::mm::mm::Mm, va: u64, read: Leaf) -> Option<Leaf> {
+    if read.valid_cont() {
+        return match mm.pt.pte(va) {
+            Entry::Leaf(l) => Some(l),
+            _ => None,
+        };
+    }
+    debug_assert_eq!(mm.pt.pte_peek(va), Entry::Leaf(read));
+    mm.pt.hw.ptep_get_reads(1);
+    Some(read)
 }
 
 /// Whether the page at `src` joins the running batch.
