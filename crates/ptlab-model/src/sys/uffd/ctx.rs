@@ -254,3 +254,28 @@ impl UffdFds {
         gone
     }
 }
+
+#[cfg(test)]
+mod fds_tests {
+    use super::*;
+
+    #[test]
+    fn fds_get_forgets_its_last_hit_when_the_table_changes() {
+        let mut fds = UffdFds::default();
+        fds.open(1, "u".to_string(), 7);
+        assert_eq!(fds.get(1, "u"), Ok(7));
+        assert_eq!(fds.get(1, "u"), Ok(7)); // the remembered hit
+        assert_eq!(fds.get(2, "u"), Err(Errno::EBADF)); // another process
+        fds.inherit(1, 2);
+        assert_eq!(fds.get(2, "u"), Ok(7));
+        // Closed by exit: the remembered (2, "u") must not answer.
+        let _ = fds.close_all(2);
+        assert_eq!(fds.get(2, "u"), Err(Errno::EBADF));
+        assert_eq!(fds.get(1, "u"), Ok(7));
+        let _ = fds.close_all(1);
+        assert_eq!(fds.get(1, "u"), Err(Errno::EBADF));
+        // Reopened under the same name with another context.
+        fds.open(1, "u".to_string(), 9);
+        assert_eq!(fds.get(1, "u"), Ok(9));
+    }
+}
