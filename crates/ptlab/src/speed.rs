@@ -366,6 +366,28 @@ pub fn no_native_counterpart() -> Vec<(String, String)> {
 
 // ===== measuring ============================================================
 
+/// This thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) and minor page
+/// faults so far (`getrusage(RUSAGE_THREAD)`): the progress lines show
+/// them per model run beside the wall-clock time, to tell time lost to
+/// other processes on a shared machine (wall clock above CPU time) from
+/// the run's own work (CPU time).
+fn thread_usage() -> (f64, i64) {
+    // SAFETY: clock_gettime() and getrusage() fill the structs they are given.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    let cpu = if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    } else {
+        0.0
+    };
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let flt = if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } == 0 {
+        ru.ru_minflt
+    } else {
+        0
+    };
+    (cpu, flt)
+}
+
 fn progress(quiet: bool, msg: std::fmt::Arguments<'_>) {
     if !quiet {
         errln!("ptlab speed: {msg}");
@@ -456,9 +478,11 @@ fn run_model(
     let mut samples = Vec::new();
     for r in 0..warmup + runs {
         let cfg = model_cfg(arch).map_err(|e| format!("{e:#}"))?;
+        let (cpu0, flt0) = thread_usage();
         let t0 = Instant::now();
         let (report, backend) = crate::run_on_model(&script, cfg, &opts, false);
         let t = t0.elapsed().as_secs_f64();
+        let (cpu1, flt1) = thread_usage();
         // The model is freed outside the timing (the native child's
         // teardown is not timed either).
         drop(backend);
@@ -472,7 +496,13 @@ fn run_model(
         };
         progress(
             quiet,
-            format_args!("{}: model {} {what}: {t:.3} s", p.seed.name, arch.name()),
+            format_args!(
+                "{}: model {} {what}: {t:.4} s (CPU {:.4} s, {} minor faults)",
+                p.seed.name,
+                arch.name(),
+                cpu1 - cpu0,
+                flt1 - flt0
+            ),
         );
         if r >= warmup {
             samples.push(t);
