@@ -570,3 +570,59 @@ fn batch_continues(
         None => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::uapi::{MapFlags, Prot, ThpKnob, ThpMode};
+    use crate::{ArchKind, ModelConfig};
+
+    /// `src_ptep_get()` (one uncounted read, the events added) returns
+    /// what `pte()` returns and counts the same events and calls, for every
+    /// kind of entry the move reads: none, order-0 pages, the zero page,
+    /// and a 64 KiB mTHP (an arm64 contiguous block, whose leaves gather
+    /// young/dirty and count 16 loads; `reread_src` of such a leaf too).
+    /// Fails when the block's leaf is taken from the uncounted read.
+    #[test]
+    fn the_source_read_once_counts_what_pte_counts() {
+        const A: u64 = 0x7f00_0000_0000;
+        let rw = Prot::READ | Prot::WRITE;
+        let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        for arch in [ArchKind::X86_64, ArchKind::Arm64] {
+            let mut m = Model::new(ModelConfig::for_arch(arch));
+            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+            m.mmap(1, A, 0x40000, rw, fixed).unwrap();
+            m.write(1, A, 1).unwrap(); // one 64 KiB folio
+            m.set_thp(ThpKnob::Size(4), ThpMode::Never).unwrap();
+            for k in 0..3 {
+                m.write(1, A + 0x10000 + k * 0x1000, 2).unwrap(); // order-0 pages
+            }
+            m.read(1, A + 0x20000).unwrap(); // the zero page
+            let mut conts = 0;
+            for va in (A..A + 0x30000).step_by(0x1000) {
+                let mm = &m.procs[&1];
+                let before = mm.pt.hw.snapshot();
+                let want = mm.pt.pte(va);
+                let by_pte = mm.pt.hw.snapshot();
+                let got = src_ptep_get(mm, va);
+                let by_once = mm.pt.hw.snapshot();
+                assert_eq!(got, want, "{} {va:#x}", arch.name());
+                assert_eq!(
+                    by_once.since(&by_pte),
+                    by_pte.since(&before),
+                    "{} {va:#x}",
+                    arch.name()
+                );
+                if let Entry::Leaf(l) = want {
+                    conts += u32::from(l.valid_cont());
+                    let again = reread_src(mm, va, l);
+                    let by_reread = mm.pt.hw.snapshot();
+                    assert_eq!(again, Some(l), "{} {va:#x}", arch.name());
+                    assert_eq!(by_reread.since(&by_once), by_pte.since(&before));
+                }
+            }
+            // arm64 folds the 64 KiB folio into one contiguous block.
+            assert_eq!(conts, if arch == ArchKind::Arm64 { 16 } else { 0 });
+        }
+    }
+}
