@@ -801,6 +801,19 @@ impl HwSink {
             rules: self.rules.tally(),
         }
     }
+    /// [`HwSink::tally`] written over `t` in place: for a tally kept in a
+    /// box that is reused (a stretch's template fault,
+    /// `crate::sys::fault_run::FaultTally`), without building the few
+    /// kilobytes on the stack and copying them into the box.
+    pub fn tally_into(&self, t: &mut HwTally) {
+        for (d, c) in t.counts.iter_mut().zip(self.counts.iter()) {
+            *d = c.get();
+        }
+        for (d, c) in t.calls.iter_mut().zip(self.calls.iter()) {
+            *d = c.get();
+        }
+        self.rules.tally_into(&mut t.rules);
+    }
     /// Add `k` times every event, kernel call and rule hit counted since
     /// `before`: a whole-stretch step that did one of `k + 1` identical
     /// steps through the step's own code adds the other `k` in one
@@ -875,6 +888,12 @@ mod tests {
         s.call(KCall::SetPtes);
         s.rule(crate::core::rules::Rule::ContpteFold);
         let before = s.tally();
+        // A tally written in place over an older one is the same tally.
+        let mut again = HwSink::new(HwFeatures::default()).tally();
+        s.tally_into(&mut again);
+        assert_eq!(again.counts, before.counts);
+        assert_eq!(again.calls, before.calls);
+        assert_eq!(again.rules, before.rules);
         s.add(HwEvent::PteLoad, 2);
         s.add(HwEvent::PteStore, 3);
         s.call_n(KCall::PtepGet, 4);

@@ -476,6 +476,13 @@ impl RuleCounts {
     pub fn tally(&self) -> [u32; Rule::COUNT] {
         std::array::from_fn(|i| self.0[i].get())
     }
+    /// [`RuleCounts::tally`] written over `out` in place (no copy of the
+    /// array through the stack).
+    pub fn tally_into(&self, out: &mut [u32; Rule::COUNT]) {
+        for (d, c) in out.iter_mut().zip(self.0.iter()) {
+            *d = c.get();
+        }
+    }
     /// Add `k` times what was hit since `before` (a [`RuleCounts::tally`]):
     /// the hits of one step repeated `k` times more.
     pub fn add_since(&self, before: &[u32], k: u32) {

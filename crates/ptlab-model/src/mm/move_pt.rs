@@ -440,7 +440,7 @@ pub fn move_ptes_batched(
             (true, Entry::Leaf(l)) => cont_stretch_blocks(pt, phys, va, new_addr + off, &l, max_nr),
             _ => 0,
         };
-        let tally = (more > 0).then(|| (pt.hw.tally(), phys.hw.tally()));
+        let tally = (more > 0).then(|| stretch_tally(&pt.hw, &phys.hw));
         let Entry::Leaf(pte) = pt.pte(va) else {
             off += PAGE_SIZE;
             continue;
@@ -465,12 +465,13 @@ pub fn move_ptes_batched(
             rule!(pt.hw, MremapMovePtesBatch);
         }
         off += nr * PAGE_SIZE;
-        if let Some((before_pt, before_phys)) = tally {
+        if let Some(before) = tally {
             debug_assert_eq!(nr, CONT_PTES as u64, "a stretch's first batch is one block");
             let n = more * CONT_PTES as u64;
             move_cont_stretch(pt, old_addr + off, new_addr + off, n);
-            pt.hw.add_since(&before_pt, more);
-            phys.hw.add_since(&before_phys, more);
+            pt.hw.add_since(&before.0, more);
+            phys.hw.add_since(&before.1, more);
+            SPARE_TALLIES.with(|s| s.set(Some(before)));
             off += n * PAGE_SIZE;
             crate::core::diag::took(crate::core::diag::Step::MoveStretch);
         }
@@ -479,6 +480,32 @@ pub fn move_ptes_batched(
     if force_flush {
         pt.flush_tlb_range(old_addr, old_addr + extent, PAGE_SIZE);
     }
+}
+
+/// Both sinks' tallies before a stretch's first block
+/// ([`move_ptes_batched`]), in the box the last stretch on this thread
+/// used, written over in place (or a new one): a pair of tallies is a few
+/// kilobytes, which built on the stack and copied cost about 2 % of
+/// mremap-batch-64k on arm64 (issue 14).
+fn stretch_tally(pt: &crate::core::hw::HwSink, phys: &crate::core::hw::HwSink) -> Box<TallyPair> {
+    match SPARE_TALLIES.with(|s| s.take()) {
+        Some(mut t) => {
+            pt.tally_into(&mut t.0);
+            phys.tally_into(&mut t.1);
+            t
+        }
+        None => Box::new((pt.tally(), phys.tally())),
+    }
+}
+
+/// The page tables' and the machine's tallies of [`stretch_tally`].
+type TallyPair = (crate::core::hw::HwTally, crate::core::hw::HwTally);
+
+thread_local! {
+    /// The box of the last stretch's tallies (storage only: written over
+    /// by [`stretch_tally`] before it is read again).
+    static SPARE_TALLIES: std::cell::Cell<Option<Box<TallyPair>>> =
+        const { std::cell::Cell::new(None) };
 }
 
 /// The per-segment form of [`move_ptes_batched`]'s loop where every batch

@@ -690,7 +690,7 @@ fn zap_present_segment(
                 .large_run_zappable(folio, pid)
                 .map_or(0, |run_end| (stored / nr_f).min((run_end - pfn) / nr_f));
             if folios >= 2 {
-                let before = ZapTally::take(phys);
+                let before = ZapTally::boxed(phys);
                 let first = Run {
                     i: at,
                     pfn,
@@ -700,6 +700,7 @@ fn zap_present_segment(
                 };
                 finish(first, phys);
                 let done = zap_large_run(phys, pid, Pfn(pfn + nr_f), folios - 1, &before);
+                ZapTally::recycle(before);
                 let total = (1 + done) * nr_f;
                 let last = at + total as usize - 1;
                 present += total - 1;
@@ -767,6 +768,34 @@ impl ZapTally {
             stats: phys.stats.clone(),
         }
     }
+
+    /// [`ZapTally::take`] in a box: the one [`ZapTally::recycle`] kept
+    /// last on this thread, written over in place, or a new one (issue
+    /// 14: the tally, a few kilobytes, is taken before every stretch of a
+    /// zap; built on the stack and copied, it cost about 1 % of
+    /// mremap-batch-64k).
+    fn boxed(phys: &PhysMem) -> Box<ZapTally> {
+        match SPARE_ZAP_TALLY.with(|s| s.take()) {
+            Some(mut t) => {
+                phys.hw.tally_into(&mut t.phys);
+                t.stats.clone_from(&phys.stats);
+                t
+            }
+            None => Box::new(ZapTally::take(phys)),
+        }
+    }
+
+    /// Keep `t` for the next [`ZapTally::boxed`] on this thread (storage
+    /// only: it is written over before it is read again).
+    fn recycle(t: Box<ZapTally>) {
+        SPARE_ZAP_TALLY.with(|s| s.set(Some(t)));
+    }
+}
+
+thread_local! {
+    /// The box [`ZapTally::recycle`] kept (storage only: never read).
+    static SPARE_ZAP_TALLY: std::cell::Cell<Option<Box<ZapTally>>> =
+        const { std::cell::Cell::new(None) };
 }
 
 /// zap_pte_range()'s large-folio batches over a stretch of whole folios

@@ -336,9 +336,15 @@ impl Model {
             if addr < slot_end {
                 // The faults of the blocks after a large folio faulted in
                 // the step before, in one step when each would repeat it.
-                if let Some(t) = first.take().filter(|t| t.next == addr) {
-                    let blocks = (slot_end.min(end) - addr) / (t.nr * PAGE_SIZE);
-                    let made = self.fault_stretch(pid, &t, blocks);
+                if let Some(t) = first.take() {
+                    let made = match t.next == addr {
+                        true => {
+                            let blocks = (slot_end.min(end) - addr) / (t.nr * PAGE_SIZE);
+                            self.fault_stretch(pid, &t, blocks)
+                        }
+                        false => 0,
+                    };
+                    FaultTally::recycle(t.before);
                     if made > 0 {
                         addr += made * t.nr * PAGE_SIZE;
                         continue;
@@ -348,22 +354,26 @@ impl Model {
                 // with its anon_vma: its counts, should it map a large folio
                 // whose next blocks the stretch above then takes.
                 let watch = write && self.cfg.stretch_steps && self.stretch_watchable(pid, addr);
-                let before = watch.then(|| Box::new(FaultTally::take(self, pid)));
+                let before = watch.then(|| FaultTally::boxed(self, pid));
                 // The page needs a fault (the fast path above found it
                 // unmapped); a write over a stretch of none PTEs faults the
                 // pages after it in one step (sys/fault_run.rs).
                 let run = self.write_fault_run_start(pid, addr, slot_end, write);
                 let pfn = self.fault_as_user(pid, addr, write, true)?;
                 if let Some(before) = before {
-                    first = self.phys.folio_of(pfn).and_then(|f| {
-                        (f.head == pfn && f.order.0 >= 2).then(|| StretchFirst {
-                            at: addr,
-                            next: addr + f.nr_pages() * PAGE_SIZE,
-                            head: pfn,
-                            nr: f.nr_pages(),
-                            before,
-                        })
-                    });
+                    let f = self.phys.folio_of(pfn);
+                    match f.filter(|f| f.head == pfn && f.order.0 >= 2) {
+                        Some(f) => {
+                            first = Some(StretchFirst {
+                                at: addr,
+                                next: addr + f.nr_pages() * PAGE_SIZE,
+                                head: pfn,
+                                nr: f.nr_pages(),
+                                before,
+                            })
+                        }
+                        None => FaultTally::recycle(before),
+                    }
                 }
                 let mm = self.procs.get(&pid).ok_or(AccessFault::NoProcess)?;
                 let pmd_leaf = matches!(mm.pt.pmd(addr), crate::core::pgtable::PmdSlot::Leaf(_));
