@@ -26,6 +26,7 @@
 //! and in any shard.
 
 use crate::diff::{diff_source, DiffOptions, DiffOutcome, DiffReport};
+use crate::gate::{Ticket, TicketGate, Want};
 use ptlab_model::core::rules::{Coverage, Rule};
 use ptlab_model::{
     Advice, ArchKind, Call, MapFlags, MremapFlags, PrctlThp, Prot, Resource, ThpKnob, ThpMode,
@@ -2466,8 +2467,9 @@ struct Campaign<'a> {
     /// Set at the first error: no worker takes another case.
     stop: std::sync::atomic::AtomicBool,
     /// Exclusive for cases that change global state, shared for the
-    /// others (see [`fuzz`]).
-    gate: std::sync::RwLock<()>,
+    /// others (see [`fuzz`]); admits in the order [`Campaign::take`]
+    /// handed the cases out ([`crate::gate`]).
+    gate: TicketGate,
     exposed: bool,
     /// The THP knobs as the machine had them at the start
     /// ([`machine_knobs`]): what an epoch leaves in force for a knob its
@@ -2559,10 +2561,13 @@ struct EpochKnobs {
 }
 
 /// A case handed to a worker.
-struct Taken {
+struct Taken<'g> {
     case: u64,
-    /// Planned already (epochs plan a whole epoch to sort its cases).
+    /// Planned already (epochs plan a whole epoch to sort its cases; a
+    /// live campaign plans each case when it hands it out).
     planned: Option<Planned>,
+    /// Its place in the gate's queue (a live case), handed out with it.
+    ticket: Option<Ticket<'g>>,
 }
 
 /// One generated case, run on the model.
@@ -2815,7 +2820,7 @@ fn run_on_model(
 
 impl Campaign<'_> {
     /// The next case to run, if the campaign goes on.
-    fn take(&self) -> Option<Taken> {
+    fn take(&self) -> Option<Taken<'_>> {
         use std::sync::atomic::Ordering;
         if self.stop.load(Ordering::SeqCst) {
             return None;
@@ -2824,9 +2829,26 @@ impl Campaign<'_> {
             return None;
         }
         let Some(ep) = &self.epochs else {
-            return self.next_case().map(|case| Taken {
+            let case = self.next_case()?;
+            if self.opts.model_only {
+                return Some(Taken {
+                    case,
+                    planned: None,
+                    ticket: None,
+                });
+            }
+            let mut planner = self.planner.lock().unwrap_or_else(|e| e.into_inner());
+            let p = planner.take(case);
+            // Under the planner's lock: tickets in the order of the cases.
+            let ticket = self.gate.ticket(if needs_exclusive(&p.gen, self.exposed) {
+                Want::Exclusive
+            } else {
+                Want::Shared(u64::MAX)
+            });
+            return Some(Taken {
                 case,
-                planned: None,
+                planned: Some(p),
+                ticket: Some(ticket),
             });
         };
         let mut q = ep.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -2878,10 +2900,19 @@ impl Campaign<'_> {
             None => q.alone.pop_front()?,
         };
         let s = epoch_sharing(&p.gen, &self.machine_knobs);
+        // Under the queue's lock: tickets in the order the cases are
+        // handed out, so that an epoch's cases beside others, its alone
+        // cases and the next epoch's get the gate in that order.
+        let ticket = self.gate.ticket(if s.alone {
+            Want::Exclusive
+        } else {
+            Want::Shared(case / ep.k)
+        });
         q.running.push((case, s));
         Some(Taken {
             case,
             planned: Some(p),
+            ticket: Some(ticket),
         })
     }
 
@@ -2894,28 +2925,6 @@ impl Campaign<'_> {
             return None;
         }
         Some(case)
-    }
-
-    /// Hold the gate shared with epoch `epoch`'s policy set: set it first
-    /// (holding the gate exclusively, so no case runs meanwhile) unless it
-    /// is set already.
-    fn enter_epoch(
-        &self,
-        epoch: u64,
-        tm: &mut CaseTimings,
-    ) -> anyhow::Result<std::sync::RwLockReadGuard<'_, ()>> {
-        let ep = self.epochs.as_ref().expect("epochs");
-        loop {
-            let g = self.gate.read().unwrap_or_else(|e| e.into_inner());
-            // A kept swap area may stay: the cases that depend on one take
-            // the swap token and keep or drop it ([`SwapUse`]).
-            if ep.knobs.lock().unwrap_or_else(|e| e.into_inner()).applied == Some(epoch) {
-                return Ok(g);
-            }
-            drop(g);
-            let _w = self.gate.write().unwrap_or_else(|e| e.into_inner());
-            self.apply_epoch(epoch, tm)?;
-        }
     }
 
     /// Set epoch `epoch`'s policy unless it is set (the caller holds the
@@ -2997,8 +3006,13 @@ impl Campaign<'_> {
     }
 
     fn worker(&self, worker: u64, cpu: Option<usize>, send: &mut dyn FnMut(Msg)) {
-        while let Some(Taken { case, planned }) = self.take() {
-            let r = self.run_case(case, planned, worker, cpu, send);
+        while let Some(Taken {
+            case,
+            planned,
+            ticket,
+        }) = self.take()
+        {
+            let r = self.run_case(case, planned, ticket, worker, cpu, send);
             if let Some(ep) = &self.epochs {
                 let mut q = ep.queue.lock().unwrap_or_else(|e| e.into_inner());
                 q.running.retain(|(c, _)| *c != case);
@@ -3014,6 +3028,7 @@ impl Campaign<'_> {
         &self,
         case: u64,
         planned: Option<Planned>,
+        ticket: Option<Ticket<'_>>,
         worker: u64,
         cpu: Option<usize>,
         send: &mut dyn FnMut(Msg),
@@ -3089,36 +3104,47 @@ impl Campaign<'_> {
             let name = format!("fuzz-{:x}-{case}.ptl", opts.seed);
             let rep = {
                 let w = Instant::now();
-                let (_g, dopts) = match epoch {
-                    Some(e) if !exclusive => (
-                        Gate::Shared(self.enter_epoch(e, &mut tm)?),
+                let mut g = ticket.unwrap_or_else(|| {
+                    self.gate.ticket(match epoch {
+                        _ if exclusive => Want::Exclusive,
+                        Some(e) => Want::Shared(e),
+                        None => Want::Shared(u64::MAX),
+                    })
+                });
+                let dopts = match epoch {
+                    Some(e) if !exclusive => {
+                        // The first case of a stretch of its epoch sets the
+                        // epoch's policy (unless set), holding the gate
+                        // exclusively; the others find it set.
+                        g.wait(|| self.apply_epoch(e, &mut tm))?;
                         // Beside other jobs' cases: count its own steps.
                         if self.jobs > 1 {
                             &self.dopts_shared
                         } else {
                             &self.dopts
-                        },
-                    ),
+                        }
+                    }
                     Some(e) => {
                         // Alone, but with its epoch's policy set: its own
                         // `thp` lines for it then write nothing.
-                        let g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+                        g.wait(|| Ok::<(), anyhow::Error>(()))?;
                         self.apply_epoch(e, &mut tm)?;
                         // A swap area kept from the case before stays only
                         // for a case that makes the same one first thing.
                         crate::knobs::drop_retained_swap_unless(leading_swap(gen));
-                        (Gate::Exclusive(g), &self.dopts)
+                        &self.dopts
                     }
                     None if exclusive => {
-                        let g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+                        g.wait(|| Ok::<(), anyhow::Error>(()))?;
                         crate::knobs::drop_retained_swap_unless(leading_swap(gen));
-                        (Gate::Exclusive(g), &self.dopts)
+                        &self.dopts
                     }
-                    _ => (
-                        Gate::Shared(self.gate.read().unwrap_or_else(|e| e.into_inner())),
-                        &self.dopts,
-                    ),
+                    None => {
+                        g.wait(|| Ok::<(), anyhow::Error>(()))?;
+                        &self.dopts
+                    }
                 };
+                let _g = g;
                 // The tokens of a case beside others, after the gate.
                 let _knob = match (exclusive, sharing.knobs) {
                     (false, KnobUse::Writes) => Some(Token::Write(
@@ -3163,7 +3189,8 @@ impl Campaign<'_> {
                     // first run shared: a divergence caused by another
                     // worker's case does not reproduce, and is flaky.
                     let w = Instant::now();
-                    let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+                    let mut _g = self.gate.ticket(Want::Exclusive);
+                    _g.wait(|| Ok::<(), anyhow::Error>(()))?;
                     // From the machine's own policy, as the saved
                     // reproducer will run.
                     self.leave_epoch();
@@ -3369,13 +3396,6 @@ impl Campaign<'_> {
 enum Token<'a> {
     Write(std::sync::RwLockWriteGuard<'a, ()>),
     Read(std::sync::RwLockReadGuard<'a, ()>),
-}
-
-/// A held gate (its guard only has to live).
-#[allow(dead_code)]
-enum Gate<'a> {
-    Exclusive(std::sync::RwLockWriteGuard<'a, ()>),
-    Shared(std::sync::RwLockReadGuard<'a, ()>),
 }
 
 /// The results file of a campaign in `out_dir`.
