@@ -3022,6 +3022,8 @@ impl Campaign<'_> {
             }
             send(Msg::Done(Box::new(r)));
         }
+        // A worker started for a case that never came.
+        crate::live::drop_prestarted_worker();
     }
 
     fn run_case(
@@ -3102,6 +3104,14 @@ impl Campaign<'_> {
         }
         let body = (|| -> anyhow::Result<()> {
             let name = format!("fuzz-{:x}-{case}.ptl", opts.seed);
+            // Start the case's worker now, while the case may still wait
+            // for the gate (the other job's case holds it): the run takes
+            // it instead of forking one (crate::live::prestart_worker; a
+            // worker faults nothing of its own under any THP policy). A
+            // failure here leaves the run to start its worker itself.
+            let tw = Instant::now();
+            let _ = crate::live::prestart_worker(self.jobs > 1);
+            let prestart = tw.elapsed().as_secs_f64() * 1e3;
             let rep = {
                 let w = Instant::now();
                 let mut g = ticket.unwrap_or_else(|| {
@@ -3172,6 +3182,7 @@ impl Campaign<'_> {
                 diff_source(&name, &src, dopts)?
             };
             tm.add_run(&rep.timing);
+            tm.start += prestart;
             let outcome = rep.outcome();
             res.outcome = Some(outcome);
             match outcome {
