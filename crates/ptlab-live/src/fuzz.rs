@@ -1751,6 +1751,9 @@ pub struct FuzzSummary {
     /// by side (`[0]`) and those that ran alone (`[1]`), with their number,
     /// wall time and time waiting for the gate (seconds).
     pub timings: [PhaseSums; 2],
+    /// The cases of knob epochs that ran alone, by reason
+    /// ([`AloneWhy::names`]; a case may have several).
+    pub alone_why: BTreeMap<&'static str, u64>,
 }
 
 /// The sum of the [`CaseTimings`] of some cases.
@@ -1806,6 +1809,18 @@ impl FuzzSummary {
              kept from the case before: {}; shared cases' statements without the counter lock: {}",
             sh.phases.rerun_count, ex.phases.rerun_count, ex.phases.swap_reused, sh.phases.unlocked
         );
+        if !self.alone_why.is_empty() {
+            let why: Vec<String> = self
+                .alone_why
+                .iter()
+                .map(|(n, c)| format!("{n} {c}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  alone cases of knob epochs by reason (a case may have several): {}",
+                why.join(", ")
+            );
+        }
         out
     }
 }
@@ -2166,6 +2181,34 @@ pub struct Sharing {
     pub knobs: KnobUse,
     /// How it depends on the swap areas of the machine.
     pub swap: SwapUse,
+    /// Why it runs alone (any of them makes `alone`).
+    pub why: AloneWhy,
+}
+
+/// Why a case of a knob epoch runs alone ([`epoch_sharing`]); counted over
+/// a campaign by `ptlab fuzz --timings`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AloneWhy {
+    /// A `thp` line that changes a folio size's effective mode.
+    pub knob_change: bool,
+    /// A `use_zero_page` line.
+    pub zero_page: bool,
+    /// `MADV_COLLAPSE` (`lru_add_drain_all()`).
+    pub collapse: bool,
+}
+
+impl AloneWhy {
+    /// The reasons' names, as `--timings` prints them.
+    pub fn names(&self) -> Vec<&'static str> {
+        [
+            (self.knob_change, "a knob change"),
+            (self.collapse, "MADV_COLLAPSE"),
+            (self.zero_page, "use_zero_page"),
+        ]
+        .into_iter()
+        .filter_map(|(on, n)| on.then_some(n))
+        .collect()
+    }
 }
 
 /// How a case that runs beside others uses the THP `enabled` knobs
@@ -2283,13 +2326,22 @@ pub fn epoch_sharing(g: &Generated, machine: &[(ThpKnob, ThpMode)]) -> Sharing {
                     out.knobs = KnobUse::Writes;
                     state.insert(*knob, *mode);
                 }
-                _ => out.alone = true,
+                _ => {
+                    out.alone = true;
+                    out.why.knob_change = true;
+                }
             },
             Call::SetSwap { .. } => makes_area = true,
-            Call::SetUseZeroPage { .. } => out.alone = true,
+            Call::SetUseZeroPage { .. } => {
+                out.alone = true;
+                out.why.zero_page = true;
+            }
             Call::Madvise { advice, .. } => match advice.value() {
                 // MADV_COLLAPSE: lru_add_drain_all().
-                25 => out.alone = true,
+                25 => {
+                    out.alone = true;
+                    out.why.collapse = true;
+                }
                 // MADV_COLD, MADV_PAGEOUT.
                 20 | 21 => pages_out = true,
                 _ => {}
@@ -2455,6 +2507,8 @@ struct CaseResult {
     error: Option<String>,
     /// The case's rule coverage on the model.
     coverage: Coverage,
+    /// Why it ran alone, in a knob epoch ([`AloneWhy::names`]).
+    alone_why: Vec<&'static str>,
 }
 
 /// What every worker shares.
@@ -3097,6 +3151,11 @@ impl Campaign<'_> {
             finding: None,
             error: None,
             coverage: planned.coverage.clone(),
+            alone_why: if epoch.is_some() && !opts.model_only {
+                sharing.why.names()
+            } else {
+                Vec::new()
+            },
         };
         if opts.model_only {
             record.exclusive = false;
@@ -3533,6 +3592,9 @@ pub fn fuzz(
             }
             let case = r.record.case;
             sum.exclusive += u64::from(r.record.exclusive);
+            for why in &r.alone_why {
+                *sum.alone_why.entry(why).or_default() += 1;
+            }
             if let Some(t) = &r.record.timings {
                 let ps = &mut sum.timings[usize::from(r.record.exclusive)];
                 ps.cases += 1;
@@ -5417,6 +5479,38 @@ mod weight_tests {
         }));
         assert!(with(Call::SetUseZeroPage { on: false }));
         assert!(with(madv(Advice::Collapse)), "lru_add_drain_all()");
+        // Each reason is named (`--timings` counts them), and only its own.
+        let why = |calls: &[Call]| {
+            let mut g = base.clone();
+            for c in calls {
+                g.lines.push(GenLine::Call {
+                    proc: "main".into(),
+                    bind: None,
+                    call: c.clone(),
+                });
+            }
+            epoch_sharing(&g, &[]).why.names()
+        };
+        let knob = Call::SetThp {
+            knob: ThpKnob::TopLevel,
+            mode: other,
+        };
+        assert_eq!(why(&[knob.clone()]), ["a knob change"]);
+        assert_eq!(why(&[madv(Advice::Collapse)]), ["MADV_COLLAPSE"]);
+        assert_eq!(
+            why(&[Call::SetUseZeroPage { on: false }]),
+            ["use_zero_page"]
+        );
+        assert_eq!(
+            why(&[
+                Call::SetUseZeroPage { on: true },
+                madv(Advice::Collapse),
+                knob
+            ]),
+            ["a knob change", "MADV_COLLAPSE", "use_zero_page"]
+        );
+        assert!(why(&[madv(Advice::PageOut)]).is_empty());
+        assert!(why(&[]).is_empty());
         // Counters are attributed per statement: these may run side by side.
         assert!(!with(madv(Advice::HugePage)));
         assert!(!with(madv(Advice::PageOut)));
