@@ -1809,6 +1809,13 @@ impl FuzzSummary {
              kept from the case before: {}; shared cases' statements without the counter lock: {}",
             sh.phases.rerun_count, ex.phases.rerun_count, ex.phases.swap_reused, sh.phases.unlocked
         );
+        let _ = writeln!(
+            out,
+            "  worker started ahead, before the case and its wait (not in its wall time): \
+             {:.2} / {:.2} ms per case",
+            per(sh.phases.prestart, sh.cases),
+            per(ex.phases.prestart, ex.cases)
+        );
         if !self.alone_why.is_empty() {
             let why: Vec<String> = self
                 .alone_why
@@ -1977,6 +1984,11 @@ pub struct CaseTimings {
     /// could move no compared counter: [`crate::reach`]).
     #[serde(default)]
     pub unlocked: u64,
+    /// Starting the case's worker ahead, before the case and its wait for
+    /// the gate ([`crate::live::prestart_worker`]): not in `start` nor in
+    /// the case's wall time.
+    #[serde(default)]
+    pub prestart: f64,
 }
 
 impl CaseTimings {
@@ -2029,6 +2041,7 @@ impl CaseTimings {
         self.confirm += o.confirm;
         self.swap_reused += o.swap_reused;
         self.unlocked += o.unlocked;
+        self.prestart += o.prestart;
     }
 }
 
@@ -3107,6 +3120,17 @@ impl Campaign<'_> {
         } else {
             needs_exclusive(gen, self.exposed)
         };
+        // Start the case's worker before the case, so that it starts while
+        // the other job's case holds the gate: the run takes it instead of
+        // forking one (crate::live::prestart_worker; a worker faults
+        // nothing of its own under any THP policy). A failure here leaves
+        // the run to start its worker itself. Not in the case's wall time
+        // (`start`, `secs`: while the case holds the gate), timed apart.
+        let tw = Instant::now();
+        if !opts.model_only {
+            let _ = crate::live::prestart_worker(self.jobs > 1);
+        }
+        let prestart = tw.elapsed().as_secs_f64() * 1e3;
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -3142,6 +3166,7 @@ impl Campaign<'_> {
         };
         let mut tm = CaseTimings {
             plan: planned.plan.as_secs_f64() * 1e3,
+            prestart,
             ..CaseTimings::default()
         };
         let mut res = CaseResult {
@@ -3163,14 +3188,6 @@ impl Campaign<'_> {
         }
         let body = (|| -> anyhow::Result<()> {
             let name = format!("fuzz-{:x}-{case}.ptl", opts.seed);
-            // Start the case's worker now, while the case may still wait
-            // for the gate (the other job's case holds it): the run takes
-            // it instead of forking one (crate::live::prestart_worker; a
-            // worker faults nothing of its own under any THP policy). A
-            // failure here leaves the run to start its worker itself.
-            let tw = Instant::now();
-            let _ = crate::live::prestart_worker(self.jobs > 1);
-            let prestart = tw.elapsed().as_secs_f64() * 1e3;
             let rep = {
                 let w = Instant::now();
                 let mut g = ticket.unwrap_or_else(|| {
@@ -3247,7 +3264,6 @@ impl Campaign<'_> {
                 diff_source(&name, &src, dopts)?
             };
             tm.add_run(&rep.timing);
-            tm.start += prestart;
             let outcome = rep.outcome();
             res.outcome = Some(outcome);
             match outcome {
