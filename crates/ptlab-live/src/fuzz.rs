@@ -5527,7 +5527,7 @@ mod weight_tests {
             knob: ThpKnob::TopLevel,
             mode: other,
         };
-        assert_eq!(why(&[knob.clone()]), ["a knob change"]);
+        assert_eq!(why(std::slice::from_ref(&knob)), ["a knob change"]);
         assert_eq!(why(&[madv(Advice::Collapse)]), ["MADV_COLLAPSE"]);
         assert_eq!(
             why(&[Call::SetUseZeroPage { on: false }]),
