@@ -731,6 +731,12 @@ impl LiveBackend {
         }
         let lock = knobs::acquire_or_wait("live run")
             .map_err(|e| LiveError::Lock(knobs::lock_path(), e))?;
+        // ptlab's own allocations must not move the global THP counters
+        // while a scenario allows large folios; workers undo this.
+        // SAFETY: prctl on ourselves.
+        unsafe {
+            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+        }
         // The base is read once the worker serves (below).
         let thp_counters = kernel::ThpCounters::take();
         let stats_base = Vec::new();
