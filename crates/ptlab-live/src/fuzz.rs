@@ -26,6 +26,7 @@
 //! and in any shard.
 
 use crate::diff::{diff_source, DiffOptions, DiffOutcome, DiffReport};
+use crate::gate::{Ticket, TicketGate, Want};
 use ptlab_model::core::rules::{Coverage, Rule};
 use ptlab_model::{
     Advice, ArchKind, Call, MapFlags, MremapFlags, PrctlThp, Prot, Resource, ThpKnob, ThpMode,
@@ -1750,6 +1751,9 @@ pub struct FuzzSummary {
     /// by side (`[0]`) and those that ran alone (`[1]`), with their number,
     /// wall time and time waiting for the gate (seconds).
     pub timings: [PhaseSums; 2],
+    /// The cases of knob epochs that ran alone, by reason
+    /// ([`AloneWhy::names`]; a case may have several).
+    pub alone_why: BTreeMap<&'static str, u64>,
 }
 
 /// The sum of the [`CaseTimings`] of some cases.
@@ -1805,6 +1809,25 @@ impl FuzzSummary {
              kept from the case before: {}; shared cases' statements without the counter lock: {}",
             sh.phases.rerun_count, ex.phases.rerun_count, ex.phases.swap_reused, sh.phases.unlocked
         );
+        let _ = writeln!(
+            out,
+            "  worker started ahead, before the case and its wait (not in its wall time): \
+             {:.2} / {:.2} ms per case",
+            per(sh.phases.prestart, sh.cases),
+            per(ex.phases.prestart, ex.cases)
+        );
+        if !self.alone_why.is_empty() {
+            let why: Vec<String> = self
+                .alone_why
+                .iter()
+                .map(|(n, c)| format!("{n} {c}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  alone cases of knob epochs by reason (a case may have several): {}",
+                why.join(", ")
+            );
+        }
         out
     }
 }
@@ -1961,6 +1984,11 @@ pub struct CaseTimings {
     /// could move no compared counter: [`crate::reach`]).
     #[serde(default)]
     pub unlocked: u64,
+    /// Starting the case's worker ahead, before the case and its wait for
+    /// the gate ([`crate::live::prestart_worker`]): not in `start` nor in
+    /// the case's wall time.
+    #[serde(default)]
+    pub prestart: f64,
 }
 
 impl CaseTimings {
@@ -2013,6 +2041,7 @@ impl CaseTimings {
         self.confirm += o.confirm;
         self.swap_reused += o.swap_reused;
         self.unlocked += o.unlocked;
+        self.prestart += o.prestart;
     }
 }
 
@@ -2165,6 +2194,34 @@ pub struct Sharing {
     pub knobs: KnobUse,
     /// How it depends on the swap areas of the machine.
     pub swap: SwapUse,
+    /// Why it runs alone (any of them makes `alone`).
+    pub why: AloneWhy,
+}
+
+/// Why a case of a knob epoch runs alone ([`epoch_sharing`]); counted over
+/// a campaign by `ptlab fuzz --timings`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AloneWhy {
+    /// A `thp` line that changes a folio size's effective mode.
+    pub knob_change: bool,
+    /// A `use_zero_page` line.
+    pub zero_page: bool,
+    /// `MADV_COLLAPSE` (`lru_add_drain_all()`).
+    pub collapse: bool,
+}
+
+impl AloneWhy {
+    /// The reasons' names, as `--timings` prints them.
+    pub fn names(&self) -> Vec<&'static str> {
+        [
+            (self.knob_change, "a knob change"),
+            (self.collapse, "MADV_COLLAPSE"),
+            (self.zero_page, "use_zero_page"),
+        ]
+        .into_iter()
+        .filter_map(|(on, n)| on.then_some(n))
+        .collect()
+    }
 }
 
 /// How a case that runs beside others uses the THP `enabled` knobs
@@ -2282,13 +2339,22 @@ pub fn epoch_sharing(g: &Generated, machine: &[(ThpKnob, ThpMode)]) -> Sharing {
                     out.knobs = KnobUse::Writes;
                     state.insert(*knob, *mode);
                 }
-                _ => out.alone = true,
+                _ => {
+                    out.alone = true;
+                    out.why.knob_change = true;
+                }
             },
             Call::SetSwap { .. } => makes_area = true,
-            Call::SetUseZeroPage { .. } => out.alone = true,
+            Call::SetUseZeroPage { .. } => {
+                out.alone = true;
+                out.why.zero_page = true;
+            }
             Call::Madvise { advice, .. } => match advice.value() {
                 // MADV_COLLAPSE: lru_add_drain_all().
-                25 => out.alone = true,
+                25 => {
+                    out.alone = true;
+                    out.why.collapse = true;
+                }
                 // MADV_COLD, MADV_PAGEOUT.
                 20 | 21 => pages_out = true,
                 _ => {}
@@ -2454,6 +2520,8 @@ struct CaseResult {
     error: Option<String>,
     /// The case's rule coverage on the model.
     coverage: Coverage,
+    /// Why it ran alone, in a knob epoch ([`AloneWhy::names`]).
+    alone_why: Vec<&'static str>,
 }
 
 /// What every worker shares.
@@ -2466,8 +2534,9 @@ struct Campaign<'a> {
     /// Set at the first error: no worker takes another case.
     stop: std::sync::atomic::AtomicBool,
     /// Exclusive for cases that change global state, shared for the
-    /// others (see [`fuzz`]).
-    gate: std::sync::RwLock<()>,
+    /// others (see [`fuzz`]); admits in the order [`Campaign::take`]
+    /// handed the cases out ([`crate::gate`]).
+    gate: TicketGate,
     exposed: bool,
     /// The THP knobs as the machine had them at the start
     /// ([`machine_knobs`]): what an epoch leaves in force for a knob its
@@ -2559,10 +2628,13 @@ struct EpochKnobs {
 }
 
 /// A case handed to a worker.
-struct Taken {
+struct Taken<'g> {
     case: u64,
-    /// Planned already (epochs plan a whole epoch to sort its cases).
+    /// Planned already (epochs plan a whole epoch to sort its cases; a
+    /// live campaign plans each case when it hands it out).
     planned: Option<Planned>,
+    /// Its place in the gate's queue (a live case), handed out with it.
+    ticket: Option<Ticket<'g>>,
 }
 
 /// One generated case, run on the model.
@@ -2815,7 +2887,7 @@ fn run_on_model(
 
 impl Campaign<'_> {
     /// The next case to run, if the campaign goes on.
-    fn take(&self) -> Option<Taken> {
+    fn take(&self) -> Option<Taken<'_>> {
         use std::sync::atomic::Ordering;
         if self.stop.load(Ordering::SeqCst) {
             return None;
@@ -2824,9 +2896,26 @@ impl Campaign<'_> {
             return None;
         }
         let Some(ep) = &self.epochs else {
-            return self.next_case().map(|case| Taken {
+            let case = self.next_case()?;
+            if self.opts.model_only {
+                return Some(Taken {
+                    case,
+                    planned: None,
+                    ticket: None,
+                });
+            }
+            let mut planner = self.planner.lock().unwrap_or_else(|e| e.into_inner());
+            let p = planner.take(case);
+            // Under the planner's lock: tickets in the order of the cases.
+            let ticket = self.gate.ticket(if needs_exclusive(&p.gen, self.exposed) {
+                Want::Exclusive
+            } else {
+                Want::Shared(u64::MAX)
+            });
+            return Some(Taken {
                 case,
-                planned: None,
+                planned: Some(p),
+                ticket: Some(ticket),
             });
         };
         let mut q = ep.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -2878,10 +2967,19 @@ impl Campaign<'_> {
             None => q.alone.pop_front()?,
         };
         let s = epoch_sharing(&p.gen, &self.machine_knobs);
+        // Under the queue's lock: tickets in the order the cases are
+        // handed out, so that an epoch's cases beside others, its alone
+        // cases and the next epoch's get the gate in that order.
+        let ticket = self.gate.ticket(if s.alone {
+            Want::Exclusive
+        } else {
+            Want::Shared(case / ep.k)
+        });
         q.running.push((case, s));
         Some(Taken {
             case,
             planned: Some(p),
+            ticket: Some(ticket),
         })
     }
 
@@ -2894,28 +2992,6 @@ impl Campaign<'_> {
             return None;
         }
         Some(case)
-    }
-
-    /// Hold the gate shared with epoch `epoch`'s policy set: set it first
-    /// (holding the gate exclusively, so no case runs meanwhile) unless it
-    /// is set already.
-    fn enter_epoch(
-        &self,
-        epoch: u64,
-        tm: &mut CaseTimings,
-    ) -> anyhow::Result<std::sync::RwLockReadGuard<'_, ()>> {
-        let ep = self.epochs.as_ref().expect("epochs");
-        loop {
-            let g = self.gate.read().unwrap_or_else(|e| e.into_inner());
-            // A kept swap area may stay: the cases that depend on one take
-            // the swap token and keep or drop it ([`SwapUse`]).
-            if ep.knobs.lock().unwrap_or_else(|e| e.into_inner()).applied == Some(epoch) {
-                return Ok(g);
-            }
-            drop(g);
-            let _w = self.gate.write().unwrap_or_else(|e| e.into_inner());
-            self.apply_epoch(epoch, tm)?;
-        }
     }
 
     /// Set epoch `epoch`'s policy unless it is set (the caller holds the
@@ -2997,8 +3073,13 @@ impl Campaign<'_> {
     }
 
     fn worker(&self, worker: u64, cpu: Option<usize>, send: &mut dyn FnMut(Msg)) {
-        while let Some(Taken { case, planned }) = self.take() {
-            let r = self.run_case(case, planned, worker, cpu, send);
+        while let Some(Taken {
+            case,
+            planned,
+            ticket,
+        }) = self.take()
+        {
+            let r = self.run_case(case, planned, ticket, worker, cpu, send);
             if let Some(ep) = &self.epochs {
                 let mut q = ep.queue.lock().unwrap_or_else(|e| e.into_inner());
                 q.running.retain(|(c, _)| *c != case);
@@ -3008,12 +3089,15 @@ impl Campaign<'_> {
             }
             send(Msg::Done(Box::new(r)));
         }
+        // A worker started for a case that never came.
+        crate::live::drop_prestarted_worker();
     }
 
     fn run_case(
         &self,
         case: u64,
         planned: Option<Planned>,
+        ticket: Option<Ticket<'_>>,
         worker: u64,
         cpu: Option<usize>,
         send: &mut dyn FnMut(Msg),
@@ -3036,6 +3120,17 @@ impl Campaign<'_> {
         } else {
             needs_exclusive(gen, self.exposed)
         };
+        // Start the case's worker before the case, so that it starts while
+        // the other job's case holds the gate: the run takes it instead of
+        // forking one (crate::live::prestart_worker; a worker faults
+        // nothing of its own under any THP policy). A failure here leaves
+        // the run to start its worker itself. Not in the case's wall time
+        // (`start`, `secs`: while the case holds the gate), timed apart.
+        let tw = Instant::now();
+        if !opts.model_only {
+            let _ = crate::live::prestart_worker(self.jobs > 1);
+        }
+        let prestart = tw.elapsed().as_secs_f64() * 1e3;
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -3071,6 +3166,7 @@ impl Campaign<'_> {
         };
         let mut tm = CaseTimings {
             plan: planned.plan.as_secs_f64() * 1e3,
+            prestart,
             ..CaseTimings::default()
         };
         let mut res = CaseResult {
@@ -3080,6 +3176,11 @@ impl Campaign<'_> {
             finding: None,
             error: None,
             coverage: planned.coverage.clone(),
+            alone_why: if epoch.is_some() && !opts.model_only {
+                sharing.why.names()
+            } else {
+                Vec::new()
+            },
         };
         if opts.model_only {
             record.exclusive = false;
@@ -3089,36 +3190,47 @@ impl Campaign<'_> {
             let name = format!("fuzz-{:x}-{case}.ptl", opts.seed);
             let rep = {
                 let w = Instant::now();
-                let (_g, dopts) = match epoch {
-                    Some(e) if !exclusive => (
-                        Gate::Shared(self.enter_epoch(e, &mut tm)?),
+                let mut g = ticket.unwrap_or_else(|| {
+                    self.gate.ticket(match epoch {
+                        _ if exclusive => Want::Exclusive,
+                        Some(e) => Want::Shared(e),
+                        None => Want::Shared(u64::MAX),
+                    })
+                });
+                let dopts = match epoch {
+                    Some(e) if !exclusive => {
+                        // The first case of a stretch of its epoch sets the
+                        // epoch's policy (unless set), holding the gate
+                        // exclusively; the others find it set.
+                        g.wait(|| self.apply_epoch(e, &mut tm))?;
                         // Beside other jobs' cases: count its own steps.
                         if self.jobs > 1 {
                             &self.dopts_shared
                         } else {
                             &self.dopts
-                        },
-                    ),
+                        }
+                    }
                     Some(e) => {
                         // Alone, but with its epoch's policy set: its own
                         // `thp` lines for it then write nothing.
-                        let g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+                        g.wait(|| Ok::<(), anyhow::Error>(()))?;
                         self.apply_epoch(e, &mut tm)?;
                         // A swap area kept from the case before stays only
                         // for a case that makes the same one first thing.
-                        crate::knobs::drop_retained_swap_unless(leading_swap(gen));
-                        (Gate::Exclusive(g), &self.dopts)
+                        drop_kept_swap(leading_swap(gen), &mut tm);
+                        &self.dopts
                     }
                     None if exclusive => {
-                        let g = self.gate.write().unwrap_or_else(|e| e.into_inner());
-                        crate::knobs::drop_retained_swap_unless(leading_swap(gen));
-                        (Gate::Exclusive(g), &self.dopts)
+                        g.wait(|| Ok::<(), anyhow::Error>(()))?;
+                        drop_kept_swap(leading_swap(gen), &mut tm);
+                        &self.dopts
                     }
-                    _ => (
-                        Gate::Shared(self.gate.read().unwrap_or_else(|e| e.into_inner())),
-                        &self.dopts,
-                    ),
+                    None => {
+                        g.wait(|| Ok::<(), anyhow::Error>(()))?;
+                        &self.dopts
+                    }
                 };
+                let _g = g;
                 // The tokens of a case beside others, after the gate.
                 let _knob = match (exclusive, sharing.knobs) {
                     (false, KnobUse::Writes) => Some(Token::Write(
@@ -3134,15 +3246,21 @@ impl Campaign<'_> {
                     // A kept area stays only for a case that makes the same
                     // one first thing; one that pages out without an area
                     // of its own must see none.
-                    crate::knobs::drop_retained_swap_unless(match sharing.swap {
-                        SwapUse::MakesArea => leading_swap(gen),
-                        _ => None,
-                    });
+                    drop_kept_swap(
+                        match sharing.swap {
+                            SwapUse::MakesArea => leading_swap(gen),
+                            _ => None,
+                        },
+                        &mut tm,
+                    );
                     t
                 });
                 waited += w.elapsed();
-                // Setting the epoch's policy is not waiting.
-                waited = waited.saturating_sub(Duration::from_secs_f64(tm.epoch_knobs / 1e3));
+                // Setting the epoch's policy and removing a kept swap area
+                // are not waiting.
+                waited = waited.saturating_sub(Duration::from_secs_f64(
+                    (tm.epoch_knobs + tm.end_restore) / 1e3,
+                ));
                 diff_source(&name, &src, dopts)?
             };
             tm.add_run(&rep.timing);
@@ -3163,7 +3281,8 @@ impl Campaign<'_> {
                     // first run shared: a divergence caused by another
                     // worker's case does not reproduce, and is flaky.
                     let w = Instant::now();
-                    let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+                    let mut _g = self.gate.ticket(Want::Exclusive);
+                    _g.wait(|| Ok::<(), anyhow::Error>(()))?;
                     // From the machine's own policy, as the saved
                     // reproducer will run.
                     self.leave_epoch();
@@ -3364,18 +3483,21 @@ impl Campaign<'_> {
     }
 }
 
+/// Remove the swap area kept from the case before unless it is `keep`
+/// ([`crate::knobs::drop_retained_swap_unless`]), timed as the case's
+/// swapoff (`end_restore`): before issue 16's eighth round this swapoff
+/// was counted as waiting for the gate.
+fn drop_kept_swap(keep: Option<(u64, ptlab_model::swap::SwapKind)>, tm: &mut CaseTimings) {
+    let t0 = Instant::now();
+    crate::knobs::drop_retained_swap_unless(keep);
+    tm.end_restore += t0.elapsed().as_secs_f64() * 1e3;
+}
+
 /// A held knob token (its guard only has to live).
 #[allow(dead_code)]
 enum Token<'a> {
     Write(std::sync::RwLockWriteGuard<'a, ()>),
     Read(std::sync::RwLockReadGuard<'a, ()>),
-}
-
-/// A held gate (its guard only has to live).
-#[allow(dead_code)]
-enum Gate<'a> {
-    Exclusive(std::sync::RwLockWriteGuard<'a, ()>),
-    Shared(std::sync::RwLockReadGuard<'a, ()>),
 }
 
 /// The results file of a campaign in `out_dir`.
@@ -3502,6 +3624,9 @@ pub fn fuzz(
             }
             let case = r.record.case;
             sum.exclusive += u64::from(r.record.exclusive);
+            for why in &r.alone_why {
+                *sum.alone_why.entry(why).or_default() += 1;
+            }
             if let Some(t) = &r.record.timings {
                 let ps = &mut sum.timings[usize::from(r.record.exclusive)];
                 ps.cases += 1;
@@ -5386,6 +5511,38 @@ mod weight_tests {
         }));
         assert!(with(Call::SetUseZeroPage { on: false }));
         assert!(with(madv(Advice::Collapse)), "lru_add_drain_all()");
+        // Each reason is named (`--timings` counts them), and only its own.
+        let why = |calls: &[Call]| {
+            let mut g = base.clone();
+            for c in calls {
+                g.lines.push(GenLine::Call {
+                    proc: "main".into(),
+                    bind: None,
+                    call: c.clone(),
+                });
+            }
+            epoch_sharing(&g, &[]).why.names()
+        };
+        let knob = Call::SetThp {
+            knob: ThpKnob::TopLevel,
+            mode: other,
+        };
+        assert_eq!(why(std::slice::from_ref(&knob)), ["a knob change"]);
+        assert_eq!(why(&[madv(Advice::Collapse)]), ["MADV_COLLAPSE"]);
+        assert_eq!(
+            why(&[Call::SetUseZeroPage { on: false }]),
+            ["use_zero_page"]
+        );
+        assert_eq!(
+            why(&[
+                Call::SetUseZeroPage { on: true },
+                madv(Advice::Collapse),
+                knob
+            ]),
+            ["a knob change", "MADV_COLLAPSE", "use_zero_page"]
+        );
+        assert!(why(&[madv(Advice::PageOut)]).is_empty());
+        assert!(why(&[]).is_empty());
         // Counters are attributed per statement: these may run side by side.
         assert!(!with(madv(Advice::HugePage)));
         assert!(!with(madv(Advice::PageOut)));

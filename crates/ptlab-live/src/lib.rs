@@ -14,6 +14,7 @@ pub mod budget;
 pub mod diff;
 pub mod export_c;
 pub mod fuzz;
+mod gate;
 pub mod incremental;
 pub mod kernel;
 pub mod knobs;

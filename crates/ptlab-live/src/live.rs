@@ -557,6 +557,150 @@ fn recv_with_fd(fd: i32) -> Result<(Resp, Option<OwnedFd>), BackendError> {
     }
 }
 
+/// Fork the `main` worker of a run (exec'd as the small worker program,
+/// [`crate::worker_exe`]): its pid and ptlab's end of its channel. The
+/// worker faults its stack and statics while ptlab's PR_SET_THP_DISABLE,
+/// set here and kept over fork and exec, still holds, and clears it only
+/// then (worker.rs worker_main()): whatever the THP policy when it starts,
+/// it has no large folio of its own.
+fn spawn_main_worker() -> Result<(libc::pid_t, OwnedFd), LiveError> {
+    // ptlab's own allocations must not move the global THP counters
+    // while a scenario allows large folios; workers undo this.
+    // SAFETY: prctl on ourselves.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+    let mut sv = [0 as libc::c_int; 2];
+    // SAFETY: socketpair into a valid array.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            sv.as_mut_ptr(),
+        )
+    } < 0
+    {
+        return Err(LiveError::Spawn(std::io::Error::last_os_error()));
+    }
+    // The worker dies with ptlab (crate::lifeline): recorded before the
+    // fork, checked by the worker after it arms PR_SET_PDEATHSIG.
+    let parent = crate::lifeline::my_pid();
+    // The exec'd worker program's arguments, made before the fork.
+    let launch = crate::worker_exe::Launch::prepare(parent);
+    // SAFETY: the child runs only async-signal-safe code (the exec of
+    // the worker program, or worker_main).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        let e = std::io::Error::last_os_error();
+        // SAFETY: both ends are ours.
+        unsafe {
+            libc::close(sv[0]);
+            libc::close(sv[1]);
+        }
+        return Err(LiveError::Spawn(e));
+    }
+    if pid == 0 {
+        crate::worker_exe::become_worker(sv[1], parent, launch.as_ref());
+    }
+    // SAFETY: closing our copy of the worker's end; sv[0] is ours.
+    let chan = unsafe {
+        libc::close(sv[1]);
+        OwnedFd::from_raw_fd(sv[0])
+    };
+    Ok((pid, chan))
+}
+
+/// A `main` worker started ahead of the run that will use it
+/// ([`prestart_worker`]); killed and reaped if no run takes it.
+struct Prestarted {
+    pid: libc::pid_t,
+    chan: Option<OwnedFd>,
+}
+
+impl Drop for Prestarted {
+    fn drop(&mut self) {
+        if self.chan.take().is_some() {
+            let mut st = 0;
+            // SAFETY: our own child, not reaped yet.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                libc::waitpid(self.pid, &mut st, 0);
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// This thread's prestarted worker: a worker inherits its forking
+    /// thread's CPU affinity (a pinned fuzz job's CPU) and dies with that
+    /// thread (PR_SET_PDEATHSIG), so it serves only this thread's runs.
+    static PRESTARTED: std::cell::RefCell<Option<Prestarted>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Start the `main` worker of this thread's next live run now, so that the
+/// run does not wait for its fork and exec (`ptlab fuzz` starts it while
+/// its case waits for the gate: docs/live.md "Eighth round"). Only for
+/// exec'd workers (a forked one would copy ptlab as it is now, not as it
+/// is when the run starts); nothing if one is waiting already.
+///
+/// Safe to start before the run's THP policy is set, under another
+/// policy: the worker faults every page of its own with ptlab's
+/// PR_SET_THP_DISABLE in force ([`spawn_main_worker`]), and then blocks
+/// reading its channel, faulting nothing, until the run's first request.
+/// With `attribute` (live runs beside others attribute the counters),
+/// the start holds [`COUNTER_LOCK`] as a run's own start does, so that
+/// nothing it does falls into another run's statement.
+pub fn prestart_worker(attribute: bool) -> Result<(), LiveError> {
+    if !worker::SUPPORTED || !crate::worker_exe::exec_workers() {
+        return Ok(());
+    }
+    if PRESTARTED.with(|p| p.borrow().is_some()) {
+        return Ok(());
+    }
+    let gate = attribute.then(|| COUNTER_LOCK.lock().unwrap_or_else(|e| e.into_inner()));
+    let (pid, chan) = spawn_main_worker()?;
+    let w = Prestarted {
+        pid,
+        chan: Some(chan),
+    };
+    // Wait for its first answer: the exec and its faults are done.
+    let fd = w.chan.as_ref().map_or(-1, |c| c.as_raw_fd());
+    let answered = write_words(fd, &[op::PING, 0, 0, 0, 0, 0, 0, 0])
+        .and_then(|()| read_words(fd, &mut [0; 4]))
+        .unwrap_or(false);
+    if !answered {
+        return Err(LiveError::Spawn(std::io::Error::other(
+            "the prestarted worker exited before its first answer",
+        )));
+    }
+    if let Some(mut gen) = gate {
+        *gen += 1;
+    }
+    PRESTARTED.with(|p| *p.borrow_mut() = Some(w));
+    Ok(())
+}
+
+/// The pid of this thread's prestarted worker, if one waits.
+pub fn prestarted_worker_pid() -> Option<libc::pid_t> {
+    PRESTARTED.with(|p| p.borrow().as_ref().map(|w| w.pid))
+}
+
+/// Kill this thread's prestarted worker, if any (a campaign's end).
+pub fn drop_prestarted_worker() {
+    PRESTARTED.with(|p| drop(p.borrow_mut().take()));
+}
+
+/// This thread's prestarted worker, taken for a run.
+fn take_prestarted() -> Option<(libc::pid_t, OwnedFd)> {
+    PRESTARTED.with(|p| {
+        let mut w = p.borrow_mut().take()?;
+        let chan = w.chan.take()?;
+        Some((w.pid, chan))
+    })
+}
+
 impl LiveBackend {
     /// Start a live backend with the default budgets: take the knob lock
     /// (waiting for any other live run), and fork the `main` worker.
@@ -596,37 +740,10 @@ impl LiveBackend {
         // The base is read once the worker serves (below).
         let thp_counters = kernel::ThpCounters::take();
         let stats_base = Vec::new();
-        let mut sv = [0 as libc::c_int; 2];
-        // SAFETY: socketpair into a valid array.
-        if unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-                0,
-                sv.as_mut_ptr(),
-            )
-        } < 0
-        {
-            return Err(LiveError::Spawn(std::io::Error::last_os_error()));
-        }
-        // The worker dies with ptlab (crate::lifeline): recorded before the
-        // fork, checked by the worker after it arms PR_SET_PDEATHSIG.
-        let parent = crate::lifeline::my_pid();
-        // The exec'd worker program's arguments, made before the fork.
-        let launch = crate::worker_exe::Launch::prepare(parent);
-        // SAFETY: the child runs only async-signal-safe code (the exec of
-        // the worker program, or worker_main).
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(LiveError::Spawn(std::io::Error::last_os_error()));
-        }
-        if pid == 0 {
-            crate::worker_exe::become_worker(sv[1], parent, launch.as_ref());
-        }
-        // SAFETY: closing our copy of the worker's end; sv[0] is ours.
-        let chan = unsafe {
-            libc::close(sv[1]);
-            OwnedFd::from_raw_fd(sv[0])
+        // A worker started ahead for this thread's next run, else a new one.
+        let (pid, chan) = match take_prestarted() {
+            Some(w) => w,
+            None => spawn_main_worker()?,
         };
         let mut me = LiveBackend {
             procs: vec![LiveProc {

@@ -465,7 +465,6 @@ fn a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own() {
         eprintln!("SKIP: {T}: needs root (PFNs, kpageflags)");
         return;
     }
-    use std::os::unix::fs::FileExt;
     under_always_cover(&[2, 3, 4], || {
         for round in 0..5 {
             let mut b = ptlab_live::LiveBackend::new().expect("live backend");
@@ -479,36 +478,7 @@ fn a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own() {
             )
             .expect("parses");
             assert!(r.passed(), "{:?}", r.failures);
-            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-            let pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap")).unwrap();
-            let kflags = std::fs::File::open("/proc/kpageflags").unwrap();
-            let mut large = Vec::new();
-            for line in maps.lines().filter(|l| !l.ends_with("[vsyscall]")) {
-                let range = line.split_whitespace().next().unwrap();
-                let (a, e) = range.split_once('-').unwrap();
-                let (a, e) = (
-                    u64::from_str_radix(a, 16).unwrap(),
-                    u64::from_str_radix(e, 16).unwrap(),
-                );
-                let mut page = a;
-                while page < e {
-                    let mut w = [0u8; 8];
-                    pagemap.read_exact_at(&mut w, page / 4096 * 8).unwrap();
-                    let entry = u64::from_le_bytes(w);
-                    let pfn = entry & ((1 << 55) - 1);
-                    if entry >> 63 == 1 && pfn != 0 {
-                        let mut f = [0u8; 8];
-                        kflags.read_exact_at(&mut f, pfn * 8).unwrap();
-                        let flags = u64::from_le_bytes(f);
-                        // KPF_COMPOUND_HEAD 15, KPF_COMPOUND_TAIL 16,
-                        // KPF_ANON 12 (include/uapi/linux/kernel-page-flags.h).
-                        if flags & (1 << 12) != 0 && flags & (3 << 15) != 0 {
-                            large.push(format!("{page:#x} in {line}"));
-                        }
-                    }
-                    page += 4096;
-                }
-            }
+            let large = own_large_folios(pid);
             drop(b);
             assert!(
                 large.is_empty(),
@@ -517,6 +487,104 @@ fn a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own() {
             );
         }
     });
+}
+
+/// The anon pages of process `pid` that are parts of large folios (every
+/// page of every VMA but `[vsyscall]`, through pagemap and kpageflags).
+fn own_large_folios(pid: i32) -> Vec<String> {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap")).unwrap();
+    let kflags = std::fs::File::open("/proc/kpageflags").unwrap();
+    let mut large = Vec::new();
+    for line in maps.lines().filter(|l| !l.ends_with("[vsyscall]")) {
+        let range = line.split_whitespace().next().unwrap();
+        let (a, e) = range.split_once('-').unwrap();
+        let (a, e) = (
+            u64::from_str_radix(a, 16).unwrap(),
+            u64::from_str_radix(e, 16).unwrap(),
+        );
+        let mut page = a;
+        while page < e {
+            let mut w = [0u8; 8];
+            pagemap.read_exact_at(&mut w, page / 4096 * 8).unwrap();
+            let entry = u64::from_le_bytes(w);
+            let pfn = entry & ((1 << 55) - 1);
+            if entry >> 63 == 1 && pfn != 0 {
+                let mut f = [0u8; 8];
+                kflags.read_exact_at(&mut f, pfn * 8).unwrap();
+                let flags = u64::from_le_bytes(f);
+                // KPF_COMPOUND_HEAD 15, KPF_COMPOUND_TAIL 16,
+                // KPF_ANON 12 (include/uapi/linux/kernel-page-flags.h).
+                if flags & (1 << 12) != 0 && flags & (3 << 15) != 0 {
+                    large.push(format!("{page:#x} in {line}"));
+                }
+            }
+            page += 4096;
+        }
+    }
+    large
+}
+
+/// A worker started ahead of its run (`live::prestart_worker`, as a fuzz
+/// job starts its next case's worker while the case waits for the gate)
+/// under the machine's own policy, then used by a run under an `always`
+/// policy for 16K-64K set in between (as the next knob epoch sets it):
+/// the run takes that worker (the same pid), its statements agree with the
+/// model, and the worker has no large folio of its own after a faulting
+/// access and a fork, as one started under the policy has none
+/// (`a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own`).
+/// Its counters agree at every step too: nothing of the worker's start is
+/// counted in a statement. A prestarted worker nobody takes is killed and
+/// reaped (`drop_prestarted_worker`).
+#[test]
+fn a_prestarted_worker_serves_a_run_under_another_policy_without_large_folios() {
+    const T: &str = "a_prestarted_worker_serves_a_run_under_another_policy_without_large_folios";
+    if let Some(why) = ptlab_live::live_unavailable() {
+        eprintln!("SKIP: {T}: {why}");
+        return;
+    }
+    if !ptlab_live::is_root() || !ptlab_live::exec_workers() {
+        eprintln!("SKIP: {T}: needs root (PFNs, kpageflags) and the exec'd worker");
+        return;
+    }
+    for round in 0..3 {
+        ptlab_live::live::prestart_worker(false).expect("prestart");
+        let spare = ptlab_live::live::prestarted_worker_pid().expect("a prestarted worker");
+        under_always_cover(&[2, 3, 4], || {
+            let mut b = ptlab_live::LiveBackend::new().expect("live backend");
+            let pid = b.pid_of("main").expect("main");
+            assert_eq!(
+                pid, spare,
+                "round {round}: the run takes the prestarted worker"
+            );
+            let r = ptlab_scenario::run_source(
+                "t.ptl",
+                "read 0x100000000000\nexpect segv\nfork c1\n",
+                &mut b,
+                &Default::default(),
+            )
+            .expect("parses");
+            assert!(r.passed(), "{:?}", r.failures);
+            let large = own_large_folios(pid);
+            drop(b);
+            assert!(
+                large.is_empty(),
+                "round {round}: the prestarted worker's own anon pages in large folios:\n{}",
+                large.join("\n")
+            );
+        });
+    }
+    ptlab_live::live::prestart_worker(false).expect("prestart");
+    let spare = ptlab_live::live::prestarted_worker_pid().expect("a prestarted worker");
+    assert!(std::path::Path::new(&format!("/proc/{spare}")).exists());
+    ptlab_live::live::drop_prestarted_worker();
+    assert_eq!(ptlab_live::live::prestarted_worker_pid(), None);
+    // Killed and reaped: no zombie left under its pid.
+    assert!(
+        !std::path::Path::new(&format!("/proc/{spare}")).exists(),
+        "a prestarted worker nobody took is killed and reaped"
+    );
 }
 
 /// Swap areas kept between runs (`knobs::set_swap_retention`, as a fuzz
