@@ -1631,6 +1631,11 @@ impl LiveBackend {
             ));
             merge_into(&mut self.foreign, fence.0, fence.1);
             self.guards.push(fence);
+            // The fence is the harness's own mapping: a scoped RLIMIT_AS /
+            // RLIMIT_DATA computed before it would charge it to the
+            // scenario (the next probe and the real mmap failing with
+            // ENOMEM where the model maps).
+            self.refresh_scoped_limits(proc)?;
         }
         Ok(())
     }

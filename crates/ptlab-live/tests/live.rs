@@ -623,3 +623,34 @@ expect page p tag=5
     );
     assert_passes(&r);
 }
+
+/// A fence put up before a non-fixed mmap (a probe sharing a 2 MiB region
+/// with one of the worker's own VMAs) is the harness's mapping, not the
+/// scenario's: under `setrlimit as` it must not eat the scenario's budget.
+/// The hint places the mmap right after a harness VMA, so the fence is
+/// certain; with a budget of exactly the mapping, the mmap must succeed
+/// live as it does in the model.
+#[test]
+fn a_fence_does_not_count_against_the_scenarios_address_space_limit() {
+    require!(false);
+    const PMD: u64 = 2 << 20;
+    let mut b = LiveBackend::new().expect("live backend");
+    let foreign = b.foreign().to_vec();
+    let free = |s: u64, e: u64| foreign.iter().all(|&(fs, fe)| fe <= s || fs >= e);
+    let Some(hint) = foreign
+        .iter()
+        .map(|&(_, e)| e)
+        .filter(|&e| e % PMD != 0 && e % PMD <= PMD - (64 << 10) && free(e, e + (64 << 10)))
+        .max()
+    else {
+        eprintln!("SKIP: no harness VMA ends inside a 2 MiB region with 64 KiB free after it");
+        return;
+    };
+    let src = format!(
+        "setrlimit as 64K\np = mmap 64K at {hint:#x}\nwrite p tag=3\nexpect page p tag=3\n"
+    );
+    let r = run_source("t.ptl", &src, &mut b, &RunOptions::default()).expect("parses");
+    let fenced = b.notes().iter().any(|n| n.contains("fenced"));
+    assert!(fenced, "no fence was put up: {:?}", b.notes());
+    assert_passes(&r);
+}
