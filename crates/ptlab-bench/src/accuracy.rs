@@ -61,7 +61,10 @@ pub const PARTS: &[(&str, &[&str])] = &[
         "syscall/fault entry, process",
         &["syscall", "page_fault", "process_", "fault_"],
     ),
-    ("VMAs", &["vma_", "uffd_move_lock", "mremap_vma"]),
+    (
+        "VMAs",
+        &["vma_", "uffd_move_lock", "uffd_mfill_lock", "mremap_vma"],
+    ),
     (
         "page data (zero, copy, user access)",
         &[
@@ -484,6 +487,7 @@ mod tests {
             ("anon_vma_lock", "struct page/folio"),
             ("user_store_4k_large", "page data (zero, copy, user access)"),
             ("uffd_move_lock", "VMAs"),
+            ("uffd_mfill_lock", "VMAs"),
             ("swap_reclaim_folio", "swap"),
             ("swap_write_bio", "swap"),
             ("swap_write_4k", "swap"),

@@ -16,6 +16,13 @@ pub struct BenchOptions {
     /// uses 0: one execution of the workload per case.
     pub warmup: Option<u64>,
     pub label: String,
+    /// Compact free memory before each case (`--compact-memory`; needs
+    /// root, skipped with a message otherwise): every case then faults its
+    /// region from the same, compacted free lists (crate::memstate).
+    pub compact_memory: bool,
+    /// Hold this many bytes of fragmented memory during the run
+    /// (`ptlab bench --fragment-memory`; 0: none; crate::memstate::Fragmenter).
+    pub fragment_bytes: u64,
 }
 
 /// What a run produced: the result file, and the cases that failed.
@@ -24,6 +31,9 @@ pub struct Outcome {
     pub result: BenchResult,
     /// (workload, why) for every case that could not be measured.
     pub failed: Vec<(String, String)>,
+    /// What the run did to free memory, one line each, for the log
+    /// (the result's environment records the same).
+    pub messages: Vec<String>,
 }
 
 /// Why this kernel's base page size rules out live measurements: the
@@ -120,12 +130,45 @@ pub fn run(
         )
     };
     let lock = ptlab_live::knobs::acquire_or_wait("bench").map_err(lock_err)?;
-    let environment = crate::env::collect();
+    let fragmenter = match opts.fragment_bytes {
+        0 => None,
+        n => Some(crate::memstate::Fragmenter::start(n)?),
+    };
+    let mut environment = crate::env::collect();
+    let mut messages = Vec::new();
+    if let Some(f) = &fragmenter {
+        messages.push(f.describe());
+        environment.notes.push(f.describe());
+    }
+    let mut compact = opts.compact_memory;
+    if compact {
+        if let Some(why) = crate::memstate::compaction_unavailable() {
+            let m = format!("--compact-memory skipped: {why}");
+            messages.push(m.clone());
+            environment.notes.push(m);
+            compact = false;
+        }
+    }
     let mut session = KnobSession::new();
     let mut cases = Vec::new();
     let mut failed = Vec::new();
     let mut problems = Vec::new();
     for (w, p) in workloads.iter().zip(params) {
+        if compact {
+            // Before the case's child faults its region: every arm starts
+            // from the same compacted free lists.
+            match crate::memstate::compact(w.name) {
+                Ok(c) => {
+                    messages.push(crate::memstate::describe(&c));
+                    environment.compactions.push(c);
+                }
+                Err(e) => {
+                    let m = format!("--compact-memory before {}: {e}", w.name);
+                    messages.push(m.clone());
+                    environment.notes.push(m);
+                }
+            }
+        }
         match workload::run_case(w, p, &mut session, &mut |pr| on(w, pr)) {
             Ok(c) => cases.push(c),
             Err(e) => failed.push((w.name.to_string(), e.to_string())),
@@ -135,6 +178,7 @@ pub fn run(
         problems.extend(session.restore());
     }
     problems.extend(session.restore());
+    drop(fragmenter);
     drop(lock);
     if !problems.is_empty() {
         return Err(format!(
@@ -155,6 +199,7 @@ pub fn run(
             cases,
         },
         failed,
+        messages,
     })
 }
 

@@ -290,6 +290,7 @@ pub fn collect() -> Environment {
         free_blocks: std::fs::read_to_string("/proc/buddyinfo")
             .map(|t| buddyinfo_free_blocks(&t))
             .unwrap_or_default(),
+        compactions: Vec::new(),
         notes,
     }
 }

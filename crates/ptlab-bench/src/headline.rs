@@ -567,6 +567,17 @@ pub fn markdown(r: &Reproduction) -> String {
                 crate::env::free_blocks_line(&r.environment.free_blocks)
             );
         }
+        if !r.environment.compactions.is_empty() {
+            let _ = writeln!(
+                s,
+                "Free memory was compacted before each arm (--compact-memory, {} times):\n",
+                r.environment.compactions.len()
+            );
+            for c in &r.environment.compactions {
+                let _ = writeln!(s, "- {}", crate::memstate::describe(c));
+            }
+            s.push('\n');
+        }
     }
     let (h, rows) = headline_table(r);
     s.push_str(&table(&h, &rows));

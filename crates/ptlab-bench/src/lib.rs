@@ -13,6 +13,7 @@ pub mod bench;
 pub mod compare;
 pub mod env;
 pub mod headline;
+pub mod memstate;
 pub mod perf;
 pub mod report;
 pub mod result;

@@ -1625,6 +1625,26 @@ mod tests {
         );
         assert!(html(&r)
             .contains("<th>free blocks at start</th><td>order 0..2: 114767 82255 41843</td>"));
+        assert!(!md.contains("compacted"));
+    }
+
+    /// `--compact-memory`'s compactions are listed under the headline, one
+    /// line per arm with the free order-0 and order >= 9 blocks.
+    #[test]
+    fn compactions_are_listed_under_the_headline() {
+        let mut r = synthetic(true);
+        r.environment.compactions = vec![crate::result::Compaction {
+            before: "fork-4k".into(),
+            free_before: vec![114739, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+            free_after: vec![6588, 1, 0, 0, 0, 0, 0, 0, 0, 3, 3700],
+            ms: 812.0,
+        }];
+        let md = crate::headline::markdown(&r);
+        assert!(
+            md.contains("compacted before each arm (--compact-memory, 1 times)")
+                && md.contains("- compacted free memory before fork-4k (812 ms): free order-0 blocks 114739 -> 6588, order >= 9 2 -> 3703"),
+            "{md}"
+        );
     }
 
     #[test]

@@ -89,9 +89,26 @@ pub struct Environment {
     /// measured up to 2× slower so (docs/cost.md, runs O and O2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub free_blocks: Vec<u64>,
+    /// Every compaction `--compact-memory` did during the run, in order
+    /// (one before each case); empty without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compactions: Vec<Compaction>,
     /// Free-form remarks (missing counters, noise sources).
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// One compaction of free memory (`--compact-memory`): what it preceded,
+/// the free blocks of each order before and after (/proc/buddyinfo, all
+/// zones summed) and how long the write took.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Compaction {
+    /// The case (or calibration step) it ran before.
+    pub before: String,
+    pub free_before: Vec<u64>,
+    pub free_after: Vec<u64>,
+    /// Milliseconds the write to /proc/sys/vm/compact_memory took.
+    pub ms: f64,
 }
 
 /// A whole result file.

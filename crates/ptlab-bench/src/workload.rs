@@ -1189,6 +1189,17 @@ pub fn verify_layout(
             addr + i as u64 * PAGE
         ));
     }
+    if order == 0 {
+        // How the frames were laid out by the allocator (crate::memstate):
+        // ascending runs from split high-order blocks, or scattered.
+        let pfns: Vec<u64> = (0..pages.len()).map(pfn).collect();
+        if let Some(a) = crate::memstate::frame_adjacency(&pfns) {
+            desc.push_str(&format!(
+                ", {:.1}% of frames next to the previous page's",
+                a * 100.0
+            ));
+        }
+    }
     // PTE- versus PMD-mapped.
     if order > 0 {
         let huge = pages

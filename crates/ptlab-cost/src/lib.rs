@@ -324,6 +324,7 @@ pub const LATER_EVENTS: &[HwEvent] = &[
     HwEvent::MprotectPass,
     HwEvent::MremapVma,
     HwEvent::ModifyProtPte,
+    HwEvent::UffdMfillLock,
 ];
 
 /// Parse and check a profile: every event priced exactly once, prices

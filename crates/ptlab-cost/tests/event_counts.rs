@@ -585,11 +585,15 @@ fn uffd_move_two_pages() {
 /// UFFDIO_COPY of 2 pages (the seed-5 baseline): per page a PMD read and
 /// PTL, the pte_none check (1 L; arm64 +1 L in set_pte_at), a folio
 /// allocation, a 4 KiB copy_from_user, folio_add_new_anon_rmap (1 P, plain
-/// stores), 1 reference, 1 S; no TLB flush. Not affected by any switch.
+/// stores), 1 reference, 1 S; no TLB flush; once per ioctl (not per page)
+/// mfill_atomic()'s locks — uffd_mfill_lock() on the destination VMA and
+/// ctx->map_changing_lock — taken after the VMA is found and validated
+/// (uffd_mfill_lock 1). Not affected by any switch.
 #[test]
 fn uffd_copy_two_pages() {
     let common = [
         ("syscall", 1),
+        ("uffd_mfill_lock", 1),
         ("vma_lookup", 1),
         ("pt_page_alloc", 1),
         ("pmd_store", 1),

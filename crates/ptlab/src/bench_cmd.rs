@@ -81,6 +81,21 @@ pub struct BenchArgs {
     /// Do not show a progress bar
     #[arg(short, long)]
     quiet: bool,
+
+    /// Compact free memory (/proc/sys/vm/compact_memory) before each case,
+    /// so every order-0 region is faulted from the same compacted free
+    /// lists; the free blocks before and after are recorded in the result's
+    /// environment (docs/bench.md "Free memory"). Needs root; skipped with a
+    /// message otherwise
+    #[arg(long)]
+    compact_memory: bool,
+
+    /// Fragment free memory on purpose for the whole run: a helper process
+    /// faults MIB of 4 KiB pages and frees every other one in shuffled
+    /// order, holding the rest until the run ends (then the machine is as
+    /// before). To measure how free memory's state moves the order-0 arms
+    #[arg(long, value_name = "MIB")]
+    fragment_memory: Option<u64>,
 }
 
 /// `--format` of bench, compare and reproduce.
@@ -151,6 +166,11 @@ pub fn run_with_bar(
         }
     });
     bar.finish_and_clear();
+    if let Ok(o) = &out {
+        for m in &o.messages {
+            errln!("{m}");
+        }
+    }
     out
 }
 
@@ -199,6 +219,8 @@ pub fn bench(args: &BenchArgs) -> Result<u8> {
         size: args.size,
         warmup: None,
         label: args.label.clone(),
+        compact_memory: args.compact_memory,
+        fragment_bytes: args.fragment_memory.unwrap_or(0) << 20,
     };
     for w in &ws {
         w.params(opts.quick, opts.runs, opts.iterations, opts.size)
@@ -326,6 +348,13 @@ pub struct ReproduceArgs {
     /// Skip the live measurements (model columns only)
     #[arg(long, conflicts_with = "from")]
     no_live: bool,
+
+    /// Compact free memory before each live arm and before each step of
+    /// the calibration this run does (`ptlab calibrate --compact-memory`),
+    /// so the prices are fitted on the memory state they are checked on
+    /// (docs/cost.md, run P). Needs root; skipped with a message otherwise
+    #[arg(long, conflicts_with_all = ["from", "no_live"])]
+    compact_memory: bool,
 
     /// Do not measure: take the live columns from this result file (e.g. an
     /// earlier run's DIR/live.json) and render the report again
@@ -571,7 +600,7 @@ pub fn model_provider(
 /// Fit a cost profile for this machine (`ptlab calibrate`, in a child
 /// process of ours) into `DIR/local-profile.toml`; its output goes to
 /// `DIR/calibrate.txt`.
-fn calibrate_here(dir: &std::path::Path, quick: bool) -> Result<PathBuf> {
+fn calibrate_here(dir: &std::path::Path, quick: bool, compact: bool) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let out = dir.join("local-profile.toml");
     let exe = std::env::current_exe().context("cannot find the ptlab executable")?;
@@ -584,9 +613,13 @@ fn calibrate_here(dir: &std::path::Path, quick: bool) -> Result<PathBuf> {
     if quick {
         cmd.arg("--quick");
     }
+    if compact {
+        cmd.arg("--compact-memory");
+    }
     errln!(
-        "ptlab reproduce: calibrating a local cost profile (ptlab calibrate{}) ...",
-        if quick { " --quick" } else { "" }
+        "ptlab reproduce: calibrating a local cost profile (ptlab calibrate{}{}) ...",
+        if quick { " --quick" } else { "" },
+        if compact { " --compact-memory" } else { "" }
     );
     // The child dies with us: an orphaned calibration would go on measuring
     // and write local-profile.toml into a report nobody finishes.
@@ -702,6 +735,7 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
             quick: args.quick,
             runs: args.runs,
             label: "live".into(),
+            compact_memory: args.compact_memory,
             ..Default::default()
         };
         match run_with_bar(&ws, &opts, args.quiet) {
@@ -726,7 +760,7 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
             errln!("ptlab reproduce: no local profile: {why}");
             skipped.push(("calibration".to_string(), why));
         } else {
-            match calibrate_here(&args.out, args.quick) {
+            match calibrate_here(&args.out, args.quick, args.compact_memory) {
                 Ok(p) => local_profile = Some(p),
                 Err(e) => {
                     errln!("ptlab reproduce: no local profile: {e:#}");

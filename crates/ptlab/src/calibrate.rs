@@ -58,6 +58,10 @@ included):
   UFFDIO_MOVE    single-page moves of 4096 pages to a registered region
                  and back, per ioctl, minus the model's other events:
                  uffd_move_lock + anon_vma_lock (scaled together)
+  UFFDIO_COPY    single-page copies of 4096 populated pages into a
+                 registered empty region, per ioctl, minus the model's
+                 other events: page_copy + uffd_mfill_lock (scaled
+                 together)
   mremap VMA     a 1-page VMA moved within its PMD and back, per call,
                  minus the model's other events: mremap_vma
   streamed move  mremap of populated order-0 regions of 2, 3 and 4 times
@@ -158,6 +162,33 @@ pub struct CalibrateArgs {
     /// Name of the fitted profile
     #[arg(long, default_value = "local")]
     name: String,
+
+    /// Compact free memory (/proc/sys/vm/compact_memory) before each
+    /// measuring worker, as `ptlab reproduce --compact-memory` does before
+    /// each live arm, so the order-0 prices are fitted on the memory state
+    /// they are checked on (docs/cost.md, run P). Needs root; skipped with
+    /// a message otherwise
+    #[arg(long, conflicts_with = "check")]
+    compact_memory: bool,
+}
+
+/// `--compact-memory`: compact free memory before `what` and say so
+/// (stderr with --format json, whose stdout is one JSON object).
+fn compact_before(args: &CalibrateArgs, what: &str, out: &mut dyn Write) -> Result<()> {
+    if !args.compact_memory {
+        return Ok(());
+    }
+    let line = match ptlab_bench::memstate::compact(what) {
+        Ok(c) => ptlab_bench::memstate::describe(&c),
+        Err(e) => format!("--compact-memory skipped: {e}"),
+    };
+    if args.format == crate::bench_cmd::OutFormat::Text {
+        writeln!(out, "{line}")?;
+        out.flush()?;
+    } else {
+        errln!("ptlab calibrate: {line}");
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -562,6 +593,12 @@ fn micro(reps: usize) -> Result<Samples> {
         // (not the seed's compaction: no DONTUNMAP, no stride, no COPY).
         if let Some(ns) = uffd_move_pingpong(UFFD_MOVE_PAGES)? {
             put("uffd_move", 1.0, ns);
+        }
+        // UFFDIO_COPY of single pages (issue 15): 4096 pages copied one
+        // per ioctl from a populated region into a registered empty one
+        // (the seed's copy without its DONTUNMAP, stride and release).
+        if let Some(ns) = uffd_copy_series(UFFD_MOVE_PAGES)? {
+            put("uffd_copy", 1.0, ns);
         }
         // VMA split: one page inside a 3-page VMA vs a whole 1-page VMA.
         {
@@ -1086,6 +1123,39 @@ fn uffd_move_pingpong(pages: usize) -> Result<Option<f64>> {
     drop((a, b));
     r?;
     Ok(Some(ns / (2 * pages) as f64))
+}
+
+/// ns per UFFDIO_COPY ioctl: `pages` pages of a populated order-0 region
+/// copied one per ioctl into an empty registered region of the same size
+/// ([`UFFD_MOVE_DST`]); `None` when userfaultfd is unavailable.
+fn uffd_copy_series(pages: usize) -> Result<Option<f64>> {
+    let len = pages * PAGE;
+    let a = Region::new(BASE, len)?;
+    a.memset(pages);
+    let b = Region::new(UFFD_MOVE_DST, len)?;
+    let Some(fd) = uffd_open(&[(UFFD_MOVE_DST, len)])? else {
+        return Ok(None);
+    };
+    let t = Instant::now();
+    let mut r = Ok(());
+    for i in 0..pages as u64 {
+        let off = i * PAGE as u64;
+        let mut c: [u64; 5] = [UFFD_MOVE_DST + off, BASE + off, PAGE as u64, 0, 0];
+        // SAFETY: UFFDIO_COPY on our descriptor between our own mappings.
+        if unsafe { libc::ioctl(fd, 0xC028_AA03, c.as_mut_ptr()) } < 0 {
+            r = Err(anyhow::anyhow!(
+                "UFFDIO_COPY: {}",
+                std::io::Error::last_os_error()
+            ));
+            break;
+        }
+    }
+    let ns = ns_since(t);
+    // SAFETY: closing our descriptor.
+    unsafe { libc::close(fd) };
+    drop((a, b));
+    r?;
+    Ok(Some(ns / pages as f64))
 }
 
 /// One heap compaction (seed 5); `None` when userfaultfd is unavailable.
@@ -1820,6 +1890,57 @@ fn fit_pte_stream(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<(Strin
     ))
 }
 
+/// The scenario of the UFFDIO_COPY benchmark with `2 n` pages copied, one
+/// per ioctl (2 n so that [`per_call_events`]' difference of 16 and 8 is
+/// 16 ioctls).
+fn uffd_copy_src(n: u64) -> String {
+    format!(
+        "p = mmap 128K at {BASE:#x} fixed\nwrite p 128K\nq = mmap 128K at {UFFD_MOVE_DST:#x} fixed\nuffd open\nuffd register q 128K missing\nrepeat {} as i\n  uffd copy q + i * 4K p + i * 4K 4K\nend\n",
+        2 * n
+    )
+}
+
+/// The model's events of one single-page UFFDIO_COPY ioctl of the
+/// benchmark.
+fn uffd_copy_events(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
+    per_call_events(uffd_copy_src, arch)
+}
+
+/// `page_copy` and `uffd_mfill_lock` (scaled together) from the time per
+/// single-page UFFDIO_COPY ioctl, minus the model's other events of that
+/// ioctl (syscall, the folio allocation, PTE, PTL, struct page and rmap
+/// work) at the prices fitted before. perf of the live uffd-copy arm puts
+/// 36 % of the ioctl in `_copy_from_user()` and about 5 % in its locks
+/// (`uffd_lock_vma()`, `up_read()`, `mmput()`), the ratio of the two base
+/// prices (250 : 32 ns on zen3), so one factor scales both (docs/cost.md,
+/// "The UFFDIO_COPY ioctl"). Without samples (no userfaultfd) the
+/// estimates stay.
+fn fit_uffd_copy(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
+    let name = "UFFDIO_COPY copy and locks (single-page copy, per ioctl)".to_string();
+    let Some(m) = Summary::of(&ys(s, "uffd_copy")) else {
+        return Ok((name, "not measured (no userfaultfd): estimates kept".into()));
+    };
+    let d = uffd_copy_events(arch)?;
+    let (k, kci) = scale_targets(
+        p,
+        &d,
+        &[HwEvent::PageCopy, HwEvent::UffdMfillLock],
+        m.mean,
+        m.ci95,
+        &format!("UFFDIO_COPY of {UFFD_MOVE_PAGES} populated order-0 pages, one per ioctl, into a registered empty region: time per ioctl minus the model's other events of the ioctl at the fitted prices; the 4 KiB copy_from_user() and the ioctl's locks scaled together (perf: 36 % and about 5 % of the ioctl)"),
+    );
+    Ok((
+        name,
+        format!(
+            "{:.1} ns ± {:.1} → page_copy {:.1} ns, uffd_mfill_lock {:.1} ns (×{k:.2} ± {kci:.2} of base)",
+            m.mean,
+            m.ci95,
+            p.price_of(HwEvent::PageCopy).ns,
+            p.price_of(HwEvent::UffdMfillLock).ns
+        ),
+    ))
+}
+
 /// `mremap_vma` from the time per mremap() of a 1-page VMA, minus the
 /// model's other events of that call (syscall, lookup, the one PTE's
 /// move, its table and TLB work) at the prices fitted before: what the
@@ -2342,7 +2463,9 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
         }
         out.flush()?;
     }
+    compact_before(args, "the micro worker", out)?;
     let mut s = run_worker("micro", reps)?;
+    compact_before(args, "the swap-out worker", out)?;
     let swap_samples = run_pageout_worker(reps)?;
     // The mprotect series over 64 KiB mTHPs runs in the swap-out worker
     // (its knobs give that layout); fit_layout reads it with the others.
@@ -2521,6 +2644,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     ));
 
     rows.push(fit_uffd_move(&mut p, &s, arch)?);
+    rows.push(fit_uffd_copy(&mut p, &s, arch)?);
     rows.push(fit_mremap_vma(&mut p, &s, arch)?);
     rows.push(fit_pte_stream(&mut p, &s, arch)?);
     rows.push(fit_swap(&mut p, &swap_samples, arch)?);
@@ -2921,6 +3045,51 @@ mod tests {
         assert!(row.contains("×3.00"), "{row}");
         // No samples: the base prices stay.
         no_samples_keep(&base, arch, HwEvent::AnonVmaLock, fit_uffd_move);
+        ptlab_cost::parse_profile(&p.to_toml(), "t").unwrap();
+    }
+
+    /// The UFFDIO_COPY benchmark's model: one ioctl is one syscall, one
+    /// uffd_mfill_lock, one folio allocation and one 4 KiB copy; the fit
+    /// recovers a lock price from a synthetic per-ioctl time made with it.
+    #[test]
+    fn uffd_copy_fit_recovers_the_lock_price() {
+        let base = ptlab_cost::find_profile("zen3").unwrap();
+        let arch = ArchKind::X86_64;
+        let d = uffd_copy_events(arch).unwrap();
+        let count = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        for e in [
+            HwEvent::Syscall,
+            HwEvent::UffdMfillLock,
+            HwEvent::FolioAlloc,
+            HwEvent::PageCopy,
+        ] {
+            assert_eq!(count(e), 1.0, "{e:?}");
+        }
+        let mut truth = base.clone();
+        let both = [HwEvent::PageCopy, HwEvent::UffdMfillLock];
+        for e in both {
+            truth.prices[e as usize].1.ns = base.price_of(e).ns * 7.0;
+        }
+        let per_ioctl: f64 = d.iter().map(|(e, x)| x * truth.price_of(*e).ns).sum();
+        let mut s = Samples::default();
+        for rep in 0..10 {
+            let wobble = if rep % 2 == 0 { 1.0 } else { -1.0 };
+            s.series
+                .entry("uffd_copy".into())
+                .or_default()
+                .push((1.0, per_ioctl + wobble));
+        }
+        let mut p = base.clone();
+        let (_, row) = fit_uffd_copy(&mut p, &s, arch).unwrap();
+        for e in both {
+            assert!(
+                (p.price_of(e).ns - truth.price_of(e).ns).abs() < 0.01,
+                "{e:?}"
+            );
+            assert_eq!(p.price_of(e).basis, Basis::Calibrated);
+        }
+        assert!(row.contains("×7.00"), "{row}");
+        no_samples_keep(&base, arch, HwEvent::PageCopy, fit_uffd_copy);
         ptlab_cost::parse_profile(&p.to_toml(), "t").unwrap();
     }
 

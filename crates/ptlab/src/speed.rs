@@ -434,6 +434,7 @@ fn run_native(
         size: Some(p.size),
         warmup: Some(0),
         label: "speed".into(),
+        ..Default::default()
     };
     let ws: Vec<&'static Workload> = (0..warmup + runs).map(|_| w).collect();
     let out = bench::run(&ws, &opts, &mut |_, _| {})?;

@@ -147,6 +147,10 @@ impl Model {
             rule!(self.phys.hw, UffdMfillNotRegistered);
             return (0, Some(Errno::ENOENT));
         }
+        // uffd_mfill_lock() kept the VMA read-locked; then down_read() of
+        // ctx->map_changing_lock: both held from here to out_unlock.
+        // Linux: mm/userfaultfd.c mfill_atomic().
+        self.phys.hw.one(HwEvent::UffdMfillLock);
         if let Mfill::Copy { wp: true, .. } = op {
             if !dst_vma.flags.contains(VmFlags::UFFD_WP) {
                 rule!(self.phys.hw, UffdCopyWpNotWpRange);
