@@ -107,8 +107,33 @@ fn quick_operand(expr: &Expr, var: &impl Fn(NameId) -> Option<u64>) -> Option<u6
     match expr {
         Expr::Num(v) => Some(*v),
         Expr::Var { id, .. } => var(*id),
+        // `i * chunk`: a chain of leaves, in place (no recursive call).
+        Expr::Chain { first, rest } if rest.len() == 1 => {
+            let a = quick_leaf(first, var)?;
+            let (op, rhs, _) = &rest[0];
+            let b = quick_leaf(rhs, var)?;
+            match (a, b) {
+                (Leaf::Value(a), Leaf::Value(b)) => binary_value(*op, a, b),
+                _ => eval_quick(expr, var),
+            }
+        }
         _ => eval_quick(expr, var),
     }
+}
+
+/// A leaf's value, [`Leaf::Other`] for any other node.
+enum Leaf {
+    Value(u64),
+    Other,
+}
+
+#[inline(always)]
+fn quick_leaf(expr: &Expr, var: &impl Fn(NameId) -> Option<u64>) -> Option<Leaf> {
+    Some(match expr {
+        Expr::Num(v) => Leaf::Value(*v),
+        Expr::Var { id, .. } => Leaf::Value(var(*id)?),
+        _ => Leaf::Other,
+    })
 }
 
 /// `a op b`, or `None` when the operation fails (overflow, underflow,
