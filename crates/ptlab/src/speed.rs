@@ -11,6 +11,8 @@
 //!   ptlab-cost) run in-process exactly as `ptlab run` runs it on the model
 //!   ([`crate::run_on_model`]), without invariant checks and without
 //!   printing anything, at the native workload's size and iteration count.
+//! * The two sides run interleaved, round by round (native, then the model
+//!   on each architecture), so a slower stretch of the host hits both.
 //! * Memory: `Model::memory_bytes()` after populating a region in each
 //!   layout, per populated 4 KiB page; the process's peak RSS (VmHWM,
 //!   reset through /proc/self/clear_refs) as a cross-check.
@@ -41,9 +43,12 @@ one ptlab process:
            path of `ptlab run`, no invariant checks, nothing printed), at the
            same region size and iteration count, once per --runs;
 and prints mean ± stdev (seconds) of each and the speed-up native / model
-(> 1× = the model is faster than the kernel doing the work). --warmup N
-discards N runs of each side first (--warmup 1 gave steadier numbers on
-this VM: a first native run was sometimes 2-5× slower). Then, per folio
+(> 1× = the model is faster than the kernel doing the work). The sides are
+interleaved round by round (native once, then the model once per
+architecture), so a stretch of seconds in which the machine runs slower
+(seen on this VM: up to 1.6×) slows both sides of a round alike. --warmup N
+discards N rounds first (--warmup 1 gave steadier numbers on this VM: a
+first native run was sometimes 2-5× slower). Then, per folio
 layout (4 KiB pages, 64 KiB mTHP, PMD-mapped 2 MiB THP, PTE-mapped 2 MiB
 THP), the model's memory per populated 4 KiB page (Model::memory_bytes()
 after populating the region, minus an empty model's), with the process's
@@ -484,53 +489,44 @@ fn failure(report: &ptlab_scenario::RunReport) -> Option<String> {
     (report.aborted || !report.passed()).then(|| report.summary())
 }
 
-/// `runs` timed model runs of the plan's scenario on `arch`.
-fn run_model(
-    p: &Plan,
-    arch: ArchKind,
-    runs: u64,
-    warmup: u64,
-    quiet: bool,
-) -> Result<Timing, String> {
+fn round_name(r: u64, warmup: u64, runs: u64) -> String {
+    if r < warmup {
+        format!("warm-up {}/{warmup}", r + 1)
+    } else {
+        format!("run {}/{runs}", r - warmup + 1)
+    }
+}
+
+/// One timed model run of the plan's scenario on `arch`: its wall time.
+fn model_once(p: &Plan, arch: ArchKind, what: &str, quiet: bool) -> Result<f64, String> {
     let script = parse_script(p.seed).map_err(|e| format!("{e:#}"))?;
     let opts = RunOptions {
         params: p.model_params.clone(),
         ..RunOptions::default()
     };
-    let mut samples = Vec::new();
-    for r in 0..warmup + runs {
-        let cfg = model_cfg(arch).map_err(|e| format!("{e:#}"))?;
-        let (cpu0, flt0) = thread_usage();
-        let t0 = Instant::now();
-        let (report, backend) = crate::run_on_model(&script, cfg, &opts, false);
-        let t = t0.elapsed().as_secs_f64();
-        let (cpu1, flt1) = thread_usage();
-        // The model is freed outside the timing (the native child's
-        // teardown is not timed either).
-        drop(backend);
-        if let Some(why) = failure(&report) {
-            return Err(format!("the scenario failed on the model: {why}"));
-        }
-        let what = if r < warmup {
-            format!("warm-up {}/{warmup}", r + 1)
-        } else {
-            format!("run {}/{runs}", r - warmup + 1)
-        };
-        progress(
-            quiet,
-            format_args!(
-                "{}: model {} {what}: {t:.4} s (CPU {:.4} s, {} minor faults)",
-                p.seed.name,
-                arch.name(),
-                cpu1 - cpu0,
-                flt1 - flt0
-            ),
-        );
-        if r >= warmup {
-            samples.push(t);
-        }
+    let cfg = model_cfg(arch).map_err(|e| format!("{e:#}"))?;
+    let (cpu0, flt0) = thread_usage();
+    let t0 = Instant::now();
+    let (report, backend) = crate::run_on_model(&script, cfg, &opts, false);
+    let t = t0.elapsed().as_secs_f64();
+    let (cpu1, flt1) = thread_usage();
+    // The model is freed outside the timing (the native child's
+    // teardown is not timed either).
+    drop(backend);
+    if let Some(why) = failure(&report) {
+        return Err(format!("the scenario failed on the model: {why}"));
     }
-    Timing::of(&samples).ok_or_else(|| "no model samples".into())
+    progress(
+        quiet,
+        format_args!(
+            "{}: model {} {what}: {t:.4} s (CPU {:.4} s, {} minor faults)",
+            p.seed.name,
+            arch.name(),
+            cpu1 - cpu0,
+            flt1 - flt0
+        ),
+    );
+    Ok(t)
 }
 
 // ===== model memory =========================================================
@@ -971,24 +967,57 @@ pub fn speed(args: &SpeedArgs) -> Result<u8> {
             native_bzero_s: None,
             model: Vec::new(),
         };
-        match (&native, p.native) {
-            (Ok(()), Some(_)) => {
-                progress(
-                    args.quiet,
-                    format_args!(
-                        "{}: native, {} run(s) after {} warm-up ...",
-                        p.seed.name, args.runs, args.warmup
-                    ),
-                );
-                match run_native(p, args.quick, args.runs, args.warmup) {
-                    Ok((t, check, bzero)) => {
-                        row.native_bzero_s = bzero;
+        let native_on = match (&native, p.native) {
+            (Ok(()), Some(_)) => true,
+            (Err(why), _) => {
+                row.native_note = why.clone();
+                false
+            }
+            (Ok(()), None) => {
+                row.native_note = "no native workload".into();
+                false
+            }
+        };
+        if native_on {
+            progress(
+                args.quiet,
+                format_args!(
+                    "{}: {} round(s) after {} warm-up, each: native, then the model on {}",
+                    p.seed.name,
+                    args.runs,
+                    args.warmup,
+                    archs
+                        .iter()
+                        .map(|a| a.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+        // Rounds interleave the sides: native once, then each model once.
+        // This VM's host changes its speed by up to 1.6x for seconds at a
+        // time (docs/model.md, "ptlab speed"); interleaved, such a stretch
+        // slows both sides of a round alike instead of one whole side.
+        let mut native_samples = Vec::new();
+        let mut bzero = Vec::new();
+        let mut model_samples: Vec<Result<Vec<f64>, String>> =
+            archs.iter().map(|_| Ok(Vec::new())).collect();
+        for r in 0..args.warmup + args.runs {
+            let what = round_name(r, args.warmup, args.runs);
+            if native_on && !row.native_failed {
+                match run_native(p, args.quick, 1, 0) {
+                    Ok((t, check, bz)) => {
                         progress(
                             args.quiet,
-                            format_args!("{}: native {} s ({check})", p.seed.name, fmt_s(&t)),
+                            format_args!("{}: native {what}: {:.4} s", p.seed.name, t.mean_s),
                         );
-                        row.native = Some(t);
-                        row.native_note = check;
+                        if r >= args.warmup {
+                            native_samples.push(t.mean_s);
+                            bzero.extend(bz);
+                        }
+                        if row.native_note.is_empty() {
+                            row.native_note = check;
+                        }
                     }
                     Err(e) => {
                         errln!("ptlab speed: FAILED {} native: {e}", p.seed.name);
@@ -997,30 +1026,62 @@ pub fn speed(args: &SpeedArgs) -> Result<u8> {
                     }
                 }
             }
-            (Err(why), _) => row.native_note = why.clone(),
-            (Ok(()), None) => row.native_note = "no native workload".into(),
+            for (i, &a) in archs.iter().enumerate() {
+                let Ok(samples) = &mut model_samples[i] else {
+                    continue;
+                };
+                match model_once(p, a, &what, args.quiet) {
+                    Ok(t) => {
+                        if r >= args.warmup {
+                            samples.push(t);
+                        }
+                    }
+                    Err(e) => {
+                        errln!(
+                            "ptlab speed: FAILED {} model {}: {e}",
+                            p.seed.name,
+                            a.name()
+                        );
+                        model_samples[i] = Err(e);
+                    }
+                }
+            }
         }
-        for &a in &archs {
-            let m = match run_model(p, a, args.runs, args.warmup, args.quiet) {
+        if native_on && !row.native_failed {
+            match Timing::of(&native_samples) {
+                Some(t) => {
+                    progress(
+                        args.quiet,
+                        format_args!(
+                            "{}: native {} s ({})",
+                            p.seed.name,
+                            fmt_s(&t),
+                            row.native_note
+                        ),
+                    );
+                    row.native_bzero_s = ptlab_bench::stats::mean(&bzero);
+                    row.native = Some(t);
+                }
+                None => {
+                    row.native_note = "no native samples".into();
+                    row.native_failed = true;
+                }
+            }
+        }
+        for (&a, samples) in archs.iter().zip(model_samples) {
+            let m = match samples.and_then(|v| Timing::of(&v).ok_or("no model samples".into())) {
                 Ok(t) => ModelTiming {
                     arch: a.name().to_string(),
                     speed_up: row.native.as_ref().and_then(|n| speed_up(n, &t)),
                     time: Some(t),
                     error: None,
                 },
-                Err(e) => {
-                    errln!(
-                        "ptlab speed: FAILED {} model {}: {e}",
-                        p.seed.name,
-                        a.name()
-                    );
-                    ModelTiming {
-                        arch: a.name().to_string(),
-                        time: None,
-                        speed_up: None,
-                        error: Some(e),
-                    }
-                }
+                Err(e) => ModelTiming {
+                    arch: a.name().to_string(),
+                    time: None,
+                    speed_up: None,
+                    error: Some(e),
+                },
             };
             row.model.push(m);
         }
