@@ -467,26 +467,32 @@ fn a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own() {
     }
     under_always_cover(&[2, 3, 4], || {
         for round in 0..5 {
-            let mut b = ptlab_live::LiveBackend::new().expect("live backend");
-            let pid = b.pid_of("main").expect("main");
-            // A faulting access: the fault handler writes its statics.
-            let r = ptlab_scenario::run_source(
-                "t.ptl",
-                "read 0x100000000000\nexpect segv\nfork c1\n",
-                &mut b,
-                &Default::default(),
-            )
-            .expect("parses");
-            assert!(r.passed(), "{:?}", r.failures);
-            let large = own_large_folios(pid);
-            drop(b);
-            assert!(
-                large.is_empty(),
-                "round {round}: the worker's own anon pages in large folios:\n{}",
-                large.join("\n")
-            );
+            let b = ptlab_live::LiveBackend::new().expect("live backend");
+            fault_and_fork_leave_no_own_large_folios(b, &format!("round {round}: the worker"));
         }
     });
+}
+
+/// Run a faulting access (the fault handler writes its statics) and a
+/// fork on `b`, end it, and check that its main worker has no anonymous
+/// page of its own in a large folio.
+fn fault_and_fork_leave_no_own_large_folios(mut b: ptlab_live::LiveBackend, who: &str) {
+    let pid = b.pid_of("main").expect("main");
+    let r = ptlab_scenario::run_source(
+        "t.ptl",
+        "read 0x100000000000\nexpect segv\nfork c1\n",
+        &mut b,
+        &Default::default(),
+    )
+    .expect("parses");
+    assert!(r.passed(), "{:?}", r.failures);
+    let large = own_large_folios(pid);
+    drop(b);
+    assert!(
+        large.is_empty(),
+        "{who}'s own anon pages in large folios:\n{}",
+        large.join("\n")
+    );
 }
 
 /// The anon pages of process `pid` that are parts of large folios (every
@@ -552,26 +558,15 @@ fn a_prestarted_worker_serves_a_run_under_another_policy_without_large_folios() 
         ptlab_live::live::prestart_worker(false).expect("prestart");
         let spare = ptlab_live::live::prestarted_worker_pid().expect("a prestarted worker");
         under_always_cover(&[2, 3, 4], || {
-            let mut b = ptlab_live::LiveBackend::new().expect("live backend");
+            let b = ptlab_live::LiveBackend::new().expect("live backend");
             let pid = b.pid_of("main").expect("main");
             assert_eq!(
                 pid, spare,
                 "round {round}: the run takes the prestarted worker"
             );
-            let r = ptlab_scenario::run_source(
-                "t.ptl",
-                "read 0x100000000000\nexpect segv\nfork c1\n",
-                &mut b,
-                &Default::default(),
-            )
-            .expect("parses");
-            assert!(r.passed(), "{:?}", r.failures);
-            let large = own_large_folios(pid);
-            drop(b);
-            assert!(
-                large.is_empty(),
-                "round {round}: the prestarted worker's own anon pages in large folios:\n{}",
-                large.join("\n")
+            fault_and_fork_leave_no_own_large_folios(
+                b,
+                &format!("round {round}: the prestarted worker"),
             );
         });
     }

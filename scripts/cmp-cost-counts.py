@@ -2,12 +2,19 @@
 """Compare two check-same-output directories' cost outputs: every event and
 kernel-call count by name, every execution count, line and op must agree;
 prices (ns, ns_range, cycles, the whole-program figure) and the new events
-(NEW) may differ. Run outputs, invariants and coverage must be identical
-(byte for byte). Usage: cmp.py OUT_DIR"""
+(the NEW_EVENT names given) may differ. Run outputs, invariants and
+coverage must be identical (byte for byte).
+
+Usage: scripts/cmp-cost-counts.py OUT_DIR [NEW_EVENT ...]
+OUT_DIR is a scripts/check-same-output.sh output directory (OUT=...), its
+a/ and b/ the two binaries' outputs; each NEW_EVENT is an event the second
+binary adds (e.g. pte_line_stream mprotect_large_batch).""" 
 import json, os, sys
-NEW = {"uffd_mfill_lock"}
 PRICE_KEYS = {"ns", "ns_range", "cycles", "program", "low", "high", "vs_before", "change"}
+if len(sys.argv) < 2:
+    sys.exit("usage: scripts/cmp-cost-counts.py OUT_DIR [NEW_EVENT ...]")
 out = sys.argv[1]
+NEW = set(sys.argv[2:])
 a_dir, b_dir = os.path.join(out, "a"), os.path.join(out, "b")
 def load(p):
     t = open(p).read()
