@@ -125,6 +125,27 @@ fn shuffled_odd_pages(pages: usize) -> Vec<usize> {
     v
 }
 
+/// The largest `--fragment-memory` allowed: a quarter of `MemAvailable`.
+pub const FRAGMENT_MAX_PERCENT: u64 = 25;
+
+/// `--fragment-memory BYTES` against `MemAvailable`: refused above
+/// [`FRAGMENT_MAX_PERCENT`], so fragmenting never pushes the machine
+/// toward reclaim or the OOM killer.
+pub fn check_fragment_size(bytes: u64, mem_available: u64) -> Result<(), String> {
+    let max = (u128::from(mem_available) * u128::from(FRAGMENT_MAX_PERCENT) / 100) as u64;
+    if bytes > max {
+        return Err(format!(
+            "--fragment-memory {} MiB: more than {FRAGMENT_MAX_PERCENT}% of MemAvailable ({} MiB; \
+             at most {} MiB): the holder faults all of it before freeing half, and the benchmarks \
+             need memory beside it",
+            bytes >> 20,
+            mem_available >> 20,
+            max >> 20
+        ));
+    }
+    Ok(())
+}
+
 impl Fragmenter {
     /// Start the holder and wait until its memory is fragmented.
     pub fn start(bytes: u64) -> Result<Fragmenter, String> {
@@ -137,6 +158,11 @@ impl Fragmenter {
             return Err(
                 "fragmenting free memory is only useful with root (the benchmarks need it)".into(),
             );
+        }
+        // Never a memory-pressure test: the holder faults all of `bytes`
+        // before it frees half, and the benchmarks need memory beside it.
+        if let Some(avail) = ptlab_live::budget::mem_available() {
+            check_fragment_size(bytes, avail)?;
         }
         let pages = (bytes / 4096) as usize;
         // Built before fork: the child only makes system calls.
@@ -238,6 +264,15 @@ impl Drop for Fragmenter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fragmenting_more_than_a_quarter_of_available_memory_is_refused() {
+        let avail = 24u64 << 30;
+        assert!(check_fragment_size(6 << 30, avail).is_ok());
+        let e = check_fragment_size((6 << 30) + (1 << 20), avail).unwrap_err();
+        assert!(e.contains("at most 6144 MiB"), "{e}");
+        assert!(check_fragment_size(1 << 20, 1 << 20).is_err());
+    }
 
     #[test]
     fn adjacency_counts_frames_that_follow_the_previous_one() {

@@ -93,7 +93,8 @@ pub struct BenchArgs {
     /// Fragment free memory on purpose for the whole run: a helper process
     /// faults MIB of 4 KiB pages and frees every other one in shuffled
     /// order, holding the rest until the run ends (then the machine is as
-    /// before). To measure how free memory's state moves the order-0 arms
+    /// before). To measure how free memory's state moves the order-0 arms.
+    /// At most a quarter of MemAvailable
     #[arg(long, value_name = "MIB")]
     fragment_memory: Option<u64>,
 }
@@ -220,7 +221,7 @@ pub fn bench(args: &BenchArgs) -> Result<u8> {
         warmup: None,
         label: args.label.clone(),
         compact_memory: args.compact_memory,
-        fragment_bytes: args.fragment_memory.unwrap_or(0) << 20,
+        fragment_bytes: args.fragment_memory.unwrap_or(0).saturating_mul(1 << 20),
     };
     for w in &ws {
         w.params(opts.quick, opts.runs, opts.iterations, opts.size)
