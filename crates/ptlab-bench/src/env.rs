@@ -76,6 +76,14 @@ fn read_config(release: &str) -> (BTreeMap<String, String>, String) {
     (BTreeMap::new(), "unknown".into())
 }
 
+/// The free blocks of each order now (/proc/buddyinfo, every zone summed;
+/// empty where it cannot be read).
+pub fn free_blocks_now() -> Vec<u64> {
+    std::fs::read_to_string("/proc/buddyinfo")
+        .map(|t| buddyinfo_free_blocks(&t))
+        .unwrap_or_default()
+}
+
 /// Free blocks of each order in /proc/buddyinfo's text, summed over every
 /// node and zone (`Node 0, zone Normal 114739 82208 ...`); empty when no
 /// line parses.
@@ -287,9 +295,7 @@ pub fn collect() -> Environment {
         git_commit: git_commit(),
         memory_kb,
         load_avg: read_trim("/proc/loadavg").unwrap_or_default(),
-        free_blocks: std::fs::read_to_string("/proc/buddyinfo")
-            .map(|t| buddyinfo_free_blocks(&t))
-            .unwrap_or_default(),
+        free_blocks: free_blocks_now(),
         compactions: Vec::new(),
         notes,
     }

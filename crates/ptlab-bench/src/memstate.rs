@@ -22,12 +22,7 @@ use std::time::Instant;
 /// compact_nodes()); it returns when compaction is done.
 pub const COMPACT_MEMORY: &str = "/proc/sys/vm/compact_memory";
 
-/// The free blocks of each order now (/proc/buddyinfo, every zone summed).
-pub fn free_blocks_now() -> Vec<u64> {
-    std::fs::read_to_string("/proc/buddyinfo")
-        .map(|t| crate::env::buddyinfo_free_blocks(&t))
-        .unwrap_or_default()
-}
+use crate::env::free_blocks_now;
 
 /// Why `--compact-memory` cannot compact here, if it cannot.
 pub fn compaction_unavailable() -> Option<String> {

@@ -420,17 +420,13 @@ fn progress(quiet: bool, msg: std::fmt::Arguments<'_>) {
     }
 }
 
-/// One native repetition per case, under one knob lock.
-/// What the native side measured: the timing, the first run's layout
-/// check, and (mprotect) the mean explicit_bzero seconds per run.
-type Native = (Timing, String, Option<f64>);
+/// One native run: its wall time in seconds, its layout check, and
+/// (mprotect) its explicit_bzero seconds.
+type Native = (f64, String, Option<f64>);
 
-fn run_native(
-    p: &Plan,
-    quick: bool,
-    runs: u64,
-    warmup: u64,
-) -> std::result::Result<Native, String> {
+/// One native run of the plan's workload, as `ptlab bench` runs a case (the
+/// knob lock, the knobs set and restored, a fresh child).
+fn native_once(p: &Plan, quick: bool) -> std::result::Result<Native, String> {
     let w = p.native.ok_or("no native workload")?;
     let opts = BenchOptions {
         quick,
@@ -441,40 +437,27 @@ fn run_native(
         label: "speed".into(),
         ..Default::default()
     };
-    let ws: Vec<&'static Workload> = (0..warmup + runs).map(|_| w).collect();
-    let out = bench::run(&ws, &opts, &mut |_, _| {})?;
+    let out = bench::run(&[w], &opts, &mut |_, _| {})?;
     if let Some((_, why)) = out.failed.first() {
         return Err(why.clone());
     }
-    let mut samples = Vec::new();
-    let mut bzero = Vec::new();
-    for c in out.result.cases.iter().skip(warmup as usize) {
-        if let Some(per_loop) = c.extra.get("explicit_bzero ns per loop") {
-            bzero.push(per_loop.iter().sum::<f64>() * c.iterations as f64 / 1e9);
-        }
-        if c.size_bytes != p.size || c.iterations != p.iterations {
-            return Err(format!(
-                "the native case ran {} bytes × {} instead of {} × {}",
-                c.size_bytes, c.iterations, p.size, p.iterations
-            ));
-        }
-        let ns = c
-            .extra
-            .get(workload::WALL_NS_KEY)
-            .and_then(|v| v.first())
-            .ok_or("the native case reported no wall time")?;
-        samples.push(ns / 1e9);
+    let c = out.result.cases.first().ok_or("no native case")?;
+    if c.size_bytes != p.size || c.iterations != p.iterations {
+        return Err(format!(
+            "the native case ran {} bytes × {} instead of {} × {}",
+            c.size_bytes, c.iterations, p.size, p.iterations
+        ));
     }
-    let check = out
-        .result
-        .cases
-        .first()
-        .map(|c| c.layout_check.clone())
-        .unwrap_or_default();
-    let bzero = ptlab_bench::stats::mean(&bzero);
-    Timing::of(&samples)
-        .map(|t| (t, check, bzero))
-        .ok_or_else(|| "no native samples".into())
+    let ns = c
+        .extra
+        .get(workload::WALL_NS_KEY)
+        .and_then(|v| v.first())
+        .ok_or("the native case reported no wall time")?;
+    let bzero = c
+        .extra
+        .get("explicit_bzero ns per loop")
+        .map(|per_loop| per_loop.iter().sum::<f64>() * c.iterations as f64 / 1e9);
+    Ok((ns / 1e9, c.layout_check.clone(), bzero))
 }
 
 fn model_cfg(arch: ArchKind) -> Result<ptlab_model::ModelConfig> {
@@ -1005,14 +988,14 @@ pub fn speed(args: &SpeedArgs) -> Result<u8> {
         for r in 0..args.warmup + args.runs {
             let what = round_name(r, args.warmup, args.runs);
             if native_on && !row.native_failed {
-                match run_native(p, args.quick, 1, 0) {
+                match native_once(p, args.quick) {
                     Ok((t, check, bz)) => {
                         progress(
                             args.quiet,
-                            format_args!("{}: native {what}: {:.4} s", p.seed.name, t.mean_s),
+                            format_args!("{}: native {what}: {t:.4} s", p.seed.name),
                         );
                         if r >= args.warmup {
-                            native_samples.push(t.mean_s);
+                            native_samples.push(t);
                             bzero.extend(bz);
                         }
                         if row.native_note.is_empty() {
