@@ -69,6 +69,10 @@ pub struct DiffOptions {
     /// that runs of this process that go on at the same time (`ptlab fuzz
     /// --jobs`) do not see each other's counter moves.
     pub attribute_counters: bool,
+    /// Read only the THP counters of the folio orders the run's own
+    /// statements can move (crate::live::LiveBackend::set_narrow_counters);
+    /// off (`--read-everything`): every counter at every comparison.
+    pub narrow_counters: bool,
 }
 
 impl Default for DiffOptions {
@@ -86,6 +90,7 @@ impl Default for DiffOptions {
             incremental: true,
             verify_incremental: false,
             attribute_counters: false,
+            narrow_counters: true,
         }
     }
 }
@@ -774,6 +779,7 @@ impl DiffBackend {
             let keys: BTreeSet<String> = o.stats.into_keys().collect();
             live.keep_counters(|k| keys.contains(k));
         }
+        live.set_narrow_counters(opts.narrow_counters);
         Ok(DiffBackend {
             model,
             live,

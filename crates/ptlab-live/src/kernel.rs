@@ -1039,12 +1039,23 @@ pub struct ThpCounters {
     /// value then reads as `None`: left out, as a file never opened);
     /// [`ThpCounters::take`] sets them all again.
     kept: Vec<bool>,
+    /// The folio order of file `i` (its `hugepages-<N>kB` directory).
+    file_orders: Vec<u8>,
+    /// The orders (bit `o`) whose per-size files are read; bit 9 also
+    /// reads `/proc/vmstat` (its `thp_*` and `numa_*` lines are order 9's,
+    /// as crate::diff::counters_out_of_reach counts them). A counter of
+    /// another order reads as `None` ([`ThpCounters::read_orders`]);
+    /// [`ThpCounters::take`] sets them all again.
+    orders: u16,
     vmstat: Option<File>,
     /// For each line of `/proc/vmstat` at open: its name and, for a
     /// `thp_*` or `numa_*` line, its index.
     vm_lines: Vec<(Box<[u8]>, Option<usize>)>,
     buf: Vec<u8>,
 }
+
+/// Orders 2..=9 (bit `o`): every order with THP counters.
+pub const ALL_COUNTER_ORDERS: u16 = 0x3fc;
 
 /// Counter sets given back by live backends that ended
 /// ([`ThpCounters::take`]).
@@ -1095,6 +1106,7 @@ impl ThpCounters {
     pub fn open() -> ThpCounters {
         let mut keys = Vec::new();
         let mut files = Vec::new();
+        let mut file_orders = Vec::new();
         for order in 2u32..=9 {
             let size = format!("{}kB", 4u64 << order);
             let dir = format!("{}/hugepages-{size}/stats", crate::knobs::THP_DIR);
@@ -1112,12 +1124,15 @@ impl ThpCounters {
             for (k, f) in names {
                 keys.push(k);
                 files.push(Some(f));
+                file_orders.push(order as u8);
             }
         }
         let mut me = ThpCounters {
             keys,
             kept: vec![true; files.len()],
             files,
+            file_orders,
+            orders: ALL_COUNTER_ORDERS,
             vmstat: File::open("/proc/vmstat").ok(),
             vm_lines: Vec::new(),
             buf: vec![0; 64 << 10],
@@ -1156,6 +1171,28 @@ impl ThpCounters {
         }
     }
 
+    /// Read from now on only the counters of the orders in `orders` (bit
+    /// `o`; order 9 includes `/proc/vmstat`): the others read as `None`
+    /// until a later call names their order again. Indices stay as they
+    /// were.
+    pub fn read_orders(&mut self, orders: u16) {
+        self.orders = orders;
+    }
+
+    /// The folio order index `i` counts for: its size's, or 9 for a
+    /// `/proc/vmstat` line (crate::diff::counters_out_of_reach).
+    pub fn order_of(&self, i: usize) -> u8 {
+        self.file_orders.get(i).copied().unwrap_or(9)
+    }
+
+    /// Whether index `i` is left out only because its order is not read
+    /// ([`ThpCounters::read_orders`]): a kept counter whose order a later
+    /// [`ThpCounters::read_orders`] may name again.
+    pub fn order_skipped(&self, i: usize) -> bool {
+        let kept = self.kept.get(i).copied().unwrap_or(true);
+        kept && self.orders & (1 << self.order_of(i)) == 0
+    }
+
     /// A set of counter files another live backend of this process gave
     /// back ([`ThpCounters::give_back`]), every file read again, or one
     /// opened now. Saves each backend (each `ptlab fuzz` case and re-run)
@@ -1168,6 +1205,7 @@ impl ThpCounters {
         match pooled {
             Some(mut c) => {
                 c.kept.iter_mut().for_each(|k| *k = true);
+                c.orders = ALL_COUNTER_ORDERS;
                 c
             }
             None => ThpCounters::open(),
@@ -1189,6 +1227,8 @@ impl ThpCounters {
             keys: Vec::new(),
             files: Vec::new(),
             kept: Vec::new(),
+            file_orders: Vec::new(),
+            orders: ALL_COUNTER_ORDERS,
             vmstat: None,
             vm_lines: Vec::new(),
             buf: Vec::new(),
@@ -1220,12 +1260,17 @@ impl ThpCounters {
         out.resize(self.keys.len(), None);
         for (i, (f, &kept)) in self.files.iter().zip(&self.kept).enumerate() {
             let (Some(f), true) = (f, kept) else { continue };
+            if self.orders & (1 << self.file_orders[i]) == 0 {
+                continue;
+            }
             if let Ok(n) = f.read_at(&mut self.buf, 0) {
                 out[i] = parse_i64(&self.buf[..n]);
             }
         }
-        let len = self.read_vmstat();
-        parse_vmstat_into(&self.vm_lines, &self.buf[..len], out);
+        if self.orders & (1 << 9) != 0 {
+            let len = self.read_vmstat();
+            parse_vmstat_into(&self.vm_lines, &self.buf[..len], out);
+        }
     }
 
     /// `values` as a map keyed like the model (only the indices that
@@ -1330,6 +1375,37 @@ mod tests {
         for (k, x) in c.keys().iter().zip(&w) {
             if k.contains("kB/") && !k.starts_with("64kB/") {
                 assert_eq!(*x, None, "{k} was dropped");
+            }
+        }
+    }
+
+    /// `read_orders` reads the files of the orders it names (and
+    /// `/proc/vmstat` with order 9) and leaves every other index `None`,
+    /// which `order_skipped` tells from a dropped or unreadable file.
+    #[test]
+    fn counters_of_the_orders_named_only() {
+        let mut c = super::ThpCounters::open();
+        if !c.keys().iter().any(|k| k.starts_with("64kB/")) {
+            eprintln!("SKIP: no 64kB THP counters on this machine");
+            return;
+        }
+        c.keep_only(|k| !k.starts_with("32kB/"));
+        let mut w = Vec::new();
+        for orders in [1u16 << 4, (1 << 4) | (1 << 9), 0, super::ALL_COUNTER_ORDERS] {
+            c.read_orders(orders);
+            c.read_values(&mut w);
+            for (i, (k, x)) in c.keys().iter().zip(&w).enumerate() {
+                let order = c.order_of(i);
+                let want = if k.starts_with("vmstat/") {
+                    order == 9
+                } else {
+                    let kb: u64 = k.split("kB/").next().unwrap().parse().unwrap();
+                    assert_eq!(4u64 << order, kb, "{k}");
+                    !k.starts_with("32kB/")
+                } && orders & (1 << order) != 0;
+                assert_eq!(x.is_some(), want, "{k} with orders {orders:#x}");
+                let skipped = !k.starts_with("32kB/") && orders & (1 << order) == 0;
+                assert_eq!(c.order_skipped(i), skipped, "{k} with orders {orders:#x}");
             }
         }
     }

@@ -263,6 +263,16 @@ pub struct LiveBackend {
     /// The THP counters when the run started, by index
     /// ([`kernel::ThpCounters::keys`]).
     stats_base: kernel::CounterValues,
+    /// The value of every counter at its last read, by index (of a run
+    /// that narrows its reads, [`LiveBackend::set_narrow_counters`]: a
+    /// counter of an order not read reports this value).
+    stats_last: kernel::CounterValues,
+    /// Read only the counters of the orders the run's statements can
+    /// move ([`LiveBackend::set_narrow_counters`]).
+    narrow_counters: bool,
+    /// The orders whose counters are read (bit `o`; 9 includes
+    /// `/proc/vmstat`): every order unless narrowed.
+    counter_orders: u16,
     /// Counters attributed to this run's own statements
     /// ([`LiveBackend::with_options`]), when other live runs of this
     /// process go on at the same time.
@@ -761,6 +771,9 @@ impl LiveBackend {
             foreign: Vec::new(),
             guards: Vec::new(),
             stats_base,
+            stats_last: Vec::new(),
+            narrow_counters: false,
+            counter_orders: kernel::ALL_COUNTER_ORDERS,
             attribution: None,
             // The knobs in force now are the run's (a case beside others
             // changes no size's effective mode but by its own statements,
@@ -802,6 +815,7 @@ impl LiveBackend {
         // before the run, as `ptlab fuzz` sets a knob epoch's, may allocate
         // large folios) is no statement of the scenario.
         me.thp_counters.borrow_mut().read_values(&mut me.stats_base);
+        me.stats_last = me.stats_base.clone();
         if let Some(mut gen) = gate {
             *gen += 1;
             let zero = me.stats_base.iter().map(|v| v.map(|_| 0)).collect();
@@ -2452,20 +2466,88 @@ impl LiveBackend {
         Ok(obs)
     }
 
-    /// THP and NUMA-balancing counters since the backend started.
-    pub fn stats(&self) -> BTreeMap<String, i64> {
+    /// THP and NUMA-balancing counters since the backend started (of a
+    /// run that narrows its reads, a counter of an order not read gives
+    /// its value at its last read: [`LiveBackend::set_narrow_counters`]).
+    pub fn stats(&mut self) -> BTreeMap<String, i64> {
         let mut c = self.thp_counters.borrow_mut();
         if let Some(a) = &self.attribution {
             return c.to_map(&a.own);
         }
         let mut now = Vec::new();
         c.read_values(&mut now);
+        self.stats_last.resize(now.len(), None);
+        for (i, (v, last)) in now.iter_mut().zip(&mut self.stats_last).enumerate() {
+            if v.is_some() {
+                *last = *v;
+            } else if c.order_skipped(i) {
+                *v = *last;
+            }
+        }
         for (v, base) in now.iter_mut().zip(&self.stats_base) {
             if let Some(v) = v {
                 *v -= base.unwrap_or(0);
             }
         }
         c.to_map(&now)
+    }
+
+    /// Read, from now on, only the THP counters the run's own statements
+    /// can move: those of the orders [`crate::reach::CounterReach`] says
+    /// a folio of the run's processes may have had (before each statement,
+    /// those it may have once the statement is done:
+    /// [`crate::reach::CounterReach::orders_after`]). A counter of another
+    /// order reports its value at its last read, so its step moves are 0:
+    /// what other processes did to it, which the diff counts as background
+    /// and never as a divergence (crate::diff::counters_out_of_reach),
+    /// goes unseen. When an order comes into reach its counters are read
+    /// before the statement that brings it runs, and their moves since the
+    /// last read (other processes', for the same reason) are taken into
+    /// the base, so the first step that reads them reports only that
+    /// step's moves. The run's base was read whole at start.
+    pub fn set_narrow_counters(&mut self, on: bool) {
+        self.narrow_counters = on;
+        let orders = if on {
+            self.reach.orders_reached()
+        } else {
+            kernel::ALL_COUNTER_ORDERS
+        };
+        self.read_counter_orders(orders);
+    }
+
+    /// Read the counters of `orders` from now on (more orders than before:
+    /// see [`LiveBackend::set_narrow_counters`]).
+    fn read_counter_orders(&mut self, orders: u16) {
+        let added = orders & !self.counter_orders;
+        self.counter_orders = orders;
+        let mut c = self.thp_counters.borrow_mut();
+        if added != 0 {
+            if let Some(a) = self.attribution.as_mut() {
+                // The read after the last statement lacks them: the next
+                // statement reads its own before.
+                a.last = None;
+            } else {
+                // Only the added orders: their moves since their last read
+                // go into the base.
+                let mut now = Vec::new();
+                c.read_orders(added);
+                c.read_values(&mut now);
+                self.stats_last.resize(now.len(), None);
+                self.stats_base.resize(now.len(), None);
+                for ((v, last), base) in now
+                    .iter()
+                    .zip(&mut self.stats_last)
+                    .zip(&mut self.stats_base)
+                {
+                    let Some(v) = *v else { continue };
+                    if let (Some(l), Some(b)) = (*last, *base) {
+                        *base = Some(b + (v - l));
+                    }
+                    *last = Some(v);
+                }
+            }
+        }
+        c.read_orders(orders);
     }
 
     fn exit_proc(&mut self, idx: usize) -> Result<(), BackendError> {
@@ -3029,6 +3111,12 @@ impl LiveBackend {
 
 impl Backend for LiveBackend {
     fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        if self.narrow_counters {
+            let orders = self.counter_orders | self.reach.orders_after(call);
+            if orders != self.counter_orders {
+                self.read_counter_orders(orders);
+            }
+        }
         let r = if self.attribution.is_some() {
             self.call_attributed(proc, call)
         } else {

@@ -126,6 +126,18 @@ impl CounterReach {
         m
     }
 
+    /// The orders [`CounterReach::orders_reached`] may give once `call`
+    /// is done, whether it succeeds or fails: a counter of an order outside
+    /// them is one `call` cannot move (what a live run reads the counters
+    /// of before it runs `call`, crate::live::LiveBackend::set_narrow_counters).
+    pub fn orders_after(&self, call: &Call) -> u16 {
+        let mut ok = self.clone();
+        ok.note_done(call, true);
+        let mut failed = self.clone();
+        failed.note_done(call, false);
+        self.orders_reached() | ok.orders_reached() | failed.orders_reached()
+    }
+
     /// Whether `call` may move a compared THP counter: it must then run
     /// under the counter lock, between two counter reads.
     pub fn may_move(&self, call: &Call) -> bool {
@@ -451,6 +463,33 @@ mod tests {
             CounterReach::new(knobs(ThpMode::Never, &[]), true).orders_reached(),
             0x3fc
         );
+    }
+
+    /// What a run reads before a statement covers what the statement
+    /// brings into reach, whether it succeeds or fails, and nothing else.
+    #[test]
+    fn the_orders_after_a_statement_include_what_it_brings_into_reach() {
+        let r = CounterReach::new(knobs(ThpMode::Never, &[]), false);
+        // A collapse counts in its own step: order 9 before it runs.
+        assert_eq!(r.orders_after(&collapse()), 1 << 9);
+        assert_eq!(r.orders_reached(), 0, "orders_after changes nothing");
+        let always16 = Call::SetThp {
+            knob: ThpKnob::Size(2),
+            mode: ThpMode::Always,
+        };
+        // A knob write: the size it enables, or (if it fails: the knobs
+        // unknown) every order.
+        assert_eq!(r.orders_after(&always16), 0x3fc);
+        let mut ok = r.clone();
+        ok.note_done(&always16, true);
+        assert_eq!(ok.orders_reached(), 1 << 2);
+        // MADV_HUGEPAGE under a madvise size reaches it.
+        let r = CounterReach::new(knobs(ThpMode::Never, &[(4, ThpMode::Madvise)]), false);
+        assert_eq!(r.orders_after(&hugepage()), 1 << 4);
+        // Nothing else adds an order.
+        for c in calls() {
+            assert_eq!(r.orders_after(&c), 0, "{c:?}");
+        }
     }
 
     #[test]

@@ -654,3 +654,84 @@ fn a_fence_does_not_count_against_the_scenarios_address_space_limit() {
     assert!(fenced, "no fence was put up: {:?}", b.notes());
     assert_passes(&r);
 }
+
+/// A scenario that brings folio orders into the counters' reach one by
+/// one (every size `never` at first): 16K and then 64K by knob writes,
+/// 2M by `MADV_COLLAPSE` (which ignores the `enabled` knobs).
+const ORDERS_COME_INTO_REACH: &str = "\
+thp enabled never
+thp 16K never
+thp 32K never
+thp 64K never
+thp 128K never
+thp 256K never
+thp 512K never
+thp 1M never
+thp 2M never
+p = mmap 4M at 0x100000000000 noreplace
+write p 16K
+thp 16K always
+write p + 64K 16K
+thp 64K always
+write p + 1M 64K
+write p + 2M 2M
+madvise p + 2M 2M collapse
+observe
+";
+
+/// A live run that reads only the counters its statements can move
+/// (`LiveBackend::set_narrow_counters`) still counts every move of its
+/// own: an order's counters are read from before the statement that brings
+/// it into reach (the collapse counts though 2M was never enabled), and an
+/// attributed run does not take a read that lacked a new order as the
+/// "before" of its next statement. Fails if an order is read only after
+/// the statement that reached it, or a stale read is re-used.
+#[test]
+fn narrowed_counter_reads_count_every_order_the_run_reaches() {
+    require!(true);
+    for attribute in [false, true] {
+        let mut b =
+            LiveBackend::with_options(Default::default(), attribute).expect("live backend starts");
+        b.set_narrow_counters(true);
+        let r = run_source(
+            "t.ptl",
+            ORDERS_COME_INTO_REACH,
+            &mut b,
+            &RunOptions::default(),
+        )
+        .expect("parses");
+        assert!(!r.aborted && r.passed(), "{:?}", r.failures);
+        let stats = b.stats();
+        drop(b);
+        let get = |k: &str| stats.get(k).copied().unwrap_or(0);
+        // Other processes' faults may add (64K and 16K are `always` for
+        // every process); the run's own are at least these.
+        assert!(
+            get("16kB/anon_fault_alloc") >= 1,
+            "attribute {attribute}: {stats:?}"
+        );
+        assert!(
+            get("64kB/anon_fault_alloc") >= 1,
+            "attribute {attribute}: {stats:?}"
+        );
+        assert!(
+            get("vmstat/thp_collapse_alloc") >= 1,
+            "attribute {attribute}: {stats:?}"
+        );
+        // Never in reach: read at start only, so it did not move.
+        assert_eq!(
+            get("256kB/anon_fault_alloc"),
+            0,
+            "attribute {attribute}: {stats:?}"
+        );
+    }
+    // And the diff, which narrows by default, agrees with the model.
+    for attribute_counters in [false, true] {
+        let opts = DiffOptions {
+            attribute_counters,
+            ..DiffOptions::default()
+        };
+        let rep = diff_source("t.ptl", ORDERS_COME_INTO_REACH, &opts).expect("diff runs");
+        assert_eq!(rep.outcome(), DiffOutcome::Agree, "{}", rep.render_text());
+    }
+}

@@ -321,8 +321,8 @@ struct DiffArgs {
     #[arg(long)]
     checkpoints_only: bool,
 
-    /// Read every page's kpageflags, kpagecount and contents, and every
-    /// process's smaps, at every comparison. By default a per-statement
+    /// Read every page's kpageflags, kpagecount and contents, every
+    /// process's smaps and every THP counter, at every comparison. By default a per-statement
     /// comparison re-uses those reads for pages and VMAs no statement since
     /// the last comparison can have changed (by what each statement names
     /// and which pagemap entries changed), and reads everything every 64
@@ -829,6 +829,7 @@ fn diff(args: &DiffArgs) -> Result<u8> {
         arch: args.arch.kind(),
         every_step: !args.checkpoints_only,
         incremental: !args.read_everything,
+        narrow_counters: !args.read_everything,
         limits: args.limits.limits(),
         before: args.scenario.before(),
         params: args.scenario.params.clone(),
