@@ -2496,7 +2496,8 @@ impl LiveBackend {
     /// can move: those of the orders [`crate::reach::CounterReach`] says
     /// a folio of the run's processes may have had (before each statement,
     /// those it may have once the statement is done:
-    /// [`crate::reach::CounterReach::orders_after`]). A counter of another
+    /// [`crate::reach::CounterReach::orders_after`]; after a failed knob
+    /// write, which moves no counter, every order). A counter of another
     /// order reports its value at its last read, so its step moves are 0:
     /// what other processes did to it, which the diff counts as background
     /// and never as a divergence (crate::diff::counters_out_of_reach),
@@ -3123,6 +3124,12 @@ impl Backend for LiveBackend {
             self.call_unattributed(proc, call)
         };
         self.reach.note_done(call, r.is_ok());
+        if self.narrow_counters && self.reach.orders_reached() & !self.counter_orders != 0 {
+            // A failed knob write (the knobs are unknown now): it moved no
+            // counter, so reading the orders it reached from now on misses
+            // nothing of the run's own.
+            self.read_counter_orders(self.counter_orders | self.reach.orders_reached());
+        }
         r
     }
 
