@@ -1242,17 +1242,22 @@ impl PageTables {
 
     fn free_subtree(&mut self, t: Pfn, level: u8, phys: &mut PhysMem) {
         if level > 1 && self.tables[&t.0].used > 0 {
-            let children: Vec<Pfn> = {
-                let tbl = &self.tables[&t.0];
-                tbl.entries()
-                    .nonzero()
-                    .filter_map(|(_, raw)| match self.decode(level, raw) {
-                        Entry::Table(c) => Some(c),
-                        _ => None,
-                    })
-                    .collect()
-            };
-            for c in children {
+            // The children, on the stack when few (a small mapping's upper
+            // tables hold one or two): no list allocated per table freed.
+            let mut few = [Pfn(0); 4];
+            let mut n = 0;
+            let mut more: Vec<Pfn> = Vec::new();
+            let tbl = &self.tables[&t.0];
+            for (_, raw) in tbl.entries().nonzero() {
+                if let Entry::Table(c) = self.decode(level, raw) {
+                    match few.get_mut(n) {
+                        Some(slot) => *slot = c,
+                        None => more.push(c),
+                    }
+                    n += 1;
+                }
+            }
+            for c in few.into_iter().take(n).chain(more) {
                 self.free_subtree(c, level - 1, phys);
             }
         }

@@ -263,6 +263,13 @@ impl Model {
         // The last write fault that mapped a large folio from its first
         // page, with the counts from before it ([`Model::fault_stretch`]).
         let mut first: Option<StretchFirst> = None;
+        // The tag a write fault stored in the first page of a large folio,
+        // not yet written (frame, tag): with `stretch_steps`, the store into
+        // the rest of the folio that follows at once takes it along, so the
+        // folio's contents are written in one step (one record change) and
+        // not as the first page and then the others. Written out before
+        // anything else touches contents or the loop leaves the slot.
+        let mut head_tag: Option<(crate::core::addr::Pfn, u64)> = None;
         while addr < end {
             let slot_end = crate::core::pgtable::pmd_end(addr, end);
             // Fast path over pages already mapped in this PMD slot.
@@ -271,7 +278,23 @@ impl Model {
                 let Some(pfn) = mm.pt.mapped_for_access(addr, write) else {
                     break;
                 };
+                // The deferred first-page tag goes with this store when it
+                // continues it: the next frame of the same contents run.
+                let (base, step) = tag.map_or((addr, PAGE_SIZE), |t| (t, 0));
+                let joined = match head_tag {
+                    Some((p, v)) if p.0 + 1 == pfn.0 && v.wrapping_add(step) == base => {
+                        head_tag = None;
+                        Some((p, v))
+                    }
+                    _ => None,
+                };
+                if let Some((p, v)) = head_tag.take() {
+                    self.phys.set_tag(p, v);
+                }
                 if let crate::core::pgtable::PmdSlot::Leaf(_) = mm.pt.pmd(addr) {
+                    if let Some((p, v)) = joined {
+                        self.phys.set_tag(p, v);
+                    }
                     // A PMD leaf maps the rest of the slot: one step for
                     // all its pages (the same counts and tags as one page
                     // at a time; the dirty bit is the PMD's).
@@ -301,11 +324,18 @@ impl Model {
                     debug_assert!(n >= 1, "the page was found mapped for the access");
                     mm.pt.hw.user_access_large_run(n, write);
                     if write {
-                        let (base, step) = tag.map_or((addr, PAGE_SIZE), |t| (t, 0));
-                        self.phys.set_large_run_tags(pfn, n, base, step);
+                        match joined {
+                            Some((p, v)) => self.phys.set_large_run_tags(p, n + 1, v, step),
+                            None => self.phys.set_large_run_tags(pfn, n, base, step),
+                        }
+                    } else if let Some((p, v)) = joined {
+                        self.phys.set_tag(p, v);
                     }
                     addr += n * PAGE_SIZE;
                     continue;
+                }
+                if let Some((p, v)) = joined {
+                    self.phys.set_tag(p, v);
                 }
                 // A run of PTEs over consecutive order-0 pages: what the
                 // page-by-page step below does to each (one access, the
@@ -332,6 +362,9 @@ impl Model {
                     self.phys.set_tag(pfn, tag.unwrap_or(addr));
                 }
                 addr += PAGE_SIZE;
+            }
+            if let Some((p, v)) = head_tag.take() {
+                self.phys.set_tag(p, v);
             }
             if addr < slot_end {
                 // The faults of the blocks after a large folio faulted in
@@ -390,13 +423,25 @@ impl Model {
                 }
                 if write {
                     self.hw_mkdirty(pid, addr);
-                    self.phys.set_tag(pfn, tag.unwrap_or(addr));
+                    let large_head = self.cfg.stretch_steps
+                        && run.is_none()
+                        && self
+                            .phys
+                            .folio_of(pfn)
+                            .is_some_and(|f| f.head == pfn && f.is_large());
+                    match large_head {
+                        true => head_tag = Some((pfn, tag.unwrap_or(addr))),
+                        false => self.phys.set_tag(pfn, tag.unwrap_or(addr)),
+                    }
                 }
                 if let Some(run) = run {
                     addr += self.write_fault_run_finish(pid, run, addr, pfn, tag) * PAGE_SIZE;
                 }
                 addr += PAGE_SIZE;
             }
+        }
+        if let Some((p, v)) = head_tag.take() {
+            self.phys.set_tag(p, v);
         }
         Ok(())
     }

@@ -394,12 +394,16 @@ impl Model {
     fn munmap_gathered(&mut self, pid: Pid, start: u64, end: u64) {
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
-        let removed: Vec<Vma> = mm
+        // The VMAs of [`VmaTree::starts_in`], lowest first, taken out one
+        // by one (no list of their starts built first).
+        let mut removed: Vec<Vma> = Vec::new();
+        while let Some(v) = mm
             .vmas
-            .starts_in(start, end)
-            .into_iter()
-            .filter_map(|s| mm.vmas.remove(s))
-            .collect();
+            .first_start_in(start, end)
+            .and_then(|s| mm.vmas.remove(s))
+        {
+            removed.push(v);
+        }
         let floor = mm.vmas.prev(start).map_or(0, |p| p.end);
         let ceiling = mm.vmas.find_vma(end).map_or(0, |n| n.start);
         // unmap_region(): one gather for the zaps and the table freeing.

@@ -380,6 +380,27 @@ impl Table {
             Store::One(r) => std::slice::from_ref(r),
             Store::Runs(r) => r,
         };
+        // A table of at most one run written after it (a new table's first
+        // entries, a fault or a move appending a batch): the run, the run
+        // continued, or the two, without the general merge below (which
+        // gives the same: one run cannot merge with itself).
+        if runs.len() <= 1 && runs.first().is_none_or(|r| r.end() <= lo) {
+            let store = match (runs.first().copied(), new) {
+                (_, None) => return true,
+                (None, Some(r)) => Store::One(r),
+                (Some(a), Some(r)) => match merged(&a, &r) {
+                    Some(m) => Store::One(m),
+                    None => Store::Runs(Box::new([a, r])),
+                },
+            };
+            self.used = match &store {
+                Store::One(r) => r.len,
+                Store::Runs(r) => r.iter().map(|r| r.len).sum(),
+                Store::Dense(_) => unreachable!("runs only"),
+            };
+            self.store = store;
+            return true;
+        }
         // At most two pieces more than before: the runs cut at `lo` and
         // `hi`, and `new`.
         let mut buf = [EMPTY_RUN; MAX_RUNS + 3];
