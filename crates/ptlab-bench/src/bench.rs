@@ -152,7 +152,10 @@ pub fn merge_slice(into: &mut Case, slice: Case) {
         into.extra.entry(k).or_default().extend(v);
     }
     if !slice.layout_check.is_empty()
-        && !into.layout_check.split("; ").any(|c| c == slice.layout_check)
+        && !into
+            .layout_check
+            .split("; ")
+            .any(|c| c == slice.layout_check)
     {
         if !into.layout_check.is_empty() {
             into.layout_check.push_str("; ");
@@ -257,7 +260,11 @@ pub fn run(
     let runs: Vec<u64> = params.iter().map(|p| p.runs).collect();
     let interleaved = opts.rounds > 1;
     for (i, round, n) in schedule(&runs, opts.rounds) {
-        if opts.only_rounds.as_ref().is_some_and(|r| !r.contains(&round)) {
+        if opts
+            .only_rounds
+            .as_ref()
+            .is_some_and(|r| !r.contains(&round))
+        {
             continue;
         }
         let w = workloads[i];
@@ -377,7 +384,11 @@ mod tests {
             ]
         );
         // Every case gets all its runs, as evenly as the rounds allow.
-        for (i, want) in [(0usize, vec![2u64, 2, 2, 2]), (1, vec![2, 1, 1, 1]), (2, vec![1, 1])] {
+        for (i, want) in [
+            (0usize, vec![2u64, 2, 2, 2]),
+            (1, vec![2, 1, 1, 1]),
+            (2, vec![1, 1]),
+        ] {
             let got: Vec<u64> = s.iter().filter(|x| x.0 == i).map(|x| x.2).collect();
             assert_eq!(got, want, "case {i}");
         }
@@ -432,7 +443,10 @@ mod tests {
         result.environment.notes = vec!["n".into()];
         Outcome {
             result,
-            failed: failed.iter().map(|f| (f.to_string(), "why".into())).collect(),
+            failed: failed
+                .iter()
+                .map(|f| (f.to_string(), "why".into()))
+                .collect(),
             messages: vec!["m".into()],
         }
     }
@@ -440,12 +454,18 @@ mod tests {
     #[test]
     fn slices_merge_into_their_own_case() {
         let a = outcome(
-            vec![case("fork-4k", &[1.0], "84% adjacent"), case("fork-thp-pte", &[10.0], "ok")],
+            vec![
+                case("fork-4k", &[1.0], "84% adjacent"),
+                case("fork-thp-pte", &[10.0], "ok"),
+            ],
             &[("fork-4k", 0), ("fork-thp-pte", 0)],
             &[],
         );
         let b = outcome(
-            vec![case("fork-thp-pte", &[11.0], "ok"), case("fork-4k", &[2.0], "20% adjacent")],
+            vec![
+                case("fork-thp-pte", &[11.0], "ok"),
+                case("fork-4k", &[2.0], "20% adjacent"),
+            ],
             &[("fork-thp-pte", 1), ("fork-4k", 1)],
             &[],
         );
@@ -467,7 +487,12 @@ mod tests {
             .collect();
         assert_eq!(
             order,
-            vec![("fork-4k", 0), ("fork-thp-pte", 0), ("fork-thp-pte", 1), ("fork-4k", 1)]
+            vec![
+                ("fork-4k", 0),
+                ("fork-thp-pte", 0),
+                ("fork-thp-pte", 1),
+                ("fork-4k", 1)
+            ]
         );
         assert_eq!(m.result.environment.notes, vec!["n".to_string()]);
         assert_eq!(m.messages, vec!["m".to_string()]);
@@ -476,7 +501,10 @@ mod tests {
     #[test]
     fn a_case_that_failed_in_one_part_is_not_measured() {
         let a = outcome(
-            vec![case("fork-4k", &[1.0], ""), case("fork-thp-pte", &[10.0], "")],
+            vec![
+                case("fork-4k", &[1.0], ""),
+                case("fork-thp-pte", &[10.0], ""),
+            ],
             &[],
             &[],
         );
