@@ -325,8 +325,11 @@ against live (within 1.5x?) and what the prediction prices (page tables +
 TLB, struct page/folio, syscall/fault entry, VMAs, page data, swap).
 
 Live parts need root; without it they are skipped (and said so) and the
-model parts still run. A full run takes about 3 minutes on 2 CPUs; --quick
-about 15 seconds, with 3 runs per arm on smaller regions: every row is then
+model parts still run. The live arms run interleaved over --rounds N (4:
+each arm's runs in four slices, A B / B A order, the calibration after
+round 2; docs/bench.md \"Interleaved arms\"). A full quiet run took about 7
+minutes on 2 CPUs with --rounds 1, and each round adds a warm-up and a
+region setup per arm; --quick about 15 seconds, with 3 runs per arm on smaller regions: every row is then
 indicative only (it shows that everything works, not how large the effects
 are).
 
