@@ -32,12 +32,6 @@ pub struct BenchOptions {
     /// then reaches all the cases alike, and the two arms of a contrast,
     /// adjacent in the order, are measured minutes apart no more.
     pub rounds: u64,
-    /// Before each order-0 case builds its region, its child faults and
-    /// frees a region of the same size (`--prime-memory`; refused above a
-    /// quarter of MemAvailable, like `--fragment-memory`): the frame
-    /// supply of the order-0 arms made less dependent on what the machine
-    /// freed last (docs/bench.md "Free memory").
-    pub prime_memory: bool,
     /// Run only the slices of these rounds (`ptlab reproduce` runs the
     /// first half, calibrates, then the second half; None: all of them).
     pub only_rounds: Option<std::ops::Range<u64>>,
@@ -259,36 +253,6 @@ pub fn run(
             compact = false;
         }
     }
-    if opts.prime_memory {
-        let biggest = workloads
-            .iter()
-            .zip(&params)
-            .filter(|(w, _)| w.layout == workload::Layout::Small)
-            .map(|(_, p)| p.size)
-            .max()
-            .unwrap_or(0);
-        // The primer is freed before the case faults its region, so the
-        // case never holds more than before; still capped like
-        // --fragment-memory: never a memory-pressure test.
-        if let Some(avail) = ptlab_live::budget::mem_available() {
-            let max = avail / 100 * crate::memstate::FRAGMENT_MAX_PERCENT;
-            if biggest > max {
-                return Err(format!(
-                    "--prime-memory: a {} MiB region is more than {}% of MemAvailable ({} MiB)",
-                    biggest >> 20,
-                    crate::memstate::FRAGMENT_MAX_PERCENT,
-                    avail >> 20
-                ));
-            }
-        }
-        let m = format!(
-            "--prime-memory: every 4 KiB-page case's child faulted and freed a region of its own \
-             size before faulting its region (largest {} MiB)",
-            biggest >> 20
-        );
-        messages.push(m.clone());
-        environment.notes.push(m);
-    }
     let mut session = KnobSession::new();
     let mut cases: Vec<Option<Case>> = vec![None; workloads.len()];
     let mut failed: Vec<(String, String)> = Vec::new();
@@ -324,7 +288,6 @@ pub fn run(
         }
         let mut p = params[i];
         p.runs = n;
-        p.prime = opts.prime_memory && w.layout == workload::Layout::Small;
         if interleaved {
             environment.schedule.push(Slice {
                 case: w.name.to_string(),

@@ -111,10 +111,6 @@ pub struct Params {
     pub runs: u64,
     /// Discarded warm-up runs before them.
     pub warmup: u64,
-    /// Before building the layout, fault a region of `size` bytes of 4 KiB
-    /// pages and free it again (`--prime-memory`), so the region is
-    /// faulted from the frames that free just gave back.
-    pub prime: bool,
 }
 
 /// One workload: a seed change in one layout.
@@ -139,7 +135,6 @@ const fn p(size: u64, iterations: u64, runs: u64) -> Params {
         iterations,
         runs,
         warmup: 1,
-        prime: false,
     }
 }
 
@@ -606,16 +601,6 @@ fn child_main(c: Child, w: &Workload, p: Params, parent: libc::pid_t) -> ! {
             c.fail(step::ARENA, ARENA);
         }
         libc::munmap(r, ARENA_LEN as usize);
-    }
-    if p.prime {
-        // Fault the region's size in 4 KiB pages and free it: the frames
-        // go back to this CPU's per-CPU list and the buddy lists, and the
-        // case's own region is faulted from them.
-        c.mmap_fixed(SRC, p.size);
-        c.madvise(SRC, p.size, libc::MADV_NOHUGEPAGE);
-        // SAFETY: memset of the mapping we just made.
-        unsafe { core::ptr::write_bytes(SRC as *mut u8, 0x11, p.size as usize) };
-        c.munmap(SRC, p.size);
     }
     let start = now_ns();
     let total_runs = p.warmup + p.runs;

@@ -148,42 +148,6 @@ fn interleaved_arms_are_keyed_and_ordered() {
     assert_eq!(all.result.environment.schedule.len(), 6);
 }
 
-/// `--prime-memory`: an order-0 case still gets its layout (the primer
-/// region is gone before the case maps its own at the same address), and
-/// the run says it primed.
-#[test]
-fn priming_memory_is_recorded_and_keeps_the_layout() {
-    if let Some(why) = skip() {
-        eprintln!("SKIP: priming_memory: {why}");
-        return;
-    }
-    let ws = vec![
-        workload::find("fork-4k").unwrap(),
-        workload::find("fork-thp-pte").unwrap(),
-    ];
-    let opts = BenchOptions {
-        runs: Some(1),
-        iterations: Some(2),
-        size: Some(4 << 20),
-        quick: true,
-        label: "prime".into(),
-        prime_memory: true,
-        ..Default::default()
-    };
-    let out = bench::run(&ws, &opts, &mut |_, _| {}).expect("bench runs");
-    assert!(out.failed.is_empty(), "{:?}", out.failed);
-    assert_eq!(out.result.cases.len(), 2);
-    assert!(
-        out.result
-            .environment
-            .notes
-            .iter()
-            .any(|n| n.starts_with("--prime-memory:") && n.contains("(largest 4 MiB)")),
-        "{:?}",
-        out.result.environment.notes
-    );
-}
-
 #[test]
 fn every_workload_runs_tiny_and_knobs_come_back() {
     if let Some(why) = skip() {

@@ -106,13 +106,6 @@ pub struct BenchArgs {
     /// case once with all its runs
     #[arg(long, value_name = "N", default_value_t = 1)]
     rounds: u64,
-
-    /// Before each 4 KiB-page case faults its region, its child faults and
-    /// frees a region of the same size, so the region is faulted from the
-    /// frames that free gave back (docs/bench.md "Free memory"). Refused
-    /// above a quarter of MemAvailable
-    #[arg(long)]
-    prime_memory: bool,
 }
 
 /// `--format` of bench, compare and reproduce.
@@ -247,7 +240,6 @@ pub fn bench(args: &BenchArgs) -> Result<u8> {
         fragment_bytes: args.fragment_memory.unwrap_or(0).saturating_mul(1 << 20),
         rounds: args.rounds,
         only_rounds: None,
-        prime_memory: args.prime_memory,
     };
     for w in &ws {
         w.params(opts.quick, opts.runs, opts.iterations, opts.size)
