@@ -297,6 +297,7 @@ pub fn collect() -> Environment {
         load_avg: read_trim("/proc/loadavg").unwrap_or_default(),
         free_blocks: free_blocks_now(),
         compactions: Vec::new(),
+        schedule: Vec::new(),
         notes,
     }
 }

@@ -546,6 +546,24 @@ This kernel already has all five changes, so the live columns contrast layouts o
 \"agree\" = the local prediction lies in the live interval; \"same direction\" = both faster, both slower or \
 both unchanged (|prediction| < 5%, live not significant).";
 
+/// How the live arms were interleaved (`--rounds`), for under the
+/// headline; None when every arm ran once with all its runs.
+pub fn schedule_line(schedule: &[crate::result::Slice]) -> Option<String> {
+    let rounds = schedule.iter().map(|x| x.round + 1).max()?;
+    let first: Vec<&str> = schedule
+        .iter()
+        .filter(|x| x.round == 0)
+        .map(|x| x.case.as_str())
+        .collect();
+    Some(format!(
+        "The live arms ran interleaved over {rounds} rounds, {} slices in all (each slice a child \
+         of its own with its own warm-up; every round one slice of each arm, every other round in \
+         reverse order; round 1: {}; the whole order is `environment.schedule` in live.json).",
+        schedule.len(),
+        first.join(", ")
+    ))
+}
+
 /// The headline as Markdown (`report.md`, and the start of the terminal
 /// output).
 pub fn markdown(r: &Reproduction) -> String {
@@ -566,6 +584,9 @@ pub fn markdown(r: &Reproduction) -> String {
                 "Free memory at the start (free blocks per order, /proc/buddyinfo, all zones): {}. Many order-0 blocks mean fragmented free memory, which has slowed the live order-0 arms of fork and mprotect up to 2× (docs/cost.md, runs O and O2).\n",
                 crate::env::free_blocks_line(&r.environment.free_blocks)
             );
+        }
+        if let Some(line) = schedule_line(&r.environment.schedule) {
+            let _ = writeln!(s, "{line}\n");
         }
         if !r.environment.compactions.is_empty() {
             let _ = writeln!(

@@ -1647,6 +1647,30 @@ mod tests {
         );
     }
 
+    /// An interleaved run says so under the headline, with its rounds and
+    /// the first round's order taken from the recorded schedule.
+    #[test]
+    fn an_interleaved_run_is_described_under_the_headline() {
+        let mut r = synthetic(true);
+        assert!(!crate::headline::markdown(&r).contains("interleaved"));
+        let runs: Vec<u64> = vec![8, 8, 5];
+        let names = ["fork-4k", "fork-thp-pte", "mprotect-4k"];
+        r.environment.schedule = crate::bench::schedule(&runs, 4)
+            .into_iter()
+            .map(|(i, round, runs)| crate::result::Slice {
+                case: names[i].into(),
+                round,
+                runs,
+            })
+            .collect();
+        let md = crate::headline::markdown(&r);
+        assert!(
+            md.contains("interleaved over 4 rounds, 12 slices in all")
+                && md.contains("round 1: fork-4k, fork-thp-pte, mprotect-4k;"),
+            "{md}"
+        );
+    }
+
     #[test]
     fn headline_leads_every_output_and_flags_noise() {
         let r = synthetic(true);

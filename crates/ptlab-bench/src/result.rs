@@ -93,6 +93,14 @@ pub struct Environment {
     /// (one before each case); empty without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compactions: Vec<Compaction>,
+    /// The order the cases ran in when their runs were interleaved
+    /// (`--rounds N`, N > 1: each case's runs split into N slices, every
+    /// round running one slice of each case, every other round in reverse
+    /// order; crate::bench::schedule). One entry per child process, in the
+    /// order they ran; a case's samples are its slices' samples in this
+    /// order. Empty when every case ran once with all its runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedule: Vec<Slice>,
     /// Free-form remarks (missing counters, noise sources).
     #[serde(default)]
     pub notes: Vec<String>,
@@ -109,6 +117,16 @@ pub struct Compaction {
     pub free_after: Vec<u64>,
     /// Milliseconds the write to /proc/sys/vm/compact_memory took.
     pub ms: f64,
+}
+
+/// One slice of an interleaved run: `runs` measured runs of `case` in
+/// round `round` (0-based), measured by one child process after its own
+/// warm-up.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slice {
+    pub case: String,
+    pub round: u64,
+    pub runs: u64,
 }
 
 /// A whole result file.

@@ -73,6 +73,81 @@ fn fragmenting_and_compacting_free_memory_are_recorded() {
     }
 }
 
+/// `--rounds`: two tiny arms interleaved over three rounds (A B, B A,
+/// A B): each child's samples land in its own case, every case has all
+/// its runs, and the recorded schedule is the order they ran in; a
+/// second part (`only_rounds`, as reproduce runs after calibrating)
+/// merges into the same cases.
+#[test]
+fn interleaved_arms_are_keyed_and_ordered() {
+    if let Some(why) = skip() {
+        eprintln!("SKIP: interleaved_arms: {why}");
+        return;
+    }
+    let ws = vec![
+        workload::find("mremap-batch-4k").unwrap(),
+        workload::find("mremap-batch-64k").unwrap(),
+    ];
+    let opts = BenchOptions {
+        runs: Some(4),
+        iterations: Some(2),
+        quick: true,
+        label: "rounds".into(),
+        rounds: 3,
+        only_rounds: Some(0..2),
+        ..Default::default()
+    };
+    let first = bench::run(&ws, &opts, &mut |_, _| {}).expect("bench runs");
+    assert!(first.failed.is_empty(), "{:?}", first.failed);
+    let order: Vec<(&str, u64, u64)> = first
+        .result
+        .environment
+        .schedule
+        .iter()
+        .map(|s| (s.case.as_str(), s.round, s.runs))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("mremap-batch-4k", 0, 2),
+            ("mremap-batch-64k", 0, 2),
+            ("mremap-batch-64k", 1, 1),
+            ("mremap-batch-4k", 1, 1)
+        ]
+    );
+    let rest = BenchOptions {
+        only_rounds: Some(2..3),
+        ..opts.clone()
+    };
+    let second = bench::run(&ws, &rest, &mut |_, _| {}).expect("bench runs");
+    let all = bench::merge_outcomes(first, second);
+    let cases = &all.result.cases;
+    assert_eq!(cases.len(), 2);
+    for (c, w) in cases.iter().zip(&ws) {
+        assert_eq!(c.name, w.name);
+        assert_eq!(c.samples.len(), 4, "{}", c.name);
+        // One wall time per child: three slices each.
+        assert_eq!(c.extra[workload::WALL_NS_KEY].len(), 3, "{}", c.name);
+    }
+    // The layouts are told apart: no 64 KiB check in the 4 KiB case.
+    assert!(
+        cases[0].layout_check.contains("order-0"),
+        "{}",
+        cases[0].layout_check
+    );
+    assert!(
+        !cases[0].layout_check.contains("order-4"),
+        "{}",
+        cases[0].layout_check
+    );
+    assert!(
+        cases[1].layout_check.contains("order-4"),
+        "{}",
+        cases[1].layout_check
+    );
+    assert_eq!(all.result.environment.schedule.len(), 6);
+}
+
 #[test]
 fn every_workload_runs_tiny_and_knobs_come_back() {
     if let Some(why) = skip() {

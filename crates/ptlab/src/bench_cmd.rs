@@ -97,6 +97,15 @@ pub struct BenchArgs {
     /// At most a quarter of MemAvailable
     #[arg(long, value_name = "MIB")]
     fragment_memory: Option<u64>,
+
+    /// Interleave the cases over N rounds: each case's runs are split into
+    /// N slices (each with its own warm-up and region), every round runs
+    /// one slice of each case, every other round in reverse order (A B,
+    /// B A, ...), so a drift of the machine reaches every case alike. The
+    /// order is recorded in the result (environment.schedule). 1: each
+    /// case once with all its runs
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    rounds: u64,
 }
 
 /// `--format` of bench, compare and reproduce.
@@ -140,11 +149,18 @@ fn progress_bar(quiet: bool, n: usize) -> indicatif::ProgressBar {
     bar
 }
 
-/// Total runs (warm-up included) the workloads will do.
+/// Total runs (warm-up included) the workloads will do: each slice of
+/// the schedule warms up on its own.
 fn total_runs(ws: &[&Workload], o: &BenchOptions) -> usize {
-    ws.iter()
+    let params: Vec<_> = ws
+        .iter()
         .filter_map(|w| w.params(o.quick, o.runs, o.iterations, o.size).ok())
-        .map(|p| (p.runs + p.warmup) as usize)
+        .collect();
+    let runs: Vec<u64> = params.iter().map(|p| p.runs).collect();
+    bench::schedule(&runs, o.rounds)
+        .into_iter()
+        .filter(|(_, r, _)| o.only_rounds.as_ref().is_none_or(|x| x.contains(r)))
+        .map(|(i, _, n)| (n + params[i].warmup) as usize)
         .sum()
 }
 
@@ -222,6 +238,8 @@ pub fn bench(args: &BenchArgs) -> Result<u8> {
         label: args.label.clone(),
         compact_memory: args.compact_memory,
         fragment_bytes: args.fragment_memory.unwrap_or(0).saturating_mul(1 << 20),
+        rounds: args.rounds,
+        only_rounds: None,
     };
     for w in &ws {
         w.params(opts.quick, opts.runs, opts.iterations, opts.size)
@@ -307,8 +325,11 @@ against live (within 1.5x?) and what the prediction prices (page tables +
 TLB, struct page/folio, syscall/fault entry, VMAs, page data, swap).
 
 Live parts need root; without it they are skipped (and said so) and the
-model parts still run. A full run takes about 3 minutes on 2 CPUs; --quick
-about 15 seconds, with 3 runs per arm on smaller regions: every row is then
+model parts still run. The live arms run interleaved over --rounds N (4:
+each arm's runs in four slices, A B / B A order, the calibration after
+round 2; docs/bench.md \"Interleaved arms\"). A full quiet run took about 7
+minutes on 2 CPUs with --rounds 1, and each round adds a warm-up and a
+region setup per arm; --quick about 15 seconds, with 3 runs per arm on smaller regions: every row is then
 indicative only (it shows that everything works, not how large the effects
 are).
 
@@ -356,6 +377,16 @@ pub struct ReproduceArgs {
     /// (docs/cost.md, run P). Needs root; skipped with a message otherwise
     #[arg(long, conflicts_with_all = ["from", "no_live"])]
     compact_memory: bool,
+
+    /// Interleave the live arms over N rounds (each arm's runs split into N
+    /// slices, every round one slice of every arm, every other round in
+    /// reverse order: A B, B A, ...) and calibrate between round N/2 and
+    /// the rest, so a drift of the machine reaches both arms of a contrast
+    /// and the prices alike (docs/cost.md, run R). The order is recorded in
+    /// live.json (environment.schedule). 1: every arm once with all its
+    /// runs, then the calibration
+    #[arg(long, value_name = "N", default_value_t = 4, conflicts_with_all = ["from", "no_live"])]
+    rounds: u64,
 
     /// Do not measure: take the live columns from this result file (e.g. an
     /// earlier run's DIR/live.json) and render the report again
@@ -737,9 +768,65 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
             runs: args.runs,
             label: "live".into(),
             compact_memory: args.compact_memory,
+            rounds: args.rounds,
             ..Default::default()
         };
-        match run_with_bar(&ws, &opts, args.quiet) {
+        let calibrate_now = |skipped: &mut Vec<(String, String)>| {
+            if !calibrate {
+                let why = format!(
+                    "--arch {}: the model columns are {} profiles; a profile calibrated on this \
+                     {} machine would not be among them",
+                    arch.map_or("", |a| a.name()),
+                    arch.map_or("", |a| a.name()),
+                    host_arch().name()
+                );
+                errln!("ptlab reproduce: no local profile: {why}");
+                skipped.push(("calibration".to_string(), why));
+                None
+            } else {
+                match calibrate_here(&args.out, args.quick, args.compact_memory) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        errln!("ptlab reproduce: no local profile: {e:#}");
+                        skipped.push(("calibration".to_string(), format!("{e:#}")));
+                        None
+                    }
+                }
+            }
+        };
+        // With rounds, the calibration runs in the middle of the live
+        // arms: its prices are measured in the same stretch of the
+        // machine's time as the arms they are checked against.
+        let halves: Vec<Option<std::ops::Range<u64>>> = if args.rounds > 1 {
+            let mid = args.rounds / 2;
+            vec![Some(0..mid), Some(mid..args.rounds)]
+        } else {
+            vec![None]
+        };
+        let mut outcome: Option<std::result::Result<bench::Outcome, String>> = None;
+        for (k, h) in halves.iter().enumerate() {
+            if k == 1 {
+                local_profile = calibrate_now(&mut skipped);
+            }
+            let o = BenchOptions {
+                only_rounds: h.clone(),
+                ..opts.clone()
+            };
+            let mut part = run_with_bar(&ws, &o, args.quiet);
+            if let (1, Ok(p)) = (k, &mut part) {
+                p.result.environment.notes.push(format!(
+                    "ptlab calibrate ran between round {} and round {} of the live arms",
+                    h.as_ref().map_or(0, |r| r.start),
+                    h.as_ref().map_or(0, |r| r.start + 1)
+                ));
+            }
+            outcome = Some(match (outcome, part) {
+                (None, p) => p,
+                (Some(Ok(a)), Ok(b)) => Ok(bench::merge_outcomes(a, b)),
+                (Some(Err(e)), _) | (Some(Ok(_)), Err(e)) => Err(e),
+            });
+        }
+        match outcome.expect("at least one part ran") {
             Ok(out) => {
                 failed = !out.failed.is_empty();
                 skipped.extend(out.failed);
@@ -750,24 +837,8 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
                 skipped.push(("live".to_string(), e));
             }
         }
-        if !calibrate {
-            let why = format!(
-                "--arch {}: the model columns are {} profiles; a profile calibrated on this {} \
-                 machine would not be among them",
-                arch.map_or("", |a| a.name()),
-                arch.map_or("", |a| a.name()),
-                host_arch().name()
-            );
-            errln!("ptlab reproduce: no local profile: {why}");
-            skipped.push(("calibration".to_string(), why));
-        } else {
-            match calibrate_here(&args.out, args.quick, args.compact_memory) {
-                Ok(p) => local_profile = Some(p),
-                Err(e) => {
-                    errln!("ptlab reproduce: no local profile: {e:#}");
-                    skipped.push(("calibration".to_string(), format!("{e:#}")));
-                }
-            }
+        if halves.len() == 1 {
+            local_profile = calibrate_now(&mut skipped);
         }
     }
     let local_profile_used = local_profile.is_some();
