@@ -2612,7 +2612,7 @@ impl PhysMem {
                         slot.cache = Some(pfn);
                         cached = true;
                     } else {
-                        self.swap.slots.remove(&(base + i));
+                        self.swap.remove_slot(base + i);
                     }
                 }
             }
@@ -2654,6 +2654,19 @@ impl PhysMem {
         } else {
             u32::from(self.swap.slot_caching(folio.head).is_some())
         }
+    }
+
+    /// The slot an order-0 folio holds in the swap cache, if any. The cache
+    /// holds a reference of its own (add_to_swap_cache()), so a folio with
+    /// no reference beyond its mappings is not cached and the scan of the
+    /// slots is skipped (what `--check-invariants` recomputes: refcount =
+    /// mappings + batch references + the cache's).
+    pub fn small_slot_caching(&self, folio: FolioRef) -> Option<u64> {
+        debug_assert!(!folio.is_large());
+        if self.refcount(folio) <= self.folio_mapcount(folio) {
+            return None;
+        }
+        self.swap.slot_caching(folio.head)
     }
 
     /// `folio->swap` of a large folio in the swap cache.

@@ -61,7 +61,7 @@ pub struct SwapSlot {
 }
 
 /// The swap device (`struct swap_info_struct`), or none.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct SwapDevice {
     /// Usable slots (swapon'ed size in pages, header included); 0 = no swap.
     pub pages: u64,
@@ -73,7 +73,24 @@ pub struct SwapDevice {
     pub pswpout: u64,
     /// Swap-ins that had to read the slot (no swap-cache folio).
     pub pswpin: u64,
+    /// Every offset in `1..free_from` is allocated: where [`SwapDevice::alloc`]
+    /// starts looking for the lowest free one (lowered by
+    /// [`SwapDevice::remove_slot`], the one way a slot is freed). Storage
+    /// only: not part of the device's state, so not compared.
+    free_from: u64,
 }
+
+impl PartialEq for SwapDevice {
+    fn eq(&self, o: &Self) -> bool {
+        self.pages == o.pages
+            && self.kind == o.kind
+            && self.slots == o.slots
+            && self.pswpout == o.pswpout
+            && self.pswpin == o.pswpin
+    }
+}
+
+impl Eq for SwapDevice {}
 
 impl SwapDevice {
     /// Whether a device is enabled.
@@ -81,11 +98,10 @@ impl SwapDevice {
         self.pages > 1
     }
 
-    /// Allocate a slot holding `tag` with swap count 1, lowest free offset
-    /// first. Linux: mm/swapfile.c folio_alloc_swap() + the first
-    /// swap_duplicate() done by try_to_unmap_one() (folio_dup_swap()).
     /// The slot whose swap-cache folio is the one at `head`, if any
-    /// (`folio_test_swapcache()` and `folio->swap`).
+    /// (`folio_test_swapcache()` and `folio->swap`). A scan of every slot:
+    /// callers that can rule the cache out first do
+    /// (crate::core::folio::PhysMem::small_slot_caching).
     pub fn slot_caching(&self, head: Pfn) -> Option<u64> {
         self.slots
             .iter()
@@ -93,18 +109,22 @@ impl SwapDevice {
             .map(|(&off, _)| off)
     }
 
+    /// Allocate a slot holding `tag` with swap count 1, lowest free offset
+    /// first. Linux: mm/swapfile.c folio_alloc_swap() + the first
+    /// swap_duplicate() done by try_to_unmap_one() (folio_dup_swap()).
     pub(crate) fn alloc(
         &mut self,
         tag: u64,
         rest: Option<crate::core::content::PageRest>,
     ) -> Option<u64> {
-        let mut off = 1;
-        for &k in self.slots.keys() {
+        let mut off = self.free_from.max(1);
+        for &k in self.slots.range(off..).map(|(k, _)| k) {
             if k != off {
                 break;
             }
             off += 1;
         }
+        self.free_from = off;
         if off >= self.pages {
             return None;
         }
@@ -168,6 +188,13 @@ impl SwapDevice {
         None
     }
 
+    /// Free the slot at `off` (its count and cache gone), returning what it
+    /// held. Linux: mm/swapfile.c swap_entries_free().
+    pub(crate) fn remove_slot(&mut self, off: u64) -> Option<SwapSlot> {
+        self.free_from = self.free_from.min(off);
+        self.slots.remove(&off)
+    }
+
     /// Slots in use.
     pub fn used(&self) -> u64 {
         self.slots.len() as u64
@@ -195,3 +222,48 @@ impl SwapDevice {
 /// areas under 10 pages (40 KiB), but that is the tool's rule, not the
 /// kernel's (docs/ops/swap.md S13).
 pub const MIN_SWAP_PAGES: u64 = 2;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lowest free offset first, whatever was freed since: the start
+    /// hint never skips a freed slot, and a full device refuses.
+    #[test]
+    fn alloc_takes_the_lowest_free_offset_after_frees() {
+        let mut d = SwapDevice {
+            pages: 6,
+            kind: SwapKind::BlockDev,
+            ..Default::default()
+        };
+        let got: Vec<_> = (0..5).map(|t| d.alloc(t, None)).collect();
+        assert_eq!(got, [Some(1), Some(2), Some(3), Some(4), Some(5)]);
+        assert_eq!(d.alloc(9, None), None, "full");
+        d.remove_slot(4);
+        d.remove_slot(2);
+        assert_eq!(d.alloc(10, None), Some(2));
+        assert_eq!(d.alloc(11, None), Some(4));
+        d.remove_slot(1);
+        assert_eq!(d.alloc(12, None), Some(1));
+        assert_eq!(d.alloc(13, None), None);
+        // A run placed above the hint leaves the lower gaps to alloc().
+        let mut e = SwapDevice {
+            pages: 16,
+            kind: SwapKind::BlockDev,
+            ..Default::default()
+        };
+        assert_eq!(
+            e.alloc_run(4, Pfn(7), &[(0, None), (1, None), (2, None), (3, None)]),
+            Some(4)
+        );
+        assert_eq!((e.alloc(0, None), e.alloc(0, None)), (Some(1), Some(2)));
+        assert_eq!((e.alloc(0, None), e.alloc(0, None)), (Some(3), Some(8)));
+        // The hint is storage: two devices with the same slots are equal.
+        let mut f = e.clone();
+        f.remove_slot(3);
+        f.alloc(5, None);
+        assert_eq!(f.slots[&3].tag, 5);
+        f.slots.get_mut(&3).unwrap().tag = 0;
+        assert_eq!(e, f);
+    }
+}

@@ -735,7 +735,7 @@ pub fn do_swap_page(
         // should_try_to_free_swap(), otherwise later, at reclaim).
         count_swap_map(&phys.hw, 1);
         phys.hw.one(HwEvent::SwapSlotFree);
-        let slot = phys.swap.slots.remove(&s.offset).expect("slot");
+        let slot = phys.swap.remove_slot(s.offset).expect("slot");
         if let Some(pfn) = slot.cache {
             let f = phys.folio_of(pfn).expect("cache folio");
             phys.ref_sub(f, 1);

@@ -37,7 +37,7 @@ pub(crate) fn put_slot(phys: &mut PhysMem, offset: u64) {
                 drop_large_swapcache(phys, folio);
             }
             _ => {
-                phys.swap.slots.remove(&offset);
+                phys.swap.remove_slot(offset);
                 if let Some(folio) = cache {
                     phys.ref_sub(folio, 1);
                 }
@@ -70,7 +70,7 @@ pub(crate) fn drop_large_swapcache(
         return false;
     }
     for off in base..base + nr {
-        phys.swap.slots.remove(&off);
+        phys.swap.remove_slot(off);
     }
     phys.set_folio_swap(folio, None);
     phys.ref_sub(folio, nr as u32);

@@ -598,7 +598,11 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
     // or without a slot.
     phys.hw.one(HwEvent::SwapReclaimFolio);
     let tag = phys.tag(pte.pfn);
-    let cached = phys.swap.slot_caching(pte.pfn);
+    let folio = phys.folio_of(pte.pfn).expect("folio");
+    let cached = match folio.is_large() {
+        false => phys.small_slot_caching(folio),
+        true => phys.swap.slot_caching(pte.pfn),
+    };
     let offset = match cached {
         // folio_dup_swap() below adds this PTE's count.
         Some(off) => off,
@@ -612,7 +616,6 @@ fn swap_out_page(mm: &mut Mm, phys: &mut PhysMem, addr: u64, pte: Leaf) {
             off
         }
     };
-    let folio = phys.folio_of(pte.pfn).expect("folio");
     let exclusive = phys.anon_exclusive(pte.pfn);
     let _ptl = mm.pt.pte_offset_map_lock(addr);
     mm.pt.hw.ptep_get_reads(1);
