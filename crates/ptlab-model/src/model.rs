@@ -66,6 +66,14 @@ pub struct ModelConfig {
     /// steps one at a time: the reference the stretch property test
     /// compares against). No observable effect, and the same counts.
     pub stretch_steps: bool,
+    /// With `stretch_steps`: a write fault that makes the PTE table of its
+    /// PMD slot may be the template of a fault stretch, its `pte_alloc()`
+    /// chain done first (`sys/fault_run.rs` `stretch_first_tables()`), so
+    /// that no second full fault is needed (on by default; off: the
+    /// stretch starts at the second fault of a fresh table, the reference
+    /// `fault_stretch_prop` compares against). No observable effect, and
+    /// the same counts.
+    pub stretch_first_fault: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -107,6 +115,7 @@ impl ModelConfig {
             folio_runs: true,
             fork_runs: true,
             stretch_steps: true,
+            stretch_first_fault: true,
         }
     }
 }

@@ -156,7 +156,7 @@ fn numa_hinting_fault(mm: &mut Mm, env: &mut FaultEnv, vma: &Vma, addr: u64) -> 
 /// MISSING fault in a MADV_HUGEPAGE range and UNREGISTER, a write maps a
 /// PMD THP, so the fault left no PTE table).
 /// Linux: thp_vma_allowable_order(PMD_ORDER) + thp_vma_suitable_order().
-fn pmd_thp_allowed(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> bool {
+pub(crate) fn pmd_thp_allowed(mm: &Mm, thp: &ThpSettings, vma: &Vma, addr: u64) -> bool {
     let mask = thp.allowed_orders(
         vma.flags.contains(VmFlags::HUGEPAGE),
         thp_disabled(mm, vma),

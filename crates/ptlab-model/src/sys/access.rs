@@ -386,6 +386,12 @@ impl Model {
                 // A write fault on a none PTE of an existing table in a VMA
                 // with its anon_vma: its counts, should it map a large folio
                 // whose next blocks the stretch above then takes.
+                // The first fault of a slot with no PTE table: its tables
+                // made first, so that it can be that fault
+                // ([`Model::stretch_first_tables`]).
+                if write {
+                    self.stretch_first_tables(pid, addr);
+                }
                 let watch = write && self.cfg.stretch_steps && self.stretch_watchable(pid, addr);
                 let before = watch.then(|| FaultTally::boxed(self, pid));
                 // The page needs a fault (the fast path above found it

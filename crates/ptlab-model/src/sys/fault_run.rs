@@ -191,11 +191,60 @@ impl Model {
         };
         matches!(mm.pt.pmd(addr), crate::core::pgtable::PmdSlot::Table(_))
             && mm.vmas.find(addr).is_some_and(|v| {
-                v.anon_vma.is_some()
+                // anon_vma_prepare() counts nothing (mm/mm.rs), so a fault
+                // that prepares the anon_vma counts what the faults after it
+                // count; `stretch_first_fault` off keeps the old rule.
+                (v.anon_vma.is_some() || self.cfg.stretch_first_fault)
                     && crate::mm::fault::pte_mapped_orders_allowed(mm, v, &self.thp)
             })
             && !mm.pt.hw.observing()
             && !self.phys.hw.observing()
+    }
+
+    /// Before the first write fault of a PMD slot with no PTE table, in a
+    /// VMA where that fault may start a stretch ([`Model::fault_stretch`]):
+    /// the fault's `pte_alloc()` chain (PUD, PMD, PTE tables as missing),
+    /// done first, so that the tally the stretch repeats is taken after it
+    /// and the fault itself is one the faults after it repeat exactly
+    /// (issue 14: the first fault is then the template, and no second full
+    /// fault is needed). Only where handle_fault() reaches `pte_alloc()`
+    /// with nothing counted or changed on the way but the fault's entry
+    /// events (which do not depend on the tables): the VMA is writable,
+    /// no guard marker, no PMD leaf or NUMA hint (the slot is none), and
+    /// no PMD THP is tried (F1 would look at the none slot first). The
+    /// allocations count what they count inside the fault
+    /// (`PtPageAlloc`, `PudStore`, `PmdStore`; nothing else), so only
+    /// their order among the fault's events changes, which no count sees
+    /// (not taken under an observer, which records marks in order). When
+    /// memory runs out the fault finds the same tables and fails the same
+    /// way. Returns whether the tables were made here.
+    /// Linux: mm/memory.c __handle_mm_fault() (p4d/pud/pmd_alloc()),
+    /// do_anonymous_page() (pte_alloc()).
+    pub(crate) fn stretch_first_tables(&mut self, pid: Pid, addr: u64) -> bool {
+        if !self.cfg.stretch_first_fault || !self.cfg.stretch_steps {
+            return false;
+        }
+        let Model {
+            procs, phys, thp, ..
+        } = self;
+        let Some(mm) = procs.get_mut(&pid) else {
+            return false;
+        };
+        if mm.pt.hw.observing() || phys.hw.observing() {
+            return false;
+        }
+        if mm.pt.pmd(addr) != crate::core::pgtable::PmdSlot::None {
+            return false;
+        }
+        let fits = mm.vmas.find(addr).is_some_and(|v| {
+            v.flags.contains(crate::core::vma::VmFlags::WRITE)
+                && crate::mm::fault::pte_mapped_orders_allowed(mm, v, thp)
+                && !crate::mm::fault::pmd_thp_allowed(mm, thp, v, addr)
+        });
+        if !fits || crate::mm::marker::is_guard(mm, addr) {
+            return false;
+        }
+        mm.pt.pte_alloc(addr, phys).is_some()
     }
 
     /// The write faults of up to `blocks` blocks of none PTEs after the
