@@ -39,6 +39,12 @@ proptest! {
             prop_assert_eq!(&on.text, &off.text, "observation, {:?}", arch);
             prop_assert_eq!(on.events, off.events, "events and calls, {:?}", arch);
             prop_assert_eq!(&on.coverage, &off.coverage, "rule hits, {:?}", arch);
+            // The stretches without their first fault as the template (a
+            // second full fault instead): the same again.
+            let second = run(arch, &orders, &ops, "first fault off", |c| c.stretch_first_fault = false);
+            prop_assert_eq!(&on.text, &second.text, "observation, {:?}", arch);
+            prop_assert_eq!(on.events, second.events, "events and calls, {:?}", arch);
+            prop_assert_eq!(&on.coverage, &second.coverage, "rule hits, {:?}", arch);
         }
     }
 }
@@ -140,6 +146,64 @@ fn seed_shape_zaps_large_runs_with_equal_counts() {
             }
             assert!(stretches > 0, "{arch:?} order {order}");
             assert_eq!(seen[0], seen[1], "{arch:?} order {order}");
+        }
+    }
+}
+
+/// The first write fault of a fresh PTE table as the stretch's template
+/// (`sys/fault_run.rs` `stretch_first_tables()`, switch
+/// `ModelConfig::stretch_first_fault`): the seed workload's rounds (map
+/// 1 MiB, write, mremap 1 MiB up, munmap) and writes from an unaligned
+/// page and into a second PMD slot, per mTHP order and on both arches,
+/// with the switch on, off, and with no stretch at all: the tables are
+/// made ahead of the fault where the stretch can follow (and never with
+/// the switch off), and the observation, the statistics, the events and
+/// calls and the rule hits are the same all three ways.
+#[test]
+fn first_fault_as_template_counts_what_two_faults_count() {
+    use ptlab_model::MremapFlags;
+    for arch in ArchKind::ALL {
+        for order in [2u8, 4, 5] {
+            let mut seen = Vec::new();
+            let mut made = Vec::new();
+            for (stretch, first) in [(true, true), (true, false), (false, true)] {
+                let mut cfg = ModelConfig::for_arch(arch);
+                cfg.stretch_steps = stretch;
+                cfg.stretch_first_fault = first;
+                let mut m = Model::new(cfg);
+                m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
+                m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
+                let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+                let rw = Prot::READ | Prot::WRITE;
+                let mv = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+                let before = taken(Step::FirstFaultTables);
+                for round in 0..3u64 {
+                    let size = 1u64 << 20;
+                    m.mmap(1, BASE, size, rw, f).unwrap();
+                    m.access_range(1, BASE, size, true, None).unwrap();
+                    let q = m.mremap(1, BASE, size, size, mv, BASE + size).unwrap();
+                    m.munmap(1, q, size).unwrap();
+                    // From an unaligned page, over two PMD slots.
+                    let odd = BASE + (5 << 20) + 3 * 4096;
+                    m.mmap(1, odd, 2 << 20, rw, f).unwrap();
+                    m.access_range(1, odd, 2 << 20, true, Some(round)).unwrap();
+                    m.check_invariants().unwrap();
+                    if round < 2 {
+                        m.munmap(1, odd, 2 << 20).unwrap();
+                    }
+                }
+                made.push(taken(Step::FirstFaultTables) - before);
+                let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
+                let stats = format!("{:?}", m.phys().stats);
+                seen.push((obs, stats, m.hw_events(), m.coverage()));
+            }
+            assert!(made[0] > 0, "{arch:?} order {order}: taken");
+            assert_eq!(made[1..], [0, 0], "{arch:?} order {order}: switch off");
+            assert!(
+                seen[0] == seen[1],
+                "{arch:?} order {order}: first fault off"
+            );
+            assert!(seen[0] == seen[2], "{arch:?} order {order}: no stretch");
         }
     }
 }

@@ -244,7 +244,11 @@ impl Model {
         if !fits || crate::mm::marker::is_guard(mm, addr) {
             return false;
         }
-        mm.pt.pte_alloc(addr, phys).is_some()
+        let made = mm.pt.pte_alloc(addr, phys).is_some();
+        if made {
+            crate::core::diag::took(crate::core::diag::Step::FirstFaultTables);
+        }
+        made
     }
 
     /// The write faults of up to `blocks` blocks of none PTEs after the
