@@ -205,48 +205,145 @@ pub fn anon_vma_compatible(a: (Option<AnonVmaId>, bool), b: (Option<AnonVmaId>, 
 }
 
 /// The VMA tree of one mm (the maple tree, as an ordered map by start).
-#[derive(Clone, Debug, Default)]
+///
+/// Kept as a sorted vector while the mm has few VMAs and as a B-tree map
+/// once it has more than [`SMALL_MAX`] (issue 14: a small process's VMA
+/// lookups — several per system call, one per fault — were about 11 % of
+/// mremap-batch-64k as `BTreeMap::range()` walks; a binary search of a
+/// short vector is a few compares). The two hold the same VMAs by the
+/// same keys and answer every query alike; which one is used is not
+/// observable (`Debug` prints the map either way).
+#[derive(Clone, Default)]
 pub struct VmaTree {
-    map: BTreeMap<u64, Vma>,
+    store: VmaStore,
+}
+
+/// More VMAs than this move a [`VmaTree`] to the B-tree (and it stays
+/// there: inserting into the middle of a long vector is what the B-tree
+/// avoids).
+const SMALL_MAX: usize = 32;
+
+#[derive(Clone)]
+enum VmaStore {
+    /// Sorted by start, starts unique.
+    Small(Vec<Vma>),
+    Big(BTreeMap<u64, Vma>),
+}
+
+impl Default for VmaStore {
+    fn default() -> Self {
+        VmaStore::Small(Vec::new())
+    }
+}
+
+impl std::fmt::Debug for VmaTree {
+    /// As the derived `Debug` of the map it was: `VmaTree { map: {start: Vma, ..} }`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        struct Map<'a>(&'a VmaTree);
+        impl std::fmt::Debug for Map<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_map()
+                    .entries(self.0.iter().map(|v| (v.start, v)))
+                    .finish()
+            }
+        }
+        f.debug_struct("VmaTree").field("map", &Map(self)).finish()
+    }
+}
+
+/// The first index of sorted `v` whose start is at least `x`.
+fn lower(v: &[Vma], x: u64) -> usize {
+    v.partition_point(|a| a.start < x)
 }
 
 impl VmaTree {
+    /// An empty tree kept as the B-tree from the start (the reference the
+    /// vector form is tested against).
+    #[cfg(test)]
+    fn big() -> Self {
+        VmaTree {
+            store: VmaStore::Big(BTreeMap::new()),
+        }
+    }
     pub fn len(&self) -> usize {
-        self.map.len()
+        match &self.store {
+            VmaStore::Small(v) => v.len(),
+            VmaStore::Big(m) => m.len(),
+        }
     }
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
     }
     pub fn iter(&self) -> impl Iterator<Item = &Vma> {
-        self.map.values()
+        let (small, big) = match &self.store {
+            VmaStore::Small(v) => (Some(v.iter()), None),
+            VmaStore::Big(m) => (None, Some(m.values())),
+        };
+        small.into_iter().flatten().chain(big.into_iter().flatten())
+    }
+    /// The VMAs whose start is in `[start, end)`, lowest first (none when
+    /// `end <= start`).
+    fn starting_in(&self, start: u64, end: u64) -> impl Iterator<Item = &Vma> {
+        let (small, big) = match &self.store {
+            _ if end <= start => (None, None),
+            VmaStore::Small(v) => (Some(v[lower(v, start)..lower(v, end)].iter()), None),
+            VmaStore::Big(m) => (None, Some(m.range(start..end).map(|(_, v)| v))),
+        };
+        small.into_iter().flatten().chain(big.into_iter().flatten())
+    }
+    /// The VMA with the highest start at or below `addr` (`below`: below).
+    fn last_starting_before(&self, addr: u64, below: bool) -> Option<&Vma> {
+        match &self.store {
+            VmaStore::Small(v) => {
+                let i = match below {
+                    true => lower(v, addr),
+                    false => v.partition_point(|a| a.start <= addr),
+                };
+                i.checked_sub(1).map(|i| &v[i])
+            }
+            VmaStore::Big(m) => match below {
+                true => m.range(..addr).next_back().map(|(_, v)| v),
+                false => m.range(..=addr).next_back().map(|(_, v)| v),
+            },
+        }
     }
     /// The VMA containing `addr`. Linux: vma_lookup().
     pub fn find(&self, addr: u64) -> Option<&Vma> {
-        self.map
-            .range(..=addr)
-            .next_back()
-            .map(|(_, v)| v)
+        self.last_starting_before(addr, false)
             .filter(|v| v.contains(addr))
     }
     pub fn get(&self, start: u64) -> Option<&Vma> {
-        self.map.get(&start)
+        match &self.store {
+            VmaStore::Small(v) => v
+                .binary_search_by_key(&start, |a| a.start)
+                .ok()
+                .map(|i| &v[i]),
+            VmaStore::Big(m) => m.get(&start),
+        }
     }
+    /// The VMA starting at `start`, to change anything but its start.
     pub fn get_mut(&mut self, start: u64) -> Option<&mut Vma> {
-        self.map.get_mut(&start)
+        match &mut self.store {
+            VmaStore::Small(v) => v
+                .binary_search_by_key(&start, |a| a.start)
+                .ok()
+                .map(|i| &mut v[i]),
+            VmaStore::Big(m) => m.get_mut(&start),
+        }
     }
     /// First VMA ending above `addr`. Linux: find_vma().
     pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
         if let Some(v) = self.find(addr) {
             return Some(v);
         }
-        self.map.range(addr..).next().map(|(_, v)| v)
+        match &self.store {
+            VmaStore::Small(v) => v.get(lower(v, addr)),
+            VmaStore::Big(m) => m.range(addr..).next().map(|(_, v)| v),
+        }
     }
     /// The VMA ending at or before `addr` with the highest end.
     pub fn prev(&self, addr: u64) -> Option<&Vma> {
-        self.map
-            .range(..addr)
-            .next_back()
-            .map(|(_, v)| v)
+        self.last_starting_before(addr, true)
             .filter(|v| v.end <= addr)
     }
     /// Start addresses of VMAs intersecting `[start, end)`.
@@ -255,9 +352,9 @@ impl VmaTree {
         if let Some(v) = self.find(start) {
             out.push(v.start);
         }
-        for (&s, _) in self.map.range(start..end) {
-            if out.last() != Some(&s) {
-                out.push(s);
+        for v in self.starting_in(start, end) {
+            if out.last() != Some(&v.start) {
+                out.push(v.start);
             }
         }
         out
@@ -267,22 +364,46 @@ impl VmaTree {
         if let Some(v) = self.find(start) {
             return Some(v.start);
         }
-        self.map.range(start..end).next().map(|(&s, _)| s)
+        self.starting_in(start, end).next().map(|v| v.start)
     }
     /// Whether a VMA intersecting `[start, end)` satisfies `pred` (the
     /// VMAs of [`VmaTree::starts_in`], without building the list).
     pub fn any_in(&self, start: u64, end: u64, pred: impl Fn(&Vma) -> bool) -> bool {
-        self.find(start).is_some_and(&pred) || self.map.range(start..end).any(|(_, v)| pred(v))
+        self.find(start).is_some_and(&pred) || self.starting_in(start, end).any(pred)
     }
     pub fn intersects(&self, start: u64, end: u64) -> bool {
         self.first_start_in(start, end).is_some()
     }
+    /// Add `v` under its start (replacing a VMA with the same start).
     pub fn insert(&mut self, v: Vma) {
         debug_assert!(v.start < v.end);
-        self.map.insert(v.start, v);
+        match &mut self.store {
+            VmaStore::Small(s) => {
+                match s.binary_search_by_key(&v.start, |a| a.start) {
+                    Ok(i) => s[i] = v,
+                    Err(i) => s.insert(i, v),
+                }
+                if s.len() > SMALL_MAX {
+                    let m = std::mem::take(s)
+                        .into_iter()
+                        .map(|a| (a.start, a))
+                        .collect();
+                    self.store = VmaStore::Big(m);
+                }
+            }
+            VmaStore::Big(m) => {
+                m.insert(v.start, v);
+            }
+        }
     }
     pub fn remove(&mut self, start: u64) -> Option<Vma> {
-        self.map.remove(&start)
+        match &mut self.store {
+            VmaStore::Small(v) => v
+                .binary_search_by_key(&start, |a| a.start)
+                .ok()
+                .map(|i| v.remove(i)),
+            VmaStore::Big(m) => m.remove(&start),
+        }
     }
     /// Split the VMA containing `addr` at `addr` (no-op at an edge). The upper
     /// piece gets `pgoff += offset`. Linux: mm/vma.c __split_vma().
@@ -298,8 +419,8 @@ impl VmaTree {
         let mut hi = v;
         hi.pgoff = hi.pgoff_at(addr);
         hi.start = addr;
-        self.map.insert(lo.start, lo);
-        self.map.insert(hi.start, hi);
+        self.insert(lo);
+        self.insert(hi);
     }
 }
 
@@ -419,5 +540,116 @@ mod tests {
             VmFlags::READ | VmFlags::ACCOUNT,
             VmFlags::READ
         ));
+    }
+
+    /// The vector form of [`VmaTree`] (and its move to the B-tree past
+    /// [`SMALL_MAX`] VMAs) against the B-tree form and against the plain
+    /// ordered map the tree was before: random inserts, removes, splits
+    /// and end changes over 120 slots (so that most vector trees cross the
+    /// threshold), every query compared after each step.
+    #[test]
+    fn small_and_big_trees_answer_alike() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        const P: u64 = 4096;
+        let step = (0u8..8, 0u64..120, 1u64..5, any::<u64>());
+        let mut runner = TestRunner::new(Config::with_cases(64));
+        runner
+            .run(&prop::collection::vec(step, 1..300), |steps| {
+                let mut small = VmaTree::default();
+                let mut big = VmaTree::big();
+                let mut reference: BTreeMap<u64, Vma> = BTreeMap::new();
+                let ref_find = |r: &BTreeMap<u64, Vma>, a: u64| {
+                    r.range(..=a)
+                        .next_back()
+                        .map(|(_, v)| v.clone())
+                        .filter(|v| v.contains(a))
+                };
+                for (op, slot, len, q) in steps {
+                    let a = slot * 4 * P;
+                    match op {
+                        // Insert where nothing overlaps.
+                        0..=3 => {
+                            let e = a + len * P;
+                            let free = reference.values().all(|v| v.end <= a || e <= v.start);
+                            if free {
+                                let v = vma(a, e, VmFlags::READ);
+                                small.insert(v.clone());
+                                big.insert(v.clone());
+                                reference.insert(a, v);
+                            }
+                        }
+                        4 => {
+                            let s = reference.range(a..).next().map(|(&k, _)| k).unwrap_or(a);
+                            let r = reference.remove(&s);
+                            prop_assert_eq!(small.remove(s), r.clone());
+                            prop_assert_eq!(big.remove(s), r);
+                        }
+                        5 => {
+                            let at = a + (q % 8) * P;
+                            small.split_at(at);
+                            big.split_at(at);
+                            if let Some(v) = ref_find(&reference, at).filter(|v| v.start != at) {
+                                let mut lo = v.clone();
+                                lo.end = at;
+                                let mut hi = v;
+                                hi.pgoff = hi.pgoff_at(at);
+                                hi.start = at;
+                                reference.insert(lo.start, lo);
+                                reference.insert(hi.start, hi);
+                            }
+                        }
+                        _ => {
+                            // Shrink a VMA's end through get_mut.
+                            if let Some(v) = ref_find(&reference, a).filter(|v| v.pages() > 1) {
+                                let e = v.end - P;
+                                reference.get_mut(&v.start).unwrap().end = e;
+                                small.get_mut(v.start).unwrap().end = e;
+                                big.get_mut(v.start).unwrap().end = e;
+                            }
+                        }
+                    }
+                    let want: Vec<Vma> = reference.values().cloned().collect();
+                    for t in [&small, &big] {
+                        prop_assert_eq!(t.iter().cloned().collect::<Vec<_>>(), want.clone());
+                        prop_assert_eq!(t.len(), want.len());
+                        prop_assert_eq!(
+                            format!("{t:?}"),
+                            format!("VmaTree {{ map: {reference:?} }}")
+                        );
+                        for probe in [a, a + P, a + (q % 16) * P, q % (500 * P)] {
+                            let end = probe + (q % 32) * P;
+                            prop_assert_eq!(t.find(probe).cloned(), ref_find(&reference, probe));
+                            prop_assert_eq!(t.get(probe).cloned(), reference.get(&probe).cloned());
+                            let fv = ref_find(&reference, probe).or_else(|| {
+                                reference.range(probe..).next().map(|(_, v)| v.clone())
+                            });
+                            prop_assert_eq!(t.find_vma(probe).cloned(), fv);
+                            let pv = reference
+                                .range(..probe)
+                                .next_back()
+                                .map(|(_, v)| v.clone())
+                                .filter(|v| v.end <= probe);
+                            prop_assert_eq!(t.prev(probe).cloned(), pv);
+                            let mut starts: Vec<u64> = ref_find(&reference, probe)
+                                .map(|v| v.start)
+                                .into_iter()
+                                .collect();
+                            for (&k, _) in reference.range(probe..end.max(probe)) {
+                                if starts.last() != Some(&k) {
+                                    starts.push(k);
+                                }
+                            }
+                            prop_assert_eq!(t.starts_in(probe, end), starts.clone());
+                            prop_assert_eq!(t.first_start_in(probe, end), starts.first().copied());
+                            let odd = |v: &Vma| (v.start / P) % 3 == q % 3;
+                            let any = starts.iter().any(|k| odd(&reference[k]));
+                            prop_assert_eq!(t.any_in(probe, end, odd), any);
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
     }
 }
