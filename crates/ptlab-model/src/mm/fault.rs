@@ -801,11 +801,14 @@ fn swapin_pte_flags(vma: &Vma, s: SwapPte, exclusive: bool, write: bool) -> Leaf
 /// folio returns as one folio (checked live on 6.18.44 with a loop device:
 /// a read of one page mapped all 16, `swpin` unchanged, since nothing is
 /// read). Otherwise only the faulting page is mapped, from the large folio.
-/// Exclusivity, writability and the swap-cache drop follow the order-0
-/// rules of [`do_swap_page`], for all the pages at once: the folio is freed
-/// from the swap cache on a write when the cache and this fault hold the
-/// only references (`folio_ref_count() == 1 + folio_nr_pages()`) and none
-/// of its slots has a count left.
+/// Exclusivity and writability follow the order-0 rules of
+/// [`do_swap_page`], for all the pages at once: the folio is freed from the
+/// swap cache when should_try_to_free_swap() says so (a write where the
+/// cache and this fault hold the only references, `folio_ref_count() == 1
+/// + folio_nr_pages()`; an mlocked VMA; swap more than half full) and none
+/// of its slots has a count left. Otherwise — a read fault — it stays in
+/// the swap cache with every slot at count 0, unlike the model's order-0
+/// folios (D3, docs/ops/swap.md S14r: deferred_split_folio() skips it).
 /// Linux: mm/memory.c do_swap_page() (the folio_test_large() &&
 /// folio_test_swapcache() block, swap_pte_batch()), should_try_to_free_swap().
 fn swapin_large(

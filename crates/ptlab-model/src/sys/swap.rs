@@ -21,7 +21,10 @@
 //!   count reaches 0 the model drops the entry (and frees the slot) at once,
 //!   where the kernel keeps the folio cached until `folio_free_swap()` or
 //!   reclaim. Every exclusivity decision is taken before that drop, with the
-//!   cache reference counted, as the kernel takes it.
+//!   cache reference counted, as the kernel takes it. A large folio (block
+//!   device) that a read fault mapped back is the exception: it stays in the
+//!   cache with every slot at count 0 until a path that deletes it in the
+//!   kernel (D3, docs/ops/swap.md S14r).
 
 use crate::core::addr::{PAGE_SIZE, PMD_ORDER, PMD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags, SwapPte};
