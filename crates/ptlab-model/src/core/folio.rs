@@ -2214,6 +2214,8 @@ impl PhysMem {
     /// reclaim, which nothing observes, so the model drops it the same
     /// way. Linux: mm/swap_state.c free_pages_and_swap_cache() →
     /// free_swap_cache(), mm/swapfile.c folio_free_swap().
+    #[cold]
+    #[inline(never)]
     fn free_unmapped_swapcache(&mut self, folio: FolioRef) {
         if self.folio_swap(folio).is_none()
             || self.folio_mapcount(folio) > 0
