@@ -664,3 +664,56 @@ fn pageout_64k_folio_kernel_calls() {
         ])
     );
 }
+
+// ---- block-device swap: a read fault leaves the 64 KiB folio cached (D3) ----
+
+const READ_BACK_64K: &str = "swap 64M blockdev
+thp 64K always
+p = mmap 64K at 0x7f00_0000_0000 fixed
+write p 64K
+madvise p 64K pageout
+read p
+";
+
+/// The read fault that maps a swapped-out 64 KiB folio back whole from the
+/// swap cache (docs/ops/swap.md S14r): swap_free_nr() drops the 16 swap
+/// counts under one cluster lock (1 lock, 16 swap_map bytes), and, a read
+/// fault not freeing the swap (should_try_to_free_swap() false), nothing
+/// else touches the swap map: no SWAP_HAS_CACHE clear, no slot free, no
+/// put of the cache's references. Folio atomics: the lock and unlock
+/// (folio_lock_or_retry(), folio_unlock()) and the mapping's references
+/// (folio_ref_add(): 1) = 3.
+#[test]
+fn read_swapin_of_a_cached_64k_folio_frees_no_slot() {
+    for arch in [ArchKind::X86_64, ArchKind::Arm64] {
+        let got = last_line(READ_BACK_64K, arch);
+        assert_eq!(got.get("swap_cluster_lock"), Some(&1), "{arch:?} {got:?}");
+        assert_eq!(got.get("swap_map_update"), Some(&16), "{arch:?} {got:?}");
+        assert_eq!(got.get("swap_slot_free"), None, "{arch:?} {got:?}");
+        assert_eq!(got.get("folio_ref_atomic"), Some(&3), "{arch:?} {got:?}");
+    }
+}
+
+/// munmap of that folio: the zap is the one of any exclusive 64 KiB folio
+/// (the same as after a write swap-in, which freed the swap at the fault),
+/// plus the mmu_gather's free_swap_cache() of a folio no longer mapped
+/// (mm/swap_state.c free_pages_and_swap_cache()): folio_free_swap() takes
+/// one cluster lock, clears SWAP_HAS_CACHE in 16 swap_map bytes and frees
+/// the 16 slots, and the cache's references go (folio_put_refs(): 1 atomic).
+#[test]
+fn munmap_of_a_read_back_64k_folio_frees_its_swap_cache() {
+    let cached = format!("{READ_BACK_64K}munmap p 64K\n");
+    let freed = cached.replace("read p\n", "write p\n");
+    for arch in [ArchKind::X86_64, ArchKind::Arm64] {
+        let mut want = last_line(&freed, arch);
+        for (e, n) in [
+            ("swap_cluster_lock", 1),
+            ("swap_map_update", 16),
+            ("swap_slot_free", 16),
+            ("folio_ref_atomic", 1),
+        ] {
+            *want.entry(e.to_string()).or_default() += n;
+        }
+        assert_eq!(last_line(&cached, arch), want, "{arch:?}");
+    }
+}

@@ -192,7 +192,7 @@ MADV_COLLAPSE run alone after them (docs/live.md, \"Parallel jobs and
 shards\").
 
 Coverage: every case is also run on the model, and the kernel rules it takes
-are counted (docs/coverage.md); the progress line shows `rules N/234` and the
+are counted (docs/coverage.md); the progress line shows `rules N/240` and the
 summary the rules still missing. Each case is generated with the weights
 below multiplied, per operation, by up to 3 for the rule families the cases
 before it left unexercised, and the new-code percentages by up to 2 for the

@@ -26,6 +26,7 @@
 use crate::core::addr::{Order, Pfn, PMD_ORDER};
 use crate::core::hw::HwEvent;
 use crate::core::phys::{Nodes, FIRST_PFN};
+use crate::core::rules::rule;
 use crate::core::stats::{MthpStat, Stats, VmEvent};
 use crate::types::Pid;
 
@@ -2197,7 +2198,61 @@ impl PhysMem {
         });
         if left == 0 {
             self.free_folio(folio);
+        } else if folio.is_large() && left == folio.nr_pages() as u32 {
+            self.free_unmapped_swapcache(folio);
         }
+    }
+
+    /// A large folio left in the swap cache by a read swap-in (every slot
+    /// at swap count 0) that just lost its last mapping and every other
+    /// reference: the zap's mmu_gather frees it from the cache
+    /// (free_swap_cache(): not mapped, swap_only_has_cache() over the
+    /// folio → folio_free_swap(): one cluster lock, the slots'
+    /// SWAP_HAS_CACHE, the slot frees), and the folio goes with the
+    /// cache's references. The kernel does this at zap only; a CoW copy or
+    /// MADV_COLLAPSE dropping the last mapping leaves it cached until
+    /// reclaim, which nothing observes, so the model drops it the same
+    /// way. Linux: mm/swap_state.c free_pages_and_swap_cache() →
+    /// free_swap_cache(), mm/swapfile.c folio_free_swap().
+    #[cold]
+    #[inline(never)]
+    fn free_unmapped_swapcache(&mut self, folio: FolioRef) {
+        if self.folio_swap(folio).is_none()
+            || self.folio_mapcount(folio) > 0
+            || self.large_swap_counted(folio)
+        {
+            return;
+        }
+        rule!(self.hw, ZapFreesLargeSwapCache);
+        let nr = folio.nr_pages();
+        self.hw.one(HwEvent::SwapClusterLock);
+        self.hw.add(HwEvent::SwapMapUpdate, nr);
+        self.hw.add(HwEvent::SwapSlotFree, nr);
+        self.delete_large_from_swapcache(folio);
+    }
+
+    /// Whether any slot of a large swap-cache folio still has a swap count
+    /// (a swap PTE names it: `folio_swapped()`).
+    pub(crate) fn large_swap_counted(&self, folio: FolioRef) -> bool {
+        let base = self.folio_swap(folio).expect("a large swap-cache folio");
+        self.swap
+            .slots
+            .range(base..base + folio.nr_pages())
+            .any(|(_, s)| s.count > 0)
+    }
+
+    /// Take a large folio out of the swap cache: its slots are freed and
+    /// the cache's references (one per page) go. No event: the callers
+    /// count what their kernel path does. Linux: mm/swap_state.c
+    /// swap_cache_del_folio(), mm/swapfile.c put_swap_folio().
+    pub(crate) fn delete_large_from_swapcache(&mut self, folio: FolioRef) {
+        let base = self.folio_swap(folio).expect("a large swap-cache folio");
+        let nr = folio.nr_pages();
+        for off in base..base + nr {
+            self.swap.remove_slot(off);
+        }
+        self.set_folio_swap(folio, None);
+        self.ref_sub(folio, nr as u32);
     }
 
     /// The end of the run of identical large folios holding `folio` when

@@ -554,11 +554,17 @@ fn do_wp_page(
             refs(env.phys) == 1
         }
     } else {
-        // W4 large (mm/memory.c __wp_can_reuse_large_anon_folio()).
+        // W4 large (mm/memory.c __wp_can_reuse_large_anon_folio()): a
+        // folio in the swap cache first tries folio_free_swap(), which
+        // succeeds when no swap PTE names any of its slots (checked live:
+        // fork, child exit, read swap-in, write reuses the folio).
         let mapcount = env.phys.folio_mapcount(folio);
-        mapcount > 1
-            && !env.phys.mapped_by_other_mm(folio, mm.pid)
-            && mapcount == env.phys.refcount(folio)
+        mapcount > 1 && !env.phys.mapped_by_other_mm(folio, mm.pid) && {
+            if env.phys.in_swapcache(folio) && crate::mm::swap::free_swap_large(env.phys, folio) {
+                rule!(mm.pt.hw, FaultWpLargeFreesSwap);
+            }
+            mapcount == env.phys.refcount(folio)
+        }
     };
     if reuse {
         rule!(mm.pt.hw, FaultWpReuse);
@@ -795,11 +801,14 @@ fn swapin_pte_flags(vma: &Vma, s: SwapPte, exclusive: bool, write: bool) -> Leaf
 /// folio returns as one folio (checked live on 6.18.44 with a loop device:
 /// a read of one page mapped all 16, `swpin` unchanged, since nothing is
 /// read). Otherwise only the faulting page is mapped, from the large folio.
-/// Exclusivity, writability and the swap-cache drop follow the order-0
-/// rules of [`do_swap_page`], for all the pages at once: the folio is freed
-/// from the swap cache on a write when the cache and this fault hold the
-/// only references (`folio_ref_count() == 1 + folio_nr_pages()`) and none
-/// of its slots has a count left.
+/// Exclusivity and writability follow the order-0 rules of
+/// [`do_swap_page`], for all the pages at once: the folio is freed from the
+/// swap cache when should_try_to_free_swap() says so (a write where the
+/// cache and this fault hold the only references, `folio_ref_count() == 1
+/// + folio_nr_pages()`; an mlocked VMA; swap more than half full) and none
+/// of its slots has a count left. Otherwise — a read fault — it stays in
+/// the swap cache with every slot at count 0, unlike the model's order-0
+/// folios (D3, docs/ops/swap.md S14r: deferred_split_folio() skips it).
 /// Linux: mm/memory.c do_swap_page() (the folio_test_large() &&
 /// folio_test_swapcache() block, swap_pte_batch()), should_try_to_free_swap().
 fn swapin_large(
@@ -868,14 +877,23 @@ fn swapin_large(
     phys.ref_add(folio, nr as u32);
     mm.rss_anon += nr;
     mm.pt.set_ptes(start, Leaf { pfn: page, flags }, nr, phys);
-    if !left {
-        // As for order-0 folios, the model drops the cache once no swap
-        // PTE names the slots (folio_free_swap(): one cluster lock, the
-        // slots' SWAP_HAS_CACHE, the slot frees) and marks the folio dirty.
+    if !left && freed {
+        // should_try_to_free_swap() → folio_free_swap(): one cluster lock,
+        // the slots' SWAP_HAS_CACHE, the slot frees; the folio is marked
+        // dirty (its data now lives only in memory).
         count_swap_map(&phys.hw, nr_folio);
         phys.hw.add(HwEvent::SwapSlotFree, nr_folio);
         crate::mm::swap::drop_large_swapcache(phys, folio);
         phys.set_folio_dirty(folio, true);
+    } else if !left {
+        // D3: a read fault (no should_try_to_free_swap()) leaves the
+        // folio in the swap cache, clean, its slots held by
+        // SWAP_HAS_CACHE alone: deferred_split_folio() then skips it, a
+        // later whole-folio MADV_PAGEOUT reuses its slots, and it leaves
+        // the cache where the kernel deletes it (crate::mm::swap
+        // drop_large_swapcache() callers; docs/ops/swap.md S14). Checked
+        // live on 6.18.44 with a loop device (tests/scenarios/swap-28 …).
+        rule!(phys.hw, FaultSwapInLargeKeepsCache);
     }
     Ok(())
 }

@@ -48,10 +48,14 @@ pub(crate) fn put_slot(phys: &mut PhysMem, offset: u64) {
 
 /// Delete a large folio from the swap cache once none of its slots has a
 /// swap count left: every slot is freed and the cache's references (one
-/// per page) go; returns whether it did. As for order-0 folios, the model
-/// drops the cache as soon as nothing refers to the slots, where the
-/// kernel keeps a folio that is still mapped until reclaim or
-/// folio_free_swap() (crate::sys::swap, module comment).
+/// per page) go; returns whether it did. Called where the kernel deletes
+/// it: the last swap PTE of an unmapped cached folio zapped
+/// (__try_to_reclaim_swap() with TTRS_UNMAPPED), a write swap-in
+/// (should_try_to_free_swap()), and through [`free_swap_large`]. A folio
+/// a read fault mapped back stays cached with every count at 0 (D3,
+/// docs/ops/swap.md S14) until one of those, a zap that unmaps it
+/// (PhysMem::ref_sub(): free_swap_cache()), a split (its pieces' slots go
+/// with the order-0 simplification), MADV_FREE, a CoW reuse or swapoff.
 /// Linux: mm/swapfile.c __try_to_reclaim_swap() (swap_only_has_cache()
 /// over the whole folio), folio_free_swap(), mm/swap_state.c
 /// swap_cache_del_folio().
@@ -59,21 +63,28 @@ pub(crate) fn drop_large_swapcache(
     phys: &mut PhysMem,
     folio: crate::core::folio::FolioRef,
 ) -> bool {
-    let base = phys.folio_swap(folio).expect("a large swap-cache folio");
-    let nr = folio.nr_pages();
-    if phys
-        .swap
-        .slots
-        .range(base..base + nr)
-        .any(|(_, s)| s.count > 0)
-    {
+    if phys.large_swap_counted(folio) {
         return false;
     }
-    for off in base..base + nr {
-        phys.swap.remove_slot(off);
+    phys.delete_large_from_swapcache(folio);
+    true
+}
+
+/// folio_free_swap() on a large swap-cache folio: when none of its slots
+/// has a swap count, the folio leaves the cache (one cluster lock, the
+/// slots' SWAP_HAS_CACHE cleared, the slots freed) and is marked dirty;
+/// returns whether it did. Linux: mm/swapfile.c folio_free_swap()
+/// (folio_swapcache_freeable(), folio_swapped()), swap_cache_del_folio(),
+/// folio_set_dirty().
+pub(crate) fn free_swap_large(phys: &mut PhysMem, folio: crate::core::folio::FolioRef) -> bool {
+    if phys.large_swap_counted(folio) {
+        return false;
     }
-    phys.set_folio_swap(folio, None);
-    phys.ref_sub(folio, nr as u32);
+    let nr = folio.nr_pages();
+    count_swap_map(&phys.hw, nr);
+    phys.hw.add(HwEvent::SwapSlotFree, nr);
+    phys.delete_large_from_swapcache(folio);
+    phys.set_folio_dirty(folio, true);
     true
 }
 

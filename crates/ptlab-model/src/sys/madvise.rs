@@ -95,10 +95,23 @@ fn madvise_free_pte_range(
         }
         let swapcache = phys.in_swapcache(folio);
         if swapcache || phys.folio_dirty(folio) {
-            if u64::from(phys.folio_mapcount(folio)) != folio.nr_pages() || swapcache {
+            // folio_mapcount() == nr_pages, then folio_free_swap() for a
+            // swap-cache folio: it fails while a swap PTE names a slot (an
+            // order-0 cache entry always has one in the model); a large
+            // folio a read fault left in the cache with no swap count
+            // leaves it (D3).
+            let freed = |phys: &mut PhysMem| {
+                folio.is_large() && crate::mm::swap::free_swap_large(phys, folio)
+            };
+            if u64::from(phys.folio_mapcount(folio)) != folio.nr_pages()
+                || (swapcache && !freed(phys))
+            {
                 rule!(phys.hw, MadviseFreeKeepsDirtyShared);
                 addr += nr * PAGE_SIZE;
                 continue;
+            }
+            if swapcache {
+                rule!(phys.hw, MadviseFreeFreesLargeSwap);
             }
             phys.set_folio_dirty(folio, false);
         }

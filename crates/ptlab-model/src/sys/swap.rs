@@ -21,7 +21,10 @@
 //!   count reaches 0 the model drops the entry (and frees the slot) at once,
 //!   where the kernel keeps the folio cached until `folio_free_swap()` or
 //!   reclaim. Every exclusivity decision is taken before that drop, with the
-//!   cache reference counted, as the kernel takes it.
+//!   cache reference counted, as the kernel takes it. A large folio (block
+//!   device) that a read fault mapped back is the exception: it stays in the
+//!   cache with every slot at count 0 until a path that deletes it in the
+//!   kernel (D3, docs/ops/swap.md S14r).
 
 use crate::core::addr::{PAGE_SIZE, PMD_ORDER, PMD_SIZE};
 use crate::core::arch::{Entry, Leaf, LeafFlags, SwapPte};
@@ -46,9 +49,33 @@ use std::collections::BTreeMap;
 /// and leaves no swap area: `swap SIZE` replaces the area (swapoff of the
 /// old one, then swapon of the new one, which the kernel refuses).
 pub fn set_swap(phys: &mut PhysMem, bytes: u64, kind: SwapKind) -> Result<(), Errno> {
-    if !phys.swap.slots.is_empty() {
+    if phys.swap.slots.values().any(|s| s.count > 0) {
         return Err(Errno::EBUSY);
     }
+    // Slots held only by the swap cache: large folios a read fault mapped
+    // back (D3). swapoff's try_to_unuse() deletes each from the cache
+    // (folio_free_swap(), which marks it dirty) and succeeds.
+    // Linux: mm/swapfile.c try_to_unuse().
+    let cached: Vec<u64> = phys
+        .swap
+        .slots
+        .values()
+        .filter_map(|s| s.cache)
+        .map(|p| p.0)
+        .collect();
+    for head in cached {
+        let Some(folio) = phys.folio_of(crate::core::addr::Pfn(head)) else {
+            continue;
+        };
+        if phys.in_swapcache(folio) {
+            rule!(phys.hw, SwapOffDropsLargeCache);
+            crate::mm::swap::free_swap_large(phys, folio);
+        }
+    }
+    debug_assert!(
+        phys.swap.slots.is_empty(),
+        "every slot count-free and uncached"
+    );
     let pages = bytes / PAGE_SIZE;
     if bytes != 0 && pages < MIN_SWAP_PAGES {
         phys.swap.pages = 0;
@@ -446,6 +473,15 @@ pub(crate) fn swap_out_large(
         soft_dirty: leaves[i as usize].flags.contains(LeafFlags::SOFT_DIRTY),
         uffd_wp: leaves[i as usize].flags.contains(LeafFlags::UFFD_WP),
     };
+    // The swap counts the swap PTEs below take (folio_dup_swap(), counted
+    // with them), added first: every count is in place before the folio's
+    // last mapping goes, as try_to_unmap_one() dups each entry before it
+    // removes the rmap (so a cache-only folio is not taken for one nobody
+    // refers to: PhysMem::ref_sub()).
+    for i in 0..nr {
+        let slot = phys.swap.slots.get_mut(&(slots.base + i)).expect("slot");
+        slot.count += 1;
+    }
     // page_vma_mapped_walk() maps the PTE table and takes its lock once.
     let _ptl = mm.pt.pte_offset_map_lock(addr);
     if batched {
@@ -514,9 +550,26 @@ pub(crate) fn swap_out_large(
     // is flushed by try_to_unmap_flush() at the end of the reclaim pass.
     mm.pt.tlbbatch_flush();
     mm.rss_anon -= nr;
-    for i in 0..nr {
-        let slot = phys.swap.slots.get_mut(&(slots.base + i)).expect("slot");
-        slot.count += 1;
+    if !slots.fresh && !dirty {
+        // A folio already in the swap cache and clean since it was last
+        // written (a read fault mapped it back: D3) is not written again
+        // (no `swpout`); with no writeback pending, __remove_mapping()
+        // takes it out of the swap cache and frees it at once, the slots
+        // keeping their data and counts: a later fault reads order-0
+        // folios (checked live on 6.18.44 with a loop device: `nr_anon`
+        // −1, `swpout` +0; tests/scenarios/swap-29 …).
+        rule!(phys.hw, SwapOutCleanCachedLargeFreed);
+        count_swap_map(&phys.hw, nr);
+        for i in 0..nr {
+            phys.swap
+                .slots
+                .get_mut(&(slots.base + i))
+                .expect("slot")
+                .cache = None;
+        }
+        phys.set_folio_swap(folio, None);
+        phys.ref_sub(folio, nr as u32);
+        return;
     }
     // pageout(): a new run, or a folio dirtied since it was last written.
     if slots.fresh || dirty {
@@ -719,9 +772,12 @@ pub fn check(procs: &BTreeMap<Pid, Mm>, phys: &PhysMem, errs: &mut Vec<String>) 
                                 f.head
                             ));
                         }
-                        if counted == 0 {
+                        // With no swap count left it is kept only while
+                        // mapped (a read swap-in, D3): unmapped, the zap
+                        // that unmapped it freed it (PhysMem::ref_sub()).
+                        if counted == 0 && phys.folio_mapcount(f) == 0 {
                             errs.push(format!(
-                                "large swap-cache folio {} kept with no swap count left",
+                                "large swap-cache folio {} kept unmapped with no swap count left",
                                 f.head
                             ));
                         }
