@@ -49,7 +49,10 @@ included):
                  40..256 cache-hot pages (slope per page) minus that PTE
                  work and L1-hit struct page lines: mprotect_pass, the
                  PTE loop's own work per pass; the extra slope over
-                 64..16384 streamed pages is charged to struct page lines
+                 64..16384 streamed pages, each pair after writing a
+                 buffer of twice the LLC (the struct pages and page tables
+                 cold, as the seed arms meet them after their
+                 explicit_bzero), is charged to struct page lines
   TLB flush      mprotect r/rw over 1..32 pages (slope per page, minus PTE
                  work: the INVLPG / TLBI per page); the full-flush price is
                  the large-range intercept minus the rest
@@ -90,8 +93,10 @@ events that refine page_fault, folio_alloc, page_zero, user_page_access):
                  page-table work (the two scaled together)
   allocation     folio_alloc_pcp + memcg_charge + lru_add: the write-fault
                  slope minus fault, clear_page_4k and page-table work
-  struct pages   fork() of 8..32 MiB of order-0 pages and of PTE-mapped
-                 THPs, slopes per page: struct_page_line and
+  struct pages   fork() of 256 MiB..1 GiB (the seed arms' sizes, so its
+                 struct pages meet the caches as theirs do) of order-0
+                 pages and of PTE-mapped THPs, slopes per page:
+                 struct_page_line and
                  struct_page_line_large solved together; the mprotect
                  over THPs is shown beside its prediction (a check)
   KPTI           read from /sys/devices/system/cpu/vulnerabilities/meltdown;
@@ -347,6 +352,36 @@ impl Drop for Region {
     }
 }
 
+/// Where the eviction buffer lives (far from every other region).
+const EVICT_AT: u64 = BASE + (12 << 30);
+
+/// A populated buffer of twice the last-level cache (64 MiB when sysfs
+/// gives no size), not inherited by fork() (MADV_DONTFORK): writing all of
+/// it before a timed call leaves that call's struct pages and page tables
+/// out of every cache level, as the seed arms meet them (the mprotect arms
+/// write their whole 1 GiB region with explicit_bzero between pairs; issue
+/// 15: run R2's struct_page_line of 0.8 ns was fitted with the struct
+/// pages cached).
+struct Evictor {
+    r: Region,
+}
+
+impl Evictor {
+    fn new() -> Result<Evictor> {
+        let len = llc_bytes().map_or(64 << 20, |l| (2 * l as usize).clamp(16 << 20, 1 << 30));
+        let len = len.div_ceil(PAGE) * PAGE;
+        let r = Region::new(EVICT_AT, len)?;
+        // SAFETY: advising our own mapping.
+        unsafe { libc::madvise(r.addr as *mut libc::c_void, len, libc::MADV_DONTFORK) };
+        r.touch_write(len / PAGE);
+        Ok(Evictor { r })
+    }
+    /// Write the whole buffer (untimed by the callers).
+    fn sweep(&self) {
+        self.r.bzero(self.r.len / PAGE);
+    }
+}
+
 /// Where the PTE-move benchmark moves its pages to: 1 GiB above [`BASE`],
 /// three pages past a PMD boundary (the source is one page past one).
 const MOVE_DST: u64 = BASE + (1 << 30) + 3 * PAGE as u64;
@@ -381,6 +416,7 @@ const RO: i32 = libc::PROT_READ;
 
 fn micro(reps: usize) -> Result<Samples> {
     let mut s = Samples::default();
+    let ev = Evictor::new()?;
     let mut put =
         |k: &str, x: f64, ns: f64| s.series.entry(k.to_string()).or_default().push((x, ns));
     for _ in 0..reps {
@@ -457,7 +493,11 @@ fn micro(reps: usize) -> Result<Samples> {
             let big = 32768;
             let r = Region::new(BASE, big * PAGE)?;
             r.touch_write(big);
+            // Each pair after the eviction sweep: its struct pages and page
+            // tables cold, as the seed arms meet them after their
+            // explicit_bzero of 1 GiB.
             for n in [64usize, 256, 1024, 4096, 16384] {
+                ev.sweep();
                 let t = Instant::now();
                 r.protect(0, n, RO);
                 r.protect(0, n, RW);
@@ -500,6 +540,7 @@ fn micro(reps: usize) -> Result<Samples> {
             if thp_pte_verified(&r, len) {
                 // Whole THPs (multiples of 512 pages) up to the region.
                 for n in [512usize, 1024, 2048, 4096, 8192, 16384] {
+                    ev.sweep();
                     let t = Instant::now();
                     r.protect(0, n, RO);
                     r.protect(0, n, RW);
@@ -516,14 +557,13 @@ fn micro(reps: usize) -> Result<Samples> {
                 put("bzero_thp", 1.0, ns_since(t) / pages as f64);
             }
         }
-        // The struct page prices of both layouts (issue 15): fork() of 8,
-        // 16 and 32 MiB of populated order-0 pages, and of the same sizes
+        // The struct page prices of both layouts (issue 15): fork() of 256,
+        // 512 and 1024 MiB (FORK_MIB) of populated order-0 pages, and of the same sizes
         // of PMD THPs mapped by PTEs (as `thp_pte_region`; layout verified
         // from /proc/kpageflags, the whole repetition's series dropped when
         // a size is not obtained), the fork() call alone timed in the
         // parent (the child exits at once; its exit and the wait untimed),
-        // best of 3. Slopes per page; not the seeds' 1 GiB (or calibrate's
-        // 64 MiB) fork loops.
+        // best of 3. Slopes per page, over the seed arms' region sizes.
         {
             let mut small = Vec::new();
             let mut large = Vec::new();
@@ -659,6 +699,7 @@ const MADV_PAGEOUT: libc::c_int = 21;
 /// Slopes per page; not the seed's 256 MiB.
 fn pageout(reps: usize) -> Result<Samples> {
     let mut s = Samples::default();
+    let ev = Evictor::new()?;
     let mut large_ok = true;
     for rep in 0..reps {
         let mut small = Vec::new();
@@ -697,7 +738,9 @@ fn pageout(reps: usize) -> Result<Samples> {
             }
             // mprotect r + rw over the whole region of 64 KiB mTHPs (issue
             // 15: beside the PTE-mapped THP series of the micro worker, the
-            // second layout of the per-batch fit), before it is paged out.
+            // second layout of the per-batch fit), before it is paged out;
+            // after the eviction sweep, as the THP series.
+            ev.sweep();
             let t = Instant::now();
             r.protect(0, pages, RO);
             r.protect(0, pages, RW);
@@ -1015,8 +1058,14 @@ fn forks(n: u32) -> Result<f64> {
     Ok(ns_since(t))
 }
 
-/// The sizes (MiB) of calibrate's fork-over-both-layouts series.
-const FORK_MIB: [usize; 3] = [8, 16, 32];
+/// The sizes (MiB) of calibrate's fork-over-both-layouts series: the seed
+/// arms' sizes (`ptlab bench --quick`'s 256 MiB to the full 1 GiB), so
+/// that the struct pages and page tables one fork walks (1/64 and 1/512 of
+/// the region: 4..16 MiB and 0.5..2 MiB) meet the caches as the arms'
+/// forks do. Until issue 15's ninth session 8..32 MiB, whose 0.1..0.5 MiB
+/// of struct pages stayed in L2 and priced a struct page line at 0.8 ns
+/// in run R2.
+const FORK_MIB: [usize; 3] = [256, 512, 1024];
 
 /// The fastest of `n` fork() calls, timed in the parent alone (each child
 /// exits at once and is reaped after the timed span).
@@ -1755,7 +1804,7 @@ fn fit_pte_work(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String,
             p,
             HwEvent::StructPageLine,
             &sm,
-            "mprotect r+rw streaming over 64..16384 pages: the per-page slope above the cache-hot one, per struct page line, plus the L1-hit price of the cache-hot line",
+            "mprotect r+rw streaming over 64..16384 pages, each pair after an eviction sweep of twice the LLC (struct pages and page tables cold, as the seed arms meet them): the per-page slope above the cache-hot one, per struct page line, plus the L1-hit price of the cache-hot line",
         );
         rows.push((
             "struct page line, streaming".into(),
@@ -2161,7 +2210,7 @@ fn fit_layout(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String, S
                 p,
                 e,
                 &sm,
-                &format!("fork() over 8..32 MiB of populated order-0 pages and of PMD THPs mapped by PTEs (layout verified from /proc/kpageflags), the slopes per page minus the model's other per-page events of each at their fitted prices, solved together for the order-0 and the large-folio line prices: {what}"),
+                &format!("fork() over 256 MiB..1 GiB of populated order-0 pages and of PMD THPs mapped by PTEs (layout verified from /proc/kpageflags), the slopes per page minus the model's other per-page events of each at their fitted prices, solved together for the order-0 and the large-folio line prices: {what}"),
             );
         }
         // Solved together: one fit, refused as a whole.
@@ -2171,7 +2220,7 @@ fn fit_layout(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String, S
                 &[(HwEvent::StructPageLineLarge, 1.0)],
             ],
             &format!(
-                "fork() over 8..32 MiB of order-0 pages and of PTE-mapped THPs, slopes {:.3} ± {:.3} and {:.3} ± {:.3} ns/page (n = {}), solved together",
+                "fork() over 256 MiB..1 GiB of order-0 pages and of PTE-mapped THPs, slopes {:.3} ± {:.3} and {:.3} ± {:.3} ns/page (n = {}), solved together",
                 f4.mean,
                 f4.ci95,
                 ft.mean,
@@ -2307,7 +2356,7 @@ fn fit_mprotect_batches(
     let (before_thp, before_64) = (predict(p, &d_thp), predict(p, &d_64));
     let r_thp = row(p, &d_thp, thp);
     let r_64 = row(p, &d_64, m64);
-    let how = "mprotect r+rw streaming over 512..16384 pages of PMD THPs mapped by PTEs (the micro worker) and over 8..32 MiB of 64 KiB mTHPs (the swap-out worker, hugepages-64kB=always; layouts verified from /proc/kpageflags), slopes per page minus the model's other per-page events at their fitted prices, solved together";
+    let how = "mprotect r+rw streaming over 512..16384 pages of PMD THPs mapped by PTEs (the micro worker) and over 8..32 MiB of 64 KiB mTHPs, each pair after an eviction sweep of twice the LLC (the swap-out worker, hugepages-64kB=always; layouts verified from /proc/kpageflags), slopes per page minus the model's other per-page events at their fitted prices, solved together";
     let set = |p: &mut Fit, e: HwEvent, v: f64, ci: f64, what: &str| {
         let v = v.max(0.0);
         let sm = derived(thp.n.min(m64.n), v, ci);
