@@ -27,8 +27,8 @@ use std::time::Instant;
 
 pub const CALIBRATE_HELP: &str = "\
 Examples (ptlab = target/release/ptlab; as root):
-  ptlab calibrate -o profiles/local.toml             # fit a profile (about 5 s)
-  ptlab calibrate --quick -o /tmp/local.toml         # fewer repetitions (about 2 s)
+  ptlab calibrate -o profiles/local.toml             # fit a profile (1-3 minutes)
+  ptlab calibrate --quick -o /tmp/local.toml         # fewer repetitions (under a minute)
   ptlab calibrate --format json -o /tmp/local.toml | jq .
   ptlab calibrate --check profiles/local.toml        # predicted vs live time
   ptlab cost scenarios/seeds/fork-4k.ptl --profile profiles/local.toml
@@ -159,7 +159,8 @@ pub struct CalibrateArgs {
     out: PathBuf,
 
     /// Output format on stdout: the fit table, or one JSON object
-    /// ({profile, arch, fit: {what: result}})
+    /// ({profile, arch, fit: {what: result}, refused: [{events, what,
+    /// value_ns, range_ns, allowed_ns, from}]})
     #[arg(long, value_enum, default_value_t = crate::bench_cmd::OutFormat::Text)]
     format: crate::bench_cmd::OutFormat,
 
@@ -2983,8 +2984,9 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     // The whole-program figure's prices (fault path, clears, user accesses).
     rows.extend(fit_program(&mut p, &s, arch)?);
     let stamp = format!(
-        "calibrated on {} at {}, {reps} repetitions",
+        "calibrated on {} ({}) at {}, {reps} repetitions",
         hostname(),
+        machine(),
         ptlab_bench::env::now_rfc3339()
     );
     apply_kpti(&mut p, detect_kpti(), &stamp);
@@ -3102,6 +3104,20 @@ fn profile_text(p: &mut Profile, reps: usize, base_name: &str, refused: &[Refusa
         ));
     }
     format!("{head}{}", p.to_toml())
+}
+
+/// The CPU's name and last-level cache, for the calibration stamp: a VM
+/// can move to other hardware between two calibrations (issue 15: run R2
+/// ran on an Intel Xeon with a 260 MiB L3, every run before it on an AMD
+/// EPYC with 32 MiB), and its prices move with it.
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|c| ptlab_bench::env::cpu_name(&c))
+        .unwrap_or_else(|_| "?".into());
+    match llc_bytes() {
+        Some(b) => format!("{cpu}, LLC {} KiB", b >> 10),
+        None => format!("{cpu}, LLC size unknown"),
+    }
 }
 
 fn hostname() -> String {
