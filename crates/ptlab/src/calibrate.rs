@@ -27,8 +27,8 @@ use std::time::Instant;
 
 pub const CALIBRATE_HELP: &str = "\
 Examples (ptlab = target/release/ptlab; as root):
-  ptlab calibrate -o profiles/local.toml             # fit a profile (about 5 s)
-  ptlab calibrate --quick -o /tmp/local.toml         # fewer repetitions (about 2 s)
+  ptlab calibrate -o profiles/local.toml             # fit a profile (1-3 minutes)
+  ptlab calibrate --quick -o /tmp/local.toml         # fewer repetitions (under a minute)
   ptlab calibrate --format json -o /tmp/local.toml | jq .
   ptlab calibrate --check profiles/local.toml        # predicted vs live time
   ptlab cost scenarios/seeds/fork-4k.ptl --profile profiles/local.toml
@@ -49,7 +49,10 @@ included):
                  40..256 cache-hot pages (slope per page) minus that PTE
                  work and L1-hit struct page lines: mprotect_pass, the
                  PTE loop's own work per pass; the extra slope over
-                 64..16384 streamed pages is charged to struct page lines
+                 64..16384 streamed pages, each pair after writing a
+                 buffer of twice the LLC (the struct pages and page tables
+                 cold, as the seed arms meet them after their
+                 explicit_bzero), is charged to struct page lines
   TLB flush      mprotect r/rw over 1..32 pages (slope per page, minus PTE
                  work: the INVLPG / TLBI per page); the full-flush price is
                  the large-range intercept minus the rest
@@ -90,8 +93,10 @@ events that refine page_fault, folio_alloc, page_zero, user_page_access):
                  page-table work (the two scaled together)
   allocation     folio_alloc_pcp + memcg_charge + lru_add: the write-fault
                  slope minus fault, clear_page_4k and page-table work
-  struct pages   fork() of 8..32 MiB of order-0 pages and of PTE-mapped
-                 THPs, slopes per page: struct_page_line and
+  struct pages   fork() of 256 MiB..1 GiB (the seed arms' sizes, so its
+                 struct pages meet the caches as theirs do) of order-0
+                 pages and of PTE-mapped THPs, slopes per page:
+                 struct_page_line and
                  struct_page_line_large solved together; the mprotect
                  over THPs is shown beside its prediction (a check)
   KPTI           read from /sys/devices/system/cpu/vulnerabilities/meltdown;
@@ -104,6 +109,18 @@ Each is repeated; slopes come from least squares with a 95 % confidence
 interval (Student t), written as ci95_ns in the profile. Events not
 calibrated keep the built-in profile's price for this architecture
 (zen3 on x86_64, neoverse-n1 on arm64) and its source.
+
+Refused fits: every fitted price is checked against the sourced range
+(low, high) the base profile gives it (`ptlab cost`'s intervals). A fit
+below low / 2 or above high x 4 is refused (the UFFDIO lock and copy fits,
+which take their ioctl's unmodelled work by design, only below low / 2):
+it is reported under the table
+(the fit, its value, the range, the samples it came from), the profile
+keeps the sourced price, point and range (its source starts with 'fit
+refused: ...'), and later fits subtract that price. Prices scaled together
+are checked as their weighted sum (what was measured); prices solved
+together are refused together. --strict makes any refusal an error (no
+profile written). docs/cost.md, 'Refused fits'.
 
 --check runs small native versions of the seed workloads that need no THP
 knob (all but the 64 KiB mTHP layouts: the PTE-mapped THP layouts use
@@ -142,7 +159,8 @@ pub struct CalibrateArgs {
     out: PathBuf,
 
     /// Output format on stdout: the fit table, or one JSON object
-    /// ({profile, arch, fit: {what: result}})
+    /// ({profile, arch, fit: {what: result}, refused: [{events, what,
+    /// value_ns, range_ns, allowed_ns, from}]})
     #[arg(long, value_enum, default_value_t = crate::bench_cmd::OutFormat::Text)]
     format: crate::bench_cmd::OutFormat,
 
@@ -170,6 +188,14 @@ pub struct CalibrateArgs {
     /// a message otherwise
     #[arg(long, conflicts_with = "check")]
     compact_memory: bool,
+
+    /// Make a refused fit an error: every fitted price is checked against
+    /// the base profile's sourced range (a fit below low / 2 or above
+    /// high × 4 is refused and the sourced price kept, with "fit refused"
+    /// in its source); with --strict any refusal fails the run and no
+    /// profile is written
+    #[arg(long, conflicts_with = "check")]
+    strict: bool,
 }
 
 /// `--compact-memory`: compact free memory before `what` and say so
@@ -329,6 +355,36 @@ impl Drop for Region {
     }
 }
 
+/// Where the eviction buffer lives (far from every other region).
+const EVICT_AT: u64 = BASE + (12 << 30);
+
+/// A populated buffer of twice the last-level cache (64 MiB when sysfs
+/// gives no size), not inherited by fork() (MADV_DONTFORK): writing all of
+/// it before a timed call leaves that call's struct pages and page tables
+/// out of every cache level, as the seed arms meet them (the mprotect arms
+/// write their whole 1 GiB region with explicit_bzero between pairs; issue
+/// 15: run R2's struct_page_line of 0.8 ns was fitted with the struct
+/// pages cached).
+struct Evictor {
+    r: Region,
+}
+
+impl Evictor {
+    fn new() -> Result<Evictor> {
+        let len = llc_bytes().map_or(64 << 20, |l| (2 * l as usize).clamp(16 << 20, 1 << 30));
+        let len = len.div_ceil(PAGE) * PAGE;
+        let r = Region::new(EVICT_AT, len)?;
+        // SAFETY: advising our own mapping.
+        unsafe { libc::madvise(r.addr as *mut libc::c_void, len, libc::MADV_DONTFORK) };
+        r.touch_write(len / PAGE);
+        Ok(Evictor { r })
+    }
+    /// Write the whole buffer (untimed by the callers).
+    fn sweep(&self) {
+        self.r.bzero(self.r.len / PAGE);
+    }
+}
+
 /// Where the PTE-move benchmark moves its pages to: 1 GiB above [`BASE`],
 /// three pages past a PMD boundary (the source is one page past one).
 const MOVE_DST: u64 = BASE + (1 << 30) + 3 * PAGE as u64;
@@ -363,6 +419,7 @@ const RO: i32 = libc::PROT_READ;
 
 fn micro(reps: usize) -> Result<Samples> {
     let mut s = Samples::default();
+    let ev = Evictor::new()?;
     let mut put =
         |k: &str, x: f64, ns: f64| s.series.entry(k.to_string()).or_default().push((x, ns));
     for _ in 0..reps {
@@ -439,7 +496,11 @@ fn micro(reps: usize) -> Result<Samples> {
             let big = 32768;
             let r = Region::new(BASE, big * PAGE)?;
             r.touch_write(big);
+            // Each pair after the eviction sweep: its struct pages and page
+            // tables cold, as the seed arms meet them after their
+            // explicit_bzero of 1 GiB.
             for n in [64usize, 256, 1024, 4096, 16384] {
+                ev.sweep();
                 let t = Instant::now();
                 r.protect(0, n, RO);
                 r.protect(0, n, RW);
@@ -482,6 +543,7 @@ fn micro(reps: usize) -> Result<Samples> {
             if thp_pte_verified(&r, len) {
                 // Whole THPs (multiples of 512 pages) up to the region.
                 for n in [512usize, 1024, 2048, 4096, 8192, 16384] {
+                    ev.sweep();
                     let t = Instant::now();
                     r.protect(0, n, RO);
                     r.protect(0, n, RW);
@@ -498,14 +560,13 @@ fn micro(reps: usize) -> Result<Samples> {
                 put("bzero_thp", 1.0, ns_since(t) / pages as f64);
             }
         }
-        // The struct page prices of both layouts (issue 15): fork() of 8,
-        // 16 and 32 MiB of populated order-0 pages, and of the same sizes
+        // The struct page prices of both layouts (issue 15): fork() of 256,
+        // 512 and 1024 MiB (FORK_MIB) of populated order-0 pages, and of the same sizes
         // of PMD THPs mapped by PTEs (as `thp_pte_region`; layout verified
         // from /proc/kpageflags, the whole repetition's series dropped when
         // a size is not obtained), the fork() call alone timed in the
         // parent (the child exits at once; its exit and the wait untimed),
-        // best of 3. Slopes per page; not the seeds' 1 GiB (or calibrate's
-        // 64 MiB) fork loops.
+        // best of 3. Slopes per page, over the seed arms' region sizes.
         {
             let mut small = Vec::new();
             let mut large = Vec::new();
@@ -641,6 +702,7 @@ const MADV_PAGEOUT: libc::c_int = 21;
 /// Slopes per page; not the seed's 256 MiB.
 fn pageout(reps: usize) -> Result<Samples> {
     let mut s = Samples::default();
+    let ev = Evictor::new()?;
     let mut large_ok = true;
     for rep in 0..reps {
         let mut small = Vec::new();
@@ -679,7 +741,9 @@ fn pageout(reps: usize) -> Result<Samples> {
             }
             // mprotect r + rw over the whole region of 64 KiB mTHPs (issue
             // 15: beside the PTE-mapped THP series of the micro worker, the
-            // second layout of the per-batch fit), before it is paged out.
+            // second layout of the per-batch fit), before it is paged out;
+            // after the eviction sweep, as the THP series.
+            ev.sweep();
             let t = Instant::now();
             r.protect(0, pages, RO);
             r.protect(0, pages, RW);
@@ -790,7 +854,7 @@ fn pageout_per_page(arch: ArchKind, large: bool) -> Result<Vec<(HwEvent, f64)>> 
 /// and the per-4 KiB cost (`swap_write_4k`). Without the series the
 /// estimates stay, and the row says why.
 fn fit_swap(
-    p: &mut Profile,
+    p: &mut Fit,
     s: &std::result::Result<Samples, String>,
     arch: ArchKind,
 ) -> Result<(String, String)> {
@@ -840,11 +904,30 @@ fn fit_swap(
         }
     }
     let sm = derived(y4.n.min(y64.n), w.max(0.0), wci);
-    set_direct(
+    set_price(
         p,
         HwEvent::SwapWrite4k,
         &sm,
         &format!("{how}: the per-4 KiB cost"),
+    );
+    // One fit (solved together): the per-folio pair's sum and the per-4 KiB
+    // price each checked against their sourced ranges.
+    p.vet(
+        &[
+            &[
+                (HwEvent::SwapReclaimFolio, 1.0),
+                (HwEvent::SwapWriteBio, 1.0),
+            ],
+            &[(HwEvent::SwapWrite4k, 1.0)],
+        ],
+        &format!(
+            "{how}: slopes {:.1} ± {:.1} (order-0) and {:.1} ± {:.1} (64 KiB) ns/page, n = {}",
+            y4.mean,
+            y4.ci95,
+            y64.mean,
+            y64.ci95,
+            y4.n.min(y64.n)
+        ),
     );
     Ok((
         name,
@@ -978,8 +1061,14 @@ fn forks(n: u32) -> Result<f64> {
     Ok(ns_since(t))
 }
 
-/// The sizes (MiB) of calibrate's fork-over-both-layouts series.
-const FORK_MIB: [usize; 3] = [8, 16, 32];
+/// The sizes (MiB) of calibrate's fork-over-both-layouts series: the seed
+/// arms' sizes (`ptlab bench --quick`'s 256 MiB to the full 1 GiB), so
+/// that the struct pages and page tables one fork walks (1/64 and 1/512 of
+/// the region: 4..16 MiB and 0.5..2 MiB) meet the caches as the arms'
+/// forks do. Until issue 15's ninth session 8..32 MiB, whose 0.1..0.5 MiB
+/// of struct pages stayed in L2 and priced a struct page line at 0.8 ns
+/// in run R2.
+const FORK_MIB: [usize; 3] = [256, 512, 1024];
 
 /// The fastest of `n` fork() calls, timed in the parent alone (each child
 /// exits at once and is reaped after the timed span).
@@ -1442,7 +1531,7 @@ fn diff_program(a: &HwEvents, b: &HwEvents) -> Vec<(HwEvent, f64)> {
 /// fault, the clear and the page-table work). Runs after the page-table
 /// fit: the other events of each difference are subtracted at their fitted
 /// prices. Returns the table rows.
-fn fit_program(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(String, String)>> {
+fn fit_program(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String, String)>> {
     let mut rows = Vec::new();
     let ms = Summary::of(&ys(s, "memset")).context("no memset samples")?;
     let bz = Summary::of(&ys(s, "bzero")).context("no bzero samples")?;
@@ -1643,7 +1732,7 @@ fn pte_move_per_page(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
 /// Before `mprotect_pass` existed, step 2 scaled the PTE prices and the
 /// line together (×2.9 on the development VM), which priced a moved PTE
 /// 3.65× what it measured (docs/cost.md, "The PTE move").
-fn fit_pte_work(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(String, String)>> {
+fn fit_pte_work(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String, String)>> {
     let mut rows = Vec::new();
     let (mv, _) = per_rep_fit(s, "mremap_move")?;
     if mv.mean - mv.ci95 <= 0.0 {
@@ -1718,7 +1807,7 @@ fn fit_pte_work(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(Str
             p,
             HwEvent::StructPageLine,
             &sm,
-            "mprotect r+rw streaming over 64..16384 pages: the per-page slope above the cache-hot one, per struct page line, plus the L1-hit price of the cache-hot line",
+            "mprotect r+rw streaming over 64..16384 pages, each pair after an eviction sweep of twice the LLC (struct pages and page tables cold, as the seed arms meet them): the per-page slope above the cache-hot one, per struct page line, plus the L1-hit price of the cache-hot line",
         );
         rows.push((
             "struct page line, streaming".into(),
@@ -1847,7 +1936,7 @@ fn stream_per_page(arch: ArchKind, a: u64, b: u64) -> Result<Vec<(HwEvent, f64)>
 /// stores at the cache-hot prices fitted before, the destination tables'
 /// allocation): what is left, per source line the model counts as
 /// streamed. Without samples (no LLC size) the estimate stays.
-fn fit_pte_stream(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
+fn fit_pte_stream(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
     let name = "PTE-table line, streamed (PTE move ≫ LLC, per line)".to_string();
     let Some(pts) = s.series.get("mremap_stream") else {
         return Ok((
@@ -1915,7 +2004,7 @@ fn uffd_copy_events(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
 /// prices (250 : 32 ns on zen3), so one factor scales both (docs/cost.md,
 /// "The UFFDIO_COPY ioctl"). Without samples (no userfaultfd) the
 /// estimates stay.
-fn fit_uffd_copy(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
+fn fit_uffd_copy(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
     let name = "UFFDIO_COPY copy and locks (single-page copy, per ioctl)".to_string();
     let Some(m) = Summary::of(&ys(s, "uffd_copy")) else {
         return Ok((name, "not measured (no userfaultfd): estimates kept".into()));
@@ -1946,7 +2035,7 @@ fn fit_uffd_copy(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<(String
 /// move, its table and TLB work) at the prices fitted before: what the
 /// model has no other event for in the call lands on it. Without samples
 /// the estimate stays.
-fn fit_mremap_vma(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
+fn fit_mremap_vma(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
     let name = "mremap VMA work (1-page VMA moved, per call)".to_string();
     let Some(m) = Summary::of(&ys(s, "mremap_vma")) else {
         return Ok((name, "not measured: estimate kept".into()));
@@ -1990,7 +2079,7 @@ fn uffd_move_events(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
 /// prices fitted before: what the model has no other event for in the
 /// ioctl lands on these two (docs/cost.md, "The UFFDIO_MOVE locks").
 /// Without samples (no userfaultfd) both keep their base prices.
-fn fit_uffd_move(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
+fn fit_uffd_move(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
     let name = "UFFDIO_MOVE locks (single-page move, per ioctl)".to_string();
     let Some(m) = Summary::of(&ys(s, "uffd_move")) else {
         return Ok((name, "not measured (no userfaultfd): base prices".into()));
@@ -2072,7 +2161,7 @@ fn solve2(r1: (f64, f64, f64, f64), r2: (f64, f64, f64, f64)) -> Option<(f64, f6
 /// THPs (zeros, as the seed loops store; a 0x5a memset is measured beside
 /// it). Without a series (the layout was not obtained) those prices keep
 /// what the steps before set, and the row says so.
-fn fit_layout(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(String, String)>> {
+fn fit_layout(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String, String)>> {
     let mut rows = Vec::new();
     let name = "struct page line: order-0 / large folio (fork over both layouts)";
     if !s.series.contains_key("fork_thp") || !s.series.contains_key("fork_4k") {
@@ -2120,13 +2209,28 @@ fn fit_layout(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(Strin
         ] {
             let v = v.max(0.0);
             let sm = derived(f4.n.min(ft.n), v, ci);
-            set_direct(
+            set_price(
                 p,
                 e,
                 &sm,
-                &format!("fork() over 8..32 MiB of populated order-0 pages and of PMD THPs mapped by PTEs (layout verified from /proc/kpageflags), the slopes per page minus the model's other per-page events of each at their fitted prices, solved together for the order-0 and the large-folio line prices: {what}"),
+                &format!("fork() over 256 MiB..1 GiB of populated order-0 pages and of PMD THPs mapped by PTEs (layout verified from /proc/kpageflags), the slopes per page minus the model's other per-page events of each at their fitted prices, solved together for the order-0 and the large-folio line prices: {what}"),
             );
         }
+        // Solved together: one fit, refused as a whole.
+        p.vet(
+            &[
+                &[(HwEvent::StructPageLine, 1.0)],
+                &[(HwEvent::StructPageLineLarge, 1.0)],
+            ],
+            &format!(
+                "fork() over 256 MiB..1 GiB of order-0 pages and of PTE-mapped THPs, slopes {:.3} ± {:.3} and {:.3} ± {:.3} ns/page (n = {}), solved together",
+                f4.mean,
+                f4.ci95,
+                ft.mean,
+                ft.ci95,
+                f4.n.min(ft.n)
+            ),
+        );
         rows.push((
             name.into(),
             format!(
@@ -2226,7 +2330,7 @@ fn fit_layout(p: &mut Profile, s: &Samples, arch: ArchKind) -> Result<Vec<(Strin
 /// model counts no per-entry round trip (arm64) the 64 KiB row alone
 /// gives the batch price.
 fn fit_mprotect_batches(
-    p: &mut Profile,
+    p: &mut Fit,
     thp: &Summary,
     m64: &Summary,
     arch: ArchKind,
@@ -2255,12 +2359,20 @@ fn fit_mprotect_batches(
     let (before_thp, before_64) = (predict(p, &d_thp), predict(p, &d_64));
     let r_thp = row(p, &d_thp, thp);
     let r_64 = row(p, &d_64, m64);
-    let how = "mprotect r+rw streaming over 512..16384 pages of PMD THPs mapped by PTEs (the micro worker) and over 8..32 MiB of 64 KiB mTHPs (the swap-out worker, hugepages-64kB=always; layouts verified from /proc/kpageflags), slopes per page minus the model's other per-page events at their fitted prices, solved together";
-    let set = |p: &mut Profile, e: HwEvent, v: f64, ci: f64, what: &str| {
+    let how = "mprotect r+rw streaming over 512..16384 pages of PMD THPs mapped by PTEs (the micro worker) and over 8..32 MiB of 64 KiB mTHPs, each pair after an eviction sweep of twice the LLC (the swap-out worker, hugepages-64kB=always; layouts verified from /proc/kpageflags), slopes per page minus the model's other per-page events at their fitted prices, solved together";
+    let set = |p: &mut Fit, e: HwEvent, v: f64, ci: f64, what: &str| {
         let v = v.max(0.0);
         let sm = derived(thp.n.min(m64.n), v, ci);
-        set_direct(p, e, &sm, &format!("{how}: {what}"));
+        set_price(p, e, &sm, &format!("{how}: {what}"));
     };
+    let from = format!(
+        "{how}: slopes {:.3} ± {:.3} (THP) and {:.3} ± {:.3} (64 KiB) ns/page, n = {}",
+        thp.mean,
+        thp.ci95,
+        m64.mean,
+        m64.ci95,
+        thp.n.min(m64.n)
+    );
     if r_thp.0 > 0.0 {
         let (m, b, cm, cb) =
             solve2(r_thp, r_64).context("the two mprotect layouts do not determine both prices")?;
@@ -2278,9 +2390,18 @@ fn fit_mprotect_batches(
             cb,
             "per batch of a large folio",
         );
+        // Solved together: one fit, refused as a whole.
+        p.vet(
+            &[
+                &[(HwEvent::ModifyProtPte, 1.0)],
+                &[(HwEvent::MprotectLargeBatch, 1.0)],
+            ],
+            &from,
+        );
     } else if r_64.1 > 0.0 {
         let v = r_64.2 / r_64.1;
         set(p, HwEvent::MprotectLargeBatch, v, r_64.3 / r_64.1, "per batch of a large folio (no per-entry round trip on this arch: the 64 KiB row alone)");
+        p.vet(&[&[(HwEvent::MprotectLargeBatch, 1.0)]], &from);
     }
     Ok((
         name,
@@ -2337,9 +2458,194 @@ fn apply_kpti(p: &mut Profile, kpti: Option<(bool, String)>, stamp: &str) {
 /// Append where and when to every calibrated price's source.
 fn stamp_sources(p: &mut Profile, stamp: &str) {
     for (_, price) in p.prices.iter_mut() {
-        if price.basis == Basis::Calibrated {
+        if price.basis == Basis::Calibrated || price.source.starts_with("fit refused") {
             price.source = format!("{}; {stamp}", price.source);
         }
+    }
+}
+
+/// How far below its sourced range a fitted price may fall before it is
+/// refused: a price under half the base profile's lowest plausible one
+/// would need a core more than twice as fast per event as the base
+/// core's best case (docs/cost.md, "Refused fits").
+pub const FIT_TOLERANCE_LOW: f64 = 2.0;
+/// How far above its sourced range a fitted price may rise before it is
+/// refused: the base profiles' ranges are for bare metal; a VM with
+/// speculation mitigations pays more per kernel entry, per exit to the
+/// hypervisor and per nested page walk (docs/cost.md, "Refused fits").
+pub const FIT_TOLERANCE_HIGH: f64 = 4.0;
+
+/// The events whose fits take, by design, the rest of their operation's
+/// work that has no event (docs/cost.md, "The UFFDIO_MOVE locks", "The
+/// UFFDIO_COPY ioctl": the argument copy-in, `mmget_not_zero()`, the folio
+/// lock, the per-CPU list's misses land on them): their sourced ranges are
+/// the locks' and the copy's alone, so [`Fit::vet`] checks them against
+/// the low end only.
+pub const TAKES_UNMODELLED_WORK: [HwEvent; 4] = [
+    HwEvent::UffdMoveLock,
+    HwEvent::AnonVmaLock,
+    HwEvent::UffdMfillLock,
+    HwEvent::PageCopy,
+];
+
+/// A fit [`Fit::vet`] refused: the fitted value, its sourced range and
+/// where it came from.
+#[derive(Clone, Debug, Serialize)]
+pub struct Refusal {
+    /// The events the fit set, with the prices it fitted (all restored to
+    /// their sourced prices).
+    pub fitted: Vec<(HwEvent, f64)>,
+    /// The quantity that left its range: a price, or the weighted sum of
+    /// prices scaled together (ns).
+    pub value: f64,
+    /// Which quantity: the events and their weights.
+    pub what: String,
+    /// The sourced range of that quantity (ns).
+    pub range: (f64, f64),
+    /// The benchmark and its samples.
+    pub from: String,
+}
+
+impl Refusal {
+    /// One line for the calibrate report.
+    pub fn describe(&self) -> String {
+        let kept: Vec<String> = self
+            .fitted
+            .iter()
+            .map(|(e, v)| format!("{} {v:.3} ns", e.name()))
+            .collect();
+        format!(
+            "{} = {:.3} ns, outside its sourced range [{:.3}, {:.3}] ns (allowed: {:.3} to {:.3}); fitted {}; the sourced prices kept. From: {}",
+            self.what,
+            self.value,
+            self.range.0,
+            self.range.1,
+            self.range.0 / FIT_TOLERANCE_LOW,
+            self.range.1 * FIT_TOLERANCE_HIGH,
+            kept.join(", "),
+            self.from
+        )
+    }
+}
+
+/// The profile being fitted, the base profile whose sourced prices and
+/// ranges each fit is checked against, and the fits refused so far. Derefs
+/// to the profile.
+pub struct Fit {
+    p: Profile,
+    base: Profile,
+    pub refused: Vec<Refusal>,
+}
+
+impl Fit {
+    pub fn new(base: Profile) -> Fit {
+        Fit {
+            p: base.clone(),
+            base,
+            refused: Vec::new(),
+        }
+    }
+
+    pub fn into_profile(self) -> Profile {
+        self.p
+    }
+
+    /// Check one fit against the sourced ranges: `parts` are the
+    /// quantities it measured, each a weighted set of events (one event at
+    /// weight 1 for a price set directly; the targets and their counts for
+    /// prices scaled together, whose sum is what was measured; one part per
+    /// price for prices solved together). A part whose fitted value lies
+    /// below its sourced range's low end / [`FIT_TOLERANCE_LOW`] or above
+    /// its high end × [`FIT_TOLERANCE_HIGH`] refuses the whole fit: every
+    /// event of every part gets its sourced price back (point, range,
+    /// basis), its source says "fit refused: ...", and the refusal is
+    /// recorded. A part made only of [`TAKES_UNMODELLED_WORK`] events has
+    /// no upper bound. The ranges are the base profile's (`Price::range`), not
+    /// the fitted profile's, so a price fitted twice is checked against
+    /// its source both times. Returns whether the fit was kept.
+    pub fn vet(&mut self, parts: &[&[(HwEvent, f64)]], from: &str) -> bool {
+        let mut bad = None;
+        for part in parts {
+            let (mut v, mut lo, mut hi) = (0.0, 0.0, 0.0);
+            for &(e, w) in part.iter() {
+                let (l, h) = self.base.price_of(e).range();
+                v += w * self.p.price_of(e).ns;
+                lo += w * l;
+                hi += w * h;
+            }
+            if part.iter().all(|(e, _)| TAKES_UNMODELLED_WORK.contains(e)) {
+                hi = f64::INFINITY;
+            }
+            if !v.is_finite() || v < lo / FIT_TOLERANCE_LOW || v > hi * FIT_TOLERANCE_HIGH {
+                let what = part
+                    .iter()
+                    .map(|&(e, w)| {
+                        if w == 1.0 {
+                            e.name().to_string()
+                        } else {
+                            format!("{w:.4} × {}", e.name())
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" + ");
+                bad = Some((v, what, (lo, hi)));
+                break;
+            }
+        }
+        let Some((value, what, range)) = bad else {
+            return true;
+        };
+        let mut fitted = Vec::new();
+        for part in parts {
+            for &(e, _) in part.iter() {
+                if fitted.iter().any(|x: &(HwEvent, f64)| x.0 == e) {
+                    continue;
+                }
+                fitted.push((e, self.p.price_of(e).ns));
+            }
+        }
+        let r = Refusal {
+            fitted,
+            value,
+            what,
+            range,
+            from: from.to_string(),
+        };
+        let why = format!(
+            "fit refused: {} = {:.3} ns is outside its sourced range [{:.3}, {:.3}] ns by more than the tolerance (below low / {FIT_TOLERANCE_LOW} or above high × {FIT_TOLERANCE_HIGH}); fitted {}; from: {}. The sourced price is kept",
+            r.what,
+            r.value,
+            r.range.0,
+            r.range.1,
+            r.fitted
+                .iter()
+                .map(|(e, v)| format!("{} {v:.3} ns", e.name()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            r.from
+        );
+        for &(e, _) in &r.fitted {
+            let mut kept = self.base.price_of(e).clone();
+            kept.source = format!("{why}: {}", kept.source);
+            if let Some((_, price)) = self.p.prices.iter_mut().find(|(x, _)| *x == e) {
+                *price = kept;
+            }
+        }
+        self.refused.push(r);
+        false
+    }
+}
+
+impl std::ops::Deref for Fit {
+    type Target = Profile;
+    fn deref(&self) -> &Profile {
+        &self.p
+    }
+}
+
+impl std::ops::DerefMut for Fit {
+    fn deref_mut(&mut self) -> &mut Profile {
+        &mut self.p
     }
 }
 
@@ -2362,7 +2668,7 @@ fn derived(n: usize, v: f64, ci: f64) -> Summary {
 /// Scale the target events' prices so that `delta` events cost `measured`
 /// ns; returns the scale factor and its CI half-width.
 fn scale_targets(
-    p: &mut Profile,
+    p: &mut Fit,
     delta: &[(HwEvent, f64)],
     targets: &[HwEvent],
     measured: f64,
@@ -2398,10 +2704,36 @@ fn scale_targets(
             );
         }
     }
+    // The targets scaled together are one fit: what was measured is their
+    // weighted sum, checked against the sum of their ranges.
+    let part: Vec<(HwEvent, f64)> = delta
+        .iter()
+        .filter(|(e, _)| targets.contains(e))
+        .copied()
+        .collect();
+    p.vet(
+        &[&part],
+        &format!("{how}: measured {measured:.3} ns ± {ci:.3}, minus {others:.3} ns of other events at their prices"),
+    );
     (k, kci)
 }
 
-fn set_direct(p: &mut Profile, e: HwEvent, s: &Summary, how: &str) {
+/// Set `e`'s price to the measured `s` and check it against its sourced
+/// range ([`Fit::vet`]).
+fn set_direct(p: &mut Fit, e: HwEvent, s: &Summary, how: &str) {
+    set_price(p, e, s, how);
+    p.vet(
+        &[&[(e, 1.0)]],
+        &format!(
+            "{how}: measured {:.3} ns ± {:.3} (n = {})",
+            s.mean, s.ci95, s.n
+        ),
+    );
+}
+
+/// [`set_direct`] without the range check, for prices solved together
+/// with another (the caller checks them as one fit).
+fn set_price(p: &mut Profile, e: HwEvent, s: &Summary, how: &str) {
     if let Some((_, price)) = p.prices.iter_mut().find(|(x, _)| *x == e) {
         price.ns = (s.mean * 1000.0).round() / 1000.0;
         price.ci95_ns = s
@@ -2448,7 +2780,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
         ArchKind::X86_64 => "zen3",
         ArchKind::Arm64 => "neoverse-n1",
     };
-    let mut p = ptlab_cost::find_profile(base_name)?;
+    let mut p = Fit::new(ptlab_cost::find_profile(base_name)?);
     let reps = if args.quick { 4 } else { 20 };
     if !args.quiet && args.format == crate::bench_cmd::OutFormat::Text {
         let timer = ptlab_bench::timer::info();
@@ -2652,8 +2984,9 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     // The whole-program figure's prices (fault path, clears, user accesses).
     rows.extend(fit_program(&mut p, &s, arch)?);
     let stamp = format!(
-        "calibrated on {} at {}, {reps} repetitions",
+        "calibrated on {} ({}) at {}, {reps} repetitions",
         hostname(),
+        machine(),
         ptlab_bench::env::now_rfc3339()
     );
     apply_kpti(&mut p, detect_kpti(), &stamp);
@@ -2668,16 +3001,16 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     ));
     stamp_sources(&mut p, &stamp);
 
+    let refused = std::mem::take(&mut p.refused);
+    strict_check(&refused, args.strict)?;
+    let mut p = p.into_profile();
     p.name = args.name.clone();
     p.description = format!(
         "Calibrated on this machine ({}, Linux {}) by ptlab calibrate ({stamp}); both figures' fault, syscall, zeroing and user-access prices fitted; uncalibrated events from {base_name}",
         arch.name(),
         kernel_release()
     );
-    let text = format!(
-        "# Fitted by `ptlab calibrate` ({reps} repetitions). Events with basis = \"calibrated\"\n# carry ci95_ns (clear_page_4k: a low/high range); the rest are the {base_name} profile's prices.\n{}",
-        p.to_toml()
-    );
+    let text = profile_text(&mut p, reps, base_name, &refused);
     ptlab_cost::parse_profile(&text, "calibrated profile")?;
     std::fs::write(&args.out, text)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
@@ -2686,10 +3019,23 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
             .into_iter()
             .map(|(a, b)| (a, serde_json::json!(b)))
             .collect();
+        let refused: Vec<serde_json::Value> = refused
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "events": r.fitted.iter().map(|(e, v)| serde_json::json!({"event": e.name(), "fitted_ns": v})).collect::<Vec<_>>(),
+                    "what": r.what,
+                    "value_ns": r.value,
+                    "range_ns": [r.range.0, r.range.1],
+                    "allowed_ns": [r.range.0 / FIT_TOLERANCE_LOW, r.range.1 * FIT_TOLERANCE_HIGH],
+                    "from": r.from,
+                })
+            })
+            .collect();
         writeln!(
             out,
             "{}",
-            serde_json::json!({"profile": args.out, "arch": arch.name(), "fit": fit})
+            serde_json::json!({"profile": args.out, "arch": arch.name(), "fit": fit, "refused": refused})
         )?;
         return Ok(0);
     }
@@ -2700,8 +3046,78 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
         t.add_row(vec![a, b]);
     }
     writeln!(out, "{t}")?;
+    if refused.is_empty() {
+        writeln!(
+            out,
+            "every fit within its sourced range (tolerance: low / {FIT_TOLERANCE_LOW}, high × {FIT_TOLERANCE_HIGH})"
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{} fit(s) refused (outside the sourced range by more than low / {FIT_TOLERANCE_LOW} or high × {FIT_TOLERANCE_HIGH}; the table above shows what was measured, the profile keeps the sourced prices):",
+            refused.len()
+        )?;
+        for r in &refused {
+            writeln!(out, "  - {}", r.describe())?;
+        }
+    }
     writeln!(out, "wrote {}", args.out.display())?;
     Ok(0)
+}
+
+/// `--strict`: any refused fit is an error (nothing is written).
+fn strict_check(refused: &[Refusal], strict: bool) -> Result<()> {
+    if strict && !refused.is_empty() {
+        let list: Vec<String> = refused
+            .iter()
+            .map(|r| format!("  - {}", r.describe()))
+            .collect();
+        bail!(
+            "{} fit(s) outside their sourced ranges (--strict; no profile written):\n{}",
+            refused.len(),
+            list.join("\n")
+        );
+    }
+    Ok(())
+}
+
+/// The calibrated profile's file: a header (the repetitions, the base
+/// profile, the refused fits) and the TOML.
+fn profile_text(p: &mut Profile, reps: usize, base_name: &str, refused: &[Refusal]) -> String {
+    let mut head = format!(
+        "# Fitted by `ptlab calibrate` ({reps} repetitions). Events with basis = \"calibrated\"\n# carry ci95_ns (clear_page_4k: a low/high range); the rest are the {base_name} profile's prices.\n"
+    );
+    if !refused.is_empty() {
+        let names: Vec<&str> = refused
+            .iter()
+            .flat_map(|r| r.fitted.iter().map(|(e, _)| e.name()))
+            .collect();
+        head.push_str(&format!(
+            "# {} fit(s) refused, outside their sourced range (low / {FIT_TOLERANCE_LOW}, high × {FIT_TOLERANCE_HIGH}): {} keep the {base_name} prices; their sources say \"fit refused\".\n",
+            refused.len(),
+            names.join(", ")
+        ));
+        p.description.push_str(&format!(
+            "; {} fit(s) refused (outside the sourced range): {}",
+            refused.len(),
+            names.join(", ")
+        ));
+    }
+    format!("{head}{}", p.to_toml())
+}
+
+/// The CPU's name and last-level cache, for the calibration stamp: a VM
+/// can move to other hardware between two calibrations (issue 15: run R2
+/// ran on an Intel Xeon with a 260 MiB L3, every run before it on an AMD
+/// EPYC with 32 MiB), and its prices move with it.
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|c| ptlab_bench::env::cpu_name(&c))
+        .unwrap_or_else(|_| "?".into());
+    match llc_bytes() {
+        Some(b) => format!("{cpu}, LLC {} KiB", b >> 10),
+        None => format!("{cpu}, LLC size unknown"),
+    }
 }
 
 fn hostname() -> String {
@@ -2974,7 +3390,7 @@ mod tests {
                 put("mprotect_big", n, 5000.0 + (big_pp + w) * n);
             }
         }
-        let mut p = base.clone();
+        let mut p = Fit::new(base.clone());
         let rows = fit_pte_work(&mut p, &s, arch).unwrap();
         assert_eq!(rows.len(), 3, "{rows:?}");
         for e in [
@@ -2997,7 +3413,7 @@ mod tests {
         }
         assert!(rows[0].1.contains("×0.80"), "{rows:?}");
         // Without the move there is nothing to fit the PTE prices from.
-        let mut q = base.clone();
+        let mut q = Fit::new(base.clone());
         let mut no_move = s.clone();
         no_move.series.remove("mremap_move");
         assert!(fit_pte_work(&mut q, &no_move, arch).is_err());
@@ -3030,7 +3446,7 @@ mod tests {
                 .or_default()
                 .push((1.0, per_ioctl + wobble));
         }
-        let mut p = base.clone();
+        let mut p = Fit::new(base.clone());
         let (_, row) = fit_uffd_move(&mut p, &s, arch).unwrap();
         for e in [HwEvent::UffdMoveLock, HwEvent::AnonVmaLock] {
             let (got, want) = (p.price_of(e), truth.price_of(e));
@@ -3079,7 +3495,7 @@ mod tests {
                 .or_default()
                 .push((1.0, per_ioctl + wobble));
         }
-        let mut p = base.clone();
+        let mut p = Fit::new(base.clone());
         let (_, row) = fit_uffd_copy(&mut p, &s, arch).unwrap();
         for e in both {
             assert!(
@@ -3152,7 +3568,7 @@ mod tests {
                 put("write_fault", x, 7000.0 + sw * x);
             }
         }
-        let mut p = base.clone();
+        let mut p = Fit::new(base.clone());
         let rows = fit_program(&mut p, &s, arch).unwrap();
         // Four fits and the two per-layout rows saying they were not
         // measured (no PTE-mapped THP series): those keep the base prices.
@@ -3253,7 +3669,7 @@ mod tests {
             put("memset_thp", 1.0, 150.0 + wobble);
             put("bzero_thp", 1.0, 70.0 + wobble);
         }
-        let mut p = base.clone();
+        let mut p = Fit::new(base.clone());
         let rows = fit_layout(&mut p, &s, arch).unwrap();
         assert_eq!(rows.len(), 3, "{rows:?}");
         for e in [
@@ -3276,13 +3692,13 @@ mod tests {
         assert!(lo < 69.5 && hi > 70.5, "{lo} {hi}");
         // arm64 counts no per-entry round trip (its hooks are batched): the
         // row only shows the prediction and the price stays.
-        let mut a = ptlab_cost::find_profile("neoverse-n1").unwrap();
+        let mut a = Fit::new(ptlab_cost::find_profile("neoverse-n1").unwrap());
         let a0 = a.price_of(HwEvent::ModifyProtPte).clone();
         let rows = fit_layout(&mut a, &s, ArchKind::Arm64).unwrap();
         assert!(rows[1].1.ends_with("on this arch)"), "{rows:?}");
         assert_eq!(a.price_of(HwEvent::ModifyProtPte), &a0);
         // Without the THP fork series nothing of it is fitted.
-        let mut q = base.clone();
+        let mut q = Fit::new(base.clone());
         let mut no_thp = s.clone();
         no_thp.series.remove("fork_thp");
         let rows = fit_layout(&mut q, &no_thp, arch).unwrap();
@@ -3333,7 +3749,7 @@ mod tests {
                 put("pageout_64k", 40_000.0 + (y64 + 0.01 * w) * x);
             }
         }
-        let mut p = base.clone();
+        let mut p = Fit::new(base.clone());
         let (_, row) = fit_swap(&mut p, &Ok(s.clone()), arch).unwrap();
         for e in [
             HwEvent::SwapReclaimFolio,
@@ -3350,7 +3766,7 @@ mod tests {
             assert_eq!(got.basis, Basis::Calibrated, "{e:?}");
         }
         assert!(row.contains("×3.00"), "{row}");
-        let mut q = base.clone();
+        let mut q = Fit::new(base.clone());
         let (_, row) = fit_swap(&mut q, &Err("not root".into()), arch).unwrap();
         assert!(row.starts_with("not measured (not root)"), "{row}");
         s.series.remove("pageout_64k");
@@ -3392,7 +3808,7 @@ mod tests {
                 .or_default()
                 .push((1.0, per_call + w));
         }
-        let mut p = base.clone();
+        let mut p = Fit::new(base.clone());
         fit_mremap_vma(&mut p, &s, arch).unwrap();
         let got = p.price_of(HwEvent::MremapVma);
         assert!((got.ns - 1234.0).abs() < 0.5, "{}", got.ns);
@@ -3406,9 +3822,9 @@ mod tests {
         base: &Profile,
         arch: ArchKind,
         e: HwEvent,
-        fit: fn(&mut Profile, &Samples, ArchKind) -> Result<(String, String)>,
+        fit: fn(&mut Fit, &Samples, ArchKind) -> Result<(String, String)>,
     ) {
-        let mut q = base.clone();
+        let mut q = Fit::new(base.clone());
         let (_, row) = fit(&mut q, &Samples::default(), arch).unwrap();
         assert!(row.starts_with("not measured"), "{row}");
         assert_eq!(q.price_of(e), base.price_of(e));
@@ -3451,7 +3867,7 @@ mod tests {
                     .push((n as f64, 5000.0 + n as f64 * (per_page + w)));
             }
         }
-        let mut p = base.clone();
+        let mut p = Fit::new(base.clone());
         let (_, row) = fit_pte_stream(&mut p, &s, arch).unwrap();
         let got = p.price_of(HwEvent::PteLineStream);
         assert!((got.ns - 31.0).abs() < 0.2, "{} {row}", got.ns);
@@ -3487,7 +3903,7 @@ mod tests {
                 d.iter().map(|(e, x)| x * truth.price_of(*e).ns).sum()
             };
             let sm = |v: f64| derived(10, v, 0.1);
-            let mut p = base.clone();
+            let mut p = Fit::new(base.clone());
             fit_mprotect_batches(&mut p, &sm(y(&d_thp)), &sm(y(&d_64)), arch).unwrap();
             let b = p.price_of(HwEvent::MprotectLargeBatch);
             assert!((b.ns - 180.0).abs() < 0.01, "{arch:?} {}", b.ns);
@@ -3541,7 +3957,7 @@ mod tests {
 
     #[test]
     fn scale_targets_subtracts_other_events_and_marks_calibrated() {
-        let mut p = ptlab_cost::find_profile("zen3").unwrap();
+        let mut p = Fit::new(ptlab_cost::find_profile("zen3").unwrap());
         let sys = p.price_of(HwEvent::Syscall).ns;
         let lookup = p.price_of(HwEvent::VmaLookup).ns;
         let delta = [(HwEvent::Syscall, 1.0), (HwEvent::VmaLookup, 1.0)];
@@ -3561,6 +3977,225 @@ mod tests {
         assert_eq!(p.price_of(HwEvent::VmaLookup).ns, lookup);
         // The result is a valid profile.
         ptlab_cost::parse_profile(&p.to_toml(), "t").unwrap();
+    }
+
+    /// The plausibility check (issue 15): a price set directly is taken
+    /// inside its sourced range widened by the tolerance (zen3's
+    /// struct_page_line: [2, 40] ns, so 1..160 ns), refused outside it: the
+    /// sourced price comes back whole (point, range, basis) with "fit
+    /// refused" and the fitted value, the range and the samples in its
+    /// source, and the refusal is recorded.
+    #[test]
+    fn an_in_range_fit_is_taken_and_an_out_of_range_one_refused() {
+        let base = ptlab_cost::find_profile("zen3").unwrap();
+        let e = HwEvent::StructPageLine;
+        assert_eq!(base.price_of(e).range(), (2.0, 40.0));
+        for v in [28.0, 1.01, 159.0] {
+            let mut p = Fit::new(base.clone());
+            set_direct(&mut p, e, &derived(20, v, 1.2), "fork slopes");
+            assert!(p.refused.is_empty(), "{v}: {:?}", p.refused);
+            assert_eq!(p.price_of(e).ns, v);
+            assert_eq!(p.price_of(e).basis, Basis::Calibrated);
+        }
+        for v in [0.81, 0.99, 161.0, f64::NAN] {
+            let mut p = Fit::new(base.clone());
+            set_direct(&mut p, e, &derived(20, v, 0.7), "fork slopes");
+            assert_eq!(p.refused.len(), 1, "{v}");
+            let r = &p.refused[0];
+            assert_eq!(r.range, (2.0, 40.0));
+            assert_eq!(r.fitted.len(), 1);
+            assert_eq!(r.fitted[0].0, e);
+            assert!(r.from.starts_with("fork slopes: measured"), "{}", r.from);
+            assert!(
+                r.describe().contains("struct_page_line"),
+                "{}",
+                r.describe()
+            );
+            let got = p.price_of(e);
+            assert_eq!((got.ns, got.low, got.high), (10.0, Some(2.0), Some(40.0)));
+            assert_eq!(got.basis, base.price_of(e).basis);
+            assert!(
+                got.source.starts_with("fit refused: struct_page_line = "),
+                "{}",
+                got.source
+            );
+            assert!(got.source.contains("[2.000, 40.000]"), "{}", got.source);
+            assert!(
+                got.source.ends_with(&base.price_of(e).source),
+                "{}",
+                got.source
+            );
+        }
+        // A refusal is of that fit only: the other prices stay as fitted.
+        let mut p = Fit::new(base.clone());
+        set_direct(&mut p, HwEvent::TlbiPage, &derived(20, 41.0, 2.0), "t");
+        set_direct(&mut p, HwEvent::TlbiAsid, &derived(20, 0.0, 88.0), "t");
+        assert_eq!(p.refused.len(), 1);
+        assert_eq!(p.price_of(HwEvent::TlbiPage).ns, 41.0);
+        let asid = p.price_of(HwEvent::TlbiAsid);
+        assert_eq!(asid.ns, base.price_of(HwEvent::TlbiAsid).ns);
+        assert!(
+            asid.source.starts_with("fit refused: tlbi_asid"),
+            "{}",
+            asid.source
+        );
+    }
+
+    /// Prices scaled together are one fit: their weighted sum (what was
+    /// measured) is checked against the sum of their ranges, and a refusal
+    /// restores every target.
+    #[test]
+    fn scaled_together_prices_are_checked_as_their_sum() {
+        let base = ptlab_cost::find_profile("zen3").unwrap();
+        let trio = [
+            HwEvent::FolioAllocPcp,
+            HwEvent::MemcgCharge,
+            HwEvent::LruAdd,
+        ];
+        let (lo, hi) = trio.iter().fold((0.0, 0.0), |(l, h), &e| {
+            let r = base.price_of(e).range();
+            (l + r.0, h + r.1)
+        });
+        let sys = base.price_of(HwEvent::Syscall).ns;
+        let mut delta = vec![(HwEvent::Syscall, 1.0)];
+        delta.extend(trio.iter().map(|&e| (e, 1.0)));
+        // 3.5 × the sum's high end: taken; the prices scaled together each
+        // exceed their own high end × 4 or not, it is their sum that counts.
+        let mut p = Fit::new(base.clone());
+        scale_targets(&mut p, &delta, &trio, sys + 3.5 * hi, 5.0, "t");
+        assert!(p.refused.is_empty(), "{:?}", p.refused);
+        let sum: f64 = trio.iter().map(|&e| p.price_of(e).ns).sum();
+        assert!((sum - 3.5 * hi).abs() < 0.01, "{sum}");
+        // 4.5 × high and 0.4 × low: refused, all three restored.
+        for y in [4.5 * hi, 0.4 * lo] {
+            let mut p = Fit::new(base.clone());
+            scale_targets(&mut p, &delta, &trio, sys + y, 5.0, "write faults");
+            assert_eq!(p.refused.len(), 1, "{y}");
+            let r = &p.refused[0];
+            assert!((r.value - y).abs() < 0.01, "{} vs {y}", r.value);
+            assert!((r.range.0 - lo).abs() < 1e-9 && (r.range.1 - hi).abs() < 1e-9);
+            assert_eq!(r.what, "folio_alloc_pcp + memcg_charge + lru_add");
+            assert_eq!(r.fitted.len(), 3);
+            for e in trio {
+                assert_eq!(p.price_of(e).ns, base.price_of(e).ns);
+                assert!(p.price_of(e).source.starts_with("fit refused"));
+            }
+            assert_eq!(
+                p.price_of(HwEvent::Syscall),
+                base.price_of(HwEvent::Syscall)
+            );
+        }
+        // The UFFDIO_MOVE locks take the ioctl's unmodelled work: no upper
+        // bound (13 × their sum's high end, about what the development VM
+        // measures under load), the lower one as for any price.
+        let (m, a) = (HwEvent::UffdMoveLock, HwEvent::AnonVmaLock);
+        let locks = [(HwEvent::Syscall, 1.0), (m, 1.0), (a, 1.0)];
+        let lhi = base.price_of(m).range().1 + base.price_of(a).range().1;
+        let llo = base.price_of(m).range().0 + base.price_of(a).range().0;
+        let mut p = Fit::new(base.clone());
+        scale_targets(&mut p, &locks, &[m, a], sys + 13.0 * lhi, 5.0, "t");
+        assert!(p.refused.is_empty(), "{:?}", p.refused);
+        scale_targets(&mut p, &locks, &[m, a], sys + 0.4 * llo, 5.0, "t");
+        assert_eq!(p.refused.len(), 1);
+        assert_eq!(p.price_of(m).ns, base.price_of(m).ns);
+    }
+
+    #[test]
+    fn prices_solved_together_are_refused_together() {
+        let arch = ArchKind::X86_64;
+        let base = ptlab_cost::find_profile("zen3").unwrap();
+        let mut truth = base.clone();
+        truth.prices[HwEvent::StructPageLine as usize].1.ns = 0.5;
+        truth.prices[HwEvent::StructPageLineLarge as usize].1.ns = 7.0;
+        let slope = |d: &[(HwEvent, f64)]| -> f64 {
+            d.iter().map(|(e, x)| x * truth.price_of(*e).ns).sum()
+        };
+        let (y4, yt) = (
+            slope(&fork_layout_per_page(arch, false).unwrap()),
+            slope(&fork_layout_per_page(arch, true).unwrap()),
+        );
+        let mut s = Samples::default();
+        for rep in 0..10 {
+            let wobble = if rep % 2 == 0 { 0.01 } else { -0.01 };
+            for mib in FORK_MIB {
+                let x = (mib * 256) as f64;
+                for (k, y) in [("fork_4k", y4), ("fork_thp", yt)] {
+                    s.series
+                        .entry(k.to_string())
+                        .or_default()
+                        .push((x, 80_000.0 + (y + wobble) * x));
+                }
+            }
+        }
+        let mut p = Fit::new(base.clone());
+        fit_layout(&mut p, &s, arch).unwrap();
+        assert_eq!(p.refused.len(), 1, "{:?}", p.refused);
+        let r = &p.refused[0];
+        assert_eq!(r.what, "struct_page_line");
+        assert!((r.value - 0.5).abs() < 0.01, "{}", r.value);
+        let got: Vec<HwEvent> = r.fitted.iter().map(|x| x.0).collect();
+        assert_eq!(got, [HwEvent::StructPageLine, HwEvent::StructPageLineLarge]);
+        assert!((r.fitted[1].1 - 7.0).abs() < 0.01, "{:?}", r.fitted);
+        assert!(r.from.contains("fork()"), "{}", r.from);
+        for e in [HwEvent::StructPageLine, HwEvent::StructPageLineLarge] {
+            assert_eq!(p.price_of(e).ns, base.price_of(e).ns, "{e:?}");
+            assert!(p.price_of(e).source.starts_with("fit refused"), "{e:?}");
+        }
+    }
+
+    /// The written profile says which fits were refused (header,
+    /// description, each source, stamped like the calibrated prices), it
+    /// parses, and `--strict` turns a refusal into an error.
+    #[test]
+    fn the_written_profile_says_which_fits_were_refused() {
+        let base = ptlab_cost::find_profile("zen3").unwrap();
+        let mut p = Fit::new(base.clone());
+        set_direct(
+            &mut p,
+            HwEvent::Syscall,
+            &derived(20, 320.0, 10.0),
+            "no-op mprotect",
+        );
+        set_direct(
+            &mut p,
+            HwEvent::StructPageLine,
+            &derived(20, 0.8, 0.7),
+            "fork slopes",
+        );
+        assert!(strict_check(&p.refused, false).is_ok());
+        let err = strict_check(&p.refused, true).unwrap_err().to_string();
+        assert!(
+            err.contains("1 fit(s) outside") && err.contains("struct_page_line"),
+            "{err}"
+        );
+        assert!(strict_check(&[], true).is_ok());
+        let refused = std::mem::take(&mut p.refused);
+        let mut p = p.into_profile();
+        stamp_sources(&mut p, "calibrated on h at d, 20 repetitions");
+        let text = profile_text(&mut p, 20, "zen3", &refused);
+        assert!(text.contains("# 1 fit(s) refused"), "{text}");
+        let q = ptlab_cost::parse_profile(&text, "t").unwrap();
+        assert!(
+            q.description.contains("1 fit(s) refused"),
+            "{}",
+            q.description
+        );
+        let spl = q.price_of(HwEvent::StructPageLine);
+        assert!(
+            spl.source
+                .starts_with("fit refused: struct_page_line = 0.800 ns"),
+            "{}",
+            spl.source
+        );
+        assert!(spl.source.ends_with("20 repetitions"), "{}", spl.source);
+        assert_eq!((spl.ns, spl.basis), (10.0, Basis::Estimate));
+        assert_eq!(spl.range(), (2.0, 40.0));
+        let sys = q.price_of(HwEvent::Syscall);
+        assert_eq!((sys.ns, sys.basis), (320.0, Basis::Calibrated));
+        assert!(!sys.source.contains("fit refused"));
+        // Without refusals the header says nothing of them.
+        let mut clean = base.clone();
+        assert!(!profile_text(&mut clean, 20, "zen3", &[]).contains("refused"));
     }
 
     /// `--check` measures every contrast `ptlab bench` measures, the
