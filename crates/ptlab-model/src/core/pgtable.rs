@@ -1312,6 +1312,15 @@ impl PageTables {
         }
     }
 
+    /// [`PageTables::pte_offset_map_lock`] of a PTE table the caller has
+    /// just found through the walk cache (a `PmdSlot::Table` read in the
+    /// same step): the same PMD load and PTL, counted without looking the
+    /// table up again (the guard's PMD is not needed).
+    pub fn pte_offset_map_lock_found(&self) {
+        self.hw.one(HwEvent::PmdLoad);
+        self.hw.one(HwEvent::PtlLock);
+    }
+
     /// `pmd_lock()` / `pud_lock()` / a second `spin_lock()` on a table
     /// already mapped: one lock, no PMD read.
     pub fn lock(&self) {

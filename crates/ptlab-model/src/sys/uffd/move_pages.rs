@@ -320,8 +320,10 @@ fn move_pages_ptes(
     // move_pages_ptes(): both PTE tables mapped and locked; the
     // folio found, referenced and locked (folio_get, folio_trylock;
     // folio_unlock, folio_put at the end of the step).
-    let _src_ptl = mm.pt.pte_offset_map_lock(src_addr);
-    let _dst_ptl = mm.pt.pte_offset_map_lock(dst_addr);
+    // (move_step() found both PTE tables: the reads above went through
+    // them.)
+    mm.pt.pte_offset_map_lock_found();
+    mm.pt.pte_offset_map_lock_found();
     mm.pt.hw.one(HwEvent::StructPageLine);
     mm.pt.hw.add(HwEvent::FolioRefAtomic, 4);
     // §7.4.5: vm_normal_folio() and PageAnonExclusive(&folio->page):
@@ -508,9 +510,10 @@ fn move_present_ptes_batched(
     let Some(first) = reread_src(mm, src_addr, read) else {
         return Err(Errno::EAGAIN);
     };
-    if !phys.anon_exclusive(first.pfn) {
-        return Err(Errno::EBUSY);
-    }
+    // The re-check of PageAnonExclusive under the locks: move_pages_ptes()
+    // checked this order-0 folio's page a moment ago and the model runs one
+    // thread, so it holds.
+    debug_assert!(phys.anon_exclusive(first.pfn));
     // The batch stays inside both PMDs.
     let dst_end = pmd_end(dst_addr, dst_addr + len);
     let src_end = pmd_end(src_addr, src_addr + (dst_end - dst_addr));
