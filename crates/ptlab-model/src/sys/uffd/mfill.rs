@@ -268,7 +268,11 @@ impl Model {
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
         // pte_none_mostly(): an empty PTE or a PTE marker.
-        let old = mm.pt.pte_raw(dst);
+        let old = if mm.pt.pte_raw_is_none(dst) {
+            Entry::None
+        } else {
+            mm.pt.pte_peek(dst) // the same read (counted above)
+        };
         if !matches!(old, Entry::None | Entry::Marker(_)) {
             rule!(mm.pt.hw, UffdCopyExists);
             return Err(Errno::EEXIST);

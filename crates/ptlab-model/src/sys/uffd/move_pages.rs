@@ -290,7 +290,7 @@ fn move_pages_ptes(
     // §7.4.2: the destination must be strictly empty (a guard
     // marker is not: checked live; a marker is an entry that is
     // not none, so the one read decides).
-    if !matches!(mm.pt.pte_raw(dst_addr), Entry::None) {
+    if !mm.pt.pte_raw_is_none(dst_addr) {
         rule!(mm.pt.hw, UffdMoveDstNotEmpty);
         return Err(Errno::EEXIST);
     }
