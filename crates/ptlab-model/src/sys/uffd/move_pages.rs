@@ -613,6 +613,70 @@ mod tests {
     use crate::types::uapi::{MapFlags, Prot, ThpKnob, ThpMode};
     use crate::{ArchKind, ModelConfig};
 
+    /// The reads the MOVE and COPY steps take in place of `pte_raw()` and
+    /// `pte_offset_map_lock()`: `pte_raw_is_none()` answers what
+    /// `matches!(pte_raw(), Entry::None)` answers and
+    /// `pte_offset_map_lock_found()` counts what `pte_offset_map_lock()`
+    /// counts, for every entry of a 2 MiB slot holding present order-0
+    /// pages, the zero page, a 64 KiB mTHP (an arm64 contiguous block),
+    /// swap entries, guard markers and none entries, and for addresses
+    /// with no PTE table. Fails when a non-none entry reads as none.
+    #[test]
+    fn the_steps_none_read_and_lock_count_what_pte_raw_and_the_lock_count() {
+        use crate::core::swapfile::SwapKind;
+        use crate::types::uapi::Advice;
+        const A: u64 = 0x7f00_0000_0000;
+        let rw = Prot::READ | Prot::WRITE;
+        let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        for arch in [ArchKind::X86_64, ArchKind::Arm64] {
+            let mut m = Model::new(ModelConfig::for_arch(arch));
+            m.set_swap_on(64 << 20, SwapKind::File).unwrap();
+            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+            m.mmap(1, A, 0x20_0000, rw, fixed).unwrap();
+            m.write(1, A, 1).unwrap(); // one 64 KiB folio
+            m.set_thp(ThpKnob::Size(4), ThpMode::Never).unwrap();
+            for k in 0..8 {
+                m.write(1, A + 0x10000 + k * 0x1000, k + 2).unwrap();
+            }
+            m.read(1, A + 0x20000).unwrap(); // the zero page
+            m.madvise(1, A + 0x12000, 0x3000, Advice::PageOut).unwrap();
+            m.madvise(1, A + 0x30000, 0x2000, Advice::GuardInstall)
+                .unwrap();
+            let mut kinds = [0u32; 5];
+            let far = A + (1 << 30); // no PTE table there
+            for va in (A..A + 0x40000).step_by(0x1000).chain([far]) {
+                let mm = &m.procs[&1];
+                let before = mm.pt.hw.snapshot();
+                let want = matches!(mm.pt.pte_raw(va), Entry::None);
+                let by_raw = mm.pt.hw.snapshot();
+                let got = mm.pt.pte_raw_is_none(va);
+                let by_none = mm.pt.hw.snapshot();
+                assert_eq!(got, want, "{} {va:#x}", arch.name());
+                assert_eq!(by_none.since(&by_raw), by_raw.since(&before));
+                kinds[match mm.pt.pte_peek(va) {
+                    Entry::None => 0,
+                    Entry::Leaf(l) if l.valid_cont() => 1,
+                    Entry::Leaf(_) => 2,
+                    Entry::Swap(_) => 3,
+                    _ => 4,
+                }] += 1;
+                let _guard = mm.pt.pte_offset_map_lock(va);
+                let by_lock = mm.pt.hw.snapshot();
+                mm.pt.pte_offset_map_lock_found();
+                let by_found = mm.pt.hw.snapshot();
+                assert_eq!(by_found.since(&by_lock), by_lock.since(&by_none));
+            }
+            // Every kind of entry was read: none, (arm64) block leaves,
+            // other leaves, swap entries and markers.
+            let cont = if arch == ArchKind::Arm64 { 16 } else { 0 };
+            assert_eq!(kinds[1], cont, "{} {kinds:?}", arch.name());
+            assert!(
+                kinds.iter().enumerate().all(|(k, &n)| k == 1 || n > 0),
+                "{kinds:?}"
+            );
+        }
+    }
+
     /// `src_ptep_get()` (one uncounted read, the events added) returns
     /// what `pte()` returns and counts the same events and calls, for every
     /// kind of entry the move reads: none, order-0 pages, the zero page,
