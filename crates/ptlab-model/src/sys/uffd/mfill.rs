@@ -143,7 +143,9 @@ impl Model {
         // uffd_mfill_lock(): look the VMA up and prepare its anon_vma (the
         // per-VMA-lock path falls back to find_vma_and_prepare_anon() when
         // there is none yet) before checking that it is registered.
-        let Some(dst_vma) = self.procs[&pid].vmas.find(dst_start).cloned() else {
+        let hint = &self.uffd.vma_hints[0];
+        let Some(dst_vma) = find_vma_hinted(&self.procs[&pid].vmas, hint, dst_start).cloned()
+        else {
             rule!(self.phys.hw, UffdMfillNoVma);
             return (0, Some(Errno::ENOENT));
         };

@@ -110,10 +110,12 @@ impl Model {
             ids,
             phys,
             cfg,
+            uffd,
             ..
         } = self;
+        let [dst_hint, src_hint] = &uffd.vma_hints;
         let mut mm = procs.get_mut(&pid).expect("pid");
-        let Some(found) = mm.vmas.find(dst_start).cloned() else {
+        let Some(found) = find_vma_hinted(&mm.vmas, dst_hint, dst_start).cloned() else {
             rule!(phys.hw, UffdMoveNoDstVma);
             return (0, Some(Errno::ENOENT));
         };
@@ -128,7 +130,7 @@ impl Model {
         let src_vma = if dst_vma.contains(src_start) {
             dst_vma.clone()
         } else {
-            match mm.vmas.find(src_start) {
+            match find_vma_hinted(&mm.vmas, src_hint, src_start) {
                 Some(v) => v.clone(),
                 None => return (0, Some(Errno::ENOENT)),
             }
