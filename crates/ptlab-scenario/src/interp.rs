@@ -392,6 +392,7 @@ pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> Run
         progress: progress_hook(),
         progress_reported: false,
         spare_handle: std::cell::Cell::new(None),
+        uffd_call: None,
     };
     if let Err(why) = script.check_params(&opts.params) {
         it.fail(0, None, FailureKind::Runtime, why, None);
@@ -499,6 +500,30 @@ struct Interp<'a> {
     /// The handle string of the last uffd call, kept for the next one: a
     /// loop of uffd ioctls builds its calls without an allocation each.
     spare_handle: std::cell::Cell<Option<String>>,
+    /// The call of the last `uffd copy` or `uffd move` statement, its
+    /// fields rewritten by the next one ([`Interp::uffd_call_into`]): a
+    /// loop of those ioctls neither builds nor moves a [`Call`] per
+    /// iteration.
+    uffd_call: Option<Call>,
+}
+
+/// Whether `uffd copy` and `uffd move` statements write their call in
+/// place ([`Interp::uffd_call_into`]); tests turn it off to compare with
+/// the calls [`Interp::syscall`] builds.
+#[cfg(not(test))]
+#[inline(always)]
+fn uffd_in_place() -> bool {
+    true
+}
+
+#[cfg(test)]
+thread_local! {
+    static UFFD_IN_PLACE: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+#[cfg(test)]
+fn uffd_in_place() -> bool {
+    UFFD_IN_PLACE.with(|c| c.get())
 }
 
 impl Env for Interp<'_> {
@@ -835,9 +860,26 @@ impl<'a> Interp<'a> {
         op: &Op,
         check: Option<&Check>,
     ) -> Result<(), RtError> {
-        let call = self.evaluate(s.pos, op)?;
-        let outcome = self.backend.call(&self.current, &call);
-        self.recycle(call);
+        let outcome = match op {
+            Op::Syscall(sc @ (Syscall::UffdCopy { .. } | Syscall::UffdMove { .. }))
+                if uffd_in_place() =>
+            {
+                let mut slot = self.uffd_call.take();
+                self.uffd_call_into(s.pos, sc, &mut slot)?;
+                let outcome = match &slot {
+                    Some(call) => self.backend.call(&self.current, call),
+                    None => return Err(rt(s.pos, "uffd: no call built".to_string())),
+                };
+                self.uffd_call = slot;
+                outcome
+            }
+            _ => {
+                let call = self.evaluate(s.pos, op)?;
+                let outcome = self.backend.call(&self.current, &call);
+                self.recycle(call);
+                outcome
+            }
+        };
         let name = op.name();
         match &outcome {
             Ok(v) => {
@@ -984,6 +1026,106 @@ impl<'a> Interp<'a> {
             | Call::UffdZeropage { handle, .. } => self.spare_handle.set(Some(handle)),
             _ => {}
         }
+    }
+
+    /// The call of a `uffd copy` or `uffd move` statement (no `via`), its
+    /// arguments evaluated in [`Interp::syscall`]'s order, written into
+    /// `slot`: the fields of the call already there when it is the same
+    /// kind (its handle string reused), else a new call. Any other syscall
+    /// is built by [`Interp::syscall`]. The same call, field for field, as
+    /// `syscall(pos, call, None)` (test `uffd_calls_in_place_equal_built_calls`).
+    fn uffd_call_into(
+        &self,
+        pos: Pos,
+        call: &Syscall,
+        slot: &mut Option<Call>,
+    ) -> Result<(), RtError> {
+        fn set_handle(h: &mut String, name: &str) {
+            if h != name {
+                h.clear();
+                h.push_str(name);
+            }
+        }
+        match call {
+            Syscall::UffdMove {
+                dst,
+                src,
+                len,
+                allow_src_holes,
+                dontwake,
+                raw,
+            } => {
+                let mut mode = UffdMoveMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
+                if *allow_src_holes {
+                    mode.insert(UffdMoveMode::ALLOW_SRC_HOLES);
+                }
+                if *dontwake {
+                    mode.insert(UffdMoveMode::DONTWAKE);
+                }
+                let (d, s, l) = (self.eval(dst)?, self.eval(src)?, self.eval(len)?);
+                if let Some(Call::UffdMove {
+                    handle,
+                    dst,
+                    src,
+                    len,
+                    mode: m,
+                }) = slot
+                {
+                    set_handle(handle, &self.current);
+                    (*dst, *src, *len, *m) = (d, s, l, mode);
+                } else {
+                    *slot = Some(Call::UffdMove {
+                        handle: self.current.clone(),
+                        dst: d,
+                        src: s,
+                        len: l,
+                        mode,
+                    });
+                }
+            }
+            Syscall::UffdCopy {
+                dst,
+                src,
+                len,
+                tag,
+                wp,
+                dontwake,
+                raw,
+            } => {
+                let (d, s, l) = (self.eval(dst)?, self.eval(src)?, self.eval(len)?);
+                let t = tag.as_ref().map(|e| self.eval(e)).transpose()?;
+                let mut mode = UffdCopyMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
+                if *wp {
+                    mode.insert(UffdCopyMode::WP);
+                }
+                if *dontwake {
+                    mode.insert(UffdCopyMode::DONTWAKE);
+                }
+                if let Some(Call::UffdCopy {
+                    handle,
+                    dst,
+                    src,
+                    len,
+                    tag,
+                    mode: m,
+                }) = slot
+                {
+                    set_handle(handle, &self.current);
+                    (*dst, *src, *len, *tag, *m) = (d, s, l, t, mode);
+                } else {
+                    *slot = Some(Call::UffdCopy {
+                        handle: self.current.clone(),
+                        dst: d,
+                        src: s,
+                        len: l,
+                        tag: t,
+                        mode,
+                    });
+                }
+            }
+            other => *slot = Some(self.syscall(pos, other, None)?),
+        }
+        Ok(())
     }
 
     /// The [`Call`] an operation statement makes, its arguments evaluated.
@@ -1952,5 +2094,119 @@ fn describe(state: &PageState) -> String {
             p.mapcount,
             p.tag
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model_backend::ModelBackend;
+    use ptlab_model::{HwEvents, ModelConfig, Observation};
+
+    /// A [`ModelBackend`] that records every call it is given.
+    struct Recording {
+        inner: ModelBackend,
+        calls: Vec<(String, Call)>,
+    }
+
+    impl Backend for Recording {
+        fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+            self.calls.push((proc.to_string(), call.clone()));
+            self.inner.call(proc, call)
+        }
+        fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
+            self.inner.observe(proc)
+        }
+        fn observe_summary(&mut self, proc: &str) -> Result<Observation, BackendError> {
+            self.inner.observe_summary(proc)
+        }
+        fn observe_pages(
+            &mut self,
+            proc: &str,
+            start: u64,
+            end: u64,
+        ) -> Result<PageRuns, BackendError> {
+            self.inner.observe_pages(proc, start, end)
+        }
+        fn read_bytes(
+            &mut self,
+            proc: &str,
+            addr: u64,
+            len: u64,
+        ) -> Result<Vec<Option<u8>>, BackendError> {
+            self.inner.read_bytes(proc, addr, len)
+        }
+        fn check_invariants(&mut self) -> Result<(), Vec<String>> {
+            self.inner.check_invariants()
+        }
+        fn before_statement(&mut self, line: u32, text: &str, loops: &[(u32, u64)]) {
+            self.inner.before_statement(line, text, loops)
+        }
+        fn after_statement(&mut self) -> Result<(), Vec<String>> {
+            self.inner.after_statement()
+        }
+        fn hw_events(&self) -> Option<HwEvents> {
+            self.inner.hw_events()
+        }
+    }
+
+    /// The calls and the report of `src` run on a fresh model, with uffd
+    /// calls written in place or built by `syscall()`.
+    fn run_recorded(src: &str, in_place: bool) -> (Vec<(String, Call)>, String) {
+        let script = crate::parser::parse("t.ptl", src).expect("parses");
+        let mut b = Recording {
+            inner: ModelBackend::new(ModelConfig::default()),
+            calls: Vec::new(),
+        };
+        UFFD_IN_PLACE.with(|c| c.set(in_place));
+        let report = run(&script, &mut b, &RunOptions::default());
+        UFFD_IN_PLACE.with(|c| c.set(true));
+        (b.calls, format!("{:?}", report.failures))
+    }
+
+    /// `uffd copy` and `uffd move` statements written in place give the
+    /// calls `syscall()` builds, field for field and in order: the two
+    /// kinds alternating (each finds the other's call in the slot), tags,
+    /// modes and options, two processes (the handle is the process's
+    /// name), a failing expression (a variable bound to a failed call)
+    /// and failing ioctls. Fails when an in-place field is left stale.
+    #[test]
+    fn uffd_calls_in_place_equal_built_calls() {
+        let src = "\
+let heap = 0x7f00_0000_0000
+let from = 0x7f40_0000_0000
+p = mmap 1M at heap fixed
+write p 1M
+uffd open
+f = mremap heap 1M 1M maymove fixed from dontunmap
+uffd register heap 1M missing
+repeat 8 as i
+  uffd move heap + i * 4K from + i * 8K 4K
+  uffd copy heap + 0x40000 + i * 4K from + i * 8K + 4K 4K
+  uffd copy heap + 0x60000 + i * 4K from 4K tag=i + 3 dontwake
+  uffd move heap + 0x80000 + i * 8K from + 0x80000 + i * 8K 8K allow_src_holes mode 0
+end
+uffd move heap from 4K
+expect errno EEXIST
+uffd copy heap + 0xf0000 0 4K tag=1 wp
+expect errno EINVAL
+fork child
+@child uffd open
+@child uffd move heap + 0xf2000 from + 0xf2000 4K
+expect errno EINVAL
+uffd move heap + 0xf3000 from + 0xf3000 4K dontwake
+bad = uffd move heap + 0xf0000 from + 0xf0000 4K mode 0x80
+expect errno EINVAL
+uffd copy heap + 0xf1000 from + bad 4K
+";
+        let (built, built_report) = run_recorded(src, false);
+        let (in_place, in_place_report) = run_recorded(src, true);
+        let uffd = built
+            .iter()
+            .filter(|(_, c)| matches!(c, Call::UffdMove { .. } | Call::UffdCopy { .. }))
+            .count();
+        assert!(uffd >= 37, "{uffd} uffd calls: {built:?}");
+        assert_eq!(in_place, built);
+        assert_eq!(in_place_report, built_report);
     }
 }

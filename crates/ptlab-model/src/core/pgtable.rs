@@ -739,6 +739,14 @@ impl PageTables {
         self.pte_peek(va)
     }
 
+    /// `pte_none()` of the raw PTE, counted as [`PageTables::pte_raw`]
+    /// counts it (one PTE load), without decoding the entry: the encoders
+    /// write 0 for a none entry and no other entry is 0.
+    pub fn pte_raw_is_none(&self, va: u64) -> bool {
+        self.hw.one(HwEvent::PteLoad);
+        self.pte_tbl(va).is_none_or(|t| t.raw(index(1, va)) == 0)
+    }
+
     /// Whether the PTE at `va` is a swap entry or a marker (non-present,
     /// not none), without decoding a present one; no event is counted.
     pub fn pte_is_nonpresent(&self, va: u64) -> bool {
@@ -1310,6 +1318,15 @@ impl PageTables {
         PtlGuard {
             pmd: self.pmd(addr),
         }
+    }
+
+    /// [`PageTables::pte_offset_map_lock`] of a PTE table the caller has
+    /// just found through the walk cache (a `PmdSlot::Table` read in the
+    /// same step): the same PMD load and PTL, counted without looking the
+    /// table up again (the guard's PMD is not needed).
+    pub fn pte_offset_map_lock_found(&self) {
+        self.hw.one(HwEvent::PmdLoad);
+        self.hw.one(HwEvent::PtlLock);
     }
 
     /// `pmd_lock()` / `pud_lock()` / a second `spin_lock()` on a table

@@ -100,6 +100,37 @@ pub struct UffdCtx {
 pub struct UffdState {
     pub(crate) next: UffdId,
     pub(crate) ctxs: BTreeMap<UffdId, UffdCtx>,
+    /// Where the last COPY/MOVE found its destination (`[0]`) and MOVE
+    /// its source (`[1]`) VMA: a hint for the next ioctl's lookup
+    /// ([`find_vma_hinted`]), never an answer by itself.
+    pub(crate) vma_hints: [VmaHint; 2],
+}
+
+/// The range `[start, end)` of a VMA a lookup found (any mm).
+pub(crate) type VmaHint = std::cell::Cell<Option<(u64, u64)>>;
+
+/// `vmas.find(addr)`, trying the VMA `hint` remembers first: when its
+/// range holds `addr`, the tree's VMA at the hint's start is looked up
+/// exactly (`VmaTree::get`, cheaper than `find`'s range search) and is
+/// the answer if it contains `addr` — VMAs do not overlap, so it is the
+/// one `find` returns, whatever changed since (the hint is not kept up to
+/// date: every answer is the tree's own). Otherwise `find`, and the hint
+/// remembers its answer. Test `hinted_lookups_answer_what_find_answers`.
+pub(crate) fn find_vma_hinted<'a>(
+    vmas: &'a crate::core::vma::VmaTree,
+    hint: &VmaHint,
+    addr: u64,
+) -> Option<&'a crate::core::vma::Vma> {
+    if let Some((start, end)) = hint.get() {
+        if start <= addr && addr < end {
+            if let Some(v) = vmas.get(start).filter(|v| v.contains(addr)) {
+                return Some(v);
+            }
+        }
+    }
+    let v = vmas.find(addr)?;
+    hint.set(Some((v.start, v.end)));
+    Some(v)
 }
 
 impl UffdState {
@@ -258,6 +289,53 @@ impl UffdFds {
 #[cfg(test)]
 mod fds_tests {
     use super::*;
+
+    /// `find_vma_hinted()` answers what `VmaTree::find` answers — the same
+    /// VMA, or none — for random addresses while random mmap, munmap and
+    /// mprotect calls split, merge, move and remove VMAs under two hints
+    /// that are never reset. Fails when the hint's VMA is taken without
+    /// checking that the tree's VMA at its start still contains the address.
+    #[test]
+    fn hinted_lookups_answer_what_find_answers() {
+        use crate::types::uapi::{MapFlags, Prot};
+        use crate::{Model, ModelConfig};
+        const A: u64 = 0x7f00_0000_0000;
+        let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        let mut m = Model::new(ModelConfig::default());
+        let hints: [VmaHint; 2] = Default::default();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut hits, mut misses) = (0, 0);
+        for _ in 0..400 {
+            let addr = A + next(64) * 0x1000;
+            let len = (1 + next(16)) * 0x1000;
+            let prot = [Prot::READ, Prot::READ | Prot::WRITE, Prot::empty()][next(3) as usize];
+            let _ = match next(3) {
+                0 => m.mmap(1, addr, len, prot, fixed).map(|_| ()),
+                1 => m.munmap(1, addr, len),
+                _ => m.mprotect(1, addr, len, prot),
+            };
+            for _ in 0..8 {
+                let a = A - 0x2000 + next(70) * 0x1000;
+                let hint = &hints[next(2) as usize];
+                let vmas = &m.procs[&1].vmas;
+                let want = vmas.find(a);
+                let got = find_vma_hinted(vmas, hint, a);
+                assert_eq!(got, want, "{a:#x}");
+                assert!(got.is_none_or(|g| std::ptr::eq(g, want.unwrap())));
+                match got {
+                    Some(_) => hits += 1,
+                    None => misses += 1,
+                }
+            }
+        }
+        assert!(hits > 100 && misses > 100, "{hits} {misses}");
+    }
 
     #[test]
     fn fds_get_forgets_its_last_hit_when_the_table_changes() {

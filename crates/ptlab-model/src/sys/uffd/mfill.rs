@@ -66,7 +66,16 @@ impl Model {
         len: u64,
         mode: u64,
     ) -> Result<u64, UffdError> {
-        self.count_syscall(caller);
+        // count_syscall(), the lookup remembered: when the caller is the
+        // context's mm (the common case) it answers the ESRCH check too.
+        let caller_exists = match self.procs.get(&caller) {
+            Some(mm) => {
+                mm.pt.hw.one(HwEvent::Syscall);
+                mm.pt.hw.one(HwEvent::VmaLookup);
+                true
+            }
+            None => false,
+        };
         let ctx = self.uffd_ready(id).map_err(UffdError::untouched)?;
         if let CopySource::Addr(s) = src {
             self.validate_unaligned_range(s, len)
@@ -78,7 +87,12 @@ impl Model {
         if !(mode - CopyMode::all()).is_empty() {
             return Err(UffdError::untouched(Errno::EINVAL));
         }
-        if !self.procs.contains_key(&ctx.mm) {
+        let mm_exists = if ctx.mm == caller {
+            caller_exists
+        } else {
+            self.procs.contains_key(&ctx.mm)
+        };
+        if !mm_exists {
             return Err(UffdError::untouched(Errno::ESRCH));
         }
         let op = Mfill::Copy {
@@ -129,7 +143,9 @@ impl Model {
         // uffd_mfill_lock(): look the VMA up and prepare its anon_vma (the
         // per-VMA-lock path falls back to find_vma_and_prepare_anon() when
         // there is none yet) before checking that it is registered.
-        let Some(dst_vma) = self.procs[&pid].vmas.find(dst_start).cloned() else {
+        let hint = &self.uffd.vma_hints[0];
+        let Some(dst_vma) = find_vma_hinted(&self.procs[&pid].vmas, hint, dst_start).cloned()
+        else {
             rule!(self.phys.hw, UffdMfillNoVma);
             return (0, Some(Errno::ENOENT));
         };
@@ -254,14 +270,20 @@ impl Model {
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
         // pte_none_mostly(): an empty PTE or a PTE marker.
-        let old = mm.pt.pte_raw(dst);
+        let old = if mm.pt.pte_raw_is_none(dst) {
+            Entry::None
+        } else {
+            mm.pt.pte_peek(dst) // the same read (counted above)
+        };
         if !matches!(old, Entry::None | Entry::Marker(_)) {
             rule!(mm.pt.hw, UffdCopyExists);
             return Err(Errno::EEXIST);
         }
         // pte_offset_map_lock(): PMD read and PTL (the pte_none check above
         // is its PTE load).
-        let _ptl = mm.pt.pte_offset_map_lock(dst);
+        // (mfill_dst_pmd() made sure of dst's PTE table; pte_raw() read
+        // through it.)
+        mm.pt.pte_offset_map_lock_found();
         // ... or a PTE marker, which is overwritten: a guard marker too
         // (checked live on 6.18.44: COPY onto a guard page succeeds).
         if let Entry::Marker(_) = old {

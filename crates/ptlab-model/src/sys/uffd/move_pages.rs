@@ -56,7 +56,16 @@ impl Model {
         len: u64,
         mode: u64,
     ) -> Result<u64, UffdError> {
-        self.count_syscall(caller);
+        // count_syscall(), with the one lookup of the caller's mm that also
+        // answers the ESRCH check below (the context's mm is the caller's).
+        let caller_exists = match self.procs.get(&caller) {
+            Some(mm) => {
+                mm.pt.hw.one(HwEvent::Syscall);
+                mm.pt.hw.one(HwEvent::VmaLookup);
+                true
+            }
+            None => false,
+        };
         // §7.1, in order; these leave the field untouched.
         let ctx = self.uffd_ready(id).map_err(UffdError::untouched)?;
         if caller != ctx.mm {
@@ -72,7 +81,7 @@ impl Model {
             rule!(self.phys.hw, UffdMoveModeInvalid);
             return Err(UffdError::untouched(Errno::EINVAL));
         }
-        if !self.procs.contains_key(&ctx.mm) {
+        if !caller_exists {
             return Err(UffdError::untouched(Errno::ESRCH));
         }
         let (done, err) = self.move_pages(ctx.mm, id, dst, src, len, mode);
@@ -94,13 +103,19 @@ impl Model {
     ) -> (u64, Option<Errno>) {
         // uffd_move_lock(): the destination VMA (anon_vma prepared), then
         // the source VMA unless src lies in the destination VMA.
-        // The mm is looked up once for the VMA lookups (the caller checked
-        // that it exists).
+        // The mm is looked up once for the VMA lookups and the steps (the
+        // caller checked that it exists; a folio split looks it up again).
         let Model {
-            procs, ids, phys, ..
+            procs,
+            ids,
+            phys,
+            cfg,
+            uffd,
+            ..
         } = self;
-        let mm = procs.get_mut(&pid).expect("pid");
-        let Some(found) = mm.vmas.find(dst_start).cloned() else {
+        let [dst_hint, src_hint] = &uffd.vma_hints;
+        let mut mm = procs.get_mut(&pid).expect("pid");
+        let Some(found) = find_vma_hinted(&mm.vmas, dst_hint, dst_start).cloned() else {
             rule!(phys.hw, UffdMoveNoDstVma);
             return (0, Some(Errno::ENOENT));
         };
@@ -115,7 +130,7 @@ impl Model {
         let src_vma = if dst_vma.contains(src_start) {
             dst_vma.clone()
         } else {
-            match mm.vmas.find(src_start) {
+            match find_vma_hinted(&mm.vmas, src_hint, src_start) {
                 Some(v) => v.clone(),
                 None => return (0, Some(Errno::ENOENT)),
             }
@@ -126,194 +141,216 @@ impl Model {
         // Linux: mm/userfaultfd.c move_pages(), uffd_move_lock().
         mm.pt.hw.one(HwEvent::UffdMoveLock);
         if let Err(e) = validate_move_vmas(id, &src_vma, &dst_vma, src_start, dst_start, len) {
-            rule!(self.phys.hw, UffdMoveVmasInvalid);
+            rule!(phys.hw, UffdMoveVmasInvalid);
             return (0, Some(e));
         }
         let holes = mode.contains(MoveMode::ALLOW_SRC_HOLES);
-        let batched = !self.cfg.before.contains(Before::UFFD_MOVE_BATCH);
+        let batched = !cfg.before.contains(Before::UFFD_MOVE_BATCH);
         let src_end = src_start + len;
         let (mut src_addr, mut dst_addr) = (src_start, dst_start);
         let mut moved = 0;
         while src_addr < src_end {
-            let step = self.move_step(pid, &dst_vma, dst_addr, src_addr, src_end, holes, batched);
+            let mut step = move_step(
+                mm, phys, &dst_vma, dst_addr, src_addr, src_end, holes, batched,
+            );
+            // A large folio at the source: split it (every mapping of it,
+            // hence all processes), then look again from the PTE read
+            // (move_pages_ptes()'s "goto retry").
+            while let Ok(Step::SplitFolio(folio, pfn)) = step {
+                if let Err(e) = split_folio(procs, phys, folio, Some((pid, src_addr, pfn))) {
+                    return (moved, Some(e));
+                }
+                mm = procs.get_mut(&pid).expect("pid");
+                let len = src_end - src_addr;
+                step = move_pages_ptes(mm, phys, &dst_vma, dst_addr, src_addr, len, holes, batched);
+            }
             match step {
-                Ok(Some(n)) => {
+                Ok(Step::Moved(n)) => {
                     dst_addr += n;
                     src_addr += n;
                     moved += n;
                 }
-                Ok(None) => {} // the source PMD was split: the same address again
+                Ok(Step::Again) => {} // the source PMD was split: the same address again
+                Ok(Step::SplitFolio(..)) => unreachable!("split above"),
                 Err(e) => return (moved, Some(e)),
             }
         }
         (moved, None)
     }
+}
 
-    /// One iteration of move_pages()'s loop (§7.3.1–4): `Ok(Some(bytes))`
-    /// moved, `Ok(None)` to repeat the same address (after a PMD split).
-    #[allow(clippy::too_many_arguments)]
-    fn move_step(
-        &mut self,
-        pid: Pid,
-        dst_vma: &Vma,
-        dst_addr: u64,
-        src_addr: u64,
-        src_end: u64,
-        holes: bool,
-        batched: bool,
-    ) -> Result<Option<u64>, Errno> {
-        let Model { procs, phys, .. } = self;
-        let mm = procs.get_mut(&pid).expect("pid");
-        // §7.3.1 mm_find_pmd(): no PMD table for src (a PTE table in the
-        // slot, found through the walk cache, proves there is one).
-        let src_pmd = mm.pt.pmd(src_addr);
-        let mut allocated = false;
-        if !matches!(src_pmd, PmdSlot::Table(_)) && mm.pt.table_at(src_addr, 2).is_none() {
-            if !holes {
-                rule!(mm.pt.hw, UffdMoveNoSrcPmdTable);
-                return Err(Errno::ENOENT);
-            }
-            rule!(mm.pt.hw, UffdMoveHolesAllocSrc);
-            mm.pt.pmd_alloc(src_addr, phys).ok_or(Errno::ENOMEM)?;
-            allocated = true;
+/// What one step of move_pages()'s loop did.
+#[derive(Debug)]
+enum Step {
+    /// Bytes moved.
+    Moved(u64),
+    /// The source PMD was split: the same address again.
+    Again,
+    /// The source PTE maps this large folio (the page at this frame):
+    /// split it and read the PTE again.
+    SplitFolio(crate::core::folio::FolioRef, Pfn),
+}
+
+/// One iteration of move_pages()'s loop (§7.3.1–4).
+#[allow(clippy::too_many_arguments)]
+fn move_step(
+    mm: &mut crate::mm::mm::Mm,
+    phys: &mut crate::core::folio::PhysMem,
+    dst_vma: &Vma,
+    dst_addr: u64,
+    src_addr: u64,
+    src_end: u64,
+    holes: bool,
+    batched: bool,
+) -> Result<Step, Errno> {
+    // §7.3.1 mm_find_pmd(): no PMD table for src (a PTE table in the
+    // slot, found through the walk cache, proves there is one).
+    let src_pmd = mm.pt.pmd(src_addr);
+    let mut allocated = false;
+    if !matches!(src_pmd, PmdSlot::Table(_)) && mm.pt.table_at(src_addr, 2).is_none() {
+        if !holes {
+            rule!(mm.pt.hw, UffdMoveNoSrcPmdTable);
+            return Err(Errno::ENOENT);
         }
-        // §7.3.2 mm_alloc_pmd(dst) (nothing to allocate when the walk
-        // cache already holds dst's PTE table); a huge destination PMD is
-        // EEXIST.
-        let mut dst_pmd = mm.pt.pmd(dst_addr);
-        if !matches!(dst_pmd, PmdSlot::Table(_)) {
-            mm.pt.pmd_alloc(dst_addr, phys).ok_or(Errno::ENOMEM)?;
-            dst_pmd = mm.pt.pmd(dst_addr);
-            allocated = true;
-        }
-        if let PmdSlot::Leaf(_) = dst_pmd {
-            rule!(mm.pt.hw, UffdMoveDstHugePmd);
-            return Err(Errno::EEXIST);
-        }
-        // The source PMD as read above unless a table was allocated since
-        // (the same read: these are the model's own lookups, uncounted).
-        let src_pmd = if allocated {
-            mm.pt.pmd(src_addr)
-        } else {
-            src_pmd
-        };
-        match src_pmd {
-            PmdSlot::Leaf(leaf) => {
-                // §7.3.3: a THP (or the huge zero page) at the source.
-                let splits = !src_addr.is_multiple_of(PMD_SIZE)
-                    || !dst_addr.is_multiple_of(PMD_SIZE)
-                    || src_end - src_addr < PMD_SIZE;
-                if splits || dst_pmd != PmdSlot::None {
-                    if Some(leaf.pfn) != phys.huge_zero && !phys.anon_exclusive(leaf.pfn) {
-                        rule!(mm.pt.hw, UffdMoveThpNotExclusive);
-                        return Err(Errno::EBUSY);
-                    }
-                    rule!(mm.pt.hw, UffdMoveSplitSrcPmd);
-                    split_huge_pmd(mm, phys, src_addr & !(PMD_SIZE - 1));
-                    return Ok(None); // the folio is split by move_pages_ptes()
+        rule!(mm.pt.hw, UffdMoveHolesAllocSrc);
+        mm.pt.pmd_alloc(src_addr, phys).ok_or(Errno::ENOMEM)?;
+        allocated = true;
+    }
+    // §7.3.2 mm_alloc_pmd(dst) (nothing to allocate when the walk
+    // cache already holds dst's PTE table); a huge destination PMD is
+    // EEXIST.
+    let mut dst_pmd = mm.pt.pmd(dst_addr);
+    if !matches!(dst_pmd, PmdSlot::Table(_)) {
+        mm.pt.pmd_alloc(dst_addr, phys).ok_or(Errno::ENOMEM)?;
+        dst_pmd = mm.pt.pmd(dst_addr);
+        allocated = true;
+    }
+    if let PmdSlot::Leaf(_) = dst_pmd {
+        rule!(mm.pt.hw, UffdMoveDstHugePmd);
+        return Err(Errno::EEXIST);
+    }
+    // The source PMD as read above unless a table was allocated since
+    // (the same read: these are the model's own lookups, uncounted).
+    let src_pmd = if allocated {
+        mm.pt.pmd(src_addr)
+    } else {
+        src_pmd
+    };
+    match src_pmd {
+        PmdSlot::Leaf(leaf) => {
+            // §7.3.3: a THP (or the huge zero page) at the source.
+            let splits = !src_addr.is_multiple_of(PMD_SIZE)
+                || !dst_addr.is_multiple_of(PMD_SIZE)
+                || src_end - src_addr < PMD_SIZE;
+            if splits || dst_pmd != PmdSlot::None {
+                if Some(leaf.pfn) != phys.huge_zero && !phys.anon_exclusive(leaf.pfn) {
+                    rule!(mm.pt.hw, UffdMoveThpNotExclusive);
+                    return Err(Errno::EBUSY);
                 }
-                move_pages_huge_pmd(mm, dst_vma, dst_addr, src_addr, leaf, phys.huge_zero)?;
-                Ok(Some(PMD_SIZE))
+                rule!(mm.pt.hw, UffdMoveSplitSrcPmd);
+                split_huge_pmd(mm, phys, src_addr & !(PMD_SIZE - 1));
+                return Ok(Step::Again); // the folio is split by move_pages_ptes()
             }
-            src_pmd => {
-                // §7.3.4.
-                if src_pmd == PmdSlot::None {
-                    if !holes {
-                        rule!(mm.pt.hw, UffdMoveNoSrcPmd);
-                        return Err(Errno::ENOENT);
-                    }
-                    mm.pt.pte_alloc(src_addr, phys).ok_or(Errno::ENOMEM)?;
+            move_pages_huge_pmd(mm, dst_vma, dst_addr, src_addr, leaf, phys.huge_zero)?;
+            Ok(Step::Moved(PMD_SIZE))
+        }
+        src_pmd => {
+            // §7.3.4.
+            if src_pmd == PmdSlot::None {
+                if !holes {
+                    rule!(mm.pt.hw, UffdMoveNoSrcPmd);
+                    return Err(Errno::ENOENT);
                 }
-                if !matches!(dst_pmd, PmdSlot::Table(_)) || src_pmd == PmdSlot::None {
-                    mm.pt.pte_alloc(dst_addr, phys).ok_or(Errno::ENOMEM)?;
-                }
-                let len = src_end - src_addr;
-                self.move_pages_ptes(pid, dst_vma, dst_addr, src_addr, len, holes, batched)
-                    .map(Some)
+                mm.pt.pte_alloc(src_addr, phys).ok_or(Errno::ENOMEM)?;
             }
+            if !matches!(dst_pmd, PmdSlot::Table(_)) || src_pmd == PmdSlot::None {
+                mm.pt.pte_alloc(dst_addr, phys).ok_or(Errno::ENOMEM)?;
+            }
+            let len = src_end - src_addr;
+            move_pages_ptes(mm, phys, dst_vma, dst_addr, src_addr, len, holes, batched)
         }
     }
+}
 
-    /// §7.4: move what the source PTE holds; returns the bytes moved (one
-    /// page, or on the batched path a run of present pages).
-    /// Linux: mm/userfaultfd.c move_pages_ptes() (6.18; move_pages_pte()
-    /// before).
-    #[allow(clippy::too_many_arguments)]
-    fn move_pages_ptes(
-        &mut self,
-        pid: Pid,
-        dst_vma: &Vma,
-        dst_addr: u64,
-        src_addr: u64,
-        len: u64,
-        holes: bool,
-        batched: bool,
-    ) -> Result<u64, Errno> {
-        loop {
-            let Model { procs, phys, .. } = self;
-            let mm = procs.get_mut(&pid).expect("pid");
-            // §7.4.2: the destination must be strictly empty (a guard
-            // marker is not: checked live; a marker is an entry that is
-            // not none, so the one read decides).
-            if !matches!(mm.pt.pte_raw(dst_addr), Entry::None) {
-                rule!(mm.pt.hw, UffdMoveDstNotEmpty);
-                return Err(Errno::EEXIST);
-            }
-            // The source PTE, read once (ptep_get(), counted).
-            let src_entry = src_ptep_get(mm, src_addr);
-            // §7.4.7: a swap PTE moves as a swap PTE, without swap-in.
-            if let Entry::Swap(s) = src_entry {
-                rule!(mm.pt.hw, UffdMoveSwapPte);
-                crate::mm::swap::uffd_move_swap_pte(mm, phys, src_addr, dst_addr, s)?;
-                return Ok(PAGE_SIZE);
-            }
-            // §7.4.3: a hole at the source.
-            let src_pte = match src_entry {
-                Entry::Leaf(l) => l,
-                // §7.4.7: a non-present source that is neither swap nor
-                // migration entry (a guard marker) is EFAULT (checked live).
-                _ if crate::mm::marker::is_guard(mm, src_addr) => return Err(Errno::EFAULT),
-                _ if holes => return Ok(PAGE_SIZE),
-                _ => return Err(Errno::ENOENT),
-            };
-            // §7.4.4: the zero page moves as the zero page.
-            if src_pte.flags.contains(LeafFlags::SPECIAL) {
-                rule!(mm.pt.hw, UffdMoveZeroPage);
-                move_zeropage_pte(mm, phys, dst_vma, dst_addr, src_addr);
-                return Ok(PAGE_SIZE);
-            }
-            // move_pages_ptes(): both PTE tables mapped and locked; the
-            // folio found, referenced and locked (folio_get, folio_trylock;
-            // folio_unlock, folio_put at the end of the step).
-            let _src_ptl = mm.pt.pte_offset_map_lock(src_addr);
-            let _dst_ptl = mm.pt.pte_offset_map_lock(dst_addr);
-            mm.pt.hw.one(HwEvent::StructPageLine);
-            mm.pt.hw.add(HwEvent::FolioRefAtomic, 4);
-            // §7.4.5: vm_normal_folio() and PageAnonExclusive(&folio->page):
-            // the folio's first page decides (for a large folio, the head).
-            let folio = phys.folio_of(src_pte.pfn).ok_or(Errno::EBUSY)?;
-            if !phys.anon_exclusive(folio.head) {
-                rule!(mm.pt.hw, UffdMoveNotExclusive);
-                return Err(Errno::EBUSY);
-            }
-            if folio.is_large() {
-                // Split the whole folio, then look again (split_folio()
-                // under the folio lock; "goto retry").
-                rule!(mm.pt.hw, UffdMoveSplitLargeFolio);
-                split_folio(procs, phys, folio, Some((pid, src_addr, src_pte.pfn)))?;
-                continue;
-            }
-            // folio_get_anon_vma() + anon_vma_trylock_write(), released
-            // (anon_vma_unlock_write(), put_anon_vma()) at the step's end.
-            // Linux: mm/userfaultfd.c move_pages_ptes().
-            mm.pt.hw.one(HwEvent::AnonVmaLock);
-            return if batched {
-                move_present_ptes_batched(mm, phys, dst_vma, dst_addr, src_addr, src_pte, len)
-            } else {
-                move_present_pte_per_page(mm, phys, dst_vma, dst_addr, src_addr, src_pte)
-            };
-        }
+/// §7.4: move what the source PTE holds: the bytes moved (one page, or on
+/// the batched path a run of present pages), or the large folio to split
+/// before reading again (the caller splits it: every process's mappings
+/// of it change).
+/// Linux: mm/userfaultfd.c move_pages_ptes() (6.18; move_pages_pte()
+/// before).
+#[allow(clippy::too_many_arguments)]
+fn move_pages_ptes(
+    mm: &mut crate::mm::mm::Mm,
+    phys: &mut crate::core::folio::PhysMem,
+    dst_vma: &Vma,
+    dst_addr: u64,
+    src_addr: u64,
+    len: u64,
+    holes: bool,
+    batched: bool,
+) -> Result<Step, Errno> {
+    // §7.4.2: the destination must be strictly empty (a guard
+    // marker is not: checked live; a marker is an entry that is
+    // not none, so the one read decides).
+    if !mm.pt.pte_raw_is_none(dst_addr) {
+        rule!(mm.pt.hw, UffdMoveDstNotEmpty);
+        return Err(Errno::EEXIST);
     }
+    // The source PTE, read once (ptep_get(), counted).
+    let src_entry = src_ptep_get(mm, src_addr);
+    // §7.4.7: a swap PTE moves as a swap PTE, without swap-in.
+    if let Entry::Swap(s) = src_entry {
+        rule!(mm.pt.hw, UffdMoveSwapPte);
+        crate::mm::swap::uffd_move_swap_pte(mm, phys, src_addr, dst_addr, s)?;
+        return Ok(Step::Moved(PAGE_SIZE));
+    }
+    // §7.4.3: a hole at the source.
+    let src_pte = match src_entry {
+        Entry::Leaf(l) => l,
+        // §7.4.7: a non-present source that is neither swap nor
+        // migration entry (a guard marker) is EFAULT (checked live).
+        _ if crate::mm::marker::is_guard(mm, src_addr) => return Err(Errno::EFAULT),
+        _ if holes => return Ok(Step::Moved(PAGE_SIZE)),
+        _ => return Err(Errno::ENOENT),
+    };
+    // §7.4.4: the zero page moves as the zero page.
+    if src_pte.flags.contains(LeafFlags::SPECIAL) {
+        rule!(mm.pt.hw, UffdMoveZeroPage);
+        move_zeropage_pte(mm, phys, dst_vma, dst_addr, src_addr);
+        return Ok(Step::Moved(PAGE_SIZE));
+    }
+    // move_pages_ptes(): both PTE tables mapped and locked; the
+    // folio found, referenced and locked (folio_get, folio_trylock;
+    // folio_unlock, folio_put at the end of the step).
+    // (move_step() found both PTE tables: the reads above went through
+    // them.)
+    mm.pt.pte_offset_map_lock_found();
+    mm.pt.pte_offset_map_lock_found();
+    mm.pt.hw.one(HwEvent::StructPageLine);
+    mm.pt.hw.add(HwEvent::FolioRefAtomic, 4);
+    // §7.4.5: vm_normal_folio() and PageAnonExclusive(&folio->page):
+    // the folio's first page decides (for a large folio, the head).
+    let folio = phys.folio_of(src_pte.pfn).ok_or(Errno::EBUSY)?;
+    if !phys.anon_exclusive(folio.head) {
+        rule!(mm.pt.hw, UffdMoveNotExclusive);
+        return Err(Errno::EBUSY);
+    }
+    if folio.is_large() {
+        // Split the whole folio, then look again (split_folio()
+        // under the folio lock; "goto retry"): the caller splits.
+        rule!(mm.pt.hw, UffdMoveSplitLargeFolio);
+        return Ok(Step::SplitFolio(folio, src_pte.pfn));
+    }
+    // folio_get_anon_vma() + anon_vma_trylock_write(), released
+    // (anon_vma_unlock_write(), put_anon_vma()) at the step's end.
+    // Linux: mm/userfaultfd.c move_pages_ptes().
+    mm.pt.hw.one(HwEvent::AnonVmaLock);
+    if batched {
+        move_present_ptes_batched(mm, phys, dst_vma, dst_addr, src_addr, src_pte, len)
+    } else {
+        move_present_pte_per_page(mm, phys, dst_vma, dst_addr, src_addr, src_pte)
+    }
+    .map(Step::Moved)
 }
 
 /// §7.2 checks after the lookup, in the kernel's order: not shared, each
@@ -475,9 +512,10 @@ fn move_present_ptes_batched(
     let Some(first) = reread_src(mm, src_addr, read) else {
         return Err(Errno::EAGAIN);
     };
-    if !phys.anon_exclusive(first.pfn) {
-        return Err(Errno::EBUSY);
-    }
+    // The re-check of PageAnonExclusive under the locks: move_pages_ptes()
+    // checked this order-0 folio's page a moment ago and the model runs one
+    // thread, so it holds.
+    debug_assert!(phys.anon_exclusive(first.pfn));
     // The batch stays inside both PMDs.
     let dst_end = pmd_end(dst_addr, dst_addr + len);
     let src_end = pmd_end(src_addr, src_addr + (dst_end - dst_addr));
@@ -576,6 +614,70 @@ mod tests {
     use super::*;
     use crate::types::uapi::{MapFlags, Prot, ThpKnob, ThpMode};
     use crate::{ArchKind, ModelConfig};
+
+    /// The reads the MOVE and COPY steps take in place of `pte_raw()` and
+    /// `pte_offset_map_lock()`: `pte_raw_is_none()` answers what
+    /// `matches!(pte_raw(), Entry::None)` answers and
+    /// `pte_offset_map_lock_found()` counts what `pte_offset_map_lock()`
+    /// counts, for every entry of a 2 MiB slot holding present order-0
+    /// pages, the zero page, a 64 KiB mTHP (an arm64 contiguous block),
+    /// swap entries, guard markers and none entries, and for addresses
+    /// with no PTE table. Fails when a non-none entry reads as none.
+    #[test]
+    fn the_steps_none_read_and_lock_count_what_pte_raw_and_the_lock_count() {
+        use crate::core::swapfile::SwapKind;
+        use crate::types::uapi::Advice;
+        const A: u64 = 0x7f00_0000_0000;
+        let rw = Prot::READ | Prot::WRITE;
+        let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+        for arch in [ArchKind::X86_64, ArchKind::Arm64] {
+            let mut m = Model::new(ModelConfig::for_arch(arch));
+            m.set_swap_on(64 << 20, SwapKind::File).unwrap();
+            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+            m.mmap(1, A, 0x20_0000, rw, fixed).unwrap();
+            m.write(1, A, 1).unwrap(); // one 64 KiB folio
+            m.set_thp(ThpKnob::Size(4), ThpMode::Never).unwrap();
+            for k in 0..8 {
+                m.write(1, A + 0x10000 + k * 0x1000, k + 2).unwrap();
+            }
+            m.read(1, A + 0x20000).unwrap(); // the zero page
+            m.madvise(1, A + 0x12000, 0x3000, Advice::PageOut).unwrap();
+            m.madvise(1, A + 0x30000, 0x2000, Advice::GuardInstall)
+                .unwrap();
+            let mut kinds = [0u32; 5];
+            let far = A + (1 << 30); // no PTE table there
+            for va in (A..A + 0x40000).step_by(0x1000).chain([far]) {
+                let mm = &m.procs[&1];
+                let before = mm.pt.hw.snapshot();
+                let want = matches!(mm.pt.pte_raw(va), Entry::None);
+                let by_raw = mm.pt.hw.snapshot();
+                let got = mm.pt.pte_raw_is_none(va);
+                let by_none = mm.pt.hw.snapshot();
+                assert_eq!(got, want, "{} {va:#x}", arch.name());
+                assert_eq!(by_none.since(&by_raw), by_raw.since(&before));
+                kinds[match mm.pt.pte_peek(va) {
+                    Entry::None => 0,
+                    Entry::Leaf(l) if l.valid_cont() => 1,
+                    Entry::Leaf(_) => 2,
+                    Entry::Swap(_) => 3,
+                    _ => 4,
+                }] += 1;
+                let _guard = mm.pt.pte_offset_map_lock(va);
+                let by_lock = mm.pt.hw.snapshot();
+                mm.pt.pte_offset_map_lock_found();
+                let by_found = mm.pt.hw.snapshot();
+                assert_eq!(by_found.since(&by_lock), by_lock.since(&by_none));
+            }
+            // Every kind of entry was read: none, (arm64) block leaves,
+            // other leaves, swap entries and markers.
+            let cont = if arch == ArchKind::Arm64 { 16 } else { 0 };
+            assert_eq!(kinds[1], cont, "{} {kinds:?}", arch.name());
+            assert!(
+                kinds.iter().enumerate().all(|(k, &n)| k == 1 || n > 0),
+                "{kinds:?}"
+            );
+        }
+    }
 
     /// `src_ptep_get()` (one uncounted read, the events added) returns
     /// what `pte()` returns and counts the same events and calls, for every
