@@ -609,6 +609,40 @@ impl<'a> Interp<'a> {
         e.map_or(Ok(default), |e| self.eval(e))
     }
 
+    /// UFFDIO_COPY's mode: the raw bits (`raw N`), then the named flags.
+    fn uffd_copy_mode(
+        &self,
+        raw: Option<&Expr>,
+        wp: bool,
+        dontwake: bool,
+    ) -> Result<UffdCopyMode, RtError> {
+        let mut mode = UffdCopyMode::from_bits_retain(self.eval_opt(raw, 0)?);
+        if wp {
+            mode.insert(UffdCopyMode::WP);
+        }
+        if dontwake {
+            mode.insert(UffdCopyMode::DONTWAKE);
+        }
+        Ok(mode)
+    }
+
+    /// UFFDIO_MOVE's mode: the raw bits (`raw N`), then the named flags.
+    fn uffd_move_mode(
+        &self,
+        raw: Option<&Expr>,
+        allow_src_holes: bool,
+        dontwake: bool,
+    ) -> Result<UffdMoveMode, RtError> {
+        let mut mode = UffdMoveMode::from_bits_retain(self.eval_opt(raw, 0)?);
+        if allow_src_holes {
+            mode.insert(UffdMoveMode::ALLOW_SRC_HOLES);
+        }
+        if dontwake {
+            mode.insert(UffdMoveMode::DONTWAKE);
+        }
+        Ok(mode)
+    }
+
     /// A raw value the model keeps in 32 bits (`mmap` flags, `prot`): a
     /// larger one is a runtime error rather than silently cut.
     fn eval_u32(&self, pos: Pos, e: &Expr, what: &str) -> Result<u32, RtError> {
@@ -1055,13 +1089,7 @@ impl<'a> Interp<'a> {
                 dontwake,
                 raw,
             } => {
-                let mut mode = UffdMoveMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
-                if *allow_src_holes {
-                    mode.insert(UffdMoveMode::ALLOW_SRC_HOLES);
-                }
-                if *dontwake {
-                    mode.insert(UffdMoveMode::DONTWAKE);
-                }
+                let mode = self.uffd_move_mode(raw.as_ref(), *allow_src_holes, *dontwake)?;
                 let (d, s, l) = (self.eval(dst)?, self.eval(src)?, self.eval(len)?);
                 if let Some(Call::UffdMove {
                     handle,
@@ -1094,13 +1122,7 @@ impl<'a> Interp<'a> {
             } => {
                 let (d, s, l) = (self.eval(dst)?, self.eval(src)?, self.eval(len)?);
                 let t = tag.as_ref().map(|e| self.eval(e)).transpose()?;
-                let mut mode = UffdCopyMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
-                if *wp {
-                    mode.insert(UffdCopyMode::WP);
-                }
-                if *dontwake {
-                    mode.insert(UffdCopyMode::DONTWAKE);
-                }
+                let mode = self.uffd_copy_mode(raw.as_ref(), *wp, *dontwake)?;
                 if let Some(Call::UffdCopy {
                     handle,
                     dst,
@@ -1385,13 +1407,7 @@ impl<'a> Interp<'a> {
             } => {
                 let (dst, src, len) = (self.eval(dst)?, self.eval(src)?, self.eval(len)?);
                 let tag = tag.as_ref().map(|e| self.eval(e)).transpose()?;
-                let mut mode = UffdCopyMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
-                if *wp {
-                    mode.insert(UffdCopyMode::WP);
-                }
-                if *dontwake {
-                    mode.insert(UffdCopyMode::DONTWAKE);
-                }
+                let mode = self.uffd_copy_mode(raw.as_ref(), *wp, *dontwake)?;
                 Call::UffdCopy {
                     handle: handle(),
                     dst,
@@ -1427,13 +1443,7 @@ impl<'a> Interp<'a> {
                 dontwake,
                 raw,
             } => {
-                let mut mode = UffdMoveMode::from_bits_retain(self.eval_opt(raw.as_ref(), 0)?);
-                if *allow_src_holes {
-                    mode.insert(UffdMoveMode::ALLOW_SRC_HOLES);
-                }
-                if *dontwake {
-                    mode.insert(UffdMoveMode::DONTWAKE);
-                }
+                let mode = self.uffd_move_mode(raw.as_ref(), *allow_src_holes, *dontwake)?;
                 Call::UffdMove {
                     handle: handle(),
                     dst: self.eval(dst)?,
