@@ -861,11 +861,7 @@ fn swapin_large(
     for k in first..first + nr {
         phys.swap.slots.get_mut(&(base + k)).expect("slot").count -= 1;
     }
-    let left = phys
-        .swap
-        .slots
-        .range(base..base + nr_folio)
-        .any(|(_, x)| x.count > 0);
+    let left = phys.large_swap_counted(folio);
     let freed = try_free_swap(phys, vma, write, folio) && !left;
     let exclusive = s.exclusive || (freed && phys.refcount(folio) == nr_folio as u32);
     let flags = swapin_pte_flags(vma, s, exclusive, write);
@@ -877,14 +873,10 @@ fn swapin_large(
     phys.ref_add(folio, nr as u32);
     mm.rss_anon += nr;
     mm.pt.set_ptes(start, Leaf { pfn: page, flags }, nr, phys);
-    if !left && freed {
-        // should_try_to_free_swap() → folio_free_swap(): one cluster lock,
-        // the slots' SWAP_HAS_CACHE, the slot frees; the folio is marked
-        // dirty (its data now lives only in memory).
-        count_swap_map(&phys.hw, nr_folio);
-        phys.hw.add(HwEvent::SwapSlotFree, nr_folio);
-        crate::mm::swap::drop_large_swapcache(phys, folio);
-        phys.set_folio_dirty(folio, true);
+    if freed {
+        // should_try_to_free_swap() → folio_free_swap(); the folio is
+        // marked dirty (its data now lives only in memory).
+        crate::mm::swap::free_swap_large(phys, folio);
     } else if !left {
         // D3: a read fault (no should_try_to_free_swap()) leaves the
         // folio in the swap cache, clean, its slots held by
