@@ -43,11 +43,13 @@ impl Change {
     }
 }
 
-/// % change of `new` against `base`, + meaning better.
+/// % change of `new` against `base`, + meaning better. The difference is
+/// taken first, so equal means give exactly 0 (`100 - new * 100 / base`
+/// could round to -1e-14 and print as `-0.0%`).
 pub fn pct_better(base: f64, new: f64, better: Better) -> f64 {
     match better {
-        Better::Lower => 100.0 - new * 100.0 / base,
-        Better::Higher => new * 100.0 / base - 100.0,
+        Better::Lower => (base - new) * 100.0 / base,
+        Better::Higher => (new - base) * 100.0 / base,
     }
 }
 
@@ -293,6 +295,15 @@ mod tests {
         assert!((pct_better(100.0, 90.0, Better::Lower) - 10.0).abs() < 1e-9);
         assert!((pct_better(100.0, 110.0, Better::Lower) + 10.0).abs() < 1e-9);
         assert!((pct_better(100.0, 110.0, Better::Higher) - 10.0).abs() < 1e-9);
+        // A file compared with itself reads +0.0%, never -0.0%: with the
+        // old `100 - new * 100 / base`, 2707.52… * 100 / 2707.52… rounds above 100.
+        for x in [2707.5209514946896, 108.42703662427847, 3556.247656706703, 0.3, 17.9] {
+            for b in [Better::Lower, Better::Higher] {
+                let p = pct_better(x, x, b);
+                assert!(p == 0.0 && p.is_sign_positive(), "{x}: {p}");
+                assert_eq!(format!("{p:+.1}%"), "+0.0%");
+            }
+        }
     }
 
     #[test]
