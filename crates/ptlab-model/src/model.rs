@@ -74,6 +74,14 @@ pub struct ModelConfig {
     /// `fault_stretch_prop` compares against). No observable effect, and
     /// the same counts.
     pub stretch_first_fault: bool,
+    /// UFFDIO_MOVE and UFFDIO_COPY take the common one-page step — an
+    /// order-0 exclusive anonymous page moved, or an aligned page copied,
+    /// into an empty PTE of an existing PTE table — as one fused step
+    /// (`sys/uffd/fused.rs`: each PTE table found once, the step's events
+    /// and calls counted in one place) (on by default; off: the kernel's
+    /// step through the general code, the reference `uffd_fused_prop`
+    /// compares against). No observable effect, and the same counts.
+    pub uffd_fused: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -116,6 +124,7 @@ impl ModelConfig {
             fork_runs: true,
             stretch_steps: true,
             stretch_first_fault: true,
+            uffd_fused: true,
         }
     }
 }

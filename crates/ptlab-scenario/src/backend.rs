@@ -98,6 +98,13 @@ pub trait Backend {
     /// Called by the interpreter after every executed statement. A backend
     /// that checks invariants continuously returns the violations here.
     fn after_statement(&mut self) -> Result<(), Vec<String>>;
+    /// Whether [`Backend::before_statement`] and [`Backend::after_statement`]
+    /// do anything: `false` promises that for the whole run the first does
+    /// nothing and the second returns `Ok(())`, so the interpreter skips
+    /// both calls. The default, `true`, always calls them.
+    fn statement_hooks(&self) -> bool {
+        true
+    }
     /// Hardware events the backend has counted so far (`None`: it does not
     /// count them, as a live kernel does not). The interpreter records
     /// differences per statement when [`crate::RunOptions::record_hw`] is

@@ -371,6 +371,7 @@ pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> Run
     } else {
         None
     };
+    let hooks = backend.statement_hooks();
     let mut it = Interp {
         script,
         backend,
@@ -383,6 +384,7 @@ pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> Run
         hook_reported: false,
         hw_lines: BTreeMap::new(),
         hw_on: hw_start.is_some(),
+        hooks,
         report: RunReport {
             file: script.file.clone(),
             ..RunReport::default()
@@ -490,6 +492,9 @@ struct Interp<'a> {
     /// Hardware events per line (when recording).
     hw_lines: BTreeMap<u32, LineHw>,
     hw_on: bool,
+    /// [`Backend::statement_hooks`], asked once: without hooks the
+    /// per-statement calls are skipped.
+    hooks: bool,
     report: RunReport,
     /// Statements and `repeat` iterations executed (for the limit and the
     /// progress hook).
@@ -707,8 +712,21 @@ impl<'a> Interp<'a> {
 
     /// Count one statement or `repeat` iteration against
     /// [`RunOptions::max_statements`], reporting progress now and then.
+    #[inline(always)]
     fn tick(&mut self, pos: Pos) -> Result<(), RtError> {
         self.work = self.work.saturating_add(1);
+        if self.opts.max_statements.is_some_and(|max| self.work > max)
+            || self.work.is_multiple_of(PROGRESS_EVERY)
+        {
+            return self.tick_slow(pos);
+        }
+        Ok(())
+    }
+
+    /// [`Interp::tick`] past the limit or at a progress report.
+    #[cold]
+    #[inline(never)]
+    fn tick_slow(&mut self, pos: Pos) -> Result<(), RtError> {
         if let Some(max) = self.opts.max_statements {
             if self.work > max {
                 return Err(rt(
@@ -751,7 +769,7 @@ impl<'a> Interp<'a> {
                 ),
             ));
         }
-        if !matches!(s.kind, StmtKind::Repeat { .. }) {
+        if self.hooks && !matches!(s.kind, StmtKind::Repeat { .. }) {
             self.backend
                 .before_statement(s.pos.line, &s.text, &self.loops);
         }
@@ -787,7 +805,7 @@ impl<'a> Interp<'a> {
         result?;
         if !matches!(s.kind, StmtKind::Repeat { .. }) {
             self.report.statements_executed = self.report.statements_executed.saturating_add(1);
-            if !self.hook_reported {
+            if self.hooks && !self.hook_reported {
                 if let Err(violations) = self.backend.after_statement() {
                     self.hook_reported = true;
                     self.fail(

@@ -137,6 +137,12 @@ impl Backend for ModelBackend {
         Some(self.model.hw_events())
     }
 
+    /// The hooks do something only when invariants are checked after
+    /// every statement (set when the backend is built, never changed).
+    fn statement_hooks(&self) -> bool {
+        self.check_every_statement
+    }
+
     fn after_statement(&mut self) -> Result<(), Vec<String>> {
         if self.check_every_statement {
             self.model.check_invariants()

@@ -1456,6 +1456,21 @@ impl PhysMem {
         Some((first, n))
     }
 
+    /// One new order-0 anon folio, mapped by one PTE as a fresh exclusive
+    /// page holding one reference and tagged `tag`: [`PhysMem::alloc_anon_folio`]
+    /// of order 0, [`PhysMem::add_rmap_ptes`] (exclusive, which settles the
+    /// large folio changed last), [`PhysMem::ref_add`] of 1 and
+    /// [`PhysMem::set_tag`], in one memmap write
+    /// ([`PhysMem::alloc_small_anon_run`] of one frame: the frame
+    /// `alloc_anon_folio()` returns). Counts nothing (the caller adds the
+    /// events); `None` when memory is exhausted. UFFDIO_COPY's fused step.
+    pub(crate) fn alloc_small_anon_mapped(&mut self, tag: u64) -> Option<Pfn> {
+        let (first, n) = self.alloc_small_anon_run(1, |_| 1, tag, 0)?;
+        debug_assert_eq!(n, 1);
+        self.large.settle_pending();
+        Some(first)
+    }
+
     /// Up to `k` more anonymous folios after the one at `head`, each what
     /// the next [`PhysMem::alloc_anon_folio`] of its order returns and
     /// left in the state the folio at `head` is in (counts, mappings per

@@ -600,6 +600,10 @@ pub struct HwSink {
     /// The CPU features the arch's TLB recipe consults.
     pub features: HwFeatures,
     observer: RefCell<Option<Box<dyn HwObserver>>>,
+    /// Whether `observer` holds one (kept by [`HwSink::attach`]): a mark
+    /// with none attached returns on this read, without the `RefCell`
+    /// borrow's flag writes.
+    observed: Cell<bool>,
 }
 
 impl Clone for HwSink {
@@ -612,6 +616,7 @@ impl Clone for HwSink {
             rules: self.rules.clone(),
             features: self.features,
             observer: RefCell::new(self.observer.borrow().as_ref().map(|o| o.boxed_clone())),
+            observed: self.observed.clone(),
         }
     }
 }
@@ -636,12 +641,14 @@ impl HwSink {
             rules: Default::default(),
             features,
             observer: RefCell::new(None),
+            observed: Cell::new(false),
         }
     }
 
     /// Attach `o` (replacing any observer) or, with `None`, detach;
     /// returns the observer that was attached.
     pub fn attach(&self, o: Option<Box<dyn HwObserver>>) -> Option<Box<dyn HwObserver>> {
+        self.observed.set(o.is_some());
         std::mem::replace(&mut *self.observer.borrow_mut(), o)
     }
 
@@ -664,6 +671,9 @@ impl HwSink {
     /// Report a mark to the observer, if one is attached.
     #[inline]
     pub fn mark(&self, m: HwMark) {
+        if !self.observed.get() {
+            return;
+        }
         if let Some(o) = self.observer.borrow_mut().as_mut() {
             o.mark(m);
         }
@@ -787,7 +797,7 @@ impl HwSink {
     /// Whether an observer records marks (then per-segment loops that
     /// would merge marks take the entry-by-entry path).
     pub fn observing(&self) -> bool {
-        self.observer.borrow().is_some()
+        self.observed.get()
     }
     /// Count one hit of kernel rule `r` ([`crate::rule!`] writes this).
     #[inline]

@@ -466,8 +466,11 @@ impl PageTables {
     }
 
     /// The slab slot of the PTE table covering `va` (through the walk
-    /// cache), for writers that borrow the table and the event sink apart.
-    fn pte_tbl_slot(&self, va: u64) -> Option<u32> {
+    /// cache), for writers that borrow the table and the event sink apart
+    /// and for fused steps (`sys/uffd/fused.rs`) that find a table once and
+    /// then read ([`PageTables::pte_raw_in`]) and write
+    /// ([`PageTables::pte_table_in`]) it by slot. No event is counted.
+    pub(crate) fn pte_tbl_slot(&self, va: u64) -> Option<u32> {
         match self.cached_pte_table(va) {
             Some((_, i)) => Some(i),
             None => match self.pmd(va) {
@@ -762,6 +765,15 @@ impl PageTables {
     /// through its runs, never copied.
     pub(crate) fn pte_entries(&self, va: u64) -> Option<(Entries<'_>, usize)> {
         Some((self.pte_tbl(va)?.entries(), index(1, va)))
+    }
+
+    /// The raw descriptor of `va`'s PTE in the PTE table at slab slot
+    /// `slot` ([`PageTables::pte_tbl_slot`] of `va`): no event is counted
+    /// (the caller counts the kernel's loads).
+    #[inline]
+    pub(crate) fn pte_raw_in(&self, slot: u32, va: u64) -> u64 {
+        debug_assert_eq!(self.pte_tbl_slot(va), Some(slot));
+        self.tables.at(slot).raw(index(1, va))
     }
 
     /// The raw PTE, for the model's own bookkeeping and observation: no

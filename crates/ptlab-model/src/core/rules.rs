@@ -422,11 +422,24 @@ impl<const W: usize> Default for Touched<W> {
 }
 
 impl<const W: usize> Touched<W> {
-    /// Counter `i` changed.
+    /// Counter `i` changed. The word is only read when the bit is set
+    /// already (every count after a counter's first): no store, so the
+    /// next counter's read of the same word never waits on one — a
+    /// store here that a following wider load (two adjacent bit sets
+    /// merged into one 16-byte `or`) cannot take forwarded stalls the
+    /// pipeline (issue 14, the uffd seeds' eleventh session).
     #[inline]
     pub(crate) fn set(&self, i: usize) {
         let w = &self.0[i / 64];
-        w.set(w.get() | 1 << (i % 64));
+        let bit = 1 << (i % 64);
+        if w.get() & bit == 0 {
+            Self::set_cold(w, bit);
+        }
+    }
+    #[cold]
+    #[inline(never)]
+    fn set_cold(w: &Cell<u64>, bit: u64) {
+        w.set(w.get() | bit);
     }
     /// Each counter ever changed, in index order.
     #[inline]

@@ -321,6 +321,23 @@ impl VmaTree {
             VmaStore::Big(m) => m.get(&start),
         }
     }
+    /// [`VmaTree::get`], trying position `pos` of the sorted store first
+    /// (a position an earlier answer gave: right while no VMA before it
+    /// was added or removed); with the VMA, its position (0 in a big
+    /// store). Starts are unique, so a VMA found at `pos` with this start
+    /// is the one `get` finds.
+    pub fn get_at(&self, start: u64, pos: usize) -> Option<(&Vma, usize)> {
+        match &self.store {
+            VmaStore::Small(v) => match v.get(pos) {
+                Some(a) if a.start == start => Some((a, pos)),
+                _ => v
+                    .binary_search_by_key(&start, |a| a.start)
+                    .ok()
+                    .map(|i| (&v[i], i)),
+            },
+            VmaStore::Big(m) => m.get(&start).map(|a| (a, 0)),
+        }
+    }
     /// The VMA starting at `start`, to change anything but its start.
     pub fn get_mut(&mut self, start: u64) -> Option<&mut Vma> {
         match &mut self.store {

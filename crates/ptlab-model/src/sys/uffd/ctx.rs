@@ -107,11 +107,12 @@ pub struct UffdState {
 }
 
 /// The range `[start, end)` of a VMA a lookup found (any mm).
-pub(crate) type VmaHint = std::cell::Cell<Option<(u64, u64)>>;
+pub(crate) type VmaHint = std::cell::Cell<Option<(u64, u64, usize)>>;
 
 /// `vmas.find(addr)`, trying the VMA `hint` remembers first: when its
 /// range holds `addr`, the tree's VMA at the hint's start is looked up
-/// exactly (`VmaTree::get`, cheaper than `find`'s range search) and is
+/// exactly (`VmaTree::get_at`, cheaper than `find`'s range search: the
+/// position the hint remembers is tried before a search) and is
 /// the answer if it contains `addr` — VMAs do not overlap, so it is the
 /// one `find` returns, whatever changed since (the hint is not kept up to
 /// date: every answer is the tree's own). Otherwise `find`, and the hint
@@ -121,15 +122,21 @@ pub(crate) fn find_vma_hinted<'a>(
     hint: &VmaHint,
     addr: u64,
 ) -> Option<&'a crate::core::vma::Vma> {
-    if let Some((start, end)) = hint.get() {
+    if let Some((start, end, pos)) = hint.get() {
         if start <= addr && addr < end {
-            if let Some(v) = vmas.get(start).filter(|v| v.contains(addr)) {
-                return Some(v);
+            if let Some((v, at)) = vmas.get_at(start, pos) {
+                if v.contains(addr) {
+                    if at != pos {
+                        hint.set(Some((start, end, at)));
+                    }
+                    return Some(v);
+                }
             }
         }
     }
     let v = vmas.find(addr)?;
-    hint.set(Some((v.start, v.end)));
+    // The position is found on the next hinted lookup.
+    hint.set(Some((v.start, v.end, usize::MAX)));
     Some(v)
 }
 

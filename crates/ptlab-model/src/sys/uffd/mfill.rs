@@ -43,6 +43,22 @@ pub(crate) fn zero_pte(vma: &Vma, zero: Pfn) -> Leaf {
     }
 }
 
+/// The flags of a copied page's PTE in `dst_vma`: young, dirty, writable
+/// when the VMA is, and with `wp` uffd-wp and read-only.
+/// Linux: mm/userfaultfd.c mfill_atomic_install_pte().
+fn copy_pte_flags(dst_vma: &Vma, wp: bool) -> LeafFlags {
+    let mut flags = vm_page_prot(dst_vma.flags) | LeafFlags::YOUNG | LeafFlags::DIRTY;
+    if dst_vma.flags.contains(VmFlags::WRITE) {
+        flags |= LeafFlags::WRITE;
+    }
+    if wp {
+        // pte_mkuffd_wp() also write-protects (x86 and arm64).
+        flags |= LeafFlags::UFFD_WP;
+        flags.remove(LeafFlags::WRITE);
+    }
+    flags
+}
+
 /// Per-page operation of [`Model::mfill_atomic`].
 #[derive(Clone, Copy)]
 enum Mfill {
@@ -267,8 +283,18 @@ impl Model {
             // A tag page: the tag and zeros.
             CopySource::Tag(t) => (t, None),
         };
-        let Model { procs, phys, .. } = self;
+        let Model {
+            procs, phys, cfg, ..
+        } = self;
         let mm = procs.get_mut(&pid).expect("pid");
+        // The common case (`ModelConfig::uffd_fused`): a none PTE in the
+        // table mfill_dst_pmd() found, filled in one step.
+        if cfg.uffd_fused {
+            if let Some(slot) = super::fused::copy_dst_none(mm, dst) {
+                let flags = copy_pte_flags(dst_vma, wp);
+                return super::fused::copy_install(mm, phys, slot, dst, (tag, rest), flags);
+            }
+        }
         // pte_none_mostly(): an empty PTE or a PTE marker.
         let old = if mm.pt.pte_raw_is_none(dst) {
             Entry::None
@@ -300,18 +326,9 @@ impl Model {
         phys.add_rmap_ptes(folio, folio.head, 1, pid, true);
         phys.ref_add(folio, 1);
         mm.rss_anon += 1;
-        let mut flags = vm_page_prot(dst_vma.flags) | LeafFlags::YOUNG | LeafFlags::DIRTY;
-        if dst_vma.flags.contains(VmFlags::WRITE) {
-            flags |= LeafFlags::WRITE;
-        }
-        if wp {
-            // pte_mkuffd_wp() also write-protects (x86 and arm64).
-            flags |= LeafFlags::UFFD_WP;
-            flags.remove(LeafFlags::WRITE);
-        }
         let pte = Leaf {
             pfn: folio.head,
-            flags,
+            flags: copy_pte_flags(dst_vma, wp),
         };
         mm.pt.set_ptes(dst, pte, 1, phys);
         Ok(())

@@ -38,6 +38,7 @@
 //! model).
 
 pub mod ctx;
+mod fused;
 pub mod mfill;
 pub mod move_pages;
 pub mod register;

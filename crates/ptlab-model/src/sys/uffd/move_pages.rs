@@ -146,13 +146,24 @@ impl Model {
         }
         let holes = mode.contains(MoveMode::ALLOW_SRC_HOLES);
         let batched = !cfg.before.contains(Before::UFFD_MOVE_BATCH);
+        // The fused one-page step (`ModelConfig::uffd_fused`): a batch
+        // that ends after its first page, the range's last.
+        let fused = batched && cfg.uffd_fused;
         let src_end = src_start + len;
         let (mut src_addr, mut dst_addr) = (src_start, dst_start);
         let mut moved = 0;
         while src_addr < src_end {
-            let mut step = move_step(
-                mm, phys, &dst_vma, dst_addr, src_addr, src_end, holes, batched,
-            );
+            let one = if fused && src_end - src_addr == PAGE_SIZE {
+                super::fused::move_one_page(mm, phys, &dst_vma, dst_addr, src_addr, moved_pte)
+            } else {
+                None
+            };
+            let mut step = match one {
+                Some(r) => r.map(Step::Moved),
+                None => move_step(
+                    mm, phys, &dst_vma, dst_addr, src_addr, src_end, holes, batched,
+                ),
+            };
             // A large folio at the source: split it (every mapping of it,
             // hence all processes), then look again from the PTE read
             // (move_pages_ptes()'s "goto retry").
