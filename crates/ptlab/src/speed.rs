@@ -52,17 +52,19 @@ the kernel doing the work) three ways, each labelled:
   of means       mean native / mean model ± stdev, in the table of every
                  side's runs (JSON: speed_up.ratio, speed_up.stdev)
 The second table lists each side's min, median and mean ± stdev and the
-speed levels among its runs: this VM's host runs the model's memory-bound
-code at two speeds about 1.6-1.9× apart for stretches of many runs, so a
-mean depends on how many runs land on each level; the runs are split
-where one is at least 1.25× the next faster (JSON: levels; model runs
-also list their thread CPU time, cpu_samples_s). A minimum only needs one
-run of each side on the fast level: use --runs 5 or more. The sides are
-interleaved round by round (native once, then the model once per
-architecture). --warmup N discards N rounds first (--warmup 1 gave
-steadier numbers on this VM: a first native run was sometimes 2-5×
-slower, and a fresh process's first model runs are more often on the slow
-level). Then, per folio
+speed levels among its runs (split where one run is at least 1.25× the
+next faster; JSON: levels), and for the model the same runs' thread CPU
+time (JSON: cpu_time). A run's wall time moves between two levels for two
+reasons on this VM: the host runs the model's memory-bound code about
+1.6-1.9× slower for stretches of many runs (the CPU time moves too), and
+on a loaded machine another process shares the CPU (wall about 2× the CPU
+time, which stays put). Either way a mean depends on how many runs land
+on each level; a minimum only needs one run of each side on the fast
+level: use --runs 5 or more. The sides are interleaved round by round
+(native once, then the model once per architecture). --warmup N discards
+N rounds first (--warmup 1 gave steadier numbers on this VM: a first
+native run was sometimes 2-5× slower, and a fresh process's first model
+runs are more often slow). Then, per folio
 layout (4 KiB pages, 64 KiB mTHP, PMD-mapped 2 MiB THP, PTE-mapped 2 MiB
 THP), the model's memory per populated 4 KiB page (Model::memory_bytes()
 after populating the region, minus an empty model's), with the process's
@@ -301,10 +303,11 @@ pub struct ModelTiming {
     pub time: Option<Timing>,
     /// native / model, when both were measured.
     pub speed_up: Option<SpeedUp>,
-    /// The thread's CPU time of each run (`CLOCK_THREAD_CPUTIME_ID`), in
-    /// the order of `time.samples_s`: wall time above it is time other
-    /// processes took; both move with the host's level.
-    pub cpu_samples_s: Vec<f64>,
+    /// The same runs' thread CPU time (`CLOCK_THREAD_CPUTIME_ID`), samples
+    /// in the order of `time.samples_s`: wall time above it is time other
+    /// processes took this CPU (two wall levels with one CPU level: the CPU
+    /// was shared); the host's slow level moves both.
+    pub cpu_time: Option<Timing>,
     /// Why there is no time (the scenario failed on the model).
     pub error: Option<String>,
 }
@@ -876,20 +879,28 @@ pub fn runs_table(rows: &[Row], archs: &[ArchKind]) -> Table {
         "median s",
         "mean ± stdev s",
         "levels: runs at median s",
+        "model CPU s: min; levels",
         "speed-up of means",
     ];
     let mut t = new_table(h.iter().map(|s| s.to_string()).collect());
     for r in rows {
-        let mut sides: Vec<(String, Option<&Timing>, Option<SpeedUp>)> = Vec::new();
+        type Side<'a> = (
+            String,
+            Option<&'a Timing>,
+            Option<&'a Timing>,
+            Option<SpeedUp>,
+        );
+        let mut sides: Vec<Side> = Vec::new();
         if r.native.is_some() {
-            sides.push(("native".into(), r.native.as_ref(), None));
+            sides.push(("native".into(), r.native.as_ref(), None, None));
         }
         for a in archs {
             if let Some(m) = r.model.iter().find(|m| m.arch == a.name()) {
-                sides.push((format!("model {}", a.name()), m.time.as_ref(), m.speed_up));
+                let name = format!("model {}", a.name());
+                sides.push((name, m.time.as_ref(), m.cpu_time.as_ref(), m.speed_up));
             }
         }
-        for (side, time, s) in sides {
+        for (side, time, cpu, s) in sides {
             let Some(time) = time else { continue };
             t.add_row(vec![
                 Cell::new(&r.workload),
@@ -899,6 +910,9 @@ pub fn runs_table(rows: &[Row], archs: &[ArchKind]) -> Table {
                 right(fmt_v(time.median_s)),
                 right(fmt_s(time)),
                 Cell::new(fmt_levels(&time.levels)),
+                Cell::new(cpu.map_or("—".to_string(), |c| {
+                    format!("{}; {}", fmt_v(c.min_s), fmt_levels(&c.levels))
+                })),
                 right(s.map_or("—".to_string(), |s| fmt_x(&s))),
             ]);
         }
@@ -1274,22 +1288,25 @@ pub fn speed(args: &SpeedArgs) -> Result<u8> {
         for (&a, samples) in archs.iter().zip(model_samples) {
             let timed = samples.and_then(|v| {
                 let wall: Vec<f64> = v.iter().map(|s| s.0).collect();
-                let cpu = v.iter().map(|s| s.1).collect();
-                Ok((Timing::of(&wall).ok_or("no model samples")?, cpu))
+                let cpu: Vec<f64> = v.iter().map(|s| s.1).collect();
+                Ok((
+                    Timing::of(&wall).ok_or("no model samples")?,
+                    Timing::of(&cpu),
+                ))
             });
             let m = match timed {
                 Ok((t, cpu)) => ModelTiming {
                     arch: a.name().to_string(),
                     speed_up: row.native.as_ref().and_then(|n| speed_up(n, &t)),
                     time: Some(t),
-                    cpu_samples_s: cpu,
+                    cpu_time: cpu,
                     error: None,
                 },
                 Err(e) => ModelTiming {
                     arch: a.name().to_string(),
                     time: None,
                     speed_up: None,
-                    cpu_samples_s: Vec::new(),
+                    cpu_time: None,
                     error: Some(e),
                 },
             };
@@ -1556,7 +1573,7 @@ mod tests {
                 arch: "x86_64".into(),
                 speed_up: native.as_ref().and_then(|n| speed_up(n, &model)),
                 time: Some(model.clone()),
-                cpu_samples_s: vec![2.1, 1.9, 1.7],
+                cpu_time: Timing::of(&[2.1, 1.9, 1.7]),
                 error: None,
             }],
             native,
@@ -1590,6 +1607,8 @@ mod tests {
             "10.00 ± 1.00",
             "2.00 ± 0.20",
             "5.00× ± 0.71",
+            "model CPU s: min; levels",
+            "1.70; 1",
         ] {
             assert!(r.contains(needle), "{needle} not in\n{r}");
         }

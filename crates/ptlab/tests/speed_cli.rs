@@ -76,7 +76,7 @@ fn model_only_json_has_every_arch_and_layout() {
         assert_eq!(fast + slow, 2, "{l}");
         assert_eq!(l["count"].as_u64().unwrap(), if slow > 0 { 2 } else { 1 });
         // The thread's CPU time of each run, never above its wall time.
-        let cpu = m["cpu_samples_s"].as_array().unwrap();
+        let cpu = m["cpu_time"]["samples_s"].as_array().unwrap();
         assert_eq!(cpu.len(), 2);
         for (c, w) in cpu.iter().zip(&s) {
             let c = c.as_f64().unwrap();
