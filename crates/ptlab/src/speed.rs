@@ -60,7 +60,10 @@ reasons on this VM: the host runs the model's memory-bound code about
 on a loaded machine another process shares the CPU (wall about 2× the CPU
 time, which stays put). Either way a mean depends on how many runs land
 on each level; a minimum only needs one run of each side on the fast
-level: use --runs 5 or more. The sides are interleaved round by round
+level: use --runs 5 or more. A model side whose fastest wall time is
+1.25× its least CPU time or more never had the CPU to itself: its
+speed-up is marked (shared CPU) and does not judge a target (JSON:
+wall_over_cpu). The sides are interleaved round by round
 (native once, then the model once per architecture). --warmup N discards
 N rounds first (--warmup 1 gave steadier numbers on this VM: a first
 native run was sometimes 2-5× slower, and a fresh process's first model
@@ -151,6 +154,19 @@ pub struct SpeedArgs {
 /// level within about ±10 % (docs/model.md, "`ptlab speed` and the host's
 /// two levels").
 pub const LEVEL_GAP: f64 = 1.25;
+
+/// A model side whose fastest wall time is this many times its least CPU
+/// time never had the CPU to itself (other processes ran in between): the
+/// machine was loaded and its speed-up is marked as not fit to judge a
+/// target (measured under load 6 on this VM: 1.5–2.0; quiet: 1.00–1.02).
+pub const SHARED_CPU: f64 = 1.25;
+
+impl ModelTiming {
+    /// No run of this side had the CPU to itself.
+    pub fn shared_cpu(&self) -> bool {
+        self.wall_over_cpu.is_some_and(|r| r >= SHARED_CPU)
+    }
+}
 
 /// The speed levels among one side's runs: the samples sorted and split
 /// at the widest ratio between neighbours, if that ratio is at least
@@ -308,6 +324,9 @@ pub struct ModelTiming {
     /// processes took this CPU (two wall levels with one CPU level: the CPU
     /// was shared); the host's slow level moves both.
     pub cpu_time: Option<Timing>,
+    /// The fastest run's wall time / the least CPU time of a run: at or
+    /// above [`SHARED_CPU`] no run had the CPU to itself.
+    pub wall_over_cpu: Option<f64>,
     /// Why there is no time (the scenario failed on the model).
     pub error: Option<String>,
 }
@@ -855,7 +874,14 @@ pub fn speed_table(rows: &[Row], archs: &[ArchKind]) -> Table {
         }
         for a in archs {
             let s = model(a).and_then(|m| m.speed_up);
-            cells.push(right(s.map_or("—".to_string(), |s| fmt_ratio(s.min_ratio))));
+            let mark = if model(a).is_some_and(ModelTiming::shared_cpu) {
+                " (shared CPU)"
+            } else {
+                ""
+            };
+            cells.push(right(s.map_or("—".to_string(), |s| {
+                format!("{}{mark}", fmt_ratio(s.min_ratio))
+            })));
         }
         for a in archs {
             let s = model(a).and_then(|m| m.speed_up);
@@ -1044,6 +1070,24 @@ pub fn render_text(r: &SpeedReport) -> String {
                 s.push_str(&format!("FAILED {} model {}: {e}\n", row.workload, m.arch));
             }
         }
+    }
+    let shared: Vec<String> = r
+        .rows
+        .iter()
+        .flat_map(|row| {
+            row.model
+                .iter()
+                .filter(|m| m.shared_cpu())
+                .map(move |m| format!("{} {}", row.workload, m.arch))
+        })
+        .collect();
+    if !shared.is_empty() {
+        s.push_str(&format!(
+            "shared CPU: no model run of {} had the CPU to itself (its fastest wall time is \
+             {SHARED_CPU}× its least CPU time or more): the machine was loaded, so these speed-ups \
+             do not judge a target; rerun on a quiet machine\n",
+            shared.join(", ")
+        ));
     }
     for (n, why) in &r.no_native_counterpart {
         s.push_str(&format!("{n}: model only: {why}\n"));
@@ -1298,6 +1342,7 @@ pub fn speed(args: &SpeedArgs) -> Result<u8> {
                 Ok((t, cpu)) => ModelTiming {
                     arch: a.name().to_string(),
                     speed_up: row.native.as_ref().and_then(|n| speed_up(n, &t)),
+                    wall_over_cpu: cpu.as_ref().map(|c| t.min_s / c.min_s),
                     time: Some(t),
                     cpu_time: cpu,
                     error: None,
@@ -1307,6 +1352,7 @@ pub fn speed(args: &SpeedArgs) -> Result<u8> {
                     time: None,
                     speed_up: None,
                     cpu_time: None,
+                    wall_over_cpu: None,
                     error: Some(e),
                 },
             };
@@ -1574,6 +1620,7 @@ mod tests {
                 speed_up: native.as_ref().and_then(|n| speed_up(n, &model)),
                 time: Some(model.clone()),
                 cpu_time: Timing::of(&[2.1, 1.9, 1.7]),
+                wall_over_cpu: Some(1.8 / 1.7),
                 error: None,
             }],
             native,
@@ -1633,6 +1680,36 @@ mod tests {
         };
         let r = runs_table(&[two], &[ArchKind::X86_64]).to_string();
         assert!(r.contains("2: 1 at 0.0132, 2 at 0.0250 (1.89×)"), "{r}");
+        // A model side whose every run waited for the CPU is marked, in the
+        // table and under it; one that had the CPU (1.8 / 1.7) is not.
+        let mut shared = rows[0].clone();
+        shared.model[0].wall_over_cpu = Some(1.8 / 0.9);
+        assert!(shared.model[0].shared_cpu() && !rows[0].model[0].shared_cpu());
+        let report = |rows: Vec<Row>| SpeedReport {
+            schema: 2,
+            started: String::new(),
+            environment: Default::default(),
+            load_avg_end: String::new(),
+            runs: 3,
+            warmup: 0,
+            judged_by: "min_ratio",
+            level_gap: LEVEL_GAP,
+            quick: false,
+            params: vec![],
+            native_unavailable: None,
+            rows,
+            no_native_counterpart: vec![],
+            memory: vec![],
+        };
+        let quiet = render_text(&report(rows.clone()));
+        assert!(!quiet.contains("shared CPU"), "{quiet}");
+        let loaded = render_text(&report(vec![shared, rows[1].clone()]));
+        assert!(loaded.contains("5.00× (shared CPU)"), "{loaded}");
+        assert!(
+            loaded.contains("no model run of fork-4k x86_64 had the CPU"),
+            "{loaded}"
+        );
+        assert!(loaded.contains("Every side's runs"), "{loaded}");
         let mem = vec![MemRow {
             layout: "64 KiB mTHP".into(),
             arch: "x86_64".into(),

@@ -82,6 +82,9 @@ fn model_only_json_has_every_arch_and_layout() {
             let c = c.as_f64().unwrap();
             assert!(c > 0.0 && c <= w + 1e-3, "cpu {c} wall {w}");
         }
+        // The fastest wall time over the least CPU time: about 1 or more
+        // (the two clocks are read apart: on a 70 µs run 0.99 was seen).
+        assert!(m["wall_over_cpu"].as_f64().unwrap() > 0.9, "{m}");
         assert!(m["speed_up"].is_null());
     }
     // Four layouts on two architectures, measured at the given size.
