@@ -1084,8 +1084,9 @@ pub fn render_text(r: &SpeedReport) -> String {
     if !shared.is_empty() {
         s.push_str(&format!(
             "shared CPU: no model run of {} had the CPU to itself (its fastest wall time is \
-             {SHARED_CPU}× its least CPU time or more): the machine was loaded, so these speed-ups \
-             do not judge a target; rerun on a quiet machine\n",
+             {SHARED_CPU}× its least CPU time or more): the machine was loaded while this ran, and \
+             the native runs (not checked) likely shared it too, so no speed-up of this run judges \
+             a target; rerun on a quiet machine\n",
             shared.join(", ")
         ));
     }
