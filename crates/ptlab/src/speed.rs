@@ -158,7 +158,8 @@ pub const LEVEL_GAP: f64 = 1.25;
 /// A model side whose fastest wall time is this many times its least CPU
 /// time never had the CPU to itself (other processes ran in between): the
 /// machine was loaded and its speed-up is marked as not fit to judge a
-/// target (measured under load 6 on this VM: 1.5–2.0; quiet: 1.00–1.02).
+/// target (measured on this VM under load 6–7: 1.26–2.39 where every run
+/// shared its CPU, 1.00–1.02 where one run had it alone).
 pub const SHARED_CPU: f64 = 1.25;
 
 impl ModelTiming {
