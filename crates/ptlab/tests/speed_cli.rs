@@ -55,9 +55,36 @@ fn model_only_json_has_every_arch_and_layout() {
     let model = r["model"].as_array().unwrap();
     let archs: Vec<&str> = model.iter().map(|m| m["arch"].as_str().unwrap()).collect();
     assert_eq!(archs, ["x86_64", "arm64"]);
+    assert_eq!(v["schema"], 2);
+    assert_eq!(v["judged_by"], "min_ratio");
     for m in model {
-        assert_eq!(m["time"]["n"], 2);
-        assert!(m["time"]["mean_s"].as_f64().unwrap() > 0.0);
+        let t = &m["time"];
+        assert_eq!(t["n"], 2);
+        assert!(t["mean_s"].as_f64().unwrap() > 0.0);
+        // min and median of the two samples, in round order.
+        let s: Vec<f64> = t["samples_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(t["min_s"].as_f64().unwrap(), s[0].min(s[1]), "{t}");
+        let med = t["median_s"].as_f64().unwrap();
+        assert!((med - (s[0] + s[1]) / 2.0).abs() < 1e-12, "{t}");
+        let l = &t["levels"];
+        let (fast, slow) = (l["fast_n"].as_u64().unwrap(), l["slow_n"].as_u64().unwrap());
+        assert_eq!(fast + slow, 2, "{l}");
+        assert_eq!(l["count"].as_u64().unwrap(), if slow > 0 { 2 } else { 1 });
+        // The thread's CPU time of each run, never above its wall time.
+        let cpu = m["cpu_time"]["samples_s"].as_array().unwrap();
+        assert_eq!(cpu.len(), 2);
+        for (c, w) in cpu.iter().zip(&s) {
+            let c = c.as_f64().unwrap();
+            assert!(c > 0.0 && c <= w + 1e-3, "cpu {c} wall {w}");
+        }
+        // The fastest wall time over the least CPU time: about 1 or more
+        // (the two clocks are read apart: on a 70 µs run 0.99 was seen).
+        assert!(m["wall_over_cpu"].as_f64().unwrap() > 0.9, "{m}");
         assert!(m["speed_up"].is_null());
     }
     // Four layouts on two architectures, measured at the given size.
@@ -84,7 +111,7 @@ fn model_only_json_has_every_arch_and_layout() {
     let t = text(&out.stdout);
     for needle in [
         "native: not measured: --no-live given",
-        "model arm64 s",
+        "model arm64 min s",
         "mremap-table-aligned",
         "PTE-mapped 2 MiB THP",
         "model arm64 B/page",
@@ -173,9 +200,26 @@ fn native_and_model_together() {
             .contains("order-0 folios"),
         "{r}"
     );
-    assert!(r["model"][0]["speed_up"]["ratio"].as_f64().unwrap() > 0.0);
+    let up = &r["model"][0]["speed_up"];
+    assert!(up["ratio"].as_f64().unwrap() > 0.0);
+    // The judged figure: the fastest native run / the fastest model run.
+    let min = |t: &serde_json::Value| t["min_s"].as_f64().unwrap();
+    let want = min(&r["native"]) / min(&r["model"][0]["time"]);
+    assert!(
+        (up["min_ratio"].as_f64().unwrap() - want).abs() < 1e-9 * want,
+        "{r}"
+    );
+    assert_eq!(up["rounds"], 2, "{up}");
+    assert!(up["round_median_ratio"].as_f64().unwrap() > 0.0, "{up}");
     assert!(v["memory"].as_array().unwrap().is_empty());
     let t = text(&out.stdout);
     assert!(t.contains("speed-up x86_64") && t.contains("×"), "{t}");
+    for needle in [
+        "round median x86_64",
+        "native min s",
+        "levels: runs at median s",
+    ] {
+        assert!(t.contains(needle), "{needle} not in\n{t}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
