@@ -46,6 +46,7 @@ pub const PARTS: &[(&str, &[&str])] = &[
         &[
             "struct_page_line",
             "struct_page_line_",
+            "mprotect_page_line",
             "folio_ref_atomic",
             "mapcount_atomic",
             "rmap_update",
@@ -484,6 +485,7 @@ mod tests {
         for (e, part) in [
             ("struct_page_line_large", "struct page/folio"),
             ("struct_page_line_hot", "struct page/folio"),
+            ("mprotect_page_line", "struct page/folio"),
             ("anon_vma_lock", "struct page/folio"),
             ("user_store_4k_large", "page data (zero, copy, user access)"),
             ("uffd_move_lock", "VMAs"),

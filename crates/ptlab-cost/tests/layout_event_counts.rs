@@ -134,9 +134,13 @@ fn subsets_are_priced_in_place_of_their_superset() {
         e.priced_count(HwEvent::StructPageLine, Figure::PageTable),
         sup
     );
+    // 15 large lines and (issue 15, tenth session) the batch's first
+    // PageAnonExclusive() read, the line page_folio() read in the same
+    // pass: `struct_page_line_hot` (mprotect_rereads_the_order0_line).
+    assert_eq!(e.get(HwEvent::StructPageLineHot), 1);
     assert_eq!(
         e.priced_count(HwEvent::StructPageLine, Figure::Program),
-        sup - 15
+        sup - 15 - 1
     );
     assert_eq!(
         e.priced_count(HwEvent::StructPageLineLarge, Figure::PageTable),
@@ -247,5 +251,85 @@ fork child
     assert_eq!(
         price_in(&e, &cold, Figure::PageTable).ns,
         price_in(&e, &zen, Figure::PageTable).ns
+    );
+}
+
+/// The order-0 mprotect pass's lines (issue 15, tenth session). By hand,
+/// 8 order-0 pages: the RO pass reads each page's struct page line once
+/// (vm_normal_folio()'s page_folio(), folio_test_large() on the same
+/// line): 8 `struct_page_line`, all 8 the subset `mprotect_page_line`;
+/// the RW pass reads it and re-reads it for PageAnonExclusive()
+/// (commit_anon_folio_batch(); an order-0 folio is its own head page): 16
+/// lines, 8 `mprotect_page_line`, 8 `struct_page_line_hot`. 6.16's per-PTE
+/// loop (`--before mprotect-pte-batch`) reads no line in the RO pass and
+/// in the RW pass PageAnon() + PageAnonExclusive() of the same line (16,
+/// 8, 8). A 64 KiB folio's RW batch: page_folio() and folio_nr_pages()
+/// (2) and 16 PageAnonExclusive() reads, the first the line page_folio()
+/// read (1 hot), the other 15 large; no `mprotect_page_line` (not an
+/// order-0 folio). Both arches; the zero page (no struct page) none.
+#[test]
+fn mprotect_rereads_the_order0_line() {
+    let small = "thp 2M never
+p = mmap 32K at 0x7f00_0000_0000 fixed
+write p 32K
+mprotect p 32K r
+mprotect p 32K rw
+";
+    let zero = "thp 2M never
+p = mmap 32K at 0x7f00_0000_0000 fixed
+read p 32K
+mprotect p 32K r
+mprotect p 32K rw
+";
+    let lines = |e: &HwEvents| {
+        (
+            e.get(HwEvent::StructPageLine),
+            e.get(HwEvent::MprotectPageLine),
+            e.get(HwEvent::StructPageLineHot),
+            e.get(HwEvent::StructPageLineLarge),
+        )
+    };
+    for arch in ArchKind::ALL {
+        assert_eq!(
+            lines(&line(small, arch, Before::empty(), 4)),
+            (8, 8, 0, 0),
+            "{arch:?}"
+        );
+        assert_eq!(
+            lines(&line(small, arch, Before::empty(), 5)),
+            (16, 8, 8, 0),
+            "{arch:?}"
+        );
+        let old = Before::MPROTECT_PTE_BATCH;
+        assert_eq!(lines(&line(small, arch, old, 4)), (0, 0, 0, 0), "{arch:?}");
+        assert_eq!(lines(&line(small, arch, old, 5)), (16, 8, 8, 0), "{arch:?}");
+        for n in [4, 5] {
+            assert_eq!(
+                lines(&line(zero, arch, Before::empty(), n)),
+                (0, 0, 0, 0),
+                "{arch:?}"
+            );
+        }
+        assert_eq!(
+            lines(&line(FOLIO_64K, arch, Before::empty(), 6)),
+            (18, 0, 1, 15),
+            "{arch:?}"
+        );
+    }
+    // Priced: the page-table figure as before (every line a
+    // struct_page_line); the whole-program figure none at that price.
+    let e = line(small, ArchKind::X86_64, Before::empty(), 5);
+    assert_eq!(
+        e.priced_count(HwEvent::StructPageLine, Figure::PageTable),
+        16
+    );
+    assert_eq!(e.priced_count(HwEvent::StructPageLine, Figure::Program), 0);
+    assert_eq!(
+        e.priced_count(HwEvent::MprotectPageLine, Figure::Program),
+        8
+    );
+    assert_eq!(
+        e.priced_count(HwEvent::StructPageLineHot, Figure::Program),
+        8
     );
 }

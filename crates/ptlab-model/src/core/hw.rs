@@ -177,8 +177,10 @@ hw_events! {
     StructPageLineLarge = "struct_page_line_large",
     /// Whole-program, a subset of `user_store_4k`: the program's stores over a page of a run of present PTEs mapping one large folio (contiguous, aligned frames: fewer dTLB misses, and AMD cores coalesce such PTEs in the TLB), priced in place of `user_store_4k` for these pages.
     UserStore4kLarge = "user_store_4k_large",
-    /// Whole-program, a subset of `struct_page_line`: a struct page line the same pass of the kernel's loop already touched, touched again (fork's copy_present_ptes(): the rmap dup, __folio_try_dup_anon_rmap(), re-reads the struct page vm_normal_page() just read for that PTE): an L1 hit, priced in place of `struct_page_line` for these lines.
+    /// Whole-program, a subset of `struct_page_line`: a struct page line the same pass of the kernel's loop already touched, touched again (fork's copy_present_ptes(): the rmap dup, __folio_try_dup_anon_rmap(), re-reads the struct page vm_normal_page() just read for that PTE; mprotect's commit_anon_folio_batch(): the batch's first PageAnonExclusive() reads the line page_folio() just read): an L1 hit, priced in place of `struct_page_line` for these lines.
     StructPageLineHot = "struct_page_line_hot",
+    /// Whole-program, a subset of `struct_page_line`: the struct page line change_pte_range()'s pass over an order-0 folio reads first (vm_normal_folio()'s page_folio(), then folio_test_large() on the same line), priced in place of `struct_page_line` for these lines: measured on the same frames, the same cold line costs mprotect's long loop body (two out-of-line paravirt calls per entry on x86-64) about twice what it costs fork's copy loop, so it has its own price (docs/cost.md, "The order-0 mprotect arm and the struct-page line").
+    MprotectPageLine = "mprotect_page_line",
 }
 
 /// Which part of a whole program an event belongs to (the columns of
@@ -246,6 +248,7 @@ impl HwEvent {
                 | HwEvent::StructPageLineLarge
                 | HwEvent::UserStore4kLarge
                 | HwEvent::StructPageLineHot
+                | HwEvent::MprotectPageLine
                 | HwEvent::PteLineStream
                 | HwEvent::MprotectLargeBatch
         )
@@ -260,6 +263,7 @@ impl HwEvent {
             HwEvent::StructPageLineLarge => Some(HwEvent::StructPageLine),
             HwEvent::UserStore4kLarge => Some(HwEvent::UserStore4k),
             HwEvent::StructPageLineHot => Some(HwEvent::StructPageLine),
+            HwEvent::MprotectPageLine => Some(HwEvent::StructPageLine),
             _ => None,
         }
     }

@@ -53,11 +53,13 @@ pub(crate) fn account_small_run(
 }
 
 /// What `n` passes of `change_pte_range()` over order-0 pages count on
-/// every arch: per pass `ptep_get()`, the compound_head line,
+/// every arch: per pass `ptep_get()`, the compound_head line (the subset
+/// `mprotect_page_line`),
 /// `modify_prot_start_ptes(nr = 1)` (`ptep_get_and_clear()`: an atomic
 /// clear), `modify_prot_commit_ptes(nr = 1)` (`set_ptes()`: a store), the
 /// loop body's own work (`mprotect_pass`), and
-/// `exclusive_lines` PageAnonExclusive() reads of which `upgrades` made the
+/// `exclusive_lines` PageAnonExclusive() reads (re-reads of the pass's
+/// line: the subset `struct_page_line_hot`) of which `upgrades` made the
 /// entry writable; then one `tlb_flush_pte_range()` over `flush` (the
 /// first and last address that needed it).
 /// Linux: mm/mprotect.c change_pte_range() (nr == 1).
@@ -72,6 +74,13 @@ pub(crate) fn account_small_change(
     hw.call_n(KCall::PtepGet, n);
     hw.add(HwEvent::PteLoad, n);
     hw.add(HwEvent::StructPageLine, n + exclusive_lines);
+    // The pass's first read of the line (page_folio()), at mprotect's own
+    // price; the PageAnonExclusive() read is of the same line (an order-0
+    // folio is its own head page), a moment later: an L1 hit.
+    // Linux: mm/mprotect.c change_pte_range() → vm_normal_folio(),
+    // set_write_prot_commit_flush_ptes() → commit_anon_folio_batch().
+    hw.add(HwEvent::MprotectPageLine, n);
+    hw.add(HwEvent::StructPageLineHot, exclusive_lines);
     hw.call_n(KCall::ModifyProtStartPtes, n);
     hw.call_n(KCall::PtepGetAndClear, n);
     hw.add(HwEvent::PteAtomicClear, n);

@@ -557,6 +557,10 @@ fn change_batch(
     // (6.17+ does this for every present PTE, small folios included).
     if !old.flags.contains(LeafFlags::SPECIAL) {
         mm.pt.hw.one(HwEvent::StructPageLine);
+        // An order-0 folio's line at mprotect's own price (the subset).
+        if folio.is_some_and(|f| !f.is_large()) {
+            mm.pt.hw.one(HwEvent::MprotectPageLine);
+        }
     }
     // MM_CP_PROT_NUMA: a folio the scan leaves alone is skipped a
     // whole batch at a time (folio_pte_batch() with no FPB flags: the
@@ -874,9 +878,12 @@ fn set_write_prot_commit_flush_ptes(
         prot_commit_flush_ptes(pt, phys, addr, ptent, nr, 0, false);
         return;
     }
-    // commit_anon_folio_batch(): PageAnonExclusive() of every page.
+    // commit_anon_folio_batch(): PageAnonExclusive() of every page; the
+    // first is the page page_folio() read in this pass (its own
+    // compound_head, the same 64-byte line): an L1 hit.
     pt.hw
         .struct_page_lines_batch(nr, folio.is_some_and(|f| f.is_large()));
+    pt.hw.one(HwEvent::StructPageLineHot);
     let mut idx = 0;
     while idx < nr {
         // page_anon_exclusive_sub_batch(): the run of equal state, found
@@ -979,6 +986,14 @@ fn change_pte_range_per_pte(
             // and PageAnonExclusive() (the page's own line).
             if maybe_change_pte_writable(vma, ptent) && !ptent.flags.contains(LeafFlags::SPECIAL) {
                 mm.pt.hw.add(HwEvent::StructPageLine, 2);
+                // An order-0 folio is its own head: PageAnon() reads the
+                // line (at mprotect's own price) and PageAnonExclusive()
+                // re-reads it (an L1 hit). A large folio's page and head
+                // are two lines.
+                if phys.folio_of(ptent.pfn).is_some_and(|f| !f.is_large()) {
+                    mm.pt.hw.one(HwEvent::MprotectPageLine);
+                    mm.pt.hw.one(HwEvent::StructPageLineHot);
+                }
             }
             if can_change_pte_writable(vma, ptent, phys) {
                 rule!(mm.pt.hw, MprotectPteWriteUpgrade);
