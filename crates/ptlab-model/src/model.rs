@@ -74,6 +74,13 @@ pub struct ModelConfig {
     /// `fault_stretch_prop` compares against). No observable effect, and
     /// the same counts.
     pub stretch_first_fault: bool,
+    /// A PTE table whose PUD and PMD tables are missing too is made with
+    /// them in one step, and a PTE table whose PMD and PUD tables hold
+    /// nothing else is freed with them in one step (`core/pgtable.rs`
+    /// `alloc_lone_chain()`, `free_lone_chain()`; on by default; off:
+    /// level by level, the reference `table_chain_prop` compares
+    /// against). No observable effect, and the same counts.
+    pub table_chain_steps: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -116,6 +123,7 @@ impl ModelConfig {
             fork_runs: true,
             stretch_steps: true,
             stretch_first_fault: true,
+            table_chain_steps: true,
         }
     }
 }
@@ -155,6 +163,7 @@ impl Model {
         let mut pt = PageTables::new(cfg.arch, &mut phys).expect("memory for the first page table");
         pt.hw.features = cfg.hw;
         pt.set_pte_runs(cfg.pte_runs);
+        pt.chain_steps = cfg.table_chain_steps;
         let mut procs = BTreeMap::new();
         procs.insert(
             1,
