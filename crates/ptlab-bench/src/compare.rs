@@ -297,7 +297,13 @@ mod tests {
         assert!((pct_better(100.0, 110.0, Better::Higher) - 10.0).abs() < 1e-9);
         // A file compared with itself reads +0.0%, never -0.0%: with the
         // old `100 - new * 100 / base`, 2707.52… * 100 / 2707.52… rounds above 100.
-        for x in [2707.5209514946896, 108.42703662427847, 3556.247656706703, 0.3, 17.9] {
+        for x in [
+            2707.5209514946896,
+            108.42703662427847,
+            3556.247656706703,
+            0.3,
+            17.9,
+        ] {
             for b in [Better::Lower, Better::Higher] {
                 let p = pct_better(x, x, b);
                 assert!(p == 0.0 && p.is_sign_positive(), "{x}: {p}");
