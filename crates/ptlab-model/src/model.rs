@@ -81,6 +81,14 @@ pub struct ModelConfig {
     /// level by level, the reference `table_chain_prop` compares
     /// against). No observable effect, and the same counts.
     pub table_chain_steps: bool,
+    /// With `fork_runs`: a zap stretch of whole large folios takes its
+    /// first folio too, that folio's batch counted from what a whole-folio
+    /// batch counts (`core/folio.rs` `unmap_free_whole_large()`; on by
+    /// default; off: the first folio's batch runs through the general path
+    /// as the stretch's template, the reference `fork_runs_prop` and
+    /// `fault_stretch_prop` compare against). No observable effect, and
+    /// the same counts.
+    pub zap_first_folded: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -124,6 +132,7 @@ impl ModelConfig {
             stretch_steps: true,
             stretch_first_fault: true,
             table_chain_steps: true,
+            zap_first_folded: true,
         }
     }
 }
@@ -155,6 +164,7 @@ impl Model {
         let mut phys = PhysMem::new(cfg.frames);
         phys.set_folio_runs(cfg.folio_runs);
         phys.fork_runs = cfg.fork_runs;
+        phys.zap_first_folded = cfg.zap_first_folded;
         if cfg.nodes > 1 {
             // Only the zero page is in use yet: any layout fits.
             let ok = phys.set_nodes(cfg.nodes);

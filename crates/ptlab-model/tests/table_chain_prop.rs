@@ -8,6 +8,11 @@
 //! floor and ceiling) must leave the same observation (frames included),
 //! the same events, kernel calls and rule hits, and the same statistics,
 //! on both architectures, with the invariants checked after every step.
+//! The same runs compare the zap stretches of whole large folios that
+//! take their first folio too (`core/folio.rs` `unmap_free_whole_large()`,
+//! `ModelConfig::zap_first_folded`) with those that run it through the
+//! general path as their template: the unmaps and moves of written
+//! ranges here unmap whole folio runs from either end.
 
 use proptest::prelude::*;
 use ptlab_model::diag::{taken, Step};
@@ -61,9 +66,10 @@ struct Outcome {
     stats: String,
 }
 
-fn run(arch: ArchKind, order: u8, ops: &[Op], chain: bool) -> Outcome {
+fn run(arch: ArchKind, order: u8, ops: &[Op], chain: bool, fold: bool) -> Outcome {
     let mut cfg = ModelConfig::for_arch(arch);
     cfg.table_chain_steps = chain;
+    cfg.zap_first_folded = fold;
     let mut m = Model::new(cfg);
     m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
     if order > 0 {
@@ -94,7 +100,7 @@ fn run(arch: ArchKind, order: u8, ops: &[Op], chain: bool) -> Outcome {
         text.push_str(&r);
         text.push('\n');
         if let Err(e) = m.check_invariants() {
-            panic!("chain steps {chain}, after {op:?}: {e:#?}");
+            panic!("chain steps {chain}, zap folded {fold}, after {op:?}: {e:#?}");
         }
     }
     text.push_str(&m.observe(1, "p").render(Sections::ALL));
@@ -115,12 +121,17 @@ proptest! {
         ops in prop::collection::vec(op(), 1..24),
     ) {
         for arch in ArchKind::ALL {
-            let on = run(arch, order, &ops, true);
-            let off = run(arch, order, &ops, false);
-            prop_assert_eq!(&on.text, &off.text, "observation, {:?}", arch);
-            prop_assert_eq!(on.events, off.events, "events and calls, {:?}", arch);
-            prop_assert_eq!(&on.coverage, &off.coverage, "rule hits, {:?}", arch);
-            prop_assert_eq!(&on.stats, &off.stats, "statistics, {:?}", arch);
+            let on = run(arch, order, &ops, true, true);
+            // Each switch off alone: chains level by level; zap stretches
+            // with their first folio's batch as the template.
+            for (chain, fold) in [(false, true), (true, false)] {
+                let off = run(arch, order, &ops, chain, fold);
+                let what = (arch, chain, fold);
+                prop_assert_eq!(&on.text, &off.text, "observation, {:?}", what);
+                prop_assert_eq!(on.events, off.events, "events and calls, {:?}", what);
+                prop_assert_eq!(&on.coverage, &off.coverage, "rule hits, {:?}", what);
+                prop_assert_eq!(&on.stats, &off.stats, "statistics, {:?}", what);
+            }
         }
     }
 }

@@ -38,10 +38,14 @@ pub enum Step {
     /// A lone PUD → PMD → PTE table chain freed in one step
     /// (`core/pgtable.rs` `free_lone_chain()`).
     ChainFree,
+    /// A zap stretch of whole large folios that took its first folio too,
+    /// its batch's counts written out (`mm/zap.rs`,
+    /// `core/folio.rs` `unmap_free_whole_large()`).
+    ZapFolded,
 }
 
 impl Step {
-    const ALL: usize = 9;
+    const ALL: usize = 10;
     fn index(self) -> usize {
         self as usize
     }
@@ -83,6 +87,7 @@ mod tests {
             Step::FirstFaultTables,
             Step::ChainAlloc,
             Step::ChainFree,
+            Step::ZapFolded,
         ];
         let before = STEPS.map(taken);
         took(Step::MoveStretch);
@@ -90,6 +95,6 @@ mod tests {
         took(Step::ZapTables);
         let after = STEPS.map(taken);
         let added: Vec<u64> = (0..Step::ALL).map(|i| after[i] - before[i]).collect();
-        assert_eq!(added, [0, 2, 0, 1, 0, 0, 0, 0, 0]);
+        assert_eq!(added, [0, 2, 0, 1, 0, 0, 0, 0, 0, 0]);
     }
 }
