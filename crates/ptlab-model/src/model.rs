@@ -82,6 +82,21 @@ pub struct ModelConfig {
     /// step through the general code, the reference `uffd_fused_prop`
     /// compares against). No observable effect, and the same counts.
     pub uffd_fused: bool,
+    /// A PTE table whose PUD and PMD tables are missing too is made with
+    /// them in one step, and a PTE table whose PMD and PUD tables hold
+    /// nothing else is freed with them in one step (`core/pgtable.rs`
+    /// `alloc_lone_chain()`, `free_lone_chain()`; on by default; off:
+    /// level by level, the reference `table_chain_prop` compares
+    /// against). No observable effect, and the same counts.
+    pub table_chain_steps: bool,
+    /// With `fork_runs`: a zap stretch of whole large folios takes its
+    /// first folio too, that folio's batch counted from what a whole-folio
+    /// batch counts (`core/folio.rs` `unmap_free_whole_large()`; on by
+    /// default; off: the first folio's batch runs through the general path
+    /// as the stretch's template, the reference `fork_runs_prop` and
+    /// `fault_stretch_prop` compare against). No observable effect, and
+    /// the same counts.
+    pub zap_first_folded: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -125,6 +140,8 @@ impl ModelConfig {
             stretch_steps: true,
             stretch_first_fault: true,
             uffd_fused: true,
+            table_chain_steps: true,
+            zap_first_folded: true,
         }
     }
 }
@@ -156,6 +173,7 @@ impl Model {
         let mut phys = PhysMem::new(cfg.frames);
         phys.set_folio_runs(cfg.folio_runs);
         phys.fork_runs = cfg.fork_runs;
+        phys.zap_first_folded = cfg.zap_first_folded;
         if cfg.nodes > 1 {
             // Only the zero page is in use yet: any layout fits.
             let ok = phys.set_nodes(cfg.nodes);
@@ -164,6 +182,7 @@ impl Model {
         let mut pt = PageTables::new(cfg.arch, &mut phys).expect("memory for the first page table");
         pt.hw.features = cfg.hw;
         pt.set_pte_runs(cfg.pte_runs);
+        pt.chain_steps = cfg.table_chain_steps;
         let mut procs = BTreeMap::new();
         procs.insert(
             1,

@@ -112,10 +112,15 @@ fn seed_shape_zaps_large_runs_with_equal_counts() {
     for arch in ArchKind::ALL {
         for order in [2u8, 4, 5] {
             let mut seen = Vec::new();
-            let mut stretches = 0;
-            for runs in [true, false] {
+            let mut stretches = Vec::new();
+            let mut folded = Vec::new();
+            // fork_runs on with the first folio folded into the stretch,
+            // on with it as the template, off.
+            for (runs, fold) in [(true, true), (true, false), (false, true)] {
                 let mut cfg = ModelConfig::for_arch(arch);
                 cfg.fork_runs = runs;
+                cfg.zap_first_folded = fold;
+                let folded_before = taken(Step::ZapFolded);
                 let mut m = Model::new(cfg);
                 m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
                 m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
@@ -136,16 +141,20 @@ fn seed_shape_zaps_large_runs_with_equal_counts() {
                     m.check_invariants().unwrap();
                 }
                 let n_taken = taken(Step::ZapStretch) - before;
-                if runs {
-                    stretches = n_taken;
-                } else {
-                    assert_eq!(n_taken, 0, "switch off");
-                }
+                folded.push(taken(Step::ZapFolded) - folded_before);
+                stretches.push(n_taken);
                 let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
                 seen.push((obs, m.hw_events(), format!("{:?}", m.phys().stats)));
             }
-            assert!(stretches > 0, "{arch:?} order {order}");
+            // Folded, every stretch the template path takes here takes
+            // its first folio too (each starts or ends its folio run).
+            assert!(stretches[1] > 0, "{arch:?} order {order}");
+            assert_eq!(stretches[0], 0, "{arch:?} order {order}: all folded");
+            assert_eq!(folded[0], stretches[1], "{arch:?} order {order}: folded");
+            assert_eq!(stretches[2], 0, "{arch:?} order {order}: switch off");
+            assert_eq!(&folded[1..], [0, 0], "{arch:?} order {order}");
             assert_eq!(seen[0], seen[1], "{arch:?} order {order}");
+            assert_eq!(seen[0], seen[2], "{arch:?} order {order}");
         }
     }
 }

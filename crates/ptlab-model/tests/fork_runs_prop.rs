@@ -34,6 +34,17 @@ proptest! {
             prop_assert_eq!(&fast.text, &slow.text, "observation, {:?}", arch);
             prop_assert_eq!(fast.events, slow.events, "events and calls, {:?}", arch);
             prop_assert_eq!(&fast.coverage, &slow.coverage, "rule hits, {:?}", arch);
+            // The zap stretches with their first folio's batch run as the
+            // template (ModelConfig::zap_first_folded off): the same again.
+            let template = run(arch, &orders, &ops, "zap_first_folded off", |c| c.zap_first_folded = false);
+            prop_assert_eq!(&fast.text, &template.text, "observation, {:?}", arch);
+            prop_assert_eq!(fast.events, template.events, "events and calls, {:?}", arch);
+            prop_assert_eq!(&fast.coverage, &template.coverage, "rule hits, {:?}", arch);
+            prop_assert_eq!(
+                format!("{:?}", fast.model.phys().stats),
+                format!("{:?}", template.model.phys().stats),
+                "statistics, {:?}", arch
+            );
         }
     }
 }

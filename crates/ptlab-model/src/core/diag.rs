@@ -32,10 +32,20 @@ pub enum Step {
     /// a fault stretch's template (`sys/fault_run.rs`
     /// `stretch_first_tables()`).
     FirstFaultTables,
+    /// A lone PUD → PMD → PTE table chain made in one step
+    /// (`core/pgtable.rs` `alloc_lone_chain()`).
+    ChainAlloc,
+    /// A lone PUD → PMD → PTE table chain freed in one step
+    /// (`core/pgtable.rs` `free_lone_chain()`).
+    ChainFree,
+    /// A zap stretch of whole large folios that took its first folio too,
+    /// its batch's counts written out (`mm/zap.rs`,
+    /// `core/folio.rs` `unmap_free_whole_large()`).
+    ZapFolded,
 }
 
 impl Step {
-    const ALL: usize = 7;
+    const ALL: usize = 10;
     fn index(self) -> usize {
         self as usize
     }
@@ -75,6 +85,9 @@ mod tests {
             Step::ZapStretch,
             Step::MprotectStretch,
             Step::FirstFaultTables,
+            Step::ChainAlloc,
+            Step::ChainFree,
+            Step::ZapFolded,
         ];
         let before = STEPS.map(taken);
         took(Step::MoveStretch);
@@ -82,6 +95,6 @@ mod tests {
         took(Step::ZapTables);
         let after = STEPS.map(taken);
         let added: Vec<u64> = (0..Step::ALL).map(|i| after[i] - before[i]).collect();
-        assert_eq!(added, [0, 2, 0, 1, 0, 0, 0]);
+        assert_eq!(added, [0, 2, 0, 1, 0, 0, 0, 0, 0, 0]);
     }
 }

@@ -1233,6 +1233,15 @@ pub struct PhysMem {
     /// default; off: entry by entry and batch by batch, the reference the
     /// fork-run property test compares against). No observable effect.
     pub fork_runs: bool,
+    /// With `fork_runs`: a zap stretch of whole large folios takes its
+    /// first folio in the same step as the others, the events and
+    /// statistics of a whole-folio batch written out
+    /// ([`PhysMem::unmap_free_whole_large`]; `ModelConfig::zap_first_folded`,
+    /// on by default; off: the first folio's batch runs through
+    /// `remove_rmap_ptes()`/`ref_sub()` and its counts are the template,
+    /// the reference the property tests compare against). No observable
+    /// effect, and the same counts.
+    pub zap_first_folded: bool,
 }
 
 impl crate::core::arch::FolioSpan for PhysMem {
@@ -1258,6 +1267,7 @@ impl PhysMem {
             folio_batches: Default::default(),
             contents: Default::default(),
             fork_runs: true,
+            zap_first_folded: true,
         };
         pm.memmap.set(
             zero_pfn,
@@ -2382,6 +2392,37 @@ impl PhysMem {
         l.refcount -= n as u32;
         self.large.settle(slot);
         true
+    }
+
+    /// [`PhysMem::unmap_free_large_span`] of the `m` folios from `first`
+    /// (of `first`'s order), counted: each folio's zap batch over the
+    /// whole folio, in the state [`PhysMem::large_run_zappable`] asks for,
+    /// counts `folio_remove_rmap_ptes()`'s struct page lines (`nr`, `nr -
+    /// 1` of them past the head) and atomics (each page's `_mapcount`,
+    /// `_large_mapcount`, `_nr_pages_mapped`: `nr + 2`; no deferred split,
+    /// as no page stays mapped), `folio_put_refs()`'s reference atomic and
+    /// the folio's free, and the mTHP `nr_anon` statistic drops by one
+    /// (the folio was not partially mapped) — what `remove_rmap_ptes()`,
+    /// `ref_sub()` and `free_folio()` count for it, written out so that
+    /// no first folio runs through them as the template. The folios done
+    /// (0: nothing done or counted).
+    /// Linux: mm/rmap.c __folio_remove_rmap(), mm/swap.c folios_put_refs(),
+    /// mm/page_alloc.c free_frozen_pages() (per folio).
+    pub fn unmap_free_whole_large(&mut self, first: FolioRef, m: u64, mm: Pid) -> u64 {
+        let done = self.unmap_free_large_span(first.head, m, mm);
+        if done > 0 {
+            let nr = first.nr_pages();
+            self.hw.add(HwEvent::StructPageLine, nr * done);
+            if nr > 1 {
+                self.hw.add(HwEvent::StructPageLineLarge, (nr - 1) * done);
+            }
+            self.hw.add(HwEvent::MapcountAtomic, (nr + 2) * done);
+            self.hw.add(HwEvent::FolioRefAtomic, done);
+            self.hw.add(HwEvent::FolioFree, done);
+            self.stats
+                .mthp(first.order.0, MthpStat::NrAnon, -(done as i64));
+        }
+        done
     }
 
     /// Unmap and free the `m` large folios from the head `first`, of one

@@ -241,6 +241,10 @@ pub struct PageTables {
     /// fork child's is set by the stores that copy such entries into it.
     /// The invariant checker recomputes it from the tables.
     nonpresent: Cell<bool>,
+    /// Make and free a lone PUD → PMD → PTE chain in one step
+    /// ([`PageTables::alloc_lone_chain`], [`PageTables::free_lone_chain`];
+    /// `ModelConfig::table_chain_steps`). No observable effect.
+    pub(crate) chain_steps: bool,
     /// Hardware events issued on behalf of this address space (counting
     /// changes no result). See [`crate::core::hw`].
     pub hw: HwSink,
@@ -262,6 +266,7 @@ impl PageTables {
             pte_runs: true,
             spare: None,
             nonpresent: Cell::new(false),
+            chain_steps: true,
             hw: HwSink::new(Default::default()),
         })
     }
@@ -884,6 +889,9 @@ impl PageTables {
         if let PmdSlot::Table(p) = self.pmd(va) {
             return Some(p);
         }
+        if self.chain_steps && self.tables[&self.root.0].raw(index(4, va)) == 0 {
+            return self.alloc_lone_chain(va, phys);
+        }
         let pmd_t = self.pmd_alloc(va, phys)?;
         let i = index(2, va);
         let (_, pmd_slot) = self.pmd_table(va)?;
@@ -897,6 +905,90 @@ impl PageTables {
                 Some(p)
             }
         }
+    }
+
+    /// [`PageTables::pte_alloc`] where the PGD entry of `va` is none: the
+    /// PUD, PMD and PTE tables made one after the other, each linked into
+    /// the table above before the next is allocated — the events, frames
+    /// and order of `pmd_alloc()` and the PTE step (a failed allocation
+    /// leaves the tables made before it linked, as there), without
+    /// walking down again to tables just made (empty: each slot is none).
+    /// Linux: mm/memory.c __pud_alloc(), __pmd_alloc(), __pte_alloc().
+    fn alloc_lone_chain(&mut self, va: u64, phys: &mut PhysMem) -> Option<Pfn> {
+        let mut t = self.root;
+        for l in [4u8, 3, 2] {
+            let next = self.new_table(l - 1, phys)?;
+            let raw = self.arch.ops().encode_table(l, next);
+            self.write_raw(t, l, index(l, va), raw);
+            t = next;
+        }
+        crate::core::diag::took(crate::core::diag::Step::ChainAlloc);
+        Some(t)
+    }
+
+    /// [`PageTables::free_pgd_range`] where `[addr, end)` lies in one PMD
+    /// entry's span, that span's PGD entry's whole span is inside
+    /// `[floor, ceiling)` (so the PMD and PUD spans are too), and the
+    /// tables under it are a lone chain: a PUD table holding only the PMD
+    /// table, which holds only an empty PTE table. Level by level, the
+    /// PTE table would be freed and its PMD entry cleared, leaving the
+    /// PMD table empty, so freed with its PUD entry cleared, and so the
+    /// PUD table with its PGD entry: the same frees and stores in the same
+    /// order here, without the walk, the emptiness checks and the two
+    /// stores into tables freed right after (their events still counted).
+    /// Whether it applied (nothing done otherwise).
+    /// Linux: mm/memory.c free_pgd_range() → free_pte_range().
+    fn free_lone_chain(
+        &mut self,
+        addr: u64,
+        end: u64,
+        floor: u64,
+        ceiling: u64,
+        phys: &mut PhysMem,
+    ) -> bool {
+        if addr >= end || addr / PMD_SIZE != (end - 1) / PMD_SIZE {
+            return false;
+        }
+        let span = entry_span(4);
+        let lo = addr & !(span - 1);
+        let hi = lo.wrapping_add(span);
+        let inside = lo >= floor && (ceiling == 0 || hi.wrapping_sub(1) <= ceiling.wrapping_sub(1));
+        if !inside {
+            return false;
+        }
+        let i4 = index(4, addr);
+        let Entry::Table(pud) = self.decode(4, self.tables[&self.root.0].raw(i4)) else {
+            return false;
+        };
+        let only = |s: &Self, t: Pfn, level: u8| -> Option<Pfn> {
+            let tbl = s.tables.get(&t.0)?;
+            if tbl.used != 1 {
+                return None;
+            }
+            match s.decode(level, tbl.raw(index(level, addr))) {
+                Entry::Table(c) => Some(c),
+                _ => None,
+            }
+        };
+        let Some(pmd) = only(self, pud, 3) else {
+            return false;
+        };
+        let Some(pte) = only(self, pmd, 2) else {
+            return false;
+        };
+        if self.tables.get(&pte.0).is_none_or(|t| t.used != 0) {
+            return false;
+        }
+        for (t, store) in [(pte, HwEvent::PmdStore), (pmd, HwEvent::PudStore)] {
+            self.remove_table(t);
+            phys.free_pt_page(t);
+            self.hw.one(store);
+        }
+        self.remove_table(pud);
+        phys.free_pt_page(pud);
+        self.write_raw(self.root, 4, i4, 0);
+        crate::core::diag::took(crate::core::diag::Step::ChainFree);
+        true
     }
 
     /// The entry at `level` (2 = PMD, 3 = PUD, 4 = PGD) covering `va`, or
@@ -1192,6 +1284,9 @@ impl PageTables {
         ceiling: u64,
         phys: &mut PhysMem,
     ) {
+        if self.chain_steps && self.free_lone_chain(addr, end, floor, ceiling, phys) {
+            return;
+        }
         // The top-level trim works at PGD granularity on the tree below it;
         // each level repeats the same floor/ceiling trimming with its own mask.
         self.free_level(self.root, 4, addr, end, floor, ceiling, phys);

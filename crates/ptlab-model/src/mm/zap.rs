@@ -441,6 +441,25 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
             let folios = phys.large_run_zappable(folio, mm.pid).map_or(0, |run_end| {
                 (left / nr_f).min((run_end - leaf.pfn.0) / nr_f)
             });
+            // The first folio with the others, its batch's counts
+            // written out (ModelConfig::zap_first_folded): on the mm's
+            // sink the struct page lines and the batch rule of each.
+            let folded = if folios >= 2 && phys.zap_first_folded {
+                phys.unmap_free_whole_large(folio, folios, mm.pid)
+            } else {
+                0
+            };
+            if folded > 0 {
+                crate::core::diag::took(crate::core::diag::Step::ZapFolded);
+                mm.pt
+                    .hw
+                    .rules
+                    .hit_n(crate::core::rules::Rule::ZapPteBatch, folded as u32);
+                mm.pt.hw.add(HwEvent::StructPageLine, 2 * folded);
+                mm.rss_anon -= folded * nr_f;
+                i += (folded * nr_f) as usize;
+                continue;
+            }
             if folios >= 2 {
                 stretch = Some((folios, nr_f, mm.pt.hw.tally(), ZapTally::take(phys)));
             }
@@ -689,6 +708,25 @@ fn zap_present_segment(
             let folios = phys
                 .large_run_zappable(folio, pid)
                 .map_or(0, |run_end| (stored / nr_f).min((run_end - pfn) / nr_f));
+            // The first folio with the others, its batch's counts
+            // written out (ModelConfig::zap_first_folded).
+            let folded = if folios >= 2 && phys.zap_first_folded {
+                phys.unmap_free_whole_large(folio, folios, pid)
+            } else {
+                0
+            };
+            if folded > 0 {
+                crate::core::diag::took(crate::core::diag::Step::ZapFolded);
+                let total = folded * nr_f;
+                let last = at + total as usize - 1;
+                present += total - 1;
+                span = Some(span.map_or((at, last), |(lo, _)| (lo, last)));
+                stretch_rss += total;
+                stretch_batches += folded as u32;
+                stretch_lines += 2 * folded;
+                j = at + total as usize;
+                continue;
+            }
             if folios >= 2 {
                 let before = ZapTally::boxed(phys);
                 let first = Run {

@@ -42,6 +42,7 @@ impl Model {
         let mut pt = PageTables::new(self.cfg.arch, &mut self.phys).ok_or(Errno::ENOMEM)?;
         pt.hw.features = self.cfg.hw;
         pt.set_pte_runs(self.cfg.pte_runs);
+        pt.chain_steps = self.cfg.table_chain_steps;
         pt.hw.set_tracing(self.hw_tracing);
         let batch = !self.cfg.before.contains(Before::FORK_PTE_BATCH);
         let Model {
