@@ -12,7 +12,6 @@
 //! parts of the kernel's work the model prices: [`PARTS`]), so that a miss
 //! can be read against it.
 
-use crate::headline::LiveEffect;
 use crate::report::{ChangeDef, Model, ModelRow, Reproduction, CHANGES};
 use crate::stats::Summary;
 
@@ -238,11 +237,10 @@ pub fn ratio_rows(r: &Reproduction, profile: &str) -> Vec<RatioRow> {
             } else {
                 (page_table, ma.vs_base, "page-table")
             };
-            // LiveEffect's interval is of the % change, + = faster:
-            // ratio = 1 − pct / 100 (a time ratio is not negative).
-            let live_ci = LiveEffect::of(&bs, &xs)
-                .and_then(|l| l.ci)
-                .map(|(lo, hi)| ((1.0 - hi / 100.0).max(0.0), 1.0 - lo / 100.0));
+            // The ratio's own interval (not the % change's turned into a
+            // ratio: that one is as wide as the base's uncertainty in
+            // absolute terms, and reached 0 for the aligned move's 0.03).
+            let live_ci = crate::stats::ratio_ci(&bs, &xs, 0.95);
             out.push(RatioRow {
                 change: ch,
                 base,
