@@ -20,7 +20,7 @@ use crate::core::arch::{Entry, LeafFlags};
 use crate::core::pgtable::{Cursor, PmdSlot, PtItem};
 use crate::core::rules::rule;
 use crate::core::stats::VmEvent;
-use crate::core::vma::{VmFlags, Vma};
+use crate::core::vma::{vm_page_prot, VmFlags, Vma};
 use crate::model::Model;
 use crate::types::errno::Errno;
 use crate::types::Pid;
@@ -269,17 +269,19 @@ impl Model {
         let table = mm.pt.detach_pte_table(slot).expect("PTE table");
         mm.deposited.insert(slot, table);
         // folio_add_new_anon_rmap(RMAP_EXCLUSIVE), folio_add_lru_vma(),
-        // set_pmd_at() of a dirty (and, for a writable VMA, writable) PMD.
+        // set_pmd_at() of a dirty (and, for a writable VMA, writable) PMD
+        // made from the VMA's vm_page_prot: PROT_NONE in a PROT_NONE VMA,
+        // so a later access still faults (SIGSEGV; checked live: fuzz
+        // seed 20261208, tests/scenarios/cov-12-collapse-prot-none.ptl).
+        // Linux: mm/khugepaged.c collapse_huge_page() → mk_huge_pmd(,
+        // vma->vm_page_prot), maybe_pmd_mkwrite(pmd_mkdirty()).
         let vma = mm.vmas.find(slot).cloned().expect("VMA");
         phys.add_rmap_pmd(new, mm.pid, true);
         phys.ref_add(new, 1);
         mm.rss_anon += HPAGE_PMD_NR;
-        let mut flags = LeafFlags::YOUNG | LeafFlags::DIRTY;
+        let mut flags = vm_page_prot(vma.flags) | LeafFlags::YOUNG | LeafFlags::DIRTY;
         if vma.flags.contains(VmFlags::WRITE) {
             flags |= LeafFlags::WRITE;
-        }
-        if vma.flags.contains(VmFlags::EXEC) {
-            flags |= LeafFlags::EXEC;
         }
         mm.pt.set_pmd(
             slot,
