@@ -456,6 +456,20 @@ pub fn vm_page_prot(flags: VmFlags) -> LeafFlags {
     }
 }
 
+/// The attributes of a new anonymous page (or PMD THP) installed dirty
+/// without a fault — a copied page, a collapsed THP: `vm_page_prot`
+/// (PROT_NONE in a VMA without access), young, dirty, and writable when
+/// the VMA is. Linux: maybe_mkwrite(pte_mkdirty(mk_pte(page,
+/// vma->vm_page_prot))) in mm/userfaultfd.c mfill_atomic_install_pte(),
+/// and its PMD form in mm/khugepaged.c collapse_huge_page().
+pub fn dirty_anon_prot(flags: VmFlags) -> LeafFlags {
+    let mut f = vm_page_prot(flags) | LeafFlags::YOUNG | LeafFlags::DIRTY;
+    if flags.contains(VmFlags::WRITE) {
+        f |= LeafFlags::WRITE;
+    }
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@ use crate::core::arch::{Entry, LeafFlags};
 use crate::core::pgtable::{Cursor, PmdSlot, PtItem};
 use crate::core::rules::rule;
 use crate::core::stats::VmEvent;
-use crate::core::vma::{vm_page_prot, VmFlags, Vma};
+use crate::core::vma::{dirty_anon_prot, VmFlags, Vma};
 use crate::model::Model;
 use crate::types::errno::Errno;
 use crate::types::Pid;
@@ -279,10 +279,7 @@ impl Model {
         phys.add_rmap_pmd(new, mm.pid, true);
         phys.ref_add(new, 1);
         mm.rss_anon += HPAGE_PMD_NR;
-        let mut flags = vm_page_prot(vma.flags) | LeafFlags::YOUNG | LeafFlags::DIRTY;
-        if vma.flags.contains(VmFlags::WRITE) {
-            flags |= LeafFlags::WRITE;
-        }
+        let flags = dirty_anon_prot(vma.flags);
         mm.pt.set_pmd(
             slot,
             Entry::Leaf(crate::core::arch::Leaf {

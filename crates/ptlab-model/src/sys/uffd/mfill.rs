@@ -47,10 +47,7 @@ pub(crate) fn zero_pte(vma: &Vma, zero: Pfn) -> Leaf {
 /// when the VMA is, and with `wp` uffd-wp and read-only.
 /// Linux: mm/userfaultfd.c mfill_atomic_install_pte().
 fn copy_pte_flags(dst_vma: &Vma, wp: bool) -> LeafFlags {
-    let mut flags = vm_page_prot(dst_vma.flags) | LeafFlags::YOUNG | LeafFlags::DIRTY;
-    if dst_vma.flags.contains(VmFlags::WRITE) {
-        flags |= LeafFlags::WRITE;
-    }
+    let mut flags = crate::core::vma::dirty_anon_prot(dst_vma.flags);
     if wp {
         // pte_mkuffd_wp() also write-protects (x86 and arm64).
         flags |= LeafFlags::UFFD_WP;
