@@ -376,8 +376,14 @@ impl FreeSet {
             return false;
         }
         if n < FEW {
-            self.few.copy_within(i..n, i + 1);
-            self.few[i] = pfn;
+            // Shift `few[i..n]` up one, over the whole array (a fixed
+            // count the compiler unrolls, not a call to memmove).
+            let mut carry = pfn;
+            for j in 0..FEW {
+                if j >= i && j <= n {
+                    std::mem::swap(&mut self.few[j], &mut carry);
+                }
+            }
             self.len += 1;
             return true;
         }
@@ -403,9 +409,18 @@ impl FreeSet {
         let Some(i) = self.few[..n].iter().position(|p| p == pfn) else {
             return false;
         };
-        self.few.copy_within(i + 1..n, i);
-        self.len -= 1;
+        self.few_take(i);
         true
+    }
+    /// Take `few[i]` out (`i < len`), shifting the blocks above it down
+    /// over the whole array (unrolled, no memmove).
+    fn few_take(&mut self, i: usize) {
+        for j in 0..FEW - 1 {
+            if j >= i {
+                self.few[j] = self.few[j + 1];
+            }
+        }
+        self.len -= 1;
     }
     /// The lowest block (its first frame).
     fn first(&mut self) -> Option<u64> {
@@ -421,8 +436,7 @@ impl FreeSet {
                 return None;
             }
             let p = self.few[0];
-            self.few.copy_within(1..self.len, 0);
-            self.len -= 1;
+            self.few_take(0);
             return Some(p);
         }
         let p = self.bit_first()?;
