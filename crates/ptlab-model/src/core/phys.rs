@@ -621,6 +621,10 @@ impl Nodes {
     /// The node holding `pfn` (frames below the first node, the "firmware"
     /// range, count as node 0). Linux: page_to_nid() / pfn_to_nid().
     pub fn node_of(&self, pfn: Pfn) -> u32 {
+        // One node (every seed): no division per free.
+        if self.nodes.len() == 1 {
+            return 0;
+        }
         let k = pfn.0.saturating_sub(FIRST_PFN) / self.per_node.max(1);
         (k as u32).min(self.count() - 1)
     }
