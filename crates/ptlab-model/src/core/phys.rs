@@ -376,14 +376,8 @@ impl FreeSet {
             return false;
         }
         if n < FEW {
-            // Shift `few[i..n]` up one, over the whole array (a fixed
-            // count the compiler unrolls, not a call to memmove).
-            let mut carry = pfn;
-            for j in 0..FEW {
-                if j >= i && j <= n {
-                    std::mem::swap(&mut self.few[j], &mut carry);
-                }
-            }
+            self.few.copy_within(i..n, i + 1);
+            self.few[i] = pfn;
             self.len += 1;
             return true;
         }
@@ -409,18 +403,9 @@ impl FreeSet {
         let Some(i) = self.few[..n].iter().position(|p| p == pfn) else {
             return false;
         };
-        self.few_take(i);
-        true
-    }
-    /// Take `few[i]` out (`i < len`), shifting the blocks above it down
-    /// over the whole array (unrolled, no memmove).
-    fn few_take(&mut self, i: usize) {
-        for j in 0..FEW - 1 {
-            if j >= i {
-                self.few[j] = self.few[j + 1];
-            }
-        }
+        self.few.copy_within(i + 1..n, i);
         self.len -= 1;
+        true
     }
     /// The lowest block (its first frame).
     fn first(&mut self) -> Option<u64> {
@@ -436,7 +421,8 @@ impl FreeSet {
                 return None;
             }
             let p = self.few[0];
-            self.few_take(0);
+            self.few.copy_within(1..self.len, 0);
+            self.len -= 1;
             return Some(p);
         }
         let p = self.bit_first()?;
@@ -621,10 +607,6 @@ impl Nodes {
     /// The node holding `pfn` (frames below the first node, the "firmware"
     /// range, count as node 0). Linux: page_to_nid() / pfn_to_nid().
     pub fn node_of(&self, pfn: Pfn) -> u32 {
-        // One node (every seed): no division per free.
-        if self.nodes.len() == 1 {
-            return 0;
-        }
         let k = pfn.0.saturating_sub(FIRST_PFN) / self.per_node.max(1);
         (k as u32).min(self.count() - 1)
     }
