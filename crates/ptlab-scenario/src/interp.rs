@@ -636,11 +636,14 @@ impl<'a> Interp<'a> {
 
     fn eval(&self, e: &Expr) -> Result<u64, RtError> {
         // The quick path: every variable a number and no operation failing.
-        let var = |id: NameId| match self.slots.get(id.index()) {
+        // The reader holds the slot slice itself (passed by value, in
+        // registers), not the interpreter it would be loaded from.
+        let slots = self.slots.as_slice();
+        let var = move |id: NameId| match slots.get(id.index()) {
             Some(Slot::Int(v)) => Some(*v),
             _ => None,
         };
-        if let Some(v) = expr::eval_quick(e, &var) {
+        if let Some(v) = expr::eval_quick(e, var) {
             return Ok(v);
         }
         Ok(expr::eval(e, self)?)
