@@ -67,6 +67,14 @@ pub trait Backend {
     /// Run `call` in process `proc` (machine-wide settings ignore it);
     /// returns what the system call returns ([`Call`]'s module docs).
     fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError>;
+    /// [`Backend::call`] when the caller knows that `proc` is the process
+    /// name its previous `call` or `call_same_proc` named (the interpreter
+    /// knows when it has not switched processes since): a backend may
+    /// reuse what it looked up for that call. The result must be what
+    /// `call` gives; the default is `call`.
+    fn call_same_proc(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        self.call(proc, call)
+    }
     /// Everything process `proc` shows (maps, smaps, pages, THP counters).
     fn observe(&mut self, proc: &str) -> Result<Observation, BackendError>;
     /// [`Backend::observe`] without the per-page records (`pages` may be

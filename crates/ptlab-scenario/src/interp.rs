@@ -378,6 +378,9 @@ pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> Run
         opts,
         slots,
         current: "main".to_string(),
+        current_gen: 0,
+        called_gen: u64::MAX,
+        uffd_call_gen: u64::MAX,
         baseline,
         loops: Vec::new(),
         seq: 0,
@@ -390,12 +393,16 @@ pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> Run
             ..RunReport::default()
         },
         work: 0,
+        slow_at: 0,
+        step_limit: opts.max_steps.unwrap_or(u64::MAX),
+        full_stmts: hooks || hw_start.is_some(),
         started: Instant::now(),
         progress: progress_hook(),
         progress_reported: false,
         spare_handle: std::cell::Cell::new(None),
         uffd_call: None,
     };
+    it.slow_at = it.next_slow();
     if let Err(why) = script.check_params(&opts.params) {
         it.fail(0, None, FailureKind::Runtime, why, None);
         it.report.aborted = true;
@@ -421,7 +428,8 @@ pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> Run
             lines: std::mem::take(&mut it.hw_lines).into_values().collect(),
         });
     }
-    if let Err(e) = result {
+    if let Err(RtError(e)) = result {
+        let e = *e;
         it.fail(
             e.pos.line,
             Some(e.pos.column),
@@ -453,26 +461,34 @@ enum Slot {
     Failed(u32),
 }
 
-/// A runtime error that stops the run.
-struct RtError {
+/// A runtime error that stops the run. Boxed: built only on the error
+/// path, it keeps every `Result<_, RtError>` of the statement path one
+/// pointer wide (returned in registers) instead of a position and a
+/// `String` moved through every frame.
+struct RtError(Box<RtErrorInner>);
+
+struct RtErrorInner {
     pos: Pos,
     message: String,
 }
 
 impl From<EvalError> for RtError {
+    #[cold]
     fn from(e: EvalError) -> Self {
-        RtError {
+        RtError(Box::new(RtErrorInner {
             pos: e.pos,
             message: e.message,
-        }
+        }))
     }
 }
 
+#[cold]
+#[inline(never)]
 fn rt(pos: Pos, message: impl Into<String>) -> RtError {
-    RtError {
+    RtError(Box::new(RtErrorInner {
         pos,
         message: message.into(),
-    }
+    }))
 }
 
 struct Interp<'a> {
@@ -482,6 +498,16 @@ struct Interp<'a> {
     slots: Vec<Slot>,
     /// The process unprefixed statements run in.
     current: String,
+    /// Changed with every change of `current` (a process switch, an
+    /// `@NAME` prefix and its end): equal generations, equal names.
+    current_gen: u64,
+    /// `current_gen` at the last [`Backend::call`] (every call names
+    /// `current`), `u64::MAX` before the first: the next call names the
+    /// same process when it is still `current_gen`.
+    called_gen: u64,
+    /// `current_gen` when the handle of `uffd_call` was last set from
+    /// `current` (`u64::MAX`: not known).
+    uffd_call_gen: u64,
     /// THP counters when the run started.
     baseline: BTreeMap<String, i64>,
     /// Enclosing loops: (line, iteration).
@@ -499,6 +525,16 @@ struct Interp<'a> {
     /// Statements and `repeat` iterations executed (for the limit and the
     /// progress hook).
     work: u64,
+    /// The next value of `work` at which [`Interp::tick_slow`] runs: one
+    /// past the statement limit or the next progress report, whichever
+    /// comes first (one compare per tick).
+    slow_at: u64,
+    /// [`RunOptions::max_steps`], `u64::MAX` for none.
+    step_limit: u64,
+    /// Whether a statement needs [`Interp::stmt_full`]'s bookkeeping for
+    /// the whole run: the backend's per-statement hooks or the per-line
+    /// hardware events. A statement with an `@NAME` prefix takes it too.
+    full_stmts: bool,
     started: Instant,
     progress: Option<ProgressHook>,
     progress_reported: bool,
@@ -600,11 +636,14 @@ impl<'a> Interp<'a> {
 
     fn eval(&self, e: &Expr) -> Result<u64, RtError> {
         // The quick path: every variable a number and no operation failing.
-        let var = |id: NameId| match self.slots.get(id.index()) {
+        // The reader holds the slot slice itself (passed by value, in
+        // registers), not the interpreter it would be loaded from.
+        let slots = self.slots.as_slice();
+        let var = move |id: NameId| match slots.get(id.index()) {
             Some(Slot::Int(v)) => Some(*v),
             _ => None,
         };
-        if let Some(v) = expr::eval_quick(e, &var) {
+        if let Some(v) = expr::eval_quick(e, var) {
             return Ok(v);
         }
         Ok(expr::eval(e, self)?)
@@ -715,12 +754,23 @@ impl<'a> Interp<'a> {
     #[inline(always)]
     fn tick(&mut self, pos: Pos) -> Result<(), RtError> {
         self.work = self.work.saturating_add(1);
-        if self.opts.max_statements.is_some_and(|max| self.work > max)
-            || self.work.is_multiple_of(PROGRESS_EVERY)
-        {
+        if self.work >= self.slow_at {
             return self.tick_slow(pos);
         }
         Ok(())
+    }
+
+    /// The smallest `work` above the current one that is past the
+    /// statement limit or a multiple of [`PROGRESS_EVERY`]: where
+    /// [`Interp::tick`] must take the slow path next.
+    fn next_slow(&self) -> u64 {
+        let progress = (self.work / PROGRESS_EVERY)
+            .saturating_add(1)
+            .saturating_mul(PROGRESS_EVERY);
+        match self.opts.max_statements {
+            Some(max) => progress.min(max.saturating_add(1).max(self.work.saturating_add(1))),
+            None => progress,
+        }
     }
 
     /// [`Interp::tick`] past the limit or at a progress report.
@@ -751,24 +801,44 @@ impl<'a> Interp<'a> {
                 });
             }
         }
+        self.slow_at = self.next_slow();
         Ok(())
     }
 
+    #[inline(always)]
     fn stmt(&mut self, s: &'a Stmt) -> Result<(), RtError> {
         self.tick(s.pos)?;
-        if self
-            .opts
-            .max_steps
-            .is_some_and(|max| self.report.statements_executed >= max)
-        {
-            return Err(rt(
-                s.pos,
-                format!(
-                    "step limit reached ({} statements executed)",
-                    self.report.statements_executed
-                ),
-            ));
+        if self.report.statements_executed >= self.step_limit {
+            return Err(self.step_limit_reached(s.pos));
         }
+        if self.full_stmts || s.process.is_some() {
+            return self.stmt_full(s);
+        }
+        // No hooks, no per-line events, no process switch: what
+        // `stmt_full` does then.
+        self.stmt_inner(s)?;
+        if !matches!(s.kind, StmtKind::Repeat { .. }) {
+            self.report.statements_executed = self.report.statements_executed.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn step_limit_reached(&self, pos: Pos) -> RtError {
+        rt(
+            pos,
+            format!(
+                "step limit reached ({} statements executed)",
+                self.report.statements_executed
+            ),
+        )
+    }
+
+    /// A statement with everything around it: the backend's hooks, the
+    /// per-line hardware events, an `@NAME` process switch.
+    #[inline(never)]
+    fn stmt_full(&mut self, s: &'a Stmt) -> Result<(), RtError> {
         if self.hooks && !matches!(s.kind, StmtKind::Repeat { .. }) {
             self.backend
                 .before_statement(s.pos.line, &s.text, &self.loops);
@@ -777,6 +847,9 @@ impl<'a> Interp<'a> {
             .process
             .as_ref()
             .map(|p| std::mem::replace(&mut self.current, p.clone()));
+        if saved.is_some() {
+            self.current_gen = self.current_gen.wrapping_add(1);
+        }
         let hw_before = if self.hw_on && !matches!(s.kind, StmtKind::Repeat { .. }) {
             self.backend.hw_events()
         } else {
@@ -801,6 +874,7 @@ impl<'a> Interp<'a> {
         }
         if let Some(prev) = saved {
             self.current = prev;
+            self.current_gen = self.current_gen.wrapping_add(1);
         }
         result?;
         if !matches!(s.kind, StmtKind::Repeat { .. }) {
@@ -842,7 +916,10 @@ impl<'a> Interp<'a> {
                 };
                 self.set(*name, Slot::Int(v));
             }
-            StmtKind::Switch { process } => self.current.clone_from(process),
+            StmtKind::Switch { process } => {
+                self.current.clone_from(process);
+                self.current_gen = self.current_gen.wrapping_add(1);
+            }
             StmtKind::Op { bind, op, check } => self.op(s, *bind, op, check.as_ref())?,
             StmtKind::Repeat { count, var, body } => {
                 let n = self.eval(count)?;
@@ -878,13 +955,11 @@ impl<'a> Interp<'a> {
             }
             StmtKind::Expect(e) => self.expect(s, e)?,
             StmtKind::Before(set) => {
-                self.backend
-                    .call(&self.current, &Call::SetBefore { set: *set })
+                self.call_backend(&Call::SetBefore { set: *set })
                     .map_err(|e| rt(s.pos, format!("before: {e}")))?;
             }
             StmtKind::After(set) => {
-                self.backend
-                    .call(&self.current, &Call::SetAfter { set: *set })
+                self.call_backend(&Call::SetAfter { set: *set })
                     .map_err(|e| rt(s.pos, format!("after: {e}")))?;
             }
             StmtKind::Observe(sections) => {
@@ -917,21 +992,46 @@ impl<'a> Interp<'a> {
                 if uffd_in_place() =>
             {
                 let mut slot = self.uffd_call.take();
-                self.uffd_call_into(s.pos, sc, &mut slot)?;
+                let handle_is_current = self.uffd_call_gen == self.current_gen;
+                // Not known while the call is being built (an error leaves
+                // the slot empty).
+                self.uffd_call_gen = u64::MAX;
+                self.uffd_call_into(s.pos, sc, &mut slot, handle_is_current)?;
                 let outcome = match &slot {
-                    Some(call) => self.backend.call(&self.current, call),
+                    Some(call) => self.call_backend(call),
                     None => return Err(rt(s.pos, "uffd: no call built".to_string())),
                 };
                 self.uffd_call = slot;
+                self.uffd_call_gen = self.current_gen;
                 outcome
             }
             _ => {
                 let call = self.evaluate(s.pos, op)?;
-                let outcome = self.backend.call(&self.current, &call);
+                let outcome = self.call_backend(&call);
                 self.recycle(call);
                 outcome
             }
         };
+        // The common case: it succeeded and no `expect` line follows.
+        if let (Ok(v), None) = (&outcome, check) {
+            if let Some(id) = bind {
+                self.set(id, Slot::Int(*v));
+            }
+            return Ok(());
+        }
+        self.op_outcome(s, bind, op, check, outcome)
+    }
+
+    /// [`Interp::op`] past the common case: a failure, or an `expect` line.
+    #[inline(never)]
+    fn op_outcome(
+        &mut self,
+        s: &Stmt,
+        bind: Option<NameId>,
+        op: &Op,
+        check: Option<&Check>,
+        outcome: Result<u64, BackendError>,
+    ) -> Result<(), RtError> {
         let name = op.name();
         match &outcome {
             Ok(v) => {
@@ -1069,6 +1169,20 @@ impl<'a> Interp<'a> {
         Ok(())
     }
 
+    /// Run `call` in process `current`, telling the backend when the
+    /// previous call named the same process ([`Backend::call_same_proc`]:
+    /// the model then skips comparing the name).
+    #[inline(always)]
+    fn call_backend(&mut self, call: &Call) -> Result<u64, BackendError> {
+        let same = self.called_gen == self.current_gen;
+        self.called_gen = self.current_gen;
+        if same {
+            self.backend.call_same_proc(&self.current, call)
+        } else {
+            self.backend.call(&self.current, call)
+        }
+    }
+
     /// Keep the handle string of a uffd call made for the next one
     /// ([`Interp::syscall`]).
     fn recycle(&self, call: Call) {
@@ -1086,18 +1200,21 @@ impl<'a> Interp<'a> {
     /// kind (its handle string reused), else a new call. Any other syscall
     /// is built by [`Interp::syscall`]. The same call, field for field, as
     /// `syscall(pos, call, None)` (test `uffd_calls_in_place_equal_built_calls`).
+    /// `handle_is_current`: the call in `slot` has `current` as its handle
+    /// already (nothing to compare).
     fn uffd_call_into(
         &self,
         pos: Pos,
         call: &Syscall,
         slot: &mut Option<Call>,
+        handle_is_current: bool,
     ) -> Result<(), RtError> {
-        fn set_handle(h: &mut String, name: &str) {
-            if h != name {
+        let set_handle = |h: &mut String, name: &str| {
+            if !handle_is_current && h != name {
                 h.clear();
                 h.push_str(name);
             }
-        }
+        };
         match call {
             Syscall::UffdMove {
                 dst,
@@ -2223,6 +2340,16 @@ fork child
 @child uffd move heap + 0xf2000 from + 0xf2000 4K
 expect errno EINVAL
 uffd move heap + 0xf3000 from + 0xf3000 4K dontwake
+@child
+repeat 2 as i
+  uffd move heap + 0xf4000 + i * 4K from + 0xf4000 4K
+  @main
+  uffd move heap + 0xf6000 + i * 4K from + 0xf6000 + i * 4K 4K
+  @child
+  uffd copy heap + 0xf8000 + i * 4K from 4K
+end
+@main
+uffd move heap + 0xfa000 from + 0xfa000 4K
 bad = uffd move heap + 0xf0000 from + 0xf0000 4K mode 0x80
 expect errno EINVAL
 uffd copy heap + 0xf1000 from + bad 4K
@@ -2233,7 +2360,10 @@ uffd copy heap + 0xf1000 from + bad 4K
             .iter()
             .filter(|(_, c)| matches!(c, Call::UffdMove { .. } | Call::UffdCopy { .. }))
             .count();
-        assert!(uffd >= 37, "{uffd} uffd calls: {built:?}");
+        assert!(uffd >= 43, "{uffd} uffd calls: {built:?}");
+        // Both processes' handles among them (the switches inside the loop).
+        assert!(in_place.iter().any(|(p, c)| p == "child"
+            && matches!(c, Call::UffdCopy { handle, .. } if handle == "child")));
         assert_eq!(in_place, built);
         assert_eq!(in_place_report, built_report);
     }

@@ -17,6 +17,10 @@ pub struct ModelBackend {
     /// The process the last call named and its pid: a loop of calls in
     /// one process looks its name up once (cleared when `pids` changes).
     last: Option<(String, Pid)>,
+    /// The pid of the process the previous [`Backend::call`] named, when
+    /// that call acted on a process (and was not fork or exit): what
+    /// [`Backend::call_same_proc`] runs its call in without a name compare.
+    prev_pid: Option<Pid>,
     check_every_statement: bool,
 }
 
@@ -30,6 +34,7 @@ impl ModelBackend {
             model,
             pids,
             last: None,
+            prev_pid: None,
             check_every_statement: false,
         }
     }
@@ -60,6 +65,7 @@ impl ModelBackend {
 
 impl Backend for ModelBackend {
     fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        self.prev_pid = None;
         if let Call::Fork { child } = call {
             if self.pids.contains_key(child) {
                 return Err(BackendError::ProcessExists(child.clone()));
@@ -67,14 +73,18 @@ impl Backend for ModelBackend {
         }
         // Machine-wide settings run whatever process issues them.
         let pid = if call.acts_on_process() {
-            match &self.last {
+            let pid = match &self.last {
                 Some((name, pid)) if name == proc => *pid,
                 _ => {
                     let pid = self.pid(proc)?;
                     self.last = Some((proc.to_string(), pid));
                     pid
                 }
+            };
+            if !matches!(call, Call::Fork { .. } | Call::Exit) {
+                self.prev_pid = Some(pid);
             }
+            pid
         } else {
             self.model.main_pid()
         };
@@ -94,6 +104,23 @@ impl Backend for ModelBackend {
                 Ok(r)
             }
             _ => Ok(r),
+        }
+    }
+
+    /// The previous call's pid when it has one (a process call other than
+    /// fork and exit) and this call acts on a process too, else
+    /// [`Backend::call`]. Fork and exit clear it, so it always names a
+    /// live process.
+    fn call_same_proc(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+        match self.prev_pid {
+            Some(pid)
+                if call.acts_on_process() && !matches!(call, Call::Fork { .. } | Call::Exit) =>
+            {
+                self.model
+                    .call(pid, call)
+                    .map_err(|e| BackendError::from_call(proc, e))
+            }
+            _ => self.call(proc, call),
         }
     }
 
@@ -155,6 +182,85 @@ impl Backend for ModelBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `call_same_proc` gives what `call` gives when the caller keeps its
+    /// promise (the same process name as the previous call): through
+    /// fork, exit, calls in a process that is gone, failing calls and
+    /// machine-wide settings issued in a process that does not exist. Two
+    /// backends run the same steps, one always through `call`; every
+    /// result and the final state of every process agree.
+    #[test]
+    fn call_same_proc_answers_what_call_answers() {
+        use ptlab_model::{MapFlags, Prot, ThpKnob, ThpMode};
+        let base = 0x7f00_0000_0000u64;
+        let mmap = |addr: u64| Call::Mmap {
+            addr,
+            len: 0x10000,
+            prot: Prot::READ | Prot::WRITE,
+            flags: MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED,
+        };
+        let write = |start: u64, tag: u64| Call::Access {
+            start,
+            len: 0x2000,
+            write: true,
+            tag: Some(tag),
+        };
+        let unmap = |addr: u64| Call::Munmap { addr, len: 0x1000 };
+        let fork = |c: &str| Call::Fork {
+            child: c.to_string(),
+        };
+        let thp = Call::SetThp {
+            knob: ThpKnob::TopLevel,
+            mode: ThpMode::Never,
+        };
+        let steps: Vec<(&str, Call)> = vec![
+            ("main", mmap(base)),
+            ("main", write(base, 1)),
+            ("main", fork("a")),
+            ("a", write(base + 0x2000, 2)),
+            ("a", unmap(base)),
+            ("a", unmap(base + 0x1000)),
+            // A machine-wide setting named after no process, then a
+            // process call in that name: no such process.
+            ("b", thp.clone()),
+            ("b", unmap(base)),
+            ("b", unmap(base)),
+            ("main", write(base + 0x4000, 3)),
+            // A failing call keeps the process.
+            ("main", unmap(base + 1)),
+            ("main", unmap(base + 0x3000)),
+            ("a", Call::Exit),
+            ("a", unmap(base + 0x4000)),
+            ("a", unmap(base + 0x4000)),
+            ("main", fork("a")),
+            ("main", fork("a")),
+            ("a", write(base + 0x6000, 4)),
+            ("a", thp),
+            ("a", unmap(base + 0x6000)),
+            ("a", fork("b")),
+            ("b", write(base + 0x8000, 5)),
+            ("b", Call::Exit),
+            ("a", unmap(base + 0x8000)),
+        ];
+        let mut plain = ModelBackend::new(ModelConfig::default());
+        let mut hinted = ModelBackend::new(ModelConfig::default());
+        let mut hints = 0;
+        for (i, (proc, call)) in steps.iter().enumerate() {
+            let want = plain.call(proc, call);
+            let same = i > 0 && steps[i - 1].0 == *proc;
+            let got = if same {
+                hints += 1;
+                hinted.call_same_proc(proc, call)
+            } else {
+                hinted.call(proc, call)
+            };
+            assert_eq!(got, want, "step {i}: {proc} {call:?}");
+        }
+        assert!(hints >= 12, "{hints}");
+        for proc in ["main", "a", "b"] {
+            assert_eq!(hinted.observe(proc), plain.observe(proc), "process {proc}");
+        }
+    }
 
     /// The remembered name → pid of the last call follows fork and exit:
     /// a process that exits and is forked again under the same name is
