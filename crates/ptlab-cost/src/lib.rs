@@ -1038,6 +1038,50 @@ mod tests {
         );
     }
 
+    /// xeon-spr is priced for its own core (issue 15): no price is carried
+    /// over from the zen3 estimates, the locked read-modify-writes are the
+    /// 19 Golden Cove cycles uops.info measures for LOCK CMPXCHG at the
+    /// profile's clock, and its predictions are not zen3's.
+    #[test]
+    fn xeon_spr_is_priced_for_golden_cove_not_copied_from_zen3() {
+        let spr = find_profile("xeon-spr").unwrap();
+        let zen = find_profile("zen3").unwrap();
+        let price =
+            |p: &Profile, e: HwEvent| p.prices.iter().find(|(x, _)| *x == e).unwrap().1.clone();
+        for (e, pr) in &spr.prices {
+            assert!(
+                !pr.source.contains("zen3") && !pr.source.contains("taken over"),
+                "xeon-spr {} still cites the zen3 estimates: {}",
+                e.name(),
+                pr.source
+            );
+        }
+        for e in [
+            HwEvent::PteAtomicClear,
+            HwEvent::PteAtomicRmw,
+            HwEvent::FolioRefAtomic,
+            HwEvent::MapcountAtomic,
+        ] {
+            let pr = price(&spr, e);
+            assert_eq!(pr.basis, Basis::Derived, "{}", e.name());
+            assert!(pr.source.contains("uops.info"), "{}", e.name());
+            let cycles = pr.ns * spr.clock_ghz;
+            assert!(
+                (cycles - 19.0).abs() < 0.01,
+                "{}: {cycles} cycles",
+                e.name()
+            );
+        }
+        let src = "p = mmap 64K\nwrite p 64K\nmprotect p 64K r\n";
+        let run = |p: &Profile| {
+            predict(src, "t.ptl", ArchKind::X86_64, Before::empty(), &[], p)
+                .unwrap()
+                .ns
+        };
+        let (s, z) = (run(&spr), run(&zen));
+        assert!((s - z).abs() > 1e-6 * z, "xeon-spr predicts zen3's {z} ns");
+    }
+
     #[test]
     fn bad_profiles_are_errors_not_panics() {
         let good = builtin_profiles()[2].to_toml();
