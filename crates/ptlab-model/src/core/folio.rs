@@ -1570,6 +1570,58 @@ impl PhysMem {
         self.alloc.free(pfn, Order::ZERO);
     }
 
+    /// Up to `max` page-table pages: what that many
+    /// [`PhysMem::alloc_pt_page`] calls in a row do, for the frames single
+    /// allocations would hand out, taken in one step while they are
+    /// consecutive ([`crate::core::phys::FrameAllocator::alloc_small_run`]).
+    /// Returns `(first, n)` (`n ≥ 1`) for frames `first..first + n`;
+    /// `None` (nothing done) when memory is exhausted or `max` is 0. The
+    /// same events (`PtPageAlloc` per page), memmap and count as the
+    /// single calls. For fork's stretch of child PTE tables (issue 14).
+    /// Linux: mm/memory.c __pte_alloc() → pte_alloc_one(), once per table.
+    pub fn alloc_pt_page_run(&mut self, max: u64) -> Option<(Pfn, u64)> {
+        if max == 0 {
+            return None;
+        }
+        let (first, n) = self.alloc.alloc_small_run(max, |_| max)?;
+        if n == 0 {
+            return None;
+        }
+        self.hw.add(HwEvent::PtPageAlloc, n);
+        for k in 0..n {
+            self.memmap.set(
+                first.add(k),
+                PageMeta {
+                    refcount: 1,
+                    bits: F_ALLOCATED | F_PGTABLE,
+                },
+            );
+        }
+        self.pt_pages += n;
+        Some((first, n))
+    }
+
+    /// [`PhysMem::free_pt_page`] of the `n` page-table pages from `first`
+    /// in one step: the same events, memmap and count, the frames given
+    /// back as a range ([`crate::core::phys::Nodes::free_range`]: the free
+    /// lists end as after single frees). For exit's stretch of PTE tables.
+    pub fn free_pt_page_range(&mut self, first: Pfn, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.hw.add(HwEvent::PtPageFree, n);
+        for k in 0..n {
+            debug_assert_ne!(
+                self.memmap.get(first.add(k)).bits & F_PGTABLE,
+                0,
+                "freeing a frame that is no page-table page"
+            );
+            self.memmap.set(first.add(k), PageMeta::default());
+        }
+        self.pt_pages -= n;
+        self.alloc.free_range(first, n);
+    }
+
     /// The huge zero folio, allocating it on first use.
     /// Linux: mm/huge_memory.c get_huge_zero_folio() (counts thp_zero_page_alloc).
     pub fn get_huge_zero(&mut self) -> Option<Pfn> {
