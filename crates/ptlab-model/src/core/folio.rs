@@ -423,6 +423,50 @@ impl Memmap {
         self.update(pfn, |p| *p = m);
     }
 
+    /// [`Memmap::set`] of the `n` frames from `first` to a page-table
+    /// page's meta (`alloc`: each frame free before) or back to the
+    /// default (each a page-table page before), one section at a time:
+    /// the section's first frame (allocating) or last frame (freeing)
+    /// through `set`, which makes or drops the section, the others in
+    /// place. Page-table pages hold no tag, so no tag changes.
+    fn set_pt_range(&mut self, first: Pfn, n: u64, alloc: bool) {
+        let pt = PageMeta {
+            refcount: 1,
+            bits: F_ALLOCATED | F_PGTABLE,
+        };
+        let mut k = 0;
+        while k < n {
+            let pfn = first.add(k);
+            let (s, i) = Self::split(pfn);
+            let in_sec = (SECTION_FRAMES - i as u64).min(n - k) as usize;
+            if alloc {
+                self.set(pfn, pt);
+            }
+            let sec = self
+                .section_mut(s)
+                .expect("a section with a page-table page");
+            let rest = if alloc { 1..in_sec } else { 0..in_sec - 1 };
+            for j in rest {
+                let x = i + j;
+                debug_assert_eq!(sec.get(x), if alloc { PageMeta::default() } else { pt });
+                debug_assert_eq!(sec.tags.get(x as u16), 0);
+                if alloc {
+                    sec.bits[x] = pt.bits;
+                    sec.refs[x] = 1;
+                    sec.used += 1;
+                } else {
+                    sec.bits[x] = 0;
+                    sec.refs[x] = 0;
+                    sec.used -= 1;
+                }
+            }
+            if !alloc {
+                self.set(first.add(k + in_sec as u64 - 1), PageMeta::default());
+            }
+            k += in_sec as u64;
+        }
+    }
+
     /// The tag page `pfn` holds (0 for a frame with no meta).
     fn tag(&self, pfn: Pfn) -> u64 {
         let (s, i) = Self::split(pfn);
@@ -1588,15 +1632,7 @@ impl PhysMem {
             return None;
         }
         self.hw.add(HwEvent::PtPageAlloc, n);
-        for k in 0..n {
-            self.memmap.set(
-                first.add(k),
-                PageMeta {
-                    refcount: 1,
-                    bits: F_ALLOCATED | F_PGTABLE,
-                },
-            );
-        }
+        self.memmap.set_pt_range(first, n, true);
         self.pt_pages += n;
         Some((first, n))
     }
@@ -1610,14 +1646,7 @@ impl PhysMem {
             return;
         }
         self.hw.add(HwEvent::PtPageFree, n);
-        for k in 0..n {
-            debug_assert_ne!(
-                self.memmap.get(first.add(k)).bits & F_PGTABLE,
-                0,
-                "freeing a frame that is no page-table page"
-            );
-            self.memmap.set(first.add(k), PageMeta::default());
-        }
+        self.memmap.set_pt_range(first, n, false);
         self.pt_pages -= n;
         self.alloc.free_range(first, n);
     }

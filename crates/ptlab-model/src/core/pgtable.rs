@@ -1341,10 +1341,12 @@ impl PageTables {
             return;
         }
         let mut a = addr;
+        // `t` stays in the store while its children go: found once.
+        let ts = self.tables.slot(&t.0).expect("table exists");
         loop {
             let next = ((a / span) + 1).saturating_mul(span).min(end);
             let i = index(level, a);
-            if let Entry::Table(child) = self.decode(level, self.tables[&t.0].raw(i)) {
+            if let Entry::Table(child) = self.decode(level, self.tables.at(ts).raw(i)) {
                 let child_level = level - 1;
                 if child_level >= 1 && level > 2 {
                     self.free_level(child, child_level, a, next, floor, ceiling, phys);
