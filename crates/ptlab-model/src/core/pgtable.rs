@@ -120,6 +120,7 @@ impl Tables {
     fn recent_entry(&self, pfn: u64) -> &std::cell::Cell<(u64, u32)> {
         &self.recent[pfn as usize & (RECENT_TABLES - 1)]
     }
+    #[inline]
     fn slot(&self, pfn: &u64) -> Option<u32> {
         let e = self.recent_entry(*pfn);
         let (k, s) = e.get();
@@ -797,6 +798,7 @@ impl PageTables {
     /// it (no event counted), for per-segment loops that count the loads
     /// they stand for themselves. A compact table ([`store`]) is read
     /// through its runs, never copied.
+    #[inline]
     pub(crate) fn pte_entries(&self, va: u64) -> Option<(Entries<'_>, usize)> {
         Some((self.pte_tbl(va)?.entries(), index(1, va)))
     }

@@ -212,14 +212,16 @@ fn copy_thp_tables(
         return Ok(0);
     }
     // The child's slots after the first must be empty (read off the
-    // child's PMD table once).
-    let empty_end = s
-        + PMD_SIZE
-        + dst
-            .pt
-            .pmd_none_stretch(s + PMD_SIZE, end.saturating_sub(s) / PMD_SIZE)
-            * PMD_SIZE;
-    let child_empty = |va| va < empty_end;
+    // child's PMD table once, when the parent's first table qualifies).
+    let empty_end = std::cell::OnceCell::new();
+    let child_empty = |va| {
+        va < *empty_end.get_or_init(|| {
+            let n = dst
+                .pt
+                .pmd_none_stretch(s + PMD_SIZE, end.saturating_sub(s) / PMD_SIZE);
+            s + PMD_SIZE + n * PMD_SIZE
+        })
+    };
     let Some((k, _, _)) = crate::mm::zap::whole_thp_tables(src, phys, s, end, child_empty) else {
         return Ok(0);
     };
