@@ -18,7 +18,9 @@ mod common;
 use common::switch_prop::{op, populated, run, ARENA, BASE};
 use proptest::prelude::*;
 use ptlab_model::diag::{taken, Step};
-use ptlab_model::{ArchKind, Sections};
+use ptlab_model::{
+    Advice, ArchKind, MapFlags, Model, ModelConfig, Prot, Sections, ThpKnob, ThpMode,
+};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
@@ -130,5 +132,94 @@ fn fork_and_exit_of_populated_tables() {
             assert_eq!(outs[0].1, outs[1].1, "{arch:?} order {order}");
             assert_eq!(outs[0].2, outs[1].2, "{arch:?} order {order}");
         }
+    }
+}
+
+/// Fork's and exit's whole-table steps where the child's PTE tables get
+/// scattered frames: order-0 pages freed in an irregular pattern (lone
+/// frames and buddy pairs) before each fork, so that single allocations
+/// hand out frames neither consecutive nor in address order. The child's
+/// tables of a stretch are allocated in one step
+/// (`core/pgtable/stretch.rs` pte_alloc_stretch(): the frames single
+/// allocations would hand out, run by run) and freed in one step by exit
+/// (free_pte_table_stretch(): the frames given back range by range); with
+/// the steps on and off, on both arches, every observation, event, call
+/// and rule hit must be equal, and so must the free lists after each exit
+/// (the next 64 frames single allocations would hand out) and after each
+/// fork.
+#[test]
+fn thp_table_steps_with_scattered_table_frames() {
+    const BIG: u64 = 64 << 20;
+    const HOLES: u64 = BASE + (1 << 30);
+    // Which pages of the 256-page hole region are given back (a mix of
+    // lone frames and adjacent pairs).
+    let freed: Vec<u64> = (0..256u64)
+        .filter(|i| (i * i + 3 * i) % 7 < 2 || i % 29 == 0)
+        .collect();
+    // The next frames single page-table page allocations would get.
+    fn next_frames(m: &Model) -> String {
+        let mut p = m.phys().clone();
+        format!(
+            "{:?}\n",
+            (0..64).map(|_| p.alloc_pt_page()).collect::<Vec<_>>()
+        )
+    }
+    for arch in ArchKind::ALL {
+        let mut outs = Vec::new();
+        for fork_runs in [true, false] {
+            let mut cfg = ModelConfig::for_arch(arch);
+            cfg.fork_runs = fork_runs;
+            let mut m = Model::new(cfg);
+            m.set_thp(ThpKnob::Size(9), ThpMode::Always).unwrap();
+            let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+            let rw = Prot::READ | Prot::WRITE;
+            m.mmap(1, BASE, BIG, rw, f).unwrap();
+            m.access_range(1, BASE, BIG, true, None).unwrap();
+            for slot in (BASE..BASE + BIG).step_by(1 << 21) {
+                m.madvise(1, slot, 4096, Advice::DontFork).unwrap();
+                m.madvise(1, slot, 4096, Advice::DoFork).unwrap();
+            }
+            m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
+            m.mmap(1, HOLES, 256 << 12, rw, f).unwrap();
+            let mut text = String::new();
+            for round in 0..3u64 {
+                // Order-0 pages, then the pattern given back.
+                m.access_range(1, HOLES, 256 << 12, true, None).unwrap();
+                for &i in &freed {
+                    m.madvise(1, HOLES + (i << 12), 4096, Advice::DontNeed)
+                        .unwrap();
+                }
+                text.push_str(&next_frames(&m));
+                let steps = taken(Step::ForkTables);
+                let c = m.fork(1).unwrap();
+                // Taken on every fork after the first (more than once
+                // where the parent's writes broke the folio run up).
+                let n_taken = taken(Step::ForkTables) - steps;
+                assert_eq!(
+                    n_taken > 0,
+                    fork_runs && round > 0,
+                    "{arch:?} round {round}: {n_taken}"
+                );
+                m.check_invariants().unwrap();
+                text.push_str(&next_frames(&m));
+                text.push_str(&m.observe(c, "child").render(Sections::ALL));
+                let r = m.access_range(1, BASE + round * (BIG / 4), 1 << 20, true, None);
+                text.push_str(&format!("write: {r:?}\n"));
+                let r = m.exit(c);
+                text.push_str(&format!("exit: {r:?}\n"));
+                m.check_invariants().unwrap();
+                text.push_str(&format!(
+                    "after exit: {} table pages, {} frames allocated\n",
+                    m.phys().pt_pages,
+                    m.phys().frames_allocated()
+                ));
+                text.push_str(&next_frames(&m));
+                text.push_str(&m.observe(1, "parent").render(Sections::ALL));
+            }
+            outs.push((text, m.hw_events(), m.coverage()));
+        }
+        assert_eq!(outs[0].0, outs[1].0, "{arch:?}");
+        assert_eq!(outs[0].1, outs[1].1, "{arch:?}");
+        assert_eq!(outs[0].2, outs[1].2, "{arch:?}");
     }
 }

@@ -423,6 +423,50 @@ impl Memmap {
         self.update(pfn, |p| *p = m);
     }
 
+    /// [`Memmap::set`] of the `n` frames from `first` to a page-table
+    /// page's meta (`alloc`: each frame free before) or back to the
+    /// default (each a page-table page before), one section at a time:
+    /// the section's first frame (allocating) or last frame (freeing)
+    /// through `set`, which makes or drops the section, the others in
+    /// place. Page-table pages hold no tag, so no tag changes.
+    fn set_pt_range(&mut self, first: Pfn, n: u64, alloc: bool) {
+        let pt = PageMeta {
+            refcount: 1,
+            bits: F_ALLOCATED | F_PGTABLE,
+        };
+        let mut k = 0;
+        while k < n {
+            let pfn = first.add(k);
+            let (s, i) = Self::split(pfn);
+            let in_sec = (SECTION_FRAMES - i as u64).min(n - k) as usize;
+            if alloc {
+                self.set(pfn, pt);
+            }
+            let sec = self
+                .section_mut(s)
+                .expect("a section with a page-table page");
+            let rest = if alloc { 1..in_sec } else { 0..in_sec - 1 };
+            for j in rest {
+                let x = i + j;
+                debug_assert_eq!(sec.get(x), if alloc { PageMeta::default() } else { pt });
+                debug_assert_eq!(sec.tags.get(x as u16), 0);
+                if alloc {
+                    sec.bits[x] = pt.bits;
+                    sec.refs[x] = 1;
+                    sec.used += 1;
+                } else {
+                    sec.bits[x] = 0;
+                    sec.refs[x] = 0;
+                    sec.used -= 1;
+                }
+            }
+            if !alloc {
+                self.set(first.add(k + in_sec as u64 - 1), PageMeta::default());
+            }
+            k += in_sec as u64;
+        }
+    }
+
     /// The tag page `pfn` holds (0 for a frame with no meta).
     fn tag(&self, pfn: Pfn) -> u64 {
         let (s, i) = Self::split(pfn);
@@ -1568,6 +1612,43 @@ impl PhysMem {
         self.memmap.set(pfn, PageMeta::default());
         self.pt_pages -= 1;
         self.alloc.free(pfn, Order::ZERO);
+    }
+
+    /// Up to `max` page-table pages: what that many
+    /// [`PhysMem::alloc_pt_page`] calls in a row do, for the frames single
+    /// allocations would hand out, taken in one step while they are
+    /// consecutive ([`crate::core::phys::FrameAllocator::alloc_small_run`]).
+    /// Returns `(first, n)` (`n ≥ 1`) for frames `first..first + n`;
+    /// `None` (nothing done) when memory is exhausted or `max` is 0. The
+    /// same events (`PtPageAlloc` per page), memmap and count as the
+    /// single calls. For fork's stretch of child PTE tables (issue 14).
+    /// Linux: mm/memory.c __pte_alloc() → pte_alloc_one(), once per table.
+    pub fn alloc_pt_page_run(&mut self, max: u64) -> Option<(Pfn, u64)> {
+        if max == 0 {
+            return None;
+        }
+        let (first, n) = self.alloc.alloc_small_run(max, |_| max)?;
+        if n == 0 {
+            return None;
+        }
+        self.hw.add(HwEvent::PtPageAlloc, n);
+        self.memmap.set_pt_range(first, n, true);
+        self.pt_pages += n;
+        Some((first, n))
+    }
+
+    /// [`PhysMem::free_pt_page`] of the `n` page-table pages from `first`
+    /// in one step: the same events, memmap and count, the frames given
+    /// back as a range ([`crate::core::phys::Nodes::free_range`]: the free
+    /// lists end as after single frees). For exit's stretch of PTE tables.
+    pub fn free_pt_page_range(&mut self, first: Pfn, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.hw.add(HwEvent::PtPageFree, n);
+        self.memmap.set_pt_range(first, n, false);
+        self.pt_pages -= n;
+        self.alloc.free_range(first, n);
     }
 
     /// The huge zero folio, allocating it on first use.

@@ -98,6 +98,11 @@ struct Tables {
     slab: Vec<Option<Table>>,
     free: Vec<u32>,
     index: PfnMap<u32>,
+    /// The frame of each slab slot's table (0 for a free slot: frame 0 is
+    /// never a table), so a caller that can guess a table's slot (the
+    /// slot after the previous table's, for tables made in a row) checks
+    /// the guess without hashing ([`Tables::slot_hinted`]).
+    pfns: Vec<u64>,
     /// `(recent_key(pfn), slot)`, or `(0, _)`: no frame.
     recent: [std::cell::Cell<(u64, u32)>; RECENT_TABLES],
 }
@@ -115,6 +120,7 @@ impl Tables {
     fn recent_entry(&self, pfn: u64) -> &std::cell::Cell<(u64, u32)> {
         &self.recent[pfn as usize & (RECENT_TABLES - 1)]
     }
+    #[inline]
     fn slot(&self, pfn: &u64) -> Option<u32> {
         let e = self.recent_entry(*pfn);
         let (k, s) = e.get();
@@ -128,6 +134,18 @@ impl Tables {
     fn at(&self, slot: u32) -> &Table {
         self.slab[slot as usize].as_ref().expect("live table slot")
     }
+    /// [`Tables::slot`] of `pfn`, trying slot `hint` first.
+    #[inline]
+    fn slot_hinted(&self, pfn: u64, hint: u32) -> Option<u32> {
+        if self.pfns.get(hint as usize) == Some(&pfn) {
+            return Some(hint);
+        }
+        self.slot(&pfn)
+    }
+    /// Room in the frame index for `n` more tables.
+    fn reserve(&mut self, n: usize) {
+        self.index.reserve(n);
+    }
     fn at_mut(&mut self, slot: u32) -> &mut Table {
         self.slab[slot as usize].as_mut().expect("live table slot")
     }
@@ -139,16 +157,19 @@ impl Tables {
         let s = match self.free.pop() {
             Some(s) => {
                 self.slab[s as usize] = Some(t);
+                self.pfns[s as usize] = pfn;
                 s
             }
             None => {
                 self.slab.push(Some(t));
+                self.pfns.push(pfn);
                 (self.slab.len() - 1) as u32
             }
         };
         self.recent_entry(pfn).set((recent_key(pfn), s));
         if let Some(old) = self.index.insert(pfn, s) {
             self.slab[old as usize] = None;
+            self.pfns[old as usize] = 0;
             self.free.push(old);
             return true;
         }
@@ -161,6 +182,7 @@ impl Tables {
         }
         let s = self.index.remove(pfn)?;
         self.free.push(s);
+        self.pfns[s as usize] = 0;
         self.slab[s as usize].take()
     }
     fn len(&self) -> usize {
@@ -284,6 +306,13 @@ impl PageTables {
         self.tables.len()
     }
 
+    /// Room for `n` more tables in the tree's frame index (fork: the
+    /// child's tree grows to about its parent's table count; no effect
+    /// on any result).
+    pub(crate) fn reserve_tables(&mut self, n: usize) {
+        self.tables.reserve(n);
+    }
+
     pub fn table(&self, pfn: Pfn) -> Option<&Table> {
         self.tables.get(&pfn.0)
     }
@@ -293,6 +322,7 @@ impl PageTables {
     /// run: [`Table::entry_bytes`]).
     pub fn memory_bytes(&self) -> usize {
         self.tables.capacity() * std::mem::size_of::<Option<Table>>()
+            + self.tables.pfns.capacity() * 8
             + self.tables.len() * 16
             + self.spare.as_ref().map_or(0, |_| PTRS_PER_TABLE * 8)
             + self
@@ -768,6 +798,7 @@ impl PageTables {
     /// it (no event counted), for per-segment loops that count the loads
     /// they stand for themselves. A compact table ([`store`]) is read
     /// through its runs, never copied.
+    #[inline]
     pub(crate) fn pte_entries(&self, va: u64) -> Option<(Entries<'_>, usize)> {
         Some((self.pte_tbl(va)?.entries(), index(1, va)))
     }
@@ -1312,10 +1343,12 @@ impl PageTables {
             return;
         }
         let mut a = addr;
+        // `t` stays in the store while its children go: found once.
+        let ts = self.tables.slot(&t.0).expect("table exists");
         loop {
             let next = ((a / span) + 1).saturating_mul(span).min(end);
             let i = index(level, a);
-            if let Entry::Table(child) = self.decode(level, self.tables[&t.0].raw(i)) {
+            if let Entry::Table(child) = self.decode(level, self.tables.at(ts).raw(i)) {
                 let child_level = level - 1;
                 if child_level >= 1 && level > 2 {
                     self.free_level(child, child_level, a, next, floor, ceiling, phys);

@@ -261,6 +261,7 @@ pub(crate) fn change_small_run(
 /// the hint is the block), so `step` sees each block's entry without a
 /// decode and the blocks' reads are counted together
 /// (`contpte::count_uniform_block_reads()`).
+#[inline]
 pub(crate) fn folio_pte_batch_scan(
     pt: &PageTables,
     va: u64,

@@ -49,6 +49,9 @@ impl Model {
             procs, phys, ids, ..
         } = self;
         let src = procs.get_mut(&parent).ok_or(Errno::ESRCH)?;
+        // The child's tree grows to about the parent's size: its frame
+        // index sized once rather than grown table by table.
+        pt.reserve_tables(src.pt.table_count());
         let mut dst = Mm {
             pid: child,
             vmas: Default::default(),
@@ -208,8 +211,17 @@ fn copy_thp_tables(
     {
         return Ok(0);
     }
-    // The child's slots after the first must be empty.
-    let child_empty = |va| matches!(dst.pt.pmd(va), crate::core::pgtable::PmdSlot::None);
+    // The child's slots after the first must be empty (read off the
+    // child's PMD table once, when the parent's first table qualifies).
+    let empty_end = std::cell::OnceCell::new();
+    let child_empty = |va| {
+        va < *empty_end.get_or_init(|| {
+            let n = dst
+                .pt
+                .pmd_none_stretch(s + PMD_SIZE, end.saturating_sub(s) / PMD_SIZE);
+            s + PMD_SIZE + n * PMD_SIZE
+        })
+    };
     let Some((k, _, _)) = crate::mm::zap::whole_thp_tables(src, phys, s, end, child_empty) else {
         return Ok(0);
     };
@@ -218,14 +230,12 @@ fn copy_thp_tables(
     if phys.frames().saturating_sub(phys.frames_allocated()) < k + 4 {
         return Ok(0);
     }
-    let table = |pt: &PageTables, va: u64| -> Option<Vec<u64>> {
-        let (e, _) = pt.pte_entries(va)?;
-        Some(e.iter().collect())
-    };
+    // The parent's first table: one run of 512 entries (whole_thp_tables()).
+    let run_of = |pt: &PageTables, va: u64| pt.pte_entries(va).and_then(|(e, _)| e.run_at(0));
     let Entry::Leaf(first) = src.pt.pte_peek(s) else {
         return Ok(0);
     };
-    let parent_before = table(&src.pt, s);
+    let parent_before = run_of(&src.pt, s);
     // The child's table as copy_pte_range() allocates it, its events
     // counted as they happen (the other tables' allocations likewise).
     dst.pt.pte_alloc(s, phys).ok_or(Errno::ENOMEM)?;
@@ -235,18 +245,23 @@ fn copy_thp_tables(
     copy_pte_range(src, dst, phys, q.segment(), c, batch)?;
     // The first table's copy as the others' pattern: the parent's table
     // unchanged, the child's one run of present entries a frame apart.
-    let step = match src.pt.pte_entries(s).and_then(|(e, _)| e.run_at(0)) {
+    // (The parent's table after the copy as one run of 512 entries equal
+    // to the run before: the same entries.)
+    let parent_after = run_of(&src.pt, s);
+    let step = match parent_after {
         Some(r) if r.len as usize == PTRS_PER_TABLE => r.step,
         _ => return Ok(1),
     };
-    let child = table(&dst.pt, s).unwrap_or_default();
-    let c_first = child.first().copied().unwrap_or(0);
-    let child_run = child.len() == PTRS_PER_TABLE
-        && child
-            .iter()
-            .enumerate()
-            .all(|(i, &e)| e == c_first.wrapping_add(step.wrapping_mul(i as u64)));
-    if parent_before != table(&src.pt, s)
+    let Some((child, _)) = dst.pt.pte_entries(s) else {
+        return Ok(1);
+    };
+    let c_first = child.raw(0);
+    let child_run = match child.run_at(0) {
+        Some(r) if r.len as usize == PTRS_PER_TABLE => r.step == step,
+        _ => (0..PTRS_PER_TABLE)
+            .all(|i| child.raw(i) == c_first.wrapping_add(step.wrapping_mul(i as u64))),
+    };
+    if parent_before != parent_after
         || !child_run
         || phys.stats != stats
         || dst.rss_anon != rss + PTRS_PER_TABLE as u64
@@ -265,11 +280,16 @@ fn copy_thp_tables(
     // The frame distance of one folio in the raw encoding (the parent's
     // tables were matched against it).
     let folio_step = step.wrapping_mul(nr);
-    for j in 1..k {
+    // pte_alloc() of each empty slot (checked above), under the PMD table
+    // the first table's went into, in one step (nothing between two of
+    // the kernel's allocations allocates: the pages are those single
+    // allocations hand out); then each table written.
+    let mut slots = Vec::with_capacity(k as usize - 1);
+    let allocated = dst
+        .pt
+        .pte_alloc_stretch(s + PMD_SIZE, k - 1, phys, &mut slots);
+    for (j, &slot) in (1..k).zip(&slots) {
         let va = s + j * PMD_SIZE;
-        // pte_alloc() of the empty slot (checked above), under the PMD
-        // table the first table's went into.
-        let slot = dst.pt.pte_alloc_empty(va, phys).ok_or(Errno::ENOMEM)?;
         let mut t = dst.pt.pte_table_in(slot, va);
         let first = c_first.wrapping_add(folio_step.wrapping_mul(j));
         t.write_affine(
@@ -279,6 +299,10 @@ fn copy_thp_tables(
             step,
             crate::core::pgtable::Run::PRESENT,
         );
+    }
+    if !allocated {
+        // Not reached: room for every table was checked above.
+        return Err(Errno::ENOMEM);
     }
     dst.rss_anon += (k - 1) * nr;
     crate::core::diag::took(crate::core::diag::Step::ForkTables);

@@ -11,7 +11,7 @@
 //! [`PageTables::free_pte_table_stretch`] is what `free_pgtables()` does
 //! to each table (`free_pte_range()`: `pmd_clear()` and the page freed).
 
-use super::{index, PageTables, PmdSlot};
+use super::{index, run_kinds, PageTables, PmdSlot, Run};
 use crate::core::addr::{Pfn, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
 use crate::core::arch::{Entry, PteTable, TableView};
 use crate::core::folio::PhysMem;
@@ -35,16 +35,42 @@ impl PageTables {
             .min(PTRS_PER_TABLE - i0);
         let tbl = self.tables.at(pmd);
         let mut out = Vec::with_capacity(n);
+        // Tables made in a row sit in consecutive slab slots: each slot
+        // guessed as the one after the previous table's, checked against
+        // the slot's frame, else looked up.
+        let mut hint = u32::MAX;
         for i in i0..i0 + n {
             let Entry::Table(p) = self.decode(2, tbl.raw(i)) else {
                 break;
             };
-            let Some(s) = self.tables.slot(&p.0) else {
+            let Some(s) = self.tables.slot_hinted(p.0, hint.wrapping_add(1)) else {
                 break;
             };
             out.push((p, s));
+            hint = s;
         }
         out
+    }
+
+    /// How many consecutive PMD slots from `va` (PMD-aligned), at most
+    /// `max` and within `va`'s PUD slot, hold neither a PTE table nor a
+    /// PMD leaf (what [`PageTables::pmd`] reports as [`PmdSlot::None`]):
+    /// all of them when there is no PMD table. Reads the PMD table once;
+    /// counts nothing.
+    pub(crate) fn pmd_none_stretch(&self, va: u64, max: u64) -> u64 {
+        debug_assert_eq!(va & (PMD_SIZE - 1), 0);
+        let n = max.min((PUD_SIZE - (va & (PUD_SIZE - 1))) / PMD_SIZE);
+        let Some((_, pmd)) = self.pmd_table(va) else {
+            return n;
+        };
+        let i0 = index(2, va);
+        let tbl = self.tables.at(pmd);
+        (0..n)
+            .take_while(|&j| {
+                let raw = tbl.raw(i0 + j as usize);
+                raw == 0 || !matches!(self.decode(2, raw), Entry::Table(_) | Entry::Leaf(_))
+            })
+            .count() as u64
     }
 
     /// The entries of the PTE table in slab slot `slot` (from
@@ -75,6 +101,10 @@ impl PageTables {
     /// returning its slab slot (`None`: out of memory, nothing changed).
     /// The same events and state as [`PageTables::pte_alloc`] there.
     /// Linux: mm/memory.c __pte_alloc() → pmd_populate().
+    /// (Fork allocates a stretch's tables with
+    /// [`PageTables::pte_alloc_stretch`]; this one-table form is the
+    /// tests' reference for it.)
+    #[cfg(test)]
     pub(crate) fn pte_alloc_empty(&mut self, va: u64, phys: &mut PhysMem) -> Option<u32> {
         let (pmd_t, pmd) = self.pmd_table(va)?;
         let i = index(2, va);
@@ -86,6 +116,82 @@ impl PageTables {
         let raw = self.arch.ops().encode_table(2, p);
         self.write_raw(pmd_t, 2, i, raw);
         self.tables.slot(&p.0)
+    }
+
+    /// [`PageTables::pte_alloc_empty`] of the `n` consecutive PMD slots
+    /// from `va` (PMD-aligned, all under `va`'s PMD table, which exists,
+    /// and all none): the tables' pages allocated as that many single
+    /// allocations hand them out ([`PhysMem::alloc_pt_page_run`]), the
+    /// tables stored and their PMD entries written (one PMD store each;
+    /// the entries of consecutive frames spliced into a PMD table stored
+    /// as runs as one run). Appends the new tables' slab slots to `slots`
+    /// in slot order; returns `false` when memory ran out (the tables
+    /// before stay installed, as `pte_alloc()` one by one leaves them).
+    /// The same state and events as `n` calls of `pte_alloc_empty()`.
+    /// Linux: mm/memory.c copy_pmd_range() → __pte_alloc() per PMD slot.
+    pub(crate) fn pte_alloc_stretch(
+        &mut self,
+        va: u64,
+        n: u64,
+        phys: &mut PhysMem,
+        slots: &mut Vec<u32>,
+    ) -> bool {
+        debug_assert_eq!(va & (PMD_SIZE - 1), 0);
+        let Some((pmd_t, pmd)) = self.pmd_table(va) else {
+            return n == 0;
+        };
+        let i0 = index(2, va);
+        debug_assert!(i0 + n as usize <= PTRS_PER_TABLE);
+        debug_assert_eq!(self.pmd_none_stretch(va, n), n);
+        self.tables.reserve(n as usize);
+        let arch = self.arch.ops();
+        let mut done = 0u64;
+        while done < n {
+            let Some((first, m)) = phys.alloc_pt_page_run(n - done) else {
+                return false;
+            };
+            for j in 0..m {
+                self.insert_table(first.add(j), 1);
+                slots.push(self.tables.slot(&first.add(j).0).expect("just stored"));
+            }
+            // The m PMD entries: table descriptors of consecutive frames,
+            // an affine run when the encoder's frame field is (checked at
+            // the second and last entry), stored as one run where the PMD
+            // table is kept as runs; else one write each.
+            let i = i0 + done as usize;
+            let raw0 = arch.encode_table(2, first);
+            let step = if m > 1 {
+                arch.encode_table(2, first.add(1)).wrapping_sub(raw0)
+            } else {
+                0
+            };
+            let last = arch.encode_table(2, first.add(m - 1));
+            let kinds = run_kinds(arch, &[raw0]);
+            let affine = last == raw0.wrapping_add(step.wrapping_mul(m - 1))
+                && run_kinds(arch, &[last]) == kinds;
+            let spliced = affine && {
+                self.walk_cache.set([None; 2]);
+                let run = Run {
+                    start: i as u16,
+                    len: m as u16,
+                    kinds,
+                    first: raw0,
+                    step,
+                };
+                let t = self.tables.at_mut(pmd);
+                t.is_compact() && t.splice(i, i + m as usize, Some(run))
+            };
+            if spliced {
+                self.hw.add(HwEvent::PmdStore, m);
+            } else {
+                for j in 0..m {
+                    let raw = arch.encode_table(2, first.add(j));
+                    self.write_raw(pmd_t, 2, i + j as usize, raw);
+                }
+            }
+            done += m;
+        }
+        true
     }
 
     /// Free the PTE tables `tables` of the consecutive PMD slots from `va`
@@ -105,10 +211,33 @@ impl PageTables {
             return;
         };
         let i0 = index(2, va);
-        for (j, &(p, _)) in tables.iter().enumerate() {
-            debug_assert_eq!(self.pmd(va + j as u64 * PMD_SIZE), PmdSlot::Table(p));
-            self.remove_table(p);
-            phys.free_pt_page(p);
+        if cfg!(debug_assertions) {
+            for (j, &(p, _)) in tables.iter().enumerate() {
+                debug_assert_eq!(self.pmd(va + j as u64 * PMD_SIZE), PmdSlot::Table(p));
+            }
+        }
+        // remove_table() of each, with the slots in hand: the walk caches
+        // cleared once, the hot tables forgotten, each table taken out.
+        self.walk_cache.set([None; 2]);
+        self.pmd_cache.set(None);
+        for &(p, s) in tables {
+            for h in &mut self.hot {
+                if *h == Some(s) {
+                    *h = None;
+                }
+            }
+            self.tables.remove(&p.0);
+        }
+        // The pages, a range of consecutive frames at a time.
+        let mut j = 0;
+        while j < tables.len() {
+            let first = tables[j].0;
+            let mut m = 1;
+            while j + m < tables.len() && tables[j + m].0 == first.add(m as u64) {
+                m += 1;
+            }
+            phys.free_pt_page_range(first, m as u64);
+            j += m;
         }
         self.clear_pmd_entries(pmd, i0, i0 + tables.len());
     }
@@ -143,24 +272,57 @@ mod tests {
     use super::*;
     use crate::core::arch::ArchKind;
 
-    /// A tree with `n` PTE tables from PMD slot 3, the first by
-    /// `pte_alloc()`, the others by `pte_alloc_empty()` (`stretch`) or
-    /// `pte_alloc()`; with `gaps`, a page allocated between tables, so the
-    /// PMD entries are no affine run (the PMD table goes dense).
-    fn tree(arch: ArchKind, runs: bool, gaps: bool, stretch: bool) -> (PageTables, PhysMem) {
+    /// How the tables of [`tree`] after the first are made.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Make {
+        /// `pte_alloc()` each.
+        PerTable,
+        /// `pte_alloc_empty()` each.
+        Empty,
+        /// `pte_alloc_stretch()` of all of them.
+        Stretch,
+    }
+
+    /// A tree with 12 PTE tables from PMD slot 3, the first by
+    /// `pte_alloc()`, the others as `make` says; with `gaps`, some frames
+    /// of a block freed first (lone frames and buddy pairs) so that single
+    /// allocations hand out scattered frames, not in address order: the
+    /// PMD entries are then no affine run (the PMD table goes dense).
+    fn tree(arch: ArchKind, runs: bool, gaps: bool, make: Make) -> (PageTables, PhysMem) {
         let mut phys = PhysMem::new(1 << 16);
         let mut pt = PageTables::new(arch, &mut phys).expect("tables");
         pt.set_pte_runs(runs);
+        if gaps {
+            let held: Vec<Pfn> = (0..64)
+                .map(|_| phys.alloc_pt_page().expect("memory"))
+                .collect();
+            for i in [0, 1, 3, 4, 5, 9, 16, 17, 25, 30, 31, 32, 40, 50, 51, 60] {
+                phys.free_pt_page(held[i]);
+            }
+        }
         for j in 0..12u64 {
             let va = (3 + j) * PMD_SIZE;
-            if stretch && j > 0 {
-                let slot = pt.pte_alloc_empty(va, &mut phys).expect("memory");
-                assert_eq!(pt.tables.slot(&pt.table_at(va, 1).unwrap().0), Some(slot));
-            } else {
-                pt.pte_alloc(va, &mut phys).expect("memory");
-            }
-            if gaps {
-                phys.alloc_pt_page().expect("memory");
+            match make {
+                Make::Empty if j > 0 => {
+                    let slot = pt.pte_alloc_empty(va, &mut phys).expect("memory");
+                    assert_eq!(pt.tables.slot(&pt.table_at(va, 1).unwrap().0), Some(slot));
+                }
+                Make::Stretch if j > 0 => {
+                    assert_eq!(pt.pmd_none_stretch(va, 100), 100);
+                    let mut slots = Vec::new();
+                    assert!(pt.pte_alloc_stretch(va, 11, &mut phys, &mut slots));
+                    assert_eq!(slots.len(), 11);
+                    for (i, &slot) in slots.iter().enumerate() {
+                        let va = va + i as u64 * PMD_SIZE;
+                        assert_eq!(pt.tables.slot(&pt.table_at(va, 1).unwrap().0), Some(slot));
+                    }
+                    assert_eq!(pt.pmd_none_stretch(va, 100), 0);
+                    assert_eq!(pt.pmd_none_stretch(va + 11 * PMD_SIZE, 3), 3);
+                    break;
+                }
+                _ => {
+                    pt.pte_alloc(va, &mut phys).expect("memory");
+                }
             }
         }
         (pt, phys)
@@ -172,30 +334,43 @@ mod tests {
         let slots: Vec<PmdSlot> = (0..20).map(|j| pt.pmd(j * PMD_SIZE)).collect();
         let pmd = pt.table_at(0, 2).unwrap();
         format!(
-            "{slots:?} tables {} used {} pmd stores {} pt pages {} frames {} alloc {} free {}",
+            "{slots:?} tables {} used {} pmd stores {} pt pages {} frames {} next {:?} alloc {} free {}",
             pt.table_count(),
             pt.table(pmd).unwrap().used,
             pt.hw.snapshot().get(HwEvent::PmdStore),
             phys.pt_pages,
             phys.frames_allocated(),
+            // Which frames: the tables' and the free lists' (the next
+            // pages single allocations would hand out).
+            {
+                let mut p = phys.clone();
+                (0..8).map(|_| p.alloc_pt_page()).collect::<Vec<_>>()
+            },
             phys.hw.snapshot().get(HwEvent::PtPageAlloc),
             phys.hw.snapshot().get(HwEvent::PtPageFree),
         )
     }
 
-    /// `pte_alloc_empty()` allocates as `pte_alloc()` does,
+    /// `pte_alloc_empty()` and `pte_alloc_stretch()` allocate as
+    /// `pte_alloc()` one by one does (the same frames, also when single
+    /// allocations hand out scattered frames not in address order),
     /// `pte_table_stretch()` finds the tables the PMD slots hold, and
-    /// `free_pte_table_stretch()` leaves the tree, the pages and the
-    /// counts as freeing each table does (`free_pte_range()`: the PMD
-    /// entry cleared, the page freed), with the PMD table stored as runs
-    /// or dense, on both arches.
+    /// `free_pte_table_stretch()` leaves the tree, the pages, the free
+    /// lists and the counts as freeing each table does
+    /// (`free_pte_range()`: the PMD entry cleared, the page freed), with
+    /// the PMD table stored as runs or dense, on both arches.
     #[test]
     fn stretch_ops_equal_the_per_table_ones() {
         for arch in ArchKind::ALL {
-            for (runs, gaps) in [(true, false), (true, true), (false, false)] {
-                let (mut a, mut pa) = tree(arch, runs, gaps, false);
-                let (mut b, mut pb) = tree(arch, runs, gaps, true);
-                assert_eq!(state(&a, &pa), state(&b, &pb), "{arch:?} {runs} {gaps}");
+            for (runs, gaps, make) in [true, false]
+                .into_iter()
+                .flat_map(|r| [(r, false), (r, true)])
+                .flat_map(|(r, g)| [(r, g, Make::Empty), (r, g, Make::Stretch)])
+            {
+                let (mut a, mut pa) = tree(arch, runs, gaps, Make::PerTable);
+                let (mut b, mut pb) = tree(arch, runs, gaps, make);
+                let what = format!("{arch:?} runs {runs} gaps {gaps} {make:?}");
+                assert_eq!(state(&a, &pa), state(&b, &pb), "{what}");
                 let s = b.pte_table_stretch(3 * PMD_SIZE, 100);
                 assert_eq!(s.len(), 12);
                 for (j, &(p, _)) in s.iter().enumerate() {
@@ -209,7 +384,7 @@ mod tests {
                     a.free_pte_table(j * PMD_SIZE, &mut pa);
                 }
                 b.free_pte_table_stretch(5 * PMD_SIZE, &s[2..10], &mut pb);
-                assert_eq!(state(&a, &pa), state(&b, &pb), "{arch:?} {runs} {gaps}");
+                assert_eq!(state(&a, &pa), state(&b, &pb), "{what}");
                 assert_eq!(b.pte_table_stretch(3 * PMD_SIZE, 100).len(), 2);
             }
         }

@@ -110,6 +110,7 @@ fn gather(t: &PteRef<'_>, i: usize) -> (LeafFlags, u64) {
 /// contiguous entry.
 /// Linux: arch/arm64/include/asm/pgtable.h ptep_get(),
 /// arch/arm64/mm/contpte.c contpte_ptep_get().
+#[inline]
 pub(crate) fn count_uniform_block_reads(t: &PteRef<'_>, i: usize, blocks: u64) {
     let (_, loads) = gather(t, i);
     t.hw.call_n(KCall::PtepGet, blocks);
