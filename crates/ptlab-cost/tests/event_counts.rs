@@ -183,6 +183,61 @@ fn table_move_after() {
     );
 }
 
+/// A table move into the next 1 GiB (issue 15, eleventh session): the
+/// destination PMD lies in another PMD table, so move_normal_pmd() takes
+/// the source table's PMD lock and the destination table's
+/// (`pmd_lockptr()`, split PMD locks on both arches): 2 PTLs, where the
+/// move within one PMD table above takes 1. Around it: the destination's
+/// PMD table is allocated (1 alloc, 1 PUD store); the unmap of the old
+/// range frees the emptied source PMD table (1 free, 1 PUD store) and
+/// flushes it at PMD stride (one page-op: x86 1 INVLPG, arm64 one range
+/// TLBI). The same for a PMD-mapped THP (move_huge_pmd(): the same two
+/// locks; its own flush at PMD stride is one page-op too).
+#[test]
+fn table_move_across_pud_takes_both_pmd_locks() {
+    let across = |thp: &str| {
+        format!(
+            "thp 2M {thp}
+p = mmap 2M at 0x7f00_0000_0000 fixed
+write p 2M
+q = mremap p 2M 2M maymove fixed 0x7f00_4000_0000
+"
+        )
+    };
+    let base = [
+        ("syscall", 1),
+        ("vma_lookup", 1),
+        ("mremap_vma", 1),
+        ("pt_page_alloc", 1),
+        ("pt_page_free", 1),
+        ("pud_store", 2),
+        ("ptl_lock", 2),
+        ("pmd_store", 2),
+        ("tlb_flush_call", 2),
+    ];
+    let mut x86 = m(&base);
+    x86.extend(m(&[("tlbi_asid", 1), ("tlbi_page", 1)]));
+    assert_eq!(
+        last_line(&across("never"), ArchKind::X86_64, Before::empty(), X86),
+        x86
+    );
+    let mut x86_thp = m(&base);
+    x86_thp.insert("tlbi_page".into(), 2);
+    assert_eq!(
+        last_line(&across("always"), ArchKind::X86_64, Before::empty(), X86),
+        x86_thp
+    );
+    let mut range = m(&base);
+    range.extend(m(&[("dsb_ishst", 2), ("tlbi_range", 2), ("dsb_ish", 2)]));
+    for thp in ["never", "always"] {
+        assert_eq!(
+            last_line(&across(thp), ArchKind::Arm64, Before::empty(), RANGE),
+            range,
+            "{thp}"
+        );
+    }
+}
+
 /// Without table moves, the 512 PTEs move one by one (4 KiB folios: batch
 /// size 1): a new PTE table at the destination (1 alloc, 1 PMD store);
 /// move_ptes: 2 PMD reads, 2 PTLs, per PTE 1 L + 1 X + 1 S (arm64: +1 L

@@ -280,13 +280,28 @@ fn move_normal_pmd(mm: &mut Mm, old_addr: u64, new_addr: u64) -> bool {
     // pmd_lock(); pmd_clear(); pmd_populate(); flush_tlb_range(vma,
     // old_addr, old_addr + PMD_SIZE) at PAGE_SIZE stride: 512 pages, so an
     // ASID-wide flush on arm64 without FEAT_TLBIRANGE and a full flush on x86.
-    mm.pt.lock();
+    pmd_locks(mm, old_addr, new_addr);
     mm.pt.set_pmd(old_addr, Entry::None);
     mm.pt.set_pmd(new_addr, Entry::Table(pte_table));
     mm.pt
         .flush_tlb_range(old_addr, old_addr + PMD_SIZE, PAGE_SIZE);
     rule!(mm.pt.hw, MremapMovePmd);
     true
+}
+
+/// The PMD-level locks of a PMD move: the source PMD's lock and, when the
+/// destination PMD lies in another PMD table, that table's lock too. Both
+/// target arches split PMD locks (CONFIG_SPLIT_PMD_PTLOCKS: one lock per
+/// PMD table page, `pmd_lockptr()`), and a PMD table maps one PUD entry's
+/// 1 GiB: source and destination in different PUD slots are two tables,
+/// two locks (as move_ptes() takes two PTE-table locks).
+/// Linux: mm/mremap.c move_normal_pmd(), mm/huge_memory.c move_huge_pmd()
+/// (`old_ptl`, then `new_ptl = pmd_lockptr()` if `new_ptl != old_ptl`).
+fn pmd_locks(mm: &Mm, old_addr: u64, new_addr: u64) {
+    mm.pt.lock();
+    if old_addr / PUD_SIZE != new_addr / PUD_SIZE {
+        mm.pt.lock();
+    }
 }
 
 /// §9.4.7/§9.5: move a PMD leaf and its deposited page table; uffd-wp is
@@ -302,7 +317,7 @@ fn move_huge_pmd(mm: &mut Mm, old_vma: &Vma, old_addr: u64, new_addr: u64) -> bo
     };
     // pmdp_huge_get_and_clear(); set_pmd_at(); flush_pmd_tlb_range()
     // (PMD stride: one page-op). Linux: mm/huge_memory.c move_huge_pmd().
-    mm.pt.lock();
+    pmd_locks(mm, old_addr, new_addr);
     mm.pt.set_pmd(old_addr, Entry::None);
     mm.pt
         .flush_tlb_range(old_addr, old_addr + PMD_SIZE, PMD_SIZE);
