@@ -16,7 +16,7 @@ mod common;
 use common::switch_prop::{op, run, Op, ARENA, BASE};
 use proptest::prelude::*;
 use ptlab_model::sys::fault_run::fault_runs_taken;
-use ptlab_model::{ArchKind, MapFlags, Model, ModelConfig, Prot, ThpKnob, ThpMode};
+use ptlab_model::{ArchKind, MapFlags, ModelConfig, Prot};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
@@ -53,8 +53,7 @@ fn every_frame_alignment_takes_runs_with_equal_counts() {
             for on in [true, false] {
                 let mut cfg = ModelConfig::for_arch(arch);
                 cfg.stretch_steps = on;
-                let mut m = Model::new(cfg);
-                m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
+                let mut m = common::mthp_model(cfg, &[]);
                 m.mmap(1, BASE + (64 << 20), 1 << 20, rw, f).unwrap();
                 m.access_range(1, BASE + (64 << 20), shift * 4096, true, None)
                     .unwrap();

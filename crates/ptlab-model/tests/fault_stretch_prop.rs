@@ -16,7 +16,7 @@ mod common;
 use common::switch_prop::{op, run, Op, ARENA, BASE};
 use proptest::prelude::*;
 use ptlab_model::diag::{taken, Step};
-use ptlab_model::{ArchKind, MapFlags, Model, ModelConfig, Prot, ThpKnob, ThpMode};
+use ptlab_model::{ArchKind, MapFlags, ModelConfig, Prot};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
@@ -64,9 +64,7 @@ fn seed_shape_takes_fault_stretches_with_equal_counts() {
             for stretch in [true, false] {
                 let mut cfg = ModelConfig::for_arch(arch);
                 cfg.stretch_steps = stretch;
-                let mut m = Model::new(cfg);
-                m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
-                m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
+                let mut m = common::mthp_model(cfg, &[order]);
                 let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
                 let rw = Prot::READ | Prot::WRITE;
                 let before = taken(Step::FaultStretch);
@@ -121,9 +119,7 @@ fn seed_shape_zaps_large_runs_with_equal_counts() {
                 cfg.fork_runs = runs;
                 cfg.zap_first_folded = fold;
                 let folded_before = taken(Step::ZapFolded);
-                let mut m = Model::new(cfg);
-                m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
-                m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
+                let mut m = common::mthp_model(cfg, &[order]);
                 let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
                 let rw = Prot::READ | Prot::WRITE;
                 let mv = MremapFlags::MAYMOVE | MremapFlags::FIXED;
@@ -179,9 +175,7 @@ fn first_fault_as_template_counts_what_two_faults_count() {
                 let mut cfg = ModelConfig::for_arch(arch);
                 cfg.stretch_steps = stretch;
                 cfg.stretch_first_fault = first;
-                let mut m = Model::new(cfg);
-                m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
-                m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
+                let mut m = common::mthp_model(cfg, &[order]);
                 let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
                 let rw = Prot::READ | Prot::WRITE;
                 let mv = MremapFlags::MAYMOVE | MremapFlags::FIXED;

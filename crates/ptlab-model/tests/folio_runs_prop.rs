@@ -16,7 +16,7 @@ mod common;
 
 use common::switch_prop::{op, run, ARENA, BASE};
 use proptest::prelude::*;
-use ptlab_model::{ArchKind, MapFlags, Model, ModelConfig, Prot, ThpKnob, ThpMode};
+use ptlab_model::{ArchKind, MapFlags, ModelConfig, Prot};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
@@ -50,9 +50,7 @@ fn populated_folios_are_held_as_runs() {
             for folio_runs in [true, false] {
                 let mut cfg = ModelConfig::for_arch(arch);
                 cfg.folio_runs = folio_runs;
-                let mut m = Model::new(cfg);
-                m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
-                m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
+                let mut m = common::mthp_model(cfg, &[order]);
                 let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
                 m.mmap(1, BASE, ARENA, Prot::READ | Prot::WRITE, f).unwrap();
                 m.access_range(1, BASE, ARENA, true, None).unwrap();

@@ -17,10 +17,7 @@
 mod common;
 
 use proptest::prelude::*;
-use ptlab_model::{
-    uapi::MremapFlags, Advice, ArchKind, MapFlags, Model, ModelConfig, Prot, Sections, ThpKnob,
-    ThpMode,
-};
+use ptlab_model::{uapi::MremapFlags, Advice, ArchKind, MapFlags, ModelConfig, Prot, Sections};
 
 const BASE: u64 = 0x7f00_0000_0000;
 const ARENA: u64 = 4 << 20;
@@ -94,11 +91,7 @@ fn run(
 ) {
     let mut cfg = ModelConfig::for_arch(arch);
     cfg.stretch_steps = stretch;
-    let mut m = Model::new(cfg);
-    m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
-    for &o in orders {
-        m.set_thp(ThpKnob::Size(o), ThpMode::Always).unwrap();
-    }
+    let mut m = common::mthp_model(cfg, orders);
     m.set_hw_tracing(tracing);
     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     let rw = Prot::READ | Prot::WRITE;

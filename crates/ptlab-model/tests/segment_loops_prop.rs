@@ -15,8 +15,7 @@ mod common;
 
 use proptest::prelude::*;
 use ptlab_model::{
-    uapi::MremapFlags, Advice, ArchKind, Before, MapFlags, Model, ModelConfig, Prot, Sections,
-    ThpKnob, ThpMode,
+    uapi::MremapFlags, Advice, ArchKind, Before, MapFlags, ModelConfig, Prot, Sections,
 };
 
 const BASE: u64 = 0x7f00_0000_0000;
@@ -121,11 +120,7 @@ fn run(
 ) {
     let mut cfg = ModelConfig::for_arch(arch);
     cfg.before = before;
-    let mut m = Model::new(cfg);
-    m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
-    for &o in orders {
-        m.set_thp(ThpKnob::Size(o), ThpMode::Always).unwrap();
-    }
+    let mut m = common::mthp_model(cfg, orders);
     m.set_hw_tracing(tracing);
     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     m.mmap(1, BASE, ARENA, Prot::READ | Prot::WRITE, f).unwrap();

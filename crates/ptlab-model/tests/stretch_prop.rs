@@ -18,7 +18,7 @@ mod common;
 use common::switch_prop::{op, run, Op, ARENA, BASE};
 use proptest::prelude::*;
 use ptlab_model::diag::{taken, Step};
-use ptlab_model::{ArchKind, MapFlags, Model, ModelConfig, Prot, ThpKnob, ThpMode};
+use ptlab_model::{ArchKind, MapFlags, ModelConfig, Prot};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
@@ -56,11 +56,7 @@ fn seed_shape_takes_stretches_with_equal_counts() {
                 for stretch in [true, false] {
                     let mut cfg = ModelConfig::for_arch(arch);
                     cfg.stretch_steps = stretch;
-                    let mut m = Model::new(cfg);
-                    m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
-                    if order > 0 {
-                        m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
-                    }
+                    let mut m = common::mthp_model(cfg, &[order]);
                     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
                     let rw = Prot::READ | Prot::WRITE;
                     m.mmap(1, BASE, ARENA, rw, f).unwrap();
@@ -123,8 +119,7 @@ fn arm64_order0_stretches_at_every_frame_offset() {
         for stretch in [true, false] {
             let mut cfg = ModelConfig::for_arch(ArchKind::Arm64);
             cfg.stretch_steps = stretch;
-            let mut m = Model::new(cfg);
-            m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
+            let mut m = common::mthp_model(cfg, &[]);
             let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
             let rw = Prot::READ | Prot::WRITE;
             let other = BASE + 2 * ARENA;

@@ -14,11 +14,11 @@
 //! general path as their template: the unmaps and moves of written
 //! ranges here unmap whole folio runs from either end.
 
+mod common;
+
 use proptest::prelude::*;
 use ptlab_model::diag::{taken, Step};
-use ptlab_model::{
-    ArchKind, MapFlags, Model, ModelConfig, MremapFlags, Prot, Sections, ThpKnob, ThpMode,
-};
+use ptlab_model::{ArchKind, MapFlags, ModelConfig, MremapFlags, Prot, Sections};
 
 const BASE: u64 = 0x7f00_0000_0000;
 const M2: u64 = 2 << 20;
@@ -70,11 +70,7 @@ fn run(arch: ArchKind, order: u8, ops: &[Op], chain: bool, fold: bool) -> Outcom
     let mut cfg = ModelConfig::for_arch(arch);
     cfg.table_chain_steps = chain;
     cfg.zap_first_folded = fold;
-    let mut m = Model::new(cfg);
-    m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
-    if order > 0 {
-        m.set_thp(ThpKnob::Size(order), ThpMode::Always).unwrap();
-    }
+    let mut m = common::mthp_model(cfg, &[order]);
     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
     let rw = Prot::READ | Prot::WRITE;
     let mut text = String::new();
@@ -147,9 +143,7 @@ fn seed_rounds_take_chain_steps_with_equal_counts() {
         for chain in [true, false] {
             let mut cfg = ModelConfig::for_arch(arch);
             cfg.table_chain_steps = chain;
-            let mut m = Model::new(cfg);
-            m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
-            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+            let mut m = common::mthp_model(cfg, &[4]);
             let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
             let rw = Prot::READ | Prot::WRITE;
             let mv = MremapFlags::MAYMOVE | MremapFlags::FIXED;

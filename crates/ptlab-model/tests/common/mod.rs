@@ -37,3 +37,16 @@ pub fn cases(default: u32) -> u32 {
 }
 
 pub mod switch_prop;
+
+/// A model of `cfg` whose anonymous THP sizes are only `orders` ("always";
+/// order 0, plain pages, sets nothing), PMD-sized THPs off: the layouts
+/// the run-storage property tests build their folios with.
+pub fn mthp_model(cfg: ptlab_model::ModelConfig, orders: &[u8]) -> ptlab_model::Model {
+    use ptlab_model::{ThpKnob, ThpMode};
+    let mut m = ptlab_model::Model::new(cfg);
+    m.set_thp(ThpKnob::Size(9), ThpMode::Never).unwrap();
+    for &o in orders.iter().filter(|&&o| o > 0) {
+        m.set_thp(ThpKnob::Size(o), ThpMode::Always).unwrap();
+    }
+    m
+}
