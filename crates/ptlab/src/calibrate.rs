@@ -1742,10 +1742,23 @@ fn thp_pte_mprotect_src(kib: u64) -> String {
 /// over PTE-mapped THPs (8 MiB minus 4 MiB, per 4 KiB; subsets priced in
 /// place of their superset).
 fn thp_mprotect_per_page(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
-    let a = model_events(&thp_pte_mprotect_src(8192), arch, 2, true)?;
-    let b = model_events(&thp_pte_mprotect_src(4096), arch, 2, true)?;
-    let pages = (8192 - 4096) as f64 / 4.0;
-    Ok(diff_program(&a, &b)
+    events_per_page(thp_pte_mprotect_src, arch, 8192, 4096, diff_program)
+}
+
+/// The model's events of `src(a)` minus `src(b)` (sizes in KiB), as
+/// `d` takes the difference, per 4 KiB page of the difference: what
+/// every series' slope per page is set against.
+fn events_per_page(
+    src: fn(u64) -> String,
+    arch: ArchKind,
+    a: u64,
+    b: u64,
+    d: fn(&HwEvents, &HwEvents) -> Vec<(HwEvent, f64)>,
+) -> Result<Vec<(HwEvent, f64)>> {
+    let ea = model_events(&src(a), arch, 2, true)?;
+    let eb = model_events(&src(b), arch, 2, true)?;
+    let pages = (a - b) as f64 / 4.0;
+    Ok(d(&ea, &eb)
         .into_iter()
         .map(|(e, x)| (e, x / pages))
         .collect())
@@ -1763,13 +1776,7 @@ fn mthp64_mprotect_src(kib: u64) -> String {
 /// The model's whole-program events per page of that pair (32 MiB minus
 /// 16 MiB, per 4 KiB).
 fn mthp64_mprotect_per_page(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
-    let a = model_events(&mthp64_mprotect_src(32 << 10), arch, 2, true)?;
-    let b = model_events(&mthp64_mprotect_src(16 << 10), arch, 2, true)?;
-    let pages = (16 << 10) as f64 / 4.0;
-    Ok(diff_program(&a, &b)
-        .into_iter()
-        .map(|(e, x)| (e, x / pages))
-        .collect())
+    events_per_page(mthp64_mprotect_src, arch, 32 << 10, 16 << 10, diff_program)
 }
 
 /// The model of the 4 KiB mprotect series: 64 MiB of order-0 pages
@@ -1782,13 +1789,7 @@ fn mprotect_src(kib: u64) -> String {
 /// over order-0 pages (`a` KiB minus `b` KiB, per 4 KiB; subsets priced in
 /// place of their superset).
 fn mprotect_program_per_page(arch: ArchKind, a: u64, b: u64) -> Result<Vec<(HwEvent, f64)>> {
-    let e2 = model_events(&mprotect_src(a), arch, 2, true)?;
-    let e1 = model_events(&mprotect_src(b), arch, 2, true)?;
-    let pages = (a - b) as f64 / 4.0;
-    Ok(diff_program(&e2, &e1)
-        .into_iter()
-        .map(|(e, x)| (e, x / pages))
-        .collect())
+    events_per_page(mprotect_src, arch, a, b, diff_program)
 }
 
 /// What the row and the source of `mprotect_page_line` say it was fitted
@@ -1946,13 +1947,7 @@ fn fit_full_flush(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Option<(St
 /// The model's events per page of an mprotect r + rw pair over order-0
 /// pages: `a` KiB minus `b` KiB, per 4 KiB.
 fn mprotect_per_page(arch: ArchKind, a: u64, b: u64) -> Result<Vec<(HwEvent, f64)>> {
-    let e2 = model_events(&mprotect_src(a), arch, 2, true)?;
-    let e1 = model_events(&mprotect_src(b), arch, 2, true)?;
-    let pages = (a - b) as f64 / 4.0;
-    Ok(diff(&e2, &e1)
-        .into_iter()
-        .map(|(e, x)| (e, x / pages))
-        .collect())
+    events_per_page(mprotect_src, arch, a, b, diff)
 }
 
 /// The model's events per page of the PTE-move benchmark (1536 KiB moved
