@@ -38,6 +38,7 @@ pub const PARTS: &[(&str, &[&str])] = &[
             "mprotect_pass",
             "mprotect_large_batch",
             "modify_prot_pte",
+            "rmap_lock",
         ],
     ),
     (
@@ -496,6 +497,7 @@ mod tests {
             ("mremap_vma", "VMAs"),
             ("pte_line_stream", "page tables + TLB"),
             ("mprotect_large_batch", "page tables + TLB"),
+            ("rmap_lock", "page tables + TLB"),
         ] {
             assert_eq!(part_of(e), part, "{e}");
         }

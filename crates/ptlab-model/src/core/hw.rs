@@ -153,6 +153,8 @@ hw_events! {
     PteLineStream = "pte_line_stream",
     /// Whole-program: one batch of more than one entry of a large folio that change_pte_range() changes (6.17+ batching): the fixed work of the batch path that one order-0 pass (`mprotect_pass`, fitted over order-0 pages, where mprotect_folio_pte_batch() returns 1 at !folio_test_large() before any scan and each per-entry loop runs once) does not contain — folio_pte_batch_flags()'s scan entered and left, the per-entry loops of modify_prot_start_ptes() / modify_prot_commit_ptes() entered and left, commit_anon_folio_batch()'s sub-batch search (page_anon_exclusive_sub_batch()), and the struct-page stream restarting at the folio's head (the next folio's struct pages are not next to the last one's). One per such batch, both architectures; none in the per-PTE loop of 6.16 and before.
     MprotectLargeBatch = "mprotect_large_batch",
+    /// Whole-program: one take_rmap_locks() / drop_rmap_locks() round trip of an mremap() page-table move on a VMA with an anon_vma: anon_vma_lock_write() (down_write() of the anon_vma root's rwsem, uncontended: a cmpxchg on its count and the owner store) and anon_vma_unlock_write() (up_write(): an atomic on the same line). move_pgt_entry() takes it for every NORMAL_PMD and NORMAL_PUD move it tries (should_take_rmap_locks() is true for those whatever the move), and for a PMD leaf move or a move_ptes() extent only when the move needs rmap locks (copy_vma() merged the destination into a VMA at or below the source's pgoff, or the failed move's revert). Not UFFDIO_MOVE's `anon_vma_lock` (its calibrated price takes that ioctl's other work).
+    RmapLock = "rmap_lock",
     /// Whole-program: a user fault's exception entry and exit (x86 asm_exc_page_fault/irqentry, arm64 el0_da/el0_ia vectors: registers saved and restored, the return to user), one per fault; the KPTI page-table switch is added when kpti is on.
     FaultEntry = "fault_entry",
     /// Whole-program: a user fault's handling without entry/exit, allocation and zeroing (do_user_addr_fault / do_page_fault: lock_vma_under_rcu, handle_mm_fault's walk and bookkeeping, count_vm_event), one per fault.
@@ -251,6 +253,7 @@ impl HwEvent {
                 | HwEvent::MprotectPageLine
                 | HwEvent::PteLineStream
                 | HwEvent::MprotectLargeBatch
+                | HwEvent::RmapLock
         )
     }
 
@@ -372,6 +375,8 @@ kcalls! {
     ContpteTryFold = "__contpte_try_fold",
     /// arm64 contpte_convert(): a fold or an unfold actually done.
     ContpteConvert = "contpte_convert",
+    /// take_rmap_locks() of mm/mremap.c (with drop_rmap_locks() after): called by move_pgt_entry() for every NORMAL_PMD / NORMAL_PUD move it tries, and by move_pgt_entry() / move_ptes() otherwise only when the move needs rmap locks; it locks the anon_vma only if the VMA has one (`rmap_lock`).
+    TakeRmapLocks = "take_rmap_locks",
 }
 
 /// A pure counter set: one count per [`HwEvent`], and beside them one

@@ -20,8 +20,9 @@
 //!
 //! Not modelled: soft-dirty marking (CONFIG_MEM_SOFT_DIRTY is off on the
 //! target machines, §12.1), non-present PTEs (swap, migration, poison and
-//! guard markers: the model has none yet), rmap locks, MMU notifiers and TLB
-//! flushes (no observable effect; hardware-event accounting is a later issue).
+//! guard markers: the model has none yet) and MMU notifiers (no observable
+//! effect). The rmap locks and TLB flushes are counted as hardware events
+//! only ([`rmap_locks`], `PageTables::flush_tlb_range()`).
 
 use crate::core::addr::{PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
 use crate::core::arch::arm64::{contpte, CONT_PTES};
@@ -49,6 +50,13 @@ pub struct PageTableMove {
     /// a stretch of whole contiguous blocks of one folio run moves in one
     /// step ([`move_cont_stretch`]); off, block by block.
     pub stretch: bool,
+    /// The move takes the rmap locks around each PMD-leaf move and each
+    /// move_ptes() extent: copy_vma() merged the destination into a VMA
+    /// whose pgoff is at or below the source's, or this is the revert of a
+    /// failed move (copy_vma_and_data() sets it). Whole-table moves take
+    /// them whatever this says ([`rmap_locks`]).
+    /// Linux: struct pagetable_move_control need_rmap_locks.
+    pub need_rmap_locks: bool,
 }
 
 /// The VMA is registered with a userfaultfd that lacks
@@ -99,6 +107,11 @@ pub fn move_page_tables(
         if mm.pt.pud_alloc(new_addr, phys).is_none() {
             break;
         }
+        // move_pgt_entry(NORMAL_PUD) takes the rmap locks before
+        // move_normal_pud() decides (a uffd VMA refuses inside it).
+        if table_moves && extent == PUD_SIZE {
+            rmap_locks(mm, &pmc.old);
+        }
         if tables_ok && extent == PUD_SIZE && move_normal_pud(mm, old_addr, new_addr) {
             old_addr += extent;
             new_addr += extent;
@@ -121,6 +134,9 @@ pub fn move_page_tables(
                 // §9.4.7: a PMD-mapped THP (or the huge zero page) moves
                 // whole when the extent is a full PMD; otherwise it is split
                 // in place and its PTEs move (the folio stays large).
+                if extent == PMD_SIZE && pmc.need_rmap_locks {
+                    rmap_locks(mm, &pmc.old);
+                }
                 if extent == PMD_SIZE && move_huge_pmd(mm, &pmc.old, old_addr, new_addr) {
                     old_addr += extent;
                     new_addr += extent;
@@ -130,7 +146,13 @@ pub fn move_page_tables(
                 split_huge_pmd(mm, phys, old_addr & !(PMD_SIZE - 1));
             }
             PmdSlot::Table(_) => {
-                // §9.4.8: re-link the whole PTE table.
+                // §9.4.8: re-link the whole PTE table. move_pgt_entry()
+                // takes the rmap locks for NORMAL_PMD whatever the move
+                // (should_take_rmap_locks()), before move_normal_pmd()'s
+                // own checks (a uffd VMA refuses inside it).
+                if table_moves && extent == PMD_SIZE {
+                    rmap_locks(mm, &pmc.old);
+                }
                 if tables_ok && extent == PMD_SIZE && move_normal_pmd(mm, old_addr, new_addr) {
                     old_addr += extent;
                     new_addr += extent;
@@ -143,6 +165,11 @@ pub fn move_page_tables(
             break;
         }
         streamed.count(&mm.pt, old_addr, extent, from_table);
+        // move_ptes(): the rmap locks around the extent when the move
+        // needs them.
+        if pmc.need_rmap_locks {
+            rmap_locks(mm, &pmc.old);
+        }
         let old_vma = &pmc.old;
         if batched {
             let stretch = pmc.stretch;
@@ -197,6 +224,21 @@ impl StreamedLines {
         let n = last - first + 1 - u64::from(shared);
         self.last_line = Some(last);
         pt.hw.add(HwEvent::PteLineStream, n);
+    }
+}
+
+/// One take_rmap_locks() / drop_rmap_locks() pair around a page-table
+/// move of `vma`'s range: the call, and for a VMA with an anon_vma its
+/// write lock's round trip (`rmap_lock`: anon_vma_lock_write(), the root's
+/// rwsem down_write(), and anon_vma_unlock_write()). Anonymous VMAs only
+/// in the model (no i_mmap_rwsem). A cost rule only.
+/// Linux: mm/mremap.c move_pgt_entry() (should_take_rmap_locks()),
+/// move_ptes(), take_rmap_locks(), drop_rmap_locks();
+/// include/linux/rmap.h anon_vma_lock_write().
+fn rmap_locks(mm: &Mm, vma: &Vma) {
+    mm.pt.hw.call(KCall::TakeRmapLocks);
+    if vma.anon_vma.is_some() {
+        mm.pt.hw.one(HwEvent::RmapLock);
     }
 }
 

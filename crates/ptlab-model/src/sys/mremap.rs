@@ -354,7 +354,7 @@ impl Model {
         let before = self.cfg.before;
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
-        copy_vma(mm, vrm.addr, vrm.new_addr, vrm.new_len)?;
+        let need_rmap_locks = copy_vma(mm, vrm.addr, vrm.new_addr, vrm.new_len)?;
         // The VMA work of the move: copy_vma(), vrm_calc_charge() and the
         // source's do_vmi_munmap() below (which count no event of their
         // own). Linux: mm/mremap.c move_vma().
@@ -370,6 +370,7 @@ impl Model {
             new_addr: vrm.new_addr,
             len: vrm.old_len,
             stretch: self.cfg.stretch_steps,
+            need_rmap_locks,
         };
         let moved = move_page_tables(mm, phys, &pmc, before);
         let failed = moved < vrm.old_len;
@@ -385,6 +386,8 @@ impl Model {
                 new_addr: vrm.addr,
                 len: moved,
                 stretch: self.cfg.stretch_steps,
+                // copy_vma_and_data(): pmc_revert.need_rmap_locks = true.
+                need_rmap_locks: true,
             };
             move_page_tables(mm, phys, &revert, before);
             vrm.addr = vrm.new_addr;
@@ -584,13 +587,17 @@ fn check_prep_vma(mm: &crate::mm::mm::Mm, vrm: &mut Vrm, vma: Option<&Vma>) -> R
 
 /// §4.6: make the destination VMA: merge with its neighbours if the
 /// proposal (the source's flags and anon_vma, `pgoff` as computed here)
-/// allows, else a clone of the source. Linux: mm/vma.c copy_vma().
+/// allows, else a clone of the source. Returns whether the page-table
+/// move needs the rmap locks: a merge into a VMA whose pgoff is at or
+/// below the source VMA's (rmap's traversal could miss both the old and
+/// the new entries otherwise); a new VMA never does.
+/// Linux: mm/vma.c copy_vma() (`*need_rmap_locks`).
 fn copy_vma(
     mm: &mut crate::mm::mm::Mm,
     addr: u64,
     new_addr: u64,
     new_len: u64,
-) -> Result<(), Errno> {
+) -> Result<bool, Errno> {
     let vma = mm.vmas.find(addr).cloned().expect("source VMA");
     // An unfaulted anonymous VMA becomes linear at its destination.
     let pgoff = if vma.anon_vma.is_none() {
@@ -613,10 +620,19 @@ fn copy_vma(
         pgoff,
         ..vma
     };
-    if mm.merge_new_range(&new).is_none() {
-        mm.vmas.insert(new);
+    match mm.merge_new_range(&new) {
+        Some(start) => {
+            // The source may have been merged into the new VMA (an
+            // unfaulted VMA moved next to itself): then it is that VMA.
+            let merged = mm.vmas.get(start).map_or(pgoff, |v| v.pgoff);
+            let src = mm.vmas.find(addr).map_or(merged, |v| v.pgoff);
+            Ok(merged <= src)
+        }
+        None => {
+            mm.vmas.insert(new);
+            Ok(false)
+        }
     }
-    Ok(())
 }
 
 /// §4.10: the source VMA stays, emptied. It loses VM_LOCKED and
