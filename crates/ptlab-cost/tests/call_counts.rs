@@ -219,3 +219,32 @@ madvise p 4K pageout
         m(&[("ptep_get", 1 + 1), ("set_ptes", 1)])
     );
 }
+
+const TABLE: &str = "thp 2M never
+p = mmap 2M at 0x7f00_0000_0000 fixed
+write p 2M
+q = mremap p 2M 2M maymove fixed 0x7f00_0040_0000
+";
+
+/// A whole PTE table moved (issue 15, twelfth session): move_page_tables()
+/// → move_pgt_entry(NORMAL_PMD), which calls take_rmap_locks() (and
+/// drop_rmap_locks()) whatever the move (should_take_rmap_locks()), then
+/// move_normal_pmd() → flush_tlb_range(old, old + 2 MiB): 1 + 1 calls on
+/// both arches (arm64 N1's 512 pages go to the ASID-wide flush inside
+/// __flush_tlb_range(), not through flush_tlb_mm()). The unmap of the old
+/// range finds its PMD empty: no call. Before 4.20 (no table moves) the
+/// 512 entries move one by one in move_ptes(), which takes no rmap lock
+/// for a fresh destination VMA (need_rmap_locks false): no
+/// take_rmap_locks() call.
+#[test]
+fn table_move_calls_take_rmap_locks() {
+    let want = m(&[("flush_tlb_range", 1), ("take_rmap_locks", 1)]);
+    for arch in [ArchKind::X86_64, ArchKind::Arm64] {
+        assert_eq!(calls(TABLE, arch, Before::empty(), N1), want, "{arch:?}");
+        let before = calls(TABLE, arch, Before::MREMAP_TABLE_MOVE, N1);
+        assert!(
+            !before.contains_key("take_rmap_locks"),
+            "{arch:?} {before:?}"
+        );
+    }
+}

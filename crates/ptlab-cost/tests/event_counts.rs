@@ -969,3 +969,118 @@ fn fine_events_refine_the_coarse_ones_exactly() {
         }
     }
 }
+
+/// (take_rmap_locks() calls, `rmap_lock` events) of the last line of
+/// `src` on both arches (the count does not depend on the arch).
+fn rmap_locks(src: &str, before: Before) -> (u64, u64) {
+    let mut seen = None;
+    for (arch, f) in [(ArchKind::X86_64, X86), (ArchKind::Arm64, N1)] {
+        let run = run_events(src, "t.ptl", arch, before, &[], f).expect("scenario runs");
+        let e = &run.lines.last().expect("a line").events;
+        let got = (
+            e.calls(ptlab_model::KCall::TakeRmapLocks),
+            e.get(ptlab_model::HwEvent::RmapLock),
+        );
+        assert!(
+            seen.is_none_or(|s| s == got),
+            "{arch:?}: {got:?} vs {seen:?}"
+        );
+        seen = Some(got);
+    }
+    seen.expect("two arches")
+}
+
+/// The table move's rmap locks (issue 15, twelfth session), by hand from
+/// mm/mremap.c (6.18): move_page_tables() calls move_pgt_entry() for
+/// every PUD-sized extent over a PMD table (NORMAL_PUD) and every
+/// PMD-sized extent over a PTE table (NORMAL_PMD), and
+/// should_take_rmap_locks() is true for both whatever the move:
+/// take_rmap_locks() → anon_vma_lock_write() (the VMA was written, so it
+/// has an anon_vma), drop_rmap_locks() after. A PMD-leaf move
+/// (HPAGE_PMD) and move_ptes() take them only when
+/// `pmc->need_rmap_locks`, which copy_vma() sets only when it merges the
+/// destination into a VMA at or below the source's pgoff: a move to a
+/// fresh VMA takes none there.
+///
+/// - 2 MiB aligned within one PUD slot (TABLE): 1 NORMAL_PMD → (1, 1).
+/// - 8 MiB aligned: 4 NORMAL_PMD → (4, 4).
+/// - 2 MiB aligned into the next PUD slot: (1, 1), as within one.
+/// - the same with a PMD THP: HPAGE_PMD, need_rmap_locks false → (0, 0).
+/// - 2 MiB to 1 MiB into a PMD: move_ptes() in two extents, no table
+///   move tried (the extent is never PMD-sized) → (0, 0).
+/// - `--before mremap-table-move` (before 4.20: no move_pgt_entry()),
+///   aligned: (0, 0).
+/// - 1 GiB, PUD-aligned both ways, one page written: the extent is
+///   PUD-sized over a PMD table → 1 NORMAL_PUD, which moves the whole
+///   PMD table (no PMD-level step) → (1, 1).
+/// - a VMA only read (zero-page PTEs: do_anonymous_page() does not
+///   anon_vma_prepare() for a read): NORMAL_PMD calls take_rmap_locks(),
+///   which finds no anon_vma → (1, 0).
+#[test]
+fn table_move_takes_the_rmap_locks() {
+    assert_eq!(rmap_locks(TABLE, Before::empty()), (1, 1));
+    let eight = "thp 2M never
+p = mmap 8M at 0x7f00_0000_0000 fixed
+write p 8M
+q = mremap p 8M 8M maymove fixed 0x7f00_0080_0000
+";
+    assert_eq!(rmap_locks(eight, Before::empty()), (4, 4));
+    let across = |thp: &str| {
+        format!(
+            "thp 2M {thp}
+p = mmap 2M at 0x7f00_0000_0000 fixed
+write p 2M
+q = mremap p 2M 2M maymove fixed 0x7f00_4000_0000
+"
+        )
+    };
+    assert_eq!(rmap_locks(&across("never"), Before::empty()), (1, 1));
+    assert_eq!(rmap_locks(&across("always"), Before::empty()), (0, 0));
+    let unaligned = "thp 2M never
+p = mmap 2M at 0x7f00_0000_0000 fixed
+write p 2M
+q = mremap p 2M 2M maymove fixed 0x7f00_0050_0000
+";
+    assert_eq!(rmap_locks(unaligned, Before::empty()), (0, 0));
+    assert_eq!(rmap_locks(TABLE, Before::MREMAP_TABLE_MOVE), (0, 0));
+    let pud = "thp 2M never
+p = mmap 1G at 0x7f00_0000_0000 fixed
+write p 4K
+q = mremap p 1G 1G maymove fixed 0x7f00_8000_0000
+";
+    assert_eq!(rmap_locks(pud, Before::empty()), (1, 1));
+    let read_only = "thp 2M never
+p = mmap 2M at 0x7f00_0000_0000 fixed
+read p 2M
+q = mremap p 2M 2M maymove fixed 0x7f00_0040_0000
+";
+    assert_eq!(rmap_locks(read_only, Before::empty()), (1, 0));
+}
+
+/// need_rmap_locks (mm/vma.c copy_vma()): the second page of a written
+/// 2-page VMA A (pgoff P) is moved away to a fresh VMA B (pgoff P + 1;
+/// no locks: (0, 0)), then moved back beside A: copy_vma() merges the
+/// destination into A, whose pgoff P is at or below B's, so
+/// need_rmap_locks is true and move_ptes() takes the locks for its one
+/// extent: (1, 1). Moved instead to a free spot (a fresh VMA): (0, 0).
+#[test]
+fn a_move_merged_below_the_source_takes_the_rmap_locks() {
+    let src = |back: &str| {
+        format!(
+            "thp 2M never
+p = mmap 8K at 0x7f00_0000_0000 fixed
+write p 8K
+q = mremap p + 4K 4K 4K maymove fixed 0x7f00_0100_0000
+r = mremap q 4K 4K maymove fixed {back}
+"
+        )
+    };
+    assert_eq!(
+        rmap_locks(&src("0x7f00_0000_1000"), Before::empty()),
+        (1, 1)
+    );
+    assert_eq!(
+        rmap_locks(&src("0x7f00_0200_0000"), Before::empty()),
+        (0, 0)
+    );
+}
