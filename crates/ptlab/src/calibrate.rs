@@ -58,7 +58,8 @@ included):
                  from mremap of 8..32 PMDs to 1 MiB into a PMD and back,
                  two populated pages per PMD in one 256-page extent or one
                  in each: the slope difference per PMD is one more
-                 flush_tlb_range(), minus tlb_flush_call
+                 flush_tlb_range(), minus tlb_flush_call (in the thread's
+                 CPU time, the minimum of 7 interleaved rounds per point)
   table move     rmap_lock (a whole-program price): mremap of 8..64 PMDs
                  of order-0 pages (one populated page per PMD) to a
                  PMD-aligned destination in another PUD and back, whole
@@ -726,7 +727,9 @@ fn micro(reps: usize) -> Result<Samples> {
         // slopes per PMD differ by one flush_tlb_range(). The flush is
         // ~7 % of a PMD's move here (the extents' walks and tables), so
         // each point is the minimum of FLUSH_ROUNDS interleaved rounds
-        // (a single round's load noise is larger than the flush).
+        // (a single round's load noise is larger than the flush), timed
+        // in the thread's CPU time (since issue 15's twelfth session: the
+        // wall time under load moved the fit by tens of ns).
         {
             let mut best = [[f64::INFINITY; FLUSH_PMDS.len()]; 2];
             for _ in 0..FLUSH_ROUNDS {
@@ -750,12 +753,12 @@ fn micro(reps: usize) -> Result<Samples> {
                             mremap_fixed(FLUSH_SRC, len, FLUSH_DST)?;
                             mremap_fixed(FLUSH_DST, len, FLUSH_SRC)?;
                         }
-                        let t = Instant::now();
+                        let t = thread_cpu_ns();
                         for _ in 0..k {
                             mremap_fixed(FLUSH_SRC, len, FLUSH_DST)?;
                             mremap_fixed(FLUSH_DST, len, FLUSH_SRC)?;
                         }
-                        b[j] = b[j].min(ns_since(t) / (2 * k) as f64);
+                        b[j] = b[j].min((thread_cpu_ns() - t) / (2 * k) as f64);
                         drop(r);
                     }
                 }
@@ -1942,7 +1945,7 @@ fn fit_mprotect_line(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String
 }
 
 /// Where the full-flush price comes from (x86-64).
-const FULL_FLUSH_FROM: &str = "mremap of 8..32 PMDs of order-0 pages to a destination 1 MiB into its PMD and back, 20 round trips, the minimum of 7 interleaved rounds (move_ptes() in two 256-page extents per PMD, each flushed only if it moved a present PTE: a full flush on x86-64), two populated pages per PMD in one extent or one in each, slope per PMD of the second minus the first, minus the model's other events of the extra flush_tlb_range() (tlb_flush_call), per full flush; in the kernel, between page-table moves as in the seed's aligned arm (move_normal_pmd()), not before a return to user space";
+const FULL_FLUSH_FROM: &str = "mremap of 8..32 PMDs of order-0 pages to a destination 1 MiB into its PMD and back, 20 round trips, in the thread's CPU time (CLOCK_THREAD_CPUTIME_ID), the minimum of 7 interleaved rounds (move_ptes() in two 256-page extents per PMD, each flushed only if it moved a present PTE: a full flush on x86-64), two populated pages per PMD in one extent or one in each, slope per PMD of the second minus the first, minus the model's other events of the extra flush_tlb_range() (tlb_flush_call), per full flush; in the kernel, between page-table moves as in the seed's aligned arm (move_normal_pmd()), not before a return to user space";
 
 /// The model of the full-flush series: `pmds` PMDs of two populated
 /// pages each (the second in the PMD's other extent when `split`), moved
