@@ -2080,17 +2080,25 @@ fn fit_rmap_lock(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String, St
         .filter(|x| x.0 != HwEvent::RmapLock)
         .map(|(e, x)| x * p.price_of(*e).ns)
         .sum();
+    // The other events' fitted prices carry their own intervals (the
+    // full flush's is the widest): they add to this one's.
+    let others_ci = d
+        .iter()
+        .filter(|x| x.0 != HwEvent::RmapLock)
+        .filter_map(|(e, x)| p.price_of(*e).ci95_ns.map(|c| (x * c).powi(2)))
+        .sum::<f64>()
+        .sqrt();
+    let ci = (slope.ci95.powi(2) + others_ci.powi(2)).sqrt() / n;
     let v = ((slope.mean - others) / n).max(0.0);
-    let sm = derived(slope.n, v, slope.ci95 / n);
+    let sm = derived(slope.n, v, ci);
     set_direct(p, HwEvent::RmapLock, &sm, PMD_MOVE_FROM);
     Ok((
         name.into(),
         format!(
-            "{:.1} ns/PMD ± {:.1}; the other events {others:.1} → rmap_lock {:.1} ns ± {:.1}",
+            "{:.1} ns/PMD ± {:.1}; the other events {others:.1} ± {others_ci:.1} → rmap_lock {:.1} ns ± {ci:.1}",
             slope.mean,
             slope.ci95,
             p.price_of(HwEvent::RmapLock).ns,
-            slope.ci95 / n
         ),
     ))
 }
