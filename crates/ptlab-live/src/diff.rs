@@ -2178,6 +2178,13 @@ mod incremental_tests {
         }
     }
 
+    /// The kernel alone gets `byte` at `addr` (the model does not see it).
+    fn kernel_byte(d: &mut DiffBackend, addr: u64, byte: u8) {
+        let call = Call::FillBytes { addr, len: 1, byte };
+        let r = d.live.send("main", &call, Default::default());
+        assert!(r.is_ok_and(|r| r[0] == 0), "fill");
+    }
+
     /// Run SCRIPT with `inject`; the divergences and the observer's counts.
     fn run(
         verify: bool,
@@ -2366,15 +2373,7 @@ mod incremental_tests {
         }
         for off in [8u64, 2048, 4095] {
             let at = BASE + 2 * 4096 + off;
-            let (div, _) = run(false, |d| {
-                let call = Call::FillBytes {
-                    addr: at,
-                    len: 1,
-                    byte: 0x5a,
-                };
-                let r = d.live.send("main", &call, Default::default());
-                assert!(r.is_ok_and(|r| r[0] == 0), "fill");
-            });
+            let (div, _) = run(false, |d| kernel_byte(d, at, 0x5a));
             let first = div.first().expect("caught");
             assert_eq!(
                 (first.line, first.kind.as_str(), first.loops.clone()),
@@ -2387,15 +2386,7 @@ mod incremental_tests {
         }
         // A page no statement names again (2 MiB away, its last byte):
         // caught by the full read at the end at the latest.
-        let (div, _) = run(false, |d| {
-            let call = Call::FillBytes {
-                addr: BASE + (2 << 20) + 4095,
-                len: 1,
-                byte: 0x5a,
-            };
-            let r = d.live.send("main", &call, Default::default());
-            assert!(r.is_ok_and(|r| r[0] == 0), "fill");
-        });
+        let (div, _) = run(false, |d| kernel_byte(d, BASE + (2 << 20) + 4095, 0x5a));
         let first = div.first().expect("caught by the full read");
         assert_eq!(first.kind, "bytes", "{first:?}");
         assert_eq!(first.live, vec!["0x5a".to_string()], "{first:?}");
@@ -2413,13 +2404,7 @@ mod incremental_tests {
         // with zeros: the model holds no bytes for it, the diff remembers
         // the fill.
         let (div, _) = run_script(FILL_SCRIPT, false, |d| {
-            let call = Call::FillBytes {
-                addr: BASE + (2 << 20) + 300,
-                len: 1,
-                byte: 0x22,
-            };
-            let r = d.live.send("main", &call, Default::default());
-            assert!(r.is_ok_and(|r| r[0] == 0), "fill");
+            kernel_byte(d, BASE + (2 << 20) + 300, 0x22)
         });
         let first = div.first().expect("caught");
         assert_eq!((first.line, first.kind.as_str()), (4, "bytes"), "{first:?}");
@@ -2452,15 +2437,7 @@ mod incremental_tests {
         let div = mine(div);
         assert!(div.is_empty(), "{div:?}");
         for at in [BASE + 8, BASE + 4096 + 2000, BASE + 2 * 4096 + 4095] {
-            let (div, _) = run_script(RUN_SCRIPT, false, |d| {
-                let call = Call::FillBytes {
-                    addr: at,
-                    len: 1,
-                    byte: 0x22,
-                };
-                let r = d.live.send("main", &call, Default::default());
-                assert!(r.is_ok_and(|r| r[0] == 0), "fill");
-            });
+            let (div, _) = run_script(RUN_SCRIPT, false, |d| kernel_byte(d, at, 0x22));
             let div = mine(div);
             let first = div.first().expect("caught");
             assert_eq!(
