@@ -1,22 +1,11 @@
 //! `ptlab coverage` and the coverage parts of `ptlab fuzz` from the
 //! command line.
 
+mod common;
+
+use common::ptlab_in_repo as ptlab;
 use ptlab_model::core::rules::Rule;
 use std::collections::BTreeSet;
-use std::process::Command;
-
-fn ptlab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ptlab"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn json(args: &[&str]) -> serde_json::Value {
     let mut a = vec!["coverage", "--format", "json", "-q"];

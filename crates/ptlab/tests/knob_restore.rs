@@ -3,9 +3,10 @@
 //! SIGTERM (the signal handler restores them). Runs the real binary while
 //! holding the knob lock; the child shares it through PTLAB_LOCK_FD.
 
+mod common;
+
 use ptlab_live::knobs::{self, ThpLock};
 use ptlab_model::{ThpKnob, ThpMode};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,18 +40,7 @@ fn busy_scenario() -> PathBuf {
 fn ptlab(lock: &ThpLock, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ptlab"));
     c.args(args).env("PTLAB_LOCK_FD", lock.raw_fd().to_string());
-    // The signals the test sends act as at a terminal, even when the test
-    // runs with them ignored (a background job of a non-interactive shell
-    // ignores SIGINT, and ptlab keeps a signal ignored at its start ignored).
-    // SAFETY: signal dispositions between fork and exec.
-    unsafe {
-        c.pre_exec(|| {
-            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-            Ok(())
-        });
-    }
+    common::default_signals(&mut c);
     c
 }
 
