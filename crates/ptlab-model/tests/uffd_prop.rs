@@ -59,11 +59,7 @@ enum Op {
 }
 
 fn off() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        (0..ARENA / 4096).prop_map(|p| p * 4096),
-        (0..ARENA / 0x10000).prop_map(|p| p * 0x10000),
-        (0..ARENA / (2 << 20)).prop_map(|p| p * (2 << 20)),
-    ]
+    common::offset_4k_64k_2m(ARENA)
 }
 
 fn len() -> impl Strategy<Value = u64> {

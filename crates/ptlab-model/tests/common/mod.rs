@@ -50,3 +50,24 @@ pub fn mthp_model(cfg: ptlab_model::ModelConfig, orders: &[u8]) -> ptlab_model::
     }
     m
 }
+
+/// Page-aligned offsets in `[0, arena)`: any page or any 64 KiB boundary,
+/// each kind as likely.
+pub fn offset_4k_64k(arena: u64) -> impl proptest::strategy::Strategy<Value = u64> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0..arena / 4096).prop_map(|p| p * 4096),
+        (0..arena / 0x10000).prop_map(|p| p * 0x10000)
+    ]
+}
+
+/// Page-aligned offsets in `[0, arena)`: any page, any 64 KiB boundary or
+/// any 2 MiB boundary, each kind as likely.
+pub fn offset_4k_64k_2m(arena: u64) -> impl proptest::strategy::Strategy<Value = u64> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0..arena / 4096).prop_map(|p| p * 4096),
+        (0..arena / 0x10000).prop_map(|p| p * 0x10000),
+        (0..arena / 0x200000).prop_map(|p| p * 0x200000),
+    ]
+}
