@@ -3,7 +3,20 @@
 #![allow(dead_code)]
 
 use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::process::{Command, Output};
+
+/// ptlab with `args`, run where the test runs.
+pub fn ptlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ptlab"))
+        .args(args)
+        .output()
+        .expect("run ptlab")
+}
+
+/// Output bytes as text (invalid UTF-8 replaced).
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
 
 /// ptlab with `args`, run from the repository root (where `scenarios/`
 /// and `profiles/` are): its exit code (-1 for none), stdout and stderr.
