@@ -2113,15 +2113,10 @@ mod incremental_tests {
                           end\n";
 
     fn skip(name: &str) -> bool {
-        if let Some(why) = crate::live_unavailable() {
-            eprintln!("SKIP: {name}: {why}");
-            return true;
-        }
-        if !crate::is_root() {
-            eprintln!("SKIP: {name}: needs root (frame numbers, kpageflags and kpagecount)");
-            return true;
-        }
-        false
+        crate::skip_live_test(
+            name,
+            "needs root (frame numbers, kpageflags and kpagecount)",
+        )
     }
 
     /// Forwards to a DiffBackend, calling `inject` on it before the third

@@ -34,15 +34,11 @@ fn scenario_files() -> Vec<PathBuf> {
 #[test]
 fn reused_reads_equal_full_reads_on_every_scenario() {
     let name = "reused_reads_equal_full_reads_on_every_scenario";
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: {name}: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!(
-            "SKIP: {name}: needs root (without frame numbers nothing is re-used: every \
-             comparison reads everything)"
-        );
+    if ptlab_live::skip_live_test(
+        name,
+        "needs root (without frame numbers nothing is re-used: every \
+         comparison reads everything)",
+    ) {
         return;
     }
     let opts = DiffOptions {

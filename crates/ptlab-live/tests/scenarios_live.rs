@@ -29,15 +29,10 @@ fn scenario_files() -> Vec<PathBuf> {
 
 #[test]
 fn every_scenario_agrees_with_the_live_kernel() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: every_scenario_agrees_with_the_live_kernel: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!(
-            "SKIP: every_scenario_agrees_with_the_live_kernel: needs root (frame numbers, \
-             kpageflags, kpagecount and THP knob writes)"
-        );
+    if ptlab_live::skip_live_test(
+        "every_scenario_agrees_with_the_live_kernel",
+        "needs root (frame numbers, kpageflags, kpagecount and THP knob writes)",
+    ) {
         return;
     }
     let listed = std::fs::read_to_string(workspace().join("docs/divergences.md"))
@@ -118,14 +113,10 @@ fn on_blockdev(src: &str) -> Option<String> {
 /// device (swap-23 is its block-device version).
 #[test]
 fn every_swap_scenario_agrees_on_a_block_device() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: every_swap_scenario_agrees_on_a_block_device: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!(
-            "SKIP: every_swap_scenario_agrees_on_a_block_device: needs root (swapon, loop devices)"
-        );
+    if ptlab_live::skip_live_test(
+        "every_swap_scenario_agrees_on_a_block_device",
+        "needs root (swapon, loop devices)",
+    ) {
         return;
     }
     if !Path::new("/dev/loop-control").exists() {

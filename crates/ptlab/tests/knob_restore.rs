@@ -58,12 +58,10 @@ fn wait_for_change(child: &mut Child) {
 
 #[test]
 fn knobs_come_back_after_sigkill_and_sigterm() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: knobs_come_back_after_sigkill_and_sigterm: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: knobs_come_back_after_sigkill_and_sigterm: changing THP knobs needs root");
+    if ptlab_live::skip_live_test(
+        "knobs_come_back_after_sigkill_and_sigterm",
+        "changing THP knobs needs root",
+    ) {
         return;
     }
     let lock = ThpLock::acquire().expect("knob lock");
@@ -172,12 +170,7 @@ impl Drop for WaitSafety {
 #[test]
 fn a_waiter_restores_the_journal_of_a_holder_killed_while_it_waits() {
     const TEST: &str = "a_waiter_restores_the_journal_of_a_holder_killed_while_it_waits";
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: {TEST}: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: {TEST}: changing THP knobs needs root");
+    if ptlab_live::skip_live_test(TEST, "changing THP knobs needs root") {
         return;
     }
     let _machine_lock = ThpLock::acquire().expect("knob lock");

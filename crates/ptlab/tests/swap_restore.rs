@@ -91,12 +91,7 @@ fn blockdev_swap_is_removed_on_every_exit_path() {
 }
 
 fn exit_paths(test: &str, kind: swapfile::SwapKind) {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: {test}: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: {test}: swapon needs root");
+    if ptlab_live::skip_live_test(test, "swapon needs root") {
         return;
     }
     let lock = ThpLock::acquire().expect("knob lock");
