@@ -3,29 +3,11 @@
 //! docs/divergences.md lists the scenario's file name; listed ones are
 //! printed (never hidden). Needs root; skips with a printed reason otherwise.
 
+mod common;
+
+use common::{scenario_files, workspace};
 use ptlab_live::{diff_file, DiffOptions, DiffOutcome};
-use std::path::{Path, PathBuf};
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn scenario_files() -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    for dir in ["tests/scenarios", "scenarios/examples"] {
-        let Ok(rd) = std::fs::read_dir(workspace().join(dir)) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "ptl") {
-                v.push(p);
-            }
-        }
-    }
-    v.sort();
-    v
-}
+use std::path::Path;
 
 #[test]
 fn every_scenario_agrees_with_the_live_kernel() {
