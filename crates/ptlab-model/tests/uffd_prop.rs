@@ -112,15 +112,7 @@ fn run(arch: ArchKind, before: Before, orders: &[u8], ops: &[Op]) -> String {
                 format!("{:?}", m.madvise(1, area(src) + off, len, Advice::DontNeed))
             }
             Op::ForkExit { keep } => {
-                if let Some(c) = child.take() {
-                    m.exit(c).unwrap();
-                }
-                let c = m.fork(1).unwrap();
-                if keep {
-                    child = Some(c);
-                } else {
-                    m.exit(c).unwrap();
-                }
+                common::fork_exit(&mut m, &mut child, keep);
                 String::new()
             }
             Op::Copy { off, wp } => {

@@ -71,3 +71,18 @@ pub fn offset_4k_64k_2m(arena: u64) -> impl proptest::strategy::Strategy<Value =
         (0..arena / 0x200000).prop_map(|p| p * 0x200000),
     ]
 }
+
+/// Fork process 1, after letting the child kept by the last call exit (if
+/// any); keep the new child (`keep`: pages stay shared with it) or let it
+/// exit at once (pages no longer shared after it).
+pub fn fork_exit(m: &mut ptlab_model::Model, child: &mut Option<ptlab_model::Pid>, keep: bool) {
+    if let Some(c) = child.take() {
+        m.exit(c).unwrap();
+    }
+    let c = m.fork(1).unwrap();
+    if keep {
+        *child = Some(c);
+    } else {
+        m.exit(c).unwrap();
+    }
+}
