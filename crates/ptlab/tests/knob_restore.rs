@@ -44,6 +44,17 @@ fn ptlab(lock: &ThpLock, args: &[&str]) -> Command {
     c
 }
 
+/// A live run of `scenario`, once it has changed the knob and journaled it.
+fn live_run_changing_the_knob(lock: &ThpLock, scenario: &str) -> Child {
+    let mut child = ptlab(lock, &["run", "--backend", "live", scenario])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ptlab");
+    wait_for_change(&mut child);
+    child
+}
+
 fn wait_for_change(child: &mut Child) {
     let t = Instant::now();
     while knobs::current_mode(KNOB) != Ok(ThpMode::Always) || !knobs::journal_path().exists() {
@@ -79,12 +90,7 @@ fn knobs_come_back_after_sigkill_and_sigterm() {
     let scenario = scenario.to_str().expect("utf-8 path");
 
     // 1. SIGKILL: knobs stay changed, the journal stays behind ...
-    let mut child = ptlab(&lock, &["run", "--backend", "live", scenario])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn ptlab");
-    wait_for_change(&mut child);
+    let mut child = live_run_changing_the_knob(&lock, scenario);
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
     assert_eq!(knobs::current_mode(KNOB), Ok(ThpMode::Always));
@@ -101,12 +107,7 @@ fn knobs_come_back_after_sigkill_and_sigterm() {
     assert!(!knobs::journal_path().exists());
 
     // 2. SIGKILL, then an explicit `ptlab restore`.
-    let mut child = ptlab(&lock, &["run", "--backend", "live", scenario])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn ptlab");
-    wait_for_change(&mut child);
+    let mut child = live_run_changing_the_knob(&lock, scenario);
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
     let out = ptlab(&lock, &["restore"]).output().expect("ptlab restore");
@@ -117,12 +118,7 @@ fn knobs_come_back_after_sigkill_and_sigterm() {
 
     // 3. SIGTERM: the handler restores before the process dies.
     for sig in [libc::SIGTERM, libc::SIGINT] {
-        let mut child = ptlab(&lock, &["run", "--backend", "live", scenario])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn ptlab");
-        wait_for_change(&mut child);
+        let mut child = live_run_changing_the_knob(&lock, scenario);
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, sig) };
         let st = child.wait().expect("wait");
