@@ -174,7 +174,7 @@ fn fuzz_help_lists_every_weight_with_its_default() {
 fn model_only_fuzz_prints_coverage() {
     let dir = std::env::temp_dir().join(format!("ptlab-cov-cli-{}", std::process::id()));
     let d = dir.to_string_lossy().to_string();
-    let (code, out, err) = ptlab(&[
+    let fuzz = [
         "fuzz",
         "--model-only",
         "--seed",
@@ -184,23 +184,12 @@ fn model_only_fuzz_prints_coverage() {
         "-q",
         "-o",
         &d,
-    ]);
+    ];
+    let (code, out, err) = ptlab(&fuzz);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("rule coverage: "), "{out}");
     assert!(out.contains("20 scenarios"), "{out}");
-    let (code, out, err) = ptlab(&[
-        "fuzz",
-        "--model-only",
-        "--seed",
-        "5",
-        "--steps",
-        "20",
-        "-q",
-        "-o",
-        &d,
-        "--format",
-        "json",
-    ]);
+    let (code, out, err) = ptlab(&[&fuzz[..], &["--format", "json"]].concat());
     assert_eq!(code, 0, "{err}");
     let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert!(j["coverage"]["exercised"].as_u64().unwrap() > 30);
