@@ -135,6 +135,11 @@ fn read_trim(p: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// /proc/loadavg as it reads now (empty when it cannot be read).
+pub fn load_avg() -> String {
+    read_trim("/proc/loadavg").unwrap_or_default()
+}
+
 /// THP settings: every `enabled` knob's selected value, defrag,
 /// use_zero_page and the khugepaged scan rate.
 pub fn thp_settings() -> BTreeMap<String, String> {
@@ -294,7 +299,7 @@ pub fn collect() -> Environment {
         ptlab_version: env!("CARGO_PKG_VERSION").to_string(),
         git_commit: git_commit(),
         memory_kb,
-        load_avg: read_trim("/proc/loadavg").unwrap_or_default(),
+        load_avg: load_avg(),
         free_blocks: free_blocks_now(),
         compactions: Vec::new(),
         schedule: Vec::new(),

@@ -22,6 +22,17 @@ pub fn mean(xs: &[f64]) -> Option<f64> {
     (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
 }
 
+/// Median of samples sorted in ascending order (the mean of the middle two
+/// for an even count); `None` for no samples.
+pub fn median(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
 /// Sample variance (n − 1); `None` for fewer than two samples.
 pub fn variance(xs: &[f64]) -> Option<f64> {
     if xs.len() < 2 {
@@ -74,11 +85,7 @@ impl Summary {
         let mut sorted = xs.to_vec();
         sorted.sort_by(f64::total_cmp);
         let n = xs.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
+        let median = median(&sorted)?;
         let stdev = variance(xs).map_or(0.0, f64::sqrt);
         let ci95 = if n >= 2 {
             t_critical(0.95, (n - 1) as f64) * stdev / (n as f64).sqrt()
@@ -149,6 +156,8 @@ mod tests {
         assert!(close(s.ci95, 2.364624 * s.stdev / 8f64.sqrt(), 1e-5));
         assert_eq!((s.min, s.max), (2.0, 9.0));
         assert!(Summary::of(&[]).is_none());
+        assert_eq!(median(&[1.0, 2.0, 7.0]), Some(2.0));
+        assert_eq!(median(&[]), None);
         assert!(Summary::of(&[3.0]).unwrap().ci95.is_infinite());
     }
 

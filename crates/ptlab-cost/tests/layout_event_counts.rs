@@ -6,20 +6,14 @@
 //! subsets of existing events (whose counts do not change) and are priced
 //! in place of them in the whole-program figure only.
 
-use ptlab_cost::{find_profile, price_in, price_program, run_events};
-use ptlab_model::{ArchKind, Before, Figure, HwEvent, HwEvents, HwFeatures};
+mod common;
 
-const F: HwFeatures = HwFeatures {
-    tlbi_range: false,
-    bbml2_noabort: false,
-    kpti: false,
-    contpte_off: false,
-};
+use ptlab_cost::{find_profile, price_in, price_program};
+use ptlab_model::{ArchKind, Before, Figure, HwEvent, HwEvents};
 
 /// Events of line `n` (1-based, counting statements) of `src`.
 fn line(src: &str, arch: ArchKind, before: Before, n: usize) -> HwEvents {
-    let run = run_events(src, "t.ptl", arch, before, &[], F).expect("scenario runs");
-    run.lines[n - 1].events
+    common::statements(src, arch, before)[n - 1]
 }
 
 fn large(e: &HwEvents) -> (u64, u64) {

@@ -22,24 +22,13 @@ fn entries(src: &str, arch: ArchKind, before: Before) -> Vec<u64> {
 /// so none, on both arches and in both loops.
 #[test]
 fn order_0_and_zero_page_entries_count_none() {
-    let src = "thp 2M never
-p = mmap 64K at 0x7f00_0000_0000 fixed
-write p 64K
-mprotect p 64K r
-mprotect p 64K rw
-q = mmap 16K at 0x7f00_0010_0000 fixed
-read q 16K
-mprotect q 16K r
-";
-    for arch in ArchKind::ALL {
-        for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
-            assert_eq!(
-                entries(src, arch, before),
-                [0, 0, 0, 0, 0, 0, 0, 0],
-                "{arch:?} {before:?}"
-            );
-        }
-    }
+    common::assert_per_statement(
+        common::ORDER_0_AND_ZERO_PAGES,
+        HwEvent::ModifyProtPte,
+        &ArchKind::ALL,
+        &common::BOTH_MPROTECT_LOOPS,
+        &[0, 0, 0, 0, 0, 0, 0, 0],
+    );
 }
 
 /// One 64 KiB folio: one batch of 16 per mprotect, 15 entries after the
@@ -47,12 +36,7 @@ mprotect q 16K r
 /// write upgrade); none on arm64; none in the per-PTE loop.
 #[test]
 fn a_64k_folio_batch_counts_15_on_x86() {
-    let src = "thp 64K always
-p = mmap 64K at 0x7f00_0000_0000 fixed
-write p 64K
-mprotect p 64K r
-mprotect p 64K rw
-";
+    let src = common::ONE_64K_FOLIO;
     assert_eq!(
         entries(src, ArchKind::X86_64, Before::empty()),
         [0, 0, 0, 15, 15]
@@ -61,13 +45,13 @@ mprotect p 64K rw
         entries(src, ArchKind::X86_64, Before::MPROTECT_PTE_BATCH),
         [0, 0, 0, 0, 0]
     );
-    for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
-        assert_eq!(
-            entries(src, ArchKind::Arm64, before),
-            [0, 0, 0, 0, 0],
-            "{before:?}"
-        );
-    }
+    common::assert_per_statement(
+        src,
+        HwEvent::ModifyProtPte,
+        &[ArchKind::Arm64],
+        &common::BOTH_MPROTECT_LOOPS,
+        &[0, 0, 0, 0, 0],
+    );
 }
 
 /// 16 folios of 64 KiB in a row (1 MiB; the model may take them as one
@@ -75,14 +59,12 @@ mprotect p 64K rw
 /// folio (the VMA split at 32 KiB: a batch of 8) 7.
 #[test]
 fn runs_of_folios_and_part_of_one() {
-    let src = "thp 64K always
-p = mmap 1M at 0x7f00_0000_0000 fixed
-write p 1M
-mprotect p 1M r
-mprotect p 32K rw
-";
     assert_eq!(
-        entries(src, ArchKind::X86_64, Before::empty()),
+        entries(
+            common::SIXTEEN_64K_FOLIOS_AND_HALF_OF_ONE,
+            ArchKind::X86_64,
+            Before::empty()
+        ),
         [0, 0, 0, 240, 7]
     );
 }
@@ -91,17 +73,8 @@ mprotect p 32K rw
 /// 512 entries are one batch, 511 after the first.
 #[test]
 fn a_pte_mapped_thp_counts_511() {
-    let src = "thp enabled madvise
-thp 2M inherit
-p = mmap 2M at 0x7e00_0000_0000 fixed
-madvise p 2M hugepage
-write p 2M
-madvise p 4K dontfork
-madvise p 4K dofork
-mprotect p 2M r
-";
     assert_eq!(
-        entries(src, ArchKind::X86_64, Before::empty()),
+        entries(common::PTE_MAPPED_THP, ArchKind::X86_64, Before::empty()),
         [0, 0, 0, 0, 0, 0, 0, 511]
     );
 }

@@ -20,24 +20,13 @@ fn batches(src: &str, arch: ArchKind, before: Before) -> Vec<u64> {
 /// 16 order-0 pages and 4 zero-page entries: batches of one, none.
 #[test]
 fn order_0_and_zero_page_entries_count_none() {
-    let src = "thp 2M never
-p = mmap 64K at 0x7f00_0000_0000 fixed
-write p 64K
-mprotect p 64K r
-mprotect p 64K rw
-q = mmap 16K at 0x7f00_0010_0000 fixed
-read q 16K
-mprotect q 16K r
-";
-    for arch in ArchKind::ALL {
-        for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
-            assert_eq!(
-                batches(src, arch, before),
-                [0, 0, 0, 0, 0, 0, 0, 0],
-                "{arch:?} {before:?}"
-            );
-        }
-    }
+    common::assert_per_statement(
+        common::ORDER_0_AND_ZERO_PAGES,
+        HwEvent::MprotectLargeBatch,
+        &ArchKind::ALL,
+        &common::BOTH_MPROTECT_LOOPS,
+        &[0, 0, 0, 0, 0, 0, 0, 0],
+    );
 }
 
 /// 16 folios of 64 KiB in a row (1 MiB; the model may take them as one
@@ -46,12 +35,7 @@ mprotect q 16K r
 /// architectures; the per-PTE loop none.
 #[test]
 fn one_per_64k_folio_batch() {
-    let src = "thp 64K always
-p = mmap 1M at 0x7f00_0000_0000 fixed
-write p 1M
-mprotect p 1M r
-mprotect p 32K rw
-";
+    let src = common::SIXTEEN_64K_FOLIOS_AND_HALF_OF_ONE;
     for arch in ArchKind::ALL {
         assert_eq!(
             batches(src, arch, Before::empty()),
@@ -70,17 +54,8 @@ mprotect p 32K rw
 /// 512 entries are one batch: 1.
 #[test]
 fn a_pte_mapped_thp_is_one_batch() {
-    let src = "thp enabled madvise
-thp 2M inherit
-p = mmap 2M at 0x7e00_0000_0000 fixed
-madvise p 2M hugepage
-write p 2M
-madvise p 4K dontfork
-madvise p 4K dofork
-mprotect p 2M r
-";
     assert_eq!(
-        batches(src, ArchKind::X86_64, Before::empty()),
+        batches(common::PTE_MAPPED_THP, ArchKind::X86_64, Before::empty()),
         [0, 0, 0, 0, 0, 0, 0, 1]
     );
 }

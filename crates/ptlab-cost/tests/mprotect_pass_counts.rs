@@ -25,27 +25,20 @@ write p 64K
 mprotect p 64K r
 mprotect p 64K rw
 ";
-    for arch in ArchKind::ALL {
-        for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
-            assert_eq!(
-                passes(src, arch, before),
-                [0, 0, 0, 16, 16],
-                "{arch:?} {before:?}"
-            );
-        }
-    }
+    common::assert_per_statement(
+        src,
+        HwEvent::MprotectPass,
+        &ArchKind::ALL,
+        &common::BOTH_MPROTECT_LOOPS,
+        &[0, 0, 0, 16, 16],
+    );
 }
 
 /// A 64 KiB folio: 6.18 changes its 16 PTEs in one batch (1 pass per
 /// mprotect); the per-PTE loop takes 16.
 #[test]
 fn a_64k_folio_is_one_pass_when_batched() {
-    let src = "thp 64K always
-p = mmap 64K at 0x7f00_0000_0000 fixed
-write p 64K
-mprotect p 64K r
-mprotect p 64K rw
-";
+    let src = common::ONE_64K_FOLIO;
     for arch in ArchKind::ALL {
         assert_eq!(
             passes(src, arch, Before::empty()),
@@ -74,13 +67,11 @@ q = mmap 16K at 0x7f00_0010_0000 fixed
 read q 16K
 mprotect q 16K r
 ";
-    for arch in ArchKind::ALL {
-        for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
-            assert_eq!(
-                passes(src, arch, before),
-                [0, 0, 0, 12, 0, 0, 4],
-                "{arch:?} {before:?}"
-            );
-        }
-    }
+    common::assert_per_statement(
+        src,
+        HwEvent::MprotectPass,
+        &ArchKind::ALL,
+        &common::BOTH_MPROTECT_LOOPS,
+        &[0, 0, 0, 12, 0, 0, 4],
+    );
 }

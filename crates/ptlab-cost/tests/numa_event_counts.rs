@@ -26,16 +26,12 @@
 //! folio_pte_batch()'s scan (x86: 15 L; arm64 on a folded block: the
 //! batch hint covers the block, no load).
 
-use ptlab_cost::run_events;
+mod common;
+
 use ptlab_model::{ArchKind, Before, HwFeatures};
 use std::collections::BTreeMap;
 
-const N1: HwFeatures = HwFeatures {
-    tlbi_range: false,
-    bbml2_noabort: false,
-    kpti: false,
-    contpte_off: false,
-};
+const N1: HwFeatures = common::NO_FEATURES;
 const X86: HwFeatures = N1;
 const AFTER: Before = Before::empty();
 const BEFORE: Before = Before::MPROTECT_PTE_BATCH;
@@ -43,25 +39,14 @@ const BEFORE: Before = Before::MPROTECT_PTE_BATCH;
 /// Events of the last line of `src` (the scan under test).
 fn last_line(src: &str, arch: ArchKind, before: Before) -> BTreeMap<String, u64> {
     let f = if arch == ArchKind::Arm64 { N1 } else { X86 };
-    let run = run_events(src, "t.ptl", arch, before, &[], f).expect("scenario runs");
-    let last = run.lines.last().expect("a line");
-    last.events
-        .nonzero()
-        // The page-table figure's events (the whole-program refinements
-        // are pinned by their own tests).
-        .filter(|(e, _)| !e.is_fine())
-        .map(|(e, c)| (e.name().to_string(), c))
-        .collect()
+    common::last_line(src, arch, before, f)
 }
 
+/// The fixed part of every scan (vma_lookup 1, pmd_load 1, ptl_lock 1)
+/// with `pairs` set over it.
 fn m(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    let mut out: BTreeMap<String, u64> = [("vma_lookup", 1), ("pmd_load", 1), ("ptl_lock", 1)]
-        .iter()
-        .map(|(k, v)| (k.to_string(), *v))
-        .collect();
-    for (k, v) in pairs {
-        out.insert(k.to_string(), *v);
-    }
+    let mut out = common::m(&[("vma_lookup", 1), ("pmd_load", 1), ("ptl_lock", 1)]);
+    out.extend(common::m(pairs));
     out
 }
 

@@ -31,15 +31,13 @@ p = mmap 8M at 0x7f00_0020_0000 fixed
 write p 8M
 q = mremap p 8M 8M maymove fixed 0x7f80_0020_1000
 ";
-    for arch in ArchKind::ALL {
-        for before in [Before::empty(), Before::all()] {
-            assert_eq!(
-                lines(src, arch, before),
-                [0, 0, 0, 3 * 64],
-                "{arch:?} {before:?}"
-            );
-        }
-    }
+    common::assert_per_statement(
+        src,
+        HwEvent::PteLineStream,
+        &ArchKind::ALL,
+        &[Before::empty(), Before::all()],
+        &[0, 0, 0, 3 * 64],
+    );
 }
 
 /// Aligned source and destination: 6.18 moves each whole table by
@@ -81,15 +79,13 @@ r = mmap 4M at 0x7f10_0010_0000 fixed
 write r 4M
 s = mremap r 4M 4M maymove fixed 0x7f90_0010_1000
 ";
-    for arch in ArchKind::ALL {
-        for before in [Before::empty(), Before::all()] {
-            assert_eq!(
-                lines(src, arch, before),
-                [0, 0, 0, 0, 0, 0, 64 + 32],
-                "{arch:?} {before:?}"
-            );
-        }
-    }
+    common::assert_per_statement(
+        src,
+        HwEvent::PteLineStream,
+        &ArchKind::ALL,
+        &[Before::empty(), Before::all()],
+        &[0, 0, 0, 0, 0, 0, 64 + 32],
+    );
 }
 
 /// PMD-mapped THPs moved to an unaligned destination: each is split by

@@ -8,32 +8,15 @@
 //! to each ptep_get_and_clear() / set_pte_at() (the contpte_try_unfold()
 //! check) and nothing else; no operation flushes the TLB for a swap PTE.
 
-use ptlab_cost::run_events;
-use ptlab_model::{ArchKind, Before, HwFeatures};
-use std::collections::BTreeMap;
+mod common;
 
-const N1: HwFeatures = HwFeatures {
-    tlbi_range: false,
-    bbml2_noabort: false,
-    kpti: false,
-    contpte_off: false,
-};
+use common::{m, NO_FEATURES as N1};
+use ptlab_model::{ArchKind, Before};
+use std::collections::BTreeMap;
 
 /// Events of the last line of `src` (6.18, no seed switch reverted).
 fn last_line(src: &str, arch: ArchKind) -> BTreeMap<String, u64> {
-    let run = run_events(src, "t.ptl", arch, Before::empty(), &[], N1).expect("scenario runs");
-    let last = run.lines.last().expect("a line");
-    last.events
-        .nonzero()
-        // The page-table figure's events (the whole-program refinements
-        // are pinned by their own tests).
-        .filter(|(e, _)| !e.is_fine())
-        .map(|(e, c)| (e.name().to_string(), c))
-        .collect()
-}
-
-fn m(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    common::last_line(src, arch, Before::empty(), N1)
 }
 
 /// `want` plus `extra_loads` more PTE loads (arm64's unfold checks).
@@ -400,24 +383,19 @@ write p 64K
 madvise p 64K pageout
 ";
 
-/// Events of the last line with the proposed `swapout-unmap-batch` on or off.
-fn last_line_after(src: &str, arch: ArchKind, batched: bool) -> BTreeMap<String, u64> {
-    let after = if batched {
+/// The proposed `swapout-unmap-batch` on or off.
+fn swapout_unmap_batch(batched: bool) -> ptlab_model::After {
+    if batched {
         ptlab_model::After::SWAPOUT_UNMAP_BATCH
     } else {
         ptlab_model::After::empty()
-    };
-    let run =
-        ptlab_cost::run_events_with(src, "t.ptl", arch, (Before::empty(), after), &[], N1, None)
-            .expect("scenario runs");
-    let last = run.lines.last().expect("a line");
-    last.events
-        .nonzero()
-        // The page-table figure's events (the whole-program refinements
-        // are pinned by their own tests).
-        .filter(|(e, _)| !e.is_fine())
-        .map(|(e, c)| (e.name().to_string(), c))
-        .collect()
+    }
+}
+
+/// Events of the last line with the proposed `swapout-unmap-batch` on or off.
+fn last_line_after(src: &str, arch: ArchKind, batched: bool) -> BTreeMap<String, u64> {
+    let switches = (Before::empty(), swapout_unmap_batch(batched));
+    common::last_line_after(src, arch, switches, N1)
 }
 
 /// MADV_PAGEOUT of one exclusive, PTE-mapped 64 KiB folio (16 pages, one
@@ -587,16 +565,11 @@ madvise p 64K pageout
 #[test]
 fn pageout_64k_folio_kernel_calls() {
     let calls = |arch: ArchKind, batched: bool| -> BTreeMap<String, u64> {
-        let after = if batched {
-            ptlab_model::After::SWAPOUT_UNMAP_BATCH
-        } else {
-            ptlab_model::After::empty()
-        };
         let run = ptlab_cost::run_events_with(
             PAGEOUT_64K_BLOCKDEV,
             "t.ptl",
             arch,
-            (Before::empty(), after),
+            (Before::empty(), swapout_unmap_batch(batched)),
             &[],
             N1,
             None,

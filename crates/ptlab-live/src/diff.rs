@@ -2113,15 +2113,10 @@ mod incremental_tests {
                           end\n";
 
     fn skip(name: &str) -> bool {
-        if let Some(why) = crate::live_unavailable() {
-            eprintln!("SKIP: {name}: {why}");
-            return true;
-        }
-        if !crate::is_root() {
-            eprintln!("SKIP: {name}: needs root (frame numbers, kpageflags and kpagecount)");
-            return true;
-        }
-        false
+        crate::skip_live_test(
+            name,
+            "needs root (frame numbers, kpageflags and kpagecount)",
+        )
     }
 
     /// Forwards to a DiffBackend, calling `inject` on it before the third
@@ -2176,6 +2171,13 @@ mod incremental_tests {
         fn hw_events(&self) -> Option<ptlab_model::HwEvents> {
             None
         }
+    }
+
+    /// The kernel alone gets `byte` at `addr` (the model does not see it).
+    fn kernel_byte(d: &mut DiffBackend, addr: u64, byte: u8) {
+        let call = Call::FillBytes { addr, len: 1, byte };
+        let r = d.live.send("main", &call, Default::default());
+        assert!(r.is_ok_and(|r| r[0] == 0), "fill");
     }
 
     /// Run SCRIPT with `inject`; the divergences and the observer's counts.
@@ -2366,15 +2368,7 @@ mod incremental_tests {
         }
         for off in [8u64, 2048, 4095] {
             let at = BASE + 2 * 4096 + off;
-            let (div, _) = run(false, |d| {
-                let call = Call::FillBytes {
-                    addr: at,
-                    len: 1,
-                    byte: 0x5a,
-                };
-                let r = d.live.send("main", &call, Default::default());
-                assert!(r.is_ok_and(|r| r[0] == 0), "fill");
-            });
+            let (div, _) = run(false, |d| kernel_byte(d, at, 0x5a));
             let first = div.first().expect("caught");
             assert_eq!(
                 (first.line, first.kind.as_str(), first.loops.clone()),
@@ -2387,15 +2381,7 @@ mod incremental_tests {
         }
         // A page no statement names again (2 MiB away, its last byte):
         // caught by the full read at the end at the latest.
-        let (div, _) = run(false, |d| {
-            let call = Call::FillBytes {
-                addr: BASE + (2 << 20) + 4095,
-                len: 1,
-                byte: 0x5a,
-            };
-            let r = d.live.send("main", &call, Default::default());
-            assert!(r.is_ok_and(|r| r[0] == 0), "fill");
-        });
+        let (div, _) = run(false, |d| kernel_byte(d, BASE + (2 << 20) + 4095, 0x5a));
         let first = div.first().expect("caught by the full read");
         assert_eq!(first.kind, "bytes", "{first:?}");
         assert_eq!(first.live, vec!["0x5a".to_string()], "{first:?}");
@@ -2413,13 +2399,7 @@ mod incremental_tests {
         // with zeros: the model holds no bytes for it, the diff remembers
         // the fill.
         let (div, _) = run_script(FILL_SCRIPT, false, |d| {
-            let call = Call::FillBytes {
-                addr: BASE + (2 << 20) + 300,
-                len: 1,
-                byte: 0x22,
-            };
-            let r = d.live.send("main", &call, Default::default());
-            assert!(r.is_ok_and(|r| r[0] == 0), "fill");
+            kernel_byte(d, BASE + (2 << 20) + 300, 0x22)
         });
         let first = div.first().expect("caught");
         assert_eq!((first.line, first.kind.as_str()), (4, "bytes"), "{first:?}");
@@ -2452,15 +2432,7 @@ mod incremental_tests {
         let div = mine(div);
         assert!(div.is_empty(), "{div:?}");
         for at in [BASE + 8, BASE + 4096 + 2000, BASE + 2 * 4096 + 4095] {
-            let (div, _) = run_script(RUN_SCRIPT, false, |d| {
-                let call = Call::FillBytes {
-                    addr: at,
-                    len: 1,
-                    byte: 0x22,
-                };
-                let r = d.live.send("main", &call, Default::default());
-                assert!(r.is_ok_and(|r| r[0] == 0), "fill");
-            });
+            let (div, _) = run_script(RUN_SCRIPT, false, |d| kernel_byte(d, at, 0x22));
             let div = mine(div);
             let first = div.first().expect("caught");
             assert_eq!(

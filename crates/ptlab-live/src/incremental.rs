@@ -177,28 +177,17 @@ pub fn footprint(call: &Call) -> Footprint {
 /// mprotect too, on an mlocked VMA (mm/mremap.c move_vma(),
 /// mm/mprotect.c mprotect_fixup() populate it) — and is not counted here.
 pub fn keeps_contents(call: &Call) -> bool {
-    matches!(
-        call,
-        Call::Munmap { .. }
-            | Call::UffdMove { .. }
-            | Call::Munlock { .. }
-            | Call::Mseal { .. }
-            | Call::UffdRegister { .. }
-            | Call::UffdUnregister { .. }
-            | Call::UffdCreate { .. }
-            | Call::UffdApi { .. }
-            | Call::PrctlThp(_)
-            | Call::Setrlimit { .. }
-            | Call::DropCapIpcLock
-            | Call::SetThp { .. }
-            | Call::SetUseZeroPage { .. }
-            | Call::SetSwap { .. }
-            | Call::SetBefore { .. }
-            | Call::SetAfter { .. }
-            | Call::SetMemory { .. }
-            | Call::SetNodes { .. }
-            | Call::NumaRunOn { .. }
-    )
+    only_settings(call)
+        || matches!(
+            call,
+            Call::Munmap { .. }
+                | Call::UffdMove { .. }
+                | Call::Munlock { .. }
+                | Call::Mseal { .. }
+                | Call::UffdRegister { .. }
+                | Call::UffdUnregister { .. }
+                | Call::PrctlThp(_)
+        )
 }
 
 /// Whether `call` leaves every VMA of its process as it was (bounds,
@@ -206,13 +195,25 @@ pub fn keeps_contents(call: &Call) -> bool {
 /// Faults and the uffd ioctls fill, move or copy pages within existing
 /// VMAs; the others change no VMA.
 pub fn keeps_vmas(call: &Call) -> bool {
+    only_settings(call)
+        || matches!(
+            call,
+            Call::Access { .. }
+                | Call::UffdCopy { .. }
+                | Call::UffdZeropage { .. }
+                | Call::UffdMove { .. }
+        )
+}
+
+/// Whether `call` only changes a setting — a THP or swap knob, a
+/// `--before`/`--after` switch, the machine's memory or nodes, the CPU a
+/// process runs on, a limit, a capability, or makes a uffd context — and
+/// touches no page and no VMA (it keeps both [`keeps_contents`] and
+/// [`keeps_vmas`]).
+fn only_settings(call: &Call) -> bool {
     matches!(
         call,
-        Call::Access { .. }
-            | Call::UffdCopy { .. }
-            | Call::UffdZeropage { .. }
-            | Call::UffdMove { .. }
-            | Call::UffdCreate { .. }
+        Call::UffdCreate { .. }
             | Call::UffdApi { .. }
             | Call::Setrlimit { .. }
             | Call::DropCapIpcLock

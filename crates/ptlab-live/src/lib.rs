@@ -56,3 +56,14 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// Whether a live test must skip here: live runs cannot happen
+/// ([`live_unavailable`]) or this process is not root (`root_for`: what the
+/// test needs root for). It says why on stderr as `SKIP: {test}: {why}`.
+pub fn skip_live_test(test: &str, root_for: &str) -> bool {
+    let why = live_unavailable().or_else(|| (!is_root()).then(|| root_for.to_string()));
+    if let Some(why) = &why {
+        eprintln!("SKIP: {test}: {why}");
+    }
+    why.is_some()
+}

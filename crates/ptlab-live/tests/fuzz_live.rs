@@ -29,12 +29,10 @@ fn known_signatures() -> Vec<String> {
 
 #[test]
 fn bounded_fuzz_finds_no_new_divergence() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: bounded_fuzz_finds_no_new_divergence: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: bounded_fuzz_finds_no_new_divergence: needs root (frames, knobs)");
+    if ptlab_live::skip_live_test(
+        "bounded_fuzz_finds_no_new_divergence",
+        "needs root (frames, knobs)",
+    ) {
         return;
     }
     let known = known_signatures();
@@ -111,12 +109,10 @@ fn bounded_fuzz_finds_no_new_divergence() {
 /// cases (indices) as one job would run.
 #[test]
 fn two_jobs_run_pinned_on_distinct_cpus() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: two_jobs_run_pinned_on_distinct_cpus: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: two_jobs_run_pinned_on_distinct_cpus: needs root (frames, knobs)");
+    if ptlab_live::skip_live_test(
+        "two_jobs_run_pinned_on_distinct_cpus",
+        "needs root (frames, knobs)",
+    ) {
         return;
     }
     if ptlab_live::fuzz::allowed_cpus().len() < 2 {
@@ -177,12 +173,10 @@ fn knob_values() -> Vec<String> {
 /// job's CPU, and the knobs are back as they were when the campaign ends.
 #[test]
 fn epochs_run_cases_side_by_side_on_two_jobs() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: epochs_run_cases_side_by_side_on_two_jobs: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: epochs_run_cases_side_by_side_on_two_jobs: needs root (frames, knobs)");
+    if ptlab_live::skip_live_test(
+        "epochs_run_cases_side_by_side_on_two_jobs",
+        "needs root (frames, knobs)",
+    ) {
         return;
     }
     if ptlab_live::fuzz::allowed_cpus().len() < 2 {
@@ -420,14 +414,10 @@ fn under_always_cover(orders: &[u8], body: impl FnOnce()) {
 /// agree.)
 #[test]
 fn a_run_started_under_an_always_policy_does_not_count_its_workers_start() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!(
-            "SKIP: a_run_started_under_an_always_policy_does_not_count_its_workers_start: {why}"
-        );
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: a_run_started_under_an_always_policy_does_not_count_its_workers_start: needs root");
+    if ptlab_live::skip_live_test(
+        "a_run_started_under_an_always_policy_does_not_count_its_workers_start",
+        "needs root",
+    ) {
         return;
     }
     under_always_cover(&[2, 3], || {
@@ -457,12 +447,7 @@ fn a_run_started_under_an_always_policy_does_not_count_its_workers_start() {
 #[test]
 fn a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own() {
     const T: &str = "a_worker_started_under_an_always_policy_has_no_large_folios_of_its_own";
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: {T}: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: {T}: needs root (PFNs, kpageflags)");
+    if ptlab_live::skip_live_test(T, "needs root (PFNs, kpageflags)") {
         return;
     }
     under_always_cover(&[2, 3, 4], || {
@@ -593,12 +578,7 @@ fn a_prestarted_worker_serves_a_run_under_another_policy_without_large_folios() 
 #[test]
 fn a_kept_swap_area_serves_the_next_run_and_goes_with_the_cover() {
     const T: &str = "a_kept_swap_area_serves_the_next_run_and_goes_with_the_cover";
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: {T}: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: {T}: swapon needs root");
+    if ptlab_live::skip_live_test(T, "swapon needs root") {
         return;
     }
     use ptlab_live::knobs;
@@ -766,12 +746,7 @@ fn a_swap_case_and_a_case_without_swap_run_side_by_side_and_agree() {
 /// `None` after printing the SKIP line that says why it cannot run here:
 /// no live kernel, not root (`root_why`), or fewer than 2 CPUs.
 fn two_job_cpus(test: &str, root_why: &str) -> Option<Vec<usize>> {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: {test}: {why}");
-        return None;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: {test}: {root_why}");
+    if ptlab_live::skip_live_test(test, root_why) {
         return None;
     }
     let cpus = ptlab_live::fuzz::allowed_cpus();

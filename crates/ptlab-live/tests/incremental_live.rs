@@ -7,42 +7,19 @@
 //! only one that shows it twice fails. Needs root; skips with a printed
 //! reason otherwise.
 
+mod common;
+
+use common::scenario_files;
 use ptlab_live::{diff_file, DiffOptions};
-use std::path::{Path, PathBuf};
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn scenario_files() -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    for dir in ["tests/scenarios", "scenarios/examples"] {
-        let Ok(rd) = std::fs::read_dir(workspace().join(dir)) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "ptl") {
-                v.push(p);
-            }
-        }
-    }
-    v.sort();
-    v
-}
 
 #[test]
 fn reused_reads_equal_full_reads_on_every_scenario() {
     let name = "reused_reads_equal_full_reads_on_every_scenario";
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: {name}: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!(
-            "SKIP: {name}: needs root (without frame numbers nothing is re-used: every \
-             comparison reads everything)"
-        );
+    if ptlab_live::skip_live_test(
+        name,
+        "needs root (without frame numbers nothing is re-used: every \
+         comparison reads everything)",
+    ) {
         return;
     }
     let opts = DiffOptions {

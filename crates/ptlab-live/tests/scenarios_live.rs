@@ -3,41 +3,18 @@
 //! docs/divergences.md lists the scenario's file name; listed ones are
 //! printed (never hidden). Needs root; skips with a printed reason otherwise.
 
+mod common;
+
+use common::{scenario_files, workspace};
 use ptlab_live::{diff_file, DiffOptions, DiffOutcome};
-use std::path::{Path, PathBuf};
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn scenario_files() -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    for dir in ["tests/scenarios", "scenarios/examples"] {
-        let Ok(rd) = std::fs::read_dir(workspace().join(dir)) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "ptl") {
-                v.push(p);
-            }
-        }
-    }
-    v.sort();
-    v
-}
+use std::path::Path;
 
 #[test]
 fn every_scenario_agrees_with_the_live_kernel() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: every_scenario_agrees_with_the_live_kernel: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!(
-            "SKIP: every_scenario_agrees_with_the_live_kernel: needs root (frame numbers, \
-             kpageflags, kpagecount and THP knob writes)"
-        );
+    if ptlab_live::skip_live_test(
+        "every_scenario_agrees_with_the_live_kernel",
+        "needs root (frame numbers, kpageflags, kpagecount and THP knob writes)",
+    ) {
         return;
     }
     let listed = std::fs::read_to_string(workspace().join("docs/divergences.md"))
@@ -118,14 +95,10 @@ fn on_blockdev(src: &str) -> Option<String> {
 /// device (swap-23 is its block-device version).
 #[test]
 fn every_swap_scenario_agrees_on_a_block_device() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: every_swap_scenario_agrees_on_a_block_device: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!(
-            "SKIP: every_swap_scenario_agrees_on_a_block_device: needs root (swapon, loop devices)"
-        );
+    if ptlab_live::skip_live_test(
+        "every_swap_scenario_agrees_on_a_block_device",
+        "needs root (swapon, loop devices)",
+    ) {
         return;
     }
     if !Path::new("/dev/loop-control").exists() {

@@ -74,10 +74,7 @@ enum Op {
 }
 
 fn off() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        (0..ARENA / 4096).prop_map(|p| p * 4096),
-        (0..ARENA / 0x10000).prop_map(|p| p * 0x10000)
-    ]
+    common::offset_4k_64k(ARENA)
 }
 
 fn len() -> impl Strategy<Value = u64> {

@@ -62,11 +62,7 @@ enum Op {
 }
 
 fn offset() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        (0..ARENA / 4096).prop_map(|p| p * 4096),
-        (0..ARENA / 0x10000).prop_map(|p| p * 0x10000),
-        (0..ARENA / 0x200000).prop_map(|p| p * 0x200000),
-    ]
+    common::offset_4k_64k_2m(ARENA)
 }
 
 fn length() -> impl Strategy<Value = u64> {

@@ -151,15 +151,7 @@ fn run(arch: ArchKind, before: Before, fused: bool, orders: &[u8], ops: &[Op]) -
                 advice,
             } => format!("{:?}", m.madvise(1, area(src) + off, len, advice)),
             Op::ForkExit { keep } => {
-                if let Some(c) = child.take() {
-                    m.exit(c).unwrap();
-                }
-                let c = m.fork(1).unwrap();
-                if keep {
-                    child = Some(c);
-                } else {
-                    m.exit(c).unwrap();
-                }
+                common::fork_exit(&mut m, &mut child, keep);
                 String::new()
             }
             Op::CopyAddr {

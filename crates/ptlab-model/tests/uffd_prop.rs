@@ -59,11 +59,7 @@ enum Op {
 }
 
 fn off() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        (0..ARENA / 4096).prop_map(|p| p * 4096),
-        (0..ARENA / 0x10000).prop_map(|p| p * 0x10000),
-        (0..ARENA / (2 << 20)).prop_map(|p| p * (2 << 20)),
-    ]
+    common::offset_4k_64k_2m(ARENA)
 }
 
 fn len() -> impl Strategy<Value = u64> {
@@ -116,15 +112,7 @@ fn run(arch: ArchKind, before: Before, orders: &[u8], ops: &[Op]) -> String {
                 format!("{:?}", m.madvise(1, area(src) + off, len, Advice::DontNeed))
             }
             Op::ForkExit { keep } => {
-                if let Some(c) = child.take() {
-                    m.exit(c).unwrap();
-                }
-                let c = m.fork(1).unwrap();
-                if keep {
-                    child = Some(c);
-                } else {
-                    m.exit(c).unwrap();
-                }
+                common::fork_exit(&mut m, &mut child, keep);
                 String::new()
             }
             Op::Copy { off, wp } => {

@@ -22,7 +22,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use ptlab_bench::bench::{self, BenchOptions};
-use ptlab_bench::stats::Summary;
+use ptlab_bench::stats::{median, Summary};
 use ptlab_bench::workload::{self, Kind, Workload};
 use ptlab_cost::seeds::{Seed, SEEDS};
 use ptlab_model::{ArchKind, Before};
@@ -186,19 +186,15 @@ pub struct Levels {
     pub slow_median_s: Option<f64>,
 }
 
-fn median(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    }
+/// Samples a timing can be made of: at least one, each positive and finite.
+fn timeable(samples_s: &[f64]) -> bool {
+    !samples_s.is_empty() && samples_s.iter().all(|x| x.is_finite() && *x > 0.0)
 }
 
 impl Levels {
     /// `None` for no samples or a sample that is not positive and finite.
     pub fn of(samples_s: &[f64]) -> Option<Levels> {
-        if samples_s.is_empty() || samples_s.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
+        if !timeable(samples_s) {
             return None;
         }
         let mut v = samples_s.to_vec();
@@ -213,15 +209,15 @@ impl Levels {
                 count: 1,
                 fast_n: v.len(),
                 slow_n: 0,
-                fast_median_s: median(&v),
+                fast_median_s: median(&v)?,
                 slow_median_s: None,
             },
             Some(i) => Levels {
                 count: 2,
                 fast_n: i,
                 slow_n: v.len() - i,
-                fast_median_s: median(&v[..i]),
-                slow_median_s: Some(median(&v[i..])),
+                fast_median_s: median(&v[..i])?,
+                slow_median_s: Some(median(&v[i..])?),
             },
         })
     }
@@ -288,10 +284,7 @@ pub struct SpeedUp {
 /// a sample that is not positive. Round `i` pairs the `i`-th samples of
 /// the two sides (both are kept in round order).
 pub fn speed_up(native: &Timing, model: &Timing) -> Option<SpeedUp> {
-    let positive = |t: &Timing| {
-        !t.samples_s.is_empty() && t.samples_s.iter().all(|x| x.is_finite() && *x > 0.0)
-    };
-    if !(positive(native) && positive(model)) {
+    if !(timeable(&native.samples_s) && timeable(&model.samples_s)) {
         return None;
     }
     let ratio = native.mean_s / model.mean_s;
@@ -306,7 +299,7 @@ pub fn speed_up(native: &Timing, model: &Timing) -> Option<SpeedUp> {
     rounds.sort_by(f64::total_cmp);
     Some(SpeedUp {
         min_ratio: native.min_s / model.min_s,
-        round_median_ratio: median(&rounds),
+        round_median_ratio: median(&rounds)?,
         rounds: rounds.len(),
         ratio,
         stdev: ratio * rel,
@@ -1110,12 +1103,6 @@ pub fn render_text(r: &SpeedReport) -> String {
     s
 }
 
-fn load_avg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
 pub fn speed(args: &SpeedArgs) -> Result<u8> {
     if let Some(path) = &args.out {
         crate::outpath::check_file("--out", path)?;
@@ -1366,7 +1353,7 @@ pub fn speed(args: &SpeedArgs) -> Result<u8> {
         schema: 2,
         started,
         environment,
-        load_avg_end: load_avg(),
+        load_avg_end: ptlab_bench::env::load_avg(),
         runs: args.runs,
         warmup: args.warmup,
         judged_by: "min_ratio",

@@ -2,19 +2,11 @@
 //! are never asserted; the live part uses tiny sizes and skips with a
 //! printed reason when not root.
 
+mod common;
+
+use common::{ptlab, text};
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn ptlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ptlab"))
-        .args(args)
-        .output()
-        .expect("run ptlab")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use std::process::Command;
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ptlab-bench-cli-{}", std::process::id()));

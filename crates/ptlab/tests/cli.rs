@@ -3,15 +3,11 @@
 //! These scenarios avoid depending on model behaviour beyond "mmap of
 //! length 0 fails", so they hold whatever the model's state of completion.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn ptlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ptlab"))
-        .args(args)
-        .output()
-        .expect("run ptlab")
-}
+use common::{ptlab, text};
+use std::path::PathBuf;
+use std::process::Output;
 
 /// Write `src` to a fresh temporary scenario file.
 fn scenario(name: &str, src: &str) -> PathBuf {
@@ -20,10 +16,6 @@ fn scenario(name: &str, src: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, src).expect("write scenario");
     path
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

@@ -1,19 +1,8 @@
 //! `ptlab cost` and `ptlab run --param` from the command line.
 
-use std::process::Command;
+mod common;
 
-fn ptlab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ptlab"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::ptlab_in_repo as ptlab;
 
 #[test]
 fn cost_compare_text_and_json() {

@@ -1,22 +1,11 @@
 //! `ptlab coverage` and the coverage parts of `ptlab fuzz` from the
 //! command line.
 
+mod common;
+
+use common::ptlab_in_repo as ptlab;
 use ptlab_model::core::rules::Rule;
 use std::collections::BTreeSet;
-use std::process::Command;
-
-fn ptlab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ptlab"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn json(args: &[&str]) -> serde_json::Value {
     let mut a = vec!["coverage", "--format", "json", "-q"];
@@ -185,7 +174,7 @@ fn fuzz_help_lists_every_weight_with_its_default() {
 fn model_only_fuzz_prints_coverage() {
     let dir = std::env::temp_dir().join(format!("ptlab-cov-cli-{}", std::process::id()));
     let d = dir.to_string_lossy().to_string();
-    let (code, out, err) = ptlab(&[
+    let fuzz = [
         "fuzz",
         "--model-only",
         "--seed",
@@ -195,23 +184,12 @@ fn model_only_fuzz_prints_coverage() {
         "-q",
         "-o",
         &d,
-    ]);
+    ];
+    let (code, out, err) = ptlab(&fuzz);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("rule coverage: "), "{out}");
     assert!(out.contains("20 scenarios"), "{out}");
-    let (code, out, err) = ptlab(&[
-        "fuzz",
-        "--model-only",
-        "--seed",
-        "5",
-        "--steps",
-        "20",
-        "-q",
-        "-o",
-        &d,
-        "--format",
-        "json",
-    ]);
+    let (code, out, err) = ptlab(&[&fuzz[..], &["--format", "json"]].concat());
     assert_eq!(code, 0, "{err}");
     let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert!(j["coverage"]["exercised"].as_u64().unwrap() > 30);

@@ -77,12 +77,7 @@ fn ptlab(lock: &ThpLock, swap_dir: &Path, args: &[&str]) -> Command {
 
 #[test]
 fn a_killed_fuzz_campaign_is_restored_by_the_next_start() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: {TEST}: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: {TEST}: THP knob writes and swapon need root");
+    if ptlab_live::skip_live_test(TEST, "THP knob writes and swapon need root") {
         return;
     }
     let lock = ThpLock::acquire().expect("knob lock");

@@ -3,9 +3,10 @@
 //! SIGTERM (the signal handler restores them). Runs the real binary while
 //! holding the knob lock; the child shares it through PTLAB_LOCK_FD.
 
+mod common;
+
 use ptlab_live::knobs::{self, ThpLock};
 use ptlab_model::{ThpKnob, ThpMode};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,19 +40,19 @@ fn busy_scenario() -> PathBuf {
 fn ptlab(lock: &ThpLock, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ptlab"));
     c.args(args).env("PTLAB_LOCK_FD", lock.raw_fd().to_string());
-    // The signals the test sends act as at a terminal, even when the test
-    // runs with them ignored (a background job of a non-interactive shell
-    // ignores SIGINT, and ptlab keeps a signal ignored at its start ignored).
-    // SAFETY: signal dispositions between fork and exec.
-    unsafe {
-        c.pre_exec(|| {
-            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-            Ok(())
-        });
-    }
+    common::default_signals(&mut c);
     c
+}
+
+/// A live run of `scenario`, once it has changed the knob and journaled it.
+fn live_run_changing_the_knob(lock: &ThpLock, scenario: &str) -> Child {
+    let mut child = ptlab(lock, &["run", "--backend", "live", scenario])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ptlab");
+    wait_for_change(&mut child);
+    child
 }
 
 fn wait_for_change(child: &mut Child) {
@@ -68,12 +69,10 @@ fn wait_for_change(child: &mut Child) {
 
 #[test]
 fn knobs_come_back_after_sigkill_and_sigterm() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: knobs_come_back_after_sigkill_and_sigterm: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: knobs_come_back_after_sigkill_and_sigterm: changing THP knobs needs root");
+    if ptlab_live::skip_live_test(
+        "knobs_come_back_after_sigkill_and_sigterm",
+        "changing THP knobs needs root",
+    ) {
         return;
     }
     let lock = ThpLock::acquire().expect("knob lock");
@@ -91,12 +90,7 @@ fn knobs_come_back_after_sigkill_and_sigterm() {
     let scenario = scenario.to_str().expect("utf-8 path");
 
     // 1. SIGKILL: knobs stay changed, the journal stays behind ...
-    let mut child = ptlab(&lock, &["run", "--backend", "live", scenario])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn ptlab");
-    wait_for_change(&mut child);
+    let mut child = live_run_changing_the_knob(&lock, scenario);
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
     assert_eq!(knobs::current_mode(KNOB), Ok(ThpMode::Always));
@@ -113,12 +107,7 @@ fn knobs_come_back_after_sigkill_and_sigterm() {
     assert!(!knobs::journal_path().exists());
 
     // 2. SIGKILL, then an explicit `ptlab restore`.
-    let mut child = ptlab(&lock, &["run", "--backend", "live", scenario])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn ptlab");
-    wait_for_change(&mut child);
+    let mut child = live_run_changing_the_knob(&lock, scenario);
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
     let out = ptlab(&lock, &["restore"]).output().expect("ptlab restore");
@@ -129,12 +118,7 @@ fn knobs_come_back_after_sigkill_and_sigterm() {
 
     // 3. SIGTERM: the handler restores before the process dies.
     for sig in [libc::SIGTERM, libc::SIGINT] {
-        let mut child = ptlab(&lock, &["run", "--backend", "live", scenario])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn ptlab");
-        wait_for_change(&mut child);
+        let mut child = live_run_changing_the_knob(&lock, scenario);
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, sig) };
         let st = child.wait().expect("wait");
@@ -182,12 +166,7 @@ impl Drop for WaitSafety {
 #[test]
 fn a_waiter_restores_the_journal_of_a_holder_killed_while_it_waits() {
     const TEST: &str = "a_waiter_restores_the_journal_of_a_holder_killed_while_it_waits";
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: {TEST}: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: {TEST}: changing THP knobs needs root");
+    if ptlab_live::skip_live_test(TEST, "changing THP knobs needs root") {
         return;
     }
     let _machine_lock = ThpLock::acquire().expect("knob lock");

@@ -44,12 +44,10 @@ fn ptlab_processes() -> Vec<(i32, String)> {
 
 #[test]
 fn reproduce_calibration_dies_with_reproduce() {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: reproduce_calibration_dies_with_reproduce: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: reproduce_calibration_dies_with_reproduce: needs root (live bench)");
+    if ptlab_live::skip_live_test(
+        "reproduce_calibration_dies_with_reproduce",
+        "needs root (live bench)",
+    ) {
         return;
     }
     let lock = ThpLock::acquire().expect("knob lock");

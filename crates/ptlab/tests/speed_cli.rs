@@ -2,18 +2,9 @@
 //! native part runs only as root on a kernel with THP (and says SKIP
 //! otherwise).
 
-use std::process::{Command, Output};
+mod common;
 
-fn ptlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ptlab"))
-        .args(args)
-        .output()
-        .expect("run ptlab")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{ptlab, text};
 
 fn live_available() -> Result<(), String> {
     if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {

@@ -5,9 +5,10 @@
 //! blockdev`, whose loop device must be gone too. Runs the real binary while
 //! holding the knob lock, which the children share through PTLAB_LOCK_FD.
 
+mod common;
+
 use ptlab_live::knobs::{self, ThpLock};
 use ptlab_live::swapfile;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,18 +37,7 @@ fn ptlab(lock: &ThpLock, swap_dir: &Path, args: &[&str]) -> Command {
     c.args(args)
         .env("PTLAB_LOCK_FD", lock.raw_fd().to_string())
         .env("PTLAB_SWAP_DIR", swap_dir);
-    // The signals the test sends act as at a terminal, even when the test
-    // runs with them ignored (a background job of a non-interactive shell
-    // ignores SIGINT, and ptlab keeps a signal ignored at its start ignored).
-    // SAFETY: signal dispositions between fork and exec.
-    unsafe {
-        c.pre_exec(|| {
-            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-            Ok(())
-        });
-    }
+    common::default_signals(&mut c);
     c
 }
 
@@ -101,12 +91,7 @@ fn blockdev_swap_is_removed_on_every_exit_path() {
 }
 
 fn exit_paths(test: &str, kind: swapfile::SwapKind) {
-    if let Some(why) = ptlab_live::live_unavailable() {
-        eprintln!("SKIP: {test}: {why}");
-        return;
-    }
-    if !ptlab_live::is_root() {
-        eprintln!("SKIP: {test}: swapon needs root");
+    if ptlab_live::skip_live_test(test, "swapon needs root") {
         return;
     }
     let lock = ThpLock::acquire().expect("knob lock");

@@ -1048,6 +1048,16 @@ mod tests {
         }
     }
 
+    /// A model of `arch` with `before`, THPs of `order` set to `mode` and
+    /// `len` bytes mapped read-write at `B`.
+    fn thp_model(arch: ArchKind, before: Before, order: u8, mode: ThpMode, len: u64) -> Model {
+        let mut m = model(arch);
+        m.set_before(before);
+        m.set_thp(ThpKnob::Size(order), mode).unwrap();
+        map(&mut m, B, len, RW);
+        m
+    }
+
     fn both(f: impl Fn(ArchKind, Before)) {
         for arch in ArchKind::ALL {
             for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
@@ -1191,10 +1201,7 @@ mod tests {
     #[test]
     fn exclusive_pages_become_writable_without_a_fault() {
         both(|arch, before| {
-            let mut m = model(arch);
-            m.set_before(before);
-            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
-            map(&mut m, B, 32 * P, RW);
+            let mut m = thp_model(arch, before, 4, ThpMode::Always, 32 * P);
             m.access_range(1, B, 32 * P, true, None).unwrap();
             m.mprotect(1, B, 32 * P, Prot::READ).unwrap();
             assert!(!leaf(&m, B).write());
@@ -1216,10 +1223,7 @@ mod tests {
     #[test]
     fn shared_pages_and_zero_pages_stay_read_only() {
         both(|arch, before| {
-            let mut m = model(arch);
-            m.set_before(before);
-            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
-            map(&mut m, B, 32 * P, RW);
+            let mut m = thp_model(arch, before, 4, ThpMode::Always, 32 * P);
             m.write(1, B, 1).unwrap(); // a 64K folio at B
             m.read(1, B + 16 * P).unwrap(); // zero page
             let child = m.fork(1).unwrap();
@@ -1241,10 +1245,7 @@ mod tests {
     #[test]
     fn mixed_exclusivity_splits_the_batch() {
         both(|arch, before| {
-            let mut m = model(arch);
-            m.set_before(before);
-            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
-            map(&mut m, B, 16 * P, RW);
+            let mut m = thp_model(arch, before, 4, ThpMode::Always, 16 * P);
             m.write(1, B, 1).unwrap();
             let child = m.fork(1).unwrap();
             m.exit(child).unwrap();
@@ -1268,10 +1269,7 @@ mod tests {
     #[test]
     fn prot_none_entries_stay_present_and_fault() {
         both(|arch, before| {
-            let mut m = model(arch);
-            m.set_before(before);
-            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
-            map(&mut m, B, 32 * P, RW);
+            let mut m = thp_model(arch, before, 4, ThpMode::Always, 32 * P);
             m.access_range(1, B, 16 * P, true, Some(5)).unwrap();
             m.read(1, B + 16 * P).unwrap();
             m.mprotect(1, B, 32 * P, Prot::empty()).unwrap();
@@ -1299,10 +1297,7 @@ mod tests {
     #[test]
     fn partial_pmd_thp_is_split_and_stays_one_folio() {
         both(|arch, before| {
-            let mut m = model(arch);
-            m.set_before(before);
-            m.set_thp(ThpKnob::Size(9), ThpMode::Inherit).unwrap();
-            map(&mut m, B, 2 << 20, RW);
+            let mut m = thp_model(arch, before, 9, ThpMode::Inherit, 2 << 20);
             m.madvise(1, B, 2 << 20, Advice::HugePage).unwrap();
             m.write(1, B, 1).unwrap();
             m.mprotect(1, B + (1 << 20), 1 << 20, Prot::READ).unwrap();
@@ -1324,10 +1319,7 @@ mod tests {
     #[test]
     fn whole_pmd_changes_as_one_entry_and_huge_zero_stays_read_only() {
         both(|arch, before| {
-            let mut m = model(arch);
-            m.set_before(before);
-            m.set_thp(ThpKnob::Size(9), ThpMode::Inherit).unwrap();
-            map(&mut m, B, 4 << 20, RW);
+            let mut m = thp_model(arch, before, 9, ThpMode::Inherit, 4 << 20);
             m.madvise(1, B, 4 << 20, Advice::HugePage).unwrap();
             m.write(1, B, 1).unwrap();
             m.read(1, B + (2 << 20)).unwrap(); // huge zero PMD
@@ -1352,10 +1344,7 @@ mod tests {
     #[test]
     fn arm64_batch_keeps_blocks_folded_per_pte_refolds() {
         for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
-            let mut m = model(ArchKind::Arm64);
-            m.set_before(before);
-            m.set_thp(ThpKnob::Size(5), ThpMode::Always).unwrap();
-            map(&mut m, B, 32 * P, RW);
+            let mut m = thp_model(ArchKind::Arm64, before, 5, ThpMode::Always, 32 * P);
             m.write(1, B, 1).unwrap(); // 128K folio: two folded blocks
                                        // Split the VMA inside the second block: the batch ends mid-block.
             m.mprotect(1, B, 24 * P, Prot::READ).unwrap();
@@ -1376,10 +1365,7 @@ mod tests {
     #[test]
     fn arm64_prot_none_blocks_keep_cont_until_rewritten() {
         for before in [Before::empty(), Before::MPROTECT_PTE_BATCH] {
-            let mut m = model(ArchKind::Arm64);
-            m.set_before(before);
-            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
-            map(&mut m, B, 16 * P, RW);
+            let mut m = thp_model(ArchKind::Arm64, before, 4, ThpMode::Always, 16 * P);
             m.write(1, B, 1).unwrap();
             m.mprotect(1, B, 16 * P, Prot::empty()).unwrap();
             // Batched: set_ptes(16) paints CONT on the PROT_NONE entries.

@@ -50,3 +50,39 @@ pub fn mthp_model(cfg: ptlab_model::ModelConfig, orders: &[u8]) -> ptlab_model::
     }
     m
 }
+
+/// Page-aligned offsets in `[0, arena)`: any page or any 64 KiB boundary,
+/// each kind as likely.
+pub fn offset_4k_64k(arena: u64) -> impl proptest::strategy::Strategy<Value = u64> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0..arena / 4096).prop_map(|p| p * 4096),
+        (0..arena / 0x10000).prop_map(|p| p * 0x10000)
+    ]
+}
+
+/// Page-aligned offsets in `[0, arena)`: any page, any 64 KiB boundary or
+/// any 2 MiB boundary, each kind as likely.
+pub fn offset_4k_64k_2m(arena: u64) -> impl proptest::strategy::Strategy<Value = u64> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0..arena / 4096).prop_map(|p| p * 4096),
+        (0..arena / 0x10000).prop_map(|p| p * 0x10000),
+        (0..arena / 0x200000).prop_map(|p| p * 0x200000),
+    ]
+}
+
+/// Fork process 1, after letting the child kept by the last call exit (if
+/// any); keep the new child (`keep`: pages stay shared with it) or let it
+/// exit at once (pages no longer shared after it).
+pub fn fork_exit(m: &mut ptlab_model::Model, child: &mut Option<ptlab_model::Pid>, keep: bool) {
+    if let Some(c) = child.take() {
+        m.exit(c).unwrap();
+    }
+    let c = m.fork(1).unwrap();
+    if keep {
+        *child = Some(c);
+    } else {
+        m.exit(c).unwrap();
+    }
+}
