@@ -584,6 +584,12 @@ pub struct HwTally {
     counts: [u64; HwEvent::COUNT],
     calls: [u64; KCall::COUNT],
     rules: [u32; crate::core::rules::Rule::COUNT],
+    /// The counters ever changed when the tally was taken: the others
+    /// were zero then, whatever their slots hold (a tally written in place,
+    /// [`HwSink::tally_into`], copies only these).
+    counts_hit: [u64; touched_words(HwEvent::COUNT)],
+    calls_hit: [u64; touched_words(KCall::COUNT)],
+    rules_hit: crate::core::rules::RulesTouched,
 }
 
 /// A plain counter set that can be bumped through a shared reference (the
@@ -815,20 +821,24 @@ impl HwSink {
             counts: std::array::from_fn(|i| self.counts[i].get()),
             calls: std::array::from_fn(|i| self.calls[i].get()),
             rules: self.rules.tally(),
+            counts_hit: self.counts_touched.words(),
+            calls_hit: self.calls_touched.words(),
+            rules_hit: self.rules.touched(),
         }
     }
     /// [`HwSink::tally`] written over `t` in place: for a tally kept in a
     /// box that is reused (a stretch's template fault,
     /// `crate::sys::fault_run::FaultTally`), without building the few
     /// kilobytes on the stack and copying them into the box.
+    /// Only the counters ever changed are copied, with the set of them
+    /// (the others are zero, and [`HwSink::add_since`] reads them so):
+    /// a workload touches a few of the counters, and copying all of them
+    /// was most of the tally's cost (issue 14, mremap-batch-64k's twelfth
+    /// session).
     pub fn tally_into(&self, t: &mut HwTally) {
-        for (d, c) in t.counts.iter_mut().zip(self.counts.iter()) {
-            *d = c.get();
-        }
-        for (d, c) in t.calls.iter_mut().zip(self.calls.iter()) {
-            *d = c.get();
-        }
-        self.rules.tally_into(&mut t.rules);
+        t.counts_hit = self.counts_touched.copy_touched(&self.counts, &mut t.counts);
+        t.calls_hit = self.calls_touched.copy_touched(&self.calls, &mut t.calls);
+        t.rules_hit = self.rules.tally_into(&mut t.rules);
     }
     /// Add `k` times every event, kernel call and rule hit counted since
     /// `before`: a whole-stretch step that did one of `k + 1` identical
@@ -837,16 +847,28 @@ impl HwSink {
     /// Only the counters ever changed are visited (the others are zero
     /// now and were then).
     pub fn add_since(&self, before: &HwTally, k: u64) {
+        // A counter not changed by the tally was zero then.
         self.counts_touched.each(|i| {
             let c = &self.counts[i];
-            c.set(c.get() + (c.get() - before.counts[i]) * k);
+            let b = match Touched::in_words(&before.counts_hit, i) {
+                true => before.counts[i],
+                false => 0,
+            };
+            c.set(c.get() + (c.get() - b) * k);
         });
         self.calls_touched.each(|i| {
             let c = &self.calls[i];
-            c.set(c.get() + (c.get() - before.calls[i]) * k);
+            let b = match Touched::in_words(&before.calls_hit, i) {
+                true => before.calls[i],
+                false => 0,
+            };
+            c.set(c.get() + (c.get() - b) * k);
         });
-        self.rules
-            .add_since(&before.rules, u32::try_from(k).unwrap_or(u32::MAX));
+        self.rules.add_since(
+            &before.rules,
+            &before.rules_hit,
+            u32::try_from(k).unwrap_or(u32::MAX),
+        );
     }
     /// The counts, for reports (never for a decision of the model).
     pub fn snapshot(&self) -> HwEvents {

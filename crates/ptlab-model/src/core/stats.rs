@@ -196,14 +196,38 @@ impl Stats {
     /// Only the counters ever changed are visited (the others are zero
     /// in both).
     pub fn add_since(&mut self, before: &Stats, k: i64) {
+        // A counter `before` had not changed was zero then, whatever its
+        // slot holds (a copy from [`Stats::copy_into`] leaves it stale).
         for o in bits(self.orders_touched) {
-            let (row, b) = (&mut self.mthp[o], &before.mthp[o]);
+            let (row, b, bt) = (&mut self.mthp[o], &before.mthp[o], before.mthp_touched[o]);
             for s in bits(self.mthp_touched[o]) {
-                row[s] += (row[s] - b[s]) * k;
+                let was = if bt >> s & 1 != 0 { b[s] } else { 0 };
+                row[s] += (row[s] - was) * k;
             }
         }
         for e in bits(self.vm_touched) {
-            self.vm[e] += (self.vm[e] - before.vm[e]) * k;
+            let was = if before.vm_touched >> e & 1 != 0 { before.vm[e] } else { 0 };
+            self.vm[e] += (self.vm[e] - was) * k;
+        }
+    }
+    /// A copy of these counters written over `out` for [`Stats::add_since`]
+    /// only: the sets of changed counters and their values; the slots of
+    /// counters never changed (zero) are left as `out` held them, which
+    /// `add_since` reads as zero. (Equality and `Debug` of `out` see the
+    /// stale slots: use it as an `add_since` base and nothing else.) For a
+    /// stretch's tally kept in a reused box: a few of the counters copied,
+    /// not all (issue 14, mremap-batch-64k's twelfth session).
+    pub fn copy_into(&self, out: &mut Stats) {
+        out.orders_touched = self.orders_touched;
+        out.mthp_touched = self.mthp_touched;
+        out.vm_touched = self.vm_touched;
+        for o in bits(self.orders_touched) {
+            for s in bits(self.mthp_touched[o]) {
+                out.mthp[o][s] = self.mthp[o][s];
+            }
+        }
+        for e in bits(self.vm_touched) {
+            out.vm[e] = self.vm[e];
         }
     }
     pub fn get_mthp(&self, order: u8, stat: MthpStat) -> i64 {
