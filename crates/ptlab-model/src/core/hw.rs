@@ -836,7 +836,9 @@ impl HwSink {
     /// was most of the tally's cost (issue 14, mremap-batch-64k's twelfth
     /// session).
     pub fn tally_into(&self, t: &mut HwTally) {
-        t.counts_hit = self.counts_touched.copy_touched(&self.counts, &mut t.counts);
+        t.counts_hit = self
+            .counts_touched
+            .copy_touched(&self.counts, &mut t.counts);
         t.calls_hit = self.calls_touched.copy_touched(&self.calls, &mut t.calls);
         t.rules_hit = self.rules.tally_into(&mut t.rules);
     }
@@ -957,6 +959,54 @@ mod tests {
         assert_eq!(snap.get(HwEvent::PteAtomicClear), 21);
         assert_eq!(snap.get(HwEvent::PteLoad), 27 + 3);
         assert_eq!(snap.get(HwEvent::PteStore), 33);
+    }
+
+    /// A tally written in place over an older tally of another sink
+    /// ([`HwSink::tally_into`] copies only the counters ever changed) keeps
+    /// that tally's values in the other slots: `add_since` must read the
+    /// counters the sink had not changed by the tally as zero, whatever the
+    /// slots hold — events, kernel calls and rule hits alike, including
+    /// counters first changed after the tally.
+    #[test]
+    fn a_tally_written_over_a_stale_one_repeats_the_same_counts() {
+        use crate::core::rules::Rule;
+        let other = HwSink::new(HwFeatures::default());
+        other.add(HwEvent::PteStore, 40);
+        other.add(HwEvent::PteLoad, 9);
+        other.call_n(KCall::PtepGet, 30);
+        other.rule(Rule::ContptePaint);
+        other.rule(Rule::ContpteFold);
+        let fresh = |s: &HwSink| {
+            s.add(HwEvent::PteLoad, 5);
+            s.call(KCall::SetPtes);
+            s.rule(Rule::ContpteFold);
+        };
+        let step = |s: &HwSink| {
+            s.add(HwEvent::PteLoad, 2);
+            s.add(HwEvent::PteStore, 3);
+            s.call_n(KCall::PtepGet, 4);
+            s.rule(Rule::ContptePaint);
+        };
+        let (a, b) = (
+            HwSink::new(HwFeatures::default()),
+            HwSink::new(HwFeatures::default()),
+        );
+        fresh(&a);
+        fresh(&b);
+        let full = a.tally();
+        let mut stale = other.tally();
+        b.tally_into(&mut stale);
+        step(&a);
+        step(&b);
+        a.add_since(&full, 6);
+        b.add_since(&stale, 6);
+        assert_eq!(a.snapshot(), b.snapshot());
+        assert_eq!(a.rules.coverage(), b.rules.coverage());
+        let snap = b.snapshot();
+        assert_eq!(snap.get(HwEvent::PteStore), 3 * 7);
+        assert_eq!(snap.calls(KCall::PtepGet), 4 * 7);
+        assert_eq!(b.rules.coverage().get(Rule::ContptePaint), 7);
+        assert_eq!(b.rules.coverage().get(Rule::ContpteFold), 1);
     }
 
     #[test]

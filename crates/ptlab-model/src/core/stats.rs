@@ -206,7 +206,11 @@ impl Stats {
             }
         }
         for e in bits(self.vm_touched) {
-            let was = if before.vm_touched >> e & 1 != 0 { before.vm[e] } else { 0 };
+            let was = if before.vm_touched >> e & 1 != 0 {
+                before.vm[e]
+            } else {
+                0
+            };
             self.vm[e] += (self.vm[e] - was) * k;
         }
     }
@@ -302,6 +306,27 @@ mod tests {
                 }
             }
         }
+        // A copy written over a stale one (`copy_into`: only the counters
+        // changed so far) repeats the same changes as a clone: counters
+        // the copy had not changed are read as zero, whatever they hold.
+        let mut other = Stats::default();
+        other.mthp(4, MthpStat::NrAnon, 11);
+        other.mthp(4, MthpStat::AnonFaultAlloc, 7);
+        other.vm(VmEvent::ThpSplitPmd, 5);
+        let mut s = Stats::default();
+        s.mthp(4, MthpStat::NrAnon, 2);
+        let (clone, mut stale) = (s.clone(), other.clone());
+        s.copy_into(&mut stale);
+        s.mthp(4, MthpStat::AnonFaultAlloc, 1);
+        s.mthp(4, MthpStat::NrAnon, 1);
+        s.vm(VmEvent::ThpSplitPmd, 1);
+        let (mut x, mut y) = (s.clone(), s.clone());
+        x.add_since(&clone, 3);
+        y.add_since(&stale, 3);
+        assert_eq!(x.to_map(), y.to_map());
+        assert_eq!(y.get_mthp(4, MthpStat::AnonFaultAlloc), 4);
+        assert_eq!(y.get_vm(VmEvent::ThpSplitPmd), 4);
+        assert_eq!(y.get_mthp(4, MthpStat::NrAnon), 6);
         // Equality sees the values only, not which counters were touched.
         let mut a = Stats::default();
         a.vm(VmEvent::ThpSplitPmd, 1);

@@ -394,8 +394,8 @@ impl Model {
                 // order; no observer; `stretch_first_fault` on, so the
                 // anon_vma is not asked for): it is asked only otherwise.
                 let made = write && self.stretch_first_tables(pid, addr);
-                let watch = made
-                    || (write && self.cfg.stretch_steps && self.stretch_watchable(pid, addr));
+                let watch =
+                    made || (write && self.cfg.stretch_steps && self.stretch_watchable(pid, addr));
                 let before = watch.then(|| FaultTally::boxed(self, pid));
                 // The page needs a fault (the fast path above found it
                 // unmapped); a write over a stretch of none PTEs faults the
