@@ -87,7 +87,9 @@ pub struct ModelConfig {
     /// nothing else is freed with them in one step (`core/pgtable.rs`
     /// `alloc_lone_chain()`, `free_lone_chain()`; on by default; off:
     /// level by level, the reference `table_chain_prop` compares
-    /// against). No observable effect, and the same counts.
+    /// against), and `free_pgd_range()` returns at once when no PMD span
+    /// over its range lies inside `[floor, ceiling)` (nothing can be freed:
+    /// `no_pte_span_inside()`). No observable effect, and the same counts.
     pub table_chain_steps: bool,
     /// With `fork_runs`: a zap stretch of whole large folios takes its
     /// first folio too, that folio's batch counted from what a whole-folio

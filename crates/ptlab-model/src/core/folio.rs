@@ -1546,16 +1546,23 @@ impl PhysMem {
             return 0;
         };
         let nr = run.pages();
-        let template = run.folio_at(head.0);
+        // The run's shared state is the template's but for its contents
+        // (affine in both or neither): checked there, and the template
+        // built (a clone) only where the folios are recorded one by one.
+        let shared = &run.folio;
         let slot = self.large.find(head.0).map(|(_, _, s)| s);
-        if template.kind != FolioKind::Anon
-            || template.swap.is_some()
-            || !matches!(template.tags, Tags::Affine { .. })
+        if shared.kind != FolioKind::Anon
+            || shared.swap.is_some()
+            || !matches!(shared.tags, Tags::Affine { .. })
             || run.end() != head.0 + nr
         {
             return 0;
         }
-        let order = template.order;
+        let order = shared.order;
+        let template = match (self.large.runs, slot) {
+            (true, Some(_)) => None,
+            _ => Some(run.folio_at(head.0)),
+        };
         // The blocks single allocations would hand out while each is the
         // next one after the run (a block elsewhere is not taken: single
         // allocations stopped there and gave it back), in one step.
@@ -1568,13 +1575,14 @@ impl PhysMem {
             return 0;
         }
         self.large.last.set(None);
-        match (self.large.runs, slot) {
-            (true, Some(slot)) => {
+        match (template, slot) {
+            (None, Some(slot)) => {
                 self.large.folios += made;
                 self.large.slab[slot as usize].count += made as u32;
                 self.large.settle(slot);
             }
-            _ => {
+            (None, None) => debug_assert!(false, "a template without a slot is built"),
+            (Some(template), _) => {
                 for j in 1..=made {
                     let h = head.0 + nr * j;
                     let mut l = template.clone();

@@ -589,6 +589,12 @@ pub struct HwTally {
     counts: [u64; HwEvent::COUNT],
     calls: [u64; KCall::COUNT],
     rules: [u32; crate::core::rules::Rule::COUNT],
+    /// The counters ever changed when the tally was taken: the others
+    /// were zero then, whatever their slots hold (a tally written in place,
+    /// [`HwSink::tally_into`], copies only these).
+    counts_hit: [u64; touched_words(HwEvent::COUNT)],
+    calls_hit: [u64; touched_words(KCall::COUNT)],
+    rules_hit: crate::core::rules::RulesTouched,
 }
 
 /// A plain counter set that can be bumped through a shared reference (the
@@ -820,20 +826,26 @@ impl HwSink {
             counts: std::array::from_fn(|i| self.counts[i].get()),
             calls: std::array::from_fn(|i| self.calls[i].get()),
             rules: self.rules.tally(),
+            counts_hit: self.counts_touched.words(),
+            calls_hit: self.calls_touched.words(),
+            rules_hit: self.rules.touched(),
         }
     }
     /// [`HwSink::tally`] written over `t` in place: for a tally kept in a
     /// box that is reused (a stretch's template fault,
     /// `crate::sys::fault_run::FaultTally`), without building the few
     /// kilobytes on the stack and copying them into the box.
+    /// Only the counters ever changed are copied, with the set of them
+    /// (the others are zero, and [`HwSink::add_since`] reads them so):
+    /// a workload touches a few of the counters, and copying all of them
+    /// was most of the tally's cost (issue 14, mremap-batch-64k's twelfth
+    /// session).
     pub fn tally_into(&self, t: &mut HwTally) {
-        for (d, c) in t.counts.iter_mut().zip(self.counts.iter()) {
-            *d = c.get();
-        }
-        for (d, c) in t.calls.iter_mut().zip(self.calls.iter()) {
-            *d = c.get();
-        }
-        self.rules.tally_into(&mut t.rules);
+        t.counts_hit = self
+            .counts_touched
+            .copy_touched(&self.counts, &mut t.counts);
+        t.calls_hit = self.calls_touched.copy_touched(&self.calls, &mut t.calls);
+        t.rules_hit = self.rules.tally_into(&mut t.rules);
     }
     /// Add `k` times every event, kernel call and rule hit counted since
     /// `before`: a whole-stretch step that did one of `k + 1` identical
@@ -842,16 +854,28 @@ impl HwSink {
     /// Only the counters ever changed are visited (the others are zero
     /// now and were then).
     pub fn add_since(&self, before: &HwTally, k: u64) {
+        // A counter not changed by the tally was zero then.
         self.counts_touched.each(|i| {
             let c = &self.counts[i];
-            c.set(c.get() + (c.get() - before.counts[i]) * k);
+            let b = match Touched::in_words(&before.counts_hit, i) {
+                true => before.counts[i],
+                false => 0,
+            };
+            c.set(c.get() + (c.get() - b) * k);
         });
         self.calls_touched.each(|i| {
             let c = &self.calls[i];
-            c.set(c.get() + (c.get() - before.calls[i]) * k);
+            let b = match Touched::in_words(&before.calls_hit, i) {
+                true => before.calls[i],
+                false => 0,
+            };
+            c.set(c.get() + (c.get() - b) * k);
         });
-        self.rules
-            .add_since(&before.rules, u32::try_from(k).unwrap_or(u32::MAX));
+        self.rules.add_since(
+            &before.rules,
+            &before.rules_hit,
+            u32::try_from(k).unwrap_or(u32::MAX),
+        );
     }
     /// The counts, for reports (never for a decision of the model).
     pub fn snapshot(&self) -> HwEvents {
@@ -940,6 +964,54 @@ mod tests {
         assert_eq!(snap.get(HwEvent::PteAtomicClear), 21);
         assert_eq!(snap.get(HwEvent::PteLoad), 27 + 3);
         assert_eq!(snap.get(HwEvent::PteStore), 33);
+    }
+
+    /// A tally written in place over an older tally of another sink
+    /// ([`HwSink::tally_into`] copies only the counters ever changed) keeps
+    /// that tally's values in the other slots: `add_since` must read the
+    /// counters the sink had not changed by the tally as zero, whatever the
+    /// slots hold — events, kernel calls and rule hits alike, including
+    /// counters first changed after the tally.
+    #[test]
+    fn a_tally_written_over_a_stale_one_repeats_the_same_counts() {
+        use crate::core::rules::Rule;
+        let other = HwSink::new(HwFeatures::default());
+        other.add(HwEvent::PteStore, 40);
+        other.add(HwEvent::PteLoad, 9);
+        other.call_n(KCall::PtepGet, 30);
+        other.rule(Rule::ContptePaint);
+        other.rule(Rule::ContpteFold);
+        let fresh = |s: &HwSink| {
+            s.add(HwEvent::PteLoad, 5);
+            s.call(KCall::SetPtes);
+            s.rule(Rule::ContpteFold);
+        };
+        let step = |s: &HwSink| {
+            s.add(HwEvent::PteLoad, 2);
+            s.add(HwEvent::PteStore, 3);
+            s.call_n(KCall::PtepGet, 4);
+            s.rule(Rule::ContptePaint);
+        };
+        let (a, b) = (
+            HwSink::new(HwFeatures::default()),
+            HwSink::new(HwFeatures::default()),
+        );
+        fresh(&a);
+        fresh(&b);
+        let full = a.tally();
+        let mut stale = other.tally();
+        b.tally_into(&mut stale);
+        step(&a);
+        step(&b);
+        a.add_since(&full, 6);
+        b.add_since(&stale, 6);
+        assert_eq!(a.snapshot(), b.snapshot());
+        assert_eq!(a.rules.coverage(), b.rules.coverage());
+        let snap = b.snapshot();
+        assert_eq!(snap.get(HwEvent::PteStore), 3 * 7);
+        assert_eq!(snap.calls(KCall::PtepGet), 4 * 7);
+        assert_eq!(b.rules.coverage().get(Rule::ContptePaint), 7);
+        assert_eq!(b.rules.coverage().get(Rule::ContpteFold), 1);
     }
 
     #[test]

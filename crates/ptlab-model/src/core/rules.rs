@@ -441,6 +441,35 @@ impl<const W: usize> Touched<W> {
     fn set_cold(w: &Cell<u64>, bit: u64) {
         w.set(w.get() | bit);
     }
+    /// The set as plain words (a tally's copy of it: [`Touched::in_words`]).
+    #[inline]
+    pub(crate) fn words(&self) -> [u64; W] {
+        std::array::from_fn(|k| self.0[k].get())
+    }
+    /// Whether counter `i` is in the set `words` (a [`Touched::words`] copy).
+    #[inline]
+    pub(crate) fn in_words(words: &[u64; W], i: usize) -> bool {
+        words[i / 64] >> (i % 64) & 1 != 0
+    }
+    /// Copy into `out` the values of the counters in this set only (the
+    /// others are zero: their slots in `out` are left as they are, and a
+    /// reader of `out` takes them as zero through [`Touched::in_words`] of
+    /// the words returned). A tally written over an older one in place
+    /// copies the few counters a workload touches, not every counter
+    /// (issue 14, mremap-batch-64k's twelfth session).
+    #[inline]
+    pub(crate) fn copy_touched<T: Copy>(&self, from: &[Cell<T>], out: &mut [T]) -> [u64; W] {
+        let words = self.words();
+        for (k, &w) in words.iter().enumerate() {
+            let mut bits = w;
+            while bits != 0 {
+                let i = k * 64 + bits.trailing_zeros() as usize;
+                out[i] = from[i].get();
+                bits &= bits - 1;
+            }
+        }
+        words
+    }
     /// Each counter ever changed, in index order.
     #[inline]
     pub(crate) fn each(&self, mut f: impl FnMut(usize)) {
@@ -458,6 +487,9 @@ impl<const W: usize> Touched<W> {
 pub(crate) const fn touched_words(n: usize) -> usize {
     n.div_ceil(64)
 }
+
+/// The rules ever hit, as plain words ([`RuleCounts::touched`]).
+pub type RulesTouched = [u64; touched_words(Rule::COUNT)];
 
 /// One hit counter per rule (kept in each [`crate::core::hw::HwSink`]).
 /// The second field is the set of rules ever hit (a sparse
@@ -495,20 +527,31 @@ impl RuleCounts {
     pub fn tally(&self) -> [u32; Rule::COUNT] {
         std::array::from_fn(|i| self.0[i].get())
     }
-    /// [`RuleCounts::tally`] written over `out` in place (no copy of the
-    /// array through the stack).
-    pub fn tally_into(&self, out: &mut [u32; Rule::COUNT]) {
-        for (d, c) in out.iter_mut().zip(self.0.iter()) {
-            *d = c.get();
-        }
+    /// [`RuleCounts::tally`] written over `out` in place, the rules ever
+    /// hit only: the others' slots keep what they held, and the set
+    /// returned (the rules hit so far) tells [`RuleCounts::add_since`] to
+    /// read them as zero.
+    pub fn tally_into(&self, out: &mut [u32; Rule::COUNT]) -> RulesTouched {
+        self.1.copy_touched(&self.0, out)
     }
-    /// Add `k` times what was hit since `before` (a [`RuleCounts::tally`]):
-    /// the hits of one step repeated `k` times more.
-    pub fn add_since(&self, before: &[u32], k: u32) {
-        // Only the rules ever hit (the others are zero now and were then).
+    /// The rules ever hit, as words (a full [`RuleCounts::tally`]'s set).
+    pub fn touched(&self) -> RulesTouched {
+        self.1.words()
+    }
+    /// Add `k` times what was hit since `before` (a [`RuleCounts::tally`]
+    /// or [`RuleCounts::tally_into`], with the rules hit then,
+    /// `before_hit`): the hits of one step repeated `k` times more.
+    pub fn add_since(&self, before: &[u32; Rule::COUNT], before_hit: &RulesTouched, k: u32) {
+        // Only the rules ever hit (the others are zero now and were then);
+        // a rule not hit at the tally was zero then, whatever its slot in
+        // `before` holds.
         self.1.each(|i| {
             let c = &self.0[i];
-            let d = c.get() - before[i];
+            let b = match Touched::in_words(before_hit, i) {
+                true => before[i],
+                false => 0,
+            };
+            let d = c.get() - b;
             if d > 0 {
                 c.set(c.get().saturating_add(d.saturating_mul(k)));
             }

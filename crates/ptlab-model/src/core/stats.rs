@@ -196,14 +196,42 @@ impl Stats {
     /// Only the counters ever changed are visited (the others are zero
     /// in both).
     pub fn add_since(&mut self, before: &Stats, k: i64) {
+        // A counter `before` had not changed was zero then, whatever its
+        // slot holds (a copy from [`Stats::copy_into`] leaves it stale).
         for o in bits(self.orders_touched) {
-            let (row, b) = (&mut self.mthp[o], &before.mthp[o]);
+            let (row, b, bt) = (&mut self.mthp[o], &before.mthp[o], before.mthp_touched[o]);
             for s in bits(self.mthp_touched[o]) {
-                row[s] += (row[s] - b[s]) * k;
+                let was = if bt >> s & 1 != 0 { b[s] } else { 0 };
+                row[s] += (row[s] - was) * k;
             }
         }
         for e in bits(self.vm_touched) {
-            self.vm[e] += (self.vm[e] - before.vm[e]) * k;
+            let was = if before.vm_touched >> e & 1 != 0 {
+                before.vm[e]
+            } else {
+                0
+            };
+            self.vm[e] += (self.vm[e] - was) * k;
+        }
+    }
+    /// A copy of these counters written over `out` for [`Stats::add_since`]
+    /// only: the sets of changed counters and their values; the slots of
+    /// counters never changed (zero) are left as `out` held them, which
+    /// `add_since` reads as zero. (Equality and `Debug` of `out` see the
+    /// stale slots: use it as an `add_since` base and nothing else.) For a
+    /// stretch's tally kept in a reused box: a few of the counters copied,
+    /// not all (issue 14, mremap-batch-64k's twelfth session).
+    pub fn copy_into(&self, out: &mut Stats) {
+        out.orders_touched = self.orders_touched;
+        out.mthp_touched = self.mthp_touched;
+        out.vm_touched = self.vm_touched;
+        for o in bits(self.orders_touched) {
+            for s in bits(self.mthp_touched[o]) {
+                out.mthp[o][s] = self.mthp[o][s];
+            }
+        }
+        for e in bits(self.vm_touched) {
+            out.vm[e] = self.vm[e];
         }
     }
     pub fn get_mthp(&self, order: u8, stat: MthpStat) -> i64 {
@@ -278,6 +306,27 @@ mod tests {
                 }
             }
         }
+        // A copy written over a stale one (`copy_into`: only the counters
+        // changed so far) repeats the same changes as a clone: counters
+        // the copy had not changed are read as zero, whatever they hold.
+        let mut other = Stats::default();
+        other.mthp(4, MthpStat::NrAnon, 11);
+        other.mthp(4, MthpStat::AnonFaultAlloc, 7);
+        other.vm(VmEvent::ThpSplitPmd, 5);
+        let mut s = Stats::default();
+        s.mthp(4, MthpStat::NrAnon, 2);
+        let (clone, mut stale) = (s.clone(), other.clone());
+        s.copy_into(&mut stale);
+        s.mthp(4, MthpStat::AnonFaultAlloc, 1);
+        s.mthp(4, MthpStat::NrAnon, 1);
+        s.vm(VmEvent::ThpSplitPmd, 1);
+        let (mut x, mut y) = (s.clone(), s.clone());
+        x.add_since(&clone, 3);
+        y.add_since(&stale, 3);
+        assert_eq!(x.to_map(), y.to_map());
+        assert_eq!(y.get_mthp(4, MthpStat::AnonFaultAlloc), 4);
+        assert_eq!(y.get_vm(VmEvent::ThpSplitPmd), 4);
+        assert_eq!(y.get_mthp(4, MthpStat::NrAnon), 6);
         // Equality sees the values only, not which counters were touched.
         let mut a = Stats::default();
         a.vm(VmEvent::ThpSplitPmd, 1);

@@ -816,7 +816,7 @@ impl ZapTally {
         match SPARE_ZAP_TALLY.with(|s| s.take()) {
             Some(mut t) => {
                 phys.hw.tally_into(&mut t.phys);
-                t.stats.clone_from(&phys.stats);
+                phys.stats.copy_into(&mut t.stats);
                 t
             }
             None => Box::new(ZapTally::take(phys)),

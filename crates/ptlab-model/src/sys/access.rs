@@ -389,10 +389,13 @@ impl Model {
                 // The first fault of a slot with no PTE table: its tables
                 // made first, so that it can be that fault
                 // ([`Model::stretch_first_tables`]).
-                if write {
-                    self.stretch_first_tables(pid, addr);
-                }
-                let watch = write && self.cfg.stretch_steps && self.stretch_watchable(pid, addr);
+                // Tables made ahead answer what `stretch_watchable()` asks
+                // (the PTE table is there now; the VMA allows an mTHP
+                // order; no observer; `stretch_first_fault` on, so the
+                // anon_vma is not asked for): it is asked only otherwise.
+                let made = write && self.stretch_first_tables(pid, addr);
+                let watch =
+                    made || (write && self.cfg.stretch_steps && self.stretch_watchable(pid, addr));
                 let before = watch.then(|| FaultTally::boxed(self, pid));
                 // The page needs a fault (the fast path above found it
                 // unmapped); a write over a stretch of none PTEs faults the

@@ -157,7 +157,7 @@ impl FaultTally {
             Some(mut t) => {
                 m.procs[&pid].pt.hw.tally_into(&mut t.mm);
                 m.phys.hw.tally_into(&mut t.phys);
-                t.stats.clone_from(&m.phys.stats);
+                m.phys.stats.copy_into(&mut t.stats);
                 t
             }
             None => Box::new(FaultTally::take(m, pid)),
@@ -241,7 +241,9 @@ impl Model {
                 && crate::mm::fault::pte_mapped_orders_allowed(mm, v, thp)
                 && !crate::mm::fault::pmd_thp_allowed(mm, thp, v, addr)
         });
-        if !fits || crate::mm::marker::is_guard(mm, addr) {
+        // No guard marker: a marker is a PTE, and the slot has no PTE
+        // table (`crate::mm::marker::is_guard()` would walk to find none).
+        if !fits {
             return false;
         }
         let made = mm.pt.pte_alloc(addr, phys).is_some();
