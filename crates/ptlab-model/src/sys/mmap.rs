@@ -395,12 +395,12 @@ impl Model {
         let mm = procs.get_mut(&pid).expect("pid");
         // The VMAs of [`VmaTree::starts_in`], lowest first, taken out in
         // one step.
-        let removed: Vec<Vma> = mm.vmas.take_in(start, end);
+        let removed = mm.vmas.take_in(start, end);
         let floor = mm.vmas.prev(start).map_or(0, |p| p.end);
         let ceiling = mm.vmas.find_vma(end).map_or(0, |n| n.start);
         // unmap_region(): one gather for the zaps and the table freeing.
         let mut tlb = MmuGather::new();
-        for v in &removed {
+        for v in removed.iter() {
             crate::mm::zap::zap_vma(mm, phys, &mut tlb, v, false);
         }
         // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
