@@ -285,6 +285,19 @@ fn big_last_starting_before(m: &BTreeMap<u64, Vma>, addr: u64, below: bool) -> O
     }
 }
 
+/// The index in sorted `v` of its first VMA that ends above `addr` (the
+/// VMA containing `addr`, else the first starting above it; `v.len()`
+/// when none), and whether it contains `addr`: one binary search. VMAs
+/// are non-empty, so the VMA starting at `addr`, if any, contains it.
+#[inline]
+fn small_cut(v: &[Vma], addr: u64) -> (usize, bool) {
+    let i = v.partition_point(|a| a.start <= addr);
+    match i.checked_sub(1) {
+        Some(j) if v[j].end > addr => (j, true),
+        _ => (i, false),
+    }
+}
+
 /// The first index of sorted `v` whose start is at least `x`.
 fn lower(v: &[Vma], x: u64) -> usize {
     v.partition_point(|a| a.start < x)
@@ -395,6 +408,9 @@ impl VmaTree {
     }
     /// First VMA ending above `addr`. Linux: find_vma().
     pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
+        if let VmaStore::Small(v) = &self.store {
+            return v.get(small_cut(v, addr).0);
+        }
         if let Some(v) = self.find(addr) {
             return Some(v);
         }
@@ -428,6 +444,13 @@ impl VmaTree {
     /// The VMA [`VmaTree::first_start_in`] names (no second lookup by
     /// its start).
     pub fn first_in(&self, start: u64, end: u64) -> Option<&Vma> {
+        if let VmaStore::Small(v) = &self.store {
+            // One search: the VMA containing `start` is the last one
+            // starting at or below it; failing that, the next one (which
+            // starts above `start`) when it starts below `end`.
+            let (i, inside) = small_cut(v, start);
+            return v.get(i).filter(|a| inside || a.start < end);
+        }
         if let Some(v) = self.find(start) {
             return Some(v);
         }
@@ -474,6 +497,12 @@ impl VmaTree {
     /// Whether a VMA intersecting `[start, end)` satisfies `pred` (the
     /// VMAs of [`VmaTree::starts_in`], without building the list).
     pub fn any_in(&self, start: u64, end: u64, pred: impl Fn(&Vma) -> bool) -> bool {
+        if let VmaStore::Small(v) = &self.store {
+            let (i, inside) = small_cut(v, start);
+            let rest = i + usize::from(inside);
+            return (inside && pred(&v[i]))
+                || v[rest..].iter().take_while(|a| a.start < end).any(pred);
+        }
         self.find(start).is_some_and(&pred) || self.starting_in(start, end).any(pred)
     }
     pub fn intersects(&self, start: u64, end: u64) -> bool {
@@ -778,7 +807,12 @@ mod tests {
                             format!("VmaTree {{ map: {reference:?} }}")
                         );
                         for probe in [a, a + P, a + (q % 16) * P, q % (500 * P)] {
-                            let end = probe + (q % 32) * P;
+                            // (Ends at or below the probe too: a VMA
+                            // containing it still counts.)
+                            let end = match q % 7 {
+                                0 => probe.saturating_sub((q % 3) * P),
+                                _ => probe + (q % 32) * P,
+                            };
                             prop_assert_eq!(t.find(probe).cloned(), ref_find(&reference, probe));
                             prop_assert_eq!(t.get(probe).cloned(), reference.get(&probe).cloned());
                             let fv = ref_find(&reference, probe).or_else(|| {
