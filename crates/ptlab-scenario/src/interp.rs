@@ -1006,9 +1006,12 @@ impl<'a> Interp<'a> {
                 outcome
             }
             _ => {
-                let call = self.evaluate(s.pos, op)?;
+                // Built where it is used (no `Result<Call, _>` returned
+                // and moved: those moves were stalled copies, issue 14).
+                let mut call = Call::Exit;
+                self.evaluate_into(s.pos, op, &mut call)?;
                 let outcome = self.call_backend(&call);
-                self.recycle(call);
+                self.recycle(&mut call);
                 outcome
             }
         };
@@ -1185,11 +1188,13 @@ impl<'a> Interp<'a> {
 
     /// Keep the handle string of a uffd call made for the next one
     /// ([`Interp::syscall`]).
-    fn recycle(&self, call: Call) {
+    fn recycle(&self, call: &mut Call) {
         match call {
             Call::UffdCopy { handle, .. }
             | Call::UffdMove { handle, .. }
-            | Call::UffdZeropage { handle, .. } => self.spare_handle.set(Some(handle)),
+            | Call::UffdZeropage { handle, .. } => {
+                self.spare_handle.set(Some(std::mem::take(handle)))
+            }
             _ => {}
         }
     }
@@ -1285,6 +1290,20 @@ impl<'a> Interp<'a> {
         Ok(())
     }
 
+    /// [`Interp::evaluate`] written into `out` (left as it was on an
+    /// error): a syscall or an access is built in place.
+    #[inline(always)]
+    fn evaluate_into(&self, pos: Pos, op: &Op, out: &mut Call) -> Result<(), RtError> {
+        match op {
+            Op::Syscall(call) => self.syscall_into(pos, call, None, out),
+            Op::Access(access) => self.access_into(pos, access, out),
+            _ => {
+                *out = self.evaluate(pos, op)?;
+                Ok(())
+            }
+        }
+    }
+
     /// The [`Call`] an operation statement makes, its arguments evaluated.
     fn evaluate(&self, pos: Pos, op: &Op) -> Result<Call, RtError> {
         Ok(match op {
@@ -1318,6 +1337,19 @@ impl<'a> Interp<'a> {
     /// NAME` names (a uffd ioctl otherwise uses the process's own handle,
     /// named after the process).
     fn syscall(&self, pos: Pos, call: &Syscall, via: Option<&str>) -> Result<Call, RtError> {
+        let mut out = Call::Exit;
+        self.syscall_into(pos, call, via, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Interp::syscall`] written into `out` (left as it was on an error).
+    fn syscall_into(
+        &self,
+        pos: Pos,
+        call: &Syscall,
+        via: Option<&str>,
+        out: &mut Call,
+    ) -> Result<(), RtError> {
         // The handle's name, in the string the last uffd call used when
         // there is one (its buffer reused).
         let handle = || {
@@ -1333,7 +1365,7 @@ impl<'a> Interp<'a> {
                 None => name.to_string(),
             }
         };
-        Ok(match call {
+        *out = match call {
             Syscall::Mmap {
                 len,
                 addr,
@@ -1502,7 +1534,9 @@ impl<'a> Interp<'a> {
                 api: self.eval(api)?,
                 features: self.eval_opt(features.as_ref(), 0)?,
             },
-            Syscall::UffdVia { handle, call } => self.syscall(pos, call, Some(handle))?,
+            Syscall::UffdVia { handle, call } => {
+                return self.syscall_into(pos, call, Some(handle), out)
+            }
             Syscall::UffdRegister {
                 addr,
                 len,
@@ -1587,12 +1621,20 @@ impl<'a> Interp<'a> {
                     mode,
                 }
             }
-        })
+        };
+        Ok(())
     }
 
     /// The access of every page of the range; the backend stops at the
     /// first fault.
     fn access(&self, pos: Pos, a: &Access) -> Result<Call, RtError> {
+        let mut out = Call::Exit;
+        self.access_into(pos, a, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Interp::access`] written into `out` (left as it was on an error).
+    fn access_into(&self, pos: Pos, a: &Access, out: &mut Call) -> Result<(), RtError> {
         let addr = self.eval(&a.addr)?;
         if let Some(f) = &a.fill {
             // memset(ADDR, BYTE, LEN): exactly these bytes; LEN defaults
@@ -1602,17 +1644,19 @@ impl<'a> Interp<'a> {
             let byte = u8::try_from(byte)
                 .map_err(|_| rt(pos, format!("fill {}: not a byte (0..=255)", fmt_num(byte))))?;
             page_range(pos, a.kind.name(), addr, len)?;
-            return Ok(Call::FillBytes { addr, len, byte });
+            *out = Call::FillBytes { addr, len, byte };
+            return Ok(());
         }
         let len = self.eval_opt(a.len.as_ref(), PAGE_SIZE)?;
         let tag = a.tag.as_ref().map(|e| self.eval(e)).transpose()?;
         let (start, end) = page_range(pos, a.kind.name(), addr, len)?;
-        Ok(Call::Access {
+        *out = Call::Access {
             start,
             len: end - start,
             write: a.kind == AccessKind::Write,
             tag,
-        })
+        };
+        Ok(())
     }
 
     fn thp(&self, pos: Pos, setting: &ThpSetting) -> Result<Call, RtError> {

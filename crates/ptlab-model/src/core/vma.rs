@@ -251,6 +251,53 @@ impl std::fmt::Debug for VmaTree {
     }
 }
 
+/// The VMAs [`VmaTree::take_in`] took out, lowest first, read as a
+/// slice: a single one (what an unmap usually removes) is kept inline, so
+/// that taking it allocates nothing.
+#[derive(Debug)]
+pub enum Taken {
+    One([Vma; 1]),
+    Many(Vec<Vma>),
+}
+
+impl From<Vec<Vma>> for Taken {
+    fn from(v: Vec<Vma>) -> Self {
+        Taken::Many(v)
+    }
+}
+
+impl std::ops::Deref for Taken {
+    type Target = [Vma];
+    fn deref(&self) -> &[Vma] {
+        match self {
+            Taken::One(a) => a,
+            Taken::Many(v) => v,
+        }
+    }
+}
+
+/// [`VmaTree::last_starting_before`] of the map.
+#[inline(never)]
+fn big_last_starting_before(m: &BTreeMap<u64, Vma>, addr: u64, below: bool) -> Option<&Vma> {
+    match below {
+        true => m.range(..addr).next_back().map(|(_, v)| v),
+        false => m.range(..=addr).next_back().map(|(_, v)| v),
+    }
+}
+
+/// The index in sorted `v` of its first VMA that ends above `addr` (the
+/// VMA containing `addr`, else the first starting above it; `v.len()`
+/// when none), and whether it contains `addr`: one binary search. VMAs
+/// are non-empty, so the VMA starting at `addr`, if any, contains it.
+#[inline]
+fn small_cut(v: &[Vma], addr: u64) -> (usize, bool) {
+    let i = v.partition_point(|a| a.start <= addr);
+    match i.checked_sub(1) {
+        Some(j) if v[j].end > addr => (j, true),
+        _ => (i, false),
+    }
+}
+
 /// The first index of sorted `v` whose start is at least `x`.
 fn lower(v: &[Vma], x: u64) -> usize {
     v.partition_point(|a| a.start < x)
@@ -274,7 +321,7 @@ impl VmaTree {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    pub fn iter(&self) -> impl Iterator<Item = &Vma> {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Vma> {
         let (small, big) = match &self.store {
             VmaStore::Small(v) => (Some(v.iter()), None),
             VmaStore::Big(m) => (None, Some(m.values())),
@@ -292,6 +339,8 @@ impl VmaTree {
         small.into_iter().flatten().chain(big.into_iter().flatten())
     }
     /// The VMA with the highest start at or below `addr` (`below`: below).
+    /// (Inlined for the vector, a few compares; the map's walk is not.)
+    #[inline]
     fn last_starting_before(&self, addr: u64, below: bool) -> Option<&Vma> {
         match &self.store {
             VmaStore::Small(v) => {
@@ -301,13 +350,11 @@ impl VmaTree {
                 };
                 i.checked_sub(1).map(|i| &v[i])
             }
-            VmaStore::Big(m) => match below {
-                true => m.range(..addr).next_back().map(|(_, v)| v),
-                false => m.range(..=addr).next_back().map(|(_, v)| v),
-            },
+            VmaStore::Big(m) => big_last_starting_before(m, addr, below),
         }
     }
     /// The VMA containing `addr`. Linux: vma_lookup().
+    #[inline]
     pub fn find(&self, addr: u64) -> Option<&Vma> {
         self.last_starting_before(addr, false)
             .filter(|v| v.contains(addr))
@@ -348,8 +395,22 @@ impl VmaTree {
             VmaStore::Big(m) => m.get_mut(&start),
         }
     }
+    /// The VMA containing `addr`, to change anything but its start.
+    pub fn find_mut(&mut self, addr: u64) -> Option<&mut Vma> {
+        let v = match &mut self.store {
+            VmaStore::Small(v) => {
+                let i = v.partition_point(|a| a.start <= addr).checked_sub(1)?;
+                &mut v[i]
+            }
+            VmaStore::Big(m) => m.range_mut(..=addr).next_back().map(|(_, v)| v)?,
+        };
+        Some(v).filter(|v| v.contains(addr))
+    }
     /// First VMA ending above `addr`. Linux: find_vma().
     pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
+        if let VmaStore::Small(v) = &self.store {
+            return v.get(small_cut(v, addr).0);
+        }
         if let Some(v) = self.find(addr) {
             return Some(v);
         }
@@ -378,14 +439,70 @@ impl VmaTree {
     }
     /// The first of [`VmaTree::starts_in`], without building the list.
     pub fn first_start_in(&self, start: u64, end: u64) -> Option<u64> {
-        if let Some(v) = self.find(start) {
-            return Some(v.start);
+        self.first_in(start, end).map(|v| v.start)
+    }
+    /// The VMA [`VmaTree::first_start_in`] names (no second lookup by
+    /// its start).
+    pub fn first_in(&self, start: u64, end: u64) -> Option<&Vma> {
+        if let VmaStore::Small(v) = &self.store {
+            // One search: the VMA containing `start` is the last one
+            // starting at or below it; failing that, the next one (which
+            // starts above `start`) when it starts below `end`.
+            let (i, inside) = small_cut(v, start);
+            return v.get(i).filter(|a| inside || a.start < end);
         }
-        self.starting_in(start, end).next().map(|v| v.start)
+        if let Some(v) = self.find(start) {
+            return Some(v);
+        }
+        self.starting_in(start, end).next()
+    }
+    /// Remove the VMAs of [`VmaTree::starts_in`] (the one containing
+    /// `start`, then those starting in `[start, end)`), returned lowest
+    /// first: what removing [`VmaTree::first_start_in`] until it answers
+    /// none removes, in one step (one search and one shift of the
+    /// vector's tail instead of a search and a shift per VMA).
+    pub fn take_in(&mut self, start: u64, end: u64) -> Taken {
+        Taken::from(match &mut self.store {
+            VmaStore::Small(v) => {
+                let mut lo = lower(v, start);
+                let mut hi = if end > start {
+                    lower(v, end).max(lo)
+                } else {
+                    lo
+                };
+                // find(start): the VMA starting at `start` (at `lo`) or
+                // the one before it when it contains `start`.
+                match v.get(lo) {
+                    Some(a) if a.start == start => hi = hi.max(lo + 1),
+                    _ => {
+                        if lo > 0 && v[lo - 1].contains(start) {
+                            lo -= 1;
+                        }
+                    }
+                }
+                if hi == lo + 1 {
+                    return Taken::One([v.remove(lo)]);
+                }
+                v.drain(lo..hi).collect()
+            }
+            VmaStore::Big(_) => {
+                let mut out = Vec::new();
+                while let Some(v) = self.first_start_in(start, end).and_then(|s| self.remove(s)) {
+                    out.push(v);
+                }
+                out
+            }
+        })
     }
     /// Whether a VMA intersecting `[start, end)` satisfies `pred` (the
     /// VMAs of [`VmaTree::starts_in`], without building the list).
     pub fn any_in(&self, start: u64, end: u64, pred: impl Fn(&Vma) -> bool) -> bool {
+        if let VmaStore::Small(v) = &self.store {
+            let (i, inside) = small_cut(v, start);
+            let rest = i + usize::from(inside);
+            return (inside && pred(&v[i]))
+                || v[rest..].iter().take_while(|a| a.start < end).any(pred);
+        }
         self.find(start).is_some_and(&pred) || self.starting_in(start, end).any(pred)
     }
     pub fn intersects(&self, start: u64, end: u64) -> bool {
@@ -583,7 +700,7 @@ mod tests {
         use proptest::prelude::*;
         use proptest::test_runner::{Config, TestRunner};
         const P: u64 = 4096;
-        let step = (0u8..8, 0u64..120, 1u64..5, any::<u64>());
+        let step = (0u8..10, 0u64..120, 1u64..5, any::<u64>());
         let mut runner = TestRunner::new(Config::with_cases(64));
         runner
             .run(&prop::collection::vec(step, 1..300), |steps| {
@@ -630,6 +747,45 @@ mod tests {
                                 reference.insert(hi.start, hi);
                             }
                         }
+                        8 => {
+                            // Take out what munmap removes: the VMA
+                            // containing `at`, then those starting in
+                            // [at, end) (`end` may be at or below `at`).
+                            let at = a + (q % 8) * P;
+                            let end = at + (q / 8 % 24) * P;
+                            let end = if q % 5 == 0 {
+                                at.saturating_sub((q % 2) * P)
+                            } else {
+                                end
+                            };
+                            let mut want = Vec::new();
+                            while let Some(k) =
+                                ref_find(&reference, at).map(|v| v.start).or_else(|| {
+                                    reference.range(at..end.max(at)).next().map(|(&k, _)| k)
+                                })
+                            {
+                                want.push(reference.remove(&k).expect("present"));
+                            }
+                            prop_assert_eq!(&*small.take_in(at, end), &want[..]);
+                            prop_assert_eq!(&*big.take_in(at, end), &want[..]);
+                        }
+                        9 => {
+                            // Change a VMA's flags through find_mut.
+                            let at = a + (q % 8) * P;
+                            let r = reference.range_mut(..=at).next_back().map(|(_, v)| v);
+                            let r = r.filter(|v| v.contains(at));
+                            let want = r.as_ref().map(|v| v.start);
+                            if let Some(v) = r {
+                                v.flags ^= VmFlags::WRITE;
+                            }
+                            for t in [&mut small, &mut big] {
+                                let got = t.find_mut(at);
+                                prop_assert_eq!(got.as_ref().map(|v| v.start), want);
+                                if let Some(v) = got {
+                                    v.flags ^= VmFlags::WRITE;
+                                }
+                            }
+                        }
                         _ => {
                             // Shrink a VMA's end through get_mut.
                             if let Some(v) = ref_find(&reference, a).filter(|v| v.pages() > 1) {
@@ -644,12 +800,19 @@ mod tests {
                     for t in [&small, &big] {
                         prop_assert_eq!(t.iter().cloned().collect::<Vec<_>>(), want.clone());
                         prop_assert_eq!(t.len(), want.len());
+                        let rev: Vec<&Vma> = t.iter().rev().collect();
+                        prop_assert_eq!(rev, want.iter().rev().collect::<Vec<_>>());
                         prop_assert_eq!(
                             format!("{t:?}"),
                             format!("VmaTree {{ map: {reference:?} }}")
                         );
                         for probe in [a, a + P, a + (q % 16) * P, q % (500 * P)] {
-                            let end = probe + (q % 32) * P;
+                            // (Ends at or below the probe too: a VMA
+                            // containing it still counts.)
+                            let end = match q % 7 {
+                                0 => probe.saturating_sub((q % 3) * P),
+                                _ => probe + (q % 32) * P,
+                            };
                             prop_assert_eq!(t.find(probe).cloned(), ref_find(&reference, probe));
                             prop_assert_eq!(t.get(probe).cloned(), reference.get(&probe).cloned());
                             let fv = ref_find(&reference, probe).or_else(|| {
@@ -673,6 +836,10 @@ mod tests {
                             }
                             prop_assert_eq!(t.starts_in(probe, end), starts.clone());
                             prop_assert_eq!(t.first_start_in(probe, end), starts.first().copied());
+                            prop_assert_eq!(
+                                t.first_in(probe, end).cloned(),
+                                starts.first().map(|k| reference[k].clone())
+                            );
                             let odd = |v: &Vma| (v.start / P) % 3 == q % 3;
                             let any = starts.iter().any(|k| odd(&reference[k]));
                             prop_assert_eq!(t.any_in(probe, end, odd), any);

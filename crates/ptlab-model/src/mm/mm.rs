@@ -324,7 +324,8 @@ impl Mm {
         // dup_anon_vma() sources in vma_expand()'s order: a removed next,
         // then the copied-from VMA (anon_vma_clone() copies the chain, so
         // the fork-child state travels with the anon_vma).
-        let mut donors = Vec::with_capacity(2);
+        // (Two at most, so no list: a removed next's, then the proposal's.)
+        let mut donor_next = None;
         let target = match (can_left, can_right) {
             (false, false) => return None,
             (true, with_next) => {
@@ -333,7 +334,7 @@ impl Mm {
                 let mut sticky = sticky;
                 if with_next {
                     let n = self.vmas.remove(next.expect("next").start).expect("next");
-                    donors.push(key(&n));
+                    donor_next = Some(key(&n));
                     new_end = n.end;
                     sticky |= n.flags & VM_IGNORE_MERGE;
                 }
@@ -351,10 +352,10 @@ impl Mm {
                 start
             }
         };
-        donors.push(anon);
         let t = self.vmas.get_mut(target).expect("target");
         if t.anon_vma.is_none() {
-            if let Some(&(a, fork_child)) = donors.iter().find(|d| d.0.is_some()) {
+            let donor = donor_next.into_iter().chain([anon]).find(|d| d.0.is_some());
+            if let Some((a, fork_child)) = donor {
                 t.anon_vma = a;
                 t.fork_child = fork_child;
             }

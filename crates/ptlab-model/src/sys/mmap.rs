@@ -235,8 +235,7 @@ impl Model {
     fn topdown_search(&self, mm: &Mm, len: u64, low: u64) -> Result<u64, Errno> {
         let high = self.cfg.mmap_base;
         let mut gap_end = high;
-        let vmas: Vec<&Vma> = mm.vmas.iter().collect();
-        for v in vmas.iter().rev() {
+        for v in mm.vmas.iter().rev() {
             if v.start >= gap_end {
                 gap_end = gap_end.min(v.start);
                 continue;
@@ -348,21 +347,21 @@ impl Model {
         let max = self.cfg.max_map_count;
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
-        let Some(first) = mm.vmas.first_start_in(start, end) else {
+        let Some(first) = mm.vmas.first_in(start, end) else {
             return Ok(false);
         };
-        let first_vma = mm.vmas.get(first).expect("vma").clone();
-        if first_vma.start < start && end < first_vma.end && mm.map_count() >= max {
+        let (first_start, first_end, first_flags) = (first.start, first.end, first.flags);
+        if first_start < start && end < first_end && mm.map_count() >= max {
             rule!(phys.hw, MunmapSplitMapCount);
             return Err(Errno::ENOMEM);
         }
         // vms_gather_munmap_vmas(): a sealed first VMA refuses before it is
         // split; a sealed later one after the first split was made.
-        if first_vma.start < start && first_vma.flags.contains(VmFlags::SEALED) {
+        if first_start < start && first_flags.contains(VmFlags::SEALED) {
             rule!(phys.hw, MunmapSealedFirst);
             return Err(Errno::EPERM);
         }
-        if first_vma.start < start {
+        if first_start < start {
             if let Some(slot) = mm.pmd_cut_by(start) {
                 rule!(phys.hw, MunmapSplitHugePmdStart);
                 split_huge_pmd(mm, phys, slot);
@@ -376,8 +375,8 @@ impl Model {
             rule!(phys.hw, MunmapSealed);
             return Err(Errno::EPERM);
         }
-        if let Some(last) = mm.vmas.find(end - 1).cloned() {
-            if last.end > end {
+        if let Some(last_end) = mm.vmas.find(end - 1).map(|v| v.end) {
+            if last_end > end {
                 if let Some(slot) = mm.pmd_cut_by(end) {
                     rule!(phys.hw, MunmapSplitHugePmdEnd);
                     split_huge_pmd(mm, phys, slot);
@@ -394,21 +393,14 @@ impl Model {
     fn munmap_gathered(&mut self, pid: Pid, start: u64, end: u64) {
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
-        // The VMAs of [`VmaTree::starts_in`], lowest first, taken out one
-        // by one (no list of their starts built first).
-        let mut removed: Vec<Vma> = Vec::new();
-        while let Some(v) = mm
-            .vmas
-            .first_start_in(start, end)
-            .and_then(|s| mm.vmas.remove(s))
-        {
-            removed.push(v);
-        }
+        // The VMAs of [`VmaTree::starts_in`], lowest first, taken out in
+        // one step.
+        let removed = mm.vmas.take_in(start, end);
         let floor = mm.vmas.prev(start).map_or(0, |p| p.end);
         let ceiling = mm.vmas.find_vma(end).map_or(0, |n| n.start);
         // unmap_region(): one gather for the zaps and the table freeing.
         let mut tlb = MmuGather::new();
-        for v in &removed {
+        for v in removed.iter() {
             crate::mm::zap::zap_vma(mm, phys, &mut tlb, v, false);
         }
         // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.

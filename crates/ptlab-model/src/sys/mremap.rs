@@ -364,8 +364,8 @@ impl Model {
         let old_vma = mm.vmas.find(vrm.addr).cloned().expect("source VMA");
         let new_vma = mm.vmas.find(vrm.new_addr).cloned().expect("new VMA");
         let pmc = PageTableMove {
-            old: old_vma.clone(),
-            new: new_vma.clone(),
+            old: old_vma,
+            new: new_vma,
             old_addr: vrm.addr,
             new_addr: vrm.new_addr,
             len: vrm.old_len,
@@ -380,8 +380,8 @@ impl Model {
             // the destination instead of the source.
             rule!(mm.pt.hw, MremapMoveFailedRevert);
             let revert = PageTableMove {
-                old: new_vma,
-                new: old_vma,
+                old: pmc.new.clone(),
+                new: pmc.old.clone(),
                 old_addr: vrm.new_addr,
                 new_addr: vrm.addr,
                 len: moved,
@@ -396,12 +396,7 @@ impl Model {
             // §4.8 mremap_userfaultfd_prep(): without EVENT_REMAP (which the
             // model's userfaultfd refuses) the new VMA loses its
             // registration: userfaultfd_reset_ctx().
-            let v = mm
-                .vmas
-                .find(vrm.new_addr)
-                .map(|v| v.start)
-                .expect("new VMA");
-            let v = mm.vmas.get_mut(v).expect("new VMA");
+            let v = mm.vmas.find_mut(vrm.new_addr).expect("new VMA");
             v.flags -= VM_UFFD_FLAGS;
             v.uffd_ctx = None;
         }
