@@ -9,16 +9,13 @@
 //! on contpte; `mremap_ptep_get_cut_16_fold_only_with_contpte` checks that
 //! claim both ways.
 
+mod common;
+
+use common::{last_events, m, NO_FEATURES as N1};
 use ptlab_cost::run_events;
 use ptlab_model::{ArchKind, Before, HwFeatures};
 use std::collections::BTreeMap;
 
-const N1: HwFeatures = HwFeatures {
-    tlbi_range: false,
-    bbml2_noabort: false,
-    kpti: false,
-    contpte_off: false,
-};
 const NO_CONTPTE: HwFeatures = HwFeatures {
     contpte_off: true,
     ..N1
@@ -26,17 +23,11 @@ const NO_CONTPTE: HwFeatures = HwFeatures {
 
 /// Calls of the last line of `src` (the operation under test).
 fn calls(src: &str, arch: ArchKind, before: Before, f: HwFeatures) -> BTreeMap<String, u64> {
-    let run = run_events(src, "t.ptl", arch, before, &[], f).expect("scenario runs");
-    let last = run.lines.last().expect("a line");
-    last.events
+    last_events(src, arch, before, f)
         .calls_map()
         .into_iter()
         .map(|(k, c)| (k.to_string(), c))
         .collect()
-}
-
-fn m(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 
 const MREMAP_64K: &str = "thp 64K always

@@ -11,40 +11,18 @@
 //! contpte_ptep_get() stops after 2 gather loads: it re-reads the first
 //! entry, which is dirty, then finds it young).
 
+mod common;
+
+use common::{last_events, last_line, m, NO_FEATURES as N1};
 use ptlab_cost::run_events;
 use ptlab_model::{ArchKind, Before, HwFeatures};
 use std::collections::BTreeMap;
 
-const N1: HwFeatures = HwFeatures {
-    tlbi_range: false,
-    bbml2_noabort: false,
-    kpti: false,
-    contpte_off: false,
-};
 const RANGE: HwFeatures = HwFeatures {
     tlbi_range: true,
-    bbml2_noabort: false,
-    kpti: false,
-    contpte_off: false,
+    ..N1
 };
 const X86: HwFeatures = N1;
-
-/// Events of the last line of `src` (the operation under test).
-fn last_line(src: &str, arch: ArchKind, before: Before, f: HwFeatures) -> BTreeMap<String, u64> {
-    let run = run_events(src, "t.ptl", arch, before, &[], f).expect("scenario runs");
-    let last = run.lines.last().expect("a line");
-    last.events
-        .nonzero()
-        // The page-table figure's events (the whole-program refinements
-        // are pinned by their own tests).
-        .filter(|(e, _)| !e.is_fine())
-        .map(|(e, c)| (e.name().to_string(), c))
-        .collect()
-}
-
-fn m(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
-}
 
 const MREMAP_64K: &str = "thp 64K always
 p = mmap 64K at 0x7f00_0000_0000 fixed
@@ -776,9 +754,7 @@ madvise p 1M dontneed
 
 /// The whole-program (fine) events of the last line of `src`.
 fn fine(src: &str, arch: ArchKind) -> BTreeMap<String, u64> {
-    let run = run_events(src, "t.ptl", arch, Before::empty(), &[], N1).expect("scenario runs");
-    let last = run.lines.last().expect("a line");
-    last.events
+    last_events(src, arch, Before::empty(), N1)
         .nonzero()
         .filter(|(e, _)| e.is_fine())
         .map(|(e, c)| (e.name().to_string(), c))
@@ -975,8 +951,7 @@ fn fine_events_refine_the_coarse_ones_exactly() {
 fn rmap_locks(src: &str, before: Before) -> (u64, u64) {
     let mut seen = None;
     for (arch, f) in [(ArchKind::X86_64, X86), (ArchKind::Arm64, N1)] {
-        let run = run_events(src, "t.ptl", arch, before, &[], f).expect("scenario runs");
-        let e = &run.lines.last().expect("a line").events;
+        let e = last_events(src, arch, before, f);
         let got = (
             e.calls(ptlab_model::KCall::TakeRmapLocks),
             e.get(ptlab_model::HwEvent::RmapLock),

@@ -76,8 +76,13 @@ pub fn last_line(
     before: Before,
     f: HwFeatures,
 ) -> BTreeMap<String, u64> {
-    let run = run_events(src, "t.ptl", arch, before, &[], f).expect("scenario runs");
-    figure(&run.lines.last().expect("a line").events)
+    figure(&last_events(src, arch, before, f))
+}
+
+/// Every event and kernel call of the last line of `src`.
+pub fn last_events(src: &str, arch: ArchKind, before: Before, f: HwFeatures) -> HwEvents {
+    let mut run = run_events(src, "t.ptl", arch, before, &[], f).expect("scenario runs");
+    run.lines.pop().expect("a line").events
 }
 
 /// [`last_line`] with `--after` (proposed change) switches too.
