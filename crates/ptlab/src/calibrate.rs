@@ -1039,7 +1039,7 @@ fn fit_swap(
     let (y64, _) = per_rep_fit(s, "pageout_64k")?;
     let folio = [HwEvent::SwapReclaimFolio, HwEvent::SwapWriteBio];
     let row = |d: &[(HwEvent, f64)], y: &Summary| {
-        let get = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        let get = |e: HwEvent| count_of(d, e);
         // The per-folio pair at its base prices (scaled by one factor).
         let a: f64 = folio.iter().map(|&e| get(e) * p.price_of(e).ns).sum();
         let others: f64 = d
@@ -1909,20 +1909,13 @@ fn fit_mprotect_line(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String
         ));
     };
     let d = mprotect_program_per_page(arch, 32768, 16384)?;
-    let n = d
-        .iter()
-        .find(|x| x.0 == HwEvent::MprotectPageLine)
-        .map_or(0.0, |x| x.1);
+    let n = count_of(&d, HwEvent::MprotectPageLine);
     if n <= 0.0 {
         bail!("the model counts no mprotect_page_line in an order-0 mprotect pair");
     }
     let predict = |p: &Profile| -> f64 { d.iter().map(|(e, x)| x * p.price_of(*e).ns).sum() };
     let before = predict(p);
-    let others: f64 = d
-        .iter()
-        .filter(|x| x.0 != HwEvent::MprotectPageLine)
-        .map(|(e, x)| x * p.price_of(*e).ns)
-        .sum();
+    let others = others_ns(&d, HwEvent::MprotectPageLine, p);
     let v = ((sl.mean - others) / n).max(0.0);
     let ci = sl.ci95 / n;
     set_direct(
@@ -1982,10 +1975,7 @@ fn full_flush_per_pmd(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
 fn fit_full_flush(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Option<(String, String)>> {
     let name = "full TLB flush (one more flush_tlb_range in mremap, per PMD)";
     let d = full_flush_per_pmd(arch)?;
-    let n = d
-        .iter()
-        .find(|x| x.0 == HwEvent::TlbiAsid)
-        .map_or(0.0, |x| x.1);
+    let n = count_of(&d, HwEvent::TlbiAsid);
     if n <= 0.0 {
         return Ok(None);
     }
@@ -2003,11 +1993,7 @@ fn fit_full_flush(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Option<(St
     };
     let delta = split.mean - same.mean;
     let ci = (split.ci95.powi(2) + same.ci95.powi(2)).sqrt();
-    let others: f64 = d
-        .iter()
-        .filter(|x| x.0 != HwEvent::TlbiAsid)
-        .map(|(e, x)| x * p.price_of(*e).ns)
-        .sum();
+    let others = others_ns(&d, HwEvent::TlbiAsid, p);
     let v = ((delta - others) / n).max(0.0);
     let sm = derived(split.n.min(same.n), v, ci / n);
     set_direct(p, HwEvent::TlbiAsid, &sm, FULL_FLUSH_FROM);
@@ -2059,10 +2045,7 @@ fn pmd_move_per_pmd(arch: ArchKind) -> Result<Vec<(HwEvent, f64)>> {
 fn fit_rmap_lock(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String, String)> {
     let name = "table move per PMD (aligned mremap, thread CPU time)";
     let d = pmd_move_per_pmd(arch)?;
-    let n = d
-        .iter()
-        .find(|x| x.0 == HwEvent::RmapLock)
-        .map_or(0.0, |x| x.1);
+    let n = count_of(&d, HwEvent::RmapLock);
     if n <= 0.0 {
         bail!("the model counts no rmap_lock in the table-move series ({arch:?}): {d:?}");
     }
@@ -2075,11 +2058,7 @@ fn fit_rmap_lock(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String, St
             ),
         ));
     };
-    let others: f64 = d
-        .iter()
-        .filter(|x| x.0 != HwEvent::RmapLock)
-        .map(|(e, x)| x * p.price_of(*e).ns)
-        .sum();
+    let others = others_ns(&d, HwEvent::RmapLock, p);
     // The other events' fitted prices carry their own intervals (the
     // full flush's is the widest): they add to this one's.
     let others_ci = d
@@ -2101,6 +2080,21 @@ fn fit_rmap_lock(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String, St
             p.price_of(HwEvent::RmapLock).ns,
         ),
     ))
+}
+
+/// How many `e` a per-unit event list (`events_per_page()` and the like)
+/// holds; 0 when the model counts none.
+fn count_of(d: &[(HwEvent, f64)], e: HwEvent) -> f64 {
+    d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1)
+}
+
+/// The time of a per-unit event list's events other than `e`, at `p`'s
+/// prices: what a fit of `e` subtracts from the measured slope.
+fn others_ns(d: &[(HwEvent, f64)], e: HwEvent, p: &Profile) -> f64 {
+    d.iter()
+        .filter(|x| x.0 != e)
+        .map(|(e, x)| x * p.price_of(*e).ns)
+        .sum()
 }
 
 /// The model's events per page of an mprotect r + rw pair over order-0
@@ -2359,10 +2353,7 @@ fn fit_pte_stream(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String, S
     }
     let (slope, _) = per_rep_fit(s, "mremap_stream")?;
     let d = stream_per_page(arch, hi, lo)?;
-    let lines = d
-        .iter()
-        .find(|x| x.0 == HwEvent::PteLineStream)
-        .map_or(0.0, |x| x.1);
+    let lines = count_of(&d, HwEvent::PteLineStream);
     let (k, kci) = scale_targets(
         p,
         &d,
@@ -2580,7 +2571,7 @@ fn fit_layout(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String, S
         let (f4, _) = per_rep_fit(s, "fork_4k")?;
         let (ft, _) = per_rep_fit(s, "fork_thp")?;
         let row = |d: &[(HwEvent, f64)], y: &Summary| {
-            let get = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+            let get = |e: HwEvent| count_of(d, e);
             let others: f64 = d
                 .iter()
                 .filter(|(e, _)| {
@@ -2662,15 +2653,8 @@ fn fit_layout(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String, S
         let d = thp_mprotect_per_page(arch)?;
         let predict = |p: &Profile| -> f64 { d.iter().map(|(e, x)| x * p.price_of(*e).ns).sum() };
         let predicted = predict(p);
-        let without: f64 = d
-            .iter()
-            .filter(|x| x.0 != HwEvent::ModifyProtPte)
-            .map(|(e, x)| x * p.price_of(*e).ns)
-            .sum();
-        let n = d
-            .iter()
-            .find(|x| x.0 == HwEvent::ModifyProtPte)
-            .map_or(0.0, |x| x.1);
+        let without = others_ns(&d, HwEvent::ModifyProtPte, p);
+        let n = count_of(&d, HwEvent::ModifyProtPte);
         let name = "mprotect per-entry round trip (mprotect r+rw over PTE-mapped THPs)";
         if n > 0.0 {
             let (k, kci) = scale_targets(
@@ -2745,7 +2729,7 @@ fn fit_mprotect_batches(
     let name = "mprotect per entry / per large-folio batch (mprotect r+rw over PTE-mapped THPs and 64 KiB mTHPs)".to_string();
     let pair = [HwEvent::ModifyProtPte, HwEvent::MprotectLargeBatch];
     let row = |p: &Profile, d: &[(HwEvent, f64)], y: &Summary| {
-        let get = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        let get = |e: HwEvent| count_of(d, e);
         let others: f64 = d
             .iter()
             .filter(|(e, _)| !pair.contains(e))
@@ -3753,7 +3737,7 @@ mod tests {
             assert_eq!(*x, want, "{e:?}");
         }
         let mp = mprotect_per_page(arch, 1024, 512).unwrap();
-        let count = |e: HwEvent| mp.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        let count = |e: HwEvent| count_of(&mp, e);
         assert_eq!(count(HwEvent::MprotectPass), 2.0);
         assert_eq!(count(HwEvent::StructPageLine), 3.0);
         let mut truth = base.clone();
@@ -3830,7 +3814,7 @@ mod tests {
         let base = ptlab_cost::find_profile("zen3").unwrap();
         let arch = ArchKind::X86_64;
         let d = uffd_move_events(arch).unwrap();
-        let count = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        let count = |e: HwEvent| count_of(&d, e);
         assert_eq!(count(HwEvent::Syscall), 1.0);
         assert_eq!(count(HwEvent::UffdMoveLock), 1.0);
         assert_eq!(count(HwEvent::AnonVmaLock), 1.0);
@@ -3873,7 +3857,7 @@ mod tests {
         let base = ptlab_cost::find_profile("zen3").unwrap();
         let arch = ArchKind::X86_64;
         let d = uffd_copy_events(arch).unwrap();
-        let count = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        let count = |e: HwEvent| count_of(&d, e);
         for e in [
             HwEvent::Syscall,
             HwEvent::UffdMfillLock,
@@ -4045,8 +4029,7 @@ mod tests {
         assert!((n - 2.0 * 511.0 / 512.0).abs() < 1e-9, "{n}");
         let d4 = fork_layout_per_page(arch, false).unwrap();
         let dt = fork_layout_per_page(arch, true).unwrap();
-        let get =
-            |d: &[(HwEvent, f64)], e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        let get = |d: &[(HwEvent, f64)], e: HwEvent| count_of(d, e);
         assert_eq!(get(&d4, HwEvent::StructPageLine), 1.0);
         assert_eq!(get(&d4, HwEvent::StructPageLineHot), 1.0);
         assert_eq!(get(&d4, HwEvent::StructPageLineLarge), 0.0);
@@ -4124,8 +4107,7 @@ mod tests {
         let base = ptlab_cost::find_profile("zen3").unwrap();
         let d4 = pageout_per_page(arch, false).unwrap();
         let d64 = pageout_per_page(arch, true).unwrap();
-        let get =
-            |d: &[(HwEvent, f64)], e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        let get = |d: &[(HwEvent, f64)], e: HwEvent| count_of(d, e);
         for (d, per_folio) in [(&d4, 1.0), (&d64, 1.0 / 16.0)] {
             assert_eq!(get(d, HwEvent::SwapReclaimFolio), per_folio, "{d:?}");
             assert_eq!(get(d, HwEvent::SwapWriteBio), per_folio, "{d:?}");
@@ -4191,7 +4173,7 @@ mod tests {
         let base = ptlab_cost::find_profile("zen3").unwrap();
         let arch = ArchKind::X86_64;
         let d = mremap_vma_events(arch).unwrap();
-        let count = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        let count = |e: HwEvent| count_of(&d, e);
         assert_eq!(count(HwEvent::Syscall), 1.0);
         assert_eq!(count(HwEvent::MremapVma), 1.0);
         assert_eq!(count(HwEvent::PteLoad), 2.0);
@@ -4233,7 +4215,7 @@ mod tests {
         for (arch, name) in [(ArchKind::X86_64, "zen3"), (ArchKind::Arm64, "neoverse-n1")] {
             let base = ptlab_cost::find_profile(name).unwrap();
             let d = mprotect_program_per_page(arch, 32768, 16384).unwrap();
-            let count = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+            let count = |e: HwEvent| count_of(&d, e);
             assert_eq!(count(HwEvent::MprotectPass), 2.0, "{arch:?}");
             assert_eq!(count(HwEvent::MprotectPageLine), 2.0, "{arch:?}");
             assert_eq!(count(HwEvent::StructPageLineHot), 1.0, "{arch:?}");
@@ -4451,7 +4433,7 @@ mod tests {
         // Small sizes keep the test quick: 8, 12 and 16 MiB.
         let pages: Vec<u64> = [8u64, 12, 16].iter().map(|m| m << 8).collect();
         let d = stream_per_page(arch, pages[2], pages[0]).unwrap();
-        let count = |e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+        let count = |e: HwEvent| count_of(&d, e);
         assert_eq!(count(HwEvent::PteLineStream), 1.0 / 8.0);
         assert_eq!(count(HwEvent::PteAtomicClear), 1.0);
         let mut truth = base.clone();
@@ -4487,8 +4469,7 @@ mod tests {
         for arch in ArchKind::ALL {
             let d_thp = thp_mprotect_per_page(arch).unwrap();
             let d_64 = mthp64_mprotect_per_page(arch).unwrap();
-            let get =
-                |d: &[(HwEvent, f64)], e: HwEvent| d.iter().find(|x| x.0 == e).map_or(0.0, |x| x.1);
+            let get = |d: &[(HwEvent, f64)], e: HwEvent| count_of(d, e);
             assert_eq!(get(&d_thp, HwEvent::MprotectLargeBatch), 2.0 / 512.0);
             assert_eq!(get(&d_64, HwEvent::MprotectLargeBatch), 2.0 / 16.0);
             let x86 = arch == ArchKind::X86_64;
