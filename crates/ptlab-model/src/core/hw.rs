@@ -597,6 +597,19 @@ pub struct HwTally {
     rules_hit: crate::core::rules::RulesTouched,
 }
 
+/// Counter `i` of a tally's `values` as it was when the tally was taken:
+/// its slot if the counter was in the tally's "ever changed" set `hit`,
+/// else zero (a counter not changed by then was zero, whatever a tally
+/// written in place left in its slot).
+#[inline]
+fn tallied<const W: usize>(values: &[u64], hit: &[u64; W], i: usize) -> u64 {
+    if Touched::<W>::in_words(hit, i) {
+        values[i]
+    } else {
+        0
+    }
+}
+
 /// A plain counter set that can be bumped through a shared reference (the
 /// model's read paths, such as `ptep_get`, take `&self`), with the CPU
 /// features the arch's recipes consult and an optional [`HwObserver`].
@@ -854,21 +867,14 @@ impl HwSink {
     /// Only the counters ever changed are visited (the others are zero
     /// now and were then).
     pub fn add_since(&self, before: &HwTally, k: u64) {
-        // A counter not changed by the tally was zero then.
         self.counts_touched.each(|i| {
             let c = &self.counts[i];
-            let b = match Touched::in_words(&before.counts_hit, i) {
-                true => before.counts[i],
-                false => 0,
-            };
+            let b = tallied(&before.counts, &before.counts_hit, i);
             c.set(c.get() + (c.get() - b) * k);
         });
         self.calls_touched.each(|i| {
             let c = &self.calls[i];
-            let b = match Touched::in_words(&before.calls_hit, i) {
-                true => before.calls[i],
-                false => 0,
-            };
+            let b = tallied(&before.calls, &before.calls_hit, i);
             c.set(c.get() + (c.get() - b) * k);
         });
         self.rules.add_since(

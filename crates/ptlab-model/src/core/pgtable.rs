@@ -980,8 +980,20 @@ impl PageTables {
     fn alloc_lone_chain(&mut self, va: u64, phys: &mut PhysMem) -> Option<Pfn> {
         let mut t = self.root;
         let mut pmd_table = t;
-        for l in [4u8, 3, 2] {
-            let next = self.new_table(l - 1, phys)?;
+        // The pages three single `alloc_pt_page()` calls in a row hand
+        // out, taken in one step while consecutive (issue 14, thirteenth
+        // session: one buddy pop instead of three, one memmap range); the
+        // rest, if any, one by one below, where a failure leaves the
+        // tables made before it linked as the single calls would.
+        let (first, n) = phys.alloc_pt_page_run(3).unwrap_or((Pfn(0), 0));
+        for (k, l) in [4u8, 3, 2].into_iter().enumerate() {
+            let next = if (k as u64) < n {
+                let p = first.add(k as u64);
+                self.insert_table(p, l - 1);
+                p
+            } else {
+                self.new_table(l - 1, phys)?
+            };
             let raw = self.arch.ops().encode_table(l, next);
             self.write_raw(t, l, index(l, va), raw);
             t = next;
@@ -1056,13 +1068,24 @@ impl PageTables {
         if self.tables.get(&pte.0).is_none_or(|t| t.used != 0) {
             return false;
         }
+        // The three pages given back as one range when they are
+        // consecutive (as `alloc_lone_chain()` takes them): the same
+        // events, memmap and free lists as the three single frees (issue
+        // 14, thirteenth session).
+        let range = pmd.0 == pud.0 + 1 && pte.0 == pud.0 + 2;
         for (t, store) in [(pte, HwEvent::PmdStore), (pmd, HwEvent::PudStore)] {
             self.remove_table(t);
-            phys.free_pt_page(t);
+            if !range {
+                phys.free_pt_page(t);
+            }
             self.hw.one(store);
         }
         self.remove_table(pud);
-        phys.free_pt_page(pud);
+        if range {
+            phys.free_pt_page_range(pud, 3);
+        } else {
+            phys.free_pt_page(pud);
+        }
         self.write_raw(self.root, 4, i4, 0);
         crate::core::diag::took(crate::core::diag::Step::ChainFree);
         true

@@ -233,8 +233,9 @@ impl FrameAllocator {
         self.allocated -= order.pages();
         while o < MAX_ORDER {
             let buddy = self.base + ((p - self.base) ^ (1 << o));
-            if !self.free[o as usize].remove(&buddy) {
-                break;
+            // The buddy taken out to merge, or `p` listed (one scan).
+            if !self.free[o as usize].take_buddy_or_insert(buddy, p) {
+                return;
             }
             p = p.min(buddy);
             o += 1;
@@ -363,6 +364,13 @@ impl FreeSet {
         v
     }
     /// Add the block at `pfn`; whether it was not in the set.
+    ///
+    /// The inline path shifts only when blocks sit above the new one
+    /// (issue 14, thirteenth session: the seeds' lists hold zero to two
+    /// blocks, so a `copy_within` of nothing — a `memmove` call — was most
+    /// of an insert or remove); the spill into the bitmap is kept out of
+    /// line.
+    #[inline]
     fn insert(&mut self, pfn: u64) -> bool {
         if self.big {
             return self.bit_insert(pfn);
@@ -376,12 +384,26 @@ impl FreeSet {
             return false;
         }
         if n < FEW {
-            self.few.copy_within(i..n, i + 1);
-            self.few[i] = pfn;
-            self.len += 1;
+            self.few_insert_at(i, pfn);
             return true;
         }
-        // Full: every block into the bitmap (empty here: `len` is 0 there).
+        self.spill_insert(pfn)
+    }
+    /// Put `pfn` at `few[i]` (`len < FEW`, `i ≤ len`, the order kept).
+    #[inline]
+    fn few_insert_at(&mut self, i: usize, pfn: u64) {
+        let n = self.len;
+        if i < n {
+            self.few.copy_within(i..n, i + 1);
+        }
+        self.few[i] = pfn;
+        self.len = n + 1;
+    }
+    /// A full inline set: every block into the bitmap (empty here: `len`
+    /// is 0 there), then `pfn`.
+    #[cold]
+    #[inline(never)]
+    fn spill_insert(&mut self, pfn: u64) -> bool {
         self.big = true;
         self.len = 0;
         let few = self.few;
@@ -390,24 +412,86 @@ impl FreeSet {
         }
         self.bit_insert(pfn)
     }
+    /// Take `few[i]` out (`i < len`).
+    #[inline]
+    fn few_remove_at(&mut self, i: usize) {
+        let n = self.len;
+        if i + 1 < n {
+            self.few.copy_within(i + 1..n, i);
+        }
+        self.len = n - 1;
+    }
     /// Take the block at `pfn` out; whether it was in the set.
+    #[inline]
     fn remove(&mut self, pfn: &u64) -> bool {
         if self.big {
-            let hit = self.bit_remove(*pfn);
-            if self.len == 0 {
-                self.big = false;
-            }
-            return hit;
+            return self.big_remove(*pfn);
         }
         let n = self.len;
         let Some(i) = self.few[..n].iter().position(|p| p == pfn) else {
             return false;
         };
-        self.few.copy_within(i + 1..n, i);
-        self.len -= 1;
+        self.few_remove_at(i);
         true
     }
+    /// [`FreeSet::remove`] of a set in its bitmap (back to the inline
+    /// array once empty).
+    #[inline(never)]
+    fn big_remove(&mut self, pfn: u64) -> bool {
+        let hit = self.bit_remove(pfn);
+        if self.len == 0 {
+            self.big = false;
+        }
+        hit
+    }
+    /// One step of a buddy merge: take `buddy` (the block paired with
+    /// `pfn`, of this order) out if it is listed — `true`, the caller
+    /// merges one order up — else list `pfn` — `false`. The same set as
+    /// `remove(&buddy)` followed, when that fails, by `insert(pfn)`; the
+    /// inline array is scanned once (the two blocks are adjacent: no block
+    /// of the order lies between them).
+    /// Linux: mm/page_alloc.c __free_one_page() (find_buddy_page_pfn(),
+    /// del_page_from_free_list(), __add_to_free_list()).
+    #[inline]
+    fn take_buddy_or_insert(&mut self, buddy: u64, pfn: u64) -> bool {
+        if self.big {
+            if self.big_remove(buddy) {
+                return true;
+            }
+            // (An emptied bitmap went back inline: `pfn` is listed there.)
+            self.insert(pfn);
+            return false;
+        }
+        let n = self.len;
+        let lo = buddy.min(pfn);
+        let mut i = 0;
+        while i < n && self.few[i] < lo {
+            i += 1;
+        }
+        // `few[i]` is the lower of the two if listed, `few[i + 1]` the
+        // upper one when both are (a block freed twice).
+        if i < n && self.few[i] == buddy {
+            self.few_remove_at(i);
+            return true;
+        }
+        if i + 1 < n && self.few[i + 1] == buddy {
+            self.few_remove_at(i + 1);
+            return true;
+        }
+        // Neither side is the buddy: `i` is where `pfn` goes.
+        if i < n && self.few[i] == pfn {
+            // Already listed (a double free): as `insert`, nothing changes.
+            return false;
+        }
+        if n < FEW {
+            self.few_insert_at(i, pfn);
+        } else {
+            self.spill_insert(pfn);
+        }
+        false
+    }
     /// The lowest block (its first frame).
+    #[inline]
     fn first(&mut self) -> Option<u64> {
         if !self.big {
             return (self.len > 0).then_some(self.few[0]);
@@ -415,14 +499,14 @@ impl FreeSet {
         self.bit_first()
     }
     /// Take the lowest block out.
+    #[inline]
     fn pop_first(&mut self) -> Option<u64> {
         if !self.big {
             if self.len == 0 {
                 return None;
             }
             let p = self.few[0];
-            self.few.copy_within(1..self.len, 0);
-            self.len -= 1;
+            self.few_remove_at(0);
             return Some(p);
         }
         let p = self.bit_first()?;
@@ -1388,9 +1472,18 @@ mod tests {
             let r = rng(&mut seed);
             let pfn = FIRST_PFN + (((r >> 8) % 7) << 2) + (((r >> 40) % 2) << 16);
             let was_big = a.big;
-            match (r >> 4) % 4 {
+            let buddy = FIRST_PFN + ((pfn - FIRST_PFN) ^ (1 << 2));
+            match (r >> 4) % 6 {
                 0 | 1 => assert_eq!(a.insert(pfn), b.insert(pfn), "step {step}"),
                 2 => assert_eq!(a.remove(&pfn), b.remove(&pfn), "step {step}"),
+                3 | 4 => {
+                    // The merge step: the buddy out, else the block in.
+                    let want = b.remove(&buddy) || {
+                        b.insert(pfn);
+                        false
+                    };
+                    assert_eq!(a.take_buddy_or_insert(buddy, pfn), want, "step {step}");
+                }
                 _ => assert_eq!(a.pop_first(), b.pop_first(), "step {step}"),
             }
             assert_eq!(a.first(), b.first().copied(), "step {step}");
@@ -1421,10 +1514,18 @@ mod tests {
                     (r >> 8) % span
                 };
                 let pfn = FIRST_PFN + (i << order);
-                match (r >> 4) % 5 {
+                let buddy = FIRST_PFN + ((pfn - FIRST_PFN) ^ (1 << order));
+                match (r >> 4) % 6 {
                     0 | 1 => assert_eq!(a.insert(pfn), b.insert(pfn), "step {step}"),
                     2 => assert_eq!(a.remove(&pfn), b.remove(&pfn), "step {step}"),
                     3 => assert_eq!(a.pop_first(), b.pop_first(), "step {step}"),
+                    4 => {
+                        let want = b.remove(&buddy) || {
+                            b.insert(pfn);
+                            false
+                        };
+                        assert_eq!(a.take_buddy_or_insert(buddy, pfn), want, "step {step}");
+                    }
                     _ => assert_eq!(a.first(), b.first().copied(), "step {step}"),
                 }
                 assert_eq!(a.len(), b.len());
