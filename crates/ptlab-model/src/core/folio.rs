@@ -1011,6 +1011,21 @@ impl LargeFolios {
         self.last.set(None);
         true
     }
+    /// [`LargeFolios::free_slot`] for a caller that drops the record: the
+    /// slot's record emptied in place (no copy of it handed back; issue
+    /// 14, thirteenth session: the zap of a whole run).
+    fn drop_slot(&mut self, slot: u32) {
+        if self.pending == slot {
+            self.pending = NO_SLOT;
+        }
+        let r = &mut self.slab[slot as usize];
+        let first = r.first;
+        r.first = 0;
+        r.count = 0;
+        r.folio = LargeFolio::new(Order::ZERO, FolioKind::Anon);
+        self.index.remove(&first);
+        self.free.push(slot);
+    }
     fn free_slot(&mut self, slot: u32) -> FolioRun {
         if self.pending == slot {
             self.pending = NO_SLOT;
@@ -2549,7 +2564,7 @@ impl PhysMem {
         }
         self.large.last.set(None);
         if run_first == first.0 && run_end == end {
-            self.large.free_slot(slot);
+            self.large.drop_slot(slot);
         } else if run_first == first.0 {
             self.large.index.remove(&run_first);
             let r = &mut self.large.slab[slot as usize];

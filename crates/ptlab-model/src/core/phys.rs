@@ -452,7 +452,7 @@ impl FreeSet {
     /// of the order lies between them).
     /// Linux: mm/page_alloc.c __free_one_page() (find_buddy_page_pfn(),
     /// del_page_from_free_list(), __add_to_free_list()).
-    #[inline]
+    #[inline(always)]
     fn take_buddy_or_insert(&mut self, buddy: u64, pfn: u64) -> bool {
         if self.big {
             if self.big_remove(buddy) {
