@@ -986,6 +986,9 @@ impl PageTables {
         // rest, if any, one by one below, where a failure leaves the
         // tables made before it linked as the single calls would.
         let (first, n) = phys.alloc_pt_page_run(3).unwrap_or((Pfn(0), 0));
+        if n == 3 && self.pte_runs {
+            return Some(self.link_chain_run(va, first));
+        }
         for (k, l) in [4u8, 3, 2].into_iter().enumerate() {
             let next = if (k as u64) < n {
                 let p = first.add(k as u64);
@@ -1013,6 +1016,47 @@ impl PageTables {
         self.cache_pte_table(va, t);
         crate::core::diag::took(crate::core::diag::Step::ChainAlloc);
         Some(t)
+    }
+
+    /// [`PageTables::alloc_lone_chain`] when its three pages came as one
+    /// run (`pages`: the PUD, PMD and PTE tables, in that order) and new
+    /// upper tables are stored as runs: the PUD and PMD tables are stored
+    /// already holding their one entry — what `write_raw()` of that entry
+    /// into the new empty table leaves ([`Table::with_run`]), with its
+    /// store counted (`PudStore`, `PmdStore`) — and only the PGD entry is
+    /// written. The same tables, entries, events and frames as linking
+    /// them one by one (issue 14, thirteenth session).
+    /// Linux: mm/memory.c __pud_alloc(), __pmd_alloc(), __pte_alloc().
+    fn link_chain_run(&mut self, va: u64, first: Pfn) -> Pfn {
+        let (pud, pmd, pte) = (first, first.add(1), first.add(2));
+        for (t, l, child) in [(pud, 3u8, pmd), (pmd, 2, pte)] {
+            let raw = self.arch.ops().encode_table(l, child);
+            let run = Run {
+                start: index(l, va) as u16,
+                len: 1,
+                kinds: run_kinds(self.arch.ops(), &[raw]),
+                first: raw,
+                step: 0,
+            };
+            if self.tables.insert(t.0, Table::with_run(l, run)) {
+                self.walk_cache.set([None; 2]);
+                self.pmd_cache.set(None);
+            }
+            // set_pmd_at / pmd_populate; pud_populate.
+            self.hw.one(match l {
+                2 => HwEvent::PmdStore,
+                _ => HwEvent::PudStore,
+            });
+        }
+        self.insert_table(pte, 1);
+        let raw = self.arch.ops().encode_table(4, pud);
+        self.write_raw(self.root, 4, index(4, va), raw);
+        if let Some(i) = self.tables.slot(&pmd.0) {
+            self.pmd_cache.set(Some((va & !(PUD_SIZE - 1), pmd, i)));
+        }
+        self.cache_pte_table(va, pte);
+        crate::core::diag::took(crate::core::diag::Step::ChainAlloc);
+        pte
     }
 
     /// [`PageTables::free_pgd_range`] where `[addr, end)` lies in one PMD

@@ -265,6 +265,18 @@ impl Table {
         }
     }
 
+    /// A table holding one run only: what [`Table::new`] followed by
+    /// [`Table::splice`] of `run` leaves (a new table's first entry written
+    /// as a run: `Store::One`, the used count its length). For the upper
+    /// tables of a chain made in one step (issue 14, thirteenth session).
+    pub fn with_run(level: u8, run: Run) -> Self {
+        Table {
+            level,
+            used: run.len,
+            store: Store::One(run),
+        }
+    }
+
     /// The raw descriptor of entry `i`.
     #[inline(always)]
     pub fn raw(&self, i: usize) -> u64 {
