@@ -107,6 +107,15 @@ pub struct ModelConfig {
     /// reference `move_fold_prop` compares against). No observable
     /// effect, and the same counts.
     pub move_first_folded: bool,
+    /// With `stretch_steps`: a write over whole blocks of none PTEs in a
+    /// VMA with one mTHP order, where the first fault would be a fault
+    /// stretch's template, faults every block in one step, the first
+    /// fault's counts written out as the stretch's are (`sys/fault_run.rs`
+    /// `write_fused()`; on by default; off: the first fault through the
+    /// general path as the stretch's template, the reference
+    /// `fault_stretch_prop` compares against). No observable effect, and
+    /// the same counts.
+    pub fault_fused: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -153,6 +162,7 @@ impl ModelConfig {
             table_chain_steps: true,
             zap_first_folded: true,
             move_first_folded: true,
+            fault_fused: true,
         }
     }
 }

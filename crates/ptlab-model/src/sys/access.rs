@@ -394,6 +394,15 @@ impl Model {
                 // order; no observer; `stretch_first_fault` on, so the
                 // anon_vma is not asked for): it is asked only otherwise.
                 let made = write && self.stretch_first_tables(pid, addr);
+                // Whole blocks of none PTEs faulted in one step, the first
+                // fault's counts written out ([`Model::write_fused`]).
+                if write && self.cfg.fault_fused {
+                    let done = self.write_fused(pid, addr, slot_end, tag);
+                    if done > 0 {
+                        addr += done * PAGE_SIZE;
+                        continue;
+                    }
+                }
                 let watch =
                     made || (write && self.cfg.stretch_steps && self.stretch_watchable(pid, addr));
                 let before = watch.then(|| FaultTally::boxed(self, pid));
