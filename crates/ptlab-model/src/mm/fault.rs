@@ -561,7 +561,11 @@ pub(crate) fn fused_first_fault(
         || !addr.is_multiple_of(size)
         || addr < vma.start
         || addr + size > vma.end.min(end)
-        || mm.pt.arch().cont_ptes().is_some_and(|c| !nr.is_multiple_of(c as u64))
+        || mm
+            .pt
+            .arch()
+            .cont_ptes()
+            .is_some_and(|c| !nr.is_multiple_of(c as u64))
         || !matches!(mm.pt.pmd(addr), PmdSlot::Table(_))
         || !mm.pt.ptes_none(addr, nr)
     {
@@ -624,10 +628,10 @@ pub(crate) fn count_fused_faults(mm: &Mm, phys: &mut PhysMem, nr: u64, k: u64) {
             .hit_n(crate::core::rules::Rule::ContptePaint, (nr * k) as u32);
     }
     let p = &phys.hw;
-    for _ in 0..k {
-        p.folio_alloc(order);
-        p.struct_page_lines_batch(nr, true);
-    }
+    p.folio_alloc_n(order, k);
+    // add_rmap_ptes(): struct_page_lines_batch(nr, large) per folio.
+    p.add(HwEvent::StructPageLine, nr * k);
+    p.add(HwEvent::StructPageLineLarge, (nr - 1) * k);
     p.page_zero(nr * k, order);
     p.add(HwEvent::FolioRefAtomic, k);
     phys.stats.mthp(order, MthpStat::NrAnon, k as i64);
