@@ -99,6 +99,23 @@ pub struct ModelConfig {
     /// `fault_stretch_prop` compare against). No observable effect, and
     /// the same counts.
     pub zap_first_folded: bool,
+    /// With `stretch_steps`: arm64's mremap stretch of whole contiguous
+    /// blocks takes its first block too, that block's pass counted from
+    /// what a whole-block pass counts (`mm/move_pt.rs`
+    /// `move_cont_blocks_folded()`; on by default; off: the first block
+    /// runs through the general path as the stretch's template, the
+    /// reference `move_fold_prop` compares against). No observable
+    /// effect, and the same counts.
+    pub move_first_folded: bool,
+    /// With `stretch_steps`: a write over whole blocks of none PTEs in a
+    /// VMA with one mTHP order, where the first fault would be a fault
+    /// stretch's template, faults every block in one step, the first
+    /// fault's counts written out as the stretch's are (`sys/fault_run.rs`
+    /// `write_fused()`; on by default; off: the first fault through the
+    /// general path as the stretch's template, the reference
+    /// `fault_stretch_prop` compares against). No observable effect, and
+    /// the same counts.
+    pub fault_fused: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -144,6 +161,8 @@ impl ModelConfig {
             uffd_fused: true,
             table_chain_steps: true,
             zap_first_folded: true,
+            move_first_folded: true,
+            fault_fused: true,
         }
     }
 }

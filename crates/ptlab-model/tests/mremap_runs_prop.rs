@@ -12,7 +12,10 @@
 //! arm64's whole-stretch move (`move_cont_stretch`: whole contiguous
 //! blocks of one folio run moved as the first block's pass repeated) is
 //! held to the block-by-block loop the same way, and to the loop with
-//! `ModelConfig::stretch_steps` off.
+//! `ModelConfig::stretch_steps` off; and the stretch that takes its first
+//! block too, that block's counts written out (`move_cont_blocks_folded`,
+//! `ModelConfig::move_first_folded`, on by default), to the stretch with
+//! the first block as its template (the switch off).
 
 mod common;
 
@@ -81,6 +84,7 @@ fn run(
     ops: &[Op],
     tracing: bool,
     stretch: bool,
+    fold: bool,
 ) -> (
     String,
     ptlab_model::HwEvents,
@@ -88,6 +92,7 @@ fn run(
 ) {
     let mut cfg = ModelConfig::for_arch(arch);
     cfg.stretch_steps = stretch;
+    cfg.move_first_folded = fold;
     let mut m = common::mthp_model(cfg, orders);
     m.set_hw_tracing(tracing);
     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
@@ -144,9 +149,13 @@ proptest! {
         ops in prop::collection::vec(op(), 1..24),
     ) {
         for arch in ArchKind::ALL {
-            let segment = run(arch, &orders, &ops, false, true);
-            let entry = run(arch, &orders, &ops, true, true);
-            let blocks = run(arch, &orders, &ops, false, false);
+            let segment = run(arch, &orders, &ops, false, true, true);
+            let entry = run(arch, &orders, &ops, true, true, true);
+            let blocks = run(arch, &orders, &ops, false, false, true);
+            let template = run(arch, &orders, &ops, false, true, false);
+            prop_assert_eq!(&segment.0, &template.0, "observation, first block not folded, {:?}", arch);
+            prop_assert_eq!(&segment.1, &template.1, "events and calls, first block not folded, {:?}", arch);
+            prop_assert_eq!(&segment.2, &template.2, "rule hits, first block not folded, {:?}", arch);
             prop_assert_eq!(&segment.0, &entry.0, "observation, {:?}", arch);
             prop_assert_eq!(&segment.1, &entry.1, "events and calls, {:?}", arch);
             prop_assert_eq!(&segment.2, &entry.2, "rule hits, {:?}", arch);
@@ -184,8 +193,8 @@ fn unaligned_order0_moves_agree() {
         });
     }
     for arch in ArchKind::ALL {
-        let segment = run(arch, &[], &ops, false, true);
-        let entry = run(arch, &[], &ops, true, true);
+        let segment = run(arch, &[], &ops, false, true, true);
+        let entry = run(arch, &[], &ops, true, true, true);
         assert_eq!(segment.0, entry.0, "observation, {arch:?}");
         assert_eq!(segment.1, entry.1, "events and calls, {arch:?}");
         assert_eq!(segment.2, entry.2, "rule hits, {arch:?}");
@@ -243,21 +252,34 @@ fn seed_shape_moves_by_stretches_with_equal_counts() {
             back: true,
         });
     }
+    use ptlab_model::diag::{taken, Step};
     for arch in ArchKind::ALL {
-        let taken = ptlab_model::diag::taken(ptlab_model::diag::Step::MoveStretch);
-        let segment = run(arch, &[4], &ops, false, true);
-        let stretches = ptlab_model::diag::taken(ptlab_model::diag::Step::MoveStretch) - taken;
-        let blocks = run(arch, &[4], &ops, false, false);
-        let entry = run(arch, &[4], &ops, true, true);
-        match arch {
-            ArchKind::Arm64 => assert!(stretches >= 3, "{stretches} stretch moves on arm64"),
-            ArchKind::X86_64 => assert_eq!(stretches, 0, "x86-64 moves a PTE per batch"),
-        }
+        let (s0, f0) = (taken(Step::MoveStretch), taken(Step::MoveFolded));
+        let segment = run(arch, &[4], &ops, false, true, true);
+        let (stretches, folded) = (taken(Step::MoveStretch) - s0, taken(Step::MoveFolded) - f0);
+        let s1 = taken(Step::MoveStretch);
+        let template = run(arch, &[4], &ops, false, true, false);
+        let templated = taken(Step::MoveStretch) - s1;
+        let blocks = run(arch, &[4], &ops, false, false, true);
+        let entry = run(arch, &[4], &ops, true, true, true);
         assert_eq!(
-            ptlab_model::diag::taken(ptlab_model::diag::Step::MoveStretch) - taken,
-            stretches
+            stretches, 0,
+            "with the first block folded, no templated stretch, {arch:?}"
         );
-        for (other, what) in [(&blocks, "stretch off"), (&entry, "traced")] {
+        match arch {
+            ArchKind::Arm64 => {
+                assert!(folded >= 3, "{folded} folded stretch moves on arm64");
+                assert_eq!(templated, folded, "each folded stretch is a templated one");
+            }
+            ArchKind::X86_64 => {
+                assert_eq!(folded + templated, 0, "x86-64 moves a PTE per batch")
+            }
+        }
+        for (other, what) in [
+            (&blocks, "stretch off"),
+            (&entry, "traced"),
+            (&template, "first block not folded"),
+        ] {
             assert_eq!(segment.0, other.0, "observation, {what}, {arch:?}");
             assert_eq!(segment.1, other.1, "events and calls, {what}, {arch:?}");
             assert_eq!(segment.2, other.2, "rule hits, {what}, {arch:?}");

@@ -46,10 +46,18 @@ pub enum Step {
     /// over the range lies inside `[floor, ceiling)`, so no table can go
     /// (`core/pgtable.rs` `no_pte_span_inside()`).
     FreeNothing,
+    /// arm64's mremap stretch of whole contiguous blocks that took its
+    /// first block too, that block's pass counted as written out
+    /// (`mm/move_pt.rs` `move_cont_blocks_folded()`).
+    MoveFolded,
+    /// A write over whole blocks of none PTEs faulted in one step, its
+    /// first fault's counts written out (`sys/fault_run.rs`
+    /// `write_fused()`).
+    FaultFused,
 }
 
 impl Step {
-    const ALL: usize = 11;
+    const ALL: usize = 13;
     fn index(self) -> usize {
         self as usize
     }
@@ -93,6 +101,8 @@ mod tests {
             Step::ChainFree,
             Step::ZapFolded,
             Step::FreeNothing,
+            Step::MoveFolded,
+            Step::FaultFused,
         ];
         let before = STEPS.map(taken);
         took(Step::MoveStretch);
@@ -100,6 +110,6 @@ mod tests {
         took(Step::ZapTables);
         let after = STEPS.map(taken);
         let added: Vec<u64> = (0..Step::ALL).map(|i| after[i] - before[i]).collect();
-        assert_eq!(added, [0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(added, [0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     }
 }

@@ -789,15 +789,24 @@ impl HwSink {
     /// the folio is mapped.
     #[inline]
     pub fn folio_alloc(&self, order: u8) {
-        self.one(HwEvent::FolioAlloc);
+        self.folio_alloc_n(order, 1);
+    }
+    /// `n` × [`HwSink::folio_alloc`] in one step (a run of faults whose
+    /// counts are written out).
+    #[inline]
+    pub fn folio_alloc_n(&self, order: u8, n: u64) {
+        self.add(HwEvent::FolioAlloc, n);
         let pcp = order <= 3 || order == crate::core::addr::PMD_ORDER;
-        self.one(if pcp {
-            HwEvent::FolioAllocPcp
-        } else {
-            HwEvent::FolioAllocBuddy
-        });
-        self.one(HwEvent::MemcgCharge);
-        self.one(HwEvent::LruAdd);
+        self.add(
+            if pcp {
+                HwEvent::FolioAllocPcp
+            } else {
+                HwEvent::FolioAllocBuddy
+            },
+            n,
+        );
+        self.add(HwEvent::MemcgCharge, n);
+        self.add(HwEvent::LruAdd, n);
     }
     /// `n` PTE reads that an mm walk makes through `ptep_get()` without the
     /// model's arch hook (zap_pte_range()'s per-entry read, the swap walks'

@@ -513,6 +513,131 @@ pub fn fault_large_stretch(
     made
 }
 
+/// The write faults of `blocks` whole blocks of none PTEs from `addr` in a
+/// VMA whose only mTHP order below PMD order is that of one block, the
+/// first one's included, as one step with the counts written out (issue
+/// 14; `ModelConfig::fault_fused`): what [`handle_fault`] and the access
+/// path count for each when each would take the path of a fault stretch's
+/// template ([`fault_large_stretch`]) — the PMD slot holds a PTE table (no
+/// PMD THP is tried, no PMD NUMA hint), the block is inside the VMA and
+/// all none (no guard marker, no NUMA hint, F5 takes the one allowed
+/// order: `pte_range_none()`'s loads, the large-order rule), the VMA is
+/// writable, not mlocked and not userfaultfd-armed. Returns `None`,
+/// having changed and counted nothing, when any of that fails or the first
+/// folio cannot be allocated; else the first folio and its pages. The
+/// first folio is made and mapped by the same steps as
+/// [`do_anonymous_page`] (which count their own events: the allocation,
+/// the clearing, the rmap and reference, the PTE stores), with the
+/// fault's other counts written out: the exception and VMA lookup, the PMD
+/// load and PTL, the `ptep_get()` of the none PTE, `pte_range_none()`'s
+/// loads, the large-order rule, and the user stores to every page of the
+/// folio (the first through the fault, the rest as a run over a large
+/// folio). The caller writes the tags and takes the blocks after it
+/// ([`fault_large_stretch`], counting [`count_fused_faults`] for each).
+/// Linux: arch/x86/mm/fault.c do_user_addr_fault() /
+/// arch/arm64/mm/fault.c do_page_fault(), mm/memory.c
+/// __handle_mm_fault(), do_anonymous_page(), alloc_anon_folio().
+pub(crate) fn fused_first_fault(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    addr: u64,
+    end: u64,
+) -> Option<(FolioRef, u64)> {
+    let vma = mm.vmas.find(addr)?;
+    let mask = env.thp.allowed_orders(
+        vma.flags.contains(VmFlags::HUGEPAGE),
+        thp_disabled(mm, vma),
+        false,
+    ) & ((1 << PMD_ORDER) - 1);
+    if !mask.is_power_of_two() || mask < 1 << 2 {
+        return None;
+    }
+    let order = Order(mask.trailing_zeros() as u8);
+    let nr = order.pages();
+    let size = nr * PAGE_SIZE;
+    if !vma.flags.contains(VmFlags::WRITE)
+        || vma.flags.contains(VmFlags::LOCKED)
+        || vma.flags.intersects(crate::core::vma::VM_UFFD_FLAGS)
+        || !addr.is_multiple_of(size)
+        || addr < vma.start
+        || addr + size > vma.end.min(end)
+        || mm
+            .pt
+            .arch()
+            .cont_ptes()
+            .is_some_and(|c| !nr.is_multiple_of(c as u64))
+        || !matches!(mm.pt.pmd(addr), PmdSlot::Table(_))
+        || !mm.pt.ptes_none(addr, nr)
+    {
+        return None;
+    }
+    let vma = vma.clone();
+    mm.anon_vma_prepare(addr, env.ids);
+    let folio = env.phys.alloc_anon_folio(order)?;
+    env.phys.hw.page_zero(nr, order.0);
+    env.phys
+        .add_rmap_ptes(folio, folio.head, nr as u32, mm.pid, true);
+    env.phys.ref_add(folio, nr as u32);
+    mm.rss_anon += nr;
+    env.phys.stats.mthp(order.0, MthpStat::AnonFaultAlloc, 1);
+    mm.pt
+        .set_ptes(addr, leaf_for_new_folio(&vma, folio.head), nr, env.phys);
+    env.phys.folio_batches.lru_add(folio.head, true);
+    count_fault_entry(&mm.pt.hw, nr, 1);
+    Some((folio, nr))
+}
+
+/// The counts of `k` fused write faults of `nr`-page blocks on the mm's
+/// sink that neither the allocation nor the PTE stores count themselves
+/// ([`fused_first_fault`]): per fault the exception, the VMA lookup, the
+/// PMD load and PTL, `ptep_get()` of the none PTE and `pte_range_none()`'s
+/// `nr` loads, the large-order rule, and `nr` user stores (the first
+/// through the fault, `nr - 1` over the mapped large folio).
+fn count_fault_entry(hw: &crate::core::hw::HwSink, nr: u64, k: u64) {
+    hw.add(HwEvent::PageFault, k);
+    hw.add(HwEvent::FaultEntry, k);
+    hw.add(HwEvent::FaultHandle, k);
+    hw.add(HwEvent::VmaLookup, k);
+    hw.add(HwEvent::PmdLoad, k);
+    hw.add(HwEvent::PtlLock, k);
+    hw.call_n(crate::core::hw::KCall::PtepGet, k);
+    hw.add(HwEvent::PteLoad, (1 + nr) * k);
+    hw.rules
+        .hit_n(crate::core::rules::Rule::FaultLargeOrder, k as u32);
+    hw.user_access(nr * k, true);
+    hw.add(HwEvent::UserStore4kLarge, (nr - 1) * k);
+}
+
+/// Everything `k` more fused write faults of `nr`-page blocks (order
+/// `order`) count, after [`fault_large_stretch`] made their folios
+/// without counting: [`count_fault_entry`] on the mm's sink, and what
+/// [`do_anonymous_page`]'s steps count for each — the folio allocation
+/// and its statistic (`PhysMem::alloc_anon_folio()`), the clearing, one
+/// struct page line per page (`add_rmap_ptes()` of a new exclusive
+/// folio), the reference atomic, the fault-allocation statistic, and
+/// `set_ptes()`'s call and stores (on arm64 every entry painted
+/// contiguous: the block is whole contiguous blocks, frame-aligned).
+pub(crate) fn count_fused_faults(mm: &Mm, phys: &mut PhysMem, nr: u64, k: u64) {
+    let order = nr.trailing_zeros() as u8;
+    count_fault_entry(&mm.pt.hw, nr, k);
+    let hw = &mm.pt.hw;
+    hw.call_n(crate::core::hw::KCall::SetPtes, k);
+    hw.add(HwEvent::PteStore, nr * k);
+    if mm.pt.arch().cont_ptes().is_some() && !hw.features.contpte_off {
+        hw.rules
+            .hit_n(crate::core::rules::Rule::ContptePaint, (nr * k) as u32);
+    }
+    let p = &phys.hw;
+    p.folio_alloc_n(order, k);
+    // add_rmap_ptes(): struct_page_lines_batch(nr, large) per folio.
+    p.add(HwEvent::StructPageLine, nr * k);
+    p.add(HwEvent::StructPageLineLarge, (nr - 1) * k);
+    p.page_zero(nr * k, order);
+    p.add(HwEvent::FolioRefAtomic, k);
+    phys.stats.mthp(order, MthpStat::NrAnon, k as i64);
+    phys.stats.mthp(order, MthpStat::AnonFaultAlloc, k as i64);
+}
+
 /// W1–W4: a write to a present read-only PTE.
 fn do_wp_page(
     mm: &mut Mm,

@@ -50,6 +50,11 @@ pub struct PageTableMove {
     /// a stretch of whole contiguous blocks of one folio run moves in one
     /// step ([`move_cont_stretch`]); off, block by block.
     pub stretch: bool,
+    /// The model's switch `ModelConfig::move_first_folded` (with
+    /// `stretch`): such a stretch takes its first block too, the block's
+    /// pass counted as written out ([`move_cont_blocks_folded`]); off, the
+    /// first block goes through the general path as the template.
+    pub fold_first: bool,
     /// The move takes the rmap locks around each PMD-leaf move and each
     /// move_ptes() extent: copy_vma() merged the destination into a VMA
     /// whose pgoff is at or below the source's, or this is the revert of a
@@ -172,7 +177,11 @@ pub fn move_page_tables(
         }
         let old_vma = &pmc.old;
         if batched {
-            let stretch = pmc.stretch;
+            let stretch = match (pmc.stretch, pmc.fold_first) {
+                (false, _) => Stretch::Off,
+                (true, false) => Stretch::Template,
+                (true, true) => Stretch::Folded,
+            };
             move_ptes_batched(
                 &mut mm.pt, phys, old_vma, old_addr, new_addr, extent, stretch,
             );
@@ -440,7 +449,9 @@ fn move_ptes_prologue(pt: &PageTables, old_addr: u64, new_addr: u64) {
 /// partially; set_ptes() paints whole aligned blocks contiguous).
 /// With `stretch` (arm64), a stretch of whole contiguous blocks each one
 /// folio of one run moves as its first batch and the others' state
-/// change and counts at once ([`move_cont_stretch`]).
+/// change and counts at once ([`move_cont_stretch`]), or
+/// ([`Stretch::Folded`]) all its blocks at once, the first block's counts
+/// written out ([`move_cont_blocks_folded`]).
 /// Linux: mm/mremap.c move_ptes(), mremap_folio_pte_batch().
 pub fn move_ptes_batched(
     pt: &mut PageTables,
@@ -449,7 +460,7 @@ pub fn move_ptes_batched(
     old_addr: u64,
     new_addr: u64,
     extent: u64,
-    stretch: bool,
+    stretch: Stretch,
 ) {
     move_ptes_prologue(pt, old_addr, new_addr);
     let mut force_flush = false;
@@ -493,8 +504,22 @@ pub fn move_ptes_batched(
         let max_nr = (extent - off) / PAGE_SIZE;
         // Blocks after this one that repeat its pass exactly: tally the
         // pass (from its ptep_get()) to add it that many times after.
-        let more = match (stretch && cont_fast, pt.pte_peek(va)) {
-            (true, Entry::Leaf(l)) => cont_stretch_blocks(pt, phys, va, new_addr + off, &l, max_nr),
+        let stretch_on = stretch != Stretch::Off && cont_fast;
+        let more = match (stretch_on, pt.pte_peek(va)) {
+            (true, Entry::Leaf(l)) => {
+                let more = cont_stretch_blocks(pt, phys, va, new_addr + off, &l, max_nr);
+                if more > 0 && stretch == Stretch::Folded {
+                    // Every block of the stretch, the first included, in
+                    // one step with its pass's counts written out.
+                    let blocks = more + 1;
+                    move_cont_blocks_folded(pt, old_vma, va, new_addr + off, l, blocks);
+                    force_flush = true;
+                    off += blocks * CONT_PTES as u64 * PAGE_SIZE;
+                    crate::core::diag::took(crate::core::diag::Step::MoveFolded);
+                    continue;
+                }
+                more
+            }
             _ => 0,
         };
         let tally = (more > 0).then(|| stretch_tally(&pt.hw, &phys.hw));
@@ -832,6 +857,77 @@ fn move_cont_stretch(pt: &mut PageTables, old: u64, new: u64, n: u64) {
     let (mut d, j) = pt.pte_table(new);
     let prev = d.raw(j - 1);
     d.write_affine(j, n as usize, prev + PAGE_SIZE, PAGE_SIZE, Run::PRESENT);
+}
+
+/// Which stretch steps [`move_ptes_batched`] takes (the model's switches
+/// `ModelConfig::stretch_steps` and `ModelConfig::move_first_folded`, not
+/// the kernel's).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Stretch {
+    /// Block by block.
+    Off,
+    /// The first block through the general path, its counts tallied and
+    /// repeated for the blocks after it ([`move_cont_stretch`]).
+    Template,
+    /// All the blocks at once ([`move_cont_blocks_folded`]).
+    Folded,
+}
+
+/// The passes of [`move_ptes_batched`]'s loop over `blocks` whole
+/// contiguous blocks from `va` (its entry `pte`, read uncounted) to `new`,
+/// each one folio of one folio run — what [`cont_stretch_blocks`] checks
+/// for a stretch of `blocks - 1` blocks after the first — in one step,
+/// with each pass's counts written out: `ptep_get()` of the block's first
+/// entry (the call, its load and the gather's loads:
+/// `contpte::count_uniform_block_reads()`), `mremap_folio_pte_batch()`'s
+/// two struct page lines and its `folio_pte_batch()` call (the hint is the
+/// whole block, which is the whole folio: no scan),
+/// `get_and_clear_full_ptes()` of one aligned block (no unfold: 16 atomic
+/// clears), `set_ptes()` of one aligned block (16 stores, all painted
+/// contiguous: the frame is block-aligned and the entry not special) and
+/// the batch rule; nothing on the machine's sink, no mark (the caller is
+/// not observed). The state: the source entries cleared as one write, the
+/// destination written as one run of present entries a frame apart from
+/// the descriptor `set_ptes()` paints for the first block.
+/// Linux: mm/mremap.c move_ptes(), mremap_folio_pte_batch();
+/// arch/arm64/mm/contpte.c contpte_ptep_get(),
+/// contpte_get_and_clear_full_ptes(); arch/arm64/include/asm/pgtable.h
+/// set_ptes().
+fn move_cont_blocks_folded(
+    pt: &mut PageTables,
+    old_vma: &Vma,
+    va: u64,
+    new: u64,
+    pte: Leaf,
+    blocks: u64,
+) {
+    let n = blocks * CONT_PTES as u64;
+    let nb = CONT_PTES as u64;
+    if let Some((entries, i)) = pt.pte_entries(va) {
+        let view = crate::core::arch::PteRef {
+            arch: pt.arch(),
+            entries,
+            hw: &pt.hw,
+            base: va & !PMD_SIZE.wrapping_sub(1),
+        };
+        contpte::count_uniform_block_reads(&view, i, blocks);
+    }
+    let hw = &pt.hw;
+    hw.add(HwEvent::StructPageLine, 2 * blocks);
+    hw.call_n(KCall::FolioPteBatch, blocks);
+    hw.call_n(KCall::GetAndClearFullPtes, blocks);
+    hw.add(HwEvent::PteAtomicClear, n);
+    hw.call_n(KCall::SetPtes, blocks);
+    hw.add(HwEvent::PteStore, n);
+    hw.rules
+        .hit_n(crate::core::rules::Rule::ContptePaint, (nb * blocks) as u32);
+    hw.rules
+        .hit_n(crate::core::rules::Rule::MremapMovePtesBatch, blocks as u32);
+    let first = contpte::painted_block_raw(moved_pte(old_vma, pte));
+    let (mut s, i) = pt.pte_table(va);
+    s.write_affine(i, n as usize, 0, 0, 0);
+    let (mut d, j) = pt.pte_table(new);
+    d.write_affine(j, n as usize, first, PAGE_SIZE, Run::PRESENT);
 }
 
 /// How many PTEs from `va` move together. Linux: mm/mremap.c

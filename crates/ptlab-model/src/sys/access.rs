@@ -270,6 +270,15 @@ impl Model {
         // not as the first page and then the others. Written out before
         // anything else touches contents or the loop leaves the slot.
         let mut head_tag: Option<(crate::core::addr::Pfn, u64)> = None;
+        // Whether a fused write ([`Model::write_fused`]) may apply at all:
+        // some mTHP order below PMD order is enabled for some VMA (asked
+        // once per access, not per fault).
+        let fusable = write
+            && self.cfg.fault_fused
+            && self.cfg.stretch_steps
+            && self.thp.allowed_orders(true, false, false)
+                & ((1 << crate::core::addr::PMD_ORDER) - 1)
+                != 0;
         while addr < end {
             let slot_end = crate::core::pgtable::pmd_end(addr, end);
             // Fast path over pages already mapped in this PMD slot.
@@ -394,6 +403,15 @@ impl Model {
                 // order; no observer; `stretch_first_fault` on, so the
                 // anon_vma is not asked for): it is asked only otherwise.
                 let made = write && self.stretch_first_tables(pid, addr);
+                // Whole blocks of none PTEs faulted in one step, the first
+                // fault's counts written out ([`Model::write_fused`]).
+                if fusable {
+                    let done = self.write_fused(pid, addr, slot_end, tag);
+                    if done > 0 {
+                        addr += done * PAGE_SIZE;
+                        continue;
+                    }
+                }
                 let watch =
                     made || (write && self.cfg.stretch_steps && self.stretch_watchable(pid, addr));
                 let before = watch.then(|| FaultTally::boxed(self, pid));

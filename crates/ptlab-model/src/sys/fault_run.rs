@@ -253,6 +253,45 @@ impl Model {
         made
     }
 
+    /// A write from `addr` (a none PTE in a PMD slot whose PTE table
+    /// exists; at most to `end`, inside the slot) over whole blocks of
+    /// none PTEs, faulted in one step with the counts written out
+    /// (`ModelConfig::fault_fused`): the first block's fault
+    /// ([`crate::mm::fault::fused_first_fault`]), its pages' tags (`tag`,
+    /// or each page's address), then the blocks after it as a fault
+    /// stretch ([`crate::mm::fault::fault_large_stretch`]) with each
+    /// block's counts written out
+    /// ([`crate::mm::fault::count_fused_faults`]) instead of the first
+    /// fault's tallied. What the general path does when its first fault
+    /// is the stretch's template. Returns the pages done (0: nothing
+    /// changed or counted; the caller goes on as before).
+    pub(crate) fn write_fused(&mut self, pid: Pid, addr: u64, end: u64, tag: Option<u64>) -> u64 {
+        if !self.cfg.fault_fused || !self.cfg.stretch_steps {
+            return 0;
+        }
+        let Some((mm, mut env)) = self.fault_parts(pid) else {
+            return 0;
+        };
+        if mm.pt.hw.observing() || env.phys.hw.observing() {
+            return 0;
+        }
+        let Some((folio, nr)) = crate::mm::fault::fused_first_fault(mm, &mut env, addr, end) else {
+            return 0;
+        };
+        let (base, step) = tag.map_or((addr, PAGE_SIZE), |t| (t, 0));
+        env.phys.set_large_run_tags(folio.head, nr, base, step);
+        let blocks = (end - addr) / (nr * PAGE_SIZE) - 1;
+        let made = match blocks {
+            0 => 0,
+            _ => crate::mm::fault::fault_large_stretch(mm, &mut env, addr, folio.head, nr, blocks),
+        };
+        if made > 0 {
+            crate::mm::fault::count_fused_faults(mm, env.phys, nr, made);
+        }
+        crate::core::diag::took(crate::core::diag::Step::FaultFused);
+        (1 + made) * nr
+    }
+
     /// The write faults of up to `blocks` blocks of none PTEs after the
     /// large folio of `t`, which the access has just faulted in and
     /// written whole, in one step where each would repeat that fault and

@@ -370,6 +370,7 @@ impl Model {
             new_addr: vrm.new_addr,
             len: vrm.old_len,
             stretch: self.cfg.stretch_steps,
+            fold_first: self.cfg.stretch_steps && self.cfg.move_first_folded,
             need_rmap_locks,
         };
         let moved = move_page_tables(mm, phys, &pmc, before);
@@ -386,6 +387,7 @@ impl Model {
                 new_addr: vrm.addr,
                 len: moved,
                 stretch: self.cfg.stretch_steps,
+                fold_first: self.cfg.stretch_steps && self.cfg.move_first_folded,
                 // copy_vma_and_data(): pmc_revert.need_rmap_locks = true.
                 need_rmap_locks: true,
             };

@@ -307,6 +307,17 @@ pub fn set_ptes(
     }
 }
 
+/// The descriptor [`set_ptes`] writes at the first entry of a block it
+/// paints contiguous, for `leaf` (its frame the block's first): the leaf
+/// encoded without CONT, its frame in the address field, CONT set. The
+/// block's other entries are this advanced a frame at a time.
+pub(crate) fn painted_block_raw(leaf: Leaf) -> u64 {
+    let mut base = leaf;
+    base.flags.remove(LeafFlags::CONT);
+    let raw0 = super::Arm64.encode_leaf(1, base) & !super::ADDR_MASK;
+    raw0 | ((leaf.pfn.0 << 12) & super::ADDR_MASK) | super::CONT
+}
+
 /// The `contpte_try_fold()` that ends a single-entry `set_ptes()` (after
 /// the store): only the last entry of a block is tried (`valign`); the
 /// rest of the inline test and `__contpte_try_fold()` are [`try_fold`].
