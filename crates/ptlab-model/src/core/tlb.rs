@@ -3,15 +3,36 @@
 //! the architecture's recipe, at `tlb_end_vma()` and `tlb_finish_mmu()`.
 //!
 //! Operations record what they cleared or changed (`tlb_flush_pte_range()`,
-//! `tlb_flush_pmd_range()`, `pte_free_tlb()`); the gather decides whether
-//! and what to flush — no operation looks at the event counters to decide.
-//! A gather must be finished: [`MmuGather`] is `#[must_use]` and its
-//! [`MmuGather::finish`] consumes it.
+//! `tlb_flush_pmd_range()`, and for each page table `free_pgd_range()`
+//! frees, `pte_free_tlb()`, `pmd_free_tlb()`, `pud_free_tlb()`); the
+//! gather decides whether and what to flush — no operation looks at the
+//! event counters to decide. A gather must be finished: [`MmuGather`] is
+//! `#[must_use]` and its [`MmuGather::finish`] consumes it.
+//!
+//! x86 selects CONFIG_MMU_GATHER_MERGE_VMAS (arch/x86/Kconfig; set in the
+//! 6.18 kernel we run): its `tlb_end_vma()` does not flush, so an unmap's
+//! zapped ranges and freed tables are flushed once, together, at
+//! `tlb_finish_mmu()`. arm64 does not select it: each VMA's zap is flushed
+//! at `tlb_end_vma()`, which resets the range, and the freed tables are
+//! flushed on their own at the end.
 //!
 //! Linux: include/asm-generic/tlb.h, mm/mmu_gather.c.
 
 use crate::core::addr::{PAGE_SIZE, PMD_SIZE, PUD_SIZE};
+use crate::core::arch::ArchKind;
 use crate::core::pgtable::PageTables;
+
+/// `P4D_SIZE`: what one PGD entry maps with 4-level tables (512 GiB). Both
+/// architectures' 4-level layouts have `P4D_SHIFT` 39 (x86 5-level-capable
+/// kernels running 4-level fold the p4d at run time; arm64 4 KiB/48-bit
+/// folds it at build time, `P4D_SHIFT` = `PGDIR_SHIFT`).
+pub const P4D_SIZE: u64 = 1 << 39;
+
+/// `IS_ENABLED(CONFIG_MMU_GATHER_MERGE_VMAS)`: x86 selects it
+/// (arch/x86/Kconfig), arm64 does not (arch/arm64/Kconfig).
+fn merges_vmas(arch: ArchKind) -> bool {
+    matches!(arch, ArchKind::X86_64)
+}
 
 /// One mmu_gather (`struct mmu_gather`): the gathered range and what kind
 /// of entries were cleared in it.
@@ -28,6 +49,7 @@ pub struct MmuGather {
     cleared_ptes: bool,
     cleared_pmds: bool,
     cleared_puds: bool,
+    cleared_p4ds: bool,
 }
 
 impl MmuGather {
@@ -41,6 +63,7 @@ impl MmuGather {
             cleared_ptes: false,
             cleared_pmds: false,
             cleared_puds: false,
+            cleared_p4ds: false,
         }
     }
 
@@ -84,22 +107,49 @@ impl MmuGather {
         self.cleared_puds = true;
     }
 
+    /// `tlb_flush_p4d_range()`.
+    fn flush_p4d_range(&mut self, addr: u64, size: u64) {
+        self.adjust(addr, size);
+        self.cleared_p4ds = true;
+    }
+
     /// `pte_free_tlb()`: the PTE table mapping `addr` was freed (its PMD
     /// entry cleared): `tlb_flush_pmd_range(addr, PAGE_SIZE)` and
-    /// `freed_tables`.
+    /// `freed_tables`. `free_pte_range()` passes the start of the PMD
+    /// entry's span (free_pgd_range() aligned the range to PMDs).
     pub fn pte_free(&mut self, addr: u64) {
         self.flush_pmd_range(addr, PAGE_SIZE);
         self.freed_tables = true;
     }
 
-    /// Page tables spanning `[lo, hi)` were freed (`free_pgtables()`): the
-    /// model gathers their span as one PMD-level range with
-    /// `freed_tables` set (the kernel's `pte_free_tlb()` per table adds
-    /// `[addr, addr + PAGE_SIZE)` for each; both flush at PMD stride).
-    pub fn free_tables_span(&mut self, lo: u64, hi: u64) {
-        self.adjust(lo, hi - lo);
-        self.cleared_pmds = true;
+    /// `pmd_free_tlb()`: the PMD table under the PUD entry at `addr`
+    /// (PUD-aligned: `free_pmd_range()`'s `start & PUD_MASK`) was freed:
+    /// `tlb_flush_pud_range(addr, PAGE_SIZE)` and `freed_tables`.
+    pub fn pmd_free(&mut self, addr: u64) {
+        self.flush_pud_range(addr, PAGE_SIZE);
         self.freed_tables = true;
+    }
+
+    /// `pud_free_tlb()`: the PUD table under the PGD (p4d) entry at `addr`
+    /// (`free_pud_range()`'s `start & P4D_MASK`) was freed:
+    /// `tlb_flush_p4d_range(addr, PAGE_SIZE)` and `freed_tables`. (x86's
+    /// run-time-folded `p4d_free_tlb()` that follows in free_p4d_range()
+    /// adds the same page and no cleared level: nothing more to record.)
+    pub fn pud_free(&mut self, addr: u64) {
+        self.flush_p4d_range(addr, PAGE_SIZE);
+        self.freed_tables = true;
+    }
+
+    /// The `*_free_tlb()` of a table at `level` (1 = PTE table, 2 = PMD
+    /// table, 3 = PUD table) covering from `addr`, the start of its parent
+    /// entry's span. Linux: mm/memory.c free_pte_range(),
+    /// free_pmd_range(), free_pud_range().
+    pub fn table_freed(&mut self, level: u8, addr: u64) {
+        match level {
+            1 => self.pte_free(addr),
+            2 => self.pmd_free(addr),
+            _ => self.pud_free(addr),
+        }
     }
 
     /// Drop a gather without flushing: only for model bookkeeping that
@@ -109,7 +159,11 @@ impl MmuGather {
 
     /// Whether anything was gathered that needs a flush.
     pub fn needs_flush(&self) -> bool {
-        self.freed_tables || self.cleared_ptes || self.cleared_pmds || self.cleared_puds
+        self.freed_tables
+            || self.cleared_ptes
+            || self.cleared_pmds
+            || self.cleared_puds
+            || self.cleared_p4ds
     }
 
     /// `tlb_get_unmap_size()`: the smallest level cleared decides the
@@ -121,6 +175,8 @@ impl MmuGather {
             PMD_SIZE
         } else if self.cleared_puds {
             PUD_SIZE
+        } else if self.cleared_p4ds {
+            P4D_SIZE
         } else {
             PAGE_SIZE
         }
@@ -134,6 +190,7 @@ impl MmuGather {
         self.cleared_ptes = false;
         self.cleared_pmds = false;
         self.cleared_puds = false;
+        self.cleared_p4ds = false;
     }
 
     /// `tlb_flush_mmu_tlbonly()`: flush what was gathered (the arch's
@@ -152,9 +209,10 @@ impl MmuGather {
     }
 
     /// `tlb_end_vma()`: per-VMA flush of a partial gather (a fullmm gather
-    /// waits for the end).
+    /// waits for the end, and so does every gather on x86:
+    /// CONFIG_MMU_GATHER_MERGE_VMAS).
     pub fn end_vma(&mut self, pt: &PageTables) {
-        if self.fullmm {
+        if self.fullmm || merges_vmas(pt.arch().kind()) {
             return;
         }
         self.flush_tlbonly(pt);
