@@ -1337,3 +1337,27 @@ munmap p {n} * 2M
     assert_eq!(flushes(&src(34), ArchKind::Arm64, N1), arm(1, 0, 0, 34, 36));
     assert_eq!(flushes(&src(34), ArchKind::Arm64, RANGE), arm(1, 0, 2, 0, 36));
 }
+
+/// PMD tables are flushed at PUD stride: 4 GiB with one PMD THP at the
+/// start of each GiB (4 PMD leaves, each with its deposited PTE table:
+/// 4 frees by zap_huge_pmd()), then 4 PMD tables (pmd_free_tlb(A + i G))
+/// and the PUD table freed: 9 frees. The zap gathers [A, A + 3G + 2M) at
+/// PMD level. x86: merged, (3G + 2M) >> 21 = 1,537 > 33: full. arm64:
+/// tlb_end_vma() flushes the zap (N1: ≥ 512 PMD strides, ASID-wide; range:
+/// 786,944 pages = scale 3 num 11 + scale 1 num 7: 2 ops); then the
+/// tables' [A, A + 3G + 4K) at PUD stride → [A, A + 4G): N1 4 TLBI VAE1IS,
+/// range 1,048,576 pages = one op (scale 3 num 15). At PMD stride the same
+/// tables would have been ASID-wide on N1 (the model until this session).
+#[test]
+fn munmap_sparse_thps_flushes_their_pmd_tables_at_pud_stride() {
+    let src = "thp 2M always
+p = mmap 4G at 0x7f00_0000_0000 fixed noreserve
+repeat 4 as i
+  write p + i * 1G 2M
+end
+munmap p 4G
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(1, 1, 0, 9));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(2, 1, 0, 4, 9));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(2, 0, 3, 0, 9));
+}
