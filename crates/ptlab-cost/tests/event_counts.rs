@@ -1335,7 +1335,10 @@ munmap p {n} * 2M
     assert_eq!(flushes(&src(34), ArchKind::X86_64, X86), x86(1, 0, 34, 36));
     assert_eq!(flushes(&src(35), ArchKind::X86_64, X86), x86(1, 1, 0, 37));
     assert_eq!(flushes(&src(34), ArchKind::Arm64, N1), arm(1, 0, 0, 34, 36));
-    assert_eq!(flushes(&src(34), ArchKind::Arm64, RANGE), arm(1, 0, 2, 0, 36));
+    assert_eq!(
+        flushes(&src(34), ArchKind::Arm64, RANGE),
+        arm(1, 0, 2, 0, 36)
+    );
 }
 
 /// PMD tables are flushed at PUD stride: 4 GiB with one PMD THP at the

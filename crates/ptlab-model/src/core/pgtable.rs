@@ -21,7 +21,6 @@ use crate::core::addr::{
     Pfn, PAGE_SHIFT, PAGE_SIZE, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, TABLE_SHIFT,
 };
 use crate::core::arch::{Arch, ArchKind, ClearedPtes, Entry, Leaf, LeafFlags, PteRef, PteTable};
-use crate::core::tlb::MmuGather;
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, HwSink};
 use std::cell::Cell;
@@ -1023,7 +1022,7 @@ impl PageTables {
         floor: u64,
         ceiling: u64,
         phys: &mut PhysMem,
-        tlb: &mut MmuGather,
+        freed: &mut impl FnMut(u8, u64),
     ) -> bool {
         if addr >= end || addr / PMD_SIZE != (end - 1) / PMD_SIZE {
             return false;
@@ -1067,9 +1066,9 @@ impl PageTables {
         phys.free_pt_page(pud);
         self.write_raw(self.root, 4, i4, 0);
         // The three *_free_tlb() calls, each at its parent entry's span.
-        tlb.pte_free(addr & !(PMD_SIZE - 1));
-        tlb.pmd_free(addr & !(PUD_SIZE - 1));
-        tlb.pud_free(lo);
+        freed(1, addr & !(PMD_SIZE - 1));
+        freed(2, addr & !(PUD_SIZE - 1));
+        freed(3, lo);
         crate::core::diag::took(crate::core::diag::Step::ChainFree);
         true
     }
@@ -1356,8 +1355,10 @@ impl PageTables {
     }
 
     /// Free page tables in `[addr, end)` no longer needed between `floor`
-    /// and `ceiling` (0 = top of the address space), recording each freed
-    /// table in `tlb` as its `*_free_tlb()` does ([`MmuGather::table_freed`]).
+    /// and `ceiling` (0 = top of the address space), reporting each freed
+    /// table to `freed` as `(level, addr)` — 1 = PTE table, 2 = PMD table,
+    /// 3 = PUD table, `addr` the start of its parent entry's span — which is
+    /// what its `*_free_tlb()` gathers (`MmuGather::table_freed()`).
     /// Linux: mm/memory.c free_pgd_range() and free_{p4d,pud,pmd}_range(),
     /// free_pte_range(). Leaves must already be zapped.
     pub fn free_pgd_range(
@@ -1367,18 +1368,18 @@ impl PageTables {
         floor: u64,
         ceiling: u64,
         phys: &mut PhysMem,
-        tlb: &mut MmuGather,
+        freed: &mut impl FnMut(u8, u64),
     ) {
         if self.chain_steps && no_pte_span_inside(addr, end, floor, ceiling) {
             crate::core::diag::took(crate::core::diag::Step::FreeNothing);
             return;
         }
-        if self.chain_steps && self.free_lone_chain(addr, end, floor, ceiling, phys, tlb) {
+        if self.chain_steps && self.free_lone_chain(addr, end, floor, ceiling, phys, freed) {
             return;
         }
         // The top-level trim works at PGD granularity on the tree below it;
         // each level repeats the same floor/ceiling trimming with its own mask.
-        self.free_level(self.root, 4, addr, end, floor, ceiling, phys, tlb);
+        self.free_level(self.root, 4, addr, end, floor, ceiling, phys, freed);
     }
 
     /// Free tables below entry range `[addr, end)` of table `t` at `level`.
@@ -1395,7 +1396,7 @@ impl PageTables {
         floor: u64,
         ceiling: u64,
         phys: &mut PhysMem,
-        tlb: &mut MmuGather,
+        freed: &mut impl FnMut(u8, u64),
     ) {
         let span = entry_span(level);
         if addr >= end {
@@ -1410,7 +1411,7 @@ impl PageTables {
             if let Entry::Table(child) = self.decode(level, self.tables.at(ts).raw(i)) {
                 let child_level = level - 1;
                 if child_level >= 1 && level > 2 {
-                    self.free_level(child, child_level, a, next, floor, ceiling, phys, tlb);
+                    self.free_level(child, child_level, a, next, floor, ceiling, phys, freed);
                 }
                 // Free the child table if the whole span of this entry is
                 // within [floor, ceiling) (kernel: start/end masking against
@@ -1424,7 +1425,7 @@ impl PageTables {
                     self.write_raw(t, level, i, 0);
                     // pte_free_tlb() / pmd_free_tlb() / pud_free_tlb() at
                     // the entry's span start.
-                    tlb.table_freed(child_level, lo);
+                    freed(child_level, lo);
                 }
             }
             if next >= end {

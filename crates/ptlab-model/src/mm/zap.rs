@@ -914,8 +914,14 @@ pub fn free_pgtables(
         } else {
             ceiling
         };
-        mm.pt
-            .free_pgd_range(addr, removed[j].end, floor, next_start, phys, tlb);
+        mm.pt.free_pgd_range(
+            addr,
+            removed[j].end,
+            floor,
+            next_start,
+            phys,
+            &mut |level, a| tlb.table_freed(level, a),
+        );
         if j > i {
             rule!(mm.pt.hw, ZapFreePgtablesGathered);
         }
