@@ -1369,3 +1369,46 @@ munmap p 4G
     assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(2, 1, 0, 4, 9));
     assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(2, 0, 3, 0, 9));
 }
+
+/// Two x86 details the live kernel shows (tlb:tlb_flush, 6.18 x86-64,
+/// 4-level paging under a 5-level build). free_p4d_range() runs for every
+/// PGD entry of the range (pgd_none() is false when the p4d is folded at
+/// run time) and, when its 512 GiB lies in [floor, ceiling), calls
+/// p4d_free_tlb(): the generic macro gathers [start, start + 4K) with
+/// freed_tables and no cleared level, though __p4d_free_tlb() frees
+/// nothing. So munmap of an untouched 2 MiB VMA alone in its 512 GiB is
+/// one flush of one page (stride PAGE: no level cleared); arm64 folds the
+/// p4d at build time (no-op p4d_free_tlb()): nothing. And the table
+/// batch: 507 PTE tables + the PMD and PUD tables = 509 = MAX_TABLE_BATCH
+/// flush when the PUD table fills the batch (merged zap range: full), and
+/// p4d_free_tlb()'s page after it is one more flush of one page; 508 PTE
+/// tables: the batch fills at the PMD table (full), then the PUD table
+/// and the p4d page: [A, A+4K) at P4D stride, one INVLPG. Live: [1],
+/// [-1, 1], [-1, 0] (pages = (end − start) >> stride_shift, −1 = full).
+#[test]
+fn x86_p4d_page_and_table_batch_match_the_live_kernel() {
+    let untouched = "p = mmap 2M at 0x7f00_0000_0000 fixed
+munmap p 2M
+";
+    assert_eq!(flushes(untouched, ArchKind::X86_64, X86), x86(1, 0, 1, 0));
+    assert_eq!(flushes(untouched, ArchKind::Arm64, N1), arm(0, 0, 0, 0, 0));
+    let tables = |n: u64| {
+        format!(
+            "thp 2M never
+p = mmap {n} * 2M at 0x7f00_0000_0000 fixed
+repeat {n} as i
+  write p + i * 2M 4K
+end
+munmap p {n} * 2M
+"
+        )
+    };
+    assert_eq!(
+        flushes(&tables(507), ArchKind::X86_64, X86),
+        x86(2, 1, 1, 509)
+    );
+    assert_eq!(
+        flushes(&tables(508), ArchKind::X86_64, X86),
+        x86(2, 1, 1, 510)
+    );
+}

@@ -1069,6 +1069,7 @@ impl PageTables {
         freed(1, addr & !(PMD_SIZE - 1));
         freed(2, addr & !(PUD_SIZE - 1));
         freed(3, lo);
+        freed(4, lo);
         crate::core::diag::took(crate::core::diag::Step::ChainFree);
         true
     }
@@ -1358,7 +1359,10 @@ impl PageTables {
     /// and `ceiling` (0 = top of the address space), reporting each freed
     /// table to `freed` as `(level, addr)` — 1 = PTE table, 2 = PMD table,
     /// 3 = PUD table, `addr` the start of its parent entry's span — which is
-    /// what its `*_free_tlb()` gathers (`MmuGather::table_freed()`).
+    /// what its `*_free_tlb()` gathers (`MmuGather::table_freed()`), and
+    /// (level 4) each PGD entry whose span lies in `[floor, ceiling)`,
+    /// where free_p4d_range() calls `p4d_free_tlb()` with or without a
+    /// PUD table under it.
     /// Linux: mm/memory.c free_pgd_range() and free_{p4d,pud,pmd}_range(),
     /// free_pte_range(). Leaves must already be zapped.
     pub fn free_pgd_range(
@@ -1426,6 +1430,16 @@ impl PageTables {
                     // pte_free_tlb() / pmd_free_tlb() / pud_free_tlb() at
                     // the entry's span start.
                     freed(child_level, lo);
+                }
+            }
+            if level == 4 {
+                // free_p4d_range(): the same floor/ceiling check at PGDIR
+                // granularity, then p4d_free_tlb(start & PGDIR_MASK), with
+                // or without a PUD table under the entry.
+                let lo = a & !(span - 1);
+                let hi = lo.wrapping_add(span);
+                if lo >= floor && (ceiling == 0 || hi.wrapping_sub(1) <= ceiling.wrapping_sub(1)) {
+                    freed(4, lo);
                 }
             }
             if next >= end {

@@ -37,6 +37,15 @@ pub const P4D_SIZE: u64 = 1 << 39;
 /// one munmap are two flushes).
 pub const MAX_TABLE_BATCH: u32 = 509;
 
+/// Whether the p4d level is folded at run time, not at build time, so that
+/// `free_p4d_range()`'s `p4d_free_tlb()` is the generic macro: x86 builds
+/// 5-level page tables (CONFIG_PGTABLE_LEVELS=5 on the 6.18 kernel we run)
+/// and folds the p4d when the CPU runs 4-level; arm64 4 KiB/48-bit
+/// includes pgtable-nop4d.h, whose `p4d_free_tlb()` does nothing.
+fn p4d_free_tlb_gathers(arch: ArchKind) -> bool {
+    matches!(arch, ArchKind::X86_64)
+}
+
 /// `IS_ENABLED(CONFIG_MMU_GATHER_MERGE_VMAS)`: x86 selects it
 /// (arch/x86/Kconfig), arm64 does not (arch/arm64/Kconfig).
 fn merges_vmas(arch: ArchKind) -> bool {
@@ -159,20 +168,42 @@ impl MmuGather {
         self.freed_tables = true;
     }
 
+    /// `p4d_free_tlb()` of a run-time-folded p4d (x86 running 4-level):
+    /// `__tlb_adjust_range(addr, PAGE_SIZE)` and `freed_tables`, no
+    /// cleared level; `__p4d_free_tlb()` frees nothing (no table batch
+    /// entry). free_p4d_range() does it for every PGD entry whose span
+    /// lies in [floor, ceiling), whether or not a PUD table was there
+    /// (checked live: munmap of an untouched 2 MiB VMA alone in its
+    /// 512 GiB is one flush of one page).
+    fn p4d_free(&mut self, addr: u64) {
+        self.adjust(addr, PAGE_SIZE);
+        self.freed_tables = true;
+    }
+
     /// The `*_free_tlb()` of a table at `level` (1 = PTE table, 2 = PMD
-    /// table, 3 = PUD table) covering from `addr`, the start of its parent
-    /// entry's span. Linux: mm/memory.c free_pte_range(),
-    /// free_pmd_range(), free_pud_range().
+    /// table, 3 = PUD table, 4 = the p4d level under a PGD entry) covering
+    /// from `addr`, the start of its parent entry's span. Linux:
+    /// mm/memory.c free_pte_range(), free_pmd_range(), free_pud_range(),
+    /// free_p4d_range().
     /// Each goes into the table batch (`tlb_remove_table()`): the
     /// [`MAX_TABLE_BATCH`]th flushes what is gathered so far and starts
     /// the range over (`tlb_table_flush()` → `tlb_table_invalidate()` →
     /// `tlb_flush_mmu_tlbonly()`). A fullmm gather (exit) is left to its
     /// one whole-mm flush.
-    pub fn table_freed(&mut self, level: u8, addr: u64) {
+    pub fn table_freed(&mut self, arch: ArchKind, level: u8, addr: u64) {
         match level {
             1 => self.pte_free(addr),
             2 => self.pmd_free(addr),
-            _ => self.pud_free(addr),
+            3 => self.pud_free(addr),
+            _ => {
+                // Only a run-time-folded p4d gathers; exit's fullmm gather
+                // is left as it was (one whole-mm flush when anything was
+                // cleared or freed).
+                if p4d_free_tlb_gathers(arch) && !self.fullmm {
+                    self.p4d_free(addr);
+                }
+                return;
+            }
         }
         if self.fullmm {
             return;
@@ -294,7 +325,7 @@ mod tests {
             tlb.end_vma(&pt);
             let calls = pt.hw.snapshot().get(HwEvent::TlbFlushCall);
             assert_eq!(calls, at_end_vma, "{arch:?}");
-            tlb.table_freed(1, 0);
+            tlb.table_freed(arch, 1, 0);
             tlb.finish(&pt);
             // x86: [0, 8K) at 4 KiB, one flush of 2 pages; arm64: the
             // table's page alone at PMD stride.
@@ -310,8 +341,8 @@ mod tests {
         // [0, 4K) on x86.
         let pt = tables();
         let mut tlb = MmuGather::new();
-        tlb.table_freed(2, PUD_SIZE);
-        tlb.table_freed(3, 0);
+        tlb.table_freed(ArchKind::X86_64, 2, PUD_SIZE);
+        tlb.table_freed(ArchKind::X86_64, 3, 0);
         tlb.finish(&pt);
         assert_eq!(pt.hw.snapshot().get(HwEvent::TlbiPage), 2);
         // MAX_TABLE_BATCH tables: one flush when the batch fills, one more
@@ -319,7 +350,7 @@ mod tests {
         let pt = tables();
         let mut tlb = MmuGather::new();
         for i in 0..=MAX_TABLE_BATCH as u64 {
-            tlb.table_freed(1, (i % 8) * PMD_SIZE);
+            tlb.table_freed(ArchKind::X86_64, 1, (i % 8) * PMD_SIZE);
         }
         assert_eq!(pt.hw.snapshot().get(HwEvent::TlbFlushCall), 0);
         tlb.finish(&pt);

@@ -900,6 +900,7 @@ pub fn free_pgtables(
     floor: u64,
     ceiling: u64,
 ) {
+    let arch = mm.pt.arch().kind();
     let mut i = 0;
     while i < removed.len() {
         let addr = removed[i].start;
@@ -920,7 +921,7 @@ pub fn free_pgtables(
             floor,
             next_start,
             phys,
-            &mut |level, a| tlb.table_freed(level, a),
+            &mut |level, a| tlb.table_freed(arch, level, a),
         );
         if j > i {
             rule!(mm.pt.hw, ZapFreePgtablesGathered);
