@@ -157,10 +157,13 @@ fn contpte_off_changes_arm64_events_only() {
 
 /// The zap's per-entry reads are ptep_get() calls: munmap of one written
 /// 64 KiB folio reads its 16 entries (zap_pte_range(): ptep_get() per
-/// entry; the model reads every slot and gathers no arm64 block), clears
-/// them with one get_and_clear_full_ptes(16), and flushes twice
-/// (tlb_end_vma() for the cleared span, tlb_finish_mmu() after freeing the
-/// emptied tables). Same on both architectures.
+/// entry; the model reads every slot and gathers no arm64 block) and
+/// clears them with one get_and_clear_full_ptes(16). arm64 flushes twice:
+/// tlb_end_vma() for the cleared span, tlb_finish_mmu() for the freed
+/// tables. x86 flushes once: it selects MMU_GATHER_MERGE_VMAS, so
+/// tlb_end_vma() does not flush and tlb_finish_mmu() flushes the zap and
+/// the freed tables together (one flush_tlb_mm_range(); until the
+/// thirteenth session the model flushed x86 at tlb_end_vma() too, 2).
 #[test]
 fn zap_reads_are_ptep_get_calls() {
     let src = "thp 64K always
@@ -168,12 +171,12 @@ p = mmap 64K at 0x7f00_0000_0000 fixed
 write p 64K
 munmap p 64K
 ";
-    let want = m(&[
-        ("ptep_get", 16),
-        ("get_and_clear_full_ptes", 1),
-        ("flush_tlb_range", 2),
-    ]);
-    for arch in ArchKind::ALL {
+    for (arch, flushes) in [(ArchKind::X86_64, 1), (ArchKind::Arm64, 2)] {
+        let want = m(&[
+            ("ptep_get", 16),
+            ("get_and_clear_full_ptes", 1),
+            ("flush_tlb_range", flushes),
+        ]);
         assert_eq!(calls(src, arch, Before::empty(), N1), want, "{arch:?}");
     }
 }

@@ -1059,3 +1059,356 @@ r = mremap q 4K 4K maymove fixed {back}
         (0, 0)
     );
 }
+
+// ---- The flush of freed page tables at munmap (issue 15, thirteenth session)
+//
+// The kernel path (6.17/6.18): munmap → vms_complete_munmap_vmas() →
+// vms_clear_ptes(): one mmu_gather for unmap_vmas() (the zap) and
+// free_pgtables() (floor and ceiling: the neighbours' bounds, 0 without
+// one) → free_pgd_range(): `addr &= PMD_MASK`, one PMD up when below the
+// floor; `end` one PMD down when past `ceiling & PMD_MASK`. Each freed
+// table is gathered by its *_free_tlb() as ONE PAGE at its parent entry's
+// span start: free_pte_range() → pte_free_tlb(addr) =
+// tlb_flush_pmd_range(addr, 4K) (PMD-aligned addr); free_pmd_range() →
+// pmd_free_tlb(start & PUD_MASK) = tlb_flush_pud_range(.., 4K), freed when
+// that PUD span lies in [floor, ceiling); free_pud_range() →
+// pud_free_tlb(start & P4D_MASK) = tlb_flush_p4d_range(.., 4K); all set
+// freed_tables. tlb_finish_mmu() flushes [tlb->start, tlb->end) at
+// tlb_get_unmap_shift(): PAGE if PTEs were cleared, else PMD, PUD, P4D
+// (512 GiB).
+// x86 selects MMU_GATHER_MERGE_VMAS: tlb_end_vma() does not flush, so the
+// zap's range and the freed tables' pages are ONE flush_tlb_mm_range();
+// get_flush_tlb_info() goes full when (end - start) >> stride_shift > 33
+// (the range unrounded), else flush_tlb_func() issues one INVLPG per
+// stride from start while below end. arm64 flushes each VMA's zap at
+// tlb_end_vma() (which resets the range) and the freed tables apart:
+// tlb_flush() → __flush_tlb_range(start, end, stride, last_level =
+// !freed_tables = false: TLBI VAE1IS, no TTL hint) with start/end rounded
+// to the stride; ASID-wide when N1 has (end - start) >= 512 strides or the
+// pages exceed MAX_TLBI_RANGE_PAGES (2 Mi pages, both N1 and range).
+// All scenarios sit at A = 0x7f00_0000_0000, which is 512 GiB-aligned, so
+// with no neighbours the PTE, PMD and PUD tables are all freed and
+// pud_free_tlb() passes A itself.
+
+/// The flush events (and freed tables) of the last line of `src`.
+fn flushes(src: &str, arch: ArchKind, f: HwFeatures) -> BTreeMap<String, u64> {
+    let keep = [
+        "tlb_flush_call",
+        "tlbi_page",
+        "tlbi_range",
+        "tlbi_asid",
+        "dsb_ishst",
+        "dsb_ish",
+        "pt_page_free",
+    ];
+    last_line(src, arch, Before::empty(), f)
+        .into_iter()
+        .filter(|(k, _)| keep.contains(&k.as_str()))
+        .collect()
+}
+
+/// arm64 flush events: `calls` flush calls, each one DSB ISHST … DSB ISH
+/// pair, `asid` of them ASID-wide, `ranges` range TLBIs and `pages` single
+/// ones besides.
+fn arm(calls: u64, asid: u64, ranges: u64, pages: u64, freed: u64) -> BTreeMap<String, u64> {
+    let mut e = m(&[
+        ("tlb_flush_call", calls),
+        ("dsb_ishst", calls),
+        ("dsb_ish", calls),
+        ("tlbi_asid", asid),
+        ("tlbi_range", ranges),
+        ("tlbi_page", pages),
+        ("pt_page_free", freed),
+    ]);
+    e.retain(|_, v| *v > 0);
+    e
+}
+
+/// x86 flush events: `calls` flush_tlb_mm_range() calls, `full` of them
+/// full flushes, `invlpg` INVLPGs.
+fn x86(calls: u64, full: u64, invlpg: u64, freed: u64) -> BTreeMap<String, u64> {
+    let mut e = m(&[
+        ("tlb_flush_call", calls),
+        ("tlbi_asid", full),
+        ("tlbi_page", invlpg),
+        ("pt_page_free", freed),
+    ]);
+    e.retain(|_, v| *v > 0);
+    e
+}
+
+/// munmap of 2 MiB of written 4 KiB pages, no neighbours: the zap gathers
+/// [A, A + 2M) at PAGE level; the PTE, PMD and PUD tables are freed (3
+/// frees): pte_free_tlb(A), pmd_free_tlb(A), pud_free_tlb(A) add [A, A+4K).
+/// x86: one flush of [A, A + 2M) at 4 KiB stride, 512 > 33: full. (Before
+/// this session the model flushed twice: the zap at tlb_end_vma(), then
+/// the tables.) arm64: tlb_end_vma() flushes the zap (N1: 512 pages ≥
+/// MAX_DVM_OPS → ASID-wide; range: 512 pages = one RVALE1IS, scale 1 num
+/// 7); the tables' [A, A+4K) at PMD stride rounds to one 2 MiB stride:
+/// one TLBI VAE1IS (N1) / one range op (512 pages ≠ 1).
+#[test]
+fn munmap_2m_of_4k_pages_frees_three_tables() {
+    let src = "thp 2M never
+p = mmap 2M at 0x7f00_0000_0000 fixed
+write p 2M
+munmap p 2M
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(1, 1, 0, 3));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(2, 1, 0, 1, 3));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(2, 0, 2, 0, 3));
+}
+
+/// munmap of 1 GiB of 4 KiB pages, one page written per 2 MiB (512 pages:
+/// the gather's page batches never fill, so no flush happens mid-zap; a
+/// fully written GiB would flush every ~9,700 pages when
+/// __tlb_remove_folio_pages() runs out of batch pages, which the model does
+/// not count). 512 PTE tables + the PMD table + the PUD table freed (514),
+/// through tlb_remove_table(): the 509th (MAX_TABLE_BATCH) fills the table
+/// batch, and tlb_table_flush() → tlb_table_invalidate() flushes what is
+/// gathered and starts the range over. x86: the zap's [A, A + 1G − 2M +
+/// 4K) with tables 0–508: full; then tables 509–511 and the PMD and PUD
+/// tables' [A, A + 511 × 2M + 4K) at PMD stride, 511 > 33: full — two
+/// full flushes, as measured live (tlb:tlb_flush). arm64: the zap at
+/// tlb_end_vma() (N1 ≥ 512 pages: ASID-wide; range: 261,633 pages =
+/// scale 3 num 2, scale 2 num 30, scale 1 num 23, then one page: 3 ops + 1
+/// TLBI); the batch flush [A, A + 508 × 2M + 4K) at PMD stride → 509
+/// strides (N1 < 512: 509 TLBIs; range 260,608 pages = scale 3 num 2,
+/// scale 2 num 30, scale 1 num 7: 3 ops); the rest [A, A + 511 × 2M + 4K)
+/// → [A, A + 1G) (N1 512 strides: ASID-wide; range one op).
+#[test]
+fn munmap_1g_of_4k_pages_frees_514_tables() {
+    let src = "thp 2M never
+p = mmap 1G at 0x7f00_0000_0000 fixed
+repeat 512 as i
+  write p + i * 2M 4K
+end
+munmap p 1G
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(2, 2, 0, 514));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(3, 2, 0, 509, 514));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(3, 0, 7, 1, 514));
+}
+
+/// munmap of 1 GiB of PMD THPs (512 PMD leaves; each zap_huge_pmd() frees
+/// its deposited PTE table with pte_free(), outside the gather: 512 frees)
+/// then free_pgtables() frees the PMD table and the PUD table (2 more).
+/// Zap: 512 × tlb_remove_pmd_tlb_entry() = [A, A + 1G) at PMD level.
+/// x86: one flush of [A, A + 1G) at PMD stride, 512 > 33: full (before:
+/// two full flushes). arm64: tlb_end_vma() flushes [A, A + 1G) at PMD
+/// stride (N1: 512 strides → ASID-wide; range: 262,144 pages, one op);
+/// then only the tables: pmd_free_tlb(A) (PUD level) and pud_free_tlb(A)
+/// (P4D level): [A, A+4K) at PUD stride → [A, A + 1G), 262,144 pages:
+/// N1 one TLBI VAE1IS (1 GiB < 512 GiB; before this session: the span of
+/// 512 PMDs, ASID-wide), range one op.
+#[test]
+fn munmap_1g_of_pmd_thps_flushes_the_pmd_table_once() {
+    let src = "thp 2M always
+p = mmap 1G at 0x7f00_0000_0000 fixed
+write p 1G
+munmap p 1G
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(1, 1, 0, 514));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(2, 1, 0, 1, 514));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(2, 0, 2, 0, 514));
+}
+
+/// A 64 GiB sparse mapping with one page written, at its start: the zap
+/// gathers [A, A+4K) (PAGE level); the PTE table at A, the PMD table at A
+/// and the PUD table at A are freed. x86: one flush of [A, A+4K) at 4 KiB:
+/// 1 INVLPG (before: the zap's INVLPG, then the span of 32,768 PMDs: a
+/// full flush). arm64: tlb_end_vma() flushes the one page (N1 one TLBI;
+/// range: 1 page → a single TLBI, not a range op), then [A, A+4K) at PMD
+/// stride → one 2 MiB stride: one TLBI (N1) / one range op (512 pages).
+/// Before: [A, A + 64G) at PMD stride, ASID-wide on both.
+#[test]
+fn munmap_64g_sparse_with_one_page_at_its_start() {
+    let src = "thp 2M never
+p = mmap 64G at 0x7f00_0000_0000 fixed noreserve
+write p 4K
+munmap p 64G
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(1, 0, 1, 3));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(2, 0, 0, 2, 3));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(2, 0, 1, 1, 3));
+}
+
+/// The same 64 GiB with its one page in the middle (A + 32G): the PTE
+/// table's pte_free_tlb(A + 32G), the PMD table's pmd_free_tlb(A + 32G),
+/// but the PUD table's pud_free_tlb() passes A (its 512 GiB span's start).
+/// x86: the merged range [A, A + 32G + 4K) at 4 KiB stride: full. arm64:
+/// the zap's page (N1 one TLBI; range one TLBI), then [A, A + 32G + 4K) at
+/// PMD stride → 16,385 strides, 8,389,120 pages: ASID-wide on both.
+/// With a neighbour VMA at A + 128G the PUD table stays (its span reaches
+/// past the ceiling): the PTE and PMD tables' pages are both A + 32G.
+/// x86: 1 INVLPG; arm64: the page, then one 2 MiB stride (N1 one TLBI;
+/// range one op).
+#[test]
+fn munmap_64g_sparse_with_one_page_inside() {
+    let alone = "thp 2M never
+p = mmap 64G at 0x7f00_0000_0000 fixed noreserve
+write p + 32G 4K
+munmap p 64G
+";
+    assert_eq!(flushes(alone, ArchKind::X86_64, X86), x86(1, 1, 0, 3));
+    assert_eq!(flushes(alone, ArchKind::Arm64, N1), arm(2, 1, 0, 1, 3));
+    assert_eq!(flushes(alone, ArchKind::Arm64, RANGE), arm(2, 1, 0, 1, 3));
+    let kept = "thp 2M never
+n = mmap 4K at 0x7f20_0000_0000 fixed
+p = mmap 64G at 0x7f00_0000_0000 fixed noreserve
+write p + 32G 4K
+munmap p 64G
+";
+    assert_eq!(flushes(kept, ArchKind::X86_64, X86), x86(1, 0, 1, 2));
+    assert_eq!(flushes(kept, ArchKind::Arm64, N1), arm(2, 0, 0, 2, 2));
+    assert_eq!(flushes(kept, ArchKind::Arm64, RANGE), arm(2, 0, 1, 1, 2));
+}
+
+/// Freeing limited by the neighbours: a 4 KiB VMA at A (floor A + 4K), the
+/// unmapped 6 MiB at [A + 1M, A + 7M) written, a 4 KiB VMA at A + 7.5M
+/// (ceiling). free_pgd_range(A + 1M, A + 7M, A + 4K, A + 7.5M): addr → A,
+/// below the floor → A + 2M; ceiling & PMD_MASK = A + 6M < end → end − 2M
+/// = A + 5M: the PTE tables at A + 2M and A + 4M are freed (the ones at A
+/// and A + 6M stay with the neighbours); the PMD table's PUD span starts
+/// at A < floor: kept. x86: the merged [A + 1M, A + 7M) at 4 KiB: full.
+/// arm64: the zap (N1: 1,536 pages, ASID-wide; range: scale 1 num 23, one
+/// op), then [A + 2M, A + 4M + 4K) at PMD stride → [A + 2M, A + 6M): N1
+/// 2 TLBIs (before: the span [A, A + 8M), 4), range one op (1,024
+/// pages).
+#[test]
+fn munmap_between_neighbours_frees_the_tables_inside_floor_and_ceiling() {
+    let src = "thp 2M never
+n = mmap 4K at 0x7f00_0000_0000 fixed
+write n 4K
+o = mmap 4K at 0x7f00_0078_0000 fixed
+write o 4K
+p = mmap 6M at 0x7f00_0010_0000 fixed
+write p 6M
+munmap p 6M
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(1, 1, 0, 2));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(2, 1, 0, 2, 2));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(2, 0, 2, 0, 2));
+}
+
+/// mremap's unmap of the source: 128 MiB with pages written at A and at
+/// A + 126M (two PTE tables), moved to A + 1G. move_page_tables() moves
+/// the two tables (move_normal_pmd(): flush_tlb_range(old, old + 2M) at
+/// PAGE stride each: x86 512 > 33 full; N1 512 pages ASID-wide; range one
+/// op). The source unmap (do_vmi_munmap()) zaps nothing and frees the
+/// emptied PMD table (floor 0; ceiling A + 1G, the moved VMA, so its PUD
+/// span [A, A + 1G) is inside; the PUD table is shared with the
+/// destination): pmd_free_tlb(A) = [A, A+4K) at PUD stride. x86: 1
+/// INVLPG (before: the span of 64 PMDs, a full flush). arm64: [A, A + 1G)
+/// at 1 GiB stride: N1 one TLBI VAE1IS (before: 64), range one op.
+#[test]
+fn mremap_source_unmap_flushes_its_freed_pmd_table() {
+    let src = "thp 2M never
+p = mmap 128M at 0x7f00_0000_0000 fixed
+write p 4K
+write p + 126M 4K
+q = mremap p 128M 128M maymove fixed 0x7f00_4000_0000
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(3, 2, 1, 1));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(3, 2, 0, 1, 1));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(3, 0, 3, 0, 1));
+}
+
+/// x86's ceiling on the unrounded range: 34 (then 35) empty PTE tables a
+/// PMD apart (one page written in each 2 MiB, then MADV_DONTNEED of that
+/// page: the table stays, PT_RECLAIM frees only wholly zapped tables).
+/// The munmap zaps nothing and frees 34 PTE tables, the PMD and the PUD
+/// table: [A, A + 33 × 2M + 4K) at PMD stride. get_flush_tlb_info():
+/// (end − start) >> 21 = 33, not above the ceiling, so flush_tlb_func()
+/// issues 34 INVLPGs (one per stride from A while below end); with 35
+/// tables 34 > 33: a full flush. arm64 (no zap flush: nothing gathered):
+/// [A, A + 68M) at PMD stride: N1 34 TLBIs; range 17,408 pages = scale 2
+/// num 7 (16,384) + scale 1 num 15 (1,024): 2 ops.
+#[test]
+fn freed_tables_at_the_x86_flush_ceiling() {
+    let src = |n: u64| {
+        format!(
+            "thp 2M never
+p = mmap {n} * 2M at 0x7f00_0000_0000 fixed
+repeat {n} as i
+  write p + i * 2M 4K
+  madvise p + i * 2M 4K dontneed
+end
+munmap p {n} * 2M
+"
+        )
+    };
+    assert_eq!(flushes(&src(34), ArchKind::X86_64, X86), x86(1, 0, 34, 36));
+    assert_eq!(flushes(&src(35), ArchKind::X86_64, X86), x86(1, 1, 0, 37));
+    assert_eq!(flushes(&src(34), ArchKind::Arm64, N1), arm(1, 0, 0, 34, 36));
+    assert_eq!(
+        flushes(&src(34), ArchKind::Arm64, RANGE),
+        arm(1, 0, 2, 0, 36)
+    );
+}
+
+/// PMD tables are flushed at PUD stride: 4 GiB with one PMD THP at the
+/// start of each GiB (4 PMD leaves, each with its deposited PTE table:
+/// 4 frees by zap_huge_pmd()), then 4 PMD tables (pmd_free_tlb(A + i G))
+/// and the PUD table freed: 9 frees. The zap gathers [A, A + 3G + 2M) at
+/// PMD level. x86: merged, (3G + 2M) >> 21 = 1,537 > 33: full. arm64:
+/// tlb_end_vma() flushes the zap (N1: ≥ 512 PMD strides, ASID-wide; range:
+/// 786,944 pages = scale 3 num 11 + scale 1 num 7: 2 ops); then the
+/// tables' [A, A + 3G + 4K) at PUD stride → [A, A + 4G): N1 4 TLBI VAE1IS,
+/// range 1,048,576 pages = one op (scale 3 num 15). At PMD stride the same
+/// tables would have been ASID-wide on N1 (the model until this session).
+#[test]
+fn munmap_sparse_thps_flushes_their_pmd_tables_at_pud_stride() {
+    let src = "thp 2M always
+p = mmap 4G at 0x7f00_0000_0000 fixed noreserve
+repeat 4 as i
+  write p + i * 1G 2M
+end
+munmap p 4G
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(1, 1, 0, 9));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(2, 1, 0, 4, 9));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(2, 0, 3, 0, 9));
+}
+
+/// Two x86 details the live kernel shows (tlb:tlb_flush, 6.18 x86-64,
+/// 4-level paging under a 5-level build). free_p4d_range() runs for every
+/// PGD entry of the range (pgd_none() is false when the p4d is folded at
+/// run time) and, when its 512 GiB lies in [floor, ceiling), calls
+/// p4d_free_tlb(): the generic macro gathers [start, start + 4K) with
+/// freed_tables and no cleared level, though __p4d_free_tlb() frees
+/// nothing. So munmap of an untouched 2 MiB VMA alone in its 512 GiB is
+/// one flush of one page (stride PAGE: no level cleared); arm64 folds the
+/// p4d at build time (no-op p4d_free_tlb()): nothing. And the table
+/// batch: 507 PTE tables + the PMD and PUD tables = 509 = MAX_TABLE_BATCH
+/// flush when the PUD table fills the batch (merged zap range: full), and
+/// p4d_free_tlb()'s page after it is one more flush of one page; 508 PTE
+/// tables: the batch fills at the PMD table (full), then the PUD table
+/// and the p4d page: [A, A+4K) at P4D stride, one INVLPG. Live: [1],
+/// [-1, 1], [-1, 0] (pages = (end − start) >> stride_shift, −1 = full).
+#[test]
+fn x86_p4d_page_and_table_batch_match_the_live_kernel() {
+    let untouched = "p = mmap 2M at 0x7f00_0000_0000 fixed
+munmap p 2M
+";
+    assert_eq!(flushes(untouched, ArchKind::X86_64, X86), x86(1, 0, 1, 0));
+    assert_eq!(flushes(untouched, ArchKind::Arm64, N1), arm(0, 0, 0, 0, 0));
+    let tables = |n: u64| {
+        format!(
+            "thp 2M never
+p = mmap {n} * 2M at 0x7f00_0000_0000 fixed
+repeat {n} as i
+  write p + i * 2M 4K
+end
+munmap p {n} * 2M
+"
+        )
+    };
+    assert_eq!(
+        flushes(&tables(507), ArchKind::X86_64, X86),
+        x86(2, 1, 1, 509)
+    );
+    assert_eq!(
+        flushes(&tables(508), ArchKind::X86_64, X86),
+        x86(2, 1, 1, 510)
+    );
+}

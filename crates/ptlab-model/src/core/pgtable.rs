@@ -1078,6 +1078,7 @@ impl PageTables {
         floor: u64,
         ceiling: u64,
         phys: &mut PhysMem,
+        freed: &mut impl FnMut(u8, u64),
     ) -> bool {
         if addr >= end || addr / PMD_SIZE != (end - 1) / PMD_SIZE {
             return false;
@@ -1131,6 +1132,11 @@ impl PageTables {
             phys.free_pt_page(pud);
         }
         self.write_raw(self.root, 4, i4, 0);
+        // The three *_free_tlb() calls, each at its parent entry's span.
+        freed(1, addr & !(PMD_SIZE - 1));
+        freed(2, addr & !(PUD_SIZE - 1));
+        freed(3, lo);
+        freed(4, lo);
         crate::core::diag::took(crate::core::diag::Step::ChainFree);
         true
     }
@@ -1417,7 +1423,13 @@ impl PageTables {
     }
 
     /// Free page tables in `[addr, end)` no longer needed between `floor`
-    /// and `ceiling` (0 = top of the address space).
+    /// and `ceiling` (0 = top of the address space), reporting each freed
+    /// table to `freed` as `(level, addr)` — 1 = PTE table, 2 = PMD table,
+    /// 3 = PUD table, `addr` the start of its parent entry's span — which is
+    /// what its `*_free_tlb()` gathers (`MmuGather::table_freed()`), and
+    /// (level 4) each PGD entry whose span lies in `[floor, ceiling)`,
+    /// where free_p4d_range() calls `p4d_free_tlb()` with or without a
+    /// PUD table under it.
     /// Linux: mm/memory.c free_pgd_range() and free_{p4d,pud,pmd}_range(),
     /// free_pte_range(). Leaves must already be zapped.
     pub fn free_pgd_range(
@@ -1427,17 +1439,18 @@ impl PageTables {
         floor: u64,
         ceiling: u64,
         phys: &mut PhysMem,
+        freed: &mut impl FnMut(u8, u64),
     ) {
         if self.chain_steps && no_pte_span_inside(addr, end, floor, ceiling) {
             crate::core::diag::took(crate::core::diag::Step::FreeNothing);
             return;
         }
-        if self.chain_steps && self.free_lone_chain(addr, end, floor, ceiling, phys) {
+        if self.chain_steps && self.free_lone_chain(addr, end, floor, ceiling, phys, freed) {
             return;
         }
         // The top-level trim works at PGD granularity on the tree below it;
         // each level repeats the same floor/ceiling trimming with its own mask.
-        self.free_level(self.root, 4, addr, end, floor, ceiling, phys);
+        self.free_level(self.root, 4, addr, end, floor, ceiling, phys, freed);
     }
 
     /// Free tables below entry range `[addr, end)` of table `t` at `level`.
@@ -1454,6 +1467,7 @@ impl PageTables {
         floor: u64,
         ceiling: u64,
         phys: &mut PhysMem,
+        freed: &mut impl FnMut(u8, u64),
     ) {
         let span = entry_span(level);
         if addr >= end {
@@ -1468,7 +1482,7 @@ impl PageTables {
             if let Entry::Table(child) = self.decode(level, self.tables.at(ts).raw(i)) {
                 let child_level = level - 1;
                 if child_level >= 1 && level > 2 {
-                    self.free_level(child, child_level, a, next, floor, ceiling, phys);
+                    self.free_level(child, child_level, a, next, floor, ceiling, phys, freed);
                 }
                 // Free the child table if the whole span of this entry is
                 // within [floor, ceiling) (kernel: start/end masking against
@@ -1480,6 +1494,19 @@ impl PageTables {
                 if above_floor && below_ceiling && self.subtree_empty(child, child_level) {
                     self.free_subtree(child, child_level, phys);
                     self.write_raw(t, level, i, 0);
+                    // pte_free_tlb() / pmd_free_tlb() / pud_free_tlb() at
+                    // the entry's span start.
+                    freed(child_level, lo);
+                }
+            }
+            if level == 4 {
+                // free_p4d_range(): the same floor/ceiling check at PGDIR
+                // granularity, then p4d_free_tlb(start & PGDIR_MASK), with
+                // or without a PUD table under the entry.
+                let lo = a & !(span - 1);
+                let hi = lo.wrapping_add(span);
+                if lo >= floor && (ceiling == 0 || hi.wrapping_sub(1) <= ceiling.wrapping_sub(1)) {
+                    freed(4, lo);
                 }
             }
             if next >= end {

@@ -3,15 +3,54 @@
 //! the architecture's recipe, at `tlb_end_vma()` and `tlb_finish_mmu()`.
 //!
 //! Operations record what they cleared or changed (`tlb_flush_pte_range()`,
-//! `tlb_flush_pmd_range()`, `pte_free_tlb()`); the gather decides whether
-//! and what to flush — no operation looks at the event counters to decide.
-//! A gather must be finished: [`MmuGather`] is `#[must_use]` and its
-//! [`MmuGather::finish`] consumes it.
+//! `tlb_flush_pmd_range()`, and for each page table `free_pgd_range()`
+//! frees, `pte_free_tlb()`, `pmd_free_tlb()`, `pud_free_tlb()`); the
+//! gather decides whether and what to flush — no operation looks at the
+//! event counters to decide. A gather must be finished: [`MmuGather`] is
+//! `#[must_use]` and its [`MmuGather::finish`] consumes it.
+//!
+//! x86 selects CONFIG_MMU_GATHER_MERGE_VMAS (arch/x86/Kconfig; set in the
+//! 6.18 kernel we run): its `tlb_end_vma()` does not flush, so an unmap's
+//! zapped ranges and freed tables are flushed once, together, at
+//! `tlb_finish_mmu()`. arm64 does not select it: each VMA's zap is flushed
+//! at `tlb_end_vma()`, which resets the range, and the freed tables are
+//! flushed on their own at the end.
 //!
 //! Linux: include/asm-generic/tlb.h, mm/mmu_gather.c.
 
 use crate::core::addr::{PAGE_SIZE, PMD_SIZE, PUD_SIZE};
+use crate::core::arch::ArchKind;
 use crate::core::pgtable::PageTables;
+
+/// `P4D_SIZE`: what one PGD entry maps with 4-level tables (512 GiB). Both
+/// architectures' 4-level layouts have `P4D_SHIFT` 39 (x86 5-level-capable
+/// kernels running 4-level fold the p4d at run time; arm64 4 KiB/48-bit
+/// folds it at build time, `P4D_SHIFT` = `PGDIR_SHIFT`).
+pub const P4D_SIZE: u64 = 1 << 39;
+
+/// `MAX_TABLE_BATCH` with 4 KiB pages: `(PAGE_SIZE - sizeof(struct
+/// mmu_table_batch)) / sizeof(void *)` = (4096 − 24) / 8. Both
+/// architectures free page tables through `tlb_remove_table()`
+/// (MMU_GATHER_RCU_TABLE_FREE); when a batch page fills,
+/// `tlb_table_flush()` → `tlb_table_invalidate()` flushes the gather
+/// before the tables go to RCU (checked live on x86: 514 tables freed by
+/// one munmap are two flushes).
+pub const MAX_TABLE_BATCH: u32 = 509;
+
+/// Whether the p4d level is folded at run time, not at build time, so that
+/// `free_p4d_range()`'s `p4d_free_tlb()` is the generic macro: x86 builds
+/// 5-level page tables (CONFIG_PGTABLE_LEVELS=5 on the 6.18 kernel we run)
+/// and folds the p4d when the CPU runs 4-level; arm64 4 KiB/48-bit
+/// includes pgtable-nop4d.h, whose `p4d_free_tlb()` does nothing.
+fn p4d_free_tlb_gathers(arch: ArchKind) -> bool {
+    matches!(arch, ArchKind::X86_64)
+}
+
+/// `IS_ENABLED(CONFIG_MMU_GATHER_MERGE_VMAS)`: x86 selects it
+/// (arch/x86/Kconfig), arm64 does not (arch/arm64/Kconfig).
+fn merges_vmas(arch: ArchKind) -> bool {
+    matches!(arch, ArchKind::X86_64)
+}
 
 /// One mmu_gather (`struct mmu_gather`): the gathered range and what kind
 /// of entries were cleared in it.
@@ -28,6 +67,15 @@ pub struct MmuGather {
     cleared_ptes: bool,
     cleared_pmds: bool,
     cleared_puds: bool,
+    cleared_p4ds: bool,
+    /// Tables in the current `tlb->batch` (`mmu_table_batch::nr`).
+    tables_batched: u32,
+    /// Flushes a full table batch made while the tables were being freed
+    /// (`tlb_table_invalidate()`), as (start, end, stride): issued, in
+    /// order, before the gather's next flush (the walk that frees the
+    /// tables holds the page tables, so the flush is counted just after;
+    /// the counts are the same). Empty unless a batch filled.
+    batch_flushes: Vec<(u64, u64, u64)>,
 }
 
 impl MmuGather {
@@ -41,6 +89,9 @@ impl MmuGather {
             cleared_ptes: false,
             cleared_pmds: false,
             cleared_puds: false,
+            cleared_p4ds: false,
+            tables_batched: 0,
+            batch_flushes: Vec::new(),
         }
     }
 
@@ -84,22 +135,88 @@ impl MmuGather {
         self.cleared_puds = true;
     }
 
+    /// `tlb_flush_p4d_range()`.
+    fn flush_p4d_range(&mut self, addr: u64, size: u64) {
+        self.adjust(addr, size);
+        self.cleared_p4ds = true;
+    }
+
     /// `pte_free_tlb()`: the PTE table mapping `addr` was freed (its PMD
     /// entry cleared): `tlb_flush_pmd_range(addr, PAGE_SIZE)` and
-    /// `freed_tables`.
+    /// `freed_tables`. `free_pte_range()` passes the start of the PMD
+    /// entry's span (free_pgd_range() aligned the range to PMDs).
     pub fn pte_free(&mut self, addr: u64) {
         self.flush_pmd_range(addr, PAGE_SIZE);
         self.freed_tables = true;
     }
 
-    /// Page tables spanning `[lo, hi)` were freed (`free_pgtables()`): the
-    /// model gathers their span as one PMD-level range with
-    /// `freed_tables` set (the kernel's `pte_free_tlb()` per table adds
-    /// `[addr, addr + PAGE_SIZE)` for each; both flush at PMD stride).
-    pub fn free_tables_span(&mut self, lo: u64, hi: u64) {
-        self.adjust(lo, hi - lo);
-        self.cleared_pmds = true;
+    /// `pmd_free_tlb()`: the PMD table under the PUD entry at `addr`
+    /// (PUD-aligned: `free_pmd_range()`'s `start & PUD_MASK`) was freed:
+    /// `tlb_flush_pud_range(addr, PAGE_SIZE)` and `freed_tables`.
+    pub fn pmd_free(&mut self, addr: u64) {
+        self.flush_pud_range(addr, PAGE_SIZE);
         self.freed_tables = true;
+    }
+
+    /// `pud_free_tlb()`: the PUD table under the PGD (p4d) entry at `addr`
+    /// (`free_pud_range()`'s `start & P4D_MASK`) was freed:
+    /// `tlb_flush_p4d_range(addr, PAGE_SIZE)` and `freed_tables`. (x86's
+    /// run-time-folded `p4d_free_tlb()` that follows in free_p4d_range()
+    /// adds the same page and no cleared level: nothing more to record.)
+    pub fn pud_free(&mut self, addr: u64) {
+        self.flush_p4d_range(addr, PAGE_SIZE);
+        self.freed_tables = true;
+    }
+
+    /// `p4d_free_tlb()` of a run-time-folded p4d (x86 running 4-level):
+    /// `__tlb_adjust_range(addr, PAGE_SIZE)` and `freed_tables`, no
+    /// cleared level; `__p4d_free_tlb()` frees nothing (no table batch
+    /// entry). free_p4d_range() does it for every PGD entry whose span
+    /// lies in [floor, ceiling), whether or not a PUD table was there
+    /// (checked live: munmap of an untouched 2 MiB VMA alone in its
+    /// 512 GiB is one flush of one page).
+    fn p4d_free(&mut self, addr: u64) {
+        self.adjust(addr, PAGE_SIZE);
+        self.freed_tables = true;
+    }
+
+    /// The `*_free_tlb()` of a table at `level` (1 = PTE table, 2 = PMD
+    /// table, 3 = PUD table, 4 = the p4d level under a PGD entry) covering
+    /// from `addr`, the start of its parent entry's span. Linux:
+    /// mm/memory.c free_pte_range(), free_pmd_range(), free_pud_range(),
+    /// free_p4d_range().
+    /// Each goes into the table batch (`tlb_remove_table()`): the
+    /// [`MAX_TABLE_BATCH`]th flushes what is gathered so far and starts
+    /// the range over (`tlb_table_flush()` → `tlb_table_invalidate()` →
+    /// `tlb_flush_mmu_tlbonly()`). A fullmm gather (exit) is left to its
+    /// one whole-mm flush.
+    pub fn table_freed(&mut self, arch: ArchKind, level: u8, addr: u64) {
+        match level {
+            1 => self.pte_free(addr),
+            2 => self.pmd_free(addr),
+            3 => self.pud_free(addr),
+            _ => {
+                // Only a run-time-folded p4d gathers; exit's fullmm gather
+                // is left as it was (one whole-mm flush when anything was
+                // cleared or freed).
+                if p4d_free_tlb_gathers(arch) && !self.fullmm {
+                    self.p4d_free(addr);
+                }
+                return;
+            }
+        }
+        if self.fullmm {
+            return;
+        }
+        self.tables_batched += 1;
+        if self.tables_batched == MAX_TABLE_BATCH {
+            self.tables_batched = 0;
+            if self.start < self.end {
+                self.batch_flushes
+                    .push((self.start, self.end, self.unmap_size()));
+            }
+            self.reset_range();
+        }
     }
 
     /// Drop a gather without flushing: only for model bookkeeping that
@@ -109,7 +226,11 @@ impl MmuGather {
 
     /// Whether anything was gathered that needs a flush.
     pub fn needs_flush(&self) -> bool {
-        self.freed_tables || self.cleared_ptes || self.cleared_pmds || self.cleared_puds
+        self.freed_tables
+            || self.cleared_ptes
+            || self.cleared_pmds
+            || self.cleared_puds
+            || self.cleared_p4ds
     }
 
     /// `tlb_get_unmap_size()`: the smallest level cleared decides the
@@ -121,6 +242,8 @@ impl MmuGather {
             PMD_SIZE
         } else if self.cleared_puds {
             PUD_SIZE
+        } else if self.cleared_p4ds {
+            P4D_SIZE
         } else {
             PAGE_SIZE
         }
@@ -134,12 +257,16 @@ impl MmuGather {
         self.cleared_ptes = false;
         self.cleared_pmds = false;
         self.cleared_puds = false;
+        self.cleared_p4ds = false;
     }
 
     /// `tlb_flush_mmu_tlbonly()`: flush what was gathered (the arch's
     /// `tlb_flush()`: the whole mm for a fullmm gather, else the gathered
     /// range at the unmap stride), then start over.
     fn flush_tlbonly(&mut self, pt: &PageTables) {
+        for (start, end, stride) in self.batch_flushes.drain(..) {
+            pt.flush_tlb_range(start, end, stride);
+        }
         if !self.needs_flush() {
             return;
         }
@@ -152,9 +279,10 @@ impl MmuGather {
     }
 
     /// `tlb_end_vma()`: per-VMA flush of a partial gather (a fullmm gather
-    /// waits for the end).
+    /// waits for the end, and so does every gather on x86:
+    /// CONFIG_MMU_GATHER_MERGE_VMAS).
     pub fn end_vma(&mut self, pt: &PageTables) {
-        if self.fullmm {
+        if self.fullmm || merges_vmas(pt.arch().kind()) {
             return;
         }
         self.flush_tlbonly(pt);
@@ -180,8 +308,53 @@ mod tests {
     use crate::core::hw::HwEvent;
 
     fn tables() -> PageTables {
+        tables_of(ArchKind::X86_64)
+    }
+
+    fn tables_of(arch: ArchKind) -> PageTables {
         let mut phys = PhysMem::new(1 << 16);
-        PageTables::new(ArchKind::X86_64, &mut phys).expect("tables")
+        PageTables::new(arch, &mut phys).expect("tables")
+    }
+
+    #[test]
+    fn x86_merges_vmas_arm64_flushes_each() {
+        for (arch, at_end_vma) in [(ArchKind::X86_64, 0), (ArchKind::Arm64, 1)] {
+            let pt = tables_of(arch);
+            let mut tlb = MmuGather::new();
+            tlb.flush_pte_range(0x1000, 0x1000);
+            tlb.end_vma(&pt);
+            let calls = pt.hw.snapshot().get(HwEvent::TlbFlushCall);
+            assert_eq!(calls, at_end_vma, "{arch:?}");
+            tlb.table_freed(arch, 1, 0);
+            tlb.finish(&pt);
+            // x86: [0, 8K) at 4 KiB, one flush of 2 pages; arm64: the
+            // table's page alone at PMD stride.
+            let e = pt.hw.snapshot();
+            assert_eq!(e.get(HwEvent::TlbFlushCall), at_end_vma + 1, "{arch:?}");
+            assert_eq!(e.get(HwEvent::TlbiPage), 2, "{arch:?}");
+        }
+    }
+
+    #[test]
+    fn freed_tables_flush_at_their_level_and_in_batches() {
+        // A PMD table and a PUD table freed: PUD stride, one page-op for
+        // [0, 4K) on x86.
+        let pt = tables();
+        let mut tlb = MmuGather::new();
+        tlb.table_freed(ArchKind::X86_64, 2, PUD_SIZE);
+        tlb.table_freed(ArchKind::X86_64, 3, 0);
+        tlb.finish(&pt);
+        assert_eq!(pt.hw.snapshot().get(HwEvent::TlbiPage), 2);
+        // MAX_TABLE_BATCH tables: one flush when the batch fills, one more
+        // for the table after it.
+        let pt = tables();
+        let mut tlb = MmuGather::new();
+        for i in 0..=MAX_TABLE_BATCH as u64 {
+            tlb.table_freed(ArchKind::X86_64, 1, (i % 8) * PMD_SIZE);
+        }
+        assert_eq!(pt.hw.snapshot().get(HwEvent::TlbFlushCall), 0);
+        tlb.finish(&pt);
+        assert_eq!(pt.hw.snapshot().get(HwEvent::TlbFlushCall), 2);
     }
 
     #[test]

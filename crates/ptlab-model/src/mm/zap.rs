@@ -889,9 +889,18 @@ fn unmap_batch(
 }
 
 /// Free the page tables of `removed` VMAs (sorted, already zapped) given the
-/// surviving neighbours' bounds. Linux: mm/memory.c free_pgtables(), which
-/// gathers VMAs closer than a PMD into one free_pgd_range() call.
-pub fn free_pgtables(mm: &mut Mm, phys: &mut PhysMem, removed: &[Vma], floor: u64, ceiling: u64) {
+/// surviving neighbours' bounds, each freed table recorded in `tlb`.
+/// Linux: mm/memory.c free_pgtables(), which gathers VMAs closer than a
+/// PMD into one free_pgd_range() call.
+pub fn free_pgtables(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    tlb: &mut MmuGather,
+    removed: &[Vma],
+    floor: u64,
+    ceiling: u64,
+) {
+    let arch = mm.pt.arch().kind();
     let mut i = 0;
     while i < removed.len() {
         let addr = removed[i].start;
@@ -906,8 +915,14 @@ pub fn free_pgtables(mm: &mut Mm, phys: &mut PhysMem, removed: &[Vma], floor: u6
         } else {
             ceiling
         };
-        mm.pt
-            .free_pgd_range(addr, removed[j].end, floor, next_start, phys);
+        mm.pt.free_pgd_range(
+            addr,
+            removed[j].end,
+            floor,
+            next_start,
+            phys,
+            &mut |level, a| tlb.table_freed(arch, level, a),
+        );
         if j > i {
             rule!(mm.pt.hw, ZapFreePgtablesGathered);
         }

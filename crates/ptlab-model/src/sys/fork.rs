@@ -128,13 +128,10 @@ impl Model {
             // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
             crate::mm::marker::drop_markers(&mut mm, v.start, v.end);
         }
-        let tables = phys.pt_pages;
-        free_pgtables(&mut mm, phys, &vmas, 0, 0);
-        if phys.pt_pages < tables {
-            // pte_free_tlb() and friends: freed_tables (a fullmm gather
-            // flushes the whole mm whatever the span).
-            tlb.free_tables_span(0, u64::MAX);
-        }
+        // pte_free_tlb() and friends record each freed table in the
+        // gather (freed_tables); a fullmm gather flushes the whole mm once
+        // whatever they cover.
+        free_pgtables(&mut mm, phys, &mut tlb, &vmas, 0, 0);
         tlb.finish(&mm.pt);
         for (_, t) in std::mem::take(&mut mm.deposited) {
             phys.free_pt_page(t);

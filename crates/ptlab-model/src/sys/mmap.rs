@@ -398,7 +398,9 @@ impl Model {
         let removed = mm.vmas.take_in(start, end);
         let floor = mm.vmas.prev(start).map_or(0, |p| p.end);
         let ceiling = mm.vmas.find_vma(end).map_or(0, |n| n.start);
-        // unmap_region(): one gather for the zaps and the table freeing.
+        // vms_clear_ptes(): one gather for the zaps (unmap_vmas()) and the
+        // table freeing (free_pgtables(), floor and ceiling the
+        // neighbours' bounds: vms->unmap_start, vms->unmap_end).
         let mut tlb = MmuGather::new();
         for v in removed.iter() {
             crate::mm::zap::zap_vma(mm, phys, &mut tlb, v, false);
@@ -406,19 +408,19 @@ impl Model {
         // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
         crate::mm::marker::drop_markers(mm, start, end);
         let tables = phys.pt_pages;
-        free_pgtables(mm, phys, &removed, floor, ceiling);
+        // Each freed table is gathered as its *_free_tlb() does: one page
+        // at its parent entry's span start, at that level, freed_tables
+        // set (mm/memory.c free_pte_range(), free_pmd_range(),
+        // free_pud_range()).
+        free_pgtables(mm, phys, &mut tlb, &removed, floor, ceiling);
         if phys.pt_pages < tables {
-            // Freed page tables: pte_free_tlb() gathers them with
-            // freed_tables set; the model takes the removed VMAs' span,
-            // widened to whole PMDs, as the tables' span.
-            let lo = removed.first().map_or(start, |v| v.start) & !(PMD_SIZE - 1);
-            let hi = removed.last().map_or(end, |v| v.end);
-            let hi = hi.div_ceil(PMD_SIZE).saturating_mul(PMD_SIZE);
             rule!(phys.hw, MunmapFreeTables);
-            tlb.free_tables_span(lo, hi);
         }
-        // tlb_finish_mmu(): flushes the freed tables at PMD stride
-        // (tlb_get_unmap_size() after pte_free_tlb()).
+        // tlb_finish_mmu(): flushes what is gathered — on arm64 the freed
+        // tables alone (each VMA's tlb_end_vma() flushed its zap), on x86
+        // (MMU_GATHER_MERGE_VMAS) the zaps and the freed tables together —
+        // from the first to the last address gathered, at the smallest
+        // level cleared (tlb_get_unmap_shift()).
         tlb.finish(&mm.pt);
     }
 }

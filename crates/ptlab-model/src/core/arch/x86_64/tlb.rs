@@ -16,17 +16,23 @@ pub fn flush_tlb_range(hw: &HwSink, start: u64, end: u64, stride: u64) {
     if end <= start {
         return;
     }
+    // get_flush_tlb_info() compares the range as passed, not rounded to
+    // the stride: a freed table's one page at PMD stride counts 0 there,
+    // so 34 tables a PMD apart ([first, last + 4 KiB): 33 strides) are
+    // still flushed page by page. flush_tlb_func() then invalidates from
+    // `start` while below `end`, one stride at a time.
+    let full = (end - start) >> stride.trailing_zeros() > CEILING;
+    let n = (end - start).div_ceil(stride);
     let start = start & !(stride - 1);
     let end = (end + stride - 1) & !(stride - 1);
-    let n = (end - start) / stride;
     hw.mark(HwMark::TlbFlush {
         start,
         end,
-        whole: n > CEILING,
+        whole: full,
     });
     hw.one(HwEvent::TlbFlushCall);
     let k = if hw.features.kpti { 2 } else { 1 };
-    if n > CEILING {
+    if full {
         hw.add(HwEvent::TlbiAsid, k);
     } else {
         hw.add(HwEvent::TlbiPage, n * k);
