@@ -833,11 +833,30 @@ mod tlb_tests {
             (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiPage)),
             (1, 1)
         );
-        // 256 pages: scale 1: (256 >> 6) & 31 = 4 → num 3 → 4 << 6 = 256.
+        // 256 pages: scale 1: 256 >> 6 = 4 → num 3 → 4 << 6 = 256.
         let e = flush(ArchKind::Arm64, f, 0, 256 * 4096, 4096);
         assert_eq!(
             (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiPage)),
             (1, 0)
+        );
+        // MAX_TLBI_RANGE_PAGES exactly (2 Mi pages, 8 GiB): not above the
+        // limit, so the range path; scale 3: 2 Mi >> 16 = 32 → num 31, one
+        // op for all of it (the pre-6.9 macro masked 32 to 0 and issued
+        // nothing at any scale).
+        let e = flush(ArchKind::Arm64, f, 0, 8 << 30, 4096);
+        assert_eq!(
+            (
+                e.get(HwEvent::TlbiRange),
+                e.get(HwEvent::TlbiPage),
+                e.get(HwEvent::TlbiAsid)
+            ),
+            (1, 0, 0)
+        );
+        // One page more: above the limit, ASID-wide.
+        let e = flush(ArchKind::Arm64, f, 0, (8 << 30) + 4096, 4096);
+        assert_eq!(
+            (e.get(HwEvent::TlbiRange), e.get(HwEvent::TlbiAsid)),
+            (0, 1)
         );
     }
 

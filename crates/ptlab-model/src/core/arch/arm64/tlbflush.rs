@@ -68,8 +68,10 @@ pub fn flush_tlb_range_nosync(hw: &HwSink, start: u64, end: u64, stride: u64) ->
         if scale < 0 {
             break; // unreachable: scale 0 covers any remainder ≥ 2 (even)
         }
-        // __TLBI_RANGE_NUM(pages, scale)
-        let num = ((pages.min(MAX_TLBI_RANGE_PAGES) >> (5 * scale as u64 + 1)) & 0x1f) as i64 - 1;
+        // __TLBI_RANGE_NUM(pages, scale) as 6.9 made it: no 5-bit mask,
+        // so MAX_TLBI_RANGE_PAGES itself gives num 31 at scale 3 (the old
+        // mask turned its 32 into 0 and flushed nothing).
+        let num = (pages.min(MAX_TLBI_RANGE_PAGES) >> (5 * scale as u64 + 1)) as i64 - 1;
         if num >= 0 {
             tlbi(hw, HwEvent::TlbiRange);
             pages -= ((num as u64) + 1) << (5 * scale as u64 + 1);
