@@ -4124,7 +4124,10 @@ mod tests {
         let st = b.price_of(HwEvent::UserStore4kLarge);
         assert!((st.ns - 110.0).abs() < 0.01, "{}", st.ns);
         assert!(st.source.contains("1 GiB"), "{}", st.source);
-        assert!(rows_big[2].1.contains("over 1 GiB; over 64 MiB 70.0"), "{rows_big:?}");
+        assert!(
+            rows_big[2].1.contains("over 1 GiB; over 64 MiB 70.0"),
+            "{rows_big:?}"
+        );
         // arm64 counts no per-entry round trip (its hooks are batched): the
         // row only shows the prediction and the price stays.
         let mut a = Fit::new(ptlab_cost::find_profile("neoverse-n1").unwrap());
