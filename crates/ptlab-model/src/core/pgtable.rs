@@ -242,6 +242,15 @@ fn no_pte_span_inside(addr: u64, end: u64, floor: u64, ceiling: u64) -> bool {
     !inside
 }
 
+/// Whether an entry's span `[lo, lo + span)` lies in `[floor, ceiling)`
+/// (`ceiling` 0 = the top of the address space), the test every level of
+/// `free_pgd_range()` makes before it frees a table (Linux: mm/memory.c
+/// free_pmd_range() etc., start/end masked against floor and ceiling).
+fn span_inside(lo: u64, span: u64, floor: u64, ceiling: u64) -> bool {
+    let hi = lo.wrapping_add(span);
+    lo >= floor && (ceiling == 0 || hi.wrapping_sub(1) <= ceiling.wrapping_sub(1))
+}
+
 /// What the PMD slot covering an address holds.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PmdSlot {
@@ -1085,9 +1094,7 @@ impl PageTables {
         }
         let span = entry_span(4);
         let lo = addr & !(span - 1);
-        let hi = lo.wrapping_add(span);
-        let inside = lo >= floor && (ceiling == 0 || hi.wrapping_sub(1) <= ceiling.wrapping_sub(1));
-        if !inside {
+        if !span_inside(lo, span, floor, ceiling) {
             return false;
         }
         let i4 = index(4, addr);
@@ -1479,6 +1486,8 @@ impl PageTables {
         loop {
             let next = ((a / span) + 1).saturating_mul(span).min(end);
             let i = index(level, a);
+            let lo = a & !(span - 1);
+            let inside = span_inside(lo, span, floor, ceiling);
             if let Entry::Table(child) = self.decode(level, self.tables.at(ts).raw(i)) {
                 let child_level = level - 1;
                 if child_level >= 1 && level > 2 {
@@ -1487,11 +1496,7 @@ impl PageTables {
                 // Free the child table if the whole span of this entry is
                 // within [floor, ceiling) (kernel: start/end masking against
                 // floor and ceiling in free_pmd_range etc.).
-                let lo = a & !(span - 1);
-                let hi = lo.wrapping_add(span);
-                let above_floor = lo >= floor;
-                let below_ceiling = ceiling == 0 || hi.wrapping_sub(1) <= ceiling.wrapping_sub(1);
-                if above_floor && below_ceiling && self.subtree_empty(child, child_level) {
+                if inside && self.subtree_empty(child, child_level) {
                     self.free_subtree(child, child_level, phys);
                     self.write_raw(t, level, i, 0);
                     // pte_free_tlb() / pmd_free_tlb() / pud_free_tlb() at
@@ -1499,15 +1504,11 @@ impl PageTables {
                     freed(child_level, lo);
                 }
             }
-            if level == 4 {
+            if level == 4 && inside {
                 // free_p4d_range(): the same floor/ceiling check at PGDIR
                 // granularity, then p4d_free_tlb(start & PGDIR_MASK), with
                 // or without a PUD table under the entry.
-                let lo = a & !(span - 1);
-                let hi = lo.wrapping_add(span);
-                if lo >= floor && (ceiling == 0 || hi.wrapping_sub(1) <= ceiling.wrapping_sub(1)) {
-                    freed(4, lo);
-                }
+                freed(4, lo);
             }
             if next >= end {
                 break;

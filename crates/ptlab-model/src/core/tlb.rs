@@ -153,7 +153,7 @@ impl MmuGather {
     /// `pmd_free_tlb()`: the PMD table under the PUD entry at `addr`
     /// (PUD-aligned: `free_pmd_range()`'s `start & PUD_MASK`) was freed:
     /// `tlb_flush_pud_range(addr, PAGE_SIZE)` and `freed_tables`.
-    pub fn pmd_free(&mut self, addr: u64) {
+    fn pmd_free(&mut self, addr: u64) {
         self.flush_pud_range(addr, PAGE_SIZE);
         self.freed_tables = true;
     }
@@ -163,7 +163,7 @@ impl MmuGather {
     /// `tlb_flush_p4d_range(addr, PAGE_SIZE)` and `freed_tables`. (x86's
     /// run-time-folded `p4d_free_tlb()` that follows in free_p4d_range()
     /// adds the same page and no cleared level: nothing more to record.)
-    pub fn pud_free(&mut self, addr: u64) {
+    fn pud_free(&mut self, addr: u64) {
         self.flush_p4d_range(addr, PAGE_SIZE);
         self.freed_tables = true;
     }
