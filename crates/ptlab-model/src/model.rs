@@ -116,6 +116,16 @@ pub struct ModelConfig {
     /// `fault_stretch_prop` compares against). No observable effect, and
     /// the same counts.
     pub fault_fused: bool,
+    /// With `fault_fused`: the fused write makes every block's folio at
+    /// once where the allocator hands them out one after another, in
+    /// their final state (mapped, referenced, tagged) as one folio run,
+    /// the first block's PTEs through `set_ptes()` and the rest as their
+    /// continuation (`mm/fault.rs` `fused_write_run()`; on by default;
+    /// off: the first folio made and mapped as one fault, the blocks after
+    /// it as a fault stretch of its state, the reference
+    /// `fault_stretch_prop` compares against). No observable effect, and
+    /// the same counts.
+    pub fault_fused_run: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -163,6 +173,7 @@ impl ModelConfig {
             zap_first_folded: true,
             move_first_folded: true,
             fault_fused: true,
+            fault_fused_run: true,
         }
     }
 }

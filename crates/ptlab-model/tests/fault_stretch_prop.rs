@@ -13,13 +13,17 @@
 //! `ModelConfig::fault_fused` on (the default) a write over whole blocks
 //! faults them all in one step, the first fault's counts written out
 //! (`sys/fault_run.rs` `write_fused()`): equal to the template path (the
-//! switch off) in everything observed and counted.
+//! switch off) in everything observed and counted; with
+//! `ModelConfig::fault_fused_run` on (the default) every block's folio
+//! is made at once (`mm/fault.rs` `fused_write_run()`): equal to the
+//! fused write with the first folio made alone (the switch off).
 
 mod common;
 
 use common::switch_prop::{op, run, Op, ARENA, BASE};
 use proptest::prelude::*;
 use ptlab_model::diag::{taken, Step};
+use ptlab_model::sys::fault_run::fused_runs_taken;
 use ptlab_model::{ArchKind, MapFlags, ModelConfig, Prot};
 
 proptest! {
@@ -55,6 +59,13 @@ proptest! {
             prop_assert_eq!(&on.text, &general.text, "observation, fused off, {:?}", arch);
             prop_assert_eq!(on.events, general.events, "events and calls, fused off, {:?}", arch);
             prop_assert_eq!(&on.coverage, &general.coverage, "rule hits, fused off, {:?}", arch);
+            // The fused write's first folio made and mapped alone, the
+            // blocks after it as a stretch of its state (the fused run
+            // off): the same again.
+            let single = run(arch, &orders, &ops, "fused run off", |c| c.fault_fused_run = false);
+            prop_assert_eq!(&on.text, &single.text, "observation, fused run off, {:?}", arch);
+            prop_assert_eq!(on.events, single.events, "events and calls, fused run off, {:?}", arch);
+            prop_assert_eq!(&on.coverage, &single.coverage, "rule hits, fused run off, {:?}", arch);
         }
     }
 }
@@ -182,17 +193,21 @@ fn first_fault_as_template_counts_what_two_faults_count() {
             let mut seen = Vec::new();
             let mut made = Vec::new();
             let mut fused = Vec::new();
-            for (stretch, first, fuse) in [
-                (true, true, false),
-                (true, false, false),
-                (false, true, false),
-                (true, true, true),
+            let mut as_run = Vec::new();
+            for (stretch, first, fuse, fuse_run) in [
+                (true, true, false, true),
+                (true, false, false, true),
+                (false, true, false, true),
+                (true, true, true, true),
+                (true, true, true, false),
             ] {
                 let mut cfg = ModelConfig::for_arch(arch);
                 cfg.stretch_steps = stretch;
                 cfg.stretch_first_fault = first;
                 cfg.fault_fused = fuse;
+                cfg.fault_fused_run = fuse_run;
                 let fused_before = taken(Step::FaultFused);
+                let runs_before = fused_runs_taken();
                 let mut m = common::mthp_model(cfg, &[order]);
                 let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
                 let rw = Prot::READ | Prot::WRITE;
@@ -215,6 +230,7 @@ fn first_fault_as_template_counts_what_two_faults_count() {
                 }
                 made.push(taken(Step::FirstFaultTables) - before);
                 fused.push(taken(Step::FaultFused) - fused_before);
+                as_run.push(fused_runs_taken() - runs_before);
                 let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
                 let stats = format!("{:?}", m.phys().stats);
                 seen.push((obs, stats, m.hw_events(), m.coverage()));
@@ -229,6 +245,14 @@ fn first_fault_as_template_counts_what_two_faults_count() {
             let fusable = order >= 4 || arch == ArchKind::X86_64;
             assert_eq!(fused[3] > 0, fusable, "{arch:?} order {order}: fused taken");
             assert!(seen[0] == seen[3], "{arch:?} order {order}: fused");
+            // As one run every time the fused write is taken here (each
+            // aligned write covers several blocks), and never with the
+            // switch off, where the fused write is taken as often.
+            assert_eq!(as_run[3], fused[3], "{arch:?} order {order}: fused runs");
+            assert_eq!(fused[4], fused[3], "{arch:?} order {order}: fused, run off");
+            assert_eq!(as_run[..3], [0, 0, 0], "{arch:?} order {order}");
+            assert_eq!(as_run[4], 0, "{arch:?} order {order}: fused run off");
+            assert!(seen[0] == seen[4], "{arch:?} order {order}: fused run off");
             assert!(
                 seen[0] == seen[1],
                 "{arch:?} order {order}: first fault off"

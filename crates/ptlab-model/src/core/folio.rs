@@ -1211,6 +1211,22 @@ impl LargeFolios {
         });
         self.done(slot);
     }
+    /// [`LargeFolios::insert`] of `count` folios from `first`, all in the
+    /// state `l` (affine contents across them), as one run, joined with
+    /// its neighbours at once: the records that inserting and changing
+    /// them one by one leave (issue 14, fourteenth session). Runs on only.
+    fn insert_run(&mut self, first: u64, count: u32, l: LargeFolio) {
+        debug_assert!(self.runs && count > 0);
+        self.last.set(None);
+        self.settle_pending();
+        self.folios += count as u64;
+        let slot = self.new_slot(FolioRun {
+            first,
+            count,
+            folio: l,
+        });
+        self.settle(slot);
+    }
     fn remove(&mut self, head: &u64) -> Option<LargeFolio> {
         let slot = self.isolate(*head)?;
         self.last.set(None);
@@ -1613,6 +1629,50 @@ impl PhysMem {
             }
         }
         made
+    }
+
+    /// Up to `max` new anonymous folios of `order` (≥ 2), each mapped
+    /// whole by PTEs of process `mm` as a new exclusive folio holding one
+    /// reference per page, frame `first + p` tagged `base + p × step`:
+    /// what that many write faults in a row do to the folio records —
+    /// [`PhysMem::alloc_anon_folio`], [`PhysMem::add_rmap_ptes`] of the
+    /// whole folio (exclusive), [`PhysMem::ref_add`] of its pages, the
+    /// stores' tags — for the blocks single allocations would hand out,
+    /// taken in one step while each starts where the one before ends
+    /// ([`crate::core::phys::Nodes::alloc_run`]), recorded as one folio
+    /// run. Counts nothing (no events, no statistics: the caller counts
+    /// the faults). `Some((first, n))` with `n ≥ 1`; `None`, nothing done,
+    /// when memory is exhausted or folio runs are off
+    /// ([`PhysMem::set_folio_runs`]: the caller takes the one-by-one path).
+    /// Linux: mm/memory.c alloc_anon_folio(), mm/rmap.c
+    /// folio_add_new_anon_rmap(), once per fault.
+    pub(crate) fn alloc_anon_run_mapped(
+        &mut self,
+        order: Order,
+        max: u64,
+        mm: Pid,
+        base: u64,
+        step: u64,
+    ) -> Option<(Pfn, u64)> {
+        if !self.large.runs || order.0 < 2 || max == 0 || max > u32::MAX as u64 {
+            return None;
+        }
+        let (first, n) = self.alloc.alloc_run(order, max, |_| max)?;
+        if n == 0 {
+            return None;
+        }
+        let nr = order.pages() as u32;
+        let mut l = LargeFolio::new(order, FolioKind::Anon);
+        // add_rmap_ptes() of every page, exclusive; ref_add() of nr.
+        l.mapcount = PerPage::All(1);
+        l.exclusive = PerPage::All(true);
+        l.large_mapcount = nr;
+        l.nr_pages_mapped = nr;
+        l.mm_maps.push((mm, nr));
+        l.refcount = nr;
+        l.tags = Tags::Affine { base, step };
+        self.large.insert_run(first.0, n as u32, l);
+        Some((first, n))
     }
 
     /// Allocate a page-table page.

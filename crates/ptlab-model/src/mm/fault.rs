@@ -543,6 +543,34 @@ pub(crate) fn fused_first_fault(
     addr: u64,
     end: u64,
 ) -> Option<(FolioRef, u64)> {
+    let (vma, order) = fused_fault_fits(mm, env, addr, end)?;
+    let nr = order.pages();
+    let vma = vma.clone();
+    mm.anon_vma_prepare(addr, env.ids);
+    let folio = env.phys.alloc_anon_folio(order)?;
+    env.phys.hw.page_zero(nr, order.0);
+    env.phys
+        .add_rmap_ptes(folio, folio.head, nr as u32, mm.pid, true);
+    env.phys.ref_add(folio, nr as u32);
+    mm.rss_anon += nr;
+    env.phys.stats.mthp(order.0, MthpStat::AnonFaultAlloc, 1);
+    mm.pt
+        .set_ptes(addr, leaf_for_new_folio(&vma, folio.head), nr, env.phys);
+    env.phys.folio_batches.lru_add(folio.head, true);
+    count_fault_entry(&mm.pt.hw, nr, 1);
+    Some((folio, nr))
+}
+
+/// What [`fused_first_fault`] checks before it changes anything: the VMA
+/// at `addr` and its one mTHP order below PMD order, when the block at
+/// `addr` (inside the VMA and the write to `end`) would take the path of
+/// a fault stretch's template. Changes and counts nothing.
+fn fused_fault_fits<'a>(
+    mm: &'a Mm,
+    env: &FaultEnv,
+    addr: u64,
+    end: u64,
+) -> Option<(&'a Vma, Order)> {
     let vma = mm.vmas.find(addr)?;
     let mask = env.thp.allowed_orders(
         vma.flags.contains(VmFlags::HUGEPAGE),
@@ -571,20 +599,71 @@ pub(crate) fn fused_first_fault(
     {
         return None;
     }
-    let vma = vma.clone();
+    Some((vma, order))
+}
+
+/// The fused write of [`fused_first_fault`] and the fault stretch after
+/// it ([`fault_large_stretch`]) as one step (issue 14, fourteenth
+/// session; `ModelConfig::fault_fused_run`): when the write from `addr`
+/// covers at least two whole blocks of none PTEs (to `end`, inside the
+/// VMA; `end` is inside the PMD slot), every block's folio is made at
+/// once in its final state — the blocks the allocator hands out while
+/// they follow one another, mapped, referenced and tagged `base + p ×
+/// step` from `addr` ([`PhysMem::alloc_anon_run_mapped`]) — the first
+/// block's PTEs written by `set_ptes()` (which counts itself) and the
+/// others as their continuation (`extend_pte_run()`; block by block
+/// through `set_ptes()` where the table's runs do not allow that), and
+/// every fault's counts written out ([`count_fused_run`]). What
+/// [`fused_first_fault`], the caller's tags and [`fault_large_stretch`]
+/// do when each block's folio is the next one the allocator hands out;
+/// a block that is not ends the run there (the caller goes on from it).
+/// `None`, nothing changed or counted, when fewer than two blocks fit,
+/// a PTE of them is not none, the checks of [`fused_first_fault`] fail,
+/// or folio runs are off — the caller takes the other path, which then
+/// decides as before — and also when the first folio cannot be
+/// allocated (only the anon_vma is prepared, as there). Else the blocks
+/// done and the pages per block.
+/// Linux: mm/memory.c do_anonymous_page(), alloc_anon_folio(), once per
+/// fault.
+pub(crate) fn fused_write_run(
+    mm: &mut Mm,
+    env: &mut FaultEnv,
+    addr: u64,
+    end: u64,
+    base: u64,
+    step: u64,
+) -> Option<(u64, u64)> {
+    let (vma, order) = fused_fault_fits(mm, env, addr, end)?;
+    let nr = order.pages();
+    let size = nr * PAGE_SIZE;
+    let blocks = (vma.end.min(end) - addr) / size;
+    if blocks < 2 || !mm.pt.ptes_none(addr + size, (blocks - 1) * nr) {
+        return None;
+    }
+    let leaf = leaf_for_new_folio(vma, Pfn(0));
     mm.anon_vma_prepare(addr, env.ids);
-    let folio = env.phys.alloc_anon_folio(order)?;
-    env.phys.hw.page_zero(nr, order.0);
+    let (first, made) = env
+        .phys
+        .alloc_anon_run_mapped(order, blocks, mm.pid, base, step)?;
+    mm.rss_anon += made * nr;
+    let at = |j: u64| Leaf {
+        pfn: first.add(j * nr),
+        flags: leaf.flags,
+    };
+    mm.pt.set_ptes(addr, at(0), nr, env.phys);
+    let mut set = 1;
+    if made > 1 && mm.pt.extend_pte_run(addr, nr, (made - 1) * nr).is_none() {
+        for j in 1..made {
+            mm.pt.set_ptes(addr + j * size, at(j), nr, env.phys);
+        }
+        set = made;
+    }
+    // folio_add_lru(): a large folio moves the batch, once per fault.
     env.phys
-        .add_rmap_ptes(folio, folio.head, nr as u32, mm.pid, true);
-    env.phys.ref_add(folio, nr as u32);
-    mm.rss_anon += nr;
-    env.phys.stats.mthp(order.0, MthpStat::AnonFaultAlloc, 1);
-    mm.pt
-        .set_ptes(addr, leaf_for_new_folio(&vma, folio.head), nr, env.phys);
-    env.phys.folio_batches.lru_add(folio.head, true);
-    count_fault_entry(&mm.pt.hw, nr, 1);
-    Some((folio, nr))
+        .folio_batches
+        .lru_add(first.add((made - 1) * nr), true);
+    count_fused_run(mm, env.phys, nr, made, made - set);
+    Some((made, nr))
 }
 
 /// The counts of `k` fused write faults of `nr`-page blocks on the mm's
@@ -618,14 +697,24 @@ fn count_fault_entry(hw: &crate::core::hw::HwSink, nr: u64, k: u64) {
 /// `set_ptes()`'s call and stores (on arm64 every entry painted
 /// contiguous: the block is whole contiguous blocks, frame-aligned).
 pub(crate) fn count_fused_faults(mm: &Mm, phys: &mut PhysMem, nr: u64, k: u64) {
+    count_fused_run(mm, phys, nr, k, k);
+}
+
+/// [`count_fused_faults`] of `k` faults of which only `sets` have their
+/// `set_ptes()` counted here (the others' PTEs were written through
+/// `set_ptes()`, which counted itself: [`fused_write_run`]); also their
+/// [`count_fault_entry`] and the folios' own counts.
+fn count_fused_run(mm: &Mm, phys: &mut PhysMem, nr: u64, k: u64, sets: u64) {
     let order = nr.trailing_zeros() as u8;
     count_fault_entry(&mm.pt.hw, nr, k);
     let hw = &mm.pt.hw;
-    hw.call_n(crate::core::hw::KCall::SetPtes, k);
-    hw.add(HwEvent::PteStore, nr * k);
-    if mm.pt.arch().cont_ptes().is_some() && !hw.features.contpte_off {
-        hw.rules
-            .hit_n(crate::core::rules::Rule::ContptePaint, (nr * k) as u32);
+    if sets > 0 {
+        hw.call_n(crate::core::hw::KCall::SetPtes, sets);
+        hw.add(HwEvent::PteStore, nr * sets);
+        if mm.pt.arch().cont_ptes().is_some() && !hw.features.contpte_off {
+            hw.rules
+                .hit_n(crate::core::rules::Rule::ContptePaint, (nr * sets) as u32);
+        }
     }
     let p = &phys.hw;
     p.folio_alloc_n(order, k);

@@ -115,6 +115,20 @@ pub fn fault_runs_taken() -> u64 {
     FAULT_RUNS.with(|c| c.get())
 }
 
+thread_local! {
+    /// Fused writes taken as one run on this thread ([`fused_runs_taken`]).
+    static FUSED_RUNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many fused writes ([`Model::write_fused`]) this thread has taken
+/// with every block's folio made at once
+/// ([`crate::mm::fault::fused_write_run`], `ModelConfig::fault_fused_run`):
+/// a diagnostic for the tests that check the switch changes something
+/// (it changes nothing the model computes or shows).
+pub fn fused_runs_taken() -> u64 {
+    FUSED_RUNS.with(|c| c.get())
+}
+
 /// A write fault that mapped a large folio of `nr` pages at `head` from
 /// its first page `at`, and the counts from before it: the first of a
 /// stretch of such faults ([`Model::fault_stretch`]).
@@ -269,16 +283,28 @@ impl Model {
         if !self.cfg.fault_fused || !self.cfg.stretch_steps {
             return 0;
         }
+        let as_run = self.cfg.fault_fused_run;
         let Some((mm, mut env)) = self.fault_parts(pid) else {
             return 0;
         };
         if mm.pt.hw.observing() || env.phys.hw.observing() {
             return 0;
         }
+        let (base, step) = tag.map_or((addr, PAGE_SIZE), |t| (t, 0));
+        // Every block's folio made at once where they follow one another
+        // (`ModelConfig::fault_fused_run`): the same state and counts.
+        if as_run {
+            if let Some((made, nr)) =
+                crate::mm::fault::fused_write_run(mm, &mut env, addr, end, base, step)
+            {
+                crate::core::diag::took(crate::core::diag::Step::FaultFused);
+                FUSED_RUNS.with(|c| c.set(c.get() + 1));
+                return made * nr;
+            }
+        }
         let Some((folio, nr)) = crate::mm::fault::fused_first_fault(mm, &mut env, addr, end) else {
             return 0;
         };
-        let (base, step) = tag.map_or((addr, PAGE_SIZE), |t| (t, 0));
         env.phys.set_large_run_tags(folio.head, nr, base, step);
         let blocks = (end - addr) / (nr * PAGE_SIZE) - 1;
         let made = match blocks {
