@@ -768,6 +768,57 @@ impl PageTables {
         Some(())
     }
 
+    /// [`PageTables::set_ptes`] of `nr` entries from `va` (the block of one
+    /// new folio over none entries), then the `rest` entries after them
+    /// written as their continuation, uncounted — what
+    /// [`PageTables::extend_pte_run`] after the `set_ptes()` writes, with
+    /// one table lookup and without its look at what is already there
+    /// (the `set_ptes()` just wrote it). `None` when the continuation does
+    /// not go on the block's descriptors (the block not one run a frame
+    /// apart, or the last frame's descriptor not on it): then only the
+    /// block is written (and counted), and the caller writes the rest.
+    /// For the fused write (issue 14, fourteenth session).
+    pub(crate) fn set_ptes_and_continue(
+        &mut self,
+        va: u64,
+        leaf: Leaf,
+        nr: u64,
+        rest: u64,
+        phys: &PhysMem,
+    ) -> Option<()> {
+        let arch = self.arch.ops();
+        let (mut t, i) = self.pte_table(va);
+        arch.set_ptes(&mut t, i, leaf, nr as usize, phys);
+        let (nr, rest) = (nr as usize, rest as usize);
+        if rest == 0 {
+            return Some(());
+        }
+        if nr < 2 || i + nr + rest > PTRS_PER_TABLE {
+            return None;
+        }
+        let e0 = t.raw(i);
+        let step = t.raw(i + 1).wrapping_sub(e0);
+        let affine = |k: usize| e0.wrapping_add(step.wrapping_mul(k as u64));
+        // The block as set_ptes() left it is one run a frame apart, and
+        // the continuation's last descriptor is the block's (no carry out
+        // of the frame field; the same bits and painting).
+        // (The descriptors are affine in the frame while the frame field
+        // does not carry, so the two ends decide it.)
+        let last = nr + rest - 1;
+        let Entry::Leaf(l) = arch.decode(1, e0) else {
+            return None;
+        };
+        let at_last = Leaf {
+            pfn: l.pfn.add(last as u64),
+            flags: l.flags,
+        };
+        if t.raw(i + nr - 1) != affine(nr - 1) || arch.encode_leaf(1, at_last) != affine(last) {
+            return None;
+        }
+        t.write_affine(i + nr, rest, affine(nr), step, Run::PRESENT);
+        Some(())
+    }
+
     /// `clear_young_dirty_ptes(CYDP_CLEAR_YOUNG | CYDP_CLEAR_DIRTY)` on `nr`
     /// present PTEs from `va` (one table): the generic version's
     /// `ptep_get_and_clear()` + `set_pte_at()` per entry (one atomic clear
@@ -977,6 +1028,17 @@ impl PageTables {
                 Some(p)
             }
         }
+    }
+
+    /// [`PageTables::pte_alloc`] for a caller that has just found the PMD
+    /// slot of `va` none ([`PageTables::pmd`]): the same, without walking
+    /// to the slot again first (issue 14, fourteenth session).
+    pub(crate) fn pte_alloc_from_none(&mut self, va: u64, phys: &mut PhysMem) -> Option<Pfn> {
+        debug_assert_eq!(self.pmd(va), PmdSlot::None, "the caller saw the slot none");
+        if self.chain_steps && self.tables[&self.root.0].raw(index(4, va)) == 0 {
+            return self.alloc_lone_chain(va, phys);
+        }
+        self.pte_alloc(va, phys)
     }
 
     /// [`PageTables::pte_alloc`] where the PGD entry of `va` is none: the

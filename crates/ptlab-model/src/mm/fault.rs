@@ -611,8 +611,8 @@ fn fused_fault_fits<'a>(
 /// they follow one another, mapped, referenced and tagged `base + p ×
 /// step` from `addr` ([`PhysMem::alloc_anon_run_mapped`]) — the first
 /// block's PTEs written by `set_ptes()` (which counts itself) and the
-/// others as their continuation (`extend_pte_run()`; block by block
-/// through `set_ptes()` where the table's runs do not allow that), and
+/// others as their continuation (`set_ptes_and_continue()`; block by
+/// block through `set_ptes()` where the descriptors do not go on), and
 /// every fault's counts written out ([`count_fused_run`]). What
 /// [`fused_first_fault`], the caller's tags and [`fault_large_stretch`]
 /// do when each block's folio is the next one the allocator hands out;
@@ -650,9 +650,13 @@ pub(crate) fn fused_write_run(
         pfn: first.add(j * nr),
         flags: leaf.flags,
     };
-    mm.pt.set_ptes(addr, at(0), nr, env.phys);
     let mut set = 1;
-    if made > 1 && mm.pt.extend_pte_run(addr, nr, (made - 1) * nr).is_none() {
+    let rest = (made - 1) * nr;
+    if mm
+        .pt
+        .set_ptes_and_continue(addr, at(0), nr, rest, env.phys)
+        .is_none()
+    {
         for j in 1..made {
             mm.pt.set_ptes(addr + j * size, at(j), nr, env.phys);
         }

@@ -260,7 +260,8 @@ impl Model {
         if !fits {
             return false;
         }
-        let made = mm.pt.pte_alloc(addr, phys).is_some();
+        // The slot was seen none above (nothing changed since).
+        let made = mm.pt.pte_alloc_from_none(addr, phys).is_some();
         if made {
             crate::core::diag::took(crate::core::diag::Step::FirstFaultTables);
         }
