@@ -1753,6 +1753,16 @@ impl PageTables {
         out
     }
 
+    /// Whether a swap entry or marker may be stored in some PTE table:
+    /// false while none was ever written (then [`PageTables::swap_ptes`]
+    /// and [`PageTables::markers`] find nothing anywhere). For callers
+    /// that skip such a search (a munmap's `zap_swap_range()` and
+    /// `drop_markers()`, issue 14).
+    #[inline]
+    pub(crate) fn may_hold_nonpresent(&self) -> bool {
+        self.nonpresent.get()
+    }
+
     /// Visit every non-present, non-none PTE (swap entries and markers) in
     /// `[start, end)`: the PTE tables a PMD-level [`Cursor`] finds, present
     /// entries skipped without decoding.
