@@ -2576,9 +2576,7 @@ impl PhysMem {
         if run_first != first.0 && run_end != end {
             return 0;
         }
-        for k in 0..m {
-            self.folio_batches.forget(first.add(k * nr));
-        }
+        self.folio_batches.forget_span(first, m, nr);
         self.large.last.set(None);
         if run_first == first.0 && run_end == end {
             self.large.drop_slot(slot);
@@ -3678,6 +3676,18 @@ impl FolioBatches {
             if *e == Some(head) {
                 *e = None;
             }
+        }
+    }
+
+    /// [`FolioBatches::forget`] of the `m` folios of `nr` pages from
+    /// `first`: nothing to look at while every batch is empty (a zap of a
+    /// folio run, issue 14).
+    pub fn forget_span(&mut self, first: Pfn, m: u64, nr: u64) {
+        if self.entries.is_empty() && self.lru_add.is_empty() && self.lazyfree.is_empty() {
+            return;
+        }
+        for k in 0..m {
+            self.forget(first.add(k * nr));
         }
     }
 
