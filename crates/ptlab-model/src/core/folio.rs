@@ -2572,8 +2572,11 @@ impl PhysMem {
     /// (0: nothing done or counted).
     /// Linux: mm/rmap.c __folio_remove_rmap(), mm/swap.c folios_put_refs(),
     /// mm/page_alloc.c free_frozen_pages() (per folio).
+    /// The caller has just asked [`PhysMem::large_run_zappable`] of
+    /// `first` and takes `m` within the run end it answered (nothing
+    /// changed since), so the span is not checked again (issue 14).
     pub fn unmap_free_whole_large(&mut self, first: FolioRef, m: u64, mm: Pid) -> u64 {
-        let done = self.unmap_free_large_span(first.head, m, mm);
+        let done = self.unmap_free_span_in(first.head, m, mm, true);
         if done > 0 {
             let nr = first.nr_pages();
             self.hw.add(HwEvent::StructPageLine, nr * done);
@@ -2601,6 +2604,16 @@ impl PhysMem {
     /// Linux: mm/memory.c zap_present_folio_ptes(), mm/rmap.c
     /// folio_remove_rmap_ptes(), mm/swap.c folios_put_refs() (per folio).
     pub fn unmap_free_large_span(&mut self, first: Pfn, m: u64, mm: Pid) -> u64 {
+        self.unmap_free_span_in(first, m, mm, false)
+    }
+
+    /// [`PhysMem::unmap_free_large_span`]; with `checked`, the caller
+    /// has found the folios zappable ([`PhysMem::large_run_zappable`]
+    /// of `first`, its run ending at or after the span) with nothing
+    /// changed since: settling a pending record only joins it to
+    /// identical neighbours, so the check would pass again.
+    #[inline]
+    fn unmap_free_span_in(&mut self, first: Pfn, m: u64, mm: Pid, checked: bool) -> u64 {
         self.large.settle_pending();
         let Some((h, order, slot)) = self.large.find(first.0) else {
             return 0;
@@ -2611,7 +2624,11 @@ impl PhysMem {
             head: first,
             order: Order(order),
         };
-        if m == 0 || h != first.0 || self.large_run_zappable(folio, mm).is_none_or(|e| e < end) {
+        debug_assert!(!checked || self.large_run_zappable(folio, mm).is_some_and(|e| e >= end));
+        if m == 0
+            || h != first.0
+            || (!checked && self.large_run_zappable(folio, mm).is_none_or(|e| e < end))
+        {
             return 0;
         }
         let r = &self.large.slab[slot as usize];
@@ -2619,9 +2636,7 @@ impl PhysMem {
         if run_first != first.0 && run_end != end {
             return 0;
         }
-        for k in 0..m {
-            self.folio_batches.forget(first.add(k * nr));
-        }
+        self.folio_batches.forget_span(first, m, nr);
         self.large.last.set(None);
         if run_first == first.0 && run_end == end {
             self.large.drop_slot(slot);
@@ -3721,6 +3736,18 @@ impl FolioBatches {
             if *e == Some(head) {
                 *e = None;
             }
+        }
+    }
+
+    /// [`FolioBatches::forget`] of the `m` folios of `nr` pages from
+    /// `first`: nothing to look at while every batch is empty (a zap of a
+    /// folio run, issue 14).
+    pub fn forget_span(&mut self, first: Pfn, m: u64, nr: u64) {
+        if self.entries.is_empty() && self.lru_add.is_empty() && self.lazyfree.is_empty() {
+            return;
+        }
+        for k in 0..m {
+            self.forget(first.add(k * nr));
         }
     }
 

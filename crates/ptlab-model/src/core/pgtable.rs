@@ -561,6 +561,12 @@ impl PageTables {
     fn remove_table(&mut self, t: Pfn) -> Option<Table> {
         self.walk_cache.set([None; 2]);
         self.pmd_cache.set(None);
+        self.take_table(t)
+    }
+
+    /// [`PageTables::remove_table`] for a caller that has cleared the walk
+    /// caches itself (once for several tables).
+    fn take_table(&mut self, t: Pfn) -> Option<Table> {
         if let Some(s) = self.tables.slot(&t.0) {
             for h in &mut self.hot {
                 if *h == Some(s) {
@@ -1187,20 +1193,42 @@ impl PageTables {
         // events, memmap and free lists as the three single frees (issue
         // 14, thirteenth session).
         let range = pmd.0 == pud.0 + 1 && pte.0 == pud.0 + 2;
+        // remove_table() of the three: the walk caches cleared once (issue
+        // 14, fourteenth session), each table's hot slot forgotten and the
+        // table taken out.
+        self.walk_cache.set([None; 2]);
+        self.pmd_cache.set(None);
         for (t, store) in [(pte, HwEvent::PmdStore), (pmd, HwEvent::PudStore)] {
-            self.remove_table(t);
+            self.take_table(t);
             if !range {
                 phys.free_pt_page(t);
             }
             self.hw.one(store);
         }
-        self.remove_table(pud);
+        self.take_table(pud);
         if range {
             phys.free_pt_page_range(pud, 3);
         } else {
             phys.free_pt_page(pud);
         }
-        self.write_raw(self.root, 4, i4, 0);
+        // The PGD entry cleared (write_raw(): its caches — cleared above —
+        // and its PudStore). A root holding this entry alone (a lone
+        // mapping's chain) is left as a new empty table, which is what
+        // splicing its one run out leaves (issue 14, fourteenth session);
+        // else the splice.
+        let rs = self.tables.slot(&self.root.0).expect("root table");
+        let alone = self
+            .tables
+            .at(rs)
+            .runs()
+            .is_some_and(|r| matches!(r, [x] if x.start as usize == i4 && x.len == 1));
+        if alone {
+            self.hw.one(HwEvent::PudStore);
+            let t = self.tables.at_mut(rs);
+            *t = Table::new(t.level);
+        } else {
+            self.write_raw(self.root, 4, i4, 0);
+        }
         // The three *_free_tlb() calls, each at its parent entry's span.
         freed(1, addr & !(PMD_SIZE - 1));
         freed(2, addr & !(PUD_SIZE - 1));
@@ -1813,6 +1841,16 @@ impl PageTables {
             }
         });
         out
+    }
+
+    /// Whether a swap entry or marker may be stored in some PTE table:
+    /// false while none was ever written (then [`PageTables::swap_ptes`]
+    /// and [`PageTables::markers`] find nothing anywhere). For callers
+    /// that skip such a search (a munmap's `zap_swap_range()` and
+    /// `drop_markers()`, issue 14).
+    #[inline]
+    pub(crate) fn may_hold_nonpresent(&self) -> bool {
+        self.nonpresent.get()
     }
 
     /// Visit every non-present, non-none PTE (swap entries and markers) in

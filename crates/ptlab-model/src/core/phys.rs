@@ -763,6 +763,12 @@ impl Nodes {
     /// block on its node (node boundaries are max-order aligned, so no
     /// block spans two).
     pub fn free_range(&mut self, pfn: Pfn, n: u64) {
+        if let [node] = &mut self.nodes[..] {
+            // One node (based at FIRST_PFN): its own range free, without
+            // a node lookup per block.
+            node.free_range(pfn, n);
+            return;
+        }
         let end = pfn.0 + n;
         let mut p = pfn.0;
         while p < end {

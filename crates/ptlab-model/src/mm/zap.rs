@@ -142,8 +142,11 @@ fn zap_pmds(
     reclaim_pt: bool,
     locked: bool,
 ) {
-    // Swap PTEs: zap_nonpresent_ptes() → free_swap_and_cache_nr().
-    crate::mm::swap::zap_swap_range(mm, phys, start, end);
+    // Swap PTEs: zap_nonpresent_ptes() → free_swap_and_cache_nr() (no
+    // search where no swap entry was ever stored).
+    if mm.pt.may_hold_nonpresent() {
+        crate::mm::swap::zap_swap_range(mm, phys, start, end);
+    }
     // Linux: mm/memory.c zap_pmd_range(): one step per PMD slot.
     let mut c = Cursor::pmds(start, end);
     while let Some(q) = c.next(&mm.pt) {

@@ -368,14 +368,27 @@ impl Model {
             }
             mm.vmas.split_at(start);
         }
-        if mm
-            .vmas
-            .any_in(start, end, |v| v.flags.contains(VmFlags::SEALED))
-        {
+        // When the first VMA reaches `end` it is the only one in the range
+        // (VMAs do not overlap): its flags answer the sealed check and its
+        // end the last VMA's, without two more searches (issue 14: every
+        // munmap of one whole VMA, and mremap's unmap of its old range).
+        let only_first = end > start && first_end >= end;
+        let sealed = if only_first {
+            first_flags.contains(VmFlags::SEALED)
+        } else {
+            mm.vmas
+                .any_in(start, end, |v| v.flags.contains(VmFlags::SEALED))
+        };
+        if sealed {
             rule!(phys.hw, MunmapSealed);
             return Err(Errno::EPERM);
         }
-        if let Some(last_end) = mm.vmas.find(end - 1).map(|v| v.end) {
+        let last_end = if only_first {
+            Some(first_end)
+        } else {
+            mm.vmas.find(end - 1).map(|v| v.end)
+        };
+        if let Some(last_end) = last_end {
             if last_end > end {
                 if let Some(slot) = mm.pmd_cut_by(end) {
                     rule!(phys.hw, MunmapSplitHugePmdEnd);
@@ -405,8 +418,11 @@ impl Model {
         for v in removed.iter() {
             crate::mm::zap::zap_vma(mm, phys, &mut tlb, v, false);
         }
-        // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER.
-        crate::mm::marker::drop_markers(mm, start, end);
+        // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER (no search where
+        // no marker was ever stored).
+        if mm.pt.may_hold_nonpresent() {
+            crate::mm::marker::drop_markers(mm, start, end);
+        }
         let tables = phys.pt_pages;
         // Each freed table is gathered as its *_free_tlb() does: one page
         // at its parent entry's span start, at that level, freed_tables
