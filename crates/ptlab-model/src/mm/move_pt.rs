@@ -431,7 +431,7 @@ pub fn move_ptes_per_pte(
     new_addr: u64,
     extent: u64,
 ) {
-    move_ptes_prologue(pt, old_addr, new_addr);
+    move_ptes_prologue(pt);
     let mut force_flush = false;
     for off in (0..extent).step_by(PAGE_SIZE as usize) {
         if let Entry::Swap(s) = pt.pte_peek(old_addr + off) {
@@ -458,9 +458,13 @@ pub fn move_ptes_per_pte(
 /// move_ptes() entry: the old and new PMDs read (pte_offset_map_lock /
 /// pte_offset_map_rw_nolock) and both PTLs taken (split PTE locks: two
 /// tables, two locks).
-fn move_ptes_prologue(pt: &PageTables, old_addr: u64, new_addr: u64) {
-    let _old = pt.pte_offset_map_lock(old_addr);
-    let _new = pt.pte_offset_map_lock(new_addr);
+fn move_ptes_prologue(pt: &PageTables) {
+    // Both tables exist (move_page_tables() found or made them) and
+    // neither PMD read is looked at: the two map-and-locks counted
+    // without looking the tables up (pte_offset_map_lock()'s walk
+    // changes nothing).
+    pt.pte_offset_map_lock_found();
+    pt.pte_offset_map_lock_found();
 }
 
 /// move_ptes() since 6.17 (§9.5.7): a run of present PTEs mapping
@@ -487,7 +491,7 @@ pub fn move_ptes_batched(
     stretch: Stretch,
     lone: bool,
 ) {
-    move_ptes_prologue(pt, old_addr, new_addr);
+    move_ptes_prologue(pt);
     let mut force_flush = false;
     // Where every batch is one PTE (pte_batch_hint() == 1: the generic
     // hooks) and the descriptors are raw-readable, runs of present and none
@@ -519,7 +523,10 @@ pub fn move_ptes_batched(
             }
         }
         let va = old_addr + off;
-        if let Entry::Swap(s) = pt.pte_peek(va) {
+        // Read once (uncounted): the swap test and the stretch test below
+        // look at the same entry, and nothing is written between them.
+        let peeked = pt.pte_peek(va);
+        if let Entry::Swap(s) = peeked {
             pt.hw.ptep_get_reads(1); // the ptep_get() that found it
             let clear = uffd_without_event_remap(old_vma);
             crate::mm::swap::move_swap_pte(pt, clear, va, new_addr + off, s);
@@ -530,7 +537,7 @@ pub fn move_ptes_batched(
         // Blocks after this one that repeat its pass exactly: tally the
         // pass (from its ptep_get()) to add it that many times after.
         let stretch_on = stretch != Stretch::Off && cont_fast;
-        let more = match (stretch_on, pt.pte_peek(va)) {
+        let more = match (stretch_on, peeked) {
             (true, Entry::Leaf(l)) => {
                 let more = cont_stretch_blocks(pt, phys, va, new_addr + off, &l, max_nr);
                 if more > 0 && stretch == Stretch::Folded {
