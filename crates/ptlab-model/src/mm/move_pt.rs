@@ -118,8 +118,11 @@ pub fn move_page_tables(
         // pud_alloc(), pmd_alloc() and pte_alloc() of the destination
         // find their tables — none of them counts or changes anything, so
         // they are not asked (the model's switch, not the kernel's).
-        let known = pmc.tables_known
-            && matches!(mm.pt.pmd(old_addr), PmdSlot::Table(_))
+        let old_known = match pmc.tables_known {
+            true => Some(mm.pt.pmd(old_addr)),
+            false => None,
+        };
+        let known = matches!(old_known, Some(PmdSlot::Table(_)))
             && matches!(mm.pt.pmd(new_addr), PmdSlot::Table(_));
         if !known && !matches!(mm.pt.entry(old_addr, 3), Entry::Table(_)) {
             old_addr += extent;
@@ -141,7 +144,11 @@ pub fn move_page_tables(
         }
         // §9.4.5–11: the PMD level.
         extent = get_extent(PMD_SIZE, old_addr, old_end, new_addr);
-        let old_pmd = mm.pt.pmd(old_addr);
+        // (Nothing above changed the source's PMD slot when it was known.)
+        let old_pmd = match old_known {
+            Some(slot) if known => slot,
+            _ => mm.pt.pmd(old_addr),
+        };
         if old_pmd == PmdSlot::None {
             old_addr += extent;
             new_addr += extent;
