@@ -118,7 +118,11 @@ pub fn move_page_tables(
         // pud_alloc(), pmd_alloc() and pte_alloc() of the destination
         // find their tables — none of them counts or changes anything, so
         // they are not asked (the model's switch, not the kernel's).
-        let old_known = match pmc.tables_known {
+        // Asked only for a step inside one PMD span (a whole-span step
+        // tries move_normal_pmd(), which wants the destination slot none:
+        // the test would be wasted there).
+        let partial = get_extent(PMD_SIZE, old_addr, old_end, new_addr) < PMD_SIZE;
+        let old_known = match pmc.tables_known && partial {
             true => Some(mm.pt.pmd(old_addr)),
             false => None,
         };
