@@ -126,6 +126,22 @@ pub struct ModelConfig {
     /// `fault_stretch_prop` compares against). No observable effect, and
     /// the same counts.
     pub fault_fused_run: bool,
+    /// mremap's page-table walk skips the PUD-level test of the source and
+    /// the `pud_alloc()`/`pmd_alloc()`/`pte_alloc()` of the destination
+    /// when both PMD slots already hold a PTE table (`mm/move_pt.rs`
+    /// `move_page_tables()`: the answers are known — the source's PUD
+    /// entry is a table, every destination table exists — and none of
+    /// those steps counts anything; on by default; off: every step asked,
+    /// the reference `mremap_runs_prop` compares against). No observable
+    /// effect, and the same counts.
+    pub move_tables_known: bool,
+    /// mremap's move of a stretch whose source is the only run of its PTE
+    /// table, to a disjoint range of the same table, rewrites that run in
+    /// place (`mm/move_pt.rs` `move_lone_run()`; on by default; off: the
+    /// source cleared and the destination written as two splices, the
+    /// reference `mremap_runs_prop` compares against). No observable
+    /// effect, and the same counts.
+    pub move_lone_run: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -174,6 +190,8 @@ impl ModelConfig {
             move_first_folded: true,
             fault_fused: true,
             fault_fused_run: true,
+            move_tables_known: true,
+            move_lone_run: true,
         }
     }
 }

@@ -16,6 +16,13 @@
 //! block too, that block's counts written out (`move_cont_blocks_folded`,
 //! `ModelConfig::move_first_folded`, on by default), to the stretch with
 //! the first block as its template (the switch off).
+//! The walk that skips what both PMD slots already holding a PTE table
+//! answers (`ModelConfig::move_tables_known`) and the move of a table's
+//! only run within that table as one rewrite (`move_lone_run`,
+//! `ModelConfig::move_lone_run`) are each held to the run with their
+//! switch off; moves within the first arena (`near`, the seed
+//! mremap-batch-64k's shape: 1 MiB moved 1 MiB up inside one 2 MiB
+//! table) and fresh mappings and unmaps reach them.
 
 mod common;
 
@@ -53,6 +60,24 @@ enum Op {
         shift: u64,
         back: bool,
     },
+    /// mremap(MAYMOVE | FIXED) of `[off, off + len)` of the first arena to
+    /// `shift` pages past its end, in the same arena (and, within 2 MiB,
+    /// the same PTE table).
+    MoveNear {
+        off: u64,
+        len: u64,
+        shift: u64,
+    },
+    /// A fresh anonymous mapping over `[off, off + len)` (MAP_FIXED).
+    Map {
+        off: u64,
+        len: u64,
+    },
+    /// munmap of `[off, off + len)`, or of the range a near move put there.
+    Unmap {
+        off: u64,
+        len: u64,
+    },
 }
 
 fn off() -> impl Strategy<Value = u64> {
@@ -75,8 +100,18 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (off(), len()).prop_map(|(off, len)| Op::DontNeed { off, len }),
         4 => (off(), len(), 0..18u64, any::<bool>())
             .prop_map(|(off, len, shift, back)| Op::Move { off, len, shift, back }),
+        3 => (off(), len(), 0..18u64)
+            .prop_map(|(off, len, shift)| Op::MoveNear { off, len, shift }),
+        1 => (off(), len()).prop_map(|(off, len)| Op::Map { off, len }),
+        1 => (off(), len()).prop_map(|(off, len)| Op::Unmap { off, len }),
     ]
 }
+
+type Outcome = (
+    String,
+    ptlab_model::HwEvents,
+    ptlab_model::core::rules::Coverage,
+);
 
 fn run(
     arch: ArchKind,
@@ -85,14 +120,25 @@ fn run(
     tracing: bool,
     stretch: bool,
     fold: bool,
-) -> (
-    String,
-    ptlab_model::HwEvents,
-    ptlab_model::core::rules::Coverage,
-) {
+) -> Outcome {
+    run_with(arch, orders, ops, tracing, stretch, fold, (true, true))
+}
+
+/// [`run`] with `ModelConfig::move_tables_known` and
+/// `ModelConfig::move_lone_run` as given (`switches`).
+fn run_with(
+    arch: ArchKind,
+    orders: &[u8],
+    ops: &[Op],
+    tracing: bool,
+    stretch: bool,
+    fold: bool,
+    switches: (bool, bool),
+) -> Outcome {
     let mut cfg = ModelConfig::for_arch(arch);
     cfg.stretch_steps = stretch;
     cfg.move_first_folded = fold;
+    (cfg.move_tables_known, cfg.move_lone_run) = switches;
     let mut m = common::mthp_model(cfg, orders);
     m.set_hw_tracing(tracing);
     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
@@ -128,6 +174,18 @@ fn run(
                 let fl = MremapFlags::MAYMOVE | MremapFlags::FIXED;
                 let _ = m.mremap(1, from, len, len, fl, to);
             }
+            Op::MoveNear { off, len, shift } => {
+                let len = len.min(ARENA - off);
+                let to = BASE + off + len + shift * 4096;
+                let fl = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+                let _ = m.mremap(1, BASE + off, len, len, fl, to);
+            }
+            Op::Map { off, len } => {
+                let _ = m.mmap(1, BASE + off, len.min(ARENA - off), rw, f);
+            }
+            Op::Unmap { off, len } => {
+                let _ = m.munmap(1, BASE + off, len);
+            }
         }
         if let Err(e) = m.check_invariants() {
             panic!("after {op:?}: {e:#?}");
@@ -153,6 +211,13 @@ proptest! {
             let entry = run(arch, &orders, &ops, true, true, true);
             let blocks = run(arch, &orders, &ops, false, false, true);
             let template = run(arch, &orders, &ops, false, true, false);
+            let unknown = run_with(arch, &orders, &ops, false, true, true, (false, true));
+            let spliced = run_with(arch, &orders, &ops, false, true, true, (true, false));
+            for (other, what) in [(&unknown, "tables asked"), (&spliced, "lone run spliced")] {
+                prop_assert_eq!(&segment.0, &other.0, "observation, {}, {:?}", what, arch);
+                prop_assert_eq!(&segment.1, &other.1, "events and calls, {}, {:?}", what, arch);
+                prop_assert_eq!(&segment.2, &other.2, "rule hits, {}, {:?}", what, arch);
+            }
             prop_assert_eq!(&segment.0, &template.0, "observation, first block not folded, {:?}", arch);
             prop_assert_eq!(&segment.1, &template.1, "events and calls, first block not folded, {:?}", arch);
             prop_assert_eq!(&segment.2, &template.2, "rule hits, first block not folded, {:?}", arch);
@@ -283,6 +348,91 @@ fn seed_shape_moves_by_stretches_with_equal_counts() {
             assert_eq!(segment.0, other.0, "observation, {what}, {arch:?}");
             assert_eq!(segment.1, other.1, "events and calls, {what}, {arch:?}");
             assert_eq!(segment.2, other.2, "rule hits, {what}, {arch:?}");
+        }
+    }
+}
+
+/// The seed mremap-batch-64k's iteration, three times: 1 MiB mapped at the
+/// arena's start, written (64 KiB folios, or order-0 pages), moved 1 MiB
+/// up within its 2 MiB PTE table, unmapped; then a move that leaves part
+/// of the run behind and one to the next table. The moves of a table's
+/// only run within the table are taken as one rewrite (on both arches,
+/// with each folio order) and every count equals the runs with either
+/// switch off, with the stretch off and traced; with the switch off none
+/// is taken.
+#[test]
+fn seed_iterations_move_lone_runs_with_equal_counts() {
+    let mib = 1 << 20;
+    let mut ops = Vec::new();
+    for _ in 0..3 {
+        ops.push(Op::Map { off: 0, len: mib });
+        ops.push(Op::Write { off: 0, len: mib });
+        ops.push(Op::MoveNear {
+            off: 0,
+            len: mib,
+            shift: 0,
+        });
+        ops.push(Op::Unmap { off: mib, len: mib });
+    }
+    ops.push(Op::Map {
+        off: 0,
+        len: 2 * mib,
+    });
+    ops.push(Op::Write {
+        off: 0,
+        len: 3 * mib / 2,
+    });
+    // Part of the run, to a part of it the FIXED unmap cuts out: two runs
+    // are left besides the source, the general path.
+    ops.push(Op::MoveNear {
+        off: 0,
+        len: mib / 4,
+        shift: 128,
+    });
+    // To the next PTE table: two tables, the general path.
+    ops.push(Op::MoveNear {
+        off: mib,
+        len: mib / 2,
+        shift: 256,
+    });
+    use ptlab_model::diag::{taken, Step};
+    for orders in [&[4u8][..], &[]] {
+        for arch in ArchKind::ALL {
+            let l0 = taken(Step::MoveLoneRun);
+            let on = run(arch, orders, &ops, false, true, true);
+            let lone = taken(Step::MoveLoneRun) - l0;
+            let l1 = taken(Step::MoveLoneRun);
+            let spliced = run_with(arch, orders, &ops, false, true, true, (true, false));
+            assert_eq!(
+                taken(Step::MoveLoneRun),
+                l1,
+                "switch off, {arch:?} {orders:?}"
+            );
+            // x86-64 moves each iteration's run in one step; arm64 its
+            // folio stretch (order 4) — order-0 pages carry no CONT bit and
+            // go through the per-segment loop.
+            let want = if arch == ArchKind::Arm64 && orders.is_empty() {
+                0
+            } else {
+                3
+            };
+            assert_eq!(lone, want, "lone runs moved, {arch:?} {orders:?}");
+            let unknown = run_with(arch, orders, &ops, false, true, true, (false, true));
+            let blocks = run(arch, orders, &ops, false, false, true);
+            let entry = run(arch, orders, &ops, true, true, true);
+            for (other, what) in [
+                (&spliced, "lone run spliced"),
+                (&unknown, "tables asked"),
+                (&blocks, "stretch off"),
+                (&entry, "traced"),
+            ] {
+                assert_eq!(on.0, other.0, "observation, {what}, {arch:?} {orders:?}");
+                assert_eq!(
+                    on.1, other.1,
+                    "events and calls, {what}, {arch:?} {orders:?}"
+                );
+                assert_eq!(on.2, other.2, "rule hits, {what}, {arch:?} {orders:?}");
+            }
         }
     }
 }

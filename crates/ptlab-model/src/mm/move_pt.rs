@@ -29,7 +29,7 @@ use crate::core::arch::arm64::{contpte, CONT_PTES};
 use crate::core::arch::{ClearedPtes, Entry, Leaf, LeafFlags, RawPte};
 use crate::core::folio::PhysMem;
 use crate::core::hw::{HwEvent, KCall};
-use crate::core::pgtable::{PageTables, PmdSlot, Run};
+use crate::core::pgtable::{index, PageTables, PmdSlot, Run};
 use crate::core::rules::rule;
 use crate::core::vma::Vma;
 use crate::mm::batch::{folio_pte_batch, Before, Fpb};
@@ -55,6 +55,15 @@ pub struct PageTableMove {
     /// pass counted as written out ([`move_cont_blocks_folded`]); off, the
     /// first block goes through the general path as the template.
     pub fold_first: bool,
+    /// The model's switch `ModelConfig::move_tables_known`: where both PMD
+    /// slots of a step already hold a PTE table, the walk's answers that
+    /// follow from that (the source's PUD entry a table, the destination's
+    /// tables all there) are not asked again ([`move_page_tables`]).
+    pub tables_known: bool,
+    /// The model's switch `ModelConfig::move_lone_run`: a move whose source
+    /// is the only run of its PTE table, to a disjoint range of the same
+    /// table, rewrites the run in place ([`move_lone_run`]).
+    pub lone_run: bool,
     /// The move takes the rmap locks around each PMD-leaf move and each
     /// move_ptes() extent: copy_vma() merged the destination into a VMA
     /// whose pgoff is at or below the source's, or this is the revert of a
@@ -104,12 +113,27 @@ pub fn move_page_tables(
     while old_addr < old_end {
         // §9.3/§9.4.1–4: the PUD level.
         let mut extent = get_extent(PUD_SIZE, old_addr, old_end, new_addr);
-        if !matches!(mm.pt.entry(old_addr, 3), Entry::Table(_)) {
+        // Both PMD slots holding a PTE table (read through the walk
+        // cache, uncounted): the source's PUD entry is a table and
+        // pud_alloc(), pmd_alloc() and pte_alloc() of the destination
+        // find their tables — none of them counts or changes anything, so
+        // they are not asked (the model's switch, not the kernel's).
+        // Asked only for a step inside one PMD span (a whole-span step
+        // tries move_normal_pmd(), which wants the destination slot none:
+        // the test would be wasted there).
+        let partial = get_extent(PMD_SIZE, old_addr, old_end, new_addr) < PMD_SIZE;
+        let old_known = match pmc.tables_known && partial {
+            true => Some(mm.pt.pmd(old_addr)),
+            false => None,
+        };
+        let known = matches!(old_known, Some(PmdSlot::Table(_)))
+            && matches!(mm.pt.pmd(new_addr), PmdSlot::Table(_));
+        if !known && !matches!(mm.pt.entry(old_addr, 3), Entry::Table(_)) {
             old_addr += extent;
             new_addr += extent;
             continue;
         }
-        if mm.pt.pud_alloc(new_addr, phys).is_none() {
+        if !known && mm.pt.pud_alloc(new_addr, phys).is_none() {
             break;
         }
         // move_pgt_entry(NORMAL_PUD) takes the rmap locks before
@@ -124,13 +148,17 @@ pub fn move_page_tables(
         }
         // §9.4.5–11: the PMD level.
         extent = get_extent(PMD_SIZE, old_addr, old_end, new_addr);
-        let old_pmd = mm.pt.pmd(old_addr);
+        // (Nothing above changed the source's PMD slot when it was known.)
+        let old_pmd = match old_known {
+            Some(slot) if known => slot,
+            _ => mm.pt.pmd(old_addr),
+        };
         if old_pmd == PmdSlot::None {
             old_addr += extent;
             new_addr += extent;
             continue;
         }
-        if mm.pt.pmd_alloc(new_addr, phys).is_none() {
+        if !known && mm.pt.pmd_alloc(new_addr, phys).is_none() {
             break;
         }
         let from_table = matches!(old_pmd, PmdSlot::Table(_));
@@ -166,7 +194,7 @@ pub fn move_page_tables(
             }
             PmdSlot::None => unreachable!("checked above"),
         }
-        if mm.pt.pte_alloc(new_addr, phys).is_none() {
+        if !known && mm.pt.pte_alloc(new_addr, phys).is_none() {
             break;
         }
         streamed.count(&mm.pt, old_addr, extent, from_table);
@@ -183,7 +211,14 @@ pub fn move_page_tables(
                 (true, true) => Stretch::Folded,
             };
             move_ptes_batched(
-                &mut mm.pt, phys, old_vma, old_addr, new_addr, extent, stretch,
+                &mut mm.pt,
+                phys,
+                old_vma,
+                old_addr,
+                new_addr,
+                extent,
+                stretch,
+                pmc.lone_run,
             );
         } else {
             move_ptes_per_pte(&mut mm.pt, phys, old_vma, old_addr, new_addr, extent);
@@ -407,7 +442,7 @@ pub fn move_ptes_per_pte(
     new_addr: u64,
     extent: u64,
 ) {
-    move_ptes_prologue(pt, old_addr, new_addr);
+    move_ptes_prologue(pt);
     let mut force_flush = false;
     for off in (0..extent).step_by(PAGE_SIZE as usize) {
         if let Entry::Swap(s) = pt.pte_peek(old_addr + off) {
@@ -434,9 +469,13 @@ pub fn move_ptes_per_pte(
 /// move_ptes() entry: the old and new PMDs read (pte_offset_map_lock /
 /// pte_offset_map_rw_nolock) and both PTLs taken (split PTE locks: two
 /// tables, two locks).
-fn move_ptes_prologue(pt: &PageTables, old_addr: u64, new_addr: u64) {
-    let _old = pt.pte_offset_map_lock(old_addr);
-    let _new = pt.pte_offset_map_lock(new_addr);
+fn move_ptes_prologue(pt: &PageTables) {
+    // Both tables exist (move_page_tables() found or made them) and
+    // neither PMD read is looked at: the two map-and-locks counted
+    // without looking the tables up (pte_offset_map_lock()'s walk
+    // changes nothing).
+    pt.pte_offset_map_lock_found();
+    pt.pte_offset_map_lock_found();
 }
 
 /// move_ptes() since 6.17 (§9.5.7): a run of present PTEs mapping
@@ -461,8 +500,9 @@ pub fn move_ptes_batched(
     new_addr: u64,
     extent: u64,
     stretch: Stretch,
+    lone: bool,
 ) {
-    move_ptes_prologue(pt, old_addr, new_addr);
+    move_ptes_prologue(pt);
     let mut force_flush = false;
     // Where every batch is one PTE (pte_batch_hint() == 1: the generic
     // hooks) and the descriptors are raw-readable, runs of present and none
@@ -484,7 +524,7 @@ pub fn move_ptes_batched(
         if fast.is_some() || cont_fast {
             let (old, new, max) = (old_addr + off, new_addr + off, (extent - off) / PAGE_SIZE);
             let (n, moved) = match fast {
-                Some(raw) => move_pte_run(pt, raw, old_vma, old, new, max),
+                Some(raw) => move_pte_run(pt, raw, old_vma, old, new, max, lone),
                 None => move_noncont_run(pt, old_vma, old, new, max),
             };
             force_flush |= moved;
@@ -494,7 +534,10 @@ pub fn move_ptes_batched(
             }
         }
         let va = old_addr + off;
-        if let Entry::Swap(s) = pt.pte_peek(va) {
+        // Read once (uncounted): the swap test and the stretch test below
+        // look at the same entry, and nothing is written between them.
+        let peeked = pt.pte_peek(va);
+        if let Entry::Swap(s) = peeked {
             pt.hw.ptep_get_reads(1); // the ptep_get() that found it
             let clear = uffd_without_event_remap(old_vma);
             crate::mm::swap::move_swap_pte(pt, clear, va, new_addr + off, s);
@@ -505,14 +548,14 @@ pub fn move_ptes_batched(
         // Blocks after this one that repeat its pass exactly: tally the
         // pass (from its ptep_get()) to add it that many times after.
         let stretch_on = stretch != Stretch::Off && cont_fast;
-        let more = match (stretch_on, pt.pte_peek(va)) {
+        let more = match (stretch_on, peeked) {
             (true, Entry::Leaf(l)) => {
                 let more = cont_stretch_blocks(pt, phys, va, new_addr + off, &l, max_nr);
                 if more > 0 && stretch == Stretch::Folded {
                     // Every block of the stretch, the first included, in
                     // one step with its pass's counts written out.
                     let blocks = more + 1;
-                    move_cont_blocks_folded(pt, old_vma, va, new_addr + off, l, blocks);
+                    move_cont_blocks_folded(pt, old_vma, va, new_addr + off, l, blocks, lone);
                     force_flush = true;
                     off += blocks * CONT_PTES as u64 * PAGE_SIZE;
                     crate::core::diag::took(crate::core::diag::Step::MoveFolded);
@@ -607,15 +650,33 @@ fn move_pte_run(
     old: u64,
     new: u64,
     max: u64,
+    lone: bool,
 ) -> (u64, bool) {
     let clear = if uffd_without_event_remap(old_vma) {
         raw.uffd_wp
     } else {
         0
     };
-    let (t, i0) = pt.pte_table(old);
+    let i0 = index(1, old);
     let max = (max as usize).min(PTRS_PER_TABLE - i0);
     let step = 1u64 << raw.pfn_shift;
+    // The stretch the only run of its table, moved within the table: the
+    // uniform case below as one rewrite of the run.
+    if lone {
+        let moved = move_lone_run(pt, old, new, max, |r| {
+            let last = (r.first & raw.pfn_mask).checked_add(step.checked_mul(max as u64 - 1)?)?;
+            let ok = r.kinds == Run::PRESENT
+                && r.step == step
+                && last <= raw.pfn_mask
+                && raw.is_present(r.first);
+            ok.then_some((r.first & !clear, step))
+        });
+        if moved {
+            count_moved(&pt.hw, max as u64, max as u64);
+            return (max as u64, true);
+        }
+    }
+    let (t, _) = pt.pte_table(old);
     // The whole stretch one stored run of present entries on consecutive
     // frames: the loop below would pass every entry and write them back as
     // that one run shifted (`write_moved()`), so do that without reading
@@ -648,6 +709,59 @@ fn move_pte_run(
     }
     count_moved(&pt.hw, n as u64, present);
     (n as u64, present > 0)
+}
+
+/// The state change of a move of the `n` entries from `old` to `new`
+/// where the source entries are the one run of their PTE table and the
+/// destination lies in the same table, apart from them (every
+/// destination entry none): the run rewritten in place at the
+/// destination, starting at the descriptor and step `dest` gives for the
+/// source run (`None`: not this case). The same table as clearing the
+/// source with [`PteTable::write_affine`] and writing the destination
+/// with it — what [`move_pte_run`]'s uniform case and
+/// [`move_cont_blocks_folded`] do — without the two splices and the three
+/// table lookups. Uncounted (the callers count the passes); returns
+/// whether it was the case (nothing is changed when not).
+/// (The model's switch `ModelConfig::move_lone_run`, not the kernel's.)
+fn move_lone_run(
+    pt: &mut PageTables,
+    old: u64,
+    new: u64,
+    n: usize,
+    dest: impl FnOnce(&Run) -> Option<(u64, u64)>,
+) -> bool {
+    let (i, j) = (index(1, old), index(1, new));
+    if n < 2 || j + n > PTRS_PER_TABLE || (j < i + n && i < j + n) {
+        return false;
+    }
+    let (Some(so), Some(sn)) = (pt.pte_tbl_slot(old), pt.pte_tbl_slot(new)) else {
+        return false;
+    };
+    if so != sn {
+        return false;
+    }
+    let mut t = pt.pte_table_in(so, old);
+    let Some(r) = t.lone_run() else {
+        return false;
+    };
+    if r.start as usize != i || r.len as usize != n {
+        return false;
+    }
+    let Some((first, step)) = dest(&r) else {
+        return false;
+    };
+    let moved = Run {
+        start: j as u16,
+        len: n as u16,
+        kinds: Run::PRESENT,
+        first,
+        step,
+    };
+    if !t.replace_lone_run(moved) {
+        return false;
+    }
+    crate::core::diag::took(crate::core::diag::Step::MoveLoneRun);
+    true
 }
 
 /// The events of [`move_pte_run`]'s `n` passes of the entry loop, of which
@@ -900,6 +1014,7 @@ fn move_cont_blocks_folded(
     new: u64,
     pte: Leaf,
     blocks: u64,
+    lone: bool,
 ) {
     let n = blocks * CONT_PTES as u64;
     let nb = CONT_PTES as u64;
@@ -924,6 +1039,12 @@ fn move_cont_blocks_folded(
     hw.rules
         .hit_n(crate::core::rules::Rule::MremapMovePtesBatch, blocks as u32);
     let first = contpte::painted_block_raw(moved_pte(old_vma, pte));
+    // The blocks the only run of their table, moved within it: one
+    // rewrite of the run (what the two writes below leave). The caller
+    // checked the run's kinds and step over the blocks.
+    if lone && move_lone_run(pt, va, new, n as usize, |_| Some((first, PAGE_SIZE))) {
+        return;
+    }
     let (mut s, i) = pt.pte_table(va);
     s.write_affine(i, n as usize, 0, 0, 0);
     let (mut d, j) = pt.pte_table(new);

@@ -371,6 +371,8 @@ impl Model {
             len: vrm.old_len,
             stretch: self.cfg.stretch_steps,
             fold_first: self.cfg.stretch_steps && self.cfg.move_first_folded,
+            tables_known: self.cfg.move_tables_known,
+            lone_run: self.cfg.move_lone_run,
             need_rmap_locks,
         };
         let moved = move_page_tables(mm, phys, &pmc, before);
@@ -388,6 +390,8 @@ impl Model {
                 len: moved,
                 stretch: self.cfg.stretch_steps,
                 fold_first: self.cfg.stretch_steps && self.cfg.move_first_folded,
+                tables_known: self.cfg.move_tables_known,
+                lone_run: self.cfg.move_lone_run,
                 // copy_vma_and_data(): pmc_revert.need_rmap_locks = true.
                 need_rmap_locks: true,
             };

@@ -206,6 +206,31 @@ impl<'a> PteTable<'a> {
         }
     }
 
+    /// The table's one run when it is stored as exactly one run
+    /// ([`Table::lone_run`]); `None` otherwise (a dense table too).
+    #[inline]
+    pub(crate) fn lone_run(&self) -> Option<Run> {
+        match &self.view {
+            TableView::Runs(t) => t.lone_run(),
+            _ => None,
+        }
+    }
+
+    /// Replace the one run of a table stored as one run by `r`
+    /// ([`Table::replace_lone_run`]: what clearing the old run and writing
+    /// `r` with [`PteTable::write_affine`] leaves). Uncounted. Returns
+    /// `false`, changing nothing, for any other table.
+    pub(crate) fn replace_lone_run(&mut self, r: Run) -> bool {
+        let done = match &mut self.view {
+            TableView::Runs(t) => t.replace_lone_run(r),
+            _ => false,
+        };
+        if done && r.kinds & Run::NONPRESENT != 0 {
+            self.nonpresent.set(true);
+        }
+        done
+    }
+
     /// The runs of a table stored as runs, cut to `i..i + n` (`None` for a
     /// dense table), for writers that transform a run as a whole.
     pub(crate) fn runs_in(&self, i: usize, n: usize) -> Option<impl Iterator<Item = Run> + '_> {

@@ -460,6 +460,35 @@ impl Table {
         true
     }
 
+    /// The table's one run when it is stored as exactly one run (every
+    /// other entry none); `None` for a dense table or any other number of
+    /// runs.
+    #[inline]
+    pub fn lone_run(&self) -> Option<Run> {
+        match &self.store {
+            Store::One(r) => Some(*r),
+            _ => None,
+        }
+    }
+
+    /// Replace the one run of a table stored as one run
+    /// ([`Table::lone_run`]) by `r`, every other entry none: what clearing
+    /// the old run with [`Table::splice`] and writing `r` with it leaves
+    /// (the used count follows). Returns `false`, changing nothing, for
+    /// any other table or an empty or out-of-range `r`.
+    pub fn replace_lone_run(&mut self, r: Run) -> bool {
+        if !matches!(self.store, Store::One(_)) || r.len == 0 || r.end() > PTRS_PER_TABLE {
+            return false;
+        }
+        let r = Run {
+            step: if r.len == 1 { 0 } else { r.step },
+            ..r
+        };
+        self.used = r.len;
+        self.store = Store::One(r);
+        true
+    }
+
     /// Bytes of model memory the entries use (outside the [`Table`]
     /// itself): 4 KiB dense, 24 B per run.
     pub fn entry_bytes(&self) -> usize {
@@ -696,6 +725,56 @@ mod tests {
                 }
             }
             check(&d);
+        }
+
+        #[test]
+        fn replacing_a_lone_run_is_clearing_it_and_writing_the_new_one(
+            lo in 0..512usize,
+            len in 1..520usize,
+            to in 0..512usize,
+            to_len in 1..520usize,
+            step in prop_oneof![Just(0u64), Just(1u64 << 12), Just(2u64)],
+            dense in any::<bool>(),
+        ) {
+            // A table of one run (or dense, or empty: `replace_lone_run()`
+            // refuses those), then the run replaced by another anywhere:
+            // the same entries, used count and runs as the two splices the
+            // movers made before (`mm/move_pt.rs` `move_lone_run()`).
+            let hi = (lo + len).min(PTRS_PER_TABLE);
+            let mut t = Table::new(1);
+            for (k, e) in t.dense_mut()[lo..hi].iter_mut().enumerate() {
+                *e = 0x1867 + ((k as u64) << 12);
+            }
+            t.used = (hi - lo) as u16;
+            if !dense {
+                prop_assert!(t.compact(test_kinds, &mut None));
+            }
+            let new = Run {
+                start: to as u16,
+                len: to_len.min(PTRS_PER_TABLE - to) as u16,
+                kinds: Run::PRESENT,
+                first: 0x8000_0000_0000_0867,
+                step,
+            };
+            let mut spliced = t.clone();
+            let mut replaced = t.clone();
+            let lone = t.lone_run();
+            prop_assert_eq!(lone.is_some(), !dense);
+            if replaced.replace_lone_run(new) {
+                let old = lone.unwrap();
+                prop_assert!(spliced.splice(old.start as usize, old.end(), None));
+                let written = Run {
+                    step: if new.len == 1 { 0 } else { step },
+                    ..new
+                };
+                let ok = spliced.splice(to, new.end(), Some(written));
+                prop_assert!(ok);
+                prop_assert_eq!(replaced.lone_run(), spliced.lone_run());
+                prop_assert_eq!(replaced.used, spliced.used);
+            } else {
+                prop_assert!(dense);
+            }
+            prop_assert_eq!(replaced.entries().iter().collect::<Vec<_>>(), spliced.entries().iter().collect::<Vec<_>>());
         }
 
         #[test]
