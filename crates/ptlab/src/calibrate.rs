@@ -1024,10 +1024,11 @@ const ARM_MIB: [usize; 3] = [256, 512, 1024];
 const ARM_REPS: usize = 8;
 
 /// The arm-size series' layouts: worker name, folio order, series key.
-const ARM_LAYOUTS: [(&str, u32, &str); 3] = [
+const ARM_LAYOUTS: [(&str, u32, &str); 4] = [
     ("arm-4k", 0, "mprotect_4k_gib"),
     ("arm-64k", 4, "mprotect_64k_gib"),
     ("arm-32k", 3, "mprotect_32k_gib"),
+    ("arm-thp", 9, "mprotect_thp_gib"),
 ];
 
 /// One arm-size series (see [`ARM_MIB`]) over folios of `order`, in this
@@ -1041,10 +1042,18 @@ const ARM_LAYOUTS: [(&str, u32, &str); 3] = [
 fn arm_series(reps: usize, order: u32, key: &str) -> Result<Samples> {
     let len = ARM_MIB[ARM_MIB.len() - 1] << 20;
     let pages = len / PAGE;
-    let r = if order == 0 {
-        Region::new(BASE, len)?
-    } else {
-        Region::new_thp_allowed(BASE, len)?
+    let r = match order {
+        0 => Region::new(BASE, len)?,
+        // PMD THPs mapped by PTEs, as the mprotect-thp-pte arm maps them
+        // (MADV_HUGEPAGE, each block's PMD split, then MADV_NOHUGEPAGE
+        // against khugepaged).
+        9 => {
+            let r = thp_pte_region(len)?;
+            // SAFETY: advising our own mapping.
+            unsafe { libc::madvise(r.addr as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE) };
+            r
+        }
+        _ => Region::new_thp_allowed(BASE, len)?,
     };
     r.touch_write(pages);
     let mut reader = ptlab_live::kernel::Reader::new();
@@ -1082,15 +1091,52 @@ fn arm_series(reps: usize, order: u32, key: &str) -> Result<Samples> {
     Ok(s)
 }
 
-/// The size knobs that give `order`'s mTHPs alone: that size `always`,
-/// every other size this kernel has `never` (as a seed workload's
-/// `knobs()`).
+/// The table row that says what the arm-size series measured (slope per
+/// page of each, or why not), which prices each one set, and what the
+/// series cost.
+fn arm_series_row(s: &Samples, secs: f64) -> (String, String) {
+    let parts: Vec<String> = ARM_LAYOUTS
+        .iter()
+        .map(|(what, order, key)| {
+            let prices = if *order == 0 {
+                "mprotect_page_line"
+            } else {
+                "the batch solve"
+            };
+            match per_rep_fit(s, key) {
+                Ok((sl, _)) => format!(
+                    "{} KiB {:.1} ± {:.1} ns/page (→ {prices})",
+                    4u64 << order,
+                    sl.mean,
+                    sl.ci95
+                ),
+                Err(_) => format!(
+                    "{what}: {}",
+                    s.notes.get(*key).map_or("not measured", |n| n.as_str())
+                ),
+            }
+        })
+        .collect();
+    (
+        "mprotect series at the arms' size (r+rw over 256 MiB..1 GiB, own workers)".into(),
+        format!("{}; {secs:.1} s", parts.join(", ")),
+    )
+}
+
+/// The size knobs that give `order`'s folios alone: that size `always`
+/// (the PMD size `madvise`, as the mprotect-thp-pte arm sets it), every
+/// other size this kernel has `never` (as a seed workload's `knobs()`).
 fn mthp_knobs(order: u8) -> Vec<(ptlab_model::ThpKnob, ptlab_model::ThpMode)> {
     use ptlab_model::{ThpKnob, ThpMode};
+    let mode = if order == 9 {
+        ThpMode::Madvise
+    } else {
+        ThpMode::Always
+    };
     (2u8..=9)
         .filter_map(|o| {
             if o == order {
-                Some((ThpKnob::Size(o), ThpMode::Always))
+                Some((ThpKnob::Size(o), mode))
             } else if ptlab_live::knobs::knob_path(ThpKnob::Size(o)).is_ok() {
                 Some((ThpKnob::Size(o), ThpMode::Never))
             } else {
@@ -2872,9 +2918,26 @@ fn fit_layout(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String, S
         from: "over the first 256 MiB, 512 MiB and the whole of a 1 GiB region of 32 KiB mTHPs (hugepages-32kB=always, every other size never, a worker of its own; series mprotect_32k_gib), each pair after an explicit_bzero of the whole region, in the thread's CPU time",
         other: None,
     });
-    if let (Ok((sl, _)), Some(s64)) = (per_rep_fit(s, "mprotect_thp"), &m64) {
-        let mut row = fit_mprotect_batches(p, &sl, s64, m32.as_ref(), arch)?;
-        for key in ["mprotect_64k_gib", "mprotect_32k_gib"] {
+    // The THP layout from its 1 GiB arm-layout series when measured, else
+    // from the micro worker's 64 MiB after a sweep.
+    let thp_gib = per_rep_fit(s, "mprotect_thp_gib").ok().map(|x| x.0);
+    let thp_small = per_rep_fit(s, "mprotect_thp").ok().map(|x| x.0);
+    let thp = match (&thp_gib, &thp_small) {
+        (Some(g), _) => Some(MprotectLayout {
+            slope: g.clone(),
+            from: "over the first 256 MiB, 512 MiB and the whole of a 1 GiB region of PMD THPs mapped by PTEs (the mprotect-thp-pte arm's size and layout, a worker of its own; series mprotect_thp_gib), each pair after an explicit_bzero of the whole region, in the thread's CPU time",
+            other: thp_small.clone(),
+        }),
+        (None, Some(x)) => Some(MprotectLayout {
+            slope: x.clone(),
+            from: "over 512..16384 pages of a 64 MiB region of PMD THPs mapped by PTEs after an eviction sweep (the micro worker; series mprotect_thp)",
+            other: None,
+        }),
+        (None, None) => None,
+    };
+    if let (Some(thp), Some(s64)) = (&thp, &m64) {
+        let mut row = fit_mprotect_batches(p, thp, s64, m32.as_ref(), arch)?;
+        for key in ["mprotect_thp_gib", "mprotect_64k_gib", "mprotect_32k_gib"] {
             if let Some(n) = s.notes.get(key) {
                 row.1.push_str(&format!("; {key}: {n}"));
             }
@@ -3094,7 +3157,7 @@ type LayoutRow<'a> = (&'a str, &'a [(HwEvent, f64)], &'a Summary);
 /// price alone.
 fn fit_mprotect_batches(
     p: &mut Fit,
-    thp: &Summary,
+    thp: &MprotectLayout,
     m64: &MprotectLayout,
     m32: Option<&MprotectLayout>,
     arch: ArchKind,
@@ -3110,7 +3173,8 @@ fn fit_mprotect_batches(
         d.iter().map(|(e, x)| x * p.price_of(*e).ns).sum()
     };
     // (label, events per page, slope)
-    let mut layouts: Vec<LayoutRow> = vec![("THP", &d_thp, thp), ("64 KiB", &d_64, &m64.slope)];
+    let mut layouts: Vec<LayoutRow> =
+        vec![("THP", &d_thp, &thp.slope), ("64 KiB", &d_64, &m64.slope)];
     if let Some(m) = m32 {
         layouts.push(("32 KiB", &d_32, &m.slope));
     }
@@ -3137,7 +3201,8 @@ fn fit_mprotect_batches(
         };
     let n = layouts.iter().map(|l| l.2.n).min().unwrap_or(0);
     let how = format!(
-        "mprotect r+rw streaming over 512..16384 pages of PMD THPs mapped by PTEs after an eviction sweep (the micro worker), {}{} (layouts verified from /proc/kpageflags), slopes per page minus the model's other per-page events at their fitted prices, solved together by least squares over the {} layouts",
+        "mprotect r+rw {}, {}{} (layouts verified from /proc/kpageflags), slopes per page minus the model's other per-page events at their fitted prices, solved together by least squares over the {} layouts",
+        thp.from,
         m64.from,
         m32.map_or(String::new(), |m| format!(", and {}", m.from)),
         layouts.len()
@@ -3237,6 +3302,12 @@ fn fit_mprotect_batches(
             o.mean, o.ci95
         )
     });
+    let other_thp = thp.other.as_ref().map_or(String::new(), |o| {
+        format!(
+            " (the micro worker's 64 MiB series {:.1} ± {:.1})",
+            o.mean, o.ci95
+        )
+    });
     let slopes: Vec<String> = layouts
         .iter()
         .map(|(l, _, y)| {
@@ -3244,7 +3315,11 @@ fn fit_mprotect_batches(
                 "{l} {:.1} ± {:.1}{}",
                 y.mean,
                 y.ci95,
-                if *l == "64 KiB" { other64.as_str() } else { "" }
+                match *l {
+                    "64 KiB" => other64.as_str(),
+                    "THP" => other_thp.as_str(),
+                    _ => "",
+                }
             )
         })
         .collect();
@@ -3656,6 +3731,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     }
     // The mprotect series at the arms' size and frame layout (issue 15,
     // fourteenth session), one worker per layout.
+    let arm_t = Instant::now();
     for (what, order, key) in ARM_LAYOUTS {
         compact_before(args, &format!("the {what} worker"), out)?;
         match run_arm_worker(what, order, reps.min(ARM_REPS))? {
@@ -3669,6 +3745,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
             }
         }
     }
+    let arm_secs = arm_t.elapsed().as_secs_f64();
     let mut rows: Vec<(String, String)> = Vec::new();
 
     // syscall: a no-op mprotect = syscall + vma_lookup.
@@ -3840,6 +3917,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
 
     // The whole-program figure's prices (fault path, clears, user accesses).
     rows.extend(fit_program(&mut p, &s, arch)?);
+    rows.push(arm_series_row(&s, arm_secs));
     let stamp = format!(
         "calibrated on {} ({}) at {}, {reps} repetitions",
         hostname(),
@@ -4982,7 +5060,12 @@ mod tests {
                 from: "test",
                 other: None,
             };
-            fit_mprotect_batches(&mut p, &sm(y(&d_thp)), &m64, None, arch).unwrap();
+            let thp = MprotectLayout {
+                slope: sm(y(&d_thp)),
+                from: "test",
+                other: None,
+            };
+            fit_mprotect_batches(&mut p, &thp, &m64, None, arch).unwrap();
             let b = p.price_of(HwEvent::MprotectLargeBatch);
             assert!((b.ns - 180.0).abs() < 0.01, "{arch:?} {}", b.ns);
             assert_eq!(b.basis, Basis::Calibrated);
@@ -5076,9 +5159,10 @@ mod tests {
     /// says so and the two prices are fitted by least squares over the
     /// three layouts with the line at its price. Slopes made from a truth
     /// profile (modify_prot_pte 9 ns, mprotect_large_batch 180 ns) are
-    /// fitted back, the 64 KiB layout from the 1 GiB series (the 8..32 MiB
-    /// one, made at other prices, shown beside it), residuals 0; with the
-    /// 64 KiB events used for the 32 KiB row they are not.
+    /// fitted back, the THP and 64 KiB layouts from their 1 GiB series (the
+    /// 64 MiB and 8..32 MiB ones, made at another batch price, shown
+    /// beside them), residuals 0; with the 64 KiB events used for the
+    /// 32 KiB row, or the 8..32 MiB series, they are not.
     #[test]
     fn three_layout_batch_fit_recovers_prices_and_says_what_it_cannot_separate() {
         let arch = ArchKind::X86_64;
@@ -5100,7 +5184,7 @@ mod tests {
         for rep in 0..8 {
             let w = if rep % 2 == 0 { 1.0 } else { -1.0 };
             for n in [512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0] {
-                let yt = y(&truth, &thp_mprotect_per_page(arch).unwrap());
+                let yt = y(&wrong, &thp_mprotect_per_page(arch).unwrap());
                 s.series
                     .entry("mprotect_thp".into())
                     .or_default()
@@ -5108,6 +5192,8 @@ mod tests {
             }
         }
         let d_64 = mthp64_mprotect_per_page(arch).unwrap();
+        let d_thp = thp_mprotect_per_page(arch).unwrap();
+        arm_series(&mut s, "mprotect_thp_gib", y(&truth, &d_thp));
         arm_series(&mut s, "mprotect_64k_gib", y(&truth, &d_64));
         arm_series(&mut s, "mprotect_32k_gib", y(&truth, &d_32));
         for rep in 0..8 {
