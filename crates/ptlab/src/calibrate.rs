@@ -3,10 +3,12 @@
 //! profile predicts the live kernel's time on (small) seed workloads.
 //!
 //! The measurements run in a child process (`ptlab calibrate-worker`, a
-//! hidden subcommand) at fixed addresses. Every region is mapped with
-//! MAP_FIXED_NOREPLACE and MADV_NOHUGEPAGE, so no THP knob is read or
-//! changed: the results do not depend on the knobs, and nothing needs
-//! restoring (the THP journal/lock of ptlab-live is not involved).
+//! hidden subcommand) at fixed addresses. The micro worker's regions are
+//! mapped with MAP_FIXED_NOREPLACE and MADV_NOHUGEPAGE (or MADV_HUGEPAGE
+//! under the default knobs), so it changes no THP knob; the swap-out
+//! worker and the arm-size mprotect workers of the large-folio layouts
+//! run while the parent holds the knob lock with their size knobs set
+//! through ptlab-live's journaled knob session.
 //!
 //! Each microbenchmark isolates one cost by differencing: the model runs the
 //! same operations and says which events change with the benchmark's
@@ -34,9 +36,10 @@ Examples (ptlab = target/release/ptlab; as root):
   ptlab cost scenarios/seeds/fork-4k.ptl --profile profiles/local.toml
 
 What is measured (each in a child process, at fixed addresses, 4 KiB pages
-forced with MADV_NOHUGEPAGE; only the swap-out step changes a THP knob and
-adds a swap area, under the knob lock, restored on every exit, Ctrl-C
-included):
+forced with MADV_NOHUGEPAGE; only the swap-out step and the 64 KiB, 32 KiB
+and PTE-mapped THP arm-size mprotect series change THP size knobs (the
+swap-out step also adds a swap area), under the knob lock, restored on
+every exit, Ctrl-C included):
   syscall        a no-op mprotect() (same flags), per call
   page zeroing   memset of 4 KiB pages in a 64 MiB buffer (proxy for
                  clear_page; also the price of a user page access)
@@ -91,8 +94,23 @@ included):
                  folio and swap_write_4k per 4 KiB, solved together
                  (without root or a loop device: estimates kept); in the
                  same worker, mprotect r/rw over the 64 KiB mTHP regions
-                 (slope per page), solved with the PTE-mapped THP series
-                 for modify_prot_pte and mprotect_large_batch
+                 (slope per page; used for the batch solve only when the
+                 1 GiB 64 KiB series below was not measured)
+  arm-size       mprotect r/rw over the first 256 MiB, 512 MiB and the
+  mprotect       whole of a 1 GiB region (the seed-4 arms' size) mapped
+                 and faulted as the mprotect arms do it, one worker per
+                 layout: order-0 (MADV_NOHUGEPAGE), 64 KiB mTHPs
+                 (hugepages-64kB=always), 32 KiB mTHPs (hugepages-32kB=
+                 always) and PTE-mapped THPs (hugepages-2048kB=madvise),
+                 every other size never; each pair after an explicit_bzero
+                 of the whole region (the arms' loop), in the thread's CPU
+                 time, at most 8 repetitions, layouts verified from
+                 /proc/kpageflags. The order-0 slope prices
+                 mprotect_page_line; the three large-folio slopes
+                 modify_prot_pte and mprotect_large_batch by least squares
+                 (the three-unknown solve with the large-folio line is
+                 tried first and says why the layouts cannot separate it);
+                 a series not measured falls back to the older one
 The whole-program figure's prices (`ptlab cost`'s per-phase figure; the
 events that refine page_fault, folio_alloc, page_zero, user_page_access):
   user stores    user_store_4k: explicit_bzero (zeros over zeros) of a
@@ -112,13 +130,14 @@ events that refine page_fault, folio_alloc, page_zero, user_page_access):
                  struct_page_line and
                  struct_page_line_large solved together; the mprotect
                  over THPs is shown beside its prediction (a check)
-  mprotect line  mprotect_page_line: mprotect r/rw over the whole of each
-                 order-0 fork region (256 MiB..1 GiB) after its forks, each
-                 pair after the region's own explicit_bzero (the 4 KiB
-                 mprotect arm's loop), slope per page minus the pair's
-                 other events, per order-0 line mprotect's pass reads
-                 first (on this VM about twice fork's line: docs/cost.md,
-                 'The order-0 mprotect arm and the struct-page line')
+  mprotect line  mprotect_page_line: the order-0 arm-size mprotect series
+                 above (without it: mprotect r/rw over the whole of each
+                 order-0 fork region, 256 MiB..1 GiB, after its forks,
+                 each pair after the region's own explicit_bzero), slope
+                 per page minus the pair's other events, per order-0 line
+                 mprotect's pass reads first (on this VM about twice
+                 fork's line: docs/cost.md, 'The order-0 mprotect arm and
+                 the struct-page line')
   KPTI           read from /sys/devices/system/cpu/vulnerabilities/meltdown;
                  with PTI on, the switch is inside the fitted syscall and
                  fault_entry prices (kpti_entry_exit = 0)
