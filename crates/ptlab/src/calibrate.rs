@@ -104,7 +104,7 @@ every exit, Ctrl-C included):
                  always) and PTE-mapped THPs (hugepages-2048kB=madvise),
                  every other size never; each pair after an explicit_bzero
                  of the whole region (the arms' loop), in the thread's CPU
-                 time, at most 8 repetitions, layouts verified from
+                 time, at most 6 repetitions, layouts verified from
                  /proc/kpageflags. The order-0 slope prices
                  mprotect_page_line; the three large-folio slopes
                  modify_prot_pte and mprotect_large_batch by least squares
@@ -1039,8 +1039,9 @@ fn run_pageout_worker(reps: usize) -> Result<Result<Samples, String>> {
 const ARM_MIB: [usize; 3] = [256, 512, 1024];
 
 /// At most this many repetitions of the arm-size series (each one stores
-/// 3 GiB per layout: the budget of `ptlab calibrate`).
-const ARM_REPS: usize = 8;
+/// 3 GiB per layout: the budget of `ptlab calibrate`; their slopes' 95 %
+/// intervals were 0.4-2.8 ns/page at 6 on the development VM).
+const ARM_REPS: usize = 6;
 
 /// The arm-size series' layouts: worker name, folio order, series key.
 const ARM_LAYOUTS: [(&str, u32, &str); 4] = [
