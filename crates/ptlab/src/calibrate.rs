@@ -1014,6 +1014,13 @@ fn run_pageout_worker(reps: usize) -> Result<Result<Samples, String>> {
         Err(e) => Err(e),
     };
     let _ = session.set_swap(0, ptlab_live::swapfile::SwapKind::BlockDev);
+    restore_knobs(session, lock)?;
+    Ok(result)
+}
+
+/// Put a worker's knob session back and release the knob lock: an error
+/// naming what could not be restored (and `ptlab restore`) if anything.
+fn restore_knobs<L>(mut session: ptlab_live::knobs::KnobSession, lock: L) -> Result<()> {
     let problems = session.restore();
     drop(lock);
     if !problems.is_empty() {
@@ -1022,7 +1029,7 @@ fn run_pageout_worker(reps: usize) -> Result<Result<Samples, String>> {
             problems.join("; ")
         );
     }
-    Ok(result)
+    Ok(())
 }
 
 /// The mprotect series at the arms' size and frame layout (issue 15,
@@ -1193,14 +1200,7 @@ fn run_arm_worker(what: &str, order: u32, reps: usize) -> Result<Result<Samples,
         Ok(()) => run_worker(what, reps).map_err(|e| format!("{e:#}")),
         Err(e) => Err(e),
     };
-    let problems = session.restore();
-    drop(lock);
-    if !problems.is_empty() {
-        bail!(
-            "could not restore THP knobs: {} (run `ptlab restore`)",
-            problems.join("; ")
-        );
-    }
+    restore_knobs(session, lock)?;
     Ok(result)
 }
 
@@ -2920,19 +2920,12 @@ fn fit_layout(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String, S
     let m64_gib = per_rep_fit(s, "mprotect_64k_gib").ok().map(|x| x.0);
     let m64_small = per_rep_fit(s, "mprotect_64k").ok().map(|x| x.0);
     let m32 = per_rep_fit(s, "mprotect_32k_gib").ok().map(|x| x.0);
-    let m64 = match (&m64_gib, &m64_small) {
-        (Some(g), _) => Some(MprotectLayout {
-            slope: g.clone(),
-            from: "over the first 256 MiB, 512 MiB and the whole of a 1 GiB region of 64 KiB mTHPs (the mprotect-64k arm's size and layout, hugepages-64kB=always, a worker of its own; series mprotect_64k_gib), each pair after an explicit_bzero of the whole region, in the thread's CPU time",
-            other: m64_small.clone(),
-        }),
-        (None, Some(x)) => Some(MprotectLayout {
-            slope: x.clone(),
-            from: "over 8..32 MiB of 64 KiB mTHPs, each pair after an eviction sweep of twice the LLC (the swap-out worker, hugepages-64kB=always; series mprotect_64k)",
-            other: None,
-        }),
-        (None, None) => None,
-    };
+    let m64 = MprotectLayout::preferring_gib(
+        m64_gib,
+        m64_small,
+        "over the first 256 MiB, 512 MiB and the whole of a 1 GiB region of 64 KiB mTHPs (the mprotect-64k arm's size and layout, hugepages-64kB=always, a worker of its own; series mprotect_64k_gib), each pair after an explicit_bzero of the whole region, in the thread's CPU time",
+        "over 8..32 MiB of 64 KiB mTHPs, each pair after an eviction sweep of twice the LLC (the swap-out worker, hugepages-64kB=always; series mprotect_64k)",
+    );
     let m32 = m32.map(|x| MprotectLayout {
         slope: x,
         from: "over the first 256 MiB, 512 MiB and the whole of a 1 GiB region of 32 KiB mTHPs (hugepages-32kB=always, every other size never, a worker of its own; series mprotect_32k_gib), each pair after an explicit_bzero of the whole region, in the thread's CPU time",
@@ -2942,19 +2935,12 @@ fn fit_layout(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String, S
     // from the micro worker's 64 MiB after a sweep.
     let thp_gib = per_rep_fit(s, "mprotect_thp_gib").ok().map(|x| x.0);
     let thp_small = per_rep_fit(s, "mprotect_thp").ok().map(|x| x.0);
-    let thp = match (&thp_gib, &thp_small) {
-        (Some(g), _) => Some(MprotectLayout {
-            slope: g.clone(),
-            from: "over the first 256 MiB, 512 MiB and the whole of a 1 GiB region of PMD THPs mapped by PTEs (the mprotect-thp-pte arm's size and layout, a worker of its own; series mprotect_thp_gib), each pair after an explicit_bzero of the whole region, in the thread's CPU time",
-            other: thp_small.clone(),
-        }),
-        (None, Some(x)) => Some(MprotectLayout {
-            slope: x.clone(),
-            from: "over 512..16384 pages of a 64 MiB region of PMD THPs mapped by PTEs after an eviction sweep (the micro worker; series mprotect_thp)",
-            other: None,
-        }),
-        (None, None) => None,
-    };
+    let thp = MprotectLayout::preferring_gib(
+        thp_gib,
+        thp_small,
+        "over the first 256 MiB, 512 MiB and the whole of a 1 GiB region of PMD THPs mapped by PTEs (the mprotect-thp-pte arm's size and layout, a worker of its own; series mprotect_thp_gib), each pair after an explicit_bzero of the whole region, in the thread's CPU time",
+        "over 512..16384 pages of a 64 MiB region of PMD THPs mapped by PTEs after an eviction sweep (the micro worker; series mprotect_thp)",
+    );
     if let (Some(thp), Some(s64)) = (&thp, &m64) {
         let mut row = fit_mprotect_batches(p, thp, s64, m32.as_ref(), arch)?;
         for key in ["mprotect_thp_gib", "mprotect_64k_gib", "mprotect_32k_gib"] {
@@ -3044,6 +3030,32 @@ struct MprotectLayout {
     slope: Summary,
     from: &'static str,
     other: Option<Summary>,
+}
+
+impl MprotectLayout {
+    /// A layout's slope from its 1 GiB arm-layout series when measured
+    /// (the smaller series kept beside it as `other`), else from the
+    /// smaller series alone; `None` when neither was measured.
+    fn preferring_gib(
+        gib: Option<Summary>,
+        small: Option<Summary>,
+        from_gib: &'static str,
+        from_small: &'static str,
+    ) -> Option<MprotectLayout> {
+        match (gib, small) {
+            (Some(slope), other) => Some(MprotectLayout {
+                slope,
+                from: from_gib,
+                other,
+            }),
+            (None, Some(slope)) => Some(MprotectLayout {
+                slope,
+                from: from_small,
+                other: None,
+            }),
+            (None, None) => None,
+        }
+    }
 }
 
 /// The events of the large-folio mprotect solve: the per-entry round
