@@ -23,7 +23,6 @@ mod common;
 use common::switch_prop::{op, run, Op, ARENA, BASE};
 use proptest::prelude::*;
 use ptlab_model::diag::{taken, Step};
-use ptlab_model::sys::fault_run::fused_runs_taken;
 use ptlab_model::{ArchKind, MapFlags, ModelConfig, Prot};
 
 proptest! {
@@ -207,7 +206,7 @@ fn first_fault_as_template_counts_what_two_faults_count() {
                 cfg.fault_fused = fuse;
                 cfg.fault_fused_run = fuse_run;
                 let fused_before = taken(Step::FaultFused);
-                let runs_before = fused_runs_taken();
+                let runs_before = taken(Step::FaultFusedRun);
                 let mut m = common::mthp_model(cfg, &[order]);
                 let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
                 let rw = Prot::READ | Prot::WRITE;
@@ -230,7 +229,7 @@ fn first_fault_as_template_counts_what_two_faults_count() {
                 }
                 made.push(taken(Step::FirstFaultTables) - before);
                 fused.push(taken(Step::FaultFused) - fused_before);
-                as_run.push(fused_runs_taken() - runs_before);
+                as_run.push(taken(Step::FaultFusedRun) - runs_before);
                 let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
                 let stats = format!("{:?}", m.phys().stats);
                 seen.push((obs, stats, m.hw_events(), m.coverage()));

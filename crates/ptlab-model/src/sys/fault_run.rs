@@ -115,20 +115,6 @@ pub fn fault_runs_taken() -> u64 {
     FAULT_RUNS.with(|c| c.get())
 }
 
-thread_local! {
-    /// Fused writes taken as one run on this thread ([`fused_runs_taken`]).
-    static FUSED_RUNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many fused writes ([`Model::write_fused`]) this thread has taken
-/// with every block's folio made at once
-/// ([`crate::mm::fault::fused_write_run`], `ModelConfig::fault_fused_run`):
-/// a diagnostic for the tests that check the switch changes something
-/// (it changes nothing the model computes or shows).
-pub fn fused_runs_taken() -> u64 {
-    FUSED_RUNS.with(|c| c.get())
-}
-
 /// A write fault that mapped a large folio of `nr` pages at `head` from
 /// its first page `at`, and the counts from before it: the first of a
 /// stretch of such faults ([`Model::fault_stretch`]).
@@ -299,7 +285,7 @@ impl Model {
                 crate::mm::fault::fused_write_run(mm, &mut env, addr, end, base, step)
             {
                 crate::core::diag::took(crate::core::diag::Step::FaultFused);
-                FUSED_RUNS.with(|c| c.set(c.get() + 1));
+                crate::core::diag::took(crate::core::diag::Step::FaultFusedRun);
                 return made * nr;
             }
         }
