@@ -401,6 +401,8 @@ pub fn run(script: &Script, backend: &mut dyn Backend, opts: &RunOptions) -> Run
         progress_reported: false,
         spare_handle: std::cell::Cell::new(None),
         uffd_call: None,
+        prepared: Vec::new(),
+        prepared_at: 0,
     };
     it.slow_at = it.next_slow();
     if let Err(why) = script.check_params(&opts.params) {
@@ -546,6 +548,131 @@ struct Interp<'a> {
     /// loop of those ioctls neither builds nor moves a [`Call`] per
     /// iteration.
     uffd_call: Option<Call>,
+    /// One frame per `repeat` being executed, innermost last: the calls
+    /// of its body's statements kept across its iterations
+    /// ([`Interp::call_prepared`]).
+    prepared: Vec<Vec<Prepared>>,
+    /// The index in the innermost running `repeat` body of the statement
+    /// being executed (set before each of them runs).
+    prepared_at: usize,
+}
+
+/// A statement's [`Call`] kept across the iterations of the `repeat`
+/// around it: the call built the last time, and the state of every
+/// variable its expressions read then. While those variables hold the
+/// same state, evaluating the statement again gives the same call (the
+/// expressions read nothing else), so the kept one is made again.
+enum Prepared {
+    /// Not run yet in this execution of the loop.
+    Empty,
+    /// An operation whose call is not kept (see [`kept_exprs`]).
+    Never,
+    Call {
+        /// The statement the call is for (checked on use).
+        stmt: *const Stmt,
+        /// Each variable the expressions read, with its value when the
+        /// call was built (a call is kept only when every one held a
+        /// number).
+        deps: Box<[(usize, u64)]>,
+        call: Call,
+    },
+}
+
+/// The expressions an operation's call is built from, for the operations
+/// whose call depends on nothing else (no process name, no handle
+/// string): the memory syscalls and the accesses. `None` for the others.
+fn kept_exprs(op: &Op) -> Option<Vec<&Expr>> {
+    let mut v: Vec<&Expr> = Vec::new();
+    match op {
+        Op::Syscall(Syscall::Mmap {
+            len,
+            addr,
+            prot_raw,
+            flags,
+            ..
+        }) => {
+            v.push(len);
+            v.extend(addr.iter().chain(prot_raw).chain(flags));
+        }
+        Op::Syscall(Syscall::Munmap { addr, len }) => v.extend([addr, len]),
+        Op::Syscall(Syscall::Madvise {
+            addr,
+            len,
+            advice_raw,
+            ..
+        }) => {
+            v.extend([addr, len]);
+            v.extend(advice_raw);
+        }
+        Op::Syscall(Syscall::Mremap {
+            addr,
+            old_len,
+            new_len,
+            fixed,
+            flags,
+            ..
+        }) => {
+            v.extend([addr, old_len, new_len]);
+            v.extend(fixed.iter().chain(flags));
+        }
+        Op::Syscall(Syscall::Mprotect {
+            addr,
+            len,
+            prot_raw,
+            ..
+        }) => {
+            v.extend([addr, len]);
+            v.extend(prot_raw);
+        }
+        Op::Access(a) => {
+            v.push(&a.addr);
+            v.extend(a.len.iter().chain(&a.tag).chain(&a.fill));
+        }
+        _ => return None,
+    }
+    Some(v)
+}
+
+/// The variables `e` reads, appended to `out` (each once).
+fn expr_vars(e: &Expr, out: &mut Vec<usize>) {
+    match e {
+        Expr::Num(_) => {}
+        Expr::Var { id, .. } => {
+            if !out.contains(&id.index()) {
+                out.push(id.index());
+            }
+        }
+        Expr::Neg(inner) => expr_vars(inner, out),
+        Expr::Chain { first, rest } => {
+            expr_vars(first, out);
+            for (_, rhs, _) in rest {
+                expr_vars(rhs, out);
+            }
+        }
+        Expr::Call { args, .. } => {
+            expr_vars(&args[0], out);
+            expr_vars(&args[1], out);
+        }
+    }
+}
+
+/// Whether statements in loops make their kept calls again
+/// ([`Interp::call_prepared`]); tests turn it off to compare with calls
+/// evaluated every time.
+#[cfg(not(test))]
+#[inline(always)]
+fn prepared_calls() -> bool {
+    true
+}
+
+#[cfg(test)]
+thread_local! {
+    static PREPARED_CALLS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+#[cfg(test)]
+fn prepared_calls() -> bool {
+    PREPARED_CALLS.with(|c| c.get())
 }
 
 /// Whether `uffd copy` and `uffd move` statements write their call in
@@ -924,16 +1051,16 @@ impl<'a> Interp<'a> {
             StmtKind::Repeat { count, var, body } => {
                 let n = self.eval(count)?;
                 self.loops.push((s.pos.line, 0));
-                for i in 0..n {
-                    self.tick(s.pos)?;
-                    if let Some(top) = self.loops.last_mut() {
-                        top.1 = i;
-                    }
-                    if let Some(v) = var {
-                        self.set(*v, Slot::Int(i));
-                    }
-                    self.block(body)?;
+                let keep = prepared_calls() && n > 1;
+                if keep {
+                    self.prepared
+                        .push(body.iter().map(|_| Prepared::Empty).collect());
                 }
+                let result = self.repeat_body(s.pos, n, *var, body, keep);
+                if keep {
+                    self.prepared.pop();
+                }
+                result?;
                 self.loops.pop();
             }
             StmtKind::BindPfn { name, addr } => {
@@ -978,6 +1105,96 @@ impl<'a> Interp<'a> {
         Ok(())
     }
 
+    /// The `n` iterations of a `repeat` body; `keep`: a frame of kept
+    /// calls for this body is on top of [`Interp::prepared`].
+    fn repeat_body(
+        &mut self,
+        pos: Pos,
+        n: u64,
+        var: Option<NameId>,
+        body: &'a [Stmt],
+        keep: bool,
+    ) -> Result<(), RtError> {
+        for i in 0..n {
+            self.tick(pos)?;
+            if let Some(top) = self.loops.last_mut() {
+                top.1 = i;
+            }
+            if let Some(v) = var {
+                self.set(v, Slot::Int(i));
+            }
+            if keep {
+                for (k, st) in body.iter().enumerate() {
+                    self.prepared_at = k;
+                    if !self.full_stmts && self.kept_stmt(st, k)? {
+                        continue;
+                    }
+                    self.stmt(st)?;
+                }
+            } else {
+                self.block(body)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Interp::stmt`] for statement `at` of the innermost running
+    /// `repeat` body when it is an operation without an `expect` line or
+    /// a process prefix whose kept call is still valid (every variable it
+    /// reads as it was): the statement's count and limits, the kept call,
+    /// its outcome, as `stmt()` → `op()` → [`Interp::call_prepared`] would
+    /// do them. `false` (nothing done) for any other statement.
+    #[inline(always)]
+    fn kept_stmt(&mut self, s: &'a Stmt, at: usize) -> Result<bool, RtError> {
+        let StmtKind::Op {
+            bind,
+            op,
+            check: None,
+        } = &s.kind
+        else {
+            return Ok(false);
+        };
+        if s.process.is_some() {
+            return Ok(false);
+        }
+        let slots = self.slots.as_slice();
+        match self.prepared.last().and_then(|f| f.get(at)) {
+            Some(Prepared::Call { stmt, deps, .. })
+                if std::ptr::eq(*stmt, s)
+                    && deps
+                        .iter()
+                        .all(|&(i, v)| matches!(slots.get(i), Some(&Slot::Int(x)) if x == v)) => {}
+            _ => return Ok(false),
+        }
+        // What `stmt()` does first (neither changes a variable).
+        self.tick(s.pos)?;
+        if self.report.statements_executed >= self.step_limit {
+            return Err(self.step_limit_reached(s.pos));
+        }
+        let same = self.called_gen == self.current_gen;
+        self.called_gen = self.current_gen;
+        let outcome = match self.prepared.last().and_then(|f| f.get(at)) {
+            Some(Prepared::Call { call, .. }) => {
+                if same {
+                    self.backend.call_same_proc(&self.current, call)
+                } else {
+                    self.backend.call(&self.current, call)
+                }
+            }
+            _ => return Err(rt(s.pos, format!("{}: kept call lost", op.name()))),
+        };
+        match outcome {
+            Ok(v) => {
+                if let Some(id) = bind {
+                    self.set(*id, Slot::Int(v));
+                }
+            }
+            outcome => self.op_outcome(s, *bind, op, None, outcome)?,
+        }
+        self.report.statements_executed = self.report.statements_executed.saturating_add(1);
+        Ok(true)
+    }
+
     // ----- operations --------------------------------------------------------
 
     fn op(
@@ -1005,6 +1222,7 @@ impl<'a> Interp<'a> {
                 self.uffd_call_gen = self.current_gen;
                 outcome
             }
+            _ if !self.prepared.is_empty() => self.call_prepared(s, op)?,
             _ => {
                 // Built where it is used (no `Result<Call, _>` returned
                 // and moved: those moves were stalled copies, issue 14).
@@ -1170,6 +1388,117 @@ impl<'a> Interp<'a> {
         };
         self.expectation(check.pos.line, result.map_err(|m| (m, None)));
         Ok(())
+    }
+
+    /// Run the call of `s` (operation `op`), a statement of the innermost
+    /// running `repeat` body at [`Interp::prepared_at`]: the call kept
+    /// from its last iteration when every variable its expressions read
+    /// is as it was then, else the call evaluated now (and kept for the
+    /// next iteration when `op` is one of [`kept_exprs`]'). The same call,
+    /// the same errors, as evaluating it every time (test
+    /// `prepared_calls_equal_evaluated_calls`).
+    fn call_prepared(&mut self, s: &Stmt, op: &Op) -> Result<Result<u64, BackendError>, RtError> {
+        let at = self.prepared_at;
+        let slots = self.slots.as_slice();
+        let fresh = match self.prepared.last().and_then(|f| f.get(at)) {
+            Some(Prepared::Call { stmt, deps, .. }) if std::ptr::eq(*stmt, s) => !deps
+                .iter()
+                .all(|&(i, v)| matches!(slots.get(i), Some(&Slot::Int(x)) if x == v)),
+            Some(Prepared::Empty) => true,
+            // Not kept, or not this statement's (not expected): built
+            // every time.
+            _ => return Ok(self.call_evaluated(s.pos, op)?),
+        };
+        if fresh {
+            self.prepare(s, op, at)?;
+        }
+        let same = self.called_gen == self.current_gen;
+        self.called_gen = self.current_gen;
+        match self.prepared.last().and_then(|f| f.get(at)) {
+            Some(Prepared::Call { call, .. }) => Ok(if same {
+                self.backend.call_same_proc(&self.current, call)
+            } else {
+                self.backend.call(&self.current, call)
+            }),
+            // `prepare()` found it not kept: evaluated every time.
+            _ => Ok(self.call_evaluated(s.pos, op)?),
+        }
+    }
+
+    /// Evaluate the call of `s` into frame entry `at` of the innermost
+    /// loop, with the state of the variables it reads (or mark the entry
+    /// [`Prepared::Never`] when `op` is not kept). An evaluation error
+    /// leaves the entry as it was.
+    #[inline(never)]
+    fn prepare(&mut self, s: &Stmt, op: &Op, at: usize) -> Result<(), RtError> {
+        let mut entry = match self.prepared.last_mut().and_then(|f| f.get_mut(at)) {
+            Some(e) => std::mem::replace(e, Prepared::Empty),
+            None => return Ok(()),
+        };
+        let result = match &mut entry {
+            Prepared::Call { deps, call, .. } => {
+                let r = self.evaluate_into(s.pos, op, call);
+                if r.is_ok() {
+                    for (i, v) in deps.iter_mut() {
+                        match self.slots.get(*i) {
+                            Some(&Slot::Int(x)) => *v = x,
+                            // Not read as a number (not expected after a
+                            // successful evaluation): not kept.
+                            _ => {
+                                entry = Prepared::Never;
+                                break;
+                            }
+                        }
+                    }
+                }
+                r
+            }
+            _ => match kept_exprs(op) {
+                None => {
+                    entry = Prepared::Never;
+                    Ok(())
+                }
+                Some(exprs) => {
+                    let mut call = Call::Exit;
+                    let r = self.evaluate_into(s.pos, op, &mut call);
+                    if r.is_ok() {
+                        let mut vars = Vec::new();
+                        for e in exprs {
+                            expr_vars(e, &mut vars);
+                        }
+                        let deps: Option<Box<[(usize, u64)]>> = vars
+                            .into_iter()
+                            .map(|i| match self.slots.get(i) {
+                                Some(&Slot::Int(x)) => Some((i, x)),
+                                _ => None,
+                            })
+                            .collect();
+                        entry = match deps {
+                            Some(deps) => Prepared::Call {
+                                stmt: s,
+                                deps,
+                                call,
+                            },
+                            None => Prepared::Never,
+                        };
+                    }
+                    r
+                }
+            },
+        };
+        if let Some(e) = self.prepared.last_mut().and_then(|f| f.get_mut(at)) {
+            *e = entry;
+        }
+        result
+    }
+
+    /// The call of `op` evaluated now and run.
+    fn call_evaluated(&mut self, pos: Pos, op: &Op) -> Result<Result<u64, BackendError>, RtError> {
+        let mut call = Call::Exit;
+        self.evaluate_into(pos, op, &mut call)?;
+        let outcome = self.call_backend(&call);
+        self.recycle(&mut call);
+        Ok(outcome)
     }
 
     /// Run `call` in process `current`, telling the backend when the
@@ -2351,6 +2680,150 @@ mod tests {
         let report = run(&script, &mut b, &RunOptions::default());
         UFFD_IN_PLACE.with(|c| c.set(true));
         (b.calls, format!("{:?}", report.failures))
+    }
+
+    /// The calls and the whole report of `script` run on a fresh model
+    /// (`arch`), with calls in loops kept ([`Interp::call_prepared`]) or
+    /// evaluated every time.
+    fn run_kept(
+        script: &Script,
+        opts: &RunOptions,
+        arch: ptlab_model::ArchKind,
+        kept: bool,
+    ) -> (Vec<(String, Call)>, RunReport) {
+        let mut b = Recording {
+            inner: ModelBackend::new(ModelConfig::for_arch(arch)),
+            calls: Vec::new(),
+        };
+        PREPARED_CALLS.with(|c| c.set(kept));
+        let report = run(script, &mut b, opts);
+        PREPARED_CALLS.with(|c| c.set(true));
+        (b.calls, report)
+    }
+
+    /// Calls kept across loop iterations give, in order, the calls and
+    /// the report (observations, failures with their line, column and
+    /// loop context, counts) of calls evaluated every time: loops whose
+    /// variables change (the loop variable, a result rebound each
+    /// iteration, a `let` inside the loop, a variable bound to a failed
+    /// call), failing calls with and without `expect`, accesses that
+    /// fault, nested loops, process prefixes and switches, an evaluation
+    /// error, the statement and step limits stopping inside a loop, the
+    /// per-line hardware events; then every seed and example scenario at
+    /// small parameters, both arches. Fails when a kept call is made
+    /// after a variable it reads has changed.
+    #[test]
+    fn prepared_calls_equal_evaluated_calls() {
+        let src = "\
+let base = 0x7f00_0000_0000
+let n = 0
+fork child
+repeat 6 as i
+  p = mmap 64K at base + i * 64K fixed
+  write p 16K tag=i + 7
+  read p + 4K 8K
+  q = mmap 16K
+  munmap q 16K
+  m = mremap p 64K 128K maymove
+  mprotect m 4K r
+  madvise m + 8K 4K dontneed
+  write m 4K
+  expect segv
+  let n = n + 2
+  munmap m + n * 4K 4K
+  munmap m 128K
+  bad = munmap base + 1 4K
+  expect errno EINVAL
+  munmap base + 1 4K
+  repeat 3 as j
+    r = mmap 4K at base + 0x100_0000 + j * 4K + i * 16K fixed
+    write r 4K
+    @child write base 4K
+  end
+  repeat 2
+    munmap base + 0x100_0000 + i * 16K 16K
+  end
+end
+repeat 4 as i
+  @child w = mmap 8K at base + 0x200_0000 + i * 8K fixed
+  write base + 0x200_0000 4K
+  expect segv
+  @child
+  write w 8K
+  @main
+  x = munmap w 4K
+end
+repeat 4 as i
+  write base + 0x300_0000 4K
+  expect segv
+  munmap base + 0x300_0000 + (2 - i) * 4K 4K
+end
+";
+        let script = crate::parser::parse("t.ptl", src).expect("parses");
+        let arches = [ptlab_model::ArchKind::X86_64, ptlab_model::ArchKind::Arm64];
+        let mut kinds = 0;
+        for arch in arches {
+            for opts in [
+                RunOptions::default(),
+                RunOptions {
+                    record_hw: true,
+                    ..RunOptions::default()
+                },
+                RunOptions {
+                    max_statements: Some(57),
+                    ..RunOptions::default()
+                },
+                RunOptions {
+                    max_steps: Some(41),
+                    ..RunOptions::default()
+                },
+            ] {
+                let (want_calls, want) = run_kept(&script, &opts, arch, false);
+                let (got_calls, got) = run_kept(&script, &opts, arch, true);
+                assert_eq!(got_calls, want_calls, "{arch:?} {opts:?}");
+                assert_eq!(got, want, "{arch:?} {opts:?}");
+                kinds += 1;
+            }
+        }
+        // The run reaches its last loop, whose third iteration underflows
+        // (a runtime error with its column) after some calls failed.
+        let (calls, report) = run_kept(&script, &RunOptions::default(), arches[0], true);
+        assert!(report.aborted, "{report:?}");
+        let last = report.failures.last().expect("a failure");
+        assert_eq!((last.line, last.column), (42, Some(33)), "{last:?}");
+        assert!(report.failures.len() >= 4, "{:?}", report.failures);
+        assert!(calls.len() >= 150, "{}", calls.len());
+        // The seeds and examples at small parameters.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = 0;
+        for dir in ["scenarios/seeds", "scenarios/examples"] {
+            let mut paths: Vec<_> = std::fs::read_dir(root.join(dir))
+                .expect("scenario dir")
+                .map(|e| e.expect("entry").path())
+                .filter(|p| p.extension().is_some_and(|e| e == "ptl"))
+                .collect();
+            paths.sort();
+            for path in paths {
+                let text = std::fs::read_to_string(&path).expect("reads");
+                let script = crate::parser::parse("s.ptl", &text).expect("parses");
+                let mut opts = RunOptions::default();
+                for (name, _, default) in script.params() {
+                    if name == "iterations" {
+                        opts.params.push((name, "3".to_string()));
+                    } else if name == "size" && default != "1M" {
+                        opts.params.push((name, "4M".to_string()));
+                    }
+                }
+                for arch in arches {
+                    let (want_calls, want) = run_kept(&script, &opts, arch, false);
+                    let (got_calls, got) = run_kept(&script, &opts, arch, true);
+                    assert_eq!(got_calls, want_calls, "{path:?} {arch:?}");
+                    assert_eq!(got, want, "{path:?} {arch:?}");
+                }
+                files += 1;
+            }
+        }
+        assert!(files >= 15 && kinds == 8, "{files} files");
     }
 
     /// `uffd copy` and `uffd move` statements written in place give the
