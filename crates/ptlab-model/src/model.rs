@@ -126,6 +126,15 @@ pub struct ModelConfig {
     /// `fault_stretch_prop` compares against). No observable effect, and
     /// the same counts.
     pub fault_fused_run: bool,
+    /// With `fault_fused_run`: the fused write of a PMD slot whose PTE
+    /// table `stretch_first_tables()` has just made takes the table as
+    /// there and all none instead of asking (`mm/fault.rs`
+    /// `fused_fault_fits()`'s `pmd()` and `ptes_none()`, and
+    /// `fused_write_run()`'s `ptes_none()` of the blocks after the first;
+    /// none of them counts anything; on by default; off: every check
+    /// asked, the reference `fault_stretch_prop` compares against). No
+    /// observable effect, and the same counts.
+    pub fault_fresh_table: bool,
     /// mremap's page-table walk skips the PUD-level test of the source and
     /// the `pud_alloc()`/`pmd_alloc()`/`pte_alloc()` of the destination
     /// when both PMD slots already hold a PTE table (`mm/move_pt.rs`
@@ -190,6 +199,7 @@ impl ModelConfig {
             move_first_folded: true,
             fault_fused: true,
             fault_fused_run: true,
+            fault_fresh_table: true,
             move_tables_known: true,
             move_lone_run: true,
         }

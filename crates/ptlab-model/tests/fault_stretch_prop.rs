@@ -16,7 +16,10 @@
 //! switch off) in everything observed and counted; with
 //! `ModelConfig::fault_fused_run` on (the default) every block's folio
 //! is made at once (`mm/fault.rs` `fused_write_run()`): equal to the
-//! fused write with the first folio made alone (the switch off).
+//! fused write with the first folio made alone (the switch off); with
+//! `ModelConfig::fault_fresh_table` on (the default) the fused run takes
+//! a PTE table made just before it as all none without asking: equal to
+//! asking (the switch off).
 
 mod common;
 
@@ -65,6 +68,12 @@ proptest! {
             prop_assert_eq!(&on.text, &single.text, "observation, fused run off, {:?}", arch);
             prop_assert_eq!(on.events, single.events, "events and calls, fused run off, {:?}", arch);
             prop_assert_eq!(&on.coverage, &single.coverage, "rule hits, fused run off, {:?}", arch);
+            // The fused run asking the PTEs of a table just made (the
+            // fresh table not known): the same again.
+            let asked = run(arch, &orders, &ops, "fresh table off", |c| c.fault_fresh_table = false);
+            prop_assert_eq!(&on.text, &asked.text, "observation, fresh table off, {:?}", arch);
+            prop_assert_eq!(on.events, asked.events, "events and calls, fresh table off, {:?}", arch);
+            prop_assert_eq!(&on.coverage, &asked.coverage, "rule hits, fresh table off, {:?}", arch);
         }
     }
 }

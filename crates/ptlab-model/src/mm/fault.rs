@@ -543,7 +543,7 @@ pub(crate) fn fused_first_fault(
     addr: u64,
     end: u64,
 ) -> Option<(FolioRef, u64)> {
-    let (vma, order) = fused_fault_fits(mm, env, addr, end)?;
+    let (vma, order) = fused_fault_fits(mm, env, addr, end, false)?;
     let nr = order.pages();
     let vma = vma.clone();
     mm.anon_vma_prepare(addr, env.ids);
@@ -564,12 +564,15 @@ pub(crate) fn fused_first_fault(
 /// What [`fused_first_fault`] checks before it changes anything: the VMA
 /// at `addr` and its one mTHP order below PMD order, when the block at
 /// `addr` (inside the VMA and the write to `end`) would take the path of
-/// a fault stretch's template. Changes and counts nothing.
+/// a fault stretch's template. Changes and counts nothing. `fresh`: the
+/// PTE table of `addr`'s PMD slot has just been made (there, all none:
+/// neither is asked).
 fn fused_fault_fits<'a>(
     mm: &'a Mm,
     env: &FaultEnv,
     addr: u64,
     end: u64,
+    fresh: bool,
 ) -> Option<(&'a Vma, Order)> {
     let vma = mm.vmas.find(addr)?;
     let mask = env.thp.allowed_orders(
@@ -594,8 +597,7 @@ fn fused_fault_fits<'a>(
             .arch()
             .cont_ptes()
             .is_some_and(|c| !nr.is_multiple_of(c as u64))
-        || !matches!(mm.pt.pmd(addr), PmdSlot::Table(_))
-        || !mm.pt.ptes_none(addr, nr)
+        || !(fresh || matches!(mm.pt.pmd(addr), PmdSlot::Table(_)) && mm.pt.ptes_none(addr, nr))
     {
         return None;
     }
@@ -622,7 +624,9 @@ fn fused_fault_fits<'a>(
 /// or folio runs are off — the caller takes the other path, which then
 /// decides as before — and also when the first folio cannot be
 /// allocated (only the anon_vma is prepared, as there). Else the blocks
-/// done and the pages per block.
+/// done and the pages per block. `fresh`: the slot's PTE table has just
+/// been made, all none (`ModelConfig::fault_fresh_table`): its PTEs are
+/// not asked (`end` is inside the slot).
 /// Linux: mm/memory.c do_anonymous_page(), alloc_anon_folio(), once per
 /// fault.
 pub(crate) fn fused_write_run(
@@ -632,12 +636,13 @@ pub(crate) fn fused_write_run(
     end: u64,
     base: u64,
     step: u64,
+    fresh: bool,
 ) -> Option<(u64, u64)> {
-    let (vma, order) = fused_fault_fits(mm, env, addr, end)?;
+    let (vma, order) = fused_fault_fits(mm, env, addr, end, fresh)?;
     let nr = order.pages();
     let size = nr * PAGE_SIZE;
     let blocks = (vma.end.min(end) - addr) / size;
-    if blocks < 2 || !mm.pt.ptes_none(addr + size, (blocks - 1) * nr) {
+    if blocks < 2 || !(fresh || mm.pt.ptes_none(addr + size, (blocks - 1) * nr)) {
         return None;
     }
     let leaf = leaf_for_new_folio(vma, Pfn(0));

@@ -406,7 +406,7 @@ impl Model {
                 // Whole blocks of none PTEs faulted in one step, the first
                 // fault's counts written out ([`Model::write_fused`]).
                 if fusable {
-                    let done = self.write_fused(pid, addr, slot_end, tag);
+                    let done = self.write_fused(pid, addr, slot_end, tag, made);
                     if done > 0 {
                         addr += done * PAGE_SIZE;
                         continue;

@@ -264,13 +264,23 @@ impl Model {
     /// block's counts written out
     /// ([`crate::mm::fault::count_fused_faults`]) instead of the first
     /// fault's tallied. What the general path does when its first fault
-    /// is the stretch's template. Returns the pages done (0: nothing
-    /// changed or counted; the caller goes on as before).
-    pub(crate) fn write_fused(&mut self, pid: Pid, addr: u64, end: u64, tag: Option<u64>) -> u64 {
+    /// is the stretch's template. `fresh`: [`Model::stretch_first_tables`]
+    /// has just made the slot's PTE table (all none; the fused run then
+    /// does not ask, `ModelConfig::fault_fresh_table`). Returns the pages
+    /// done (0: nothing changed or counted; the caller goes on as before).
+    pub(crate) fn write_fused(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        end: u64,
+        tag: Option<u64>,
+        fresh: bool,
+    ) -> u64 {
         if !self.cfg.fault_fused || !self.cfg.stretch_steps {
             return 0;
         }
         let as_run = self.cfg.fault_fused_run;
+        let fresh = fresh && self.cfg.fault_fresh_table;
         let Some((mm, mut env)) = self.fault_parts(pid) else {
             return 0;
         };
@@ -282,7 +292,7 @@ impl Model {
         // (`ModelConfig::fault_fused_run`): the same state and counts.
         if as_run {
             if let Some((made, nr)) =
-                crate::mm::fault::fused_write_run(mm, &mut env, addr, end, base, step)
+                crate::mm::fault::fused_write_run(mm, &mut env, addr, end, base, step, fresh)
             {
                 crate::core::diag::took(crate::core::diag::Step::FaultFused);
                 crate::core::diag::took(crate::core::diag::Step::FaultFusedRun);
