@@ -1393,8 +1393,9 @@ impl<'a> Interp<'a> {
     /// Run the call of `s` (operation `op`), a statement of the innermost
     /// running `repeat` body at [`Interp::prepared_at`]: the call kept
     /// from its last iteration when every variable its expressions read
-    /// is as it was then, else the call evaluated now (and kept for the
-    /// next iteration when `op` is one of [`kept_exprs`]'). The same call,
+    /// is as it was then; else the call evaluated now, kept for the next
+    /// iteration the first time (when `op` is one of [`kept_exprs`]'),
+    /// evaluated every time once a variable it reads has changed. The same call,
     /// the same errors, as evaluating it every time (test
     /// `prepared_calls_equal_evaluated_calls`).
     fn call_prepared(&mut self, s: &Stmt, op: &Op) -> Result<Result<u64, BackendError>, RtError> {
@@ -1412,23 +1413,28 @@ impl<'a> Interp<'a> {
         if fresh {
             self.prepare(s, op, at)?;
         }
-        let same = self.called_gen == self.current_gen;
-        self.called_gen = self.current_gen;
         match self.prepared.last().and_then(|f| f.get(at)) {
-            Some(Prepared::Call { call, .. }) => Ok(if same {
-                self.backend.call_same_proc(&self.current, call)
-            } else {
-                self.backend.call(&self.current, call)
-            }),
+            Some(Prepared::Call { call, .. }) => {
+                // What `call_backend()` does (the kept call borrowed).
+                let same = self.called_gen == self.current_gen;
+                self.called_gen = self.current_gen;
+                Ok(if same {
+                    self.backend.call_same_proc(&self.current, call)
+                } else {
+                    self.backend.call(&self.current, call)
+                })
+            }
             // `prepare()` found it not kept: evaluated every time.
             _ => Ok(self.call_evaluated(s.pos, op)?),
         }
     }
 
-    /// Evaluate the call of `s` into frame entry `at` of the innermost
-    /// loop, with the state of the variables it reads (or mark the entry
-    /// [`Prepared::Never`] when `op` is not kept). An evaluation error
-    /// leaves the entry as it was.
+    /// Evaluate the call of `s` into the empty frame entry `at` of the
+    /// innermost loop, with the values of the variables it reads; mark
+    /// the entry [`Prepared::Never`] when `op` is not kept, a variable it
+    /// reads holds no number, or the entry held a call whose variables
+    /// have changed since (the caller then evaluates the call). An
+    /// evaluation error leaves the entry empty.
     #[inline(never)]
     fn prepare(&mut self, s: &Stmt, op: &Op, at: usize) -> Result<(), RtError> {
         let mut entry = match self.prepared.last_mut().and_then(|f| f.get_mut(at)) {
@@ -1436,22 +1442,12 @@ impl<'a> Interp<'a> {
             None => return Ok(()),
         };
         let result = match &mut entry {
-            Prepared::Call { deps, call, .. } => {
-                let r = self.evaluate_into(s.pos, op, call);
-                if r.is_ok() {
-                    for (i, v) in deps.iter_mut() {
-                        match self.slots.get(*i) {
-                            Some(&Slot::Int(x)) => *v = x,
-                            // Not read as a number (not expected after a
-                            // successful evaluation): not kept.
-                            _ => {
-                                entry = Prepared::Never;
-                                break;
-                            }
-                        }
-                    }
-                }
-                r
+            // A variable it reads changed since the call was kept: a
+            // statement whose arguments change (a loop variable's) is
+            // evaluated every time from here on, as without kept calls.
+            Prepared::Call { .. } => {
+                entry = Prepared::Never;
+                Ok(())
             }
             _ => match kept_exprs(op) {
                 None => {
@@ -2631,6 +2627,12 @@ mod tests {
         fn call(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
             self.calls.push((proc.to_string(), call.clone()));
             self.inner.call(proc, call)
+        }
+        /// Forwarded as such: the model then runs the call in the
+        /// previous call's process, so a wrong hint shows.
+        fn call_same_proc(&mut self, proc: &str, call: &Call) -> Result<u64, BackendError> {
+            self.calls.push((proc.to_string(), call.clone()));
+            self.inner.call_same_proc(proc, call)
         }
         fn observe(&mut self, proc: &str) -> Result<Observation, BackendError> {
             self.inner.observe(proc)
