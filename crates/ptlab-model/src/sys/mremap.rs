@@ -414,7 +414,13 @@ impl Model {
             // and restored on the remnants, which leaves the flags as they
             // were. The unmap cannot fail here (prep_move_vma() kept 3 maps
             // of headroom); the kernel would ignore a failure.
-            let _ = self.do_munmap(pid, vrm.addr, vrm.addr + vrm.old_len);
+            // A source the move left none (one VMA over none entries of
+            // one PTE table) is unmapped without the gather's searches and
+            // the zap's walk, with the same counts (the model's switch).
+            let (start, end) = (vrm.addr, vrm.addr + vrm.old_len);
+            if !(self.cfg.move_source_known && !failed && self.unmap_known_none(pid, start, end)) {
+                let _ = self.do_munmap(pid, start, end);
+            }
         }
         if failed {
             Err(Errno::ENOMEM)
