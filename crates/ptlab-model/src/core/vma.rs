@@ -514,6 +514,35 @@ impl VmaTree {
         let ceiling = self.find_vma(end).map_or(0, |n| n.start);
         (taken, floor, ceiling)
     }
+    /// Remove the VMA that is exactly `[start, end)` when `ok` accepts
+    /// it, with the floor and ceiling of [`VmaTree::take_in_bounded`]
+    /// (what `take_in_bounded(start, end)` takes and answers then): one
+    /// search in the vector. `None`, nothing changed, when no VMA starts
+    /// at `start`, it ends elsewhere, or `ok` refuses it.
+    pub fn take_whole(
+        &mut self,
+        start: u64,
+        end: u64,
+        ok: impl Fn(&Vma) -> bool,
+    ) -> Option<(Vma, u64, u64)> {
+        if let VmaStore::Small(v) = &mut self.store {
+            let i = v.binary_search_by_key(&start, |a| a.start).ok()?;
+            if v[i].end != end || !ok(&v[i]) {
+                return None;
+            }
+            let taken = v.remove(i);
+            let floor = i.checked_sub(1).map_or(0, |j| v[j].end);
+            let ceiling = v.get(i).map_or(0, |a| a.start);
+            return Some((taken, floor, ceiling));
+        }
+        if !self.get(start).is_some_and(|a| a.end == end && ok(a)) {
+            return None;
+        }
+        let taken = self.remove(start)?;
+        let floor = self.prev(start).map_or(0, |p| p.end);
+        let ceiling = self.find_vma(end).map_or(0, |n| n.start);
+        Some((taken, floor, ceiling))
+    }
     /// [`VmaTree::take_in`] of the map: the VMAs one search each.
     fn take_in_searched(&mut self, start: u64, end: u64) -> Taken {
         let mut out = Vec::new();
@@ -811,7 +840,23 @@ mod tests {
                                     .values()
                                     .find(|v| v.end > end)
                                     .map_or(0, |v| v.start);
+                                let whole =
+                                    want.len() == 1 && want[0].start == at && want[0].end == end;
                                 for t in [&mut small, &mut big] {
+                                    if q % 3 == 1 && whole {
+                                        let got = t.take_whole(at, end, |_| true);
+                                        prop_assert_eq!(
+                                            got,
+                                            Some((want[0].clone(), floor, ceiling))
+                                        );
+                                        continue;
+                                    }
+                                    if q % 3 == 1 {
+                                        // Not one whole VMA: refused, nothing taken.
+                                        let len = t.len();
+                                        prop_assert_eq!(t.take_whole(at, end, |_| true), None);
+                                        prop_assert_eq!(t.len(), len);
+                                    }
                                     let (got, f, c) = t.take_in_bounded(at, end);
                                     prop_assert_eq!(&*got, &want[..]);
                                     prop_assert_eq!(

@@ -419,14 +419,7 @@ impl Model {
         let Some(mm) = procs.get_mut(&pid) else {
             return false;
         };
-        if end <= start
-            || (start ^ (end - 1)) >= PMD_SIZE
-            || mm.pt.may_hold_nonpresent()
-            || !mm
-                .vmas
-                .get(start)
-                .is_some_and(|v| v.end == end && !v.flags.contains(VmFlags::SEALED))
-        {
+        if end <= start || (start ^ (end - 1)) >= PMD_SIZE || mm.pt.may_hold_nonpresent() {
             return false;
         }
         let Some(slot) = mm.pt.pte_tbl_slot(start) else {
@@ -437,11 +430,19 @@ impl Model {
         if mm.pt.pte_entries_in(slot).none_in(i..i + n) != Some(true) {
             return false;
         }
+        // The one VMA, not sealed: the gather finds it alone and splits
+        // nothing (taken out with its neighbours' bounds in one search).
+        let Some((removed, floor, ceiling)) = mm
+            .vmas
+            .take_whole(start, end, |v| !v.flags.contains(VmFlags::SEALED))
+        else {
+            return false;
+        };
         crate::core::diag::took(crate::core::diag::Step::UnmapKnownNone);
-        let (removed, floor, ceiling) = mm.vmas.take_in_bounded(start, end);
         let mut tlb = MmuGather::new();
         crate::mm::zap::zap_vma_none(mm, &mut tlb, start, end);
-        free_tables_and_finish(mm, phys, tlb, &removed, floor, ceiling);
+        let removed = std::slice::from_ref(&removed);
+        free_tables_and_finish(mm, phys, tlb, removed, floor, ceiling);
         true
     }
 

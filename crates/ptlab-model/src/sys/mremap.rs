@@ -127,7 +127,12 @@ impl Model {
             moved_to: 0,
         };
         self.check_mremap_params(pid, &vrm)?;
-        let guards = crate::mm::marker::snapshot(&self.procs[&pid], vrm.addr, vrm.old_len);
+        // (No marker where no non-present entry was ever stored: no walk.)
+        let mm = &self.procs[&pid];
+        let guards = match mm.pt.may_hold_nonpresent() {
+            true => crate::mm::marker::snapshot(mm, vrm.addr, vrm.old_len),
+            false => Vec::new(),
+        };
         // remap_move() rewrites `vrm` per VMA: keep the call's own range.
         let (orig_addr, orig_old, orig_new) = (vrm.addr, vrm.old_len, vrm.new_len);
         // §2.11: mmap_write_lock_killable() never sees a fatal signal here.
@@ -291,8 +296,23 @@ impl Model {
     fn mremap_to(&mut self, pid: Pid, vrm: &mut Vrm) -> Result<u64, Errno> {
         if vrm.flags.contains(MremapFlags::FIXED) {
             // §4.1.1: the destination is unmapped first; this stays done
-            // whatever fails later.
-            self.munmap_inner(pid, vrm.new_addr, vrm.new_len)?;
+            // whatever fails later. check_mremap_params() has checked
+            // what munmap's entry checks (do_vmi_munmap()) would: a
+            // page-aligned new_addr with new_len (aligned, non-zero)
+            // fitting below TASK_SIZE — so the unmap itself, without the
+            // process looked up again for them (a multi-VMA piece's
+            // destination lies inside the checked one; asked anyway).
+            let (a, len) = (vrm.new_addr, vrm.new_len);
+            if a.is_multiple_of(PAGE_SIZE)
+                && len.is_multiple_of(PAGE_SIZE)
+                && len != 0
+                && len <= TASK_SIZE
+                && a <= TASK_SIZE - len
+            {
+                self.do_munmap(pid, a, a + len)?;
+            } else {
+                self.munmap_inner(pid, a, len)?;
+            }
             if self.procs[&pid].vmas.find(vrm.addr).is_none() {
                 rule!(self.phys.hw, MremapFixedUnmappedSource);
                 return Err(Errno::EFAULT);
@@ -354,15 +374,21 @@ impl Model {
         let before = self.cfg.before;
         let Model { procs, phys, .. } = self;
         let mm = procs.get_mut(&pid).expect("pid");
-        let need_rmap_locks = copy_vma(mm, vrm.addr, vrm.new_addr, vrm.new_len)?;
+        let (need_rmap_locks, copied) = copy_vma(mm, vrm.addr, vrm.new_addr, vrm.new_len)?;
         // The VMA work of the move: copy_vma(), vrm_calc_charge() and the
         // source's do_vmi_munmap() below (which count no event of their
         // own). Linux: mm/mremap.c move_vma().
         mm.pt.hw.one(HwEvent::MremapVma);
         // The source may have been merged into the new VMA (an unfaulted
         // VMA moved next to itself): follow whatever VMA holds it now.
-        let old_vma = mm.vmas.find(vrm.addr).cloned().expect("source VMA");
-        let new_vma = mm.vmas.find(vrm.new_addr).cloned().expect("new VMA");
+        // Without a merge copy_vma() hands back both as they now are.
+        let (old_vma, new_vma) = match copied {
+            Some(both) => both,
+            None => (
+                mm.vmas.find(vrm.addr).cloned().expect("source VMA"),
+                mm.vmas.find(vrm.new_addr).cloned().expect("new VMA"),
+            ),
+        };
         let pmc = PageTableMove {
             old: old_vma,
             new: new_vma,
@@ -402,9 +428,12 @@ impl Model {
             // §4.8 mremap_userfaultfd_prep(): without EVENT_REMAP (which the
             // model's userfaultfd refuses) the new VMA loses its
             // registration: userfaultfd_reset_ctx().
-            let v = mm.vmas.find_mut(vrm.new_addr).expect("new VMA");
-            v.flags -= VM_UFFD_FLAGS;
-            v.uffd_ctx = None;
+            // (Nothing to drop from a new VMA without either.)
+            if pmc.new.flags.intersects(VM_UFFD_FLAGS) || pmc.new.uffd_ctx.is_some() {
+                let v = mm.vmas.find_mut(vrm.new_addr).expect("new VMA");
+                v.flags -= VM_UFFD_FLAGS;
+                v.uffd_ctx = None;
+            }
         }
         if !failed && vrm.flags.contains(MremapFlags::DONTUNMAP) {
             rule!(mm.pt.hw, MremapDontunmapComplete);
@@ -598,13 +627,15 @@ fn check_prep_vma(mm: &crate::mm::mm::Mm, vrm: &mut Vrm, vma: Option<&Vma>) -> R
 /// move needs the rmap locks: a merge into a VMA whose pgoff is at or
 /// below the source VMA's (rmap's traversal could miss both the old and
 /// the new entries otherwise); a new VMA never does.
+/// Without a merge, also the source VMA and the new one as they are in the
+/// tree (the source untouched, the new one inserted as proposed).
 /// Linux: mm/vma.c copy_vma() (`*need_rmap_locks`).
 fn copy_vma(
     mm: &mut crate::mm::mm::Mm,
     addr: u64,
     new_addr: u64,
     new_len: u64,
-) -> Result<bool, Errno> {
+) -> Result<(bool, Option<(Vma, Vma)>), Errno> {
     let vma = mm.vmas.find(addr).cloned().expect("source VMA");
     // An unfaulted anonymous VMA becomes linear at its destination.
     let pgoff = if vma.anon_vma.is_none() {
@@ -633,11 +664,11 @@ fn copy_vma(
             // unfaulted VMA moved next to itself): then it is that VMA.
             let merged = mm.vmas.get(start).map_or(pgoff, |v| v.pgoff);
             let src = mm.vmas.find(addr).map_or(merged, |v| v.pgoff);
-            Ok(merged <= src)
+            Ok((merged <= src, None))
         }
         None => {
-            mm.vmas.insert(new);
-            Ok(false)
+            mm.vmas.insert(new.clone());
+            Ok((false, Some((vma, new))))
         }
     }
 }
