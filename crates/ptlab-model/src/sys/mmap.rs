@@ -401,51 +401,6 @@ impl Model {
         Ok(true)
     }
 
-    /// [`Model::do_munmap`] of `[start, end)` when that is exactly one
-    /// VMA, not sealed, inside one PMD span whose slot holds a PTE table
-    /// with no entry in the range, and no swap entry or marker was ever
-    /// stored in the tree — what mremap's unmap of the source it has just
-    /// moved finds (`ModelConfig::move_source_known`). The gather then
-    /// finds that VMA alone and splits nothing, and the zap's walk one
-    /// PTE-table segment with nothing present, so both are skipped and
-    /// the zap's counts written out ([`crate::mm::zap::zap_vma_none`]);
-    /// the removal, the table freeing and the gather's flushes are as in
-    /// [`Model::munmap_gathered`]. Returns `false`, changing nothing,
-    /// when the range is not such a range.
-    /// Linux: mm/vma.c do_vmi_munmap() (from mm/mremap.c
-    /// unmap_source_vma()).
-    pub(crate) fn unmap_known_none(&mut self, pid: Pid, start: u64, end: u64) -> bool {
-        let Model { procs, phys, .. } = self;
-        let Some(mm) = procs.get_mut(&pid) else {
-            return false;
-        };
-        if end <= start || (start ^ (end - 1)) >= PMD_SIZE || mm.pt.may_hold_nonpresent() {
-            return false;
-        }
-        let Some(slot) = mm.pt.pte_tbl_slot(start) else {
-            return false;
-        };
-        let i = crate::core::pgtable::index(1, start);
-        let n = ((end - start) / PAGE_SIZE) as usize;
-        if mm.pt.pte_entries_in(slot).none_in(i..i + n) != Some(true) {
-            return false;
-        }
-        // The one VMA, not sealed: the gather finds it alone and splits
-        // nothing (taken out with its neighbours' bounds in one search).
-        let Some((removed, floor, ceiling)) = mm
-            .vmas
-            .take_whole(start, end, |v| !v.flags.contains(VmFlags::SEALED))
-        else {
-            return false;
-        };
-        crate::core::diag::took(crate::core::diag::Step::UnmapKnownNone);
-        let mut tlb = MmuGather::new();
-        crate::mm::zap::zap_vma_none(mm, &mut tlb, start, end);
-        let removed = std::slice::from_ref(&removed);
-        free_tables_and_finish(mm, phys, tlb, removed, floor, ceiling);
-        true
-    }
-
     /// The second half: remove the VMAs of `[start, end)` (boundaries made
     /// by [`Model::munmap_gather`]), zap and free their page tables.
     /// Linux: mm/vma.c vms_complete_munmap_vmas().
@@ -470,6 +425,47 @@ impl Model {
         }
         free_tables_and_finish(mm, phys, tlb, &removed, floor, ceiling);
     }
+}
+
+/// `Model::do_munmap()` of `[start, end)` when that is exactly one
+/// VMA, not sealed, inside one PMD span whose slot holds a PTE table
+/// with no entry in the range, and no swap entry or marker was ever
+/// stored in the tree — what mremap's unmap of the source it has just
+/// moved finds (`ModelConfig::move_source_known`). The gather then
+/// finds that VMA alone and splits nothing, and the zap's walk one
+/// PTE-table segment with nothing present, so both are skipped and
+/// the zap's counts written out ([`crate::mm::zap::zap_vma_none`]);
+/// the removal, the table freeing and the gather's flushes are as in
+/// `Model::munmap_gathered()`. Returns `false`, changing nothing,
+/// when the range is not such a range.
+/// Linux: mm/vma.c do_vmi_munmap() (from mm/mremap.c
+/// unmap_source_vma()).
+pub(crate) fn unmap_known_none(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64) -> bool {
+    if end <= start || (start ^ (end - 1)) >= PMD_SIZE || mm.pt.may_hold_nonpresent() {
+        return false;
+    }
+    let Some(slot) = mm.pt.pte_tbl_slot(start) else {
+        return false;
+    };
+    let i = crate::core::pgtable::index(1, start);
+    let n = ((end - start) / PAGE_SIZE) as usize;
+    if mm.pt.pte_entries_in(slot).none_in(i..i + n) != Some(true) {
+        return false;
+    }
+    // The one VMA, not sealed: the gather finds it alone and splits
+    // nothing (taken out with its neighbours' bounds in one search).
+    let Some((removed, floor, ceiling)) = mm
+        .vmas
+        .take_whole(start, end, |v| !v.flags.contains(VmFlags::SEALED))
+    else {
+        return false;
+    };
+    crate::core::diag::took(crate::core::diag::Step::UnmapKnownNone);
+    let mut tlb = MmuGather::new();
+    crate::mm::zap::zap_vma_none(mm, &mut tlb, start, end);
+    let removed = std::slice::from_ref(&removed);
+    free_tables_and_finish(mm, phys, tlb, removed, floor, ceiling);
+    true
 }
 
 /// The end of an unmap after its zaps: free the removed VMAs' page tables

@@ -363,17 +363,17 @@ impl Model {
     /// §4.4–§4.12: copy the VMA, move the page tables, then unmap the
     /// source (or, with DONTUNMAP, leave it empty). Linux: move_vma().
     fn move_vma(&mut self, pid: Pid, vrm: &mut Vrm) -> Result<u64, Errno> {
+        let before = self.cfg.before;
+        let max = self.cfg.max_map_count as i64;
+        let Model { procs, phys, .. } = self;
+        let mm = procs.get_mut(&pid).expect("pid");
         // §4.4 prep_move_vma(): room for copy + split (6.18's check).
-        let map_count = self.procs[&pid].map_count() as i64;
-        if map_count >= self.cfg.max_map_count as i64 - 3 {
-            rule!(self.phys.hw, MremapMapCountMove);
+        if mm.map_count() as i64 >= max - 3 {
+            rule!(phys.hw, MremapMapCountMove);
             return Err(Errno::ENOMEM);
         }
         // §4.5 vrm_calc_charge(): the model has no overcommit limit.
         // §4.6 copy_vma_and_data().
-        let before = self.cfg.before;
-        let Model { procs, phys, .. } = self;
-        let mm = procs.get_mut(&pid).expect("pid");
         let (need_rmap_locks, copied) = copy_vma(mm, vrm.addr, vrm.new_addr, vrm.new_len)?;
         // The VMA work of the move: copy_vma(), vrm_calc_charge() and the
         // source's do_vmi_munmap() below (which count no event of their
@@ -447,7 +447,10 @@ impl Model {
             // one PTE table) is unmapped without the gather's searches and
             // the zap's walk, with the same counts (the model's switch).
             let (start, end) = (vrm.addr, vrm.addr + vrm.old_len);
-            if !(self.cfg.move_source_known && !failed && self.unmap_known_none(pid, start, end)) {
+            let known = self.cfg.move_source_known
+                && !failed
+                && crate::sys::mmap::unmap_known_none(mm, phys, start, end);
+            if !known {
                 let _ = self.do_munmap(pid, start, end);
             }
         }
@@ -474,12 +477,9 @@ impl Model {
         let mut seen = false;
         let mut cursor = start;
         while cursor < end {
-            let Some(vma) = self.procs[&pid]
-                .vmas
-                .find_vma(cursor)
-                .filter(|v| v.start < end)
-                .cloned()
-            else {
+            // (The process looked up once for the VMA and its checks.)
+            let mm = &self.procs[&pid];
+            let Some(vma) = mm.vmas.find_vma(cursor).filter(|v| v.start < end).cloned() else {
                 break;
             };
             // §6.2: no gap at the start of the range.
@@ -500,7 +500,7 @@ impl Model {
                 rule!(self.phys.hw, MremapMultiUffdArmed);
                 return Err(Errno::EFAULT);
             }
-            check_prep_vma(&self.procs[&pid], vrm, Some(&vma))?;
+            check_prep_vma(mm, vrm, Some(&vma))?;
             let res_vma = self.mremap_to(pid, vrm)?;
             rule!(self.phys.hw, MremapMultiPiece);
             if !seen {
