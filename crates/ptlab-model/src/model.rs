@@ -151,6 +151,13 @@ pub struct ModelConfig {
     /// reference `mremap_runs_prop` compares against). No observable
     /// effect, and the same counts.
     pub move_lone_run: bool,
+    /// mremap's unmap of the source it has just moved, when that is one
+    /// VMA over none entries of one PTE table, removes it and writes the
+    /// zap's counts out without the gather's searches and the zap's walk
+    /// (`sys/mmap.rs` `unmap_known_none()`; on by default; off: the
+    /// general `do_munmap()`, the reference `mremap_runs_prop` compares
+    /// against). No observable effect, and the same counts.
+    pub move_source_known: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -202,6 +209,7 @@ impl ModelConfig {
             fault_fresh_table: true,
             move_tables_known: true,
             move_lone_run: true,
+            move_source_known: true,
         }
     }
 }

@@ -23,6 +23,12 @@
 //! switch off; moves within the first arena (`near`, the seed
 //! mremap-batch-64k's shape: 1 MiB moved 1 MiB up inside one 2 MiB
 //! table) and fresh mappings and unmaps reach them.
+//! mremap's unmap of the source it has just moved, when that is one VMA
+//! over none entries of one PTE table, with the zap's counts written out
+//! (`ModelConfig::move_source_known`), is held to the general unmap with
+//! the switch off: random moves of whole VMAs and of parts of them (the
+//! source with holes from unmaps and DONTNEED, or none at all), near and
+//! far, with and without DONTUNMAP (whose source stays mapped).
 
 mod common;
 
@@ -68,6 +74,13 @@ enum Op {
         len: u64,
         shift: u64,
     },
+    /// [`Op::MoveNear`] with MREMAP_DONTUNMAP: the source stays mapped,
+    /// emptied.
+    MoveNearKeep {
+        off: u64,
+        len: u64,
+        shift: u64,
+    },
     /// A fresh anonymous mapping over `[off, off + len)` (MAP_FIXED).
     Map {
         off: u64,
@@ -102,6 +115,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(off, len, shift, back)| Op::Move { off, len, shift, back }),
         3 => (off(), len(), 0..18u64)
             .prop_map(|(off, len, shift)| Op::MoveNear { off, len, shift }),
+        1 => (off(), len(), 0..18u64)
+            .prop_map(|(off, len, shift)| Op::MoveNearKeep { off, len, shift }),
         1 => (off(), len()).prop_map(|(off, len)| Op::Map { off, len }),
         1 => (off(), len()).prop_map(|(off, len)| Op::Unmap { off, len }),
     ]
@@ -121,11 +136,20 @@ fn run(
     stretch: bool,
     fold: bool,
 ) -> Outcome {
-    run_with(arch, orders, ops, tracing, stretch, fold, (true, true))
+    run_with(
+        arch,
+        orders,
+        ops,
+        tracing,
+        stretch,
+        fold,
+        (true, true, true),
+    )
 }
 
-/// [`run`] with `ModelConfig::move_tables_known` and
-/// `ModelConfig::move_lone_run` as given (`switches`).
+/// [`run`] with `ModelConfig::move_tables_known`,
+/// `ModelConfig::move_lone_run` and `ModelConfig::move_source_known` as
+/// given (`switches`).
 fn run_with(
     arch: ArchKind,
     orders: &[u8],
@@ -133,12 +157,16 @@ fn run_with(
     tracing: bool,
     stretch: bool,
     fold: bool,
-    switches: (bool, bool),
+    switches: (bool, bool, bool),
 ) -> Outcome {
     let mut cfg = ModelConfig::for_arch(arch);
     cfg.stretch_steps = stretch;
     cfg.move_first_folded = fold;
-    (cfg.move_tables_known, cfg.move_lone_run) = switches;
+    (
+        cfg.move_tables_known,
+        cfg.move_lone_run,
+        cfg.move_source_known,
+    ) = switches;
     let mut m = common::mthp_model(cfg, orders);
     m.set_hw_tracing(tracing);
     let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
@@ -180,6 +208,12 @@ fn run_with(
                 let fl = MremapFlags::MAYMOVE | MremapFlags::FIXED;
                 let _ = m.mremap(1, BASE + off, len, len, fl, to);
             }
+            Op::MoveNearKeep { off, len, shift } => {
+                let len = len.min(ARENA - off);
+                let to = BASE + off + len + shift * 4096;
+                let fl = MremapFlags::MAYMOVE | MremapFlags::FIXED | MremapFlags::DONTUNMAP;
+                let _ = m.mremap(1, BASE + off, len, len, fl, to);
+            }
             Op::Map { off, len } => {
                 let _ = m.mmap(1, BASE + off, len.min(ARENA - off), rw, f);
             }
@@ -211,9 +245,14 @@ proptest! {
             let entry = run(arch, &orders, &ops, true, true, true);
             let blocks = run(arch, &orders, &ops, false, false, true);
             let template = run(arch, &orders, &ops, false, true, false);
-            let unknown = run_with(arch, &orders, &ops, false, true, true, (false, true));
-            let spliced = run_with(arch, &orders, &ops, false, true, true, (true, false));
-            for (other, what) in [(&unknown, "tables asked"), (&spliced, "lone run spliced")] {
+            let unknown = run_with(arch, &orders, &ops, false, true, true, (false, true, true));
+            let spliced = run_with(arch, &orders, &ops, false, true, true, (true, false, true));
+            let walked = run_with(arch, &orders, &ops, false, true, true, (true, true, false));
+            for (other, what) in [
+                (&unknown, "tables asked"),
+                (&spliced, "lone run spliced"),
+                (&walked, "source unmap walked"),
+            ] {
                 prop_assert_eq!(&segment.0, &other.0, "observation, {}, {:?}", what, arch);
                 prop_assert_eq!(&segment.1, &other.1, "events and calls, {}, {:?}", what, arch);
                 prop_assert_eq!(&segment.2, &other.2, "rule hits, {}, {:?}", what, arch);
@@ -398,11 +437,25 @@ fn seed_iterations_move_lone_runs_with_equal_counts() {
     use ptlab_model::diag::{taken, Step};
     for orders in [&[4u8][..], &[]] {
         for arch in ArchKind::ALL {
-            let l0 = taken(Step::MoveLoneRun);
+            let (l0, k0) = (taken(Step::MoveLoneRun), taken(Step::UnmapKnownNone));
             let on = run(arch, orders, &ops, false, true, true);
             let lone = taken(Step::MoveLoneRun) - l0;
+            let known = taken(Step::UnmapKnownNone) - k0;
+            // Each iteration's source unmap: one whole VMA over none
+            // entries of its table (whichever way the move went). The two
+            // later moves take part of a VMA (the unmap splits it: the
+            // general path), and the unmap statements find their ranges
+            // mapped.
+            assert_eq!(known, 3, "source unmaps known none, {arch:?} {orders:?}");
+            let k1 = taken(Step::UnmapKnownNone);
+            let walked = run_with(arch, orders, &ops, false, true, true, (true, true, false));
+            assert_eq!(
+                taken(Step::UnmapKnownNone),
+                k1,
+                "source-known switch off, {arch:?} {orders:?}"
+            );
             let l1 = taken(Step::MoveLoneRun);
-            let spliced = run_with(arch, orders, &ops, false, true, true, (true, false));
+            let spliced = run_with(arch, orders, &ops, false, true, true, (true, false, true));
             assert_eq!(
                 taken(Step::MoveLoneRun),
                 l1,
@@ -417,10 +470,11 @@ fn seed_iterations_move_lone_runs_with_equal_counts() {
                 3
             };
             assert_eq!(lone, want, "lone runs moved, {arch:?} {orders:?}");
-            let unknown = run_with(arch, orders, &ops, false, true, true, (false, true));
+            let unknown = run_with(arch, orders, &ops, false, true, true, (false, true, true));
             let blocks = run(arch, orders, &ops, false, false, true);
             let entry = run(arch, orders, &ops, true, true, true);
             for (other, what) in [
+                (&walked, "source unmap walked"),
                 (&spliced, "lone run spliced"),
                 (&unknown, "tables asked"),
                 (&blocks, "stretch off"),

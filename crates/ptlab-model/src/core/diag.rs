@@ -60,10 +60,14 @@ pub enum Step {
     /// mremap's move of the only run of a PTE table within that table,
     /// rewritten in place (`mm/move_pt.rs` `move_lone_run()`).
     MoveLoneRun,
+    /// An unmap of one VMA over none entries of one PTE table, the zap's
+    /// counts written out (`sys/mmap.rs` `unmap_known_none()`: mremap's
+    /// unmap of the source it moved, `ModelConfig::move_source_known`).
+    UnmapKnownNone,
 }
 
 impl Step {
-    const ALL: usize = 15;
+    const ALL: usize = 16;
     fn index(self) -> usize {
         self as usize
     }
@@ -111,6 +115,7 @@ mod tests {
             Step::FaultFused,
             Step::FaultFusedRun,
             Step::MoveLoneRun,
+            Step::UnmapKnownNone,
         ];
         let before = STEPS.map(taken);
         took(Step::MoveStretch);
@@ -118,6 +123,6 @@ mod tests {
         took(Step::ZapTables);
         let after = STEPS.map(taken);
         let added: Vec<u64> = (0..Step::ALL).map(|i| after[i] - before[i]).collect();
-        assert_eq!(added, [0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(added, [0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     }
 }

@@ -462,37 +462,94 @@ impl VmaTree {
     /// none removes, in one step (one search and one shift of the
     /// vector's tail instead of a search and a shift per VMA).
     pub fn take_in(&mut self, start: u64, end: u64) -> Taken {
-        Taken::from(match &mut self.store {
-            VmaStore::Small(v) => {
-                let mut lo = lower(v, start);
-                let mut hi = if end > start {
-                    lower(v, end).max(lo)
-                } else {
-                    lo
-                };
-                // find(start): the VMA starting at `start` (at `lo`) or
-                // the one before it when it contains `start`.
-                match v.get(lo) {
-                    Some(a) if a.start == start => hi = hi.max(lo + 1),
-                    _ => {
-                        if lo > 0 && v[lo - 1].contains(start) {
-                            lo -= 1;
-                        }
+        self.take_in_bounded(start, end).0
+    }
+    /// [`VmaTree::take_in`], with what an unmap then looks up as its
+    /// floor and ceiling: the end of [`VmaTree::prev`]`(start)` and the
+    /// start of [`VmaTree::find_vma`]`(end)` after the removal (0 for
+    /// none). In the vector they are the neighbours of the removed slice
+    /// (the one before it ends at or below `start`, else it would contain
+    /// `start` and have been taken; the one after it starts at or above
+    /// `end`, else it would start in the range), so no search is made
+    /// for them (issue 14: two searches per unmap).
+    pub fn take_in_bounded(&mut self, start: u64, end: u64) -> (Taken, u64, u64) {
+        if let VmaStore::Small(v) = &mut self.store {
+            let mut lo = lower(v, start);
+            let mut hi = if end > start {
+                lower(v, end).max(lo)
+            } else {
+                lo
+            };
+            // find(start): the VMA starting at `start` (at `lo`) or the
+            // one before it when it contains `start`.
+            match v.get(lo) {
+                Some(a) if a.start == start => hi = hi.max(lo + 1),
+                _ => {
+                    if lo > 0 && v[lo - 1].contains(start) {
+                        lo -= 1;
                     }
                 }
-                if hi == lo + 1 {
-                    return Taken::One([v.remove(lo)]);
-                }
-                v.drain(lo..hi).collect()
             }
-            VmaStore::Big(_) => {
-                let mut out = Vec::new();
-                while let Some(v) = self.first_start_in(start, end).and_then(|s| self.remove(s)) {
-                    out.push(v);
-                }
-                out
+            let taken = if hi == lo + 1 {
+                Taken::One([v.remove(lo)])
+            } else {
+                Taken::from(v.drain(lo..hi).collect::<Vec<_>>())
+            };
+            let floor = lo.checked_sub(1).map_or(0, |i| v[i].end);
+            let ceiling = v.get(lo).map_or(0, |a| a.start);
+            // Only when the range is empty (`end <= start`) can the
+            // neighbours differ from the searches (nothing is taken then
+            // but the VMA containing `start`).
+            if end > start {
+                debug_assert_eq!(floor, self.prev(start).map_or(0, |p| p.end));
+                debug_assert_eq!(ceiling, self.find_vma(end).map_or(0, |n| n.start));
+                return (taken, floor, ceiling);
             }
-        })
+            let floor = self.prev(start).map_or(0, |p| p.end);
+            let ceiling = self.find_vma(end).map_or(0, |n| n.start);
+            return (taken, floor, ceiling);
+        }
+        let taken = self.take_in_searched(start, end);
+        let floor = self.prev(start).map_or(0, |p| p.end);
+        let ceiling = self.find_vma(end).map_or(0, |n| n.start);
+        (taken, floor, ceiling)
+    }
+    /// Remove the VMA that is exactly `[start, end)` when `ok` accepts
+    /// it, with the floor and ceiling of [`VmaTree::take_in_bounded`]
+    /// (what `take_in_bounded(start, end)` takes and answers then): one
+    /// search in the vector. `None`, nothing changed, when no VMA starts
+    /// at `start`, it ends elsewhere, or `ok` refuses it.
+    pub fn take_whole(
+        &mut self,
+        start: u64,
+        end: u64,
+        ok: impl Fn(&Vma) -> bool,
+    ) -> Option<(Vma, u64, u64)> {
+        if let VmaStore::Small(v) = &mut self.store {
+            let i = v.binary_search_by_key(&start, |a| a.start).ok()?;
+            if v[i].end != end || !ok(&v[i]) {
+                return None;
+            }
+            let taken = v.remove(i);
+            let floor = i.checked_sub(1).map_or(0, |j| v[j].end);
+            let ceiling = v.get(i).map_or(0, |a| a.start);
+            return Some((taken, floor, ceiling));
+        }
+        if !self.get(start).is_some_and(|a| a.end == end && ok(a)) {
+            return None;
+        }
+        let taken = self.remove(start)?;
+        let floor = self.prev(start).map_or(0, |p| p.end);
+        let ceiling = self.find_vma(end).map_or(0, |n| n.start);
+        Some((taken, floor, ceiling))
+    }
+    /// [`VmaTree::take_in`] of the map: the VMAs one search each.
+    fn take_in_searched(&mut self, start: u64, end: u64) -> Taken {
+        let mut out = Vec::new();
+        while let Some(v) = self.first_start_in(start, end).and_then(|s| self.remove(s)) {
+            out.push(v);
+        }
+        Taken::from(out)
     }
     /// Whether a VMA intersecting `[start, end)` satisfies `pred` (the
     /// VMAs of [`VmaTree::starts_in`], without building the list).
@@ -766,8 +823,51 @@ mod tests {
                             {
                                 want.push(reference.remove(&k).expect("present"));
                             }
-                            prop_assert_eq!(&*small.take_in(at, end), &want[..]);
-                            prop_assert_eq!(&*big.take_in(at, end), &want[..]);
+                            if q % 3 == 0 {
+                                prop_assert_eq!(&*small.take_in(at, end), &want[..]);
+                                prop_assert_eq!(&*big.take_in(at, end), &want[..]);
+                            } else {
+                                // With the floor and ceiling an unmap
+                                // then looks up: the reference's prev()
+                                // and find_vma() after the removal.
+                                let floor = reference
+                                    .range(..at)
+                                    .next_back()
+                                    .map(|(_, v)| v)
+                                    .filter(|v| v.end <= at)
+                                    .map_or(0, |v| v.end);
+                                let ceiling = reference
+                                    .values()
+                                    .find(|v| v.end > end)
+                                    .map_or(0, |v| v.start);
+                                let whole =
+                                    want.len() == 1 && want[0].start == at && want[0].end == end;
+                                for t in [&mut small, &mut big] {
+                                    if q % 3 == 1 && whole {
+                                        let got = t.take_whole(at, end, |_| true);
+                                        prop_assert_eq!(
+                                            got,
+                                            Some((want[0].clone(), floor, ceiling))
+                                        );
+                                        continue;
+                                    }
+                                    if q % 3 == 1 {
+                                        // Not one whole VMA: refused, nothing taken.
+                                        let len = t.len();
+                                        prop_assert_eq!(t.take_whole(at, end, |_| true), None);
+                                        prop_assert_eq!(t.len(), len);
+                                    }
+                                    let (got, f, c) = t.take_in_bounded(at, end);
+                                    prop_assert_eq!(&*got, &want[..]);
+                                    prop_assert_eq!(
+                                        (f, c),
+                                        (floor, ceiling),
+                                        "[{:#x}, {:#x})",
+                                        at,
+                                        end
+                                    );
+                                }
+                            }
                         }
                         9 => {
                             // Change a VMA's flags through find_mut.

@@ -119,6 +119,22 @@ pub fn zap_vma(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, v: &Vma, re
     zap_range_in(mm, phys, tlb, v.start, v.end, reclaim_pt, locked);
 }
 
+/// [`zap_vma`] of `[start, end)`, one VMA inside one PMD span whose slot
+/// holds a PTE table with no entry in the range, in a tree where no swap
+/// entry or marker was ever stored (the caller has checked all of it:
+/// `Model::unmap_known_none()`): the walk would find that one table
+/// segment, try no whole-table step (one span), lock it and read its
+/// entries, and find nothing present — those counts, without the walk.
+/// Then the VMA's flush as [`zap_vma`] ends.
+/// Linux: mm/memory.c unmap_page_range() → zap_pte_range().
+pub fn zap_vma_none(mm: &mut Mm, tlb: &mut MmuGather, start: u64, end: u64) {
+    // pte_offset_map_lock() of the segment's table (the caller found it
+    // through the walk cache), then one ptep_get() per entry.
+    mm.pt.pte_offset_map_lock_found();
+    mm.pt.hw.ptep_get_reads((end - start) / PAGE_SIZE);
+    tlb.end_vma(&mm.pt);
+}
+
 fn zap_range_in(
     mm: &mut Mm,
     phys: &mut PhysMem,

@@ -8,6 +8,7 @@
 //! vms_complete_munmap_vmas().
 
 use crate::core::addr::{page_align, PAGE_SIZE, PMD_SIZE, TASK_SIZE};
+use crate::core::folio::PhysMem;
 use crate::core::rules::rule;
 use crate::core::tlb::MmuGather;
 use crate::core::vma::{VmFlags, Vma};
@@ -408,9 +409,8 @@ impl Model {
         let mm = procs.get_mut(&pid).expect("pid");
         // The VMAs of [`VmaTree::starts_in`], lowest first, taken out in
         // one step.
-        let removed = mm.vmas.take_in(start, end);
-        let floor = mm.vmas.prev(start).map_or(0, |p| p.end);
-        let ceiling = mm.vmas.find_vma(end).map_or(0, |n| n.start);
+        // The floor and ceiling (the neighbours' bounds) come with them.
+        let (removed, floor, ceiling) = mm.vmas.take_in_bounded(start, end);
         // vms_clear_ptes(): one gather for the zaps (unmap_vmas()) and the
         // table freeing (free_pgtables(), floor and ceiling the
         // neighbours' bounds: vms->unmap_start, vms->unmap_end).
@@ -423,20 +423,75 @@ impl Model {
         if mm.pt.may_hold_nonpresent() {
             crate::mm::marker::drop_markers(mm, start, end);
         }
-        let tables = phys.pt_pages;
-        // Each freed table is gathered as its *_free_tlb() does: one page
-        // at its parent entry's span start, at that level, freed_tables
-        // set (mm/memory.c free_pte_range(), free_pmd_range(),
-        // free_pud_range()).
-        free_pgtables(mm, phys, &mut tlb, &removed, floor, ceiling);
-        if phys.pt_pages < tables {
-            rule!(phys.hw, MunmapFreeTables);
-        }
-        // tlb_finish_mmu(): flushes what is gathered — on arm64 the freed
-        // tables alone (each VMA's tlb_end_vma() flushed its zap), on x86
-        // (MMU_GATHER_MERGE_VMAS) the zaps and the freed tables together —
-        // from the first to the last address gathered, at the smallest
-        // level cleared (tlb_get_unmap_shift()).
-        tlb.finish(&mm.pt);
+        free_tables_and_finish(mm, phys, tlb, &removed, floor, ceiling);
     }
+}
+
+/// `Model::do_munmap()` of `[start, end)` when that is exactly one
+/// VMA, not sealed, inside one PMD span whose slot holds a PTE table
+/// with no entry in the range, and no swap entry or marker was ever
+/// stored in the tree — what mremap's unmap of the source it has just
+/// moved finds (`ModelConfig::move_source_known`). The gather then
+/// finds that VMA alone and splits nothing, and the zap's walk one
+/// PTE-table segment with nothing present, so both are skipped and
+/// the zap's counts written out ([`crate::mm::zap::zap_vma_none`]);
+/// the removal, the table freeing and the gather's flushes are as in
+/// `Model::munmap_gathered()`. Returns `false`, changing nothing,
+/// when the range is not such a range.
+/// Linux: mm/vma.c do_vmi_munmap() (from mm/mremap.c
+/// unmap_source_vma()).
+pub(crate) fn unmap_known_none(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64) -> bool {
+    if end <= start || (start ^ (end - 1)) >= PMD_SIZE || mm.pt.may_hold_nonpresent() {
+        return false;
+    }
+    let Some(slot) = mm.pt.pte_tbl_slot(start) else {
+        return false;
+    };
+    let i = crate::core::pgtable::index(1, start);
+    let n = ((end - start) / PAGE_SIZE) as usize;
+    if mm.pt.pte_entries_in(slot).none_in(i..i + n) != Some(true) {
+        return false;
+    }
+    // The one VMA, not sealed: the gather finds it alone and splits
+    // nothing (taken out with its neighbours' bounds in one search).
+    let Some((removed, floor, ceiling)) = mm
+        .vmas
+        .take_whole(start, end, |v| !v.flags.contains(VmFlags::SEALED))
+    else {
+        return false;
+    };
+    crate::core::diag::took(crate::core::diag::Step::UnmapKnownNone);
+    let mut tlb = MmuGather::new();
+    crate::mm::zap::zap_vma_none(mm, &mut tlb, start, end);
+    let removed = std::slice::from_ref(&removed);
+    free_tables_and_finish(mm, phys, tlb, removed, floor, ceiling);
+    true
+}
+
+/// The end of an unmap after its zaps: free the removed VMAs' page tables
+/// between `floor` and `ceiling`, then flush the gather.
+/// Linux: mm/vma.c vms_clear_ptes() (free_pgtables(), tlb_finish_mmu()).
+fn free_tables_and_finish(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    mut tlb: MmuGather,
+    removed: &[Vma],
+    floor: u64,
+    ceiling: u64,
+) {
+    let tables = phys.pt_pages;
+    // Each freed table is gathered as its *_free_tlb() does: one page
+    // at its parent entry's span start, at that level, freed_tables
+    // set (mm/memory.c free_pte_range(), free_pmd_range(),
+    // free_pud_range()).
+    free_pgtables(mm, phys, &mut tlb, removed, floor, ceiling);
+    if phys.pt_pages < tables {
+        rule!(phys.hw, MunmapFreeTables);
+    }
+    // tlb_finish_mmu(): flushes what is gathered — on arm64 the freed
+    // tables alone (each VMA's tlb_end_vma() flushed its zap), on x86
+    // (MMU_GATHER_MERGE_VMAS) the zaps and the freed tables together —
+    // from the first to the last address gathered, at the smallest
+    // level cleared (tlb_get_unmap_shift()).
+    tlb.finish(&mm.pt);
 }

@@ -127,7 +127,12 @@ impl Model {
             moved_to: 0,
         };
         self.check_mremap_params(pid, &vrm)?;
-        let guards = crate::mm::marker::snapshot(&self.procs[&pid], vrm.addr, vrm.old_len);
+        // (No marker where no non-present entry was ever stored: no walk.)
+        let mm = &self.procs[&pid];
+        let guards = match mm.pt.may_hold_nonpresent() {
+            true => crate::mm::marker::snapshot(mm, vrm.addr, vrm.old_len),
+            false => Vec::new(),
+        };
         // remap_move() rewrites `vrm` per VMA: keep the call's own range.
         let (orig_addr, orig_old, orig_new) = (vrm.addr, vrm.old_len, vrm.new_len);
         // §2.11: mmap_write_lock_killable() never sees a fatal signal here.
@@ -291,8 +296,23 @@ impl Model {
     fn mremap_to(&mut self, pid: Pid, vrm: &mut Vrm) -> Result<u64, Errno> {
         if vrm.flags.contains(MremapFlags::FIXED) {
             // §4.1.1: the destination is unmapped first; this stays done
-            // whatever fails later.
-            self.munmap_inner(pid, vrm.new_addr, vrm.new_len)?;
+            // whatever fails later. check_mremap_params() has checked
+            // what munmap's entry checks (do_vmi_munmap()) would: a
+            // page-aligned new_addr with new_len (aligned, non-zero)
+            // fitting below TASK_SIZE — so the unmap itself, without the
+            // process looked up again for them (a multi-VMA piece's
+            // destination lies inside the checked one; asked anyway).
+            let (a, len) = (vrm.new_addr, vrm.new_len);
+            if a.is_multiple_of(PAGE_SIZE)
+                && len.is_multiple_of(PAGE_SIZE)
+                && len != 0
+                && len <= TASK_SIZE
+                && a <= TASK_SIZE - len
+            {
+                self.do_munmap(pid, a, a + len)?;
+            } else {
+                self.munmap_inner(pid, a, len)?;
+            }
             if self.procs[&pid].vmas.find(vrm.addr).is_none() {
                 rule!(self.phys.hw, MremapFixedUnmappedSource);
                 return Err(Errno::EFAULT);
@@ -343,26 +363,32 @@ impl Model {
     /// §4.4–§4.12: copy the VMA, move the page tables, then unmap the
     /// source (or, with DONTUNMAP, leave it empty). Linux: move_vma().
     fn move_vma(&mut self, pid: Pid, vrm: &mut Vrm) -> Result<u64, Errno> {
+        let before = self.cfg.before;
+        let max = self.cfg.max_map_count as i64;
+        let Model { procs, phys, .. } = self;
+        let mm = procs.get_mut(&pid).expect("pid");
         // §4.4 prep_move_vma(): room for copy + split (6.18's check).
-        let map_count = self.procs[&pid].map_count() as i64;
-        if map_count >= self.cfg.max_map_count as i64 - 3 {
-            rule!(self.phys.hw, MremapMapCountMove);
+        if mm.map_count() as i64 >= max - 3 {
+            rule!(phys.hw, MremapMapCountMove);
             return Err(Errno::ENOMEM);
         }
         // §4.5 vrm_calc_charge(): the model has no overcommit limit.
         // §4.6 copy_vma_and_data().
-        let before = self.cfg.before;
-        let Model { procs, phys, .. } = self;
-        let mm = procs.get_mut(&pid).expect("pid");
-        let need_rmap_locks = copy_vma(mm, vrm.addr, vrm.new_addr, vrm.new_len)?;
+        let (need_rmap_locks, copied) = copy_vma(mm, vrm.addr, vrm.new_addr, vrm.new_len)?;
         // The VMA work of the move: copy_vma(), vrm_calc_charge() and the
         // source's do_vmi_munmap() below (which count no event of their
         // own). Linux: mm/mremap.c move_vma().
         mm.pt.hw.one(HwEvent::MremapVma);
         // The source may have been merged into the new VMA (an unfaulted
         // VMA moved next to itself): follow whatever VMA holds it now.
-        let old_vma = mm.vmas.find(vrm.addr).cloned().expect("source VMA");
-        let new_vma = mm.vmas.find(vrm.new_addr).cloned().expect("new VMA");
+        // Without a merge copy_vma() hands back both as they now are.
+        let (old_vma, new_vma) = match copied {
+            Some(both) => both,
+            None => (
+                mm.vmas.find(vrm.addr).cloned().expect("source VMA"),
+                mm.vmas.find(vrm.new_addr).cloned().expect("new VMA"),
+            ),
+        };
         let pmc = PageTableMove {
             old: old_vma,
             new: new_vma,
@@ -402,9 +428,12 @@ impl Model {
             // §4.8 mremap_userfaultfd_prep(): without EVENT_REMAP (which the
             // model's userfaultfd refuses) the new VMA loses its
             // registration: userfaultfd_reset_ctx().
-            let v = mm.vmas.find_mut(vrm.new_addr).expect("new VMA");
-            v.flags -= VM_UFFD_FLAGS;
-            v.uffd_ctx = None;
+            // (Nothing to drop from a new VMA without either.)
+            if pmc.new.flags.intersects(VM_UFFD_FLAGS) || pmc.new.uffd_ctx.is_some() {
+                let v = mm.vmas.find_mut(vrm.new_addr).expect("new VMA");
+                v.flags -= VM_UFFD_FLAGS;
+                v.uffd_ctx = None;
+            }
         }
         if !failed && vrm.flags.contains(MremapFlags::DONTUNMAP) {
             rule!(mm.pt.hw, MremapDontunmapComplete);
@@ -414,7 +443,16 @@ impl Model {
             // and restored on the remnants, which leaves the flags as they
             // were. The unmap cannot fail here (prep_move_vma() kept 3 maps
             // of headroom); the kernel would ignore a failure.
-            let _ = self.do_munmap(pid, vrm.addr, vrm.addr + vrm.old_len);
+            // A source the move left none (one VMA over none entries of
+            // one PTE table) is unmapped without the gather's searches and
+            // the zap's walk, with the same counts (the model's switch).
+            let (start, end) = (vrm.addr, vrm.addr + vrm.old_len);
+            let known = self.cfg.move_source_known
+                && !failed
+                && crate::sys::mmap::unmap_known_none(mm, phys, start, end);
+            if !known {
+                let _ = self.do_munmap(pid, start, end);
+            }
         }
         if failed {
             Err(Errno::ENOMEM)
@@ -439,12 +477,9 @@ impl Model {
         let mut seen = false;
         let mut cursor = start;
         while cursor < end {
-            let Some(vma) = self.procs[&pid]
-                .vmas
-                .find_vma(cursor)
-                .filter(|v| v.start < end)
-                .cloned()
-            else {
+            // (The process looked up once for the VMA and its checks.)
+            let mm = &self.procs[&pid];
+            let Some(vma) = mm.vmas.find_vma(cursor).filter(|v| v.start < end).cloned() else {
                 break;
             };
             // §6.2: no gap at the start of the range.
@@ -465,7 +500,7 @@ impl Model {
                 rule!(self.phys.hw, MremapMultiUffdArmed);
                 return Err(Errno::EFAULT);
             }
-            check_prep_vma(&self.procs[&pid], vrm, Some(&vma))?;
+            check_prep_vma(mm, vrm, Some(&vma))?;
             let res_vma = self.mremap_to(pid, vrm)?;
             rule!(self.phys.hw, MremapMultiPiece);
             if !seen {
@@ -592,13 +627,15 @@ fn check_prep_vma(mm: &crate::mm::mm::Mm, vrm: &mut Vrm, vma: Option<&Vma>) -> R
 /// move needs the rmap locks: a merge into a VMA whose pgoff is at or
 /// below the source VMA's (rmap's traversal could miss both the old and
 /// the new entries otherwise); a new VMA never does.
+/// Without a merge, also the source VMA and the new one as they are in the
+/// tree (the source untouched, the new one inserted as proposed).
 /// Linux: mm/vma.c copy_vma() (`*need_rmap_locks`).
 fn copy_vma(
     mm: &mut crate::mm::mm::Mm,
     addr: u64,
     new_addr: u64,
     new_len: u64,
-) -> Result<bool, Errno> {
+) -> Result<(bool, Option<(Vma, Vma)>), Errno> {
     let vma = mm.vmas.find(addr).cloned().expect("source VMA");
     // An unfaulted anonymous VMA becomes linear at its destination.
     let pgoff = if vma.anon_vma.is_none() {
@@ -627,11 +664,11 @@ fn copy_vma(
             // unfaulted VMA moved next to itself): then it is that VMA.
             let merged = mm.vmas.get(start).map_or(pgoff, |v| v.pgoff);
             let src = mm.vmas.find(addr).map_or(merged, |v| v.pgoff);
-            Ok(merged <= src)
+            Ok((merged <= src, None))
         }
         None => {
-            mm.vmas.insert(new);
-            Ok(false)
+            mm.vmas.insert(new.clone());
+            Ok((false, Some((vma, new))))
         }
     }
 }

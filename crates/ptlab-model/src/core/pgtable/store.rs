@@ -94,6 +94,21 @@ impl<'a> Entries<'a> {
         (i < runs[k].end()).then_some(runs[k])
     }
 
+    /// Whether every entry in `range` is none: `None` for a dense table
+    /// (not looked at), else whether no run overlaps the range (entries
+    /// outside runs are none, entries inside never are).
+    #[inline]
+    pub fn none_in(self, range: std::ops::Range<usize>) -> Option<bool> {
+        match self {
+            Entries::Dense(_) => None,
+            Entries::Runs(runs) => Some(
+                !runs
+                    .iter()
+                    .any(|r| range.start < r.end() && (r.start as usize) < range.end),
+            ),
+        }
+    }
+
     /// Every raw entry in index order (512 of them).
     pub fn iter(self) -> impl Iterator<Item = u64> + 'a {
         (0..PTRS_PER_TABLE).map(move |i| self.raw(i))
