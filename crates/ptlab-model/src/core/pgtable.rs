@@ -1245,7 +1245,35 @@ impl PageTables {
         }
         self.insert_table(pte, 1);
         let raw = self.arch.ops().encode_table(4, pud);
-        self.write_raw(self.root, 4, index(4, va), raw);
+        let i4 = index(4, va);
+        // A root holding nothing, stored as runs (a lone mapping's chain
+        // made again after `free_lone_chain()` left the root new and
+        // empty): the entry stored as the table's one run, what
+        // `write_raw()` → `Table::splice()` leaves in an empty table
+        // ([`Table::with_run`]), with `write_raw()`'s cache clears and
+        // `PudStore` (issue 14, fifteenth session; under
+        // `table_chain_steps`, as the whole chain step); any other root
+        // through `write_raw()`.
+        let rs = self.tables.slot(&self.root.0).expect("root table");
+        let empty = {
+            let t = self.tables.at(rs);
+            t.used == 0 && t.runs().is_some_and(|r| r.is_empty())
+        };
+        if empty {
+            self.walk_cache.set([None; 2]);
+            self.pmd_cache.set(None);
+            self.hw.one(HwEvent::PudStore);
+            let run = Run {
+                start: i4 as u16,
+                len: 1,
+                kinds: run_kinds(self.arch.ops(), &[raw]),
+                first: raw,
+                step: 0,
+            };
+            *self.tables.at_mut(rs) = Table::with_run(4, run);
+        } else {
+            self.write_raw(self.root, 4, i4, raw);
+        }
         if let Some(i) = self.tables.slot(&pmd.0) {
             self.pmd_cache.set(Some((va & !(PUD_SIZE - 1), pmd, i)));
         }
