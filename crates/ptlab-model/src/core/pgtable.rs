@@ -240,7 +240,12 @@ impl Tables {
         self.free.push(s);
     }
     fn remove(&mut self, pfn: &u64) -> Option<Table> {
-        if self.keep {
+        let k = self.kept[*pfn as usize & (KEPT_TABLES - 1)].0;
+        if k == recent_key(*pfn) {
+            // Kept: no table stored at the frame.
+            return None;
+        }
+        if self.keep && k == 0 {
             // The slot (the recent cache answers for the tables just
             // walked), its index entry kept for the frame.
             let s = self.slot(pfn)?;
@@ -253,14 +258,14 @@ impl Tables {
     #[inline]
     fn remove_at(&mut self, pfn: u64, s: u32) -> Option<Table> {
         debug_assert_eq!(self.slot(&pfn), Some(s));
-        if !self.keep {
+        let k = pfn as usize & (KEPT_TABLES - 1);
+        // Kept only where the frame's entry is free: many tables freed in
+        // a row (exit's, a stretch's) are removed as without keeping, not
+        // each evicting the one before.
+        if !self.keep || self.kept[k].0 != 0 {
             return self.remove_unkept(&pfn);
         }
         self.recent_entry(pfn).set((0, 0));
-        let k = pfn as usize & (KEPT_TABLES - 1);
-        if self.kept[k].0 != 0 {
-            self.evict_kept(k);
-        }
         self.kept[k] = (recent_key(pfn), s);
         self.kept_n += 1;
         self.live -= 1;
