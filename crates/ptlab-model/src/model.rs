@@ -91,6 +91,14 @@ pub struct ModelConfig {
     /// over its range lies inside `[floor, ceiling)` (nothing can be freed:
     /// `no_pte_span_inside()`). No observable effect, and the same counts.
     pub table_chain_steps: bool,
+    /// A page table removed from a tree leaves its frame-index entry and
+    /// slab slot kept for its frame (16 at most, by the frame's low bits),
+    /// and a table made again at that frame takes them back without
+    /// hashing (`core/pgtable.rs` `Tables`; on by default; off: the entry
+    /// removed and the slot freed at once, the reference
+    /// `table_chain_prop` compares against). No observable effect: the
+    /// same frames, counts and `memory_bytes()`.
+    pub keep_table_index: bool,
     /// With `fork_runs`: a zap stretch of whole large folios takes its
     /// first folio too, that folio's batch counted from what a whole-folio
     /// batch counts (`core/folio.rs` `unmap_free_whole_large()`; on by
@@ -202,6 +210,7 @@ impl ModelConfig {
             stretch_first_fault: true,
             uffd_fused: true,
             table_chain_steps: true,
+            keep_table_index: true,
             zap_first_folded: true,
             move_first_folded: true,
             fault_fused: true,
@@ -251,6 +260,7 @@ impl Model {
         pt.hw.features = cfg.hw;
         pt.set_pte_runs(cfg.pte_runs);
         pt.chain_steps = cfg.table_chain_steps;
+        pt.set_keep_table_index(cfg.keep_table_index);
         let mut procs = BTreeMap::new();
         procs.insert(
             1,

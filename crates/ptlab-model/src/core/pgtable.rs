@@ -105,7 +105,29 @@ struct Tables {
     pfns: Vec<u64>,
     /// `(recent_key(pfn), slot)`, or `(0, _)`: no frame.
     recent: [std::cell::Cell<(u64, u32)>; RECENT_TABLES],
+    /// Index entries kept after their table was removed
+    /// ([`Tables::keep`]): `(recent_key(pfn), slot)` by the frame's low
+    /// bits, or `(0, _)`. While kept, the index still maps `pfn` to
+    /// `slot`, the slot is empty and on no free list; a table inserted at
+    /// `pfn` again takes the slot back without hashing. The index holds
+    /// a stale entry exactly for the frames kept here.
+    kept: [(u64, u32); KEPT_TABLES],
+    /// How many `kept` entries are in use.
+    kept_n: u32,
+    /// Tables stored (the index's length less the kept entries).
+    live: usize,
+    /// Keep a removed table's index entry and slot for its frame
+    /// (`ModelConfig::keep_table_index`; issue 14, fifteenth session):
+    /// the page-table pages an iteration frees come back at the same
+    /// frames in the next one. Off: a remove takes the entry out of the
+    /// index and puts the slot on the free list. Slots, lengths and
+    /// capacities (what [`PageTables::memory_bytes`] reads) are the same
+    /// either way; no answer of a lookup changes.
+    keep: bool,
 }
+
+/// Entries of [`Tables`]' kept index entries (a power of two).
+const KEPT_TABLES: usize = 16;
 
 /// Entries of [`Tables`]' frame → slot cache (a power of two).
 const RECENT_TABLES: usize = 16;
@@ -128,6 +150,8 @@ impl Tables {
             return Some(s);
         }
         let s = self.index.get(pfn).copied()?;
+        // A kept entry names an empty slot: no table there.
+        self.slab[s as usize].as_ref()?;
         e.set((recent_key(*pfn), s));
         Some(s)
     }
@@ -154,7 +178,36 @@ impl Tables {
     }
     /// Store `t` at frame `pfn`: whether it replaced a table stored there.
     fn insert(&mut self, pfn: u64, t: Table) -> bool {
-        let s = match self.free.pop() {
+        let k = pfn as usize & (KEPT_TABLES - 1);
+        if self.kept_n != 0 && self.kept[k].0 == recent_key(pfn) {
+            // The frame's kept entry: the index maps it to this slot
+            // already, and no table is stored at it.
+            let s = self.kept[k].1;
+            self.kept[k] = (0, 0);
+            self.kept_n -= 1;
+            self.slab[s as usize] = Some(t);
+            self.pfns[s as usize] = pfn;
+            self.recent_entry(pfn).set((recent_key(pfn), s));
+            self.live += 1;
+            return false;
+        }
+        // A slot from the free list, else a kept one (so the slab grows
+        // exactly when it would without kept entries), else a new one.
+        let free = match self.free.pop() {
+            Some(s) => Some(s),
+            None if self.kept_n != 0 => {
+                let i = self
+                    .kept
+                    .iter()
+                    .position(|e| e.0 != 0)
+                    .expect("a kept entry");
+                self.evict_kept(i);
+                self.free.pop()
+            }
+            None => None,
+        };
+        self.live += 1;
+        let s = match free {
             Some(s) => {
                 self.slab[s as usize] = Some(t);
                 self.pfns[s as usize] = pfn;
@@ -171,22 +224,83 @@ impl Tables {
             self.slab[old as usize] = None;
             self.pfns[old as usize] = 0;
             self.free.push(old);
+            self.live -= 1;
             return true;
         }
         false
     }
+    /// Drop kept entry `i`: its index entry removed, its slot freed.
+    #[cold]
+    fn evict_kept(&mut self, i: usize) {
+        let (key, s) = std::mem::replace(&mut self.kept[i], (0, 0));
+        self.kept_n -= 1;
+        let pfn = key.wrapping_sub(1);
+        let gone = self.index.remove(&pfn);
+        debug_assert_eq!(gone, Some(s), "a kept entry is the index's");
+        self.free.push(s);
+    }
     fn remove(&mut self, pfn: &u64) -> Option<Table> {
+        let k = self.kept[*pfn as usize & (KEPT_TABLES - 1)].0;
+        if k == recent_key(*pfn) {
+            // Kept: no table stored at the frame.
+            return None;
+        }
+        if self.keep && k == 0 {
+            // The slot (the recent cache answers for the tables just
+            // walked), its index entry kept for the frame.
+            let s = self.slot(pfn)?;
+            return self.remove_at(*pfn, s);
+        }
+        self.remove_unkept(pfn)
+    }
+    /// [`Tables::remove`] of the table at `pfn`, whose slot the caller
+    /// has just looked up (`s`, [`Tables::slot`]).
+    #[inline]
+    fn remove_at(&mut self, pfn: u64, s: u32) -> Option<Table> {
+        debug_assert_eq!(self.slot(&pfn), Some(s));
+        let k = pfn as usize & (KEPT_TABLES - 1);
+        // Kept only where the frame's entry is free: many tables freed in
+        // a row (exit's, a stretch's) are removed as without keeping, not
+        // each evicting the one before.
+        if !self.keep || self.kept[k].0 != 0 {
+            return self.remove_unkept(&pfn);
+        }
+        self.recent_entry(pfn).set((0, 0));
+        self.kept[k] = (recent_key(pfn), s);
+        self.kept_n += 1;
+        self.live -= 1;
+        self.pfns[s as usize] = 0;
+        self.slab[s as usize].take()
+    }
+    /// [`Tables::remove`] without keeping: the index entry removed, the
+    /// slot freed.
+    fn remove_unkept(&mut self, pfn: &u64) -> Option<Table> {
         let e = self.recent_entry(*pfn);
         if e.get().0 == recent_key(*pfn) {
             e.set((0, 0));
         }
         let s = self.index.remove(pfn)?;
+        // A kept entry is never in the index while keeping is off (turning
+        // it off drops them all: `set_keep`).
         self.free.push(s);
+        self.live -= 1;
         self.pfns[s as usize] = 0;
         self.slab[s as usize].take()
     }
+    /// Turn keeping of removed tables' index entries on or off; off drops
+    /// the entries kept.
+    fn set_keep(&mut self, on: bool) {
+        if !on {
+            for i in 0..KEPT_TABLES {
+                if self.kept[i].0 != 0 {
+                    self.evict_kept(i);
+                }
+            }
+        }
+        self.keep = on;
+    }
     fn len(&self) -> usize {
-        self.index.len()
+        self.live
     }
     fn capacity(&self) -> usize {
         self.slab.capacity()
@@ -340,6 +454,15 @@ impl PageTables {
 
     pub fn root(&self) -> Pfn {
         self.root
+    }
+
+    /// Keep the frame-index entry and slab slot of a table removed from
+    /// the tree for a table made again at the same frame
+    /// (`ModelConfig::keep_table_index`, issue 14, fifteenth session). No
+    /// observable effect: the same lookups, table count and
+    /// [`PageTables::memory_bytes`].
+    pub fn set_keep_table_index(&mut self, on: bool) {
+        self.tables.set_keep(on);
     }
 
     /// Table pages in the tree, PGD included.
@@ -567,14 +690,14 @@ impl PageTables {
     /// [`PageTables::remove_table`] for a caller that has cleared the walk
     /// caches itself (once for several tables).
     fn take_table(&mut self, t: Pfn) -> Option<Table> {
-        if let Some(s) = self.tables.slot(&t.0) {
-            for h in &mut self.hot {
-                if *h == Some(s) {
-                    *h = None;
-                }
+        // No slot: no table stored at `t` (the index has no entry).
+        let s = self.tables.slot(&t.0)?;
+        for h in &mut self.hot {
+            if *h == Some(s) {
+                *h = None;
             }
         }
-        self.tables.remove(&t.0)
+        self.tables.remove_at(t.0, s)
     }
 
     /// The PMD slot for `va`.
@@ -1127,7 +1250,35 @@ impl PageTables {
         }
         self.insert_table(pte, 1);
         let raw = self.arch.ops().encode_table(4, pud);
-        self.write_raw(self.root, 4, index(4, va), raw);
+        let i4 = index(4, va);
+        // A root holding nothing, stored as runs (a lone mapping's chain
+        // made again after `free_lone_chain()` left the root new and
+        // empty): the entry stored as the table's one run, what
+        // `write_raw()` → `Table::splice()` leaves in an empty table
+        // ([`Table::with_run`]), with `write_raw()`'s cache clears and
+        // `PudStore` (issue 14, fifteenth session; under
+        // `table_chain_steps`, as the whole chain step); any other root
+        // through `write_raw()`.
+        let rs = self.tables.slot(&self.root.0).expect("root table");
+        let empty = {
+            let t = self.tables.at(rs);
+            t.used == 0 && t.runs().is_some_and(|r| r.is_empty())
+        };
+        if empty {
+            self.walk_cache.set([None; 2]);
+            self.pmd_cache.set(None);
+            self.hw.one(HwEvent::PudStore);
+            let run = Run {
+                start: i4 as u16,
+                len: 1,
+                kinds: run_kinds(self.arch.ops(), &[raw]),
+                first: raw,
+                step: 0,
+            };
+            *self.tables.at_mut(rs) = Table::with_run(4, run);
+        } else {
+            self.write_raw(self.root, 4, i4, raw);
+        }
         if let Some(i) = self.tables.slot(&pmd.0) {
             self.pmd_cache.set(Some((va & !(PUD_SIZE - 1), pmd, i)));
         }
@@ -2144,6 +2295,70 @@ mod tables_tests {
             let probe = (seed >> 20) % 40 * 7;
             assert_eq!(t.slot(&probe), t.index.get(&probe).copied(), "step {step}");
             assert_eq!(t.slot(&pfn), t.index.get(&pfn).copied(), "step {step}");
+        }
+    }
+
+    /// Kept index entries (`Tables::keep`) change no answer: against a
+    /// `BTreeMap` of frame → table and a store without keeping, random
+    /// inserts (new frames and replacements), removes (of stored and
+    /// absent frames) and lookups over 60 frames (several per kept
+    /// entry, frame 0 included), with keeping turned off and on again on
+    /// the way: every lookup finds the same table, the count is the
+    /// same, and the slab's length and capacities (what `memory_bytes()`
+    /// reads) stay equal to the store's without keeping.
+    #[test]
+    fn kept_entries_answer_as_the_plain_index() {
+        use std::collections::BTreeMap;
+        for seed0 in 1..=20u64 {
+            let mut seed = seed0.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            let mut kept = Tables::default();
+            kept.set_keep(true);
+            let mut plain = Tables::default();
+            let mut want: BTreeMap<u64, u8> = BTreeMap::new();
+            for step in 0..6000 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let pfn = (seed >> 8) % 60 * 5;
+                // The table's level tells the tables apart.
+                let level = ((seed >> 30) % 4 + 1) as u8;
+                match seed % 7 {
+                    0..=2 => {
+                        let a = kept.remove(&pfn).map(|t| t.level);
+                        let b = plain.remove(&pfn).map(|t| t.level);
+                        assert_eq!(a, b, "seed {seed0} step {step}");
+                        assert_eq!(a, want.remove(&pfn), "seed {seed0} step {step}");
+                    }
+                    3 if step % 500 == 3 => {
+                        let on = !kept.keep;
+                        kept.set_keep(on);
+                    }
+                    _ => {
+                        let a = kept.insert(pfn, Table::new(level));
+                        let b = plain.insert(pfn, Table::new(level));
+                        assert_eq!(a, b, "seed {seed0} step {step}");
+                        assert_eq!(a, want.insert(pfn, level).is_some());
+                    }
+                }
+                for q in [pfn, (seed >> 24) % 60 * 5] {
+                    let a = kept.get(&q).map(|t| t.level);
+                    assert_eq!(
+                        a,
+                        want.get(&q).copied(),
+                        "seed {seed0} step {step} frame {q}"
+                    );
+                    assert_eq!(a, plain.get(&q).map(|t| t.level));
+                }
+                assert_eq!(kept.len(), want.len(), "seed {seed0} step {step}");
+                assert_eq!(
+                    kept.slab.len(),
+                    plain.slab.len(),
+                    "seed {seed0} step {step}"
+                );
+                assert_eq!(kept.capacity(), plain.capacity());
+                assert_eq!(kept.pfns.capacity(), plain.pfns.capacity());
+                assert!(kept.kept_n as usize <= KEPT_TABLES);
+            }
         }
     }
 }

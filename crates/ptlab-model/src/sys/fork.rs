@@ -43,6 +43,7 @@ impl Model {
         pt.hw.features = self.cfg.hw;
         pt.set_pte_runs(self.cfg.pte_runs);
         pt.chain_steps = self.cfg.table_chain_steps;
+        pt.set_keep_table_index(self.cfg.keep_table_index);
         pt.hw.set_tracing(self.hw_tracing);
         let batch = !self.cfg.before.contains(Before::FORK_PTE_BATCH);
         let Model {
