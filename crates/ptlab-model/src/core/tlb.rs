@@ -590,4 +590,34 @@ mod tests {
             (1, 1)
         );
     }
+
+    #[test]
+    fn page_batches_fill_at_9678_entries_or_4849_large_batches() {
+        // Order-0: 7 in the bundle + 19 × 509; the 9,678th fills.
+        let mut tlb = MmuGather::new();
+        tlb.remove_folio_pages(0, 9_677, 1, 0);
+        assert_eq!(tlb.queued_flushes(), 0);
+        tlb.remove_folio_pages(9_677 * PAGE_SIZE, 1, 1, 0);
+        assert_eq!(tlb.queued_flushes(), 1);
+        // The batch pages are kept: the next round holds as many.
+        tlb.remove_folio_pages(9_678 * PAGE_SIZE, 2 * 9_678 - 1, 1, 0);
+        assert_eq!(tlb.queued_flushes(), 2);
+        // Two-entry batches: 4 + 19 × 255 = 4,849.
+        let mut tlb = MmuGather::new();
+        tlb.remove_folio_pages(0, 4_848, 16, 0);
+        assert_eq!(tlb.queued_flushes(), 0);
+        tlb.remove_folio_pages(0, 1, 16, 0);
+        assert_eq!(tlb.queued_flushes(), 1);
+        // PMD pages flush at once; a fullmm gather counts none.
+        let mut tlb = MmuGather::new();
+        tlb.flush_pmd_range(0, PMD_SIZE);
+        for _ in 0..9_678 {
+            tlb.remove_pmd_page();
+        }
+        assert_eq!(tlb.queued_flushes(), 1);
+        let mut tlb = MmuGather::new_fullmm();
+        tlb.remove_folio_pages(0, 100_000, 1, 0);
+        assert_eq!(tlb.queued_flushes(), 0);
+        tlb.discard();
+    }
 }
