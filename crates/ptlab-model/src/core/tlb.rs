@@ -229,8 +229,9 @@ impl MmuGather {
     /// Each goes into the table batch (`tlb_remove_table()`): the
     /// [`MAX_TABLE_BATCH`]th flushes what is gathered so far and starts
     /// the range over (`tlb_table_flush()` → `tlb_table_invalidate()` →
-    /// `tlb_flush_mmu_tlbonly()`). A fullmm gather (exit) is left to its
-    /// one whole-mm flush.
+    /// `tlb_flush_mmu_tlbonly()`). A fullmm gather (exit) counts its
+    /// batches only on arm64, where each full one is a `flush_tlb_mm()`
+    /// ([`fullmm_flushes_freed_tables`]).
     pub fn table_freed(&mut self, arch: ArchKind, level: u8, addr: u64) {
         match level {
             1 => self.pte_free(addr),
