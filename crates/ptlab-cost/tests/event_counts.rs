@@ -1412,3 +1412,172 @@ munmap p {n} * 2M
         x86(2, 1, 1, 510)
     );
 }
+
+// The gather's page batches (issue 15, fifteenth session). Linux:
+// mm/mmu_gather.c __tlb_remove_folio_pages_size(), tlb_next_batch();
+// mm/memory.c zap_present_folio_ptes(), zap_pte_range();
+// include/asm-generic/tlb.h tlb_remove_page_size(). Each zapped folio
+// batch adds one entry (one page) or two (more pages:
+// ENCODED_PAGE_BIT_NR_PAGES_NEXT); a batch with nr >= max − 1 after the
+// add moves on: the local bundle (max MMU_GATHER_BUNDLE = 8) holds 7
+// one-entry adds (or 4 two-entry ones), each of the 19 batch pages
+// (MAX_GATHER_BATCH_COUNT = 10000 / 510, max MAX_GATHER_BATCH = 510) 509
+// (or 255); when the 19th reaches its limit there is no next batch: full.
+// So a full flush every 7 + 19 × 509 = 9,678 order-0 pages, or every
+// 4 + 19 × 255 = 4,849 large-folio batches, or 9,678 PMD THPs.
+// zap_pte_range() then flushes the gathered range up to the end of the
+// batch that filled (tlb_flush_mmu_tlbonly()), frees the pages and the
+// table batch (tlb_flush_mmu()) and goes on from the next entry with an
+// empty range.
+
+/// munmap of 1 GiB of written 4 KiB pages, no neighbours (262,144
+/// order-0 batches): full at pages 9,678 × k for k = 1..27 (27 × 9,678 =
+/// 261,306), each range from the previous fill's end (the first from A)
+/// 9,678 pages long; then 838 pages are left. x86 (MERGE_VMAS): 27 full
+/// flushes (9,678 > 33), then the table batch's flush at the 509th of the
+/// 514 tables (the 838 pages + tables from A: full) and the last (tables
+/// 509–511, the PMD, PUD tables and p4d page from A at PMD stride, 511 >
+/// 33: full): 29 full. arm64 N1: 27 ASID-wide (9,678 ≥ 512 pages), the
+/// 838 pages at tlb_end_vma() ASID-wide, the table batch [A, A + 508 × 2M
+/// + 4K) at PMD stride = 509 TLBIs, the rest ASID-wide: 30 calls, 29
+/// ASID. arm64 with ranges: 9,678 pages = scale 2 num 3 (8,192) + scale 1
+/// num 22 (1,472) + scale 0 num 6 (14): 3 ops each, 81; 838 = scale 1
+/// num 12 (832) + scale 0 num 2 (6): 2; the table batch 3 and the rest 1
+/// (as in munmap_1g_of_4k_pages_frees_514_tables): 87 range ops. Before
+/// this session: x86 2 full, N1 3 calls, range 3 calls.
+#[test]
+fn munmap_1g_of_written_4k_pages_flushes_per_page_batch() {
+    let src = "thp 2M never
+p = mmap 1G at 0x7f00_0000_0000 fixed
+write p 1G
+munmap p 1G
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(29, 29, 0, 514));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(30, 29, 0, 509, 514));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(30, 0, 87, 0, 514));
+}
+
+/// munmap of 9,688 written 4 KiB pages from A (19 PTE tables, the last
+/// 472 pages used): the batches fill at page 9,678; the range then starts
+/// over at the next entry, A + 9,678 × 4K. arm64 flushes the zap at
+/// tlb_end_vma(), before the tables: the fill's [A, A + 9,678 × 4K) (N1
+/// ASID-wide; range 3 ops, as above), then the 10 pages left (N1 10
+/// TLBIs; range: scale 0 num 4, one op — a range started anywhere before
+/// A + 9,678 × 4K would be more), then the 21 tables (19 PTE, the PMD and
+/// PUD tables): [A, A + 18 × 2M + 4K) at PMD stride = 19 strides (N1 19
+/// TLBIs; range 9,728 pages = scale 2 num 3 + scale 1 num 23: 2 ops).
+/// x86 merges: the fill's range (full), then the 10 pages with the tables
+/// from A (full).
+#[test]
+fn munmap_past_one_page_batch_starts_the_range_after_it() {
+    let src = "thp 2M never
+p = mmap 9688 * 4K at 0x7f00_0000_0000 fixed
+write p 9688 * 4K
+munmap p 9688 * 4K
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(2, 2, 0, 21));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(3, 1, 0, 29, 21));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(3, 0, 6, 0, 21));
+}
+
+/// munmap of 1 GiB of 64 KiB mTHPs: 16,384 batches of 16 pages, two
+/// entries each: full at 4,849 × k batches, k = 1..3, each range 4,849 ×
+/// 16 = 77,584 pages; 1,837 batches (29,392 pages) left. x86: 3 full,
+/// then the table batch and the last flush (full, as for 4 KiB pages): 5.
+/// N1: 3 + 1 (the rest at tlb_end_vma()) ASID-wide, the table batch's 509
+/// TLBIs, the last ASID-wide: 6 calls, 5 ASID. Range: 77,584 = scale 3
+/// num 0 (65,536) + scale 2 num 4 (10,240) + scale 1 num 27 (1,792) +
+/// scale 0 num 7 (16): 4 ops each, 12; 29,392 = scale 2 num 13 (28,672) +
+/// scale 1 num 10 (704) + scale 0 num 7 (16): 3; tables 3 + 1: 19.
+#[test]
+fn munmap_1g_of_64k_mthps_flushes_per_page_batch() {
+    let src = "thp 64K always
+p = mmap 1G at 0x7f00_0000_0000 fixed
+write p 1G
+munmap p 1G
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(5, 5, 0, 514));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(6, 5, 0, 509, 514));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(6, 0, 19, 0, 514));
+}
+
+/// munmap of 9,680 PMD THPs (about 18.9 GiB): each zap_huge_pmd() adds one
+/// entry (tlb_remove_page_size()); the 9,678th fills the batches and
+/// tlb_flush_mmu() flushes at once: [A, A + 9,678 × 2M) at PMD stride.
+/// Tables: 9,680 deposited PTE tables (pte_free(), outside the gather),
+/// 19 PMD tables (pmd_free_tlb() at PUD level, A + j × 1G) and the PUD
+/// table: 9,700 frees. x86: the fill (9,678 > 33: full), then the last 2
+/// PMDs with the tables from A (full). N1: the fill ASID-wide; the 2 PMDs
+/// at tlb_end_vma(): 2 TLBIs; the tables [A, A + 18G + 4K) at PUD stride:
+/// 19 strides but 4,980,736 pages > MAX_TLBI_RANGE_PAGES: ASID-wide.
+/// Range: the fill's 4,955,136 pages > MAX_TLBI_RANGE_PAGES: ASID-wide;
+/// the 1,024 pages: scale 1 num 15, one op; the tables ASID-wide.
+#[test]
+fn munmap_of_9680_pmd_thps_flushes_at_the_9678th() {
+    let src = "thp 2M always
+p = mmap 9680 * 2M at 0x7f00_0000_0000 fixed
+write p 9680 * 2M
+munmap p 9680 * 2M
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(2, 2, 0, 9700));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(3, 2, 0, 2, 9700));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(3, 2, 1, 0, 9700));
+}
+
+/// Exit of a child that maps 1 GiB of 4 KiB pages, one written per 2 MiB
+/// (exit_mmap(): one fullmm gather; free_pgtables() frees the 512 PTE
+/// tables, the PMD and the PUD table: 514 through tlb_remove_table()).
+/// arm64's tlb_flush() of a fullmm gather is flush_tlb_mm() when tables
+/// were freed and nothing else (arch/arm64/include/asm/tlb.h): the 509th
+/// table fills the batch (tlb_table_invalidate(): one ASID-wide flush),
+/// the last 5 make tlb_finish_mmu() flush again: 2 calls, 2 ASID. The
+/// zap's page batches never flush a fullmm gather (arm64: no table freed
+/// yet; x86: the exiting mm is lazy, and a fully written GiB is covered by
+/// the same one flush). x86: the one whole-mm flush the model keeps for
+/// the lazy mm's switch to init_mm. Before this session: 1 on both.
+#[test]
+fn exit_flushes_per_table_batch_on_arm64() {
+    let src = "thp 2M never
+p = mmap 1G at 0x7f00_0000_0000 fixed
+repeat 512 as i
+  write p + i * 2M 4K
+end
+fork child
+@child exit
+";
+    let full = |src: &str, arch, f| {
+        let e = flushes(src, arch, f);
+        (
+            e.get("tlb_flush_call").copied(),
+            e.get("tlbi_asid").copied(),
+        )
+    };
+    assert_eq!(full(src, ArchKind::X86_64, X86), (Some(1), Some(1)));
+    assert_eq!(full(src, ArchKind::Arm64, N1), (Some(2), Some(2)));
+    let written = src.replace("repeat 512 as i\n  write p + i * 2M 4K\nend", "write p 1G");
+    assert_eq!(full(&written, ArchKind::Arm64, N1), (Some(2), Some(2)));
+    assert_eq!(full(&written, ArchKind::X86_64, X86), (Some(1), Some(1)));
+}
+
+/// mprotect over three 8 KiB VMAs, the first and last changed (the middle
+/// one is already read-only: mprotect_fixup() returns at once). 6.18's
+/// do_mprotect_pkey() makes one mmu_gather for the loop
+/// (tlb_gather_mmu() … tlb_finish_mmu()); change_pte_range() records each
+/// changed PTE (tlb_flush_pte_range()). x86 (MERGE_VMAS): one flush at
+/// tlb_finish_mmu() of [A, A + 24K) at 4 KiB stride, 6 ≤ 33: 6 INVLPGs —
+/// as measured live (`pages` 6). arm64: tlb_end_vma() flushes each
+/// changed VMA's 2 pages: N1 2 × 2 TLBIs; range 2 × one range op (2 pages,
+/// scale 0 num 0). Before this session the model made a gather per VMA:
+/// x86 2 calls.
+#[test]
+fn mprotect_over_three_vmas_is_one_gather() {
+    let src = "thp 2M never
+p = mmap 24K at 0x7f00_0000_0000 fixed
+write p 24K
+mprotect p + 8K 8K r
+mprotect p 24K r
+";
+    assert_eq!(flushes(src, ArchKind::X86_64, X86), x86(1, 0, 6, 0));
+    assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(2, 0, 0, 4, 0));
+    assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(2, 0, 2, 0, 0));
+}

@@ -37,6 +37,19 @@ pub const P4D_SIZE: u64 = 1 << 39;
 /// one munmap are two flushes).
 pub const MAX_TABLE_BATCH: u32 = 509;
 
+/// `MMU_GATHER_BUNDLE`: the entries of the gather's own page batch
+/// (`tlb->__pages`, `tlb->local.max`) before a batch page is allocated.
+pub const MMU_GATHER_BUNDLE: u32 = 8;
+
+/// `MAX_GATHER_BATCH` with 4 KiB pages: `(PAGE_SIZE - sizeof(struct
+/// mmu_gather_batch)) / sizeof(void *)` = (4096 − 16) / 8 entries per
+/// batch page.
+pub const MAX_GATHER_BATCH: u32 = 510;
+
+/// `MAX_GATHER_BATCH_COUNT`: `10000UL / MAX_GATHER_BATCH` batch pages at
+/// most (19).
+pub const MAX_GATHER_BATCH_COUNT: u32 = 10_000 / MAX_GATHER_BATCH;
+
 /// Whether the p4d level is folded at run time, not at build time, so that
 /// `free_p4d_range()`'s `p4d_free_tlb()` is the generic macro: x86 builds
 /// 5-level page tables (CONFIG_PGTABLE_LEVELS=5 on the 6.18 kernel we run)
@@ -44,6 +57,18 @@ pub const MAX_TABLE_BATCH: u32 = 509;
 /// includes pgtable-nop4d.h, whose `p4d_free_tlb()` does nothing.
 fn p4d_free_tlb_gathers(arch: ArchKind) -> bool {
     matches!(arch, ArchKind::X86_64)
+}
+
+/// Whether a fullmm gather (exit_mmap()) flushes for its freed tables:
+/// arm64's `tlb_flush()` of a fullmm gather is `flush_tlb_mm()` when
+/// `freed_tables` and nothing otherwise (arch/arm64/include/asm/tlb.h), so
+/// each full table batch (`tlb_table_invalidate()`) and the end flush the
+/// mm; on x86 the exiting mm is lazy (exit_mm() → enter_lazy_tlb()):
+/// `flush_tlb_func()` switches the CPU to init_mm at the first flush and
+/// later flushes find the mm no longer loaded — the model keeps x86's one
+/// whole-mm flush at the end.
+fn fullmm_flushes_freed_tables(arch: ArchKind) -> bool {
+    matches!(arch, ArchKind::Arm64)
 }
 
 /// `IS_ENABLED(CONFIG_MMU_GATHER_MERGE_VMAS)`: x86 selects it
@@ -76,6 +101,18 @@ pub struct MmuGather {
     /// tables holds the page tables, so the flush is counted just after;
     /// the counts are the same). Empty unless a batch filled.
     batch_flushes: Vec<(u64, u64, u64)>,
+    /// The page batches (`tlb->active`, `batch->nr`): the batch filling
+    /// (0 = the local bundle, 1.. = the batch pages, at most
+    /// [`MAX_GATHER_BATCH_COUNT`]) and its entries.
+    page_batch: u32,
+    page_nr: u32,
+    /// Where the last full page batch's flush ended, inside the PTE
+    /// segment being zapped: the segment's range starts over after it
+    /// ([`MmuGather::flush_pte_span`]).
+    page_resume: Option<u64>,
+    /// Whole-mm flushes a fullmm gather's full table batches made (arm64):
+    /// issued before its last flush.
+    mm_flushes: u32,
 }
 
 impl MmuGather {
@@ -92,6 +129,10 @@ impl MmuGather {
             cleared_p4ds: false,
             tables_batched: 0,
             batch_flushes: Vec::new(),
+            page_batch: 0,
+            page_nr: 0,
+            page_resume: None,
+            mm_flushes: 0,
         }
     }
 
@@ -188,8 +229,9 @@ impl MmuGather {
     /// Each goes into the table batch (`tlb_remove_table()`): the
     /// [`MAX_TABLE_BATCH`]th flushes what is gathered so far and starts
     /// the range over (`tlb_table_flush()` → `tlb_table_invalidate()` →
-    /// `tlb_flush_mmu_tlbonly()`). A fullmm gather (exit) is left to its
-    /// one whole-mm flush.
+    /// `tlb_flush_mmu_tlbonly()`). A fullmm gather (exit) counts its
+    /// batches only on arm64, where each full one is a `flush_tlb_mm()`
+    /// ([`fullmm_flushes_freed_tables`]).
     pub fn table_freed(&mut self, arch: ArchKind, level: u8, addr: u64) {
         match level {
             1 => self.pte_free(addr),
@@ -205,18 +247,149 @@ impl MmuGather {
                 return;
             }
         }
-        if self.fullmm {
+        if self.fullmm && !fullmm_flushes_freed_tables(arch) {
             return;
         }
         self.tables_batched += 1;
         if self.tables_batched == MAX_TABLE_BATCH {
             self.tables_batched = 0;
-            if self.start < self.end {
+            if self.fullmm {
+                // arm64's tlb_flush() of a fullmm gather with freed
+                // tables: flush_tlb_mm().
+                self.mm_flushes += 1;
+            } else if self.start < self.end {
                 self.batch_flushes
                     .push((self.start, self.end, self.unmap_size()));
             }
             self.reset_range();
         }
+    }
+
+    /// `__tlb_remove_folio_pages()` (`__tlb_remove_folio_pages_size()`)
+    /// `count` times: batches of `nr_pages` pages each (one entry for one
+    /// page, two — the page and `ENCODED_PAGE_BIT_NR_PAGES_NEXT` + the
+    /// count — for more), the `i`th mapping `[va + i·nr_pages·4K, …)` of
+    /// the PTE segment whose first present entry is `seg_lo`. After an
+    /// entry is added, a batch with `nr >= max − 1` moves on
+    /// (`tlb_next_batch()`: the next batch page, allocated up to
+    /// [`MAX_GATHER_BATCH_COUNT`]; the model assumes the GFP_NOWAIT
+    /// allocation succeeds); when none is left the batch is full and
+    /// `zap_pte_range()` breaks out, `tlb_flush_mmu_tlbonly()` flushes the
+    /// range gathered up to the end of that batch and `tlb_flush_mmu()`
+    /// frees the pages (and the table batch: `tlb_table_flush()`); the
+    /// walk then goes on from the next entry with an empty range. The
+    /// allocated batch pages stay (`batch->next`), so every round holds
+    /// the same: 7 + 19 · 509 = 9,678 order-0 pages, or 4 + 19 · 255 =
+    /// 4,849 large-folio batches. Anonymous folios never delay their rmap
+    /// (`delay_rmap` is for dirty file folios), so no other flush is
+    /// forced. A fullmm gather (exit) counts nothing: arm64's
+    /// `tlb_flush()` of a fullmm gather flushes only freed tables, which
+    /// the zap has none of, and x86's exiting mm is lazy (its first flush
+    /// switches to init_mm, the others find it not loaded).
+    /// Per call, not per page: one step per batch page crossed.
+    /// Linux: mm/mmu_gather.c __tlb_remove_folio_pages_size(),
+    /// tlb_next_batch(); mm/memory.c zap_present_folio_ptes(),
+    /// zap_pte_range().
+    pub fn remove_folio_pages(&mut self, va: u64, count: u64, nr_pages: u64, seg_lo: u64) {
+        if self.fullmm || count == 0 {
+            return;
+        }
+        let w = if nr_pages == 1 { 1 } else { 2 };
+        let unit = nr_pages * PAGE_SIZE;
+        let mut done = 0;
+        while let Some(k) = self.page_batch_adds(count - done, w) {
+            done += k;
+            // The batch that filled ends at this unit; the range of this
+            // segment so far starts at its first present entry, or after
+            // the batch that filled before (a stretch of tables).
+            let fill_end = va + done * unit;
+            let from = self.page_resume.map_or(seg_lo, |f| f.max(seg_lo));
+            self.adjust(from, fill_end - from);
+            self.cleared_ptes = true;
+            self.page_batch_flush();
+            self.page_resume = Some(fill_end);
+        }
+    }
+
+    /// `tlb_remove_page_size()` of a PMD-mapped folio (zap_huge_pmd():
+    /// one entry): when the batches are full, `tlb_flush_mmu()` at once.
+    /// Linux: include/asm-generic/tlb.h tlb_remove_page_size().
+    pub fn remove_pmd_page(&mut self) {
+        if self.fullmm {
+            return;
+        }
+        if self.page_batch_adds(1, 1).is_some() {
+            self.page_batch_flush();
+        }
+    }
+
+    /// Add up to `count` batches of `w` entries: `None` when all went in
+    /// without filling the last batch page, else `Some(k)`: the `k`th
+    /// filled it (the batches are emptied: `tlb_batch_pages_flush()`).
+    fn page_batch_adds(&mut self, count: u64, w: u32) -> Option<u64> {
+        let mut done = 0u64;
+        loop {
+            let max = if self.page_batch == 0 {
+                MMU_GATHER_BUNDLE
+            } else {
+                MAX_GATHER_BATCH
+            };
+            // Adds until this batch has nr >= max − 1.
+            let room = u64::from((max - 1 - self.page_nr).div_ceil(w));
+            if count - done < room {
+                self.page_nr += (count - done) as u32 * w;
+                return None;
+            }
+            done += room;
+            self.page_nr = 0;
+            if self.page_batch == MAX_GATHER_BATCH_COUNT {
+                self.page_batch = 0;
+                return Some(done);
+            }
+            self.page_batch += 1;
+        }
+    }
+
+    /// The flush of a full page batch (`tlb_flush_mmu()`): what is gathered
+    /// is flushed (queued like a table batch's flush, issued before the
+    /// gather's next one) and the range starts over; the table batch is
+    /// freed too (`tlb_flush_mmu_free()` → `tlb_table_flush()`).
+    fn page_batch_flush(&mut self) {
+        if self.needs_flush() && self.start < self.end {
+            self.batch_flushes
+                .push((self.start, self.end, self.unmap_size()));
+        }
+        self.reset_range();
+        self.tables_batched = 0;
+    }
+
+    /// `tlb_remove_tlb_entries()` over a PTE segment's present entries,
+    /// `[lo, end)`, after its folios went to
+    /// [`MmuGather::remove_folio_pages`]: when a page batch filled inside
+    /// the segment, the range gathered after it starts at the first
+    /// present entry at or after the filled batch's end (`next_present`),
+    /// if any.
+    pub fn flush_pte_span(
+        &mut self,
+        lo: u64,
+        end: u64,
+        next_present: impl FnOnce(u64) -> Option<u64>,
+    ) {
+        let lo = match self.page_resume.take() {
+            None => lo,
+            Some(f) if f >= end => return,
+            Some(f) => match next_present(f) {
+                Some(n) if n < end => n,
+                _ => return,
+            },
+        };
+        self.flush_pte_range(lo, end - lo);
+    }
+
+    /// Full page-batch flushes queued (for tests).
+    #[cfg(test)]
+    fn queued_flushes(&self) -> usize {
+        self.batch_flushes.len()
     }
 
     /// Drop a gather without flushing: only for model bookkeeping that
@@ -267,10 +440,19 @@ impl MmuGather {
         for (start, end, stride) in self.batch_flushes.drain(..) {
             pt.flush_tlb_range(start, end, stride);
         }
+        for _ in 0..std::mem::take(&mut self.mm_flushes) {
+            pt.flush_tlb_mm();
+        }
         if !self.needs_flush() {
             return;
         }
         if self.fullmm {
+            // arm64: a fullmm tlb_flush() with nothing freed since the
+            // last flush (last_level) flushes nothing.
+            if fullmm_flushes_freed_tables(pt.arch().kind()) && !self.freed_tables {
+                self.reset_range();
+                return;
+            }
             pt.flush_tlb_mm();
         } else if self.start < self.end {
             pt.flush_tlb_range(self.start, self.end, self.unmap_size());
@@ -408,5 +590,35 @@ mod tests {
             (e.get(HwEvent::TlbFlushCall), e.get(HwEvent::TlbiAsid)),
             (1, 1)
         );
+    }
+
+    #[test]
+    fn page_batches_fill_at_9678_entries_or_4849_large_batches() {
+        // Order-0: 7 in the bundle + 19 × 509; the 9,678th fills.
+        let mut tlb = MmuGather::new();
+        tlb.remove_folio_pages(0, 9_677, 1, 0);
+        assert_eq!(tlb.queued_flushes(), 0);
+        tlb.remove_folio_pages(9_677 * PAGE_SIZE, 1, 1, 0);
+        assert_eq!(tlb.queued_flushes(), 1);
+        // The batch pages are kept: the next round holds as many.
+        tlb.remove_folio_pages(9_678 * PAGE_SIZE, 2 * 9_678 - 1, 1, 0);
+        assert_eq!(tlb.queued_flushes(), 2);
+        // Two-entry batches: 4 + 19 × 255 = 4,849.
+        let mut tlb = MmuGather::new();
+        tlb.remove_folio_pages(0, 4_848, 16, 0);
+        assert_eq!(tlb.queued_flushes(), 0);
+        tlb.remove_folio_pages(0, 1, 16, 0);
+        assert_eq!(tlb.queued_flushes(), 1);
+        // PMD pages flush at once; a fullmm gather counts none.
+        let mut tlb = MmuGather::new();
+        tlb.flush_pmd_range(0, PMD_SIZE);
+        for _ in 0..9_678 {
+            tlb.remove_pmd_page();
+        }
+        assert_eq!(tlb.queued_flushes(), 1);
+        let mut tlb = MmuGather::new_fullmm();
+        tlb.remove_folio_pages(0, 100_000, 1, 0);
+        assert_eq!(tlb.queued_flushes(), 0);
+        tlb.discard();
     }
 }

@@ -198,7 +198,9 @@ fn zap_pmds(
                         if mm.pt.table(t).is_some_and(|tb| tb.used == 0) {
                             rule!(mm.pt.hw, ZapPtReclaim);
                             mm.pt.free_pte_table(q.va, phys);
-                            tlb.pte_free(q.va);
+                            // free_pte() → pte_free_tlb(): the table goes
+                            // through the table batch like munmap's.
+                            tlb.table_freed(mm.pt.arch().kind(), 1, q.va);
                         }
                     }
                 }
@@ -275,7 +277,10 @@ fn zap_shared_thp_tables(
             t.write_affine(0, nr as usize, 0, 0, 0);
         }
     }
-    tlb.flush_pte_range(s + PMD_SIZE, (k - 1) * PMD_SIZE);
+    // Each table's folio is one batch of 512 pages (two entries), its
+    // range the table's 2 MiB.
+    tlb.remove_folio_pages(s + PMD_SIZE, k - 1, nr, s + PMD_SIZE);
+    tlb.flush_pte_span(s + PMD_SIZE, s + k * PMD_SIZE, Some);
     mm.rss_anon -= (k - 1) * nr;
     crate::core::diag::took(crate::core::diag::Step::ZapTables);
     k
@@ -376,6 +381,7 @@ fn zap_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, slot: u64,
     }
     let folio = phys.folio_of(leaf.pfn).expect("PMD maps a folio");
     phys.remove_rmap_pmd(folio, mm.pid);
+    tlb.remove_pmd_page();
     mm.rss_anon -= HPAGE_PMD_NR;
     phys.ref_sub(folio, 1);
 }
@@ -419,11 +425,9 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
             .get(k)
             .map(|(j, l)| (table_base + j as u64 * PAGE_SIZE, l))
     };
-    // tlb_remove_tlb_entries() per present batch: the gather's range grows
-    // to cover every cleared present entry.
-    if let (Some((lo, _)), Some((hi, _))) = (at(0), cleared.len().checked_sub(1).and_then(at)) {
-        tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
-    }
+    // The segment's first present entry: where its range in the gather
+    // starts (tlb_remove_tlb_entries() per present batch).
+    let seg_lo = at(0).map_or(start, |(lo, _)| lo);
     let mut i = 0;
     while i < cleared.len() {
         let (va, leaf) = at(i).expect("i < len");
@@ -441,6 +445,7 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
                 (!l2.flags.contains(LeafFlags::SPECIAL)).then_some(l2.pfn)
             });
             if done > 0 {
+                tlb.remove_folio_pages(va, done as u64, 1, seg_lo);
                 mm.pt.hw.add(HwEvent::StructPageLine, done as u64);
                 mm.rss_anon -= done as u64;
                 i += done;
@@ -470,6 +475,7 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
             };
             if folded > 0 {
                 crate::core::diag::took(crate::core::diag::Step::ZapFolded);
+                tlb.remove_folio_pages(va, folded, nr_f, seg_lo);
                 mm.pt
                     .hw
                     .rules
@@ -507,6 +513,7 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
         if n > 1 {
             rule!(mm.pt.hw, ZapPteBatch);
         }
+        tlb.remove_folio_pages(va, 1, n as u64, seg_lo);
         unmap_batch(mm, phys, folio, leaf.pfn, n as u32);
         i += n;
         if let Some((folios, nr_f, before_mm, before)) = stretch {
@@ -515,10 +522,22 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
                 "the stretch's first batch is its first folio"
             );
             let done = zap_large_run(phys, mm.pid, leaf.pfn.add(nr_f), folios - 1, &before);
+            tlb.remove_folio_pages(va + nr_f * PAGE_SIZE, done, nr_f, seg_lo);
             mm.pt.hw.add_since(&before_mm, done);
             mm.rss_anon -= done * nr_f;
             i += (done * nr_f) as usize;
         }
+    }
+    // tlb_remove_tlb_entries() per present batch: the gather's range grows
+    // to cover every cleared present entry (after a full page batch, from
+    // the next one).
+    if let Some((hi, _)) = cleared.len().checked_sub(1).and_then(at) {
+        tlb.flush_pte_span(seg_lo, hi + PAGE_SIZE, |f| {
+            (0..cleared.len())
+                .filter_map(at)
+                .map(|(va, _)| va)
+                .find(|&va| va >= f)
+        });
     }
 }
 
@@ -613,7 +632,11 @@ fn zap_present_segment(
     // (RSS pages, batches, struct page lines).
     let (mut stretch_rss, mut stretch_batches, mut stretch_lines) = (0u64, 0u32, 0u64);
     // Ends a batch: zap_present_folio_ptes() (see zap_ptes and unmap_batch).
-    let mut finish = |r: Run, phys: &mut PhysMem| {
+    // The VA of entry `j`, and of the segment's first present entry so far
+    // (the start of its range in the gather).
+    let va_of = |j: usize| start + (j - i0) as u64 * PAGE_SIZE;
+    let mut finish = |r: Run, phys: &mut PhysMem, tlb: &mut MmuGather, lo: usize| {
+        tlb.remove_folio_pages(va_of(r.i), 1, u64::from(r.n), va_of(lo));
         if locked {
             munlocks += 1;
             phys.folio_batches
@@ -678,7 +701,8 @@ fn zap_present_segment(
             }
         }
         if let Some(r) = run.take() {
-            finish(r, phys);
+            let lo = span.map_or(r.i, |s| s.0);
+            finish(r, phys, tlb, lo);
         }
         if !locked && e & raw.special == 0 {
             // A run of present entries mapping order-0 pages: each is a
@@ -705,6 +729,8 @@ fn zap_present_segment(
                 present += done as u64;
                 small_done += done as u64;
                 span = Some(span.map_or((j, j + done - 1), |(lo, _)| (lo, j + done - 1)));
+                let lo = span.map_or(j, |s| s.0);
+                tlb.remove_folio_pages(va_of(j), done as u64, 1, va_of(lo));
                 j += done;
                 continue;
             }
@@ -740,6 +766,8 @@ fn zap_present_segment(
                 let last = at + total as usize - 1;
                 present += total - 1;
                 span = Some(span.map_or((at, last), |(lo, _)| (lo, last)));
+                let lo = span.map_or(at, |s| s.0);
+                tlb.remove_folio_pages(va_of(at), folded, nr_f, va_of(lo));
                 stretch_rss += total;
                 stretch_batches += folded as u32;
                 stretch_lines += 2 * folded;
@@ -755,9 +783,11 @@ fn zap_present_segment(
                     folio,
                     n: nr_f as u32,
                 };
-                finish(first, phys);
+                let lo = span.map_or(at, |s| s.0);
+                finish(first, phys, tlb, lo);
                 let done = zap_large_run(phys, pid, Pfn(pfn + nr_f), folios - 1, &before);
                 ZapTally::recycle(before);
+                tlb.remove_folio_pages(va_of(at) + nr_f * PAGE_SIZE, done, nr_f, va_of(lo));
                 let total = (1 + done) * nr_f;
                 let last = at + total as usize - 1;
                 present += total - 1;
@@ -778,7 +808,20 @@ fn zap_present_segment(
         });
     }
     if let Some(r) = run.take() {
-        finish(r, phys);
+        let lo = span.map_or(r.i, |s| s.0);
+        finish(r, phys, tlb, lo);
+    }
+    // Where a full page batch's flush ended inside the segment, the range
+    // starts over at the next present entry (read before the clear).
+    let next_present = |f: u64| {
+        let from = i0 + ((f - start) / PAGE_SIZE) as usize;
+        (from..jend)
+            .find(|&k| raw.is_present(t.raw(k)))
+            .map(|k| start + (k - i0) as u64 * PAGE_SIZE)
+    };
+    if let Some((lo, hi)) = span {
+        let (lo, hi) = (t.va(lo), t.va(hi));
+        tlb.flush_pte_span(lo, hi + PAGE_SIZE, next_present);
     }
     // The present entries cleared: the whole segment as one write when it
     // holds no swap entry or marker (a table stored as runs stays runs).
@@ -803,10 +846,6 @@ fn zap_present_segment(
         .hit_n(crate::core::rules::Rule::ZapMunlocksFolio, munlocks);
     t.hw.rules
         .hit_n(crate::core::rules::Rule::ZapPteBatch, batches);
-    if let Some((lo, hi)) = span {
-        let (lo, hi) = (t.va(lo), t.va(hi));
-        tlb.flush_pte_range(lo, hi + PAGE_SIZE - lo);
-    }
     mm.rss_anon -= rss;
 }
 
