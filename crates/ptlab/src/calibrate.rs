@@ -348,10 +348,12 @@ impl Region {
     /// [`Region::touch_write`] of an order-0 region with its frames packed
     /// when `--frames packed` and the region is large enough
     /// (`ptlab_bench::memstate::Spacer`, as the live arms fault theirs).
-    fn touch_write_order0(&self, pages: usize) {
+    /// The spacer's pages (0: faulted as found).
+    fn touch_write_order0(&self, pages: usize) -> u64 {
         let spacer = ptlab_bench::memstate::spacer_pages_now((pages * PAGE) as u64);
         let _s = ptlab_bench::memstate::Spacer::take(spacer);
         self.touch_write(pages);
+        spacer
     }
     fn touch_write(&self, pages: usize) {
         for i in 0..pages {
@@ -667,7 +669,7 @@ fn micro(reps: usize) -> Result<Samples> {
                 let len = mib << 20;
                 let pages = len / PAGE;
                 let r = Region::new(BASE, len)?;
-                r.touch_write_order0(pages);
+                let _ = r.touch_write_order0(pages);
                 small.push((pages as f64, fork_call_ns(3)?));
                 // The order-0 mprotect arm's state (issue 15, tenth
                 // session), after the forks, on the same frames: a first
@@ -1100,11 +1102,12 @@ fn arm_series(reps: usize, order: u32, key: &str) -> Result<Samples> {
         }
         _ => Region::new_thp_allowed(BASE, len)?,
     };
-    if order == 0 {
-        r.touch_write_order0(pages);
+    let spacer = if order == 0 {
+        r.touch_write_order0(pages)
     } else {
         r.touch_write(pages);
-    }
+        0
+    };
     let mut reader = ptlab_live::kernel::Reader::new();
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
@@ -1121,6 +1124,10 @@ fn arm_series(reps: usize, order: u32, key: &str) -> Result<Samples> {
         },
     )
     .map_err(|e| anyhow::anyhow!("the {} KiB layout was not obtained: {e}", 4u64 << order))?;
+    let layout = match spacer {
+        0 => layout,
+        n => format!("{layout} ({})", ptlab_bench::memstate::describe_spacer(n)),
+    };
     let mut s = Samples::default();
     s.notes.insert(key.to_string(), layout);
     for rep in 0..reps {
