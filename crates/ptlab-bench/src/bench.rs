@@ -244,6 +244,15 @@ pub fn run(
         messages.push(f.describe());
         environment.notes.push(f.describe());
     }
+    if crate::memstate::pack_frames() {
+        environment.notes.push(format!(
+            "frames packed (--frames packed): every order-0 region of {} MiB or more was faulted \
+             after a spacer took the per-CPU lists and the free blocks below order {} (each \
+             case's layout check gives its size and the frames' adjacency)",
+            crate::memstate::PACK_MIN_BYTES >> 20,
+            crate::memstate::PACK_BELOW_ORDER
+        ));
+    }
     let mut compact = opts.compact_memory;
     if compact {
         if let Some(why) = crate::memstate::compaction_unavailable() {

@@ -1,6 +1,7 @@
 //! The state of the machine's free memory around a live measurement:
 //! compacting it (`--compact-memory`), fragmenting it on purpose
-//! (`ptlab bench --fragment-memory`), and how contiguous the frames of an
+//! (`ptlab bench --fragment-memory`), packing an order-0 region's frames
+//! (`--pack-frames`, [`Spacer`]), and how contiguous the frames of an
 //! order-0 region came out.
 //!
 //! Why it matters: an order-0 fault takes its page from the per-CPU list,
@@ -256,6 +257,188 @@ impl Drop for Fragmenter {
     }
 }
 
+// ------------------------------------------------------------ packing --
+
+/// Free blocks below this order are what a packed region's faults must not
+/// be served from: a region faulted from blocks of 2^6 pages or more has
+/// at least 63 of 64 frames next to the previous page's.
+pub const PACK_BELOW_ORDER: usize = 6;
+
+/// Order-0 regions smaller than this are never packed (mremap-batch's
+/// 1 MiB regions: a spacer per iteration would dwarf the work, and a
+/// region of a few hundred pages is served from one per-CPU refill).
+pub const PACK_MIN_BYTES: u64 = 64 << 20;
+
+/// Memory a spacer leaves available beside the region it packs.
+const PACK_MARGIN_BYTES: u64 = 2 << 30;
+
+static PACK_FRAMES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether order-0 regions of [`PACK_MIN_BYTES`] or more are faulted
+/// packed (`ptlab bench --pack-frames`, on by default in `ptlab reproduce`
+/// and `ptlab calibrate`; see [`Spacer`]).
+pub fn pack_frames() -> bool {
+    PACK_FRAMES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Turn packing on or off for this process (and the case processes it
+/// forks from now on).
+pub fn set_pack_frames(on: bool) {
+    PACK_FRAMES.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Pages on the per-CPU free lists, every zone and CPU summed
+/// (/proc/zoneinfo's `count:` lines of each `pagesets` entry).
+pub fn pcp_pages(zoneinfo: &str) -> u64 {
+    zoneinfo
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("count:"))
+        .filter_map(|v| v.trim().parse::<u64>().ok())
+        .sum()
+}
+
+/// Pages a spacer must take so that the faults after it are served from
+/// free blocks of order [`PACK_BELOW_ORDER`] or more: every page on the
+/// per-CPU lists and in free blocks below that order (`free_blocks` as
+/// /proc/buddyinfo's blocks per order), capped so that `keep_bytes` of
+/// `mem_available` stay free (`None`: nothing to cap by).
+pub fn spacer_pages(
+    free_blocks: &[u64],
+    pcp: u64,
+    mem_available: Option<u64>,
+    keep_bytes: u64,
+) -> u64 {
+    let small: u64 = free_blocks
+        .iter()
+        .take(PACK_BELOW_ORDER)
+        .enumerate()
+        .map(|(order, &n)| n << order)
+        .sum();
+    let want = small + pcp;
+    match mem_available {
+        Some(avail) => want.min(avail.saturating_sub(keep_bytes) / 4096),
+        None => want,
+    }
+}
+
+/// The spacer pages for an order-0 region of `region_bytes` about to be
+/// faulted on this machine, or 0 when packing is off, the region is
+/// small, or the machine's free lists cannot be read.
+pub fn spacer_pages_now(region_bytes: u64) -> u64 {
+    if !pack_frames() || region_bytes < PACK_MIN_BYTES {
+        return 0;
+    }
+    let Ok(zoneinfo) = std::fs::read_to_string("/proc/zoneinfo") else {
+        return 0;
+    };
+    let blocks = free_blocks_now();
+    if blocks.is_empty() {
+        return 0;
+    }
+    spacer_pages(
+        &blocks,
+        pcp_pages(&zoneinfo),
+        ptlab_live::budget::mem_available(),
+        region_bytes + PACK_MARGIN_BYTES,
+    )
+}
+
+/// A packed region's spacer: before an order-0 region is faulted, a
+/// mapping of `pages` pages is populated on the CPU the region will be
+/// faulted on (the process is pinned to it meanwhile), so that it takes
+/// that CPU's per-CPU list and the free blocks below
+/// [`PACK_BELOW_ORDER`] (Linux: mm/page_alloc.c `__rmqueue_smallest()`
+/// serves the smallest free block first); the region's faults then split
+/// larger blocks and get ascending frames. Dropped after the region is
+/// faulted: its pages go back and the region keeps its frames.
+///
+/// Why (docs/cost.md, "Packed order-0 regions"): the order-0 fork and
+/// mprotect arms walk their struct pages in address order, and a quiet
+/// 1 GiB mprotect pair took 17.5–19 ms over frames 92–98 % adjacent
+/// against 38–43 ms over frames 1–19 % adjacent on this VM; which state an
+/// arm got depended on what ran before it.
+///
+/// Raw system calls only: it is made in forked case processes.
+pub struct Spacer {
+    addr: *mut libc::c_void,
+    len: usize,
+    old_mask: Option<libc::cpu_set_t>,
+}
+
+impl Spacer {
+    /// Pin this process to its CPU and populate `pages` pages of order-0
+    /// memory. `None` when `pages` is 0 or the mapping cannot be made
+    /// (the region is then faulted as found; its layout check says how
+    /// adjacent its frames came out).
+    pub fn take(pages: u64) -> Option<Spacer> {
+        if pages == 0 {
+            return None;
+        }
+        // SAFETY: raw calls on our own process and a fresh mapping.
+        unsafe {
+            let mut old: libc::cpu_set_t = core::mem::zeroed();
+            let size = core::mem::size_of::<libc::cpu_set_t>();
+            let old_mask = (libc::sched_getaffinity(0, size, &mut old) == 0).then_some(old);
+            let cpu = libc::sched_getcpu();
+            if cpu >= 0 {
+                let mut one: libc::cpu_set_t = core::mem::zeroed();
+                libc::CPU_SET(cpu as usize, &mut one);
+                libc::sched_setaffinity(0, size, &one);
+            }
+            let len = (pages as usize) * 4096;
+            let p = libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                if let Some(m) = old_mask {
+                    libc::sched_setaffinity(0, size, &m);
+                }
+                return None;
+            }
+            libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+            // MADV_POPULATE_WRITE (Linux 5.14); written page by page
+            // where it is missing.
+            if libc::madvise(p, len, 23) != 0 {
+                let base = p as *mut u8;
+                for i in 0..pages as usize {
+                    base.add(i * 4096).write_volatile(1);
+                }
+            }
+            Some(Spacer {
+                addr: p,
+                len,
+                old_mask,
+            })
+        }
+    }
+}
+
+impl Drop for Spacer {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping and our own affinity.
+        unsafe {
+            libc::munmap(self.addr, self.len);
+            if let Some(m) = &self.old_mask {
+                libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), m);
+            }
+        }
+    }
+}
+
+/// One line for a layout check: `packed: a 5,912 MiB spacer took the
+/// per-CPU lists and the free blocks below order 6 first`.
+pub fn describe_spacer(pages: u64) -> String {
+    format!(
+        "packed: a {} MiB spacer took the per-CPU lists and the free blocks below order {PACK_BELOW_ORDER} first",
+        pages * 4096 >> 20
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,6 +450,43 @@ mod tests {
         let e = check_fragment_size((6 << 30) + (1 << 20), avail).unwrap_err();
         assert!(e.contains("at most 6144 MiB"), "{e}");
         assert!(check_fragment_size(1 << 20, 1 << 20).is_err());
+    }
+
+    #[test]
+    fn pcp_pages_sum_every_pagesets_count() {
+        let text = "Node 0, zone   Normal\n  pages free     4746926\n  pagesets\n    cpu: 0\n              count:    8102\n              high:     9000\n    cpu: 1\n              count: 15372\n  node_unreclaimable:  0\nNode 0, zone    DMA32\n    cpu: 0\n              count:    4\n";
+        assert_eq!(pcp_pages(text), 8102 + 15372 + 4);
+        assert_eq!(pcp_pages(""), 0);
+    }
+
+    #[test]
+    fn a_spacer_takes_the_small_blocks_and_the_per_cpu_lists_within_the_cap() {
+        // /proc/buddyinfo's Normal zone of the development VM (orders 0..10).
+        let blocks = [
+            4368, 21955, 64361, 42534, 26974, 14597, 6923, 2764, 1010, 289, 1952,
+        ];
+        let small = 4368 + 2 * 21955 + 4 * 64361 + 8 * 42534 + 16 * 26974 + 32 * 14597;
+        assert_eq!(spacer_pages(&blocks, 23_474, None, 0), small + 23_474);
+        // Order 6 and above are never taken.
+        let mut more = blocks;
+        more[PACK_BELOW_ORDER] += 1000;
+        assert_eq!(spacer_pages(&more, 0, None, 0), small);
+        // Capped so that `keep` bytes of MemAvailable stay free.
+        assert_eq!(
+            spacer_pages(&blocks, 0, Some(3 << 30), 2 << 30),
+            (1 << 30) / 4096
+        );
+        assert_eq!(spacer_pages(&blocks, 0, Some(1 << 30), 2 << 30), 0);
+        assert_eq!(spacer_pages(&[], 0, None, 0), 0);
+    }
+
+    #[test]
+    fn packing_is_off_until_asked_and_never_for_small_regions() {
+        assert_eq!(spacer_pages_now(1 << 30), 0);
+        set_pack_frames(true);
+        assert_eq!(spacer_pages_now(PACK_MIN_BYTES - 4096), 0);
+        set_pack_frames(false);
+        assert!(Spacer::take(0).is_none());
     }
 
     #[test]

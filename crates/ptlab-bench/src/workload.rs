@@ -402,6 +402,10 @@ struct Child {
     w: libc::c_int,
     /// Nanoseconds spent stopped in [`Child::ask`] (waiting for the parent).
     paused: core::cell::Cell<u64>,
+    /// Pages of the spacer that packs an order-0 region's frames before it
+    /// is faulted (0: faulted as found; crate::memstate::Spacer), sized by
+    /// the parent before the fork.
+    spacer_pages: u64,
 }
 
 fn errno() -> u64 {
@@ -539,6 +543,8 @@ impl Child {
         match layout {
             Layout::Small => {
                 self.madvise(addr, len, libc::MADV_NOHUGEPAGE);
+                // Held while the region faults, gone before anything is timed.
+                let _spacer = crate::memstate::Spacer::take(self.spacer_pages);
                 self.touch(addr, len);
             }
             Layout::Mthp64k => self.touch(addr, len),
@@ -938,10 +944,15 @@ fn run_case_inner(
     let (p_r, c_w) = pipe().map_err(io)?;
     let (c_r, p_w) = pipe().map_err(io)?;
     use std::os::fd::AsRawFd;
+    let spacer_pages = match (w.layout, w.kind) {
+        (Layout::Small, k) if k != Kind::MremapBatch => crate::memstate::spacer_pages_now(p.size),
+        _ => 0,
+    };
     let child = Child {
         r: c_r.as_raw_fd(),
         w: c_w.as_raw_fd(),
         paused: core::cell::Cell::new(0),
+        spacer_pages,
     };
     let parent = ptlab_live::lifeline::my_pid();
     // SAFETY: the child runs only raw system calls (child_main never returns).
@@ -992,7 +1003,13 @@ fn run_case_inner(
             msg::VERIFY => {
                 let layout = Layout::from_code(m[1]).expect("child sends a known layout");
                 match verify_layout(&mut reader, pid, m[2], m[3], layout) {
-                    Ok(desc) => {
+                    Ok(mut desc) => {
+                        if spacer_pages > 0 && layout == Layout::Small {
+                            desc.push_str(&format!(
+                                " ({})",
+                                crate::memstate::describe_spacer(spacer_pages)
+                            ));
+                        }
                         progress(Progress::Verified(desc.clone()));
                         case.layout_check = desc;
                         to.write_all(&[1]).map_err(io)?;

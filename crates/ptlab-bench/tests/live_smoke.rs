@@ -73,6 +73,70 @@ fn fragmenting_and_compacting_free_memory_are_recorded() {
     }
 }
 
+/// The adjacency percentage an order-0 layout check reports.
+fn adjacency_in(check: &str) -> f64 {
+    let end = check
+        .find("% of frames next to the previous page's")
+        .unwrap_or_else(|| panic!("no adjacency in {check}"));
+    let start = check[..end].rfind(' ').map_or(0, |i| i + 1);
+    check[start..end].parse().expect("a percentage")
+}
+
+/// `--frames packed` (`memstate::Spacer`): with free memory fragmented on
+/// purpose (512 MiB held, every other page freed in shuffled order: 65,536
+/// scattered free order-0 blocks), a 64 MiB order-0 region faulted as
+/// found gets scattered frames, and the same region faulted packed gets
+/// ascending ones, and its layout check says it was packed.
+#[test]
+fn packed_order0_regions_get_ascending_frames_despite_fragmented_memory() {
+    if let Some(why) = skip() {
+        eprintln!("SKIP: packed_order0_regions: {why}");
+        return;
+    }
+    match ptlab_live::budget::mem_available() {
+        Some(a) if a >= 6 << 30 => {}
+        other => {
+            eprintln!(
+                "SKIP: packed_order0_regions: needs 6 GiB available to fragment 512 MiB and \
+                 take a spacer beside it (MemAvailable {:?} bytes)",
+                other
+            );
+            return;
+        }
+    }
+    let ws = vec![workload::find("mprotect-4k").unwrap()];
+    let opts = BenchOptions {
+        runs: Some(1),
+        iterations: Some(1),
+        size: Some(ptlab_bench::memstate::PACK_MIN_BYTES),
+        quick: true,
+        label: "frames".into(),
+        fragment_bytes: 512 << 20,
+        ..Default::default()
+    };
+    let mut checks = Vec::new();
+    for packed in [false, true] {
+        ptlab_bench::memstate::set_pack_frames(packed);
+        let out = bench::run(&ws, &opts, &mut |_, _| {});
+        ptlab_bench::memstate::set_pack_frames(false);
+        let out = out.expect("bench runs");
+        assert!(out.failed.is_empty(), "{:?}", out.failed);
+        let noted = out
+            .result
+            .environment
+            .notes
+            .iter()
+            .any(|n| n.starts_with("frames packed"));
+        assert_eq!(noted, packed, "{:?}", out.result.environment.notes);
+        checks.push(out.result.cases[0].layout_check.clone());
+    }
+    let (found, packed) = (&checks[0], &checks[1]);
+    assert!(!found.contains("packed:"), "{found}");
+    assert!(packed.contains("(packed: a "), "{packed}");
+    assert!(adjacency_in(found) < 50.0, "as found: {found}");
+    assert!(adjacency_in(packed) >= 90.0, "packed: {packed}");
+}
+
 /// `--rounds`: two tiny arms interleaved over three rounds (A B, B A,
 /// A B): each child's samples land in its own case, every case has all
 /// its runs, and the recorded schedule is the order they ran in; a

@@ -98,6 +98,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "MIB")]
     fragment_memory: Option<u64>,
 
+    /// How order-0 regions of 64 MiB or more get their frames: as-found
+    /// (faulted from the free lists as they are) or packed (a spacer takes
+    /// the per-CPU lists and the small free blocks first, so the frames
+    /// are ascending whatever ran before; the layout check says so).
+    /// `ptlab reproduce` and `ptlab calibrate` pack by default
+    #[arg(long, value_enum, default_value_t = Frames::AsFound)]
+    frames: Frames,
+
     /// Interleave the cases over N rounds: each case's runs are split into
     /// N slices (each with its own warm-up and region), every round runs
     /// one slice of each case, every other round in reverse order (A B,
@@ -106,6 +114,33 @@ pub struct BenchArgs {
     /// case once with all its runs
     #[arg(long, value_name = "N", default_value_t = 1)]
     rounds: u64,
+}
+
+/// `--frames` of bench, reproduce and calibrate: how the order-0 regions
+/// of 64 MiB or more get their frames (docs/bench.md, "Free memory").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Frames {
+    /// Before the region is faulted, a spacer mapping takes the per-CPU
+    /// free lists and every free block below order 6, so the region's
+    /// frames come from larger blocks: ascending, over 95 % adjacent
+    /// whatever ran before (the spacer is freed before anything is timed)
+    Packed,
+    /// Fault the region from the free lists as they are: its frames are as
+    /// adjacent as the machine's history makes them (1-98 % here)
+    AsFound,
+}
+
+impl Frames {
+    pub fn name(self) -> &'static str {
+        match self {
+            Frames::Packed => "packed",
+            Frames::AsFound => "as-found",
+        }
+    }
+    /// Make this process (and the case processes it forks) use it.
+    pub fn apply(self) {
+        ptlab_bench::memstate::set_pack_frames(self == Frames::Packed);
+    }
 }
 
 /// `--format` of bench, compare and reproduce.
@@ -225,6 +260,7 @@ pub fn summary_table(r: &BenchResult) -> String {
 }
 
 pub fn bench(args: &BenchArgs) -> Result<u8> {
+    args.frames.apply();
     if let Some(path) = &args.out {
         crate::outpath::check_file("--out", path)?;
     }
@@ -377,6 +413,16 @@ pub struct ReproduceArgs {
     /// (docs/cost.md, run P). Needs root; skipped with a message otherwise
     #[arg(long, conflicts_with_all = ["from", "no_live"])]
     compact_memory: bool,
+
+    /// How the live arms' and the calibration's order-0 regions of 64 MiB
+    /// or more get their frames: packed (the default: a spacer takes the
+    /// per-CPU lists and the small free blocks first, so the frames are
+    /// ascending in every arm and every calibration series alike) or
+    /// as-found (whatever the machine's history gives: the order-0 fork
+    /// and mprotect arms then move by up to 2x from run to run; docs/cost.md
+    /// "Packed order-0 regions")
+    #[arg(long, value_enum, default_value_t = Frames::Packed, conflicts_with = "from")]
+    frames: Frames,
 
     /// Interleave the live arms over N rounds (each arm's runs split into N
     /// slices, every round one slice of every arm, every other round in
@@ -632,7 +678,12 @@ pub fn model_provider(
 /// Fit a cost profile for this machine (`ptlab calibrate`, in a child
 /// process of ours) into `DIR/local-profile.toml`; its output goes to
 /// `DIR/calibrate.txt`.
-fn calibrate_here(dir: &std::path::Path, quick: bool, compact: bool) -> Result<PathBuf> {
+fn calibrate_here(
+    dir: &std::path::Path,
+    quick: bool,
+    compact: bool,
+    frames: Frames,
+) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let out = dir.join("local-profile.toml");
     let exe = std::env::current_exe().context("cannot find the ptlab executable")?;
@@ -648,10 +699,12 @@ fn calibrate_here(dir: &std::path::Path, quick: bool, compact: bool) -> Result<P
     if compact {
         cmd.arg("--compact-memory");
     }
+    cmd.arg("--frames").arg(frames.name());
     errln!(
-        "ptlab reproduce: calibrating a local cost profile (ptlab calibrate{}{}) ...",
+        "ptlab reproduce: calibrating a local cost profile (ptlab calibrate{}{} --frames {}) ...",
         if quick { " --quick" } else { "" },
-        if compact { " --compact-memory" } else { "" }
+        if compact { " --compact-memory" } else { "" },
+        frames.name()
     );
     // The child dies with us: an orphaned calibration would go on measuring
     // and write local-profile.toml into a report nobody finishes.
@@ -673,6 +726,7 @@ fn calibrate_here(dir: &std::path::Path, quick: bool, compact: bool) -> Result<P
 }
 
 pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
+    args.frames.apply();
     // Inputs first, then every file this run writes: all checked before
     // anything is measured (the profiles are used after measuring), so a
     // typo costs nothing.
@@ -784,7 +838,7 @@ pub fn reproduce(args: &ReproduceArgs) -> Result<u8> {
                 skipped.push(("calibration".to_string(), why));
                 None
             } else {
-                match calibrate_here(&args.out, args.quick, args.compact_memory) {
+                match calibrate_here(&args.out, args.quick, args.compact_memory, args.frames) {
                     Ok(p) => Some(p),
                     Err(e) => {
                         errln!("ptlab reproduce: no local profile: {e:#}");

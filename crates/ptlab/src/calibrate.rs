@@ -228,6 +228,13 @@ pub struct CalibrateArgs {
     #[arg(long, conflicts_with = "check")]
     compact_memory: bool,
 
+    /// How the order-0 regions of 64 MiB or more (the fork series', the
+    /// order-0 arm-size mprotect series') get their frames: packed (the
+    /// default, as `ptlab reproduce` faults its live arms: a spacer takes
+    /// the per-CPU lists and the small free blocks first) or as-found
+    #[arg(long, value_enum, default_value_t = crate::bench_cmd::Frames::Packed)]
+    frames: crate::bench_cmd::Frames,
+
     /// Make a refused fit an error: every fitted price is checked against
     /// the base profile's sourced range (a fit below low / 2 or above
     /// high × 4 is refused and the sourced price kept, with "fit refused"
@@ -263,6 +270,9 @@ pub struct WorkerArgs {
     /// Repetitions
     #[arg(long, default_value_t = 12)]
     reps: usize,
+    /// Pack the order-0 regions of 64 MiB or more (`calibrate --frames`)
+    #[arg(long)]
+    pack_frames: bool,
 }
 
 /// Raw samples from the worker: benchmark → (x, ns) pairs.
@@ -334,6 +344,16 @@ impl Region {
             );
         }
         Ok(r)
+    }
+    /// [`Region::touch_write`] of an order-0 region with its frames packed
+    /// when `--frames packed` and the region is large enough
+    /// (`ptlab_bench::memstate::Spacer`, as the live arms fault theirs).
+    /// The spacer's pages (0: faulted as found).
+    fn touch_write_order0(&self, pages: usize) -> u64 {
+        let spacer = ptlab_bench::memstate::spacer_pages_now((pages * PAGE) as u64);
+        let _s = ptlab_bench::memstate::Spacer::take(spacer);
+        self.touch_write(pages);
+        spacer
     }
     fn touch_write(&self, pages: usize) {
         for i in 0..pages {
@@ -649,7 +669,7 @@ fn micro(reps: usize) -> Result<Samples> {
                 let len = mib << 20;
                 let pages = len / PAGE;
                 let r = Region::new(BASE, len)?;
-                r.touch_write(pages);
+                let _ = r.touch_write_order0(pages);
                 small.push((pages as f64, fork_call_ns(3)?));
                 // The order-0 mprotect arm's state (issue 15, tenth
                 // session), after the forks, on the same frames: a first
@@ -1082,7 +1102,12 @@ fn arm_series(reps: usize, order: u32, key: &str) -> Result<Samples> {
         }
         _ => Region::new_thp_allowed(BASE, len)?,
     };
-    r.touch_write(pages);
+    let spacer = if order == 0 {
+        r.touch_write_order0(pages)
+    } else {
+        r.touch_write(pages);
+        0
+    };
     let mut reader = ptlab_live::kernel::Reader::new();
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
@@ -1099,6 +1124,10 @@ fn arm_series(reps: usize, order: u32, key: &str) -> Result<Samples> {
         },
     )
     .map_err(|e| anyhow::anyhow!("the {} KiB layout was not obtained: {e}", 4u64 << order))?;
+    let layout = match spacer {
+        0 => layout,
+        n => format!("{layout} ({})", ptlab_bench::memstate::describe_spacer(n)),
+    };
     let mut s = Samples::default();
     s.notes.insert(key.to_string(), layout);
     for rep in 0..reps {
@@ -1779,6 +1808,7 @@ fn seed_params() -> Vec<SeedRun> {
 }
 
 pub fn worker(args: &WorkerArgs) -> Result<u8> {
+    ptlab_bench::memstate::set_pack_frames(args.pack_frames);
     let s = match args.what.as_str() {
         "micro" => micro(args.reps)?,
         "seeds" => seeds(args.reps)?,
@@ -1800,6 +1830,9 @@ fn run_worker(what: &str, reps: usize) -> Result<Samples> {
     let exe = std::env::current_exe().context("cannot find the ptlab executable")?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(["calibrate-worker", what, "--reps", &reps.to_string()]);
+    if ptlab_bench::memstate::pack_frames() {
+        cmd.arg("--pack-frames");
+    }
     // The worker dies with us (it would otherwise measure on for minutes).
     let out = ptlab_live::lifeline::tie(&mut cmd)
         .output()
@@ -3723,6 +3756,7 @@ fn ys(s: &Samples, k: &str) -> Vec<f64> {
 const SHORTEST_SPAN_NS: f64 = 10_000.0;
 
 pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
+    args.frames.apply();
     if let Some(why) = ptlab_bench::bench::page_size_problem() {
         bail!("cannot calibrate here: {why}");
     }
