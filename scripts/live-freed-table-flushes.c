@@ -3,31 +3,7 @@
 // its own), sets up, writes a marker into the ftrace instance's
 // trace_marker, munmaps, writes an end marker. The tlb:tlb_flush events
 // between the markers are the munmap's flushes.
-#define _GNU_SOURCE
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#define A ((char *)0x400000000000UL)
-#define K 1024UL
-#define M (1024 * K)
-#define G (1024 * M)
-
-static int marker;
-
-static void mark(const char *s) {
-    if (write(marker, s, strlen(s)) < 0) { perror("trace_marker"); exit(1); }
-}
-
-static char *map(size_t len, int extra) {
-    char *p = mmap(A, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | extra, -1, 0);
-    if (p != A) { perror("mmap"); exit(1); }
-    return p;
-}
+#include "live-tlb-trace.h"
 
 static void unmap(const char *name, char *p, size_t len) {
     char b[128];

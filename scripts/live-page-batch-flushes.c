@@ -5,32 +5,7 @@
 // makes the call under test, writes an end marker. The tlb:tlb_flush
 // events between the markers are the call's flushes. No THP knob is
 // touched: the 4 KiB cases ask for small pages with MADV_NOHUGEPAGE.
-#define _GNU_SOURCE
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#define A ((char *)0x400000000000UL)
-#define K 1024UL
-#define M (1024 * K)
-#define G (1024 * M)
-
-static int marker;
-
-static void mark(const char *s) {
-    if (write(marker, s, strlen(s)) < 0) { perror("trace_marker"); exit(1); }
-}
-
-static char *map(size_t len) {
-    char *p = mmap(A, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    if (p != A) { perror("mmap"); exit(1); }
-    if (madvise(p, len, MADV_NOHUGEPAGE)) { perror("madvise"); exit(1); }
-    return p;
-}
+#include "live-tlb-trace.h"
 
 static void begin(const char *name) {
     char b[128];
@@ -54,21 +29,21 @@ int main(int argc, char **argv) {
     if (marker < 0) { perror(argv[1]); return 1; }
     for (int round = 0; round < 3; round++) {
         // A fully written GiB of 4 KiB pages, unmapped.
-        char *p = map(1 * G);
+        char *p = map(1 * G, 0);
         memset(p, 1, 1 * G);
         begin("munmap-1g-4k");
         check(munmap(p, 1 * G), "munmap");
         end("munmap-1g-4k");
 
         // 9,688 pages: one page batch fills, 10 pages after it.
-        p = map(9688 * 4 * K);
+        p = map(9688 * 4 * K, 0);
         memset(p, 1, 9688 * 4 * K);
         begin("munmap-9688-pages");
         check(munmap(p, 9688 * 4 * K), "munmap");
         end("munmap-9688-pages");
 
         // MADV_DONTNEED of the written GiB (PT_RECLAIM frees its tables).
-        p = map(1 * G);
+        p = map(1 * G, 0);
         memset(p, 1, 1 * G);
         begin("dontneed-1g-4k");
         check(madvise(p, 1 * G, MADV_DONTNEED), "dontneed");
@@ -77,7 +52,7 @@ int main(int argc, char **argv) {
 
         // MADV_DONTNEED of a GiB with one page per 2 MiB: 512 tables
         // reclaimed, the 509th fills the table batch.
-        p = map(1 * G);
+        p = map(1 * G, 0);
         for (size_t i = 0; i < 512; i++) p[i * 2 * M] = 1;
         begin("dontneed-1g-sparse");
         check(madvise(p, 1 * G, MADV_DONTNEED), "dontneed");
@@ -85,7 +60,7 @@ int main(int argc, char **argv) {
         check(munmap(p, 1 * G), "munmap");
 
         // mprotect over three VMAs, the first and last changed.
-        p = map(6 * M);
+        p = map(6 * M, 0);
         memset(p, 1, 6 * M);
         check(mprotect(p + 2 * M, 2 * M, PROT_READ), "mprotect");
         begin("mprotect-3-vmas");
@@ -94,7 +69,7 @@ int main(int argc, char **argv) {
         check(munmap(p, 6 * M), "munmap");
 
         // The same with 8 KiB VMAs: one flush of 6 pages, or two of 2.
-        p = map(6 * 4 * K);
+        p = map(6 * 4 * K, 0);
         memset(p, 1, 6 * 4 * K);
         check(mprotect(p + 8 * K, 8 * K, PROT_READ), "mprotect");
         begin("mprotect-3-small-vmas");

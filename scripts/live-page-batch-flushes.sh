@@ -1,50 +1,6 @@
 #!/bin/bash
 # The TLB flushes the mmu_gather's page batches cause, on the running x86
 # kernel (docs/cost.md, "TLB flushes the gather batches cause (issue 15,
-# fifteenth session)"): builds scripts/live-page-batch-flushes.c, runs it
-# pinned to CPU 1 (as root) with the tlb:tlb_flush tracepoint enabled in an
-# ftrace instance of its own, and prints, per case and round, the `pages`
-# field of each local flush (reason 3) the call made: (end - start) >>
-# stride_shift of a range flush, -1 for a full flush (long lists are
-# summarised as value x count). Needs gcc, tracefs and the tlb:tlb_flush
-# event (x86). Touches no THP or swap knob (MADV_NOHUGEPAGE).
-set -eu
-cd "$(dirname "$0")/.."
-T=/sys/kernel/tracing
-[ -d "$T/events/tlb/tlb_flush" ] || { echo "no tlb:tlb_flush tracepoint under $T" >&2; exit 1; }
-W=$(mktemp -d /tmp/page-batch-flushes.XXXXXX)
-gcc -O2 -Wall -o "$W/flush" scripts/live-page-batch-flushes.c
-I=$T/instances/ptlab-page-batches-$$
-mkdir "$I"
-trap 'echo 0 > "$I/events/tlb/tlb_flush/enable" 2>/dev/null; rmdir "$I" 2>/dev/null; rm -rf "$W"' EXIT
-echo 1 > "$I/events/tlb/tlb_flush/enable"
-echo 1 > "$I/tracing_on"
-taskset -c 1 "$W/flush" "$I/trace_marker"
-echo 0 > "$I/tracing_on"
-python3 - "$I/trace" <<'PY'
-import collections, re, sys
-cur, acc, res = None, [], collections.OrderedDict()
-for line in open(sys.argv[1]):
-    m = re.search(r"tracing_mark_write: (BEGIN|END) (\S+)", line)
-    if m:
-        if m.group(1) == "BEGIN":
-            cur, acc = m.group(2), []
-        else:
-            res.setdefault(cur, []).append(acc)
-            cur = None
-        continue
-    if cur and "tlb_flush:" in line and line.strip().startswith("flush-"):
-        f = re.search(r"pages:(-?\d+) reason:.*\((\d)\)", line)
-        if f and f.group(2) == "3":
-            acc.append(int(f.group(1)))
-def short(r):
-    out = []
-    for v in r:
-        if out and out[-1][0] == v:
-            out[-1][1] += 1
-        else:
-            out.append([v, 1])
-    return "[" + ", ".join(f"{v}" if n == 1 else f"{v} x{n}" for v, n in out) + "]"
-for case, rounds in res.items():
-    print(f"{case:22} " + " ".join(short(r) for r in rounds))
-PY
+# fifteenth session)"): scripts/live-page-batch-flushes.c traced by
+# scripts/live-tlb-trace.sh (root; MADV_NOHUGEPAGE, no knob is touched).
+exec "$(dirname "$0")/live-tlb-trace.sh" "$(dirname "$0")/live-page-batch-flushes.c"
