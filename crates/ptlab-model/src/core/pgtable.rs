@@ -112,10 +112,9 @@ struct Tables {
     /// `pfn` again takes the slot back without hashing. The index holds
     /// a stale entry exactly for the frames kept here.
     kept: [(u64, u32); KEPT_TABLES],
-    /// How many `kept` entries are in use.
+    /// How many `kept` entries are in use (the tables stored are the
+    /// index's length less these).
     kept_n: u32,
-    /// Tables stored (the index's length less the kept entries).
-    live: usize,
     /// Keep a removed table's index entry and slot for its frame
     /// (`ModelConfig::keep_table_index`; issue 14, fifteenth session):
     /// the page-table pages an iteration frees come back at the same
@@ -188,7 +187,6 @@ impl Tables {
             self.slab[s as usize] = Some(t);
             self.pfns[s as usize] = pfn;
             self.recent_entry(pfn).set((recent_key(pfn), s));
-            self.live += 1;
             return false;
         }
         // A slot from the free list, else a kept one (so the slab grows
@@ -206,7 +204,6 @@ impl Tables {
             }
             None => None,
         };
-        self.live += 1;
         let s = match free {
             Some(s) => {
                 self.slab[s as usize] = Some(t);
@@ -224,7 +221,6 @@ impl Tables {
             self.slab[old as usize] = None;
             self.pfns[old as usize] = 0;
             self.free.push(old);
-            self.live -= 1;
             return true;
         }
         false
@@ -268,7 +264,6 @@ impl Tables {
         self.recent_entry(pfn).set((0, 0));
         self.kept[k] = (recent_key(pfn), s);
         self.kept_n += 1;
-        self.live -= 1;
         self.pfns[s as usize] = 0;
         self.slab[s as usize].take()
     }
@@ -283,7 +278,6 @@ impl Tables {
         // A kept entry is never in the index while keeping is off (turning
         // it off drops them all: `set_keep`).
         self.free.push(s);
-        self.live -= 1;
         self.pfns[s as usize] = 0;
         self.slab[s as usize].take()
     }
@@ -300,7 +294,7 @@ impl Tables {
         self.keep = on;
     }
     fn len(&self) -> usize {
-        self.live
+        self.index.len() - self.kept_n as usize
     }
     fn capacity(&self) -> usize {
         self.slab.capacity()
