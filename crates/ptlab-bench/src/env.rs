@@ -251,6 +251,55 @@ pub fn cpu_name(cpuinfo: &str) -> String {
     }
 }
 
+/// Where the kernel reports its speculation mitigations, one file per
+/// vulnerability.
+pub const VULNERABILITIES_DIR: &str = "/sys/devices/system/cpu/vulnerabilities";
+
+/// The active mitigations among `(name, text)` pairs as the vulnerability
+/// files read: those whose text starts with "Mitigation", name → the text
+/// after "Mitigation: " ("Not affected" and "Vulnerable" ones are left
+/// out: they cost nothing).
+pub fn active_mitigations<'a>(
+    files: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> BTreeMap<String, String> {
+    files
+        .into_iter()
+        .filter_map(|(name, text)| {
+            let rest = text.trim().strip_prefix("Mitigation")?;
+            let rest = rest.strip_prefix(':').unwrap_or(rest).trim();
+            Some((name.to_string(), rest.to_string()))
+        })
+        .collect()
+}
+
+/// The active mitigations of the running kernel (empty when
+/// [`VULNERABILITIES_DIR`] cannot be read).
+pub fn mitigations_now() -> BTreeMap<String, String> {
+    let Ok(dir) = std::fs::read_dir(VULNERABILITIES_DIR) else {
+        return BTreeMap::new();
+    };
+    let files: Vec<(String, String)> = dir
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            Some((name, std::fs::read_to_string(e.path()).ok()?))
+        })
+        .collect();
+    active_mitigations(files.iter().map(|(n, t)| (n.as_str(), t.as_str())))
+}
+
+/// One line naming the active mitigations, for reports: `name (what)`
+/// joined by "; ", or "none reported" when the map is empty.
+pub fn mitigations_line(m: &BTreeMap<String, String>) -> String {
+    if m.is_empty() {
+        return "none reported".into();
+    }
+    m.iter()
+        .map(|(n, w)| format!("{n} ({w})"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Collect the environment now.
 pub fn collect() -> Environment {
     let kernel = read_trim("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into());
@@ -301,6 +350,7 @@ pub fn collect() -> Environment {
         memory_kb,
         load_avg: load_avg(),
         free_blocks: free_blocks_now(),
+        mitigations: mitigations_now(),
         compactions: Vec::new(),
         schedule: Vec::new(),
         notes,
@@ -357,6 +407,42 @@ Node 0, zone   Normal 114739  82208  41796  19283  12173   7563   5081   3436   
         assert!(buddyinfo_free_blocks("").is_empty());
         assert!(buddyinfo_free_blocks("garbage\nNode 0, zone Normal 1 x 3\n").is_empty());
         assert_eq!(free_blocks_line(&[]), "");
+    }
+
+    /// The AMD EPYC host's files (sixteenth session): only the lines that
+    /// start with "Mitigation" are kept, with the text after it.
+    #[test]
+    fn active_mitigations_keep_the_mitigated_vulnerabilities() {
+        let files = [
+            (
+                "spectre_v2",
+                "Mitigation: Retpolines; IBPB: conditional; STIBP: disabled\n",
+            ),
+            ("spec_rstack_overflow", "Mitigation: Safe RET\n"),
+            (
+                "tsa",
+                "Mitigation: Clear CPU buffers: user/kernel boundary\n",
+            ),
+            ("meltdown", "Not affected\n"),
+            (
+                "mds",
+                "Vulnerable: Clear CPU buffers attempted, no microcode\n",
+            ),
+            ("odd", "Mitigation"),
+        ];
+        let m = active_mitigations(files);
+        assert_eq!(
+            m.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["odd", "spec_rstack_overflow", "spectre_v2", "tsa"]
+        );
+        assert_eq!(m["spec_rstack_overflow"], "Safe RET");
+        assert_eq!(m["tsa"], "Clear CPU buffers: user/kernel boundary");
+        assert_eq!(m["odd"], "");
+        assert_eq!(
+            mitigations_line(&m),
+            "odd (); spec_rstack_overflow (Safe RET); spectre_v2 (Retpolines; IBPB: conditional; STIBP: disabled); tsa (Clear CPU buffers: user/kernel boundary)"
+        );
+        assert_eq!(mitigations_line(&BTreeMap::new()), "none reported");
     }
 
     #[test]

@@ -578,6 +578,14 @@ pub fn markdown(r: &Reproduction) -> String {
             l.started,
             if r.quick { ", --quick" } else { "" }
         );
+        if !r.environment.mitigations.is_empty() {
+            let _ = writeln!(
+                s,
+                "Speculation mitigations the kernel reports active ({}): {}. They set the price of every kernel entry and exit, indirect call and return, so prices calibrated on one host do not carry to another with other mitigations (docs/cost.md, \"The AMD EPYC host\").\n",
+                crate::env::VULNERABILITIES_DIR,
+                crate::env::mitigations_line(&r.environment.mitigations)
+            );
+        }
         if !r.environment.free_blocks.is_empty() {
             let _ = writeln!(
                 s,

@@ -1213,7 +1213,7 @@ pub fn html(r: &Reproduction) -> String {
         "<h2>Environment</h2><div class=\"scroll\"><table class=\"env\"><tr><th>kernel</th><td>{}</td></tr><tr><th>CPU</th><td>{} ({} CPUs)</td></tr>\
          <tr><th>memory</th><td>{} MiB</td></tr><tr><th>THP</th><td>{}</td></tr><tr><th>config ({})</th><td>{}</td></tr>\
          <tr><th>ptlab</th><td>{} {}</td></tr><tr><th>load average at start</th><td>{}</td></tr>\
-         <tr><th>free blocks at start</th><td>{}</td></tr></table></div>",
+         <tr><th>free blocks at start</th><td>{}</td></tr><tr><th>speculation mitigations</th><td>{}</td></tr></table></div>",
         esc(&e.kernel),
         esc(&e.cpu),
         e.cpus,
@@ -1234,7 +1234,8 @@ pub fn html(r: &Reproduction) -> String {
         esc(&e.ptlab_version),
         esc(e.git_commit.as_deref().unwrap_or("")),
         esc(&e.load_avg),
-        esc(&crate::env::free_blocks_line(&e.free_blocks))
+        esc(&crate::env::free_blocks_line(&e.free_blocks)),
+        esc(&crate::env::mitigations_line(&e.mitigations))
     );
     for n in &e.notes {
         let _ = writeln!(s, "<p class=\"note\">{}</p>", esc(n));
@@ -1626,6 +1627,24 @@ mod tests {
         assert!(html(&r)
             .contains("<th>free blocks at start</th><td>order 0..2: 114767 82255 41843</td>"));
         assert!(!md.contains("compacted"));
+    }
+
+    /// The kernel's active speculation mitigations are named under the
+    /// headline and in the HTML environment table when known.
+    #[test]
+    fn mitigations_are_shown_when_known() {
+        let mut r = synthetic(true);
+        assert!(!crate::headline::markdown(&r).contains("Speculation mitigations"));
+        assert!(html(&r).contains("<th>speculation mitigations</th><td>none reported</td>"));
+        r.environment.mitigations =
+            [("spec_rstack_overflow".to_string(), "Safe RET".to_string())].into();
+        let md = crate::headline::markdown(&r);
+        assert!(
+            md.contains("Speculation mitigations the kernel reports active (/sys/devices/system/cpu/vulnerabilities): spec_rstack_overflow (Safe RET)."),
+            "{md}"
+        );
+        assert!(html(&r)
+            .contains("<th>speculation mitigations</th><td>spec_rstack_overflow (Safe RET)</td>"));
     }
 
     /// `--compact-memory`'s compactions are listed under the headline, one

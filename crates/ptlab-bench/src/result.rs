@@ -101,6 +101,14 @@ pub struct Environment {
     /// order. Empty when every case ran once with all its runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedule: Vec<Slice>,
+    /// The speculation mitigations the kernel reports as active, one per
+    /// vulnerability (`/sys/devices/system/cpu/vulnerabilities/NAME` whose
+    /// text starts with "Mitigation"): NAME → what follows "Mitigation: ".
+    /// They set the price of every kernel entry, indirect call and return
+    /// (docs/cost.md, "The AMD EPYC host"); empty when unknown (and in
+    /// files written before it was recorded).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mitigations: BTreeMap<String, String>,
     /// Free-form remarks (missing counters, noise sources).
     #[serde(default)]
     pub notes: Vec<String>,

@@ -4007,9 +4007,10 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     let mut p = p.into_profile();
     p.name = args.name.clone();
     p.description = format!(
-        "Calibrated on this machine ({}, Linux {}) by ptlab calibrate ({stamp}); both figures' fault, syscall, zeroing and user-access prices fitted; uncalibrated events from {base_name}",
+        "Calibrated on this machine ({}, Linux {}; speculation mitigations: {}) by ptlab calibrate ({stamp}); both figures' fault, syscall, zeroing and user-access prices fitted; uncalibrated events from {base_name}",
         arch.name(),
-        kernel_release()
+        kernel_release(),
+        ptlab_bench::env::mitigations_line(&ptlab_bench::env::mitigations_now())
     );
     let text = profile_text(&mut p, reps, base_name, &refused);
     ptlab_cost::parse_profile(&text, "calibrated profile")?;
