@@ -149,17 +149,23 @@ interval (Student t), written as ci95_ns in the profile. Events not
 calibrated keep the built-in profile's price for this architecture
 (zen3 on x86_64, neoverse-n1 on arm64) and its source.
 
-Refused fits: every fitted price is checked against the sourced range
-(low, high) the base profile gives it (`ptlab cost`'s intervals). A fit
-below low / 2 or above high x 4 is refused (the UFFDIO lock and copy fits,
-which take their ioctl's unmodelled work by design, only below low / 2):
-it is reported under the table
-(the fit, its value, the range, the samples it came from), the profile
-keeps the sourced price, point and range (its source starts with 'fit
-refused: ...'), and later fits subtract that price. Prices scaled together
-are checked as their weighted sum (what was measured); prices solved
-together are refused together. --strict makes any refusal an error (no
-profile written). docs/cost.md, 'Refused fits'.
+Fits outside their range: every fitted price is checked against the
+sourced range (low, high) the base profile gives it (`ptlab cost`'s
+intervals), widened to an allowed band of low / 2 .. high x 4 (the UFFDIO
+lock and copy fits, which take their ioctl's unmodelled work by design,
+have no upper bound). A single price outside the band, measured with an
+interval, is bounded to it: priced at the mean of the measurement's
+normal distribution truncated to the band (a tight fit just past an edge
+lands near that edge, a fit that says little lands well inside; its
+source starts with 'fit bounded: ...'). Prices scaled together are checked
+as their weighted sum (what was measured) and, outside the band, refused
+together, as is a fit that is not a number: the profile keeps the sourced
+price, point and range (its source starts with 'fit refused: ...').
+Prices solved together are checked price by price. Both are reported
+under the table (the fit, its value, the range, the samples it came
+from); later fits subtract the price the profile holds. --strict makes
+any fit outside its band an error (no profile written). docs/cost.md,
+'Refused fits' and 'Fits outside their range, bounded'.
 
 --check runs small native versions of the seed workloads that need no THP
 knob (all but the 64 KiB mTHP layouts: the PTE-mapped THP layouts use
@@ -235,11 +241,11 @@ pub struct CalibrateArgs {
     #[arg(long, value_enum, default_value_t = crate::bench_cmd::Frames::Packed)]
     frames: crate::bench_cmd::Frames,
 
-    /// Make a refused fit an error: every fitted price is checked against
-    /// the base profile's sourced range (a fit below low / 2 or above
-    /// high × 4 is refused and the sourced price kept, with "fit refused"
-    /// in its source); with --strict any refusal fails the run and no
-    /// profile is written
+    /// Make a fit outside its range an error: every fitted price is checked
+    /// against the base profile's sourced range (a fit below low / 2 or
+    /// above high × 4 is bounded to that band, "fit bounded" in its source,
+    /// or refused and the sourced price kept, "fit refused"); with --strict
+    /// either fails the run and no profile is written
     #[arg(long, conflicts_with = "check")]
     strict: bool,
 }
@@ -1317,7 +1323,7 @@ fn fit_swap(
             );
         }
     }
-    let sm = derived(y4.n.min(y64.n), w.max(0.0), wci);
+    let sm = derived(y4.n.min(y64.n), w, wci);
     set_price(
         p,
         HwEvent::SwapWrite4k,
@@ -2220,7 +2226,7 @@ fn fit_mprotect_line(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String
     let predict = |p: &Profile| -> f64 { d.iter().map(|(e, x)| x * p.price_of(*e).ns).sum() };
     let before = predict(p);
     let others = others_ns(&d, HwEvent::MprotectPageLine, p);
-    let v = ((sl.mean - others) / n).max(0.0);
+    let v = (sl.mean - others) / n;
     let ci = sl.ci95 / n;
     set_direct(p, HwEvent::MprotectPageLine, &derived(sl.n, v, ci), from);
     Ok((
@@ -2294,7 +2300,7 @@ fn fit_full_flush(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Option<(St
     let delta = split.mean - same.mean;
     let ci = (split.ci95.powi(2) + same.ci95.powi(2)).sqrt();
     let others = others_ns(&d, HwEvent::TlbiAsid, p);
-    let v = ((delta - others) / n).max(0.0);
+    let v = (delta - others) / n;
     let sm = derived(split.n.min(same.n), v, ci / n);
     set_direct(p, HwEvent::TlbiAsid, &sm, FULL_FLUSH_FROM);
     Ok(Some((
@@ -2368,7 +2374,7 @@ fn fit_rmap_lock(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<(String, St
         .sum::<f64>()
         .sqrt();
     let ci = (slope.ci95.powi(2) + others_ci.powi(2)).sqrt() / n;
-    let v = ((slope.mean - others) / n).max(0.0);
+    let v = (slope.mean - others) / n;
     let sm = derived(slope.n, v, ci);
     set_direct(p, HwEvent::RmapLock, &sm, PMD_MOVE_FROM);
     Ok((
@@ -2501,7 +2507,7 @@ fn fit_pte_work(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String,
         .map_or(0.0, |x| x.1);
     if p_lines > 0.0 {
         let hot = p.price_of(HwEvent::StructPageLineHot).ns;
-        let v = (hot + (s_big.mean - s_mid.mean) / p_lines).max(0.0);
+        let v = hot + (s_big.mean - s_mid.mean) / p_lines;
         let ci = (s_big.ci95.powi(2) + s_mid.ci95.powi(2)).sqrt() / p_lines;
         let sm = derived(s_big.n, v, ci);
         set_direct(
@@ -2905,7 +2911,6 @@ fn fit_layout(p: &mut Fit, s: &Samples, arch: ArchKind) -> Result<Vec<(String, S
                 "a struct page line after the first of a batch in a large folio",
             ),
         ] {
-            let v = v.max(0.0);
             let sm = derived(f4.n.min(ft.n), v, ci);
             set_price(
                 p,
@@ -3281,7 +3286,7 @@ fn fit_mprotect_batches(
             .join(", ")
     );
     let set = |p: &mut Fit, e: HwEvent, v: f64, ci: f64, what: &str| {
-        let sm = derived(n, v.max(0.0), ci);
+        let sm = derived(n, v, ci);
         set_price(p, e, &sm, &format!("{how}: {what}"));
     };
     let names: Vec<&str> = BATCH_UNKNOWNS.iter().map(|e| e.name()).collect();
@@ -3516,6 +3521,114 @@ impl Refusal {
     }
 }
 
+/// A fit outside its allowed band, bounded to it by [`Fit::vet`]: one
+/// price measured as `fitted` ± `ci` (95 %), priced at the mean of that
+/// measurement's normal distribution truncated to `band` (the sourced
+/// `range` widened by the tolerance) — the expected price given the
+/// measurement and the knowledge that the price lies in the band
+/// (docs/cost.md, "Fits outside their range, bounded").
+#[derive(Clone, Debug, Serialize)]
+pub struct Bounded {
+    pub event: HwEvent,
+    /// The fitted value (ns) and its 95 % half-width.
+    pub fitted: f64,
+    pub ci: f64,
+    /// The base profile's sourced range and the allowed band (ns).
+    pub range: (f64, f64),
+    pub band: (f64, f64),
+    /// The price the profile holds now (ns).
+    pub price: f64,
+    /// The benchmark and its samples.
+    pub from: String,
+}
+
+impl Bounded {
+    /// One line for the calibrate report.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} = {:.3} ns ± {:.3}, outside its sourced range [{:.3}, {:.3}] ns (allowed: {:.3} to {:.3}); priced at {:.3} ns (the measurement truncated to the allowed band). From: {}",
+            self.event.name(),
+            self.fitted,
+            self.ci,
+            self.range.0,
+            self.range.1,
+            self.band.0,
+            self.band.1,
+            self.price,
+            self.from
+        )
+    }
+}
+
+/// The complementary error function, erfc(x), to a fractional error below
+/// 1.2e-7 everywhere (Numerical Recipes in C, 2nd ed., §6.2, `erfcc`: a
+/// Chebyshev fit of exp(z²) erfc(z) in t = 1 / (1 + z / 2)).
+fn erfc(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let r = t
+        * (-z * z - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
+    if x >= 0.0 {
+        r
+    } else {
+        2.0 - r
+    }
+}
+
+/// The standard normal density.
+fn norm_pdf(x: f64) -> f64 {
+    (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt()
+}
+
+/// P(X > x) for a standard normal X.
+fn norm_sf(x: f64) -> f64 {
+    0.5 * erfc(x / std::f64::consts::SQRT_2)
+}
+
+/// The mean of N(`mu`, `sigma`²) truncated to `band` = (a, b), b may be
+/// infinite, and 1.96 × its standard deviation: the expected value of a
+/// quantity measured as `mu` ± `sigma` that is known to lie in the band.
+/// With `sigma` 0, or the band so far in the tail that the truncated mass
+/// underflows, the band's edge nearest `mu` (and a zero interval).
+pub fn truncated_normal(mu: f64, sigma: f64, band: (f64, f64)) -> (f64, f64) {
+    let (a, b) = band;
+    let edge = mu.clamp(a, b);
+    if !(sigma > 0.0) || !sigma.is_finite() {
+        return (edge, 0.0);
+    }
+    let al = (a - mu) / sigma;
+    let be = (b - mu) / sigma;
+    // Work on the side where the mass is not a difference of two numbers
+    // near 1: mirror so that the band lies on the upper tail's side.
+    let (z, pa, pb) = if al > 0.0 {
+        (norm_sf(al) - norm_sf(be), norm_pdf(al), norm_pdf(be))
+    } else if be < 0.0 {
+        (norm_sf(-be) - norm_sf(-al), norm_pdf(al), norm_pdf(be))
+    } else {
+        (1.0 - norm_sf(-al) - norm_sf(be), norm_pdf(al), norm_pdf(be))
+    };
+    if !(z > 1e-300) {
+        return (edge, 0.0);
+    }
+    let (ta, tb) = (
+        if al.is_finite() { al * pa } else { 0.0 },
+        if be.is_finite() { be * pb } else { 0.0 },
+    );
+    let lam = (pa - pb) / z;
+    let mean = (mu + sigma * lam).clamp(a, b);
+    let var = sigma * sigma * (1.0 + (ta - tb) / z - lam * lam);
+    (mean, 1.96 * var.max(0.0).sqrt())
+}
+
 /// The profile being fitted, the base profile whose sourced prices and
 /// ranges each fit is checked against, and the fits refused so far. Derefs
 /// to the profile.
@@ -3523,6 +3636,9 @@ pub struct Fit {
     p: Profile,
     base: Profile,
     pub refused: Vec<Refusal>,
+    /// The fits outside their allowed band that were bounded to it (one
+    /// price each), in order.
+    pub bounded: Vec<Bounded>,
 }
 
 impl Fit {
@@ -3531,6 +3647,7 @@ impl Fit {
             p: base.clone(),
             base,
             refused: Vec::new(),
+            bounded: Vec::new(),
         }
     }
 
@@ -3553,6 +3670,9 @@ impl Fit {
     /// its source both times. Returns whether the fit was kept.
     pub fn vet(&mut self, parts: &[&[(HwEvent, f64)]], from: &str) -> bool {
         let mut bad = None;
+        // Single prices outside their band, to be bounded if nothing is
+        // refused: (event, fitted, its 95 % half-width, sourced range, band).
+        let mut outside = Vec::new();
         for part in parts {
             let (mut v, mut lo, mut hi) = (0.0, 0.0, 0.0);
             for &(e, w) in part.iter() {
@@ -3564,7 +3684,28 @@ impl Fit {
             if part.iter().all(|(e, _)| TAKES_UNMODELLED_WORK.contains(e)) {
                 hi = f64::INFINITY;
             }
-            if !v.is_finite() || v < lo / FIT_TOLERANCE_LOW || v > hi * FIT_TOLERANCE_HIGH {
+            let in_band =
+                v.is_finite() && v >= lo / FIT_TOLERANCE_LOW && v <= hi * FIT_TOLERANCE_HIGH;
+            if in_band {
+                continue;
+            }
+            // One price measured with an interval: bounded to its band
+            // (below), not refused.
+            if let [(e, w)] = part {
+                let price = self.p.price_of(*e);
+                let ci = price.ci95_ns.unwrap_or(0.0);
+                if *w > 0.0 && v.is_finite() && ci.is_finite() {
+                    outside.push((
+                        *e,
+                        price.ns,
+                        ci,
+                        (lo / w, hi / w),
+                        (lo / w / FIT_TOLERANCE_LOW, hi / w * FIT_TOLERANCE_HIGH),
+                    ));
+                    continue;
+                }
+            }
+            {
                 let what = part
                     .iter()
                     .map(|&(e, w)| {
@@ -3581,6 +3722,33 @@ impl Fit {
             }
         }
         let Some((value, what, range)) = bad else {
+            for (e, fitted, ci, range, band) in outside {
+                let (ns, ci_b) = truncated_normal(fitted, ci / 1.96, band);
+                if let Some((_, price)) = self.p.prices.iter_mut().find(|(x, _)| *x == e) {
+                    price.ns = (ns * 1000.0).round() / 1000.0;
+                    price.ci95_ns = Some((ci_b * 1000.0).round() / 1000.0);
+                    price.source = format!(
+                        "fit bounded: {} = {fitted:.3} ns ± {ci:.3} is outside its sourced range [{:.3}, {:.3}] ns by more than the tolerance (below low / {FIT_TOLERANCE_LOW} or above high × {FIT_TOLERANCE_HIGH}), so priced at the mean of the measurement's normal distribution truncated to the allowed band [{:.3}, {:.3}] ns: {:.3} ns ± {:.3}; {}",
+                        e.name(),
+                        range.0,
+                        range.1,
+                        band.0,
+                        band.1,
+                        price.ns,
+                        ci_b,
+                        price.source
+                    );
+                }
+                self.bounded.push(Bounded {
+                    event: e,
+                    fitted,
+                    ci,
+                    range,
+                    band,
+                    price: (ns * 1000.0).round() / 1000.0,
+                    from: from.to_string(),
+                });
+            }
             return true;
         };
         let mut fitted = Vec::new();
@@ -3930,7 +4098,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     let (tlbi_per_page_mid, _) = inv(1024, 512)?;
     let per_page_inv = tlbi_per_page_small - tlbi_per_page_mid;
     if per_page_inv > 0.0 {
-        let v = ((s_small.mean - s_mid.mean) / per_page_inv).max(0.0);
+        let v = (s_small.mean - s_mid.mean) / per_page_inv;
         let ci = (s_small.ci95.powi(2) + s_mid.ci95.powi(2)).sqrt() / per_page_inv;
         let sm = derived(s_small.n, v, ci);
         set_direct(&mut p, HwEvent::TlbiPage, &sm, "mprotect r+rw, slope per page over 1..32 pages minus over 40..256 pages (cache-hot), per invalidation");
@@ -4003,14 +4171,17 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     stamp_sources(&mut p, &stamp);
 
     let refused = std::mem::take(&mut p.refused);
+    let bounded = std::mem::take(&mut p.bounded);
     strict_check(&refused, args.strict)?;
+    strict_check_bounded(&bounded, args.strict)?;
     let mut p = p.into_profile();
     p.name = args.name.clone();
     p.description = format!(
-        "Calibrated on this machine ({}, Linux {}; speculation mitigations: {}) by ptlab calibrate ({stamp}); both figures' fault, syscall, zeroing and user-access prices fitted; uncalibrated events from {base_name}",
+        "Calibrated on this machine ({}, Linux {}; speculation mitigations: {}) by ptlab calibrate ({stamp}); both figures' fault, syscall, zeroing and user-access prices fitted; uncalibrated events from {base_name}{}",
         arch.name(),
         kernel_release(),
-        ptlab_bench::env::mitigations_line(&ptlab_bench::env::mitigations_now())
+        ptlab_bench::env::mitigations_line(&ptlab_bench::env::mitigations_now()),
+        bounded_note(&bounded)
     );
     let text = profile_text(&mut p, reps, base_name, &refused);
     ptlab_cost::parse_profile(&text, "calibrated profile")?;
@@ -4034,10 +4205,24 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
                 })
             })
             .collect();
+        let bounded: Vec<serde_json::Value> = bounded
+            .iter()
+            .map(|b| {
+                serde_json::json!({
+                    "event": b.event.name(),
+                    "fitted_ns": b.fitted,
+                    "ci95_ns": b.ci,
+                    "range_ns": [b.range.0, b.range.1],
+                    "allowed_ns": [b.band.0, b.band.1],
+                    "price_ns": b.price,
+                    "from": b.from,
+                })
+            })
+            .collect();
         writeln!(
             out,
             "{}",
-            serde_json::json!({"profile": args.out, "arch": arch.name(), "fit": fit, "refused": refused})
+            serde_json::json!({"profile": args.out, "arch": arch.name(), "fit": fit, "refused": refused, "bounded": bounded})
         )?;
         return Ok(0);
     }
@@ -4063,8 +4248,48 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
             writeln!(out, "  - {}", r.describe())?;
         }
     }
+    if !bounded.is_empty() {
+        writeln!(
+            out,
+            "{} fit(s) bounded (one price outside its allowed band, measured with an interval: priced at the mean of the measurement truncated to the band; the table above shows what was measured):",
+            bounded.len()
+        )?;
+        for b in &bounded {
+            writeln!(out, "  - {}", b.describe())?;
+        }
+    }
     writeln!(out, "wrote {}", args.out.display())?;
     Ok(0)
+}
+
+/// `--strict`: a fit bounded to its band is an error too (nothing is
+/// written): it was outside the sourced range by more than the tolerance.
+fn strict_check_bounded(bounded: &[Bounded], strict: bool) -> Result<()> {
+    if strict && !bounded.is_empty() {
+        let list: Vec<String> = bounded
+            .iter()
+            .map(|b| format!("  - {}", b.describe()))
+            .collect();
+        bail!(
+            "--strict: {} fit(s) outside their sourced range (bounded to it); no profile written:\n{}",
+            bounded.len(),
+            list.join("\n")
+        );
+    }
+    Ok(())
+}
+
+/// What the profile's description says of the bounded fits ("" when none).
+fn bounded_note(bounded: &[Bounded]) -> String {
+    if bounded.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = bounded.iter().map(|b| b.event.name()).collect();
+    format!(
+        "; {} fit(s) outside their sourced range bounded to it: {}",
+        bounded.len(),
+        names.join(", ")
+    )
 }
 
 /// `--strict`: any refused fit is an error (nothing is written).
@@ -5463,12 +5688,14 @@ mod tests {
 
     /// The plausibility check (issue 15): a price set directly is taken
     /// inside its sourced range widened by the tolerance (zen3's
-    /// struct_page_line: [2, 40] ns, so 1..160 ns), refused outside it: the
-    /// sourced price comes back whole (point, range, basis) with "fit
-    /// refused" and the fitted value, the range and the samples in its
-    /// source, and the refusal is recorded.
+    /// struct_page_line: [2, 40] ns, so 1..160 ns); outside it, measured
+    /// with an interval, it is bounded to that band (sixteenth session:
+    /// the mean of the measurement truncated to the band, its source says
+    /// "fit bounded" with the fitted value, the range and the samples, and
+    /// the bound is recorded); a value that is not a number is refused (the
+    /// sourced price comes back whole: point, range, basis).
     #[test]
-    fn an_in_range_fit_is_taken_and_an_out_of_range_one_refused() {
+    fn an_in_range_fit_is_taken_an_out_of_range_one_bounded_and_nan_refused() {
         let base = ptlab_cost::find_profile("zen3").unwrap();
         let e = HwEvent::StructPageLine;
         assert_eq!(base.price_of(e).range(), (2.0, 40.0));
@@ -5476,51 +5703,128 @@ mod tests {
             let mut p = Fit::new(base.clone());
             set_direct(&mut p, e, &derived(20, v, 1.2), "fork slopes");
             assert!(p.refused.is_empty(), "{v}: {:?}", p.refused);
+            assert!(p.bounded.is_empty(), "{v}: {:?}", p.bounded);
             assert_eq!(p.price_of(e).ns, v);
             assert_eq!(p.price_of(e).basis, Basis::Calibrated);
         }
-        for v in [0.81, 0.99, 161.0, f64::NAN] {
+        for (v, lo, hi) in [
+            (0.81, 1.0, 1.6),
+            (0.99, 1.0, 1.7),
+            (-8.2, 1.0, 1.2),
+            (161.0, 159.0, 160.0),
+        ] {
             let mut p = Fit::new(base.clone());
             set_direct(&mut p, e, &derived(20, v, 0.7), "fork slopes");
-            assert_eq!(p.refused.len(), 1, "{v}");
-            let r = &p.refused[0];
-            assert_eq!(r.range, (2.0, 40.0));
-            assert_eq!(r.fitted.len(), 1);
-            assert_eq!(r.fitted[0].0, e);
-            assert!(r.from.starts_with("fork slopes: measured"), "{}", r.from);
+            assert!(p.refused.is_empty(), "{v}: {:?}", p.refused);
+            assert_eq!(p.bounded.len(), 1, "{v}");
+            let b = &p.bounded[0];
+            assert_eq!((b.event, b.fitted, b.ci), (e, v, 0.7));
+            assert_eq!((b.range, b.band), ((2.0, 40.0), (1.0, 160.0)));
+            assert!(b.from.starts_with("fork slopes: measured"), "{}", b.from);
             assert!(
-                r.describe().contains("struct_page_line"),
+                b.describe().contains("struct_page_line"),
                 "{}",
-                r.describe()
+                b.describe()
             );
             let got = p.price_of(e);
-            assert_eq!((got.ns, got.low, got.high), (10.0, Some(2.0), Some(40.0)));
-            assert_eq!(got.basis, base.price_of(e).basis);
+            assert!(got.ns >= lo && got.ns <= hi, "{v}: {}", got.ns);
+            assert_eq!(got.ns, b.price);
+            assert_eq!(got.basis, Basis::Calibrated);
             assert!(
-                got.source.starts_with("fit refused: struct_page_line = "),
+                got.source.starts_with(&format!(
+                    "fit bounded: struct_page_line = {v:.3} ns ± 0.700"
+                )),
                 "{}",
                 got.source
             );
             assert!(got.source.contains("[2.000, 40.000]"), "{}", got.source);
-            assert!(
-                got.source.ends_with(&base.price_of(e).source),
-                "{}",
-                got.source
-            );
         }
-        // A refusal is of that fit only: the other prices stay as fitted.
+        // Not a number: refused, the sourced price back.
+        let mut p = Fit::new(base.clone());
+        set_direct(&mut p, e, &derived(20, f64::NAN, 0.7), "fork slopes");
+        assert_eq!(p.refused.len(), 1);
+        assert!(p.bounded.is_empty());
+        let r = &p.refused[0];
+        assert_eq!(r.range, (2.0, 40.0));
+        assert_eq!(r.fitted.len(), 1);
+        assert_eq!(r.fitted[0].0, e);
+        let got = p.price_of(e);
+        assert_eq!((got.ns, got.low, got.high), (10.0, Some(2.0), Some(40.0)));
+        assert_eq!(got.basis, base.price_of(e).basis);
+        assert!(
+            got.source
+                .starts_with("fit refused: struct_page_line = NaN ns"),
+            "{}",
+            got.source
+        );
+        assert!(
+            got.source.ends_with(&base.price_of(e).source),
+            "{}",
+            got.source
+        );
+        // A bound is of that fit only; a measurement that says little (0 ±
+        // 88 ns) lands well inside the band, not at its edge.
         let mut p = Fit::new(base.clone());
         set_direct(&mut p, HwEvent::TlbiPage, &derived(20, 41.0, 2.0), "t");
         set_direct(&mut p, HwEvent::TlbiAsid, &derived(20, 0.0, 88.0), "t");
-        assert_eq!(p.refused.len(), 1);
+        assert!(p.refused.is_empty());
+        assert_eq!(p.bounded.len(), 1);
         assert_eq!(p.price_of(HwEvent::TlbiPage).ns, 41.0);
+        let band = p.bounded[0].band;
         let asid = p.price_of(HwEvent::TlbiAsid);
-        assert_eq!(asid.ns, base.price_of(HwEvent::TlbiAsid).ns);
+        assert!(asid.ns > band.0 + 10.0, "{} in {band:?}", asid.ns);
         assert!(
-            asid.source.starts_with("fit refused: tlbi_asid"),
+            asid.source.starts_with("fit bounded: tlbi_asid"),
             "{}",
             asid.source
         );
+    }
+
+    /// erfc to its stated accuracy, and the truncated normal's mean and
+    /// interval: the half-normal's mean, a two-sided band's, a measurement
+    /// far outside the band at the band's edge, a zero width at the edge,
+    /// an unbounded band as the measurement itself.
+    #[test]
+    fn truncated_normal_is_the_expected_value_in_the_band() {
+        for (x, want) in [
+            (0.0, 1.0),
+            (1.0, 0.157_299_207_050_285_13),
+            (-1.0, 1.842_700_792_949_714_9),
+            (3.0, 2.209_049_699_858_544e-5),
+            (0.3, 0.671_373_240_540_872_6),
+        ] {
+            let got = erfc(x);
+            assert!(
+                ((got - want) / want).abs() < 1.3e-7,
+                "erfc({x}) = {got}, not {want}"
+            );
+        }
+        let inf = f64::INFINITY;
+        let (m, ci) = truncated_normal(0.0, 1.0, (0.0, inf));
+        assert!((m - 0.797_884_560_8).abs() < 1e-6, "{m}");
+        // sd of the half-normal: sqrt(1 - 2/pi)
+        assert!(
+            (ci - 1.96 * (1.0 - 2.0 / std::f64::consts::PI).sqrt()).abs() < 1e-5,
+            "{ci}"
+        );
+        let (m, _) = truncated_normal(0.0, 1.0, (1.0, 2.0));
+        assert!((m - 1.383_1).abs() < 1e-3, "{m}");
+        let (m, _) = truncated_normal(0.0, 1.0, (-2.0, -1.0));
+        assert!((m + 1.383_1).abs() < 1e-3, "{m}");
+        let (m, ci) = truncated_normal(-100.0, 1.0, (1.0, 160.0));
+        assert!((1.0..1.02).contains(&m), "{m}");
+        assert!(ci < 0.05, "{ci}");
+        assert_eq!(truncated_normal(-3.0, 0.0, (1.0, 160.0)), (1.0, 0.0));
+        assert_eq!(truncated_normal(300.0, 0.0, (1.0, 160.0)), (160.0, 0.0));
+        let (m, ci) = truncated_normal(5.0, 2.0, (-inf, inf));
+        assert!(
+            (m - 5.0).abs() < 1e-9 && (ci - 3.92).abs() < 1e-6,
+            "{m} {ci}"
+        );
+        // A wider interval pulls the price further into the band.
+        let near = truncated_normal(0.0, 0.5, (1.0, 160.0)).0;
+        let far = truncated_normal(0.0, 5.0, (1.0, 160.0)).0;
+        assert!(1.0 < near && near < far, "{near} {far}");
     }
 
     /// Prices scaled together are one fit: their weighted sum (what was
@@ -5582,8 +5886,11 @@ mod tests {
         assert_eq!(p.price_of(m).ns, base.price_of(m).ns);
     }
 
+    /// Prices solved together are checked part by part: the part outside
+    /// its band (a 0.5 ns order-0 line, measured tightly) is bounded to it,
+    /// the other (a 7 ns large-folio line) kept as fitted.
     #[test]
-    fn prices_solved_together_are_refused_together() {
+    fn prices_solved_together_are_bounded_part_by_part() {
         let arch = ArchKind::X86_64;
         let base = ptlab_cost::find_profile("zen3").unwrap();
         let mut truth = base.clone();
@@ -5611,18 +5918,22 @@ mod tests {
         }
         let mut p = Fit::new(base.clone());
         fit_layout(&mut p, &s, arch).unwrap();
-        assert_eq!(p.refused.len(), 1, "{:?}", p.refused);
-        let r = &p.refused[0];
-        assert_eq!(r.what, "struct_page_line");
-        assert!((r.value - 0.5).abs() < 0.01, "{}", r.value);
-        let got: Vec<HwEvent> = r.fitted.iter().map(|x| x.0).collect();
-        assert_eq!(got, [HwEvent::StructPageLine, HwEvent::StructPageLineLarge]);
-        assert!((r.fitted[1].1 - 7.0).abs() < 0.01, "{:?}", r.fitted);
-        assert!(r.from.contains("fork()"), "{}", r.from);
-        for e in [HwEvent::StructPageLine, HwEvent::StructPageLineLarge] {
-            assert_eq!(p.price_of(e).ns, base.price_of(e).ns, "{e:?}");
-            assert!(p.price_of(e).source.starts_with("fit refused"), "{e:?}");
-        }
+        assert!(p.refused.is_empty(), "{:?}", p.refused);
+        assert_eq!(p.bounded.len(), 1, "{:?}", p.bounded);
+        let b = &p.bounded[0];
+        assert_eq!(b.event, HwEvent::StructPageLine);
+        assert!((b.fitted - 0.5).abs() < 0.01, "{}", b.fitted);
+        assert!(b.from.contains("fork()"), "{}", b.from);
+        let line = p.price_of(HwEvent::StructPageLine);
+        assert!((1.0..1.05).contains(&line.ns), "{}", line.ns);
+        assert!(line.source.starts_with("fit bounded"), "{}", line.source);
+        let large = p.price_of(HwEvent::StructPageLineLarge);
+        assert!((large.ns - 7.0).abs() < 0.01, "{}", large.ns);
+        assert!(
+            large.source.starts_with("ptlab calibrate"),
+            "{}",
+            large.source
+        );
     }
 
     /// The written profile says which fits were refused (header,
@@ -5641,7 +5952,7 @@ mod tests {
         set_direct(
             &mut p,
             HwEvent::StructPageLine,
-            &derived(20, 0.8, 0.7),
+            &derived(20, f64::NAN, 0.7),
             "fork slopes",
         );
         assert!(strict_check(&p.refused, false).is_ok());
@@ -5665,7 +5976,7 @@ mod tests {
         let spl = q.price_of(HwEvent::StructPageLine);
         assert!(
             spl.source
-                .starts_with("fit refused: struct_page_line = 0.800 ns"),
+                .starts_with("fit refused: struct_page_line = NaN ns"),
             "{}",
             spl.source
         );
