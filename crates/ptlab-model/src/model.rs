@@ -166,6 +166,15 @@ pub struct ModelConfig {
     /// general `do_munmap()`, the reference `mremap_runs_prop` compares
     /// against). No observable effect, and the same counts.
     pub move_source_known: bool,
+    /// The large-folio run index is a sorted vector while it holds few
+    /// runs (a B-tree beyond), and a slot freed by the zap of a whole run
+    /// hands its mappings vector's buffer to the next run made in it
+    /// (`core/folio.rs` `RunIndex`, `LargeFolios::recycled_maps()`; on by
+    /// default; off: the index a B-tree from the start and every record
+    /// allocating its own, the reference `folio_runs_prop` compares
+    /// against). No observable effect, the same counts and the same
+    /// `memory_bytes()`.
+    pub folio_record_reuse: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -219,6 +228,7 @@ impl ModelConfig {
             move_tables_known: true,
             move_lone_run: true,
             move_source_known: true,
+            folio_record_reuse: true,
         }
     }
 }
@@ -249,6 +259,7 @@ impl Model {
     pub fn new(cfg: ModelConfig) -> Model {
         let mut phys = PhysMem::new(cfg.frames);
         phys.set_folio_runs(cfg.folio_runs);
+        phys.set_folio_record_reuse(cfg.folio_record_reuse);
         phys.fork_runs = cfg.fork_runs;
         phys.zap_first_folded = cfg.zap_first_folded;
         if cfg.nodes > 1 {
@@ -446,8 +457,7 @@ impl Model {
     /// syscall itself and the first VMA lookup.
     pub(crate) fn count_syscall(&self, pid: Pid) {
         if let Some(mm) = self.procs.get(&pid) {
-            mm.pt.hw.one(crate::core::hw::HwEvent::Syscall);
-            mm.pt.hw.one(crate::core::hw::HwEvent::VmaLookup);
+            mm.count_syscall();
         }
     }
 

@@ -11,6 +11,13 @@
 //! kernel-function calls, the rule hits and each step's result must be
 //! equal, and the invariants (recomputed from the page tables) hold after
 //! every step of both.
+//!
+//! The same sequences then compare the records' storage with and without
+//! `ModelConfig::folio_record_reuse` (issue 14, sixteenth session: the run
+//! index a sorted vector while small, a freed slot's mappings buffer
+//! taken by the next run made in it): the observation, events and calls,
+//! rule hits, statistics and `Model::memory_bytes()` after every step
+//! must be equal.
 
 mod common;
 
@@ -34,6 +41,73 @@ proptest! {
             prop_assert_eq!(runs.events, each.events, "events and calls, {:?}", arch);
             prop_assert_eq!(&runs.coverage, &each.coverage, "rule hits, {:?}", arch);
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: common::cases(48), ..ProptestConfig::default() })]
+
+    #[test]
+    fn folio_record_reuse_changes_nothing(
+        orders in prop::sample::subsequence(vec![2u8, 4, 9], 0..=3),
+        ops in prop::collection::vec(op(), 1..30),
+    ) {
+        for arch in ArchKind::ALL {
+            let on = run(arch, &orders, &ops, "folio_record_reuse on", |c| c.folio_record_reuse = true);
+            let off = run(arch, &orders, &ops, "folio_record_reuse off", |c| c.folio_record_reuse = false);
+            prop_assert_eq!(&on.text, &off.text, "observation, {:?}", arch);
+            prop_assert_eq!(on.events, off.events, "events and calls, {:?}", arch);
+            prop_assert_eq!(&on.coverage, &off.coverage, "rule hits, {:?}", arch);
+            prop_assert_eq!(&on.stats, &off.stats, "statistics, {:?}", arch);
+            prop_assert_eq!(&on.memory, &off.memory, "memory_bytes(), {:?}", arch);
+        }
+    }
+}
+
+/// The seed workload's rounds (map 1 MiB of 64 KiB folios, write, mremap
+/// 1 MiB up, munmap), with more runs alive beside them than the small
+/// index holds (so it grows into the B-tree), are the same with and
+/// without `folio_record_reuse`: observation, events, rule hits,
+/// statistics and `memory_bytes()` after every round.
+#[test]
+fn seed_rounds_equal_with_and_without_record_reuse() {
+    use ptlab_model::MremapFlags;
+    for arch in ArchKind::ALL {
+        let mut seen = Vec::new();
+        for reuse in [true, false] {
+            let mut cfg = ModelConfig::for_arch(arch);
+            cfg.folio_record_reuse = reuse;
+            let mut m = common::mthp_model(cfg, &[4]);
+            let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+            let rw = Prot::READ | Prot::WRITE;
+            let mv = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+            let size = 1u64 << 20;
+            let mut memory = Vec::new();
+            for round in 0..80u64 {
+                if round % 2 == 1 {
+                    // A run that stays: one 64 KiB folio with its own
+                    // contents, away from the rounds' range.
+                    let a = BASE + (64 << 20) + round * 0x20000;
+                    m.mmap(1, a, 0x10000, rw, f).unwrap();
+                    m.access_range(1, a, 0x10000, true, Some(round)).unwrap();
+                }
+                m.mmap(1, BASE, size, rw, f).unwrap();
+                m.access_range(1, BASE, size, true, None).unwrap();
+                let q = m.mremap(1, BASE, size, size, mv, BASE + size).unwrap();
+                m.munmap(1, q, size).unwrap();
+                m.check_invariants().unwrap();
+                memory.push(m.memory_bytes());
+            }
+            let obs = m.observe(1, "p").render(ptlab_model::Sections::ALL);
+            seen.push((
+                obs,
+                m.hw_events(),
+                format!("{:?}", m.phys().stats),
+                m.coverage(),
+                memory,
+            ));
+        }
+        assert_eq!(seen[0], seen[1], "{arch:?}");
     }
 }
 

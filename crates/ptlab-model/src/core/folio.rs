@@ -881,6 +881,126 @@ impl FolioRun {
     }
 }
 
+/// Runs a [`RunIndex`] keeps as a sorted vector before it becomes a
+/// B-tree (and stays one: inserting into the middle of a long vector is
+/// what the B-tree avoids).
+const INDEX_SMALL_MAX: usize = 32;
+
+/// The index of the folio runs: first head → slot, ordered. A sorted
+/// vector while it holds at most [`INDEX_SMALL_MAX`] runs (issue 14,
+/// sixteenth session: a workload that makes and frees one run per
+/// iteration paid a B-tree leaf allocated by the insert and freed by the
+/// remove each time; the vector keeps its buffer), a `BTreeMap` beyond.
+/// Both answer every query alike, which one is used is not observable
+/// (`Debug` prints the map either way), and the model's memory count
+/// reads its length only ([`LargeFolios::overhead_bytes`]). With
+/// `ModelConfig::folio_record_reuse` off it is a B-tree from the start.
+#[derive(Clone)]
+enum RunIndex {
+    /// Sorted by first head, heads unique.
+    Small(Vec<(u64, u32)>),
+    Big(std::collections::BTreeMap<u64, u32>),
+}
+
+impl std::fmt::Debug for RunIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl RunIndex {
+    fn new(small: bool) -> Self {
+        if small {
+            RunIndex::Small(Vec::new())
+        } else {
+            RunIndex::Big(Default::default())
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            RunIndex::Small(v) => v.len(),
+            RunIndex::Big(m) => m.len(),
+        }
+    }
+    fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let (a, b) = match self {
+            RunIndex::Small(v) => (Some(v.iter().copied()), None),
+            RunIndex::Big(m) => (None, Some(m.iter().map(|(&k, &s)| (k, s)))),
+        };
+        a.into_iter().flatten().chain(b.into_iter().flatten())
+    }
+    fn values(&self) -> impl Iterator<Item = u32> + '_ {
+        self.iter().map(|(_, s)| s)
+    }
+    /// The entry with the greatest head `<= key` (`range(..=key).next_back()`).
+    #[inline]
+    fn at_or_before(&self, key: u64) -> Option<(u64, u32)> {
+        match self {
+            RunIndex::Small(v) => {
+                let k = v.partition_point(|e| e.0 <= key);
+                k.checked_sub(1).map(|k| v[k])
+            }
+            RunIndex::Big(m) => m.range(..=key).next_back().map(|(&k, &s)| (k, s)),
+        }
+    }
+    /// The slot of the entry with the greatest head `< key`.
+    #[inline]
+    fn before(&self, key: u64) -> Option<u32> {
+        match self {
+            RunIndex::Small(v) => {
+                let k = v.partition_point(|e| e.0 < key);
+                k.checked_sub(1).map(|k| v[k].1)
+            }
+            RunIndex::Big(m) => m.range(..key).next_back().map(|(_, &s)| s),
+        }
+    }
+    #[inline]
+    fn get(&self, key: u64) -> Option<u32> {
+        match self {
+            RunIndex::Small(v) => v.binary_search_by_key(&key, |e| e.0).ok().map(|k| v[k].1),
+            RunIndex::Big(m) => m.get(&key).copied(),
+        }
+    }
+    #[inline]
+    fn insert(&mut self, key: u64, slot: u32) {
+        match self {
+            RunIndex::Small(v) => {
+                // The common case first: a run after every other.
+                if v.last().is_none_or(|e| e.0 < key) {
+                    v.push((key, slot));
+                } else {
+                    match v.binary_search_by_key(&key, |e| e.0) {
+                        Ok(k) => v[k].1 = slot,
+                        Err(k) => v.insert(k, (key, slot)),
+                    }
+                }
+                if v.len() > INDEX_SMALL_MAX {
+                    let m = std::mem::take(v).into_iter().collect();
+                    *self = RunIndex::Big(m);
+                }
+            }
+            RunIndex::Big(m) => {
+                m.insert(key, slot);
+            }
+        }
+    }
+    #[inline]
+    fn remove(&mut self, key: u64) {
+        match self {
+            RunIndex::Small(v) => {
+                if v.last().is_some_and(|e| e.0 == key) {
+                    v.pop();
+                } else if let Ok(k) = v.binary_search_by_key(&key, |e| e.0) {
+                    v.remove(k);
+                }
+            }
+            RunIndex::Big(m) => {
+                m.remove(&key);
+            }
+        }
+    }
+}
+
 /// The large-folio records: one [`FolioRun`] per run of identical folios,
 /// in a slab, found by range through a B-tree keyed by the run's first
 /// head. An operation on one folio of a run first splits the run so the
@@ -893,7 +1013,7 @@ impl FolioRun {
 #[derive(Clone, Debug)]
 struct LargeFolios {
     /// First head of each run → its slot in `slab`.
-    index: std::collections::BTreeMap<u64, u32>,
+    index: RunIndex,
     slab: Vec<FolioRun>,
     /// Free slots of `slab`, reused last-freed first.
     free: Vec<u32>,
@@ -901,6 +1021,11 @@ struct LargeFolios {
     folios: u64,
     /// Join runs of identical folios.
     runs: bool,
+    /// `ModelConfig::folio_record_reuse`: the index a sorted vector while
+    /// small ([`RunIndex`]), and a slot emptied by
+    /// [`LargeFolios::drop_slot`] keeping its mappings vector's buffer
+    /// for the next run made in it ([`LargeFolios::recycled_maps`]).
+    reuse: bool,
     /// The run [`LargeFolios::find`] found last (first, end, order,
     /// slot): a walk over one run's pages finds it without the B-tree.
     last: std::cell::Cell<Option<(u64, u64, u8, u32)>>,
@@ -919,14 +1044,21 @@ struct LargeFolios {
 /// No slot ([`LargeFolios::near`]).
 const NO_SLOT: u32 = u32::MAX;
 
+/// The capacity of a record's mappings vector after its first push from
+/// empty (the standard library's smallest allocation for 8-byte
+/// elements; `fresh_maps_capacity` tests it): the only capacity
+/// [`LargeFolios::recycled_maps`] hands on.
+const FRESH_MAPS_CAP: usize = 4;
+
 impl Default for LargeFolios {
     fn default() -> Self {
         LargeFolios {
-            index: Default::default(),
+            index: RunIndex::new(true),
             slab: Vec::new(),
             free: Vec::new(),
             folios: 0,
             runs: true,
+            reuse: true,
             last: Default::default(),
             near: std::cell::Cell::new([NO_SLOT; 2]),
             pending: NO_SLOT,
@@ -948,10 +1080,7 @@ impl LargeFolios {
                 });
                 let (first, slot) = match near {
                     Some(s) => (self.slab[s as usize].first, s),
-                    None => {
-                        let (&first, &slot) = self.index.range(..=pfn).next_back()?;
-                        (first, slot)
-                    }
+                    None => self.index.at_or_before(pfn)?,
                 };
                 let r = &self.slab[slot as usize];
                 if pfn >= r.end() {
@@ -1022,9 +1151,46 @@ impl LargeFolios {
         let first = r.first;
         r.first = 0;
         r.count = 0;
-        r.folio = LargeFolio::new(Order::ZERO, FolioKind::Anon);
-        self.index.remove(&first);
+        if self.reuse {
+            // The record emptied as `LargeFolio::new()` makes it but for
+            // the buffer of its mappings vector (emptied), which the next
+            // run made in this slot takes ([`LargeFolios::recycled_maps`]).
+            // A free slot counts as a whole record whatever it holds
+            // ([`LargeFolios::overhead_bytes`]).
+            let mut maps = std::mem::take(&mut r.folio.mm_maps);
+            maps.clear();
+            r.folio = LargeFolio::new(Order::ZERO, FolioKind::Anon);
+            r.folio.mm_maps = maps;
+        } else {
+            r.folio = LargeFolio::new(Order::ZERO, FolioKind::Anon);
+        }
+        self.index.remove(first);
         self.free.push(slot);
+    }
+    /// The emptied mappings vector of the free slot [`LargeFolios::new_slot`]
+    /// takes next, when [`LargeFolios::drop_slot`] kept its buffer and
+    /// that buffer is what a fresh vector's first push allocates
+    /// ([`FRESH_MAPS_CAP`] entries: a record built with it holds the same
+    /// capacity, so [`LargeFolio::bytes`] counts it alike); otherwise a
+    /// new, unallocated vector. Settles the pending folio first (which may
+    /// free slots). Issue 14, sixteenth session: the seed's iteration made
+    /// and freed one run's vector each time.
+    fn recycled_maps(&mut self) -> Vec<(Pid, u32)> {
+        self.settle_pending();
+        if !self.reuse {
+            return Vec::new();
+        }
+        match self.free.last() {
+            Some(&s) => {
+                let maps = &mut self.slab[s as usize].folio.mm_maps;
+                if maps.capacity() == FRESH_MAPS_CAP && maps.is_empty() {
+                    std::mem::take(maps)
+                } else {
+                    Vec::new()
+                }
+            }
+            None => Vec::new(),
+        }
     }
     fn free_slot(&mut self, slot: u32) -> FolioRun {
         if self.pending == slot {
@@ -1039,7 +1205,7 @@ impl LargeFolios {
                 folio: LargeFolio::new(Order::ZERO, FolioKind::Anon),
             },
         );
-        self.index.remove(&r.first);
+        self.index.remove(r.first);
         self.free.push(slot);
         r
     }
@@ -1151,8 +1317,7 @@ impl LargeFolios {
                         .is_some_and(|r| r.count > 0 && want(r))
             })
         };
-        let prev = hint(&|r: &FolioRun| r.end() == first)
-            .or_else(|| self.index.range(..first).next_back().map(|(_, &s)| s));
+        let prev = hint(&|r: &FolioRun| r.end() == first).or_else(|| self.index.before(first));
         if let Some(prev) = prev {
             if self.absorb(prev, slot) {
                 slot = prev;
@@ -1168,7 +1333,7 @@ impl LargeFolios {
                     .is_some_and(|r| r.count > 0 && r.first == end)
         });
         let mut after = NO_SLOT;
-        if let Some(next) = hint.or_else(|| self.index.get(&end).copied()) {
+        if let Some(next) = hint.or_else(|| self.index.get(end)) {
             if !self.absorb(slot, next) {
                 after = next;
             }
@@ -1235,7 +1400,7 @@ impl LargeFolios {
     }
     /// Every run, in frame order.
     fn runs(&self) -> impl Iterator<Item = &FolioRun> {
-        self.index.values().map(|&s| &self.slab[s as usize])
+        self.index.values().map(|s| &self.slab[s as usize])
     }
     /// Bytes the index and the slab's free slots take beyond the live
     /// runs' own records: a B-tree leaf of 11 (u64, u32) entries is 144
@@ -1385,6 +1550,22 @@ impl PhysMem {
     /// folio-run property test compares the two.
     pub fn set_folio_runs(&mut self, on: bool) {
         self.large.runs = on;
+    }
+
+    /// `ModelConfig::folio_record_reuse`: keep the run index as a sorted
+    /// vector while small and hand a freed slot's mappings buffer to the
+    /// next run made in it (`true`, the default), or keep the index as a
+    /// B-tree and every record's heap parts its own (`false`). No
+    /// observable effect and the same `memory_bytes()`; the folio-run
+    /// property test compares the two. Set before any folio is made.
+    pub fn set_folio_record_reuse(&mut self, on: bool) {
+        let l = &mut self.large;
+        l.reuse = on;
+        let entries: Vec<(u64, u32)> = l.index.iter().collect();
+        l.index = RunIndex::new(on && entries.len() <= INDEX_SMALL_MAX);
+        for (k, s) in entries {
+            l.index.insert(k, s);
+        }
     }
 
     /// Large-folio records held: one per run of identical folios (the
@@ -1668,6 +1849,7 @@ impl PhysMem {
         l.exclusive = PerPage::All(true);
         l.large_mapcount = nr;
         l.nr_pages_mapped = nr;
+        l.mm_maps = self.large.recycled_maps();
         l.mm_maps.push((mm, nr));
         l.refcount = nr;
         l.tags = Tags::Affine { base, step };
@@ -2641,7 +2823,7 @@ impl PhysMem {
         if run_first == first.0 && run_end == end {
             self.large.drop_slot(slot);
         } else if run_first == first.0 {
-            self.large.index.remove(&run_first);
+            self.large.index.remove(run_first);
             let r = &mut self.large.slab[slot as usize];
             r.folio = r.folio_at(end);
             r.first = end;
@@ -3000,6 +3182,126 @@ impl PhysMem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`FRESH_MAPS_CAP`] is what a record's first mapping allocates.
+    #[test]
+    fn fresh_maps_capacity() {
+        let mut v: Vec<(Pid, u32)> = Vec::new();
+        v.push((1, 16));
+        assert_eq!(v.capacity(), FRESH_MAPS_CAP);
+    }
+
+    /// The small form of [`RunIndex`] answers every query as the B-tree
+    /// does, through growing past [`INDEX_SMALL_MAX`] into the B-tree
+    /// form and shrinking again: random inserts (new heads, replaced
+    /// slots, heads above and below every other), removes (present and
+    /// absent) and the three searches, over 80 heads, 20 seeds.
+    #[test]
+    fn run_index_answers_as_a_btree() {
+        for seed in 0..20u64 {
+            let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            let mut next = move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let mut small = RunIndex::new(true);
+            let mut big = RunIndex::new(false);
+            let mut plain = std::collections::BTreeMap::new();
+            let mut grew = false;
+            for step in 0..4000 {
+                // Mostly inserts early on, mostly removes later.
+                let k = (next() % 80) * 16;
+                let insert = next() % 100 < if step < 2000 { 70 } else { 30 };
+                if insert {
+                    let slot = (next() % 1000) as u32;
+                    small.insert(k, slot);
+                    big.insert(k, slot);
+                    plain.insert(k, slot);
+                } else {
+                    small.remove(k);
+                    big.remove(k);
+                    plain.remove(&k);
+                }
+                grew |= matches!(small, RunIndex::Big(_));
+                let q = next() % (81 * 16);
+                for ix in [&small, &big] {
+                    assert_eq!(ix.len(), plain.len(), "seed {seed} step {step}");
+                    assert_eq!(
+                        ix.at_or_before(q),
+                        plain.range(..=q).next_back().map(|(&k, &s)| (k, s))
+                    );
+                    assert_eq!(ix.before(q), plain.range(..q).next_back().map(|(_, &s)| s));
+                    assert_eq!(ix.get(q), plain.get(&q).copied());
+                    if step % 97 == 0 {
+                        let all: Vec<(u64, u32)> = plain.iter().map(|(&k, &s)| (k, s)).collect();
+                        assert_eq!(ix.iter().collect::<Vec<_>>(), all);
+                        assert_eq!(format!("{ix:?}"), format!("{plain:?}"));
+                    }
+                }
+            }
+            assert!(grew, "seed {seed}: the small form grew into the B-tree");
+        }
+        // The small form stays a vector while it holds few runs.
+        let mut ix = RunIndex::new(true);
+        for k in 0..INDEX_SMALL_MAX as u64 {
+            ix.insert(k, k as u32);
+        }
+        assert!(matches!(ix, RunIndex::Small(_)));
+        ix.insert(1000, 0);
+        assert!(matches!(ix, RunIndex::Big(_)));
+    }
+
+    /// The seed's round on the folio records: a run of 16 order-4 folios
+    /// made mapped, then zapped whole, again and again. With
+    /// `folio_record_reuse` the second and later runs take the freed
+    /// slot's mappings buffer (the same allocation each time) and the
+    /// records and `metadata_bytes()` are exactly those without it; a
+    /// slot whose buffer is not a fresh one's is not taken from.
+    #[test]
+    fn recycled_slot_counts_as_a_fresh_one() {
+        let mut seen = Vec::new();
+        for reuse in [true, false] {
+            let mut pm = PhysMem::new(1 << 16);
+            pm.set_folio_record_reuse(reuse);
+            let mut bytes = Vec::new();
+            let mut bufs = Vec::new();
+            for round in 0..4u64 {
+                let (first, n) = pm
+                    .alloc_anon_run_mapped(Order(4), 16, 1, round * 7, 1)
+                    .unwrap();
+                assert_eq!(n, 16);
+                let (_, _, slot) = pm.large.find(first.0).unwrap();
+                let maps = &pm.large.at(slot).folio.mm_maps;
+                assert_eq!(maps.capacity(), FRESH_MAPS_CAP);
+                bufs.push(maps.as_ptr() as usize);
+                bytes.push((pm.metadata_bytes(), pm.large_records()));
+                let l = pm.large(first).unwrap();
+                assert_eq!((l.mm_maps.clone(), l.large_mapcount), (vec![(1, 16)], 16));
+                assert_eq!(pm.unmap_free_large_span(first, 16, 1), 16);
+                bytes.push((pm.metadata_bytes(), pm.large_records()));
+            }
+            if reuse {
+                assert!(
+                    bufs.windows(2).all(|w| w[0] == w[1]),
+                    "the freed slot's buffer taken again: {bufs:x?}"
+                );
+            }
+            seen.push(bytes);
+        }
+        assert_eq!(seen[0], seen[1]);
+        // A free slot holding a grown buffer is not taken from.
+        let mut pm = PhysMem::new(1 << 16);
+        let (first, _) = pm.alloc_anon_run_mapped(Order(4), 16, 1, 0, 1).unwrap();
+        let (_, _, slot) = pm.large.find(first.0).unwrap();
+        pm.large.slab[slot as usize].folio.mm_maps.reserve(8);
+        let grown = pm.large.at(slot).folio.mm_maps.capacity();
+        assert!(grown > FRESH_MAPS_CAP);
+        assert_eq!(pm.unmap_free_large_span(first, 16, 1), 16);
+        assert_eq!(pm.large.recycled_maps().capacity(), 0);
+        assert_eq!(pm.large.at(slot).folio.mm_maps.capacity(), grown);
+    }
 
     #[test]
     fn partial_unmap_defers_split_once_and_free_clears() {

@@ -105,6 +105,15 @@ impl Mm {
         }
     }
 
+    /// Count a system call's fixed entry work in this process: the
+    /// syscall itself and the first VMA lookup ([`crate::Model`]'s
+    /// `count_syscall()` for a caller that holds the process).
+    #[inline]
+    pub(crate) fn count_syscall(&self) {
+        self.pt.hw.one(crate::core::hw::HwEvent::Syscall);
+        self.pt.hw.one(crate::core::hw::HwEvent::VmaLookup);
+    }
+
     /// Number of VMAs (mm->map_count).
     pub fn map_count(&self) -> usize {
         self.vmas.len()

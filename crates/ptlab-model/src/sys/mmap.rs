@@ -56,10 +56,12 @@ impl Model {
         prot: Prot,
         flags: MapFlags,
     ) -> Result<u64, Errno> {
-        if !self.procs.contains_key(&pid) {
+        // The process looked up once for the checks and the placement
+        // below (issue 14, sixteenth session: it was looked up for each).
+        let Some(mm) = self.procs.get(&pid) else {
             return Err(Errno::EINVAL);
-        }
-        self.count_syscall(pid);
+        };
+        mm.count_syscall();
         // ksys_mmap_pgoff(): without MAP_ANONYMOUS the fd (-1) is looked up.
         if !flags.contains(MapFlags::ANONYMOUS) {
             rule!(self.phys.hw, MmapNotAnonymous);
@@ -85,14 +87,12 @@ impl Model {
             }
         }
         let len = page_align(len).ok_or(Errno::ENOMEM)?;
-        if self.procs[&pid].map_count() > self.cfg.max_map_count {
+        if mm.map_count() > self.cfg.max_map_count {
             rule!(self.phys.hw, MmapMapCount);
             return Err(Errno::ENOMEM);
         }
-        let addr = self.get_unmapped_area(pid, addr, len, flags)?;
-        if flags.contains(MapFlags::FIXED_NOREPLACE)
-            && self.procs[&pid].vmas.intersects(addr, addr + len)
-        {
+        let addr = self.get_unmapped_area_in(mm, addr, len, flags)?;
+        if flags.contains(MapFlags::FIXED_NOREPLACE) && mm.vmas.intersects(addr, addr + len) {
             rule!(self.phys.hw, MmapFixedNoreplaceExists);
             return Err(Errno::EEXIST);
         }
@@ -100,7 +100,6 @@ impl Model {
         // against RLIMIT_MEMLOCK for the whole length (EAGAIN), before the
         // MAP_TYPE switch.
         if flags.contains(MapFlags::LOCKED) {
-            let mm = &self.procs[&pid];
             if !mm.can_do_mlock() {
                 rule!(self.phys.hw, MmapLockedCannotMlock);
                 return Err(Errno::EPERM);
@@ -169,12 +168,44 @@ impl Model {
         len: u64,
         flags: MapFlags,
     ) -> Result<u64, Errno> {
+        // A MAP_FIXED address needs no look at the process's VMAs (nor
+        // the lookup of the process: mremap's destinations).
+        let mm = if flags.contains(MapFlags::FIXED) {
+            None
+        } else {
+            Some(&self.procs[&pid])
+        };
+        self.get_unmapped_area_of(mm, hint, len, flags)
+    }
+
+    /// [`Model::get_unmapped_area`] in the process `mm` (looked up by the
+    /// caller).
+    fn get_unmapped_area_in(
+        &self,
+        mm: &Mm,
+        hint: u64,
+        len: u64,
+        flags: MapFlags,
+    ) -> Result<u64, Errno> {
+        self.get_unmapped_area_of(Some(mm), hint, len, flags)
+    }
+
+    /// [`Model::get_unmapped_area`]'s work; `mm` may be `None` only
+    /// with MAP_FIXED.
+    #[inline]
+    fn get_unmapped_area_of(
+        &self,
+        mm: Option<&Mm>,
+        hint: u64,
+        len: u64,
+        flags: MapFlags,
+    ) -> Result<u64, Errno> {
         let min = self.cfg.mmap_min_addr.max(PAGE_SIZE);
         if len > TASK_SIZE - self.cfg.mmap_min_addr {
             rule!(self.phys.hw, MmapLenTooBig);
             return Err(Errno::ENOMEM);
         }
-        let mm = &self.procs[&pid];
+        let mm = || mm.expect("the process, for an address not MAP_FIXED");
         let addr = if flags.contains(MapFlags::FIXED) {
             hint
         } else if hint == 0 && len.is_multiple_of(PMD_SIZE) {
@@ -196,7 +227,7 @@ impl Model {
             rule!(self.phys.hw, MmapThpAligned);
             let padded = len
                 .checked_add(PMD_SIZE)
-                .and_then(|padded| self.topdown_search(mm, padded, min).ok());
+                .and_then(|padded| self.topdown_search(mm(), padded, min).ok());
             match padded {
                 Some(ret) => {
                     let off_sub = ret.wrapping_neg() & (PMD_SIZE - 1);
@@ -206,16 +237,16 @@ impl Model {
                         ret + off_sub
                     }
                 }
-                None => self.topdown_search(mm, len, min)?,
+                None => self.topdown_search(mm(), len, min)?,
             }
         } else {
             let h = page_align(hint).unwrap_or(0);
             let fits =
-                h != 0 && TASK_SIZE - len >= h && h >= min && !mm.vmas.intersects(h, h + len);
+                h != 0 && TASK_SIZE - len >= h && h >= min && !mm().vmas.intersects(h, h + len);
             if fits {
                 h
             } else {
-                self.topdown_search(mm, len, min)?
+                self.topdown_search(mm(), len, min)?
             }
         };
         if addr > TASK_SIZE - len {
@@ -264,13 +295,16 @@ impl Model {
     ) -> Result<(), Errno> {
         let end = addr + len;
         let mut replaced = 0;
-        if fixed && self.procs[&pid].vmas.intersects(addr, end) {
+        // One lookup of the process where nothing is replaced (issue 14,
+        // sixteenth session); looked up again after a replacement's unmap.
+        let mut mm = self.procs.get_mut(&pid).expect("pid");
+        if fixed && mm.vmas.intersects(addr, end) {
             // __mmap_setup(): vms_gather_munmap_vmas() splits the VMAs
             // MAP_FIXED replaces before the RLIMIT_AS test, and a failure
             // then leaves the splits in place (vms_abort_munmap_vmas()).
             rule!(self.phys.hw, MmapFixedReplaces);
             self.munmap_gather(pid, addr, end)?;
-            let mm = &self.procs[&pid];
+            mm = self.procs.get_mut(&pid).expect("pid");
             replaced = mm
                 .vmas
                 .starts_in(addr, end)
@@ -279,14 +313,14 @@ impl Model {
                 .map(|v| v.pages())
                 .sum::<u64>();
         }
-        if !self.procs[&pid].may_expand_vm(vm, len / PAGE_SIZE - replaced) {
+        if !mm.may_expand_vm(vm, len / PAGE_SIZE - replaced) {
             rule!(self.phys.hw, MmapRlimitAs);
             return Err(Errno::ENOMEM);
         }
         if replaced > 0 {
             self.do_munmap(pid, addr, end)?;
+            mm = self.procs.get_mut(&pid).expect("pid");
         }
-        let mm = self.procs.get_mut(&pid).expect("pid");
         // A fresh mapping: linear pgoff, no anon_vma, no uffd context.
         let new = Vma {
             start: addr,
@@ -308,123 +342,172 @@ impl Model {
 
     /// munmap(2). Linux: mm/vma.c do_vmi_munmap().
     pub fn munmap(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
-        self.count_syscall(pid);
-        self.munmap_inner(pid, addr, len)
+        // The process looked up once for the entry count and the unmap
+        // (issue 14, sixteenth session).
+        let Model {
+            procs, phys, cfg, ..
+        } = self;
+        let Some(mm) = procs.get_mut(&pid) else {
+            return Err(Errno::EINVAL);
+        };
+        mm.count_syscall();
+        munmap_checked(mm, phys, cfg.max_map_count, addr, len)
     }
 
     /// munmap(2)'s work without the syscall entry (mremap's own unmaps).
     pub(crate) fn munmap_inner(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
-        if !self.procs.contains_key(&pid) {
+        let Model {
+            procs, phys, cfg, ..
+        } = self;
+        let Some(mm) = procs.get_mut(&pid) else {
             return Err(Errno::EINVAL);
-        }
-        if !addr.is_multiple_of(PAGE_SIZE) || addr > TASK_SIZE || len > TASK_SIZE - addr {
-            rule!(self.phys.hw, MunmapArgsInvalid);
-            return Err(Errno::EINVAL);
-        }
-        let end = addr + page_align(len).ok_or(Errno::EINVAL)?;
-        if end == addr {
-            rule!(self.phys.hw, MunmapLenZero);
-            return Err(Errno::EINVAL);
-        }
-        self.do_munmap(pid, addr, end)
+        };
+        munmap_checked(mm, phys, cfg.max_map_count, addr, len)
     }
 
     /// Unmap `[start, end)`: split the edge VMAs, zap, free page tables,
     /// remove. Linux: mm/vma.c do_vmi_align_munmap(), vms_gather_munmap_vmas(),
     /// vms_complete_munmap_vmas() → unmap_region().
     pub(crate) fn do_munmap(&mut self, pid: Pid, start: u64, end: u64) -> Result<(), Errno> {
-        if !self.munmap_gather(pid, start, end)? {
-            return Ok(());
-        }
-        self.munmap_gathered(pid, start, end);
-        Ok(())
+        let Model {
+            procs, phys, cfg, ..
+        } = self;
+        let mm = procs.get_mut(&pid).expect("pid");
+        do_munmap_in(mm, phys, cfg.max_map_count, start, end)
     }
 
-    /// The first half of an unmap: the checks and the splits that make
-    /// `start` and `end` VMA boundaries. Returns whether any VMA is in the
-    /// range. The splits stay when a later step fails.
-    /// Linux: mm/vma.c vms_gather_munmap_vmas().
+    /// The first half of an unmap ([`munmap_gather_in`]) in process `pid`.
     pub(crate) fn munmap_gather(&mut self, pid: Pid, start: u64, end: u64) -> Result<bool, Errno> {
-        let max = self.cfg.max_map_count;
-        let Model { procs, phys, .. } = self;
+        let Model {
+            procs, phys, cfg, ..
+        } = self;
         let mm = procs.get_mut(&pid).expect("pid");
-        let Some(first) = mm.vmas.first_in(start, end) else {
-            return Ok(false);
-        };
-        let (first_start, first_end, first_flags) = (first.start, first.end, first.flags);
-        if first_start < start && end < first_end && mm.map_count() >= max {
-            rule!(phys.hw, MunmapSplitMapCount);
-            return Err(Errno::ENOMEM);
+        munmap_gather_in(mm, phys, cfg.max_map_count, start, end)
+    }
+}
+
+/// munmap(2)'s argument checks and unmap in the process `mm` (`max`:
+/// `vm.max_map_count`). Linux: mm/vma.c do_vmi_munmap().
+fn munmap_checked(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    max: usize,
+    addr: u64,
+    len: u64,
+) -> Result<(), Errno> {
+    if !addr.is_multiple_of(PAGE_SIZE) || addr > TASK_SIZE || len > TASK_SIZE - addr {
+        rule!(phys.hw, MunmapArgsInvalid);
+        return Err(Errno::EINVAL);
+    }
+    let end = addr + page_align(len).ok_or(Errno::EINVAL)?;
+    if end == addr {
+        rule!(phys.hw, MunmapLenZero);
+        return Err(Errno::EINVAL);
+    }
+    do_munmap_in(mm, phys, max, addr, end)
+}
+
+/// [`Model::do_munmap`] in the process `mm`.
+/// Linux: mm/vma.c do_vmi_align_munmap().
+fn do_munmap_in(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    max: usize,
+    start: u64,
+    end: u64,
+) -> Result<(), Errno> {
+    if !munmap_gather_in(mm, phys, max, start, end)? {
+        return Ok(());
+    }
+    munmap_gathered_in(mm, phys, start, end);
+    Ok(())
+}
+
+/// The first half of an unmap: the checks and the splits that make
+/// `start` and `end` VMA boundaries. Returns whether any VMA is in the
+/// range. The splits stay when a later step fails.
+/// Linux: mm/vma.c vms_gather_munmap_vmas().
+fn munmap_gather_in(
+    mm: &mut Mm,
+    phys: &mut PhysMem,
+    max: usize,
+    start: u64,
+    end: u64,
+) -> Result<bool, Errno> {
+    let Some(first) = mm.vmas.first_in(start, end) else {
+        return Ok(false);
+    };
+    let (first_start, first_end, first_flags) = (first.start, first.end, first.flags);
+    if first_start < start && end < first_end && mm.map_count() >= max {
+        rule!(phys.hw, MunmapSplitMapCount);
+        return Err(Errno::ENOMEM);
+    }
+    // vms_gather_munmap_vmas(): a sealed first VMA refuses before it is
+    // split; a sealed later one after the first split was made.
+    if first_start < start && first_flags.contains(VmFlags::SEALED) {
+        rule!(phys.hw, MunmapSealedFirst);
+        return Err(Errno::EPERM);
+    }
+    if first_start < start {
+        if let Some(slot) = mm.pmd_cut_by(start) {
+            rule!(phys.hw, MunmapSplitHugePmdStart);
+            split_huge_pmd(mm, phys, slot);
         }
-        // vms_gather_munmap_vmas(): a sealed first VMA refuses before it is
-        // split; a sealed later one after the first split was made.
-        if first_start < start && first_flags.contains(VmFlags::SEALED) {
-            rule!(phys.hw, MunmapSealedFirst);
-            return Err(Errno::EPERM);
-        }
-        if first_start < start {
-            if let Some(slot) = mm.pmd_cut_by(start) {
-                rule!(phys.hw, MunmapSplitHugePmdStart);
+        mm.vmas.split_at(start);
+    }
+    // When the first VMA reaches `end` it is the only one in the range
+    // (VMAs do not overlap): its flags answer the sealed check and its
+    // end the last VMA's, without two more searches (issue 14: every
+    // munmap of one whole VMA, and mremap's unmap of its old range).
+    let only_first = end > start && first_end >= end;
+    let sealed = if only_first {
+        first_flags.contains(VmFlags::SEALED)
+    } else {
+        mm.vmas
+            .any_in(start, end, |v| v.flags.contains(VmFlags::SEALED))
+    };
+    if sealed {
+        rule!(phys.hw, MunmapSealed);
+        return Err(Errno::EPERM);
+    }
+    let last_end = if only_first {
+        Some(first_end)
+    } else {
+        mm.vmas.find(end - 1).map(|v| v.end)
+    };
+    if let Some(last_end) = last_end {
+        if last_end > end {
+            if let Some(slot) = mm.pmd_cut_by(end) {
+                rule!(phys.hw, MunmapSplitHugePmdEnd);
                 split_huge_pmd(mm, phys, slot);
             }
-            mm.vmas.split_at(start);
+            mm.vmas.split_at(end);
         }
-        // When the first VMA reaches `end` it is the only one in the range
-        // (VMAs do not overlap): its flags answer the sealed check and its
-        // end the last VMA's, without two more searches (issue 14: every
-        // munmap of one whole VMA, and mremap's unmap of its old range).
-        let only_first = end > start && first_end >= end;
-        let sealed = if only_first {
-            first_flags.contains(VmFlags::SEALED)
-        } else {
-            mm.vmas
-                .any_in(start, end, |v| v.flags.contains(VmFlags::SEALED))
-        };
-        if sealed {
-            rule!(phys.hw, MunmapSealed);
-            return Err(Errno::EPERM);
-        }
-        let last_end = if only_first {
-            Some(first_end)
-        } else {
-            mm.vmas.find(end - 1).map(|v| v.end)
-        };
-        if let Some(last_end) = last_end {
-            if last_end > end {
-                if let Some(slot) = mm.pmd_cut_by(end) {
-                    rule!(phys.hw, MunmapSplitHugePmdEnd);
-                    split_huge_pmd(mm, phys, slot);
-                }
-                mm.vmas.split_at(end);
-            }
-        }
-        Ok(true)
     }
+    Ok(true)
+}
 
-    /// The second half: remove the VMAs of `[start, end)` (boundaries made
-    /// by [`Model::munmap_gather`]), zap and free their page tables.
-    /// Linux: mm/vma.c vms_complete_munmap_vmas().
-    fn munmap_gathered(&mut self, pid: Pid, start: u64, end: u64) {
-        let Model { procs, phys, .. } = self;
-        let mm = procs.get_mut(&pid).expect("pid");
-        // The VMAs of [`VmaTree::starts_in`], lowest first, taken out in
-        // one step.
-        // The floor and ceiling (the neighbours' bounds) come with them.
-        let (removed, floor, ceiling) = mm.vmas.take_in_bounded(start, end);
-        // vms_clear_ptes(): one gather for the zaps (unmap_vmas()) and the
-        // table freeing (free_pgtables(), floor and ceiling the
-        // neighbours' bounds: vms->unmap_start, vms->unmap_end).
-        let mut tlb = MmuGather::new();
-        for v in removed.iter() {
-            crate::mm::zap::zap_vma(mm, phys, &mut tlb, v, false);
-        }
-        // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER (no search where
-        // no marker was ever stored).
-        if mm.pt.may_hold_nonpresent() {
-            crate::mm::marker::drop_markers(mm, start, end);
-        }
-        free_tables_and_finish(mm, phys, tlb, &removed, floor, ceiling);
+/// The second half: remove the VMAs of `[start, end)` (boundaries made
+/// by [`munmap_gather_in`]), zap and free their page tables.
+/// Linux: mm/vma.c vms_complete_munmap_vmas().
+fn munmap_gathered_in(mm: &mut Mm, phys: &mut PhysMem, start: u64, end: u64) {
+    // The VMAs of [`VmaTree::starts_in`], lowest first, taken out in
+    // one step.
+    // The floor and ceiling (the neighbours' bounds) come with them.
+    let (removed, floor, ceiling) = mm.vmas.take_in_bounded(start, end);
+    // vms_clear_ptes(): one gather for the zaps (unmap_vmas()) and the
+    // table freeing (free_pgtables(), floor and ceiling the
+    // neighbours' bounds: vms->unmap_start, vms->unmap_end).
+    let mut tlb = MmuGather::new();
+    for v in removed.iter() {
+        crate::mm::zap::zap_vma(mm, phys, &mut tlb, v, false);
     }
+    // unmap_vmas() zaps with ZAP_FLAG_DROP_MARKER (no search where
+    // no marker was ever stored).
+    if mm.pt.may_hold_nonpresent() {
+        crate::mm::marker::drop_markers(mm, start, end);
+    }
+    free_tables_and_finish(mm, phys, tlb, &removed, floor, ceiling);
 }
 
 /// `Model::do_munmap()` of `[start, end)` when that is exactly one
@@ -436,7 +519,7 @@ impl Model {
 /// PTE-table segment with nothing present, so both are skipped and
 /// the zap's counts written out ([`crate::mm::zap::zap_vma_none`]);
 /// the removal, the table freeing and the gather's flushes are as in
-/// `Model::munmap_gathered()`. Returns `false`, changing nothing,
+/// `munmap_gathered_in()`. Returns `false`, changing nothing,
 /// when the range is not such a range.
 /// Linux: mm/vma.c do_vmi_munmap() (from mm/mremap.c
 /// unmap_source_vma()).

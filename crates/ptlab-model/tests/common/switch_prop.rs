@@ -128,6 +128,10 @@ pub struct Outcome {
     pub text: String,
     pub events: ptlab_model::HwEvents,
     pub coverage: ptlab_model::core::rules::Coverage,
+    /// `Model::memory_bytes()` after every step.
+    pub memory: Vec<usize>,
+    /// The statistics (THP and vm event counters) at the end.
+    pub stats: String,
     /// The model at the end, for what each test counts in it.
     pub model: Model,
 }
@@ -154,6 +158,7 @@ pub fn run(
     m.mmap(1, BASE, ARENA, Prot::READ | Prot::WRITE, f).unwrap();
     let mut procs: Vec<u32> = vec![1];
     let mut text = String::new();
+    let mut memory = Vec::new();
     for op in ops {
         let r = match *op {
             Op::Write { proc, off, len } => procs.get(proc).map(|&p| {
@@ -219,6 +224,7 @@ pub fn run(
         if let Err(e) = m.check_invariants() {
             panic!("{label}, after {op:?}: {e:#?}");
         }
+        memory.push(m.memory_bytes());
     }
     for &p in &procs {
         text.push_str(&m.observe(p, &format!("p{p}")).render(Sections::ALL));
@@ -227,6 +233,8 @@ pub fn run(
         text,
         events: m.hw_events(),
         coverage: m.coverage(),
+        memory,
+        stats: format!("{:?}", m.phys().stats),
         model: m,
     }
 }
