@@ -1762,10 +1762,11 @@ mod tests {
     }
 
     /// The lists `n` would hold with every deferred journal operation
-    /// applied (a clone settled), for comparisons.
+    /// applied and the deferred frees listed (a clone), for comparisons.
     fn settled(n: &Nodes) -> Nodes {
         let mut c = n.clone();
         c.settle();
+        c.list_later();
         c
     }
 
@@ -1799,7 +1800,7 @@ mod tests {
     fn replay_equals_a_plain_buddy() {
         let (mut hits, mut misses, mut cap_misses) = (0u64, 0u64, 0u64);
         for seed0 in 1..=60u64 {
-            let mut seed = seed0 * 0x9e37_79b9_7f4a_7c15;
+            let mut seed = seed0.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             let frames = 16 << MAX_ORDER;
             let mut a = Nodes::new(frames);
             a.set_replay(true);
@@ -1817,10 +1818,21 @@ mod tests {
                 bg.extend(p.map(|p| (p, o)));
             }
             for cycle in 0..12 {
+                // Now and then max-order blocks in a row, kept: taken
+                // whole from the lists or never used before (which a
+                // journal must not answer again).
+                if cycle % 4 == 1 {
+                    for _ in 0..rng(&mut seed) % 4 + 1 {
+                        let p = a.alloc(Order(MAX_ORDER)).map(|p| p.0);
+                        assert_eq!(p, b.alloc(Order(MAX_ORDER)).map(|p| p.0), "seed {seed0}");
+                        assert_eq!(p, r.alloc(MAX_ORDER), "seed {seed0}");
+                        bg.extend(p.map(|p| (p, MAX_ORDER)));
+                    }
+                }
                 // A cycle: some allocations, then frees of all of them in
                 // a random order, some as ranges.
                 let mut prog = Vec::new();
-                let allocs = rng(&mut seed) % 6 + 1;
+                let allocs = rng(&mut seed) % 5 + 1;
                 for _ in 0..allocs {
                     let x = rng(&mut seed);
                     let o = orders[(x >> 8) as usize % orders.len()];
@@ -1830,7 +1842,7 @@ mod tests {
                         } else {
                             u64::MAX
                         };
-                        prog.push(Step::Run(o, (x >> 40) % 20 + 1, cap, x & (1 << 31) != 0));
+                        prog.push(Step::Run(o, (x >> 40) % 6 + 1, cap, x & (1 << 31) != 0));
                     } else {
                         prog.push(Step::Alloc(o));
                     }
@@ -1853,8 +1865,8 @@ mod tests {
                     // (fixed per cycle by `cycle`), some as ranges.
                     let mut frees: Vec<Step> = Vec::new();
                     let mut k = 0;
-                    let mut fs = seed0 * 31 + cycle;
-                    while k < 128 {
+                    let mut fs = (seed0 * 31 + cycle) | 1;
+                    while k < 40 {
                         let y = rng(&mut fs);
                         let m = (y % 3 + 1) as usize;
                         if y & 8 != 0 {
@@ -1870,25 +1882,25 @@ mod tests {
                         let y = rng(&mut seed);
                         // A reader or another user of the lists between
                         // requests, now and then.
-                        if y % 53 == 0 {
+                        if y % 401 == 0 {
                             assert_eq!(a.set_frames(frames), b.set_frames(frames));
-                        } else if y % 59 == 0 && !bg.is_empty() {
+                        } else if y % 409 == 0 && !bg.is_empty() {
                             let (p, o) = bg.swap_remove((y >> 8) as usize % bg.len());
                             a.free_range_later(Pfn(p), 1 << o);
                             b.free_range_later(Pfn(p), 1 << o);
                             r.free(p, o);
-                        } else if y % 61 == 0 {
+                        } else if y % 419 == 0 {
                             let p = a.alloc_on(0, Order(0)).map(|p| p.0);
                             assert_eq!(p, b.alloc_on(0, Order(0)).map(|p| p.0));
                             assert_eq!(p, r.alloc(0));
                             bg.extend(p.map(|p| (p, 0)));
-                        } else if y % 67 == 0 && pass > 0 {
+                        } else if y % 421 == 0 && pass > 0 {
                             // An extra allocation kept in the background.
                             let p = a.alloc(Order(0)).map(|p| p.0);
                             assert_eq!(p, b.alloc(Order(0)).map(|p| p.0));
                             assert_eq!(p, r.alloc(0));
                             bg.extend(p.map(|p| (p, 0)));
-                        } else if y % 71 == 0 && !bg.is_empty() {
+                        } else if y % 431 == 0 && !bg.is_empty() {
                             let (p, o) = bg.swap_remove((y >> 8) as usize % bg.len());
                             a.free(Pfn(p), Order(o));
                             b.free(Pfn(p), Order(o));
@@ -1969,8 +1981,8 @@ mod tests {
                             }
                         }
                         assert_eq!(a.allocated(), b.allocated(), "seed {seed0}");
-                        let s = settled(&a);
-                        for (x, y) in s.nodes.iter().zip(&b.nodes) {
+                        let (s, t) = (settled(&a), settled(&b));
+                        for (x, y) in s.nodes.iter().zip(&t.nodes) {
                             assert_eq!(x.free, y.free, "seed {seed0} cycle {cycle} pass {pass}");
                             assert_eq!(x.fresh, y.fresh);
                             assert_eq!(x.allocated, y.allocated);
@@ -1991,8 +2003,8 @@ mod tests {
             misses += a.rj.misses;
             cap_misses += a.rj.cap_misses;
         }
-        assert!(hits > 5000, "requests answered from the journal: {hits}");
-        assert!(misses > 100, "materialisations: {misses}");
+        assert!(hits > 2000, "requests answered from the journal: {hits}");
+        assert!(misses > 200, "materialisations: {misses}");
         assert!(cap_misses > 10, "runs whose cap differed: {cap_misses}");
     }
 

@@ -41,6 +41,11 @@ use super::{FrameAllocator, Log};
 const MAX_REQS: usize = 64;
 /// List operations a recording may hold before it is given up.
 const MAX_OPS: usize = 1024;
+/// Blocks whose operations do not net out a recording may hold before it
+/// is given up (a bound on the net's search: a workload that only
+/// allocates, or frees far from where it allocates, gives up within a few
+/// requests).
+const MAX_OPEN: usize = 48;
 /// Requests between the end of a failed recording and the next one,
 /// first and at most (doubled after each failure).
 const BACKOFF_MIN: u32 = 16;
@@ -110,10 +115,9 @@ pub(crate) struct Journal {
     /// Replaying: the requests answered since the lists' physical state
     /// (`reqs.len()`: a whole cycle, back at that state).
     pub(super) cursor: usize,
-    /// Recording: the net operations per (frame, order) so far, and how
-    /// many of them are not zero.
+    /// Recording: the net operations per (frame, order) so far that are
+    /// not zero (an entry is dropped when its count comes back to zero).
     net: Vec<(u64, u8, i8)>,
-    nonzero: usize,
     /// Recording: the request took a never-used block (or failed).
     spoiled: bool,
     backoff: u32,
@@ -133,7 +137,6 @@ impl Journal {
             ops: Vec::new(),
             cursor: 0,
             net: Vec::new(),
-            nonzero: 0,
             spoiled: false,
             backoff: BACKOFF_MIN,
             hits: 0,
@@ -188,7 +191,6 @@ impl Journal {
                 self.reqs.clear();
                 self.ops.clear();
                 self.net.clear();
-                self.nonzero = 0;
                 self.mode = Mode::Recording;
                 self.gate = 0;
                 true
@@ -223,7 +225,6 @@ impl Journal {
             self.reqs.truncate(c);
             self.ops.truncate(end);
             self.net.clear();
-            self.nonzero = 0;
             for i in 0..end {
                 let op = self.ops[i];
                 self.count(op);
@@ -232,7 +233,6 @@ impl Journal {
             // A whole cycle: the lists are at its start, the journal's
             // operations net out; it goes on from its end.
             self.net.clear();
-            self.nonzero = 0;
         }
         self.mode = Mode::Recording;
         self.gate = 0;
@@ -256,7 +256,6 @@ impl Journal {
         self.reqs.clear();
         self.ops.clear();
         self.net.clear();
-        self.nonzero = 0;
     }
 
     /// Recording: before a request's operations.
@@ -294,7 +293,7 @@ impl Journal {
             allocated,
             ops_end: self.ops.len() as u32,
         });
-        if self.nonzero == 0 {
+        if self.net.is_empty() {
             self.mode = Mode::Replaying;
             self.cursor = self.reqs.len();
             self.gate = 0;
@@ -316,13 +315,14 @@ impl Journal {
                 self.net.len() - 1
             }
         };
-        let was = self.net[i].2;
-        let now = was + d;
-        self.net[i].2 = now;
-        match (was == 0, now == 0) {
-            (true, false) => self.nonzero += 1,
-            (false, true) => self.nonzero -= 1,
-            _ => {}
+        let now = self.net[i].2 + d;
+        if now == 0 {
+            self.net.swap_remove(i);
+        } else {
+            self.net[i].2 = now;
+            if self.net.len() > MAX_OPEN {
+                self.spoiled = true;
+            }
         }
     }
 }
