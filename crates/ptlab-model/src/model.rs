@@ -175,6 +175,15 @@ pub struct ModelConfig {
     /// against). No observable effect, the same counts and the same
     /// `memory_bytes()`.
     pub folio_record_reuse: bool,
+    /// The buddy allocator answers a request that repeats a recorded
+    /// cycle of allocations and frees — one whose free-list operations
+    /// net out, so the lists are back where it started — from its journal
+    /// and defers the list operations until a request differs or
+    /// something else uses the lists (`core/phys/replay.rs`; on by
+    /// default; off: every request works on the lists, the reference
+    /// `buddy_replay_prop` compares against). No observable effect: the
+    /// same frames and counts.
+    pub buddy_replay: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -229,6 +238,7 @@ impl ModelConfig {
             move_lone_run: true,
             move_source_known: true,
             folio_record_reuse: true,
+            buddy_replay: true,
         }
     }
 }
@@ -262,6 +272,7 @@ impl Model {
         phys.set_folio_record_reuse(cfg.folio_record_reuse);
         phys.fork_runs = cfg.fork_runs;
         phys.zap_first_folded = cfg.zap_first_folded;
+        phys.alloc.set_replay(cfg.buddy_replay);
         if cfg.nodes > 1 {
             // Only the zero page is in use yet: any layout fits.
             let ok = phys.set_nodes(cfg.nodes);

@@ -16,6 +16,10 @@
 
 use crate::core::addr::{Order, Pfn};
 
+mod replay;
+
+use replay::{Journal, Kind, Mode};
+
 /// First frame handed out (4 GiB physical), leaving low frames to "firmware".
 pub const FIRST_PFN: u64 = 0x10_0000;
 /// MAX_PAGE_ORDER on x86-64 and arm64 with 4 KiB pages.
@@ -86,6 +90,12 @@ impl FrameAllocator {
 
     /// Allocate a naturally aligned block of `order`; `None` when memory is exhausted.
     pub fn alloc(&mut self, order: Order) -> Option<Pfn> {
+        self.alloc_in(order, &mut NoLog)
+    }
+
+    /// [`FrameAllocator::alloc`], its list operations told to `log`.
+    #[inline(always)]
+    fn alloc_in<L: Log>(&mut self, order: Order, log: &mut L) -> Option<Pfn> {
         let want = order.0;
         let mut found = None;
         for o in want..=MAX_ORDER {
@@ -96,12 +106,16 @@ impl FrameAllocator {
             }
         }
         let (pfn, mut o) = match found {
-            Some(x) => x,
+            Some(x) => {
+                log.op(x.1, x.0, false);
+                x
+            }
             None => {
                 let block = 1u64 << MAX_ORDER;
                 if self.fresh + block > self.limit {
                     return None;
                 }
+                log.fresh();
                 let pfn = self.fresh;
                 self.fresh += block;
                 (pfn, MAX_ORDER)
@@ -110,7 +124,10 @@ impl FrameAllocator {
         // Split down, returning upper halves to the free lists.
         while o > want {
             o -= 1;
-            self.free[o as usize].insert(pfn + (1 << o));
+            let new = self.free[o as usize].insert(pfn + (1 << o));
+            if L::ON && new {
+                log.op(o, pfn + (1 << o), true);
+            }
         }
         self.allocated += order.pages();
         Some(Pfn(pfn))
@@ -161,6 +178,18 @@ impl FrameAllocator {
         max: u64,
         cap: impl FnOnce(Pfn) -> u64,
     ) -> Option<(Pfn, u64)> {
+        self.alloc_run_in(order, max, cap, &mut NoLog)
+    }
+
+    /// [`FrameAllocator::alloc_run`], its list operations told to `log`.
+    #[inline(always)]
+    fn alloc_run_in<L: Log>(
+        &mut self,
+        order: Order,
+        max: u64,
+        cap: impl FnOnce(Pfn) -> u64,
+        log: &mut L,
+    ) -> Option<(Pfn, u64)> {
         let want = order.0;
         let unit = 1u64 << want;
         let mut cap = Some(cap);
@@ -196,8 +225,11 @@ impl FrameAllocator {
             }
             let blocks = 1u64 << (o - want);
             let take = left.min(blocks);
-            if !self.free[o as usize].remove(&p) {
+            if self.free[o as usize].remove(&p) {
+                log.op(o, p, false);
+            } else {
                 debug_assert_eq!(p, self.fresh);
+                log.fresh();
                 self.fresh += 1 << o;
             }
             // The rest of the block, as the naturally aligned blocks it
@@ -206,7 +238,10 @@ impl FrameAllocator {
             let mut r = p + take * unit;
             while r < end {
                 let ro = block_order(r - self.base, end - r);
-                self.free[ro as usize].insert(r);
+                let new = self.free[ro as usize].insert(r);
+                if L::ON && new {
+                    log.op(ro, r, true);
+                }
                 r += 1 << ro;
             }
             self.allocated += take * unit;
@@ -228,19 +263,39 @@ impl FrameAllocator {
 
     /// Return a block, merging with free buddies.
     pub fn free(&mut self, pfn: Pfn, order: Order) {
+        self.free_in(pfn, order, &mut NoLog)
+    }
+
+    /// [`FrameAllocator::free`], its list operations told to `log`.
+    #[inline(always)]
+    fn free_in<L: Log>(&mut self, pfn: Pfn, order: Order, log: &mut L) {
         let mut p = pfn.0;
         let mut o = order.0;
         self.allocated -= order.pages();
         while o < MAX_ORDER {
             let buddy = self.base + ((p - self.base) ^ (1 << o));
-            // The buddy taken out to merge, or `p` listed (one scan).
-            if !self.free[o as usize].take_buddy_or_insert(buddy, p) {
+            if L::ON {
+                // The two steps `take_buddy_or_insert()` folds, each
+                // logged when it changed the list.
+                let set = &mut self.free[o as usize];
+                if set.remove(&buddy) {
+                    log.op(o, buddy, false);
+                } else {
+                    if set.insert(p) {
+                        log.op(o, p, true);
+                    }
+                    return;
+                }
+            } else if !self.free[o as usize].take_buddy_or_insert(buddy, p) {
+                // The buddy taken out to merge, or `p` listed (one scan).
                 return;
             }
             p = p.min(buddy);
             o += 1;
         }
-        self.free[o as usize].insert(p);
+        if self.free[o as usize].insert(p) && L::ON {
+            log.op(o, p, true);
+        }
     }
 
     /// Free the `n` allocated frames from `pfn` (order-0 pages, or the
@@ -255,14 +310,41 @@ impl FrameAllocator {
     /// merge each block's free goes through; the kernel frees the pages
     /// one by one, through the per-CPU lists the model does not keep).
     pub fn free_range(&mut self, pfn: Pfn, n: u64) {
+        self.free_range_in(pfn, n, &mut NoLog)
+    }
+
+    /// [`FrameAllocator::free_range`], its list operations told to `log`.
+    #[inline(always)]
+    fn free_range_in<L: Log>(&mut self, pfn: Pfn, n: u64, log: &mut L) {
         let end = pfn.0 + n;
         let mut p = pfn.0;
         while p < end {
             let o = block_order(p - self.base, end - p);
-            self.free(Pfn(p), Order(o));
+            self.free_in(Pfn(p), Order(o), log);
             p += 1 << o;
         }
     }
+}
+
+/// Where the buddy's list operations are told (`replay::Journal` while it
+/// records; [`NoLog`] otherwise, compiled away).
+trait Log {
+    const ON: bool;
+    /// `pfn` listed (`insert`) or taken off the list of `order`.
+    fn op(&mut self, order: u8, pfn: u64, insert: bool);
+    /// A never-used max-order block was taken (`fresh` moved).
+    fn fresh(&mut self);
+}
+
+/// No log: the plain allocator.
+struct NoLog;
+
+impl Log for NoLog {
+    const ON: bool = false;
+    #[inline(always)]
+    fn op(&mut self, _: u8, _: u64, _: bool) {}
+    #[inline(always)]
+    fn fresh(&mut self) {}
 }
 
 /// Blocks per chunk of a [`FreeSet`] (64 words of 64 bits).
@@ -641,6 +723,8 @@ pub struct Nodes {
     /// kept so that listing allocates nothing once warm.
     scratch: Vec<Vec<Vec<u64>>>,
     keep: Vec<u64>,
+    /// The replay journal (`ModelConfig::buddy_replay`, [`replay`]).
+    rj: Journal,
 }
 
 impl Nodes {
@@ -654,6 +738,17 @@ impl Nodes {
             later: Vec::new(),
             scratch: Vec::new(),
             keep: Vec::new(),
+            rj: Journal::new(false),
+        }
+    }
+
+    /// Turn the replay journal on or off (`ModelConfig::buddy_replay`;
+    /// off: every request works on the lists, the reference the replay
+    /// tests compare against). No observable effect.
+    pub fn set_replay(&mut self, on: bool) {
+        self.settle();
+        if on != self.rj.on() {
+            self.rj = Journal::new(on);
         }
     }
 
@@ -662,6 +757,7 @@ impl Nodes {
     /// used frames beyond its new end or another node was ever used, or when
     /// a node would be smaller than one max-order block.
     pub fn set_layout(&mut self, frames: u64, nodes: u32) -> bool {
+        self.settle();
         self.list_later();
         let block = 1u64 << MAX_ORDER;
         let n = u64::from(nodes.clamp(1, MAX_NODES));
@@ -697,6 +793,13 @@ impl Nodes {
 
     /// Allocate on the local node, else on the others in node order.
     pub fn alloc(&mut self, order: Order) -> Option<Pfn> {
+        if !self.plain() {
+            return self.alloc_journaled(order);
+        }
+        self.alloc_plain(order)
+    }
+
+    fn alloc_plain(&mut self, order: Order) -> Option<Pfn> {
         self.list_later();
         let local = self.local as usize;
         if let Some(p) = self.nodes[local].alloc(order) {
@@ -717,6 +820,11 @@ impl Nodes {
         max: u64,
         cap: impl FnOnce(Pfn) -> u64,
     ) -> Option<(Pfn, u64)> {
+        if !self.plain() {
+            // One node: the node `alloc_run(Order::ZERO)` would take (a
+            // free frame is a listed one or one never used).
+            return self.alloc_run_journaled(Order::ZERO, max, cap);
+        }
         self.list_later();
         let local = self.local as usize;
         let n = self.nodes.len();
@@ -736,6 +844,18 @@ impl Nodes {
         max: u64,
         cap: impl FnOnce(Pfn) -> u64,
     ) -> Option<(Pfn, u64)> {
+        if !self.plain() {
+            return self.alloc_run_journaled(order, max, cap);
+        }
+        self.alloc_run_plain(order, max, cap)
+    }
+
+    fn alloc_run_plain(
+        &mut self,
+        order: Order,
+        max: u64,
+        cap: impl FnOnce(Pfn) -> u64,
+    ) -> Option<(Pfn, u64)> {
         // The deferred frees listed first, as for every allocation (the
         // fault stretch's run follows a single allocation, which listed
         // them, so no caller met this).
@@ -750,11 +870,15 @@ impl Nodes {
 
     /// Allocate on `node` only (`__GFP_THISNODE`).
     pub fn alloc_on(&mut self, node: u32, order: Order) -> Option<Pfn> {
+        self.settle();
         self.list_later();
         self.nodes.get_mut(node as usize)?.alloc(order)
     }
 
     pub fn free(&mut self, pfn: Pfn, order: Order) {
+        if !self.plain() {
+            return self.free_journaled(pfn, order);
+        }
         let k = self.node_of(pfn) as usize;
         self.nodes[k].free(pfn, order);
     }
@@ -763,6 +887,13 @@ impl Nodes {
     /// block on its node (node boundaries are max-order aligned, so no
     /// block spans two).
     pub fn free_range(&mut self, pfn: Pfn, n: u64) {
+        if !self.plain() {
+            return self.free_range_journaled(pfn, n);
+        }
+        self.free_range_plain(pfn, n)
+    }
+
+    fn free_range_plain(&mut self, pfn: Pfn, n: u64) {
         if let [node] = &mut self.nodes[..] {
             // One node (based at FIRST_PFN): its own range free, without
             // a node lookup per block.
@@ -798,6 +929,7 @@ impl Nodes {
 
     /// Resize memory keeping the node count (see [`Nodes::set_layout`]).
     pub fn set_frames(&mut self, frames: u64) -> bool {
+        self.settle();
         self.list_later();
         if self.nodes.len() == 1 {
             let ok = self.nodes[0].set_frames(frames);
@@ -807,6 +939,168 @@ impl Nodes {
             return ok;
         }
         self.set_layout(frames, self.count())
+    }
+}
+
+/// The requests through the replay journal ([`replay`]).
+impl Nodes {
+    /// Whether a request takes the plain path (the journal off or idle
+    /// and not yet due: one count down).
+    #[inline(always)]
+    fn plain(&mut self) -> bool {
+        if self.rj.gate > 1 {
+            self.rj.gate -= 1;
+            return true;
+        }
+        false
+    }
+
+    /// Something other than a journal request is about to use or change
+    /// the lists: they are made real and the journal dropped.
+    #[inline]
+    fn settle(&mut self) {
+        if matches!(self.rj.mode, Mode::Recording | Mode::Replaying) {
+            self.rj.settle(&mut self.nodes[0]);
+        }
+    }
+
+    /// A request that is not answered from the journal: the lists made
+    /// real if it was replaying, a recording started if one is due;
+    /// whether the request is recorded.
+    fn journal_open(&mut self) -> bool {
+        match self.rj.mode {
+            Mode::Replaying => {
+                self.rj.materialise(&mut self.nodes[0]);
+                true
+            }
+            Mode::Recording => true,
+            Mode::Off | Mode::Idle => {
+                let one = self.nodes.len() == 1;
+                if self.rj.start_due(one) {
+                    // The deferred frees listed before the recording's
+                    // start (every allocation lists them first).
+                    self.list_later();
+                    true
+                } else {
+                    false
+                }
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn alloc_journaled(&mut self, order: Order) -> Option<Pfn> {
+        if let Some(r) = self.rj.next() {
+            if r.kind == Kind::Alloc && r.order == order.0 {
+                let (p, a) = (r.first, r.allocated);
+                self.nodes[0].allocated = a;
+                self.rj.advance();
+                return Some(Pfn(p));
+            }
+        }
+        if !self.journal_open() {
+            return self.alloc_plain(order);
+        }
+        self.rj.begin();
+        let got = self.nodes[0].alloc_in(order, &mut self.rj);
+        let allocated = self.nodes[0].allocated;
+        self.rj
+            .end(Kind::Alloc, order.0, 0, 0, got.map(|p| (p.0, 1)), allocated);
+        got
+    }
+
+    #[inline(never)]
+    fn alloc_run_journaled(
+        &mut self,
+        order: Order,
+        max: u64,
+        cap: impl FnOnce(Pfn) -> u64,
+    ) -> Option<(Pfn, u64)> {
+        let mut cap = Some(cap);
+        // The cap's answer when the journal asked it (it is asked once).
+        let mut asked = None;
+        if let Some(r) = self.rj.next() {
+            if r.kind == Kind::Run && r.order == order.0 && r.a == max {
+                let (first, n, b, a) = (r.first, r.n, r.b, r.allocated);
+                let c = cap.take().expect("the cap, not asked yet");
+                let v = max.min(c(Pfn(first)));
+                if v == b {
+                    self.nodes[0].allocated = a;
+                    self.rj.advance();
+                    return Some((Pfn(first), n));
+                }
+                asked = Some(v);
+                self.rj.cap_misses += 1;
+            }
+        }
+        // The cap as the run will ask it (with the frame the journal asked
+        // it for: the lists made real are the recorded state).
+        let mut seen = u64::MAX;
+        let ask = |p: Pfn| {
+            let v = match asked {
+                Some(v) => v,
+                None => (cap.take().expect("the cap, asked once"))(p),
+            };
+            seen = v;
+            v
+        };
+        if !self.journal_open() {
+            return self.alloc_run_plain(order, max, ask);
+        }
+        self.rj.begin();
+        let got = if self.nodes[0].has_block(order) {
+            self.nodes[0].alloc_run_in(order, max, ask, &mut self.rj)
+        } else {
+            None
+        };
+        let allocated = self.nodes[0].allocated;
+        self.rj.end(
+            Kind::Run,
+            order.0,
+            max,
+            max.min(seen),
+            got.map(|(p, n)| (p.0, n)),
+            allocated,
+        );
+        got
+    }
+
+    #[inline(never)]
+    fn free_journaled(&mut self, pfn: Pfn, order: Order) {
+        if let Some(r) = self.rj.next() {
+            if r.kind == Kind::Free && r.order == order.0 && r.a == pfn.0 {
+                self.nodes[0].allocated = r.allocated;
+                self.rj.advance();
+                return;
+            }
+        }
+        if !self.journal_open() {
+            let k = self.node_of(pfn) as usize;
+            self.nodes[k].free(pfn, order);
+            return;
+        }
+        self.rj.begin();
+        self.nodes[0].free_in(pfn, order, &mut self.rj);
+        let allocated = self.nodes[0].allocated;
+        self.rj.end(Kind::Free, order.0, pfn.0, 0, None, allocated);
+    }
+
+    #[inline(never)]
+    fn free_range_journaled(&mut self, pfn: Pfn, n: u64) {
+        if let Some(r) = self.rj.next() {
+            if r.kind == Kind::FreeRange && r.a == pfn.0 && r.b == n {
+                self.nodes[0].allocated = r.allocated;
+                self.rj.advance();
+                return;
+            }
+        }
+        if !self.journal_open() {
+            return self.free_range_plain(pfn, n);
+        }
+        self.rj.begin();
+        self.nodes[0].free_range_in(pfn, n, &mut self.rj);
+        let allocated = self.nodes[0].allocated;
+        self.rj.end(Kind::FreeRange, 0, pfn.0, n, None, allocated);
     }
 }
 
@@ -877,6 +1171,7 @@ impl Nodes {
     /// frame in every other page costs a B-tree insert each when freed
     /// alone. Linux: mm/page_alloc.c free_unref_folios() → __free_one_page().
     pub fn free_stretches(&mut self, stretches: &[(u64, u64)]) {
+        self.settle();
         for &(first, n) in stretches {
             self.uncount(first, n);
         }
@@ -891,6 +1186,7 @@ impl Nodes {
     /// the lists are a function of which frames are free). For a zap that
     /// frees one frame in every other page, one stretch at a time.
     pub fn free_range_later(&mut self, pfn: Pfn, n: u64) {
+        self.settle();
         self.uncount(pfn.0, n);
         self.later.push((pfn.0, n));
         if self.later.len() >= 1 << 16 {
@@ -1463,6 +1759,293 @@ mod tests {
             }
         }
         assert!(spills > 1000, "free sets in their bitmaps: {spills}");
+    }
+
+    /// The lists `n` would hold with every deferred journal operation
+    /// applied and the deferred frees listed (a clone), for comparisons.
+    fn settled(n: &Nodes) -> Nodes {
+        let mut c = n.clone();
+        c.settle();
+        c.list_later();
+        c
+    }
+
+    /// One step of a replay test's cycle: allocations refer to the
+    /// frames the cycle's earlier allocations got (`Free(k)`: the `k`-th
+    /// block allocated in this pass of the cycle).
+    #[derive(Clone, Copy, Debug)]
+    enum Step {
+        Alloc(u8),
+        /// `alloc_run(order, max)` with the cap `cap` (`u64::MAX`: none),
+        /// or `alloc_small_run` when `small`.
+        Run(u8, u64, u64, bool),
+        Free(usize),
+        /// `free_range` of the blocks `k..k + m` of this pass when they
+        /// are consecutive in frames (else one by one).
+        FreeRange(usize, usize),
+    }
+
+    /// The replay journal (`set_replay(true)`) against the plain
+    /// allocator and the plain reference buddy: random cycles of
+    /// allocations, runs (capped or not) and frees of what the cycle
+    /// allocated, each run many times in a row, with background blocks
+    /// held across cycles and perturbations between and inside passes —
+    /// a different order or cap, an extra allocation kept, a free of a
+    /// background block, a deferred free, a layout read (`set_frames`),
+    /// `alloc_on` — the same frames handed out by all three, the same
+    /// allocated counts after every request, and the same free lists
+    /// (the journal's deferred operations applied to a clone) after every
+    /// request.
+    #[test]
+    fn replay_equals_a_plain_buddy() {
+        let (mut hits, mut misses, mut cap_misses) = (0u64, 0u64, 0u64);
+        for seed0 in 1..=60u64 {
+            let mut seed = seed0.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let frames = 16 << MAX_ORDER;
+            let mut a = Nodes::new(frames);
+            a.set_replay(true);
+            let mut b = Nodes::new(frames);
+            let mut r = RefBuddy::new(frames);
+            // Blocks held across cycles: (first frame, order).
+            let mut bg: Vec<(u64, u8)> = Vec::new();
+            let orders = [0u8, 0, 0, 1, 2, 4, 4, 8];
+            // Some background first, so cycles start from fragmented lists.
+            for _ in 0..rng(&mut seed) % 40 {
+                let o = orders[rng(&mut seed) as usize % orders.len()];
+                let p = a.alloc(Order(o)).map(|p| p.0);
+                assert_eq!(p, b.alloc(Order(o)).map(|p| p.0));
+                assert_eq!(p, r.alloc(o));
+                bg.extend(p.map(|p| (p, o)));
+            }
+            for cycle in 0..12 {
+                // Now and then max-order blocks in a row, kept: taken
+                // whole from the lists or never used before (which a
+                // journal must not answer again).
+                if cycle % 4 == 1 {
+                    for _ in 0..rng(&mut seed) % 4 + 1 {
+                        let p = a.alloc(Order(MAX_ORDER)).map(|p| p.0);
+                        assert_eq!(p, b.alloc(Order(MAX_ORDER)).map(|p| p.0), "seed {seed0}");
+                        assert_eq!(p, r.alloc(MAX_ORDER), "seed {seed0}");
+                        bg.extend(p.map(|p| (p, MAX_ORDER)));
+                    }
+                }
+                // A cycle: some allocations, then frees of all of them in
+                // a random order, some as ranges.
+                let mut prog = Vec::new();
+                let allocs = rng(&mut seed) % 5 + 1;
+                for _ in 0..allocs {
+                    let x = rng(&mut seed);
+                    let o = orders[(x >> 8) as usize % orders.len()];
+                    if x % 3 == 0 {
+                        let cap = if x & (1 << 30) != 0 {
+                            (x >> 32) % 6
+                        } else {
+                            u64::MAX
+                        };
+                        prog.push(Step::Run(o, (x >> 40) % 6 + 1, cap, x & (1 << 31) != 0));
+                    } else {
+                        prog.push(Step::Alloc(o));
+                    }
+                }
+                let passes = rng(&mut seed) % 12 + 2;
+                for pass in 0..passes {
+                    let mut got: Vec<(u64, u8)> = Vec::new();
+                    let mut steps = prog.clone();
+                    // Perturbations, now and then.
+                    let x = rng(&mut seed);
+                    if pass > 0 && x % 4 == 0 {
+                        let i = (x >> 8) as usize % steps.len();
+                        steps[i] = match steps[i] {
+                            Step::Alloc(o) => Step::Alloc((o + 1) % 5),
+                            Step::Run(o, m, c, s) => Step::Run(o, m, c.wrapping_add(1), s),
+                            s => s,
+                        };
+                    }
+                    // The frees: blocks of this pass in a random order
+                    // (fixed per cycle by `cycle`), some as ranges.
+                    let mut frees: Vec<Step> = Vec::new();
+                    let mut k = 0;
+                    let mut fs = (seed0 * 31 + cycle) | 1;
+                    while k < 40 {
+                        let y = rng(&mut fs);
+                        let m = (y % 3 + 1) as usize;
+                        if y & 8 != 0 {
+                            frees.push(Step::FreeRange(k, m));
+                        } else {
+                            for j in 0..m {
+                                frees.push(Step::Free(k + j));
+                            }
+                        }
+                        k += m;
+                    }
+                    for (si, step) in steps.iter().chain(frees.iter()).enumerate() {
+                        let y = rng(&mut seed);
+                        // A reader or another user of the lists between
+                        // requests, now and then.
+                        if y % 401 == 0 {
+                            assert_eq!(a.set_frames(frames), b.set_frames(frames));
+                        } else if y % 409 == 0 && !bg.is_empty() {
+                            let (p, o) = bg.swap_remove((y >> 8) as usize % bg.len());
+                            a.free_range_later(Pfn(p), 1 << o);
+                            b.free_range_later(Pfn(p), 1 << o);
+                            r.free(p, o);
+                        } else if y % 419 == 0 {
+                            let p = a.alloc_on(0, Order(0)).map(|p| p.0);
+                            assert_eq!(p, b.alloc_on(0, Order(0)).map(|p| p.0));
+                            assert_eq!(p, r.alloc(0));
+                            bg.extend(p.map(|p| (p, 0)));
+                        } else if y % 421 == 0 && pass > 0 {
+                            // An extra allocation kept in the background.
+                            let p = a.alloc(Order(0)).map(|p| p.0);
+                            assert_eq!(p, b.alloc(Order(0)).map(|p| p.0));
+                            assert_eq!(p, r.alloc(0));
+                            bg.extend(p.map(|p| (p, 0)));
+                        } else if y % 431 == 0 && !bg.is_empty() {
+                            let (p, o) = bg.swap_remove((y >> 8) as usize % bg.len());
+                            a.free(Pfn(p), Order(o));
+                            b.free(Pfn(p), Order(o));
+                            r.free(p, o);
+                        }
+                        match *step {
+                            Step::Alloc(o) => {
+                                let p = a.alloc(Order(o)).map(|p| p.0);
+                                assert_eq!(p, b.alloc(Order(o)).map(|p| p.0), "seed {seed0}");
+                                assert_eq!(p, r.alloc(o), "seed {seed0}");
+                                got.extend(p.map(|p| (p, o)));
+                            }
+                            Step::Run(o, max, cap, small) => {
+                                let o = if small { 0 } else { o };
+                                let c = |p: Pfn| {
+                                    if cap == u64::MAX {
+                                        cap
+                                    } else {
+                                        (p.0 >> 1) % 5 + cap
+                                    }
+                                };
+                                let (x, y) = if small {
+                                    (a.alloc_small_run(max, c), b.alloc_small_run(max, c))
+                                } else {
+                                    (a.alloc_run(Order(o), max, c), b.alloc_run(Order(o), max, c))
+                                };
+                                assert_eq!(
+                                    x, y,
+                                    "seed {seed0} cycle {cycle} pass {pass} step {si}"
+                                );
+                                let (first, n) = x.map_or((0, 0), |(p, n)| (p.0, n));
+                                for k in 0..n {
+                                    let p = first + (k << o);
+                                    assert_eq!(r.alloc(o), Some(p), "seed {seed0}");
+                                    got.push((p, o));
+                                }
+                            }
+                            Step::Free(k) => {
+                                if k < got.len() && got[k].0 != u64::MAX {
+                                    let (p, o) = got[k];
+                                    got[k].0 = u64::MAX;
+                                    a.free(Pfn(p), Order(o));
+                                    b.free(Pfn(p), Order(o));
+                                    r.free(p, o);
+                                }
+                            }
+                            Step::FreeRange(k, m) => {
+                                let end = (k + m).min(got.len());
+                                if k >= end {
+                                    continue;
+                                }
+                                let blocks = &got[k..end];
+                                let whole = blocks.iter().all(|&(p, _)| p != u64::MAX)
+                                    && blocks.windows(2).all(|w| w[0].0 + (1 << w[0].1) == w[1].0);
+                                if whole {
+                                    let first = blocks[0].0;
+                                    let last = blocks[blocks.len() - 1];
+                                    let n = last.0 + (1 << last.1) - first;
+                                    a.free_range(Pfn(first), n);
+                                    b.free_range(Pfn(first), n);
+                                    for &(p, o) in blocks {
+                                        r.free(p, o);
+                                    }
+                                    for g in &mut got[k..end] {
+                                        g.0 = u64::MAX;
+                                    }
+                                } else {
+                                    for j in k..end {
+                                        let (p, o) = got[j];
+                                        if p != u64::MAX {
+                                            got[j].0 = u64::MAX;
+                                            a.free(Pfn(p), Order(o));
+                                            b.free(Pfn(p), Order(o));
+                                            r.free(p, o);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        assert_eq!(a.allocated(), b.allocated(), "seed {seed0}");
+                        let (s, t) = (settled(&a), settled(&b));
+                        for (x, y) in s.nodes.iter().zip(&t.nodes) {
+                            assert_eq!(x.free, y.free, "seed {seed0} cycle {cycle} pass {pass}");
+                            assert_eq!(x.fresh, y.fresh);
+                            assert_eq!(x.allocated, y.allocated);
+                        }
+                        if b.later.is_empty() {
+                            assert!(r.same_lists(&b.nodes[0]), "seed {seed0}");
+                        }
+                    }
+                    // Whatever a perturbed pass left allocated stays held.
+                    for (p, o) in got {
+                        if p != u64::MAX {
+                            bg.push((p, o));
+                        }
+                    }
+                }
+            }
+            hits += a.rj.hits;
+            misses += a.rj.misses;
+            cap_misses += a.rj.cap_misses;
+        }
+        assert!(hits > 2000, "requests answered from the journal: {hits}");
+        assert!(misses > 200, "materialisations: {misses}");
+        assert!(cap_misses > 10, "runs whose cap differed: {cap_misses}");
+    }
+
+    /// The seed this is for (mremap-batch-64k: mmap 1 MiB, write it with
+    /// 64 KiB folios, mremap it 1 MiB up, munmap) runs from the journal
+    /// once its first iterations closed a cycle, on both architectures.
+    #[test]
+    fn the_seed_loop_replays() {
+        use crate::{ArchKind, MapFlags, Model, ModelConfig, MremapFlags, Prot, ThpKnob, ThpMode};
+        for arch in ArchKind::ALL {
+            let mut m = Model::new(ModelConfig::for_arch(arch));
+            m.set_thp(ThpKnob::Size(4), ThpMode::Always).unwrap();
+            let base = 0x7f00_0000_0000u64;
+            let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+            let rw = Prot::READ | Prot::WRITE;
+            let fl = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+            for _ in 0..100 {
+                m.mmap(1, base, 1 << 20, rw, f).unwrap();
+                m.access_range(1, base, 1 << 20, true, None).unwrap();
+                m.mremap(1, base, 1 << 20, 1 << 20, fl, base + (1 << 20))
+                    .unwrap();
+                m.munmap(1, base + (1 << 20), 1 << 20).unwrap();
+            }
+            let j = &m.phys.alloc.rj;
+            // The iteration's four requests: the zap's range free of the
+            // 16 folios, the chain's three table pages freed, taken again
+            // as one run, the write's run of 16 order-4 folios.
+            let kinds: Vec<Kind> = j.reqs.iter().map(|r| r.kind).collect();
+            assert_eq!(
+                kinds,
+                [Kind::FreeRange, Kind::FreeRange, Kind::Run, Kind::Run],
+                "{arch:?}"
+            );
+            assert_eq!(j.mode, Mode::Replaying, "{arch:?}");
+            assert!(
+                j.hits >= 90 * j.reqs.len() as u64,
+                "{arch:?}: {} hits",
+                j.hits
+            );
+            assert_eq!(j.misses, 0, "{arch:?}");
+        }
     }
 
     /// The inline free set spills into its bitmap and comes back: random
