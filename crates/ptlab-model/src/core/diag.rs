@@ -64,10 +64,15 @@ pub enum Step {
     /// counts written out (`sys/mmap.rs` `unmap_known_none()`: mremap's
     /// unmap of the source it moved, `ModelConfig::move_source_known`).
     UnmapKnownNone,
+    /// arm64's mremap of an extent that is one stretch of whole
+    /// contiguous blocks, the only run of its PTE table, checked and moved
+    /// in one step (`mm/move_pt.rs` `move_cont_lone()`,
+    /// `ModelConfig::move_cont_lone`).
+    MoveContLone,
 }
 
 impl Step {
-    const ALL: usize = 16;
+    const ALL: usize = 17;
     fn index(self) -> usize {
         self as usize
     }
