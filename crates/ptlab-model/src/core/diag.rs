@@ -121,6 +121,7 @@ mod tests {
             Step::FaultFusedRun,
             Step::MoveLoneRun,
             Step::UnmapKnownNone,
+            Step::MoveContLone,
         ];
         let before = STEPS.map(taken);
         took(Step::MoveStretch);

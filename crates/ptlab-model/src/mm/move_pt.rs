@@ -1134,28 +1134,24 @@ fn move_cont_lone(
         return false;
     }
     let first = r.first;
-    let addr = crate::core::arch::arm64::fork_raw::ADDR;
-    let Entry::Leaf(l) = arch.decode(1, first) else {
-        return false;
-    };
-    let no_carry = (first & addr)
+    // A valid contiguous, non-special leaf as the codec writes it (what
+    // decoding it and encoding it again checks in cont_stretch_blocks()),
+    // on a block-aligned frame, the run's last frame inside the field.
+    use crate::core::arch::arm64::fork_raw;
+    let pfn = fork_raw::pfn(first);
+    let no_carry = (first & fork_raw::ADDR)
         .checked_add(PAGE_SIZE * (n as u64 - 1))
-        .is_some_and(|last| last <= addr);
-    if !l.valid_cont()
-        || l.flags.contains(LeafFlags::SPECIAL)
-        || !l.pfn.0.is_multiple_of(nb as u64)
-        || !no_carry
-        || arch.encode_leaf(1, l) != first
-    {
+        .is_some_and(|last| last <= fork_raw::ADDR);
+    if !fork_raw::cont_leaf_canonical(first) || !pfn.0.is_multiple_of(nb as u64) || !no_carry {
         return false;
     }
-    match phys.folio_of(l.pfn) {
-        Some(f) if f.head == l.pfn && f.nr_pages() == nb as u64 => {}
+    match phys.folio_of(pfn) {
+        Some(f) if f.head == pfn && f.nr_pages() == nb as u64 => {}
         _ => return false,
     }
     if phys
-        .large_run_end(l.pfn)
-        .is_none_or(|end| end < l.pfn.0 + n as u64)
+        .large_run_end(pfn)
+        .is_none_or(|end| end < pfn.0 + n as u64)
     {
         return false;
     }
@@ -1178,9 +1174,9 @@ fn move_cont_lone(
     // painted_block_raw(moved_pte(l)): without uffd-wp to drop, the
     // descriptor itself (moved_pte() takes CONT off, set_ptes() paints it
     // back, and `first` encodes back to itself).
-    let dest = match uffd_without_event_remap(old_vma) {
-        true => contpte::painted_block_raw(moved_pte(old_vma, l)),
-        false => first,
+    let dest = match (uffd_without_event_remap(old_vma), arch.decode(1, first)) {
+        (true, Entry::Leaf(l)) => contpte::painted_block_raw(moved_pte(old_vma, l)),
+        _ => first,
     };
     let moved = Run {
         start: j as u16,
