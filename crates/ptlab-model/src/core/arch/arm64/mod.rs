@@ -490,8 +490,8 @@ mod tests {
         }
         assert_eq!(
             canonical,
-            2 * 4 * 16,
-            "AF, UFFD_WP, UXN, SPECIAL off: 16 × 4 forms"
+            2 * 8 * 4,
+            "two frames × AF, UFFD_WP, UXN × four write forms"
         );
     }
 
