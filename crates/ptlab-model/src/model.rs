@@ -184,6 +184,15 @@ pub struct ModelConfig {
     /// `buddy_replay_prop` compares against). No observable effect: the
     /// same frames and counts.
     pub buddy_replay: bool,
+    /// With `move_lone_run` and `move_first_folded`: on arm64 an extent
+    /// of mremap's PTE move that is one stretch of whole contiguous blocks
+    /// (each one folio of one folio run), the only run of its PTE table,
+    /// moved within that table, is checked once and moved in one step
+    /// (`mm/move_pt.rs` `move_cont_lone()`; on by default; off: through
+    /// the move loop's probes, the stretch test and the folded blocks,
+    /// the reference `mremap_runs_prop` compares against). No observable
+    /// effect, and the same counts.
+    pub move_cont_lone: bool,
 }
 
 /// Smallest machine the model runs: 64 MiB.
@@ -239,6 +248,7 @@ impl ModelConfig {
             move_source_known: true,
             folio_record_reuse: true,
             buddy_replay: true,
+            move_cont_lone: true,
         }
     }
 }

@@ -64,6 +64,12 @@ pub struct PageTableMove {
     /// is the only run of its PTE table, to a disjoint range of the same
     /// table, rewrites the run in place ([`move_lone_run`]).
     pub lone_run: bool,
+    /// The model's switch `ModelConfig::move_cont_lone` (with `lone_run`
+    /// and `fold_first`): on arm64 an extent that is one stretch of whole
+    /// contiguous blocks, the only run of its PTE table, moved within the
+    /// table, is checked and moved in one step ([`move_cont_lone`]); off,
+    /// through the loop's probes and the stretch test.
+    pub cont_lone: bool,
     /// The move takes the rmap locks around each PMD-leaf move and each
     /// move_ptes() extent: copy_vma() merged the destination into a VMA
     /// whose pgoff is at or below the source's, or this is the revert of a
@@ -219,6 +225,7 @@ pub fn move_page_tables(
                 extent,
                 stretch,
                 pmc.lone_run,
+                pmc.cont_lone,
             );
         } else {
             move_ptes_per_pte(&mut mm.pt, phys, old_vma, old_addr, new_addr, extent);
@@ -501,6 +508,7 @@ pub fn move_ptes_batched(
     extent: u64,
     stretch: Stretch,
     lone: bool,
+    cont_lone: bool,
 ) {
     move_ptes_prologue(pt);
     let mut force_flush = false;
@@ -519,6 +527,18 @@ pub fn move_ptes_batched(
         && apart
         && pt.arch().cont_ptes() == Some(CONT_PTES)
         && !pt.hw.features.contpte_off;
+    // The whole extent one folded stretch that is its table's only run,
+    // moved within the table: checked and moved in one step (the model's
+    // switch `ModelConfig::move_cont_lone`, not the kernel's).
+    if cont_fast
+        && cont_lone
+        && lone
+        && stretch == Stretch::Folded
+        && move_cont_lone(pt, phys, old_vma, old_addr, new_addr, extent)
+    {
+        pt.flush_tlb_range(old_addr, old_addr + extent, PAGE_SIZE);
+        return;
+    }
     let mut off = 0;
     while off < extent {
         if fast.is_some() || cont_fast {
@@ -1049,6 +1069,131 @@ fn move_cont_blocks_folded(
     s.write_affine(i, n as usize, 0, 0, 0);
     let (mut d, j) = pt.pte_table(new);
     d.write_affine(j, n as usize, first, PAGE_SIZE, Run::PRESENT);
+}
+
+/// [`move_ptes_batched`]'s loop over an extent of `n` entries from `old`
+/// (arm64, contpte hooks on, nobody observing, stretches folded, lone runs
+/// rewritten) when the source entries are the only run of their PTE
+/// table, present entries a frame apart from a valid contiguous,
+/// non-special descriptor whose frame is block-aligned, over whole
+/// blocks (`old` and `new` block-aligned, `n` a multiple of 16, at least
+/// two blocks), each block one order-4 folio of one folio run, and `new`
+/// lies in the same table apart from them: there the loop's first pass
+/// finds the first entry contiguous (`move_noncont_run()` passes nothing),
+/// [`cont_stretch_blocks`] takes every block, [`move_cont_blocks_folded`]
+/// counts them (the gather's loads from the run's young and dirty bits:
+/// every entry has them) and [`move_lone_run`] rewrites the run at the
+/// destination with the descriptor `set_ptes()` paints for the first
+/// block — the source's own, less uffd-wp without UFFD_EVENT_REMAP, since
+/// the descriptor is the codec's (checked: it encodes back to itself).
+/// This checks all of it once on the run and its first descriptor and
+/// does the same; `false`, nothing counted or changed, when any check
+/// fails (the loop then decides as before).
+/// (The model's switch `ModelConfig::move_cont_lone`, not the kernel's.)
+/// Linux: mm/mremap.c move_ptes(), mremap_folio_pte_batch();
+/// arch/arm64/mm/contpte.c contpte_ptep_get(),
+/// contpte_get_and_clear_full_ptes(); arch/arm64/include/asm/pgtable.h
+/// set_ptes().
+fn move_cont_lone(
+    pt: &mut PageTables,
+    phys: &PhysMem,
+    old_vma: &Vma,
+    old: u64,
+    new: u64,
+    extent: u64,
+) -> bool {
+    let nb = CONT_PTES;
+    let n = (extent / PAGE_SIZE) as usize;
+    let (i, j) = (index(1, old), index(1, new));
+    if n < 2 * nb
+        || !n.is_multiple_of(nb)
+        || !i.is_multiple_of(nb)
+        || !j.is_multiple_of(nb)
+        || i + n > PTRS_PER_TABLE
+        || j + n > PTRS_PER_TABLE
+        || (j < i + n && i < j + n)
+    {
+        return false;
+    }
+    let (Some(so), Some(sn)) = (pt.pte_tbl_slot(old), pt.pte_tbl_slot(new)) else {
+        return false;
+    };
+    if so != sn {
+        return false;
+    }
+    let arch = pt.arch();
+    let mut t = pt.pte_table_in(so, old);
+    let Some(r) = t.lone_run() else {
+        return false;
+    };
+    if r.start as usize != i
+        || r.len as usize != n
+        || r.kinds != Run::PRESENT
+        || r.step != PAGE_SIZE
+    {
+        return false;
+    }
+    let first = r.first;
+    // A valid contiguous, non-special leaf as the codec writes it (what
+    // decoding it and encoding it again checks in cont_stretch_blocks()),
+    // on a block-aligned frame, the run's last frame inside the field.
+    use crate::core::arch::arm64::fork_raw;
+    let pfn = fork_raw::pfn(first);
+    let no_carry = (first & fork_raw::ADDR)
+        .checked_add(PAGE_SIZE * (n as u64 - 1))
+        .is_some_and(|last| last <= fork_raw::ADDR);
+    if !fork_raw::cont_leaf_canonical(first) || !pfn.0.is_multiple_of(nb as u64) || !no_carry {
+        return false;
+    }
+    match phys.folio_of(pfn) {
+        Some(f) if f.head == pfn && f.nr_pages() == nb as u64 => {}
+        _ => return false,
+    }
+    if phys
+        .large_run_end(pfn)
+        .is_none_or(|end| end < pfn.0 + n as u64)
+    {
+        return false;
+    }
+    // The counts of every block's pass (move_cont_blocks_folded()).
+    let (blocks, n64) = ((n / nb) as u64, n as u64);
+    let hw = t.hw;
+    let loads = contpte::uniform_gather_loads(first);
+    hw.call_n(KCall::PtepGet, blocks);
+    hw.add(HwEvent::PteLoad, (1 + loads) * blocks);
+    hw.add(HwEvent::StructPageLine, 2 * blocks);
+    hw.call_n(KCall::FolioPteBatch, blocks);
+    hw.call_n(KCall::GetAndClearFullPtes, blocks);
+    hw.add(HwEvent::PteAtomicClear, n64);
+    hw.call_n(KCall::SetPtes, blocks);
+    hw.add(HwEvent::PteStore, n64);
+    hw.rules
+        .hit_n(crate::core::rules::Rule::ContptePaint, n as u32);
+    hw.rules
+        .hit_n(crate::core::rules::Rule::MremapMovePtesBatch, blocks as u32);
+    // painted_block_raw(moved_pte(l)): without uffd-wp to drop, the
+    // descriptor itself (moved_pte() takes CONT off, set_ptes() paints it
+    // back, and `first` encodes back to itself).
+    let dest = match (uffd_without_event_remap(old_vma), arch.decode(1, first)) {
+        (true, Entry::Leaf(l)) => contpte::painted_block_raw(moved_pte(old_vma, l)),
+        _ => first,
+    };
+    let moved = Run {
+        start: j as u16,
+        len: n as u16,
+        kinds: Run::PRESENT,
+        first: dest,
+        step: PAGE_SIZE,
+    };
+    if t.replace_lone_run(moved) {
+        crate::core::diag::took(crate::core::diag::Step::MoveLoneRun);
+    } else {
+        t.write_affine(i, n, 0, 0, 0);
+        t.write_affine(j, n, dest, PAGE_SIZE, Run::PRESENT);
+    }
+    crate::core::diag::took(crate::core::diag::Step::MoveFolded);
+    crate::core::diag::took(crate::core::diag::Step::MoveContLone);
+    true
 }
 
 /// How many PTEs from `va` move together. Linux: mm/mremap.c

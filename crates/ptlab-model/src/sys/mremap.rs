@@ -399,6 +399,7 @@ impl Model {
             fold_first: self.cfg.stretch_steps && self.cfg.move_first_folded,
             tables_known: self.cfg.move_tables_known,
             lone_run: self.cfg.move_lone_run,
+            cont_lone: self.cfg.move_cont_lone,
             need_rmap_locks,
         };
         let moved = move_page_tables(mm, phys, &pmc, before);
@@ -418,6 +419,7 @@ impl Model {
                 fold_first: self.cfg.stretch_steps && self.cfg.move_first_folded,
                 tables_known: self.cfg.move_tables_known,
                 lone_run: self.cfg.move_lone_run,
+                cont_lone: self.cfg.move_cont_lone,
                 // copy_vma_and_data(): pmc_revert.need_rmap_locks = true.
                 need_rmap_locks: true,
             };

@@ -288,7 +288,14 @@ impl<'a> PteTable<'a> {
             .checked_sub(1)?;
         let r = &runs[k];
         let inside = i + n <= r.start as usize + r.len as usize;
-        let first = self.raw(i);
+        // Entry `i`: inside the run, computed from it without a second
+        // search.
+        let first = match inside && n > 0 {
+            true => r
+                .first
+                .wrapping_add(r.step.wrapping_mul((i - r.start as usize) as u64)),
+            false => self.raw(i),
+        };
         // No carry out of the frame field up to the range's last entry.
         let last = (first & pfn_mask).checked_add(r.step.checked_mul(n as u64 - 1)?)?;
         let ok = inside && r.kinds == Run::PRESENT && r.step & !pfn_mask == 0 && last <= pfn_mask;

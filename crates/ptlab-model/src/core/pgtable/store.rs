@@ -428,6 +428,13 @@ impl Table {
             self.store = store;
             return true;
         }
+        // The one run cleared wholly (a zap or a move emptying its table):
+        // no runs left, as the general path below leaves it.
+        if new.is_none() && runs.len() == 1 && lo <= runs[0].start as usize && runs[0].end() <= hi {
+            self.used = 0;
+            self.store = Store::Runs(Box::default());
+            return true;
+        }
         // At most two pieces more than before: the runs cut at `lo` and
         // `hi`, and `new`.
         let mut buf = [EMPTY_RUN; MAX_RUNS + 3];

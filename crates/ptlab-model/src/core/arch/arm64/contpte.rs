@@ -117,6 +117,19 @@ pub(crate) fn count_uniform_block_reads(t: &PteRef<'_>, i: usize, blocks: u64) {
     t.hw.add(HwEvent::PteLoad, (1 + loads) * blocks);
 }
 
+/// The loads [`gather`] makes over a block whose 16 entries are present
+/// descriptors with the young and dirty bits of `raw` (one stored run of
+/// equal bits): both bits, the first entry twice; dirty only, the first
+/// entry and then all 16; young only or neither, all 16. Counts nothing.
+pub(crate) fn uniform_gather_loads(raw: u64) -> u64 {
+    let f = super::young_dirty_raw(raw);
+    match (f.contains(LeafFlags::DIRTY), f.contains(LeafFlags::YOUNG)) {
+        (true, true) => 2,
+        (true, false) => 1 + N as u64,
+        (false, _) => N as u64,
+    }
+}
+
 /// `contpte_convert()` cost: 16 atomic swap-to-zero (`__ptep_get_and_clear`),
 /// a 64 KiB range flush unless BBML2-noabort, 16 stores (`__set_ptes`).
 fn count_convert(arch: &dyn Arch, t: &PteTable<'_>, i: usize, fold: bool) {
@@ -582,6 +595,34 @@ mod tests {
             }
         }
         (e, used)
+    }
+
+    /// `uniform_gather_loads()` against `gather()` over a block painted by
+    /// `set_ptes(nr = 16)` with every combination of young, dirty and
+    /// write (the hardware and the software dirty bit).
+    #[test]
+    fn uniform_gather_loads_are_the_gathers() {
+        for bits in 0..8u32 {
+            let mut flags = LeafFlags::empty();
+            flags.set(LeafFlags::YOUNG, bits & 1 != 0);
+            flags.set(LeafFlags::DIRTY, bits & 2 != 0);
+            flags.set(LeafFlags::WRITE, bits & 4 != 0);
+            let (mut e, mut used) = ([0u64; PTRS_PER_TABLE], 0u16);
+            let hw = HwSink::new(HwFeatures::default());
+            let mut spare = None;
+            let mut t = PteTable::over_dense(&Arm64, &mut e, &mut used, &mut spare, &hw, 0);
+            let leaf = Leaf {
+                pfn: Pfn(0x2000),
+                flags,
+            };
+            set_ptes(&Arm64, &mut t, 16, leaf, N, &NoFolios);
+            let raw = t.raw(16);
+            assert_ne!(raw & super::super::CONT, 0, "painted, {flags:?}");
+            for i in 16..32 {
+                let (_, loads) = gather(&t.as_ref(), i);
+                assert_eq!(uniform_gather_loads(raw), loads, "{flags:?} at {i}");
+            }
+        }
     }
 
     /// arm64's modify_prot_start_ptes() (reading young/dirty from the

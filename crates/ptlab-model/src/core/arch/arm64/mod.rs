@@ -99,6 +99,24 @@ pub(crate) mod fork_raw {
     pub fn plain_present(raw: u64) -> bool {
         (raw & VALID != 0 || raw & NG != 0) && raw & (SPECIAL | CONT) == 0
     }
+    /// A valid (not PROT_NONE) level-1 leaf descriptor with PTE_CONT and
+    /// without PTE_SPECIAL, exactly as [`Arm64::encode_leaf`] writes it
+    /// (`encode_leaf(1, decode(1, raw)) == raw`), decided on the bits
+    /// without the round trip: the fixed attribute bits all set, nothing
+    /// outside the bits the codec writes, and the write/dirty bits one of
+    /// the four forms it writes (DBM; DBM | RDONLY; RDONLY; RDONLY |
+    /// PTE_DIRTY). Checked against the round trip by
+    /// `cont_leaf_canonical_is_the_round_trip` below.
+    #[inline]
+    pub fn cont_leaf_canonical(raw: u64) -> bool {
+        const FIXED: u64 = USER | SHARED | PXN | TYPE_PAGE | VALID | NG | CONT;
+        const WD: u64 = DBM | RDONLY | SW_DIRTY;
+        const FREE: u64 = ADDR_MASK | AF | UFFD_WP | UXN;
+        let wd = raw & WD;
+        raw & FIXED == FIXED
+            && raw & !(FIXED | WD | FREE) == 0
+            && (wd == DBM || wd == DBM | RDONLY || wd == RDONLY || wd == RDONLY | SW_DIRTY)
+    }
     /// The frame a present descriptor maps.
     #[inline]
     pub fn pfn(raw: u64) -> Pfn {
@@ -424,6 +442,57 @@ mod tests {
                 "{f:?}"
             );
         }
+    }
+
+    /// `fork_raw::cont_leaf_canonical()` against decoding and encoding
+    /// again, over every subset of the descriptor bits the codec writes or
+    /// reads and three others (bits 2, 57 and 63), at two frames.
+    #[test]
+    fn cont_leaf_canonical_is_the_round_trip() {
+        let bits = [
+            VALID,
+            TYPE_PAGE,
+            1 << 2,
+            USER,
+            RDONLY,
+            1 << 8,
+            1 << 9,
+            AF,
+            NG,
+            DBM,
+            CONT,
+            PXN,
+            UXN,
+            SW_DIRTY,
+            SPECIAL,
+            1 << 57,
+            UFFD_WP,
+            1 << 63,
+        ];
+        let mut canonical = 0;
+        for set in 0u32..1 << bits.len() {
+            let attrs = (0..bits.len())
+                .filter(|&b| set >> b & 1 != 0)
+                .fold(0u64, |a, b| a | bits[b]);
+            for pfn in [0x1230u64, 0xf_ffff_fff0] {
+                let raw = attrs | (pfn << 12) & ADDR_MASK;
+                let want = match Arm64.decode(1, raw) {
+                    Entry::Leaf(l) => {
+                        l.valid_cont()
+                            && !l.flags.contains(LeafFlags::SPECIAL)
+                            && Arm64.encode_leaf(1, l) == raw
+                    }
+                    _ => false,
+                };
+                assert_eq!(fork_raw::cont_leaf_canonical(raw), want, "{raw:#x}");
+                canonical += usize::from(want);
+            }
+        }
+        assert_eq!(
+            canonical,
+            2 * 8 * 4,
+            "two frames × AF, UFFD_WP, UXN × four write forms"
+        );
     }
 
     /// fork_raw's parent and child descriptors are decode → change the

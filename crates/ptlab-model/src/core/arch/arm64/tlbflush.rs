@@ -30,6 +30,7 @@ pub fn flush_tlb_range(hw: &HwSink, start: u64, end: u64, stride: u64) {
 /// arch_tlbbatch_flush()). Returns whether a DSB ISH is still owed (false
 /// when the range was too large and flush_tlb_mm() ran, which completes
 /// itself, or when the range is empty).
+#[inline]
 pub fn flush_tlb_range_nosync(hw: &HwSink, start: u64, end: u64, stride: u64) -> bool {
     if end <= start {
         return false;
