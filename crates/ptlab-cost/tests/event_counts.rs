@@ -1581,3 +1581,85 @@ mprotect p 24K r
     assert_eq!(flushes(src, ArchKind::Arm64, N1), arm(2, 0, 0, 4, 0));
     assert_eq!(flushes(src, ArchKind::Arm64, RANGE), arm(2, 0, 2, 0, 0));
 }
+
+// ---- The PTE-lock retake after a full page batch (issue 15, sixteenth session) ----
+//
+// zap_pte_range() (mm/memory.c, 6.18) takes the PTE table's lock once per
+// call (pte_offset_map_lock(): 1 PMD load + 1 PTL). When
+// __tlb_remove_folio_pages() reports the page batches full (every 9,678
+// order-0 pages or 4,849 large-folio batches: the fifteenth session's
+// fills) it sets force_flush and force_break, breaks out with addr after
+// the batch that filled, flushes (tlb_flush_mmu_tlbonly()), unlocks, frees
+// the batch (tlb_flush_mmu()) and, while addr != end, goes back to
+// `retry:` — pte_offset_map_lock() again: one more PMD load and PTL per
+// fill that ends before its table's end (flush_tlb_batched_pending() and
+// the lazy-MMU enter/leave it repeats have no event in the model; no entry
+// is read twice). A force_break also clears direct_reclaim: with
+// PT_RECLAIM (MADV_DONTNEED on x86-64) the emptied table is then freed by
+// try_to_free_pte() — pmd_lock() and pte_offset_map_rw_nolock() where the
+// direct path takes the trylock and the lockless PMD read (neither counted
+// by the model), then the table's own PTL nested (+1 PTL) and all 512
+// entries read again (+512 L).
+
+/// PMD loads, PTLs and PTE loads of the last line of `src`.
+fn locks(src: &str, arch: ArchKind) -> (u64, u64, u64) {
+    let e = last_line(src, arch, Before::empty(), N1);
+    let get = |k: &str| e.get(k).copied().unwrap_or(0);
+    (get("pmd_load"), get("ptl_lock"), get("pte_load"))
+}
+
+/// 1 GiB of written 4 KiB pages (512 PTE tables, 262,144 order-0 pages).
+/// The fills end at page 9,678 × k, k = 1..27; none at a table's end
+/// (9,678 = 2 × 4,839 with 4,839 odd: 512 divides 9,678 × k only for k a
+/// multiple of 256): 27 retakes. munmap (both arches): 512 + 27 = 539
+/// PMD loads and PTLs, 262,144 L (one ptep_get per entry). Exit of a
+/// forked child that maps it: its fullmm gather fills the same way (its
+/// fills flush nothing, the lock is retaken all the same): 539 and 539.
+/// MADV_DONTNEED x86-64 (PT_RECLAIM): the 27 tables holding a fill are
+/// freed by try_to_free_pte(): 539 PMD loads, 539 + 27 = 566 PTLs,
+/// 262,144 + 27 × 512 = 275,968 L. arm64 (no PT_RECLAIM): 539, 539,
+/// 262,144. Before this session: 512 everywhere, and 262,144 L.
+#[test]
+fn a_full_page_batch_retakes_the_pte_lock() {
+    let w = "thp 2M never
+p = mmap 1G at 0x7f00_0000_0000 fixed
+write p 1G
+";
+    let munmap = format!("{w}munmap p 1G\n");
+    let exit = format!("{w}fork child\n@child exit\n");
+    let dontneed = format!("{w}madvise p 1G dontneed\n");
+    for arch in ArchKind::ALL {
+        assert_eq!(locks(&munmap, arch), (539, 539, 262_144), "{arch:?}");
+        assert_eq!(locks(&exit, arch), (539, 539, 262_144), "{arch:?}");
+    }
+    assert_eq!(locks(&dontneed, ArchKind::X86_64), (539, 566, 275_968));
+    assert_eq!(locks(&dontneed, ArchKind::Arm64), (539, 539, 262_144));
+}
+
+/// 1 GiB of 64 KiB mTHPs: 16,384 batches of 16 pages; fills at batch
+/// 4,849 × k, k = 1..3, ending at page 77,584 × k: 77,584 mod 512 = 272,
+/// 155,168 mod 512 = 32, 232,752 mod 512 = 304 — inside a table each
+/// time: 3 retakes, 512 + 3 = 515 PMD loads and PTLs (x86-64: 262,144 L;
+/// arm64 adds its contpte_ptep_get() gathers, not asserted). 9,680 PMD
+/// THPs fill at the 9,678th (zap_huge_pmd(): no PTE table, no retake):
+/// the munmap takes no PTE lock at all.
+#[test]
+fn large_folio_fills_retake_inside_a_table_and_pmd_fills_never() {
+    let src = "thp 64K always
+p = mmap 1G at 0x7f00_0000_0000 fixed
+write p 1G
+munmap p 1G
+";
+    assert_eq!(locks(src, ArchKind::X86_64), (515, 515, 262_144));
+    let (pmd, ptl, _) = locks(src, ArchKind::Arm64);
+    assert_eq!((pmd, ptl), (515, 515));
+    let thp = "thp 2M always
+p = mmap 9680 * 2M at 0x7f00_0000_0000 fixed
+write p 9680 * 2M
+munmap p 9680 * 2M
+";
+    for arch in ArchKind::ALL {
+        let (_, ptl, l) = locks(thp, arch);
+        assert_eq!((ptl, l), (9_680, 0), "{arch:?}");
+    }
+}

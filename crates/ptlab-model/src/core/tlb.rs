@@ -110,6 +110,9 @@ pub struct MmuGather {
     /// segment being zapped: the segment's range starts over after it
     /// ([`MmuGather::flush_pte_span`]).
     page_resume: Option<u64>,
+    /// Full page batches so far (`force_break`s): a PTE table's zap that
+    /// saw one reclaims the table the slow way ([`MmuGather::page_fills`]).
+    page_fills: u64,
     /// Whole-mm flushes a fullmm gather's full table batches made (arm64):
     /// issued before its last flush.
     mm_flushes: u32,
@@ -132,6 +135,7 @@ impl MmuGather {
             page_batch: 0,
             page_nr: 0,
             page_resume: None,
+            page_fills: 0,
             mm_flushes: 0,
         }
     }
@@ -282,16 +286,19 @@ impl MmuGather {
     /// the same: 7 + 19 · 509 = 9,678 order-0 pages, or 4 + 19 · 255 =
     /// 4,849 large-folio batches. Anonymous folios never delay their rmap
     /// (`delay_rmap` is for dirty file folios), so no other flush is
-    /// forced. A fullmm gather (exit) counts nothing: arm64's
-    /// `tlb_flush()` of a fullmm gather flushes only freed tables, which
-    /// the zap has none of, and x86's exiting mm is lazy (its first flush
-    /// switches to init_mm, the others find it not loaded).
+    /// forced. A fullmm gather (exit) fills its batches the same way and
+    /// zap_pte_range() breaks out and retakes the table the same way
+    /// ([`MmuGather::page_fill_retakes`]), but its fills flush nothing:
+    /// arm64's `tlb_flush()` of a fullmm gather flushes only freed
+    /// tables, which the zap has none of, and x86's exiting mm is lazy
+    /// (its first flush switches to init_mm, the others find it not
+    /// loaded).
     /// Per call, not per page: one step per batch page crossed.
     /// Linux: mm/mmu_gather.c __tlb_remove_folio_pages_size(),
     /// tlb_next_batch(); mm/memory.c zap_present_folio_ptes(),
     /// zap_pte_range().
     pub fn remove_folio_pages(&mut self, va: u64, count: u64, nr_pages: u64, seg_lo: u64) {
-        if self.fullmm || count == 0 {
+        if count == 0 {
             return;
         }
         let w = if nr_pages == 1 { 1 } else { 2 };
@@ -303,22 +310,54 @@ impl MmuGather {
             // segment so far starts at its first present entry, or after
             // the batch that filled before (a stretch of tables).
             let fill_end = va + done * unit;
-            let from = self.page_resume.map_or(seg_lo, |f| f.max(seg_lo));
-            self.adjust(from, fill_end - from);
-            self.cleared_ptes = true;
-            self.page_batch_flush();
+            if !self.fullmm {
+                let from = self.page_resume.map_or(seg_lo, |f| f.max(seg_lo));
+                self.adjust(from, fill_end - from);
+                self.cleared_ptes = true;
+                self.page_batch_flush();
+            }
+            // A fullmm gather's tlb_flush_mmu() flushes nothing the model
+            // counts (see above); the batches are emptied all the same and
+            // zap_pte_range() breaks out and retakes the table.
             self.page_resume = Some(fill_end);
+            self.page_fills += 1;
         }
+    }
+
+    /// Full page batches so far: each one a `force_break` in
+    /// zap_pte_range(), which also clears its `direct_reclaim` (a PTE
+    /// table a zap emptied after one is reclaimed by `try_to_free_pte()`,
+    /// not by `try_get_and_clear_pmd()` + `free_pte()`).
+    /// Linux: mm/memory.c zap_pte_range().
+    pub fn page_fills(&self) -> u64 {
+        self.page_fills
+    }
+
+    /// Whether a full page batch ended inside the PTE segment being zapped
+    /// before `seg_end`, the segment's end (call before
+    /// [`MmuGather::flush_pte_span`], which consumes the fill's position):
+    /// zap_pte_range() breaks out at the batch that filled (`addr +=
+    /// nr`), flushes, unlocks the table and, with `addr != end`, `goto
+    /// retry`: pte_offset_map_lock() again (a PMD load and a PTL in the
+    /// model's events), flush_tlb_batched_pending() and the lazy-MMU
+    /// enter/leave (no events in the model), and the walk goes on from
+    /// the next entry (no entry read twice). A fill at the segment's last
+    /// batch ends the call instead (the next PMD's table is a lock the
+    /// walk counts anyway). A segment holds at most one fill (512 entries
+    /// < 4,849 batches).
+    /// Linux: mm/memory.c zap_pte_range() (`retry:`).
+    pub fn page_fill_retakes(&self, seg_end: u64) -> bool {
+        self.page_resume.is_some_and(|f| f < seg_end)
     }
 
     /// `tlb_remove_page_size()` of a PMD-mapped folio (zap_huge_pmd():
     /// one entry): when the batches are full, `tlb_flush_mmu()` at once.
     /// Linux: include/asm-generic/tlb.h tlb_remove_page_size().
+    /// A fullmm gather's batches fill the same way; its `tlb_flush_mmu()`
+    /// flushes nothing the model counts (see
+    /// [`MmuGather::remove_folio_pages`]).
     pub fn remove_pmd_page(&mut self) {
-        if self.fullmm {
-            return;
-        }
-        if self.page_batch_adds(1, 1).is_some() {
+        if self.page_batch_adds(1, 1).is_some() && !self.fullmm {
             self.page_batch_flush();
         }
     }
@@ -618,6 +657,36 @@ mod tests {
         assert_eq!(tlb.queued_flushes(), 1);
         let mut tlb = MmuGather::new_fullmm();
         tlb.remove_folio_pages(0, 100_000, 1, 0);
+        assert_eq!(tlb.queued_flushes(), 0);
+        tlb.discard();
+    }
+
+    #[test]
+    fn a_fill_before_the_segment_end_retakes_the_table() {
+        // 9,677 order-0 pages, then a segment of 8 pages: its first fills
+        // the batches (the 9,678th) and ends before the segment does.
+        let mut tlb = MmuGather::new();
+        tlb.remove_folio_pages(0, 9_677, 1, 0);
+        assert_eq!(tlb.page_fills(), 0);
+        assert!(!tlb.page_fill_retakes(u64::MAX));
+        let seg = 9_677 * PAGE_SIZE;
+        tlb.remove_folio_pages(seg, 8, 1, seg);
+        assert_eq!(tlb.page_fills(), 1);
+        assert!(tlb.page_fill_retakes(seg + 8 * PAGE_SIZE));
+        // A segment that ended with the batch that filled: no retake.
+        assert!(!tlb.page_fill_retakes(seg + PAGE_SIZE));
+        // flush_pte_span() consumes the fill's position.
+        tlb.flush_pte_span(seg, seg + 8 * PAGE_SIZE, Some);
+        assert!(!tlb.page_fill_retakes(u64::MAX));
+        assert_eq!(tlb.queued_flushes(), 1);
+        tlb.discard();
+        // exit's fullmm gather fills (and retakes) the same way, and
+        // queues no flush; PMD pages count in the same batches.
+        let mut tlb = MmuGather::new_fullmm();
+        tlb.remove_pmd_page();
+        tlb.remove_folio_pages(0, 9_677, 1, 0);
+        assert_eq!(tlb.page_fills(), 1);
+        assert!(tlb.page_fill_retakes(9_678 * PAGE_SIZE));
         assert_eq!(tlb.queued_flushes(), 0);
         tlb.discard();
     }

@@ -77,8 +77,10 @@ pub fn split_huge_pmd(mm: &mut Mm, phys: &mut PhysMem, slot: u64) {
 
 /// Zap every mapping in `[start, end)` (inside one VMA), gathering what
 /// must be flushed in `tlb`; the VMA's flush follows (`tlb_end_vma()`).
-/// With `reclaim_pt` (MADV_DONTNEED), a PTE table whose whole 2 MiB was
-/// zapped and is left empty is freed (CONFIG_PT_RECLAIM, rule M1).
+/// With `reclaim_pt` (MADV_DONTNEED on an arch built with
+/// CONFIG_PT_RECLAIM: [`crate::core::arch::Arch::pt_reclaim`]), a PTE
+/// table whose whole 2 MiB was zapped and is left empty is freed (rule
+/// M1).
 /// Linux: mm/memory.c unmap_page_range() (tlb_start_vma … tlb_end_vma).
 pub fn zap_range(
     mm: &mut Mm,
@@ -191,12 +193,30 @@ fn zap_pmds(
                         continue;
                     }
                 }
+                let fills = tlb.page_fills();
                 zap_ptes(mm, phys, tlb, q.segment(), locked);
                 if reclaim_pt && q.whole_pmd() {
                     // Linux: mm/pt_reclaim.c try_to_free_pte(): free the table if all entries are none.
                     if let PmdSlot::Table(t) = mm.pt.pmd(q.va) {
                         if mm.pt.table(t).is_some_and(|tb| tb.used == 0) {
                             rule!(mm.pt.hw, ZapPtReclaim);
+                            if tlb.page_fills() != fills {
+                                // A full page batch in this table's zap
+                                // (force_break) cleared direct_reclaim:
+                                // zap_pte_range() frees the table with
+                                // try_to_free_pte(), not
+                                // try_get_and_clear_pmd() + free_pte():
+                                // pmd_lock() for the trylock and
+                                // pte_offset_map_rw_nolock() for the
+                                // lockless PMD read (neither counted on
+                                // the direct path either), then the PTE
+                                // table's own lock nested (x86-64 splits
+                                // PTE and PMD locks: ptl != pml) and all
+                                // 512 entries read again to check they
+                                // are none.
+                                mm.pt.lock();
+                                mm.pt.hw.ptep_get_reads(HPAGE_PMD_NR);
+                            }
                             mm.pt.free_pte_table(q.va, phys);
                             // free_pte() → pte_free_tlb(): the table goes
                             // through the table batch like munmap's.
@@ -528,6 +548,11 @@ fn zap_ptes(mm: &mut Mm, phys: &mut PhysMem, tlb: &mut MmuGather, seg: Segment, 
             i += (done * nr_f) as usize;
         }
     }
+    // A full page batch before the segment's end: zap_pte_range() retakes
+    // the table (MmuGather::page_fill_retakes()).
+    if tlb.page_fill_retakes(end) {
+        mm.pt.pte_offset_map_lock_found();
+    }
     // tlb_remove_tlb_entries() per present batch: the gather's range grows
     // to cover every cleared present entry (after a full page batch, from
     // the next one).
@@ -819,6 +844,13 @@ fn zap_present_segment(
             .find(|&k| raw.is_present(t.raw(k)))
             .map(|k| start + (k - i0) as u64 * PAGE_SIZE)
     };
+    // A full page batch before the segment's end: zap_pte_range() retakes
+    // the table (MmuGather::page_fill_retakes()): pte_offset_map_lock()'s
+    // PMD load and PTL.
+    if tlb.page_fill_retakes(end) {
+        t.hw.one(HwEvent::PmdLoad);
+        t.hw.one(HwEvent::PtlLock);
+    }
     if let Some((lo, hi)) = span {
         let (lo, hi) = (t.va(lo), t.va(hi));
         tlb.flush_pte_span(lo, hi + PAGE_SIZE, next_present);

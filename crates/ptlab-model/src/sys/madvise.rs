@@ -243,12 +243,17 @@ impl Model {
                 }
                 let Model { procs, phys, .. } = self;
                 let mm = procs.get_mut(&pid).expect("pid");
-                // A PTE table holding a guard marker is not empty, so
-                // PT_RECLAIM keeps it (try_to_free_pte() needs all none).
+                // madvise_dontneed_single_vma(): `.reclaim_pt = true` in
+                // the zap_details; zap_pte_range() reclaims only with
+                // CONFIG_PT_RECLAIM (reclaim_pt_is_enabled()), which only
+                // x86-64 builds (Arch::pt_reclaim()). A PTE table holding
+                // a guard marker is not empty, so PT_RECLAIM keeps it
+                // (try_to_free_pte() needs all none).
                 // zap_page_range_single_batched(): one gather.
+                let reclaim_pt = mm.pt.arch().pt_reclaim();
                 let mut tlb = MmuGather::new();
                 rule!(phys.hw, MadviseDontneed);
-                zap_range(mm, phys, &mut tlb, start, end, true);
+                zap_range(mm, phys, &mut tlb, start, end, reclaim_pt);
                 tlb.finish(&mm.pt);
                 return Ok(());
             }

@@ -513,6 +513,14 @@ pub trait Arch: Sync {
         let _ = (old, new);
         true
     }
+    /// Whether the 6.18 kernel of this arch is built with
+    /// `CONFIG_PT_RECLAIM`: MADV_DONTNEED frees a PTE table it leaves
+    /// empty (mm/pt_reclaim.c). The option depends on
+    /// `ARCH_SUPPORTS_PT_RECLAIM` (mm/Kconfig), which only x86 selects
+    /// (`if X86_64`, arch/x86/Kconfig, 6.14); arm64 does not, so its
+    /// DONTNEED leaves empty tables to munmap's and exit's
+    /// free_pgtables().
+    fn pt_reclaim(&self) -> bool;
 }
 
 #[cfg(test)]

@@ -150,6 +150,11 @@ impl Arch for Arm64 {
     fn kind(&self) -> ArchKind {
         ArchKind::Arm64
     }
+    /// arch/arm64/Kconfig does not select `ARCH_SUPPORTS_PT_RECLAIM`
+    /// (6.18; still not in 6.19-rc5), so `CONFIG_PT_RECLAIM` cannot be set.
+    fn pt_reclaim(&self) -> bool {
+        false
+    }
 
     fn encode_leaf(&self, level: u8, leaf: Leaf) -> u64 {
         let f = leaf.flags;

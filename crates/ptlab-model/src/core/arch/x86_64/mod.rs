@@ -51,6 +51,11 @@ impl Arch for X86_64 {
     fn generic_pte_hooks(&self) -> bool {
         true
     }
+    /// arch/x86/Kconfig: `select ARCH_SUPPORTS_PT_RECLAIM if X86_64`;
+    /// `CONFIG_PT_RECLAIM` defaults to y (set on the kernel we run).
+    fn pt_reclaim(&self) -> bool {
+        true
+    }
     fn raw_pte(&self) -> Option<&'static super::RawPte> {
         Some(&RAW_PTE)
     }
