@@ -153,13 +153,14 @@ Fits outside their range: every fitted price is checked against the
 sourced range (low, high) the base profile gives it (`ptlab cost`'s
 intervals), widened to an allowed band of low / 2 .. high x 4 (the UFFDIO
 lock and copy fits, which take their ioctl's unmodelled work by design,
-have no upper bound). A single price outside the band, measured with an
-interval, is bounded to it: priced at the mean of the measurement's
-normal distribution truncated to the band (a tight fit just past an edge
-lands near that edge, a fit that says little lands well inside; its
-source starts with 'fit bounded: ...'). Prices scaled together are checked
-as their weighted sum (what was measured) and, outside the band, refused
-together, as is a fit that is not a number: the profile keeps the sourced
+have no upper bound). A single price outside the band whose 95 %
+interval excludes the sourced price is bounded to the band: priced at the
+mean of the measurement's normal distribution truncated to the band (a
+tight fit just past an edge lands near that edge; its source starts with
+'fit bounded: ...'). A fit whose interval holds the sourced price (the
+measurement does not contradict the source), a fit that is not a number,
+and prices scaled together (checked as their weighted sum, what was
+measured) outside the band are refused: the profile keeps the sourced
 price, point and range (its source starts with 'fit refused: ...').
 Prices solved together are checked price by price. Both are reported
 under the table (the fit, its value, the range, the samples it came
@@ -3664,7 +3665,10 @@ impl Fit {
     /// its high end × [`FIT_TOLERANCE_HIGH`] refuses the whole fit: every
     /// event of every part gets its sourced price back (point, range,
     /// basis), its source says "fit refused: ...", and the refusal is
-    /// recorded. A part made only of [`TAKES_UNMODELLED_WORK`] events has
+    /// recorded — except a part of one price measured with an interval
+    /// that excludes its sourced price, which is bounded to its band
+    /// instead ([`truncated_normal`], recorded in `bounded`; the other
+    /// parts keep their fits). A part made only of [`TAKES_UNMODELLED_WORK`] events has
     /// no upper bound. The ranges are the base profile's (`Price::range`), not
     /// the fitted profile's, so a price fitted twice is checked against
     /// its source both times. Returns whether the fit was kept.
@@ -3689,12 +3693,16 @@ impl Fit {
             if in_band {
                 continue;
             }
-            // One price measured with an interval: bounded to its band
-            // (below), not refused.
+            // One price measured with an interval that excludes the sourced
+            // price: bounded to its band (below), not refused. A measurement
+            // whose interval holds the sourced price does not contradict it:
+            // refused, the sourced price kept.
             if let [(e, w)] = part {
                 let price = self.p.price_of(*e);
                 let ci = price.ci95_ns.unwrap_or(0.0);
-                if *w > 0.0 && v.is_finite() && ci.is_finite() {
+                let sourced = self.base.price_of(*e).ns;
+                let contradicts = (price.ns - sourced).abs() > ci;
+                if *w > 0.0 && v.is_finite() && ci.is_finite() && contradicts {
                     outside.push((
                         *e,
                         price.ns,
@@ -4172,8 +4180,7 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
 
     let refused = std::mem::take(&mut p.refused);
     let bounded = std::mem::take(&mut p.bounded);
-    strict_check(&refused, args.strict)?;
-    strict_check_bounded(&bounded, args.strict)?;
+    strict_check(&refused, &bounded, args.strict)?;
     let mut p = p.into_profile();
     p.name = args.name.clone();
     p.description = format!(
@@ -4262,23 +4269,6 @@ pub fn calibrate(args: &CalibrateArgs, out: &mut dyn Write) -> Result<u8> {
     Ok(0)
 }
 
-/// `--strict`: a fit bounded to its band is an error too (nothing is
-/// written): it was outside the sourced range by more than the tolerance.
-fn strict_check_bounded(bounded: &[Bounded], strict: bool) -> Result<()> {
-    if strict && !bounded.is_empty() {
-        let list: Vec<String> = bounded
-            .iter()
-            .map(|b| format!("  - {}", b.describe()))
-            .collect();
-        bail!(
-            "--strict: {} fit(s) outside their sourced range (bounded to it); no profile written:\n{}",
-            bounded.len(),
-            list.join("\n")
-        );
-    }
-    Ok(())
-}
-
 /// What the profile's description says of the bounded fits ("" when none).
 fn bounded_note(bounded: &[Bounded]) -> String {
     if bounded.is_empty() {
@@ -4292,16 +4282,22 @@ fn bounded_note(bounded: &[Bounded]) -> String {
     )
 }
 
-/// `--strict`: any refused fit is an error (nothing is written).
-fn strict_check(refused: &[Refusal], strict: bool) -> Result<()> {
-    if strict && !refused.is_empty() {
-        let list: Vec<String> = refused
-            .iter()
-            .map(|r| format!("  - {}", r.describe()))
-            .collect();
+/// `--strict`: any fit outside its sourced range, refused or bounded to
+/// its band, is an error (nothing is written).
+fn strict_check(refused: &[Refusal], bounded: &[Bounded], strict: bool) -> Result<()> {
+    let list: Vec<String> = refused
+        .iter()
+        .map(|r| format!("  - refused: {}", r.describe()))
+        .chain(
+            bounded
+                .iter()
+                .map(|b| format!("  - bounded: {}", b.describe())),
+        )
+        .collect();
+    if strict && !list.is_empty() {
         bail!(
             "{} fit(s) outside their sourced ranges (--strict; no profile written):\n{}",
-            refused.len(),
+            list.len(),
             list.join("\n")
         );
     }
@@ -5689,11 +5685,13 @@ mod tests {
     /// The plausibility check (issue 15): a price set directly is taken
     /// inside its sourced range widened by the tolerance (zen3's
     /// struct_page_line: [2, 40] ns, so 1..160 ns); outside it, measured
-    /// with an interval, it is bounded to that band (sixteenth session:
-    /// the mean of the measurement truncated to the band, its source says
-    /// "fit bounded" with the fitted value, the range and the samples, and
-    /// the bound is recorded); a value that is not a number is refused (the
-    /// sourced price comes back whole: point, range, basis).
+    /// with an interval that excludes the sourced price, it is bounded to
+    /// that band (sixteenth session: the mean of the measurement truncated
+    /// to the band, its source says "fit bounded" with the fitted value,
+    /// the range and the samples, and the bound is recorded); one whose
+    /// interval holds the sourced price, and a value that is not a number,
+    /// are refused (the sourced price comes back whole: point, range,
+    /// basis).
     #[test]
     fn an_in_range_fit_is_taken_an_out_of_range_one_bounded_and_nan_refused() {
         let base = ptlab_cost::find_profile("zen3").unwrap();
@@ -5739,6 +5737,14 @@ mod tests {
             );
             assert!(got.source.contains("[2.000, 40.000]"), "{}", got.source);
         }
+        // Outside the band but with an interval that holds the sourced
+        // price (10 ns): the measurement does not contradict the source, so
+        // it is refused and the sourced price kept.
+        let mut p = Fit::new(base.clone());
+        set_direct(&mut p, e, &derived(20, 0.5, 20.0), "fork slopes");
+        assert_eq!((p.refused.len(), p.bounded.len()), (1, 0));
+        assert_eq!(p.price_of(e).ns, 10.0);
+        assert!(p.price_of(e).source.starts_with("fit refused"));
         // Not a number: refused, the sourced price back.
         let mut p = Fit::new(base.clone());
         set_direct(&mut p, e, &derived(20, f64::NAN, 0.7), "fork slopes");
@@ -5955,13 +5961,26 @@ mod tests {
             &derived(20, f64::NAN, 0.7),
             "fork slopes",
         );
-        assert!(strict_check(&p.refused, false).is_ok());
-        let err = strict_check(&p.refused, true).unwrap_err().to_string();
+        assert!(strict_check(&p.refused, &p.bounded, false).is_ok());
+        let err = strict_check(&p.refused, &p.bounded, true)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("1 fit(s) outside") && err.contains("struct_page_line"),
             "{err}"
         );
-        assert!(strict_check(&[], true).is_ok());
+        assert!(strict_check(&[], &[], true).is_ok());
+        // A bounded fit fails --strict too.
+        let mut q = Fit::new(base.clone());
+        set_direct(&mut q, HwEvent::StructPageLine, &derived(20, 0.5, 0.7), "t");
+        assert_eq!((q.refused.len(), q.bounded.len()), (0, 1));
+        let err = strict_check(&q.refused, &q.bounded, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("1 fit(s) outside") && err.contains("bounded: struct_page_line"),
+            "{err}"
+        );
         let refused = std::mem::take(&mut p.refused);
         let mut p = p.into_profile();
         stamp_sources(&mut p, "calibrated on h at d, 20 repetitions");
