@@ -231,7 +231,16 @@ fn calibrate_writes_a_valid_profile() {
     assert!(calibrated.len() >= 8, "{calibrated:?}");
     for (e, pr) in calibrated {
         assert!(pr.ns.is_finite() && pr.ns >= 0.0, "{e:?}");
-        assert!(pr.source.starts_with("ptlab calibrate:"), "{e:?}");
+        // Measured, or measured outside its sourced range and bounded to
+        // the allowed band (a loaded machine: other test binaries run
+        // beside this one), saying so before the measurement's source.
+        assert!(
+            pr.source.starts_with("ptlab calibrate:")
+                || (pr.source.starts_with("fit bounded: ")
+                    && pr.source.contains("; ptlab calibrate:")),
+            "{e:?}: {}",
+            pr.source
+        );
         // Where and when, and from how many repetitions.
         assert!(
             pr.source.contains("calibrated on ") && pr.source.contains(" repetitions"),
